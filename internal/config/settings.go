@@ -1,0 +1,140 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// setting is one configuration knob: its config-file/flag key, its
+// environment name, its default (as text, parsed by set) and how to store a
+// value into a Config.
+type setting struct {
+	key string // config file key and flag override key
+	env string // environment variable
+	def string // default, parsed like any other value ("" = none)
+	doc string
+	// secret settings are never echoed in errors.
+	secret bool
+	set    func(c *Config, v string) error
+}
+
+// settings is THE table of SANDBOX_* names: every environment variable the
+// server reads is a string literal here and nowhere else in this package
+// (SECURITY.md's inventory test parses the tree for such literals). It is a
+// read-only table; nothing assigns to it.
+var settings = []setting{
+	{key: "api_key", env: "SANDBOX_API_KEY", secret: true, doc: "admin key; generated on first start when unset",
+		set: func(c *Config, v string) error { c.APIKey = v; return nil }},
+	{key: "listen", env: "SANDBOX_LISTEN", def: "127.0.0.1:8080", doc: "listen address",
+		set: func(c *Config, v string) error { c.Listen = strings.TrimSpace(v); return nil }},
+	{key: "data_dir", env: "SANDBOX_DATA_DIR", doc: "store, workspaces, audit (default: /var/lib/sandhold as root, else $XDG_DATA_HOME/sandhold)",
+		set: func(c *Config, v string) error { c.DataDir = strings.TrimSpace(v); return nil }},
+	{key: "enable_sudo", env: "SANDBOX_ENABLE_SUDO", def: "false", doc: "allow sudo: true (uid 0 inside the user namespace)",
+		set: boolField(func(c *Config, b bool) { c.EnableSudo = b })},
+	{key: "rate_limit", env: "SANDBOX_RATE_LIMIT", def: "true", doc: "per-key rate limits on",
+		set: boolField(func(c *Config, b bool) { c.DisableRateLimit = !b })},
+	{key: "network_restricted", env: "SANDBOX_NETWORK_RESTRICTED", def: "true", doc: "egress denied unless a sandbox's allowlist permits",
+		set: boolField(func(c *Config, b bool) { c.NetworkUnrestricted = !b })},
+	{key: "insecure_no_isolation", env: "SANDBOX_INSECURE_NO_ISOLATION", def: "false", doc: "start even when sandboxes cannot be isolated",
+		set: boolField(func(c *Config, b bool) { c.InsecureNoIsolation = b })},
+	{key: "max_file_size", env: "SANDBOX_MAX_FILE_SIZE", def: "10MB", doc: "largest file in one JSON file call",
+		set: sizeField(func(c *Config, s Size) { c.MaxFileSize = s })},
+	{key: "max_files_per_request", env: "SANDBOX_MAX_FILES_PER_REQUEST", def: "100", doc: "files touched by one request",
+		set: intField(func(c *Config, n int) { c.MaxFilesPerRequest = n })},
+	{key: "max_memory", env: "SANDBOX_MAX_MEMORY", def: "1GB", doc: "per sandbox memory",
+		set: sizeField(func(c *Config, s Size) { c.MaxMemory = s })},
+	{key: "max_cpu_time", env: "SANDBOX_MAX_CPU_TIME", def: "30s", doc: "per execution CPU time",
+		set: durationField(func(c *Config, d time.Duration) { c.MaxCPUTime = d })},
+	{key: "max_disk", env: "SANDBOX_MAX_DISK", def: "5GB", doc: "per sandbox workspace quota",
+		set: sizeField(func(c *Config, s Size) { c.MaxDisk = s })},
+	{key: "max_processes", env: "SANDBOX_MAX_PROCESSES", def: "50", doc: "per sandbox pids",
+		set: intField(func(c *Config, n int) { c.MaxProcesses = n })},
+	{key: "warm_pool", env: "SANDBOX_WARM_POOL", def: "2", doc: "pre-started sandboxes kept ready",
+		set: intField(func(c *Config, n int) { c.WarmPool = n })},
+	{key: "max_sandboxes_per_key", env: "SANDBOX_MAX_SANDBOXES_PER_KEY", def: "10", doc: "live sandboxes per API key",
+		set: intField(func(c *Config, n int) { c.MaxSandboxesPerKey = n })},
+	{key: "sandbox_ttl", env: "SANDBOX_SANDBOX_TTL", def: "24h", doc: "idle time after which a sandbox is reaped",
+		set: durationField(func(c *Config, d time.Duration) { c.SandboxTTL = d })},
+	{key: "max_body", env: "SANDBOX_MAX_BODY", def: "16MB", doc: "JSON request body cap",
+		set: sizeField(func(c *Config, s Size) { c.MaxBody = s })},
+	{key: "allowed_hosts", env: "SANDBOX_ALLOWED_HOSTS", doc: "extra Host header names accepted (comma separated)",
+		set: func(c *Config, v string) error { c.AllowedHosts = splitList(v); return nil }},
+	{key: "cors_origins", env: "SANDBOX_CORS_ORIGINS", doc: "origins allowed cross-origin access (comma separated; default off)",
+		set: func(c *Config, v string) error { c.CORSOrigins = splitList(v); return nil }},
+	{key: "log_level", env: "SANDBOX_LOG_LEVEL", def: "info", doc: "debug, info, warn or error",
+		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
+}
+
+// Setting describes one knob for documentation and `sandhold serve --help`.
+type Setting struct {
+	Key, Env, Default, Doc string
+}
+
+// Settings lists every knob in table order.
+func Settings() []Setting {
+	out := make([]Setting, 0, len(settings))
+	for _, s := range settings {
+		out = append(out, Setting{Key: s.key, Env: s.env, Default: s.def, Doc: s.doc})
+	}
+	return out
+}
+
+func boolField(f func(*Config, bool)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		f(c, b)
+		return nil
+	}
+}
+
+func intField(f func(*Config, int)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("want an integer, got %q", v)
+		}
+		f(c, n)
+		return nil
+	}
+}
+
+func sizeField(f func(*Config, Size)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		s, err := ParseSize(v)
+		if err != nil {
+			return err
+		}
+		f(c, s)
+		return nil
+	}
+}
+
+func durationField(f func(*Config, time.Duration)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("want a duration like 30s or 24h, got %q", v)
+		}
+		f(c, d)
+		return nil
+	}
+}
+
+// maxListItems caps comma-separated lists so a pasted blob cannot blow up
+// every Host check.
+const maxListItems = 64
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

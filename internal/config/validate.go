@@ -1,0 +1,182 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// check is one named validation rule. Each returns an error naming the
+// setting (by environment name) it refuses.
+type check struct {
+	name string
+	fn   func(Config) error
+}
+
+// checks run in order; Validate reports all failures, joined.
+var checks = []check{
+	{"listen address", checkListen},
+	{"data dir", checkDataDir},
+	{"api key", checkAPIKey},
+	{"positive limits", checkPositive},
+	{"upper bounds", checkUpperBounds},
+	{"log level", checkLogLevel},
+	{"allowed hosts", checkAllowedHosts},
+	{"cors origins", checkCORSOrigins},
+}
+
+// Validate applies every named check and returns their failures joined, or
+// nil. Call it on the result of Load (or of WithDefaults).
+func (c Config) Validate() error {
+	var errs []error
+	for _, ch := range checks {
+		if err := ch.fn(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkListen(c Config) error {
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("SANDBOX_LISTEN: %q is not host:port", c.Listen)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("SANDBOX_LISTEN: bad port %q", port)
+	}
+	if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+		return fmt.Errorf("SANDBOX_LISTEN: host %q must be an IP address or localhost", host)
+	}
+	return nil
+}
+
+func checkDataDir(c Config) error {
+	if c.DataDir == "" {
+		return errors.New("SANDBOX_DATA_DIR: empty")
+	}
+	if !filepath.IsAbs(c.DataDir) {
+		// A relative data dir is resolved against the working directory at
+		// start; allowed (make run uses ./.data), but it must be clean.
+		if strings.Contains(c.DataDir, "\x00") {
+			return errors.New("SANDBOX_DATA_DIR: contains NUL")
+		}
+	}
+	return nil
+}
+
+// minAPIKeyLen: an operator-chosen admin key shorter than this is guessable.
+const minAPIKeyLen = 32
+
+func checkAPIKey(c Config) error {
+	if c.APIKey == "" {
+		return nil
+	}
+	if len(c.APIKey) < minAPIKeyLen {
+		return fmt.Errorf("SANDBOX_API_KEY: too short (want at least %d characters)", minAPIKeyLen)
+	}
+	for i := 0; i < len(c.APIKey); i++ {
+		if b := c.APIKey[i]; b <= ' ' || b > '~' {
+			return errors.New("SANDBOX_API_KEY: only printable ASCII without spaces is allowed")
+		}
+	}
+	return nil
+}
+
+func checkPositive(c Config) error {
+	var errs []error
+	pos := func(name string, v int64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive, got %d", name, v))
+		}
+	}
+	pos("SANDBOX_MAX_FILE_SIZE", c.MaxFileSize.Bytes())
+	pos("SANDBOX_MAX_FILES_PER_REQUEST", int64(c.MaxFilesPerRequest))
+	pos("SANDBOX_MAX_MEMORY", c.MaxMemory.Bytes())
+	pos("SANDBOX_MAX_CPU_TIME", int64(c.MaxCPUTime))
+	pos("SANDBOX_MAX_DISK", c.MaxDisk.Bytes())
+	pos("SANDBOX_MAX_PROCESSES", int64(c.MaxProcesses))
+	pos("SANDBOX_MAX_SANDBOXES_PER_KEY", int64(c.MaxSandboxesPerKey))
+	pos("SANDBOX_SANDBOX_TTL", int64(c.SandboxTTL))
+	pos("SANDBOX_MAX_BODY", c.MaxBody.Bytes())
+	if c.WarmPool < 0 {
+		errs = append(errs, fmt.Errorf("SANDBOX_WARM_POOL: must not be negative, got %d", c.WarmPool))
+	}
+	return errors.Join(errs...)
+}
+
+// Upper bounds catch unit mistakes (SANDBOX_MAX_MEMORY=1TB, a TTL in years)
+// rather than express policy.
+const (
+	maxWarmPool     = 256
+	maxProcesses    = 1 << 16
+	maxSandboxesKey = 10000
+	maxBodyCap      = Size(1 << 30)  // 1 GiB for a JSON body is already absurd
+	maxCPUTimeCap   = 24 * time.Hour // per execution
+	minTTL          = time.Minute    // a shorter TTL reaps sandboxes mid-use
+	maxTTL          = 365 * 24 * time.Hour
+)
+
+func checkUpperBounds(c Config) error {
+	var errs []error
+	if c.WarmPool > maxWarmPool {
+		errs = append(errs, fmt.Errorf("SANDBOX_WARM_POOL: at most %d, got %d", maxWarmPool, c.WarmPool))
+	}
+	if c.MaxProcesses > maxProcesses {
+		errs = append(errs, fmt.Errorf("SANDBOX_MAX_PROCESSES: at most %d, got %d", maxProcesses, c.MaxProcesses))
+	}
+	if c.MaxSandboxesPerKey > maxSandboxesKey {
+		errs = append(errs, fmt.Errorf("SANDBOX_MAX_SANDBOXES_PER_KEY: at most %d, got %d", maxSandboxesKey, c.MaxSandboxesPerKey))
+	}
+	if c.MaxBody > maxBodyCap {
+		errs = append(errs, fmt.Errorf("SANDBOX_MAX_BODY: at most %s, got %s", maxBodyCap, c.MaxBody))
+	}
+	if c.MaxCPUTime > maxCPUTimeCap {
+		errs = append(errs, fmt.Errorf("SANDBOX_MAX_CPU_TIME: at most %s, got %s", maxCPUTimeCap, c.MaxCPUTime))
+	}
+	if c.SandboxTTL > 0 && (c.SandboxTTL < minTTL || c.SandboxTTL > maxTTL) {
+		errs = append(errs, fmt.Errorf("SANDBOX_SANDBOX_TTL: between %s and %s, got %s", minTTL, maxTTL, c.SandboxTTL))
+	}
+	return errors.Join(errs...)
+}
+
+func checkLogLevel(c Config) error {
+	if !validLogLevel(c.LogLevel) {
+		return fmt.Errorf("SANDBOX_LOG_LEVEL: want one of %s, got %q", strings.Join(validLogLevels, ", "), c.LogLevel)
+	}
+	return nil
+}
+
+func checkAllowedHosts(c Config) error {
+	if len(c.AllowedHosts) > maxListItems {
+		return fmt.Errorf("SANDBOX_ALLOWED_HOSTS: at most %d names", maxListItems)
+	}
+	for _, h := range c.AllowedHosts {
+		if h == "*" || strings.ContainsAny(h, "/ *@") {
+			return fmt.Errorf("SANDBOX_ALLOWED_HOSTS: %q is not a host name (wildcards are not accepted)", h)
+		}
+	}
+	return nil
+}
+
+func checkCORSOrigins(c Config) error {
+	if len(c.CORSOrigins) > maxListItems {
+		return fmt.Errorf("SANDBOX_CORS_ORIGINS: at most %d origins", maxListItems)
+	}
+	for _, o := range c.CORSOrigins {
+		if o == "*" {
+			return errors.New("SANDBOX_CORS_ORIGINS: \"*\" is refused; list the origins")
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
+			return fmt.Errorf("SANDBOX_CORS_ORIGINS: %q is not an origin like https://app.example", o)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+const auditColumns = `seq, time_ns, actor, role, client_addr, action, target, sandbox, verdict, detail, prev_hash, hash`
+
+func scanAudit(row interface{ Scan(...any) error }) (AuditRecord, error) {
+	var r AuditRecord
+	var ns int64
+	if err := row.Scan(&r.Seq, &ns, &r.Actor, &r.Role, &r.ClientAddr, &r.Action, &r.Target, &r.Sandbox,
+		&r.Verdict, &r.Detail, &r.PrevHash, &r.Hash); err != nil {
+		return AuditRecord{}, err
+	}
+	r.Time = fromNS(ns)
+	return r, nil
+}
+
+// AppendAudit appends one record inside a write transaction.
+func (s *SQLite) AppendAudit(ctx context.Context, build func(last AuditRecord, ok bool) (AuditRecord, error), beforeCommit func(AuditRecord) error) (AuditRecord, error) {
+	var rec AuditRecord
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		last, err := scanAudit(tx.QueryRowContext(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT 1`))
+		ok := err == nil
+		if err != nil && err != sql.ErrNoRows {
+			return fmt.Errorf("read last record: %w", err)
+		}
+		rec, err = build(last, ok)
+		if err != nil {
+			return err
+		}
+		if rec.Detail == nil {
+			rec.Detail = []byte{}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO audit(`+auditColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
+			rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
+			rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
+			if isUnique(err) {
+				return ErrConflict
+			}
+			return fmt.Errorf("insert record: %w", err)
+		}
+		if beforeCommit != nil {
+			return beforeCommit(rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return AuditRecord{}, fmt.Errorf("append audit: %w", err)
+	}
+	return rec, nil
+}
+
+// QueryAudit returns matching records.
+func (s *SQLite) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
+	var where []string
+	var args []any
+	if !f.Since.IsZero() {
+		where, args = append(where, "time_ns >= ?"), append(args, toNS(f.Since))
+	}
+	if f.AfterSeq > 0 {
+		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)
+	}
+	if f.Actor != "" {
+		where, args = append(where, "actor = ?"), append(args, f.Actor)
+	}
+	if f.Action != "" {
+		where = append(where, `(action = ? OR action LIKE ? ESCAPE '\')`)
+		args = append(args, f.Action, escapeLike(f.Action)+".%")
+	}
+	if f.Sandbox != "" {
+		where, args = append(where, "sandbox = ?"), append(args, f.Sandbox)
+	}
+	q := `SELECT ` + auditColumns + ` FROM audit`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	if f.Descending {
+		q += ` ORDER BY seq DESC`
+	} else {
+		q += ` ORDER BY seq`
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > MaxAuditPage {
+		limit = MaxAuditPage
+	}
+	q += ` LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query audit: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditRecord
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("query audit: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// scanPage bounds the rows held per round trip while scanning the whole log.
+const scanPage = 512
+
+// ScanAudit walks every record in seq order, a page at a time.
+func (s *SQLite) ScanAudit(ctx context.Context, fn func(AuditRecord) error) error {
+	// seq is the rowid (INTEGER PRIMARY KEY): seq order is storage order.
+	var after int64 = -1 << 62
+	for {
+		rows, err := s.db.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit WHERE seq > ? ORDER BY seq LIMIT ?`, after, scanPage)
+		if err != nil {
+			return fmt.Errorf("scan audit: %w", err)
+		}
+		var page []AuditRecord
+		for rows.Next() {
+			r, err := scanAudit(rows)
+			if err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("scan audit: %w", err)
+			}
+			page = append(page, r)
+		}
+		err = rows.Err()
+		_ = rows.Close()
+		if err != nil {
+			return fmt.Errorf("scan audit: %w", err)
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < scanPage {
+			return nil
+		}
+		after = page[len(page)-1].Seq
+	}
+}
+
+// LastAudit returns the newest record.
+func (s *SQLite) LastAudit(ctx context.Context) (AuditRecord, error) {
+	r, err := scanAudit(s.db.QueryRowContext(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT 1`))
+	if err != nil {
+		return AuditRecord{}, notFound(err)
+	}
+	return r, nil
+}
+
+func escapeLike(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s)
+}

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migration is one schema step. Steps are applied in slice order, each in its
+// own transaction, and recorded in schema_migrations. Never edit or reorder a
+// released step: append a new one.
+type migration struct {
+	version int
+	name    string
+	up      string
+}
+
+// migrations is the ordered schema history. Append only.
+var migrations = []migration{
+	{1, "keys", `
+CREATE TABLE keys (
+	id         TEXT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	role       TEXT NOT NULL,
+	hash       BLOB NOT NULL UNIQUE,
+	created_ns INTEGER NOT NULL,
+	revoked_ns INTEGER NOT NULL DEFAULT 0
+);`},
+	{2, "audit", `
+CREATE TABLE audit (
+	seq         INTEGER PRIMARY KEY,
+	time_ns     INTEGER NOT NULL,
+	actor       TEXT NOT NULL,
+	role        TEXT NOT NULL,
+	client_addr TEXT NOT NULL,
+	action      TEXT NOT NULL,
+	target      TEXT NOT NULL,
+	sandbox     TEXT NOT NULL,
+	verdict     TEXT NOT NULL,
+	detail      BLOB NOT NULL,
+	prev_hash   TEXT NOT NULL,
+	hash        TEXT NOT NULL
+);
+CREATE INDEX audit_time ON audit(time_ns);
+CREATE INDEX audit_actor ON audit(actor, seq);
+CREATE INDEX audit_action ON audit(action, seq);
+CREATE INDEX audit_sandbox ON audit(sandbox, seq);`},
+	{3, "settings", `
+CREATE TABLE settings (
+	key        TEXT PRIMARY KEY,
+	value      BLOB NOT NULL,
+	updated_ns INTEGER NOT NULL
+);`},
+}
+
+func (s *SQLite) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_ns INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var current int
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("migrate: read version: %w", err)
+	}
+	latest := 0
+	for i, m := range migrations {
+		if m.version != i+1 {
+			return fmt.Errorf("migrate: migration %q has version %d, want %d", m.name, m.version, i+1)
+		}
+		latest = m.version
+	}
+	if current > latest {
+		return fmt.Errorf("migrate: database schema version %d is newer than this binary's %d; refusing to downgrade", current, latest)
+	}
+	for _, m := range migrations[current:] {
+		err := s.withTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, m.up); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version, name, applied_ns) VALUES (?, ?, ?)`,
+				m.version, m.name, time.Now().UnixNano())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: step %d (%s): %w", m.version, m.name, err)
+		}
+	}
+	return nil
+}
+
+// SchemaVersion returns the highest applied migration.
+func (s *SQLite) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}

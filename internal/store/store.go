@@ -1,0 +1,116 @@
+// Package store is sandhold's durable state: API keys (hashes only), the
+// audit record stream and a small settings key-value table, behind an
+// interface small enough for a PostgreSQL back end to implement later.
+//
+// The default back end is an embedded SQLite database (modernc.org/sqlite,
+// pure Go, so the binary stays CGO_ENABLED=0) at <datadir>/sandhold.db, in WAL
+// mode with a busy timeout so that the server and a concurrently run CLI
+// (`sandhold keys create`) can share it. Schema changes are versioned
+// migrations (migrations.go), applied in order inside one transaction each.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinels callers branch on.
+var (
+	// ErrNotFound: the key/setting/record does not exist (→ 404 or "absent").
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a uniqueness rule refused the write (duplicate id or hash).
+	ErrConflict = errors.New("conflict")
+)
+
+// Store is the persistence interface. Every method is safe for concurrent
+// use. Implementations must make AppendAudit atomic with respect to other
+// appenders, including other processes using the same database.
+type Store interface {
+	// CreateKey inserts a key. ErrConflict if the id or hash exists.
+	CreateKey(ctx context.Context, k Key) error
+	// PutKey inserts or replaces the key with k.ID (used for the admin key,
+	// whose hash changes when the operator changes SANDBOX_API_KEY).
+	PutKey(ctx context.Context, k Key) error
+	// KeyByHash returns the key whose SHA-256 hash is hash (revoked ones
+	// included: the caller checks RevokedAt). ErrNotFound if none.
+	KeyByHash(ctx context.Context, hash []byte) (Key, error)
+	// KeyByID returns one key. ErrNotFound if none.
+	KeyByID(ctx context.Context, id string) (Key, error)
+	// ListKeys returns all keys, oldest first.
+	ListKeys(ctx context.Context) ([]Key, error)
+	// RevokeKey marks a key revoked at at. ErrNotFound if no such key;
+	// revoking a revoked key keeps the first revocation time and succeeds.
+	RevokeKey(ctx context.Context, id string, at time.Time) (Key, error)
+
+	// AppendAudit appends one record atomically: it reads the last record
+	// (ok=false when the stream is empty), calls build to make the new one
+	// from it, inserts it, calls beforeCommit (which may fail to abort the
+	// append) and commits. Appenders are serialized across processes.
+	AppendAudit(ctx context.Context, build func(last AuditRecord, ok bool) (AuditRecord, error), beforeCommit func(AuditRecord) error) (AuditRecord, error)
+	// QueryAudit returns records matching f, ordered by seq (descending when
+	// f.Descending), at most f.Limit (capped by MaxAuditPage).
+	QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, error)
+	// ScanAudit calls fn for every record in seq order until fn returns an
+	// error, which ScanAudit returns.
+	ScanAudit(ctx context.Context, fn func(AuditRecord) error) error
+	// LastAudit returns the record with the highest seq; ErrNotFound if empty.
+	LastAudit(ctx context.Context) (AuditRecord, error)
+
+	// GetSetting returns a stored setting. ErrNotFound if absent.
+	GetSetting(ctx context.Context, key string) ([]byte, error)
+	// PutSetting stores a setting (insert or replace).
+	PutSetting(ctx context.Context, key string, value []byte) error
+
+	// Close releases the database.
+	Close() error
+}
+
+// Key is an API key as stored: never the key itself, only its SHA-256.
+type Key struct {
+	ID        string
+	Name      string
+	Role      string
+	Hash      []byte // SHA-256 of the full key text
+	CreatedAt time.Time
+	// RevokedAt is zero for an active key.
+	RevokedAt time.Time
+}
+
+// Revoked reports whether the key has been revoked.
+func (k Key) Revoked() bool { return !k.RevokedAt.IsZero() }
+
+// AuditRecord is one stored audit record. Time is kept with nanosecond
+// precision in UTC; Detail is the canonical JSON the hash was computed over,
+// stored byte for byte.
+type AuditRecord struct {
+	Seq        int64
+	Time       time.Time
+	Actor      string
+	Role       string
+	ClientAddr string
+	Action     string
+	Target     string
+	Sandbox    string
+	Verdict    string
+	Detail     []byte
+	PrevHash   string
+	Hash       string
+}
+
+// MaxAuditPage caps one QueryAudit answer so that a client cannot make the
+// server materialize the whole log in memory.
+const MaxAuditPage = 1000
+
+// AuditFilter selects audit records. Zero fields do not filter.
+type AuditFilter struct {
+	Since    time.Time // records at or after this time
+	AfterSeq int64     // records with seq > AfterSeq
+	Actor    string    // exact key id
+	// Action matches exactly, or as a dotted prefix: "auth" matches
+	// "auth.failure" and "auth.success", not "authz.x".
+	Action     string
+	Sandbox    string
+	Limit      int // 0 or > MaxAuditPage means MaxAuditPage
+	Descending bool
+}
