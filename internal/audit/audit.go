@@ -1,0 +1,303 @@
+// Package audit is sandhold's tamper-evident record of security decisions:
+// an append-only, hash-chained stream of records in the store, with the head
+// (last seq and hash) also kept in <datadir>/audit.head so that cutting
+// records off the end is detected too.
+//
+// It stops silent after-the-fact editing of the record: changing, deleting,
+// reordering or truncating records breaks the chain and Verify names the first
+// bad seq. (Someone who can rewrite both the database and the head file and
+// recompute every hash is not stopped; ship records off-host for that.)
+//
+// # Canonical encoding
+//
+// Record n's hash is the lowercase hex SHA-256 of the UTF-8 JSON text
+//
+//	{"v":1,"seq":n,"time":T,"actor":A,"role":R,"client_addr":C,"action":X,
+//	 "target":G,"sandbox":S,"verdict":V,"detail":D,"prev_hash":P}
+//
+// with the keys in exactly this order and no insignificant whitespace, as
+// produced by encoding/json: strings use its escaping (including its HTML
+// escapes), T is the record time in UTC formatted with time.RFC3339Nano, D is
+// the detail object as stored (encoding/json of a map, so keys sorted; "{}"
+// when empty), and P is the previous record's hash, or 64 zeros for seq 1.
+// Every string is passed through redact before it is hashed or written.
+//
+// The head file holds "<seq> <hash>\n" of the last record and is replaced
+// atomically (temp file + rename) inside the append transaction. Appends are
+// not fsynced one by one: SQLite's WAL with synchronous=NORMAL may lose the
+// last records on power loss, which Verify then reports as a head mismatch.
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/redact"
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+// HeadFile is the name of the head file in the data dir.
+const HeadFile = "audit.head"
+
+// GenesisHash is the prev_hash of the first record.
+const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// Caps on what one record may hold, so a hostile value (a huge command line,
+// a giant target path) cannot bloat the log.
+const (
+	maxFieldLen  = 1024     // any single string field, in bytes
+	maxDetailLen = 16 << 10 // the encoded detail object
+)
+
+// Verdicts used across packages.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+	Error = "error"
+)
+
+// Entry is what a caller records. Actor is the key id ("" for anonymous),
+// Action is "category.verb" (auth.success, key.create, exec.run, ...).
+type Entry struct {
+	Actor      string
+	Role       string
+	ClientAddr string
+	Action     string
+	Target     string
+	Sandbox    string
+	Verdict    string
+	Detail     map[string]any
+}
+
+// Record is a stored, chained entry.
+type Record struct {
+	Seq        int64          `json:"seq"`
+	Time       time.Time      `json:"time"`
+	Actor      string         `json:"actor"`
+	Role       string         `json:"role"`
+	ClientAddr string         `json:"client_addr"`
+	Action     string         `json:"action"`
+	Target     string         `json:"target"`
+	Sandbox    string         `json:"sandbox"`
+	Verdict    string         `json:"verdict"`
+	Detail     map[string]any `json:"detail"`
+	PrevHash   string         `json:"prev_hash"`
+	Hash       string         `json:"hash"`
+}
+
+// Appender is the one method other packages need; take it instead of *Log.
+type Appender interface {
+	Append(ctx context.Context, e Entry) (Record, error)
+}
+
+// Log is the audit log over a store.
+type Log struct {
+	st       store.Store
+	headPath string
+	now      func() time.Time
+
+	// mu serializes this process's appends so the head file is written in
+	// seq order (other processes are serialized by the store's transaction).
+	mu sync.Mutex
+}
+
+var _ Appender = (*Log)(nil)
+
+// Option configures a Log.
+type Option func(*Log)
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now } }
+
+// New returns the log over st, keeping the head file in dataDir.
+func New(st store.Store, dataDir string, opts ...Option) *Log {
+	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), now: time.Now}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
+
+// HeadPath returns the head file's path.
+func (l *Log) HeadPath() string { return l.headPath }
+
+// Append redacts, chains and stores e.
+func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
+	if e.Action == "" {
+		return Record{}, errors.New("audit: empty action")
+	}
+	detail, err := encodeDetail(e.Detail)
+	if err != nil {
+		return Record{}, fmt.Errorf("audit: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.now().UTC().Round(0)
+	rec, err := l.st.AppendAudit(ctx, func(last store.AuditRecord, ok bool) (store.AuditRecord, error) {
+		r := store.AuditRecord{
+			Seq:        1,
+			Time:       time.Unix(0, t.UnixNano()).UTC(),
+			Actor:      clean(e.Actor),
+			Role:       clean(e.Role),
+			ClientAddr: clean(e.ClientAddr),
+			Action:     clean(e.Action),
+			Target:     clean(e.Target),
+			Sandbox:    clean(e.Sandbox),
+			Verdict:    clean(e.Verdict),
+			Detail:     detail,
+			PrevHash:   GenesisHash,
+		}
+		if ok {
+			r.Seq = last.Seq + 1
+			r.PrevHash = last.Hash
+		}
+		h, err := HashOf(r)
+		if err != nil {
+			return store.AuditRecord{}, err
+		}
+		r.Hash = h
+		return r, nil
+	}, l.writeHead)
+	if err != nil {
+		return Record{}, err
+	}
+	return fromStore(rec), nil
+}
+
+// clean redacts and caps a field.
+func clean(s string) string {
+	s = redact.String(s)
+	if len(s) > maxFieldLen {
+		s = strings.ToValidUTF8(s[:maxFieldLen], "") + "…"
+	}
+	return s
+}
+
+func encodeDetail(d map[string]any) ([]byte, error) {
+	if len(d) == 0 {
+		return []byte("{}"), nil
+	}
+	red, _ := redact.Value(d).(map[string]any)
+	b, err := json.Marshal(red)
+	if err != nil {
+		return nil, fmt.Errorf("encode detail: %w", err)
+	}
+	if len(b) > maxDetailLen {
+		b, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(b)})
+	}
+	return b, nil
+}
+
+// canonical is the hashed form; field order is the encoding's key order.
+type canonical struct {
+	V          int             `json:"v"`
+	Seq        int64           `json:"seq"`
+	Time       string          `json:"time"`
+	Actor      string          `json:"actor"`
+	Role       string          `json:"role"`
+	ClientAddr string          `json:"client_addr"`
+	Action     string          `json:"action"`
+	Target     string          `json:"target"`
+	Sandbox    string          `json:"sandbox"`
+	Verdict    string          `json:"verdict"`
+	Detail     json.RawMessage `json:"detail"`
+	PrevHash   string          `json:"prev_hash"`
+}
+
+// HashOf computes a record's hash per the canonical encoding (package doc).
+func HashOf(r store.AuditRecord) (string, error) {
+	detail := r.Detail
+	if len(detail) == 0 {
+		detail = []byte("{}")
+	}
+	b, err := json.Marshal(canonical{
+		V: 1, Seq: r.Seq, Time: r.Time.UTC().Format(time.RFC3339Nano),
+		Actor: r.Actor, Role: r.Role, ClientAddr: r.ClientAddr, Action: r.Action,
+		Target: r.Target, Sandbox: r.Sandbox, Verdict: r.Verdict,
+		Detail: detail, PrevHash: r.PrevHash,
+	})
+	if err != nil {
+		return "", fmt.Errorf("encode record %d: %w", r.Seq, err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// writeHead replaces the head file atomically. Called inside the append
+// transaction, so a failure aborts the append.
+func (l *Log) writeHead(r store.AuditRecord) error {
+	dir := filepath.Dir(l.headPath)
+	f, err := os.CreateTemp(dir, ".audit.head-*")
+	if err != nil {
+		return fmt.Errorf("write audit head: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := fmt.Fprintf(f, "%d %s\n", r.Seq, r.Hash)
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(tmp, l.headPath)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write audit head: %w", werr)
+	}
+	return nil
+}
+
+// head is the parsed head file.
+type head struct {
+	seq  int64
+	hash string
+}
+
+func (l *Log) readHead() (head, bool, error) {
+	b, err := os.ReadFile(l.headPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return head{}, false, nil
+	}
+	if err != nil {
+		return head{}, false, fmt.Errorf("read audit head: %w", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return head{}, true, errMalformedHead
+	}
+	seq, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || seq < 1 || len(f[1]) != 64 {
+		return head{}, true, errMalformedHead
+	}
+	return head{seq: seq, hash: f[1]}, true, nil
+}
+
+// errMalformedHead is reported as a verification failure, not an I/O error.
+var errMalformedHead = errors.New("malformed head file")
+
+func fromStore(r store.AuditRecord) Record {
+	var d map[string]any
+	if len(r.Detail) > 0 {
+		if err := json.Unmarshal(r.Detail, &d); err != nil {
+			d = map[string]any{"undecodable": true}
+		}
+	}
+	if d == nil {
+		d = map[string]any{}
+	}
+	return Record{
+		Seq: r.Seq, Time: r.Time, Actor: r.Actor, Role: r.Role, ClientAddr: r.ClientAddr,
+		Action: r.Action, Target: r.Target, Sandbox: r.Sandbox, Verdict: r.Verdict,
+		Detail: d, PrevHash: r.PrevHash, Hash: r.Hash,
+	}
+}
