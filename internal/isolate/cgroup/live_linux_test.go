@@ -1,0 +1,842 @@
+package cgroup
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Bounds on the tests' own polling: generous, since the CI machine's two
+// cores are shared; they bound a hang, they are not timing assertions.
+const (
+	testPolls        = 2500
+	testPollInterval = 4 * time.Millisecond
+)
+
+// requireCgroups skips unless the test runs as root on a host whose
+// detected back end has every controller New needs, and returns a Manager
+// on a fresh base that is reaped and removed when the test ends, even
+// when it fails.
+func requireCgroups(t *testing.T) Manager {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	info, err := Detect()
+	if err != nil {
+		t.Skipf("no usable cgroups: %v", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	base := "sandhold-test-" + hex.EncodeToString(b[:])
+	m, err := New(base)
+	if err != nil {
+		t.Skipf("cgroup v%d back end unusable here: %v", info.Version, err)
+	}
+	t.Cleanup(func() {
+		if _, err := Reap(m, nil); err != nil {
+			t.Errorf("cleanup reap: %v", err)
+		}
+		for _, d := range baseDirs(m) {
+			if err := rmdirRetry(d); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+	return m
+}
+
+// requireV1 is requireCgroups for tests of v1-only behaviour.
+func requireV1(t *testing.T) *v1Manager {
+	t.Helper()
+	m := requireCgroups(t)
+	v1, ok := m.(*v1Manager)
+	if !ok {
+		t.Skipf("host uses cgroup v%d; this test exercises v1", m.Info().Version)
+	}
+	return v1
+}
+
+// requireV2 is requireCgroups for tests of v2-only behaviour.
+func requireV2(t *testing.T) *v2Manager {
+	t.Helper()
+	if info, err := Detect(); err == nil && info.Version != 2 {
+		t.Skipf("host uses cgroup v%d (no controllers on the unified hierarchy); this test exercises v2", info.Version)
+	}
+	m := requireCgroups(t)
+	return m.(*v2Manager)
+}
+
+func baseDirs(m Manager) []string {
+	switch m := m.(type) {
+	case *v1Manager:
+		var out []string
+		for _, h := range m.hiers {
+			out = append(out, h.baseDir)
+		}
+		return out
+	case *v2Manager:
+		return []string{m.baseDir}
+	}
+	return nil
+}
+
+// groupDirs is every directory of g (one per hierarchy on v1).
+func groupDirs(g Group) []string {
+	switch g := g.(type) {
+	case *v1Group:
+		var out []string
+		for _, h := range g.m.hiers {
+			out = append(out, filepath.Join(h.baseDir, g.rel))
+		}
+		return out
+	case *v2Group:
+		return []string{g.dir()}
+	}
+	return nil
+}
+
+func mustCreate(t *testing.T, m Manager, name string, l Limits) Group {
+	t.Helper()
+	g, err := m.Create(name, l)
+	if err != nil {
+		t.Fatalf("Create(%q): %v", name, err)
+	}
+	return g
+}
+
+// gatedCmd is a command started outside any test group that waits for a
+// line on stdin before doing anything, so it can be put into a group
+// before it runs its script.
+type gatedCmd struct {
+	cmd  *exec.Cmd
+	gate io.WriteCloser
+}
+
+func startGated(t *testing.T, script string) *gatedCmd {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", "read go; "+script)
+	gate, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gc := &gatedCmd{cmd: cmd, gate: gate}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return gc
+}
+
+func (c *gatedCmd) release(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(c.gate, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startIn starts script gated, moves it into g, then lets it run.
+func startIn(t *testing.T, g Group, script string) *gatedCmd {
+	t.Helper()
+	c := startGated(t, script)
+	if err := g.AddProc(c.cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	c.release(t)
+	return c
+}
+
+// waitFor polls cond, failing the test with what after testPolls.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range testPolls {
+		if cond() {
+			return
+		}
+		time.Sleep(testPollInterval)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+}
+
+func statField(t *testing.T, pid, field int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	return f[field-3]
+}
+
+func readPidFile(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, "pid file "+path, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	return pid
+}
+
+func TestDetectThisHost(t *testing.T) {
+	info, err := Detect()
+	if err != nil {
+		t.Skipf("no cgroups here: %v", err)
+	}
+	if info.Version != 1 && info.Version != 2 {
+		t.Fatalf("version %d", info.Version)
+	}
+	for c, mnt := range info.Mounts {
+		var st unix.Statfs_t
+		if err := unix.Statfs(mnt, &st); err != nil {
+			t.Fatalf("%s mount %s: %v", c, mnt, err)
+		}
+		if st.Type != unix.CGROUP_SUPER_MAGIC && st.Type != unix.CGROUP2_SUPER_MAGIC {
+			t.Fatalf("%s mount %s is not a cgroup filesystem (type %#x)", c, mnt, st.Type)
+		}
+	}
+}
+
+func TestCreateDestroyLeavesNothing(t *testing.T) {
+	m := requireCgroups(t)
+	tests := []struct {
+		name string
+		l    Limits
+	}{
+		{"unlimited", Limits{}},
+		{"all limits", Limits{MemoryBytes: 256 << 20, Pids: 50, CPUMilli: 500}},
+		{"fractional cpu", Limits{CPUMilli: 10}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := "g" + strconv.Itoa(i)
+			g := mustCreate(t, m, name, tt.l)
+			sub, err := g.Sub("exec1", Limits{Pids: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dirs := append(groupDirs(g), groupDirs(sub)...)
+			for _, d := range dirs {
+				if _, err := os.Stat(d); err != nil {
+					t.Fatalf("missing after create: %v", err)
+				}
+			}
+			st, err := g.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.MemoryLimit != tt.l.MemoryBytes || st.PidsLimit != tt.l.Pids {
+				t.Fatalf("stats limits %d/%d, want %d/%d", st.MemoryLimit, st.PidsLimit, tt.l.MemoryBytes, tt.l.Pids)
+			}
+			if _, err := m.Create(name, Limits{}); !errors.Is(err, fs.ErrExist) {
+				t.Fatalf("second Create: %v, want ErrExist", err)
+			}
+			names, err := m.List()
+			if err != nil || !slices.Contains(names, name) {
+				t.Fatalf("List = %v, %v; want %q in it", names, err, name)
+			}
+			if _, err := m.Open(name); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			if err := g.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range dirs {
+				if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("%s still there after Destroy (%v)", d, err)
+				}
+			}
+			if err := g.Destroy(); err != nil {
+				t.Fatalf("second Destroy: %v", err)
+			}
+			if _, err := m.Open(name); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("Open after Destroy: %v, want ErrNotFound", err)
+			}
+		})
+	}
+	for _, bad := range []string{"..", "a/b", "", ".procs"} {
+		if _, err := m.Create(bad, Limits{}); !errors.Is(err, ErrInvalidName) {
+			t.Fatalf("Create(%q) = %v, want ErrInvalidName", bad, err)
+		}
+	}
+}
+
+func TestV1LimitFiles(t *testing.T) {
+	m := requireV1(t)
+	g := mustCreate(t, m, "files", Limits{MemoryBytes: 64 << 20, Pids: 7, CPUMilli: 250})
+	gv := g.(*v1Group)
+	want := map[string]string{
+		gv.dir("memory") + "/memory.limit_in_bytes": strconv.Itoa(64 << 20),
+		gv.dir("memory") + "/memory.swappiness":     "0",
+		gv.dir("pids") + "/pids.max":                "7",
+		gv.dir("cpu") + "/cpu.cfs_quota_us":         "25000",
+		gv.dir("cpu") + "/cpu.cfs_period_us":        "100000",
+	}
+	if _, err := os.Stat(gv.dir("memory") + "/memory.memsw.limit_in_bytes"); err == nil {
+		want[gv.dir("memory")+"/memory.memsw.limit_in_bytes"] = strconv.Itoa(64 << 20)
+	}
+	for p, w := range want {
+		got, err := readString(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(got) != w {
+			t.Errorf("%s = %q, want %q", filepath.Base(p), strings.TrimSpace(got), w)
+		}
+	}
+	// Raising and lifting must keep memsw >= limit at every step.
+	for _, l := range []Limits{{MemoryBytes: 512 << 20}, {}, {MemoryBytes: 32 << 20}} {
+		if err := g.SetLimits(l); err != nil {
+			t.Fatalf("SetLimits(%+v): %v", l, err)
+		}
+		st, err := g.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.MemoryLimit != l.MemoryBytes {
+			t.Fatalf("after SetLimits(%+v): MemoryLimit %d", l, st.MemoryLimit)
+		}
+	}
+}
+
+func TestForkBombStopsAtPidsMax(t *testing.T) {
+	m := requireCgroups(t)
+	const limit = 20
+	g := mustCreate(t, m, "bomb", Limits{Pids: limit})
+	// Each iteration forks a sleep; past pids.max the forks fail and the
+	// shell carries on trying.
+	bomb := startIn(t, g, `i=0; while [ $i -lt 300 ]; do sleep 60 & i=$((i+1)); done 2>/dev/null; wait`)
+	waitFor(t, "the bomb to reach pids.max", func() bool {
+		st, err := g.Stats()
+		return err == nil && st.Pids == limit
+	})
+	st, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pids > limit {
+		t.Fatalf("pids.current %d above pids.max %d", st.Pids, limit)
+	}
+	if m.Info().Version == 1 {
+		// pids.events "max" counts forks refused by the limit.
+		refused, err := readKeyed(g.(*v1Group).dir("pids")+"/pids.events", "max")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if refused == 0 {
+			t.Fatal("pids.events reports no refused fork")
+		}
+	}
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if procs, err := g.Procs(); err != nil || len(procs) != 0 {
+		t.Fatalf("after Kill: procs %v, %v", procs, err)
+	}
+	_ = bomb.cmd.Wait()
+	// The group stays usable: a new process runs in it.
+	c := startIn(t, g, "exit 7")
+	err = c.cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("process after the bomb: %v", err)
+	}
+}
+
+func TestMemoryBalloonIsOOMKilled(t *testing.T) {
+	m := requireCgroups(t)
+	g := mustCreate(t, m, "balloon", Limits{MemoryBytes: 64 << 20})
+	script := `exec awk 'BEGIN { s = "xxxxxxxxxxxxxxxx"; while (1) s = s s }'`
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		script = `exec /usr/bin/python3 -c 'b = b"\x01" * (300 << 20)'`
+	}
+	c := startIn(t, g, script)
+	err := c.cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("balloon exited with %v, want a kill", err)
+	}
+	ws := ee.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("balloon ended with %v, want SIGKILL", ws)
+	}
+	st, err := g.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.OOMKills < 1 {
+		t.Fatalf("OOMKills = %d after an OOM kill", st.OOMKills)
+	}
+	if st.MemoryPeak > 64<<20 && m.Info().Version == 1 {
+		t.Fatalf("peak %d above the limit", st.MemoryPeak)
+	}
+}
+
+func TestFreezeStopsCPU(t *testing.T) {
+	m := requireCgroups(t)
+	g := mustCreate(t, m, "busy", Limits{})
+	c := startIn(t, g, `while :; do :; done`)
+	usage := func() time.Duration {
+		st, err := g.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CPUUsage
+	}
+	waitFor(t, "the loop to use CPU", func() bool { return usage() > 0 })
+	if err := g.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := g.Stats()
+	if !st.Frozen {
+		t.Fatal("Stats.Frozen false after Freeze")
+	}
+	before := usage()
+	time.Sleep(100 * time.Millisecond) // a window in which a running loop would use CPU
+	after := usage()
+	if after != before {
+		t.Fatalf("CPU usage moved while frozen: %v -> %v", before, after)
+	}
+	if !alive(c.cmd.Process.Pid) {
+		t.Fatal("frozen process died")
+	}
+	if err := g.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := g.Stats(); st.Frozen {
+		t.Fatal("Stats.Frozen true after Thaw")
+	}
+	waitFor(t, "the loop to run again after Thaw", func() bool { return usage() > after })
+}
+
+func TestKillCatchesSetsidDoubleFork(t *testing.T) {
+	m := requireCgroups(t)
+	g := mustCreate(t, m, "escape", Limits{})
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// The middle shell starts a new session, forks sleep and exits, so
+	// sleep is orphaned, reparented and in another session than ours.
+	c := startIn(t, g, `setsid /bin/sh -c 'sleep 300 & echo $! > `+pidFile+`' ; sleep 300`)
+	pid := readPidFile(t, pidFile)
+	if statField(t, pid, 6) == statField(t, c.cmd.Process.Pid, 6) {
+		t.Fatal("fixture broken: the grandchild did not get its own session")
+	}
+	if procs, _ := g.Procs(); !slices.Contains(procs, pid) {
+		t.Fatalf("grandchild %d not listed in %v", pid, procs)
+	}
+	if err := g.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if procs, err := g.Procs(); err != nil || len(procs) != 0 {
+		t.Fatalf("after Kill: %v, %v", procs, err)
+	}
+	waitFor(t, "the setsid grandchild to die", func() bool { return !alive(pid) })
+}
+
+func TestKillSubLeavesParentAlive(t *testing.T) {
+	m := requireCgroups(t)
+	g := mustCreate(t, m, "sbx", Limits{Pids: 100})
+	keeper := startIn(t, g, `sleep 300`)
+	sub1, err := g.Sub("exec1", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub2, err := g.Sub("exec2", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	victim := startIn(t, sub1, `setsid /bin/sh -c 'sleep 300 & echo $! > `+pidFile+`'; sleep 300`)
+	grandchild := readPidFile(t, pidFile)
+	other := startIn(t, sub2, `sleep 300`)
+
+	all, err := g.Procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{keeper.cmd.Process.Pid, victim.cmd.Process.Pid, grandchild, other.cmd.Process.Pid} {
+		if !slices.Contains(all, p) {
+			t.Fatalf("parent Procs %v misses %d", all, p)
+		}
+	}
+	if err := sub1.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "exec1's tree to die", func() bool { return !alive(grandchild) && !alive(victim.cmd.Process.Pid) })
+	for _, p := range []int{keeper.cmd.Process.Pid, other.cmd.Process.Pid} {
+		if !alive(p) {
+			t.Fatalf("process %d outside the killed sub-group died", p)
+		}
+	}
+	if err := sub1.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(keeper.cmd.Process.Pid) || alive(other.cmd.Process.Pid) {
+		t.Fatal("Destroy of the parent left processes alive")
+	}
+}
+
+// ownTasksFiles opens this process's own v1 groups' tasks files, to move a
+// thread back, as the init does with its sandbox group's files.
+func ownTasksFiles(t *testing.T, m *v1Manager) []*os.File {
+	t.Helper()
+	var fs []*os.File
+	for _, h := range m.hiers {
+		f, err := os.OpenFile(h.ownDir+"/tasks", os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// cgroupOf returns the v1 cgroup path of task /proc/<path>/cgroup for
+// the hierarchy holding ctrl.
+func cgroupOf(t *testing.T, procPath, ctrl string) string {
+	t.Helper()
+	f, err := os.Open("/proc/" + procPath + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), ctrl) {
+			return parts[2]
+		}
+	}
+	t.Fatalf("no %s line for %s", ctrl, procPath)
+	return ""
+}
+
+func TestV1ThreadAttach(t *testing.T) {
+	m := requireV1(t)
+	g := mustCreate(t, m, "sbx", Limits{})
+	sub, err := g.Sub("exec1", Limits{Pids: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attach, err := sub.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, f := range attach {
+			f.Close()
+		}
+	}()
+	if len(attach) != len(m.hiers) {
+		t.Fatalf("%d attach files for %d hierarchies", len(attach), len(m.hiers))
+	}
+	back := ownTasksFiles(t, m)
+
+	type result struct {
+		tid, pid        int
+		whileIn         []int // sub.Procs() while our thread was inside
+		killWhileInside error
+		err             error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		var r result
+		r.tid = unix.Gettid()
+		tidStr := strconv.Itoa(r.tid)
+		for _, f := range attach {
+			if _, err := f.WriteString(tidStr); err != nil {
+				r.err = err
+				done <- r // thread may be half-moved: never unlock, let it die
+				return
+			}
+		}
+		r.whileIn, _ = sub.Procs()
+		r.killWhileInside = sub.Kill()
+		cmd := exec.Command("sleep", "30")
+		startErr := cmd.Start()
+		for _, f := range back {
+			if _, err := f.WriteString(tidStr); err != nil {
+				r.err = err
+				if cmd.Process != nil {
+					_ = cmd.Process.Kill()
+				}
+				done <- r // stuck in the sub-group: let the thread die with us
+				return
+			}
+		}
+		runtime.UnlockOSThread()
+		if startErr != nil {
+			r.err = startErr
+		} else {
+			r.pid = cmd.Process.Pid
+			go func() { _ = cmd.Wait() }()
+		}
+		done <- r
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	t.Cleanup(func() { _ = unix.Kill(r.pid, unix.SIGKILL) })
+
+	self := os.Getpid()
+	if !slices.Contains(r.whileIn, self) {
+		t.Errorf("v1 semantics changed: cgroup.procs did not list us (%v) while one thread was inside", r.whileIn)
+	}
+	if !errors.Is(r.killWhileInside, ErrContainsSelf) {
+		t.Errorf("Kill with our thread inside = %v, want ErrContainsSelf", r.killWhileInside)
+	}
+	subRel := g.(*v1Group).rel + "/exec1"
+	for _, h := range m.hiers {
+		ctrl := h.controllers[0]
+		if got := cgroupOf(t, strconv.Itoa(r.pid), ctrl); !strings.HasSuffix(got, "/"+subRel) {
+			t.Errorf("%s: sleep is in %q, want the sub-group", ctrl, got)
+		}
+		if got := cgroupOf(t, strconv.Itoa(self)+"/task/"+strconv.Itoa(r.tid), ctrl); strings.HasSuffix(got, "/"+subRel) {
+			t.Errorf("%s: our thread is still in the sub-group", ctrl)
+		}
+	}
+	procs, err := sub.Procs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(procs, []int{r.pid}) {
+		t.Fatalf("sub-group procs %v, want only the sleep %d", procs, r.pid)
+	}
+	if err := sub.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sleep to die", func() bool { return !alive(r.pid) })
+}
+
+// TestV1KillSparesVisitor: a process with one thread visiting the group
+// (as the init's forking thread does) is not killed with the group's
+// members; Kill waits for it to leave.
+func TestV1KillSparesVisitor(t *testing.T) {
+	m := requireV1(t)
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs /usr/bin/python3 for a two-threaded fixture")
+	}
+	g := mustCreate(t, m, "exec", Limits{})
+	member := startIn(t, g, "sleep 300")
+	// A two-threaded process that prints its second thread's TID, then
+	// waits for stdin to close.
+	visitor := exec.Command("/usr/bin/python3", "-c", `
+import sys, threading
+ev = threading.Event()
+def run():
+    print(threading.get_native_id(), flush=True); ev.wait()
+threading.Thread(target=run, daemon=True).start()
+sys.stdin.read()`)
+	stdin, _ := visitor.StdinPipe()
+	out, _ := visitor.StdoutPipe()
+	if err := visitor.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = visitor.Process.Kill(); _ = visitor.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := strings.TrimSpace(line)
+	for _, d := range groupDirs(g) {
+		if err := writeString(d+"/tasks", tid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	killed := make(chan error, 1)
+	go func() { killed <- g.Kill() }()
+	waitFor(t, "the member to die", func() bool { return !alive(member.cmd.Process.Pid) })
+	if !alive(visitor.Process.Pid) {
+		t.Fatal("Kill killed a process that only had a thread visiting")
+	}
+	for _, h := range m.hiers {
+		if err := writeString(h.ownDir+"/tasks", tid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-killed; err != nil {
+		t.Fatalf("Kill after the visitor left: %v", err)
+	}
+	if !alive(visitor.Process.Pid) {
+		t.Fatal("visitor died")
+	}
+	stdin.Close()
+}
+
+func TestReapRemovesLeftovers(t *testing.T) {
+	m := requireCgroups(t)
+	left := mustCreate(t, m, "leftover", Limits{Pids: 10})
+	sub, err := left.Sub("exec9", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1 := startIn(t, left, "sleep 300")
+	c2 := startIn(t, sub, "sleep 300")
+	mustCreate(t, m, "keepme", Limits{})
+
+	// A new Manager on the same base stands for the restarted server.
+	m2, err := New(strings.TrimPrefix(baseDirs(m)[0], filepath.Dir(baseDirs(m)[0])+"/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := m2.List()
+	if err != nil || !slices.Equal(names, []string{"keepme", "leftover"}) {
+		t.Fatalf("List = %v, %v", names, err)
+	}
+	reaped, err := Reap(m2, func(n string) bool { return n == "keepme" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(reaped, []string{"leftover"}) {
+		t.Fatalf("reaped %v", reaped)
+	}
+	waitFor(t, "leftover processes to die", func() bool {
+		return !alive(c1.cmd.Process.Pid) && !alive(c2.cmd.Process.Pid)
+	})
+	if names, _ := m2.List(); !slices.Equal(names, []string{"keepme"}) {
+		t.Fatalf("after Reap: %v", names)
+	}
+	for _, d := range groupDirs(left) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s survived Reap", d)
+		}
+	}
+}
+
+func TestV1ReapHalfCreated(t *testing.T) {
+	m := requireV1(t)
+	// A crash between mkdirs leaves a group in some hierarchies only.
+	if err := os.Mkdir(filepath.Join(m.hiers[0].baseDir, "half"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Open("half"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("Open of a half-created group = %v, want a reap hint", err)
+	}
+	reaped, err := Reap(m, nil)
+	if err != nil || !slices.Equal(reaped, []string{"half"}) {
+		t.Fatalf("Reap = %v, %v", reaped, err)
+	}
+}
+
+func TestDelegate(t *testing.T) {
+	m := requireCgroups(t)
+	g := mustCreate(t, m, "deleg", Limits{MemoryBytes: 64 << 20})
+	const uid, gid = 100000, 100000
+	if err := g.Delegate(uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range groupDirs(g) {
+		owned := []string{d, d + "/cgroup.procs"}
+		rootOnly := []string{}
+		if m.Info().Version == 1 {
+			owned = append(owned, d+"/tasks")
+			if strings.Contains(d, "/memory/") {
+				rootOnly = append(rootOnly, d+"/memory.limit_in_bytes")
+			}
+		} else {
+			owned = append(owned, d+"/cgroup.subtree_control", d+"/"+v2Leaf)
+			rootOnly = append(rootOnly, d+"/memory.max")
+		}
+		for _, p := range owned {
+			var st unix.Stat_t
+			if err := unix.Stat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Uid != uid || st.Gid != gid {
+				t.Errorf("%s owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, uid, gid)
+			}
+		}
+		for _, p := range rootOnly {
+			var st unix.Stat_t
+			if err := unix.Stat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Uid != 0 {
+				t.Errorf("%s handed to %d: the delegate could lift its own limit", p, st.Uid)
+			}
+		}
+	}
+}
+
+func TestV2Layout(t *testing.T) {
+	m := requireV2(t)
+	g := mustCreate(t, m, "v2g", Limits{MemoryBytes: 64 << 20})
+	c := startIn(t, g, "sleep 300")
+	gv := g.(*v2Group)
+	leafProcs, err := collectPids([]string{gv.leaf()}, "cgroup.procs")
+	if err != nil || !leafProcs[c.cmd.Process.Pid] {
+		t.Fatalf("process not in the leaf: %v, %v", leafProcs, err)
+	}
+	sc, err := readString(gv.dir() + "/cgroup.subtree_control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ctl := range v2Controllers {
+		if !slices.Contains(strings.Fields(sc), ctl) {
+			t.Errorf("%s not enabled for children (%q)", ctl, sc)
+		}
+	}
+	files, err := g.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files[0].Close()
+	sub, err := g.Sub("exec1", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subFiles, err := sub.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subFiles[0].Close()
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(subFiles[0].Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("clone into cgroup: %v", err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	procs, err := sub.Procs()
+	if err != nil || !slices.Equal(procs, []int{cmd.Process.Pid}) {
+		t.Fatalf("sub procs %v, %v", procs, err)
+	}
+}

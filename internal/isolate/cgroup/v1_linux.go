@@ -1,0 +1,411 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// v1Used are the v1 controllers this package puts groups in; cpuacct only
+// feeds Stats.CPUUsage and is optional.
+var v1Used = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
+
+// v1Unlimited is what memory.limit_in_bytes reads when unlimited: the page
+// counter maximum rounded to pages. Anything at or above 2^62 is treated
+// as unlimited.
+const v1UnlimitedFloor = int64(1) << 62
+
+type v1Hier struct {
+	controllers []string
+	ownDir      string // <mount>/<own cgroup>: where this process sits
+	baseDir     string // <ownDir>/<base>
+}
+
+type v1Manager struct {
+	info  Info
+	hiers []v1Hier // distinct hierarchies carrying v1Used controllers
+}
+
+var (
+	_ Manager = (*v1Manager)(nil)
+	_ Group   = (*v1Group)(nil)
+)
+
+func newV1(lay layout, base string) (*v1Manager, error) {
+	for _, c := range requiredV1 {
+		if lay.info.Mounts[c] == "" {
+			return nil, fmt.Errorf("cgroup v1: required controller %q is not mounted", c)
+		}
+	}
+	m := &v1Manager{info: lay.info}
+	for _, h := range lay.v1 {
+		if !slices.ContainsFunc(h.controllers, func(c string) bool { return slices.Contains(v1Used, c) }) {
+			continue
+		}
+		m.hiers = append(m.hiers, v1Hier{controllers: h.controllers, ownDir: h.own, baseDir: filepath.Join(h.own, base)})
+	}
+	for _, h := range m.hiers {
+		if err := os.MkdirAll(h.baseDir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v1: create base in %s hierarchy: %w", strings.Join(h.controllers, ","), err)
+		}
+	}
+	return m, nil
+}
+
+func (m *v1Manager) Info() Info { return m.info }
+
+// dir returns the directory of group rel in the hierarchy carrying ctrl.
+func (m *v1Manager) dir(ctrl, rel string) string {
+	for _, h := range m.hiers {
+		if slices.Contains(h.controllers, ctrl) {
+			return filepath.Join(h.baseDir, rel)
+		}
+	}
+	return ""
+}
+
+func (m *v1Manager) Create(name string, l Limits) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return m.create(name, name, l)
+}
+
+func (m *v1Manager) create(name, rel string, l Limits) (*v1Group, error) {
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+	}
+	g := &v1Group{m: m, name: name, rel: rel}
+	for i, h := range m.hiers {
+		if err := os.Mkdir(filepath.Join(h.baseDir, rel), 0o755); err != nil {
+			for _, done := range m.hiers[:i] {
+				_ = unix.Rmdir(filepath.Join(done.baseDir, rel))
+			}
+			return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+		}
+	}
+	// Swap off for memory reclaim inside the group; memsw (below) makes it
+	// a hard rule where swap accounting exists.
+	if err := writeString(m.dir("memory", rel)+"/memory.swappiness", "0"); err != nil {
+		_ = g.Destroy()
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+	}
+	if err := g.SetLimits(l); err != nil {
+		_ = g.Destroy()
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+	}
+	return g, nil
+}
+
+func (m *v1Manager) Open(name string) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, h := range m.hiers {
+		if _, err := os.Stat(filepath.Join(h.baseDir, name)); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("open cgroup %q: %w", name, err)
+			}
+			missing = append(missing, strings.Join(h.controllers, ","))
+		}
+	}
+	switch {
+	case len(missing) == len(m.hiers):
+		return nil, fmt.Errorf("open cgroup %q: %w", name, ErrNotFound)
+	case len(missing) > 0:
+		// Half-created by a run that crashed: its limits cannot be
+		// trusted, so it is only good for Reap.
+		return nil, fmt.Errorf("open cgroup %q: missing in hierarchies %v; reap it", name, missing)
+	}
+	return &v1Group{m: m, name: name, rel: name}, nil
+}
+
+func (m *v1Manager) openAny(name string) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return &v1Group{m: m, name: name, rel: name}, nil
+}
+
+func (m *v1Manager) List() ([]string, error) {
+	set := map[string]bool{}
+	for _, h := range m.hiers {
+		if err := listNames(h.baseDir, set); err != nil {
+			return nil, fmt.Errorf("list cgroups: %w", err)
+		}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+type v1Group struct {
+	m    *v1Manager
+	name string
+	rel  string // path below base: "sbx" or "sbx/exec1"
+}
+
+func (g *v1Group) Name() string { return g.name }
+
+func (g *v1Group) dir(ctrl string) string { return g.m.dir(ctrl, g.rel) }
+
+func (g *v1Group) AddProc(pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("add pid %d to cgroup %q: invalid pid", pid, g.rel)
+	}
+	for _, h := range g.m.hiers {
+		if err := writeString(filepath.Join(h.baseDir, g.rel, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
+		}
+	}
+	return nil
+}
+
+// subtreeDirs lists the group and its descendants in every hierarchy.
+func (g *v1Group) subtreeDirs() ([]string, error) {
+	var all []string
+	for _, h := range g.m.hiers {
+		dirs, err := walkGroups(filepath.Join(h.baseDir, g.rel))
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, dirs...)
+	}
+	return all, nil
+}
+
+func (g *v1Group) Procs() ([]int, error) {
+	dirs, err := g.subtreeDirs()
+	if err != nil {
+		return nil, fmt.Errorf("procs of cgroup %q: %w", g.rel, err)
+	}
+	set, err := collectPids(dirs, "cgroup.procs")
+	if err != nil {
+		return nil, fmt.Errorf("procs of cgroup %q: %w", g.rel, err)
+	}
+	return sortedKeys(set), nil
+}
+
+func (g *v1Group) SetLimits(l Limits) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	mem := g.dir("memory")
+	limit := "-1"
+	if l.MemoryBytes > 0 {
+		limit = strconv.FormatInt(l.MemoryBytes, 10)
+	}
+	// memsw.limit must stay >= limit at every step: lift memsw first,
+	// then set the limit, then pin memsw to it (memory+swap <= limit
+	// means no swap at all).
+	memsw := mem + "/memory.memsw.limit_in_bytes"
+	_, statErr := os.Stat(memsw)
+	hasMemsw := statErr == nil
+	if hasMemsw {
+		if err := writeString(memsw, "-1"); err != nil {
+			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+		}
+	}
+	if err := writeString(mem+"/memory.limit_in_bytes", limit); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	if hasMemsw {
+		if err := writeString(memsw, limit); err != nil {
+			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+		}
+	}
+
+	pids := "max"
+	if l.Pids > 0 {
+		pids = strconv.FormatInt(l.Pids, 10)
+	}
+	if err := writeString(g.dir("pids")+"/pids.max", pids); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+
+	cpu := g.dir("cpu")
+	quota := "-1"
+	if l.CPUMilli > 0 {
+		quota = strconv.FormatInt(l.CPUMilli*cpuPeriodUs/1000, 10)
+	}
+	if err := writeString(cpu+"/cpu.cfs_period_us", strconv.Itoa(cpuPeriodUs)); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	if err := writeString(cpu+"/cpu.cfs_quota_us", quota); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	return nil
+}
+
+// freezerState reads freezer.state: THAWED, FREEZING or FROZEN.
+func (g *v1Group) freezerState() (string, error) {
+	s, err := readString(g.dir("freezer") + "/freezer.state")
+	return strings.TrimSpace(s), err
+}
+
+func (g *v1Group) setFreezer(want string, polls int) error {
+	path := g.dir("freezer") + "/freezer.state"
+	for range polls {
+		// Writing again is how v1 retries tasks that could not be frozen
+		// on the first pass.
+		if err := writeString(path, want); err != nil {
+			return err
+		}
+		st, err := g.freezerState()
+		if err != nil {
+			return err
+		}
+		if st == want {
+			return nil
+		}
+		time.Sleep(pollInterval)
+	}
+	return fmt.Errorf("cgroup %q did not reach %s within %d polls", g.rel, want, polls)
+}
+
+func (g *v1Group) freeze(polls int) error { return g.setFreezer("FROZEN", polls) }
+func (g *v1Group) thaw() error            { return g.setFreezer("THAWED", maxStatePolls) }
+
+func (g *v1Group) Freeze() error {
+	procs, err := g.Procs()
+	if err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	if slices.Contains(procs, os.Getpid()) {
+		return fmt.Errorf("freeze cgroup %q: %w", g.rel, ErrContainsSelf)
+	}
+	if err := g.freeze(maxStatePolls); err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	return nil
+}
+
+func (g *v1Group) Thaw() error {
+	if err := g.thaw(); err != nil {
+		return fmt.Errorf("thaw: %w", err)
+	}
+	return nil
+}
+
+func (g *v1Group) Stats() (Stats, error) {
+	var s Stats
+	var err error
+	mem := g.dir("memory")
+	if s.MemoryBytes, err = readInt(mem + "/memory.usage_in_bytes"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.MemoryPeak, err = readInt(mem + "/memory.max_usage_in_bytes"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.MemoryLimit, err = readInt(mem + "/memory.limit_in_bytes"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.MemoryLimit >= v1UnlimitedFloor {
+		s.MemoryLimit = 0
+	}
+	if s.OOMKills, err = readKeyed(mem+"/memory.oom_control", "oom_kill"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if acct := g.dir("cpuacct"); acct != "" {
+		ns, err := readInt(acct + "/cpuacct.usage")
+		if err != nil {
+			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+		}
+		s.CPUUsage = time.Duration(ns)
+	}
+	pids := g.dir("pids")
+	if s.Pids, err = readInt(pids + "/pids.current"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.PidsLimit, err = readInt(pids + "/pids.max"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.PidsLimit < 0 {
+		s.PidsLimit = 0
+	}
+	st, err := g.freezerState()
+	if err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	s.Frozen = st == "FROZEN"
+	return s, nil
+}
+
+func (g *v1Group) Kill() error {
+	if err := killByFreezing(g, "tasks"); err != nil {
+		return fmt.Errorf("cgroup %q: %w", g.rel, err)
+	}
+	return nil
+}
+
+func (g *v1Group) Destroy() error {
+	if err := g.Kill(); err != nil {
+		return fmt.Errorf("destroy: %w", err)
+	}
+	var errs []error
+	for _, h := range g.m.hiers {
+		if err := rmdirTree(filepath.Join(h.baseDir, g.rel)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("destroy cgroup %q: %w", g.rel, err)
+	}
+	return nil
+}
+
+func (g *v1Group) Sub(name string, l Limits) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if strings.Count(g.rel, "/")+1 >= maxWalkDepth {
+		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
+	}
+	return g.m.create(name, g.rel+"/"+name, l)
+}
+
+func (g *v1Group) OpenThreadAttach() ([]*os.File, error) {
+	var files []*os.File
+	for _, h := range g.m.hiers {
+		f, err := os.OpenFile(filepath.Join(h.baseDir, g.rel, "tasks"), os.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for _, o := range files {
+				o.Close()
+			}
+			return nil, fmt.Errorf("open thread attach of cgroup %q: %w", g.rel, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// Delegate chowns, in every hierarchy, the group directory (so the new
+// owner can create child groups) and its tasks and cgroup.procs (so it can
+// move its own tasks). Limit files stay root's: the delegate can only
+// narrow limits in groups it creates, never lift this group's.
+func (g *v1Group) Delegate(uid, gid int) error {
+	if uid < 0 || gid < 0 {
+		return fmt.Errorf("delegate cgroup %q: invalid owner %d:%d", g.rel, uid, gid)
+	}
+	for _, h := range g.m.hiers {
+		d := filepath.Join(h.baseDir, g.rel)
+		for _, p := range []string{d, d + "/tasks", d + "/cgroup.procs"} {
+			if err := unix.Lchown(p, uid, gid); err != nil {
+				return fmt.Errorf("delegate cgroup %q: %w", g.rel, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,445 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// v2Leaf holds a group's own processes (see the package doc's v2
+	// layout). User names cannot contain '.', so it never collides.
+	v2Leaf = ".procs"
+	// v2ServerLeaf receives the server's own processes when its cgroup
+	// must start distributing controllers.
+	v2ServerLeaf = "server"
+	// maxMigrateRounds: passes moving the server's cgroup's processes into
+	// v2ServerLeaf; processes forking meanwhile need another pass, a
+	// handful is plenty for a server starting up.
+	maxMigrateRounds = 10
+)
+
+// v2Controllers are enabled for every group's children.
+var v2Controllers = []string{"memory", "pids", "cpu"}
+
+type v2Manager struct {
+	info    Info
+	baseDir string
+}
+
+var (
+	_ Manager = (*v2Manager)(nil)
+	_ Group   = (*v2Group)(nil)
+)
+
+func newV2(lay layout, base string) (*v2Manager, error) {
+	if lay.v2 == nil {
+		return nil, errors.New("cgroup v2: no unified hierarchy")
+	}
+	for _, c := range requiredV2 {
+		if !slices.Contains(lay.v2.controllers, c) {
+			return nil, fmt.Errorf("cgroup v2: required controller %q is not available in this process's cgroup", c)
+		}
+	}
+	own := lay.v2.own
+	if err := enableControllers(own, true); err != nil {
+		return nil, fmt.Errorf("cgroup v2: %w", err)
+	}
+	m := &v2Manager{info: lay.info, baseDir: filepath.Join(own, base)}
+	// Every level between own and base must distribute the controllers.
+	dir := own
+	for _, part := range strings.Split(base, "/") {
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("cgroup v2: create base: %w", err)
+		}
+		if err := enableControllers(dir, false); err != nil {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+	}
+	if _, err := os.Stat(m.baseDir + "/cgroup.freeze"); err != nil {
+		return nil, fmt.Errorf("cgroup v2: required controller %q is not available (no cgroup.freeze; kernel older than 5.2?)", "freezer")
+	}
+	return m, nil
+}
+
+// enableControllers makes dir distribute v2Controllers to its children. If
+// dir holds processes (the no-internal-process rule answers EBUSY) and
+// migrate is set, they are moved into dir/v2ServerLeaf first.
+func enableControllers(dir string, migrate bool) error {
+	cur, err := readString(dir + "/cgroup.subtree_control")
+	if err != nil {
+		return fmt.Errorf("enable controllers in %s: %w", dir, err)
+	}
+	have := strings.Fields(cur)
+	var add []string
+	for _, c := range v2Controllers {
+		if !slices.Contains(have, c) {
+			add = append(add, "+"+c)
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	werr := writeString(dir+"/cgroup.subtree_control", strings.Join(add, " "))
+	if werr == nil {
+		return nil
+	}
+	if !migrate || !errors.Is(werr, unix.EBUSY) {
+		return fmt.Errorf("enable controllers in %s: %w", dir, werr)
+	}
+	leaf := filepath.Join(dir, v2ServerLeaf)
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("enable controllers in %s: %w", dir, err)
+	}
+	for range maxMigrateRounds {
+		procs, err := collectPids([]string{dir}, "cgroup.procs")
+		if err != nil {
+			return fmt.Errorf("enable controllers in %s: %w", dir, err)
+		}
+		if len(procs) == 0 {
+			break
+		}
+		for _, p := range sortedKeys(procs) {
+			// ESRCH: exited meanwhile; anything else shows on the retry.
+			_ = writeString(leaf+"/cgroup.procs", strconv.Itoa(p))
+		}
+	}
+	if err := writeString(dir+"/cgroup.subtree_control", strings.Join(add, " ")); err != nil {
+		return fmt.Errorf("enable controllers in %s after moving its processes to %s: %w", dir, v2ServerLeaf, err)
+	}
+	return nil
+}
+
+func (m *v2Manager) Info() Info { return m.info }
+
+func (m *v2Manager) Create(name string, l Limits) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return m.create(name, name, l)
+}
+
+func (m *v2Manager) create(name, rel string, l Limits) (*v2Group, error) {
+	if err := l.Validate(); err != nil {
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+	}
+	g := &v2Group{m: m, name: name, rel: rel}
+	if err := os.Mkdir(g.dir(), 0o755); err != nil {
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+	}
+	fail := func(err error) (*v2Group, error) {
+		_ = rmdirTree(g.dir())
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+	}
+	if err := enableControllers(g.dir(), false); err != nil {
+		return fail(err)
+	}
+	if err := os.Mkdir(g.leaf(), 0o755); err != nil {
+		return fail(err)
+	}
+	if err := g.SetLimits(l); err != nil {
+		return fail(err)
+	}
+	return g, nil
+}
+
+func (m *v2Manager) Open(name string) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	g := &v2Group{m: m, name: name, rel: name}
+	if _, err := os.Stat(g.dir()); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open cgroup %q: %w", name, ErrNotFound)
+		}
+		return nil, fmt.Errorf("open cgroup %q: %w", name, err)
+	}
+	if _, err := os.Stat(g.leaf()); err != nil {
+		return nil, fmt.Errorf("open cgroup %q: half-created (no process leaf); reap it", name)
+	}
+	return g, nil
+}
+
+func (m *v2Manager) openAny(name string) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	return &v2Group{m: m, name: name, rel: name}, nil
+}
+
+func (m *v2Manager) List() ([]string, error) {
+	set := map[string]bool{}
+	if err := listNames(m.baseDir, set); err != nil {
+		return nil, fmt.Errorf("list cgroups: %w", err)
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+type v2Group struct {
+	m    *v2Manager
+	name string
+	rel  string
+}
+
+func (g *v2Group) Name() string { return g.name }
+func (g *v2Group) dir() string  { return filepath.Join(g.m.baseDir, g.rel) }
+func (g *v2Group) leaf() string { return filepath.Join(g.dir(), v2Leaf) }
+
+func (g *v2Group) AddProc(pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("add pid %d to cgroup %q: invalid pid", pid, g.rel)
+	}
+	if err := writeString(g.leaf()+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
+		return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
+	}
+	return nil
+}
+
+func (g *v2Group) subtreeDirs() ([]string, error) { return walkGroups(g.dir()) }
+
+func (g *v2Group) Procs() ([]int, error) {
+	dirs, err := g.subtreeDirs()
+	if err != nil {
+		return nil, fmt.Errorf("procs of cgroup %q: %w", g.rel, err)
+	}
+	set, err := collectPids(dirs, "cgroup.procs")
+	if err != nil {
+		return nil, fmt.Errorf("procs of cgroup %q: %w", g.rel, err)
+	}
+	return sortedKeys(set), nil
+}
+
+func (g *v2Group) SetLimits(l Limits) error {
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	d := g.dir()
+	mem := "max"
+	if l.MemoryBytes > 0 {
+		mem = strconv.FormatInt(l.MemoryBytes, 10)
+	}
+	if err := writeString(d+"/memory.max", mem); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	// memory.swap.max is absent when the kernel does no swap accounting;
+	// then there is nothing to turn off at the group level.
+	if _, err := os.Stat(d + "/memory.swap.max"); err == nil {
+		if err := writeString(d+"/memory.swap.max", "0"); err != nil {
+			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+		}
+	}
+	pids := "max"
+	if l.Pids > 0 {
+		pids = strconv.FormatInt(l.Pids, 10)
+	}
+	if err := writeString(d+"/pids.max", pids); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	quota := "max"
+	if l.CPUMilli > 0 {
+		quota = strconv.FormatInt(l.CPUMilli*cpuPeriodUs/1000, 10)
+	}
+	if err := writeString(d+"/cpu.max", quota+" "+strconv.Itoa(cpuPeriodUs)); err != nil {
+		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	return nil
+}
+
+func (g *v2Group) setFrozen(want bool, polls int) error {
+	v, w := "0", int64(0)
+	if want {
+		v, w = "1", 1
+	}
+	if err := writeString(g.dir()+"/cgroup.freeze", v); err != nil {
+		return err
+	}
+	for range polls {
+		f, err := readKeyed(g.dir()+"/cgroup.events", "frozen")
+		if err != nil {
+			return err
+		}
+		if f == w {
+			return nil
+		}
+		time.Sleep(pollInterval)
+	}
+	return fmt.Errorf("cgroup %q did not reach frozen=%s within %d polls", g.rel, v, polls)
+}
+
+func (g *v2Group) freeze(polls int) error { return g.setFrozen(true, polls) }
+func (g *v2Group) thaw() error            { return g.setFrozen(false, maxStatePolls) }
+
+func (g *v2Group) Freeze() error {
+	procs, err := g.Procs()
+	if err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	if slices.Contains(procs, os.Getpid()) {
+		return fmt.Errorf("freeze cgroup %q: %w", g.rel, ErrContainsSelf)
+	}
+	if err := g.freeze(maxStatePolls); err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	return nil
+}
+
+func (g *v2Group) Thaw() error {
+	if err := g.thaw(); err != nil {
+		return fmt.Errorf("thaw: %w", err)
+	}
+	return nil
+}
+
+func (g *v2Group) Stats() (Stats, error) {
+	var s Stats
+	var err error
+	d := g.dir()
+	if s.MemoryBytes, err = readInt(d + "/memory.current"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if p, err := readInt(d + "/memory.peak"); err == nil { // Linux 5.19+
+		s.MemoryPeak = p
+	}
+	if s.MemoryLimit, err = readInt(d + "/memory.max"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.MemoryLimit < 0 {
+		s.MemoryLimit = 0
+	}
+	if s.OOMKills, err = readKeyed(d+"/memory.events", "oom_kill"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	us, err := readKeyed(d+"/cpu.stat", "usage_usec")
+	if err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	s.CPUUsage = time.Duration(us) * time.Microsecond
+	if s.Pids, err = readInt(d + "/pids.current"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.PidsLimit, err = readInt(d + "/pids.max"); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	if s.PidsLimit < 0 {
+		s.PidsLimit = 0
+	}
+	fr, err := readKeyed(d+"/cgroup.events", "frozen")
+	if err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	s.Frozen = fr == 1
+	return s, nil
+}
+
+func (g *v2Group) Kill() error {
+	kill := g.dir() + "/cgroup.kill"
+	if _, err := os.Stat(kill); err != nil {
+		// Before Linux 5.14: the v1 way, with the v2 freezer.
+		if err := killByFreezing(g, "cgroup.threads"); err != nil {
+			return fmt.Errorf("cgroup %q: %w", g.rel, err)
+		}
+		return nil
+	}
+	procs, err := g.Procs()
+	if err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	if slices.Contains(procs, os.Getpid()) {
+		return fmt.Errorf("kill cgroup %q: %w", g.rel, ErrContainsSelf)
+	}
+	if len(procs) == 0 {
+		return nil
+	}
+	for range maxKillRounds {
+		if err := writeString(kill, "1"); err != nil {
+			return fmt.Errorf("kill cgroup %q: %w", g.rel, err)
+		}
+		for range emptyPollsPerRound {
+			procs, err := g.Procs()
+			if err != nil {
+				return fmt.Errorf("kill: %w", err)
+			}
+			if len(procs) == 0 {
+				return nil
+			}
+			time.Sleep(pollInterval)
+		}
+	}
+	return fmt.Errorf("kill cgroup %q: not empty after %d rounds", g.rel, maxKillRounds)
+}
+
+func (g *v2Group) Destroy() error {
+	if err := g.Kill(); err != nil {
+		return fmt.Errorf("destroy: %w", err)
+	}
+	if err := rmdirTree(g.dir()); err != nil {
+		return fmt.Errorf("destroy cgroup %q: %w", g.rel, err)
+	}
+	return nil
+}
+
+func (g *v2Group) Sub(name string, l Limits) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if strings.Count(g.rel, "/")+2 >= maxWalkDepth { // +1 for the leaf level
+		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
+	}
+	return g.m.create(name, g.rel+"/"+name, l)
+}
+
+// OpenThreadAttach returns the group's process leaf opened O_PATH, for
+// clone3's cgroup field with CLONE_INTO_CGROUP.
+func (g *v2Group) OpenThreadAttach() ([]*os.File, error) {
+	fd, err := unix.Open(g.leaf(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open thread attach of cgroup %q: %w", g.rel, err)
+	}
+	return []*os.File{os.NewFile(uintptr(fd), g.leaf())}, nil
+}
+
+// v2DelegateFiles are the files a delegatee must own, per the kernel's
+// cgroup-v2 "Model of Delegation" (also listed in /sys/kernel/cgroup/delegate).
+var v2DelegateFiles = []string{"cgroup.procs", "cgroup.threads", "cgroup.subtree_control"}
+
+// Delegate chowns the group directory, its leaf, and their delegation
+// files: the owner can then create children, move its processes between
+// them, and set their limits, but never this group's own limits.
+func (g *v2Group) Delegate(uid, gid int) error {
+	if uid < 0 || gid < 0 {
+		return fmt.Errorf("delegate cgroup %q: invalid owner %d:%d", g.rel, uid, gid)
+	}
+	files := v2DelegateFiles
+	if s, err := readString("/sys/kernel/cgroup/delegate"); err == nil {
+		files = strings.Fields(s)
+	}
+	for _, d := range []string{g.dir(), g.leaf()} {
+		if err := unix.Lchown(d, uid, gid); err != nil {
+			return fmt.Errorf("delegate cgroup %q: %w", g.rel, err)
+		}
+		for _, f := range files {
+			if ValidateName(strings.ReplaceAll(f, ".", "_")) != nil {
+				continue // the kernel's list, but keep it to plain file names
+			}
+			err := unix.Lchown(d+"/"+f, uid, gid)
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("delegate cgroup %q: %w", g.rel, err)
+			}
+		}
+	}
+	return nil
+}
