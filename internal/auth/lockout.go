@@ -1,0 +1,112 @@
+package auth
+
+import (
+	"sync"
+	"time"
+)
+
+// Failed-auth lockout defaults (SECURITY-RULES.md).
+const (
+	DefaultLockoutLimit  = 10
+	DefaultLockoutWindow = 60 * time.Second
+	// maxTrackedAddrs bounds the lockout table; an attacker spraying source
+	// addresses evicts the oldest entries rather than growing memory.
+	maxTrackedAddrs = 10000
+)
+
+// lockout counts failed attempts per client address in a fixed window that
+// starts at the first failure. At limit failures the address is locked for
+// one full window from that moment; while locked, requests are refused and
+// NOT counted, so a client that stops retrying is let back in when the lock
+// ends (and a client that keeps hammering does not extend it).
+type lockout struct {
+	limit  int
+	window time.Duration
+
+	mu    sync.Mutex
+	addrs map[string]*attempts
+}
+
+type attempts struct {
+	start       time.Time // first failure of the current window
+	count       int
+	lockedUntil time.Time // zero when not locked
+}
+
+func newLockout(limit int, window time.Duration) *lockout {
+	return &lockout{limit: limit, window: window, addrs: map[string]*attempts{}}
+}
+
+// check returns how long addr remains locked (0 = not locked).
+func (l *lockout) check(addr string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.addrs[addr]
+	if a == nil {
+		return 0
+	}
+	if !a.lockedUntil.IsZero() {
+		if now.Before(a.lockedUntil) {
+			return a.lockedUntil.Sub(now)
+		}
+		delete(l.addrs, addr) // lock over: a clean slate
+	}
+	return 0
+}
+
+// fail records a failure; it returns true when this failure locked addr.
+func (l *lockout) fail(addr string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.addrs[addr]
+	if a != nil && a.lockedUntil.IsZero() && now.Sub(a.start) >= l.window {
+		a = nil // window over
+	}
+	if a != nil && !a.lockedUntil.IsZero() {
+		if now.Before(a.lockedUntil) {
+			return false // already locked: refused requests are not counted
+		}
+		a = nil
+	}
+	if a == nil {
+		l.makeRoom(now)
+		a = &attempts{start: now}
+		l.addrs[addr] = a
+	}
+	a.count++
+	if a.count >= l.limit {
+		a.lockedUntil = now.Add(l.window)
+		return true
+	}
+	return false
+}
+
+// makeRoom keeps the table under maxTrackedAddrs. Caller holds mu.
+func (l *lockout) makeRoom(now time.Time) {
+	if len(l.addrs) < maxTrackedAddrs {
+		return
+	}
+	var oldestAddr string
+	var oldest time.Time
+	for addr, a := range l.addrs {
+		expired := (a.lockedUntil.IsZero() && now.Sub(a.start) >= l.window) ||
+			(!a.lockedUntil.IsZero() && !now.Before(a.lockedUntil))
+		if expired {
+			delete(l.addrs, addr)
+			continue
+		}
+		if oldestAddr == "" || a.start.Before(oldest) {
+			oldestAddr, oldest = addr, a.start
+		}
+	}
+	if len(l.addrs) >= maxTrackedAddrs && oldestAddr != "" {
+		delete(l.addrs, oldestAddr)
+	}
+}
+
+// size is for tests.
+func (l *lockout) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.addrs)
+}

@@ -1,0 +1,408 @@
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+// successAuditInterval: a key's successful authentication from one address
+// is audited at most once per interval, so the audit log records who came in
+// without one record per request (each tool call is audited on its own).
+const successAuditInterval = 10 * time.Minute
+
+// maxSuccessSeen bounds the success-dedup table.
+const maxSuccessSeen = 10000
+
+// Service authenticates and authorizes requests and manages keys.
+type Service struct {
+	st     store.Store
+	audit  audit.Appender
+	log    *slog.Logger
+	now    func() time.Time
+	lock   *lockout
+	ticket *tickets
+
+	mu          sync.Mutex
+	onRevoke    []func(keyID string)
+	successSeen map[string]time.Time // keyID+"|"+addr → last audited success
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithClock replaces time.Now; tests use it to move through lockout windows
+// and ticket expiry without sleeping.
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// WithLockout overrides the failed-auth limit and window.
+func WithLockout(limit int, window time.Duration) Option {
+	return func(s *Service) { s.lock = newLockout(limit, window) }
+}
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
+
+// NewService returns the auth service over st, auditing to a.
+func NewService(st store.Store, a audit.Appender, opts ...Option) *Service {
+	s := &Service{
+		st: st, audit: a, log: slog.Default(), now: time.Now,
+		lock:        newLockout(DefaultLockoutLimit, DefaultLockoutWindow),
+		ticket:      newTickets(),
+		successSeen: map[string]time.Time{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// OnRevoke registers fn to run (synchronously, after the revocation is
+// stored) whenever a key is revoked, so WebSocket/MCP sessions of that key
+// can be closed. fn must not block.
+func (s *Service) OnRevoke(fn func(keyID string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onRevoke = append(s.onRevoke, fn)
+}
+
+// Locked returns how long addr is still locked out (0 = not locked). The
+// HTTP layer calls it before anything else so a locked client gets 429
+// whatever it sends.
+func (s *Service) Locked(addr string) time.Duration {
+	return s.lock.check(addr, s.now())
+}
+
+// Authenticate resolves a credential presented from addr. Failures are
+// Unauthorized (or RateLimited when the address is locked out) and are
+// counted and audited; a missing credential should not reach here.
+func (s *Service) Authenticate(ctx context.Context, addr string, cred Credential) (Caller, error) {
+	now := s.now()
+	if d := s.lock.check(addr, now); d > 0 {
+		return Caller{}, lockedErr(d)
+	}
+	var (
+		c      Caller
+		reason string
+		actor  string
+	)
+	switch {
+	case cred.Ticket != "":
+		c, reason = s.redeemTicket(ctx, cred.Ticket, now)
+	case cred.Key != "":
+		c, actor, reason = s.checkKey(ctx, cred.Key)
+	default:
+		return Caller{}, errMissing
+	}
+	if reason == "store" {
+		return Caller{}, fault.New(fault.Unavailable, "authentication is temporarily unavailable")
+	}
+	if reason != "" {
+		return Caller{}, s.failed(ctx, addr, actor, reason, now)
+	}
+	c.Addr = addr
+	s.auditSuccess(ctx, c, now)
+	return c, nil
+}
+
+// RecordFailure counts and audits an authentication failure that the HTTP
+// layer detected itself (malformed header, key in the query string).
+func (s *Service) RecordFailure(ctx context.Context, addr, reason string) error {
+	return s.failed(ctx, addr, "", reason, s.now())
+}
+
+func (s *Service) failed(ctx context.Context, addr, actor, reason string, now time.Time) error {
+	locked := s.lock.fail(addr, now)
+	s.appendAudit(ctx, audit.Entry{Actor: actor, ClientAddr: addr, Action: "auth.failure", Verdict: audit.Deny,
+		Detail: map[string]any{"reason": reason}})
+	if locked {
+		s.log.Warn("auth lockout", "client_addr", addr, "window", s.lock.window.String())
+		s.appendAudit(ctx, audit.Entry{ClientAddr: addr, Action: "auth.lockout", Verdict: audit.Deny,
+			Detail: map[string]any{"failures": s.lock.limit, "window_seconds": int(s.lock.window / time.Second)}})
+		return lockedErr(s.lock.window)
+	}
+	return fault.New(fault.Unauthorized, "invalid API key")
+}
+
+func lockedErr(d time.Duration) error {
+	return fault.WithRetryAfter(fault.RateLimited, ticks(d), "too many failed authentication attempts; retry later")
+}
+
+// checkKey looks the key up by hash. reason is "" on success.
+func (s *Service) checkKey(ctx context.Context, key string) (c Caller, actor, reason string) {
+	h := HashKey(key)
+	k, err := s.st.KeyByHash(ctx, h)
+	if errors.Is(err, store.ErrNotFound) {
+		return Caller{}, "", "unknown key"
+	}
+	if err != nil {
+		s.log.Error("auth: key lookup", "err", err)
+		return Caller{}, "", "store"
+	}
+	// The index lookup found the row; the full-length comparison is
+	// constant-time so no timing difference depends on the stored hash.
+	if subtle.ConstantTimeCompare(k.Hash, h) != 1 {
+		return Caller{}, "", "unknown key"
+	}
+	if k.Revoked() {
+		return Caller{}, k.ID, "revoked key"
+	}
+	role, err := ParseRole(k.Role)
+	if err != nil {
+		return Caller{}, k.ID, "bad role"
+	}
+	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role}, "", ""
+}
+
+func (s *Service) auditSuccess(ctx context.Context, c Caller, now time.Time) {
+	id := c.KeyID + "|" + c.Addr
+	s.mu.Lock()
+	last, seen := s.successSeen[id]
+	fresh := !seen || now.Sub(last) >= successAuditInterval
+	if fresh {
+		if len(s.successSeen) >= maxSuccessSeen {
+			for k, t := range s.successSeen {
+				if now.Sub(t) >= successAuditInterval {
+					delete(s.successSeen, k)
+				}
+			}
+			if len(s.successSeen) >= maxSuccessSeen {
+				clear(s.successSeen)
+			}
+		}
+		s.successSeen[id] = now
+	}
+	s.mu.Unlock()
+	if fresh {
+		s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
+			Action: "auth.success", Verdict: audit.Allow, Detail: map[string]any{"ticket": c.ViaTicket}})
+	}
+}
+
+// appendAudit writes a record; a failure is logged, not returned: losing an
+// audit write must not turn a refusal into a success or vice versa.
+func (s *Service) appendAudit(ctx context.Context, e audit.Entry) {
+	if s.audit == nil {
+		return
+	}
+	if _, err := s.audit.Append(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Error("audit append failed", "action", e.Action, "err", err)
+	}
+}
+
+// Require returns nil when c has one of roles; otherwise it audits the
+// refusal as authz.deny for action and returns a Forbidden fault.
+func (s *Service) Require(ctx context.Context, c Caller, action string, roles ...Role) error {
+	if slices.Contains(roles, c.Role) {
+		return nil
+	}
+	s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
+		Action: "authz.deny", Target: action, Verdict: audit.Deny,
+		Detail: map[string]any{"need": roles}})
+	return fault.Errorf(fault.Forbidden, "the %s role may not %s", c.Role, action)
+}
+
+// IssueTicket mints a one-time ticket for c, valid for TicketTTL.
+func (s *Service) IssueTicket(ctx context.Context, c Caller) (string, time.Time, error) {
+	t, err := newSecret(TicketPrefix)
+	if err != nil {
+		return "", time.Time{}, fault.Wrap(fault.Internal, err, "could not create a ticket")
+	}
+	now := s.now()
+	exp := now.Add(TicketTTL)
+	if !s.ticket.add(t, c.KeyID, exp, now) {
+		return "", time.Time{}, fault.WithRetryAfter(fault.RateLimited, ticks(TicketTTL), "too many outstanding tickets")
+	}
+	s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
+		Action: "ticket.create", Verdict: audit.Allow})
+	return t, exp, nil
+}
+
+// redeemTicket consumes a ticket and re-reads its key (it may have been
+// revoked since the ticket was issued).
+func (s *Service) redeemTicket(ctx context.Context, t string, now time.Time) (Caller, string) {
+	keyID, ok := s.ticket.take(t, now)
+	if !ok {
+		return Caller{}, "unknown or expired ticket"
+	}
+	k, err := s.st.KeyByID(ctx, keyID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Caller{}, "ticket of deleted key"
+	}
+	if err != nil {
+		s.log.Error("auth: ticket key lookup", "err", err)
+		return Caller{}, "store"
+	}
+	if k.Revoked() {
+		return Caller{}, "ticket of revoked key"
+	}
+	role, err := ParseRole(k.Role)
+	if err != nil {
+		return Caller{}, "bad role"
+	}
+	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, ViaTicket: true}, ""
+}
+
+// KeyInfo is a key as shown to operators: never the secret or its hash.
+type KeyInfo struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Role      Role       `json:"role"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+func infoOf(k store.Key) KeyInfo {
+	ki := KeyInfo{ID: k.ID, Name: k.Name, Role: Role(k.Role), CreatedAt: k.CreatedAt}
+	if k.Revoked() {
+		t := k.RevokedAt
+		ki.RevokedAt = &t
+	}
+	return ki
+}
+
+// maxKeyNameLen bounds key names (they show up in lists and logs).
+const maxKeyNameLen = 64
+
+// CreateKey creates a key and returns it with its secret, which is never
+// retrievable again. by is who asked (audited as the actor).
+func (s *Service) CreateKey(ctx context.Context, by Caller, name string, role Role) (KeyInfo, string, error) {
+	if name == "" || len(name) > maxKeyNameLen || !validName(name) {
+		return KeyInfo{}, "", fault.InvalidField("body.name", fmt.Sprintf("name must be 1-%d characters of letters, digits, space, dot, dash or underscore", maxKeyNameLen))
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return KeyInfo{}, "", fault.InvalidField("body.role", "role must be admin, agent or viewer")
+	}
+	secret, err := GenerateKey()
+	if err != nil {
+		return KeyInfo{}, "", fault.Wrap(fault.Internal, err, "could not create a key")
+	}
+	id, err := newKeyID()
+	if err != nil {
+		return KeyInfo{}, "", fault.Wrap(fault.Internal, err, "could not create a key")
+	}
+	k := store.Key{ID: id, Name: name, Role: string(role), Hash: HashKey(secret), CreatedAt: s.now().UTC()}
+	if err := s.st.CreateKey(ctx, k); err != nil {
+		return KeyInfo{}, "", fault.Wrap(fault.Internal, err, "could not store the key")
+	}
+	s.appendAudit(ctx, audit.Entry{Actor: by.KeyID, Role: string(by.Role), ClientAddr: by.Addr,
+		Action: "key.create", Target: id, Verdict: audit.Allow, Detail: map[string]any{"name": name, "role": string(role)}})
+	return infoOf(k), secret, nil
+}
+
+func validName(s string) bool {
+	for _, r := range s {
+		ok := r == ' ' || r == '.' || r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// ListKeys returns every key without secrets.
+func (s *Service) ListKeys(ctx context.Context) ([]KeyInfo, error) {
+	ks, err := s.st.ListKeys(ctx)
+	if err != nil {
+		return nil, fault.Wrap(fault.Internal, err, "could not list keys")
+	}
+	out := make([]KeyInfo, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, infoOf(k))
+	}
+	return out, nil
+}
+
+// RevokeKey revokes id; the next request with it is refused and the
+// OnRevoke hooks run. The bootstrap admin key cannot be revoked here (it is
+// managed through SANDBOX_API_KEY or its key file).
+func (s *Service) RevokeKey(ctx context.Context, by Caller, id string) (KeyInfo, error) {
+	if id == AdminKeyID {
+		return KeyInfo{}, fault.New(fault.Conflict, "the bootstrap admin key is managed by SANDBOX_API_KEY or its key file, not revoked through the API")
+	}
+	k, err := s.st.RevokeKey(ctx, id, s.now().UTC())
+	if errors.Is(err, store.ErrNotFound) {
+		return KeyInfo{}, fault.New(fault.NotFound, "no such key")
+	}
+	if err != nil {
+		return KeyInfo{}, fault.Wrap(fault.Internal, err, "could not revoke the key")
+	}
+	s.ticket.dropKey(id)
+	s.appendAudit(ctx, audit.Entry{Actor: by.KeyID, Role: string(by.Role), ClientAddr: by.Addr,
+		Action: "key.revoke", Target: id, Verdict: audit.Allow, Detail: map[string]any{"name": k.Name}})
+	s.fireRevoke(id)
+	return infoOf(k), nil
+}
+
+func (s *Service) fireRevoke(id string) {
+	s.mu.Lock()
+	hooks := slices.Clone(s.onRevoke)
+	s.mu.Unlock()
+	for _, fn := range hooks {
+		fn(id)
+	}
+}
+
+// EnsureAdmin makes the bootstrap admin key (id AdminKeyID) match key:
+// created on first start, re-hashed when the operator changed it.
+func (s *Service) EnsureAdmin(ctx context.Context, key string) error {
+	if !validCredential(key) {
+		return errors.New("admin key must be printable ASCII without spaces")
+	}
+	h := HashKey(key)
+	k, err := s.st.KeyByID(ctx, AdminKeyID)
+	if err == nil && subtle.ConstantTimeCompare(k.Hash, h) == 1 && !k.Revoked() {
+		return nil
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("read admin key: %w", err)
+	}
+	created := s.now().UTC()
+	if err == nil {
+		created = k.CreatedAt
+	}
+	if err := s.st.PutKey(ctx, store.Key{ID: AdminKeyID, Name: "admin", Role: string(RoleAdmin), Hash: h, CreatedAt: created}); err != nil {
+		return fmt.Errorf("store admin key: %w", err)
+	}
+	s.appendAudit(ctx, audit.Entry{Actor: "system", Action: "key.admin_set", Target: AdminKeyID, Verdict: audit.Allow})
+	return nil
+}
+
+// WatchRevocations polls the store every interval and runs the OnRevoke
+// hooks for keys revoked by another process (`sandhold keys revoke` while
+// the server runs). It returns when ctx ends.
+func (s *Service) WatchRevocations(ctx context.Context, interval time.Duration) {
+	known := map[string]bool{}
+	first := true
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		ks, err := s.st.ListKeys(ctx)
+		if err == nil {
+			for _, k := range ks {
+				if k.Revoked() && !known[k.ID] {
+					known[k.ID] = true
+					if !first {
+						s.ticket.dropKey(k.ID)
+						s.fireRevoke(k.ID)
+					}
+				}
+			}
+			first = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
