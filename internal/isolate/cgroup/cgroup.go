@@ -31,6 +31,32 @@ func (i Info) Has(c string) bool {
 	return false
 }
 
+// requiredV1 and requiredV2 are the controllers New refuses to run without:
+// memory (balloons), pids (fork bombs), cpu (busy loops), freezer
+// (pause/HALT, and v1 Kill). On v2 the freezer is core (cgroup.freeze),
+// checked separately.
+var (
+	requiredV1 = []string{"memory", "pids", "cpu", "freezer"}
+	requiredV2 = []string{"memory", "pids", "cpu"}
+)
+
+// Missing lists the controllers New requires that this host lacks (empty
+// when New can work), for `sandhold doctor`. On v2 the freezer is part of
+// the core (cgroup.freeze) and is checked by New itself.
+func (i Info) Missing() []string {
+	req := requiredV1
+	if i.Version == 2 {
+		req = requiredV2
+	}
+	var out []string
+	for _, c := range req {
+		if !i.Has(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Limits are the resource limits of one group. Zero values mean unlimited.
 type Limits struct {
 	// MemoryBytes caps memory use; swap is always off for the group.
@@ -148,6 +174,10 @@ var (
 	// ErrContainsSelf: Kill or Freeze asked for a group holding the
 	// calling process; refused so the server never kills or freezes itself.
 	ErrContainsSelf = errors.New("cgroup contains the calling process")
+	// ErrParentFrozen: on v1 a group below a frozen group cannot thaw, so
+	// its killed tasks cannot exit; the caller thaws the sandbox first
+	// (or destroys the whole sandbox).
+	ErrParentFrozen = errors.New("a parent cgroup is frozen")
 )
 
 // maxNameLen caps a group name: names become path components on every

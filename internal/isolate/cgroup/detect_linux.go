@@ -36,15 +36,6 @@ var v1Controllers = map[string]bool{
 	"perf_event": true, "hugetlb": true, "pids": true, "rdma": true, "misc": true,
 }
 
-// requiredV1 and requiredV2 are the controllers New refuses to run without:
-// memory (balloons), pids (fork bombs), cpu (busy loops), freezer
-// (pause/HALT, and v1 Kill). On v2 the freezer is core (cgroup.freeze),
-// checked separately.
-var (
-	requiredV1 = []string{"memory", "pids", "cpu", "freezer"}
-	requiredV2 = []string{"memory", "pids", "cpu"}
-)
-
 type mountEntry struct {
 	root       string // root of the mount within its hierarchy
 	mountPoint string

@@ -228,4 +228,3 @@ func FuzzParseProcCgroup(f *testing.F) {
 		}
 	})
 }
-

@@ -257,6 +257,13 @@ func (g *v1Group) freezerState() (string, error) {
 
 func (g *v1Group) setFreezer(want string, polls int) error {
 	path := g.dir("freezer") + "/freezer.state"
+	if want == "THAWED" {
+		// A group under a frozen parent stays FROZEN whatever it is
+		// told; say so instead of polling for a state that cannot come.
+		if pf, err := readInt(g.dir("freezer") + "/freezer.parent_freezing"); err == nil && pf == 1 {
+			return fmt.Errorf("cgroup %q cannot thaw: %w", g.rel, ErrParentFrozen)
+		}
+	}
 	for range polls {
 		// Writing again is how v1 retries tasks that could not be frozen
 		// on the first pass.
@@ -315,8 +322,22 @@ func (g *v1Group) Stats() (Stats, error) {
 	if s.MemoryLimit >= v1UnlimitedFloor {
 		s.MemoryLimit = 0
 	}
-	if s.OOMKills, err = readKeyed(mem+"/memory.oom_control", "oom_kill"); err != nil {
+	// v1 counts OOM kills per group only (memory.oom_control is not
+	// hierarchical, unlike v2's memory.events); sum the subtree so both
+	// back ends mean "this group and its live descendants".
+	memDirs, err := walkGroups(mem)
+	if err != nil {
 		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
+	for _, d := range memDirs {
+		n, err := readKeyed(d+"/memory.oom_control", "oom_kill")
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // sub-group removed meanwhile
+			}
+			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+		}
+		s.OOMKills += n
 	}
 	if acct := g.dir("cpuacct"); acct != "" {
 		ns, err := readInt(acct + "/cpuacct.usage")
