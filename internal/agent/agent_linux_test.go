@@ -1,0 +1,340 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+)
+
+// TestMain lets the test binary serve as the init: Launch re-executes it
+// with the argument "init".
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "init" {
+		if err := Main(); err != nil {
+			fmt.Fprintln(os.Stderr, "init:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// requireSandboxes skips unless this process can build sandboxes: root
+// (to map id ranges and manage cgroups) with user namespaces.
+func requireSandboxes(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes need root (id mappings and cgroups); run the tests as root")
+	}
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		t.Skip("user namespaces are not available:", err)
+	}
+}
+
+// testSandbox is one init started for a test, with its cgroup.
+type testSandbox struct {
+	*Instance
+	group cgroup.Group
+	home  []*os.File
+	ws    string
+}
+
+var testSlot = 0
+
+func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
+	t.Helper()
+	requireSandboxes(t)
+	cg, err := cgroup.New("sandhold-test-agent")
+	if err != nil {
+		t.Skip("cgroups unavailable:", err)
+	}
+	testSlot++
+	name := fmt.Sprintf("t%d-%d", os.Getpid(), testSlot)
+	group, err := cg.Create(name, cgroup.Limits{MemoryBytes: 512 << 20, Pids: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = group.Destroy() })
+	base := uint32(1<<30 + (500+testSlot)*IDRange)
+	ws := t.TempDir()
+	if err := os.Chown(ws, int(base)+1000, int(base)+1000); err != nil {
+		t.Fatal(err)
+	}
+	wsf, err := rootfs.DetachedMount(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wsf.Close()
+	setup := Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 64 << 20, ShmBytes: 16 << 20, CgroupVersion: cg.Info().Version}
+	if mutate != nil {
+		mutate(&setup)
+	}
+	var log strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inst, err := Launch(ctx, LaunchSpec{
+		Exe: "/proc/self/exe", HostUID: base, HostGID: base, Workspace: wsf,
+		Place: group.AddProc, Setup: setup, Log: &log,
+	})
+	if err != nil {
+		t.Fatalf("launch: %v (init said: %s)", err, log.String())
+	}
+	t.Cleanup(inst.Kill)
+	home, err := group.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(home) })
+	return &testSandbox{Instance: inst, group: group, home: home, ws: ws}
+}
+
+type runResult struct {
+	stdout, stderr string
+	exit           Exit
+}
+
+func (ts *testSandbox) run(t *testing.T, argv ...string) runResult {
+	t.Helper()
+	sub, err := ts.group.Sub(fmt.Sprintf("x%d", time.Now().UnixNano()%1e9), cgroup.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Destroy() }()
+	attach, err := sub.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := ts.Spawn(ctx, SpawnReq{
+		Argv: argv,
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8"},
+		Cwd:  "/workspace",
+	}, attach, ts.home)
+	for _, f := range attach {
+		_ = f.Close()
+	}
+	if err != nil {
+		t.Fatalf("spawn %v: %v", argv, err)
+	}
+	defer p.Close()
+	outc := make(chan string, 2)
+	go func() { b, _ := io.ReadAll(p.Stdout); outc <- string(b) }()
+	errc := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(p.Stderr); errc <- string(b) }()
+	var ex Exit
+	select {
+	case ex = <-p.Exited():
+	case <-ctx.Done():
+		t.Fatalf("%v did not exit", argv)
+	}
+	_ = sub.Kill()
+	return runResult{stdout: <-outc, stderr: <-errc, exit: ex}
+}
+
+func TestInitRunsCommandsIsolated(t *testing.T) {
+	ts := launch(t, nil)
+	for _, l := range ts.Ready.Layers {
+		if !l.Active {
+			t.Errorf("layer %s inactive: %s", l.Name, l.Detail)
+		}
+	}
+	cases := []struct {
+		name    string
+		argv    []string
+		want    string
+		wantErr bool // non-zero exit expected
+	}{
+		{"runs as the sandbox user", []string{"id", "-u"}, "1000\n", false},
+		{"hostname", []string{"hostname"}, "sandbox\n", false},
+		{"pid namespace: init is 1", []string{"sh", "-c", "cat /proc/1/comm 2>&1; echo $$"}, "", false},
+		{"workspace is the cwd", []string{"pwd"}, "/workspace\n", false},
+		{"workspace writable", []string{"sh", "-c", "echo hi > /workspace/f && cat /workspace/f"}, "hi\n", false},
+		{"tmp writable", []string{"sh", "-c", "echo t > /tmp/t && cat /tmp/t"}, "t\n", false},
+		{"root read-only", []string{"sh", "-c", "touch /x"}, "", true},
+		{"usr read-only", []string{"sh", "-c", "touch /usr/x"}, "", true},
+		{"etc read-only", []string{"sh", "-c", "echo x >> /etc/passwd"}, "", true},
+		{"no host shadow", []string{"cat", "/etc/shadow"}, "", true},
+		{"no root home contents", []string{"ls", "/root"}, "", true},
+		{"only loopback", []string{"sh", "-c", "ls /proc/sys/net/ipv4/conf | sort | tr '\\n' ' '"}, "all default lo ", false},
+		{"bounding set empty", []string{"sh", "-c", "grep CapBnd /proc/self/status"}, "CapBnd:\t0000000000000000\n", false},
+		{"no_new_privs", []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"}, "NoNewPrivs:\t1\n", false},
+		{"seccomp on", []string{"sh", "-c", "grep '^Seccomp:' /proc/self/status"}, "Seccomp:\t2\n", false},
+		{"unshare refused", []string{"unshare", "-U", "true"}, "", true},
+		{"mount refused", []string{"sh", "-c", "mount -t tmpfs x /tmp"}, "", true},
+		{"environment from scratch", []string{"sh", "-c", "env | sort | tr '\\n' ' '"}, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ts.run(t, tc.argv...)
+			if tc.wantErr {
+				if r.exit.Code == 0 {
+					t.Fatalf("%v succeeded, want failure; stdout %q", tc.argv, r.stdout)
+				}
+				return
+			}
+			if r.exit.Code != 0 {
+				t.Fatalf("%v exit %d, stderr %q", tc.argv, r.exit.Code, r.stderr)
+			}
+			if tc.want != "" && r.stdout != tc.want {
+				t.Fatalf("%v = %q, want %q", tc.argv, r.stdout, tc.want)
+			}
+		})
+	}
+	t.Run("host sees the workspace file owned by the mapped user", func(t *testing.T) {
+		var st unix.Stat_t
+		if err := unix.Stat(ts.ws+"/f", &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid < 1<<30 {
+			t.Fatalf("file owned by host uid %d, want one in the sandbox's range", st.Uid)
+		}
+	})
+	t.Run("environment holds nothing of the server", func(t *testing.T) {
+		t.Setenv("SANDHOLD_SECRET_PROBE", "leak")
+		r := ts.run(t, "env")
+		if strings.Contains(r.stdout, "SANDHOLD_SECRET_PROBE") {
+			t.Fatal("server environment leaked")
+		}
+	})
+}
+
+func TestInitFilePrimitives(t *testing.T) {
+	ts := launch(t, nil)
+	ctx := context.Background()
+	if _, _, err := ts.File(ctx, OpMkdir, FileReq{Path: "/workspace/a/b", Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, f, err := ts.File(ctx, OpOpen, FileReq{Path: "/workspace/a/b/file", Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC, Mode: 0o644})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("content"); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	fr, _, err := ts.File(ctx, OpStat, FileReq{Path: "/workspace/a/b/file"})
+	if err != nil || fr.Stat.Size != 7 || fr.Stat.UID != 1000 {
+		t.Fatalf("stat = %+v, %v; want size 7 owned by 1000", fr, err)
+	}
+	fr, _, err = ts.File(ctx, OpReadDir, FileReq{Path: "/workspace/a/b"})
+	if err != nil || len(fr.Entries) != 1 || fr.Entries[0].Name != "file" {
+		t.Fatalf("readdir = %+v, %v", fr, err)
+	}
+	if _, _, err := ts.File(ctx, OpSymlink, FileReq{Path: "/etc/passwd", Path2: "/workspace/link"}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		op   Op
+		req  FileReq
+		want error
+	}{
+		{"missing", OpStat, FileReq{Path: "/workspace/nope"}, fs.ErrNotExist},
+		{"write outside the workspace", OpOpen, FileReq{Path: "/etc/x", Flags: unix.O_WRONLY | unix.O_CREAT, Mode: 0o644}, nil},
+		{"symlink not followed when asked", OpOpen, FileReq{Path: "/workspace/link", NoFollow: true}, nil},
+		{"magic link refused", OpOpen, FileReq{Path: "/proc/self/fd/0"}, nil},
+		{"relative path refused", OpStat, FileReq{Path: "workspace"}, nil},
+		{"dotdot refused", OpStat, FileReq{Path: "/workspace/../etc"}, nil},
+		{"host shadow absent", OpOpen, FileReq{Path: "/etc/shadow"}, fs.ErrNotExist},
+		{"root home closed to the user", OpReadDir, FileReq{Path: "/root"}, fs.ErrPermission},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, f, err := ts.File(ctx, tc.op, tc.req)
+			if f != nil {
+				_ = f.Close()
+			}
+			if err == nil {
+				t.Fatalf("%s %+v succeeded", tc.op, tc.req)
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("%s = %v, want %v", tc.op, err, tc.want)
+			}
+		})
+	}
+	// The symlink resolves inside the sandbox: to the synthetic passwd.
+	_, f, err = ts.File(ctx, OpOpen, FileReq{Path: "/workspace/link"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f)
+	_ = f.Close()
+	if !strings.Contains(string(b), "sandbox:x:1000") || strings.Contains(string(b), "daemon:") {
+		t.Fatalf("symlink read %q, want the sandbox's own passwd", b)
+	}
+	if _, _, err := ts.File(ctx, OpRemove, FileReq{Path: "/workspace/a", Recursive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ts.ws + "/a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("recursive remove left %v", err)
+	}
+}
+
+func TestInitKillsTreeByGroup(t *testing.T) {
+	ts := launch(t, nil)
+	sub, err := ts.group.Sub("tree", cgroup.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Destroy() }()
+	attach, err := sub.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// A double-forked, setsid'ed sleeper escapes the process group and
+	// the session, but not the execution's cgroup.
+	p, err := ts.Spawn(ctx, SpawnReq{
+		Argv: []string{"sh", "-c", "setsid sh -c 'sleep 300 & sleep 300' & echo started; wait"},
+		Env:  []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace",
+	}, attach, ts.home)
+	for _, f := range attach {
+		_ = f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	buf := make([]byte, 8)
+	if _, err := io.ReadFull(p.Stdout, buf[:8]); err != nil {
+		t.Fatal(err)
+	}
+	// sh, the setsid'ed sh and its two sleeps: wait (bounded) until all
+	// four have started.
+	var procs []int
+	for range 500 {
+		if procs, _ = sub.Procs(); len(procs) >= 4 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(procs) < 4 {
+		t.Fatalf("execution group holds %v, want the whole tree", procs)
+	}
+	if err := sub.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after the tree was killed")
+	}
+	if procs, _ := sub.Procs(); len(procs) != 0 {
+		t.Fatalf("left %v", procs)
+	}
+	if err := ts.Ping(ctx); err != nil {
+		t.Fatalf("init died with the execution: %v", err)
+	}
+}

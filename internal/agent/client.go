@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrGone is returned for requests to an init that has exited.
+// Callers branch on it to report the sandbox as stopped.
+var ErrGone = errors.New("sandbox init is gone")
+
+// Client is the server's end of the protocol with one init.
+type Client struct {
+	conn   *Conn
+	nextID atomic.Uint64
+	done   chan struct{}
+
+	// mu guards the tables of waiting callers and the terminal error.
+	mu      sync.Mutex
+	pending map[uint64]chan reply
+	exits   map[uint64]chan Exit
+	err     error
+}
+
+type reply struct {
+	resp  Response
+	files []*os.File
+}
+
+// NewClient starts serving the protocol over conn. Done is closed when the
+// connection ends.
+func NewClient(conn *Conn) *Client {
+	c := &Client{
+		conn:    conn,
+		done:    make(chan struct{}),
+		pending: make(map[uint64]chan reply),
+		exits:   make(map[uint64]chan Exit),
+	}
+	go c.readLoop()
+	return c
+}
+
+// Done is closed when the init is gone.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is why the connection ended, once Done is closed.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close ends the connection; the init exits when it sees that.
+func (c *Client) Close() error { return c.conn.Close() }
+
+func (c *Client) readLoop() {
+	var err error
+	for {
+		var resp Response
+		var files []*os.File
+		files, err = c.conn.Recv(&resp)
+		if err != nil {
+			break
+		}
+		c.mu.Lock()
+		if resp.Kind == EventExit {
+			ch := c.exits[resp.ID]
+			delete(c.exits, resp.ID)
+			c.mu.Unlock()
+			closeAll(files)
+			if ch != nil && resp.Exit != nil {
+				ch <- *resp.Exit
+			}
+			continue
+		}
+		ch := c.pending[resp.ID]
+		delete(c.pending, resp.ID)
+		c.mu.Unlock()
+		if ch == nil {
+			closeAll(files) // a caller that gave up
+			continue
+		}
+		ch <- reply{resp: resp, files: files}
+	}
+	c.mu.Lock()
+	c.err = fmt.Errorf("%w: %v", ErrGone, err)
+	pending, exits := c.pending, c.exits
+	c.pending, c.exits = nil, nil
+	c.mu.Unlock()
+	for _, ch := range pending {
+		close(ch)
+	}
+	// Everything in the sandbox dies with its init.
+	for _, ch := range exits {
+		ch <- Exit{Code: -1, Signal: 9}
+	}
+	close(c.done)
+}
+
+// call sends one request and waits for its reply. exit, when not nil, is
+// registered for the exit event of a spawn before the request leaves.
+func (c *Client) call(ctx context.Context, req Request, files []*os.File, exit chan Exit) (Response, []*os.File, error) {
+	req.ID = c.nextID.Add(1)
+	ch := make(chan reply, 1)
+	c.mu.Lock()
+	if c.pending == nil {
+		err := c.err
+		c.mu.Unlock()
+		return Response{}, nil, err
+	}
+	c.pending[req.ID] = ch
+	if exit != nil {
+		c.exits[req.ID] = exit
+	}
+	c.mu.Unlock()
+	forget := func() {
+		c.mu.Lock()
+		if c.pending != nil {
+			delete(c.pending, req.ID)
+			delete(c.exits, req.ID)
+		}
+		c.mu.Unlock()
+	}
+	if err := c.conn.Send(req, files...); err != nil {
+		forget()
+		return Response{}, nil, fmt.Errorf("%w: %v", ErrGone, err)
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			return Response{}, nil, c.Err()
+		}
+		if r.resp.Err != nil {
+			closeAll(r.files)
+			forget() // no exit event follows a failed spawn
+			return r.resp, nil, r.resp.Err
+		}
+		return r.resp, r.files, nil
+	case <-ctx.Done():
+		forget()
+		// A late reply's descriptors are closed by the read loop.
+		return Response{}, nil, ctx.Err()
+	}
+}
+
+// Setup sends the one setup request and returns the layers in force.
+func (c *Client) Setup(ctx context.Context, s Setup) (*Ready, error) {
+	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, nil, nil)
+	closeAll(files)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Ready == nil {
+		return nil, errors.New("setup reply without layers")
+	}
+	return resp.Ready, nil
+}
+
+// Ping checks the init answers.
+func (c *Client) Ping(ctx context.Context) error {
+	_, files, err := c.call(ctx, Request{Op: OpPing}, nil, nil)
+	closeAll(files)
+	return err
+}
+
+// Process is a spawned process as the server holds it.
+type Process struct {
+	Pid int
+	// Stdin is nil unless asked for; Stdout and Stderr are nil for a PTY,
+	// whose master is PTY.
+	Stdin, Stdout, Stderr, PTY *os.File
+	exit                       chan Exit
+}
+
+// Exited delivers the process's exit exactly once.
+func (p *Process) Exited() <-chan Exit { return p.exit }
+
+// Close closes the server's descriptors of the process.
+func (p *Process) Close() {
+	closeAll([]*os.File{p.Stdin, p.Stdout, p.Stderr, p.PTY})
+}
+
+// Spawn starts a process in the sandbox. cgroupFiles (the execution's
+// group) and homeFiles (the sandbox's group) are attached for the init to
+// place the process (see the package doc); they stay the caller's.
+func (c *Client) Spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File) (*Process, error) {
+	r.CgroupFDs, r.HomeFDs = len(cgroupFiles), len(homeFiles)
+	exit := make(chan Exit, 1)
+	attached := append(append([]*os.File(nil), cgroupFiles...), homeFiles...)
+	resp, files, err := c.call(ctx, Request{Op: OpSpawn, Spawn: &r}, attached, exit)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Spawn == nil {
+		closeAll(files)
+		return nil, errors.New("spawn reply without pid")
+	}
+	p := &Process{Pid: resp.Spawn.Pid, exit: exit}
+	want := 2
+	if r.Stdin {
+		want = 3
+	}
+	if r.TTY {
+		want = 1
+	}
+	if len(files) != want {
+		closeAll(files)
+		return nil, fmt.Errorf("spawn reply carries %d descriptors, want %d", len(files), want)
+	}
+	switch {
+	case r.TTY:
+		p.PTY = files[0]
+	case r.Stdin:
+		p.Stdin, p.Stdout, p.Stderr = files[0], files[1], files[2]
+	default:
+		p.Stdout, p.Stderr = files[0], files[1]
+	}
+	return p, nil
+}
+
+// Signal delivers sig to pid (or its process group) inside the sandbox.
+func (c *Client) Signal(ctx context.Context, pid, sig int, group bool) error {
+	_, files, err := c.call(ctx, Request{Op: OpSignal, Signal: &SignalReq{Pid: pid, Signal: sig, Group: group}}, nil, nil)
+	closeAll(files)
+	return err
+}
+
+// File runs one file primitive. For OpOpen the opened file is returned.
+func (c *Client) File(ctx context.Context, op Op, r FileReq) (*FileResp, *os.File, error) {
+	if err := CheckPath(r.Path); err != nil {
+		return nil, nil, err
+	}
+	resp, files, err := c.call(ctx, Request{Op: op, File: &r}, nil, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	fr := resp.File
+	if fr == nil {
+		fr = &FileResp{}
+	}
+	var f *os.File
+	if op == OpOpen {
+		if len(files) != 1 {
+			closeAll(files)
+			return nil, nil, errors.New("open reply without a descriptor")
+		}
+		f = files[0]
+	} else {
+		closeAll(files)
+	}
+	return fr, f, nil
+}

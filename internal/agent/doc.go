@@ -1,0 +1,67 @@
+// Package agent is the in-sandbox init ("sandhold init") and the protocol the
+// server speaks to it.
+//
+// # Why an init
+//
+// A sandbox is one long-lived process: the sandhold binary re-executed as
+// "sandhold init" inside fresh user, mount, pid, ipc, uts, net and cgroup
+// namespaces. It is PID 1 of the sandbox. It builds the sandbox's root
+// (internal/isolate/rootfs), drops every capability from the bounding set,
+// sets no_new_privs, applies landlock and finally the seccomp filter, and then
+// serves the server. Every later operation — start a command, open a PTY,
+// open/stat/list/rename a file — is a request to this init and runs inside
+// the sandbox, so containment holds by construction: the server never
+// resolves a sandbox path on the host and never forks a sandboxed command
+// itself. Killing the init ends everything in the sandbox (the kernel kills
+// a pid namespace with its init).
+//
+// # The protocol
+//
+// Transport: one AF_UNIX SOCK_SEQPACKET socketpair, inherited by the init as
+// fd 3. SEQPACKET keeps message boundaries and carries file descriptors
+// (SCM_RIGHTS), so every message is exactly one JSON document of at most
+// MaxMessage bytes plus, optionally, descriptors.
+//
+// Server → init: Request{id, op, …}. Init → server: Response{id, …} for each
+// request (in any order; requests are served concurrently), and unsolicited
+// events with Kind set ("exit"). Ops:
+//
+//   - setup (first message, exactly once): the sandbox's parameters. The init
+//     does nothing before it arrives, and the server sends it only after the
+//     init's pid sits in the sandbox's cgroups, so no sandbox code runs
+//     outside its limits. Reply: Ready with the layers applied.
+//   - spawn: argv, env (complete: nothing is inherited), cwd, uid, pipes or
+//     PTY, per-execution rlimits. Attached descriptors: the cgroup files of
+//     the execution's group (see spawn below). Reply: pid (as the sandbox
+//     sees it) and descriptors: stdin writer (when asked), stdout and stderr
+//     readers — or the PTY master. The server reads output straight from
+//     those descriptors; the protocol never copies command output.
+//   - signal: deliver a signal to a process (or its process group).
+//   - exit (event, id = the spawn request's id): exit code or signal and the
+//     rusage of the process.
+//   - open: open a file inside the sandbox view and pass the descriptor back;
+//     stat, lstat, readdir, mkdir, rename, remove, symlink, readlink: the
+//     file primitives the workspace API builds on. Paths are absolute paths
+//     as the sandbox sees them; they are resolved by the kernel in the init's
+//     mount namespace (openat2 with RESOLVE_NO_MAGICLINKS, optionally
+//     RESOLVE_NO_SYMLINKS), with the filesystem uid of the sandbox user.
+//   - ping: liveness.
+//
+// Errors carry an errno name (ENOENT, EACCES, …) and a message with sandbox
+// paths only.
+//
+// # Placing an execution in its own cgroup
+//
+// One execution's whole process tree must be killable on a timeout —
+// setsid'ed and double-forked children included — so every spawn goes into a
+// cgroup of its own below the sandbox's. Go cannot run code between fork and
+// exec, so the init moves the forking thread instead: a goroutine locks its
+// OS thread, writes the thread id into the execution group's "tasks" files
+// (cgroup v1; the server opened them as host root and attached them to the
+// spawn request, and v1 checks the opener's credentials), forks and execs
+// (the child inherits the thread's cgroups), and then returns without
+// unlocking, so the Go runtime destroys that thread: no thread of the init
+// stays behind in the execution's group. On cgroup v2 the server attaches the
+// group's directory instead and the child is created in it with clone3
+// CLONE_INTO_CGROUP.
+package agent

@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/isolate/caps"
+	"github.com/sandhold/sandhold/internal/isolate/landlock"
+	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+	"github.com/sandhold/sandhold/internal/isolate/seccomp"
+)
+
+// Descriptors the init inherits from the server.
+const (
+	fdProto     = 3 // the protocol socket
+	fdWorkspace = 4 // the workspace directory (O_PATH)
+)
+
+// Main is "sandhold init": it sets the sandbox up and serves the server
+// until the protocol socket closes. It returns only on failure or when the
+// server went away; the process then exits and the kernel kills everything
+// else in the sandbox's pid namespace.
+func Main() error {
+	if os.Getpid() != 1 {
+		return errors.New("sandhold init runs only as a sandbox's PID 1, started by the server")
+	}
+	// The main goroutine keeps the main thread for itself: a spawn moves
+	// its thread between cgroups, and the runtime can destroy any thread
+	// that fails to move back except the main one.
+	runtime.LockOSThread()
+	// PID 1 gets only the signals it handles; none from inside may stop it.
+	signal.Ignore(unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+		unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	// Not dumpable: /proc/1 is then closed to every process in the sandbox,
+	// root included, since none has CAP_SYS_PTRACE.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set non-dumpable: %w", err)
+	}
+	conn, err := NewConn(os.NewFile(fdProto, "proto"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	var req Request
+	files, err := conn.Recv(&req)
+	closeAll(files)
+	if err != nil {
+		return fmt.Errorf("read setup: %w", err)
+	}
+	if req.Op != OpSetup || req.Setup == nil {
+		return fmt.Errorf("first request is %q, want setup", req.Op)
+	}
+	s := newServer(conn, *req.Setup)
+	layers, err := setup(*req.Setup)
+	if err != nil {
+		_ = conn.Send(Response{ID: req.ID, Err: toError(err)})
+		return err
+	}
+	if err := conn.Send(Response{ID: req.ID, Ready: &Ready{Layers: layers}}); err != nil {
+		return err
+	}
+	return s.serve()
+}
+
+// setup builds the sandbox and applies the layers in order. The order
+// matters: mounts need CAP_SYS_ADMIN of the namespace, so the root comes
+// first; landlock and the bounding set next; seccomp last, because it
+// forbids the calls the earlier steps make.
+func setup(st Setup) ([]Layer, error) {
+	var layers []Layer
+	add := func(name string, err error) error {
+		if err == nil {
+			layers = append(layers, Layer{Name: name, Active: true})
+			return nil
+		}
+		if st.Insecure {
+			layers = append(layers, Layer{Name: name, Active: false, Detail: err.Error()})
+			return nil
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	// The cgroup namespace is made here, after the server placed this
+	// process in the sandbox's group, so the sandbox sees that group as
+	// its root and learns nothing of the host's hierarchy.
+	if err := add("cgroup namespace", unix.Unshare(unix.CLONE_NEWCGROUP)); err != nil {
+		return layers, err
+	}
+	err := rootfs.Build(rootfs.Spec{
+		Hostname:    st.Hostname,
+		UID:         st.UID,
+		GID:         st.GID,
+		WorkspaceFD: fdWorkspace,
+		TmpBytes:    st.TmpBytes,
+		ShmBytes:    st.ShmBytes,
+	})
+	_ = unix.Close(fdWorkspace)
+	if err != nil {
+		// Without its root a sandbox is nothing; insecure or not.
+		return layers, fmt.Errorf("root file system: %w", err)
+	}
+	layers = append(layers, Layer{Name: "root file system", Active: true, Detail: "tmpfs root, read-only /usr, synthetic /etc, pivot_root"})
+	if err := add("network namespace (lo only)", rootfs.LoopbackUp()); err != nil {
+		return layers, err
+	}
+	rules := landlock.Rules{
+		ReadOnly:       []string{"/"},
+		ReadWrite:      []string{rootfs.Workspace, "/tmp", "/dev/shm", "/dev/pts"},
+		ReadWriteFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts/ptmx"},
+		TCPConnect:     st.TCPConnect,
+		TCPBind:        st.TCPBind,
+	}
+	if err := add("landlock", applyLandlock(rules)); err != nil {
+		return layers, err
+	}
+	if err := add("capabilities (bounding set empty)", dropCaps()); err != nil {
+		return layers, err
+	}
+	if err := add("seccomp", seccomp.Install()); err != nil {
+		return layers, err
+	}
+	if st.Insecure {
+		// Seccomp sets no_new_privs; without it, set it on its own.
+		_ = caps.SetNoNewPrivs()
+	}
+	layers = append(layers, Layer{Name: "no_new_privs", Active: true})
+	return layers, nil
+}
+
+func applyLandlock(r landlock.Rules) error {
+	_, err := landlock.Apply(r)
+	return err
+}
+
+func dropCaps() error {
+	if err := caps.DropBoundingSet(); err != nil {
+		return err
+	}
+	return caps.ClearAmbient()
+}
+
+// server serves requests after setup.
+type server struct {
+	conn  *Conn
+	setup Setup
+
+	// mu guards children. It is held across fork so the reaper cannot
+	// reap a child before it is registered.
+	mu       sync.Mutex
+	children map[int]uint64 // pid → spawn request id
+}
+
+func newServer(conn *Conn, st Setup) *server {
+	return &server{conn: conn, setup: st, children: make(map[int]uint64)}
+}
+
+func (s *server) serve() error {
+	go s.reap()
+	for {
+		var req Request
+		files, err := s.conn.Recv(&req)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		go s.handle(req, files)
+	}
+}
+
+func (s *server) handle(req Request, files []*os.File) {
+	resp, out, err := s.dispatch(req, files)
+	closeAll(files)
+	resp.ID = req.ID
+	if err != nil {
+		resp = Response{ID: req.ID, Err: toError(err)}
+		closeAll(out)
+		out = nil
+	}
+	_ = s.conn.Send(resp, out...)
+	closeAll(out)
+}
+
+func (s *server) dispatch(req Request, files []*os.File) (Response, []*os.File, error) {
+	switch req.Op {
+	case OpPing:
+		return Response{}, nil, nil
+	case OpSpawn:
+		if req.Spawn == nil {
+			return Response{}, nil, invalidf("spawn without arguments")
+		}
+		return s.spawn(req.ID, req.Spawn, files)
+	case OpSignal:
+		if req.Signal == nil {
+			return Response{}, nil, invalidf("signal without arguments")
+		}
+		return Response{}, nil, s.signal(req.Signal)
+	case OpOpen, OpStat, OpLstat, OpReadDir, OpMkdir, OpRename, OpRemove, OpSymlink, OpReadlink:
+		if req.File == nil {
+			return Response{}, nil, invalidf("%s without arguments", req.Op)
+		}
+		return s.file(req.Op, req.File)
+	case OpSetup:
+		return Response{}, nil, invalidf("setup happens once")
+	}
+	return Response{}, nil, invalidf("unknown op %q", req.Op)
+}

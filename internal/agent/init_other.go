@@ -1,0 +1,8 @@
+//go:build !linux
+
+package agent
+
+import "errors"
+
+// Main fails: sandboxes need Linux.
+func Main() error { return errors.New("sandhold init needs Linux") }

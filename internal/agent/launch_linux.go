@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// IDRange is the size of each sandbox's user and group id mapping: ids
+// 0..IDRange-1 inside map to HostUID.. on the host.
+const IDRange = 65536
+
+// LaunchSpec says how to start one init.
+type LaunchSpec struct {
+	// Exe is the sandhold binary; default /proc/self/exe.
+	Exe string
+	// Args are the arguments after the program name; default ["init"].
+	Args []string
+	// HostUID and HostGID are the first host ids of the sandbox's
+	// mapping: uid 0 inside is HostUID outside, uid 1000 HostUID+1000. No
+	// other sandbox and no host account may use that range.
+	HostUID, HostGID uint32
+	// Workspace is the sandbox's persistent directory, opened by the
+	// server (it is bound at /workspace).
+	Workspace *os.File
+	// Place puts the new init into the sandbox's cgroups. It runs before
+	// the setup request is sent, so no sandbox code runs outside them.
+	Place func(pid int) error
+	// CgroupDir, on cgroup v2, is the sandbox's group: the init is created
+	// inside it (clone3 CLONE_INTO_CGROUP) and Place may be nil.
+	CgroupDir *os.File
+	Setup     Setup
+	// Log receives the init's stderr (setup failures); nil discards it.
+	Log io.Writer
+}
+
+// Instance is a running init.
+type Instance struct {
+	*Client
+	// Pid is the init's pid on the host.
+	Pid   int
+	Ready *Ready
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// Launch starts an init in fresh namespaces, places it, sends the setup and
+// waits for it to be ready. On any failure the init is killed.
+func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
+	if spec.Workspace == nil {
+		return nil, errors.New("launch: no workspace")
+	}
+	exe := spec.Exe
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	args := spec.Args
+	if args == nil {
+		args = []string{"init"}
+	}
+	srv, child, err := Socketpair()
+	if err != nil {
+		return nil, err
+	}
+	defer child.Close()
+
+	cmd := exec.Command(exe, args...)
+	cmd.Args[0] = "sandhold-init"
+	// The server's environment never passes in. GOMAXPROCS keeps the init's
+	// runtime small; GOTRACEBACK=none keeps its crash output short.
+	cmd.Env = []string{"GOMAXPROCS=2", "GOTRACEBACK=none"}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{child, spec.Workspace} // fd 3, fd 4
+	if spec.Log != nil {
+		cmd.Stderr = spec.Log
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// The cgroup namespace is made by the init itself once it sits
+		// in its group (see setup).
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(spec.HostUID), Size: IDRange}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(spec.HostGID), Size: IDRange}},
+		GidMappingsEnableSetgroups: true,
+		// Become the namespace's root: without this the init keeps host
+		// uid 0, which is unmapped inside, and has no capabilities there.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0},
+		Setsid:     true,
+		// If the server dies, its sandboxes die with it (and the pid
+		// namespace takes every process inside along); a restarted server
+		// reaps their cgroups and starts them again on demand.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if spec.CgroupDir != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(spec.CgroupDir.Fd())
+	}
+	conn, err := NewConn(srv)
+	_ = srv.Close() // NewConn holds its own descriptor
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("start init: %w", err)
+	}
+	inst := &Instance{Client: NewClient(conn), Pid: cmd.Process.Pid, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = conn.Close()
+		close(inst.exited)
+	}()
+	fail := func(err error) (*Instance, error) {
+		inst.Kill()
+		return nil, err
+	}
+	if spec.Place != nil {
+		if err := spec.Place(inst.Pid); err != nil {
+			return fail(fmt.Errorf("place init in its cgroups: %w", err))
+		}
+	}
+	ready, err := inst.Setup(ctx, spec.Setup)
+	if err != nil {
+		return fail(fmt.Errorf("init setup: %w", err))
+	}
+	inst.Ready = ready
+	return inst, nil
+}
+
+// Kill ends the init (and with it every process of the sandbox) and waits
+// for it to be reaped.
+func (i *Instance) Kill() {
+	_ = i.cmd.Process.Signal(syscall.SIGKILL)
+	<-i.exited
+}
+
+// Exited is closed once the init has been reaped.
+func (i *Instance) Exited() <-chan struct{} { return i.exited }

@@ -1,0 +1,47 @@
+//go:build !linux
+
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+)
+
+// IDRange is the size of each sandbox's id mapping.
+const IDRange = 65536
+
+// LaunchSpec says how to start one init.
+type LaunchSpec struct {
+	Exe              string
+	Args             []string
+	HostUID, HostGID uint32
+	Workspace        *os.File
+	Place            func(pid int) error
+	CgroupDir        *os.File
+	Setup            Setup
+	Log              io.Writer
+}
+
+// Instance is a running init.
+type Instance struct {
+	*Client
+	Pid   int
+	Ready *Ready
+}
+
+// Launch fails: sandboxes need Linux.
+func Launch(context.Context, LaunchSpec) (*Instance, error) {
+	return nil, errors.New("sandboxes need Linux")
+}
+
+// Kill does nothing off Linux.
+func (i *Instance) Kill() {}
+
+// Exited is closed at once off Linux.
+func (i *Instance) Exited() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}

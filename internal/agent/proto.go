@@ -1,0 +1,372 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxMessage caps one protocol message. Everything bulky travels as file
+// descriptors, so 1 MiB is generous (a readdir page of MaxDirEntries names).
+const MaxMessage = 1 << 20
+
+// maxFDs caps the descriptors accepted with one message: a spawn carries at
+// most one cgroup file per v1 hierarchy, a reply at most three pipes.
+const maxFDs = 16
+
+// Op names a request.
+type Op string
+
+// The requests the init serves.
+const (
+	OpSetup    Op = "setup"
+	OpPing     Op = "ping"
+	OpSpawn    Op = "spawn"
+	OpSignal   Op = "signal"
+	OpOpen     Op = "open"
+	OpStat     Op = "stat"
+	OpLstat    Op = "lstat"
+	OpReadDir  Op = "readdir"
+	OpMkdir    Op = "mkdir"
+	OpRename   Op = "rename"
+	OpRemove   Op = "remove"
+	OpSymlink  Op = "symlink"
+	OpReadlink Op = "readlink"
+)
+
+// Request is one message from the server to the init.
+type Request struct {
+	ID     uint64     `json:"id"`
+	Op     Op         `json:"op"`
+	Setup  *Setup     `json:"setup,omitempty"`
+	Spawn  *SpawnReq  `json:"spawn,omitempty"`
+	Signal *SignalReq `json:"signal,omitempty"`
+	File   *FileReq   `json:"file,omitempty"`
+}
+
+// Event kinds of unsolicited messages from the init.
+const (
+	EventExit = "exit"
+)
+
+// Response is one message from the init: the reply to Request ID, or an
+// event when Kind is set.
+type Response struct {
+	ID    uint64     `json:"id"`
+	Kind  string     `json:"kind,omitempty"`
+	Err   *Error     `json:"err,omitempty"`
+	Ready *Ready     `json:"ready,omitempty"`
+	Spawn *SpawnResp `json:"spawn,omitempty"`
+	Exit  *Exit      `json:"exit,omitempty"`
+	File  *FileResp  `json:"file,omitempty"`
+}
+
+// Setup carries the sandbox's parameters; see internal/isolate/rootfs for
+// what the root holds.
+type Setup struct {
+	Hostname string `json:"hostname"`
+	// UID and GID of the sandbox user inside the user namespace.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
+	// AllowRoot lets spawns run as uid 0 inside the namespace
+	// (SANDBOX_ENABLE_SUDO with sudo: true).
+	AllowRoot bool  `json:"allow_root"`
+	TmpBytes  int64 `json:"tmp_bytes"`
+	ShmBytes  int64 `json:"shm_bytes"`
+	// TCPConnect and TCPBind are the only TCP ports landlock lets sandboxed
+	// code use (empty: none).
+	TCPConnect []uint16 `json:"tcp_connect,omitempty"`
+	TCPBind    []uint16 `json:"tcp_bind,omitempty"`
+	// CgroupVersion tells the init how spawn requests attach cgroups.
+	CgroupVersion int `json:"cgroup_version"`
+	// Insecure lets layers that the kernel lacks be skipped (reported in
+	// Ready) instead of failing the setup: --insecure-no-isolation.
+	Insecure bool `json:"insecure,omitempty"`
+}
+
+// Layer is one isolation layer and whether it is in force.
+type Layer struct {
+	Name   string `json:"name"`
+	Active bool   `json:"active"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Ready is the reply to setup.
+type Ready struct {
+	Layers []Layer `json:"layers"`
+}
+
+// Limits are per-execution rlimits; zero means the init's default
+// (inherited) value.
+type Limits struct {
+	CPUSeconds    uint64 `json:"cpu_seconds,omitempty"`
+	FileSizeBytes uint64 `json:"file_size_bytes,omitempty"`
+	OpenFiles     uint64 `json:"open_files,omitempty"`
+}
+
+// SpawnReq starts one process.
+type SpawnReq struct {
+	Argv []string `json:"argv"`
+	// Env is the complete environment; nothing is inherited.
+	Env  []string `json:"env"`
+	Cwd  string   `json:"cwd"`
+	Root bool     `json:"root,omitempty"`
+	TTY  bool     `json:"tty,omitempty"`
+	Rows uint16   `json:"rows,omitempty"`
+	Cols uint16   `json:"cols,omitempty"`
+	// Stdin asks for a pipe to the process's stdin (otherwise /dev/null).
+	Stdin  bool   `json:"stdin,omitempty"`
+	Limits Limits `json:"limits"`
+	// CgroupFDs is how many attached descriptors are cgroup files of the
+	// execution's group; HomeFDs how many after them are the sandbox's own
+	// group's (v1: the forking thread returns there).
+	CgroupFDs int `json:"cgroup_fds"`
+	HomeFDs   int `json:"home_fds,omitempty"`
+}
+
+// SpawnResp is the reply to spawn; the descriptors come with it: stdin
+// writer (when asked), stdout reader, stderr reader — or the PTY master.
+type SpawnResp struct {
+	Pid int `json:"pid"`
+}
+
+// SignalReq delivers Signal to Pid, or to its process group when Group.
+type SignalReq struct {
+	Pid    int  `json:"pid"`
+	Signal int  `json:"signal"`
+	Group  bool `json:"group,omitempty"`
+}
+
+// Exit reports how a spawned process ended.
+type Exit struct {
+	Pid int `json:"pid"`
+	// Code is the exit status, or -1 when killed by Signal.
+	Code   int   `json:"code"`
+	Signal int   `json:"signal,omitempty"`
+	CPUms  int64 `json:"cpu_ms"`
+	MaxRSS int64 `json:"max_rss_kb"`
+}
+
+// FileReq is the argument of every file primitive.
+type FileReq struct {
+	Path string `json:"path"`
+	// Path2 is the new name for rename and the link name for symlink
+	// (Path is then the target).
+	Path2 string `json:"path2,omitempty"`
+	Flags int    `json:"flags,omitempty"`
+	Mode  uint32 `json:"mode,omitempty"`
+	// NoFollow refuses symlinks in any component (RESOLVE_NO_SYMLINKS).
+	NoFollow  bool `json:"no_follow,omitempty"`
+	Recursive bool `json:"recursive,omitempty"`
+	// Offset and Limit page readdir.
+	Offset int `json:"offset,omitempty"`
+	Limit  int `json:"limit,omitempty"`
+	// AsRoot runs the operation with the filesystem uid 0 of the
+	// namespace instead of the sandbox user's.
+	AsRoot bool `json:"as_root,omitempty"`
+}
+
+// Stat describes one file.
+type Stat struct {
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"` // fs.FileMode bits
+	ModTime int64  `json:"mtime_ns"`
+	UID     int    `json:"uid"`
+	GID     int    `json:"gid"`
+	Nlink   uint64 `json:"nlink"`
+}
+
+// FileResp is the reply to a file primitive.
+type FileResp struct {
+	Stat    *Stat  `json:"stat,omitempty"`
+	Entries []Stat `json:"entries,omitempty"`
+	More    bool   `json:"more,omitempty"`
+	Target  string `json:"target,omitempty"`
+}
+
+// Error is a failed request: Code is an errno name when the failure is a
+// system call's, else one of the codes below.
+type Error struct {
+	Code string `json:"code"`
+	Msg  string `json:"msg"`
+}
+
+// Codes that are not errno names.
+const (
+	CodeInvalid  = "EINVAL"
+	CodeInternal = "internal"
+)
+
+func (e *Error) Error() string { return e.Msg }
+
+// Errno returns the errno the error names, or 0.
+func (e *Error) Errno() syscall.Errno {
+	// Errno numbers on Linux stay below 134; the loop is bounded by that.
+	for n := syscall.Errno(1); n < 134; n++ {
+		if unix.ErrnoName(n) == e.Code {
+			return n
+		}
+	}
+	return 0
+}
+
+// Is lets errors.Is(err, fs.ErrNotExist) and friends work on replies.
+func (e *Error) Is(target error) bool {
+	n := e.Errno()
+	return n != 0 && n.Is(target)
+}
+
+// toError turns any error into a protocol error.
+func toError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var n syscall.Errno
+	if errors.As(err, &n) {
+		if name := unix.ErrnoName(n); name != "" {
+			return &Error{Code: name, Msg: err.Error()}
+		}
+	}
+	return &Error{Code: CodeInternal, Msg: err.Error()}
+}
+
+// invalidf is a request the init refuses to act on.
+func invalidf(format string, args ...any) *Error {
+	return &Error{Code: CodeInvalid, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Conn is one end of the protocol socket. Send is safe for concurrent use;
+// Recv must be called from one goroutine.
+type Conn struct {
+	c *net.UnixConn
+
+	// mu serialises writers so a message and its descriptors stay whole.
+	mu sync.Mutex
+
+	rbuf []byte
+	oob  []byte
+}
+
+// NewConn wraps a SOCK_SEQPACKET socket.
+func NewConn(f *os.File) (*Conn, error) {
+	nc, err := net.FileConn(f)
+	if err != nil {
+		return nil, fmt.Errorf("protocol socket: %w", err)
+	}
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		_ = nc.Close()
+		return nil, errors.New("protocol socket: not a unix socket")
+	}
+	return &Conn{
+		c:    uc,
+		rbuf: make([]byte, MaxMessage),
+		oob:  make([]byte, syscall.CmsgSpace(maxFDs*4)),
+	}, nil
+}
+
+// Socketpair returns the two ends of a new protocol socket, close-on-exec.
+func Socketpair() (server, init *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "sandhold-server"), os.NewFile(uintptr(fds[1]), "sandhold-init"), nil
+}
+
+// Send writes one message with optional descriptors. The descriptors stay
+// owned by the caller.
+func (c *Conn) Send(v any, files ...*os.File) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	if len(b) > MaxMessage {
+		return fmt.Errorf("message of %d bytes exceeds the protocol cap", len(b))
+	}
+	if len(files) > maxFDs {
+		return fmt.Errorf("%d descriptors exceed the protocol cap", len(files))
+	}
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = syscall.UnixRights(fds...)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, _, err = c.c.WriteMsgUnix(b, oob, nil)
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	return nil
+}
+
+// Recv reads one message into v and returns the descriptors that came with
+// it (close-on-exec; the caller owns them).
+func (c *Conn) Recv(v any) ([]*os.File, error) {
+	n, oobn, flags, _, err := c.c.ReadMsgUnix(c.rbuf, c.oob)
+	if err != nil {
+		return nil, err
+	}
+	files, ferr := parseRights(c.oob[:oobn])
+	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
+		closeAll(files)
+		return nil, errors.New("protocol message truncated")
+	}
+	if ferr != nil {
+		closeAll(files)
+		return nil, ferr
+	}
+	if n == 0 {
+		closeAll(files)
+		return nil, errors.New("protocol peer closed")
+	}
+	if err := json.Unmarshal(c.rbuf[:n], v); err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("decode message: %w", err)
+	}
+	return files, nil
+}
+
+// Close closes the socket.
+func (c *Conn) Close() error { return c.c.Close() }
+
+func parseRights(oob []byte) ([]*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("parse control message: %w", err)
+	}
+	var files []*os.File
+	for i := range msgs {
+		fds, err := syscall.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "passed"))
+		}
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}

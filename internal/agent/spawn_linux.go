@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// Caps on what one spawn request may carry; the server enforces tighter
+// ones, these keep a confused server from hurting the init.
+const (
+	maxArgs     = 4096    // argv entries
+	maxEnv      = 1024    // environment entries
+	maxArgBytes = 1 << 20 // argv + env bytes, below the kernel's ARG_MAX
+)
+
+type spawnResult struct {
+	pid int
+	err error
+}
+
+func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*os.File, error) {
+	if err := checkSpawn(r); err != nil {
+		return Response{}, nil, err
+	}
+	if r.Root && !s.setup.AllowRoot {
+		return Response{}, nil, &Error{Code: "EPERM", Msg: "running as root is not enabled for this sandbox"}
+	}
+	if r.CgroupFDs < 0 || r.HomeFDs < 0 || r.CgroupFDs+r.HomeFDs > len(files) {
+		return Response{}, nil, invalidf("%d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
+	}
+	cgroups := files[:r.CgroupFDs]
+	home := files[r.CgroupFDs : r.CgroupFDs+r.HomeFDs]
+	path, err := lookPath(r.Argv[0], r.Env)
+	if err != nil {
+		return Response{}, nil, err
+	}
+
+	uid, gid := s.setup.UID, s.setup.GID
+	if r.Root {
+		uid, gid = 0, 0
+	}
+	attr := &syscall.SysProcAttr{
+		Setsid:     true,
+		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
+	}
+
+	var childFiles, parentFiles []*os.File
+	defer func() { closeAll(childFiles) }()
+	if r.TTY {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return Response{}, nil, fmt.Errorf("open pty: %w", err)
+		}
+		rows, cols := r.Rows, r.Cols
+		if rows == 0 || cols == 0 {
+			rows, cols = 24, 80
+		}
+		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
+			_ = ptmx.Close()
+			_ = tty.Close()
+			return Response{}, nil, fmt.Errorf("size pty: %w", err)
+		}
+		childFiles = []*os.File{tty, tty, tty}
+		parentFiles = []*os.File{ptmx}
+		attr.Setctty = true
+		attr.Ctty = 0
+	} else {
+		var stdin *os.File
+		if r.Stdin {
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				return Response{}, nil, err
+			}
+			stdin = pr
+			parentFiles = append(parentFiles, pw)
+		} else {
+			stdin, err = os.Open("/dev/null")
+			if err != nil {
+				return Response{}, nil, err
+			}
+		}
+		childFiles = append(childFiles, stdin)
+		for range 2 {
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				closeAll(parentFiles)
+				return Response{}, nil, err
+			}
+			childFiles = append(childFiles, pw)
+			parentFiles = append(parentFiles, pr)
+		}
+	}
+	fds := make([]uintptr, len(childFiles))
+	for i, f := range childFiles {
+		fds[i] = f.Fd()
+	}
+	proc := &syscall.ProcAttr{Dir: r.Cwd, Env: r.Env, Files: fds, Sys: attr}
+
+	if s.setup.CgroupVersion == 2 && len(cgroups) > 0 {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = int(cgroups[0].Fd())
+	}
+	done := make(chan spawnResult, 1)
+	go s.forkInGroup(id, path, r.Argv, proc, cgroups, home, done)
+	res := <-done
+	if res.err != nil {
+		closeAll(parentFiles)
+		return Response{}, nil, res.err
+	}
+	setLimits(res.pid, r.Limits)
+	return Response{Spawn: &SpawnResp{Pid: res.pid}}, parentFiles, nil
+}
+
+// forkInGroup forks on a thread of its own. On cgroup v1 the thread first
+// joins the execution's group through the attached "tasks" files, so the
+// child starts there, and afterwards returns to the sandbox's own group
+// through the home files. If it cannot return, the goroutine ends without
+// unlocking the thread, which makes the Go runtime destroy the thread, so
+// no thread of the init lingers in an execution's group (Main keeps the
+// main thread, which the runtime cannot destroy, out of this).
+func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscall.ProcAttr, cgroups, home []*os.File, done chan<- spawnResult) {
+	runtime.LockOSThread()
+	v1 := s.setup.CgroupVersion != 2
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	if v1 {
+		for _, f := range cgroups {
+			if _, err := unix.Write(int(f.Fd()), tid); err != nil {
+				done <- spawnResult{err: fmt.Errorf("join execution cgroup: %w", err)}
+				return
+			}
+		}
+	}
+	s.mu.Lock()
+	pid, err := syscall.ForkExec(path, argv, proc)
+	if err == nil {
+		s.children[pid] = id
+	}
+	s.mu.Unlock()
+	done <- spawnResult{pid: pid, err: err}
+	if !v1 || len(cgroups) == 0 {
+		runtime.UnlockOSThread()
+		return
+	}
+	if len(home) != len(cgroups) {
+		return // cannot return home: let the thread die
+	}
+	for _, f := range home {
+		if _, err := unix.Write(int(f.Fd()), tid); err != nil {
+			return
+		}
+	}
+	runtime.UnlockOSThread()
+}
+
+// setLimits applies per-execution rlimits. Go cannot run code between fork
+// and exec, so they are set right after exec returns (the fork is a vfork:
+// the program has been exec'd, its dynamic loader is starting). CPU time is
+// counted from the start either way; file size and open files are enforced
+// from here on, with the workspace quota and the execution's cgroup as the
+// hard limits behind them.
+func setLimits(pid int, l Limits) {
+	set := func(res int, v uint64) {
+		if v == 0 {
+			return
+		}
+		lim := unix.Rlimit{Cur: v, Max: v}
+		_ = unix.Prlimit(pid, res, &lim, nil)
+	}
+	if l.CPUSeconds > 0 {
+		// SIGXCPU at the soft limit, SIGKILL one second later.
+		lim := unix.Rlimit{Cur: l.CPUSeconds, Max: l.CPUSeconds + 1}
+		_ = unix.Prlimit(pid, unix.RLIMIT_CPU, &lim, nil)
+	}
+	set(unix.RLIMIT_FSIZE, l.FileSizeBytes)
+	set(unix.RLIMIT_NOFILE, l.OpenFiles)
+}
+
+func checkSpawn(r *SpawnReq) error {
+	if len(r.Argv) == 0 || r.Argv[0] == "" {
+		return invalidf("argv is empty")
+	}
+	if len(r.Argv) > maxArgs || len(r.Env) > maxEnv {
+		return invalidf("too many arguments or environment entries")
+	}
+	total := 0
+	for _, a := range r.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return invalidf("argv holds a NUL byte")
+		}
+		total += len(a)
+	}
+	for _, e := range r.Env {
+		if strings.IndexByte(e, 0) >= 0 || !strings.Contains(e, "=") || strings.HasPrefix(e, "=") {
+			return invalidf("malformed environment entry")
+		}
+		total += len(e)
+	}
+	if total > maxArgBytes {
+		return invalidf("argv and environment exceed %d bytes", maxArgBytes)
+	}
+	if !filepath.IsAbs(r.Cwd) || strings.IndexByte(r.Cwd, 0) >= 0 {
+		return invalidf("cwd must be an absolute path")
+	}
+	return nil
+}
+
+// lookPath finds argv[0] with the PATH of the request's environment, never
+// the init's own.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", &Error{Code: "ENOENT", Msg: fmt.Sprintf("%s: command not found", name)}
+}
+
+func (s *server) signal(r *SignalReq) error {
+	if r.Pid <= 1 {
+		return invalidf("pid %d may not be signalled", r.Pid)
+	}
+	if r.Signal <= 0 || r.Signal > 64 {
+		return invalidf("signal %d out of range", r.Signal)
+	}
+	target := r.Pid
+	if r.Group {
+		target = -r.Pid
+	}
+	return unix.Kill(target, unix.Signal(r.Signal))
+}
+
+// reap is PID 1's duty: it collects every child that ends — the ones it
+// spawned, whose exits it reports, and the orphans the kernel hands it.
+func (s *server) reap() {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGCHLD)
+	for range sigs {
+		s.reapAll()
+	}
+}
+
+func (s *server) reapAll() {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		s.mu.Lock()
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, &ru)
+		var id uint64
+		var ours bool
+		if pid > 0 {
+			id, ours = s.children[pid]
+			delete(s.children, pid)
+		}
+		s.mu.Unlock()
+		if pid <= 0 || errors.Is(err, unix.ECHILD) {
+			return
+		}
+		if !ours {
+			continue
+		}
+		ex := &Exit{Pid: pid, Code: ws.ExitStatus(), MaxRSS: ru.Maxrss}
+		if ws.Signaled() {
+			ex.Code = -1
+			ex.Signal = int(ws.Signal())
+		}
+		ex.CPUms = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
+		_ = s.conn.Send(Response{ID: id, Kind: EventExit, Exit: ex})
+	}
+}

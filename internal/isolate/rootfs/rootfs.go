@@ -1,0 +1,35 @@
+// Package rootfs builds a sandbox's root file system inside a fresh user and
+// mount namespace and pivots into it.
+//
+// What it stops: a sandboxed process seeing or changing the host's files.
+// The root is a small tmpfs holding read-only binds of the host's /usr (and
+// the merged-/usr links), a synthetic /etc with no host secrets (a few
+// non-secret host files bound read-only, listed in etcBinds with a reason
+// each), a fresh /proc of the sandbox's pid namespace with the usual
+// sensitive entries masked, a minimal /dev (null, zero, full, random,
+// urandom, tty, a private devpts instance, shm), a size-capped /tmp and the
+// sandbox's /workspace bound read-write from its persistent host directory.
+// After pivot_root and a lazy unmount of the old root, no host path is
+// reachable by name; the root itself is remounted read-only.
+//
+// What it does not stop on its own: reading what /usr holds (it is the
+// host's, read-only), kernel attack surface (seccomp), writes the mount
+// flags allow (landlock narrows them further), resource exhaustion
+// (cgroups).
+package rootfs
+
+// Spec is what one sandbox root needs.
+type Spec struct {
+	// Hostname of the sandbox (also written to /etc/hostname and hosts).
+	Hostname string
+	// UID and GID of the sandbox user, as the namespace sees them.
+	UID, GID int
+	// WorkspaceFD is a detached mount of the sandbox's persistent
+	// workspace directory (DetachedMount), attached at /workspace.
+	WorkspaceFD int
+	// TmpBytes and ShmBytes cap /tmp and /dev/shm.
+	TmpBytes, ShmBytes int64
+}
+
+// Workspace is where the persistent directory appears in the sandbox.
+const Workspace = "/workspace"

@@ -1,0 +1,424 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// staging is where the new root is assembled before pivot_root. The mount
+// namespace is private, so mounting over it hides nothing from the host.
+const staging = "/tmp"
+
+// etcBinds are the host /etc entries a sandbox may read. Everything else in
+// /etc is synthetic. Nothing here holds a secret.
+var etcBinds = []string{
+	"alternatives",    // Debian's command alternatives (awk, editor, nodejs …) point here
+	"ssl/certs",       // public CA certificates only (ssl/private is not bound)
+	"ca-certificates", // CA bundle configuration
+	"ca-certificates.conf",
+	"ld.so.cache", // dynamic linker cache
+	"ld.so.conf",
+	"ld.so.conf.d",
+	"localtime", // time zone
+	"timezone",
+	"mime.types",
+	"protocols",   // getprotobyname
+	"services",    // getservbyname
+	"bash.bashrc", // interactive shell defaults
+	"profile",
+	"profile.d",
+	"inputrc",
+	"fonts",   // fontconfig, for rendering (matplotlib, chromium)
+	"python3", // Debian's python site configuration
+	"python3.11",
+	"magic", // file(1)
+	"debian_version",
+	"os-release",
+	"host.conf",
+	"gai.conf",
+	"ssl/openssl.cnf",
+	"terminfo",
+}
+
+// devNodes are the host device nodes bound into the sandbox's /dev.
+var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// procMaskFiles hide kernel state a sandbox has no business reading.
+var procMaskFiles = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "sysrq-trigger"}
+
+// procReadOnly are /proc trees bound read-only over themselves.
+var procReadOnly = []string{"sys", "irq", "bus", "fs"}
+
+// procMaskDirs are /proc directories hidden under an empty tmpfs.
+var procMaskDirs = []string{"acpi", "scsi"}
+
+// Build assembles the root described by s and pivots into it. It must run
+// in a fresh mount namespace whose owner it is (the sandbox's init, uid 0 of
+// its user namespace), before any sandboxed code runs. On return the
+// working directory is /workspace.
+func Build(s Spec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	root := staging
+	if err := unix.Mount("tmpfs", root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=8m"); err != nil {
+		return fmt.Errorf("mount root tmpfs: %w", err)
+	}
+	steps := []struct {
+		name string
+		fn   func(root string, s Spec) error
+	}{
+		{"usr", bindSystem},
+		{"etc", buildEtc},
+		{"dev", buildDev},
+		{"proc", buildProc},
+		{"tmp", buildTmp},
+		{"workspace", bindWorkspace},
+		{"root home", buildRootHome},
+	}
+	for _, st := range steps {
+		if err := st.fn(root, s); err != nil {
+			return fmt.Errorf("build %s: %w", st.name, err)
+		}
+	}
+	if err := pivot(root); err != nil {
+		return err
+	}
+	// The root tmpfs (and the synthetic /etc on it) becomes read-only; the
+	// writable places are separate mounts.
+	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("remount root read-only: %w", err)
+	}
+	if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+		return fmt.Errorf("set hostname: %w", err)
+	}
+	if err := os.Chdir(Workspace); err != nil {
+		return fmt.Errorf("enter workspace: %w", err)
+	}
+	return nil
+}
+
+// bindSystem binds /usr read-only and recreates the merged-/usr links, or
+// binds /bin, /lib, /lib64, /sbin on hosts that keep them separate.
+func bindSystem(root string, _ Spec) error {
+	if err := bindRO("/usr", filepath.Join(root, "usr"), true); err != nil {
+		return err
+	}
+	for _, d := range []string{"bin", "lib", "lib32", "lib64", "libx32", "sbin"} {
+		host := "/" + d
+		fi, err := os.Lstat(host)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			target, err := os.Readlink(host)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, filepath.Join(root, d)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := bindRO(host, filepath.Join(root, d), true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func buildEtc(root string, s Spec) error {
+	etc := filepath.Join(root, "etc")
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"passwd": "root:x:0:0:root:/root:/bin/bash\n" +
+			fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/bash\n", s.UID, s.GID, Workspace) +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group": "root:x:0:\ntty:x:5:\n" +
+			fmt.Sprintf("sandbox:x:%d:\n", s.GID) +
+			"nogroup:x:65534:\n",
+		"hostname": s.Hostname + "\n",
+		"hosts": "127.0.0.1\tlocalhost " + s.Hostname + "\n" +
+			"::1\tlocalhost ip6-localhost ip6-loopback\n",
+		// No DNS inside: the only way out is the egress proxy, which
+		// resolves names on the host. A resolver asking 127.0.0.1 fails
+		// fast instead of timing out.
+		"resolv.conf":   "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
+		"shells":        "/bin/sh\n/bin/bash\n/usr/bin/bash\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, name := range etcBinds {
+		host := filepath.Join("/etc", name)
+		fi, err := os.Lstat(host)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(etc, name)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			// Links into /usr (os-release, localtime) resolve inside too.
+			target, err := os.Readlink(host)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := bindRO(host, dst, fi.IsDir()); err != nil {
+			// An entry the namespace root may not read (mode 0700 of
+			// the host's root) is skipped: it is not ours to show.
+			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+				_ = os.Remove(dst)
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func buildDev(root string, s Spec) error {
+	dev := filepath.Join(root, "dev")
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return fmt.Errorf("mount /dev: %w", err)
+	}
+	for _, n := range devNodes {
+		dst := filepath.Join(dev, n)
+		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+			return err
+		}
+		// A user namespace cannot mknod; the host's nodes are bound.
+		if err := unix.Mount("/dev/"+n, dst, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind /dev/%s: %w", n, err)
+		}
+	}
+	pts := filepath.Join(dev, "pts")
+	if err := os.Mkdir(pts, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("mount devpts: %w", err)
+	}
+	shm := filepath.Join(dev, "shm")
+	if err := os.Mkdir(shm, 0o1777); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, sizeOpt("mode=1777", s.ShmBytes)); err != nil {
+		return fmt.Errorf("mount /dev/shm: %w", err)
+	}
+	links := [][2]string{
+		{"pts/ptmx", "ptmx"},
+		{"/proc/self/fd", "fd"},
+		{"/proc/self/fd/0", "stdin"},
+		{"/proc/self/fd/1", "stdout"},
+		{"/proc/self/fd/2", "stderr"},
+	}
+	for _, l := range links {
+		if err := os.Symlink(l[0], filepath.Join(dev, l[1])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func buildProc(root string, _ Spec) error {
+	proc := filepath.Join(root, "proc")
+	if err := os.Mkdir(proc, 0o555); err != nil {
+		return err
+	}
+	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	for _, f := range procMaskFiles {
+		p := filepath.Join(proc, f)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", f, err)
+		}
+	}
+	for _, d := range procMaskDirs {
+		p := filepath.Join(proc, d)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0"); err != nil {
+			return fmt.Errorf("mask /proc/%s: %w", d, err)
+		}
+	}
+	for _, d := range procReadOnly {
+		p := filepath.Join(proc, d)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := bindRO(p, p, true); err != nil {
+			return fmt.Errorf("read-only /proc/%s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func buildTmp(root string, s Spec) error {
+	tmp := filepath.Join(root, "tmp")
+	if err := os.Mkdir(tmp, 0o1777); err != nil {
+		return err
+	}
+	if err := unix.Mount("tmpfs", tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, sizeOpt("mode=1777", s.TmpBytes)); err != nil {
+		return fmt.Errorf("mount /tmp: %w", err)
+	}
+	return nil
+}
+
+func bindWorkspace(root string, s Spec) error {
+	ws := filepath.Join(root, Workspace)
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
+	// The descriptor is a detached mount the server cloned in its own
+	// namespace (see DetachedMount); a plain bind of a descriptor from
+	// another mount namespace is refused by the kernel, and the host path
+	// is not traversable from here on purpose.
+	if err := unix.MoveMount(s.WorkspaceFD, "", unix.AT_FDCWD, ws, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach workspace: %w", err)
+	}
+	return nil
+}
+
+func buildRootHome(root string, _ Spec) error {
+	return os.Mkdir(filepath.Join(root, "root"), 0o700)
+}
+
+// pivot makes root the new "/" and detaches the old one.
+func pivot(root string) error {
+	if err := os.Chdir(root); err != nil {
+		return fmt.Errorf("enter new root: %w", err)
+	}
+	// pivot_root(".", ".") stacks the old root on top of the new one;
+	// unmounting "." then detaches the old root without a directory for it.
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return os.Chdir("/")
+}
+
+// bindRO bind-mounts src on dst read-only, keeping the flags the kernel
+// locks on mounts inherited from a more privileged namespace.
+func bindRO(src, dst string, dir bool) error {
+	if dst != src {
+		if dir {
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		} else if err := os.WriteFile(dst, nil, 0o644); err != nil {
+			return err
+		}
+	}
+	flags := uintptr(unix.MS_BIND)
+	if dir {
+		flags |= unix.MS_REC
+	}
+	if err := unix.Mount(src, dst, "", flags, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+}
+
+// remount applies extra flags to a bind mount, carrying over the flags it
+// already has (a user namespace may not clear locked ones).
+func remount(dst string, extra uintptr) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dst, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dst, err)
+	}
+	flags := uintptr(unix.MS_BIND|unix.MS_REMOUNT) | extra
+	for _, f := range []struct{ st, ms int64 }{
+		{unix.ST_RDONLY, unix.MS_RDONLY},
+		{unix.ST_NOSUID, unix.MS_NOSUID},
+		{unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if st.Flags&f.st != 0 {
+			flags |= uintptr(f.ms)
+		}
+	}
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return fmt.Errorf("remount %s: %w", dst, err)
+	}
+	return nil
+}
+
+func sizeOpt(base string, size int64) string {
+	if size <= 0 {
+		return base
+	}
+	return base + ",size=" + strconv.FormatInt(size, 10)
+}
+
+// LoopbackUp brings up lo in the sandbox's new network namespace, the only
+// interface it has.
+func LoopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("bring lo up: %w", err)
+	}
+	return nil
+}
+
+// DetachedMount clones dir as a detached mount with nosuid and nodev set,
+// for a sandbox's init to attach at /workspace. It runs in the server.
+func DetachedMount(dir string) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("clone workspace mount: %w", err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("set workspace mount flags: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "workspace-mount"), nil
+}

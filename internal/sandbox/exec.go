@@ -1,0 +1,539 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/process"
+)
+
+// Execution limits and defaults (SECURITY-RULES.md → Exec).
+const (
+	DefaultTimeout = 60 * time.Second
+	MaxTimeout     = 600 * time.Second
+	// DefaultOutputLimit is kept per stream (AIO's bash pipe default).
+	DefaultOutputLimit = 50_000
+	// MaxOutputLimit caps a caller's output_limit: the kept bytes live in
+	// server memory.
+	MaxOutputLimit = 10 << 20
+	// MaxStdin caps the stdin a request may carry.
+	MaxStdin = 10 << 20
+	// defaultOpenFiles is RLIMIT_NOFILE of every execution.
+	defaultOpenFiles = 1024
+	// maxCommandBytes caps a command line.
+	maxCommandBytes = 128 << 10
+	// maxEnvVars caps the caller's environment entries.
+	maxEnvVars = 256
+	// drainGrace bounds waiting for output after the process tree is dead:
+	// only a descriptor passed to another execution keeps a pipe open.
+	drainGrace = 2 * time.Second
+	// cpuPoll is how often a long execution's tree CPU time is checked.
+	cpuPoll = 250 * time.Millisecond
+)
+
+// Statuses of an execution.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusTimedOut  = "timed_out"
+	StatusKilled    = "killed"
+)
+
+// Reasons an execution was killed.
+const (
+	ReasonMemory  = "memory"
+	ReasonCPU     = "cpu_time"
+	ReasonTimeout = "timeout"
+	ReasonClient  = "client"
+)
+
+// ExecRequest is one command to run.
+type ExecRequest struct {
+	// Command is run with /bin/bash -c; Argv is run as is. One of them.
+	Command string
+	Argv    []string
+	Cwd     string
+	Env     map[string]string
+	Timeout time.Duration
+	Stdin   []byte
+	// Sudo runs as uid 0 inside the namespace (needs SANDBOX_ENABLE_SUDO).
+	Sudo bool
+	// OutputLimit is the bytes kept per stream (0: DefaultOutputLimit).
+	OutputLimit int
+	// PrivilegedEnv allows LD_PRELOAD and friends (admin keys).
+	PrivilegedEnv bool
+	// Background returns at once; the execution is polled by id.
+	Background bool
+	Actor      string
+}
+
+// Execution is a command started in a sandbox.
+type Execution struct {
+	ID      string
+	Sandbox string
+	Argv    []string
+	Started time.Time
+	Stdout  *process.Output
+	Stderr  *process.Output
+
+	cancel func(reason string)
+	done   chan struct{}
+
+	// mu guards the result.
+	mu       sync.Mutex
+	status   string
+	reason   string
+	exitCode int
+	signal   int
+	duration time.Duration
+	cpu      time.Duration
+}
+
+// Result is a finished (or running) execution's outcome.
+type Result struct {
+	ID         string `json:"command_id"`
+	Status     string `json:"status"`
+	Reason     string `json:"reason,omitempty"`
+	ExitCode   *int   `json:"exit_code"`
+	Signal     int    `json:"signal,omitempty"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	Truncated  bool   `json:"truncated"`
+	DurationMS int64  `json:"duration_ms"`
+	CPUMS      int64  `json:"cpu_ms"`
+}
+
+// Done is closed when the execution has finished.
+func (e *Execution) Done() <-chan struct{} { return e.done }
+
+// Kill ends the execution's whole process tree.
+func (e *Execution) Kill() { e.cancel(ReasonClient) }
+
+// Status reports the current status.
+func (e *Execution) Status() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status
+}
+
+// Result returns the outcome so far.
+func (e *Execution) Result() Result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out, t1 := e.Stdout.Text()
+	errOut, t2 := e.Stderr.Text()
+	r := Result{
+		ID: e.ID, Status: e.status, Reason: e.reason, Signal: e.signal,
+		Stdout: out, Stderr: errOut, Truncated: t1 || t2,
+		DurationMS: e.duration.Milliseconds(), CPUMS: e.cpu.Milliseconds(),
+	}
+	if e.status == StatusRunning {
+		r.DurationMS = time.Since(e.Started).Milliseconds()
+	} else {
+		code := e.exitCode
+		r.ExitCode = &code
+	}
+	return r
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// privilegedEnv are variables that change how every program loads or
+// runs; only admin keys may set them (SECURITY-RULES.md → Exec).
+var privilegedEnv = map[string]bool{
+	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true, "LD_DEBUG_OUTPUT": true,
+	"LD_PROFILE": true, "LD_ORIGIN_PATH": true, "GCONV_PATH": true, "HOSTALIASES": true,
+	"LOCALDOMAIN": true, "RES_OPTIONS": true, "NLSPATH": true, "MALLOC_CHECK_": true,
+	"BASH_ENV": true, "ENV": true, "PYTHONSTARTUP": true, "NODE_OPTIONS": true, "PERL5OPT": true,
+}
+
+// BaseEnv is the environment every execution starts from; nothing of the
+// server's own environment is in it.
+func BaseEnv() map[string]string {
+	return map[string]string{
+		"PATH":    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME":    "/workspace",
+		"USER":    "sandbox",
+		"LOGNAME": "sandbox",
+		"SHELL":   "/bin/bash",
+		"LANG":    "C.UTF-8",
+		"LC_ALL":  "C.UTF-8",
+		"TERM":    "xterm-256color",
+	}
+}
+
+// BuildEnv merges the caller's variables over BaseEnv after checking them.
+func BuildEnv(user map[string]string, privileged bool) ([]string, error) {
+	if len(user) > maxEnvVars {
+		return nil, fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxEnvVars))
+	}
+	env := BaseEnv()
+	for k, v := range user {
+		if !envName.MatchString(k) {
+			return nil, fault.InvalidField("env", fmt.Sprintf("environment variable name %q is not valid", k))
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return nil, fault.InvalidField("env", fmt.Sprintf("environment variable %s holds a NUL byte", k))
+		}
+		if privilegedEnv[strings.ToUpper(k)] && !privileged {
+			return nil, fault.InvalidField("env", fmt.Sprintf("environment variable %s may only be set by admin keys", k))
+		}
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// checkExec validates a request and fills defaults.
+func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
+	switch {
+	case r.Command != "" && len(r.Argv) > 0:
+		return nil, nil, fault.InvalidField("command", "give command or argv, not both")
+	case r.Command == "" && len(r.Argv) == 0:
+		return nil, nil, fault.InvalidField("command", "command or argv is required")
+	case len(r.Command) > maxCommandBytes:
+		return nil, nil, fault.InvalidField("command", fmt.Sprintf("command longer than %d bytes", maxCommandBytes))
+	case strings.IndexByte(r.Command, 0) >= 0:
+		return nil, nil, fault.InvalidField("command", "command holds a NUL byte")
+	}
+	argv := r.Argv
+	if r.Command != "" {
+		argv = []string{"/bin/bash", "-c", r.Command}
+	}
+	total := 0
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, nil, fault.InvalidField("argv", "argv holds a NUL byte")
+		}
+		total += len(a)
+	}
+	if argv[0] == "" || total > maxCommandBytes {
+		return nil, nil, fault.InvalidField("argv", "argv is empty or too long")
+	}
+	if r.Cwd == "" {
+		r.Cwd = "/workspace"
+	}
+	if err := agent.CheckPath(r.Cwd); err != nil {
+		return nil, nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
+	}
+	switch {
+	case r.Timeout < 0:
+		return nil, nil, fault.InvalidField("timeout", "timeout must not be negative")
+	case r.Timeout == 0:
+		r.Timeout = DefaultTimeout
+	case r.Timeout > MaxTimeout:
+		return nil, nil, fault.InvalidField("timeout", fmt.Sprintf("timeout above the maximum of %s", MaxTimeout))
+	}
+	switch {
+	case r.OutputLimit < 0 || r.OutputLimit > MaxOutputLimit:
+		return nil, nil, fault.InvalidField("output_limit", fmt.Sprintf("output_limit must be between 0 and %d", MaxOutputLimit))
+	case r.OutputLimit == 0:
+		r.OutputLimit = DefaultOutputLimit
+	}
+	if len(r.Stdin) > MaxStdin {
+		return nil, nil, fault.InvalidField("stdin", fmt.Sprintf("stdin larger than %d bytes", MaxStdin))
+	}
+	if r.Sudo && !s.m.cfg.AllowSudo {
+		return nil, nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
+	}
+	env, err := BuildEnv(r.Env, r.PrivilegedEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return argv, env, nil
+}
+
+// Exec starts a command. Unless r.Background, it waits for the end and the
+// caller's ctx bounds it: a cancelled ctx (a client that went away) kills
+// the execution's tree. A background execution outlives ctx and is found
+// again with Execution(id).
+func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
+	argv, env, err := s.checkExec(&r)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := s.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := s.acquireSlot(s.rec.Spec.Limits.MemoryBytes)
+	if err != nil {
+		return nil, err
+	}
+	before, _ := slot.Stats()
+	groupBefore, _ := s.cgroupGroup().Stats()
+	attach, err := slot.OpenThreadAttach()
+	if err != nil {
+		s.releaseSlot(slot)
+		return nil, fmt.Errorf("open execution cgroup: %w", err)
+	}
+	cpuLimit := s.rec.Spec.Limits.CPUTime
+	req := agent.SpawnReq{
+		Argv:  argv,
+		Env:   env,
+		Cwd:   r.Cwd,
+		Root:  r.Sudo,
+		Stdin: len(r.Stdin) > 0,
+		Limits: agent.Limits{
+			CPUSeconds:    uint64(math.Ceil(cpuLimit.Seconds())),
+			FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)),
+			OpenFiles:     defaultOpenFiles,
+		},
+	}
+	p, err := inst.Spawn(ctx, req, attach, s.homeFiles())
+	for _, f := range attach {
+		_ = f.Close()
+	}
+	if err != nil {
+		s.killSlot(slot)
+		s.releaseSlot(slot)
+		return nil, spawnFault(err)
+	}
+
+	s.mu.Lock()
+	s.execSeq++
+	id := s.rec.ID[2:10] + "-" + strconv.Itoa(s.execSeq)
+	s.mu.Unlock()
+	e := &Execution{
+		ID: id, Sandbox: s.rec.ID, Argv: argv, Started: time.Now(),
+		Stdout: process.NewOutput(r.OutputLimit), Stderr: process.NewOutput(r.OutputLimit),
+		done: make(chan struct{}), status: StatusRunning,
+	}
+	kill := make(chan string, 1)
+	e.cancel = func(reason string) {
+		select {
+		case kill <- reason:
+		default:
+		}
+	}
+	s.register(e)
+
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go copyOut(&copies, e.Stdout, p.Stdout)
+	go copyOut(&copies, e.Stderr, p.Stderr)
+	if p.Stdin != nil {
+		go func() {
+			_, _ = p.Stdin.Write(r.Stdin)
+			_ = p.Stdin.Close()
+		}()
+	}
+	waitCtx := ctx
+	if r.Background {
+		waitCtx = context.WithoutCancel(ctx)
+	}
+	go s.supervise(waitCtx, e, p, slot, kill, &copies, r, before, groupBefore)
+	if !r.Background {
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			e.cancel(ReasonClient)
+			<-e.done
+		}
+	}
+	return e, nil
+}
+
+func spawnFault(err error) error {
+	var pe *agent.Error
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "ENOENT":
+			return fault.Wrap(fault.Invalid, err, "command not found or cwd does not exist")
+		case "EACCES", "EPERM":
+			return fault.Wrap(fault.Forbidden, err, "permission denied")
+		case agent.CodeInvalid:
+			return fault.Wrap(fault.Invalid, err, pe.Msg)
+		}
+	}
+	if errors.Is(err, agent.ErrGone) {
+		return fault.Wrap(fault.Unavailable, err, "the sandbox stopped")
+	}
+	return err
+}
+
+func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
+	defer wg.Done()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	_, _ = io.CopyBuffer(dst, src, buf)
+}
+
+// supervise waits for the end, enforces the wall and CPU limits, kills
+// the tree and records the result.
+func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot cgroup.Group, kill chan string,
+	copies *sync.WaitGroup, r ExecRequest, before, groupBefore cgroup.Stats) {
+	timer := time.NewTimer(r.Timeout)
+	defer timer.Stop()
+	poll := time.NewTicker(cpuPoll)
+	defer poll.Stop()
+	cpuLimit := s.rec.Spec.Limits.CPUTime
+
+	var ex agent.Exit
+	var status, reason string
+	exited := false
+	for !exited {
+		select {
+		case ex = <-p.Exited():
+			exited = true
+		case <-timer.C:
+			status, reason = StatusTimedOut, ReasonTimeout
+			s.killSlot(slot)
+		case rsn := <-kill:
+			status, reason = StatusKilled, rsn
+			s.killSlot(slot)
+		case <-ctx.Done():
+			status, reason = StatusKilled, ReasonClient
+			s.killSlot(slot)
+		case <-poll.C:
+			// RLIMIT_CPU is per process; the tree's total is the
+			// execution group's CPU time.
+			if st, err := slot.Stats(); err == nil && cpuLimit > 0 && st.CPUUsage-before.CPUUsage > cpuLimit {
+				status, reason = StatusKilled, ReasonCPU
+				s.killSlot(slot)
+			}
+		}
+		if status != "" && !exited {
+			// Killed: wait for the exit that follows.
+			select {
+			case ex = <-p.Exited():
+			case <-time.After(10 * time.Second):
+				ex = agent.Exit{Code: -1, Signal: int(syscall.SIGKILL)}
+			}
+			exited = true
+		}
+	}
+	// The main process is gone; whatever it left running in its group
+	// goes too, which also closes the output pipes.
+	s.killSlot(slot)
+	drained := make(chan struct{})
+	go func() { copies.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		p.Close()
+		<-drained
+	}
+	after, _ := slot.Stats()
+	groupAfter, _ := s.cgroupGroup().Stats()
+	s.releaseSlot(slot)
+
+	if status == "" {
+		status = StatusCompleted
+		switch {
+		case after.OOMKills > before.OOMKills || (ex.Signal == int(syscall.SIGKILL) && groupAfter.OOMKills > groupBefore.OOMKills):
+			status, reason = StatusKilled, ReasonMemory
+		case ex.Signal == int(syscall.SIGXCPU) || (ex.Signal == int(syscall.SIGKILL) && cpuLimit > 0 && time.Duration(ex.CPUms)*time.Millisecond >= cpuLimit):
+			status, reason = StatusKilled, ReasonCPU
+		}
+	}
+	e.Stdout.Close()
+	e.Stderr.Close()
+	e.mu.Lock()
+	e.status, e.reason = status, reason
+	e.exitCode, e.signal = ex.Code, ex.Signal
+	e.duration = time.Since(e.Started)
+	e.cpu = after.CPUUsage - before.CPUUsage
+	if e.cpu <= 0 {
+		e.cpu = time.Duration(ex.CPUms) * time.Millisecond
+	}
+	res := Result{Status: status, Reason: reason, DurationMS: e.duration.Milliseconds()}
+	e.mu.Unlock()
+	s.finish(e)
+	close(e.done)
+	s.m.audit(context.WithoutCancel(ctx), Event{Actor: r.Actor, Action: "exec.run", Sandbox: s.rec.ID, Verdict: status, Detail: map[string]any{
+		"command": auditCommand(e.Argv), "exit_code": ex.Code, "signal": ex.Signal, "reason": res.Reason,
+		"duration_ms": res.DurationMS, "background": r.Background, "sudo": r.Sudo,
+	}})
+}
+
+// auditCommand is the command line as audited (the audit log redacts
+// secrets in it); output is never stored.
+func auditCommand(argv []string) string {
+	if len(argv) == 3 && argv[0] == "/bin/bash" && argv[1] == "-c" {
+		return argv[2]
+	}
+	return strings.Join(argv, " ")
+}
+
+func (s *Sandbox) homeFiles() []*os.File {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.home
+}
+
+// killSlot kills the execution's process tree.
+func (s *Sandbox) killSlot(g cgroup.Group) {
+	if err := g.Kill(); err != nil {
+		s.m.log.Error("kill execution tree", "sandbox", s.rec.ID, "err", err)
+	}
+}
+
+func (s *Sandbox) register(e *Execution) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running[e.ID] = e
+	s.byID[e.ID] = e
+	s.lastUsed = time.Now()
+}
+
+func (s *Sandbox) finish(e *Execution) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.running, e.ID)
+	s.finished = append(s.finished, e)
+	if len(s.finished) > maxFinishedExecs {
+		old := s.finished[0]
+		s.finished = s.finished[1:]
+		delete(s.byID, old.ID)
+	}
+	s.lastUsed = time.Now()
+}
+
+// Execution returns a running or recently finished execution.
+func (s *Sandbox) Execution(id string) (*Execution, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.byID[id]
+	if e == nil {
+		return nil, fault.New(fault.NotFound, "execution not found")
+	}
+	return e, nil
+}
+
+// killExecs kills every running execution (delete, HALT).
+func (s *Sandbox) killExecs(reason string) {
+	s.mu.Lock()
+	running := make([]*Execution, 0, len(s.running))
+	for _, e := range s.running {
+		running = append(running, e)
+	}
+	s.mu.Unlock()
+	for _, e := range running {
+		e.cancel(reason)
+	}
+	for _, e := range running {
+		select {
+		case <-e.done:
+		case <-time.After(15 * time.Second):
+		}
+	}
+}

@@ -1,0 +1,576 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+)
+
+// Records persists sandbox records (the store implements it).
+type Records interface {
+	PutSandbox(ctx context.Context, r Record) error
+	DeleteSandbox(ctx context.Context, id string) error
+	ListSandboxes(ctx context.Context) ([]Record, error)
+}
+
+// Event is one audited sandbox action.
+type Event struct {
+	Actor   string
+	Action  string // sandbox.create, sandbox.delete, sandbox.pause, exec.run, …
+	Sandbox string
+	Verdict string // allowed, denied, error, completed, timed_out, killed
+	Detail  map[string]any
+}
+
+// Config holds the manager's settings, taken from the server's Config.
+type Config struct {
+	DataDir string
+	// Max are the server's maxima; Default applies where a spec says 0.
+	Max, Default Limits
+	TmpBytes     int64
+	WarmPool     int
+	// IdleTTL stops (not deletes) a sandbox idle that long; 0 never.
+	IdleTTL            time.Duration
+	MaxPerOwner        int
+	MaxExecsPerSandbox int
+	AllowSudo          bool
+	Insecure           bool
+	// InitExe and InitArgs start the init; default: this binary, "init".
+	InitExe  string
+	InitArgs []string
+	Log      *slog.Logger
+}
+
+// Caps with their reasons.
+const (
+	// maxSlots bounds host id ranges: 1<<30 + slot*65536 must stay below
+	// 2^31 so no range reaches ids that tools treat as negative.
+	maxSlots = 16000
+	// idBase is far above any host account or /etc/subuid range.
+	idBase = 1 << 30
+	// sandboxUID is the sandbox user inside.
+	sandboxUID = 1000
+	// cgroupBase is the group below the server's own that holds sandboxes.
+	cgroupBase = "sandhold"
+	// launchTimeout bounds one init's start and setup.
+	launchTimeout = 30 * time.Second
+	// maxFinishedExecs is how many finished executions a sandbox keeps for
+	// polling before the oldest is forgotten.
+	maxFinishedExecs = 256
+)
+
+// Manager owns every sandbox of the server.
+type Manager struct {
+	cfg     Config
+	records Records
+	audit   func(context.Context, Event)
+	cg      cgroup.Manager
+	log     *slog.Logger
+
+	pool *pool
+
+	// mu guards the maps; each sandbox has its own lock for its life.
+	mu        sync.Mutex
+	sandboxes map[string]*Sandbox
+	slots     map[int]bool
+	closed    bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New starts the manager: it reaps what a previous run left behind (cgroups
+// and the processes in them, workspaces of pool sandboxes never claimed),
+// loads the records of persistent sandboxes (stopped until used) and starts
+// the warm pool and the idle reaper.
+func New(ctx context.Context, cfg Config, records Records, audit func(context.Context, Event), cg cgroup.Manager) (*Manager, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.MaxExecsPerSandbox <= 0 {
+		cfg.MaxExecsPerSandbox = 16
+	}
+	if audit == nil {
+		audit = func(context.Context, Event) {}
+	}
+	m := &Manager{
+		cfg:       cfg,
+		records:   records,
+		audit:     audit,
+		cg:        cg,
+		log:       cfg.Log,
+		sandboxes: make(map[string]*Sandbox),
+		slots:     make(map[int]bool),
+		stop:      make(chan struct{}),
+	}
+	for _, d := range []string{m.workspaceRoot()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	reaped, err := cgroup.Reap(cg, func(string) bool { return false })
+	if err != nil {
+		return nil, fmt.Errorf("reap cgroups of a previous run: %w", err)
+	}
+	if len(reaped) > 0 {
+		m.log.Warn("reaped sandbox cgroups left by a previous run", "count", len(reaped), "groups", reaped)
+	}
+	recs, err := records.ListSandboxes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load sandboxes: %w", err)
+	}
+	known := make(map[string]bool)
+	for _, r := range recs {
+		m.sandboxes[r.ID] = newSandbox(m, r)
+		m.slots[r.Slot] = true
+		known[r.ID] = true
+	}
+	if err := m.reapWorkspaces(known); err != nil {
+		return nil, err
+	}
+	m.pool = newPool(m, cfg.WarmPool)
+	m.wg.Add(1)
+	go m.janitor()
+	return m, nil
+}
+
+// Close stops every sandbox's init (workspaces and records persist) and
+// destroys their cgroups.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	all := make([]*Sandbox, 0, len(m.sandboxes))
+	for _, s := range m.sandboxes {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	close(m.stop)
+	m.pool.close()
+	for _, s := range all {
+		s.shutdown(true)
+	}
+	m.wg.Wait()
+}
+
+func (m *Manager) workspaceRoot() string { return filepath.Join(m.cfg.DataDir, "workspaces") }
+
+// reapWorkspaces removes workspace directories that belong to no record:
+// pool sandboxes that were never claimed before a restart.
+func (m *Manager) reapWorkspaces(known map[string]bool) error {
+	entries, err := os.ReadDir(m.workspaceRoot())
+	if err != nil {
+		return fmt.Errorf("list workspaces: %w", err)
+	}
+	for _, e := range entries {
+		if known[e.Name()] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(m.workspaceRoot(), e.Name())); err != nil {
+			return fmt.Errorf("remove unclaimed workspace: %w", err)
+		}
+		m.log.Info("removed workspace of an unclaimed pool sandbox", "id", e.Name())
+	}
+	return nil
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sb" + hex.EncodeToString(b[:])
+}
+
+// allocSlot reserves a host id range. Callers must release it with
+// freeSlot if the sandbox is not kept.
+func (m *Manager) allocSlot() (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range maxSlots {
+		if !m.slots[i] {
+			m.slots[i] = true
+			return i, nil
+		}
+	}
+	return 0, fault.New(fault.Unavailable, "no free sandbox id range")
+}
+
+func (m *Manager) freeSlot(i int) {
+	m.mu.Lock()
+	delete(m.slots, i)
+	m.mu.Unlock()
+}
+
+func hostBase(slot int) uint32 { return uint32(idBase + slot*agent.IDRange) }
+
+// Caller is who asks: the key's id, and whether it is an admin (who sees
+// every sandbox).
+type Caller struct {
+	KeyID string
+	Admin bool
+}
+
+// Create makes a new sandbox for the caller.
+func (m *Manager) Create(ctx context.Context, c Caller, spec Spec) (Info, error) {
+	return m.create(ctx, c, spec, false)
+}
+
+func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (Info, error) {
+	spec, err := m.resolve(c, spec)
+	if err != nil {
+		return Info{}, err
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return Info{}, fault.New(fault.Unavailable, "server is shutting down")
+	}
+	if m.cfg.MaxPerOwner > 0 && !c.Admin && m.countOwned(c.KeyID) >= m.cfg.MaxPerOwner {
+		m.mu.Unlock()
+		m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.create", Verdict: "denied", Detail: map[string]any{"reason": "sandbox cap per key"}})
+		return Info{}, fault.WithRetryAfter(fault.RateLimited, 60, fmt.Sprintf("at most %d sandboxes per key", m.cfg.MaxPerOwner))
+	}
+	m.mu.Unlock()
+
+	start := time.Now()
+	var s *Sandbox
+	if w := m.pool.take(spec); w != nil {
+		s = w
+		s.rec.Owner, s.rec.Name, s.rec.Spec, s.rec.Default = c.KeyID, spec.Name, spec, dflt
+		if err := s.applyLimits(); err != nil {
+			s.shutdown(false)
+			m.discard(s)
+			return Info{}, err
+		}
+	} else {
+		s, err = m.cold(ctx, Record{ID: newID(), Owner: c.KeyID, Name: spec.Name, Spec: spec, Default: dflt})
+		if err != nil {
+			return Info{}, err
+		}
+	}
+	s.rec.Created = time.Now().UTC()
+	if s.rec.Name == "" {
+		s.rec.Name = s.rec.ID
+	}
+	if err := m.records.PutSandbox(ctx, s.rec); err != nil {
+		s.shutdown(false)
+		m.discard(s)
+		return Info{}, fmt.Errorf("save sandbox: %w", err)
+	}
+	m.mu.Lock()
+	m.sandboxes[s.rec.ID] = s
+	m.mu.Unlock()
+	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.create", Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{
+		"limits": spec.Limits, "network": spec.Network.Mode, "default": dflt, "ms": time.Since(start).Milliseconds(),
+	}})
+	return s.Info(), nil
+}
+
+// countOwned counts the caller's sandboxes. Callers hold mu.
+func (m *Manager) countOwned(owner string) int {
+	n := 0
+	for _, s := range m.sandboxes {
+		if s.rec.Owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+// cold builds a sandbox from scratch: id range, workspace, cgroup, init.
+func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
+	slot, err := m.allocSlot()
+	if err != nil {
+		return nil, err
+	}
+	rec.Slot = slot
+	s := newSandbox(m, rec)
+	if err := s.start(ctx); err != nil {
+		m.freeSlot(slot)
+		_ = os.RemoveAll(s.workspaceDir())
+		return nil, err
+	}
+	return s, nil
+}
+
+// discard removes every trace of a sandbox that was never recorded.
+func (m *Manager) discard(s *Sandbox) {
+	_ = os.RemoveAll(s.workspaceDir())
+	m.freeSlot(s.rec.Slot)
+}
+
+// resolve fills defaults and checks the spec against the server's maxima:
+// a limit above the maximum is refused, never silently lowered.
+func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
+	if len(spec.Name) > 128 {
+		return spec, fault.InvalidField("name", "name longer than 128 characters")
+	}
+	type lim struct {
+		field      string
+		v          *int64
+		def, max   int64
+		unitSuffix string
+	}
+	l := &spec.Limits
+	checks := []lim{
+		{"limits.memory", &l.MemoryBytes, m.cfg.Default.MemoryBytes, m.cfg.Max.MemoryBytes, " bytes"},
+		{"limits.cpu", &l.CPUMilli, m.cfg.Default.CPUMilli, m.cfg.Max.CPUMilli, " milli-CPUs"},
+		{"limits.pids", &l.Pids, m.cfg.Default.Pids, m.cfg.Max.Pids, ""},
+		{"limits.disk", &l.DiskBytes, m.cfg.Default.DiskBytes, m.cfg.Max.DiskBytes, " bytes"},
+	}
+	for _, ck := range checks {
+		switch {
+		case *ck.v < 0:
+			return spec, fault.InvalidField(ck.field, ck.field+" must not be negative")
+		case *ck.v == 0:
+			*ck.v = ck.def
+		case ck.max > 0 && *ck.v > ck.max:
+			return spec, fault.InvalidField(ck.field, fmt.Sprintf("%s %d exceeds the server maximum of %d%s", ck.field, *ck.v, ck.max, ck.unitSuffix))
+		}
+	}
+	if l.MemoryBytes > 0 && l.MemoryBytes < 16<<20 {
+		return spec, fault.InvalidField("limits.memory", "limits.memory must be at least 16MB")
+	}
+	if l.Pids > 0 && l.Pids < 4 {
+		return spec, fault.InvalidField("limits.pids", "limits.pids must be at least 4")
+	}
+	if l.CPUMilli > 0 && l.CPUMilli < 10 {
+		return spec, fault.InvalidField("limits.cpu", "limits.cpu must be at least 10 milli-CPUs")
+	}
+	switch {
+	case l.CPUTime < 0:
+		return spec, fault.InvalidField("limits.cpu_time", "limits.cpu_time must not be negative")
+	case l.CPUTime == 0:
+		l.CPUTime = m.cfg.Default.CPUTime
+	case m.cfg.Max.CPUTime > 0 && l.CPUTime > m.cfg.Max.CPUTime:
+		return spec, fault.InvalidField("limits.cpu_time", fmt.Sprintf("limits.cpu_time %s exceeds the server maximum of %s", l.CPUTime, m.cfg.Max.CPUTime))
+	}
+	if spec.TTL < 0 {
+		return spec, fault.InvalidField("ttl", "ttl must not be negative")
+	}
+	switch spec.Network.Mode {
+	case "", NetworkNone:
+		spec.Network.Mode = NetworkNone
+		if len(spec.Network.Allow) > 0 {
+			return spec, fault.InvalidField("network.allow", "an allow list needs network.mode proxy")
+		}
+	case NetworkProxy, NetworkHost:
+		// Egress lands with the network issue; until then a sandbox
+		// never leaves its own loopback, and asking for more is refused
+		// rather than silently ignored.
+		return spec, fault.InvalidField("network.mode", "network.mode "+spec.Network.Mode+" is not available on this server yet; use none")
+	default:
+		return spec, fault.InvalidField("network.mode", "network.mode must be none, proxy or host")
+	}
+	return spec, nil
+}
+
+// Get returns a sandbox the caller may see; anything else is NotFound, so
+// other keys' sandboxes are invisible.
+func (m *Manager) Get(c Caller, id string) (*Sandbox, error) {
+	m.mu.Lock()
+	s := m.sandboxes[id]
+	m.mu.Unlock()
+	if s == nil || (!c.Admin && s.rec.Owner != c.KeyID) {
+		return nil, fault.New(fault.NotFound, "sandbox not found")
+	}
+	return s, nil
+}
+
+// List returns the caller's sandboxes (an admin's: all), oldest first.
+func (m *Manager) List(c Caller) []Info {
+	m.mu.Lock()
+	var out []*Sandbox
+	for _, s := range m.sandboxes {
+		if c.Admin || s.rec.Owner == c.KeyID {
+			out = append(out, s)
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].rec.Created.Before(out[j].rec.Created) })
+	infos := make([]Info, len(out))
+	for i, s := range out {
+		infos[i] = s.Info()
+	}
+	return infos
+}
+
+// All returns every sandbox (for monitoring and HALT).
+func (m *Manager) All() []*Sandbox {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Sandbox, 0, len(m.sandboxes))
+	for _, s := range m.sandboxes {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Default returns the caller's default sandbox, creating it on first use.
+func (m *Manager) Default(ctx context.Context, c Caller) (*Sandbox, error) {
+	m.mu.Lock()
+	for _, s := range m.sandboxes {
+		if s.rec.Default && s.rec.Owner == c.KeyID {
+			m.mu.Unlock()
+			return s, nil
+		}
+	}
+	m.mu.Unlock()
+	// Two first requests at once must not make two defaults.
+	m.pool.defaultMu.Lock()
+	defer m.pool.defaultMu.Unlock()
+	m.mu.Lock()
+	for _, s := range m.sandboxes {
+		if s.rec.Default && s.rec.Owner == c.KeyID {
+			m.mu.Unlock()
+			return s, nil
+		}
+	}
+	m.mu.Unlock()
+	info, err := m.create(ctx, c, Spec{Name: "default"}, true)
+	if err != nil {
+		return nil, err
+	}
+	return m.Get(c, info.ID)
+}
+
+// Delete removes a sandbox: its processes, cgroups, record and workspace.
+func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
+	s, err := m.Get(c, id)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	delete(m.sandboxes, id)
+	m.mu.Unlock()
+	s.shutdown(true)
+	if err := m.records.DeleteSandbox(ctx, id); err != nil {
+		m.log.Error("delete sandbox record", "id", id, "err", err)
+	}
+	if err := os.RemoveAll(s.workspaceDir()); err != nil {
+		m.log.Error("remove workspace", "id", id, "err", err)
+	}
+	m.freeSlot(s.rec.Slot)
+	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.delete", Sandbox: id, Verdict: "allowed"})
+	return nil
+}
+
+// Pause freezes every process of the sandbox.
+func (m *Manager) Pause(ctx context.Context, c Caller, id string) error {
+	s, err := m.Get(c, id)
+	if err != nil {
+		return err
+	}
+	if err := s.pause(); err != nil {
+		return err
+	}
+	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.pause", Sandbox: id, Verdict: "allowed"})
+	return nil
+}
+
+// Resume thaws a paused sandbox.
+func (m *Manager) Resume(ctx context.Context, c Caller, id string) error {
+	s, err := m.Get(c, id)
+	if err != nil {
+		return err
+	}
+	if err := s.resume(); err != nil {
+		return err
+	}
+	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.resume", Sandbox: id, Verdict: "allowed"})
+	return nil
+}
+
+// FreezeAll pauses every running sandbox (HALT) and kills their running
+// executions; it returns how many sandboxes it froze.
+func (m *Manager) FreezeAll(reason string) int {
+	n := 0
+	for _, s := range m.All() {
+		s.killExecs("halt: " + reason)
+		if s.pause() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// janitor stops idle sandboxes and deletes expired ones.
+func (m *Manager) janitor() {
+	defer m.wg.Done()
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.expire(time.Now())
+		}
+	}
+}
+
+func (m *Manager) expire(now time.Time) {
+	for _, s := range m.All() {
+		ttl := s.rec.Spec.TTL
+		if ttl > 0 && now.Sub(s.rec.Created) > ttl {
+			err := m.Delete(context.Background(), Caller{Admin: true}, s.rec.ID)
+			if err == nil {
+				m.audit(context.Background(), Event{Actor: "system", Action: "sandbox.expire", Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{"ttl": ttl.String()}})
+			}
+			continue
+		}
+		if m.cfg.IdleTTL > 0 && s.idleSince(now) > m.cfg.IdleTTL {
+			if s.stopIdle() {
+				m.audit(context.Background(), Event{Actor: "system", Action: "sandbox.stop", Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{"reason": "idle"}})
+			}
+		}
+	}
+}
+
+// Stats are one sandbox's live figures.
+type Stats struct {
+	ID     string       `json:"id"`
+	State  State        `json:"state"`
+	Cgroup cgroup.Stats `json:"cgroup"`
+}
+
+// Resources returns live cgroup figures for the caller's running sandboxes.
+func (m *Manager) Resources(c Caller) []Stats {
+	var out []Stats
+	for _, s := range m.All() {
+		if !c.Admin && s.rec.Owner != c.KeyID {
+			continue
+		}
+		st := Stats{ID: s.rec.ID, State: s.State()}
+		if g := s.cgroupGroup(); g != nil {
+			if cs, err := g.Stats(); err == nil {
+				st.Cgroup = cs
+			}
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Layers returns the isolation layers the most recent init reported, or
+// nil if no sandbox has started yet.
+func (m *Manager) Layers() []agent.Layer {
+	return m.pool.lastLayers()
+}
+
+var errClosed = errors.New("sandbox manager closed")

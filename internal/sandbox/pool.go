@@ -1,0 +1,136 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent"
+)
+
+// pool keeps pre-built sandboxes so that creating one is a hand-over, not a
+// 20 ms init start. A pool sandbox has its id range, workspace (empty),
+// cgroup and running init; claiming it applies the owner's limits and
+// writes its record. Only specs the pool can serve take from it (network
+// none); others are built cold.
+type pool struct {
+	m    *Manager
+	size int
+
+	// defaultMu serialises creating default sandboxes (one per key).
+	defaultMu sync.Mutex
+
+	// mu guards ready, layers and closed.
+	mu     sync.Mutex
+	ready  []*Sandbox
+	layers []agent.Layer
+	closed bool
+
+	kick chan struct{}
+	done chan struct{}
+}
+
+// poolRetry is the pause after a failed refill, so a broken host does not
+// spin launching inits.
+const poolRetry = 5 * time.Second
+
+func newPool(m *Manager, size int) *pool {
+	p := &pool{m: m, size: size, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if size > 0 {
+		go p.fill()
+		p.wake()
+	} else {
+		close(p.done)
+	}
+	return p
+}
+
+func (p *pool) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pool) fill() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.m.stop:
+			return
+		case <-p.kick:
+		}
+		for {
+			p.mu.Lock()
+			need := !p.closed && len(p.ready) < p.size
+			p.mu.Unlock()
+			if !need {
+				break
+			}
+			s, err := p.m.cold(context.Background(), Record{ID: newID()})
+			if err != nil {
+				p.m.log.Error("warm pool refill", "err", err)
+				select {
+				case <-p.m.stop:
+					return
+				case <-time.After(poolRetry):
+				}
+				continue
+			}
+			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				s.shutdown(true)
+				p.m.discard(s)
+				return
+			}
+			p.ready = append(p.ready, s)
+			p.mu.Unlock()
+		}
+	}
+}
+
+// take hands out a ready sandbox for spec, or nil.
+func (p *pool) take(spec Spec) *Sandbox {
+	if spec.Network.Mode != NetworkNone {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.ready) > 0 {
+		s := p.ready[0]
+		p.ready = p.ready[1:]
+		p.wake()
+		if s.State() == Running {
+			return s
+		}
+		// Its init died while waiting; throw it away.
+		go func() { s.shutdown(true); p.m.discard(s) }()
+	}
+	return nil
+}
+
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	<-p.done
+	for _, s := range ready {
+		s.shutdown(true)
+		p.m.discard(s)
+	}
+}
+
+func (p *pool) noteLayers(l []agent.Layer) {
+	p.mu.Lock()
+	p.layers = l
+	p.mu.Unlock()
+}
+
+func (p *pool) lastLayers() []agent.Layer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]agent.Layer(nil), p.layers...)
+}

@@ -1,0 +1,363 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+)
+
+// Sandbox is one sandbox.
+type Sandbox struct {
+	m   *Manager
+	rec Record
+
+	// mu guards the fields below and serialises start, stop, pause.
+	mu       sync.Mutex
+	inst     *agent.Instance
+	group    cgroup.Group
+	home     []*os.File // the group's thread-attach files, for spawns
+	state    State
+	lastUsed time.Time
+	running  map[string]*Execution // executions not yet finished
+	finished []*Execution          // oldest first, at most maxFinishedExecs
+	byID     map[string]*Execution
+	freeSlot []cgroup.Group // execution groups ready for reuse
+	slotSeq  int
+	execSeq  int
+}
+
+func newSandbox(m *Manager, rec Record) *Sandbox {
+	return &Sandbox{
+		m:        m,
+		rec:      rec,
+		state:    Stopped,
+		lastUsed: time.Now(),
+		running:  make(map[string]*Execution),
+		byID:     make(map[string]*Execution),
+	}
+}
+
+// ID is the sandbox's id.
+func (s *Sandbox) ID() string { return s.rec.ID }
+
+// Owner is the id of the key that created it.
+func (s *Sandbox) Owner() string { return s.rec.Owner }
+
+// Record returns the stored record.
+func (s *Sandbox) Record() Record { return s.rec }
+
+func (s *Sandbox) workspaceDir() string {
+	return filepath.Join(s.m.workspaceRoot(), s.rec.ID)
+}
+
+// State reports the sandbox's state.
+func (s *Sandbox) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Info is the client view.
+func (s *Sandbox) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := Info{
+		ID: s.rec.ID, Name: s.rec.Name, Owner: s.rec.Owner, Default: s.rec.Default,
+		State: s.state, Created: s.rec.Created, LastUsed: s.lastUsed.UTC(),
+		Limits: s.rec.Spec.Limits, Network: s.rec.Spec.Network, Workspace: "/workspace",
+	}
+	if s.rec.Spec.TTL > 0 {
+		in.TTL = s.rec.Spec.TTL.String()
+	}
+	return in
+}
+
+func (s *Sandbox) cgroupGroup() cgroup.Group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.group
+}
+
+func (s *Sandbox) idleSince(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != Running || len(s.running) > 0 {
+		return 0
+	}
+	return now.Sub(s.lastUsed)
+}
+
+func (s *Sandbox) cgLimits() cgroup.Limits {
+	l := s.rec.Spec.Limits
+	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMilli: l.CPUMilli}
+}
+
+// start launches the init. Callers hold no lock; start takes s.mu.
+func (s *Sandbox) start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.startLocked(ctx)
+}
+
+func (s *Sandbox) startLocked(ctx context.Context) error {
+	if s.inst != nil {
+		return nil
+	}
+	base := hostBase(s.rec.Slot)
+	ws, err := s.prepareWorkspace(base)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+	group, err := s.m.cg.Create(s.rec.ID, s.cgLimits())
+	if errors.Is(err, os.ErrExist) {
+		// A group of this name left over (a crash between reap and now):
+		// destroy it and start clean.
+		if old, oerr := s.m.cg.Open(s.rec.ID); oerr == nil {
+			_ = old.Destroy()
+		}
+		group, err = s.m.cg.Create(s.rec.ID, s.cgLimits())
+	}
+	if err != nil {
+		return fmt.Errorf("create cgroup: %w", err)
+	}
+	cfg := s.m.cfg
+	spec := agent.LaunchSpec{
+		Exe:       cfg.InitExe,
+		Args:      cfg.InitArgs,
+		HostUID:   base,
+		HostGID:   base,
+		Workspace: ws,
+		Place:     group.AddProc,
+		Setup: agent.Setup{
+			Hostname:      "sandbox",
+			UID:           sandboxUID,
+			GID:           sandboxUID,
+			AllowRoot:     cfg.AllowSudo,
+			TmpBytes:      cfg.TmpBytes,
+			ShmBytes:      min(cfg.TmpBytes, 64<<20),
+			CgroupVersion: s.m.cg.Info().Version,
+			Insecure:      cfg.Insecure,
+		},
+		Log: &initLog{m: s.m, id: s.rec.ID},
+	}
+	if spec.Setup.CgroupVersion == 2 {
+		if err := group.Delegate(int(base), int(base)); err != nil {
+			_ = group.Destroy()
+			return fmt.Errorf("delegate cgroup: %w", err)
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, launchTimeout)
+	defer cancel()
+	inst, err := agent.Launch(lctx, spec)
+	if err != nil {
+		_ = group.Destroy()
+		return fault.Wrap(fault.Unavailable, err, "the sandbox could not be started")
+	}
+	home, err := group.OpenThreadAttach()
+	if err != nil {
+		inst.Kill()
+		_ = group.Destroy()
+		return fmt.Errorf("open sandbox cgroup: %w", err)
+	}
+	s.inst, s.group, s.home, s.state = inst, group, home, Running
+	s.freeSlot, s.slotSeq = nil, 0
+	s.lastUsed = time.Now()
+	s.m.pool.noteLayers(inst.Ready.Layers)
+	go s.watch(inst)
+	return nil
+}
+
+// watch notices an init that died on its own (OOM of the init, a crash)
+// and marks the sandbox stopped; the next use starts it again.
+func (s *Sandbox) watch(inst *agent.Instance) {
+	<-inst.Exited()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inst != inst {
+		return
+	}
+	s.m.log.Warn("sandbox init exited", "id", s.rec.ID)
+	s.inst = nil
+	s.state = Stopped
+	if s.group != nil {
+		_ = s.group.Destroy()
+		s.group = nil
+	}
+	closeFiles(s.home)
+	s.home, s.freeSlot = nil, nil
+}
+
+func closeFiles(fs []*os.File) {
+	for _, f := range fs {
+		_ = f.Close()
+	}
+}
+
+// prepareWorkspace creates the persistent directory owned by the sandbox
+// user's host id and opens it for the init.
+func (s *Sandbox) prepareWorkspace(base uint32) (*os.File, error) {
+	dir := s.workspaceDir()
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	uid := int(base) + sandboxUID
+	if err := os.Lchown(dir, uid, uid); err != nil {
+		return nil, fmt.Errorf("own workspace: %w", err)
+	}
+	return rootfs.DetachedMount(dir)
+}
+
+// applyLimits sets the cgroup limits from the record (a pool sandbox gets
+// its owner's limits when claimed).
+func (s *Sandbox) applyLimits() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.group == nil {
+		return nil
+	}
+	if err := s.group.SetLimits(s.cgLimits()); err != nil {
+		return fmt.Errorf("set limits: %w", err)
+	}
+	return nil
+}
+
+// ensure returns the running init, starting a stopped sandbox.
+func (s *Sandbox) ensure(ctx context.Context) (*agent.Instance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case Paused:
+		return nil, fault.New(fault.Conflict, "sandbox is paused; resume it first")
+	case Stopped:
+		if err := s.startLocked(ctx); err != nil {
+			return nil, err
+		}
+	}
+	s.lastUsed = time.Now()
+	return s.inst, nil
+}
+
+// shutdown kills the init and destroys the cgroup. Running executions end
+// as killed. removeGroup false keeps nothing anyway; it exists for clarity
+// at call sites that discard a never-recorded sandbox.
+func (s *Sandbox) shutdown(_ bool) {
+	s.killExecs("sandbox stopped")
+	s.mu.Lock()
+	inst, group, home := s.inst, s.group, s.home
+	s.inst, s.group, s.home, s.state = nil, nil, nil, Stopped
+	s.freeSlot = nil
+	s.mu.Unlock()
+	closeFiles(home)
+	if group != nil {
+		_ = group.Thaw()
+	}
+	if inst != nil {
+		inst.Kill()
+	}
+	if group != nil {
+		if err := group.Destroy(); err != nil {
+			s.m.log.Error("destroy sandbox cgroup", "id", s.rec.ID, "err", err)
+		}
+	}
+}
+
+// stopIdle stops an idle sandbox; it reports whether it did.
+func (s *Sandbox) stopIdle() bool {
+	s.mu.Lock()
+	idle := s.state == Running && len(s.running) == 0
+	s.mu.Unlock()
+	if !idle {
+		return false
+	}
+	s.shutdown(true)
+	return true
+}
+
+func (s *Sandbox) pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case Paused:
+		return nil
+	case Stopped:
+		return fault.New(fault.Conflict, "sandbox is not running")
+	}
+	if err := s.group.Freeze(); err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	s.state = Paused
+	return nil
+}
+
+func (s *Sandbox) resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != Paused {
+		return nil
+	}
+	if err := s.group.Thaw(); err != nil {
+		return fmt.Errorf("thaw: %w", err)
+	}
+	s.state = Running
+	s.lastUsed = time.Now()
+	return nil
+}
+
+// acquireSlot returns an empty execution group. Callers hold no lock.
+func (s *Sandbox) acquireSlot(memory int64) (cgroup.Group, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.group == nil {
+		return nil, fault.New(fault.Conflict, "sandbox is not running")
+	}
+	if len(s.running) >= s.m.cfg.MaxExecsPerSandbox {
+		return nil, fault.WithRetryAfter(fault.RateLimited, 1, fmt.Sprintf("at most %d concurrent executions per sandbox", s.m.cfg.MaxExecsPerSandbox))
+	}
+	lim := cgroup.Limits{MemoryBytes: memory}
+	if n := len(s.freeSlot); n > 0 {
+		g := s.freeSlot[n-1]
+		s.freeSlot = s.freeSlot[:n-1]
+		if err := g.SetLimits(lim); err != nil {
+			return nil, err
+		}
+		return g, nil
+	}
+	s.slotSeq++
+	return s.group.Sub("x"+strconv.Itoa(s.slotSeq), lim)
+}
+
+// releaseSlot returns an execution group once it is empty.
+func (s *Sandbox) releaseSlot(g cgroup.Group) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.group == nil {
+		return // the sandbox's group (and this child) is gone
+	}
+	if procs, err := g.Procs(); err != nil || len(procs) > 0 {
+		_ = g.Destroy()
+		return
+	}
+	s.freeSlot = append(s.freeSlot, g)
+}
+
+// initLog passes the init's stderr to the server log, line by line.
+type initLog struct {
+	m  *Manager
+	id string
+}
+
+func (l *initLog) Write(p []byte) (int, error) {
+	l.m.log.Warn("sandbox init", "id", l.id, "msg", string(p))
+	return len(p), nil
+}

@@ -1,0 +1,89 @@
+// Package sandbox manages sandboxes: their lifecycle (create, list, pause,
+// resume, delete, idle expiry), ownership (agents see only their own), the
+// default sandbox of each key, a warm pool of pre-built ones, executions
+// with their limits, and the reaping of whatever a previous run left
+// behind.
+//
+// A sandbox is an init (internal/agent) in its own namespaces and cgroup
+// (internal/isolate/cgroup), with a persistent workspace directory on the
+// host. Every execution runs in a cgroup of its own below the sandbox's, so
+// a timeout, a disconnect, a delete or a HALT kills exactly that
+// execution's process tree — setsid'ed and double-forked children included
+// — and an OOM kill is attributed to the execution that caused it.
+package sandbox
+
+import (
+	"time"
+)
+
+// Limits are a sandbox's resource limits. Zero means "the server's
+// default"; every value is checked against the server's maximum.
+type Limits struct {
+	MemoryBytes int64         `json:"memory,omitempty"`
+	CPUMilli    int64         `json:"cpu,omitempty"` // 1000 = one CPU
+	Pids        int64         `json:"pids,omitempty"`
+	DiskBytes   int64         `json:"disk,omitempty"`
+	CPUTime     time.Duration `json:"cpu_time,omitempty"` // per execution
+}
+
+// Network modes.
+const (
+	NetworkNone  = "none"
+	NetworkProxy = "proxy"
+	NetworkHost  = "host"
+)
+
+// Network is a sandbox's egress setting.
+type Network struct {
+	Mode  string   `json:"mode"`
+	Allow []string `json:"allow,omitempty"`
+}
+
+// Spec is what a client asks for.
+type Spec struct {
+	Name    string        `json:"name,omitempty"`
+	Limits  Limits        `json:"limits"`
+	Network Network       `json:"network"`
+	TTL     time.Duration `json:"ttl,omitempty"`
+}
+
+// State of a sandbox.
+type State string
+
+// States.
+const (
+	// Running: the init is up.
+	Running State = "running"
+	// Paused: every process is frozen.
+	Paused State = "paused"
+	// Stopped: the init is not running (idle expiry, a server restart);
+	// the workspace persists and the next use starts it again.
+	Stopped State = "stopped"
+)
+
+// Record is what the store keeps of a sandbox.
+type Record struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Owner   string    `json:"owner"` // the creating key's id
+	Default bool      `json:"default"`
+	Created time.Time `json:"created"`
+	Spec    Spec      `json:"spec"`
+	// Slot picks the sandbox's host id range (see idRange).
+	Slot int `json:"slot"`
+}
+
+// Info is a sandbox as clients see it.
+type Info struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Owner     string    `json:"owner"`
+	Default   bool      `json:"default"`
+	State     State     `json:"state"`
+	Created   time.Time `json:"created"`
+	LastUsed  time.Time `json:"last_used"`
+	Limits    Limits    `json:"limits"`
+	Network   Network   `json:"network"`
+	TTL       string    `json:"ttl,omitempty"`
+	Workspace string    `json:"workspace"`
+}
