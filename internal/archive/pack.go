@@ -50,8 +50,13 @@ func Pack(ctx context.Context, w io.Writer, src *os.Root, dir string, format For
 	if err != nil {
 		return Result{}, err
 	}
-	pk := &packer{ctx: ctx, root: sr, lim: lim, w: aw, buf: make([]byte, 128<<10)}
-	if err := pk.walkDir("", 0); err != nil {
+	top, err := sr.Open(".")
+	if err != nil {
+		return Result{}, ioError("", err)
+	}
+	defer top.Close()
+	pk := &packer{ctx: ctx, lim: lim, w: aw, buf: make([]byte, 128<<10)}
+	if err := pk.walkDir(top, "", 0); err != nil {
 		return pk.res, err
 	}
 	if err := aw.close(); err != nil {
@@ -62,7 +67,6 @@ func Pack(ctx context.Context, w io.Writer, src *os.Root, dir string, format For
 
 type packer struct {
 	ctx     context.Context
-	root    *os.Root
 	lim     Limits
 	w       archiveWriter
 	buf     []byte
@@ -70,35 +74,26 @@ type packer struct {
 	visited int
 }
 
-// walkDir packs the children of rel ("" for the root), sorted by name.
+// walkDir packs the children of the open directory d, named rel ("" for
+// the root), sorted by name. Children are opened relative to d with
+// O_NOFOLLOW, so a symlink swapped in after the listing is never followed.
 // Recursion depth is bounded by MaxDepth.
-func (pk *packer) walkDir(rel string, depth int) error {
-	open := rel
-	if open == "" {
-		open = "."
-	}
-	d, err := pk.root.Open(open)
-	if err != nil {
-		return ioError(rel, err)
-	}
+func (pk *packer) walkDir(d *os.File, rel string, depth int) error {
 	var ents []fs.DirEntry
 	for {
 		batch, err := d.ReadDir(readDirBatch)
 		ents = append(ents, batch...)
 		pk.visited += len(batch)
 		if pk.visited > pk.lim.MaxEntries {
-			d.Close()
 			return refuse(rel, KindTooLarge, ReasonTooManyEntries, "")
 		}
 		if err == io.EOF || (err == nil && len(batch) == 0) {
 			break
 		}
 		if err != nil {
-			d.Close()
 			return ioError(rel, err)
 		}
 	}
-	d.Close()
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	for _, de := range ents {
 		if err := pk.ctx.Err(); err != nil {
@@ -119,24 +114,40 @@ func (pk *packer) walkDir(rel string, depth int) error {
 		if depth+1 > pk.lim.MaxDepth {
 			return refuse(name, KindTooLarge, ReasonTooDeep, "")
 		}
-		if t.IsDir() {
-			fi, err := de.Info()
-			if err != nil {
-				return ioError(name, err)
+		f, err := openNoFollow(d, de.Name(), t.IsDir())
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || isLoop(err) {
+				pk.res.Skipped++ // removed, or swapped for a symlink, since the listing
+				continue
 			}
-			if err := pk.w.dir(name, pk.perm(fi.Mode()), fi.ModTime()); err != nil {
-				return ioError(name, err)
-			}
-			pk.res.Dirs++
-			if err := pk.walkDir(name, depth+1); err != nil {
-				return err
-			}
-			continue
+			return ioError(name, err)
 		}
-		if err := pk.file(name); err != nil {
+		err = pk.entry(f, name, depth)
+		f.Close()
+		if err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// entry packs one opened object, judged by its descriptor, not its name.
+func (pk *packer) entry(f *os.File, name string, depth int) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return ioError(name, err)
+	}
+	switch {
+	case fi.IsDir():
+		if err := pk.w.dir(name, pk.perm(fi.Mode()), fi.ModTime()); err != nil {
+			return ioError(name, err)
+		}
+		pk.res.Dirs++
+		return pk.walkDir(f, name, depth+1)
+	case fi.Mode().IsRegular():
+		return pk.file(f, fi, name)
+	}
+	pk.res.Skipped++
 	return nil
 }
 
@@ -147,26 +158,8 @@ func (pk *packer) perm(m fs.FileMode) fs.FileMode {
 	return m.Perm()
 }
 
-// file packs one regular file, checked again on the open descriptor (the
-// name may have been swapped since the listing).
-func (pk *packer) file(name string) error {
-	f, err := pk.root.OpenFile(name, os.O_RDONLY|syscallNoFollow, 0)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || isLoop(err) {
-			pk.res.Skipped++ // removed or swapped for a symlink meanwhile
-			return nil
-		}
-		return ioError(name, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return ioError(name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		pk.res.Skipped++
-		return nil
-	}
+// file packs one regular file of the size seen on its descriptor.
+func (pk *packer) file(f *os.File, fi fs.FileInfo, name string) error {
 	size := fi.Size()
 	if size > pk.lim.MaxEntryBytes {
 		return refuse(name, KindTooLarge, ReasonEntryTooLarge, "")
