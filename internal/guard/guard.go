@@ -1,0 +1,175 @@
+package guard
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// DefaultMaxDepth is how deeply strings-run-as-code may nest: bash -c "…",
+// eval "…", here-documents fed to shells, alias values. Real command lines
+// use one or two levels (`ssh`-less `sudo bash -c "…"`); each level is a new
+// parse of text the previous level produced, so deeper nesting is mostly an
+// obfuscation signal and the cap also bounds the work. Beyond it: Dangerous.
+const DefaultMaxDepth = 4
+
+const (
+	// maxInputBytes caps the command line: a parse is linear in its size, and
+	// the guard sits on the exec hot path. Longer lines are Dangerous
+	// (approve them, or upload a script file).
+	maxInputBytes = 256 << 10
+	// maxCommands caps Verdict.Commands so a verdict stays a bounded object
+	// for the audit log; a line with more simple commands is too-complex.
+	maxCommands = 4096
+	// maxSteps caps walker steps (statements and command hops), whatever the
+	// shape of the tree.
+	maxSteps = 100_000
+	// maxWrapperChain caps `sudo env nohup timeout 5 nice …` unwrapping.
+	maxWrapperChain = 16
+	// maxReparseBytes caps the text parsed again as code (bash -c, eval,
+	// alias expansions): an alias called many times could otherwise make the
+	// work quadratic in the input.
+	maxReparseBytes = 4 * maxInputBytes
+	// maxReasons caps Verdict.Reasons; further reasons are summarised.
+	maxReasons = 32
+)
+
+// Verdict is the guard's classification of one command line.
+type Verdict struct {
+	// Risk is the highest tier of any command or rule found. Always valid.
+	Risk Risk
+	// Dynamic reports that something is built at run time: eval of a
+	// variable, `… | sh`, base64 -d | bash, source <(…), $cmd as a command
+	// name. Dynamic implies Risk == Dangerous.
+	Dynamic bool
+	// Rules are the ids of matched rules (the Rule* constants), in the order
+	// first found, without duplicates.
+	Rules []string
+	// Reasons are human-readable, one per finding, for the approver.
+	Reasons []string
+	// Commands are every simple command found, wrappers and the commands
+	// they wrap both included, in source order.
+	Commands []Command
+}
+
+// Command is one simple command.
+type Command struct {
+	// Name is the base name of the command word (/usr/bin/rm → rm). For a
+	// non-literal name it is the word's source text ($x, ${x:-rm} shows rm).
+	Name string
+	// Args are the arguments after quote removal; a non-literal argument is
+	// shown as its source text.
+	Args []string
+	// Literal reports that every word of the command was fully literal.
+	Literal bool
+	// Depth counts how many times text was re-parsed to reach the command
+	// (0: the line itself; 1: inside bash -c "…" or eval; …).
+	Depth int
+}
+
+// Config configures a Guard. The zero value is usable.
+type Config struct {
+	// MaxDepth caps nested re-parsing (see DefaultMaxDepth). 0 means
+	// DefaultMaxDepth.
+	MaxDepth int
+	// Dangerous lists extra command base names that are Dangerous
+	// (rule "configured-dangerous").
+	Dangerous []string
+	// Safe lists extra command base names whose tier is Safe. Rules and
+	// dynamic findings still apply to them.
+	Safe []string
+}
+
+// Guard classifies command lines. It is safe for concurrent use.
+type Guard struct {
+	maxDepth  int
+	dangerous map[string]bool
+	safe      map[string]bool
+	parsers   sync.Pool // of *syntax.Parser; a Parser is not safe for concurrent use
+}
+
+// New returns a Guard for cfg.
+func New(cfg Config) *Guard {
+	g := &Guard{maxDepth: cfg.MaxDepth, dangerous: map[string]bool{}, safe: map[string]bool{}}
+	if g.maxDepth <= 0 {
+		g.maxDepth = DefaultMaxDepth
+	}
+	for _, n := range cfg.Dangerous {
+		g.dangerous[n] = true
+	}
+	for _, n := range cfg.Safe {
+		g.safe[n] = true
+	}
+	g.parsers.New = func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }
+	return g
+}
+
+// Classify classifies cmdline. It never panics and never fails: a line it
+// cannot parse or analyse within its caps is Dangerous.
+func (g *Guard) Classify(cmdline string) (v Verdict) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Fail closed; the parser or walker hit a case nobody foresaw.
+			v = Verdict{Risk: Dangerous, Rules: []string{"internal-error"},
+				Reasons: []string{fmt.Sprintf("the guard failed to analyse the command: %v", r)}}
+		}
+	}()
+	v.Risk = Safe
+	w := &walker{g: g, v: &v}
+	if len(cmdline) > maxInputBytes {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("command line longer than %d bytes", maxInputBytes))
+		return v
+	}
+	w.parse(cmdline, ctx{}, "command line")
+	if v.Dynamic {
+		v.Risk = Dangerous
+	}
+	return v
+}
+
+func (g *Guard) getParser() *syntax.Parser  { return g.parsers.Get().(*syntax.Parser) }
+func (g *Guard) putParser(p *syntax.Parser) { g.parsers.Put(p) }
+
+// Names returns the distinct command names of v, in first-seen order.
+func Names(v Verdict) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range v.Commands {
+		if !seen[c.Name] {
+			seen[c.Name] = true
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// Paths returns the distinct arguments of v's commands that look like paths
+// (contain a slash, or start with ~ or .), including the value of
+// --opt=PATH options, in first-seen order. Redirection targets are not
+// included. It is a heuristic for path allow/deny lists, not a parser of
+// every program's options.
+func Paths(v Verdict) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range v.Commands {
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "-") {
+				_, after, ok := strings.Cut(a, "=")
+				if !ok {
+					continue
+				}
+				a = after
+			}
+			if a == "" || !(strings.Contains(a, "/") || a[0] == '~' || a[0] == '.') {
+				continue
+			}
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}

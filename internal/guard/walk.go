@@ -1,0 +1,1173 @@
+package guard
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// span is a range of indices into Verdict.Commands.
+type span struct{ start, end int }
+
+// ctx is what the walker knows about the statement it is in.
+type ctx struct {
+	depth      int              // re-parse depth
+	pipe       *span            // stdin is a pipe fed by these commands (an empty span: an unknown producer)
+	stdin      *syntax.Redirect // a here-document, here-string or < file feeding stdin
+	inPipe     bool             // the statement is a stage of a pipeline
+	background bool             // the statement runs with &
+	nested     span             // commands found in substitutions of the current simple command
+	xargs      bool             // argv came through xargs: more arguments arrive from stdin
+	repl       string           // xargs -I / find -exec placeholder replaced at run time
+	aliases    []string         // aliases being expanded (bash never expands one inside itself)
+}
+
+// walker carries the state of one Classify call.
+type walker struct {
+	g           *Guard
+	v           *Verdict
+	rulesSeen   map[string]bool
+	reasonsSeen map[string]bool
+	funcs       map[string]bool   // functions declared so far
+	funcStack   []string          // functions whose bodies are being walked
+	aliases     map[string]string // aliases defined so far
+	downloads   map[string]bool   // files written by curl -o / wget -O
+	anyDownload bool              // a download whose file name the guard cannot know
+	steps       int
+	reparsed    int
+	stopped     bool
+	printer     *syntax.Printer
+}
+
+// --- findings ---
+
+func (w *walker) flag(id string, risk Risk, reason string) {
+	if w.rulesSeen == nil {
+		w.rulesSeen = map[string]bool{}
+	}
+	if id != "" && !w.rulesSeen[id] {
+		w.rulesSeen[id] = true
+		w.v.Rules = append(w.v.Rules, id)
+	}
+	w.bump(risk, reason)
+}
+
+func (w *walker) bump(risk Risk, reason string) {
+	if risk > w.v.Risk {
+		w.v.Risk = risk
+	}
+	if reason == "" {
+		return
+	}
+	if w.reasonsSeen == nil {
+		w.reasonsSeen = map[string]bool{}
+	}
+	if w.reasonsSeen[reason] {
+		return
+	}
+	w.reasonsSeen[reason] = true
+	switch n := len(w.v.Reasons); {
+	case n < maxReasons:
+		w.v.Reasons = append(w.v.Reasons, reason)
+	case n == maxReasons:
+		w.v.Reasons = append(w.v.Reasons, "… further findings omitted")
+	}
+}
+
+// dynamic records a run-time construct, and where its text comes from when
+// that is visible (curl, base64 -d …) in the given spans.
+func (w *walker) dynamic(id, reason string, from ...span) {
+	w.v.Dynamic = true
+	w.flag(id, Dangerous, reason)
+	for _, s := range from {
+		for i := s.start; i < s.end && i < len(w.v.Commands); i++ {
+			c := &w.v.Commands[i]
+			switch {
+			case fetchers[c.Name]:
+				w.flag(RuleDownloadExec, Dangerous, "runs code fetched by "+c.Name)
+			case isDecoder(c):
+				w.flag(RuleDecodeExec, Dangerous, "runs code decoded by "+c.Name)
+			}
+		}
+	}
+}
+
+// tick counts one step and stops the walk beyond maxSteps.
+func (w *walker) tick() bool {
+	if w.stopped {
+		return false
+	}
+	w.steps++
+	if w.steps > maxSteps {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d steps to analyse", maxSteps))
+		w.stopped = true
+		return false
+	}
+	return true
+}
+
+// --- parsing ---
+
+// parse parses src as a shell program at c.depth and walks it.
+func (w *walker) parse(src string, c ctx, what string) {
+	if f := w.parseFile(src, c, what); f != nil {
+		w.stmts(f.Stmts, c)
+	}
+}
+
+func (w *walker) parseFile(src string, c ctx, what string) *syntax.File {
+	if w.stopped {
+		return nil
+	}
+	if c.depth > w.g.maxDepth {
+		w.flag(RuleDepthExceeded, Dangerous, fmt.Sprintf("%s nested more than %d levels deep", what, w.g.maxDepth))
+		return nil
+	}
+	w.reparsed += len(src)
+	if w.reparsed > maxReparseBytes {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d bytes of nested code", maxReparseBytes))
+		w.stopped = true
+		return nil
+	}
+	p := w.g.getParser()
+	f, err := p.Parse(strings.NewReader(src), "")
+	w.g.putParser(p)
+	if err != nil {
+		w.flag(RuleUnparseable, Dangerous, what+" is not valid shell syntax")
+		return nil
+	}
+	return f
+}
+
+// --- statements ---
+
+func (w *walker) stmts(list []*syntax.Stmt, c ctx) {
+	for _, s := range list {
+		w.stmt(s, c)
+	}
+}
+
+func (w *walker) stmt(s *syntax.Stmt, c ctx) {
+	if s == nil || !w.tick() {
+		return
+	}
+	c.background = c.background || s.Background || s.Coprocess || s.Disown
+	for _, r := range s.Redirs {
+		w.redirect(r, &c)
+	}
+	w.command(s.Cmd, c)
+}
+
+func (w *walker) command(cmd syntax.Command, c ctx) {
+	switch x := cmd.(type) {
+	case *syntax.CallExpr:
+		w.call(x, c)
+	case *syntax.BinaryCmd:
+		if x.Op != syntax.Pipe && x.Op != syntax.PipeAll {
+			w.stmt(x.X, c)
+			w.stmt(x.Y, c)
+			return
+		}
+		start := len(w.v.Commands)
+		cx := c
+		cx.inPipe = true
+		w.stmt(x.X, cx)
+		src := span{start, len(w.v.Commands)}
+		if c.pipe != nil && c.pipe.end > c.pipe.start {
+			src.start = c.pipe.start // a | b | c: everything upstream feeds c
+		}
+		cy := c
+		cy.inPipe, cy.pipe, cy.stdin = true, &src, nil
+		w.stmt(x.Y, cy)
+	case *syntax.Subshell:
+		w.stmts(x.Stmts, c)
+	case *syntax.Block:
+		w.stmts(x.Stmts, c)
+	case *syntax.IfClause:
+		for ic := x; ic != nil; ic = ic.Else {
+			w.stmts(ic.Cond, c)
+			w.stmts(ic.Then, c)
+		}
+	case *syntax.WhileClause:
+		w.stmts(x.Cond, c)
+		w.stmts(x.Do, c)
+	case *syntax.ForClause:
+		if x.Loop != nil {
+			w.nested(x.Loop, c)
+		}
+		w.stmts(x.Do, c)
+	case *syntax.CaseClause:
+		w.nestedWord(x.Word, c)
+		for _, it := range x.Items {
+			for _, p := range it.Patterns {
+				w.nestedWord(p, c)
+			}
+			w.stmts(it.Stmts, c)
+		}
+	case *syntax.FuncDecl:
+		w.funcDecl(x, c)
+	case *syntax.ArithmCmd:
+		w.nested(x, c)
+	case *syntax.TestClause:
+		w.nested(x, c)
+	case *syntax.LetClause:
+		w.nested(x, c)
+	case *syntax.DeclClause:
+		w.decl(x, c)
+	case *syntax.TimeClause:
+		w.stmt(x.Stmt, c)
+	case *syntax.CoprocClause:
+		w.nestedWord(x.Name, c)
+		c.background = true
+		w.stmt(x.Stmt, c)
+	case *syntax.TestDecl:
+		w.nestedWord(x.Description, c)
+		w.stmt(x.Body, c)
+	}
+}
+
+// nested walks the command and process substitutions inside a node that is
+// not itself a statement list (words, arithmetic, [[ tests ]], loops).
+func (w *walker) nested(n syntax.Node, c ctx) {
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if w.stopped {
+			return false
+		}
+		switch x := n.(type) {
+		case *syntax.CmdSubst:
+			cc := c
+			cc.inPipe, cc.background = false, false
+			w.stmts(x.Stmts, cc)
+			return false
+		case *syntax.ProcSubst:
+			cc := c
+			cc.inPipe, cc.background = false, true
+			if x.Op == syntax.CmdOut {
+				// >(cmd): cmd reads what the outer command writes.
+				cc.pipe, cc.stdin = &span{}, nil
+			}
+			w.stmts(x.Stmts, cc)
+			return false
+		}
+		return true
+	})
+}
+
+func (w *walker) nestedWord(wd *syntax.Word, c ctx) {
+	if wd != nil {
+		w.nested(wd, c)
+	}
+}
+
+// redirect checks one redirection and records what feeds stdin.
+func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
+	w.nestedWord(r.Word, *c)
+	w.nestedWord(r.Hdoc, *c)
+	fd0 := r.N == nil || r.N.Value == "0"
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc:
+		if fd0 {
+			c.stdin, c.pipe = r, nil
+		}
+		return
+	}
+	if r.Word == nil {
+		return
+	}
+	t := resolve(r.Word)
+	read, write := false, false
+	switch r.Op {
+	case syntax.RdrIn:
+		read = true
+		if fd0 {
+			c.stdin, c.pipe = r, nil
+		}
+	case syntax.RdrInOut:
+		read, write = true, true
+	case syntax.DplIn, syntax.DplOut:
+		if t.val == "-" || isNumber(t.val) {
+			return // duplicating or closing a file descriptor
+		}
+		read, write = r.Op == syntax.DplIn, r.Op == syntax.DplOut
+	default: // > >> >| &> &>> …
+		write = true
+	}
+	switch {
+	case isNetDevice(t.val):
+		w.flag(RuleReverseShell, Dangerous, "redirection to "+printable(t.val)+" opens a network connection")
+	case write && isRawDevice(t.val):
+		w.flag(RuleDeviceWrite, Dangerous, "redirection writes to raw device "+printable(t.val))
+	case read && !write && isCredentialPath(t.val):
+		w.flag(RuleCredentialRead, Dangerous, "redirection reads secret "+printable(t.val))
+	case write && !harmlessDevices[t.val] && !strings.HasPrefix(t.val, "/dev/fd/"):
+		w.bump(Medium, "writes "+w.show(field{val: t.val, lit: t.lit, src: r.Word}))
+	}
+}
+
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// loaderVars change what a later command loads or runs.
+var loaderVars = map[string]bool{
+	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true, "BASH_ENV": true, "ENV": true,
+	"PROMPT_COMMAND": true, "PATH": true, "IFS": true, "SHELLOPTS": true, "PS4": true,
+	"PYTHONPATH": true, "PYTHONSTARTUP": true, "PERL5OPT": true, "PERL5LIB": true, "NODE_OPTIONS": true,
+	"RUBYOPT": true, "GIT_SSH_COMMAND": true, "GIT_EXEC_PATH": true, "GIT_CONFIG_GLOBAL": true,
+}
+
+func (w *walker) assign(name string) {
+	if loaderVars[name] {
+		w.flag(RuleLoaderEnv, Medium, "sets "+name+", which changes what later commands load or run")
+	}
+}
+
+func (w *walker) call(ce *syntax.CallExpr, c ctx) {
+	for _, a := range ce.Assigns {
+		w.nestedWord(a.Value, c)
+		if a.Array != nil {
+			w.nested(a.Array, c)
+		}
+		if a.Index != nil {
+			w.nested(a.Index, c)
+		}
+		if a.Name != nil {
+			w.assign(a.Name.Value)
+		}
+	}
+	if len(ce.Args) == 0 {
+		return
+	}
+	start := len(w.v.Commands)
+	for _, wd := range ce.Args {
+		w.nestedWord(wd, c)
+	}
+	c.nested = span{start, len(w.v.Commands)}
+	w.argv(fields(ce.Args), c)
+}
+
+func (w *walker) decl(d *syntax.DeclClause, c ctx) {
+	args := make([]string, 0, len(d.Args))
+	lit := true
+	for _, a := range d.Args {
+		w.nestedWord(a.Value, c)
+		if a.Array != nil {
+			w.nested(a.Array, c)
+		}
+		var s string
+		if a.Name != nil {
+			s = a.Name.Value
+			if !a.Naked {
+				w.assign(a.Name.Value)
+				s += "="
+			}
+		}
+		if a.Value != nil {
+			f := resolve(a.Value)
+			f.src = a.Value
+			lit = lit && f.lit
+			s += w.show(f)
+		}
+		args = append(args, s)
+	}
+	w.record(Command{Name: d.Variant.Value, Args: args, Literal: lit, Depth: c.depth})
+}
+
+func (w *walker) funcDecl(f *syntax.FuncDecl, c ctx) {
+	names := f.Names
+	if f.Name != nil {
+		names = append([]*syntax.Lit{f.Name}, names...)
+	}
+	if w.funcs == nil {
+		w.funcs = map[string]bool{}
+	}
+	for _, n := range names {
+		w.funcs[n.Value] = true
+		w.funcStack = append(w.funcStack, n.Value)
+	}
+	c.inPipe, c.background, c.pipe, c.stdin = false, false, nil, nil
+	w.stmt(f.Body, c)
+	w.funcStack = w.funcStack[:len(w.funcStack)-len(names)]
+}
+
+// record appends a command to the verdict, within maxCommands.
+func (w *walker) record(cmd Command) bool {
+	if len(w.v.Commands) >= maxCommands {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d commands", maxCommands))
+		w.stopped = true
+		return false
+	}
+	w.v.Commands = append(w.v.Commands, cmd)
+	return true
+}
+
+// show renders a field for Command.Args and reasons: the value when literal,
+// the source text otherwise.
+func (w *walker) show(f field) string {
+	if f.lit || f.src == nil {
+		return printable(f.val)
+	}
+	if w.printer == nil {
+		w.printer = syntax.NewPrinter(syntax.Minify(true))
+	}
+	var b strings.Builder
+	if err := w.printer.Print(&b, f.src); err != nil {
+		return printable(f.val)
+	}
+	return b.String()
+}
+
+// commandName is the base name of a literal command word, or the shown
+// source of a non-literal one (with a literal ${x:-rm} default, that default).
+func (w *walker) commandName(f field) string {
+	if f.lit || !strings.Contains(f.val, runtimeMark) {
+		if f.val == "" {
+			return ""
+		}
+		if strings.Contains(f.val, "/") {
+			return path.Base(f.val)
+		}
+		return f.val
+	}
+	return w.show(f)
+}
+
+// argv classifies one simple command, peeling wrappers off in a loop.
+func (w *walker) argv(args []field, c ctx) {
+	for hop := 0; len(args) > 0; hop++ {
+		if hop >= maxWrapperChain {
+			w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d nested wrapper commands", maxWrapperChain))
+			return
+		}
+		if !w.tick() {
+			return
+		}
+		first := args[0]
+		cl := &call{name: w.commandName(first), args: args[1:]}
+		cmd := Command{Name: cl.name, Args: make([]string, len(cl.args)), Literal: first.lit, Depth: c.depth}
+		for i, a := range cl.args {
+			cmd.Args[i] = w.show(a)
+			cmd.Literal = cmd.Literal && a.lit
+		}
+		if !w.record(cmd) {
+			return
+		}
+		if !first.lit {
+			w.dynamic(RuleDynamicCommand, "the command name "+cl.name+" is decided at run time", c.nested)
+		}
+		var ok bool
+		args, c, ok = w.classify(cl, first, c)
+		if !ok {
+			return
+		}
+	}
+}
+
+// classify applies tiers and rules to one command and handles commands that
+// run other code. It returns the wrapped command's argv when cl is a wrapper.
+func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
+	name := cl.name
+	if w.g.dangerous[name] {
+		w.flag(RuleConfigured, Dangerous, name+" is configured as dangerous")
+	}
+	for i := range argvRules {
+		if reason, ok := argvRules[i].match(cl); ok {
+			w.flag(argvRules[i].id, argvRules[i].risk, reason)
+		}
+	}
+	if v, ok := w.aliases[name]; ok && first.lit && !slices.Contains(c.aliases, name) {
+		w.expandAlias(name, v, cl.args, c)
+		return nil, c, false
+	}
+	if w.funcs[name] {
+		if slices.Contains(w.funcStack, name) && (c.inPipe || c.background) {
+			w.flag(RuleForkBomb, Dangerous, "function "+name+" starts copies of itself in a pipeline or in the background")
+		}
+		return nil, c, false // the body was classified where it was declared
+	}
+	if first.lit && strings.Contains(first.val, "/") && w.isDownloaded(first.val) {
+		w.dynamic(RuleDownloadExec, "runs "+first.val+", which this command line downloads")
+	}
+	tier, why := w.g.tierOf(cl)
+	if tier > Safe && why == "" {
+		why = name + " is not known to be read-only"
+	}
+	w.bump(tier, why)
+	if c.xargs && tier > Safe {
+		w.bump(Medium, name+" gets more arguments from xargs' standard input")
+	}
+
+	if wr, ok := wrappers[name]; ok {
+		return w.unwrap(cl, wr, c)
+	}
+	switch {
+	case shells[name]:
+		w.shell(cl, c)
+	case name == "eval":
+		w.eval(cl, c)
+	case name == "source" || name == ".":
+		if len(cl.args) > 0 {
+			w.scriptFile(cl.args[0], name, c)
+		}
+	case name == "alias":
+		w.alias(cl, c)
+	case name == "find":
+		w.findExec(cl, c)
+	case name == "curl" || name == "wget":
+		w.download(cl)
+	default:
+		if codeFlags, long, ok := interpreter(name); ok {
+			w.interp(cl, codeFlags, long, c)
+		}
+	}
+	return nil, c, false
+}
+
+// --- wrappers ---
+
+// wrapper describes a command that runs another command given as its
+// remaining arguments.
+type wrapper struct {
+	shortArg string   // short options that take a value (-u root, -uroot)
+	longArg  []string // long options that take a value as the next word (--user root)
+	skip     int      // operands before the command (timeout DURATION, chroot DIR)
+	assigns  bool     // NAME=VALUE operands before the command (env)
+	code     byte     // short option whose value is a shell command string (su -c, flock -c)
+	longCode string   // its long form (--command)
+	noRun    string   // short options that mean no command is run (command -v, ionice -p)
+	allCode  bool     // the remaining words are joined and run by sh -c (watch)
+}
+
+// wrappers is the wrapper table. Options that take an optional value only
+// when attached (nsenter -m[file], xargs -i[R]) need no entry.
+var wrappers = map[string]wrapper{
+	"env":     {shortArg: "uCS", longArg: []string{"unset", "chdir", "split-string"}, assigns: true, code: 'S', longCode: "split-string"},
+	"nohup":   {},
+	"timeout": {shortArg: "sk", longArg: []string{"signal", "kill-after"}, skip: 1},
+	"nice":    {shortArg: "n", longArg: []string{"adjustment"}},
+	"ionice":  {shortArg: "cn", longArg: []string{"class", "classdata"}, noRun: "p"},
+	"xargs":   {shortArg: "adEILnPs", longArg: []string{"arg-file", "delimiter", "max-lines", "max-args", "max-procs", "max-chars", "process-slot-var"}},
+	"sudo":    {shortArg: "CDghpRrTtUu", longArg: []string{"close-from", "chdir", "group", "host", "prompt", "role", "type", "command-timeout", "other-user", "user", "chroot"}, noRun: "lVvKk"},
+	"doas":    {shortArg: "uC"},
+	"setsid":  {},
+	"stdbuf":  {shortArg: "ioe", longArg: []string{"input", "output", "error"}},
+	"time":    {shortArg: "fo", longArg: []string{"format", "output"}},
+	"command": {noRun: "vV"},
+	"builtin": {},
+	"exec":    {shortArg: "a"},
+	"chroot":  {longArg: []string{"userspec", "groups"}, skip: 1},
+	"nsenter": {shortArg: "tSG", longArg: []string{"target", "setuid", "setgid"}},
+	"unshare": {shortArg: "RwSG", longArg: []string{"root", "wd", "setuid", "setgid", "propagation", "setgroups", "map-user", "map-group", "map-users", "map-groups"}},
+	"busybox": {},
+	"toybox":  {},
+	"flock":   {shortArg: "wEc", longArg: []string{"timeout", "conflict-exit-code", "command"}, skip: 1, code: 'c', longCode: "command"},
+	"watch":   {shortArg: "nqd", longArg: []string{"interval", "equexit", "differences"}, allCode: true},
+	"taskset": {skip: 1, noRun: "p"},
+	"chrt":    {skip: 1, noRun: "p"},
+	"su":      {shortArg: "cgGsw", longArg: []string{"command", "group", "supp-group", "shell", "whitelist-environment"}, code: 'c', longCode: "command", skip: 1 << 20},
+	"runuser": {shortArg: "cgGsuw", longArg: []string{"command", "group", "supp-group", "shell", "user", "whitelist-environment"}, code: 'c', longCode: "command", skip: 1 << 20},
+	"script":  {shortArg: "cEIOBTm", longArg: []string{"command", "echo", "log-in", "log-out", "log-io", "log-timing", "logging-format"}, code: 'c', longCode: "command", skip: 1 << 20},
+	"strace":  {shortArg: "abeEIoOpPsSuX", longArg: []string{"output", "signal", "trace", "user"}},
+	"ltrace":  {shortArg: "aAbDeEfFlnoOpsSuwX", longArg: []string{"output", "user"}},
+}
+
+// unwrap parses a wrapper's options and returns the command it runs.
+func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
+	args := cl.args
+	i := 0
+	for i < len(args) {
+		a := args[i].val
+		if a == "--" {
+			i++
+			break
+		}
+		if len(a) < 2 || a[0] != '-' || !args[i].lit {
+			break
+		}
+		if strings.HasPrefix(a, "--") {
+			name, val, hasEq := strings.Cut(a[2:], "=")
+			if !hasEq && slices.Contains(wr.longArg, name) && i+1 < len(args) {
+				i++
+				val = args[i].val
+				if wr.longCode != "" && name == wr.longCode {
+					w.code(args[i], cl.name+" --"+name, c)
+				}
+			} else if hasEq && wr.longCode != "" && name == wr.longCode {
+				w.code(field{val: val, lit: args[i].lit, src: args[i].src}, cl.name+" --"+name, c)
+			}
+			if cl.name == "xargs" && (name == "replace" || name == "i") {
+				c.repl = "{}"
+				if hasEq {
+					c.repl = val
+				}
+			}
+			i++
+			continue
+		}
+		for j := 1; j < len(a); j++ {
+			ch := a[j]
+			if strings.IndexByte(wr.noRun, ch) >= 0 {
+				return nil, c, false
+			}
+			if cl.name == "xargs" && ch == 'i' {
+				c.repl = "{}"
+				if j+1 < len(a) {
+					c.repl = a[j+1:]
+				}
+				break
+			}
+			if strings.IndexByte(wr.shortArg, ch) < 0 {
+				continue
+			}
+			var val field
+			if j+1 < len(a) {
+				val = field{val: a[j+1:], lit: args[i].lit, src: args[i].src}
+			} else if i+1 < len(args) {
+				i++
+				val = args[i]
+			}
+			if wr.code != 0 && ch == wr.code {
+				w.code(val, cl.name+" -"+string(ch), c)
+			}
+			if cl.name == "xargs" && ch == 'I' {
+				c.repl = val.val
+			}
+			break
+		}
+		i++
+	}
+	if wr.assigns {
+		for i < len(args) {
+			name, _, ok := strings.Cut(args[i].val, "=")
+			if !ok || !isName(name) {
+				break
+			}
+			w.assign(name)
+			i++
+		}
+	}
+	if wr.skip > len(args)-i {
+		return nil, c, false // su user / script file: no command operand
+	}
+	i += wr.skip
+	rest := args[i:]
+	if wr.allCode && len(rest) > 0 {
+		w.code(joinFields(rest), cl.name, c)
+		return nil, c, false
+	}
+	if cl.name == "xargs" {
+		c.xargs = true
+		if len(rest) == 0 {
+			return nil, c, false // xargs runs echo
+		}
+	}
+	return rest, c, len(rest) > 0
+}
+
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || i > 0 && ch >= '0' && ch <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// joinFields joins words with spaces, as eval and sh -c of several words do.
+func joinFields(fs []field) field {
+	out := field{lit: true}
+	vals := make([]string, len(fs))
+	for i, f := range fs {
+		vals[i] = f.val
+		out.lit = out.lit && f.lit
+	}
+	out.val = strings.Join(vals, " ")
+	if len(fs) == 1 {
+		out.src = fs[0].src
+	}
+	return out
+}
+
+// code handles a string that a command runs as shell code.
+func (w *walker) code(f field, what string, c ctx) {
+	switch {
+	case !f.lit:
+		w.dynamic(RuleDynamicCode, what+" runs code built at run time", c.nested)
+	case c.repl != "" && strings.Contains(f.val, c.repl):
+		w.dynamic(RuleDynamicCode, what+" runs code that contains run-time input ("+c.repl+")")
+	default:
+		cc := c
+		cc.depth++
+		cc.nested, cc.xargs, cc.repl = span{}, false, ""
+		w.parse(f.val, cc, what)
+	}
+}
+
+// --- shells and interpreters ---
+
+// shells run their -c operand, their script operand, or their stdin.
+var shells = map[string]bool{
+	"sh": true, "bash": true, "zsh": true, "dash": true, "ksh": true, "mksh": true, "ash": true,
+	"yash": true, "rbash": true, "csh": true, "tcsh": true, "fish": true, "busybox-sh": true,
+}
+
+func (w *walker) shell(cl *call, c ctx) {
+	hasC, stdinFlag := false, false
+	var operand *field
+	args := cl.args
+	for i := 0; i < len(args); i++ {
+		a := args[i].val
+		if !args[i].lit {
+			operand = &args[i]
+			break
+		}
+		if a == "--" || a == "-" {
+			if i+1 < len(args) {
+				operand = &args[i+1]
+			}
+			break
+		}
+		if strings.HasPrefix(a, "--") {
+			if a == "--rcfile" || a == "--init-file" {
+				i++
+			}
+			continue
+		}
+		if len(a) > 1 && (a[0] == '-' || a[0] == '+') {
+			for j := 1; j < len(a); j++ {
+				switch a[j] {
+				case 'c':
+					hasC = true
+				case 's':
+					stdinFlag = true
+				case 'o', 'O':
+					i++
+				}
+			}
+			continue
+		}
+		operand = &args[i]
+		break
+	}
+	switch {
+	case hasC && operand != nil:
+		w.code(*operand, cl.name+" -c", c)
+	case hasC && c.xargs:
+		w.dynamic(RuleDynamicCode, cl.name+" -c runs code read by xargs at run time")
+	case hasC:
+		// bash -c without an operand is an error.
+	case operand != nil && !stdinFlag:
+		w.scriptFile(*operand, cl.name, c)
+	case c.xargs:
+		w.dynamic(RuleSourceDynamic, cl.name+" runs a script named by xargs' standard input")
+	default:
+		w.stdinProgram(cl.name, true, c)
+	}
+}
+
+// stdinProgram handles a shell or interpreter that reads its program from
+// standard input.
+func (w *walker) stdinProgram(name string, isShell bool, c ctx) {
+	switch {
+	case c.stdin != nil:
+		var t field
+		switch c.stdin.Op {
+		case syntax.Hdoc, syntax.DashHdoc:
+			t = heredocText(c.stdin)
+			t.src = c.stdin.Hdoc
+		case syntax.WordHdoc:
+			t = resolve(c.stdin.Word)
+			t.src = c.stdin.Word
+		default: // < file
+			f := resolve(c.stdin.Word)
+			f.src = c.stdin.Word
+			cc := c
+			cc.stdin = nil
+			w.scriptFile(f, name, cc)
+			return
+		}
+		if isShell {
+			w.code(t, name+" here-document", c)
+		} else {
+			w.inlineProgram(name, t, c)
+		}
+	case c.pipe != nil:
+		w.dynamic(RulePipeToShell, name+" runs a program read from a pipe", *c.pipe, c.nested)
+	default:
+		w.bump(Medium, name+" reads commands from standard input")
+	}
+}
+
+// scriptFile handles a file that a shell, interpreter or source runs.
+func (w *walker) scriptFile(f field, who string, c ctx) {
+	switch v := f.val; {
+	case !f.lit:
+		w.dynamic(RuleSourceDynamic, who+" runs "+w.show(f)+", which only exists at run time", c.nested)
+	case v == "-" || v == "/dev/stdin" || v == "/proc/self/fd/0" || v == "/dev/fd/0":
+		w.stdinProgram(who, true, c)
+	case w.isDownloaded(v):
+		w.dynamic(RuleDownloadExec, who+" runs "+v+", which this command line downloads")
+	default:
+		w.flag(RuleScriptFile, Medium, who+" runs "+v+", whose content the guard cannot see")
+	}
+}
+
+func (w *walker) eval(cl *call, c ctx) {
+	if len(cl.args) > 0 {
+		w.code(joinFields(cl.args), "eval", c)
+	}
+}
+
+func (w *walker) alias(cl *call, c ctx) {
+	for _, a := range cl.args {
+		if !a.lit {
+			w.dynamic(RuleDynamicCode, "alias defined from a run-time value: "+w.show(a), c.nested)
+			continue
+		}
+		name, val, ok := strings.Cut(a.val, "=")
+		if !ok || strings.HasPrefix(name, "-") {
+			continue // alias x prints; alias -p lists
+		}
+		if w.aliases == nil {
+			w.aliases = map[string]string{}
+		}
+		w.aliases[name] = val
+		cc := c
+		cc.depth++
+		cc.aliases = append(slices.Clip(c.aliases), name)
+		w.parse(val, cc, "alias "+name)
+	}
+}
+
+// expandAlias classifies a call of an alias: its value followed by the
+// call's arguments.
+func (w *walker) expandAlias(name, val string, args []field, c ctx) {
+	c.depth++
+	c.aliases = append(slices.Clip(c.aliases), name)
+	f := w.parseFile(val, c, "alias "+name)
+	if f == nil || len(f.Stmts) == 0 {
+		return
+	}
+	w.stmts(f.Stmts[:len(f.Stmts)-1], c)
+	last := f.Stmts[len(f.Stmts)-1]
+	ce, ok := last.Cmd.(*syntax.CallExpr)
+	if !ok || len(ce.Args) == 0 || len(last.Redirs) > 0 || last.Background {
+		w.stmt(last, c)
+		return
+	}
+	start := len(w.v.Commands)
+	for _, wd := range ce.Args {
+		w.nestedWord(wd, c)
+	}
+	c.nested = span{start, len(w.v.Commands)}
+	w.argv(append(fields(ce.Args), args...), c)
+}
+
+// findExec classifies the commands of find -exec/-execdir/-ok/-okdir.
+func (w *walker) findExec(cl *call, c ctx) {
+	args := cl.args
+	for i := 0; i < len(args); i++ {
+		switch args[i].val {
+		case "-exec", "-execdir", "-ok", "-okdir":
+		default:
+			continue
+		}
+		j := i + 1
+		for j < len(args) && args[j].val != ";" && args[j].val != "+" {
+			j++
+		}
+		if j > i+1 {
+			cc := c
+			cc.repl = "{}"
+			w.argv(args[i+1:j], cc)
+		}
+		i = j
+	}
+}
+
+// interpreters run a program given with a code flag, a script operand, or
+// stdin. codeFlags are short flags whose value is the program.
+var interpreters = [...]struct {
+	prefix    string
+	codeFlags string
+	long      []string
+}{
+	{"python", "c", nil},
+	{"pypy", "c", nil},
+	{"perl", "eE", nil},
+	{"ruby", "e", nil},
+	{"node", "ep", []string{"eval", "print"}},
+	{"nodejs", "ep", []string{"eval", "print"}},
+	{"deno", "", nil},
+	{"bun", "e", []string{"eval", "print"}},
+	{"php", "r", nil},
+	{"lua", "e", nil},
+	{"luajit", "e", nil},
+	{"tclsh", "", nil},
+	{"Rscript", "e", nil},
+	{"osascript", "e", nil},
+}
+
+// interpreter reports whether name is an interpreter (python, python3,
+// python3.12, perl5.36 …) and its code flags.
+func interpreter(name string) (string, []string, bool) {
+	for _, it := range interpreters {
+		rest, ok := strings.CutPrefix(name, it.prefix)
+		if !ok {
+			continue
+		}
+		if rest == "" || rest[0] >= '0' && rest[0] <= '9' || rest[0] == '.' || rest[0] == '-' {
+			return it.codeFlags, it.long, true
+		}
+	}
+	return "", nil, false
+}
+
+// interpValueFlags are interpreter options that take the next word as value
+// without it being a program (python -W arg, -X opt, node -r module).
+const interpValueFlags = "WXrIM"
+
+func (w *walker) interp(cl *call, codeFlags string, long []string, c ctx) {
+	var codes []field
+	args := cl.args
+	for i := 0; i < len(args); i++ {
+		a := args[i].val
+		if !args[i].lit && len(codes) == 0 {
+			w.scriptFile(args[i], cl.name, c)
+			return
+		}
+		if a == "-" {
+			break
+		}
+		if a == "--" {
+			if i+1 < len(args) && len(codes) == 0 {
+				w.scriptFile(args[i+1], cl.name, c)
+			}
+			break
+		}
+		if strings.HasPrefix(a, "--") {
+			name, val, hasEq := strings.Cut(a[2:], "=")
+			if slices.Contains(long, name) {
+				if hasEq {
+					codes = append(codes, field{val: val, lit: args[i].lit, src: args[i].src})
+				} else if i+1 < len(args) {
+					i++
+					codes = append(codes, args[i])
+				}
+			}
+			continue
+		}
+		if len(a) > 1 && a[0] == '-' {
+			if strings.HasPrefix(a, "-m") && strings.HasPrefix(cl.name, "py") {
+				w.bump(Medium, cl.name+" runs a module, whose content the guard cannot see")
+				return
+			}
+			for j := 1; j < len(a); j++ {
+				ch := a[j]
+				if strings.IndexByte(codeFlags, ch) >= 0 {
+					if j+1 < len(a) {
+						codes = append(codes, field{val: a[j+1:], lit: args[i].lit, src: args[i].src})
+					} else if i+1 < len(args) {
+						i++
+						codes = append(codes, args[i])
+					}
+					break
+				}
+				if strings.IndexByte(interpValueFlags, ch) >= 0 {
+					if j+1 == len(a) {
+						i++
+					}
+					break
+				}
+			}
+			continue
+		}
+		if len(codes) == 0 {
+			w.scriptFile(args[i], cl.name, c)
+		}
+		break // the rest are the program's arguments
+	}
+	if len(codes) == 0 {
+		w.stdinProgram(cl.name, false, c)
+		return
+	}
+	for _, code := range codes {
+		w.inlineProgram(cl.name, code, c)
+	}
+}
+
+// socketWords and execWords mark a program that connects a socket to a
+// shell: the shape of every reverse-shell one-liner.
+var (
+	socketWords = [...]string{"socket", "fsockopen", "TCPSocket", "net.connect", "net.Socket", "require('net')", "require(\"net\")", "/dev/tcp/", "IO::Socket"}
+	execWords   = [...]string{"dup2", "subprocess", "pty.spawn", "/bin/sh", "/bin/bash", "exec", "spawn", "system", "popen", "child_process", "proc_open", "shell_exec", "pty"}
+)
+
+// inlineProgram skims a program given to an interpreter inline. It is only
+// pattern matching; the program's behaviour is decided when it runs.
+func (w *walker) inlineProgram(name string, code field, c ctx) {
+	if !code.lit {
+		w.dynamic(RuleDynamicCode, name+" runs a program built at run time", c.nested)
+		return
+	}
+	w.flag(RuleInlineProgram, Medium, name+" runs an inline program; the guard only checks it for a few patterns")
+	sock, exe := false, false
+	for _, s := range socketWords {
+		if strings.Contains(code.val, s) {
+			sock = true
+			break
+		}
+	}
+	for _, s := range execWords {
+		if strings.Contains(code.val, s) {
+			exe = true
+			break
+		}
+	}
+	if sock && exe {
+		w.flag(RuleReverseShell, Dangerous, name+" program connects a socket to a process")
+	}
+	if credentialText(code.val) {
+		w.flag(RuleCredentialRead, Dangerous, name+" program mentions a secret file")
+	}
+}
+
+// --- downloads ---
+
+// fetchers bring data from the network; what they fetch is unknown.
+var fetchers = map[string]bool{
+	"curl": true, "wget": true, "fetch": true, "aria2c": true, "http": true, "https": true, "lwp-download": true,
+	"nc": true, "ncat": true, "netcat": true, "socat": true, "telnet": true, "openssl": true, "scp": true, "rsync": true, "ftp": true, "tftp": true,
+}
+
+// isDecoder reports a command that turns opaque data into text (and so
+// hides a program from anyone reading the command line).
+func isDecoder(c *Command) bool {
+	has := func(flags ...string) bool {
+		for _, a := range c.Args {
+			if slices.Contains(flags, a) {
+				return true
+			}
+			if len(a) > 1 && a[0] == '-' && a[1] != '-' {
+				for _, f := range flags {
+					if len(f) == 2 && f[0] == '-' && strings.IndexByte(a[1:], f[1]) >= 0 {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	switch c.Name {
+	case "base64", "base32", "basenc":
+		return has("-d", "--decode", "-D")
+	case "xxd":
+		return has("-r", "-revert")
+	case "openssl":
+		return has("-d", "base64", "-base64", "enc")
+	case "uudecode", "gunzip", "zcat", "bunzip2", "bzcat", "unxz", "xzcat", "zstdcat", "unzstd", "rev", "tac":
+		return true
+	case "gzip", "bzip2", "xz", "zstd":
+		return has("-d", "--decompress")
+	case "printf":
+		return len(c.Args) > 0 && strings.Contains(c.Args[0], "\\")
+	case "echo":
+		return has("-e")
+	}
+	return false
+}
+
+// download records the file a curl or wget call writes.
+func (w *walker) download(cl *call) {
+	out := func(v string) {
+		if v == "-" || v == "/dev/stdout" {
+			return
+		}
+		if w.downloads == nil {
+			w.downloads = map[string]bool{}
+		}
+		w.downloads[path.Clean(v)] = true
+		w.downloads[path.Base(v)] = true
+	}
+	toStdout := false
+	named := false
+	args := cl.args
+	for i := 0; i < len(args); i++ {
+		a := args[i].val
+		next := func() string {
+			if i+1 < len(args) {
+				i++
+				return args[i].val
+			}
+			return ""
+		}
+		switch {
+		case cl.name == "curl" && (a == "-o" || a == "--output"):
+			named = true
+			out(next())
+		case cl.name == "curl" && strings.HasPrefix(a, "--output="):
+			named = true
+			out(strings.TrimPrefix(a, "--output="))
+		case cl.name == "curl" && (a == "-O" || a == "--remote-name" || a == "--remote-name-all" || a == "-J"):
+			w.anyDownload = true
+		case cl.name == "wget" && (a == "-O" || a == "--output-document"):
+			named = true
+			if v := next(); v == "-" {
+				toStdout = true
+			} else {
+				out(v)
+			}
+		case cl.name == "wget" && strings.HasPrefix(a, "--output-document="):
+			named = true
+			out(strings.TrimPrefix(a, "--output-document="))
+		case len(a) > 2 && a[0] == '-' && a[1] != '-':
+			// clusters: curl -sSLo file, wget -qO- / -qO file
+			flag := byte('o')
+			if cl.name == "wget" {
+				flag = 'O'
+			}
+			if k := strings.IndexByte(a, flag); k > 0 {
+				named = true
+				if rest := a[k+1:]; rest != "" {
+					if rest == "-" {
+						toStdout = true
+					} else {
+						out(rest)
+					}
+				} else if v := next(); v == "-" {
+					toStdout = true
+				} else {
+					out(v)
+				}
+			} else if cl.name == "curl" && strings.IndexByte(a, 'O') > 0 {
+				w.anyDownload = true
+			}
+		}
+	}
+	if cl.name == "wget" && !named && !toStdout {
+		w.anyDownload = true // wget saves under the URL's file name
+	}
+}
+
+// isDownloaded reports whether p may be a file downloaded earlier in the line.
+func (w *walker) isDownloaded(p string) bool {
+	if w.downloads[path.Clean(p)] || w.downloads[path.Base(p)] {
+		return true
+	}
+	return w.anyDownload && (strings.HasPrefix(p, "./") || !strings.Contains(p, "/"))
+}
