@@ -95,12 +95,22 @@
 //
 // # v2 layout
 //
-// v2 forbids processes in a group that distributes controllers to children
-// ("no internal processes"). So every group this package creates on v2 has
-// its processes in a leaf child named ".procs" (user names cannot contain a
-// dot, so it never collides), and controllers are enabled in the group's
-// cgroup.subtree_control before anything runs. If the server's own cgroup
-// holds processes and does not yet distribute the controllers, New moves
-// those processes into a leaf named "server" first (what container runtimes
-// do in a delegated pod cgroup).
+// v2 forbids processes in a group that distributes controllers to its
+// children ("no internal processes"). A group therefore starts unsealed:
+// its processes live in it directly, so an init cloned into it with
+// clone3(CLONE_INTO_CGROUP|CLONE_NEWCGROUP) gets the group itself as its
+// cgroup namespace root (kernel/cgroup/cgroup.c cgroup_post_fork sets the
+// new namespace's root_cset to the child's final css_set). The first Sub
+// seals it: its processes move into a leaf child ".procs" (user names
+// cannot contain a dot), then memory, pids and cpu are enabled for its
+// children. The init keeps its namespace root, so its execution groups lie
+// inside its namespace, as CLONE_INTO_CGROUP from inside requires. If the
+// server's own cgroup holds processes and does not yet distribute the
+// controllers, New moves those processes into a leaf named "server" first
+// (what container runtimes do in a delegated pod cgroup).
+//
+// On v1 the same flow gives the same view: a child is born in its parent
+// thread's cgroups, so the init must enter its group before creating its
+// cgroup namespace (unshare after AddProc, or the thread trick on the
+// server side before clone with CLONE_NEWCGROUP).
 package cgroup

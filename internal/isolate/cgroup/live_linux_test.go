@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -42,23 +43,11 @@ func requireCgroups(t *testing.T) Manager {
 	if err != nil {
 		t.Skipf("no usable cgroups: %v", err)
 	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	base := "sandhold-test-" + hex.EncodeToString(b[:])
-	m, err := New(base)
+	m, err := New(testBaseName())
 	if err != nil {
 		t.Skipf("cgroup v%d back end unusable here: %v", info.Version, err)
 	}
-	t.Cleanup(func() {
-		if _, err := Reap(m, nil); err != nil {
-			t.Errorf("cleanup reap: %v", err)
-		}
-		for _, d := range baseDirs(m) {
-			if err := rmdirRetry(d); err != nil {
-				t.Errorf("cleanup: %v", err)
-			}
-		}
-	})
+	cleanupManager(t, m)
 	return m
 }
 
@@ -81,6 +70,116 @@ func requireV2(t *testing.T) *v2Manager {
 	}
 	m := requireCgroups(t)
 	return m.(*v2Manager)
+}
+
+type backend struct {
+	name string
+	m    Manager
+}
+
+// testBackends returns every back end this host can exercise for real:
+// the detected one (v1 here) and, where the unified hierarchy is mounted
+// without controllers (a hybrid host), "v2-core": the v2 back end with no
+// controllers, which still exercises its core files (cgroup.procs,
+// cgroup.freeze, cgroup.kill, cgroup.events, cpu.stat, the sealing into
+// the leaf, CLONE_INTO_CGROUP). Each is reaped and removed at the end.
+func testBackends(t *testing.T) []backend {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create cgroups")
+	}
+	var out []backend
+	info, derr := Detect()
+	if derr == nil {
+		base := testBaseName()
+		if m, err := New(base); err == nil {
+			cleanupManager(t, m)
+			out = append(out, backend{"v" + strconv.Itoa(info.Version), m})
+		} else {
+			t.Logf("cgroup v%d back end unusable: %v", info.Version, err)
+		}
+	}
+	if lay, err := detectLayout(); err == nil && lay.v2 != nil && lay.info.Version == 1 {
+		if m, err := newCoreV2(lay.v2.own, testBaseName()); err == nil {
+			cleanupManager(t, m)
+			out = append(out, backend{"v2-core", m})
+		} else {
+			t.Logf("v2-core back end unusable: %v", err)
+		}
+	}
+	if len(out) == 0 {
+		t.Skipf("no usable cgroup back end (detect: %v)", derr)
+	}
+	return out
+}
+
+// newCoreV2 builds a v2 manager without controllers below own.
+func newCoreV2(own, base string) (*v2Manager, error) {
+	m := &v2Manager{info: Info{Version: 2, Mounts: map[string]string{}}, baseDir: filepath.Join(own, base)}
+	if err := os.Mkdir(m.baseDir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	for _, f := range []string{"cgroup.freeze", "cgroup.kill"} {
+		if _, err := os.Stat(filepath.Join(m.baseDir, f)); err != nil {
+			_ = unix.Rmdir(m.baseDir)
+			return nil, fmt.Errorf("no %s (kernel too old): %w", f, err)
+		}
+	}
+	return m, nil
+}
+
+func testBaseName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "sandhold-test-" + hex.EncodeToString(b[:])
+}
+
+func cleanupManager(t *testing.T, m Manager) {
+	t.Cleanup(func() {
+		if _, err := Reap(m, nil); err != nil {
+			t.Errorf("cleanup reap: %v", err)
+		}
+		for _, d := range baseDirs(m) {
+			if err := rmdirRetry(d); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+}
+
+// forEachBackend runs fn against every back end of testBackends.
+func forEachBackend(t *testing.T, fn func(t *testing.T, m Manager)) {
+	t.Helper()
+	for _, b := range testBackends(t) {
+		t.Run(b.name, func(t *testing.T) { fn(t, b.m) })
+	}
+}
+
+// canLimit reports whether m's groups carry the memory, pids and cpu
+// controllers (false for v2-core).
+func canLimit(m Manager) bool {
+	if v2, ok := m.(*v2Manager); ok {
+		return len(v2.ctrls) > 0
+	}
+	return true
+}
+
+// reopen stands for a restarted server: a new Manager on m's base.
+func reopen(t *testing.T, m Manager) Manager {
+	t.Helper()
+	base := filepath.Base(baseDirs(m)[0])
+	if !canLimit(m) {
+		m2, err := newCoreV2(filepath.Dir(baseDirs(m)[0]), base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m2
+	}
+	m2, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m2
 }
 
 func baseDirs(m Manager) []string {
@@ -233,67 +332,75 @@ func TestDetectThisHost(t *testing.T) {
 }
 
 func TestCreateDestroyLeavesNothing(t *testing.T) {
-	m := requireCgroups(t)
-	tests := []struct {
-		name string
-		l    Limits
-	}{
-		{"unlimited", Limits{}},
-		{"all limits", Limits{MemoryBytes: 256 << 20, Pids: 50, CPUMilli: 500}},
-		{"fractional cpu", Limits{CPUMilli: 10}},
-	}
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			name := "g" + strconv.Itoa(i)
-			g := mustCreate(t, m, name, tt.l)
-			sub, err := g.Sub("exec1", Limits{Pids: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			dirs := append(groupDirs(g), groupDirs(sub)...)
-			for _, d := range dirs {
-				if _, err := os.Stat(d); err != nil {
-					t.Fatalf("missing after create: %v", err)
-				}
-			}
-			st, err := g.Stats()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.MemoryLimit != tt.l.MemoryBytes || st.PidsLimit != tt.l.Pids {
-				t.Fatalf("stats limits %d/%d, want %d/%d", st.MemoryLimit, st.PidsLimit, tt.l.MemoryBytes, tt.l.Pids)
-			}
-			if _, err := m.Create(name, Limits{}); !errors.Is(err, fs.ErrExist) {
-				t.Fatalf("second Create: %v, want ErrExist", err)
-			}
-			names, err := m.List()
-			if err != nil || !slices.Contains(names, name) {
-				t.Fatalf("List = %v, %v; want %q in it", names, err, name)
-			}
-			if _, err := m.Open(name); err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			if err := g.Destroy(); err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range dirs {
-				if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
-					t.Fatalf("%s still there after Destroy (%v)", d, err)
-				}
-			}
-			if err := g.Destroy(); err != nil {
-				t.Fatalf("second Destroy: %v", err)
-			}
-			if _, err := m.Open(name); !errors.Is(err, ErrNotFound) {
-				t.Fatalf("Open after Destroy: %v, want ErrNotFound", err)
-			}
-		})
-	}
-	for _, bad := range []string{"..", "a/b", "", ".procs"} {
-		if _, err := m.Create(bad, Limits{}); !errors.Is(err, ErrInvalidName) {
-			t.Fatalf("Create(%q) = %v, want ErrInvalidName", bad, err)
+	forEachBackend(t, func(t *testing.T, m Manager) {
+		tests := []struct {
+			name string
+			l    Limits
+		}{
+			{"unlimited", Limits{}},
+			{"all limits", Limits{MemoryBytes: 256 << 20, Pids: 50, CPUMilli: 500}},
+			{"fractional cpu", Limits{CPUMilli: 10}},
 		}
-	}
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if tt.l != (Limits{}) && !canLimit(m) {
+					t.Skip("back end without controllers")
+				}
+				name := "g" + strconv.Itoa(i)
+				g := mustCreate(t, m, name, tt.l)
+				subLimits := Limits{Pids: 10}
+				if !canLimit(m) {
+					subLimits = Limits{}
+				}
+				sub, err := g.Sub("exec1", subLimits)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dirs := append(groupDirs(g), groupDirs(sub)...)
+				for _, d := range dirs {
+					if _, err := os.Stat(d); err != nil {
+						t.Fatalf("missing after create: %v", err)
+					}
+				}
+				st, err := g.Stats()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.MemoryLimit != tt.l.MemoryBytes || st.PidsLimit != tt.l.Pids {
+					t.Fatalf("stats limits %d/%d, want %d/%d", st.MemoryLimit, st.PidsLimit, tt.l.MemoryBytes, tt.l.Pids)
+				}
+				if _, err := m.Create(name, Limits{}); !errors.Is(err, fs.ErrExist) {
+					t.Fatalf("second Create: %v, want ErrExist", err)
+				}
+				names, err := m.List()
+				if err != nil || !slices.Contains(names, name) {
+					t.Fatalf("List = %v, %v; want %q in it", names, err, name)
+				}
+				if _, err := m.Open(name); err != nil {
+					t.Fatalf("Open: %v", err)
+				}
+				if err := g.Destroy(); err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range dirs {
+					if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+						t.Fatalf("%s still there after Destroy (%v)", d, err)
+					}
+				}
+				if err := g.Destroy(); err != nil {
+					t.Fatalf("second Destroy: %v", err)
+				}
+				if _, err := m.Open(name); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("Open after Destroy: %v, want ErrNotFound", err)
+				}
+			})
+		}
+		for _, bad := range []string{"..", "a/b", "", ".procs"} {
+			if _, err := m.Create(bad, Limits{}); !errors.Is(err, ErrInvalidName) {
+				t.Fatalf("Create(%q) = %v, want ErrInvalidName", bad, err)
+			}
+		}
+	})
 }
 
 func TestV1LimitFiles(t *testing.T) {
@@ -421,109 +528,112 @@ func TestMemoryBalloonIsOOMKilled(t *testing.T) {
 }
 
 func TestFreezeStopsCPU(t *testing.T) {
-	m := requireCgroups(t)
-	g := mustCreate(t, m, "busy", Limits{})
-	c := startIn(t, g, `while :; do :; done`)
-	usage := func() time.Duration {
-		st, err := g.Stats()
-		if err != nil {
+	forEachBackend(t, func(t *testing.T, m Manager) {
+		g := mustCreate(t, m, "busy", Limits{})
+		c := startIn(t, g, `while :; do :; done`)
+		usage := func() time.Duration {
+			st, err := g.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.CPUUsage
+		}
+		waitFor(t, "the loop to use CPU", func() bool { return usage() > 0 })
+		if err := g.Freeze(); err != nil {
 			t.Fatal(err)
 		}
-		return st.CPUUsage
-	}
-	waitFor(t, "the loop to use CPU", func() bool { return usage() > 0 })
-	if err := g.Freeze(); err != nil {
-		t.Fatal(err)
-	}
-	st, _ := g.Stats()
-	if !st.Frozen {
-		t.Fatal("Stats.Frozen false after Freeze")
-	}
-	before := usage()
-	time.Sleep(100 * time.Millisecond) // a window in which a running loop would use CPU
-	after := usage()
-	if after != before {
-		t.Fatalf("CPU usage moved while frozen: %v -> %v", before, after)
-	}
-	if !alive(c.cmd.Process.Pid) {
-		t.Fatal("frozen process died")
-	}
-	if err := g.Thaw(); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ := g.Stats(); st.Frozen {
-		t.Fatal("Stats.Frozen true after Thaw")
-	}
-	waitFor(t, "the loop to run again after Thaw", func() bool { return usage() > after })
+		st, _ := g.Stats()
+		if !st.Frozen {
+			t.Fatal("Stats.Frozen false after Freeze")
+		}
+		before := usage()
+		time.Sleep(100 * time.Millisecond) // a window in which a running loop would use CPU
+		after := usage()
+		if after != before {
+			t.Fatalf("CPU usage moved while frozen: %v -> %v", before, after)
+		}
+		if !alive(c.cmd.Process.Pid) {
+			t.Fatal("frozen process died")
+		}
+		if err := g.Thaw(); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := g.Stats(); st.Frozen {
+			t.Fatal("Stats.Frozen true after Thaw")
+		}
+		waitFor(t, "the loop to run again after Thaw", func() bool { return usage() > after })
+	})
 }
 
 func TestKillCatchesSetsidDoubleFork(t *testing.T) {
-	m := requireCgroups(t)
-	g := mustCreate(t, m, "escape", Limits{})
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	// The middle shell starts a new session, forks sleep and exits, so
-	// sleep is orphaned, reparented and in another session than ours.
-	c := startIn(t, g, `setsid /bin/sh -c 'sleep 300 & echo $! > `+pidFile+`' ; sleep 300`)
-	pid := readPidFile(t, pidFile)
-	if statField(t, pid, 6) == statField(t, c.cmd.Process.Pid, 6) {
-		t.Fatal("fixture broken: the grandchild did not get its own session")
-	}
-	if procs, _ := g.Procs(); !slices.Contains(procs, pid) {
-		t.Fatalf("grandchild %d not listed in %v", pid, procs)
-	}
-	if err := g.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if procs, err := g.Procs(); err != nil || len(procs) != 0 {
-		t.Fatalf("after Kill: %v, %v", procs, err)
-	}
-	waitFor(t, "the setsid grandchild to die", func() bool { return !alive(pid) })
+	forEachBackend(t, func(t *testing.T, m Manager) {
+		g := mustCreate(t, m, "escape", Limits{})
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		// The middle shell starts a new session, forks sleep and exits, so
+		// sleep is orphaned, reparented and in another session than ours.
+		c := startIn(t, g, `setsid /bin/sh -c 'sleep 300 & echo $! > `+pidFile+`' ; sleep 300`)
+		pid := readPidFile(t, pidFile)
+		if statField(t, pid, 6) == statField(t, c.cmd.Process.Pid, 6) {
+			t.Fatal("fixture broken: the grandchild did not get its own session")
+		}
+		if procs, _ := g.Procs(); !slices.Contains(procs, pid) {
+			t.Fatalf("grandchild %d not listed in %v", pid, procs)
+		}
+		if err := g.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if procs, err := g.Procs(); err != nil || len(procs) != 0 {
+			t.Fatalf("after Kill: %v, %v", procs, err)
+		}
+		waitFor(t, "the setsid grandchild to die", func() bool { return !alive(pid) })
+	})
 }
 
 func TestKillSubLeavesParentAlive(t *testing.T) {
-	m := requireCgroups(t)
-	g := mustCreate(t, m, "sbx", Limits{Pids: 100})
-	keeper := startIn(t, g, `sleep 300`)
-	sub1, err := g.Sub("exec1", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub2, err := g.Sub("exec2", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	victim := startIn(t, sub1, `setsid /bin/sh -c 'sleep 300 & echo $! > `+pidFile+`'; sleep 300`)
-	grandchild := readPidFile(t, pidFile)
-	other := startIn(t, sub2, `sleep 300`)
+	forEachBackend(t, func(t *testing.T, m Manager) {
+		g := mustCreate(t, m, "sbx", Limits{})
+		keeper := startIn(t, g, `sleep 300`)
+		sub1, err := g.Sub("exec1", Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub2, err := g.Sub("exec2", Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		victim := startIn(t, sub1, `setsid /bin/sh -c 'sleep 300 & echo $! > `+pidFile+`'; sleep 300`)
+		grandchild := readPidFile(t, pidFile)
+		other := startIn(t, sub2, `sleep 300`)
 
-	all, err := g.Procs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []int{keeper.cmd.Process.Pid, victim.cmd.Process.Pid, grandchild, other.cmd.Process.Pid} {
-		if !slices.Contains(all, p) {
-			t.Fatalf("parent Procs %v misses %d", all, p)
+		all, err := g.Procs()
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := sub1.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "exec1's tree to die", func() bool { return !alive(grandchild) && !alive(victim.cmd.Process.Pid) })
-	for _, p := range []int{keeper.cmd.Process.Pid, other.cmd.Process.Pid} {
-		if !alive(p) {
-			t.Fatalf("process %d outside the killed sub-group died", p)
+		for _, p := range []int{keeper.cmd.Process.Pid, victim.cmd.Process.Pid, grandchild, other.cmd.Process.Pid} {
+			if !slices.Contains(all, p) {
+				t.Fatalf("parent Procs %v misses %d", all, p)
+			}
 		}
-	}
-	if err := sub1.Destroy(); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Destroy(); err != nil {
-		t.Fatal(err)
-	}
-	if alive(keeper.cmd.Process.Pid) || alive(other.cmd.Process.Pid) {
-		t.Fatal("Destroy of the parent left processes alive")
-	}
+		if err := sub1.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "exec1's tree to die", func() bool { return !alive(grandchild) && !alive(victim.cmd.Process.Pid) })
+		for _, p := range []int{keeper.cmd.Process.Pid, other.cmd.Process.Pid} {
+			if !alive(p) {
+				t.Fatalf("process %d outside the killed sub-group died", p)
+			}
+		}
+		if err := sub1.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if alive(keeper.cmd.Process.Pid) || alive(other.cmd.Process.Pid) {
+			t.Fatal("Destroy of the parent left processes alive")
+		}
+	})
 }
 
 // ownTasksFiles opens this process's own v1 groups' tasks files, to move a
@@ -742,43 +852,41 @@ sys.stdin.read()`)
 }
 
 func TestReapRemovesLeftovers(t *testing.T) {
-	m := requireCgroups(t)
-	left := mustCreate(t, m, "leftover", Limits{Pids: 10})
-	sub, err := left.Sub("exec9", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c1 := startIn(t, left, "sleep 300")
-	c2 := startIn(t, sub, "sleep 300")
-	mustCreate(t, m, "keepme", Limits{})
-
-	// A new Manager on the same base stands for the restarted server.
-	m2, err := New(strings.TrimPrefix(baseDirs(m)[0], filepath.Dir(baseDirs(m)[0])+"/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := m2.List()
-	if err != nil || !slices.Equal(names, []string{"keepme", "leftover"}) {
-		t.Fatalf("List = %v, %v", names, err)
-	}
-	reaped, err := Reap(m2, func(n string) bool { return n == "keepme" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(reaped, []string{"leftover"}) {
-		t.Fatalf("reaped %v", reaped)
-	}
-	waitFor(t, "leftover processes to die", func() bool {
-		return !alive(c1.cmd.Process.Pid) && !alive(c2.cmd.Process.Pid)
-	})
-	if names, _ := m2.List(); !slices.Equal(names, []string{"keepme"}) {
-		t.Fatalf("after Reap: %v", names)
-	}
-	for _, d := range groupDirs(left) {
-		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("%s survived Reap", d)
+	forEachBackend(t, func(t *testing.T, m Manager) {
+		left := mustCreate(t, m, "leftover", Limits{})
+		sub, err := left.Sub("exec9", Limits{})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		c1 := startIn(t, left, "sleep 300")
+		c2 := startIn(t, sub, "sleep 300")
+		mustCreate(t, m, "keepme", Limits{})
+
+		// A new Manager on the same base stands for the restarted server.
+		m2 := reopen(t, m)
+		names, err := m2.List()
+		if err != nil || !slices.Equal(names, []string{"keepme", "leftover"}) {
+			t.Fatalf("List = %v, %v", names, err)
+		}
+		reaped, err := Reap(m2, func(n string) bool { return n == "keepme" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(reaped, []string{"leftover"}) {
+			t.Fatalf("reaped %v", reaped)
+		}
+		waitFor(t, "leftover processes to die", func() bool {
+			return !alive(c1.cmd.Process.Pid) && !alive(c2.cmd.Process.Pid)
+		})
+		if names, _ := m2.List(); !slices.Equal(names, []string{"keepme"}) {
+			t.Fatalf("after Reap: %v", names)
+		}
+		for _, d := range groupDirs(left) {
+			if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("%s survived Reap", d)
+			}
+		}
+	})
 }
 
 func TestV1ReapHalfCreated(t *testing.T) {
@@ -812,7 +920,7 @@ func TestDelegate(t *testing.T) {
 				rootOnly = append(rootOnly, d+"/memory.limit_in_bytes")
 			}
 		} else {
-			owned = append(owned, d+"/cgroup.subtree_control", d+"/"+v2Leaf)
+			owned = append(owned, d+"/cgroup.subtree_control")
 			rootOnly = append(rootOnly, d+"/memory.max")
 		}
 		for _, p := range owned {
@@ -836,32 +944,37 @@ func TestDelegate(t *testing.T) {
 	}
 }
 
-func TestV2Layout(t *testing.T) {
-	m := requireV2(t)
-	g := mustCreate(t, m, "v2g", Limits{MemoryBytes: 64 << 20})
-	c := startIn(t, g, "sleep 300")
-	gv := g.(*v2Group)
-	leafProcs, err := collectPids([]string{gv.leaf()}, "cgroup.procs")
-	if err != nil || !leafProcs[c.cmd.Process.Pid] {
-		t.Fatalf("process not in the leaf: %v, %v", leafProcs, err)
-	}
-	sc, err := readString(gv.dir() + "/cgroup.subtree_control")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ctl := range v2Controllers {
-		if !slices.Contains(strings.Fields(sc), ctl) {
-			t.Errorf("%s not enabled for children (%q)", ctl, sc)
+func TestV2SealAndCloneIntoCgroup(t *testing.T) {
+	ran := false
+	forEachBackend(t, func(t *testing.T, m Manager) {
+		if m.Info().Version != 2 {
+			t.Skip("v1: no sealing")
 		}
+		ran = true
+		testV2Seal(t, m)
+	})
+	if !ran {
+		t.Skip("no v2 back end (not even v2-core) on this host")
 	}
-	files, err := g.OpenThreadAttach()
-	if err != nil {
-		t.Fatal(err)
+}
+
+func testV2Seal(t *testing.T, m Manager) {
+	g := mustCreate(t, m, "v2g", Limits{})
+	gv := g.(*v2Group)
+	c := startIn(t, g, "sleep 300") // the init stand-in
+	pid := c.cmd.Process.Pid
+	if own, err := collectPids([]string{gv.dir()}, "cgroup.procs"); err != nil || !own[pid] {
+		t.Fatalf("unsealed group does not hold the process itself: %v, %v", own, err)
 	}
-	defer files[0].Close()
 	sub, err := g.Sub("exec1", Limits{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if leaf, err := collectPids([]string{gv.leaf()}, "cgroup.procs"); err != nil || !leaf[pid] {
+		t.Fatalf("seal did not move the process into the leaf: %v, %v", leaf, err)
+	}
+	if !distributes(gv.dir(), gv.m.ctrls) {
+		t.Fatal("sealed group does not distribute the controllers")
 	}
 	subFiles, err := sub.OpenThreadAttach()
 	if err != nil {
@@ -878,32 +991,12 @@ func TestV2Layout(t *testing.T) {
 	if err != nil || !slices.Equal(procs, []int{cmd.Process.Pid}) {
 		t.Fatalf("sub procs %v, %v", procs, err)
 	}
-}
-
-// TestV1KillUnderFrozenParent: on v1 a sub-group of a frozen sandbox cannot
-// thaw, so its killed tasks cannot exit; Kill says so, and the kill takes
-// effect once the sandbox is thawed.
-func TestV1KillUnderFrozenParent(t *testing.T) {
-	m := requireV1(t)
-	g := mustCreate(t, m, "paused", Limits{})
-	sub, err := g.Sub("exec1", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := startIn(t, sub, "sleep 300")
-	if err := g.Freeze(); err != nil {
-		t.Fatal(err)
-	}
-	if err := sub.Kill(); !errors.Is(err, ErrParentFrozen) {
-		t.Fatalf("Kill under a frozen parent = %v, want ErrParentFrozen", err)
-	}
-	if err := g.Thaw(); err != nil {
-		t.Fatal(err)
-	}
 	if err := sub.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the sleep to die", func() bool { return !alive(c.cmd.Process.Pid) })
+	if !alive(pid) {
+		t.Fatal("killing the execution group killed the init stand-in")
+	}
 }
 
 func countThreads() int {

@@ -33,7 +33,13 @@ var v2Controllers = []string{"memory", "pids", "cpu"}
 type v2Manager struct {
 	info    Info
 	baseDir string
+	// ctrls are the controllers groups get: v2Controllers in production
+	// (New refuses to run without them); tests on a host whose unified
+	// hierarchy has none use nil to exercise the core files alone.
+	ctrls []string
 }
+
+func (m *v2Manager) has(c string) bool { return slices.Contains(m.ctrls, c) }
 
 var (
 	_ Manager = (*v2Manager)(nil)
@@ -50,10 +56,16 @@ func newV2(lay layout, base string) (*v2Manager, error) {
 		}
 	}
 	own := lay.v2.own
-	if err := enableControllers(own, true); err != nil {
+	if filepath.Base(own) == v2ServerLeaf && distributes(filepath.Dir(own), v2Controllers) {
+		// An earlier New in this process (or a previous server run that
+		// left its supervisor here) already moved us into the leaf: the
+		// groups belong beside it, not below it.
+		own = filepath.Dir(own)
+	}
+	if err := enableControllers(own, v2Controllers, true); err != nil {
 		return nil, fmt.Errorf("cgroup v2: %w", err)
 	}
-	m := &v2Manager{info: lay.info, baseDir: filepath.Join(own, base)}
+	m := &v2Manager{info: lay.info, baseDir: filepath.Join(own, base), ctrls: v2Controllers}
 	// Every level between own and base must distribute the controllers.
 	dir := own
 	for _, part := range strings.Split(base, "/") {
@@ -61,7 +73,7 @@ func newV2(lay layout, base string) (*v2Manager, error) {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("cgroup v2: create base: %w", err)
 		}
-		if err := enableControllers(dir, false); err != nil {
+		if err := enableControllers(dir, v2Controllers, false); err != nil {
 			return nil, fmt.Errorf("cgroup v2: %w", err)
 		}
 	}
@@ -71,17 +83,32 @@ func newV2(lay layout, base string) (*v2Manager, error) {
 	return m, nil
 }
 
-// enableControllers makes dir distribute v2Controllers to its children. If
+// distributes reports whether dir already enables ctrls for its children.
+func distributes(dir string, ctrls []string) bool {
+	cur, err := readString(dir + "/cgroup.subtree_control")
+	if err != nil {
+		return false
+	}
+	have := strings.Fields(cur)
+	for _, c := range ctrls {
+		if !slices.Contains(have, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// enableControllers makes dir distribute ctrls to its children. If
 // dir holds processes (the no-internal-process rule answers EBUSY) and
 // migrate is set, they are moved into dir/v2ServerLeaf first.
-func enableControllers(dir string, migrate bool) error {
+func enableControllers(dir string, ctrls []string, migrate bool) error {
 	cur, err := readString(dir + "/cgroup.subtree_control")
 	if err != nil {
 		return fmt.Errorf("enable controllers in %s: %w", dir, err)
 	}
 	have := strings.Fields(cur)
 	var add []string
-	for _, c := range v2Controllers {
+	for _, c := range ctrls {
 		if !slices.Contains(have, c) {
 			add = append(add, "+"+c)
 		}
@@ -136,18 +163,12 @@ func (m *v2Manager) create(name, rel string, l Limits) (*v2Group, error) {
 	if err := os.Mkdir(g.dir(), 0o755); err != nil {
 		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
 	}
-	fail := func(err error) (*v2Group, error) {
+	// The group starts unsealed (processes live in it directly) so that an
+	// init cloned into it with CLONE_NEWCGROUP gets the group itself as
+	// its cgroup namespace root; see seal.
+	if err := g.SetLimits(l); err != nil {
 		_ = rmdirTree(g.dir())
 		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
-	}
-	if err := enableControllers(g.dir(), false); err != nil {
-		return fail(err)
-	}
-	if err := os.Mkdir(g.leaf(), 0o755); err != nil {
-		return fail(err)
-	}
-	if err := g.SetLimits(l); err != nil {
-		return fail(err)
 	}
 	return g, nil
 }
@@ -162,9 +183,6 @@ func (m *v2Manager) Open(name string) (Group, error) {
 			return nil, fmt.Errorf("open cgroup %q: %w", name, ErrNotFound)
 		}
 		return nil, fmt.Errorf("open cgroup %q: %w", name, err)
-	}
-	if _, err := os.Stat(g.leaf()); err != nil {
-		return nil, fmt.Errorf("open cgroup %q: half-created (no process leaf); reap it", name)
 	}
 	return g, nil
 }
@@ -199,11 +217,60 @@ func (g *v2Group) Name() string { return g.name }
 func (g *v2Group) dir() string  { return filepath.Join(g.m.baseDir, g.rel) }
 func (g *v2Group) leaf() string { return filepath.Join(g.dir(), v2Leaf) }
 
+// procsDir is where the group's own processes live: the group itself
+// until it is sealed, its leaf afterwards.
+func (g *v2Group) procsDir() string {
+	if _, err := os.Stat(g.leaf()); err == nil {
+		return g.leaf()
+	}
+	return g.dir()
+}
+
+// seal prepares the group for sub-groups with their own controllers: v2
+// lets a group distribute controllers only while it holds no process, so
+// its processes (the init) move into the leaf first, then the controllers
+// are enabled. Processes moved by host root keep their cgroup namespace,
+// whose root stays the group: the init then sees its leaf as "/.procs"
+// and every execution group below its root, as clone3 CLONE_INTO_CGROUP
+// from inside the namespace requires.
+func (g *v2Group) seal() error {
+	if _, err := os.Stat(g.leaf()); err == nil && distributes(g.dir(), g.m.ctrls) {
+		return nil
+	}
+	if err := os.Mkdir(g.leaf(), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("seal cgroup %q: %w", g.rel, err)
+	}
+	// A delegated group hands its leaf to the same owner.
+	var st unix.Stat_t
+	if err := unix.Stat(g.dir(), &st); err == nil && st.Uid != 0 {
+		if err := g.chownDelegated(g.leaf(), int(st.Uid), int(st.Gid)); err != nil {
+			return fmt.Errorf("seal cgroup %q: %w", g.rel, err)
+		}
+	}
+	var err error
+	for range maxMigrateRounds {
+		procs, cerr := collectPids([]string{g.dir()}, "cgroup.procs")
+		if cerr != nil {
+			return fmt.Errorf("seal cgroup %q: %w", g.rel, cerr)
+		}
+		for _, p := range sortedKeys(procs) {
+			_ = writeString(g.leaf()+"/cgroup.procs", strconv.Itoa(p)) // ESRCH: gone
+		}
+		if err = enableControllers(g.dir(), g.m.ctrls, false); err == nil || !errors.Is(err, unix.EBUSY) {
+			break // EBUSY: a process forked into the group meanwhile
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("seal cgroup %q: %w", g.rel, err)
+	}
+	return nil
+}
+
 func (g *v2Group) AddProc(pid int) error {
 	if pid <= 0 {
 		return fmt.Errorf("add pid %d to cgroup %q: invalid pid", pid, g.rel)
 	}
-	if err := writeString(g.leaf()+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
+	if err := writeString(g.procsDir()+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
 		return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
 	}
 	return nil
@@ -228,33 +295,43 @@ func (g *v2Group) SetLimits(l Limits) error {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 	}
 	d := g.dir()
-	mem := "max"
-	if l.MemoryBytes > 0 {
-		mem = strconv.FormatInt(l.MemoryBytes, 10)
+	var writes [][2]string // file, value
+	if g.m.has("memory") {
+		mem := "max"
+		if l.MemoryBytes > 0 {
+			mem = strconv.FormatInt(l.MemoryBytes, 10)
+		}
+		writes = append(writes, [2]string{"memory.max", mem})
+		// memory.swap.max is absent when the kernel does no swap
+		// accounting; then there is nothing to turn off per group.
+		if _, err := os.Stat(d + "/memory.swap.max"); err == nil {
+			writes = append(writes, [2]string{"memory.swap.max", "0"})
+		}
+	} else if l.MemoryBytes > 0 {
+		return fmt.Errorf("limits of cgroup %q: no memory controller", g.rel)
 	}
-	if err := writeString(d+"/memory.max", mem); err != nil {
-		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	if g.m.has("pids") {
+		pids := "max"
+		if l.Pids > 0 {
+			pids = strconv.FormatInt(l.Pids, 10)
+		}
+		writes = append(writes, [2]string{"pids.max", pids})
+	} else if l.Pids > 0 {
+		return fmt.Errorf("limits of cgroup %q: no pids controller", g.rel)
 	}
-	// memory.swap.max is absent when the kernel does no swap accounting;
-	// then there is nothing to turn off at the group level.
-	if _, err := os.Stat(d + "/memory.swap.max"); err == nil {
-		if err := writeString(d+"/memory.swap.max", "0"); err != nil {
+	if g.m.has("cpu") {
+		quota := "max"
+		if l.CPUMilli > 0 {
+			quota = strconv.FormatInt(l.CPUMilli*cpuPeriodUs/1000, 10)
+		}
+		writes = append(writes, [2]string{"cpu.max", quota + " " + strconv.Itoa(cpuPeriodUs)})
+	} else if l.CPUMilli > 0 {
+		return fmt.Errorf("limits of cgroup %q: no cpu controller", g.rel)
+	}
+	for _, w := range writes {
+		if err := writeString(d+"/"+w[0], w[1]); err != nil {
 			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 		}
-	}
-	pids := "max"
-	if l.Pids > 0 {
-		pids = strconv.FormatInt(l.Pids, 10)
-	}
-	if err := writeString(d+"/pids.max", pids); err != nil {
-		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
-	}
-	quota := "max"
-	if l.CPUMilli > 0 {
-		quota = strconv.FormatInt(l.CPUMilli*cpuPeriodUs/1000, 10)
-	}
-	if err := writeString(d+"/cpu.max", quota+" "+strconv.Itoa(cpuPeriodUs)); err != nil {
-		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 	}
 	return nil
 }
@@ -308,34 +385,40 @@ func (g *v2Group) Stats() (Stats, error) {
 	var s Stats
 	var err error
 	d := g.dir()
-	if s.MemoryBytes, err = readInt(d + "/memory.current"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	if g.m.has("memory") {
+		if s.MemoryBytes, err = readInt(d + "/memory.current"); err != nil {
+			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+		}
+		if p, err := readInt(d + "/memory.peak"); err == nil { // Linux 5.19+
+			s.MemoryPeak = p
+		}
+		if s.MemoryLimit, err = readInt(d + "/memory.max"); err != nil {
+			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+		}
+		if s.MemoryLimit < 0 {
+			s.MemoryLimit = 0
+		}
+		// Hierarchical (unless mounted with memory_localevents): the
+		// group's figure includes its executions' kills.
+		if s.OOMKills, err = readKeyed(d+"/memory.events", "oom_kill"); err != nil {
+			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+		}
 	}
-	if p, err := readInt(d + "/memory.peak"); err == nil { // Linux 5.19+
-		s.MemoryPeak = p
-	}
-	if s.MemoryLimit, err = readInt(d + "/memory.max"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	if s.MemoryLimit < 0 {
-		s.MemoryLimit = 0
-	}
-	if s.OOMKills, err = readKeyed(d+"/memory.events", "oom_kill"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	us, err := readKeyed(d+"/cpu.stat", "usage_usec")
+	us, err := readKeyed(d+"/cpu.stat", "usage_usec") // core file, no controller needed
 	if err != nil {
 		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
 	}
 	s.CPUUsage = time.Duration(us) * time.Microsecond
-	if s.Pids, err = readInt(d + "/pids.current"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	if s.PidsLimit, err = readInt(d + "/pids.max"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	if s.PidsLimit < 0 {
-		s.PidsLimit = 0
+	if g.m.has("pids") {
+		if s.Pids, err = readInt(d + "/pids.current"); err != nil {
+			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+		}
+		if s.PidsLimit, err = readInt(d + "/pids.max"); err != nil {
+			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+		}
+		if s.PidsLimit < 0 {
+			s.PidsLimit = 0
+		}
 	}
 	fr, err := readKeyed(d+"/cgroup.events", "frozen")
 	if err != nil {
@@ -399,46 +482,62 @@ func (g *v2Group) Sub(name string, l Limits) (Group, error) {
 	if strings.Count(g.rel, "/")+2 >= maxWalkDepth { // +1 for the leaf level
 		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
 	}
+	if err := g.seal(); err != nil {
+		return nil, err
+	}
 	return g.m.create(name, g.rel+"/"+name, l)
 }
 
-// OpenThreadAttach returns the group's process leaf opened O_PATH, for
+// OpenThreadAttach returns the directory the group's own processes live
+// in (the group before it is sealed, its leaf after), opened O_PATH, for
 // clone3's cgroup field with CLONE_INTO_CGROUP.
 func (g *v2Group) OpenThreadAttach() ([]*os.File, error) {
-	fd, err := unix.Open(g.leaf(), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	d := g.procsDir()
+	fd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open thread attach of cgroup %q: %w", g.rel, err)
 	}
-	return []*os.File{os.NewFile(uintptr(fd), g.leaf())}, nil
+	return []*os.File{os.NewFile(uintptr(fd), d)}, nil
 }
 
 // v2DelegateFiles are the files a delegatee must own, per the kernel's
 // cgroup-v2 "Model of Delegation" (also listed in /sys/kernel/cgroup/delegate).
 var v2DelegateFiles = []string{"cgroup.procs", "cgroup.threads", "cgroup.subtree_control"}
 
-// Delegate chowns the group directory, its leaf, and their delegation
-// files: the owner can then create children, move its processes between
-// them, and set their limits, but never this group's own limits.
+// Delegate chowns the group directory (and its leaf, once sealed) and
+// their delegation files: the owner can then create children, move its
+// processes between them, and set their limits, but never this group's
+// own limits.
 func (g *v2Group) Delegate(uid, gid int) error {
 	if uid < 0 || gid < 0 {
 		return fmt.Errorf("delegate cgroup %q: invalid owner %d:%d", g.rel, uid, gid)
 	}
+	dirs := []string{g.dir()}
+	if _, err := os.Stat(g.leaf()); err == nil {
+		dirs = append(dirs, g.leaf())
+	}
+	for _, d := range dirs {
+		if err := g.chownDelegated(d, uid, gid); err != nil {
+			return fmt.Errorf("delegate cgroup %q: %w", g.rel, err)
+		}
+	}
+	return nil
+}
+
+func (g *v2Group) chownDelegated(dir string, uid, gid int) error {
 	files := v2DelegateFiles
 	if s, err := readString("/sys/kernel/cgroup/delegate"); err == nil {
 		files = strings.Fields(s)
 	}
-	for _, d := range []string{g.dir(), g.leaf()} {
-		if err := unix.Lchown(d, uid, gid); err != nil {
-			return fmt.Errorf("delegate cgroup %q: %w", g.rel, err)
+	if err := unix.Lchown(dir, uid, gid); err != nil {
+		return err
+	}
+	for _, f := range files {
+		if strings.ContainsAny(f, "/\x00") || strings.HasPrefix(f, ".") {
+			continue // the kernel's list, but keep it to plain file names
 		}
-		for _, f := range files {
-			if ValidateName(strings.ReplaceAll(f, ".", "_")) != nil {
-				continue // the kernel's list, but keep it to plain file names
-			}
-			err := unix.Lchown(d+"/"+f, uid, gid)
-			if err != nil && !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("delegate cgroup %q: %w", g.rel, err)
-			}
+		if err := unix.Lchown(dir+"/"+f, uid, gid); err != nil && !errors.Is(err, unix.ENOENT) {
+			return err
 		}
 	}
 	return nil
