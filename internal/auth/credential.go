@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,7 +28,8 @@ var queryKeyNames = []string{"api_key", "apikey", "api-key", "key", "token", "ac
 // TicketParam is the query parameter that carries a one-time ticket.
 const TicketParam = "ticket"
 
-// ErrMissing is the 401 for a request with no credential at all.
+// errMissing is the 401 for a request with no credential at all; callers
+// branch on it (IsMissing) to skip counting and auditing.
 var errMissing = fault.New(fault.Unauthorized, "missing API key: send Authorization: Bearer <key> or X-API-Key")
 
 // ParseCredential extracts the credential from headers and the query. It
@@ -74,3 +76,6 @@ func ParseCredential(h http.Header, q url.Values) (Credential, error) {
 	}
 	return c, nil
 }
+
+// IsMissing reports whether err is ParseCredential's "nothing presented".
+func IsMissing(err error) bool { return errors.Is(err, errMissing) }

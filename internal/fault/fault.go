@@ -21,19 +21,20 @@ type Kind string
 
 // The kinds. Keep this list short: every kind needs a status in internal/api.
 const (
-	Invalid       Kind = "invalid"       // malformed or semantically wrong input
-	Unauthorized  Kind = "unauthorized"  // no or bad credential
-	Forbidden     Kind = "forbidden"     // authenticated, but not allowed
-	NotFound      Kind = "not_found"     // no such thing (or not visible to the caller)
-	Conflict      Kind = "conflict"      // state does not allow the request (exists, busy, halted)
-	TooLarge      Kind = "too_large"     // body, file or result over a configured cap
-	RateLimited   Kind = "rate_limited"  // a limit or the failed-auth lockout refused the request
-	Unavailable   Kind = "unavailable"   // temporarily unable (shutting down, dependency down)
-	Internal      Kind = "internal"      // a bug or an unexpected failure; detail only in the log
-	Timeout       Kind = "timeout"       // an operation ran past its deadline
-	Unsupported   Kind = "unsupported"   // the feature is not available on this host/build
-	Misdirected   Kind = "misdirected"   // the request named a host this server does not answer for
-	Unprocessable Kind = "unprocessable" // well-formed but failed schema validation
+	Invalid          Kind = "invalid"            // malformed or semantically wrong input
+	Unauthorized     Kind = "unauthorized"       // no or bad credential
+	Forbidden        Kind = "forbidden"          // authenticated, but not allowed
+	NotFound         Kind = "not_found"          // no such thing (or not visible to the caller)
+	Conflict         Kind = "conflict"           // state does not allow the request (exists, busy, halted)
+	TooLarge         Kind = "too_large"          // body, file or result over a configured cap
+	RateLimited      Kind = "rate_limited"       // a limit or the failed-auth lockout refused the request
+	Unavailable      Kind = "unavailable"        // temporarily unable (shutting down, dependency down)
+	Internal         Kind = "internal"           // a bug or an unexpected failure; detail only in the log
+	Timeout          Kind = "timeout"            // an operation ran past its deadline
+	Unsupported      Kind = "unsupported"        // the feature is not available on this host/build
+	Misdirected      Kind = "misdirected"        // the request named a host this server does not answer for
+	Unprocessable    Kind = "unprocessable"      // well-formed but failed schema validation
+	MethodNotAllowed Kind = "method_not_allowed" // the route exists, not with this method
 )
 
 // Error is an error with a Kind, a public message and an optional cause.

@@ -1,0 +1,228 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// Envelope is AIO Sandbox's response shape, used by every route:
+// {"success": bool, "message": str, "data": any, "hint": str|null}.
+type Envelope[T any] struct {
+	Success bool    `json:"success" doc:"true when the request did what it asked"`
+	Message string  `json:"message" doc:"human-readable summary"`
+	Data    T       `json:"data"`
+	Hint    *string `json:"hint" doc:"what to try next, or null"`
+}
+
+// OK wraps data in a success envelope.
+func OK[T any](data T) Envelope[T] {
+	return Envelope[T]{Success: true, Message: "ok", Data: data}
+}
+
+// ErrorData is the data of a native error envelope.
+type ErrorData struct {
+	Code      string `json:"code" doc:"machine-readable error kind" example:"not_found"`
+	RequestID string `json:"request_id" doc:"quote this to the operator; the log has the detail"`
+	Field     string `json:"field,omitempty" doc:"the offending input, for invalid requests" example:"body.name"`
+}
+
+// ErrorBody is the error envelope. It implements huma.StatusError and
+// huma.HeadersError so huma handlers can return it, and is what WriteError
+// writes for plain handlers.
+type ErrorBody struct {
+	status  int
+	headers http.Header
+
+	Success bool      `json:"success"`
+	Message string    `json:"message"`
+	Data    ErrorData `json:"data"`
+	Hint    *string   `json:"hint"`
+}
+
+// Error implements error.
+func (e *ErrorBody) Error() string { return e.Message }
+
+// GetStatus implements huma.StatusError.
+func (e *ErrorBody) GetStatus() int { return e.status }
+
+// GetHeaders implements huma.HeadersError.
+func (e *ErrorBody) GetHeaders() http.Header { return e.headers }
+
+// kindStatus is THE table from error kind to HTTP status.
+var kindStatus = map[fault.Kind]int{
+	fault.Invalid:          http.StatusBadRequest,
+	fault.Unauthorized:     http.StatusUnauthorized,
+	fault.Forbidden:        http.StatusForbidden,
+	fault.NotFound:         http.StatusNotFound,
+	fault.Conflict:         http.StatusConflict,
+	fault.TooLarge:         http.StatusRequestEntityTooLarge,
+	fault.RateLimited:      http.StatusTooManyRequests,
+	fault.Unavailable:      http.StatusServiceUnavailable,
+	fault.Internal:         http.StatusInternalServerError,
+	fault.Timeout:          http.StatusGatewayTimeout,
+	fault.Unsupported:      http.StatusNotImplemented,
+	fault.Misdirected:      http.StatusMisdirectedRequest,
+	fault.Unprocessable:    http.StatusUnprocessableEntity,
+	fault.MethodNotAllowed: http.StatusMethodNotAllowed,
+}
+
+// kindHints are the default hints per kind (null for the rest).
+var kindHints = map[fault.Kind]string{
+	fault.Unauthorized: "send the key as 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
+	fault.RateLimited:  "wait for Retry-After seconds before retrying",
+	fault.Internal:     "quote the request_id to the operator",
+}
+
+// StatusOf returns the HTTP status for a kind (500 for unknown kinds).
+func StatusOf(k fault.Kind) int {
+	if s, ok := kindStatus[k]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// kindOfStatus maps a status huma produced on its own (validation, body
+// size, unknown content type) back to a kind.
+func kindOfStatus(status int) fault.Kind {
+	switch status {
+	case http.StatusUnprocessableEntity:
+		return fault.Unprocessable
+	case http.StatusUnsupportedMediaType, http.StatusNotAcceptable, http.StatusRequestTimeout:
+		return fault.Invalid
+	}
+	for k, s := range kindStatus {
+		if s == status && k != fault.Unprocessable {
+			return k
+		}
+	}
+	if status >= 400 && status < 500 {
+		return fault.Invalid
+	}
+	return fault.Internal
+}
+
+// errorBody builds the envelope for err. Internal detail is logged with the
+// request id, never returned.
+func errorBody(ctx context.Context, err error) *ErrorBody {
+	rid := RequestID(ctx)
+	kind := fault.KindOf(err)
+	if kind == "" {
+		kind = fault.Internal
+	}
+	msg := fault.Public(err)
+	if kind == fault.Internal {
+		msg = "internal error"
+		loggerFrom(ctx).Error("internal error", "request_id", rid, "err", err)
+	}
+	b := &ErrorBody{
+		status:  StatusOf(kind),
+		headers: http.Header{},
+		Message: msg,
+		Data:    ErrorData{Code: string(kind), RequestID: rid, Field: fault.FieldOf(err)},
+	}
+	if h, ok := kindHints[kind]; ok {
+		b.Hint = &h
+	}
+	if ra := fault.RetryAfterOf(err); ra > 0 {
+		b.headers.Set("Retry-After", strconv.Itoa(ra))
+	}
+	return b
+}
+
+// WriteError writes the error envelope for err (any error; non-faults are
+// reported as internal). For plain handlers: SSE, WebSocket upgrades,
+// streaming downloads.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	b := errorBody(r.Context(), err)
+	for k, vs := range b.headers {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	writeJSON(w, b.status, b)
+}
+
+// WriteData writes a success envelope around data with status.
+func WriteData(w http.ResponseWriter, status int, data any) {
+	writeJSON(w, status, OK(data))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v) // the client went away, or v is our own type: nothing to do
+}
+
+// humaError turns whatever huma or a handler produced into our envelope.
+// Installed as huma.NewErrorWithContext in init.
+func humaError(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+	ctx := context.Background()
+	if hctx != nil {
+		ctx = hctx.Context()
+	}
+	// A handler's fault error arrives as errs[0] with status 500.
+	for _, e := range errs {
+		var fe *fault.Error
+		if e != nil && errors.As(e, &fe) {
+			return finish(ctx, hctx, e)
+		}
+	}
+	kind := kindOfStatus(status)
+	field := ""
+	for _, e := range errs {
+		var d *huma.ErrorDetail
+		if errors.As(e, &d) && d != nil {
+			if field == "" {
+				field = d.Location
+				if d.Message != "" {
+					msg = msg + ": " + d.Message
+				}
+			}
+		}
+	}
+	if kind == fault.Internal {
+		return finish(ctx, hctx, fault.Wrap(fault.Internal, errors.Join(append([]error{errors.New(msg)}, errs...)...), "internal error"))
+	}
+	return finish(ctx, hctx, &fault.Error{Kind: kind, Msg: msg, Field: field})
+}
+
+func finish(ctx context.Context, hctx huma.Context, err error) huma.StatusError {
+	b := errorBody(ctx, err)
+	if hctx != nil {
+		for k, vs := range b.headers {
+			for _, v := range vs {
+				hctx.SetHeader(k, v)
+			}
+		}
+	}
+	return b
+}
+
+func init() {
+	// huma's documented hook for a custom error type; the function is
+	// stateless, so every Server shares it.
+	huma.NewErrorWithContext = humaError
+	huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+		return humaError(nil, status, msg, errs...)
+	}
+}
+
+// logger plumbing: the request-id middleware stores a request-scoped logger.
+type loggerKey struct{}
+
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}

@@ -1,0 +1,300 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/redact"
+)
+
+type requestIDKey struct{}
+
+// RequestID returns the request id the server assigned ("" outside a request).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func newRequestID() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "req-unknown"
+	}
+	return "req_" + hex.EncodeToString(b)
+}
+
+// requestIDMiddleware assigns a fresh id (client-supplied ids are not
+// trusted: they would let a client forge log correlation) and a
+// request-scoped logger.
+func (s *Server) requestIDMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := newRequestID()
+		w.Header().Set("X-Request-Id", id)
+		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
+		ctx = context.WithValue(ctx, loggerKey{}, s.log.With("request_id", id))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// recoverMiddleware turns a panic into a 500 envelope; the stack goes to the
+// log only.
+func (s *Server) recoverMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				loggerFrom(r.Context()).Error("panic in handler", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				WriteError(w, r, fault.Wrap(fault.Internal, fmt.Errorf("panic: %v", v), "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder remembers the status and size; it passes Flush and
+// Unwrap through so SSE and WebSocket handlers keep working.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusRecorder) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusRecorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusRecorder) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// accessLogAndMetrics logs one JSON line per request and records the
+// Prometheus figures by route pattern (never the raw path: ids would
+// explode the label set) and status code.
+func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		cc := &callerCarrier{}
+		r = r.WithContext(context.WithValue(r.Context(), callerCarrierKey{}, cc))
+		next.ServeHTTP(rec, r)
+		dur := time.Since(start)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		code := strconv.Itoa(rec.code())
+		s.metrics.requests.WithLabelValues(r.Method, route, code).Inc()
+		s.metrics.latency.WithLabelValues(r.Method, route, code).Observe(dur.Seconds())
+		level := slog.LevelInfo
+		if rec.code() >= 500 {
+			level = slog.LevelError
+		}
+		attrs := []any{
+			"method", r.Method, "route", route, "path", redact.String(r.URL.Path),
+			"status", rec.code(), "bytes", rec.bytes, "duration_ms", float64(dur.Microseconds()) / 1000,
+			"client_addr", auth.ClientIP(r.RemoteAddr),
+		}
+		if cc.c != nil {
+			attrs = append(attrs, "key_id", cc.c.KeyID)
+		}
+		loggerFrom(r.Context()).Log(r.Context(), level, "request", attrs...)
+	})
+}
+
+// callerCarrier lets the auth middleware (deeper in the chain) hand the
+// caller back to the access log (outer), since contexts flow only inward.
+type callerCarrier struct{ c *auth.Caller }
+
+// hostOriginMiddleware refuses requests whose Host is not one this server
+// answers to (DNS rebinding: a page on evil.example resolving to 127.0.0.1
+// still sends Host: evil.example) with 421, and cross-origin browser
+// requests from origins not allowed with 403. It also answers CORS for the
+// configured origins.
+func (s *Server) hostOriginMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hostAllowed(r.Host) {
+			WriteError(w, r, fault.New(fault.Misdirected, "this server does not answer for that Host"))
+			return
+		}
+		origin := r.Header.Get("Origin")
+		if origin != "" {
+			cors := slices.Contains(s.cfg.CORSOrigins, origin)
+			if !cors && !s.sameOrigin(origin, r.Host) {
+				WriteError(w, r, fault.New(fault.Forbidden, "cross-origin request refused"))
+				return
+			}
+			if cors {
+				h := w.Header()
+				h.Set("Access-Control-Allow-Origin", origin)
+				h.Add("Vary", "Origin")
+				h.Set("Access-Control-Allow-Headers", "Authorization, X-API-Key, X-AIO-API-Key, Content-Type")
+				h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+				h.Set("Access-Control-Max-Age", "600")
+				if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed applies the Host rule. On a loopback bind: localhost,
+// 127.0.0.1, [::1] and SANDBOX_ALLOWED_HOSTS. On a non-loopback bind also the
+// listen IP and any IP literal (a rebinding attack always carries the
+// attacker's domain name, never an IP).
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, a := range s.cfg.AllowedHosts {
+		if strings.EqualFold(a, host) {
+			return true
+		}
+	}
+	if !s.loopbackBind {
+		return net.ParseIP(host) != nil
+	}
+	return false
+}
+
+// sameOrigin: an Origin whose host:port is the request's own Host (the
+// /docs page calling the API) is not cross-origin.
+func (s *Server) sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, host)
+}
+
+// bodyLimitMiddleware refuses declared oversize bodies with 413 before
+// reading them and caps the rest. Paths registered with AllowLargeBodies
+// cap their own bodies.
+func (s *Server) bodyLimitMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, p := range s.largeBodyPrefixes {
+			if strings.HasPrefix(r.URL.Path, p) {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		limit := s.cfg.MaxBody.Bytes()
+		if r.ContentLength > limit {
+			WriteError(w, r, fault.Errorf(fault.TooLarge, "request body over the %d byte limit", limit))
+			return
+		}
+		if r.Body != nil {
+			// +1: huma reads at most limit bytes per operation and reports
+			// 413 itself; this reader only stops plain handlers.
+			r.Body = http.MaxBytesReader(w, r.Body, limit+1)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// publicPaths need no credential.
+var publicPaths = []string{"/healthz", "/docs", "/openapi.json", "/openapi.yaml", "/openapi-3.0.json", "/openapi-3.0.yaml"}
+
+// authMiddleware authenticates every non-public request. A request with no
+// credential is refused before any disk I/O; a locked-out address gets 429
+// whatever it sends.
+func (s *Server) authMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(publicPaths, r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		addr := auth.ClientIP(r.RemoteAddr)
+		if d := s.auth.Locked(addr); d > 0 {
+			WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, int((d+time.Second-1)/time.Second), "too many failed authentication attempts; retry later"))
+			return
+		}
+		cred, err := auth.ParseCredential(r.Header, r.URL.Query())
+		if err != nil {
+			if auth.IsMissing(err) {
+				// Nothing presented: nothing to count, nothing to audit.
+				WriteError(w, r, err)
+				return
+			}
+			WriteError(w, r, s.auth.RecordFailure(r.Context(), addr, fault.Public(err)))
+			return
+		}
+		c, err := s.auth.Authenticate(r.Context(), addr, cred)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if cc, ok := r.Context().Value(callerCarrierKey{}).(*callerCarrier); ok {
+			cc.c = &c
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithCaller(r.Context(), c)))
+	})
+}
+
+type callerCarrierKey struct{}
+
+var errNoCaller = errors.New("no caller in context")
+
+// MustCaller returns the request's caller or an Unauthorized fault (a route
+// reached without the auth middleware is a bug, not an open door).
+func MustCaller(ctx context.Context) (auth.Caller, error) {
+	c, ok := auth.CallerFrom(ctx)
+	if !ok {
+		return auth.Caller{}, fault.Wrap(fault.Unauthorized, errNoCaller, "authentication required")
+	}
+	return c, nil
+}

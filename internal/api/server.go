@@ -1,0 +1,183 @@
+// Package api is sandhold's HTTP surface: the chi router and huma API
+// (OpenAPI 3.1 generated from the handlers), the AIO response envelope, the
+// one table from error kind to status, and the middleware chain every
+// request passes:
+//
+//	request id → recover → access log + metrics → Host/Origin check →
+//	body-size limit → authentication
+//
+// It stops DNS rebinding and cross-site requests against a localhost server
+// (Host and Origin checks), unauthenticated access (every route but the
+// public ones needs a key; no credential means 401 before any disk I/O),
+// oversize bodies (413 before reading) and information leaks in errors
+// (clients get a kind, a message and a request id; the detail is logged).
+//
+// Other packages add routes to the same router and API after New: use
+// Router() for plain handlers (SSE, WebSocket, streams; write errors with
+// WriteError) and API() with huma.Register for JSON operations (return
+// fault errors; set MaxBodyBytes to MaxBody() for bodies). Handlers find
+// the caller with auth.CallerFrom(ctx) or MustCaller.
+package api
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humachi"
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/config"
+)
+
+// Deps are what the server needs; the daemon builds them.
+type Deps struct {
+	Config   config.Config
+	Auth     *auth.Service
+	Audit    *audit.Log
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Version  string
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg          config.Config
+	auth         *auth.Service
+	audit        *audit.Log
+	log          *slog.Logger
+	reg          *prometheus.Registry
+	metrics      *httpMetrics
+	version      string
+	loopbackBind bool
+
+	router chi.Router
+	api    huma.API
+
+	// largeBodyPrefixes are set before serving and read-only afterwards.
+	largeBodyPrefixes []string
+
+	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
+}
+
+//go:embed docs/index.html
+var docsPage []byte
+
+// New builds the router, the middleware chain and the foundation routes.
+func New(d Deps) (*Server, error) {
+	if d.Auth == nil || d.Audit == nil || d.Registry == nil {
+		return nil, fmt.Errorf("api: missing dependency")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	m, err := newHTTPMetrics(d.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s := &Server{
+		cfg: d.Config, auth: d.Auth, audit: d.Audit, log: d.Logger, reg: d.Registry,
+		metrics: m, version: d.Version, loopbackBind: config.IsLoopbackListen(d.Config.Listen),
+	}
+	r := chi.NewRouter()
+	r.Use(s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
+		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, errNotFound)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, r, errMethod)
+	})
+	s.router = r
+
+	hc := huma.DefaultConfig("sandhold API", d.Version)
+	hc.Info.Description = "Secure multi-tenant sandbox server for AI agents. Every response is an envelope {success, message, data, hint}."
+	hc.CreateHooks = nil // no $schema links in bodies: responses keep the AIO shape exactly
+	hc.DocsPath = ""     // /docs is our own page (no CDN here)
+	hc.SchemasPath = ""
+	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "Authorization: Bearer <key>"},
+		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key"},
+	}
+	s.api = humachi.New(r, hc)
+
+	s.routes()
+	return s, nil
+}
+
+// Router is the chi router, for plain handlers.
+func (s *Server) Router() chi.Router { return s.router }
+
+// API is the huma API, for huma.Register.
+func (s *Server) API() huma.API { return s.api }
+
+// Handler is the root handler to serve.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// MaxBody is the JSON body cap (SANDBOX_MAX_BODY) for huma operations.
+func (s *Server) MaxBody() int64 { return s.cfg.MaxBody.Bytes() }
+
+// AllowLargeBodies exempts paths under prefix from the SANDBOX_MAX_BODY
+// cap; their handlers must cap the body themselves (uploads). Call before
+// serving.
+func (s *Server) AllowLargeBodies(prefix string) {
+	s.largeBodyPrefixes = append(s.largeBodyPrefixes, prefix)
+}
+
+// Security marks an operation as needing a key (for the OpenAPI document).
+var Security = []map[string][]string{{"bearer": {}}, {"apiKey": {}}}
+
+func (s *Server) routes() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "healthz", Method: http.MethodGet, Path: "/healthz", Tags: []string{"system"},
+		Summary: "Liveness (no authentication)",
+	}, s.healthz)
+
+	s.router.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(docsPage)
+	})
+
+	metrics := promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+	s.router.Get("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		c, err := MustCaller(r.Context())
+		if err == nil {
+			err = s.auth.Require(r.Context(), c, "read metrics", auth.RoleAdmin, auth.RoleViewer)
+		}
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
+
+	s.keyRoutes()
+	s.ticketRoutes()
+	s.auditRoutes()
+}
+
+// HealthOutput is GET /healthz.
+type HealthOutput struct {
+	Body Envelope[HealthData]
+}
+
+// HealthData reports liveness.
+type HealthData struct {
+	Status  string `json:"status" example:"ok"`
+	Version string `json:"version"`
+}
+
+func (s *Server) healthz(_ context.Context, _ *struct{}) (*HealthOutput, error) {
+	return &HealthOutput{Body: OK(HealthData{Status: "ok", Version: s.version})}, nil
+}
