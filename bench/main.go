@@ -1,0 +1,461 @@
+// Command bench measures sandhold against its peers in one run: a bare Go
+// fork/exec of /bin/true, bubblewrap per command, and sandhold's exec
+// round trip through the HTTP API into a live sandbox, sandbox creation
+// cold and from the warm pool, sustained executions per second with 16
+// concurrent clients — and prints the ratios. "bench density" creates many
+// idle sandboxes and reports the memory they add and how creation latency
+// changes.
+//
+// It starts the real server (the sandhold binary given by -server) on a
+// loopback port with a temporary data dir, so the figures include
+// everything a client sees.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	server  string
+	json    bool
+	n       int
+	sustain time.Duration
+	count   int
+}
+
+func run(ctx context.Context, args []string) error {
+	mode := "core"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		mode, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.server, "server", "bin/sandhold", "sandhold binary to benchmark")
+	fs.BoolVar(&o.json, "json", false, "print the figures as one JSON object")
+	fs.IntVar(&o.n, "n", 300, "samples per latency figure")
+	fs.DurationVar(&o.sustain, "sustain", 5*time.Second, "duration of the sustained-throughput run")
+	fs.IntVar(&o.count, "count", 1000, "sandboxes for bench density")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch mode {
+	case "core":
+		return core(ctx, o)
+	case "density":
+		return density(ctx, o)
+	}
+	return fmt.Errorf("unknown benchmark %q (core, density)", mode)
+}
+
+// latency holds samples of one figure.
+type latency []time.Duration
+
+func (l latency) pct(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := append(latency(nil), l...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(p / 100 * float64(len(s)-1))
+	return s[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+type figure struct {
+	P50ms float64 `json:"p50_ms"`
+	P99ms float64 `json:"p99_ms"`
+	N     int     `json:"n"`
+}
+
+func fig(l latency) figure { return figure{P50ms: ms(l.pct(50)), P99ms: ms(l.pct(99)), N: len(l)} }
+
+func sample(n int, f func() error) (latency, error) {
+	out := make(latency, 0, n)
+	for range n {
+		start := time.Now()
+		if err := f(); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+// server is a sandhold started for the benchmark.
+type server struct {
+	cmd  *exec.Cmd
+	base string
+	key  string
+	dir  string
+	c    *http.Client
+}
+
+func startServer(ctx context.Context, bin string, pool int) (*server, error) {
+	dir, err := os.MkdirTemp("", "sandhold-bench-")
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	key := "shk_" + strings.Repeat("b", 43)
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--data-dir", dir)
+	cmd.Env = append(os.Environ(),
+		"SANDBOX_API_KEY="+key,
+		"SANDBOX_WARM_POOL="+strconv.Itoa(pool),
+		"SANDBOX_RATE_LIMIT=false",
+		"SANDBOX_LOG_LEVEL=error",
+	)
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	s := &server{cmd: cmd, base: "http://" + addr, key: key, dir: dir, c: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+		Timeout:   2 * time.Minute,
+	}}
+	for range 300 {
+		if resp, err := s.c.Get(s.base + "/healthz"); err == nil {
+			_ = resp.Body.Close()
+			return s, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.stop()
+	return nil, errors.New("server did not come up")
+}
+
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+func (s *server) call(method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out == nil {
+		return nil
+	}
+	var env struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return err
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+func (s *server) create() (string, error) {
+	var sb struct {
+		ID string `json:"id"`
+	}
+	err := s.call("POST", "/v1/sandboxes", map[string]any{}, &sb)
+	return sb.ID, err
+}
+
+func (s *server) exec(id string) error {
+	var r struct {
+		ExitCode *int   `json:"exit_code"`
+		Status   string `json:"status"`
+	}
+	if err := s.call("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"argv": []string{"/bin/true"}}, &r); err != nil {
+		return err
+	}
+	if r.Status != "completed" || r.ExitCode == nil || *r.ExitCode != 0 {
+		return fmt.Errorf("exec: status %s", r.Status)
+	}
+	return nil
+}
+
+func (s *server) delete(id string) error { return s.call("DELETE", "/v1/sandboxes/"+id, nil, nil) }
+
+// poolReady waits until a sandbox can be taken from the warm pool, by
+// watching the server's count of ready pool sandboxes.
+func (s *server) poolReady(want int) {
+	for range 500 {
+		var sec struct {
+			Pool struct {
+				Ready int `json:"ready"`
+			} `json:"pool"`
+		}
+		if s.call("GET", "/v1/sandbox/security", nil, &sec) == nil && sec.Pool.Ready >= want {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type coreResult struct {
+	BareForkExec   figure  `json:"bare_fork_exec"`
+	Bwrap          *figure `json:"bwrap,omitempty"`
+	ExecRTT        figure  `json:"exec_rtt"`
+	CreateCold     figure  `json:"create_cold_first_exec"`
+	CreateWarm     figure  `json:"create_warm_first_exec"`
+	CreateWarmOnly figure  `json:"create_warm"`
+	ExecPerSecond  float64 `json:"exec_per_second_16_clients"`
+	Ratios         struct {
+		ExecRTTOverBare  float64  `json:"exec_rtt_over_bare_fork_exec"`
+		BwrapOverExecRTT *float64 `json:"bwrap_over_exec_rtt,omitempty"`
+	} `json:"ratios"`
+}
+
+func core(ctx context.Context, o options) error {
+	var res coreResult
+	bare, err := sample(o.n, func() error { return exec.Command("/bin/true").Run() })
+	if err != nil {
+		return fmt.Errorf("bare fork/exec: %w", err)
+	}
+	res.BareForkExec = fig(bare)
+	if bw, err := exec.LookPath("bwrap"); err == nil {
+		l, err := sample(o.n/3, func() error {
+			return exec.Command(bw, "--unshare-all", "--ro-bind", "/", "/", "true").Run()
+		})
+		if err != nil {
+			return fmt.Errorf("bwrap: %w", err)
+		}
+		f := fig(l)
+		res.Bwrap = &f
+	} else {
+		fmt.Fprintln(os.Stderr, "bench: bwrap not installed; `make bench` installs bubblewrap")
+	}
+
+	// Exec round trip and throughput, with a warm pool as shipped.
+	srv, err := startServer(ctx, o.server, 2)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	id, err := srv.create()
+	if err != nil {
+		return err
+	}
+	for range 20 { // warm the connection and the execution groups
+		if err := srv.exec(id); err != nil {
+			return err
+		}
+	}
+	rtt, err := sample(o.n, func() error { return srv.exec(id) })
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	res.ExecRTT = fig(rtt)
+
+	// Sustained: 16 clients on 4 sandboxes (16 concurrent executions per
+	// sandbox is the default cap, so spread them).
+	ids := []string{id}
+	for range 3 {
+		x, err := srv.create()
+		if err != nil {
+			return err
+		}
+		ids = append(ids, x)
+	}
+	var done atomic.Int64
+	var failed atomic.Value
+	deadline := time.Now().Add(o.sustain)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 16 {
+		wg.Add(1)
+		go func(sb string) {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if err := srv.exec(sb); err != nil {
+					failed.Store(err)
+					return
+				}
+				done.Add(1)
+			}
+		}(ids[i%len(ids)])
+	}
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		return fmt.Errorf("sustained exec: %w", err)
+	}
+	res.ExecPerSecond = float64(done.Load()) / time.Since(start).Seconds()
+
+	// Warm create (+ first exec), waiting for the pool between samples.
+	res.CreateWarmOnly, res.CreateWarm, err = creates(srv, o.n/10, true)
+	if err != nil {
+		return fmt.Errorf("warm create: %w", err)
+	}
+	srv.stop()
+
+	cold, err := startServer(ctx, o.server, 0)
+	if err != nil {
+		return err
+	}
+	defer cold.stop()
+	_, res.CreateCold, err = creates(cold, o.n/10, false)
+	if err != nil {
+		return fmt.Errorf("cold create: %w", err)
+	}
+
+	res.Ratios.ExecRTTOverBare = res.ExecRTT.P50ms / res.BareForkExec.P50ms
+	if res.Bwrap != nil {
+		r := res.Bwrap.P50ms / res.ExecRTT.P50ms
+		res.Ratios.BwrapOverExecRTT = &r
+	}
+	if o.json {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	printCore(res)
+	return nil
+}
+
+// creates measures n sandbox creations: the create call alone, and create
+// plus the first exec (what a client waits for before its first result).
+// The delete after each sample is not measured.
+func creates(srv *server, n int, fromPool bool) (createOnly, withExec figure, err error) {
+	var only, first latency
+	for range n {
+		if fromPool {
+			srv.poolReady(1)
+		}
+		t0 := time.Now()
+		id, err := srv.create()
+		if err != nil {
+			return figure{}, figure{}, err
+		}
+		only = append(only, time.Since(t0))
+		if err := srv.exec(id); err != nil {
+			return figure{}, figure{}, err
+		}
+		first = append(first, time.Since(t0))
+		if err := srv.delete(id); err != nil {
+			return figure{}, figure{}, err
+		}
+	}
+	return fig(only), fig(first), nil
+}
+
+func printCore(r coreResult) {
+	row := func(name string, f figure) {
+		fmt.Printf("%-42s p50 %8.2f ms   p99 %8.2f ms   (n=%d)\n", name, f.P50ms, f.P99ms, f.N)
+	}
+	row("bare Go fork/exec /bin/true", r.BareForkExec)
+	if r.Bwrap != nil {
+		row("bwrap --unshare-all --ro-bind / / true", *r.Bwrap)
+	}
+	row("sandhold exec RTT (HTTP, live sandbox)", r.ExecRTT)
+	row("sandhold create, cold (+ first exec)", r.CreateCold)
+	row("sandhold create, warm pool", r.CreateWarmOnly)
+	row("sandhold create, warm pool (+ first exec)", r.CreateWarm)
+	fmt.Printf("%-42s %8.0f exec/s\n", "sustained, 16 concurrent clients", r.ExecPerSecond)
+	fmt.Printf("\nratio exec RTT / bare fork/exec (p50):      %.2fx   (target <= 1.5x)\n", r.Ratios.ExecRTTOverBare)
+	if r.Ratios.BwrapOverExecRTT != nil {
+		fmt.Printf("ratio bwrap / exec RTT (p50):               %.2fx   (target >= 4x)\n", *r.Ratios.BwrapOverExecRTT)
+	}
+}
+
+// density creates many idle sandboxes and reports the memory they add
+// (MemAvailable before and after: every process, page cache of the
+// tmpfs roots and kernel objects included) and create latency at the
+// first and the last.
+func density(ctx context.Context, o options) error {
+	srv, err := startServer(ctx, o.server, 0)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	before, err := memAvailable()
+	if err != nil {
+		return err
+	}
+	var lat latency
+	for i := range o.count {
+		t0 := time.Now()
+		if _, err := srv.create(); err != nil {
+			return fmt.Errorf("sandbox #%d: %w", i+1, err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	time.Sleep(time.Second)
+	after, err := memAvailable()
+	if err != nil {
+		return err
+	}
+	added := before - after
+	firstN := lat[:min(10, len(lat))]
+	lastN := lat[max(0, len(lat)-10):]
+	out := map[string]any{
+		"sandboxes":         o.count,
+		"added_memory_mb":   added >> 20,
+		"per_sandbox_kb":    added / int64(o.count) >> 10,
+		"create_first10_ms": ms(firstN.pct(50)),
+		"create_last10_ms":  ms(lastN.pct(50)),
+	}
+	if o.json {
+		return json.NewEncoder(os.Stdout).Encode(out)
+	}
+	fmt.Printf("%d idle sandboxes: %d MB added (%d KB each; goal <= 4 GB total)\n", o.count, added>>20, added/int64(o.count)>>10)
+	fmt.Printf("create latency p50, first 10: %.2f ms; last 10: %.2f ms\n", ms(firstN.pct(50)), ms(lastN.pct(50)))
+	return nil
+}
+
+func memAvailable() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no MemAvailable in /proc/meminfo")
+}
