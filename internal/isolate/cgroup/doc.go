@@ -58,9 +58,17 @@
 // (cgroup_procs_write_start → find_task_by_vpid), so the init writes its own
 // in-namespace TID (gettid()).
 //
+// The init must lock the goroutine to its thread (runtime.LockOSThread)
+// before moving it: the Go runtime then starts new threads from a
+// template thread, never by cloning the locked one, so no runtime thread
+// inherits the execution's group (tested: threads started while the
+// locked thread sits in a sub-group stay out of it). If moving the thread
+// back fails, the goroutine must exit without unlocking, so the thread
+// dies instead of returning to the scheduler from inside the sub-group.
+//
 // On v2 the same is done with clone3(CLONE_INTO_CGROUP) and an O_PATH
-// directory descriptor of the sub-group's process leaf (see the v2 layout
-// below); OpenThreadAttach returns that descriptor instead. Unlike v1, v2
+// descriptor of the directory the sub-group's processes live in (see the
+// v2 layout below); OpenThreadAttach returns that descriptor instead. Unlike v1, v2
 // checks the CALLER's permission on the common ancestor's cgroup.procs and
 // the caller's cgroup namespace, so on v2 the sandbox group must be
 // delegated to the init's mapped root (Group.Delegate).
