@@ -41,9 +41,10 @@
 //
 // # Policy (documented choices)
 //
-//   - Entry count: every file system object counts, including directories
-//     implied by a path (`a/b/c` creates a and a/b), so a deep-path archive
-//     cannot multiply inodes past MaxEntries.
+//   - Entry count: MaxEntries caps the archive's entries that create
+//     something, and separately the directories implied by paths (`a/b/c`
+//     implies a and a/b), so a deep-path archive creates at most
+//     2*MaxEntries objects rather than MaxEntries*MaxDepth.
 //   - Hardlinks are always refused (even ones to earlier entries).
 //   - Symlinks are refused unless Limits.AllowSymlinks. When allowed, a target
 //     must be relative, must stay inside the destination when resolved
@@ -86,8 +87,8 @@ const (
 // cap: the zero value allows nothing (it fails closed); negative values are
 // refused. Start from DefaultLimits and tighten.
 type Limits struct {
-	// MaxEntries caps the file system objects created (files, directories
-	// including implied ones, symlinks). Pack caps the objects it visits.
+	// MaxEntries caps the archive entries extracted, and separately the
+	// directories implied by their paths. Pack caps the objects it visits.
 	MaxEntries int
 	// MaxTotalBytes caps the total ACTUAL bytes written (counted while
 	// decompressing, never taken from headers). Callers pass

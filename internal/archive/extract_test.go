@@ -305,7 +305,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 		{"too-many-entries", func(t testing.TB) []byte { return buildTar(t, tent{name: "a"}, tent{name: "b"}, tent{name: "c"}) },
 			FormatTar, small(func(l *Limits) { l.MaxEntries = 2 }), ReasonTooManyEntries},
 		{"implied-dirs-count", func(t testing.TB) []byte { return buildTar(t, tent{name: "a/b/c/d"}) },
-			FormatTar, small(func(l *Limits) { l.MaxEntries = 3 }), ReasonTooManyEntries},
+			FormatTar, small(func(l *Limits) { l.MaxEntries = 2 }), ReasonTooManyEntries},
 		{"zero-limits-fail-closed", func(t testing.TB) []byte { return buildTar(t, tent{name: "a"}) }, FormatTar, Limits{}, ReasonNameTooLong},
 		{"negative-limits", func(t testing.TB) []byte { return buildTar(t, tent{name: "a"}) }, FormatTar, small(func(l *Limits) { l.MaxRatio = -1 }), ReasonInvalidLimits},
 		{"ratio-bomb-zip", func(t testing.TB) []byte { return zerosZip(t, 64<<20) }, FormatZip, DefaultLimits(), ReasonRatio},

@@ -38,6 +38,7 @@ type plan struct {
 	folds    map[string]string
 	manifest []entry
 	links    []entry
+	implied  int // directories created only because a path names them
 	res      Result
 }
 
@@ -55,9 +56,14 @@ func finalPerm(kind entryKind, m fs.FileMode) fs.FileMode {
 }
 
 // add records an entry, creating implied parent directories, and refuses
-// duplicates, case collisions, children of files or symlinks and the
-// MaxEntries+1st object.
+// duplicates, case collisions, children of files or symlinks, the
+// MaxEntries+1st entry and the MaxEntries+1st implied directory (so a
+// deep-path archive creates at most 2*MaxEntries objects, not
+// MaxEntries*MaxDepth).
 func (p *plan) add(e entry) error {
+	if len(p.manifest) >= p.lim.MaxEntries {
+		return refuse(e.raw, KindTooLarge, ReasonTooManyEntries, "")
+	}
 	// Implied parents, outermost first. Depth is capped by cleanName.
 	parent := parentOf(e.name)
 	if parent != "" {
@@ -69,6 +75,10 @@ func (p *plan) add(e entry) error {
 			n := p.nodes[prefix]
 			switch {
 			case n == nil:
+				if p.implied >= p.lim.MaxEntries {
+					return refuse(e.raw, KindTooLarge, ReasonTooManyEntries, "too many implied directories")
+				}
+				p.implied++
 				if err := p.create(e, prefix, &node{kind: kindDir, perm: finalPerm(kindDir, 0o755)}); err != nil {
 					return err
 				}
@@ -114,9 +124,6 @@ func (p *plan) strip(e entry) {
 }
 
 func (p *plan) create(e entry, name string, n *node) error {
-	if len(p.nodes) >= p.lim.MaxEntries {
-		return refuse(e.raw, KindTooLarge, ReasonTooManyEntries, "")
-	}
 	k := foldKey(name)
 	if other, ok := p.folds[k]; ok && other != name {
 		return refuse(e.raw, KindConflict, ReasonCaseCollision, "")
