@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -573,4 +572,5 @@ func (m *Manager) Layers() []agent.Layer {
 	return m.pool.lastLayers()
 }
 
-var errClosed = errors.New("sandbox manager closed")
+// PoolStatus reports the warm pool.
+func (m *Manager) PoolStatus() PoolStatus { return m.pool.status() }

@@ -134,3 +134,15 @@ func (p *pool) lastLayers() []agent.Layer {
 	defer p.mu.Unlock()
 	return append([]agent.Layer(nil), p.layers...)
 }
+
+// PoolStatus is the warm pool's size and how many sandboxes wait in it.
+type PoolStatus struct {
+	Size  int `json:"size"`
+	Ready int `json:"ready"`
+}
+
+func (p *pool) status() PoolStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PoolStatus{Size: p.size, Ready: len(p.ready)}
+}
