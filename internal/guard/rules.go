@@ -131,6 +131,8 @@ var tiers = map[string]Risk{
 	"setsid": Safe, "stdbuf": Safe, "time": Safe, "command": Safe, "builtin": Safe, "exec": Safe,
 	"busybox": Safe, "toybox": Safe, "flock": Safe, "watch": Safe, "taskset": Safe, "chrt": Safe,
 	"eval": Safe, "source": Safe, ".": Safe, "alias": Safe,
+	// awk's program is skimmed (see walker.awk): Safe unless it can run or write.
+	"awk": Safe, "gawk": Safe, "mawk": Safe, "nawk": Safe,
 	// Privilege changes: medium even when the inner command is safe.
 	"sudo": Medium, "doas": Medium, "su": Medium, "runuser": Medium,
 	// chroot, nsenter, unshare and the privileged commands are Dangerous by
@@ -156,6 +158,9 @@ func isRootTarget(v string) bool {
 	p := path.Clean(v)
 	if rootDirs[p] {
 		return true
+	}
+	if p[0] == '~' && !strings.Contains(strings.TrimSuffix(p, "/*"), "/") {
+		return true // ~user, ~user/*: someone's home
 	}
 	if dir, ok := strings.CutSuffix(p, "/*"); ok && rootDirs[dir] {
 		return true

@@ -20,6 +20,7 @@ type ctx struct {
 	inPipe     bool             // the statement is a stage of a pipeline
 	background bool             // the statement runs with &
 	nested     span             // commands found in substitutions of the current simple command
+	redirs     span             // commands found in the current statement's redirections
 	xargs      bool             // argv came through xargs: more arguments arrive from stdin
 	repl       string           // xargs -I / find -exec placeholder replaced at run time
 	aliases    []string         // aliases being expanded (bash never expands one inside itself)
@@ -36,6 +37,8 @@ type walker struct {
 	aliases     map[string]string // aliases defined so far
 	downloads   map[string]bool   // files written by curl -o / wget -O
 	anyDownload bool              // a download whose file name the guard cannot know
+	written     map[string]bool   // files this line writes with > or tee
+	pos         []field           // positional parameters of the shell being walked, when known
 	steps       int
 	reparsed    int
 	stopped     bool
@@ -118,6 +121,22 @@ func (w *walker) parse(src string, c ctx, what string) {
 	}
 }
 
+// parseQuiet parses text that may or may not be shell code (a string in a
+// program): a syntax error is not a finding.
+func (w *walker) parseQuiet(src string, c ctx) *syntax.File {
+	w.reparsed += len(src)
+	if w.stopped || w.reparsed > maxReparseBytes {
+		return nil
+	}
+	p := w.g.getParser()
+	f, err := p.Parse(strings.NewReader(src), "")
+	w.g.putParser(p)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
 func (w *walker) parseFile(src string, c ctx, what string) *syntax.File {
 	if w.stopped {
 		return nil
@@ -155,9 +174,11 @@ func (w *walker) stmt(s *syntax.Stmt, c ctx) {
 		return
 	}
 	c.background = c.background || s.Background || s.Coprocess || s.Disown
+	start := len(w.v.Commands)
 	for _, r := range s.Redirs {
 		w.redirect(r, &c)
 	}
+	c.redirs = span{start, len(w.v.Commands)}
 	w.command(s.Cmd, c)
 }
 
@@ -277,7 +298,7 @@ func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
 	if r.Word == nil {
 		return
 	}
-	t := resolve(r.Word)
+	t := resolve(r.Word, w.pos)
 	read, write := false, false
 	switch r.Op {
 	case syntax.RdrIn:
@@ -304,6 +325,7 @@ func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
 		w.flag(RuleCredentialRead, Dangerous, "redirection reads secret "+printable(t.val))
 	case write && !harmlessDevices[t.val] && !strings.HasPrefix(t.val, "/dev/fd/"):
 		w.bump(Medium, "writes "+w.show(field{val: t.val, lit: t.lit, src: r.Word}))
+		w.wrote(t.val)
 	}
 }
 
@@ -350,11 +372,14 @@ func (w *walker) call(ce *syntax.CallExpr, c ctx) {
 		return
 	}
 	start := len(w.v.Commands)
+	if c.redirs.end > c.redirs.start {
+		start = c.redirs.start // bash < <(curl …): the redirection's commands count too
+	}
 	for _, wd := range ce.Args {
 		w.nestedWord(wd, c)
 	}
 	c.nested = span{start, len(w.v.Commands)}
-	w.argv(fields(ce.Args), c)
+	w.argv(fields(ce.Args, w.pos), c)
 }
 
 func (w *walker) decl(d *syntax.DeclClause, c ctx) {
@@ -374,7 +399,7 @@ func (w *walker) decl(d *syntax.DeclClause, c ctx) {
 			}
 		}
 		if a.Value != nil {
-			f := resolve(a.Value)
+			f := resolve(a.Value, w.pos)
 			f.src = a.Value
 			lit = lit && f.lit
 			s += w.show(f)
@@ -496,8 +521,12 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 		}
 		return nil, c, false // the body was classified where it was declared
 	}
-	if first.lit && strings.Contains(first.val, "/") && w.isDownloaded(first.val) {
-		w.dynamic(RuleDownloadExec, "runs "+first.val+", which this command line downloads")
+	if first.lit && strings.Contains(first.val, "/") {
+		if w.isDownloaded(first.val) {
+			w.dynamic(RuleDownloadExec, "runs "+first.val+", which this command line downloads")
+		} else {
+			w.ranWritten(first.val, "the command line")
+		}
 	}
 	tier, why := w.g.tierOf(cl)
 	if tier > Safe && why == "" {
@@ -526,6 +555,22 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 		w.findExec(cl, c)
 	case name == "curl" || name == "wget":
 		w.download(cl)
+	case name == "tee":
+		for _, a := range cl.args {
+			if !strings.HasPrefix(a.val, "-") {
+				w.wrote(a.val)
+			}
+		}
+	case name == "trap":
+		args := cl.args
+		if len(args) > 0 && args[0].val == "--" {
+			args = args[1:]
+		}
+		if len(args) >= 2 && args[0].val != "-" && !strings.HasPrefix(args[0].val, "-") {
+			w.code(args[0], "trap", c)
+		}
+	case awks[name]:
+		w.awk(cl, c)
 	default:
 		if codeFlags, long, ok := interpreter(name); ok {
 			w.interp(cl, codeFlags, long, c)
@@ -601,10 +646,10 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 				i++
 				val = args[i].val
 				if wr.longCode != "" && name == wr.longCode {
-					w.code(args[i], cl.name+" --"+name, c)
+					w.shellCode(args[i], cl.name+" --"+name, c, nil)
 				}
 			} else if hasEq && wr.longCode != "" && name == wr.longCode {
-				w.code(field{val: val, lit: args[i].lit, src: args[i].src}, cl.name+" --"+name, c)
+				w.shellCode(field{val: val, lit: args[i].lit, src: args[i].src}, cl.name+" --"+name, c, nil)
 			}
 			if cl.name == "xargs" && (name == "replace" || name == "i") {
 				c.repl = "{}"
@@ -638,7 +683,7 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 				val = args[i]
 			}
 			if wr.code != 0 && ch == wr.code {
-				w.code(val, cl.name+" -"+string(ch), c)
+				w.shellCode(val, cl.name+" -"+string(ch), c, nil)
 			}
 			if cl.name == "xargs" && ch == 'I' {
 				c.repl = val.val
@@ -663,7 +708,7 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 	i += wr.skip
 	rest := args[i:]
 	if wr.allCode && len(rest) > 0 {
-		w.code(joinFields(rest), cl.name, c)
+		w.shellCode(joinFields(rest), cl.name, c, nil)
 		return nil, c, false
 	}
 	if cl.name == "xargs" {
@@ -703,6 +748,14 @@ func joinFields(fs []field) field {
 	return out
 }
 
+// shellCode handles code a new shell runs, with its positional parameters.
+func (w *walker) shellCode(f field, what string, c ctx, pos []field) {
+	saved := w.pos
+	w.pos = pos
+	w.code(f, what, c)
+	w.pos = saved
+}
+
 // code handles a string that a command runs as shell code.
 func (w *walker) code(f field, what string, c ctx) {
 	switch {
@@ -729,16 +782,17 @@ var shells = map[string]bool{
 func (w *walker) shell(cl *call, c ctx) {
 	hasC, stdinFlag := false, false
 	var operand *field
+	var rest []field // the operands after the -c string: $0, $1 …
 	args := cl.args
 	for i := 0; i < len(args); i++ {
 		a := args[i].val
 		if !args[i].lit {
-			operand = &args[i]
+			operand, rest = &args[i], args[i+1:]
 			break
 		}
 		if a == "--" || a == "-" {
 			if i+1 < len(args) {
-				operand = &args[i+1]
+				operand, rest = &args[i+1], args[i+2:]
 			}
 			break
 		}
@@ -761,12 +815,12 @@ func (w *walker) shell(cl *call, c ctx) {
 			}
 			continue
 		}
-		operand = &args[i]
+		operand, rest = &args[i], args[i+1:]
 		break
 	}
 	switch {
 	case hasC && operand != nil:
-		w.code(*operand, cl.name+" -c", c)
+		w.shellCode(*operand, cl.name+" -c", c, rest)
 	case hasC && c.xargs:
 		w.dynamic(RuleDynamicCode, cl.name+" -c runs code read by xargs at run time")
 	case hasC:
@@ -788,13 +842,13 @@ func (w *walker) stdinProgram(name string, isShell bool, c ctx) {
 		var t field
 		switch c.stdin.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
-			t = heredocText(c.stdin)
+			t = heredocText(c.stdin, w.pos)
 			t.src = c.stdin.Hdoc
 		case syntax.WordHdoc:
-			t = resolve(c.stdin.Word)
+			t = resolve(c.stdin.Word, w.pos)
 			t.src = c.stdin.Word
 		default: // < file
-			f := resolve(c.stdin.Word)
+			f := resolve(c.stdin.Word, w.pos)
 			f.src = c.stdin.Word
 			cc := c
 			cc.stdin = nil
@@ -822,6 +876,7 @@ func (w *walker) scriptFile(f field, who string, c ctx) {
 		w.stdinProgram(who, true, c)
 	case w.isDownloaded(v):
 		w.dynamic(RuleDownloadExec, who+" runs "+v+", which this command line downloads")
+	case w.ranWritten(v, who):
 	default:
 		w.flag(RuleScriptFile, Medium, who+" runs "+v+", whose content the guard cannot see")
 	}
@@ -875,7 +930,7 @@ func (w *walker) expandAlias(name, val string, args []field, c ctx) {
 		w.nestedWord(wd, c)
 	}
 	c.nested = span{start, len(w.v.Commands)}
-	w.argv(append(fields(ce.Args), args...), c)
+	w.argv(append(fields(ce.Args, w.pos), args...), c)
 }
 
 // findExec classifies the commands of find -exec/-execdir/-ok/-okdir.
@@ -1045,6 +1100,92 @@ func (w *walker) inlineProgram(name string, code field, c ctx) {
 	if credentialText(code.val) {
 		w.flag(RuleCredentialRead, Dangerous, name+" program mentions a secret file")
 	}
+	// Commands the program hands to a shell or exec, as far as they are
+	// literal: os.system("rm -rf /"), subprocess.call(["rm", "-rf", "/"]).
+	for _, cmd := range programCommands(code.val) {
+		cc := c
+		cc.depth++
+		cc.nested, cc.pipe, cc.stdin = span{}, nil, nil
+		if cc.depth > w.g.maxDepth {
+			break
+		}
+		saved := w.pos
+		w.pos = nil
+		if f := w.parseQuiet(cmd, cc); f != nil {
+			w.stmts(f.Stmts, cc)
+		}
+		w.pos = saved
+	}
+}
+
+// maxProgramCommands caps the command strings taken from one inline program.
+const maxProgramCommands = 32
+
+// execCalls are the calls through which a program runs a command string or
+// argument list.
+var execCalls = [...]string{
+	"system(", "system ", "popen(", "Popen(", "call(", "run(", "check_output(", "check_call(",
+	"exec(", "exec ", "execSync(", "spawn(", "spawnSync(", "shell_exec(", "passthru(", "proc_open(",
+}
+
+// programCommands extracts the literal command strings a program passes to
+// its exec calls, joining argument lists with spaces, plus backtick strings.
+func programCommands(src string) []string {
+	var out []string
+	for _, call := range execCalls {
+		for off := 0; len(out) < maxProgramCommands; {
+			i := strings.Index(src[off:], call)
+			if i < 0 {
+				break
+			}
+			off += i + len(call)
+			if s, ok := literalRun(src[off:]); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	for off := 0; len(out) < maxProgramCommands; {
+		i := strings.IndexByte(src[off:], '`')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(src[off+i+1:], '`')
+		if j < 0 {
+			break
+		}
+		out = append(out, src[off+i+1:off+i+1+j])
+		off += i + j + 2
+	}
+	return out
+}
+
+// literalRun reads `"a", 'b', "c"` (optionally inside [ or (, after spaces)
+// at the start of s and returns "a b c".
+func literalRun(s string) (string, bool) {
+	s = strings.TrimLeft(s, " \t[(")
+	var parts []string
+	for len(s) > 0 && (s[0] == '"' || s[0] == '\'') {
+		q := s[0]
+		j := 1
+		var b strings.Builder
+		for j < len(s) && s[j] != q {
+			if s[j] == '\\' && j+1 < len(s) {
+				j++
+			}
+			b.WriteByte(s[j])
+			j++
+		}
+		if j >= len(s) {
+			break
+		}
+		parts = append(parts, b.String())
+		s = strings.TrimLeft(s[j+1:], " \t")
+		if !strings.HasPrefix(s, ",") {
+			break
+		}
+		s = strings.TrimLeft(s[1:], " \t")
+	}
+	return strings.Join(parts, " "), len(parts) > 0
 }
 
 // --- downloads ---
@@ -1164,10 +1305,71 @@ func (w *walker) download(cl *call) {
 	}
 }
 
+// wrote records a file the line writes; running it later is dynamic.
+func (w *walker) wrote(p string) {
+	if p == "" || strings.Contains(p, runtimeMark) {
+		return
+	}
+	if w.written == nil {
+		w.written = map[string]bool{}
+	}
+	w.written[path.Clean(p)] = true
+}
+
+// ranWritten reports a dynamic finding when p was written earlier in the line.
+func (w *walker) ranWritten(p, who string) bool {
+	if !w.written[path.Clean(p)] {
+		return false
+	}
+	w.dynamic(RuleSourceDynamic, who+" runs "+p+", which this command line writes")
+	return true
+}
+
 // isDownloaded reports whether p may be a file downloaded earlier in the line.
 func (w *walker) isDownloaded(p string) bool {
 	if w.downloads[path.Clean(p)] || w.downloads[path.Base(p)] {
 		return true
 	}
 	return w.anyDownload && (strings.HasPrefix(p, "./") || !strings.Contains(p, "/"))
+}
+
+// awks are the awk implementations; their program is the first operand.
+var awks = map[string]bool{"awk": true, "gawk": true, "mawk": true, "nawk": true}
+
+// awk skims an awk program: system(), pipes and output redirection can run
+// commands or write files.
+func (w *walker) awk(cl *call, c ctx) {
+	args := cl.args
+	for i := 0; i < len(args); i++ {
+		a := args[i].val
+		switch {
+		case a == "--":
+			if i+1 < len(args) {
+				w.awkProgram(cl.name, args[i+1], c)
+			}
+			return
+		case a == "-f" || a == "--file" || a == "-E" || a == "--exec":
+			if i+1 < len(args) {
+				w.scriptFile(args[i+1], cl.name, c)
+			}
+			return
+		case a == "-F" || a == "-v" || a == "--assign" || a == "--field-separator" || a == "-i" || a == "--include":
+			i++
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+		default:
+			w.awkProgram(cl.name, args[i], c)
+			return
+		}
+	}
+}
+
+func (w *walker) awkProgram(name string, prog field, c ctx) {
+	switch {
+	case !prog.lit:
+		w.dynamic(RuleDynamicCode, name+" runs a program built at run time", c.nested)
+	case strings.Contains(prog.val, "system") || strings.Contains(prog.val, "|"):
+		w.inlineProgram(name, prog, c)
+	case strings.Contains(prog.val, ">"):
+		w.bump(Medium, name+" program may write files")
+	}
 }

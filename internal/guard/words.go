@@ -29,12 +29,12 @@ type field struct {
 }
 
 // fields resolves words into fields, performing brace expansion.
-func fields(words []*syntax.Word) []field {
+func fields(words []*syntax.Word, pos []field) []field {
 	out := make([]field, 0, len(words))
 	budget := maxBraceFields
 	for _, w := range words {
 		if !syntax.SplitBraces(w) {
-			f := resolve(w)
+			f := resolve(w, pos)
 			f.src = w
 			out = append(out, f)
 			continue
@@ -45,7 +45,7 @@ func fields(words []*syntax.Word) []field {
 				break
 			}
 			budget--
-			f := resolve(bw)
+			f := resolve(bw, pos)
 			f.src = bw
 			out = append(out, f)
 		}
@@ -53,8 +53,10 @@ func fields(words []*syntax.Word) []field {
 	return out
 }
 
-// resolve removes quotes and escapes from a word as the shell would.
-func resolve(w *syntax.Word) field {
+// resolve removes quotes and escapes from a word as the shell would. pos are
+// the positional parameters ($0, $1 …) when they are known, as in
+// sh -c 'rm -rf "$1"' _ /.
+func resolve(w *syntax.Word, pos []field) field {
 	if w == nil {
 		return field{lit: true}
 	}
@@ -66,7 +68,7 @@ func resolve(w *syntax.Word) field {
 	var b strings.Builder
 	lit := true
 	for _, p := range w.Parts {
-		if !resolvePart(&b, p, false) {
+		if !resolvePart(&b, p, false, pos) {
 			lit = false
 		}
 	}
@@ -76,7 +78,7 @@ func resolve(w *syntax.Word) field {
 // resolvePart appends the value of one word part and reports whether it was
 // literal. inDq is true inside double quotes, where backslash only escapes
 // $ ` " \ and newline.
-func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool) bool {
+func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, pos []field) bool {
 	switch p := p.(type) {
 	case *syntax.Lit:
 		if inDq {
@@ -95,13 +97,13 @@ func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool) bool {
 	case *syntax.DblQuoted:
 		lit := true
 		for _, q := range p.Parts {
-			if !resolvePart(b, q, true) {
+			if !resolvePart(b, q, true, pos) {
 				lit = false
 			}
 		}
 		return lit
 	case *syntax.ParamExp:
-		b.WriteString(paramHint(p))
+		b.WriteString(paramHint(p, pos))
 		return false
 	case *syntax.ExtGlob:
 		// A glob is expanded against the file system at run time like any
@@ -117,14 +119,20 @@ func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool) bool {
 }
 
 // paramHint is the best static guess of a parameter expansion's value.
-func paramHint(p *syntax.ParamExp) string {
+func paramHint(p *syntax.ParamExp, pos []field) string {
 	if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.NestedParam != nil {
+		return runtimeMark
+	}
+	if n := p.Param.Value; len(n) == 1 && n[0] >= '0' && n[0] <= '9' && p.Exp == nil {
+		if i := int(n[0] - '0'); i < len(pos) {
+			return pos[i].val
+		}
 		return runtimeMark
 	}
 	if p.Exp != nil {
 		switch p.Exp.Op {
 		case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull:
-			if f := resolve(p.Exp.Word); f.lit {
+			if f := resolve(p.Exp.Word, pos); f.lit {
 				return f.val
 			}
 		}
@@ -243,7 +251,7 @@ func isHex(c byte) bool {
 // heredocText returns the text a here-document feeds to its command, and
 // whether it is literal: a quoted delimiter (<<'EOF') disables expansion, an
 // unquoted one lets $x and $(…) in.
-func heredocText(r *syntax.Redirect) field {
+func heredocText(r *syntax.Redirect, pos []field) field {
 	if r.Hdoc == nil {
 		return field{lit: true}
 	}
@@ -271,7 +279,7 @@ func heredocText(r *syntax.Redirect) field {
 			unescapeDq(&b, l.Value)
 		default:
 			lit = false
-			resolvePart(&b, p, true)
+			resolvePart(&b, p, true, pos)
 		}
 	}
 	return field{val: b.String(), lit: lit}
