@@ -60,8 +60,16 @@
 // (cgroup v1; the server opened them as host root and attached them to the
 // spawn request, and v1 checks the opener's credentials), forks and execs
 // (the child inherits the thread's cgroups), and then returns without
-// unlocking, so the Go runtime destroys that thread: no thread of the init
-// stays behind in the execution's group. On cgroup v2 the server attaches the
-// group's directory instead and the child is created in it with clone3
-// CLONE_INTO_CGROUP.
+// returns to the sandbox's own group through the home files (or, if that
+// fails, ends without unlocking so the Go runtime destroys the thread): no
+// thread of the init stays behind in an execution's group.
+//
+// cgroup v2 has no per-thread membership outside threaded subtrees, and
+// clone3 CLONE_INTO_CGROUP is unavailable because the seccomp filter makes
+// clone3 fail with ENOSYS (its flags cannot be inspected). There the server
+// attaches the group's cgroup.procs, opened as host root, and the init moves
+// the child right after fork. A child that forks within those microseconds
+// leaves a grandchild in the sandbox's group: it is still killed with the
+// sandbox and counted against its limits, but not by the execution's
+// timeout. This path is untested on this project's cgroup-v1 CI hosts.
 package agent

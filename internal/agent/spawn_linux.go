@@ -106,10 +106,6 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	}
 	proc := &syscall.ProcAttr{Dir: r.Cwd, Env: r.Env, Files: fds, Sys: attr}
 
-	if s.setup.CgroupVersion == 2 && len(cgroups) > 0 {
-		attr.UseCgroupFD = true
-		attr.CgroupFD = int(cgroups[0].Fd())
-	}
 	done := make(chan spawnResult, 1)
 	go s.forkInGroup(id, path, r.Argv, proc, cgroups, home, done)
 	res := <-done
@@ -146,6 +142,18 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 		s.children[pid] = id
 	}
 	s.mu.Unlock()
+	if err == nil && !v1 {
+		// cgroup v2: the attached file is the execution group's
+		// cgroup.procs, opened by the server (v2 checks the opener's
+		// credentials too). The child is moved right after fork; see the
+		// package doc for the window this leaves.
+		for _, f := range cgroups {
+			if _, werr := unix.Write(int(f.Fd()), []byte(strconv.Itoa(pid))); werr != nil {
+				_ = unix.Kill(pid, unix.SIGKILL)
+				err = fmt.Errorf("join execution cgroup: %w", werr)
+			}
+		}
+	}
 	done <- spawnResult{pid: pid, err: err}
 	if !v1 || len(cgroups) == 0 {
 		runtime.UnlockOSThread()

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -280,7 +282,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	}
 	before, _ := slot.Stats()
 	groupBefore, _ := s.cgroupGroup().Stats()
-	attach, err := slot.OpenThreadAttach()
+	attach, err := s.attachFiles(slot)
 	if err != nil {
 		s.releaseSlot(slot)
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
@@ -472,6 +474,26 @@ func auditCommand(argv []string) string {
 		return argv[2]
 	}
 	return strings.Join(argv, " ")
+}
+
+// attachFiles are what the init needs to start a process in g: on v1 the
+// tasks files; on v2 the group's cgroup.procs, opened here as host root.
+func (s *Sandbox) attachFiles(g cgroup.Group) ([]*os.File, error) {
+	files, err := g.OpenThreadAttach()
+	if err != nil || s.m.cg.Info().Version != 2 {
+		return files, err
+	}
+	defer closeFiles(files)
+	procs := make([]*os.File, 0, len(files))
+	for _, dir := range files {
+		fd, err := unix.Openat(int(dir.Fd()), "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeFiles(procs)
+			return nil, err
+		}
+		procs = append(procs, os.NewFile(uintptr(fd), "cgroup.procs"))
+	}
+	return procs, nil
 }
 
 func (s *Sandbox) homeFiles() []*os.File {

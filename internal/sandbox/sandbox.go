@@ -151,12 +151,6 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		},
 		Log: &initLog{m: s.m, id: s.rec.ID},
 	}
-	if spec.Setup.CgroupVersion == 2 {
-		if err := group.Delegate(int(base), int(base)); err != nil {
-			_ = group.Destroy()
-			return fmt.Errorf("delegate cgroup: %w", err)
-		}
-	}
 	lctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	inst, err := agent.Launch(lctx, spec)
