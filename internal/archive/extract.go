@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,9 +18,17 @@ import (
 // format into dir, a directory inside dst, all or nothing. See the package
 // doc for the passes, the staging directory and the policy. dir is created
 // (with missing parents) if needed and removed again if the extraction fails.
+//
+// dir is resolved by the root (symlinks are followed only while they stay
+// inside dst). A caller that checked a path policy on dir should avoid a
+// check-then-use race on dir itself by opening the checked directory as the
+// root and passing dir ".".
 func Extract(ctx context.Context, src *os.File, format Format, dst *os.Root, dir string, lim Limits) (Result, error) {
 	if err := lim.validate(); err != nil {
 		return Result{}, err
+	}
+	if !filepath.IsLocal(dir) {
+		return Result{}, refuse("", KindInvalid, ReasonAbsolute, "the destination must be a relative path inside the root")
 	}
 	size, err := fileSize(src)
 	if err != nil {

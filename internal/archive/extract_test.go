@@ -306,7 +306,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 			FormatTar, small(func(l *Limits) { l.MaxEntries = 2 }), ReasonTooManyEntries},
 		{"implied-dirs-count", func(t testing.TB) []byte { return buildTar(t, tent{name: "a/b/c/d"}) },
 			FormatTar, small(func(l *Limits) { l.MaxEntries = 2 }), ReasonTooManyEntries},
-		{"zero-limits-fail-closed", func(t testing.TB) []byte { return buildTar(t, tent{name: "a"}) }, FormatTar, Limits{}, ReasonNameTooLong},
+		{"zero-limits-fail-closed", func(t testing.TB) []byte { return buildTar(t, tent{name: "a"}) }, FormatTar, Limits{}, ReasonRatio},
 		{"negative-limits", func(t testing.TB) []byte { return buildTar(t, tent{name: "a"}) }, FormatTar, small(func(l *Limits) { l.MaxRatio = -1 }), ReasonInvalidLimits},
 		{"ratio-bomb-zip", func(t testing.TB) []byte { return zerosZip(t, 64<<20) }, FormatZip, DefaultLimits(), ReasonRatio},
 		{"ratio-bomb-tar-gz", func(t testing.TB) []byte { return zerosTar(t, 64<<20, gzipW) }, FormatTarGz, DefaultLimits(), ReasonRatio},
@@ -345,6 +345,17 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 		{"zip-many-entries-honest", func(t testing.TB) []byte { return manyZip(t, 10_001, -1) }, FormatZip, DefaultLimits(), ReasonTooManyEntries},
 		{"zip-many-entries-lying-count", func(t testing.TB) []byte { return manyZip(t, 20_000, 16) }, FormatZip, DefaultLimits(), ReasonTooManyEntries},
 		{"zip64-claims-million", func(t testing.TB) []byte { return zip64ClaimZip() }, FormatZip, DefaultLimits(), ReasonTooManyEntries},
+		{"pax-header-bomb", paxBomb, FormatTarGz, DefaultLimits(), ReasonRatio},
+		{"zip-central-name-too-long", func(t testing.TB) []byte { return buildZip(t, zent{name: strings.Repeat("n", 2000)}) },
+			FormatZip, DefaultLimits(), ReasonNameTooLong},
+		{"zip-oversized-central-record", func(t testing.TB) []byte {
+			var buf bytes.Buffer
+			zw := zip.NewWriter(&buf)
+			h := &zip.FileHeader{Name: "a", Comment: strings.Repeat("c", 20_000)}
+			zw.CreateHeader(h)
+			zw.Close()
+			return buf.Bytes()
+		}, FormatZip, DefaultLimits(), ReasonCorrupt},
 		{"prepended-data", func(t testing.TB) []byte {
 			return append([]byte("PK\x03\x04 junk in front of the archive"), buildZip(t, zent{name: "a"})...)
 		}, FormatZip, DefaultLimits(), ReasonPrependedData},
@@ -563,4 +574,24 @@ func noise(seed, n int) string {
 	b := make([]byte, n)
 	r.Read(b)
 	return string(b)
+}
+
+// paxBomb hides 50 MB in PAX records, which archive/tar consumes inside
+// Next without any entry content: only the stream guard sees those bytes.
+func paxBomb(t testing.TB) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	comment := strings.Repeat("a", 1_000_000)
+	for i := range 50 {
+		h := &tar.Header{Name: "f" + strconv.Itoa(i), Typeflag: tar.TypeReg, Mode: 0o644,
+			PAXRecords: map[string]string{"comment": comment}, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
 }

@@ -10,10 +10,10 @@ import (
 
 // budget is the byte accounting of one pass.
 type budget struct {
-	lim     Limits
-	srcSize int64        // compressed size of the whole archive
-	total   int64        // actual bytes produced so far
-	raw     *countReader // tar family: raw archive bytes consumed so far
+	lim      Limits
+	srcSize  int64        // compressed size of the whole archive
+	total    int64        // actual bytes produced so far
+	consumed func() int64 // tar family: raw archive bytes consumed so far
 }
 
 // allowance is floor + compressed*ratio, saturating.
@@ -74,8 +74,8 @@ func (m *meter) check() *Error {
 		return refuse(m.raw, KindTooLarge, ReasonRatio, "archive decompresses beyond the ratio cap")
 	}
 	c := m.csize
-	if c < 0 && m.b.raw != nil {
-		c = m.b.raw.n - m.rawStart
+	if c < 0 && m.b.consumed != nil {
+		c = m.b.consumed() - m.rawStart
 	}
 	if c >= 0 && m.n > m.b.allowance(c) {
 		return refuse(m.raw, KindTooLarge, ReasonRatio, "entry decompresses beyond the ratio cap")
@@ -123,4 +123,30 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// streamGuard sits between a tar stream's decompressor and archive/tar. It
+// caps the whole decompressed stream (headers, PAX records, padding and
+// content, which archive/tar partly consumes without the meter seeing it)
+// at the overall ratio allowance, and checks the context on every read, so
+// a run of a million PAX headers inside one Next call is still bounded and
+// cancellable.
+type streamGuard struct {
+	ctx  context.Context
+	r    io.Reader
+	b    *budget
+	n    int64
+	last *string // name of the last header, for errors
+}
+
+func (g *streamGuard) Read(p []byte) (int, error) {
+	if err := g.ctx.Err(); err != nil {
+		return 0, &Error{Entry: *g.last, Kind: KindCanceled, Reason: ReasonCanceled, Err: err}
+	}
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	if g.n > g.b.allowance(g.b.srcSize) {
+		return 0, refuse(*g.last, KindTooLarge, ReasonRatio, "archive stream decompresses beyond the ratio cap")
+	}
+	return n, err
 }

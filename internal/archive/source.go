@@ -46,8 +46,12 @@ func safeDetail(err error) string {
 // start, classifying every header and handing each entry to visit.
 func walkTar(ctx context.Context, src io.ReaderAt, size int64, format Format, b *budget, visit visitFunc) error {
 	raw := &countReader{r: io.NewSectionReader(src, 0, size)}
-	b.raw = raw
-	var r io.Reader = bufio.NewReaderSize(raw, 64<<10)
+	br := bufio.NewReaderSize(raw, 64<<10)
+	// Bytes taken from the file minus those still buffered: exact for tar
+	// and tar.gz (flate reads byte-wise from a ByteReader); zstd reads a
+	// block ahead, which RatioFloor absorbs.
+	b.consumed = func() int64 { return raw.n - int64(br.Buffered()) }
+	var r io.Reader = br
 	switch format {
 	case FormatTarGz:
 		gz, err := gzip.NewReader(r)
@@ -67,9 +71,9 @@ func walkTar(ctx context.Context, src io.ReaderAt, size int64, format Format, b 
 		defer zr.Close()
 		r = zr
 	}
-	tr := tar.NewReader(r)
-	skipped := 0
 	last := ""
+	tr := tar.NewReader(&streamGuard{ctx: ctx, r: r, b: b, last: &last})
+	skipped := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return &Error{Entry: last, Kind: KindCanceled, Reason: ReasonCanceled, Err: err}
@@ -100,7 +104,7 @@ func walkTar(ctx context.Context, src io.ReaderAt, size int64, format Format, b 
 		}
 		var body io.Reader
 		if e.kind == kindFile {
-			body = &meter{ctx: ctx, r: tr, b: b, raw: e.raw, claim: e.size, csize: -1, rawStart: raw.n}
+			body = &meter{ctx: ctx, r: tr, b: b, raw: e.raw, claim: e.size, csize: -1, rawStart: b.consumed()}
 		}
 		if err := visit(e, body); err != nil {
 			return err

@@ -25,6 +25,16 @@ const (
 	zipFlagDesc    = 0x8
 )
 
+// archive/zip keeps every central record's name, extra field and comment in
+// memory. These caps bound that before it parses anything: a normal record
+// is ~200 bytes, so 16 KiB of extra+comment per record and 32 MiB for the
+// whole directory are far above real archives and far below the sandbox's
+// memory limit.
+const (
+	maxRecordExtra     = 16 << 10
+	maxCentralDirBytes = 32 << 20
+)
+
 // zipDir is what the end-of-central-directory records say.
 type zipDir struct {
 	records uint64
@@ -180,6 +190,7 @@ func walkCentral(r io.ReaderAt, size int64, d zipDir, lim Limits) ([]uint64, err
 	var offsets []uint64
 	var hdr [zipCentralLen]byte
 	var extra []byte
+	var walked int64
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil || le.Uint32(hdr[0:]) != zipCentralSig {
 			return offsets, nil
@@ -193,6 +204,16 @@ func walkCentral(r io.ReaderAt, size int64, d zipDir, lim Limits) ([]uint64, err
 		extraLen := int(le.Uint16(hdr[30:]))
 		commentLen := int64(le.Uint16(hdr[32:]))
 		off := uint64(le.Uint32(hdr[42:]))
+		if nameLen > int64(lim.MaxPathLen) {
+			return nil, refuse("", KindInvalid, ReasonNameTooLong, "a central directory name is too long")
+		}
+		if int64(extraLen)+commentLen > maxRecordExtra {
+			return nil, refuse("", KindTooLarge, ReasonCorrupt, "a central directory record is oversized")
+		}
+		walked += zipCentralLen + nameLen + int64(extraLen) + commentLen
+		if walked > maxCentralDirBytes {
+			return nil, refuse("", KindTooLarge, ReasonCorrupt, "the central directory is oversized")
+		}
 		if _, err := br.Discard(int(nameLen)); err != nil {
 			return offsets, nil
 		}
