@@ -23,7 +23,9 @@
 // Every string is passed through redact before it is hashed or written.
 //
 // The head file holds "<seq> <hash>\n" of the last record and is replaced
-// atomically (temp file + rename) inside the append transaction. Appends are
+// atomically (temp file + rename) inside the append transaction, but only
+// while it agrees with the store's last record: after a truncation the head
+// stays put, so later appends cannot hide the gap. Appends are
 // not fsynced one by one: SQLite's WAL with synchronous=NORMAL may lose the
 // last records on power loss, which Verify then reports as a head mismatch.
 package audit
@@ -143,7 +145,23 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.now().UTC().Round(0)
+	// sealHead is decided inside the transaction: the head file moves only
+	// while it agrees with the store's last record. Once they disagree (a
+	// truncated or edited log) the head stays where it was, so appending
+	// more records can never paper over the damage; Verify keeps failing.
+	sealHead := true
 	rec, err := l.st.AppendAudit(ctx, func(last store.AuditRecord, ok bool) (store.AuditRecord, error) {
+		hd, have, herr := l.readHead()
+		switch {
+		case herr != nil && !errors.Is(herr, errMalformedHead):
+			return store.AuditRecord{}, herr
+		case herr != nil:
+			sealHead = false
+		case have != ok:
+			sealHead = false
+		case have && (hd.seq != last.Seq || hd.hash != last.Hash):
+			sealHead = false
+		}
 		r := store.AuditRecord{
 			Seq:        1,
 			Time:       time.Unix(0, t.UnixNano()).UTC(),
@@ -167,7 +185,12 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		}
 		r.Hash = h
 		return r, nil
-	}, l.writeHead)
+	}, func(r store.AuditRecord) error {
+		if !sealHead {
+			return nil
+		}
+		return l.writeHead(r)
+	})
 	if err != nil {
 		return Record{}, err
 	}

@@ -219,3 +219,32 @@ func TestFieldCaps(t *testing.T) {
 		t.Errorf("empty action accepted")
 	}
 }
+
+func TestAppendAfterTruncationDoesNotHideIt(t *testing.T) {
+	l, dir := newLog(t)
+	fill(t, l, 6)
+	mustExec(t, rawDB(t, dir), `DELETE FROM audit WHERE seq>=5`)
+	// Later appends (a restarted server) reuse seqs 5 and 6 ...
+	fill(t, l, 3)
+	res, err := l.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ... but the head still names the original record 6.
+	if res.OK || res.FirstBad != 6 {
+		t.Fatalf("verify = %+v", res)
+	}
+}
+
+func TestAppendWithMissingHeadDoesNotHideIt(t *testing.T) {
+	l, dir := newLog(t)
+	fill(t, l, 3)
+	if err := os.Remove(filepath.Join(dir, HeadFile)); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 2)
+	res, err := l.Verify(context.Background())
+	if err != nil || res.OK {
+		t.Fatalf("verify = %+v %v", res, err)
+	}
+}

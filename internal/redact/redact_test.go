@@ -1,6 +1,8 @@
 package redact
 
 import (
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -94,4 +96,21 @@ func FuzzString(f *testing.F) {
 			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, String(out))
 		}
 	})
+}
+
+func TestSlogHandler(t *testing.T) {
+	var buf strings.Builder
+	l := slog.New(NewHandler(slog.NewJSONHandler(&buf, nil)))
+	l = l.With("hdr", "Authorization: Bearer zzzsecret1")
+	l.Info("key shk_abcdefghijklmnopqrstu used", "err", errors.New("dial https://u:pw123@h/"),
+		"api_key", "plain", slog.Group("g", "cmd", "AWS AKIAIOSFODNN7EXAMPLE"), "n", 5)
+	out := buf.String()
+	for _, secret := range []string{"zzzsecret1", "shk_abcdefghijklmnopqrstu", "pw123", "plain", "AKIAIOSFODNN7EXAMPLE"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log kept %q: %s", secret, out)
+		}
+	}
+	if !strings.Contains(out, `"n":5`) {
+		t.Errorf("lost a number: %s", out)
+	}
 }

@@ -1,0 +1,381 @@
+// Package daemon assembles the sandhold server: it owns the store, the
+// audit log, the auth service, the Prometheus registry and the HTTP API, and
+// runs them with every http.Server timeout set and a graceful shutdown.
+//
+// It is the Main-like value an end-to-end test starts on 127.0.0.1:0 with a
+// temporary data dir, and the one place where subsystems are wired together:
+// construction in New reads top to bottom in dependency order, so the next
+// subsystem (sandbox manager, dispatcher) is added as one more step.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/redact"
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+// AdminKeyFile holds the generated admin key (0600) in the data dir.
+const AdminKeyFile = "admin.key"
+
+// HTTP server limits. WriteTimeout bounds a whole response; handlers that
+// stream longer (PTY, WebSocket, long exec) extend their own deadline with
+// http.NewResponseController(w).SetWriteDeadline.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 10 * time.Minute
+	writeTimeout      = 15 * time.Minute
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+	shutdownTimeout   = 15 * time.Second
+	// revocationPoll: how often keys revoked by another process (the CLI)
+	// are noticed to end their open sessions.
+	revocationPoll = 2 * time.Second
+)
+
+// Daemon is one server instance.
+type Daemon struct {
+	cfg      config.Config
+	log      *slog.Logger
+	stderr   io.Writer
+	version  string
+	adminKey string
+
+	store    *store.SQLite
+	audit    *audit.Log
+	auth     *auth.Service
+	registry *prometheus.Registry
+	api      *api.Server
+
+	ready chan struct{}
+
+	mu      sync.Mutex
+	addr    string
+	closers []func() error // run in reverse order by Close
+	closed  bool
+}
+
+type options struct {
+	logger   *slog.Logger
+	stderr   io.Writer
+	version  string
+	now      func() time.Time
+	authOpts []auth.Option
+}
+
+// Option configures New.
+type Option func(*options)
+
+// WithLogger sets the logger (default: JSON to stderr at cfg.LogLevel, redacted).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithStderr sets where the generated admin key is announced (default os.Stderr).
+func WithStderr(w io.Writer) Option { return func(o *options) { o.stderr = w } }
+
+// WithVersion sets the version reported by /healthz and the OpenAPI document.
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithClock replaces time.Now in the auth service (lockout windows, ticket
+// expiry) so tests can move time instead of sleeping.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.authOpts = append(o.authOpts, auth.WithClock(now)) }
+}
+
+// NewLogger returns the JSON, redacting logger for level.
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	return slog.New(redact.NewHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})))
+}
+
+// New validates cfg and builds every subsystem. Nothing listens until Run.
+func New(cfg config.Config, opts ...Option) (d *Daemon, err error) {
+	o := options{stderr: os.Stderr, version: "dev"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if o.logger == nil {
+		o.logger = NewLogger(os.Stderr, cfg.LogLevel)
+	}
+	d = &Daemon{cfg: cfg, log: o.logger, stderr: o.stderr, version: o.version, ready: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			_ = d.Close()
+		}
+	}()
+	ctx := context.Background()
+
+	// 1. Data dir, private.
+	if err := EnsureDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+
+	// 2. Store.
+	if d.store, err = store.Open(ctx, cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	d.closers = append(d.closers, d.store.Close)
+
+	// 3. Audit log and auth.
+	d.audit = audit.New(d.store, cfg.DataDir)
+	d.auth = auth.NewService(d.store, d.audit, append([]auth.Option{auth.WithLogger(d.log)}, o.authOpts...)...)
+
+	// 4. Admin key.
+	if d.adminKey, err = d.loadAdminKey(ctx); err != nil {
+		return nil, err
+	}
+
+	// 5. Metrics registry.
+	d.registry = prometheus.NewRegistry()
+	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// 6. HTTP API.
+	if d.api, err = api.New(api.Deps{Config: cfg, Auth: d.auth, Audit: d.audit, Logger: d.log,
+		Registry: d.registry, Version: o.version}); err != nil {
+		return nil, err
+	}
+
+	// 7. Say loudly what is weaker than the defaults.
+	for _, l := range cfg.Loosenings() {
+		d.log.Warn("LOOSENED DEFAULT: "+l, "setting", strings.SplitN(l, "=", 2)[0])
+		if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "config.loosen",
+			Target: strings.SplitN(l, "=", 2)[0], Verdict: audit.Allow, Detail: map[string]any{"detail": l}}); err != nil {
+			return nil, fmt.Errorf("audit loosening: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// EnsureDataDir creates dir 0700, or tightens an existing one to 0700.
+func EnsureDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("data dir %s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("tighten data dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// loadAdminKey picks SANDBOX_API_KEY, else the key file, else generates and
+// saves a key (announced once on stderr), and makes the store agree.
+func (d *Daemon) loadAdminKey(ctx context.Context) (string, error) {
+	key := d.cfg.APIKey
+	if key == "" {
+		var generated bool
+		var err error
+		key, generated, err = LoadOrCreateKeyFile(filepath.Join(d.cfg.DataDir, AdminKeyFile))
+		if err != nil {
+			return "", err
+		}
+		if generated {
+			_, _ = fmt.Fprintf(d.stderr, "sandhold: generated admin API key (saved 0600 in %s, shown once):\n%s\n",
+				filepath.Join(d.cfg.DataDir, AdminKeyFile), key)
+		}
+	}
+	if err := d.auth.EnsureAdmin(ctx, key); err != nil {
+		return "", fmt.Errorf("admin key: %w", err)
+	}
+	return key, nil
+}
+
+// LoadOrCreateKeyFile reads the admin key file, or creates it with a fresh
+// key (0600, written atomically). generated reports the latter.
+func LoadOrCreateKeyFile(path string) (key string, generated bool, err error) {
+	b, err := os.ReadFile(filepath.Clean(path))
+	if err == nil {
+		key = strings.TrimSpace(string(b))
+		if key == "" {
+			return "", false, fmt.Errorf("admin key file %s is empty", path)
+		}
+		return key, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("read admin key file: %w", err)
+	}
+	key, err = auth.GenerateKey()
+	if err != nil {
+		return "", false, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".admin.key-*")
+	if err != nil {
+		return "", false, fmt.Errorf("write admin key file: %w", err)
+	}
+	tmp := f.Name()
+	_, werr := f.WriteString(key + "\n")
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp, 0o600)
+	}
+	if werr == nil {
+		// Link, not rename: never overwrite a key file another process
+		// created meanwhile.
+		werr = os.Link(tmp, path)
+	}
+	_ = os.Remove(tmp)
+	if werr != nil {
+		if errors.Is(werr, os.ErrExist) {
+			return LoadOrCreateKeyFile(path)
+		}
+		return "", false, fmt.Errorf("write admin key file: %w", werr)
+	}
+	return key, true, nil
+}
+
+// Run listens on cfg.Listen and serves until ctx ends, then shuts down
+// gracefully and releases everything. It may be called once.
+func (d *Daemon) Run(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", d.cfg.Listen)
+	if err != nil {
+		_ = d.Close()
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           d.api.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	d.mu.Lock()
+	d.addr = ln.Addr().String()
+	d.mu.Unlock()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go d.auth.WatchRevocations(runCtx, revocationPoll)
+
+	d.log.Info("sandhold listening", "addr", d.addr, "data_dir", d.cfg.DataDir, "version", d.version)
+	if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "server.start", Verdict: audit.Allow,
+		Detail: map[string]any{"listen": d.addr, "version": d.version}}); err != nil {
+		d.log.Error("audit server.start", "err", err)
+	}
+	close(d.ready)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		d.log.Info("shutting down")
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		err = srv.Shutdown(sctx)
+		scancel()
+		if err != nil {
+			_ = srv.Close()
+		}
+		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if _, aerr := d.audit.Append(context.WithoutCancel(ctx), audit.Entry{Actor: "system", Action: "server.stop", Verdict: audit.Allow}); aerr != nil {
+		d.log.Error("audit server.stop", "err", aerr)
+	}
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Close releases the store and everything else New opened. Run calls it;
+// call it yourself only when Run is never called.
+func (d *Daemon) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		errs = append(errs, d.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// Ready is closed once Run is listening.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
+
+// Addr is the address Run listens on ("" before Ready).
+func (d *Daemon) Addr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.addr
+}
+
+// AdminKey is the bootstrap admin key (tests; never log it).
+func (d *Daemon) AdminKey() string { return d.adminKey }
+
+// Config is the validated configuration in force.
+func (d *Daemon) Config() config.Config { return d.cfg }
+
+// Logger is the server logger.
+func (d *Daemon) Logger() *slog.Logger { return d.log }
+
+// Store is the store.
+func (d *Daemon) Store() *store.SQLite { return d.store }
+
+// Audit is the audit log.
+func (d *Daemon) Audit() *audit.Log { return d.audit }
+
+// Auth is the auth service.
+func (d *Daemon) Auth() *auth.Service { return d.auth }
+
+// API is the HTTP server, for registering more routes before Run.
+func (d *Daemon) API() *api.Server { return d.api }
+
+// Registry is the Prometheus registry.
+func (d *Daemon) Registry() *prometheus.Registry { return d.registry }
+
+// AddCloser registers fn to run on Close (reverse order of registration),
+// for subsystems the lead wires in after New.
+func (d *Daemon) AddCloser(fn func() error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closers = append(d.closers, fn)
+}
