@@ -37,7 +37,9 @@ func (h *Handler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 // WithGroup implements slog.Handler.
-func (h *Handler) WithGroup(name string) slog.Handler { return &Handler{inner: h.inner.WithGroup(name)} }
+func (h *Handler) WithGroup(name string) slog.Handler {
+	return &Handler{inner: h.inner.WithGroup(name)}
+}
 
 func attr(a slog.Attr, depth int) slog.Attr {
 	if depth > maxDepth {
