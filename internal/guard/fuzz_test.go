@@ -26,7 +26,7 @@ func FuzzClassify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		v := g.Classify(s)
 		for _, r := range v.Rules {
-			if r == "internal-error" {
+			if r == RuleInternal {
 				t.Fatalf("Classify(%q) panicked: %v", s, v.Reasons)
 			}
 		}

@@ -112,7 +112,7 @@ func (g *Guard) Classify(cmdline string) (v Verdict) {
 	defer func() {
 		if r := recover(); r != nil {
 			// Fail closed; the parser or walker hit a case nobody foresaw.
-			v = Verdict{Risk: Dangerous, Rules: []string{"internal-error"},
+			v = Verdict{Risk: Dangerous, Rules: []string{RuleInternal},
 				Reasons: []string{fmt.Sprintf("the guard failed to analyse the command: %v", r)}}
 		}
 	}()

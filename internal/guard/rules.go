@@ -9,6 +9,7 @@ import (
 // argvRules below; the structural ones by the walker (walk.go).
 const (
 	RuleUnparseable    = "unparseable"          // the parser rejected the line (bash would too, or we disagree with bash)
+	RuleInternal       = "internal-error"       // the guard itself failed (a recovered panic): fail closed
 	RuleTooComplex     = "too-complex"          // a cap on size, steps or wrappers was hit
 	RuleDepthExceeded  = "depth-exceeded"       // strings inside strings nested deeper than Config.MaxDepth
 	RuleDynamicCommand = "dynamic-command"      // the command name is built at run time ($x, $(…), ${x:-rm})

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"slices"
@@ -21,6 +22,7 @@ type ctx struct {
 	background bool             // the statement runs with &
 	nested     span             // commands found in substitutions of the current simple command
 	redirs     span             // commands found in the current statement's redirections
+	writes     []string         // files the current simple command's stdout truncates (> f)
 	xargs      bool             // argv came through xargs: more arguments arrive from stdin
 	repl       string           // xargs -I / find -exec placeholder replaced at run time
 	aliases    []string         // aliases being expanded (bash never expands one inside itself)
@@ -32,13 +34,13 @@ type walker struct {
 	v           *Verdict
 	rulesSeen   map[string]bool
 	reasonsSeen map[string]bool
-	funcs       map[string]bool   // functions declared so far
-	funcStack   []string          // functions whose bodies are being walked
-	aliases     map[string]string // aliases defined so far
-	downloads   map[string]bool   // files written by curl -o / wget -O
-	anyDownload bool              // a download whose file name the guard cannot know
-	written     map[string]bool   // files this line writes with > or tee
-	pos         []field           // positional parameters of the shell being walked, when known
+	funcs       map[string]bool    // functions declared so far
+	funcStack   []string           // functions whose bodies are being walked
+	aliases     map[string]string  // aliases defined so far
+	downloads   map[string]bool    // files written by curl -o / wget -O
+	anyDownload bool               // a download whose file name the guard cannot know
+	written     map[string]*string // files this line writes: their content when known (cat <<EOF > f, echo … > f)
+	pos         []field            // positional parameters of the shell being walked, when known
 	steps       int
 	reparsed    int
 	stopped     bool
@@ -183,6 +185,9 @@ func (w *walker) stmt(s *syntax.Stmt, c ctx) {
 }
 
 func (w *walker) command(cmd syntax.Command, c ctx) {
+	if _, simple := cmd.(*syntax.CallExpr); !simple {
+		c.writes = nil // { echo a; echo b; } > f: no single command's text
+	}
 	switch x := cmd.(type) {
 	case *syntax.CallExpr:
 		w.call(x, c)
@@ -325,8 +330,16 @@ func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
 		w.flag(RuleCredentialRead, Dangerous, "redirection reads secret "+printable(t.val))
 	case write && !harmlessDevices[t.val] && !strings.HasPrefix(t.val, "/dev/fd/"):
 		w.bump(Medium, "writes "+w.show(field{val: t.val, lit: t.lit, src: r.Word}))
-		w.wrote(t.val)
+		w.wrote(t.val, nil)
+		if t.lit && fd1(r) && (r.Op == syntax.RdrOut || r.Op == syntax.RdrClob || r.Op == syntax.RdrAll) {
+			c.writes = append(slices.Clip(c.writes), t.val)
+		}
 	}
+}
+
+// fd1 reports a redirection of standard output.
+func fd1(r *syntax.Redirect) bool {
+	return r.N == nil || r.N.Value == "1"
 }
 
 func isNumber(s string) bool {
@@ -525,7 +538,7 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 		if w.isDownloaded(first.val) {
 			w.dynamic(RuleDownloadExec, "runs "+first.val+", which this command line downloads")
 		} else {
-			w.ranWritten(first.val, "the command line")
+			w.ranWritten(first.val, "", c)
 		}
 	}
 	tier, why := w.g.tierOf(cl)
@@ -537,6 +550,13 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 		w.bump(Medium, name+" gets more arguments from xargs' standard input")
 	}
 
+	if len(c.writes) > 0 {
+		if text, ok := w.producedText(cl, c); ok {
+			for _, f := range c.writes {
+				w.wrote(f, &text)
+			}
+		}
+	}
 	if wr, ok := wrappers[name]; ok {
 		return w.unwrap(cl, wr, c)
 	}
@@ -556,9 +576,12 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 	case name == "curl" || name == "wget":
 		w.download(cl)
 	case name == "tee":
+		text, known := w.stdinText(c)
 		for _, a := range cl.args {
-			if !strings.HasPrefix(a.val, "-") {
-				w.wrote(a.val)
+			if !strings.HasPrefix(a.val, "-") && known {
+				w.wrote(a.val, &text)
+			} else if !strings.HasPrefix(a.val, "-") {
+				w.wrote(a.val, nil)
 			}
 		}
 	case name == "trap":
@@ -873,10 +896,13 @@ func (w *walker) scriptFile(f field, who string, c ctx) {
 	case !f.lit:
 		w.dynamic(RuleSourceDynamic, who+" runs "+w.show(f)+", which only exists at run time", c.nested)
 	case v == "-" || v == "/dev/stdin" || v == "/proc/self/fd/0" || v == "/dev/fd/0":
-		w.stdinProgram(who, true, c)
+		_, _, interp := interpreter(who)
+		w.stdinProgram(who, !interp && !awks[who], c)
+	case strings.HasPrefix(v, "/dev/fd/") || strings.HasPrefix(v, "/proc/self/fd/"):
+		w.dynamic(RuleSourceDynamic, who+" runs "+v+", an open file whose content only exists at run time")
 	case w.isDownloaded(v):
 		w.dynamic(RuleDownloadExec, who+" runs "+v+", which this command line downloads")
-	case w.ranWritten(v, who):
+	case w.ranWritten(v, who, c):
 	default:
 		w.flag(RuleScriptFile, Medium, who+" runs "+v+", whose content the guard cannot see")
 	}
@@ -1012,6 +1038,7 @@ func (w *walker) interp(cl *call, codeFlags string, long []string, c ctx) {
 		if a == "--" {
 			if i+1 < len(args) && len(codes) == 0 {
 				w.scriptFile(args[i+1], cl.name, c)
+				return
 			}
 			break
 		}
@@ -1054,6 +1081,7 @@ func (w *walker) interp(cl *call, codeFlags string, long []string, c ctx) {
 		}
 		if len(codes) == 0 {
 			w.scriptFile(args[i], cl.name, c)
+			return
 		}
 		break // the rest are the program's arguments
 	}
@@ -1305,24 +1333,99 @@ func (w *walker) download(cl *call) {
 	}
 }
 
-// wrote records a file the line writes; running it later is dynamic.
-func (w *walker) wrote(p string) {
+// wrote records a file the line writes, with its content when known.
+func (w *walker) wrote(p string, text *string) {
 	if p == "" || strings.Contains(p, runtimeMark) {
 		return
 	}
 	if w.written == nil {
-		w.written = map[string]bool{}
+		w.written = map[string]*string{}
 	}
-	w.written[path.Clean(p)] = true
+	w.written[path.Clean(p)] = text
 }
 
-// ranWritten reports a dynamic finding when p was written earlier in the line.
-func (w *walker) ranWritten(p, who string) bool {
-	if !w.written[path.Clean(p)] {
+// ranWritten handles running p when this line wrote it: the content is
+// classified when the guard saw it written (cat <<'EOF' > x.sh), otherwise
+// running it is dynamic. It reports whether p was written.
+func (w *walker) ranWritten(p, who string, c ctx) bool {
+	text, ok := w.written[path.Clean(p)]
+	if !ok {
 		return false
 	}
-	w.dynamic(RuleSourceDynamic, who+" runs "+p+", which this command line writes")
+	if text == nil {
+		w.dynamic(RuleSourceDynamic, cmp.Or(who, "the command line")+" runs "+p+", which this command line writes")
+		return true
+	}
+	prog := field{val: *text, lit: true}
+	runner := who
+	if who == "" { // executed directly: the #! line picks the interpreter
+		runner = "sh"
+		if line, ok := strings.CutPrefix(*text, "#!"); ok {
+			line, _, _ = strings.Cut(line, "\n")
+			words := strings.Fields(line)
+			if len(words) > 1 && path.Base(words[0]) == "env" {
+				words = words[1:]
+			}
+			if len(words) > 0 {
+				runner = path.Base(words[0])
+			}
+		}
+	}
+	_, _, interp := interpreter(runner)
+	switch {
+	case shells[runner] || runner == "source" || runner == ".":
+		w.code(prog, runner+" "+p, c)
+	case interp || awks[runner]:
+		w.inlineProgram(runner, prog, c)
+	default:
+		w.flag(RuleScriptFile, Medium, runner+" runs "+p+", whose content the guard cannot see")
+	}
 	return true
+}
+
+// stdinText is the text of a here-document or here-string on stdin.
+func (w *walker) stdinText(c ctx) (string, bool) {
+	if c.stdin == nil {
+		return "", false
+	}
+	var t field
+	switch c.stdin.Op {
+	case syntax.Hdoc, syntax.DashHdoc:
+		t = heredocText(c.stdin, w.pos)
+	case syntax.WordHdoc:
+		t = resolve(c.stdin.Word, w.pos)
+		t.val += "\n"
+	default:
+		return "", false
+	}
+	return t.val, t.lit
+}
+
+// producedText is what a command writes to stdout, when the guard can know
+// it: cat of a literal here-document, echo or printf of literal words.
+func (w *walker) producedText(cl *call, c ctx) (string, bool) {
+	switch cl.name {
+	case "cat":
+		if len(cl.args) == 0 || len(cl.args) == 1 && cl.args[0].val == "-" {
+			return w.stdinText(c)
+		}
+	case "echo":
+		args, nl := cl.args, "\n"
+		if len(args) > 0 && args[0].val == "-n" {
+			args, nl = args[1:], ""
+		}
+		f := joinFields(args)
+		if f.lit && (len(args) == 0 || !strings.HasPrefix(args[0].val, "-")) {
+			return f.val + nl, true
+		}
+	case "printf":
+		if len(cl.args) == 1 && cl.args[0].lit && !strings.Contains(cl.args[0].val, "%") {
+			var b strings.Builder
+			ansiC(&b, cl.args[0].val) // printf's escapes are $'…''s
+			return b.String(), true
+		}
+	}
+	return "", false
 }
 
 // isDownloaded reports whether p may be a file downloaded earlier in the line.
