@@ -1,0 +1,14 @@
+//go:build !linux
+
+package posture
+
+import "runtime"
+
+// Probe reports every layer missing: sandhold's isolation is Linux-only.
+func Probe() Report {
+	var r Report
+	for _, n := range []string{Kernel, UserNS, Cgroups, Landlock, Seccomp, NoNewPrivs} {
+		r.Checks = append(r.Checks, Check{Name: n, Required: n != Landlock && n != NoNewPrivs, Detail: "not available on " + runtime.GOOS})
+	}
+	return r
+}
