@@ -50,12 +50,13 @@ func Extract(ctx context.Context, src *os.File, format Format, dst *os.Root, dir
 
 	// Pass one: count everything, write nothing.
 	p := newPlan(lim)
+	buf := make([]byte, copyBufSize)
 	if err := x.walk(func(e entry, body io.Reader) error {
 		if err := p.add(e); err != nil {
 			return err
 		}
 		if body != nil {
-			if _, err := io.Copy(io.Discard, body); err != nil {
+			if _, err := io.CopyBuffer(onlyWrite{io.Discard}, body, buf); err != nil {
 				return err
 			}
 		}
@@ -210,7 +211,7 @@ func (x *extraction) stage(sr *os.Root, p *plan) error {
 		}
 		return nil
 	}
-	buf := make([]byte, 128<<10)
+	buf := make([]byte, copyBufSize)
 	i := 0
 	err := x.walk(func(e entry, body io.Reader) error {
 		if i >= len(p.manifest) || !sameEntry(p.manifest[i], e) {
@@ -268,6 +269,10 @@ func (x *extraction) stage(sr *os.Root, p *plan) error {
 	}
 	return nil
 }
+
+// copyBufSize is the chunk the meter sees per Read: the granularity of the
+// caps and of cancellation inside a big entry.
+const copyBufSize = 128 << 10
 
 // onlyWrite hides *os.File's ReadFrom so CopyBuffer uses our buffer and
 // every chunk passes the meter first.

@@ -55,7 +55,7 @@ func Pack(ctx context.Context, w io.Writer, src *os.Root, dir string, format For
 		return Result{}, ioError("", err)
 	}
 	defer top.Close()
-	pk := &packer{ctx: ctx, lim: lim, w: aw, buf: make([]byte, 128<<10)}
+	pk := &packer{ctx: ctx, lim: lim, w: aw, buf: make([]byte, copyBufSize)}
 	if err := pk.walkDir(top, "", 0); err != nil {
 		return pk.res, err
 	}
