@@ -1,0 +1,350 @@
+// Package dispatch is the one chokepoint every capability call passes,
+// whether it arrives over the native HTTP API, an AIO-compatible route, MCP
+// or a composite custom tool:
+//
+//	HALT → auth scope → rate limit → risk → policy → run → audit
+//
+// Each capability is a named Tool with an input schema and a declared risk
+// tier. Dispatch refuses in that order (a halted server refuses before it
+// counts a call against a rate limit; a refused call is not counted), runs
+// the tool, and writes one audit record with the verdict, whatever the
+// outcome. Nested calls (custom tools) re-enter Dispatch, so every step
+// applies at every level; the nesting depth travels in the context and is
+// capped.
+//
+// What it stops: a route that forgets a check. Routes do not check roles,
+// limits or HALT themselves; they call Dispatch. What it does not stop:
+// anything the tool's own Run lets through — the sandbox is the boundary.
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+)
+
+// MaxDepth is the deepest nesting of tool calls; a call at this depth is
+// refused (custom tools: depth >= 8 refused at run time).
+const MaxDepth = 8
+
+// Assessment is a call's risk after looking at its arguments.
+type Assessment struct {
+	Risk    guard.Risk
+	Rules   []string
+	Reasons []string
+	Dynamic bool
+}
+
+// Tool is one capability. Its Name is also the audit action of its calls,
+// so names start with the category the audit log filters by: sandbox.*,
+// exec.*, file.*, network.*, browser.*, policy.* …
+type Tool struct {
+	Name        string
+	Description string
+	// Risk is the declared tier; Assess may raise it for given arguments.
+	Risk guard.Risk
+	// Category is the rate-limit bucket; 0 means not rate limited.
+	Category ratelimit.Category
+	// Roles may call the tool; empty means admin and agent. Viewers only
+	// get tools that list them.
+	Roles []auth.Role
+	// InputSchema is the JSON schema of the arguments (for /v1/tools and
+	// MCP).
+	InputSchema json.RawMessage
+	// Decode turns JSON arguments into the value Run takes; nil passes
+	// json.RawMessage through.
+	Decode func(raw json.RawMessage) (any, error)
+	// Assess rates the arguments (exec: the command guard's verdict).
+	Assess func(args any) Assessment
+	// Describe names what the audit record should hold of the call.
+	Describe func(args any) Target
+	// Summarize adds the outcome to the audit record (exit code,
+	// bytes written …); never output or file contents.
+	Summarize func(args, result any) map[string]any
+	// Run does the work.
+	Run func(ctx context.Context, c auth.Caller, args any) (any, error)
+}
+
+// Target is what an audit record says a call touched.
+type Target struct {
+	Target  string
+	Sandbox string
+	Detail  map[string]any
+}
+
+// Decision is the policy's answer.
+type Decision int
+
+// Decisions.
+const (
+	Allow Decision = iota
+	NeedsApproval
+	Deny
+)
+
+// Policy decides whether a caller may run a tool at an assessed risk.
+type Policy interface {
+	Decide(ctx context.Context, c auth.Caller, t *Tool, a Assessment, args any) (Decision, string)
+}
+
+// Halt reports whether an operator has halted the server.
+type Halt interface {
+	Halted() (bool, string)
+}
+
+// Approvals turns a NeedsApproval decision into a pending approval; it
+// returns the error the caller sees (an ApprovalRequired).
+type Approvals interface {
+	Request(ctx context.Context, c auth.Caller, t *Tool, a Assessment, args any) error
+}
+
+// ApprovalRequired is returned when a call waits for an operator.
+type ApprovalRequired struct {
+	ID string
+}
+
+func (e *ApprovalRequired) Error() string { return "approval required: " + e.ID }
+
+// RateLimited is returned when a limit refuses a call; it carries what a
+// 429 needs (Retry-After, X-RateLimit-*).
+type RateLimited struct {
+	Category ratelimit.Category
+	Decision ratelimit.Decision
+}
+
+func (e *RateLimited) Error() string {
+	return fmt.Sprintf("rate limit for %s exceeded; retry in %ds", e.Category, e.Decision.RetryAfterSeconds())
+}
+
+// Dispatcher holds the registry and runs the steps.
+type Dispatcher struct {
+	limiter   *ratelimit.Limiter
+	audit     audit.Appender
+	policy    Policy
+	halt      Halt
+	approvals Approvals
+
+	// mu guards tools.
+	mu    sync.RWMutex
+	tools map[string]*Tool
+}
+
+// Options configures a Dispatcher. Nil Policy allows every call its role
+// may make; nil Halt never halts; nil Approvals denies what needs approval.
+type Options struct {
+	Limiter   *ratelimit.Limiter
+	Audit     audit.Appender
+	Policy    Policy
+	Halt      Halt
+	Approvals Approvals
+}
+
+// New returns a dispatcher with no tools.
+func New(o Options) *Dispatcher {
+	return &Dispatcher{limiter: o.Limiter, audit: o.Audit, policy: o.Policy, halt: o.Halt, approvals: o.Approvals,
+		tools: make(map[string]*Tool)}
+}
+
+var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+
+// Register adds a tool; names are unique.
+func (d *Dispatcher) Register(t Tool) error {
+	if !toolName.MatchString(t.Name) || len(t.Name) > 64 {
+		return fmt.Errorf("tool name %q: want lower-case dotted words", t.Name)
+	}
+	if t.Run == nil {
+		return fmt.Errorf("tool %s: no Run", t.Name)
+	}
+	if !t.Risk.Valid() {
+		return fmt.Errorf("tool %s: invalid risk", t.Name)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.tools[t.Name]; ok {
+		return fmt.Errorf("tool %s registered twice", t.Name)
+	}
+	d.tools[t.Name] = &t
+	return nil
+}
+
+// MustRegister is Register for the built-in tools, whose registration
+// cannot fail unless the code is wrong.
+func (d *Dispatcher) MustRegister(t Tool) {
+	if err := d.Register(t); err != nil {
+		panic(err)
+	}
+}
+
+// Tool returns a registered tool.
+func (d *Dispatcher) Tool(name string) (*Tool, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	t, ok := d.tools[name]
+	return t, ok
+}
+
+// Tools lists the registered tools by name.
+func (d *Dispatcher) Tools() []*Tool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]*Tool, 0, len(d.tools))
+	for _, t := range d.tools {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+type depthKey struct{}
+
+// Depth is the nesting depth of the call running in ctx (0 at the top).
+func Depth(ctx context.Context) int {
+	n, _ := ctx.Value(depthKey{}).(int)
+	return n
+}
+
+// Call decodes JSON arguments for tool name and dispatches it (MCP,
+// /v1/tools/call, custom tool steps).
+func (d *Dispatcher) Call(ctx context.Context, c auth.Caller, name string, raw json.RawMessage) (any, error) {
+	t, ok := d.Tool(name)
+	if !ok {
+		return nil, fault.Errorf(fault.NotFound, "no tool named %q", name)
+	}
+	var args any = raw
+	if t.Decode != nil {
+		var err error
+		if args, err = t.Decode(raw); err != nil {
+			return nil, err
+		}
+	}
+	return d.Dispatch(ctx, c, name, args)
+}
+
+// Dispatch runs tool name for c with typed args through every step.
+func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, args any) (result any, err error) {
+	t, ok := d.Tool(name)
+	if !ok {
+		return nil, fault.Errorf(fault.NotFound, "no tool named %q", name)
+	}
+	depth := Depth(ctx)
+	a := Assessment{Risk: t.Risk}
+	if t.Assess != nil {
+		got := t.Assess(args)
+		a.Rules, a.Reasons, a.Dynamic = got.Rules, got.Reasons, got.Dynamic
+		a.Risk = max(a.Risk, got.Risk)
+	}
+	var tgt Target
+	if t.Describe != nil {
+		tgt = t.Describe(args)
+	}
+	verdict := "allowed"
+	var reason string
+	defer func() {
+		if err != nil && verdict == "allowed" {
+			verdict = "error"
+		}
+		if err == nil && t.Summarize != nil {
+			tgt.Detail = merge(tgt.Detail, t.Summarize(args, result))
+		}
+		d.record(ctx, c, t, a, tgt, depth, verdict, reason, err)
+	}()
+
+	// 1. HALT: every non-safe call is refused, at every nesting level.
+	if d.halt != nil {
+		if halted, why := d.halt.Halted(); halted && a.Risk > guard.Safe {
+			verdict, reason = "denied", "halted"
+			return nil, fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only safe tools run", why)
+		}
+	}
+	if depth >= MaxDepth {
+		verdict, reason = "denied", "depth"
+		return nil, fault.Errorf(fault.Invalid, "tool calls nested %d deep; the limit is %d", depth, MaxDepth-1)
+	}
+	// 2. Scope: who may call this tool at all.
+	roles := t.Roles
+	if len(roles) == 0 {
+		roles = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
+	}
+	if !slices.Contains(roles, c.Role) {
+		verdict, reason = "denied", "role"
+		return nil, fault.Errorf(fault.Forbidden, "the %s role may not call %s", c.Role, t.Name)
+	}
+	// 3. Rate limit (a refused call is not counted).
+	if d.limiter != nil && t.Category != 0 {
+		if dec := d.limiter.Allow(c.KeyID, t.Category); !dec.Allowed {
+			verdict, reason = "denied", "rate_limit"
+			return nil, &RateLimited{Category: t.Category, Decision: dec}
+		}
+	}
+	// 4–5. Risk is assessed above; the policy decides on it.
+	decision, why := Allow, ""
+	if d.policy != nil {
+		decision, why = d.policy.Decide(ctx, c, t, a, args)
+	}
+	switch decision {
+	case Deny:
+		verdict, reason = "denied", why
+		return nil, fault.Errorf(fault.Forbidden, "policy refuses %s at risk %s: %s", t.Name, a.Risk, why)
+	case NeedsApproval:
+		verdict, reason = "pending", why
+		if d.approvals == nil {
+			verdict = "denied"
+			return nil, fault.Errorf(fault.Forbidden, "%s at risk %s needs an operator's approval, and approvals are not enabled", t.Name, a.Risk)
+		}
+		return nil, d.approvals.Request(ctx, c, t, a, args)
+	}
+	// 6. Run.
+	return t.Run(context.WithValue(ctx, depthKey{}, depth+1), c, args)
+}
+
+func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Assessment, tgt Target, depth int, verdict, reason string, err error) {
+	if d.audit == nil {
+		return
+	}
+	detail := merge(map[string]any{"risk": a.Risk.String()}, tgt.Detail)
+	if len(a.Rules) > 0 {
+		detail["rules"] = a.Rules
+	}
+	if a.Dynamic {
+		detail["dynamic"] = true
+	}
+	if depth > 0 {
+		detail["depth"] = depth
+	}
+	if reason != "" {
+		detail["reason"] = reason
+	}
+	if err != nil {
+		detail["error"] = fault.Public(err)
+		var rl *RateLimited
+		if errors.As(err, &rl) {
+			detail["error"] = rl.Error()
+		}
+	}
+	_, _ = d.audit.Append(context.WithoutCancel(ctx), audit.Entry{
+		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
+		Action: t.Name, Target: tgt.Target, Sandbox: tgt.Sandbox,
+		Verdict: verdict, Detail: detail,
+	})
+}
+
+func merge(a, b map[string]any) map[string]any {
+	if a == nil {
+		a = make(map[string]any, len(b))
+	}
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
+}
