@@ -6,11 +6,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/sandhold/sandhold/internal/config"
 )
 
 // Set by the linker: -ldflags "-X main.version=... -X main.commit=...".
@@ -21,11 +25,40 @@ var (
 
 // cli is the command tree; one file per subcommand.
 type cli struct {
+	DataDir string `name:"data-dir" help:"Data directory (store, audit, keys). Default: $SANDBOX_DATA_DIR, else /var/lib/sandhold as root, else $XDG_DATA_HOME/sandhold." type:"path"`
+	Config  string `name:"config" help:"YAML config file (flat keys as in SECURITY.md)." type:"path"`
+
 	Serve   serveCmd   `cmd:"" help:"Run the API server."`
 	Keys    keysCmd    `cmd:"" help:"Manage API keys in the local data dir."`
 	Audit   auditCmd   `cmd:"" help:"Inspect and verify the audit log."`
 	Doctor  doctorCmd  `cmd:"" help:"Show which kernel isolation features this host offers."`
 	Version versionCmd `cmd:"" help:"Print the version."`
+}
+
+// env is what every subcommand gets: its streams and the global flags.
+type env struct {
+	stdout, stderr io.Writer
+	global         *cli
+}
+
+// loadConfig resolves the configuration (flags > env > file > defaults)
+// and validates it, reporting every problem on one line.
+func (e *env) loadConfig(flags map[string]string) (config.Config, error) {
+	if flags == nil {
+		flags = map[string]string{}
+	}
+	if e.global.DataDir != "" {
+		flags["data_dir"] = e.global.DataDir
+	}
+	c, err := config.Load(config.LoadOptions{File: e.global.Config, Flags: flags})
+	if err != nil {
+		return config.Config{}, &exitError{code: 2, err: err}
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return config.Config{}, &exitError{code: 2, err: fmt.Errorf("invalid configuration: %s", strings.ReplaceAll(err.Error(), "\n", "; "))}
+	}
+	return c, nil
 }
 
 // exitError carries a process exit code through run.
@@ -39,7 +72,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sandhold: %v\n", err)
@@ -52,18 +85,24 @@ func main() {
 }
 
 // run parses args and runs the chosen subcommand.
-func run(ctx context.Context, args []string) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c cli
+	helped := false
 	parser, err := kong.New(&c,
 		kong.Name("sandhold"),
 		kong.Description("Secure multi-tenant sandbox server for AI agents."),
-		kong.UsageOnError(),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(int) { helped = true }), // --help returns instead of exiting the process
 		kong.BindTo(ctx, (*context.Context)(nil)),
+		kong.Bind(&env{stdout: stdout, stderr: stderr, global: &c}),
 	)
 	if err != nil {
 		return err
 	}
 	kctx, err := parser.Parse(args)
+	if helped {
+		return nil // --help was printed
+	}
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+type keysCmd struct {
+	Create keysCreateCmd `cmd:"" help:"Create a key and print it (shown only now)."`
+	List   keysListCmd   `cmd:"" help:"List keys (never their secrets)."`
+	Revoke keysRevokeCmd `cmd:"" help:"Revoke a key by id; a running server refuses it on its next request."`
+}
+
+// cliCaller is the audit actor for local CLI actions: whoever can run the
+// binary against the data dir is the operator.
+var cliCaller = auth.Caller{KeyID: "cli", KeyName: "local operator", Role: auth.RoleAdmin, Addr: "local"}
+
+// openLocal opens the data dir's store with an auth service over it.
+func openLocal(ctx context.Context, e *env) (*store.SQLite, *audit.Log, *auth.Service, error) {
+	cfg, err := e.loadConfig(nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := daemon.EnsureDataDir(cfg.DataDir); err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := store.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lg := audit.New(st, cfg.DataDir)
+	return st, lg, auth.NewService(st, lg), nil
+}
+
+type keysCreateCmd struct {
+	Name string `required:"" help:"Label for the key."`
+	Role string `required:"" enum:"admin,agent,viewer" help:"admin, agent or viewer."`
+}
+
+func (k *keysCreateCmd) Run(ctx context.Context, e *env) error {
+	st, _, svc, err := openLocal(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	info, secret, err := svc.CreateKey(ctx, cliCaller, k.Name, auth.Role(k.Role))
+	if err != nil {
+		return fmt.Errorf("create key: %s", fault.Public(err))
+	}
+	fmt.Fprintf(e.stderr, "created %s key %s (%s); the key is shown only now:\n", info.Role, info.ID, info.Name)
+	_, err = fmt.Fprintln(e.stdout, secret)
+	return err
+}
+
+type keysListCmd struct{}
+
+func (keysListCmd) Run(ctx context.Context, e *env) error {
+	st, _, svc, err := openLocal(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, err := svc.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED")
+	for _, k := range keys {
+		revoked := "-"
+		if k.RevokedAt != nil {
+			revoked = k.RevokedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.Format(time.RFC3339), revoked)
+	}
+	return tw.Flush()
+}
+
+type keysRevokeCmd struct {
+	ID string `arg:"" help:"Key id (from keys list)."`
+}
+
+func (k *keysRevokeCmd) Run(ctx context.Context, e *env) error {
+	st, _, svc, err := openLocal(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	info, err := svc.RevokeKey(ctx, cliCaller, k.ID)
+	if err != nil {
+		return fmt.Errorf("revoke %s: %s", k.ID, fault.Public(err))
+	}
+	_, err = fmt.Fprintf(e.stdout, "revoked %s (%s)\n", info.ID, info.Name)
+	return err
+}
