@@ -154,9 +154,10 @@ func (x *extraction) install(dst *os.Root, dir string, p *plan) (err error) {
 	if err := moveTops(dr, sr, tops); err != nil {
 		return err
 	}
-	if err := dr.Remove(staging); err != nil {
-		return ioError("", err)
-	}
+	// Everything is in place: the extraction succeeded. The staging directory
+	// is empty unless another process dropped something in it meanwhile;
+	// removing it is best effort and its contents never were the archive's.
+	_ = dr.RemoveAll(staging)
 	return nil
 }
 

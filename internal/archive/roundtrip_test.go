@@ -288,3 +288,32 @@ func TestExtractDotSlashNames(t *testing.T) {
 		t.Fatalf("content %q", b)
 	}
 }
+
+func TestExtractIntoRootItself(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "existing"), []byte("e"), 0o644)
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	data := buildZip(t, zent{name: "x/y", body: "y"}, zent{name: "z", body: "z"})
+	res, err := Extract(context.Background(), archiveFile(t, data), FormatZip, r, ".", DefaultLimits())
+	if err != nil || res.Files != 2 || res.Dirs != 1 {
+		t.Fatalf("res %+v err %v", res, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "existing,x,z" {
+		t.Fatalf("root holds %q", names)
+	}
+	// The same archive again conflicts and changes nothing.
+	_, err = Extract(context.Background(), archiveFile(t, data), FormatZip, r, ".", DefaultLimits())
+	wantReason(t, err, ReasonTargetExists)
+	if ents2, _ := os.ReadDir(dir); len(ents2) != 3 {
+		t.Fatalf("root changed: %v", ents2)
+	}
+}
