@@ -14,8 +14,9 @@
 // the "shocker" escape), module and kexec loading, personality flags that
 // weaken ASLR or NX, the 32-bit (int 0x80) and x32 system-call entries (other
 // syscall tables that an x86-64 filter would otherwise not cover), clock and
-// host administration calls, NUMA memory policy calls, and packet/raw/vsock
-// sockets. Anything not listed is refused with EPERM, so syscalls added to
+// host administration calls, NUMA memory policy calls, packet/raw/vsock
+// sockets, and Multipath TCP sockets (which landlock's TCP port rules do not
+// cover, so refusing them here is what makes those rules hold). Anything not listed is refused with EPERM, so syscalls added to
 // future kernels are denied until someone reviews them.
 //
 // What it does NOT protect: the syscalls it allows are the kernel's normal

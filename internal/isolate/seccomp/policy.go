@@ -88,6 +88,10 @@ const (
 	afNETLINK = 16
 
 	errnoENOSYS = 38
+
+	// ipprotoMPTCPBit is the bit that sets IPPROTO_MPTCP (262 = 0x106)
+	// apart from every real IP protocol number (all below 256).
+	ipprotoMPTCPBit = 0x100
 )
 
 // Flag words used by conditioned rows.
@@ -231,7 +235,7 @@ func Policy() Table {
 			},
 			{
 				Action: Allow,
-				Why: "socket families ordinary programs use: unix, IPv4/IPv6 (but never SOCK_RAW), netlink (getifaddrs, ip). " +
+				Why: "socket families ordinary programs use: unix, IPv4/IPv6 (but never SOCK_RAW or Multipath TCP), netlink (getifaddrs, ip). " +
 					"AF_PACKET, AF_VSOCK (the hypervisor's channel), AF_ALG and the rest fall through to EPERM. " +
 					"Raw and packet sockets need CAP_NET_RAW, which commands lack, but the sandbox's user namespace owns its " +
 					"network namespace, so its root could hold it; AF_PACKET's CVE history is why we close it here too",
@@ -242,10 +246,16 @@ func Policy() Table {
 					// type & SOCK_RAW(3) != 3, written as "bit 0 clear or
 					// bit 1 clear": STREAM(1), DGRAM(2), SEQPACKET(5) pass
 					// with any SOCK_NONBLOCK/SOCK_CLOEXEC bits, RAW(3) does not.
-					{{Arg: 0, Op: Equal, Value: afINET}, {Arg: 1, Op: BitsClear, Value: 1}},
-					{{Arg: 0, Op: Equal, Value: afINET}, {Arg: 1, Op: BitsClear, Value: 2}},
-					{{Arg: 0, Op: Equal, Value: afINET6}, {Arg: 1, Op: BitsClear, Value: 1}},
-					{{Arg: 0, Op: Equal, Value: afINET6}, {Arg: 1, Op: BitsClear, Value: 2}},
+					// protocol & 0x100 == 0 refuses IPPROTO_MPTCP (262):
+					// landlock's TCP port rules do not cover Multipath TCP
+					// sockets, so allowing them would let a sandbox bind and
+					// connect to any port. Go's net package and curl fall
+					// back to plain TCP. Testing only the low word keeps the
+					// check immune to high bits the kernel truncates away.
+					{{Arg: 0, Op: Equal, Value: afINET}, {Arg: 1, Op: BitsClear, Value: 1}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
+					{{Arg: 0, Op: Equal, Value: afINET}, {Arg: 1, Op: BitsClear, Value: 2}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
+					{{Arg: 0, Op: Equal, Value: afINET6}, {Arg: 1, Op: BitsClear, Value: 1}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
+					{{Arg: 0, Op: Equal, Value: afINET6}, {Arg: 1, Op: BitsClear, Value: 2}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
 				},
 			},
 			{

@@ -208,6 +208,13 @@ func TestDecisions(t *testing.T) {
 		// high bit must not pass as "some other family" nor as AF_INET.
 		{name: "socket-family-high-bits", call: "socket", args: []uint64{1<<32 | afPacket, sockRaw}, want: retErrnoEPERM},
 		{name: "socket-unix-high-bits", call: "socket", args: []uint64{1<<32 | afUNIX, sockStream}, want: retErrnoEPERM},
+		{name: "socket-inet-tcp", call: "socket", args: []uint64{afINET, sockStream, 6}, want: retAllow},
+		{name: "socket-inet6-udp", call: "socket", args: []uint64{afINET6, sockDgram, 17}, want: retAllow},
+		{name: "socket-inet-icmp-dgram", call: "socket", args: []uint64{afINET, sockDgram, 1}, want: retAllow},
+		{name: "socket-inet-mptcp", call: "socket", args: []uint64{afINET, sockStream, 262}, want: retErrnoEPERM},
+		{name: "socket-inet6-mptcp-cloexec", call: "socket", args: []uint64{afINET6, sockStream | sockCloexec, 262}, want: retErrnoEPERM},
+		{name: "socket-inet-mptcp-high-bits", call: "socket", args: []uint64{afINET, sockStream, 1<<32 | 262}, want: retErrnoEPERM},
+		{name: "socket-inet-tcp-high-bits-in-protocol", call: "socket", args: []uint64{afINET, sockStream, 1<<32 | 6}, want: retAllow},
 		{name: "socketpair", call: "socketpair", args: []uint64{afUNIX, sockStream}, want: retAllow},
 	}
 	for _, tc := range cases {

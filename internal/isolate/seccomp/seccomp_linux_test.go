@@ -225,6 +225,9 @@ func helperDeny() error {
 		{"socket_inet_raw", func() error {
 			return closeIfFD(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMP))
 		}},
+		{"socket_inet_mptcp", func() error {
+			return closeIfFD(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 262))
+		}},
 		{"x32_getpid", func() error { return rawErr(unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)) }},
 		{"iopl", func() error { return rawErr(unix.RawSyscall(unix.SYS_IOPL, 0, 0, 0)) }},
 		// Last among the denials: were it allowed, every later exec would
@@ -263,7 +266,7 @@ func TestInstallDenies(t *testing.T) {
 		{"delete_module", eperm}, {"kexec_load", eperm}, {"reboot", eperm}, {"swapoff", eperm},
 		{"acct", eperm}, {"settimeofday", eperm}, {"clock_settime", eperm}, {"adjtimex_read", eperm},
 		{"syslog_size", eperm}, {"personality_addr_no_randomize", eperm},
-		{"personality_read_implies_exec", eperm}, {"socket_packet", eperm}, {"socket_inet_raw", eperm},
+		{"personality_read_implies_exec", eperm}, {"socket_packet", eperm}, {"socket_inet_raw", eperm}, {"socket_inet_mptcp", eperm},
 		{"x32_getpid", enosys}, {"iopl", eperm},
 		{"personality_query", 0}, {"socket_inet_stream", 0}, {"socket_netlink_raw", 0},
 	}
@@ -681,6 +684,8 @@ func TestABIConstants(t *testing.T) {
 		{"AF_INET6", afINET6, unix.AF_INET6},
 		{"AF_NETLINK", afNETLINK, unix.AF_NETLINK},
 		{"ENOSYS", errnoENOSYS, int(unix.ENOSYS)},
+		{"IPPROTO_MPTCP&bit", unix.IPPROTO_MPTCP & ipprotoMPTCPBit, ipprotoMPTCPBit},
+		{"IPPROTO_RAW&bit", unix.IPPROTO_RAW & ipprotoMPTCPBit, 0},
 	}
 	for _, p := range pairs {
 		if p.got != p.want {
