@@ -16,8 +16,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/agent"
-	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/process"
 	"github.com/sandhold/sandhold/internal/sandbox"
@@ -31,10 +31,11 @@ type Posture struct {
 	Checks any
 }
 
-// SandboxRoutes mounts the sandbox manager's routes: lifecycle, exec,
-// posture and resources.
-func (s *Server) SandboxRoutes(m *sandbox.Manager, p Posture) {
-	h := &sandboxHandlers{s: s, m: m, posture: p}
+// SandboxRoutes mounts the sandbox routes: lifecycle, exec, posture and
+// resources. Every handler calls the dispatcher; the manager is read
+// directly only for the posture report's figures.
+func (s *Server) SandboxRoutes(d *dispatch.Dispatcher, m *sandbox.Manager, p Posture) {
+	h := &sandboxHandlers{s: s, d: d, m: m, posture: p}
 	reg := func(op huma.Operation, tag string) huma.Operation {
 		op.Tags = []string{tag}
 		op.Security = Security
@@ -81,23 +82,18 @@ func (s *Server) SandboxRoutes(m *sandbox.Manager, p Posture) {
 
 type sandboxHandlers struct {
 	s       *Server
+	d       *dispatch.Dispatcher
 	m       *sandbox.Manager
 	posture Posture
 }
 
-// caller maps the request's key to the manager's view. Viewers observe
-// (read routes), agents act on their own sandboxes, admins on all.
-func (h *sandboxHandlers) caller(ctx context.Context, write bool) (auth.Caller, sandbox.Caller, error) {
+// call dispatches tool for the request's caller.
+func (h *sandboxHandlers) call(ctx context.Context, tool string, args any) (any, error) {
 	c, err := MustCaller(ctx)
 	if err != nil {
-		return c, sandbox.Caller{}, err
+		return nil, err
 	}
-	if write {
-		if err := h.s.auth.Require(ctx, c, "change sandboxes", auth.RoleAdmin, auth.RoleAgent); err != nil {
-			return c, sandbox.Caller{}, err
-		}
-	}
-	return c, sandbox.Caller{KeyID: c.KeyID, Admin: c.IsAdmin() || (!write && c.Role == auth.RoleViewer)}, nil
+	return h.d.Dispatch(ctx, c, tool, args)
 }
 
 // LimitsBody is how clients write limits: sizes as "512MB", durations as
@@ -170,10 +166,6 @@ type SandboxIDInput struct {
 }
 
 func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*SandboxOutput, error) {
-	_, c, err := h.caller(ctx, true)
-	if err != nil {
-		return nil, err
-	}
 	l, err := in.Body.Limits.limits()
 	if err != nil {
 		return nil, err
@@ -186,19 +178,19 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 		}
 		spec.TTL = d
 	}
-	info, err := h.m.Create(ctx, c, spec)
+	res, err := h.call(ctx, sandbox.ToolCreate, spec)
 	if err != nil {
 		return nil, err
 	}
-	return &SandboxOutput{Body: OK(info)}, nil
+	return &SandboxOutput{Body: OK(res.(sandbox.Info))}, nil
 }
 
 func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOutput, error) {
-	_, c, err := h.caller(ctx, false)
+	res, err := h.call(ctx, sandbox.ToolList, nil)
 	if err != nil {
 		return nil, err
 	}
-	infos := h.m.List(c)
+	infos := res.([]sandbox.Info)
 	if infos == nil {
 		infos = []sandbox.Info{}
 	}
@@ -206,15 +198,11 @@ func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOu
 }
 
 func (h *sandboxHandlers) get(ctx context.Context, in *SandboxIDInput) (*SandboxOutput, error) {
-	_, c, err := h.caller(ctx, false)
+	res, err := h.call(ctx, sandbox.ToolGet, sandbox.IDArgs{ID: in.ID})
 	if err != nil {
 		return nil, err
 	}
-	sb, err := h.m.Get(c, in.ID)
-	if err != nil {
-		return nil, err
-	}
-	return &SandboxOutput{Body: OK(sb.Info())}, nil
+	return &SandboxOutput{Body: OK(res.(sandbox.Info))}, nil
 }
 
 // EmptyOutput is a success without data.
@@ -229,33 +217,21 @@ func done(msg string) *EmptyOutput {
 }
 
 func (h *sandboxHandlers) delete(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	_, c, err := h.caller(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.m.Delete(ctx, c, in.ID); err != nil {
+	if _, err := h.call(ctx, sandbox.ToolDelete, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox deleted"), nil
 }
 
 func (h *sandboxHandlers) pause(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	_, c, err := h.caller(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.m.Pause(ctx, c, in.ID); err != nil {
+	if _, err := h.call(ctx, sandbox.ToolPause, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox paused"), nil
 }
 
 func (h *sandboxHandlers) resume(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	_, c, err := h.caller(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.m.Resume(ctx, c, in.ID); err != nil {
+	if _, err := h.call(ctx, sandbox.ToolResume, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox resumed"), nil
@@ -299,11 +275,10 @@ func decodeJSON(r *http.Request, v any) error {
 	return nil
 }
 
-func (b ExecBody) request(c auth.Caller) (sandbox.ExecRequest, error) {
+func (b ExecBody) request() (sandbox.ExecRequest, error) {
 	r := sandbox.ExecRequest{
 		Command: b.Command, Argv: b.Argv, Cwd: b.Cwd, Env: b.Env, Stdin: []byte(b.Stdin),
 		Background: b.Background, Sudo: b.Sudo, OutputLimit: b.OutputLimit,
-		PrivilegedEnv: c.IsAdmin(), Actor: c.KeyID,
 	}
 	if b.Timeout != nil {
 		t := *b.Timeout
@@ -317,52 +292,38 @@ func (b ExecBody) request(c auth.Caller) (sandbox.ExecRequest, error) {
 
 func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	c, sc, err := h.caller(ctx, true)
-	if err != nil {
-		WriteError(w, r, err)
-		return
-	}
 	var body ExecBody
 	if err := decodeJSON(r, &body); err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	req, err := body.request(c)
+	req, err := body.request()
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	sb, err := h.m.Get(sc, chi.URLParam(r, "id"))
+	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && !req.Background
+	res, err := h.call(ctx, sandbox.ToolExec, sandbox.ExecArgs{ID: chi.URLParam(r, "id"), Req: req, Stream: stream})
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") && !req.Background {
-		h.stream(w, r, sb, req)
+	if stream {
+		h.stream(w, r, res.(*sandbox.Execution))
 		return
 	}
-	e, err := sb.Exec(ctx, req)
-	if err != nil {
-		WriteError(w, r, err)
-		return
-	}
-	WriteData(w, http.StatusOK, e.Result())
+	WriteData(w, http.StatusOK, res)
 }
 
 // stream runs the execution and sends its output as SSE events while it
 // runs: "stdout" and "stderr" with the new bytes, then "exit" with the
 // result. A client that goes away kills the execution.
-func (h *sandboxHandlers) stream(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox, req sandbox.ExecRequest) {
+func (h *sandboxHandlers) stream(w http.ResponseWriter, r *http.Request, e *sandbox.Execution) {
+	ctx := r.Context()
 	fl, ok := w.(http.Flusher)
 	if !ok {
+		e.Kill()
 		WriteError(w, r, fault.New(fault.Unsupported, "streaming is not supported on this connection"))
-		return
-	}
-	ctx := r.Context()
-	req.Background = true // it is supervised here, bound to ctx below
-	e, err := sb.Exec(ctx, req)
-	if err != nil {
-		WriteError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -434,23 +395,12 @@ type ExecReadOutput struct {
 	Body Envelope[ExecChunk]
 }
 
-func (h *sandboxHandlers) execution(ctx context.Context, id, cmd string, write bool) (*sandbox.Execution, error) {
-	_, c, err := h.caller(ctx, write)
-	if err != nil {
-		return nil, err
-	}
-	sb, err := h.m.Get(c, id)
-	if err != nil {
-		return nil, err
-	}
-	return sb.Execution(cmd)
-}
-
 func (h *sandboxHandlers) getExec(ctx context.Context, in *ExecReadInput) (*ExecReadOutput, error) {
-	e, err := h.execution(ctx, in.ID, in.CommandID, false)
+	res, err := h.call(ctx, sandbox.ToolExecRead, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID})
 	if err != nil {
 		return nil, err
 	}
+	e := res.(*sandbox.Execution)
 	if in.Wait > 0 {
 		outCh, _ := e.Stdout.Wait()
 		errCh, _ := e.Stderr.Wait()
@@ -465,11 +415,11 @@ func (h *sandboxHandlers) getExec(ctx context.Context, in *ExecReadInput) (*Exec
 		}
 	}
 	const chunk = 1 << 20
-	res := e.Result()
+	r := e.Result()
 	out, nextOut, d1 := e.Stdout.ReadAt(in.StdoutOffset, chunk)
 	errOut, nextErr, d2 := e.Stderr.ReadAt(in.StderrOffset, chunk)
-	res.Stdout, res.Stderr = string(out), string(errOut)
-	return &ExecReadOutput{Body: OK(ExecChunk{Result: res, StdoutOffset: nextOut, StderrOffset: nextErr, Dropped: d1 + d2})}, nil
+	r.Stdout, r.Stderr = string(out), string(errOut)
+	return &ExecReadOutput{Body: OK(ExecChunk{Result: r, StdoutOffset: nextOut, StderrOffset: nextErr, Dropped: d1 + d2})}, nil
 }
 
 // ExecIDInput names an execution.
@@ -479,12 +429,9 @@ type ExecIDInput struct {
 }
 
 func (h *sandboxHandlers) killExec(ctx context.Context, in *ExecIDInput) (*EmptyOutput, error) {
-	e, err := h.execution(ctx, in.ID, in.CommandID, true)
-	if err != nil {
+	if _, err := h.call(ctx, sandbox.ToolExecKill, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID}); err != nil {
 		return nil, err
 	}
-	e.Kill()
-	<-e.Done()
 	return done("execution killed"), nil
 }
 
@@ -524,7 +471,7 @@ type SecurityOutput struct {
 }
 
 func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityOutput, error) {
-	_, c, err := h.caller(ctx, false)
+	res, err := h.call(ctx, sandbox.ToolList, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +494,7 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 	if h.posture.Insecure {
 		rep.Warning = "INSECURE: started with --insecure-no-isolation; sandboxes may run without some isolation layers"
 	}
-	for _, in := range h.m.List(c) {
+	for _, in := range res.([]sandbox.Info) {
 		rep.Sandboxes = append(rep.Sandboxes, SandboxSecurityRow{ID: in.ID, State: in.State, Network: in.Network, Limits: in.Limits})
 	}
 	return &SecurityOutput{Body: OK(rep)}, nil
@@ -559,11 +506,11 @@ type ResourcesOutput struct {
 }
 
 func (h *sandboxHandlers) resources(ctx context.Context, _ *struct{}) (*ResourcesOutput, error) {
-	_, c, err := h.caller(ctx, false)
+	res, err := h.call(ctx, sandbox.ToolResources, nil)
 	if err != nil {
 		return nil, err
 	}
-	st := h.m.Resources(c)
+	st := res.([]sandbox.Stats)
 	if st == nil {
 		st = []sandbox.Stats{}
 	}

@@ -116,8 +116,8 @@ type ApprovalRequired struct {
 
 func (e *ApprovalRequired) Error() string { return "approval required: " + e.ID }
 
-// RateLimited is returned when a limit refuses a call; it carries what a
-// 429 needs (Retry-After, X-RateLimit-*).
+// RateLimited is the cause inside the fault returned when a limit refuses
+// a call; it carries what a 429 needs (Retry-After, X-RateLimit-*).
 type RateLimited struct {
 	Category ratelimit.Category
 	Decision ratelimit.Decision
@@ -284,7 +284,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	if d.limiter != nil && t.Category != 0 {
 		if dec := d.limiter.Allow(c.KeyID, t.Category); !dec.Allowed {
 			verdict, reason = "denied", "rate_limit"
-			return nil, &RateLimited{Category: t.Category, Decision: dec}
+			rl := &RateLimited{Category: t.Category, Decision: dec}
+			return nil, &fault.Error{Kind: fault.RateLimited, Msg: rl.Error(), RetryAfter: dec.RetryAfterSeconds(), Err: rl}
 		}
 	}
 	// 4–5. Risk is assessed above; the policy decides on it.

@@ -90,7 +90,7 @@ func TestDispatchOrder(t *testing.T) {
 			switch {
 			case tc.reason == "rate_limit":
 				var rl *RateLimited
-				if !errors.As(err, &rl) || rl.Decision.RetryAfter <= 0 {
+				if !errors.As(err, &rl) || rl.Decision.RetryAfter <= 0 || fault.KindOf(err) != fault.RateLimited {
 					t.Fatalf("err = %v, want rate limited with Retry-After", err)
 				}
 			case tc.want == "":

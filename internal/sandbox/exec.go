@@ -461,10 +461,13 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	e.mu.Unlock()
 	s.finish(e)
 	close(e.done)
-	s.m.audit(context.WithoutCancel(ctx), Event{Actor: r.Actor, Action: "exec.run", Sandbox: s.rec.ID, Verdict: status, Detail: map[string]any{
-		"command": auditCommand(e.Argv), "exit_code": ex.Code, "signal": ex.Signal, "reason": res.Reason,
-		"duration_ms": res.DurationMS, "background": r.Background, "sudo": r.Sudo,
-	}})
+	if r.Background {
+		// The call was audited when it started; its end is recorded here.
+		s.m.audit(context.WithoutCancel(ctx), Event{Actor: r.Actor, Action: "exec.finish", Sandbox: s.rec.ID, Verdict: status, Detail: map[string]any{
+			"command": auditCommand(e.Argv), "command_id": e.ID, "exit_code": ex.Code, "signal": ex.Signal, "reason": res.Reason,
+			"duration_ms": res.DurationMS,
+		}})
+	}
 }
 
 // auditCommand is the command line as audited (the audit log redacts

@@ -24,7 +24,9 @@ type Records interface {
 	ListSandboxes(ctx context.Context) ([]Record, error)
 }
 
-// Event is one audited sandbox action.
+// Event is one audited action the manager takes on its own: expiry, idle
+// stops, the end of a background execution. Calls made by clients are
+// audited by the dispatcher.
 type Event struct {
 	Actor   string
 	Action  string // sandbox.create, sandbox.delete, sandbox.pause, exec.run, …
@@ -240,7 +242,6 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 	}
 	if m.cfg.MaxPerOwner > 0 && !c.Admin && m.countOwned(c.KeyID) >= m.cfg.MaxPerOwner {
 		m.mu.Unlock()
-		m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.create", Verdict: "denied", Detail: map[string]any{"reason": "sandbox cap per key"}})
 		return Info{}, fault.WithRetryAfter(fault.RateLimited, 60, fmt.Sprintf("at most %d sandboxes per key", m.cfg.MaxPerOwner))
 	}
 	m.mu.Unlock()
@@ -273,9 +274,12 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 	m.mu.Lock()
 	m.sandboxes[s.rec.ID] = s
 	m.mu.Unlock()
-	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.create", Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{
-		"limits": spec.Limits, "network": spec.Network.Mode, "default": dflt, "ms": time.Since(start).Milliseconds(),
-	}})
+	m.log.Debug("sandbox created", "id", s.rec.ID, "ms", time.Since(start).Milliseconds())
+	if dflt {
+		// The caller asked for something else; the default sandbox it
+		// got is worth its own record.
+		m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.create_default", Sandbox: s.rec.ID, Verdict: "allowed"})
+	}
 	return s.Info(), nil
 }
 
@@ -464,7 +468,6 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 		m.log.Error("remove workspace", "id", id, "err", err)
 	}
 	m.freeSlot(s.rec.Slot)
-	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.delete", Sandbox: id, Verdict: "allowed"})
 	return nil
 }
 
@@ -474,11 +477,7 @@ func (m *Manager) Pause(ctx context.Context, c Caller, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.pause(); err != nil {
-		return err
-	}
-	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.pause", Sandbox: id, Verdict: "allowed"})
-	return nil
+	return s.pause()
 }
 
 // Resume thaws a paused sandbox.
@@ -487,11 +486,7 @@ func (m *Manager) Resume(ctx context.Context, c Caller, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.resume(); err != nil {
-		return err
-	}
-	m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.resume", Sandbox: id, Verdict: "allowed"})
-	return nil
+	return s.resume()
 }
 
 // FreezeAll pauses every running sandbox (HALT) and kills their running
@@ -574,3 +569,38 @@ func (m *Manager) Layers() []agent.Layer {
 
 // PoolStatus reports the warm pool.
 func (m *Manager) PoolStatus() PoolStatus { return m.pool.status() }
+
+// SelfTest starts one throw-away sandbox, runs a command in it and checks
+// that every isolation layer the init reports is in force. The server runs
+// it before serving, so a host that cannot isolate is found at start, not
+// by the first client. It returns the layers.
+func (m *Manager) SelfTest(ctx context.Context) ([]agent.Layer, error) {
+	s, err := m.cold(ctx, Record{ID: newID(), Spec: Spec{Limits: m.cfg.Default, Network: Network{Mode: NetworkNone}}})
+	if err != nil {
+		return nil, fmt.Errorf("start a test sandbox: %w", err)
+	}
+	defer func() {
+		s.shutdown(true)
+		m.discard(s)
+	}()
+	e, err := s.Exec(ctx, ExecRequest{Argv: []string{"/bin/sh", "-c", "exit 0"}, Actor: "system"})
+	if err != nil {
+		return nil, fmt.Errorf("run a command in the test sandbox: %w", err)
+	}
+	if r := e.Result(); r.Status != StatusCompleted || r.ExitCode == nil || *r.ExitCode != 0 {
+		return nil, fmt.Errorf("test command ended %s (%s)", r.Status, r.Reason)
+	}
+	s.mu.Lock()
+	layers := s.inst.Ready.Layers
+	s.mu.Unlock()
+	var missing []string
+	for _, l := range layers {
+		if !l.Active {
+			missing = append(missing, l.Name+" ("+l.Detail+")")
+		}
+	}
+	if len(missing) > 0 && !m.cfg.Insecure {
+		return layers, fmt.Errorf("isolation layers not in force: %v", missing)
+	}
+	return layers, nil
+}
