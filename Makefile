@@ -1,0 +1,59 @@
+# sandhold — build, run and test. `make run` and `make test` are the two
+# commands a new developer needs (see README.md).
+
+GO               ?= go
+BIN              := bin/sandhold
+TOOLS            := $(CURDIR)/.tools
+GOLANGCI         := $(TOOLS)/golangci-lint
+GOLANGCI_VERSION := v2.15.0
+DATA_DIR         := ./.data
+LISTEN           := 127.0.0.1:8080
+TEST_TIMEOUT     := 20m
+
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
+.PHONY: all build run test vet unit lint deps clean
+
+all: build
+
+## build: static binary in bin/sandhold
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandhold
+
+## run: build, then serve on 127.0.0.1:8080 with the data dir ./.data
+run: build
+	@mkdir -p $(DATA_DIR) && chmod 700 $(DATA_DIR)
+	@if [ -n "$$SANDBOX_API_KEY" ]; then \
+		echo "admin key: from SANDBOX_API_KEY"; \
+	elif [ -f $(DATA_DIR)/admin.key ]; then \
+		echo "admin key: $$(cat $(DATA_DIR)/admin.key)"; \
+	else \
+		echo "admin key: generated on first start (printed below, saved in $(DATA_DIR)/admin.key)"; \
+	fi
+	./$(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
+
+## test: everything CI runs: deps, go vet, the tests, golangci-lint
+test: deps vet unit lint
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+## lint: golangci-lint v2 with gosec (installed into .tools on first use)
+lint: $(GOLANGCI)
+	$(GOLANGCI) run ./...
+
+$(GOLANGCI):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+
+## deps: whatever the tests need on the machine (system packages go here)
+deps:
+	@$(GO) version
+
+clean:
+	rm -rf bin
