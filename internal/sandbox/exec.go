@@ -562,3 +562,112 @@ func (s *Sandbox) killExecs(reason string) {
 		}
 	}
 }
+
+// SpawnSpec starts a long-lived process for a capability that manages its
+// own I/O (PTY shells, interpreters, the browser): the caller owns the
+// descriptors and the lifetime, the sandbox owns placement and limits.
+type SpawnSpec struct {
+	Argv []string
+	Cwd  string
+	Env  map[string]string
+	// PrivilegedEnv allows LD_PRELOAD and friends (admin keys).
+	PrivilegedEnv bool
+	TTY           bool
+	Rows, Cols    uint16
+	Stdin         bool
+	Sudo          bool
+	// CPUTime caps each process's CPU time (0: the sandbox's limit).
+	CPUTime time.Duration
+}
+
+// Proc is a process started with Spawn. Kill ends its whole tree; Release
+// must be called once it has exited (it frees the execution group).
+type Proc struct {
+	*agent.Process
+	s    *Sandbox
+	slot cgroup.Group
+	once sync.Once
+}
+
+// Spawn starts a process in its own execution group.
+func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
+	if len(sp.Argv) == 0 || sp.Argv[0] == "" {
+		return nil, fault.InvalidField("argv", "argv is empty")
+	}
+	if sp.Cwd == "" {
+		sp.Cwd = "/workspace"
+	}
+	if err := agent.CheckPath(sp.Cwd); err != nil {
+		return nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
+	}
+	if sp.Sudo && !s.m.cfg.AllowSudo {
+		return nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
+	}
+	env, err := BuildEnv(sp.Env, sp.PrivilegedEnv)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := s.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := s.acquireSlot(s.rec.Spec.Limits.MemoryBytes)
+	if err != nil {
+		return nil, err
+	}
+	attach, err := s.attachFiles(slot)
+	if err != nil {
+		s.releaseSlot(slot)
+		return nil, fmt.Errorf("open execution cgroup: %w", err)
+	}
+	cpu := sp.CPUTime
+	if cpu == 0 {
+		cpu = s.rec.Spec.Limits.CPUTime
+	}
+	p, err := inst.Spawn(ctx, agent.SpawnReq{
+		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
+		Limits: agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
+	}, attach, s.homeFiles())
+	closeFiles(attach)
+	if err != nil {
+		s.killSlot(slot)
+		s.releaseSlot(slot)
+		return nil, spawnFault(err)
+	}
+	s.touch()
+	return &Proc{Process: p, s: s, slot: slot}, nil
+}
+
+// Kill ends the process's whole tree.
+func (p *Proc) Kill() { p.s.killSlot(p.slot) }
+
+// Release kills what is left of the tree, closes the descriptors and frees
+// the execution group. Call it once, after the process exited (or to end
+// it).
+func (p *Proc) Release() {
+	p.once.Do(func() {
+		p.s.killSlot(p.slot)
+		p.Close()
+		p.s.releaseSlot(p.slot)
+	})
+}
+
+// Stats reports the process tree's cgroup figures.
+func (p *Proc) Stats() (cgroup.Stats, error) { return p.slot.Stats() }
+
+// File runs one file primitive inside the sandbox (see agent.Client.File);
+// a stopped sandbox is started first.
+func (s *Sandbox) File(ctx context.Context, op agent.Op, r agent.FileReq) (*agent.FileResp, *os.File, error) {
+	inst, err := s.ensure(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.touch()
+	return inst.File(ctx, op, r)
+}
+
+func (s *Sandbox) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
