@@ -135,9 +135,10 @@ type Dispatcher struct {
 	halt      Halt
 	approvals Approvals
 
-	// mu guards tools.
-	mu    sync.RWMutex
-	tools map[string]*Tool
+	// mu guards tools and watchers.
+	mu       sync.RWMutex
+	tools    map[string]*Tool
+	watchers []func()
 }
 
 // Options configures a Dispatcher. Nil Policy allows every call its role
@@ -175,7 +176,35 @@ func (d *Dispatcher) Register(t Tool) error {
 		return fmt.Errorf("tool %s registered twice", t.Name)
 	}
 	d.tools[t.Name] = &t
+	d.changedLocked()
 	return nil
+}
+
+// Unregister removes a tool (custom tools); it reports whether it existed.
+func (d *Dispatcher) Unregister(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.tools[name]; !ok {
+		return false
+	}
+	delete(d.tools, name)
+	d.changedLocked()
+	return true
+}
+
+// OnChange calls fn (in its own goroutine) whenever the set of tools
+// changes: MCP sends tools/list_changed.
+func (d *Dispatcher) OnChange(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.watchers = append(d.watchers, fn)
+}
+
+// changedLocked notifies watchers. Callers hold mu.
+func (d *Dispatcher) changedLocked() {
+	for _, fn := range d.watchers {
+		go fn()
+	}
 }
 
 // MustRegister is Register for the built-in tools, whose registration
