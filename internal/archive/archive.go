@@ -138,7 +138,7 @@ type Result struct {
 	Files    int
 	Dirs     int // including directories implied by entry paths
 	Symlinks int
-	Bytes    int64 // actual content bytes
+	Bytes    int64 // content bytes of regular files (counted, and checked against the headers)
 	Stripped int   // entries whose setuid/setgid/sticky bits were removed
 	Skipped  int   // Pack only: symlinks, special files and unrepresentable names left out
 }
@@ -159,6 +159,7 @@ const (
 // Reasons name the rule that refused an entry.
 const (
 	ReasonInvalidLimits     = "invalid_limits"
+	ReasonDestination       = "invalid_destination"
 	ReasonUnsupportedFormat = "unsupported_format"
 	ReasonFormatMismatch    = "format_mismatch"
 	ReasonEmptyArchive      = "empty_archive"

@@ -28,7 +28,7 @@ func Extract(ctx context.Context, src *os.File, format Format, dst *os.Root, dir
 		return Result{}, err
 	}
 	if !filepath.IsLocal(dir) {
-		return Result{}, refuse("", KindInvalid, ReasonAbsolute, "the destination must be a relative path inside the root")
+		return Result{}, refuse("", KindInvalid, ReasonDestination, "the destination must be a relative path inside the root")
 	}
 	size, err := fileSize(src)
 	if err != nil {
@@ -70,7 +70,7 @@ func Extract(ctx context.Context, src *os.File, format Format, dst *os.Root, dir
 	if err := p.checkLinks(); err != nil {
 		return Result{}, err
 	}
-	p.res.Bytes = x.total
+	x.passOne = x.total
 
 	// Pass two: stage, then move into place.
 	if err := x.install(dst, dir, p); err != nil {
@@ -81,13 +81,14 @@ func Extract(ctx context.Context, src *os.File, format Format, dst *os.Root, dir
 
 // extraction is the state shared by both passes.
 type extraction struct {
-	ctx    context.Context
-	src    *os.File
-	size   int64
-	format Format
-	lim    Limits
-	zip    *zip.Reader
-	total  int64 // actual bytes of the last pass
+	ctx     context.Context
+	src     *os.File
+	size    int64
+	format  Format
+	lim     Limits
+	zip     *zip.Reader
+	total   int64 // actual bytes of the last pass
+	passOne int64 // actual bytes of pass one, which pass two must reproduce
 }
 
 // walk runs one pass with a fresh budget.
@@ -250,7 +251,7 @@ func (x *extraction) stage(sr *os.Root, p *plan) error {
 	if i != len(p.manifest) {
 		return refuse("", KindInvalid, ReasonSourceChanged, "the archive changed between the two passes")
 	}
-	if x.total != p.res.Bytes {
+	if x.total != x.passOne {
 		return refuse("", KindInvalid, ReasonSourceChanged, "the archive changed between the two passes")
 	}
 	dirs := make([]string, 0, len(made))

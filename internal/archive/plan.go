@@ -110,6 +110,7 @@ func (p *plan) add(e entry) error {
 	switch e.kind {
 	case kindFile:
 		p.res.Files++
+		p.res.Bytes += e.size // the meter refuses any entry whose real size differs
 	case kindSymlink:
 		p.res.Symlinks++
 		p.links = append(p.links, e)

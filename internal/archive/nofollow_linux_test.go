@@ -1,0 +1,45 @@
+package archive
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestOpenNoFollow covers the race Pack defends against: a name that was a
+// file or directory in the listing and is a symlink when opened.
+func TestOpenNoFollow(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(dir, "d"), 0o755)
+	os.Symlink("/etc/passwd", filepath.Join(dir, "lf"))
+	os.Symlink("/etc", filepath.Join(dir, "ld"))
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cases := []struct {
+		name    string
+		wantDir bool
+		ok      bool
+	}{
+		{"f", false, true},
+		{"d", true, true},
+		{"lf", false, false},
+		{"ld", true, false},
+		{"f", true, false}, // a file where a directory was listed
+	}
+	for _, tc := range cases {
+		f, err := openNoFollow(d, tc.name, tc.wantDir)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s (dir %v): err %v", tc.name, tc.wantDir, err)
+		}
+		if err != nil && !isLoop(err) {
+			t.Errorf("%s: error %v is not recognised as a swapped name", tc.name, err)
+		}
+		if f != nil {
+			f.Close()
+		}
+	}
+}
