@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -166,6 +167,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // humaError turns whatever huma or a handler produced into our envelope.
 // Installed as huma.NewErrorWithContext in init.
 func humaError(hctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+	if status == 0 && hctx == nil {
+		// huma asks for an example error while building the OpenAPI
+		// document: no request, nothing to log.
+		return &ErrorBody{status: http.StatusInternalServerError, headers: http.Header{}, Data: ErrorData{Code: string(fault.Internal)}}
+	}
 	ctx := context.Background()
 	if hctx != nil {
 		ctx = hctx.Context()
@@ -184,6 +190,13 @@ func humaError(hctx huma.Context, status int, msg string, errs ...error) huma.St
 		if errors.As(e, &d) && d != nil {
 			if field == "" {
 				field = d.Location
+				// "expected required property role to be present" at
+				// "body" names the field itself: body.role.
+				if p, ok := strings.CutPrefix(d.Message, "expected required property "); ok {
+					if name, ok := strings.CutSuffix(p, " to be present"); ok && !strings.ContainsAny(name, " .") {
+						field += "." + name
+					}
+				}
 				if d.Message != "" {
 					msg = msg + ": " + d.Message
 				}

@@ -270,7 +270,12 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 				WriteError(w, r, err)
 				return
 			}
-			WriteError(w, r, s.auth.RecordFailure(r.Context(), addr, fault.Public(err)))
+			// Counted and audited like a wrong key; the client still learns
+			// what was wrong with it unless this failure locked it out.
+			if lerr := s.auth.RecordFailure(r.Context(), addr, fault.Public(err)); fault.KindOf(lerr) == fault.RateLimited {
+				err = lerr
+			}
+			WriteError(w, r, err)
 			return
 		}
 		c, err := s.auth.Authenticate(r.Context(), addr, cred)

@@ -103,6 +103,7 @@ func New(d Deps) (*Server, error) {
 	hc.CreateHooks = nil // no $schema links in bodies: responses keep the AIO shape exactly
 	hc.DocsPath = ""     // /docs is our own page (no CDN here)
 	hc.SchemasPath = ""
+	hc.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaName)
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "Authorization: Bearer <key>"},
 		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key"},

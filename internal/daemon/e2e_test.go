@@ -393,7 +393,7 @@ func TestE2E(t *testing.T) {
 			field  string
 		}{
 			{"malformed", `{"name": "x", "role":`, 400, "body"},
-			{"missing role", `{"name": "x"}`, 422, "body"},
+			{"missing role", `{"name": "x"}`, 422, "body.role"},
 			{"bad role", `{"name": "x", "role": "root"}`, 422, "body.role"},
 			{"wrong type", `{"name": 5, "role": "agent"}`, 422, "body.name"},
 			{"unknown field", `{"name": "x", "role": "agent", "admin": true}`, 422, "body"},

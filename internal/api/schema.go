@@ -1,0 +1,43 @@
+package api
+
+import (
+	"path"
+	"reflect"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// schemaName names OpenAPI schemas. huma's default drops the package, so two
+// packages' `Record` types would collide (huma panics on duplicates) as more
+// subsystems register routes. Types outside this package get their package
+// name as a prefix: audit.Record → AuditRecord, Envelope[[]auth.KeyInfo] →
+// EnvelopeListAuthKeyInfo.
+func schemaName(t reflect.Type, hint string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	name := t.Name()
+	if name == "" {
+		name = hint
+	} else if p := t.PkgPath(); p != "" && path.Base(p) != "api" {
+		name = path.Base(p) + "." + name
+	}
+	name = strings.ReplaceAll(name, "[]", "List[")
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(name, func(r rune) bool {
+		return r == '[' || r == ']' || r == '*' || r == ',' || r == ' '
+	}) {
+		part = part[strings.LastIndex(part, "/")+1:] // github.com/x/internal/audit.Record → audit.Record
+		part = strings.TrimPrefix(part, "api.")
+		for _, seg := range strings.Split(part, ".") {
+			if seg == "" {
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(seg)
+			b.WriteRune(unicode.ToUpper(r))
+			b.WriteString(seg[size:])
+		}
+	}
+	return b.String()
+}
