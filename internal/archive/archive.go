@@ -29,7 +29,10 @@
 // atomically, by the no-replace rename); nothing is merged. On any refusal,
 // error or cancellation the already-moved entries are moved back, the staging
 // directory is removed, and a destination directory that Extract created is
-// removed again: no file is left behind.
+// removed again: no file is left behind. The move renames across
+// directories, so under Landlock ABI >= 2 the sandbox's ruleset must grant
+// LANDLOCK_ACCESS_FS_REFER on the destination tree; without it the rename
+// fails with EXDEV and the extraction is refused (cleanly).
 //
 // All file system access goes through an *os.Root opened on the destination
 // directory, so no name is ever joined onto a host path, and a symlink
