@@ -145,7 +145,9 @@ func allThreadsIn(pid int, tids map[int]bool) (bool, error) {
 // freezer is what killByFreezing needs from a back end.
 type freezer interface {
 	freeze(polls int) error
-	thaw() error
+	// thawAll thaws the group and every descendant frozen on its own
+	// (a paused execution): killed tasks exit only once thawed.
+	thawAll() error
 	subtreeDirs() ([]string, error)
 }
 
@@ -187,7 +189,7 @@ func killByFreezing(g freezer, threadsFile string) error {
 				}
 				_ = unix.Kill(p, unix.SIGKILL) // ESRCH: already gone
 			}
-			if err := g.thaw(); err != nil {
+			if err := g.thawAll(); err != nil {
 				return fmt.Errorf("kill: %w", err)
 			}
 		}

@@ -285,6 +285,20 @@ func (g *v1Group) setFreezer(want string, polls int) error {
 func (g *v1Group) freeze(polls int) error { return g.setFreezer("FROZEN", polls) }
 func (g *v1Group) thaw() error            { return g.setFreezer("THAWED", maxStatePolls) }
 
+func (g *v1Group) thawAll() error {
+	dirs, err := walkGroups(g.dir("freezer"))
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs[1:] {
+		err := writeString(d+"/freezer.state", "THAWED")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+	}
+	return g.thaw()
+}
+
 func (g *v1Group) Freeze() error {
 	procs, err := g.Procs()
 	if err != nil {

@@ -360,6 +360,20 @@ func (g *v2Group) setFrozen(want bool, polls int) error {
 func (g *v2Group) freeze(polls int) error { return g.setFrozen(true, polls) }
 func (g *v2Group) thaw() error            { return g.setFrozen(false, maxStatePolls) }
 
+func (g *v2Group) thawAll() error {
+	dirs, err := walkGroups(g.dir())
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs[1:] {
+		err := writeString(d+"/cgroup.freeze", "0")
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+	}
+	return g.thaw()
+}
+
 func (g *v2Group) Freeze() error {
 	procs, err := g.Procs()
 	if err != nil {
