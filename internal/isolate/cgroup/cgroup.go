@@ -150,6 +150,11 @@ type Group interface {
 	Destroy() error
 	// Sub creates the child group name (one per execution) with limits l.
 	Sub(name string, l Limits) (Group, error)
+	// OpenSub re-adopts the existing child group name (ErrNotFound if
+	// absent), and Subs names the existing children: after a restart the
+	// server finds the executions a re-adopted sandbox still runs.
+	OpenSub(name string) (Group, error)
+	Subs() ([]string, error)
 	// OpenThreadAttach returns, on v1, the group's `tasks` file in every
 	// hierarchy, opened write-only by this process; on v2, the directory
 	// of the group's process leaf opened O_PATH for clone3

@@ -468,6 +468,15 @@ func listNames(dir string, into map[string]bool) error {
 	return nil
 }
 
+func sortedNames(set map[string]bool) []string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // rmdirTree removes dir and every group below it, children first. A group
 // whose last task is still exiting answers EBUSY for a moment, so each
 // rmdir is retried, bounded.

@@ -877,6 +877,21 @@ func TestReapRemovesLeftovers(t *testing.T) {
 		if err != nil || !slices.Equal(names, []string{"keepme", "leftover"}) {
 			t.Fatalf("List = %v, %v", names, err)
 		}
+		kept, err := m2.Open("leftover")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if subs, err := kept.Subs(); err != nil || !slices.Equal(subs, []string{"exec9"}) {
+			t.Fatalf("Subs of the re-adopted group = %v, %v", subs, err)
+		}
+		if s9, err := kept.OpenSub("exec9"); err != nil {
+			t.Fatal(err)
+		} else if procs, err := s9.Procs(); err != nil || !slices.Equal(procs, []int{c2.cmd.Process.Pid}) {
+			t.Fatalf("re-adopted execution procs %v, %v", procs, err)
+		}
+		if _, err := kept.OpenSub("nope"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("OpenSub of a missing child = %v", err)
+		}
 		reaped, err := Reap(m2, func(n string) bool { return n == "keepme" })
 		if err != nil {
 			t.Fatal(err)

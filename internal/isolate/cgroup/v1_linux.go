@@ -143,12 +143,7 @@ func (m *v1Manager) List() ([]string, error) {
 			return nil, fmt.Errorf("list cgroups: %w", err)
 		}
 	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names, nil
+	return sortedNames(set), nil
 }
 
 type v1Group struct {
@@ -409,6 +404,32 @@ func (g *v1Group) Sub(name string, l Limits) (Group, error) {
 		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
 	}
 	return g.m.create(name, g.rel+"/"+name, l)
+}
+
+func (g *v1Group) OpenSub(name string) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	rel := g.rel + "/" + name
+	for _, h := range g.m.hiers {
+		if _, err := os.Stat(filepath.Join(h.baseDir, rel)); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("open cgroup %q: %w", rel, ErrNotFound)
+			}
+			return nil, fmt.Errorf("open cgroup %q: %w", rel, err)
+		}
+	}
+	return &v1Group{m: g.m, name: name, rel: rel}, nil
+}
+
+func (g *v1Group) Subs() ([]string, error) {
+	set := map[string]bool{}
+	for _, h := range g.m.hiers {
+		if err := listNames(filepath.Join(h.baseDir, g.rel), set); err != nil {
+			return nil, fmt.Errorf("sub-groups of %q: %w", g.rel, err)
+		}
+	}
+	return sortedNames(set), nil
 }
 
 func (g *v1Group) OpenThreadAttach() ([]*os.File, error) {

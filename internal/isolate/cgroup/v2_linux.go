@@ -199,12 +199,7 @@ func (m *v2Manager) List() ([]string, error) {
 	if err := listNames(m.baseDir, set); err != nil {
 		return nil, fmt.Errorf("list cgroups: %w", err)
 	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names, nil
+	return sortedNames(set), nil
 }
 
 type v2Group struct {
@@ -500,6 +495,28 @@ func (g *v2Group) Sub(name string, l Limits) (Group, error) {
 		return nil, err
 	}
 	return g.m.create(name, g.rel+"/"+name, l)
+}
+
+func (g *v2Group) OpenSub(name string) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	sub := &v2Group{m: g.m, name: name, rel: g.rel + "/" + name}
+	if _, err := os.Stat(sub.dir()); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open cgroup %q: %w", sub.rel, ErrNotFound)
+		}
+		return nil, fmt.Errorf("open cgroup %q: %w", sub.rel, err)
+	}
+	return sub, nil
+}
+
+func (g *v2Group) Subs() ([]string, error) {
+	set := map[string]bool{}
+	if err := listNames(g.dir(), set); err != nil { // skips the ".procs" leaf
+		return nil, fmt.Errorf("sub-groups of %q: %w", g.rel, err)
+	}
+	return sortedNames(set), nil
 }
 
 // OpenThreadAttach returns the directory the group's own processes live
