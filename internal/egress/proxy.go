@@ -90,6 +90,9 @@ const (
 	maxDialAttempts = 4
 	// copyBufSize is the fixed buffer of each tunnel direction.
 	copyBufSize = 32 << 10
+	// headerTimeout bounds the time to send one request head, so a client
+	// trickling a byte at a time cannot hold a connection slot forever.
+	headerTimeout = 30 * time.Second
 	// maxRequestsPerConn bounds keep-alive requests on one client
 	// connection (a loop guard; clients reconnect transparently).
 	maxRequestsPerConn = 10_000
@@ -179,13 +182,15 @@ func (p *Proxy) SetPolicy(sandboxID string, pol Policy) error {
 // Remove forgets a sandbox's policy and closes its live connections.
 func (p *Proxy) Remove(sandboxID string) {
 	p.mu.Lock()
-	st := p.sandboxes[sandboxID]
+	var conns []net.Conn
+	if st := p.sandboxes[sandboxID]; st != nil {
+		for c := range st.conns {
+			conns = append(conns, c)
+		}
+	}
 	delete(p.sandboxes, sandboxID)
 	p.mu.Unlock()
-	if st == nil {
-		return
-	}
-	for c := range st.conns {
+	for _, c := range conns {
 		c.Close()
 	}
 }
@@ -284,9 +289,13 @@ var (
 // serveOne reads and handles one request; it reports whether the
 // connection may carry another.
 func (s *session) serveOne() bool {
+	s.client.until = time.Now().Add(headerTimeout)
 	head, err := peekHead(s.br, s.p.opts.MaxHeaderBytes)
 	if err != nil {
 		switch {
+		case isTimeout(err) && s.br.Buffered() > 0:
+			s.event("", 0, VerdictDenied, "request head not completed in time", nil)
+			s.refuse(http.StatusRequestTimeout, "request head not completed in time")
 		case errors.Is(err, errHeaderTooLarge):
 			s.event("", 0, VerdictDenied, "request header too large", nil)
 			s.refuse(http.StatusRequestHeaderFieldsTooLarge, "request header too large")
@@ -303,6 +312,7 @@ func (s *session) serveOne() bool {
 		return false
 	}
 	req, err := http.ReadRequest(s.br)
+	s.client.until = time.Time{} // the head is in the buffer; bodies have no total deadline
 	if err != nil {
 		s.event("", 0, VerdictDenied, "malformed request", nil)
 		s.refuse(http.StatusBadRequest, "malformed request")
@@ -913,6 +923,9 @@ type idleConn struct {
 	net.Conn
 	idle time.Duration
 	act  *activity
+	// until, when set, is a hard read deadline regardless of activity. Only
+	// the session goroutine sets it, while no other goroutine reads.
+	until time.Time
 }
 
 func (c *idleConn) recentlyActive() bool { return c.act.since() < c.idle }
@@ -925,14 +938,19 @@ func (c *idleConn) CloseWrite() error {
 
 func (c *idleConn) Read(b []byte) (int, error) {
 	for {
-		if err := c.Conn.SetReadDeadline(time.Now().Add(c.idle)); err != nil {
+		dl := time.Now().Add(c.idle)
+		if !c.until.IsZero() && c.until.Before(dl) {
+			dl = c.until
+		}
+		if err := c.Conn.SetReadDeadline(dl); err != nil {
 			return 0, err
 		}
 		n, err := c.Conn.Read(b)
 		if n > 0 {
 			c.act.touch()
 		}
-		if n == 0 && err != nil && isTimeout(err) && c.recentlyActive() {
+		hardStop := !c.until.IsZero() && !time.Now().Before(c.until)
+		if n == 0 && err != nil && isTimeout(err) && c.recentlyActive() && !hardStop {
 			continue // the other direction is busy: keep waiting
 		}
 		return n, err

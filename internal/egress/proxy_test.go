@@ -779,3 +779,113 @@ func TestNoPolicyDeniesConnections(t *testing.T) {
 	_, _, resp := h.connect("localhost:"+a.port, "")
 	expectStatus(t, resp, 403, "no egress allowlist")
 }
+
+func TestHTTPFraming(t *testing.T) {
+	a := newUpstream(t, "A", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/echo":
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "got %d bytes: %s", len(b), b[:min(len(b), 5)])
+		case "/head":
+			w.Header().Set("Content-Length", "1234")
+		case "/continue":
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "continued %s", b)
+		default:
+			fmt.Fprintf(w, "path %s", r.URL.Path)
+		}
+	})
+	// A server that ends its body by closing the connection (no length).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				http.ReadRequest(bufio.NewReader(c))
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close")
+			}()
+		}
+	}()
+	_, closePort, _ := net.SplitHostPort(ln.Addr().String())
+	h := newHarness(t, []string{"localhost:" + a.port, "localhost:" + closePort}, nil)
+
+	t.Run("chunked request body", func(t *testing.T) {
+		resp := h.raw("POST http://localhost:" + a.port + "/echo HTTP/1.1\r\nHost: localhost:" + a.port +
+			"\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+		expectStatus(t, resp, 200, "got 11 bytes: hello")
+	})
+	t.Run("close-delimited response", func(t *testing.T) {
+		resp := h.raw("GET http://localhost:" + closePort + "/ HTTP/1.1\r\nHost: localhost:" + closePort + "\r\n\r\n")
+		expectStatus(t, resp, 200, "until close")
+	})
+	t.Run("head keeps the connection usable", func(t *testing.T) {
+		c := h.dialProxy()
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "HEAD http://localhost:%s/head HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", a.port, a.port)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodHead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 || resp.ContentLength != 1234 {
+			t.Fatalf("HEAD: %d length %d", resp.StatusCode, resp.ContentLength)
+		}
+		fmt.Fprintf(c, "POST http://localhost:%s/echo HTTP/1.1\r\nHost: localhost:%s\r\nContent-Length: 3\r\n\r\nabc", a.port, a.port)
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, resp, 200, "got 3 bytes: abc")
+	})
+	t.Run("pipelined requests", func(t *testing.T) {
+		c := h.dialProxy()
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "GET http://localhost:%[1]s/p1 HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\nGET http://localhost:%[1]s/p2 HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\n", a.port)
+		for _, want := range []string{"/p1", "/p2"} {
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectStatus(t, resp, 200, want)
+		}
+	})
+	t.Run("expect 100-continue", func(t *testing.T) {
+		c := h.dialProxy()
+		br := bufio.NewReader(c)
+		fmt.Fprintf(c, "POST http://localhost:%[1]s/continue HTTP/1.1\r\nHost: localhost:%[1]s\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n", a.port)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusContinue {
+			t.Fatalf("want 100 Continue relayed, got %d", resp.StatusCode)
+		}
+		io.WriteString(c, "body")
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, resp, 200, "continued body")
+	})
+}
+
+func TestSlowHeadIsCut(t *testing.T) {
+	// headerTimeout is a constant; this only checks that a partial head
+	// followed by silence ends with the idle timeout rather than hanging.
+	a := newUpstream(t, "A", nil)
+	h := newHarness(t, []string{"localhost:" + a.port}, func(o *Options) { o.IdleTimeout = 100 * time.Millisecond })
+	c := h.dialProxy()
+	io.WriteString(c, "GET http://localhost:"+a.port+"/ HTTP/1.1\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no response to a stalled head: %v", err)
+	}
+	expectStatus(t, resp, http.StatusRequestTimeout)
+}
