@@ -42,6 +42,8 @@ func runHelper(mode string) int {
 		"deny":    helperDeny,
 		"work":    helperWork,
 		"threads": helperThreads,
+		"stack":   helperStack,
+		"bench":   helperBench,
 	}
 	h, ok := helpers[mode]
 	if !ok {
