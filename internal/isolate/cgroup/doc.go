@@ -50,7 +50,8 @@
 //		ret = -EACCES;
 //
 // since commit 1756d7994ad8 ("cgroup: Use open time credentials for process
-// migraton perm checks", Linux 5.16, also in the stable trees), which closed
+// migraton perm checks", January 2022, backported to the stable trees; the
+// same commit made the v2 writer use the opener's credentials), which closed
 // the hole where an unprivileged process wrote through an fd inherited from
 // a privileged one. Here we rely on the same rule deliberately: the fd was
 // opened by global root, so the write is allowed whoever performs it. The
