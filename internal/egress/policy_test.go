@@ -371,6 +371,8 @@ func TestCheckEveryResolvedAddress(t *testing.T) {
 		{"listed private", []string{"10.1.1.1"}, true},
 		{"unspecified", []string{"0.0.0.0"}, false},
 		{"unspecified v6", []string{"::"}, false},
+		{"ipv4-translated loopback", []string{"::ffff:0:7f00:1"}, false},
+		{"ipv4-compatible loopback", []string{"::7f00:1"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -65,7 +65,9 @@ type Event struct {
 	// from it (HTTP headers included for plain HTTP, tunnel payload only for
 	// CONNECT).
 	BytesUp, BytesDown int64
-	Time               time.Time
+	// Time is when the attempt was decided: the refusal, or the opening of
+	// the upstream connection (the event itself is sent when it ends).
+	Time time.Time
 }
 
 // Resolver resolves host names; *net.Resolver satisfies it.
@@ -193,6 +195,16 @@ func (p *Proxy) Remove(sandboxID string) {
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// ActiveConns returns the number of live client connections of a sandbox.
+func (p *Proxy) ActiveConns(sandboxID string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.sandboxes[sandboxID]; st != nil {
+		return len(st.conns)
+	}
+	return 0
 }
 
 func (p *Proxy) allowlist(sandboxID string) *Allowlist {
@@ -339,6 +351,15 @@ type refusal struct {
 	audit  string // for the event
 }
 
+// verdict is the event verdict: a 502 is a target the policy allowed that
+// could not be resolved or reached; everything else was refused.
+func (r *refusal) verdict() string {
+	if r.status == http.StatusBadGateway {
+		return VerdictAllowed
+	}
+	return VerdictDenied
+}
+
 func (s *session) serveConnect(req *http.Request, hostHeaders []string) {
 	authority := req.RequestURI
 	if req.URL == nil || req.URL.Host == "" || strings.HasPrefix(authority, "/") || req.URL.User != nil || strings.Contains(authority, "@") {
@@ -363,7 +384,7 @@ func (s *session) serveConnect(req *http.Request, hostHeaders []string) {
 		ref = checkHostHeaders(hostHeaders, t, 0)
 	}
 	if ref != nil {
-		s.event(hostOr(t.host, rawHost), port, VerdictDenied, ref.audit, nil)
+		s.event(hostOr(t.host, rawHost), port, ref.verdict(), ref.audit, nil)
 		s.refuse(ref.status, ref.client)
 		return
 	}
@@ -468,7 +489,7 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		ref = checkHostHeaders(hostHeaders, t, 80)
 	}
 	if ref != nil {
-		s.event(hostOr(t.host, u.Hostname()), port, VerdictDenied, ref.audit, nil)
+		s.event(hostOr(t.host, u.Hostname()), port, ref.verdict(), ref.audit, nil)
 		s.refuse(ref.status, ref.client)
 		return false
 	}
@@ -482,7 +503,7 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 			s.refuse(ref.status, ref.client)
 			return false
 		}
-		s.up = &upstream{key: key, host: t.host, port: port, conn: conn, br: bufio.NewReaderSize(conn, 4096)}
+		s.up = &upstream{key: key, host: t.host, port: port, conn: conn, br: bufio.NewReaderSize(conn, s.p.opts.MaxHeaderBytes)}
 	}
 	up := s.up
 	up.reusable = false
@@ -510,7 +531,7 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		writeErr <- err
 	}()
 
-	resp, err := readFinalResponse(up.br, out, s.client)
+	resp, err := readFinalResponse(up.br, out, s.client, s.p.opts.MaxHeaderBytes)
 	if err != nil {
 		up.conn.Close()
 		<-writeErr
@@ -544,8 +565,13 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 
 // readFinalResponse reads the upstream's response, relaying interim 1xx
 // responses (100 Continue) to the client.
-func readFinalResponse(br *bufio.Reader, req *http.Request, client io.Writer) (*http.Response, error) {
+func readFinalResponse(br *bufio.Reader, req *http.Request, client io.Writer, maxHeaderBytes int) (*http.Response, error) {
 	for range 10 { // cap: a server sending endless 1xx responses
+		// The same head cap as for requests: an allowed but hostile server
+		// must not grow the host's memory with endless headers.
+		if _, err := peekHead(br, maxHeaderBytes); err != nil {
+			return nil, err
+		}
 		resp, err := http.ReadResponse(br, req)
 		if err != nil {
 			return nil, err
@@ -585,6 +611,7 @@ func (s *session) event(host string, port uint16, verdict, reason string, c *cou
 	}
 	if c != nil {
 		e.BytesUp, e.BytesDown = c.up.Load(), c.down.Load()
+		e.Time = c.start
 	}
 	s.p.opts.OnEvent(e)
 }
@@ -728,7 +755,7 @@ func (p *Proxy) dial(ctx context.Context, t target, act *activity) (*countConn, 
 		}
 		c, err := p.opts.Dial(ctx, "tcp", netip.AddrPortFrom(ip, t.port).String())
 		if err == nil {
-			return &countConn{Conn: &idleConn{Conn: c, idle: p.opts.IdleTimeout, act: act}}, nil
+			return &countConn{Conn: &idleConn{Conn: c, idle: p.opts.IdleTimeout, act: act}, start: p.opts.Now()}, nil
 		}
 		last = err
 		if ctx.Err() != nil {
@@ -982,6 +1009,8 @@ func (c *idleConn) Write(b []byte) (int, error) {
 type countConn struct {
 	net.Conn
 	up, down atomic.Int64
+	// start is when the connection was opened (the event's time).
+	start time.Time
 }
 
 // CloseWrite half-closes the upstream when it can, else closes it.

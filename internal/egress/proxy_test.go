@@ -685,6 +685,9 @@ func TestConnectionCapPerSandbox(t *testing.T) {
 	}
 	_, _, resp := h.connect("localhost:"+port, "")
 	expectStatus(t, resp, http.StatusTooManyRequests, "too many")
+	if n := h.proxy.ActiveConns(sandboxID); n != 2 {
+		t.Fatalf("ActiveConns = %d, want 2", n)
+	}
 	open[0].Close()
 	// The slot is freed once the proxy sees the close.
 	deadline := time.Now().Add(10 * time.Second)
@@ -888,4 +891,45 @@ func TestSlowHeadIsCut(t *testing.T) {
 		t.Fatalf("no response to a stalled head: %v", err)
 	}
 	expectStatus(t, resp, http.StatusRequestTimeout)
+}
+
+func TestHugeUpstreamHeadIs502(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				http.ReadRequest(bufio.NewReader(c))
+				io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+				line := "X-Pad: " + strings.Repeat("p", 1000) + "\r\n"
+				for range 1000 { // 1 MB of headers, far above the cap
+					if _, err := io.WriteString(c, line); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	h := newHarness(t, []string{"localhost:" + port}, func(o *Options) { o.MaxHeaderBytes = 8192 })
+	resp := h.raw("GET http://localhost:" + port + "/ HTTP/1.1\r\nHost: localhost:" + port + "\r\n\r\n")
+	expectStatus(t, resp, http.StatusBadGateway, "bad response")
+}
+
+func TestUnresolvableAllowedNameIs502(t *testing.T) {
+	h := newHarness(t, []string{"gone.test"}, nil)
+	_, _, resp := h.connect("gone.test:443", "")
+	expectStatus(t, resp, http.StatusBadGateway, "could not resolve")
+	e := h.waitEvent(func(Event) bool { return true })
+	if e.Verdict != VerdictAllowed || e.Reason != "resolve failed" {
+		t.Fatalf("event %+v", e)
+	}
 }

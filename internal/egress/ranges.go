@@ -35,7 +35,8 @@ func deniedRanges() []deniedRange {
 		// IPv6
 		{"::/128", "an unspecified address"},
 		{"::1/128", "a loopback address"},
-		{"::/96", "an IPv4-compatible address"},          // deprecated; embeds an IPv4 address
+		{"::/8", "a reserved IPv6 address"},              // IPv4-compatible (::a.b.c.d) and IPv4-translated (::ffff:0:a.b.c.d) forms
+		{"3fff::/20", "a documentation address"},         //
 		{"64:ff9b::/96", "a NAT64 address"},              // reaches IPv4 space through a translator
 		{"64:ff9b:1::/48", "a NAT64 address"},            // local-use NAT64
 		{"100::/64", "a discard address"},                //
