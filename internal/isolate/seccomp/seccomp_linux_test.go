@@ -19,6 +19,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sandhold/sandhold/internal/isolate/seccomp/internal/int80"
 	"golang.org/x/sys/unix"
 )
 
@@ -109,6 +110,29 @@ func rawErr(_, _ uintptr, e syscall.Errno) error {
 		return e
 	}
 	return nil
+}
+
+// int80Err turns a raw int $0x80 result into an error.
+func int80Err(r int32) error {
+	if r < 0 && r >= -4095 {
+		return syscall.Errno(-r)
+	}
+	return nil
+}
+
+// TestInt80WorksUnfiltered shows the i386 probe is real: without the filter
+// the 32-bit entry answers getpid with our pid.
+func TestInt80WorksUnfiltered(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("int $0x80 exists on amd64 only")
+	}
+	r := int80.Call(20, 0, 0, 0)
+	if r == -int32(unix.ENOSYS) || r == -int32(unix.EFAULT) {
+		t.Skipf("kernel without IA32 emulation (int $0x80 -> %d)", r)
+	}
+	if int(r) != os.Getpid() {
+		t.Fatalf("i386 getpid via int $0x80 = %d, want %d", r, os.Getpid())
+	}
 }
 
 // closeIfFD closes the descriptor a probe unexpectedly obtained.
@@ -230,6 +254,7 @@ func helperDeny() error {
 		{"socket_inet_mptcp", func() error {
 			return closeIfFD(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 262))
 		}},
+		{"i386_getpid", func() error { return int80Err(int80.Call(20, 0, 0, 0)) }},
 		{"x32_getpid", func() error { return rawErr(unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)) }},
 		{"iopl", func() error { return rawErr(unix.RawSyscall(unix.SYS_IOPL, 0, 0, 0)) }},
 		// Last among the denials: were it allowed, every later exec would
@@ -269,7 +294,7 @@ func TestInstallDenies(t *testing.T) {
 		{"acct", eperm}, {"settimeofday", eperm}, {"clock_settime", eperm}, {"adjtimex_read", eperm},
 		{"syslog_size", eperm}, {"personality_addr_no_randomize", eperm},
 		{"personality_read_implies_exec", eperm}, {"socket_packet", eperm}, {"socket_inet_raw", eperm}, {"socket_inet_mptcp", eperm},
-		{"x32_getpid", enosys}, {"iopl", eperm},
+		{"i386_getpid", eperm}, {"x32_getpid", enosys}, {"iopl", eperm},
 		{"personality_query", 0}, {"socket_inet_stream", 0}, {"socket_netlink_raw", 0},
 	}
 	for _, w := range want {
