@@ -295,7 +295,7 @@ type upstream struct {
 }
 
 var (
-	errHeaderTooLarge = errors.New("request header too large")
+	errHeaderTooLarge = errors.New("message head too large")
 )
 
 // serveOne reads and handles one request; it reports whether the

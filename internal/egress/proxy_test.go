@@ -755,7 +755,7 @@ func TestDialFailureIs502(t *testing.T) {
 
 func TestIdleTunnelIsClosed(t *testing.T) {
 	port := echoServer(t)
-	h := newHarness(t, []string{"localhost:" + port}, func(o *Options) { o.IdleTimeout = 200 * time.Millisecond })
+	h := newHarness(t, []string{"localhost:" + port}, func(o *Options) { o.IdleTimeout = time.Second })
 	c, br, resp := h.connect("localhost:"+port, "")
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.StatusCode)
