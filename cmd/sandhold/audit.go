@@ -21,7 +21,7 @@ func (auditVerifyCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	res, err := lg.Verify(ctx)
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("verify: %w", err)}
@@ -47,7 +47,7 @@ func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	recs, err := lg.Query(ctx, audit.Filter{Action: a.Action, Limit: a.N, Descending: true})
 	if err != nil {
 		return err

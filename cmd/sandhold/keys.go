@@ -50,12 +50,12 @@ func (k *keysCreateCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	info, secret, err := svc.CreateKey(ctx, cliCaller, k.Name, auth.Role(k.Role))
 	if err != nil {
 		return fmt.Errorf("create key: %s", fault.Public(err))
 	}
-	fmt.Fprintf(e.stderr, "created %s key %s (%s); the key is shown only now:\n", info.Role, info.ID, info.Name)
+	_, _ = fmt.Fprintf(e.stderr, "created %s key %s (%s); the key is shown only now:\n", info.Role, info.ID, info.Name)
 	_, err = fmt.Fprintln(e.stdout, secret)
 	return err
 }
@@ -67,19 +67,23 @@ func (keysListCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	keys, err := svc.ListKeys(ctx)
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED")
+	if _, err := fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED"); err != nil {
+		return err
+	}
 	for _, k := range keys {
 		revoked := "-"
 		if k.RevokedAt != nil {
 			revoked = k.RevokedAt.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.Format(time.RFC3339), revoked)
+		if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.Format(time.RFC3339), revoked); err != nil {
+			return err
+		}
 	}
 	return tw.Flush()
 }
@@ -93,7 +97,7 @@ func (k *keysRevokeCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	info, err := svc.RevokeKey(ctx, cliCaller, k.ID)
 	if err != nil {
 		return fmt.Errorf("revoke %s: %s", k.ID, fault.Public(err))

@@ -70,7 +70,7 @@ func TestKeysAndAuditVerify(t *testing.T) {
 	if _, err := db.Exec(`UPDATE audit SET target='key_other' WHERE seq=1`); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
+	_ = db.Close()
 	_, errOut, code := runCLI(t, "audit", "verify")
 	if code != 1 || !strings.Contains(errOut, "record 1") {
 		t.Fatalf("verify after tamper: %q code %d", errOut, code)

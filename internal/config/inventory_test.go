@@ -97,17 +97,17 @@ func documented(t *testing.T, root string) []inventoryRow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var rows []inventoryRow
 	in := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "<!-- env-inventory:start -->":
+		switch line {
+		case "<!-- env-inventory:start -->":
 			in = true
 			continue
-		case line == "<!-- env-inventory:end -->":
+		case "<!-- env-inventory:end -->":
 			in = false
 			continue
 		}

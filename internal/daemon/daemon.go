@@ -77,7 +77,6 @@ type options struct {
 	logger   *slog.Logger
 	stderr   io.Writer
 	version  string
-	now      func() time.Time
 	authOpts []auth.Option
 }
 
@@ -183,7 +182,7 @@ func EnsureDataDir(dir string) error {
 		return fmt.Errorf("data dir %s is not a directory", dir)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
+		if err := os.Chmod(dir, 0o700); err != nil { // #nosec G302 -- a directory needs x; 0700 is owner-only
 			return fmt.Errorf("tighten data dir: %w", err)
 		}
 	}

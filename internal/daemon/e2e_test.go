@@ -144,7 +144,7 @@ func (s *server) do(method, path, key string, body any, hdr map[string]string) r
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	raw, _ := io.ReadAll(res.Body)
 	out := resp{status: res.StatusCode, header: res.Header, raw: raw}
 	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
@@ -314,8 +314,8 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
-		fmt.Fprintf(conn, "GET /v1/audit HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: shk_\x01\x7f\xc3\x28\r\nConnection: close\r\n\r\n")
+		defer func() { _ = conn.Close() }()
+		_, _ = fmt.Fprintf(conn, "GET /v1/audit HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: shk_\x01\x7f\xc3\x28\r\nConnection: close\r\n\r\n")
 		line, _ := bufio.NewReader(conn).ReadString('\n')
 		if !strings.Contains(line, " 401 ") && !strings.Contains(line, " 400 ") {
 			t.Fatalf("raw control bytes: %q", line)
@@ -426,7 +426,7 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res.Body.Close()
+		_ = res.Body.Close()
 		if res.StatusCode != 413 {
 			t.Fatalf("chunked: %d", res.StatusCode)
 		}
@@ -620,7 +620,7 @@ func TestTamperingDetected(t *testing.T) {
 			}
 			db := openRaw(t, dir)
 			tc.tamper(t, db, dir, last)
-			db.Close()
+			_ = db.Close()
 
 			s2 := start(t, dir, nil)
 			r := s2.do("GET", "/v1/audit/verify", admin, nil, nil)
@@ -653,7 +653,7 @@ func lastSeq(dir string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	r, err := st.LastAudit(context.Background())
 	return r.Seq, err
 }

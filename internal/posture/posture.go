@@ -62,7 +62,9 @@ func (r Report) Get(name string) (Check, bool) {
 // Write prints the report as an aligned table.
 func (r Report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHECK\tSTATUS\tREQUIRED\tDETAIL")
+	if _, err := fmt.Fprintln(tw, "CHECK\tSTATUS\tREQUIRED\tDETAIL"); err != nil {
+		return err
+	}
 	for _, c := range r.Checks {
 		status := "ok"
 		if !c.OK {
@@ -72,7 +74,9 @@ func (r Report) Write(w io.Writer) error {
 		if c.Required {
 			req = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, status, req, strings.ReplaceAll(c.Detail, "\n", " "))
+		if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Name, status, req, strings.ReplaceAll(c.Detail, "\n", " ")); err != nil {
+			return err
+		}
 	}
 	return tw.Flush()
 }

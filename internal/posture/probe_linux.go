@@ -169,7 +169,7 @@ func cgroupMounts(mountinfo string) (mountSet, error) {
 	if err != nil {
 		return m, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 0; sc.Scan() && n < maxMountLines; n++ {
@@ -213,13 +213,13 @@ func v1Controllers(procCgroups string) []string {
 func probeLandlock() Check {
 	c := Check{Name: Landlock, Required: false}
 	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
-	switch {
-	case errno == 0:
+	switch errno {
+	case 0:
 		c.OK = abi >= 1
 		c.Detail = fmt.Sprintf("ABI %d", abi)
-	case errno == unix.ENOSYS:
+	case unix.ENOSYS:
 		c.Detail = "not in this kernel (ENOSYS)"
-	case errno == unix.EOPNOTSUPP:
+	case unix.EOPNOTSUPP:
 		c.Detail = "compiled in but disabled at boot (add landlock to lsm=)"
 	default:
 		c.Detail = "landlock_create_ruleset: " + errno.Error()

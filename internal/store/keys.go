@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -73,7 +74,7 @@ func (s *SQLite) ListKeys(ctx context.Context) ([]Key, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var out []Key
 	for rows.Next() {
 		k, err := scanKey(rows)
@@ -97,7 +98,7 @@ func (s *SQLite) RevokeKey(ctx context.Context, id string, at time.Time) (Key, e
 		return notFound(err)
 	})
 	if err != nil {
-		if err == ErrNotFound {
+		if errors.Is(err, ErrNotFound) {
 			return Key{}, err
 		}
 		return Key{}, fmt.Errorf("revoke key: %w", err)

@@ -26,7 +26,7 @@ func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	fi, err := os.Stat(filepath.Join(dir, FileName))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
-	s2.Close()
+	_ = s2.Close()
 }
 
 func TestRefusesNewerSchema(t *testing.T) {
@@ -55,7 +55,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if _, err := s.db.Exec(`INSERT INTO schema_migrations VALUES (999, 'future', 0)`); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	_ = s.Close()
 	if _, err := Open(context.Background(), dir); err == nil {
 		t.Fatal("opened a database with a newer schema")
 	}
@@ -214,12 +214,12 @@ func TestConcurrentAppendersAcrossHandles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	b, err := Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	const per = 25
 	errc := make(chan error, 2)
 	for _, s := range []*SQLite{a, b} {
