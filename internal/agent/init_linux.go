@@ -113,12 +113,17 @@ func setup(st Setup) ([]Layer, error) {
 	rules := landlock.Rules{
 		ReadOnly:       []string{"/"},
 		ReadWrite:      []string{rootfs.Workspace, "/tmp", "/dev/shm", "/dev/pts"},
-		ReadWriteFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/pts/ptmx"},
+		ReadWriteFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"},
 		TCPConnect:     st.TCPConnect,
 		TCPBind:        st.TCPBind,
 	}
-	if err := add("landlock", applyLandlock(rules)); err != nil {
+	llStatus, llErr := landlock.ApplyWithStatus(rules)
+	if err := add("landlock", llErr); err != nil {
 		return layers, err
+	}
+	if llErr == nil {
+		layers[len(layers)-1].Detail = fmt.Sprintf("ABI %d; writable: %v; TCP restricted: %v; signals scoped: %v; abstract unix sockets scoped: %v",
+			llStatus.ABI, rules.ReadWrite, llStatus.TCPRestricted, llStatus.ScopedSignals, llStatus.ScopedAbstractUnix)
 	}
 	if err := add("capabilities (bounding set empty)", dropCaps()); err != nil {
 		return layers, err
@@ -132,11 +137,6 @@ func setup(st Setup) ([]Layer, error) {
 	}
 	layers = append(layers, Layer{Name: "no_new_privs", Active: true})
 	return layers, nil
-}
-
-func applyLandlock(r landlock.Rules) error {
-	_, err := landlock.Apply(r)
-	return err
 }
 
 func dropCaps() error {

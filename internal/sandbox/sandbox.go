@@ -246,6 +246,11 @@ func (s *Sandbox) ensure(ctx context.Context) (*agent.Instance, error) {
 // as killed. removeGroup false keeps nothing anyway; it exists for clarity
 // at call sites that discard a never-recorded sandbox.
 func (s *Sandbox) shutdown(_ bool) {
+	// A paused sandbox is thawed first: v1 cannot kill inside a frozen
+	// parent, and the executions must end as killed, not hang.
+	if g := s.cgroupGroup(); g != nil {
+		_ = g.Thaw()
+	}
 	s.killExecs("sandbox stopped")
 	s.mu.Lock()
 	inst, group, home := s.inst, s.group, s.home
@@ -253,9 +258,6 @@ func (s *Sandbox) shutdown(_ bool) {
 	s.freeSlot = nil
 	s.mu.Unlock()
 	closeFiles(home)
-	if group != nil {
-		_ = group.Thaw()
-	}
 	if inst != nil {
 		inst.Kill()
 	}
