@@ -494,20 +494,6 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		return false
 	}
 
-	key := net.JoinHostPort(t.host, strconv.Itoa(int(port)))
-	if s.up == nil || s.up.key != key || !s.up.reusable {
-		s.closeUpstream("")
-		conn, ref := s.p.dial(s.ctx, t, s.act)
-		if ref != nil {
-			s.event(t.host, port, VerdictAllowed, ref.audit, nil)
-			s.refuse(ref.status, ref.client)
-			return false
-		}
-		s.up = &upstream{key: key, host: t.host, port: port, conn: conn, br: bufio.NewReaderSize(conn, s.p.opts.MaxHeaderBytes)}
-	}
-	up := s.up
-	up.reusable = false
-
 	// The outgoing request: origin-form, Host from the checked target,
 	// no credentials for the proxy, no hop-by-hop headers.
 	out := req
@@ -521,23 +507,54 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 	}
 	clientClose := req.Close
 
-	writeErr := make(chan error, 1)
-	go func() {
-		bw := bufio.NewWriterSize(up.conn, 4096)
-		err := out.Write(bw)
-		if err == nil {
-			err = bw.Flush()
+	key := net.JoinHostPort(t.host, strconv.Itoa(int(port)))
+	var (
+		up       *upstream
+		resp     *http.Response
+		writeErr chan error
+	)
+	for attempt := 0; ; attempt++ {
+		reused := s.up != nil && s.up.key == key && s.up.reusable
+		if !reused {
+			s.closeUpstream("")
+			conn, ref := s.p.dial(s.ctx, t, s.act)
+			if ref != nil {
+				s.event(t.host, port, VerdictAllowed, ref.audit, nil)
+				s.refuse(ref.status, ref.client)
+				return false
+			}
+			s.up = &upstream{key: key, host: t.host, port: port, conn: conn, br: bufio.NewReaderSize(conn, s.p.opts.MaxHeaderBytes)}
 		}
-		writeErr <- err
-	}()
+		up = s.up
+		up.reusable = false
+		downBefore := up.conn.down.Load()
 
-	resp, err := readFinalResponse(up.br, out, s.client, s.p.opts.MaxHeaderBytes)
-	if err != nil {
+		writeErr = make(chan error, 1)
+		go func() {
+			bw := bufio.NewWriterSize(up.conn, 4096)
+			err := out.Write(bw)
+			if err == nil {
+				err = bw.Flush()
+			}
+			writeErr <- err
+		}()
+
+		var err error
+		resp, err = readFinalResponse(up.br, out, s.client, s.p.opts.MaxHeaderBytes)
+		if err == nil {
+			break
+		}
 		up.conn.Close()
 		<-writeErr
+		// A kept-alive upstream may have closed while idle. Retry once on a
+		// fresh connection when nothing came back and the request had no
+		// body (so nothing of the client's was consumed).
+		retry := reused && attempt == 0 && req.Body == http.NoBody && up.conn.down.Load() == downBefore
 		s.closeUpstream("upstream response: " + err.Error())
-		s.refuse(http.StatusBadGateway, fmt.Sprintf("bad response from %s", key))
-		return false
+		if !retry {
+			s.refuse(http.StatusBadGateway, fmt.Sprintf("bad response from %s", quoteHost(key)))
+			return false
+		}
 	}
 	defer resp.Body.Close()
 	upstreamClose := resp.Close

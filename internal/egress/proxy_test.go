@@ -933,3 +933,26 @@ func TestUnresolvableAllowedNameIs502(t *testing.T) {
 		t.Fatalf("event %+v", e)
 	}
 }
+
+// An upstream that closes idle keep-alive connections must not turn the
+// client's next request into a 502.
+func TestReusedUpstreamClosedWhileIdle(t *testing.T) {
+	a := newUpstream(t, "A", nil)
+	a.srv.Config.IdleTimeout = 50 * time.Millisecond
+	h := newHarness(t, []string{"localhost:" + a.port}, nil)
+	c := h.dialProxy()
+	br := bufio.NewReader(c)
+	for i := range 2 {
+		fmt.Fprintf(c, "GET http://localhost:%[1]s/r%[2]d HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\n", a.port, i)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectStatus(t, resp, 200, fmt.Sprintf("/r%d", i))
+		// Wait until the upstream has surely dropped the idle connection.
+		time.Sleep(300 * time.Millisecond)
+	}
+	if n := a.hits.Load(); n != 2 {
+		t.Fatalf("upstream saw %d requests, want 2 (no duplicate)", n)
+	}
+}
