@@ -547,9 +547,11 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		up.conn.Close()
 		<-writeErr
 		// A kept-alive upstream may have closed while idle. Retry once on a
-		// fresh connection when nothing came back and the request had no
-		// body (so nothing of the client's was consumed).
-		retry := reused && attempt == 0 && req.Body == http.NoBody && up.conn.down.Load() == downBefore
+		// fresh connection when nothing came back, the request had no body
+		// (nothing of the client's was consumed) and its method is safe to
+		// repeat (the upstream may have seen it before closing).
+		safe := req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions
+		retry := reused && attempt == 0 && safe && req.Body == http.NoBody && up.conn.down.Load() == downBefore
 		s.closeUpstream("upstream response: " + err.Error())
 		if !retry {
 			s.refuse(http.StatusBadGateway, fmt.Sprintf("bad response from %s", quoteHost(key)))
