@@ -23,18 +23,40 @@ const (
 	// maxCommands caps Verdict.Commands so a verdict stays a bounded object
 	// for the audit log; a line with more simple commands is too-complex.
 	maxCommands = 4096
-	// maxSteps caps walker steps (statements and command hops), whatever the
-	// shape of the tree.
+	// maxSteps caps walker steps (statements, command hops and arguments),
+	// whatever the shape of the tree.
 	maxSteps = 100_000
 	// maxWrapperChain caps `sudo env nohup timeout 5 nice …` unwrapping.
 	maxWrapperChain = 16
 	// maxReparseBytes caps the text parsed again as code (bash -c, eval,
-	// alias expansions): an alias called many times could otherwise make the
-	// work quadratic in the input.
-	maxReparseBytes = 4 * maxInputBytes
+	// alias expansions, scripts written by the line): an alias called many
+	// times could otherwise make the work quadratic in the input. Nested
+	// text is part of the input, so real lines stay far below it.
+	maxReparseBytes = maxInputBytes
 	// maxReasons caps Verdict.Reasons; further reasons are summarised.
 	maxReasons = 32
+	// maxNesting caps bracket nesting, checked by a scan before parsing: the
+	// parser and the walker recurse once per level of $( ( { `, so deep
+	// nesting costs stack (memory) in proportion. Real commands nest a few
+	// levels; brackets inside quotes count too, which only errs towards
+	// Dangerous.
+	maxNesting = 256
 )
+
+// bracketDepth is the deepest nesting of ( and { in s, ignoring quoting.
+func bracketDepth(s string) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ')', '}':
+			depth = max(0, depth-1)
+		}
+	}
+	return deepest
+}
 
 // Verdict is the guard's classification of one command line.
 type Verdict struct {
@@ -120,6 +142,10 @@ func (g *Guard) Classify(cmdline string) (v Verdict) {
 	w := &walker{g: g, v: &v}
 	if len(cmdline) > maxInputBytes {
 		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("command line longer than %d bytes", maxInputBytes))
+		return v
+	}
+	if bracketDepth(cmdline) > maxNesting {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("brackets nested more than %d deep", maxNesting))
 		return v
 	}
 	w.parse(cmdline, ctx{}, "command line")

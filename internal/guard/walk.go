@@ -101,11 +101,14 @@ func (w *walker) dynamic(id, reason string, from ...span) {
 }
 
 // tick counts one step and stops the walk beyond maxSteps.
-func (w *walker) tick() bool {
+func (w *walker) tick() bool { return w.tickN(1) }
+
+// tickN counts n steps.
+func (w *walker) tickN(n int) bool {
 	if w.stopped {
 		return false
 	}
-	w.steps++
+	w.steps += n
 	if w.steps > maxSteps {
 		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d steps to analyse", maxSteps))
 		w.stopped = true
@@ -125,9 +128,14 @@ func (w *walker) parse(src string, c ctx, what string) {
 
 // parseQuiet parses text that may or may not be shell code (a string in a
 // program): a syntax error is not a finding.
-func (w *walker) parseQuiet(src string, c ctx) *syntax.File {
+func (w *walker) parseQuiet(src string) *syntax.File {
+	if w.stopped {
+		return nil
+	}
 	w.reparsed += len(src)
-	if w.stopped || w.reparsed > maxReparseBytes {
+	if w.reparsed > maxReparseBytes {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d bytes of nested code", maxReparseBytes))
+		w.stopped = true
 		return nil
 	}
 	p := w.g.getParser()
@@ -197,17 +205,24 @@ func (w *walker) command(cmd syntax.Command, c ctx) {
 			w.stmt(x.Y, c)
 			return
 		}
+		// Walk the stages of a | b | c in order, without recursing once per
+		// stage: a long pipeline must not cost a deep stack.
+		stages := pipeStages(x)
 		start := len(w.v.Commands)
-		cx := c
-		cx.inPipe = true
-		w.stmt(x.X, cx)
-		src := span{start, len(w.v.Commands)}
 		if c.pipe != nil && c.pipe.end > c.pipe.start {
-			src.start = c.pipe.start // a | b | c: everything upstream feeds c
+			start = c.pipe.start // everything upstream feeds every later stage
 		}
-		cy := c
-		cy.inPipe, cy.pipe, cy.stdin = true, &src, nil
-		w.stmt(x.Y, cy)
+		for i, st := range stages {
+			cs := c
+			cs.inPipe = true
+			if i > 0 {
+				cs.pipe, cs.stdin = &span{start, len(w.v.Commands)}, nil
+			}
+			w.stmt(st, cs)
+			if w.stopped {
+				return
+			}
+		}
 	case *syntax.Subshell:
 		w.stmts(x.Stmts, c)
 	case *syntax.Block:
@@ -253,6 +268,24 @@ func (w *walker) command(cmd syntax.Command, c ctx) {
 		w.nestedWord(x.Description, c)
 		w.stmt(x.Body, c)
 	}
+}
+
+// pipeStages flattens nested pipe BinaryCmds (left- or right-leaning) into
+// their stages, in order.
+func pipeStages(x *syntax.BinaryCmd) []*syntax.Stmt {
+	var out []*syntax.Stmt
+	todo := []*syntax.Stmt{x.Y, x.X} // a stack: last in, walked first
+	for len(todo) > 0 {
+		st := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if b, ok := st.Cmd.(*syntax.BinaryCmd); ok && (b.Op == syntax.Pipe || b.Op == syntax.PipeAll) &&
+			len(st.Redirs) == 0 && !st.Negated && !st.Background && !st.Coprocess && !st.Disown {
+			todo = append(todo, b.Y, b.X)
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // nested walks the command and process substitutions inside a node that is
@@ -450,10 +483,18 @@ func (w *walker) record(cmd Command) bool {
 	return true
 }
 
+// maxShowBytes caps the source text shown for one non-literal word.
+const maxShowBytes = 512
+
 // show renders a field for Command.Args and reasons: the value when literal,
 // the source text otherwise.
 func (w *walker) show(f field) string {
-	if f.lit || f.src == nil {
+	if f.lit || f.src == nil || len(f.src.Parts) == 0 {
+		return printable(f.val)
+	}
+	if n := f.src.End().Offset() - f.src.Pos().Offset(); n > maxShowBytes {
+		// Printing a huge nested word at every level of its nesting would
+		// make the walk quadratic; its value shape is enough.
 		return printable(f.val)
 	}
 	if w.printer == nil {
@@ -488,7 +529,7 @@ func (w *walker) argv(args []field, c ctx) {
 			w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d nested wrapper commands", maxWrapperChain))
 			return
 		}
-		if !w.tick() {
+		if !w.tickN(len(args)) {
 			return
 		}
 		first := args[0]
@@ -1139,7 +1180,7 @@ func (w *walker) inlineProgram(name string, code field, c ctx) {
 		}
 		saved := w.pos
 		w.pos = nil
-		if f := w.parseQuiet(cmd, cc); f != nil {
+		if f := w.parseQuiet(cmd); f != nil {
 			w.stmts(f.Stmts, cc)
 		}
 		w.pos = saved

@@ -14,6 +14,27 @@ import (
 // lines need a handful. Beyond the cap the word counts as non-literal.
 const maxBraceFields = 256
 
+// maxBraceExps caps the brace expressions in one word before expansion is
+// attempted; real words have one or two.
+const maxBraceExps = 8
+
+// braceCount counts the brace expressions in a word, nested ones included,
+// stopping early once past the cap.
+func braceCount(w *syntax.Word, n int) int {
+	for _, p := range w.Parts {
+		if n > maxBraceExps {
+			return n
+		}
+		if b, ok := p.(*syntax.BraceExp); ok {
+			n++
+			for _, e := range b.Elems {
+				n = braceCount(e, n)
+			}
+		}
+	}
+	return n
+}
+
 // runtimeMark stands in for the part of a word that only exists at run time
 // ($(…), $((…)), an unknown variable). It is a byte no literal path contains,
 // so a non-literal word never matches a literal pattern by accident.
@@ -37,6 +58,12 @@ func fields(words []*syntax.Word, pos []field) []field {
 			f := resolve(w, pos)
 			f.src = w
 			out = append(out, f)
+			continue
+		}
+		if braceCount(w, 0) > maxBraceExps {
+			// {a,b}{a,b}… expands combinatorially and even producing the
+			// first few words is expensive; treat it as run-time data.
+			out = append(out, field{val: runtimeMark, src: w})
 			continue
 		}
 		for bw, err := range expand.BracesSeq(nil, w) {
