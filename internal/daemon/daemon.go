@@ -29,6 +29,7 @@ import (
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/redact"
 	"github.com/sandhold/sandhold/internal/store"
 )
@@ -58,6 +59,7 @@ type Daemon struct {
 	stderr   io.Writer
 	version  string
 	adminKey string
+	posture  posture.Report
 
 	store    *store.SQLite
 	audit    *audit.Log
@@ -78,6 +80,7 @@ type options struct {
 	stderr   io.Writer
 	version  string
 	authOpts []auth.Option
+	probe    func() posture.Report
 }
 
 // Option configures New.
@@ -98,6 +101,11 @@ func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.authOpts = append(o.authOpts, auth.WithClock(now)) }
 }
 
+// WithPosture replaces the host probe (posture.Probe) that decides whether
+// sandboxes can be isolated here; tests that are about the API, not the
+// kernel, pass a fixed report so they run unprivileged.
+func WithPosture(probe func() posture.Report) Option { return func(o *options) { o.probe = probe } }
+
 // NewLogger returns the JSON, redacting logger for level.
 func NewLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
@@ -108,8 +116,8 @@ func NewLogger(w io.Writer, level string) *slog.Logger {
 }
 
 // New validates cfg and builds every subsystem. Nothing listens until Run.
-func New(cfg config.Config, opts ...Option) (d *Daemon, err error) {
-	o := options{stderr: os.Stderr, version: "dev"}
+func New(cfg config.Config, opts ...Option) (*Daemon, error) {
+	o := options{stderr: os.Stderr, version: "dev", probe: posture.Probe}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -120,45 +128,56 @@ func New(cfg config.Config, opts ...Option) (d *Daemon, err error) {
 	if o.logger == nil {
 		o.logger = NewLogger(os.Stderr, cfg.LogLevel)
 	}
-	d = &Daemon{cfg: cfg, log: o.logger, stderr: o.stderr, version: o.version, ready: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: o.logger, stderr: o.stderr, version: o.version, ready: make(chan struct{})}
+	built := false
 	defer func() {
-		if err != nil {
-			_ = d.Close()
+		if !built {
+			_ = d.Close() // release what the failed step's predecessors opened
 		}
 	}()
+	var err error
 	ctx := context.Background()
 
-	// 1. Data dir, private.
+	// 1. Isolation: refuse to run without it unless told to.
+	d.posture = o.probe()
+	if missing := d.posture.Missing(); len(missing) > 0 {
+		if !cfg.InsecureNoIsolation {
+			return nil, fmt.Errorf("sandboxes cannot be isolated on this host (missing: %s); run `sandhold doctor`, or start with --insecure-no-isolation to run without isolation", strings.Join(missing, ", "))
+		}
+		d.log.Warn("RUNNING WITHOUT ISOLATION: required kernel features are missing", "missing", missing)
+	}
+
+	// 2. Data dir, private.
 	if err := EnsureDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
 
-	// 2. Store.
+	// 3. Store.
 	if d.store, err = store.Open(ctx, cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.closers = append(d.closers, d.store.Close)
 
-	// 3. Audit log and auth.
+	// 4. Audit log and auth.
 	d.audit = audit.New(d.store, cfg.DataDir)
 	d.auth = auth.NewService(d.store, d.audit, append([]auth.Option{auth.WithLogger(d.log)}, o.authOpts...)...)
 
-	// 4. Admin key.
+	// 5. Admin key.
 	if d.adminKey, err = d.loadAdminKey(ctx); err != nil {
 		return nil, err
 	}
 
-	// 5. Metrics registry.
+	// 6. Metrics registry.
 	d.registry = prometheus.NewRegistry()
 	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	// 6. HTTP API.
+	// 7. HTTP API.
 	if d.api, err = api.New(api.Deps{Config: cfg, Auth: d.auth, Audit: d.audit, Logger: d.log,
 		Registry: d.registry, Version: o.version}); err != nil {
 		return nil, err
 	}
 
-	// 7. Say loudly what is weaker than the defaults.
+	// 8. Say loudly what is weaker than the defaults.
 	for _, l := range cfg.Loosenings() {
 		d.log.Warn("LOOSENED DEFAULT: "+l, "setting", strings.SplitN(l, "=", 2)[0])
 		if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "config.loosen",
@@ -166,6 +185,7 @@ func New(cfg config.Config, opts ...Option) (d *Daemon, err error) {
 			return nil, fmt.Errorf("audit loosening: %w", err)
 		}
 	}
+	built = true
 	return d, nil
 }
 
@@ -355,6 +375,9 @@ func (d *Daemon) Config() config.Config { return d.cfg }
 
 // Logger is the server logger.
 func (d *Daemon) Logger() *slog.Logger { return d.log }
+
+// Posture is the host report taken at start (for /v1/sandbox/security).
+func (d *Daemon) Posture() posture.Report { return d.posture }
 
 // Store is the store.
 func (d *Daemon) Store() *store.SQLite { return d.store }

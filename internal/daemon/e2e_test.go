@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -53,7 +54,8 @@ func start(t *testing.T, dir string, mutate func(*config.Config)) *server {
 	}
 	clk := &clock{}
 	stderr := &bytes.Buffer{}
-	d, err := New(cfg, WithLogger(NewLogger(io.Discard, "error")), WithStderr(stderr), WithClock(clk.now), WithVersion("test"))
+	d, err := New(cfg, WithLogger(NewLogger(io.Discard, "error")), WithStderr(stderr), WithClock(clk.now), WithVersion("test"),
+		WithPosture(func() posture.Report { return readyHost }))
 	if err != nil {
 		t.Fatalf("new daemon: %v", err)
 	}
@@ -528,6 +530,30 @@ func TestE2E(t *testing.T) {
 	})
 }
 
+// readyHost is a host with every layer: these tests are about the API and
+// must pass unprivileged; posture's own tests probe the real kernel.
+var readyHost = posture.Report{Checks: []posture.Check{{Name: posture.UserNS, OK: true, Required: true}}}
+
+func TestRefusesToStartWithoutIsolation(t *testing.T) {
+	bare := posture.Report{Checks: []posture.Check{{Name: posture.UserNS, OK: false, Required: true, Detail: "refused"}}}
+	_, err := New(config.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0"},
+		WithLogger(NewLogger(io.Discard, "error")), WithPosture(func() posture.Report { return bare }))
+	if err == nil || !strings.Contains(err.Error(), "user namespaces") || !strings.Contains(err.Error(), "--insecure-no-isolation") {
+		t.Fatalf("err = %v", err)
+	}
+	dir := t.TempDir()
+	d, err := New(config.Config{DataDir: dir, Listen: "127.0.0.1:0", InsecureNoIsolation: true},
+		WithLogger(NewLogger(io.Discard, "error")), WithStderr(io.Discard), WithPosture(func() posture.Report { return bare }))
+	if err != nil {
+		t.Fatalf("insecure start refused: %v", err)
+	}
+	defer func() { _ = d.Close() }()
+	recs, err := d.Audit().Query(context.Background(), audit.Filter{Action: "config.loosen"})
+	if err != nil || len(recs) != 1 || recs[0].Target != "SANDBOX_INSECURE_NO_ISOLATION" {
+		t.Fatalf("loosening not audited: %+v %v", recs, err)
+	}
+}
+
 func TestLooseningsAreAudited(t *testing.T) {
 	s := start(t, t.TempDir(), func(c *config.Config) { c.EnableSudo = true; c.DisableRateLimit = true })
 	recs, err := s.d.Audit().Query(context.Background(), audit.Filter{Action: "config.loosen"})
@@ -561,7 +587,8 @@ func TestAdminKeyStableAcrossRestarts(t *testing.T) {
 }
 
 func TestBadConfigRefused(t *testing.T) {
-	_, err := New(config.Config{DataDir: t.TempDir(), Listen: "nowhere"}, WithLogger(NewLogger(io.Discard, "error")))
+	_, err := New(config.Config{DataDir: t.TempDir(), Listen: "nowhere"}, WithLogger(NewLogger(io.Discard, "error")),
+		WithPosture(func() posture.Report { return readyHost }))
 	if err == nil || !strings.Contains(err.Error(), "SANDBOX_LISTEN") {
 		t.Fatalf("err = %v", err)
 	}
