@@ -39,9 +39,6 @@ const (
 	maxIPv4PartLen = 64
 )
 
-// defaultPorts are the ports an entry without ":port" allows.
-var defaultPorts = [...]uint16{80, 443}
-
 // rule is one parsed policy entry.
 type rule struct {
 	// entry is the entry as configured, for messages.
@@ -65,12 +62,8 @@ func (r *rule) portOK(port uint16) bool {
 	if r.port != 0 {
 		return r.port == port
 	}
-	for _, p := range defaultPorts {
-		if p == port {
-			return true
-		}
-	}
-	return false
+	// An entry without ":port" allows HTTP and HTTPS only.
+	return port == 80 || port == 443
 }
 
 func (r *rule) matchName(name string) bool {

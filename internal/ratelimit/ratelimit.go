@@ -21,6 +21,7 @@
 package ratelimit
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -240,6 +241,21 @@ const DefaultMaxTracked = 50_000
 // means something is wrong and refusing is the safe answer.
 const evictScanCap = 1024
 
+// maxKeyLen bounds the bytes a tracked key holds in memory. Reason: keys may
+// come from clients (addresses, key ids before validation); longer keys are
+// replaced by their SHA-256, which keeps distinct keys distinct.
+const maxKeyLen = 128
+
+// bucketID returns the stored identity of (key, cat). Hashed keys are
+// flagged so that no short key can equal a long key's hash.
+func bucketID(key string, cat Category) bucketKey {
+	if len(key) <= maxKeyLen {
+		return bucketKey{key: key, cat: cat}
+	}
+	sum := sha256.Sum256([]byte(key))
+	return bucketKey{key: string(sum[:]), hashed: true, cat: cat}
+}
+
 // sweepInterval is how often (by the limiter's clock) idle, refilled buckets
 // are dropped. Every default rule refills within a minute.
 const sweepInterval = time.Minute
@@ -284,8 +300,9 @@ type Limiter struct {
 }
 
 type bucketKey struct {
-	key string
-	cat Category
+	key    string
+	hashed bool
+	cat    Category
 }
 
 type bucket struct {
@@ -365,13 +382,14 @@ func (l *Limiter) take(key string, cat Category, rule Rule, consume bool) Decisi
 	now := l.now()
 	l.maybeSweep(now)
 
-	b := l.buckets[bucketKey{key, cat}]
+	id := bucketID(key, cat)
+	b := l.buckets[id]
 	if b == nil && !consume {
 		// An untracked key has a full bucket; do not create state to peek.
 		return Decision{Allowed: true, Limit: burst, Remaining: burst, Reset: now}
 	}
 	if b == nil {
-		b = l.insert(bucketKey{key, cat}, now)
+		b = l.insert(id, now)
 		if b == nil {
 			return refusedAtCap(now)
 		}
@@ -434,7 +452,7 @@ func (l *Limiter) AcquireRule(key string, cat Category, rule Rule) (release func
 	now := l.now()
 	l.maybeSweep(now)
 
-	id := bucketKey{key, cat}
+	id := bucketID(key, cat)
 	b := l.buckets[id]
 	if b == nil {
 		b = l.insert(id, now)

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -503,4 +504,25 @@ func TestSoakKeyChurn(t *testing.T) {
 		t.Fatalf("after idle sweep tracked %d, want 1", n)
 	}
 	runtime.KeepAlive(l)
+}
+
+func TestLongKeysAreDistinctAndBounded(t *testing.T) {
+	l, _ := newTestLimiter(t, Options{})
+	long := strings.Repeat("k", 10_000)
+	for range 10 {
+		l.Allow(long+"a", Exec)
+	}
+	if d := l.Allow(long+"a", Exec); d.Allowed {
+		t.Fatal("long key not limited")
+	}
+	if d := l.Allow(long+"b", Exec); !d.Allowed {
+		t.Fatal("distinct long keys share a bucket")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.buckets {
+		if len(id.key) > maxKeyLen {
+			t.Fatalf("stored key of %d bytes", len(id.key))
+		}
+	}
 }
