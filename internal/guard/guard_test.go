@@ -271,6 +271,16 @@ var classifyCases = []classifyCase{
 	{"python-script-args", "python3 app.py --flag", M, false, []string{RuleScriptFile}},
 	{"herestring-to-dot-stdin", `. /dev/stdin <<< "rm -rf /"`, D, false, []string{RuleRmRfRoot}},
 
+	{"su-dash-user-c", `su - root -c "reboot"`, D, false, []string{RulePower}},
+	{"su-user-c", "su root -c reboot", D, false, []string{RulePower}},
+	{"su-cluster-lc", `su -lc "shutdown now"`, D, false, []string{RulePower}},
+	{"script-qc", `script -qc "rm -rf /" /dev/null`, D, false, []string{RuleRmRfRoot}},
+	{"runuser-u", "runuser -u bob -- rm -rf /", D, false, []string{RuleRmRfRoot}},
+	{"flock-file-c", `flock /tmp/l -c "reboot"`, D, false, []string{RulePower}},
+	{"flock-file-cmd", "flock /tmp/l rm -rf /", D, false, []string{RuleRmRfRoot}},
+	{"cmdsubst-into-written-file-unknown", `echo $(echo "rm -rf /") > x.sh; bash x.sh`, D, true, []string{RuleSourceDynamic}},
+	{"xargs-echo-into-file-unknown", "cat l | xargs echo > x.sh; sh x.sh", D, true, []string{RuleSourceDynamic}},
+
 	// --- unparseable and caps ---
 	{"unterminated-quote", "echo 'unterminated", D, false, []string{RuleUnparseable}},
 	{"bad-syntax", "if then fi", D, false, []string{RuleUnparseable}},

@@ -298,12 +298,12 @@ func (w *walker) nested(n syntax.Node, c ctx) {
 		switch x := n.(type) {
 		case *syntax.CmdSubst:
 			cc := c
-			cc.inPipe, cc.background = false, false
+			cc.inPipe, cc.background, cc.writes = false, false, nil
 			w.stmts(x.Stmts, cc)
 			return false
 		case *syntax.ProcSubst:
 			cc := c
-			cc.inPipe, cc.background = false, true
+			cc.inPipe, cc.background, cc.writes = false, true, nil
 			if x.Op == syntax.CmdOut {
 				// >(cmd): cmd reads what the outer command writes.
 				cc.pipe, cc.stdin = &span{}, nil
@@ -591,7 +591,7 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 		w.bump(Medium, name+" gets more arguments from xargs' standard input")
 	}
 
-	if len(c.writes) > 0 {
+	if len(c.writes) > 0 && !c.xargs && c.repl == "" {
 		if text, ok := w.producedText(cl, c); ok {
 			for _, f := range c.writes {
 				w.wrote(f, &text)
@@ -650,13 +650,17 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 type wrapper struct {
 	shortArg string   // short options that take a value (-u root, -uroot)
 	longArg  []string // long options that take a value as the next word (--user root)
-	skip     int      // operands before the command (timeout DURATION, chroot DIR)
+	skip     int      // operands before the command (timeout DURATION, chroot DIR); noCommand: none
 	assigns  bool     // NAME=VALUE operands before the command (env)
 	code     byte     // short option whose value is a shell command string (su -c, flock -c)
 	longCode string   // its long form (--command)
 	noRun    string   // short options that mean no command is run (command -v, ionice -p)
 	allCode  bool     // the remaining words are joined and run by sh -c (watch)
 }
+
+// noCommand marks a wrapper whose command only comes as a -c string, which
+// may stand anywhere (su root -c '…', script -qc '…' /dev/null).
+const noCommand = -1
 
 // wrappers is the wrapper table. Options that take an optional value only
 // when attached (nsenter -m[file], xargs -i[R]) need no entry.
@@ -684,9 +688,9 @@ var wrappers = map[string]wrapper{
 	"watch":   {shortArg: "nqd", longArg: []string{"interval", "equexit", "differences"}, allCode: true},
 	"taskset": {skip: 1, noRun: "p"},
 	"chrt":    {skip: 1, noRun: "p"},
-	"su":      {shortArg: "cgGsw", longArg: []string{"command", "group", "supp-group", "shell", "whitelist-environment"}, code: 'c', longCode: "command", skip: 1 << 20},
-	"runuser": {shortArg: "cgGsuw", longArg: []string{"command", "group", "supp-group", "shell", "user", "whitelist-environment"}, code: 'c', longCode: "command", skip: 1 << 20},
-	"script":  {shortArg: "cEIOBTm", longArg: []string{"command", "echo", "log-in", "log-out", "log-io", "log-timing", "logging-format"}, code: 'c', longCode: "command", skip: 1 << 20},
+	"su":      {shortArg: "cgGsw", longArg: []string{"command", "group", "supp-group", "shell", "whitelist-environment"}, code: 'c', longCode: "command", skip: noCommand},
+	"runuser": {shortArg: "cgGsuw", longArg: []string{"command", "group", "supp-group", "shell", "user", "whitelist-environment"}, code: 'c', longCode: "command", skip: noCommand},
+	"script":  {shortArg: "cEIOBTm", longArg: []string{"command", "echo", "log-in", "log-out", "log-io", "log-timing", "logging-format"}, code: 'c', longCode: "command", skip: noCommand},
 	"strace":  {shortArg: "abeEIoOpPsSuX", longArg: []string{"output", "signal", "trace", "user"}},
 	"ltrace":  {shortArg: "aAbDeEfFlnoOpsSuwX", longArg: []string{"output", "user"}},
 }
@@ -694,6 +698,13 @@ var wrappers = map[string]wrapper{
 // unwrap parses a wrapper's options and returns the command it runs.
 func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 	args := cl.args
+	if cl.name == "runuser" && slices.ContainsFunc(args, func(f field) bool { return f.val == "-u" || strings.HasPrefix(f.val, "--user") }) {
+		wr.skip = 0 // runuser -u user [--] cmd args: a plain wrapper
+	}
+	if wr.skip == noCommand {
+		w.codeOptions(cl, wr, c)
+		return nil, c, false
+	}
 	i := 0
 	for i < len(args) {
 		a := args[i].val
@@ -771,6 +782,10 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 	}
 	i += wr.skip
 	rest := args[i:]
+	if cl.name == "flock" && len(rest) >= 2 && (rest[0].val == "-c" || rest[0].val == "--command") {
+		w.shellCode(rest[1], cl.name+" -c", c, nil) // flock [opts] file -c cmd
+		return nil, c, false
+	}
 	if wr.allCode && len(rest) > 0 {
 		w.shellCode(joinFields(rest), cl.name, c, nil)
 		return nil, c, false
@@ -782,6 +797,46 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 		}
 	}
 	return rest, c, len(rest) > 0
+}
+
+// codeOptions finds a wrapper's -c / --command strings anywhere in its
+// arguments.
+func (w *walker) codeOptions(cl *call, wr wrapper, c ctx) {
+	args := cl.args
+	for i := 0; i < len(args); i++ {
+		a := args[i].val
+		switch {
+		case a == "--":
+			return
+		case strings.HasPrefix(a, "--"+wr.longCode+"="):
+			v := args[i]
+			v.val = strings.TrimPrefix(a, "--"+wr.longCode+"=")
+			w.shellCode(v, cl.name+" --"+wr.longCode, c, nil)
+		case a == "--"+wr.longCode && i+1 < len(args):
+			i++
+			w.shellCode(args[i], cl.name+" --"+wr.longCode, c, nil)
+		case len(a) > 1 && a[0] == '-' && a[1] != '-':
+			for j := 1; j < len(a); j++ {
+				if a[j] == wr.code {
+					if j+1 < len(a) {
+						v := args[i]
+						v.val = a[j+1:]
+						w.shellCode(v, cl.name+" -"+string(wr.code), c, nil)
+					} else if i+1 < len(args) {
+						i++
+						w.shellCode(args[i], cl.name+" -"+string(wr.code), c, nil)
+					}
+					break
+				}
+				if strings.IndexByte(wr.shortArg, a[j]) >= 0 {
+					if j+1 == len(a) {
+						i++
+					}
+					break
+				}
+			}
+		}
+	}
 }
 
 func isName(s string) bool {
