@@ -210,8 +210,14 @@ type testUpstream struct {
 }
 
 func newUpstream(t *testing.T, name string, handler http.HandlerFunc) *testUpstream {
+	return newUpstreamIdle(t, name, handler, 0)
+}
+
+// newUpstreamIdle starts an upstream whose server closes keep-alive
+// connections idle for longer than idle (0: the default).
+func newUpstreamIdle(t *testing.T, name string, handler http.HandlerFunc, idle time.Duration) *testUpstream {
 	u := &testUpstream{}
-	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.hits.Add(1)
 		u.mu.Lock()
 		u.heads = append(u.heads, r.Header.Clone())
@@ -223,6 +229,8 @@ func newUpstream(t *testing.T, name string, handler http.HandlerFunc) *testUpstr
 		}
 		fmt.Fprintf(w, "hello from %s %s", name, r.URL.Path)
 	}))
+	u.srv.Config.IdleTimeout = idle
+	u.srv.Start()
 	t.Cleanup(u.srv.Close)
 	_, u.port, _ = net.SplitHostPort(u.srv.Listener.Addr().String())
 	return u
@@ -937,8 +945,7 @@ func TestUnresolvableAllowedNameIs502(t *testing.T) {
 // An upstream that closes idle keep-alive connections must not turn the
 // client's next request into a 502.
 func TestReusedUpstreamClosedWhileIdle(t *testing.T) {
-	a := newUpstream(t, "A", nil)
-	a.srv.Config.IdleTimeout = 50 * time.Millisecond
+	a := newUpstreamIdle(t, "A", nil, 50*time.Millisecond)
 	h := newHarness(t, []string{"localhost:" + a.port}, nil)
 	c := h.dialProxy()
 	br := bufio.NewReader(c)
