@@ -108,12 +108,19 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// OnEvent receives one Event per connection attempt. It is called on the
 	// connection's goroutine and must not block for long.
-	OnEvent            func(Event)
-	DialTimeout        time.Duration
-	IdleTimeout        time.Duration
-	MaxHeaderBytes     int
+	OnEvent func(Event)
+	// DialTimeout bounds the name resolution and, separately, the dial.
+	DialTimeout time.Duration
+	// IdleTimeout ends a connection with no byte moved in either direction
+	// for this long.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request head and an upstream response head.
+	MaxHeaderBytes int
+	// MaxConnsPerSandbox caps concurrent client connections per sandbox;
+	// one more gets 429.
 	MaxConnsPerSandbox int
-	Now                func() time.Time
+	// Now stamps events.
+	Now func() time.Time
 }
 
 // Proxy enforces per-sandbox allowlists. Safe for concurrent use.
