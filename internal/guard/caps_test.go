@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func TestCaps(t *testing.T) {
 		{"many-function-calls", "f(){ ls; }; " + strings.Repeat("f;", n/2), D, []string{RuleTooComplex}},
 		{"many-heredocs", strings.Repeat("bash <<E\nls\nE\n", n/15), D, []string{RuleTooComplex}},
 		{"alias-called-often", "alias a='" + strings.Repeat("b ", 20000) + "'; " + strings.Repeat("a;", 50000), D, []string{RuleTooComplex}},
+		{"function-call-tree", funcTree(30), D, []string{RuleTooComplex}},
 		{"brace-combinatorial-name", strings.Repeat("{a,b}", n/5), D, []string{RuleDynamicCommand}},
 		{"brace-combinatorial-arg", "echo " + strings.Repeat("{a,b}", n/5), S, nil},
 		{"brace-sequences", "echo " + strings.Repeat("x{1..300} ", n/10), S, nil},
@@ -47,4 +49,15 @@ func TestCaps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// funcTree defines f0 … fn where each f calls the next twice with an
+// argument: walking every call would take 2^n steps.
+func funcTree(n int) string {
+	var b strings.Builder
+	for i := n; i > 0; i-- {
+		fmt.Fprintf(&b, "f%d() { f%d x; f%d y; }; ", i-1, i, i)
+	}
+	fmt.Fprintf(&b, "f%d() { ls \"$1\"; }; f0 z", n)
+	return b.String()
 }

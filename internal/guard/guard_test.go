@@ -281,6 +281,10 @@ var classifyCases = []classifyCase{
 	{"cmdsubst-into-written-file-unknown", `echo $(echo "rm -rf /") > x.sh; bash x.sh`, D, true, []string{RuleSourceDynamic}},
 	{"xargs-echo-into-file-unknown", "cat l | xargs echo > x.sh; sh x.sh", D, true, []string{RuleSourceDynamic}},
 
+	{"function-args", `f() { rm -rf "$1"; }; f /`, D, false, []string{RuleRmRfRoot}},
+	{"function-args-benign", `f() { rm -rf "$1"; }; f ./build`, M, false, nil},
+	{"function-recursive-args", "f() { f x; }; f y", S, false, nil},
+
 	// --- unparseable and caps ---
 	{"unterminated-quote", "echo 'unterminated", D, false, []string{RuleUnparseable}},
 	{"bad-syntax", "if then fi", D, false, []string{RuleUnparseable}},
@@ -457,5 +461,34 @@ func TestConcurrent(t *testing.T) {
 	}
 	for range 4 {
 		<-done
+	}
+}
+
+// TestEveryRuleExercised fails when a rule id has no table case that
+// expects it: a rule nobody tests is a rule nobody knows still works.
+func TestEveryRuleExercised(t *testing.T) {
+	all := []string{
+		RuleUnparseable, RuleTooComplex, RuleDepthExceeded, RuleDynamicCommand, RuleDynamicCode,
+		RulePipeToShell, RuleSourceDynamic, RuleDownloadExec, RuleDecodeExec, RuleForkBomb,
+		RuleRmRfRoot, RuleMkfs, RuleDDDevice, RuleDeviceWrite, RulePower, RuleKillAll,
+		RuleChmodRoot, RuleChownRoot, RuleFindDeleteRoot, RuleReverseShell, RuleCredentialRead,
+		RuleNamespaceTool, RulePrivileged, RuleInlineProgram, RuleScriptFile, RuleLoaderEnv,
+	}
+	for _, id := range all {
+		found := false
+		for _, tc := range classifyCases {
+			if slices.Contains(tc.rules, id) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no classify case expects rule %q", id)
+		}
+	}
+	for i := range argvRules {
+		if !slices.Contains(all, argvRules[i].id) {
+			t.Errorf("argv rule %q missing from this test's list", argvRules[i].id)
+		}
 	}
 }

@@ -34,13 +34,13 @@ type walker struct {
 	v           *Verdict
 	rulesSeen   map[string]bool
 	reasonsSeen map[string]bool
-	funcs       map[string]bool    // functions declared so far
-	funcStack   []string           // functions whose bodies are being walked
-	aliases     map[string]string  // aliases defined so far
-	downloads   map[string]bool    // files written by curl -o / wget -O
-	anyDownload bool               // a download whose file name the guard cannot know
-	written     map[string]*string // files this line writes: their content when known (cat <<EOF > f, echo … > f)
-	pos         []field            // positional parameters of the shell being walked, when known
+	funcs       map[string]*syntax.Stmt // bodies of the functions declared so far
+	funcStack   []string                // functions whose bodies are being walked
+	aliases     map[string]string       // aliases defined so far
+	downloads   map[string]bool         // files written by curl -o / wget -O
+	anyDownload bool                    // a download whose file name the guard cannot know
+	written     map[string]*string      // files this line writes: their content when known (cat <<EOF > f, echo … > f)
+	pos         []field                 // positional parameters of the shell being walked, when known
 	steps       int
 	reparsed    int
 	stopped     bool
@@ -461,10 +461,10 @@ func (w *walker) funcDecl(f *syntax.FuncDecl, c ctx) {
 		names = append([]*syntax.Lit{f.Name}, names...)
 	}
 	if w.funcs == nil {
-		w.funcs = map[string]bool{}
+		w.funcs = map[string]*syntax.Stmt{}
 	}
 	for _, n := range names {
-		w.funcs[n.Value] = true
+		w.funcs[n.Value] = f.Body
 		w.funcStack = append(w.funcStack, n.Value)
 	}
 	c.inPipe, c.background, c.pipe, c.stdin = false, false, nil, nil
@@ -569,11 +569,24 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 		w.expandAlias(name, v, cl.args, c)
 		return nil, c, false
 	}
-	if w.funcs[name] {
-		if slices.Contains(w.funcStack, name) && (c.inPipe || c.background) {
+	if body, ok := w.funcs[name]; ok && first.lit {
+		recursive := slices.Contains(w.funcStack, name)
+		if recursive && (c.inPipe || c.background) {
 			w.flag(RuleForkBomb, Dangerous, "function "+name+" starts copies of itself in a pipeline or in the background")
 		}
-		return nil, c, false // the body was classified where it was declared
+		if !recursive && len(cl.args) > 0 {
+			// The body was classified where it was declared; walk it again
+			// with this call's arguments as $1 … (f() { rm -rf "$1"; }; f /).
+			saved := w.pos
+			w.pos = append([]field{first}, cl.args...)
+			w.funcStack = append(w.funcStack, name)
+			cc := c
+			cc.writes = nil
+			w.stmt(body, cc)
+			w.funcStack = w.funcStack[:len(w.funcStack)-1]
+			w.pos = saved
+		}
+		return nil, c, false
 	}
 	if first.lit && strings.Contains(first.val, "/") {
 		if w.isDownloaded(first.val) {
