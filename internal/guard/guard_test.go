@@ -285,6 +285,11 @@ var classifyCases = []classifyCase{
 	{"function-args-benign", `f() { rm -rf "$1"; }; f ./build`, M, false, nil},
 	{"function-recursive-args", "f() { f x; }; f y", S, false, nil},
 
+	{"home-path-command-is-literal", `"$HOME/bin/tool" --version`, M, false, nil},
+	{"pwd-path-command-is-literal", "$PWD/node_modules/.bin/jest", M, false, nil},
+	{"bare-key-name", "cat id_ed25519", D, false, []string{RuleCredentialRead}},
+	{"home-braces-rm", `rm -rf "${HOME}"/`, D, false, []string{RuleRmRfRoot}},
+
 	// --- unparseable and caps ---
 	{"unterminated-quote", "echo 'unterminated", D, false, []string{RuleUnparseable}},
 	{"bad-syntax", "if then fi", D, false, []string{RuleUnparseable}},

@@ -211,13 +211,16 @@ var globProbes = [...]string{"/etc/shadow", "~/.ssh/id_rsa", "~/.ssh/id_ed25519"
 
 // isCredentialPath reports whether a path argument names a secret.
 func isCredentialPath(v string) bool {
-	if v == "" || !strings.ContainsAny(v, "/.") {
+	if v == "" || strings.Contains(v, runtimeMark) {
 		return false
 	}
 	p := path.Clean(v)
 	base := path.Base(p)
 	if sshKeyNames[base] || credentialDirs[base] {
 		return true
+	}
+	if !strings.ContainsAny(p, "/.") {
+		return false
 	}
 	if i := strings.Index(p, ".ssh/"); i >= 0 && (strings.HasPrefix(base, "id_") || strings.ContainsAny(base, "*?[")) && !strings.HasSuffix(base, ".pub") {
 		return true
@@ -325,7 +328,7 @@ func matchDD(c *call) (string, bool) {
 // deviceWriters take a path they write to (or partition).
 var deviceWriters = map[string]bool{
 	"tee": true, "cp": true, "mv": true, "install": true, "shred": true, "truncate": true, "rsync": true,
-	"fdisk": true, "sfdisk": true, "cfdisk": true, "parted": true, "sgdisk": true, "gdisk": true, "ln": true,
+	"fdisk": true, "sfdisk": true, "cfdisk": true, "parted": true, "sgdisk": true, "gdisk": true,
 }
 
 func matchDeviceArg(c *call) (string, bool) {

@@ -130,6 +130,11 @@ func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, pos []field) 
 		}
 		return lit
 	case *syntax.ParamExp:
+		if v, ok := stableParams[plainParam(p)]; ok {
+			// $HOME is what ~ is, and the guard treats ~ as literal.
+			b.WriteString(v)
+			return true
+		}
 		b.WriteString(paramHint(p, pos))
 		return false
 	case *syntax.ExtGlob:
@@ -143,6 +148,20 @@ func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, pos []field) 
 	// CmdSubst, ArithmExp, ProcSubst, BraceExp left unexpanded.
 	b.WriteString(runtimeMark)
 	return false
+}
+
+// stableParams are parameters the guard treats as literal, with the value
+// it uses for them: they are as fixed as ~ and . are (the shell sets them),
+// and "$HOME/bin/tool" must not count as a command built at run time.
+var stableParams = map[string]string{"HOME": "~", "PWD": "."}
+
+// plainParam is the name of a plain $name / ${name} expansion, or "".
+func plainParam(p *syntax.ParamExp) string {
+	if p.Param == nil || p.Excl || p.Length || p.Width || p.Index != nil || p.Slice != nil ||
+		p.Repl != nil || p.Exp != nil || p.NestedParam != nil || p.Names != 0 || len(p.Modifiers) > 0 {
+		return ""
+	}
+	return p.Param.Value
 }
 
 // paramHint is the best static guess of a parameter expansion's value.
@@ -164,9 +183,6 @@ func paramHint(p *syntax.ParamExp, pos []field) string {
 			}
 		}
 		return runtimeMark
-	}
-	if p.Param.Value == "HOME" {
-		return "~"
 	}
 	return runtimeMark
 }
