@@ -45,7 +45,13 @@ func newRequestID() string {
 func (s *Server) requestIDMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()
-		w.Header().Set("X-Request-Id", id)
+		h := w.Header()
+		h.Set("X-Request-Id", id)
+		// API answers carry keys, tickets and audit data: never cache them,
+		// never sniff them, never leak the URL onward.
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
 		ctx = context.WithValue(ctx, loggerKey{}, s.log.With("request_id", id))
 		next.ServeHTTP(w, r.WithContext(ctx))

@@ -554,6 +554,20 @@ func TestRefusesToStartWithoutIsolation(t *testing.T) {
 	}
 }
 
+func TestCORSForConfiguredOrigins(t *testing.T) {
+	s := start(t, t.TempDir(), func(c *config.Config) { c.CORSOrigins = []string{"https://app.example"} })
+	pre := s.do("OPTIONS", "/v1/keys", "", nil, map[string]string{"Origin": "https://app.example", "Access-Control-Request-Method": "POST"})
+	if pre.status != 204 || pre.header.Get("Access-Control-Allow-Origin") != "https://app.example" {
+		t.Fatalf("preflight: %d %v", pre.status, pre.header)
+	}
+	r := s.do("GET", "/v1/keys", s.d.AdminKey(), nil, map[string]string{"Origin": "https://app.example"})
+	expectOK(t, r, 200, nil)
+	if r.header.Get("Access-Control-Allow-Origin") != "https://app.example" || r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("headers: %v", r.header)
+	}
+	expectError(t, s.do("OPTIONS", "/v1/keys", "", nil, map[string]string{"Origin": "https://other.example", "Access-Control-Request-Method": "POST"}), 403, "forbidden")
+}
+
 func TestLooseningsAreAudited(t *testing.T) {
 	s := start(t, t.TempDir(), func(c *config.Config) { c.EnableSudo = true; c.DisableRateLimit = true })
 	recs, err := s.d.Audit().Query(context.Background(), audit.Filter{Action: "config.loosen"})
