@@ -20,9 +20,10 @@ const (
 	RuleDecodeExec     = "decode-exec"          // decoded content is executed (base64 -d | sh)
 	RuleForkBomb       = "fork-bomb"            // a function that calls itself in a pipeline or in the background
 	RuleRmRfRoot       = "rm-rf-root"           // recursive rm of /, ~, *, /* or a top-level system directory
+	RuleMoveRoot       = "mv-root"              // mv of /, ~, /etc … (a delete in disguise)
 	RuleMkfs           = "mkfs"                 // making or wiping a file system
 	RuleDDDevice       = "dd-device"            // dd of=/dev/<disk>
-	RuleDeviceWrite    = "device-write"         // a write or redirect to a raw disk or /dev/mem
+	RuleDeviceWrite    = "device-write"         // a write or redirect to a raw disk, /dev/mem or a kernel knob (/proc/sys, /sys)
 	RulePower          = "power"                // shutdown, reboot, halt, poweroff, init 0/6
 	RuleKillAll        = "kill-all"             // kill -1 / kill 1: every process, or the sandbox's init
 	RuleChmodRoot      = "chmod-recursive-root" // chmod -R on / or a system directory
@@ -58,6 +59,8 @@ var argvRules = [...]rule{
 	// --no-preserve-root /, rm -rf /usr … Force is not required: -r alone
 	// deletes just as well where nothing is write-protected.
 	{RuleRmRfRoot, Dangerous, matchRmRoot},
+	// mv / /tmp/x, mv ~ /dev/null, mv /etc /tmp: the source is gone.
+	{RuleMoveRoot, Dangerous, matchMoveRoot},
 	// mkfs, mkfs.ext4, mke2fs, mkswap, wipefs, blkdiscard.
 	{RuleMkfs, Dangerous, matchMkfs},
 	// dd of=/dev/sda (but not of=/dev/null).
@@ -185,6 +188,14 @@ func isRawDevice(p string) bool {
 	return false
 }
 
+// isKernelKnob reports a file whose write changes the running kernel
+// (echo c > /proc/sysrq-trigger crashes the machine where it is writable).
+func isKernelKnob(p string) bool {
+	p = path.Clean(p)
+	return p == "/proc/sysrq-trigger" || strings.HasPrefix(p, "/proc/sys/") || strings.HasPrefix(p, "/sys/") ||
+		p == "/proc/kcore" || strings.HasPrefix(p, "/sys/kernel/")
+}
+
 // isNetDevice reports a bash /dev/tcp or /dev/udp pseudo-path.
 func isNetDevice(p string) bool {
 	return strings.HasPrefix(p, "/dev/tcp/") || strings.HasPrefix(p, "/dev/udp/")
@@ -302,6 +313,23 @@ func matchRmRoot(c *call) (string, bool) {
 	return "", false
 }
 
+func matchMoveRoot(c *call) (string, bool) {
+	if c.name != "mv" {
+		return "", false
+	}
+	_, long, pos := flagSet(c.args)
+	srcs := pos
+	if !long["target-directory"] && len(pos) > 0 {
+		srcs = pos[:len(pos)-1] // the last operand is the destination
+	}
+	for _, p := range srcs {
+		if isRootTarget(p.val) {
+			return "mv moves " + printable(p.val) + " away", true
+		}
+	}
+	return "", false
+}
+
 func matchMkfs(c *call) (string, bool) {
 	switch {
 	case strings.HasPrefix(c.name, "mkfs"), c.name == "mke2fs", c.name == "mkswap", c.name == "wipefs", c.name == "blkdiscard":
@@ -336,8 +364,8 @@ func matchDeviceArg(c *call) (string, bool) {
 		return "", false
 	}
 	for _, a := range c.args {
-		if isRawDevice(a.val) {
-			return c.name + " writes to raw device " + printable(a.val), true
+		if isRawDevice(a.val) || isKernelKnob(a.val) {
+			return c.name + " writes to device " + printable(a.val), true
 		}
 	}
 	return "", false

@@ -40,7 +40,7 @@ type walker struct {
 	downloads   map[string]bool         // files written by curl -o / wget -O
 	anyDownload bool                    // a download whose file name the guard cannot know
 	written     map[string]*string      // files this line writes: their content when known (cat <<EOF > f, echo … > f)
-	pos         []field                 // positional parameters of the shell being walked, when known
+	k           known                   // parameter values known so far (hints for rules)
 	steps       int
 	reparsed    int
 	stopped     bool
@@ -336,7 +336,7 @@ func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
 	if r.Word == nil {
 		return
 	}
-	t := resolve(r.Word, w.pos)
+	t := resolve(r.Word, &w.k)
 	read, write := false, false
 	switch r.Op {
 	case syntax.RdrIn:
@@ -357,8 +357,8 @@ func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
 	switch {
 	case isNetDevice(t.val):
 		w.flag(RuleReverseShell, Dangerous, "redirection to "+printable(t.val)+" opens a network connection")
-	case write && isRawDevice(t.val):
-		w.flag(RuleDeviceWrite, Dangerous, "redirection writes to raw device "+printable(t.val))
+	case write && (isRawDevice(t.val) || isKernelKnob(t.val)):
+		w.flag(RuleDeviceWrite, Dangerous, "redirection writes to device "+printable(t.val))
 	case read && !write && isCredentialPath(t.val):
 		w.flag(RuleCredentialRead, Dangerous, "redirection reads secret "+printable(t.val))
 	case write && !harmlessDevices[t.val] && !strings.HasPrefix(t.val, "/dev/fd/"):
@@ -415,6 +415,9 @@ func (w *walker) call(ce *syntax.CallExpr, c ctx) {
 		}
 	}
 	if len(ce.Args) == 0 {
+		for _, a := range ce.Assigns { // x=/; … rm -rf "$x"
+			w.remember(a)
+		}
 		return
 	}
 	start := len(w.v.Commands)
@@ -425,7 +428,44 @@ func (w *walker) call(ce *syntax.CallExpr, c ctx) {
 		w.nestedWord(wd, c)
 	}
 	c.nested = span{start, len(w.v.Commands)}
-	w.argv(fields(ce.Args, w.pos), c)
+	w.argv(fields(ce.Args, &w.k), c)
+}
+
+// remember records a shell variable assignment's value as a hint, or
+// forgets the variable when its value is not literal.
+func (w *walker) remember(a *syntax.Assign) {
+	if a.Name == nil {
+		return
+	}
+	name := a.Name.Value
+	delete(w.k.vars, name)
+	delete(w.k.arrays, name)
+	switch {
+	case a.Append || a.Index != nil:
+	case a.Array != nil:
+		var vals []field
+		for _, e := range a.Array.Elems {
+			if e.Index != nil || e.Value == nil {
+				return
+			}
+			f := resolve(e.Value, &w.k)
+			if !f.lit {
+				return
+			}
+			vals = append(vals, field{val: f.val})
+		}
+		if w.k.arrays == nil {
+			w.k.arrays = map[string][]field{}
+		}
+		w.k.arrays[name] = vals
+	case a.Value != nil:
+		if f := resolve(a.Value, &w.k); !strings.Contains(f.val, runtimeMark) {
+			if w.k.vars == nil {
+				w.k.vars = map[string]field{}
+			}
+			w.k.vars[name] = field{val: f.val}
+		}
+	}
 }
 
 func (w *walker) decl(d *syntax.DeclClause, c ctx) {
@@ -441,11 +481,12 @@ func (w *walker) decl(d *syntax.DeclClause, c ctx) {
 			s = a.Name.Value
 			if !a.Naked {
 				w.assign(a.Name.Value)
+				w.remember(a)
 				s += "="
 			}
 		}
 		if a.Value != nil {
-			f := resolve(a.Value, w.pos)
+			f := resolve(a.Value, &w.k)
 			f.src = a.Value
 			lit = lit && f.lit
 			s += w.show(f)
@@ -577,14 +618,14 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 		if !recursive && len(cl.args) > 0 {
 			// The body was classified where it was declared; walk it again
 			// with this call's arguments as $1 … (f() { rm -rf "$1"; }; f /).
-			saved := w.pos
-			w.pos = append([]field{first}, cl.args...)
+			saved := w.k.pos
+			w.k.pos = append([]field{first}, cl.args...)
 			w.funcStack = append(w.funcStack, name)
 			cc := c
 			cc.writes = nil
 			w.stmt(body, cc)
 			w.funcStack = w.funcStack[:len(w.funcStack)-1]
-			w.pos = saved
+			w.k.pos = saved
 		}
 		return nil, c, false
 	}
@@ -637,6 +678,24 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 			} else if !strings.HasPrefix(a.val, "-") {
 				w.wrote(a.val, nil)
 			}
+		}
+	case name == "set":
+		// set -- a b / set a b replaces the positional parameters.
+		args := cl.args
+		if len(args) > 0 && args[0].val == "--" {
+			args = args[1:]
+		} else if len(args) == 0 || strings.HasPrefix(args[0].val, "-") || strings.HasPrefix(args[0].val, "+") {
+			break
+		}
+		pos0 := field{val: "sh"}
+		if len(w.k.pos) > 0 {
+			pos0 = w.k.pos[0]
+		}
+		w.k.pos = append([]field{pos0}, args...)
+	case name == "unset":
+		for _, a := range cl.args {
+			delete(w.k.vars, a.val)
+			delete(w.k.arrays, a.val)
 		}
 	case name == "trap":
 		args := cl.args
@@ -882,10 +941,10 @@ func joinFields(fs []field) field {
 
 // shellCode handles code a new shell runs, with its positional parameters.
 func (w *walker) shellCode(f field, what string, c ctx, pos []field) {
-	saved := w.pos
-	w.pos = pos
+	saved := w.k.pos
+	w.k.pos = pos
 	w.code(f, what, c)
-	w.pos = saved
+	w.k.pos = saved
 }
 
 // code handles a string that a command runs as shell code.
@@ -974,13 +1033,13 @@ func (w *walker) stdinProgram(name string, isShell bool, c ctx) {
 		var t field
 		switch c.stdin.Op {
 		case syntax.Hdoc, syntax.DashHdoc:
-			t = heredocText(c.stdin, w.pos)
+			t = heredocText(c.stdin, &w.k)
 			t.src = c.stdin.Hdoc
 		case syntax.WordHdoc:
-			t = resolve(c.stdin.Word, w.pos)
+			t = resolve(c.stdin.Word, &w.k)
 			t.src = c.stdin.Word
 		default: // < file
-			f := resolve(c.stdin.Word, w.pos)
+			f := resolve(c.stdin.Word, &w.k)
 			f.src = c.stdin.Word
 			cc := c
 			cc.stdin = nil
@@ -1065,7 +1124,7 @@ func (w *walker) expandAlias(name, val string, args []field, c ctx) {
 		w.nestedWord(wd, c)
 	}
 	c.nested = span{start, len(w.v.Commands)}
-	w.argv(append(fields(ce.Args, w.pos), args...), c)
+	w.argv(append(fields(ce.Args, &w.k), args...), c)
 }
 
 // findExec classifies the commands of find -exec/-execdir/-ok/-okdir.
@@ -1246,12 +1305,12 @@ func (w *walker) inlineProgram(name string, code field, c ctx) {
 		if cc.depth > w.g.maxDepth {
 			break
 		}
-		saved := w.pos
-		w.pos = nil
+		saved := w.k.pos
+		w.k.pos = nil
 		if f := w.parseQuiet(cmd); f != nil {
 			w.stmts(f.Stmts, cc)
 		}
-		w.pos = saved
+		w.k.pos = saved
 	}
 }
 
@@ -1500,9 +1559,9 @@ func (w *walker) stdinText(c ctx) (string, bool) {
 	var t field
 	switch c.stdin.Op {
 	case syntax.Hdoc, syntax.DashHdoc:
-		t = heredocText(c.stdin, w.pos)
+		t = heredocText(c.stdin, &w.k)
 	case syntax.WordHdoc:
-		t = resolve(c.stdin.Word, w.pos)
+		t = resolve(c.stdin.Word, &w.k)
 		t.val += "\n"
 	default:
 		return "", false

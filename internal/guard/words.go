@@ -49,13 +49,29 @@ type field struct {
 	src *syntax.Word // the word it came from, for showing non-literal words
 }
 
-// fields resolves words into fields, performing brace expansion.
-func fields(words []*syntax.Word, pos []field) []field {
+// known holds what the walker knows about parameter values. It only
+// supplies hints for rules (a non-literal word stays non-literal), so a
+// wrong guess can add a finding but never remove one.
+type known struct {
+	pos    []field            // $0, $1 … when known (sh -c '…' a b, f a b, set -- a b)
+	vars   map[string]field   // scalars last assigned a literal value in this line
+	arrays map[string][]field // arrays last assigned literal elements
+}
+
+// fields resolves words into fields, performing brace expansion and the
+// multi-field expansions "$@" and "${a[@]}" when their values are known.
+func fields(words []*syntax.Word, k *known) []field {
 	out := make([]field, 0, len(words))
 	budget := maxBraceFields
 	for _, w := range words {
+		if vals, ok := multiField(w, k); ok {
+			for _, v := range vals {
+				out = append(out, field{val: v.val, src: w})
+			}
+			continue
+		}
 		if !syntax.SplitBraces(w) {
-			f := resolve(w, pos)
+			f := resolve(w, k)
 			f.src = w
 			out = append(out, f)
 			continue
@@ -72,7 +88,7 @@ func fields(words []*syntax.Word, pos []field) []field {
 				break
 			}
 			budget--
-			f := resolve(bw, pos)
+			f := resolve(bw, k)
 			f.src = bw
 			out = append(out, f)
 		}
@@ -83,7 +99,7 @@ func fields(words []*syntax.Word, pos []field) []field {
 // resolve removes quotes and escapes from a word as the shell would. pos are
 // the positional parameters ($0, $1 …) when they are known, as in
 // sh -c 'rm -rf "$1"' _ /.
-func resolve(w *syntax.Word, pos []field) field {
+func resolve(w *syntax.Word, k *known) field {
 	if w == nil {
 		return field{lit: true}
 	}
@@ -95,7 +111,7 @@ func resolve(w *syntax.Word, pos []field) field {
 	var b strings.Builder
 	lit := true
 	for _, p := range w.Parts {
-		if !resolvePart(&b, p, false, pos) {
+		if !resolvePart(&b, p, false, k) {
 			lit = false
 		}
 	}
@@ -105,7 +121,7 @@ func resolve(w *syntax.Word, pos []field) field {
 // resolvePart appends the value of one word part and reports whether it was
 // literal. inDq is true inside double quotes, where backslash only escapes
 // $ ` " \ and newline.
-func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, pos []field) bool {
+func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, k *known) bool {
 	switch p := p.(type) {
 	case *syntax.Lit:
 		if inDq {
@@ -124,7 +140,7 @@ func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, pos []field) 
 	case *syntax.DblQuoted:
 		lit := true
 		for _, q := range p.Parts {
-			if !resolvePart(b, q, true, pos) {
+			if !resolvePart(b, q, true, k) {
 				lit = false
 			}
 		}
@@ -135,7 +151,7 @@ func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, pos []field) 
 			b.WriteString(v)
 			return true
 		}
-		b.WriteString(paramHint(p, pos))
+		b.WriteString(paramHint(p, k))
 		return false
 	case *syntax.ExtGlob:
 		// A glob is expanded against the file system at run time like any
@@ -148,6 +164,35 @@ func resolvePart(b *strings.Builder, p syntax.WordPart, inDq bool, pos []field) 
 	// CmdSubst, ArithmExp, ProcSubst, BraceExp left unexpanded.
 	b.WriteString(runtimeMark)
 	return false
+}
+
+// multiField expands a word that is exactly "$@", "$*", "${a[@]}" or
+// "${a[*]}" (quoted or not) into the known values.
+func multiField(w *syntax.Word, k *known) ([]field, bool) {
+	if k == nil || len(w.Parts) != 1 {
+		return nil, false
+	}
+	part := w.Parts[0]
+	if dq, ok := part.(*syntax.DblQuoted); ok && len(dq.Parts) == 1 {
+		part = dq.Parts[0]
+	}
+	p, ok := part.(*syntax.ParamExp)
+	if !ok || p.Param == nil || p.Excl || p.Length || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.NestedParam != nil {
+		return nil, false
+	}
+	if p.Index == nil {
+		if (p.Param.Value == "@" || p.Param.Value == "*") && len(k.pos) > 0 {
+			return k.pos[1:], true
+		}
+		return nil, false
+	}
+	if idx, ok := p.Index.(*syntax.Word); ok {
+		if l := idx.Lit(); l == "@" || l == "*" {
+			vals, ok := k.arrays[p.Param.Value]
+			return vals, ok
+		}
+	}
+	return nil, false
 }
 
 // stableParams are parameters the guard treats as literal, with the value
@@ -165,20 +210,25 @@ func plainParam(p *syntax.ParamExp) string {
 }
 
 // paramHint is the best static guess of a parameter expansion's value.
-func paramHint(p *syntax.ParamExp, pos []field) string {
+func paramHint(p *syntax.ParamExp, k *known) string {
 	if p.Param == nil || p.Excl || p.Length || p.Index != nil || p.Slice != nil || p.Repl != nil || p.NestedParam != nil {
 		return runtimeMark
 	}
-	if n := p.Param.Value; len(n) == 1 && n[0] >= '0' && n[0] <= '9' && p.Exp == nil {
-		if i := int(n[0] - '0'); i < len(pos) {
-			return pos[i].val
+	if n := plainParam(p); n != "" && k != nil {
+		if len(n) == 1 && n[0] >= '0' && n[0] <= '9' {
+			if i := int(n[0] - '0'); i < len(k.pos) {
+				return k.pos[i].val
+			}
+			return runtimeMark
 		}
-		return runtimeMark
+		if v, ok := k.vars[n]; ok {
+			return v.val
+		}
 	}
 	if p.Exp != nil {
 		switch p.Exp.Op {
 		case syntax.DefaultUnset, syntax.DefaultUnsetOrNull, syntax.AssignUnset, syntax.AssignUnsetOrNull:
-			if f := resolve(p.Exp.Word, pos); f.lit {
+			if f := resolve(p.Exp.Word, k); f.lit {
 				return f.val
 			}
 		}
@@ -294,7 +344,7 @@ func isHex(c byte) bool {
 // heredocText returns the text a here-document feeds to its command, and
 // whether it is literal: a quoted delimiter (<<'EOF') disables expansion, an
 // unquoted one lets $x and $(…) in.
-func heredocText(r *syntax.Redirect, pos []field) field {
+func heredocText(r *syntax.Redirect, k *known) field {
 	if r.Hdoc == nil {
 		return field{lit: true}
 	}
@@ -322,7 +372,7 @@ func heredocText(r *syntax.Redirect, pos []field) field {
 			unescapeDq(&b, l.Value)
 		default:
 			lit = false
-			resolvePart(&b, p, true, pos)
+			resolvePart(&b, p, true, k)
 		}
 	}
 	return field{val: b.String(), lit: lit}
