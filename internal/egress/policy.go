@@ -312,7 +312,8 @@ func canonicalHost(h string) (name string, addr netip.Addr, err error) {
 func isLDH(l string) bool {
 	for i := 0; i < len(l); i++ {
 		c := l[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+		isLower, isDigit := c >= 'a' && c <= 'z', c >= '0' && c <= '9'
+		if !isLower && !isDigit && c != '-' {
 			return false
 		}
 	}
@@ -369,6 +370,7 @@ func parseIPv4Loose(labels []string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	v |= last
+	//nolint:gosec // G115: v < 1<<32 (parts checked above); each byte is v's octet
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
 }
 

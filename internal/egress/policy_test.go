@@ -437,7 +437,7 @@ func FuzzCanonicalHost(f *testing.F) {
 				}
 				for i := 0; i < len(name); i++ {
 					c := name[i]
-					if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+					if !strings.ContainsRune("abcdefghijklmnopqrstuvwxyz0123456789-.", rune(c)) {
 						t.Fatalf("canonicalHost(%q) = %q: non-LDH byte", host, name)
 					}
 				}

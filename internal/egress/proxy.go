@@ -200,7 +200,7 @@ func (p *Proxy) Remove(sandboxID string) {
 	delete(p.sandboxes, sandboxID)
 	p.mu.Unlock()
 	for _, c := range conns {
-		c.Close()
+		_ = c.Close() // ends the connection's ServeConn; nothing to report
 	}
 }
 
@@ -248,10 +248,10 @@ func (p *Proxy) register(sandboxID string, c net.Conn) (ok bool, unregister func
 // CONNECT tunnels. It closes c before returning, and returns early when ctx
 // ends.
 func (p *Proxy) ServeConn(ctx context.Context, sandboxID string, c net.Conn) {
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
 	defer stop()
 
 	act := newActivity()
@@ -401,7 +401,7 @@ func (s *session) serveConnect(req *http.Request, hostHeaders []string) {
 		s.refuse(ref.status, ref.client)
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	if _, err := io.WriteString(s.client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		s.event(t.host, port, VerdictAllowed, "client went away", conn)
 		return
@@ -430,8 +430,8 @@ func tunnel(client *idleConn, clientR io.Reader, up *countConn) string {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			// One side failed (not a clean EOF): end the other direction.
-			client.Close()
-			up.Close()
+			_ = client.Close()
+			_ = up.Close()
 		}
 	}
 	if first != nil {
@@ -464,12 +464,12 @@ func closeWrite(c net.Conn) {
 		_ = cw.CloseWrite()
 		return
 	}
-	c.Close()
+	_ = c.Close()
 }
 
 // serveHTTP relays one absolute-form http:// request.
 func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
-	defer req.Body.Close()
+	defer func() { _ = req.Body.Close() }()
 	u := req.URL
 	if u == nil || !u.IsAbs() || u.Host == "" {
 		s.event("", 0, VerdictDenied, "not a proxy request (origin-form URL)", nil)
@@ -551,21 +551,24 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		if err == nil {
 			break
 		}
-		up.conn.Close()
-		<-writeErr
+		_ = up.conn.Close()
+		reason := "upstream response: " + err.Error()
+		if werr := <-writeErr; werr != nil {
+			reason += "; request: " + werr.Error()
+		}
 		// A kept-alive upstream may have closed while idle. Retry once on a
 		// fresh connection when nothing came back, the request had no body
 		// (nothing of the client's was consumed) and its method is safe to
 		// repeat (the upstream may have seen it before closing).
 		safe := req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions
 		retry := reused && attempt == 0 && safe && req.Body == http.NoBody && up.conn.down.Load() == downBefore
-		s.closeUpstream("upstream response: " + err.Error())
+		s.closeUpstream(reason)
 		if !retry {
 			s.refuse(http.StatusBadGateway, fmt.Sprintf("bad response from %s", quoteHost(key)))
 			return false
 		}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	upstreamClose := resp.Close
 	removeHopByHop(resp.Header)
 	// Keep the client connection unless the response needs a close to
@@ -621,7 +624,7 @@ func (s *session) closeUpstream(reason string) {
 	if s.up == nil {
 		return
 	}
-	s.up.conn.Close()
+	_ = s.up.conn.Close()
 	s.event(s.up.host, s.up.port, VerdictAllowed, reason, s.up.conn)
 	s.up = nil
 }
@@ -904,7 +907,7 @@ func removeHopByHop(h http.Header) {
 func isChunked(te []string) bool { return len(te) > 0 && te[0] == "chunked" }
 
 func bodyAllowed(status int) bool {
-	return !(status >= 100 && status < 200 || status == http.StatusNoContent || status == http.StatusNotModified)
+	return (status < 100 || status >= 200) && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 func firstErr(what string, errs ...error) string {
@@ -995,7 +998,7 @@ func (c *idleConn) Read(b []byte) (int, error) {
 		if !c.until.IsZero() && c.until.Before(dl) {
 			dl = c.until
 		}
-		if err := c.Conn.SetReadDeadline(dl); err != nil {
+		if err := c.SetReadDeadline(dl); err != nil {
 			return 0, err
 		}
 		n, err := c.Conn.Read(b)
@@ -1013,7 +1016,7 @@ func (c *idleConn) Read(b []byte) (int, error) {
 func (c *idleConn) Write(b []byte) (int, error) {
 	written := 0
 	for written < len(b) {
-		if err := c.Conn.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
+		if err := c.SetWriteDeadline(time.Now().Add(c.idle)); err != nil {
 			return written, err
 		}
 		n, err := c.Conn.Write(b[written:])

@@ -111,7 +111,7 @@ func newHarness(t *testing.T, allow []string, tweak func(*Options)) *harness {
 		}
 	})
 	t.Cleanup(func() {
-		ln.Close()
+		_ = ln.Close()
 		cancel()
 		wg.Wait()
 	})
@@ -143,12 +143,56 @@ func (h *harness) dialProxy() net.Conn {
 		h.t.Fatal(err)
 	}
 	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
-	h.t.Cleanup(func() { c.Close() })
+	h.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
+// result is a response read completely (its body closed).
+type result struct {
+	status        int
+	header        http.Header
+	body          string
+	contentLength int64
+}
+
+// readResult reads one response for req (nil: GET) and its whole body; an
+// established CONNECT tunnel has no body.
+func readResult(t *testing.T, br *bufio.Reader, req *http.Request) result {
+	t.Helper()
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	r := result{status: resp.StatusCode, header: resp.Header, contentLength: resp.ContentLength}
+	if req != nil && req.Method == http.MethodConnect && resp.StatusCode == http.StatusOK {
+		return r
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	r.body = string(b)
+	return r
+}
+
+// get does a GET through cl and reads the whole response.
+func get(t *testing.T, cl *http.Client, u string) result {
+	t.Helper()
+	resp, err := cl.Get(u)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return result{status: resp.StatusCode, header: resp.Header, body: string(b), contentLength: resp.ContentLength}
+}
+
 // connect sends a CONNECT and returns the connection and the response.
-func (h *harness) connect(target, hostHeader string) (net.Conn, *bufio.Reader, *http.Response) {
+func (h *harness) connect(target, hostHeader string) (net.Conn, *bufio.Reader, result) {
 	h.t.Helper()
 	c := h.dialProxy()
 	req := "CONNECT " + target + " HTTP/1.1\r\n"
@@ -156,29 +200,17 @@ func (h *harness) connect(target, hostHeader string) (net.Conn, *bufio.Reader, *
 		req += "Host: " + hostHeader + "\r\n"
 	}
 	req += "\r\n"
-	if _, err := io.WriteString(c, req); err != nil {
-		h.t.Fatal(err)
-	}
+	mustWrite(h.t, c, req)
 	br := bufio.NewReader(c)
-	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
-	if err != nil {
-		h.t.Fatalf("CONNECT %s: reading response: %v", target, err)
-	}
-	return c, br, resp
+	return c, br, readResult(h.t, br, &http.Request{Method: http.MethodConnect})
 }
 
 // raw sends raw request bytes and reads one response.
-func (h *harness) raw(request string) *http.Response {
+func (h *harness) raw(request string) result {
 	h.t.Helper()
 	c := h.dialProxy()
-	if _, err := io.WriteString(c, request); err != nil {
-		h.t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		h.t.Fatalf("reading response: %v", err)
-	}
-	return resp
+	mustWrite(h.t, c, request)
+	return readResult(h.t, bufio.NewReader(c), nil)
 }
 
 func (h *harness) client() *http.Client {
@@ -187,16 +219,6 @@ func (h *harness) client() *http.Client {
 		Transport: &http.Transport{Proxy: http.ProxyURL(pu), DisableCompression: true},
 		Timeout:   20 * time.Second,
 	}
-}
-
-func body(t *testing.T, r *http.Response) string {
-	t.Helper()
-	defer r.Body.Close()
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // upstream is an HTTP server on 127.0.0.1 that counts its requests.
@@ -227,7 +249,8 @@ func newUpstreamIdle(t *testing.T, name string, handler http.HandlerFunc, idle t
 			handler(w, r)
 			return
 		}
-		fmt.Fprintf(w, "hello from %s %s", name, r.URL.Path)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = fmt.Fprintf(w, "hello from %s %s", name, r.URL.Path) //nolint:gosec // G705: a plain-text test server echoing the path
 	}))
 	u.srv.Config.IdleTimeout = idle
 	u.srv.Start()
@@ -242,7 +265,7 @@ func echoServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -250,7 +273,7 @@ func echoServer(t *testing.T) string {
 				return
 			}
 			go func() {
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				_, _ = io.Copy(c, c)
 			}()
 		}
@@ -259,41 +282,30 @@ func echoServer(t *testing.T) string {
 	return port
 }
 
-func expectStatus(t *testing.T, resp *http.Response, status int, bodyHas ...string) string {
+func expectStatus(t *testing.T, r result, status int, bodyHas ...string) string {
 	t.Helper()
-	if resp.Request != nil && resp.Request.Method == http.MethodConnect && resp.StatusCode == http.StatusOK {
-		// An established tunnel has no body to read.
-		if status != http.StatusOK {
-			t.Fatalf("tunnel established, want status %d", status)
-		}
-		return ""
-	}
-	b := body(t, resp)
-	if resp.StatusCode != status {
-		t.Fatalf("status %d (%q), want %d", resp.StatusCode, b, status)
+	if r.status != status {
+		t.Fatalf("status %d (%q), want %d", r.status, r.body, status)
 	}
 	for _, s := range bodyHas {
-		if !strings.Contains(b, s) {
-			t.Fatalf("body %q does not contain %q", b, s)
+		if !strings.Contains(r.body, s) {
+			t.Fatalf("body %q does not contain %q", r.body, s)
 		}
 	}
-	return b
+	return r.body
 }
 
 func TestAllowedPortThroughConnect(t *testing.T) {
 	a := newUpstream(t, "A", nil)
 	h := newHarness(t, []string{"localhost:" + a.port}, nil)
 	c, br, resp := h.connect("localhost:"+a.port, "localhost:"+a.port)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT status %d", resp.StatusCode)
+	if resp.status != http.StatusOK {
+		t.Fatalf("CONNECT status %d", resp.status)
 	}
-	fmt.Fprintf(c, "GET /through-tunnel HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-	inner, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mustWrite(t, c, "GET /through-tunnel HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	inner := readResult(t, br, nil)
 	expectStatus(t, inner, 200, "hello from A /through-tunnel")
-	c.Close()
+	_ = c.Close()
 	if h.resolver.wasAsked("localhost") {
 		t.Fatal("localhost was resolved through DNS")
 	}
@@ -314,10 +326,7 @@ func TestAllowedPortThroughPlainHTTPKeepAlive(t *testing.T) {
 	h := newHarness(t, []string{"localhost:" + a.port}, nil)
 	cl := h.client()
 	for i := range 3 {
-		resp, err := cl.Get(fmt.Sprintf("http://localhost:%s/req%d", a.port, i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := get(t, cl, fmt.Sprintf("http://localhost:%s/req%d", a.port, i))
 		expectStatus(t, resp, 200, fmt.Sprintf("hello from A /req%d", i))
 	}
 	if n := a.hits.Load(); n != 3 {
@@ -344,15 +353,12 @@ func TestRefusedPort(t *testing.T) {
 
 	_, _, resp := h.connect("localhost:"+b.port, "")
 	msg := expectStatus(t, resp, http.StatusForbidden, `"localhost:`+b.port+`"`, `entry "localhost:`+a.port+`"`)
-	if resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
-		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	if resp.header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("content type %q", resp.header.Get("Content-Type"))
 	}
 	t.Logf("CONNECT refusal: %s", msg)
 
-	r2, err := h.client().Get("http://localhost:" + b.port + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r2 := get(t, h.client(), "http://localhost:"+b.port+"/")
 	expectStatus(t, r2, http.StatusForbidden, "denied")
 	if n := b.hits.Load(); n != 0 {
 		t.Fatalf("refused upstream got %d requests", n)
@@ -397,15 +403,15 @@ func TestIPLiteralAllowedOnlyBecauseListed(t *testing.T) {
 	h := newHarness(t, []string{"127.0.0.1:" + port}, nil)
 	for _, target := range []string{"127.0.0.1:" + port, "2130706433:" + port} {
 		c, br, resp := h.connect(target, "")
-		if resp.StatusCode != 200 {
-			t.Fatalf("CONNECT %s: %d", target, resp.StatusCode)
+		if resp.status != 200 {
+			t.Fatalf("CONNECT %s: %d", target, resp.status)
 		}
-		io.WriteString(c, "ping")
+		mustWrite(t, c, "ping")
 		buf := make([]byte, 4)
 		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
 			t.Fatalf("echo through %s: %q %v", target, buf, err)
 		}
-		c.Close()
+		_ = c.Close()
 	}
 	// Listing the address does not open other loopback ports or ::1.
 	for _, target := range []string{"127.0.0.1:1", "[::1]:" + port, "127.0.0.2:" + port} {
@@ -429,10 +435,7 @@ func TestSuffixTricksRefused(t *testing.T) {
 		t.Run(target, func(t *testing.T) {
 			_, _, resp := h.connect(target+":"+a.port, "")
 			expectStatus(t, resp, http.StatusForbidden, "not in this sandbox's egress allowlist")
-			r2, err := h.client().Get("http://" + target + ":" + a.port + "/")
-			if err != nil {
-				t.Fatal(err)
-			}
+			r2 := get(t, h.client(), "http://"+target+":"+a.port+"/")
 			expectStatus(t, r2, http.StatusForbidden)
 		})
 	}
@@ -464,14 +467,11 @@ func TestHostHeaderMismatchRefused(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := h.dialProxy()
-			io.WriteString(c, tc.request)
+			mustWrite(t, c, tc.request)
 			req := &http.Request{Method: strings.Fields(tc.request)[0]}
-			resp, err := http.ReadResponse(bufio.NewReader(c), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != tc.status {
-				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			resp := readResult(t, bufio.NewReader(c), req)
+			if resp.status != tc.status {
+				t.Fatalf("status %d, want %d", resp.status, tc.status)
 			}
 			if tc.status == 403 {
 				expectStatus(t, resp, 403, "Host header")
@@ -499,10 +499,7 @@ func TestDNSRebindingRefused(t *testing.T) {
 
 	_, _, resp := h2.connect("public.test:"+a.port, "")
 	expectStatus(t, resp, http.StatusForbidden, "a loopback address", "listed explicitly")
-	r2, err := h2.client().Get("http://public.test:" + a.port + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r2 := get(t, h2.client(), "http://public.test:"+a.port+"/")
 	expectStatus(t, r2, http.StatusForbidden, "a loopback address")
 	e := h2.waitEvent(func(e Event) bool { return e.Verdict == VerdictDenied })
 	if !strings.Contains(e.Reason, "127.0.0.1") {
@@ -542,20 +539,13 @@ func TestRedirectRelayedNotFollowed(t *testing.T) {
 
 	cl := h.client()
 	cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := cl.Get("http://localhost:" + a.port + "/go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body(t, resp)
-	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "http://localhost:"+b.port+"/secret" {
-		t.Fatalf("redirect not relayed as is: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	resp := get(t, cl, "http://localhost:"+a.port+"/go")
+	if resp.status != http.StatusFound || resp.header.Get("Location") != "http://localhost:"+b.port+"/secret" {
+		t.Fatalf("redirect not relayed as is: %d %q", resp.status, resp.header.Get("Location"))
 	}
 	// A client that follows redirects gets the proxy's refusal for the
 	// second hop: the follow-up is checked like any request.
-	resp, err = h.client().Get("http://localhost:" + a.port + "/go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = get(t, h.client(), "http://localhost:"+a.port+"/go")
 	expectStatus(t, resp, http.StatusForbidden, "denied")
 	if n := b.hits.Load(); n != 0 {
 		t.Fatalf("redirect target got %d requests", n)
@@ -565,7 +555,7 @@ func TestRedirectRelayedNotFollowed(t *testing.T) {
 func TestHopByHopHeadersNotForwarded(t *testing.T) {
 	a := newUpstream(t, "A", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Resp", "kept")
-		fmt.Fprint(w, "ok")
+		_, _ = fmt.Fprint(w, "ok")
 	})
 	h := newHarness(t, []string{"localhost:" + a.port}, nil)
 	req := "GET http://user:pw@localhost:" + a.port + "/h HTTP/1.1\r\n" +
@@ -580,8 +570,8 @@ func TestHopByHopHeadersNotForwarded(t *testing.T) {
 		"X-Kept: yes\r\n\r\n"
 	resp := h.raw(req)
 	expectStatus(t, resp, 200, "ok")
-	if resp.Header.Get("X-Resp") != "kept" {
-		t.Fatalf("response header lost: %v", resp.Header)
+	if resp.header.Get("X-Resp") != "kept" {
+		t.Fatalf("response header lost: %v", resp.header)
 	}
 	a.mu.Lock()
 	got := a.heads[0]
@@ -603,16 +593,18 @@ func TestEventsCarryByteCounts(t *testing.T) {
 	port := echoServer(t)
 	h := newHarness(t, []string{"localhost:" + port}, nil)
 	c, br, resp := h.connect("localhost:"+port, "")
-	if resp.StatusCode != 200 {
-		t.Fatalf("CONNECT: %d", resp.StatusCode)
+	if resp.status != 200 {
+		t.Fatalf("CONNECT: %d", resp.status)
 	}
 	payload := strings.Repeat("x", 100_000)
-	go io.WriteString(c, payload)
+	go func() { _, _ = io.WriteString(c, payload) }()
 	got := make([]byte, len(payload))
 	if _, err := io.ReadFull(br, got); err != nil {
 		t.Fatal(err)
 	}
-	c.(*net.TCPConn).CloseWrite()
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := io.ReadAll(br); err != nil {
 		t.Fatal(err)
 	}
@@ -633,22 +625,18 @@ func TestPolicyUpdateAtRuntime(t *testing.T) {
 	// A keep-alive plain HTTP connection established under the old policy.
 	c := h.dialProxy()
 	br := bufio.NewReader(c)
-	get := func(port, path string) *http.Response {
-		fmt.Fprintf(c, "GET http://localhost:%s%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, path, port)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+	send := func(port, path string) result {
+		mustWrite(t, c, fmt.Sprintf("GET http://localhost:%s%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", port, path, port))
+		return readResult(t, br, nil)
 	}
-	expectStatus(t, get(a.port, "/1"), 200)
+	expectStatus(t, send(a.port, "/1"), 200)
 
 	if err := h.proxy.SetPolicy(sandboxID, Policy{Allow: []string{"localhost:" + b.port}}); err != nil {
 		t.Fatal(err)
 	}
 	// The next request on the same connection is checked against the new
 	// policy.
-	expectStatus(t, get(a.port, "/2"), 403)
+	expectStatus(t, send(a.port, "/2"), 403)
 	_, _, resp := h.connect("localhost:"+a.port, "")
 	expectStatus(t, resp, 403)
 	_, _, resp = h.connect("localhost:"+b.port, "")
@@ -666,8 +654,8 @@ func TestRemoveClosesConnectionsAndDenies(t *testing.T) {
 	port := echoServer(t)
 	h := newHarness(t, []string{"localhost:" + port}, nil)
 	c, br, resp := h.connect("localhost:"+port, "")
-	if resp.StatusCode != 200 {
-		t.Fatal(resp.StatusCode)
+	if resp.status != 200 {
+		t.Fatal(resp.status)
 	}
 	h.proxy.Remove(sandboxID)
 	if _, err := io.ReadAll(br); err != nil && !isTimeout(err) {
@@ -686,8 +674,8 @@ func TestConnectionCapPerSandbox(t *testing.T) {
 	var open []net.Conn
 	for range 2 {
 		c, _, resp := h.connect("localhost:"+port, "")
-		if resp.StatusCode != 200 {
-			t.Fatal(resp.StatusCode)
+		if resp.status != 200 {
+			t.Fatal(resp.status)
 		}
 		open = append(open, c)
 	}
@@ -696,12 +684,12 @@ func TestConnectionCapPerSandbox(t *testing.T) {
 	if n := h.proxy.ActiveConns(sandboxID); n != 2 {
 		t.Fatalf("ActiveConns = %d, want 2", n)
 	}
-	open[0].Close()
+	_ = open[0].Close()
 	// The slot is freed once the proxy sees the close.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, _, resp := h.connect("localhost:"+port, "")
-		status := resp.StatusCode
+		status := resp.status
 		if status == 200 {
 			break
 		}
@@ -748,7 +736,7 @@ func TestDialFailureIs502(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close() // nothing listens there now
+	_ = ln.Close() // nothing listens there now
 	h := newHarness(t, []string{"localhost:" + port}, nil)
 	_, _, resp := h.connect("localhost:"+port, "")
 	b := expectStatus(t, resp, http.StatusBadGateway, "could not connect")
@@ -765,12 +753,12 @@ func TestIdleTunnelIsClosed(t *testing.T) {
 	port := echoServer(t)
 	h := newHarness(t, []string{"localhost:" + port}, func(o *Options) { o.IdleTimeout = time.Second })
 	c, br, resp := h.connect("localhost:"+port, "")
-	if resp.StatusCode != 200 {
-		t.Fatal(resp.StatusCode)
+	if resp.status != 200 {
+		t.Fatal(resp.status)
 	}
 	// Activity keeps it open: a few round trips spaced under the timeout.
 	for range 3 {
-		io.WriteString(c, "x")
+		mustWrite(t, c, "x")
 		if _, err := br.ReadByte(); err != nil {
 			t.Fatalf("tunnel closed while active: %v", err)
 		}
@@ -796,14 +784,15 @@ func TestHTTPFraming(t *testing.T) {
 		switch r.URL.Path {
 		case "/echo":
 			b, _ := io.ReadAll(r.Body)
-			fmt.Fprintf(w, "got %d bytes: %s", len(b), b[:min(len(b), 5)])
+			_, _ = fmt.Fprintf(w, "got %d bytes: %s", len(b), b[:min(len(b), 5)])
 		case "/head":
 			w.Header().Set("Content-Length", "1234")
 		case "/continue":
 			b, _ := io.ReadAll(r.Body)
-			fmt.Fprintf(w, "continued %s", b)
+			_, _ = fmt.Fprintf(w, "continued %s", b)
 		default:
-			fmt.Fprintf(w, "path %s", r.URL.Path)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = fmt.Fprintf(w, "path %s", r.URL.Path) //nolint:gosec // G705: a plain-text test server echoing the path
 		}
 	})
 	// A server that ends its body by closing the connection (no length).
@@ -811,7 +800,7 @@ func TestHTTPFraming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -819,9 +808,9 @@ func TestHTTPFraming(t *testing.T) {
 				return
 			}
 			go func() {
-				defer c.Close()
-				http.ReadRequest(bufio.NewReader(c))
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close")
+				defer func() { _ = c.Close() }()
+				_, _ = http.ReadRequest(bufio.NewReader(c))
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close")
 			}()
 		}
 	}()
@@ -840,49 +829,34 @@ func TestHTTPFraming(t *testing.T) {
 	t.Run("head keeps the connection usable", func(t *testing.T) {
 		c := h.dialProxy()
 		br := bufio.NewReader(c)
-		fmt.Fprintf(c, "HEAD http://localhost:%s/head HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", a.port, a.port)
-		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodHead})
-		if err != nil {
-			t.Fatal(err)
+		mustWrite(t, c, fmt.Sprintf("HEAD http://localhost:%s/head HTTP/1.1\r\nHost: localhost:%s\r\n\r\n", a.port, a.port))
+		resp := readResult(t, br, &http.Request{Method: http.MethodHead})
+		if resp.status != 200 || resp.contentLength != 1234 {
+			t.Fatalf("HEAD: %d length %d", resp.status, resp.contentLength)
 		}
-		if resp.StatusCode != 200 || resp.ContentLength != 1234 {
-			t.Fatalf("HEAD: %d length %d", resp.StatusCode, resp.ContentLength)
-		}
-		fmt.Fprintf(c, "POST http://localhost:%s/echo HTTP/1.1\r\nHost: localhost:%s\r\nContent-Length: 3\r\n\r\nabc", a.port, a.port)
-		resp, err = http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		mustWrite(t, c, fmt.Sprintf("POST http://localhost:%s/echo HTTP/1.1\r\nHost: localhost:%s\r\nContent-Length: 3\r\n\r\nabc", a.port, a.port))
+		resp = readResult(t, br, nil)
 		expectStatus(t, resp, 200, "got 3 bytes: abc")
 	})
 	t.Run("pipelined requests", func(t *testing.T) {
 		c := h.dialProxy()
 		br := bufio.NewReader(c)
-		fmt.Fprintf(c, "GET http://localhost:%[1]s/p1 HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\nGET http://localhost:%[1]s/p2 HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\n", a.port)
+		mustWrite(t, c, fmt.Sprintf("GET http://localhost:%[1]s/p1 HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\nGET http://localhost:%[1]s/p2 HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\n", a.port))
 		for _, want := range []string{"/p1", "/p2"} {
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := readResult(t, br, nil)
 			expectStatus(t, resp, 200, want)
 		}
 	})
 	t.Run("expect 100-continue", func(t *testing.T) {
 		c := h.dialProxy()
 		br := bufio.NewReader(c)
-		fmt.Fprintf(c, "POST http://localhost:%[1]s/continue HTTP/1.1\r\nHost: localhost:%[1]s\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n", a.port)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
+		mustWrite(t, c, fmt.Sprintf("POST http://localhost:%[1]s/continue HTTP/1.1\r\nHost: localhost:%[1]s\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n", a.port))
+		resp := readResult(t, br, nil)
+		if resp.status != http.StatusContinue {
+			t.Fatalf("want 100 Continue relayed, got %d", resp.status)
 		}
-		if resp.StatusCode != http.StatusContinue {
-			t.Fatalf("want 100 Continue relayed, got %d", resp.StatusCode)
-		}
-		io.WriteString(c, "body")
-		resp, err = http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		mustWrite(t, c, "body")
+		resp = readResult(t, br, nil)
 		expectStatus(t, resp, 200, "continued body")
 	})
 }
@@ -893,11 +867,8 @@ func TestSlowHeadIsCut(t *testing.T) {
 	a := newUpstream(t, "A", nil)
 	h := newHarness(t, []string{"localhost:" + a.port}, func(o *Options) { o.IdleTimeout = 100 * time.Millisecond })
 	c := h.dialProxy()
-	io.WriteString(c, "GET http://localhost:"+a.port+"/ HTTP/1.1\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no response to a stalled head: %v", err)
-	}
+	mustWrite(t, c, "GET http://localhost:"+a.port+"/ HTTP/1.1\r\n")
+	resp := readResult(t, bufio.NewReader(c), nil)
 	expectStatus(t, resp, http.StatusRequestTimeout)
 }
 
@@ -906,7 +877,7 @@ func TestHugeUpstreamHeadIs502(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -914,9 +885,9 @@ func TestHugeUpstreamHeadIs502(t *testing.T) {
 				return
 			}
 			go func() {
-				defer c.Close()
-				http.ReadRequest(bufio.NewReader(c))
-				io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+				defer func() { _ = c.Close() }()
+				_, _ = http.ReadRequest(bufio.NewReader(c))
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n")
 				line := "X-Pad: " + strings.Repeat("p", 1000) + "\r\n"
 				for range 1000 { // 1 MB of headers, far above the cap
 					if _, err := io.WriteString(c, line); err != nil {
@@ -950,16 +921,20 @@ func TestReusedUpstreamClosedWhileIdle(t *testing.T) {
 	c := h.dialProxy()
 	br := bufio.NewReader(c)
 	for i := range 2 {
-		fmt.Fprintf(c, "GET http://localhost:%[1]s/r%[2]d HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\n", a.port, i)
-		resp, err := http.ReadResponse(br, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		mustWrite(t, c, fmt.Sprintf("GET http://localhost:%[1]s/r%[2]d HTTP/1.1\r\nHost: localhost:%[1]s\r\n\r\n", a.port, i))
+		resp := readResult(t, br, nil)
 		expectStatus(t, resp, 200, fmt.Sprintf("/r%d", i))
 		// Wait until the upstream has surely dropped the idle connection.
 		time.Sleep(300 * time.Millisecond)
 	}
 	if n := a.hits.Load(); n != 2 {
 		t.Fatalf("upstream saw %d requests, want 2 (no duplicate)", n)
+	}
+}
+
+func mustWrite(t *testing.T, w io.Writer, s string) {
+	t.Helper()
+	if _, err := io.WriteString(w, s); err != nil {
+		t.Fatal(err)
 	}
 }
