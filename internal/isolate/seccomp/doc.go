@@ -15,7 +15,7 @@
 // weaken ASLR or NX, the 32-bit (int 0x80) and x32 system-call entries (other
 // syscall tables that an x86-64 filter would otherwise not cover), clock and
 // host administration calls, NUMA memory policy calls, packet/raw/vsock
-// sockets, and Multipath TCP sockets (which landlock's TCP port rules do not
+// sockets, terminal input injection (TIOCSTI/TIOCLINUX), and Multipath TCP sockets (which landlock's TCP port rules do not
 // cover, so refusing them here is what makes those rules hold). Anything not listed is refused with EPERM, so syscalls added to
 // future kernels are denied until someone reviews them.
 //
@@ -24,9 +24,9 @@
 // memory management) and a bug in one of them is still reachable. It does
 // not look at paths (landlock and the mount namespace do that), it cannot
 // inspect pointer arguments (clone3's struct, ioctl payloads, socket
-// options), it does not filter ioctl request numbers (TIOCSTI included: the
-// terminals a sandbox can reach are its own), and it does not limit
-// resources (cgroups and rlimits do). It is one layer of several.
+// options), it filters ioctl request numbers only for terminal input
+// injection (TIOCSTI, TIOCLINUX), and it does not limit resources (cgroups
+// and rlimits do). It is one layer of several.
 //
 // Callers of Install must not, afterwards, use exec.Cmd features that make
 // Go's syscall package use clone3 (SysProcAttr.UseCgroupFD, CLONE_NEWTIME):

@@ -1,13 +1,6 @@
 package seccomp
 
-import (
-	"errors"
-	"fmt"
-	"runtime"
-
-	libseccomp "github.com/elastic/go-seccomp-bpf"
-	"golang.org/x/net/bpf"
-)
+import "fmt"
 
 // Action is what the filter does with a syscall that a table row matches.
 type Action int
@@ -16,8 +9,9 @@ const (
 	// Allow lets the syscall run.
 	Allow Action = iota + 1
 	// DenyEPERM makes the syscall fail with EPERM without running it. It is
-	// the default action; rows with it document the decision and are not
-	// compiled (they would only repeat the default).
+	// the default action: unconditioned rows with it document the decision
+	// and are not compiled (they would only repeat the default);
+	// conditioned ones carve exceptions out of a later allow row.
 	DenyEPERM
 	// DenyENOSYS makes the syscall fail with ENOSYS, which tells libc the
 	// call does not exist so it falls back to an older one (clone3 → clone).
@@ -45,6 +39,8 @@ const (
 	Equal Op = iota + 1
 	// BitsClear: arg & value == 0.
 	BitsClear
+	// BitsAny: arg & value != 0.
+	BitsAny
 )
 
 // Cond is one argument condition of a table row.
@@ -89,6 +85,9 @@ const (
 
 	errnoENOSYS = 38
 
+	tiocsti   = 0x5412
+	tioclinux = 0x541c
+
 	// ipprotoMPTCPBit is the bit that sets IPPROTO_MPTCP (262 = 0x106)
 	// apart from every real IP protocol number (all below 256).
 	ipprotoMPTCPBit = 0x100
@@ -114,6 +113,19 @@ func Policy() Table {
 	return Table{
 		Default: DenyEPERM,
 		Rules: []Rule{
+			{
+				// A conditioned deny row is compiled and must come before
+				// the row that allows the syscall; it costs other syscalls
+				// one comparison.
+				Action: DenyEPERM,
+				Why: "terminal input injection: TIOCSTI pushes bytes into a terminal's input queue and TIOCLINUX can paste " +
+					"the console selection, so a sandboxed process holding a terminal it shares with someone outside " +
+					"(an inherited session, an operator's PTY) could type commands into their shell (CVE-2017-5226 in bubblewrap). " +
+					"Matched on the low 32 bits only, because the kernel truncates the request number to an int",
+				Names: []string{"ioctl"},
+				When:  [][]Cond{lowWordEquals(1, tiocsti), lowWordEquals(1, tioclinux)},
+			},
+
 			// ---- allowed, hottest first: the BPF program is a linear
 			// chain, so what most programs call most often is tested first.
 			{Action: Allow, Why: "I/O, polling and the futexes every runtime spins on", Names: []string{
@@ -124,10 +136,10 @@ func Policy() Table {
 				"readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2",
 				"recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg",
 				"ppoll", "poll", "pselect6", "select", "epoll_pwait2", "fcntl",
-				// ioctl is allowed whole, as in Docker: the terminals and
-				// devices a sandbox can open are its own (TIOCSCTTY,
-				// TIOCSWINSZ, FIONREAD, ...). Request numbers are not
-				// filtered (see the package doc).
+				// ioctl is allowed, as in Docker, except the two terminal
+				// injection requests refused by the first row: the devices
+				// a sandbox can open are its own (TIOCSCTTY, TIOCSWINSZ,
+				// FIONREAD, ...).
 				"ioctl",
 				"futex_waitv", "futex_wait", "futex_wake", "futex_requeue",
 			}},
@@ -326,96 +338,17 @@ func Policy() Table {
 	}
 }
 
-// errUnsupportedArch is returned on anything but amd64: the table names
-// x86-64 syscalls and the architecture check compiled in is x86-64's.
-var errUnsupportedArch = errors.New("seccomp policy is written for linux/amd64 only")
-
-// Assemble compiles the policy into the BPF program Install loads. Besides
-// the table rows, the program (from go-seccomp-bpf) starts by checking the
-// audit architecture — anything but AUDIT_ARCH_X86_64, such as the i386
-// entry through int 0x80, gets the default action (EPERM) — and answers
-// ENOSYS for every x32 syscall (number with bit 0x40000000).
-func Assemble() ([]bpf.Instruction, error) {
-	return assemble(Policy())
-}
-
-func assemble(t Table) ([]bpf.Instruction, error) {
-	if runtime.GOARCH != "amd64" {
-		return nil, errUnsupportedArch
-	}
-	def, err := t.Default.lib()
-	if err != nil {
-		return nil, fmt.Errorf("default action: %w", err)
-	}
-	p := libseccomp.Policy{DefaultAction: def}
-	for i, r := range t.Rules {
-		if r.Action == t.Default {
-			continue // documentation only: same outcome as the default
+// lowWordEquals returns conditions that hold exactly when the low 32 bits
+// of argument arg equal v, whatever the high 32 bits are: every bit set in
+// v is set (one BitsAny each) and no other low bit is (one BitsClear). The
+// library's Equal compares all 64 bits, which a caller could dodge by
+// setting high bits the kernel then drops from an int argument.
+func lowWordEquals(arg uint32, v uint32) []Cond {
+	var conds []Cond
+	for bit := range 32 {
+		if v&(1<<bit) != 0 {
+			conds = append(conds, Cond{Arg: arg, Op: BitsAny, Value: 1 << bit})
 		}
-		act, err := r.Action.lib()
-		if err != nil {
-			return nil, fmt.Errorf("rule %d (%s): %w", i, r.Why, err)
-		}
-		g := libseccomp.SyscallGroup{Action: act}
-		if len(r.When) == 0 {
-			g.Names = r.Names
-		} else {
-			for _, name := range r.Names {
-				for _, alt := range r.When {
-					conds, err := libConds(alt)
-					if err != nil {
-						return nil, fmt.Errorf("rule %d (%s): %w", i, name, err)
-					}
-					g.NamesWithCondtions = append(g.NamesWithCondtions,
-						libseccomp.NameWithConditions{Name: name, Conditions: conds})
-				}
-			}
-		}
-		p.Syscalls = append(p.Syscalls, g)
 	}
-	prog, err := p.Assemble()
-	if err != nil {
-		return nil, fmt.Errorf("assemble seccomp policy: %w", err)
-	}
-	return prog, nil
-}
-
-func (a Action) lib() (libseccomp.Action, error) {
-	switch a {
-	case Allow:
-		return libseccomp.ActionAllow, nil
-	case DenyEPERM:
-		// The library adds EPERM to a bare ActionErrno.
-		return libseccomp.ActionErrno, nil
-	case DenyENOSYS:
-		return libseccomp.ActionErrno | libseccomp.Action(errnoENOSYS), nil
-	}
-	return 0, fmt.Errorf("unknown action %d", int(a))
-}
-
-// maxConds is the number of arguments a syscall has; more conditions in
-// one alternative would be a table mistake.
-const maxConds = 6
-
-func libConds(alt []Cond) (libseccomp.ArgumentConditions, error) {
-	if len(alt) == 0 || len(alt) > maxConds {
-		return nil, fmt.Errorf("alternative with %d conditions (want 1..%d)", len(alt), maxConds)
-	}
-	out := make(libseccomp.ArgumentConditions, 0, len(alt))
-	for _, c := range alt {
-		if c.Arg > 5 {
-			return nil, fmt.Errorf("argument index %d out of range", c.Arg)
-		}
-		var op libseccomp.Operation
-		switch c.Op {
-		case Equal:
-			op = libseccomp.Equal
-		case BitsClear:
-			op = libseccomp.BitsNotSet
-		default:
-			return nil, fmt.Errorf("unknown operation %d", int(c.Op))
-		}
-		out = append(out, libseccomp.Condition{Argument: c.Arg, Operation: op, Value: c.Value})
-	}
-	return out, nil
+	return append(conds, Cond{Arg: arg, Op: BitsClear, Value: uint64(^v)})
 }

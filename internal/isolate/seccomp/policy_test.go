@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -215,6 +216,17 @@ func TestDecisions(t *testing.T) {
 		{name: "socket-inet6-mptcp-cloexec", call: "socket", args: []uint64{afINET6, sockStream | sockCloexec, 262}, want: retErrnoEPERM},
 		{name: "socket-inet-mptcp-high-bits", call: "socket", args: []uint64{afINET, sockStream, 1<<32 | 262}, want: retErrnoEPERM},
 		{name: "socket-inet-tcp-high-bits-in-protocol", call: "socket", args: []uint64{afINET, sockStream, 1<<32 | 6}, want: retAllow},
+		{name: "ioctl-tcgets", call: "ioctl", args: []uint64{0, 0x5401}, want: retAllow},
+		{name: "ioctl-tiocswinsz", call: "ioctl", args: []uint64{0, 0x5414}, want: retAllow},
+		{name: "ioctl-tiocgwinsz-one-bit-more-than-tiocsti", call: "ioctl", args: []uint64{0, 0x5413}, want: retAllow},
+		{name: "ioctl-tiocsctty", call: "ioctl", args: []uint64{0, 0x540e}, want: retAllow},
+		{name: "ioctl-fionread", call: "ioctl", args: []uint64{3, 0x541b}, want: retAllow},
+		{name: "ioctl-tiocsti", call: "ioctl", args: []uint64{0, tiocsti}, want: retErrnoEPERM},
+		{name: "ioctl-tiocsti-high-bits", call: "ioctl", args: []uint64{0, 0xdead0000_00000000 | tiocsti}, want: retErrnoEPERM},
+		{name: "ioctl-tiocsti-sign-extended", call: "ioctl", args: []uint64{0, 0xffffffff_00000000 | tiocsti}, want: retErrnoEPERM},
+		{name: "ioctl-tioclinux", call: "ioctl", args: []uint64{0, tioclinux}, want: retErrnoEPERM},
+		{name: "ioctl-tiocsti-plus-high-low-bit", call: "ioctl", args: []uint64{0, 0x80000000 | tiocsti}, want: retAllow},
+		{name: "ioctl-zero", call: "ioctl", args: []uint64{0, 0}, want: retAllow},
 		{name: "socketpair", call: "socketpair", args: []uint64{afUNIX, sockStream}, want: retAllow},
 	}
 	for _, tc := range cases {
@@ -241,14 +253,27 @@ func TestTableRowsHold(t *testing.T) {
 	requireAMD64(t)
 	vm := newVM(t)
 	seen := map[string]Action{}
+	conditionedDeny := map[string]bool{}
 	for _, r := range Policy().Rules {
 		for _, name := range r.Names {
+			if len(r.When) > 0 && r.Action != Allow {
+				// A conditioned deny row carves out of a later allow
+				// row; after it, it would be dead code.
+				if _, after := seen[name]; after {
+					t.Errorf("conditioned %v row for %s comes after the row that decides it", r.Action, name)
+				}
+				conditionedDeny[name] = true
+				continue
+			}
 			if prev, dup := seen[name]; dup {
 				t.Errorf("%s appears twice (%v and %v)", name, prev, r.Action)
 			}
 			seen[name] = r.Action
 			if len(r.When) > 0 {
 				continue // covered case by case in TestDecisions
+			}
+			if conditionedDeny[name] {
+				continue // the conditioned row decides some calls; see TestDecisions
 			}
 			want := map[Action]uint32{Allow: retAllow, DenyEPERM: retErrnoEPERM, DenyENOSYS: retENOSYS}[r.Action]
 			if got := evaluate(t, vm, auditArchX86_64, nr(t, name)); got != want {
@@ -293,6 +318,10 @@ func TestAssembleRejectsBadRows(t *testing.T) {
 		{name: "unknown-syscall", rule: Rule{Action: Allow, Names: []string{"no_such_syscall"}}},
 		{name: "arg-out-of-range", rule: Rule{Action: Allow, Names: []string{"socket"}, When: [][]Cond{{{Arg: 6, Op: Equal}}}}},
 		{name: "unknown-op", rule: Rule{Action: Allow, Names: []string{"socket"}, When: [][]Cond{{{Arg: 0, Op: 99}}}}},
+		{name: "too-many-conditions", rule: Rule{Action: Allow, Names: []string{"ioctl"}, When: [][]Cond{lowWordEquals(1, 0xffff)}}},
+		{name: "vacuous-bits-clear", rule: Rule{Action: Allow, Names: []string{"clone"}, When: [][]Cond{{{Arg: 0, Op: BitsClear}}}}},
+		{name: "empty-bits-any", rule: Rule{Action: Allow, Names: []string{"clone"}, When: [][]Cond{{{Arg: 0, Op: BitsAny}}}}},
+		{name: "no-names", rule: Rule{Action: Allow}},
 		{name: "empty-alternative", rule: Rule{Action: Allow, Names: []string{"socket"}, When: [][]Cond{{}}}},
 		{name: "unknown-action", rule: Rule{Action: 42, Names: []string{"read"}}},
 		{name: "duplicate-in-row", rule: Rule{Action: Allow, Names: []string{"read", "read"}}},
@@ -307,10 +336,137 @@ func TestAssembleRejectsBadRows(t *testing.T) {
 	}
 }
 
+func TestLowWordEquals(t *testing.T) {
+	conds := lowWordEquals(1, tiocsti)
+	// 0x5412 has five bits set: five BitsAny plus one BitsClear.
+	if len(conds) != 6 {
+		t.Fatalf("%d conditions: %+v", len(conds), conds)
+	}
+	last := conds[len(conds)-1]
+	if last.Op != BitsClear || last.Value != 0xffffabed {
+		t.Errorf("final condition %+v, want BitsClear 0xffffabed", last)
+	}
+}
+
 func TestPolicyIsACopy(t *testing.T) {
 	p := Policy()
 	p.Rules[0].Names[0] = "mount"
 	if Policy().Rules[0].Names[0] == "mount" {
 		t.Fatal("Policy() shares its table with callers")
+	}
+}
+
+// referenceVerdict evaluates the table directly, the way its comments read:
+// the first compiled row that names the syscall and whose conditions hold
+// decides; otherwise the default.
+func referenceVerdict(t Table, nr uint32, args [6]uint64) Action {
+	for _, r := range t.Rules {
+		if r.Action == t.Default && len(r.When) == 0 {
+			continue
+		}
+		named := false
+		for _, name := range r.Names {
+			if n, ok := arch.X86_64.SyscallNames[name]; ok && uint32(n) == nr {
+				named = true
+			}
+		}
+		if !named {
+			continue
+		}
+		if len(r.When) == 0 {
+			return r.Action
+		}
+		for _, alt := range r.When {
+			holds := true
+			for _, c := range alt {
+				a := args[c.Arg]
+				switch c.Op {
+				case Equal:
+					holds = holds && a == c.Value
+				case BitsClear:
+					holds = holds && a&c.Value == 0
+				case BitsAny:
+					holds = holds && a&c.Value != 0
+				}
+			}
+			if holds {
+				return r.Action
+			}
+		}
+	}
+	return t.Default
+}
+
+// TestCompiledMatchesTable compares the BPF program with referenceVerdict
+// over every syscall number and argument vectors built to trip an
+// assembler: words equal to other syscall numbers (a stale accumulator
+// compared as a syscall number), the ioctl requests, flag words, high
+// halves set, and pseudo-random values.
+func TestCompiledMatchesTable(t *testing.T) {
+	requireAMD64(t)
+	vm := newVM(t)
+	tbl := Policy()
+	want := map[Action]uint32{Allow: retAllow, DenyEPERM: retErrnoEPERM, DenyENOSYS: retENOSYS}
+
+	words := []uint64{0, 1, 2, 3, 8, 10, 16, 17, 41, 56, 135, 262, 435, 0x80000, tiocsti, tioclinux, 0x5413,
+		cloneNewNS, cloneNewUser | 0x11, 0x20000, 0x20008, 0x0400000, 0xffffffff, 1 << 32, 1<<32 | tiocsti,
+		0xffffffff_00000000 | 41, ^uint64(0)}
+	for _, r := range tbl.Rules { // every syscall number the table names, as an argument word
+		for _, name := range r.Names {
+			if n, ok := arch.X86_64.SyscallNames[name]; ok {
+				words = append(words, uint64(n), uint64(n)<<32)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2)) // fixed seed: the same vectors every run
+	var vectors [][6]uint64
+	for _, w := range words {
+		for arg := range 3 {
+			var v [6]uint64
+			v[arg] = w
+			vectors = append(vectors, v)
+		}
+	}
+	for range 40 {
+		var v [6]uint64
+		for i := range v {
+			v[i] = words[rng.IntN(len(words))]
+		}
+		vectors = append(vectors, v)
+	}
+	// Arguments only matter for syscalls in conditioned rows (and for the
+	// row after a failed one, which is what the full set probes); every
+	// other number gets a sample of the vectors.
+	conditionedNr := map[uint32]bool{}
+	for _, r := range tbl.Rules {
+		for _, name := range r.Names {
+			if n, ok := arch.X86_64.SyscallNames[name]; ok && len(r.When) > 0 {
+				conditionedNr[uint32(n)] = true
+			}
+		}
+	}
+	sample := vectors[:0:0]
+	for i := 0; i < len(vectors); i += 97 {
+		sample = append(sample, vectors[i])
+	}
+	mismatches := 0
+	for nr := uint32(0); nr < 470; nr++ {
+		vs := sample
+		if conditionedNr[nr] {
+			vs = vectors
+		}
+		for _, v := range vs {
+			got := evaluate(t, vm, auditArchX86_64, nr, v[:]...)
+			exp := want[referenceVerdict(tbl, nr, v)]
+			if got != exp {
+				mismatches++
+				if mismatches <= 10 {
+					t.Errorf("nr %d args %#x: program says %s, table says %s", nr, v, retName(got), retName(exp))
+				}
+			}
+		}
+	}
+	if mismatches > 10 {
+		t.Errorf("... %d mismatches in all", mismatches)
 	}
 }

@@ -112,6 +112,34 @@ func rawErr(_, _ uintptr, e syscall.Errno) error {
 	return nil
 }
 
+// ptyIoctl opens a fresh PTY pair and issues req on the slave with a
+// one-byte argument ("x"), the shape of a TIOCSTI injection.
+func ptyIoctl(req uint) error {
+	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = master.Close() }()
+	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		return err
+	}
+	n, err := unix.IoctlGetUint32(int(master.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		return err
+	}
+	slave, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = slave.Close() }()
+	b := []byte{'x'}
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, slave.Fd(), uintptr(req), uintptr(unsafe.Pointer(&b[0])))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
 // int80Err turns a raw int $0x80 result into an error.
 func int80Err(r int32) error {
 	if r < 0 && r >= -4095 {
@@ -254,6 +282,8 @@ func helperDeny() error {
 		{"socket_inet_mptcp", func() error {
 			return closeIfFD(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 262))
 		}},
+		{"ioctl_tiocsti", func() error { return ptyIoctl(unix.TIOCSTI) }},
+		{"ioctl_tioclinux", func() error { return ptyIoctl(unix.TIOCLINUX) }},
 		{"i386_getpid", func() error { return int80Err(int80.Call(20, 0, 0, 0)) }},
 		{"x32_getpid", func() error { return rawErr(unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)) }},
 		{"iopl", func() error { return rawErr(unix.RawSyscall(unix.SYS_IOPL, 0, 0, 0)) }},
@@ -294,7 +324,7 @@ func TestInstallDenies(t *testing.T) {
 		{"acct", eperm}, {"settimeofday", eperm}, {"clock_settime", eperm}, {"adjtimex_read", eperm},
 		{"syslog_size", eperm}, {"personality_addr_no_randomize", eperm},
 		{"personality_read_implies_exec", eperm}, {"socket_packet", eperm}, {"socket_inet_raw", eperm}, {"socket_inet_mptcp", eperm},
-		{"i386_getpid", eperm}, {"x32_getpid", enosys}, {"iopl", eperm},
+		{"ioctl_tiocsti", eperm}, {"ioctl_tioclinux", eperm}, {"i386_getpid", eperm}, {"x32_getpid", enosys}, {"iopl", eperm},
 		{"personality_query", 0}, {"socket_inet_stream", 0}, {"socket_netlink_raw", 0},
 	}
 	for _, w := range want {
