@@ -114,6 +114,7 @@ var tiers = map[string]Risk{
 	"md5sum": Safe, "sha1sum": Safe, "sha256sum": Safe, "sha512sum": Safe, "cksum": Safe, "b2sum": Safe,
 	"base64": Safe, "base32": Safe, // decoding is only dangerous when executed (decode-exec)
 	"sort": Safe, // sort -o FILE writes: see tierOf
+	"sed":  Safe, // only print/substitute scripts without -i, w or e: see tierOf
 	"find": Safe, // -delete/-exec…: see tierOf
 	"git":  Safe, // read-only subcommands only: see tierOf
 	// Printing and shell builtins without effects outside the shell.
@@ -563,10 +564,85 @@ func (g *Guard) tierOf(c *call) (Risk, string) {
 		}
 	case "git":
 		return gitTier(c.args)
+	case "sed":
+		return sedTier(c.args)
 	case "env":
 		// env alone prints the environment; with a command it is unwrapped.
 	}
 	return t, ""
+}
+
+// sedTier is Safe for sed that only prints or substitutes to stdout:
+// sed -n '1,50p' f, sed 's/a/b/g' f. In-place editing, the w/W commands and
+// flags (write files) and e (runs a command) make it Medium, as does any
+// script this check does not understand.
+func sedTier(args []field) (Risk, string) {
+	var scripts []string
+	sawScript := false
+	for i := 0; i < len(args); i++ {
+		a := args[i].val
+		switch {
+		case a == "-i" || strings.HasPrefix(a, "-i") || strings.HasPrefix(a, "--in-place") ||
+			(len(a) > 1 && a[0] == '-' && a[1] != '-' && strings.ContainsRune(a, 'i')):
+			return Medium, "sed -i edits files in place"
+		case a == "-e" || a == "--expression":
+			if i+1 < len(args) {
+				i++
+				scripts = append(scripts, args[i].val)
+				sawScript = true
+			}
+		case strings.HasPrefix(a, "--expression="):
+			scripts = append(scripts, strings.TrimPrefix(a, "--expression="))
+			sawScript = true
+		case a == "-f" || a == "--file" || strings.HasPrefix(a, "--file="):
+			return Medium, "sed runs a script file"
+		case strings.HasPrefix(a, "-"):
+		case !sawScript:
+			scripts = append(scripts, a)
+			sawScript = true
+		}
+	}
+	for _, s := range scripts {
+		if !sedScriptReadOnly(s) {
+			return Medium, "sed script may write files or run commands"
+		}
+	}
+	return Safe, ""
+}
+
+// sedScriptReadOnly accepts scripts made of addressed p, d, q, = and s///
+// commands whose flags are only g, p, i, I or a number.
+func sedScriptReadOnly(script string) bool {
+	for _, cmd := range strings.FieldsFunc(script, func(r rune) bool { return r == ';' || r == '\n' }) {
+		cmd = strings.TrimSpace(cmd)
+		cmd = strings.TrimLeft(cmd, "0123456789,$ !") // line addresses
+		switch {
+		case cmd == "" || cmd == "p" || cmd == "d" || cmd == "q" || cmd == "=":
+		case len(cmd) > 1 && cmd[0] == 's':
+			delim := cmd[1]
+			if delim == '\\' || delim == '\n' {
+				return false
+			}
+			parts, escaped := 0, false
+			k := 2
+			for ; k < len(cmd) && parts < 2; k++ {
+				switch {
+				case escaped:
+					escaped = false
+				case cmd[k] == '\\':
+					escaped = true
+				case cmd[k] == delim:
+					parts++
+				}
+			}
+			if parts < 2 || strings.Trim(cmd[k:], "gpiI0123456789") != "" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // gitReadOnly are git subcommands that only inspect the repository.
