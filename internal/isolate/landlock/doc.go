@@ -26,6 +26,13 @@
 // enforced by the kernel per domain, and a kernel bug in it is a bug in the
 // boundary.
 //
+// Below ABI 8 go-landlock enforces on every thread through libpsx (cgo
+// builds) or syscall.AllThreadsSyscall (CGO_ENABLED=0, the release build);
+// cgo builds also grant read-dir on /proc/<pid>/task, which libpsx lists.
+// /proc is governed like any other tree: under ReadOnly ["/"] nothing in
+// /proc/self can be written (oom_score_adj, uid_map, ...), so the init must
+// do such writes before Apply.
+//
 // The policy is strict: Apply fails rather than enforcing less than asked.
 // It requires Landlock ABI 3 (truncate is governed from there on), and ABI 4
 // unless the caller sets AllowAllTCP, because an empty port list means "no

@@ -1,8 +1,9 @@
 // Package seccomp is the sandbox's system-call filter: an allow-list modelled
-// on Docker's default profile, compiled to classic BPF with
-// github.com/elastic/go-seccomp-bpf and installed on every thread of the
-// sandbox init (TSYNC) with no_new_privs set, so every process the init
-// starts inherits it and can never shed it.
+// on Docker's default profile (Policy, a commented literal table), compiled
+// to classic BPF (Assemble, using github.com/elastic/go-seccomp-bpf's
+// syscall tables and action values) and installed on every thread of the
+// sandbox init (Install: TSYNC, with no_new_privs set), so every process the
+// init starts inherits it and can never shed it.
 //
 // What it stops: the kernel attack surface a sandboxed program does not need
 // and that has carried the container escapes and local privilege escalations

@@ -470,3 +470,35 @@ func TestCompiledMatchesTable(t *testing.T) {
 		t.Errorf("... %d mismatches in all", mismatches)
 	}
 }
+
+// FuzzCompiledMatchesTable extends TestCompiledMatchesTable to arbitrary
+// syscall numbers and argument words.
+func FuzzCompiledMatchesTable(f *testing.F) {
+	if runtime.GOARCH != "amd64" {
+		f.Skip("amd64 only")
+	}
+	f.Add(uint32(16), uint64(0), uint64(tiocsti), uint64(0))
+	f.Add(uint32(41), uint64(afINET), uint64(3), uint64(0))
+	f.Add(uint32(56), uint64(cloneNewNS), uint64(0), uint64(0))
+	f.Add(uint32(135), uint64(435), uint64(0), uint64(0))
+	prog, err := Assemble()
+	if err != nil {
+		f.Fatal(err)
+	}
+	vm, err := bpf.NewVM(prog)
+	if err != nil {
+		f.Fatal(err)
+	}
+	tbl := Policy()
+	want := map[Action]uint32{Allow: retAllow, DenyEPERM: retErrnoEPERM, DenyENOSYS: retENOSYS}
+	f.Fuzz(func(t *testing.T, nr uint32, a0, a1, a2 uint64) {
+		args := [6]uint64{a0, a1, a2}
+		exp := want[referenceVerdict(tbl, nr, args)]
+		if nr >= x32SyscallBit {
+			exp = retENOSYS
+		}
+		if got := evaluate(t, vm, auditArchX86_64, nr, args[:]...); got != exp {
+			t.Errorf("nr %d args %#x: program says %s, table says %s", nr, args, retName(got), retName(exp))
+		}
+	})
+}
