@@ -89,8 +89,13 @@ func TestValue(t *testing.T) {
 func FuzzString(f *testing.F) {
 	f.Add("Authorization: Bearer shk_abcdefghijklmnop")
 	f.Add("https://u:p@h/")
+	f.Add("AWS_SECRET_ACCESS_KEY=abc eyJhbGciOi.eyJzdWIiOi.x")
 	f.Fuzz(func(t *testing.T, s string) {
 		out := String(s)
+		// The hint prefilter never skips a rule that would have matched.
+		if want := bruteForce(s); out != want {
+			t.Fatalf("prefilter changed the result for %q: %q, want %q", s, out, want)
+		}
 		// Idempotent: redacting twice changes nothing more.
 		if String(out) != out {
 			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, String(out))
@@ -112,5 +117,46 @@ func TestSlogHandler(t *testing.T) {
 	}
 	if !strings.Contains(out, `"n":5`) {
 		t.Errorf("lost a number: %s", out)
+	}
+}
+
+func BenchmarkStringClean(b *testing.B) {
+	s := "python3 -c 'print(sum(range(100)))' > /workspace/out.txt"
+	for b.Loop() {
+		_ = String(s)
+	}
+}
+
+// bruteForce applies every rule unconditionally: the reference for String.
+func bruteForce(s string) string {
+	for _, r := range rules {
+		s = r.re.ReplaceAllString(s, r.repl)
+	}
+	return s
+}
+
+func TestEveryRuleHasLowercaseHints(t *testing.T) {
+	for _, r := range rules {
+		if len(r.hints) == 0 {
+			t.Errorf("rule %s has no hints: it would never run", r.name)
+		}
+		for _, h := range r.hints {
+			if h != strings.ToLower(h) {
+				t.Errorf("rule %s hint %q is not lower case", r.name, h)
+			}
+		}
+	}
+}
+
+func TestPrefilterMatchesBruteForce(t *testing.T) {
+	for _, s := range []string{
+		"Authorization: Bearer abc", "x-api-key: k", "shk_abcdefghijk", "AKIAIOSFODNN7EXAMPLE",
+		"ghp_0123456789abcdefghijABCD", "sk-proj-abcdefghijklmnop12", "xoxb-1234567890-ab",
+		"eyJhbGciOiJI.eyJzdWIiOiIx.sig", "https://u:p@h/", "-----BEGIN X-----\nabc\n-----END X-----",
+		"MY_TOKEN=1 PASSWORD=2", "nothing here",
+	} {
+		if got, want := String(s), bruteForce(s); got != want {
+			t.Errorf("String(%q) = %q, want %q", s, got, want)
+		}
 	}
 }

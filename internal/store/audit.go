@@ -10,6 +10,11 @@ import (
 
 const auditColumns = `seq, time_ns, actor, role, client_addr, action, target, sandbox, verdict, detail, prev_hash, hash`
 
+const (
+	lastAuditQuery   = `SELECT ` + auditColumns + ` FROM audit ORDER BY seq DESC LIMIT 1`
+	insertAuditQuery = `INSERT INTO audit(` + auditColumns + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`
+)
+
 func scanAudit(row interface{ Scan(...any) error }) (AuditRecord, error) {
 	var r AuditRecord
 	var ns int64
@@ -25,7 +30,7 @@ func scanAudit(row interface{ Scan(...any) error }) (AuditRecord, error) {
 func (s *SQLite) AppendAudit(ctx context.Context, build func(last AuditRecord, ok bool) (AuditRecord, error), beforeCommit func(AuditRecord) error) (AuditRecord, error) {
 	var rec AuditRecord
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		last, err := scanAudit(tx.QueryRowContext(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT 1`))
+		last, err := scanAudit(tx.StmtContext(ctx, s.lastAuditStmt).QueryRowContext(ctx))
 		ok := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read last record: %w", err)
@@ -37,7 +42,7 @@ func (s *SQLite) AppendAudit(ctx context.Context, build func(last AuditRecord, o
 		if rec.Detail == nil {
 			rec.Detail = []byte{}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit(`+auditColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
+		if _, err := tx.StmtContext(ctx, s.insertAuditStmt).ExecContext(ctx,
 			rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
 			rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
 			if isUnique(err) {
@@ -148,7 +153,7 @@ func (s *SQLite) ScanAudit(ctx context.Context, fn func(AuditRecord) error) erro
 
 // LastAudit returns the newest record.
 func (s *SQLite) LastAudit(ctx context.Context) (AuditRecord, error) {
-	r, err := scanAudit(s.db.QueryRowContext(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT 1`))
+	r, err := scanAudit(s.lastAuditStmt.QueryRowContext(ctx))
 	if err != nil {
 		return AuditRecord{}, notFound(err)
 	}

@@ -29,6 +29,11 @@ const maxOpenConns = 4
 type SQLite struct {
 	db   *sql.DB
 	path string
+
+	// Statements of the audit append, the hottest write (one per exec):
+	// prepared once instead of parsed per call.
+	lastAuditStmt   *sql.Stmt
+	insertAuditStmt *sql.Stmt
 }
 
 var _ Store = (*SQLite)(nil)
@@ -65,6 +70,13 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	if s.lastAuditStmt, err = db.PrepareContext(ctx, lastAuditQuery); err == nil {
+		s.insertAuditStmt, err = db.PrepareContext(ctx, insertAuditQuery)
+	}
+	if err != nil {
+		_ = s.Close()
+		return nil, fmt.Errorf("open store: prepare: %w", err)
+	}
 	return s, nil
 }
 
@@ -77,7 +89,14 @@ func Open(ctx context.Context, dataDir string) (*SQLite, error) {
 func (s *SQLite) Path() string { return s.path }
 
 // Close closes the database.
-func (s *SQLite) Close() error { return s.db.Close() }
+func (s *SQLite) Close() error {
+	for _, st := range []*sql.Stmt{s.lastAuditStmt, s.insertAuditStmt} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+	return s.db.Close()
+}
 
 // withTx runs fn inside a write transaction (BEGIN IMMEDIATE).
 func (s *SQLite) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
