@@ -502,3 +502,16 @@ func FuzzCompiledMatchesTable(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkAssemble measures building the program, which every new sandbox
+// init pays once before Install.
+func BenchmarkAssemble(b *testing.B) {
+	if runtime.GOARCH != "amd64" {
+		b.Skip("amd64 only")
+	}
+	for b.Loop() {
+		if _, err := Assemble(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
