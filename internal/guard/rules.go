@@ -2,6 +2,7 @@ package guard
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -652,6 +653,15 @@ var gitReadOnly = map[string]bool{
 	"cat-file": true, "grep": true, "rev-list": true, "version": true, "help": true, "whatchanged": true,
 }
 
+// gitConfigRead are git config's reading modes.
+var gitConfigRead = map[string]bool{"--get": true, "--get-all": true, "--get-regexp": true, "--list": true, "-l": true, "get": true, "list": true}
+
+// gitListFlags only change how branch, tag and remote list.
+var gitListFlags = map[string]bool{
+	"-l": true, "--list": true, "-v": true, "-vv": true, "--verbose": true, "-a": true, "--all": true,
+	"-r": true, "--remotes": true, "--show-current": true, "--merged": true, "--no-merged": true, "--contains": true,
+}
+
 func gitTier(args []field) (Risk, string) {
 	for i := 0; i < len(args); i++ {
 		v := args[i].val
@@ -666,19 +676,21 @@ func gitTier(args []field) (Risk, string) {
 			if gitReadOnly[v] {
 				return Safe, ""
 			}
-			if v == "branch" || v == "tag" || v == "remote" || v == "stash" || v == "config" {
-				// listing forms are read-only, the rest write.
-				for _, a := range args[i+1:] {
-					if a.val != "-l" && a.val != "--list" && a.val != "-v" && a.val != "-a" && a.val != "-r" && a.val != "-vv" && a.val != "--get" && a.val != "list" && a.val != "show" && !(v == "config" && strings.HasPrefix(a.val, "--get")) {
-						return Medium, ""
-					}
+			rest := args[i+1:]
+			switch v {
+			case "config":
+				if len(rest) > 0 && gitConfigRead[rest[0].val] {
+					return Safe, ""
 				}
-				if v == "stash" || v == "config" {
-					if len(args[i+1:]) == 0 {
-						return Medium, "" // bare `git stash` stashes; bare `git config` errors
-					}
+			case "stash":
+				if len(rest) > 0 && (rest[0].val == "list" || rest[0].val == "show") {
+					return Safe, ""
 				}
-				return Safe, ""
+			case "branch", "tag", "remote":
+				// bare, or listing flags only: read-only; anything else writes.
+				if !slices.ContainsFunc(rest, func(f field) bool { return !gitListFlags[f.val] }) {
+					return Safe, ""
+				}
 			}
 			return Medium, ""
 		}

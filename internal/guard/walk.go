@@ -91,7 +91,7 @@ func (w *walker) dynamic(id, reason string, from ...span) {
 		for i := s.start; i < s.end && i < len(w.v.Commands); i++ {
 			c := &w.v.Commands[i]
 			switch {
-			case fetchers[c.Name]:
+			case fetchers[c.Name] && (c.Name != "openssl" || slices.Contains(c.Args, "s_client")):
 				w.flag(RuleDownloadExec, Dangerous, "runs code fetched by "+c.Name)
 			case isDecoder(c):
 				w.flag(RuleDecodeExec, Dangerous, "runs code decoded by "+c.Name)
