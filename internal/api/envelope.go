@@ -17,8 +17,8 @@ import (
 // Envelope is AIO Sandbox's response shape, used by every route:
 // {"success": bool, "message": str, "data": any, "hint": str|null}.
 type Envelope[T any] struct {
-	Success bool    `json:"success" doc:"true when the request did what it asked"`
-	Message string  `json:"message" doc:"human-readable summary"`
+	Success bool    `json:"success" doc:"true when the request did what it asked" example:"true"`
+	Message string  `json:"message" doc:"human-readable summary" example:"ok"`
 	Data    T       `json:"data"`
 	Hint    *string `json:"hint" doc:"what to try next, or null"`
 }
@@ -42,8 +42,8 @@ type ErrorBody struct {
 	status  int
 	headers http.Header
 
-	Success bool      `json:"success"`
-	Message string    `json:"message"`
+	Success bool      `json:"success" example:"false"`
+	Message string    `json:"message" example:"no such key"`
 	Data    ErrorData `json:"data"`
 	Hint    *string   `json:"hint"`
 }
