@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -101,6 +102,7 @@ func helperApply() error {
 	}()
 	<-ready
 
+	start := time.Now()
 	st, err := ApplyWithStatus(Rules{
 		ReadOnly:       []string{"/"},
 		ReadWrite:      []string{rw},
@@ -111,6 +113,7 @@ func helperApply() error {
 	if err != nil {
 		return err
 	}
+	fmt.Printf("apply_us %d\n", time.Since(start).Microseconds())
 	fmt.Printf("status_abi %d\nstatus_tcp %v\nstatus_scoped_signals %v\nstatus_scoped_unix %v\nstatus_ioctl %v\n",
 		st.ABI, st.TCPRestricted, st.ScopedSignals, st.ScopedAbstractUnix, st.DeviceIoctl)
 
@@ -300,6 +303,7 @@ func TestApplyInChild(t *testing.T) {
 			t.Errorf("%s = %s, want one of %v", c.probe, got, c.want)
 		})
 	}
+	t.Logf("ApplyWithStatus took %s µs", res["apply_us"])
 	t.Logf("ABI %s; Multipath TCP bind on an unlisted port under landlock alone: errno %s (0 = not governed; seccomp refuses MPTCP sockets)",
 		res["status_abi"], res["mptcp_bind_unlisted"])
 
