@@ -61,34 +61,36 @@ func bracketDepth(s string) int {
 // Verdict is the guard's classification of one command line.
 type Verdict struct {
 	// Risk is the highest tier of any command or rule found. Always valid.
-	Risk Risk
+	Risk Risk `json:"risk"`
 	// Dynamic reports that something is built at run time: eval of a
 	// variable, `… | sh`, base64 -d | bash, source <(…), $cmd as a command
 	// name. Dynamic implies Risk == Dangerous.
-	Dynamic bool
+	Dynamic bool `json:"dynamic"`
 	// Rules are the ids of matched rules (the Rule* constants), in the order
 	// first found, without duplicates.
-	Rules []string
+	Rules []string `json:"rules,omitempty"`
 	// Reasons are human-readable, one per finding, for the approver.
-	Reasons []string
+	Reasons []string `json:"reasons,omitempty"`
 	// Commands are every simple command found, wrappers and the commands
-	// they wrap both included, in source order.
-	Commands []Command
+	// they wrap both included, in the order the walker met them (a command
+	// substitution before the command that uses its output). At most 4096;
+	// more make the line too-complex.
+	Commands []Command `json:"commands,omitempty"`
 }
 
 // Command is one simple command.
 type Command struct {
 	// Name is the base name of the command word (/usr/bin/rm → rm). For a
 	// non-literal name it is the word's source text ($x, ${x:-rm} shows rm).
-	Name string
+	Name string `json:"name"`
 	// Args are the arguments after quote removal; a non-literal argument is
 	// shown as its source text.
-	Args []string
+	Args []string `json:"args,omitempty"`
 	// Literal reports that every word of the command was fully literal.
-	Literal bool
+	Literal bool `json:"literal"`
 	// Depth counts how many times text was re-parsed to reach the command
 	// (0: the line itself; 1: inside bash -c "…" or eval; …).
-	Depth int
+	Depth int `json:"depth"`
 }
 
 // Config configures a Guard. The zero value is usable.
