@@ -26,10 +26,9 @@ const (
 const (
 	// maxJump is the longest conditional jump classic BPF can encode.
 	maxJump = 255
-	// maxConds caps the conditions in one alternative: an exact match on
-	// the low 32 bits of an argument (lowWordEquals) needs one per set bit
-	// plus one, and no 16-bit ioctl request number has more than 8 bits set.
-	maxConds = 9
+	// maxConds caps the conditions in one alternative at one per syscall
+	// argument; more would be a table mistake.
+	maxConds = 6
 )
 
 // Assemble compiles the policy into the BPF program Install loads:
@@ -200,6 +199,12 @@ func alternative(alt []Cond, act bpf.Instruction) ([]bpf.Instruction, error) {
 		case Equal:
 			emit(hi, failNone)
 			emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: vhi}, failFalse)
+			emit(lo, failNone)
+			emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: vlo}, failFalse)
+		case EqualLow32:
+			if vhi != 0 {
+				return nil, errors.New("EqualLow32 with a value above 32 bits never holds")
+			}
 			emit(lo, failNone)
 			emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: vlo}, failFalse)
 		case BitsClear:

@@ -41,6 +41,10 @@ const (
 	BitsClear
 	// BitsAny: arg & value != 0.
 	BitsAny
+	// EqualLow32: the low 32 bits of arg == value. For int arguments that
+	// the kernel truncates (an ioctl request): a deny row must not be
+	// dodged by setting high bits the kernel then drops.
+	EqualLow32
 )
 
 // Cond is one argument condition of a table row.
@@ -123,7 +127,7 @@ func Policy() Table {
 					"(an inherited session, an operator's PTY) could type commands into their shell (CVE-2017-5226 in bubblewrap). " +
 					"Matched on the low 32 bits only, because the kernel truncates the request number to an int",
 				Names: []string{"ioctl"},
-				When:  [][]Cond{lowWordEquals(1, tiocsti), lowWordEquals(1, tioclinux)},
+				When:  [][]Cond{{{Arg: 1, Op: EqualLow32, Value: tiocsti}}, {{Arg: 1, Op: EqualLow32, Value: tioclinux}}},
 			},
 
 			// ---- allowed, hottest first: the BPF program is a linear
@@ -336,19 +340,4 @@ func Policy() Table {
 			}},
 		},
 	}
-}
-
-// lowWordEquals returns conditions that hold exactly when the low 32 bits
-// of argument arg equal v, whatever the high 32 bits are: every bit set in
-// v is set (one BitsAny each) and no other low bit is (one BitsClear). The
-// library's Equal compares all 64 bits, which a caller could dodge by
-// setting high bits the kernel then drops from an int argument.
-func lowWordEquals(arg uint32, v uint32) []Cond {
-	var conds []Cond
-	for bit := range 32 {
-		if v&(1<<bit) != 0 {
-			conds = append(conds, Cond{Arg: arg, Op: BitsAny, Value: 1 << bit})
-		}
-	}
-	return append(conds, Cond{Arg: arg, Op: BitsClear, Value: uint64(^v)})
 }

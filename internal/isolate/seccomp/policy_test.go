@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -318,7 +319,8 @@ func TestAssembleRejectsBadRows(t *testing.T) {
 		{name: "unknown-syscall", rule: Rule{Action: Allow, Names: []string{"no_such_syscall"}}},
 		{name: "arg-out-of-range", rule: Rule{Action: Allow, Names: []string{"socket"}, When: [][]Cond{{{Arg: 6, Op: Equal}}}}},
 		{name: "unknown-op", rule: Rule{Action: Allow, Names: []string{"socket"}, When: [][]Cond{{{Arg: 0, Op: 99}}}}},
-		{name: "too-many-conditions", rule: Rule{Action: Allow, Names: []string{"ioctl"}, When: [][]Cond{lowWordEquals(1, 0xffff)}}},
+		{name: "too-many-conditions", rule: Rule{Action: Allow, Names: []string{"ioctl"}, When: [][]Cond{slices.Repeat([]Cond{{Arg: 1, Op: BitsAny, Value: 1}}, maxConds+1)}}},
+		{name: "equal-low32-wide-value", rule: Rule{Action: DenyEPERM, Names: []string{"ioctl"}, When: [][]Cond{{{Arg: 1, Op: EqualLow32, Value: 1 << 32}}}}},
 		{name: "vacuous-bits-clear", rule: Rule{Action: Allow, Names: []string{"clone"}, When: [][]Cond{{{Arg: 0, Op: BitsClear}}}}},
 		{name: "empty-bits-any", rule: Rule{Action: Allow, Names: []string{"clone"}, When: [][]Cond{{{Arg: 0, Op: BitsAny}}}}},
 		{name: "no-names", rule: Rule{Action: Allow}},
@@ -333,18 +335,6 @@ func TestAssembleRejectsBadRows(t *testing.T) {
 				t.Fatal("assembled a broken table")
 			}
 		})
-	}
-}
-
-func TestLowWordEquals(t *testing.T) {
-	conds := lowWordEquals(1, tiocsti)
-	// 0x5412 has five bits set: five BitsAny plus one BitsClear.
-	if len(conds) != 6 {
-		t.Fatalf("%d conditions: %+v", len(conds), conds)
-	}
-	last := conds[len(conds)-1]
-	if last.Op != BitsClear || last.Value != 0xffffabed {
-		t.Errorf("final condition %+v, want BitsClear 0xffffabed", last)
 	}
 }
 
@@ -387,6 +377,8 @@ func referenceVerdict(t Table, nr uint32, args [6]uint64) Action {
 					holds = holds && a&c.Value == 0
 				case BitsAny:
 					holds = holds && a&c.Value != 0
+				case EqualLow32:
+					holds = holds && uint32(a) == uint32(c.Value) && c.Value>>32 == 0
 				}
 			}
 			if holds {
