@@ -52,6 +52,14 @@ CREATE TABLE settings (
 	value      BLOB NOT NULL,
 	updated_ns INTEGER NOT NULL
 );`},
+	{4, "sandboxes", `
+CREATE TABLE sandboxes (
+	id         TEXT PRIMARY KEY,
+	owner      TEXT NOT NULL,
+	record     BLOB NOT NULL,
+	updated_ns INTEGER NOT NULL
+);
+CREATE INDEX sandboxes_owner ON sandboxes(owner);`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

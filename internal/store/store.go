@@ -62,6 +62,13 @@ type Store interface {
 	// PutSetting stores a setting (insert or replace).
 	PutSetting(ctx context.Context, key string, value []byte) error
 
+	// PutSandbox inserts or replaces a sandbox record.
+	PutSandbox(ctx context.Context, r SandboxRow) error
+	// DeleteSandbox removes a sandbox record (absent is not an error).
+	DeleteSandbox(ctx context.Context, id string) error
+	// ListSandboxes returns every sandbox record.
+	ListSandboxes(ctx context.Context) ([]SandboxRow, error)
+
 	// Close releases the database.
 	Close() error
 }

@@ -246,3 +246,31 @@ func TestConcurrentAppendersAcrossHandles(t *testing.T) {
 		t.Fatalf("last seq = %d (%v), want %d: appends were lost or forked", last.Seq, err, 2*per)
 	}
 }
+
+func TestSandboxRecords(t *testing.T) {
+	st, err := Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if err := st.PutSandbox(ctx, SandboxRow{ID: "sb1", Owner: "k1", Record: []byte(`{"a":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSandbox(ctx, SandboxRow{ID: "sb1", Owner: "k1", Record: []byte(`{"a":2}`)}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.ListSandboxes(ctx)
+	if err != nil || len(rows) != 1 || string(rows[0].Record) != `{"a":2}` {
+		t.Fatalf("rows = %+v, %v", rows, err)
+	}
+	if err := st.DeleteSandbox(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteSandbox(ctx, "sb1"); err != nil {
+		t.Fatalf("deleting an absent record: %v", err)
+	}
+	if rows, _ := st.ListSandboxes(ctx); len(rows) != 0 {
+		t.Fatalf("left %+v", rows)
+	}
+}

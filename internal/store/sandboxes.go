@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// SandboxRow is a sandbox's record as stored: the owner for queries, the
+// rest as the sandbox manager's own JSON document.
+type SandboxRow struct {
+	ID     string
+	Owner  string
+	Record []byte
+}
+
+// PutSandbox inserts or replaces a sandbox record.
+func (s *SQLite) PutSandbox(ctx context.Context, r SandboxRow) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes(id, owner, record, updated_ns) VALUES (?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, record=excluded.record, updated_ns=excluded.updated_ns`,
+		r.ID, r.Owner, r.Record, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("put sandbox: %w", err)
+	}
+	return nil
+}
+
+// DeleteSandbox removes a sandbox record; a missing one is not an error.
+func (s *SQLite) DeleteSandbox(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete sandbox: %w", err)
+	}
+	return nil
+}
+
+// ListSandboxes returns every sandbox record.
+func (s *SQLite) ListSandboxes(ctx context.Context) ([]SandboxRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, owner, record FROM sandboxes ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []SandboxRow
+	for rows.Next() {
+		var r SandboxRow
+		if err := rows.Scan(&r.ID, &r.Owner, &r.Record); err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
