@@ -75,7 +75,8 @@ func Main() error {
 // first; landlock and the bounding set next; seccomp last, because it
 // forbids the calls the earlier steps make.
 func setup(st Setup) ([]Layer, error) {
-	var layers []Layer
+	// The init is PID 1 of namespaces the server created for it.
+	layers := []Layer{{Name: "namespaces", Active: true, Detail: "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"}}
 	add := func(name string, err error) error {
 		if err == nil {
 			layers = append(layers, Layer{Name: name, Active: true})

@@ -302,8 +302,15 @@ func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
+	id := chi.URLParam(r, "id")
+	if id == "" {
+		// An empty id would mean "the default sandbox" to the tool;
+		// the native route names its sandbox.
+		WriteError(w, r, fault.New(fault.NotFound, "sandbox not found"))
+		return
+	}
 	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && !req.Background
-	res, err := h.call(ctx, sandbox.ToolExec, sandbox.ExecArgs{ID: chi.URLParam(r, "id"), Req: req, Stream: stream})
+	res, err := h.call(ctx, sandbox.ToolExec, sandbox.ExecArgs{ID: id, Req: req, Stream: stream})
 	if err != nil {
 		WriteError(w, r, err)
 		return

@@ -29,8 +29,12 @@ import (
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/posture"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/redact"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -67,6 +71,11 @@ type Daemon struct {
 	registry *prometheus.Registry
 	api      *api.Server
 
+	guard     *guard.Guard
+	limiter   *ratelimit.Limiter
+	dispatch  *dispatch.Dispatcher
+	sandboxes *sandbox.Manager
+
 	ready chan struct{}
 
 	mu      sync.Mutex
@@ -81,6 +90,8 @@ type options struct {
 	version  string
 	authOpts []auth.Option
 	probe    func() posture.Report
+	initExe  string
+	initArgs []string
 }
 
 // Option configures New.
@@ -177,7 +188,13 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		return nil, err
 	}
 
-	// 8. Say loudly what is weaker than the defaults.
+	// 8. Dispatcher and sandboxes (the manager reaps a previous run's
+	// leftovers and a self-test sandbox proves the isolation).
+	if err := d.startSandboxes(ctx, o); err != nil {
+		return nil, err
+	}
+
+	// 9. Say loudly what is weaker than the defaults.
 	for _, l := range cfg.Loosenings() {
 		d.log.Warn("LOOSENED DEFAULT: "+l, "setting", strings.SplitN(l, "=", 2)[0])
 		if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "config.loosen",

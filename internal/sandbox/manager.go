@@ -263,6 +263,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 		}
 	}
 	s.rec.Created = time.Now().UTC()
+	s.touch()
 	if s.rec.Name == "" {
 		s.rec.Name = s.rec.ID
 	}

@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+
+	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+// Sandbox settings that are not (yet) configuration, with their reasons.
+const (
+	// tmpBytes caps each sandbox's /tmp; tmpfs pages count against the
+	// sandbox's memory limit as well.
+	tmpBytes = 256 << 20
+	// defaultCPUMilli is one CPU per sandbox unless a client asks for
+	// another share.
+	defaultCPUMilli = 1000
+	// cgroupBase is the group, below the server's own, holding sandboxes.
+	cgroupBase = "sandhold"
+)
+
+// records adapts the store to the sandbox manager.
+type records struct{ st store.Store }
+
+func (r records) PutSandbox(ctx context.Context, rec sandbox.Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return r.st.PutSandbox(ctx, store.SandboxRow{ID: rec.ID, Owner: rec.Owner, Record: b})
+}
+
+func (r records) DeleteSandbox(ctx context.Context, id string) error {
+	return r.st.DeleteSandbox(ctx, id)
+}
+
+func (r records) ListSandboxes(ctx context.Context) ([]sandbox.Record, error) {
+	rows, err := r.st.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sandbox.Record, 0, len(rows))
+	for _, row := range rows {
+		var rec sandbox.Record
+		if err := json.Unmarshal(row.Record, &rec); err != nil {
+			return nil, fmt.Errorf("sandbox record %s: %w", row.ID, err)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// startSandboxes builds the isolation stack after the host check: the cgroup
+// manager, the dispatcher with the command guard and the rate limiter, the
+// sandbox manager (which reaps what a previous run left) and a self-test
+// sandbox. A host that cannot isolate stops the server here, unless the
+// operator said --insecure-no-isolation.
+func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
+	cfg := d.cfg
+	insecure := cfg.InsecureNoIsolation
+	report := d.posture
+	cg, err := cgroup.New(cgroupBase)
+	if err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	d.guard = guard.New(guard.Config{})
+	d.limiter = ratelimit.New(ratelimit.Options{Disabled: cfg.DisableRateLimit})
+	d.dispatch = dispatch.New(dispatch.Options{Limiter: d.limiter, Audit: d.audit})
+
+	initExe, initArgs := o.initExe, o.initArgs
+	mcfg := sandbox.Config{
+		DataDir: cfg.DataDir,
+		Max: sandbox.Limits{
+			MemoryBytes: cfg.MaxMemory.Bytes(), Pids: int64(cfg.MaxProcesses), DiskBytes: cfg.MaxDisk.Bytes(),
+			CPUTime: cfg.MaxCPUTime, CPUMilli: int64(runtime.NumCPU()) * 1000,
+		},
+		Default: sandbox.Limits{
+			MemoryBytes: cfg.MaxMemory.Bytes(), Pids: int64(cfg.MaxProcesses), DiskBytes: cfg.MaxDisk.Bytes(),
+			CPUTime: cfg.MaxCPUTime, CPUMilli: min(defaultCPUMilli, int64(runtime.NumCPU())*1000),
+		},
+		TmpBytes:    tmpBytes,
+		WarmPool:    cfg.WarmPool,
+		IdleTTL:     cfg.SandboxTTL,
+		MaxPerOwner: cfg.MaxSandboxesPerKey,
+		AllowSudo:   cfg.EnableSudo,
+		Insecure:    insecure,
+		InitExe:     initExe,
+		InitArgs:    initArgs,
+		Log:         d.log,
+	}
+	auditFn := func(ctx context.Context, e sandbox.Event) {
+		if _, err := d.audit.Append(ctx, audit.Entry{Actor: e.Actor, Action: e.Action, Sandbox: e.Sandbox,
+			Verdict: e.Verdict, Detail: e.Detail}); err != nil {
+			d.log.Error("audit", "action", e.Action, "err", err)
+		}
+	}
+	// The self-test runs before the pool fills, on a manager of its own
+	// with no pool, so a broken host fails fast and leaves nothing.
+	probe := mcfg
+	probe.WarmPool = 0
+	pm, err := sandbox.New(ctx, probe, records{d.store}, auditFn, cg)
+	if err != nil {
+		return fmt.Errorf("sandbox manager: %w", err)
+	}
+	layers, err := pm.SelfTest(ctx)
+	pm.Close()
+	if err != nil {
+		return fmt.Errorf("sandbox self-test: %w", err)
+	}
+	for _, l := range layers {
+		if !l.Active {
+			d.log.Warn("INSECURE: isolation layer not in force", "layer", l.Name, "detail", l.Detail)
+		}
+	}
+	if d.sandboxes, err = sandbox.New(ctx, mcfg, records{d.store}, auditFn, cg); err != nil {
+		return fmt.Errorf("sandbox manager: %w", err)
+	}
+	d.closers = append(d.closers, func() error { d.sandboxes.Close(); return nil })
+	sandbox.RegisterTools(d.dispatch, d.sandboxes, d.guard)
+	d.api.SandboxRoutes(d.dispatch, d.sandboxes, api.Posture{Insecure: insecure, Checks: report})
+	if insecure {
+		if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "config.loosen", Target: "SANDBOX_INSECURE_NO_ISOLATION",
+			Verdict: audit.Allow, Detail: map[string]any{"missing": report.Missing()}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sandboxes is the sandbox manager.
+func (d *Daemon) Sandboxes() *sandbox.Manager { return d.sandboxes }
+
+// Dispatcher is the one chokepoint every capability call passes.
+func (d *Daemon) Dispatcher() *dispatch.Dispatcher { return d.dispatch }
+
+// Guard is the command guard.
+func (d *Daemon) Guard() *guard.Guard { return d.guard }
+
+// Limiter is the rate limiter.
+func (d *Daemon) Limiter() *ratelimit.Limiter { return d.limiter }
+
+// WithInit sets how sandbox inits are started (tests start their own
+// binary); default: this binary with the argument "init".
+func WithInit(exe string, args ...string) Option {
+	return func(o *options) { o.initExe, o.initArgs = exe, args }
+}
