@@ -127,12 +127,6 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	d.closers = append(d.closers, func() error { d.sandboxes.Close(); return nil })
 	sandbox.RegisterTools(d.dispatch, d.sandboxes, d.guard)
 	d.api.SandboxRoutes(d.dispatch, d.sandboxes, api.Posture{Insecure: insecure, Checks: report})
-	if insecure {
-		if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "config.loosen", Target: "SANDBOX_INSECURE_NO_ISOLATION",
-			Verdict: audit.Allow, Detail: map[string]any{"missing": report.Missing()}}); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
