@@ -131,12 +131,21 @@ func documented(t *testing.T, root string) []inventoryRow {
 }
 
 func TestEnvInventory(t *testing.T) {
-	root := repoRoot(t)
+	for _, p := range inventoryProblems(t, repoRoot(t), true) {
+		t.Error(p)
+	}
+}
+
+// inventoryProblems compares the names used under root with SECURITY.md's
+// table. withSettings also requires every config setting to be listed.
+func inventoryProblems(t *testing.T, root string, withSettings bool) []string {
+	t.Helper()
 	used := usedNames(t, root)
 	rows := documented(t, root)
 	if len(rows) == 0 {
-		t.Fatal("no inventory rows between the markers in SECURITY.md")
+		return []string{"no inventory rows between the markers in SECURITY.md"}
 	}
+	var problems []string
 	covers := func(r inventoryRow, name string) bool {
 		if r.match == "prefix" {
 			return strings.HasPrefix(name, strings.TrimSuffix(r.name, "*"))
@@ -145,10 +154,10 @@ func TestEnvInventory(t *testing.T) {
 	}
 	for _, r := range rows {
 		if !slices.Contains([]string{"security", "operational", "internal"}, r.class) {
-			t.Errorf("%s: class %q, want security, operational or internal", r.name, r.class)
+			problems = append(problems, r.name+": class "+strconv.Quote(r.class)+", want security, operational or internal")
 		}
 		if r.match != "exact" && r.match != "prefix" {
-			t.Errorf("%s: match %q, want exact or prefix", r.name, r.match)
+			problems = append(problems, r.name+": match "+strconv.Quote(r.match)+", want exact or prefix")
 		}
 		found := false
 		for name := range used {
@@ -158,20 +167,58 @@ func TestEnvInventory(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("%s is documented in SECURITY.md but no code uses it", r.name)
+			problems = append(problems, r.name+" is documented in SECURITY.md but no code uses it")
 		}
 	}
 	for name, where := range used {
 		if !slices.ContainsFunc(rows, func(r inventoryRow) bool { return covers(r, name) }) {
-			t.Errorf("%s is used at %s but missing from SECURITY.md's inventory", name, where)
+			problems = append(problems, name+" is used at "+where+" but missing from SECURITY.md's inventory")
 		}
 	}
-	// Every setting in the config table is documented (a stricter check
-	// than "used", since the table is where names are declared).
-	for _, s := range settings {
-		if !slices.ContainsFunc(rows, func(r inventoryRow) bool { return covers(r, s.env) }) {
-			t.Errorf("config setting %s is not in the inventory", s.env)
+	if withSettings {
+		// Every setting in the config table is documented (the table is
+		// where names are declared).
+		for _, s := range settings {
+			if !slices.ContainsFunc(rows, func(r inventoryRow) bool { return covers(r, s.env) }) {
+				problems = append(problems, "config setting "+s.env+" is not in the inventory")
+			}
 		}
+	}
+	slices.Sort(problems)
+	return problems
+}
+
+func TestInventoryCatchesDrift(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"go.mod":          "module example.com/x\n",
+		"a/a.go":          "package a\n\nconst x = \"SANDBOX_USED_ONLY\"\nconst y = \"see SANDBOX_BOTH for details\"\nconst z = \"SANDBOX_PLUGIN_FOO\"\n",
+		"a/a_test.go":     "package a\n\nconst t = \"SANDBOX_IN_TEST_ONLY\"\n",
+		".hidden/h.go":    "package h\n\nconst h = \"SANDBOX_HIDDEN\"\n",
+		"a/testdata/t.go": "package t\n\nconst h = \"SANDBOX_FIXTURE\"\n",
+		"SECURITY.md": "x\n<!-- env-inventory:start -->\n| name | class | match | effect |\n|---|---|---|---|\n" +
+			"| SANDBOX_BOTH | security | exact | e |\n| SANDBOX_DOC_ONLY | operational | exact | e |\n" +
+			"| SANDBOX_PLUGIN_* | internal | prefix | e |\n| SANDBOX_ODD | weird | fuzzy | e |\n<!-- env-inventory:end -->\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := inventoryProblems(t, root, false)
+	want := []string{
+		"SANDBOX_DOC_ONLY is documented in SECURITY.md but no code uses it",
+		"SANDBOX_ODD is documented in SECURITY.md but no code uses it",
+		"SANDBOX_ODD: class \"weird\", want security, operational or internal",
+		"SANDBOX_ODD: match \"fuzzy\", want exact or prefix",
+		"SANDBOX_USED_ONLY is used at a/a.go:3 but missing from SECURITY.md's inventory",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 
