@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"runtime"
 
 	"github.com/sandhold/sandhold/internal/api"
@@ -24,9 +27,20 @@ const (
 	// defaultCPUMilli is one CPU per sandbox unless a client asks for
 	// another share.
 	defaultCPUMilli = 1000
-	// cgroupBase is the group, below the server's own, holding sandboxes.
-	cgroupBase = "sandhold"
 )
+
+// cgroupBase names the group, below the server's own, that holds this
+// server's sandboxes. It is derived from the data dir, so two servers (or
+// tests running in parallel) never reap each other's sandboxes, while a
+// restarted server finds exactly what its previous run left.
+func cgroupBase(dataDir string) string {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "sandhold-" + hex.EncodeToString(sum[:6])
+}
 
 // records adapts the store to the sandbox manager.
 type records struct{ st store.Store }
@@ -68,7 +82,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	cfg := d.cfg
 	insecure := cfg.InsecureNoIsolation
 	report := d.posture
-	cg, err := cgroup.New(cgroupBase)
+	cg, err := cgroup.New(cgroupBase(cfg.DataDir))
 	if err != nil {
 		return fmt.Errorf("cgroups: %w", err)
 	}
