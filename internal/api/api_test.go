@@ -1,9 +1,14 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
@@ -49,5 +54,34 @@ func TestSchemaNames(t *testing.T) {
 		if got := schemaName(reflect.TypeOf(tc.v), "hint"); got != tc.want {
 			t.Errorf("schemaName(%T) = %q, want %q", tc.v, got, tc.want)
 		}
+	}
+}
+
+func TestDefaultBodyCapIsMaxBody(t *testing.T) {
+	s, key := newTestServerWith(t, 3<<20)
+	type in struct {
+		Body struct {
+			Blob string `json:"blob"`
+		}
+	}
+	huma.Register(s.API(), huma.Operation{OperationID: "blob", Method: http.MethodPost, Path: "/v1/test-blob"},
+		func(_ context.Context, i *in) (*struct{ Body Envelope[int] }, error) {
+			return &struct{ Body Envelope[int] }{Body: OK(len(i.Body.Blob))}, nil
+		})
+	post := func(n int) int {
+		body := `{"blob":"` + strings.Repeat("a", n) + `"}`
+		req := httptest.NewRequest(http.MethodPost, "/v1/test-blob", strings.NewReader(body))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if code := post(2 << 20); code != http.StatusOK {
+		t.Fatalf("2 MiB body under a 3 MiB cap: %d", code)
+	}
+	if code := post(4 << 20); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("4 MiB body over a 3 MiB cap: %d", code)
 	}
 }

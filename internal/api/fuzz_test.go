@@ -20,6 +20,11 @@ import (
 
 func newTestServer(tb testing.TB) (*Server, string) {
 	tb.Helper()
+	return newTestServerWith(tb, 4096)
+}
+
+func newTestServerWith(tb testing.TB, maxBody config.Size) (*Server, string) {
+	tb.Helper()
 	dir := tb.TempDir()
 	st, err := store.Open(context.Background(), dir)
 	if err != nil {
@@ -32,7 +37,7 @@ func newTestServer(tb testing.TB) (*Server, string) {
 	if err := svc.EnsureAdmin(context.Background(), key); err != nil {
 		tb.Fatal(err)
 	}
-	cfg := config.Config{DataDir: dir, Listen: "127.0.0.1:0", MaxBody: 4096}.WithDefaults()
+	cfg := config.Config{DataDir: dir, Listen: "127.0.0.1:0", MaxBody: maxBody}.WithDefaults()
 	s, err := New(Deps{Config: cfg, Auth: svc, Audit: lg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry()})
 	if err != nil {
 		tb.Fatal(err)

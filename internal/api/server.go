@@ -68,6 +68,10 @@ type Server struct {
 	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
 }
 
+// humaDefaultMaxBody is what huma gives an operation with a body that left
+// MaxBodyBytes at zero.
+const humaDefaultMaxBody = 1 << 20
+
 //go:embed docs/index.html
 var docsPage []byte
 
@@ -104,6 +108,16 @@ func New(d Deps) (*Server, error) {
 	hc.DocsPath = ""     // /docs is our own page (no CDN here)
 	hc.SchemasPath = ""
 	hc.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaName)
+	// Operations that leave MaxBodyBytes unset get huma's 1 MiB; JSON
+	// routes here take up to SANDBOX_MAX_BODY (a 10MB file in a JSON file
+	// call must fit), so raise the default to it. An operation that wants
+	// less sets any other value; -1 (unlimited) stays.
+	maxBody := d.Config.MaxBody.Bytes()
+	hc.OnAddOperation = append(hc.OnAddOperation, func(_ *huma.OpenAPI, op *huma.Operation) {
+		if op.MaxBodyBytes == humaDefaultMaxBody {
+			op.MaxBodyBytes = maxBody
+		}
+	})
 	hc.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", Description: "Authorization: Bearer <key>"},
 		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key"},
