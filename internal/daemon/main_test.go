@@ -18,5 +18,8 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if len(os.Args) > 1 && os.Args[1] == "serve-test" {
+		os.Exit(serveForTest())
+	}
 	os.Exit(m.Run())
 }
