@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test vet unit lint deps clean
+.PHONY: all build run test vet unit lint deps clean bench bench-density
 
 all: build
 
@@ -54,6 +54,15 @@ $(GOLANGCI):
 ## deps: whatever the tests need on the machine (system packages go here)
 deps:
 	@$(GO) version
+
+## bench: exec/create benchmarks against bare fork/exec and bwrap (see BENCHMARKS.md)
+bench: build
+	@command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap)
+	$(GO) run ./bench -server $(BIN)
+
+## bench-density: 1,000 idle sandboxes: memory added and create latency
+bench-density: build
+	$(GO) run ./bench density -server $(BIN)
 
 clean:
 	rm -rf bin
