@@ -162,6 +162,35 @@ func TestLockout(t *testing.T) {
 	}
 }
 
+func TestLockoutKeys(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"127.0.0.1", "127.0.0.1"},
+		{"10.1.2.3", "10.1.2.3"},
+		{"::1", "::/64"},
+		{"2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"},
+		{"::ffff:10.0.0.1", "::ffff:10.0.0.1"}, // IPv4-mapped: counted per address like IPv4
+		{"not-an-ip", "not-an-ip"},
+	}
+	for _, tc := range tests {
+		if got := lockoutKey(tc.in); got != tc.want {
+			t.Errorf("lockoutKey(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	// Rotating through one /64 does not escape the lock.
+	l := newLockout(3, time.Minute)
+	t0 := time.Unix(0, 0)
+	for i := 0; i < 3; i++ {
+		l.fail("2001:db8::"+string(rune('a'+i)), t0)
+	}
+	if l.check("2001:db8::ffff", t0) == 0 {
+		t.Fatal("another address of the same /64 is not locked")
+	}
+	if l.check("2001:db9::1", t0) != 0 {
+		t.Fatal("another /64 is locked")
+	}
+}
+
 func TestLockoutBoundedMemory(t *testing.T) {
 	l := newLockout(10, time.Minute)
 	t0 := time.Unix(0, 0)

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"net"
 	"sync"
 	"time"
 )
@@ -37,8 +38,21 @@ func newLockout(limit int, window time.Duration) *lockout {
 	return &lockout{limit: limit, window: window, addrs: map[string]*attempts{}}
 }
 
+// lockoutKey is the unit the lockout counts: the IPv4 address, or the /64
+// of an IPv6 address (one host usually owns a whole /64, so counting single
+// IPv6 addresses would let it rotate through them, and would let it flood
+// the bounded table to evict its own lock).
+func lockoutKey(addr string) string {
+	ip := net.ParseIP(addr)
+	if ip == nil || ip.To4() != nil {
+		return addr
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
 // check returns how long addr remains locked (0 = not locked).
 func (l *lockout) check(addr string, now time.Time) time.Duration {
+	addr = lockoutKey(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.addrs[addr]
@@ -56,6 +70,7 @@ func (l *lockout) check(addr string, now time.Time) time.Duration {
 
 // fail records a failure; it returns true when this failure locked addr.
 func (l *lockout) fail(addr string, now time.Time) bool {
+	addr = lockoutKey(addr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	a := l.addrs[addr]
