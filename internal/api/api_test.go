@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -83,5 +84,37 @@ func TestDefaultBodyCapIsMaxBody(t *testing.T) {
 	}
 	if code := post(4 << 20); code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("4 MiB body over a 3 MiB cap: %d", code)
+	}
+}
+
+func TestHostAllowed(t *testing.T) {
+	tests := []struct {
+		name    string
+		listen  string
+		allowed []string
+		host    string
+		want    bool
+	}{
+		{"loopback: localhost", "127.0.0.1:8080", nil, "localhost:8080", true},
+		{"loopback: upper case, trailing dot", "127.0.0.1:8080", nil, "LOCALHOST.:8080", true},
+		{"loopback: 127.0.0.1 without port", "127.0.0.1:8080", nil, "127.0.0.1", true},
+		{"loopback: other loopback ip", "127.0.0.1:8080", nil, "127.0.0.2:8080", true},
+		{"loopback: ipv6", "127.0.0.1:8080", nil, "[::1]:8080", true},
+		{"loopback: rebinding name", "127.0.0.1:8080", nil, "evil.example:8080", false},
+		{"loopback: lan ip", "127.0.0.1:8080", nil, "192.168.1.5:8080", false},
+		{"loopback: empty", "127.0.0.1:8080", nil, "", false},
+		{"loopback: allowed name", "127.0.0.1:8080", []string{"sandhold.internal"}, "sandhold.internal", true},
+		{"loopback: allowed name case", "127.0.0.1:8080", []string{"Sandhold.Internal"}, "sandhold.internal:443", true},
+		{"wide bind: ip literal", "0.0.0.0:8080", nil, "10.0.0.7:8080", true},
+		{"wide bind: name refused", "0.0.0.0:8080", nil, "evil.example", false},
+		{"wide bind: allowed name", "0.0.0.0:8080", []string{"api.example"}, "api.example", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{cfg: config.Config{Listen: tc.listen, AllowedHosts: tc.allowed}, loopbackBind: config.IsLoopbackListen(tc.listen)}
+			if got := s.hostAllowed(tc.host); got != tc.want {
+				t.Fatalf("hostAllowed(%q) = %v, want %v", tc.host, got, tc.want)
+			}
+		})
 	}
 }
