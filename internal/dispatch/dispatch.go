@@ -44,6 +44,20 @@ type Assessment struct {
 	Rules   []string
 	Reasons []string
 	Dynamic bool
+	// Names are the command names a command line runs (guard.Names), for
+	// the policy's command allow/deny lists.
+	Names []string
+	// Paths are the paths a call touches (guard.Paths for a command line;
+	// a file tool's path), for the policy's path rules.
+	Paths []string
+}
+
+// Flagged reports whether the guard found something worth an operator's
+// eyes: code built at run time, or a rule of the Dangerous tier (rm -rf /,
+// curl | sh, credential reads …). A tool that is Dangerous only by its
+// declared tier is not flagged.
+func (a Assessment) Flagged() bool {
+	return a.Dynamic || (a.Risk >= guard.Dangerous && len(a.Rules) > 0)
 }
 
 // Tool is one capability. Its Name is also the audit action of its calls,
@@ -104,10 +118,27 @@ type Halt interface {
 }
 
 // Approvals turns a NeedsApproval decision into a pending approval; it
-// returns the error the caller sees (an ApprovalRequired).
+// returns the error the caller sees (an ApprovalRequired, or a refusal).
+// It returns nil when an operator has approved this identical call (same
+// caller, tool and arguments) and the approval is used up by this call:
+// the dispatcher then runs it.
 type Approvals interface {
 	Request(ctx context.Context, c auth.Caller, t *Tool, a Assessment, args any) error
 }
+
+// RateRules returns the per-role and per-key rate-limit overrides for a
+// caller (the policy's rate_limits); the limiter resolves them over its base
+// rules.
+type RateRules func(c auth.Caller) ratelimit.Rules
+
+// Observer sees every call that reaches the dispatcher, before any step
+// (tests prove that every route goes through it).
+type Observer func(ctx context.Context, c auth.Caller, name string)
+
+// haltedCategories are the rate-limit categories whose tools run code or
+// drive a process: while halted they are refused even when their arguments
+// look safe (`ls` is Safe, but nothing runs in a halted server).
+var haltedCategories = []ratelimit.Category{ratelimit.Exec, ratelimit.Terminal, ratelimit.Browser}
 
 // ApprovalRequired is returned when a call waits for an operator.
 type ApprovalRequired struct {
@@ -129,16 +160,19 @@ func (e *RateLimited) Error() string {
 
 // Dispatcher holds the registry and runs the steps.
 type Dispatcher struct {
-	limiter   *ratelimit.Limiter
-	audit     audit.Appender
+	limiter *ratelimit.Limiter
+	audit   audit.Appender
+
+	// mu guards the tools, the watchers and the pluggable steps (set once at
+	// start by the daemon, read on every call).
+	mu        sync.RWMutex
+	tools     map[string]*Tool
+	watchers  []func()
 	policy    Policy
 	halt      Halt
 	approvals Approvals
-
-	// mu guards tools and watchers.
-	mu       sync.RWMutex
-	tools    map[string]*Tool
-	watchers []func()
+	rates     RateRules
+	observers []Observer
 }
 
 // Options configures a Dispatcher. Nil Policy allows every call its role
@@ -149,12 +183,65 @@ type Options struct {
 	Policy    Policy
 	Halt      Halt
 	Approvals Approvals
+	// RateRules gives per-role/per-key rate-limit overrides; nil uses the
+	// limiter's base rules.
+	RateRules RateRules
 }
 
 // New returns a dispatcher with no tools.
 func New(o Options) *Dispatcher {
 	return &Dispatcher{limiter: o.Limiter, audit: o.Audit, policy: o.Policy, halt: o.Halt, approvals: o.Approvals,
-		tools: make(map[string]*Tool)}
+		rates: o.RateRules, tools: make(map[string]*Tool)}
+}
+
+// SetPolicy installs the policy step (the daemon builds the policy after
+// the dispatcher).
+func (d *Dispatcher) SetPolicy(p Policy) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.policy = p
+}
+
+// SetHalt installs the HALT step.
+func (d *Dispatcher) SetHalt(h Halt) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.halt = h
+}
+
+// SetApprovals installs the approvals step.
+func (d *Dispatcher) SetApprovals(a Approvals) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.approvals = a
+}
+
+// SetRateRules installs the per-role/per-key rate-limit overrides.
+func (d *Dispatcher) SetRateRules(r RateRules) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rates = r
+}
+
+// Observe adds fn to the observers that see every call first.
+func (d *Dispatcher) Observe(fn Observer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.observers = append(d.observers, fn)
+}
+
+type steps struct {
+	policy    Policy
+	halt      Halt
+	approvals Approvals
+	rates     RateRules
+	observers []Observer
+}
+
+func (d *Dispatcher) steps() steps {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return steps{policy: d.policy, halt: d.halt, approvals: d.approvals, rates: d.rates, observers: d.observers}
 }
 
 var toolName = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
@@ -260,19 +347,34 @@ func (d *Dispatcher) Call(ctx context.Context, c auth.Caller, name string, raw j
 	return d.Dispatch(ctx, c, name, args)
 }
 
+// AssessArgs returns what Dispatch would assess for tool t and typed args: the
+// declared tier raised by the tool's Assess (custom tools assess the calls
+// they make with it).
+func (t *Tool) AssessArgs(args any) Assessment {
+	a := Assessment{Risk: t.Risk}
+	if t.Assess != nil {
+		got := t.Assess(args)
+		a.Rules, a.Reasons, a.Dynamic, a.Names, a.Paths = got.Rules, got.Reasons, got.Dynamic, got.Names, got.Paths
+		a.Risk = max(a.Risk, got.Risk)
+		if !a.Risk.Valid() {
+			a.Risk = guard.Dangerous
+		}
+	}
+	return a
+}
+
 // Dispatch runs tool name for c with typed args through every step.
 func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, args any) (result any, err error) {
+	st := d.steps()
+	for _, fn := range st.observers {
+		fn(ctx, c, name)
+	}
 	t, ok := d.Tool(name)
 	if !ok {
 		return nil, fault.Errorf(fault.NotFound, "no tool named %q", name)
 	}
 	depth := Depth(ctx)
-	a := Assessment{Risk: t.Risk}
-	if t.Assess != nil {
-		got := t.Assess(args)
-		a.Rules, a.Reasons, a.Dynamic = got.Rules, got.Reasons, got.Dynamic
-		a.Risk = max(a.Risk, got.Risk)
-	}
+	a := t.AssessArgs(args)
 	var tgt Target
 	if t.Describe != nil {
 		tgt = t.Describe(args)
@@ -280,7 +382,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	verdict := "allowed"
 	var reason string
 	defer func() {
-		if err != nil && verdict == "allowed" {
+		if err != nil && (verdict == "allowed" || verdict == "approved") {
 			verdict = "error"
 		}
 		if err == nil && t.Summarize != nil {
@@ -290,8 +392,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	}()
 
 	// 1. HALT: every non-safe call is refused, at every nesting level.
-	if d.halt != nil {
-		if halted, why := d.halt.Halted(); halted && a.Risk > guard.Safe {
+	if st.halt != nil {
+		if halted, why := st.halt.Halted(); halted && (a.Risk > guard.Safe || slices.Contains(haltedCategories, t.Category)) {
 			verdict, reason = "denied", "halted"
 			return nil, fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only safe tools run", why)
 		}
@@ -311,7 +413,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	}
 	// 3. Rate limit (a refused call is not counted).
 	if d.limiter != nil && t.Category != 0 {
-		if dec := d.limiter.Allow(c.KeyID, t.Category); !dec.Allowed {
+		var dec ratelimit.Decision
+		if st.rates != nil {
+			dec = d.limiter.AllowRule(c.KeyID, t.Category, d.limiter.Resolve(string(c.Role), st.rates(c))[t.Category])
+		} else {
+			dec = d.limiter.Allow(c.KeyID, t.Category)
+		}
+		if !dec.Allowed {
 			verdict, reason = "denied", "rate_limit"
 			rl := &RateLimited{Category: t.Category, Decision: dec}
 			return nil, &fault.Error{Kind: fault.RateLimited, Msg: rl.Error(), RetryAfter: dec.RetryAfterSeconds(), Err: rl}
@@ -319,8 +427,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	}
 	// 4–5. Risk is assessed above; the policy decides on it.
 	decision, why := Allow, ""
-	if d.policy != nil {
-		decision, why = d.policy.Decide(ctx, c, t, a, args)
+	if st.policy != nil {
+		decision, why = st.policy.Decide(ctx, c, t, a, args)
 	}
 	switch decision {
 	case Deny:
@@ -328,11 +436,21 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		return nil, fault.Errorf(fault.Forbidden, "policy refuses %s at risk %s: %s", t.Name, a.Risk, why)
 	case NeedsApproval:
 		verdict, reason = "pending", why
-		if d.approvals == nil {
+		if st.approvals == nil {
 			verdict = "denied"
 			return nil, fault.Errorf(fault.Forbidden, "%s at risk %s needs an operator's approval, and approvals are not enabled", t.Name, a.Risk)
 		}
-		return nil, d.approvals.Request(ctx, c, t, a, args)
+		if err := st.approvals.Request(ctx, c, t, a, args); err != nil {
+			var ar *ApprovalRequired
+			if !errors.As(err, &ar) {
+				verdict = "denied"
+			} else {
+				tgt.Detail = merge(tgt.Detail, map[string]any{"approval_id": ar.ID})
+			}
+			return nil, err
+		}
+		// An operator approved this identical call; it runs once.
+		verdict = "approved"
 	}
 	// 6. Run.
 	return t.Run(context.WithValue(ctx, depthKey{}, depth+1), c, args)

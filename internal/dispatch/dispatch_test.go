@@ -63,7 +63,7 @@ func TestDispatchOrder(t *testing.T) {
 	}{
 		{name: "allowed", caller: agent, risk: guard.Medium, burst: 5, verdict: "allowed"},
 		{name: "halt refuses non-safe", halted: true, caller: agent, risk: guard.Medium, burst: 5, want: fault.Conflict, verdict: "denied", reason: "halted"},
-		{name: "halt lets safe through", halted: true, caller: agent, risk: guard.Safe, burst: 5, verdict: "allowed"},
+		{name: "halt refuses a safe-looking command too", halted: true, caller: agent, risk: guard.Safe, burst: 5, want: fault.Conflict, verdict: "denied", reason: "halted"},
 		{name: "halt comes before scope", halted: true, caller: viewer, risk: guard.Dangerous, burst: 5, want: fault.Conflict, reason: "halted", verdict: "denied"},
 		{name: "scope before rate limit", caller: viewer, risk: guard.Medium, burst: 0, want: fault.Forbidden, reason: "role", verdict: "denied"},
 		{name: "rate limit before policy", caller: agent, risk: guard.Medium, policy: Deny, burst: 0, reason: "rate_limit", verdict: "denied"},
@@ -149,7 +149,9 @@ func TestAssessRaisesRiskAndNestingIsCapped(t *testing.T) {
 		t.Fatalf("risk seen %v, audit %+v", seen, au.last())
 	}
 	var self func(ctx context.Context, c auth.Caller, args any) (any, error)
-	self = func(ctx context.Context, c auth.Caller, args any) (any, error) { return d.Dispatch(ctx, c, "custom.loop", nil) }
+	self = func(ctx context.Context, c auth.Caller, args any) (any, error) {
+		return d.Dispatch(ctx, c, "custom.loop", nil)
+	}
 	d.MustRegister(Tool{Name: "custom.loop", Risk: guard.Safe, Run: self})
 	_, err := d.Dispatch(context.Background(), agent, "custom.loop", nil)
 	if fault.KindOf(err) != fault.Invalid {
