@@ -229,7 +229,8 @@ func (c *Client) Signal(ctx context.Context, pid, sig int, group bool) error {
 	return err
 }
 
-// File runs one file primitive. For OpOpen the opened file is returned.
+// File runs one file primitive. For OpOpen and OpOpenRead the opened file
+// is returned.
 func (c *Client) File(ctx context.Context, op Op, r FileReq) (*FileResp, *os.File, error) {
 	if err := CheckPath(r.Path); err != nil {
 		return nil, nil, err
@@ -243,7 +244,7 @@ func (c *Client) File(ctx context.Context, op Op, r FileReq) (*FileResp, *os.Fil
 		fr = &FileResp{}
 	}
 	var f *os.File
-	if op == OpOpen {
+	if op == OpOpen || op == OpOpenRead {
 		if len(files) != 1 {
 			closeAll(files)
 			return nil, nil, errors.New("open reply without a descriptor")

@@ -209,6 +209,11 @@ func (s *server) dispatch(req Request, files []*os.File) (Response, []*os.File, 
 			return Response{}, nil, invalidf("%s without arguments", req.Op)
 		}
 		return s.file(req.Op, req.File)
+	case OpResolve, OpOpenRead, OpWalk, OpGrep:
+		if req.File == nil {
+			return Response{}, nil, invalidf("%s without arguments", req.Op)
+		}
+		return s.workspaceOp(req.Op, req.File)
 	case OpSetup:
 		return Response{}, nil, invalidf("setup happens once")
 	}

@@ -38,6 +38,13 @@ const (
 	OpRemove   Op = "remove"
 	OpSymlink  Op = "symlink"
 	OpReadlink Op = "readlink"
+	// The workspace ops (walk.go): a kernel-resolved path, a regular file
+	// opened for reading, and bounded tree walks and searches that would
+	// otherwise cost a round trip per entry.
+	OpResolve  Op = "resolve"
+	OpOpenRead Op = "openread"
+	OpWalk     Op = "walk"
+	OpGrep     Op = "grep"
 )
 
 // Request is one message from the server to the init.
@@ -170,6 +177,10 @@ type FileReq struct {
 	// AsRoot runs the operation with the filesystem uid 0 of the
 	// namespace instead of the sandbox user's.
 	AsRoot bool `json:"as_root,omitempty"`
+	// Walk and Grep are the arguments of OpWalk and OpGrep (Path is the
+	// root of the walk).
+	Walk *WalkReq `json:"walk,omitempty"`
+	Grep *GrepReq `json:"grep,omitempty"`
 }
 
 // Stat describes one file.
@@ -189,6 +200,11 @@ type FileResp struct {
 	Entries []Stat `json:"entries,omitempty"`
 	More    bool   `json:"more,omitempty"`
 	Target  string `json:"target,omitempty"`
+	// Exists is OpResolve's answer: whether the resolved path exists
+	// (Target is then the kernel's name for it, and Stat describes it).
+	Exists bool      `json:"exists,omitempty"`
+	Walk   *WalkResp `json:"walk,omitempty"`
+	Grep   *GrepResp `json:"grep,omitempty"`
 }
 
 // Error is a failed request: Code is an errno name when the failure is a

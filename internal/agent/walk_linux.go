@@ -1,0 +1,390 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxSymlinks bounds the dangling symlinks resolve follows by hand (the
+// kernel's own limit for one lookup is 40).
+const maxSymlinks = 40
+
+// workspaceOp serves the workspace ops with the sandbox user's filesystem
+// ids, like every file primitive.
+func (s *server) workspaceOp(op Op, r *FileReq) (resp Response, out []*os.File, err error) {
+	if err := CheckPath(r.Path); err != nil {
+		return Response{}, nil, err
+	}
+	if r.AsRoot && !s.setup.AllowRoot {
+		return Response{}, nil, &Error{Code: "EPERM", Msg: "root file access is not enabled for this sandbox"}
+	}
+	err = s.asUser(r.AsRoot, func() error {
+		switch op {
+		case OpResolve:
+			budget := maxSymlinks
+			real, st, exists, err := resolvePath(r.Path, &budget)
+			if err != nil {
+				return err
+			}
+			resp.File = &FileResp{Target: real, Stat: st, Exists: exists}
+			return nil
+		case OpOpenRead:
+			f, st, err := openRead(r.Path, r.NoFollow)
+			if err != nil {
+				return err
+			}
+			resp.File = &FileResp{Stat: &st}
+			out = []*os.File{f}
+			return nil
+		case OpWalk:
+			if r.Walk == nil {
+				return invalidf("walk without arguments")
+			}
+			w, err := walk(r.Path, r.NoFollow, r.Walk)
+			if err != nil {
+				return err
+			}
+			resp.File = &FileResp{Walk: w}
+			return nil
+		case OpGrep:
+			if r.Grep == nil {
+				return invalidf("grep without arguments")
+			}
+			g, err := grep(r.Path, r.NoFollow, r.Grep)
+			if err != nil {
+				return err
+			}
+			resp.File = &FileResp{Grep: g}
+			return nil
+		}
+		return invalidf("unknown workspace op %q", op)
+	})
+	return resp, out, err
+}
+
+// fdPath is the kernel's name of what fd refers to, as this process (the
+// init, at the sandbox's root) sees it. It is what every check on a
+// resolved path relies on: no string joining, no symlink left.
+func fdPath(fd int) (string, error) {
+	buf := make([]byte, MaxPath+64)
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
+	if err != nil {
+		return "", err
+	}
+	p := string(buf[:n])
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
+		return "", &Error{Code: "ENOENT", Msg: "the file went away during the call"}
+	}
+	return p, nil
+}
+
+// resolvePath returns the kernel-resolved form of p: for an existing path
+// the name of the file it reaches (symlinks followed, magic links
+// refused); for a missing one the resolved form of its longest existing
+// prefix with the rest appended — a dangling symlink is followed to where
+// it points. The caller checks policy on the answer before it acts, and
+// acts on it with RESOLVE_NO_SYMLINKS, so a symlink swapped in meanwhile
+// fails the call instead of redirecting it.
+func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
+	fd, err := openat2(p, unix.O_PATH, 0, false)
+	if err == nil {
+		defer unix.Close(fd)
+		real, err := fdPath(fd)
+		if err != nil {
+			return "", nil, false, err
+		}
+		st, err := statFD(fd, path.Base(real))
+		if err != nil {
+			return "", nil, false, err
+		}
+		return real, &st, true, nil
+	}
+	if !errors.Is(err, unix.ENOENT) || p == "/" {
+		return "", nil, false, err
+	}
+	dir, base := path.Split(p)
+	rdir, _, dexists, err := resolvePath(path.Clean(dir), budget)
+	if err != nil {
+		return "", nil, false, err
+	}
+	if !dexists {
+		return path.Join(rdir, base), nil, false, nil
+	}
+	dfd, err := openat2(rdir, unix.O_PATH|unix.O_DIRECTORY, 0, true)
+	if err != nil {
+		return "", nil, false, err
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return path.Join(rdir, base), nil, false, nil
+		}
+		return "", nil, false, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		// It appeared between the two lookups: ask to retry.
+		return "", nil, false, &Error{Code: "EAGAIN", Msg: "the path changed during the call"}
+	}
+	*budget--
+	if *budget < 0 {
+		return "", nil, false, unix.ELOOP
+	}
+	buf := make([]byte, MaxPath)
+	n, err := unix.Readlinkat(dfd, base, buf)
+	if err != nil {
+		return "", nil, false, err
+	}
+	target := string(buf[:n])
+	if !strings.HasPrefix(target, "/") {
+		target = path.Join(rdir, target)
+	}
+	target = path.Clean(target)
+	if err := CheckPath(target); err != nil {
+		return "", nil, false, err
+	}
+	return resolvePath(target, budget)
+}
+
+// openRead opens a regular file for reading. O_NONBLOCK keeps a fifo
+// swapped in for the file from blocking the init; anything but a regular
+// file is refused after the open, on the descriptor itself.
+func openRead(p string, nofollow bool) (*os.File, Stat, error) {
+	fd, err := openat2(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0, nofollow)
+	if err != nil {
+		return nil, Stat{}, err
+	}
+	st, err := statFD(fd, path.Base(p))
+	if err != nil {
+		unix.Close(fd)
+		return nil, Stat{}, err
+	}
+	if os.FileMode(st.Mode).IsDir() {
+		unix.Close(fd)
+		return nil, Stat{}, unix.EISDIR
+	}
+	if !os.FileMode(st.Mode).IsRegular() {
+		unix.Close(fd)
+		return nil, Stat{}, &Error{Code: CodeNotRegular, Msg: "not a regular file"}
+	}
+	return os.NewFile(uintptr(fd), p), st, nil
+}
+
+// CodeNotRegular is the error code for a read of a device, fifo or socket.
+const CodeNotRegular = "ENOTREG"
+
+// walker visits a tree below an open directory without following
+// symlinks: every step is relative to an open directory descriptor with
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS.
+type walker struct {
+	root     string // kernel-resolved path of the root
+	maxDepth int
+	hidden   bool
+	exclude  []string
+	deny     Deny
+	visited  int
+	// cut is set when a cap stopped the walk early.
+	cut bool
+	// visit is called for every entry that passes the hidden, deny and
+	// exclude filters; it returns false to end the walk.
+	visit func(dirfd int, name, rel string, st *unix.Stat_t) bool
+}
+
+func (w *walker) dir(fd int, rel string, depth int) bool {
+	names, err := readNames(fd, MaxWalkVisit-w.visited+1)
+	if err != nil {
+		return true // unreadable directory: skip it, as find does
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		w.visited++
+		if w.visited > MaxWalkVisit {
+			w.cut = true
+			return false
+		}
+		if !w.hidden && strings.HasPrefix(n, ".") {
+			continue
+		}
+		childRel := n
+		if rel != "" {
+			childRel = rel + "/" + n
+		}
+		if w.deny.Denied(path.Join(w.root, childRel)) || MatchName(w.exclude, n, childRel) {
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue // removed meanwhile
+		}
+		if !w.visit(fd, n, childRel, &st) {
+			return false
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR || depth >= w.maxDepth {
+			continue
+		}
+		how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+		cfd, err := unix.Openat2(fd, n, &how)
+		if err != nil {
+			continue
+		}
+		more := w.dir(cfd, childRel, depth+1)
+		unix.Close(cfd)
+		if !more {
+			return false
+		}
+	}
+	return true
+}
+
+// readNames reads up to limit names of the open directory fd (without
+// closing it).
+func readNames(fd int, limit int) ([]string, error) {
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	d := os.NewFile(uintptr(dup), "dir")
+	defer d.Close()
+	var out []string
+	for len(out) < limit {
+		names, err := d.Readdirnames(256)
+		out = append(out, names...)
+		if errors.Is(err, io.EOF) || len(names) == 0 {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func openRoot(p string, nofollow bool) (int, string, error) {
+	fd, err := openat2(p, unix.O_RDONLY|unix.O_DIRECTORY, 0, nofollow)
+	if err != nil {
+		return -1, "", err
+	}
+	real, err := fdPath(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, "", err
+	}
+	return fd, real, nil
+}
+
+func walk(p string, nofollow bool, r *WalkReq) (*WalkResp, error) {
+	if err := CheckPatterns(r.Names, r.Exclude, r.Extensions, r.Deny.Names, r.Deny.Dirs, []string{r.Pattern}); err != nil {
+		return nil, err
+	}
+	limit := r.Limit
+	if limit <= 0 || limit > MaxWalkResults {
+		limit = MaxWalkResults
+	}
+	depth := r.MaxDepth
+	if depth <= 0 || depth > MaxWalkDepth {
+		depth = MaxWalkDepth
+	}
+	fd, root, err := openRoot(p, nofollow)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	resp := &WalkResp{Root: root, Entries: []WalkEntry{}}
+	var all []WalkEntry
+	w := &walker{root: root, maxDepth: depth, hidden: r.Hidden, exclude: r.Exclude, deny: r.Deny}
+	w.visit = func(_ int, name, rel string, st *unix.Stat_t) bool {
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		if r.FilesOnly && isDir {
+			return true
+		}
+		if r.Pattern != "" && !MatchGlob(r.Pattern, rel) {
+			return true
+		}
+		if len(r.Names) > 0 && !MatchName(r.Names, name, rel) {
+			return true
+		}
+		if len(r.Extensions) > 0 && (isDir || !hasExtension(name, r.Extensions)) {
+			return true
+		}
+		all = append(all, toStat(rel, st))
+		return true
+	}
+	w.dir(fd, "", 1)
+	sortEntries(all, r.Sort, r.Desc)
+	resp.Total = len(all)
+	resp.Truncated = w.cut
+	size := 0
+	for _, e := range all {
+		size += len(e.Name) + 128
+		if len(resp.Entries) == limit || size > maxReplyBytes {
+			resp.Truncated = true
+			break
+		}
+		resp.Entries = append(resp.Entries, e)
+	}
+	return resp, nil
+}
+
+func hasExtension(name string, exts []string) bool {
+	for _, e := range exts {
+		if e != "" && strings.HasSuffix(name, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// sortEntries orders walk results; ties break on the path, so the order is
+// total and stable across calls.
+func sortEntries(es []WalkEntry, by string, desc bool) {
+	isDir := func(e WalkEntry) bool { return os.FileMode(e.Mode).IsDir() }
+	less := func(a, b WalkEntry) int {
+		switch by {
+		case "name":
+			if c := strings.Compare(path.Base(a.Name), path.Base(b.Name)); c != 0 {
+				return c
+			}
+		case "size":
+			if a.Size != b.Size {
+				return cmpInt(a.Size, b.Size)
+			}
+		case "modified":
+			if a.ModTime != b.ModTime {
+				return cmpInt(a.ModTime, b.ModTime)
+			}
+		case "type":
+			if isDir(a) != isDir(b) {
+				if isDir(a) {
+					return -1
+				}
+				return 1
+			}
+		}
+		return strings.Compare(a.Name, b.Name)
+	}
+	sort.SliceStable(es, func(i, j int) bool {
+		c := less(es[i], es[j])
+		if desc {
+			return c > 0
+		}
+		return c < 0
+	})
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
