@@ -280,13 +280,6 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	before, _ := slot.Stats()
-	groupBefore, _ := s.cgroupGroup().Stats()
-	attach, err := s.attachFiles(slot)
-	if err != nil {
-		s.releaseSlot(slot)
-		return nil, fmt.Errorf("open execution cgroup: %w", err)
-	}
 	cpuLimit := s.rec.Spec.Limits.CPUTime
 	req := agent.SpawnReq{
 		Argv:  argv,
@@ -300,10 +293,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 			OpenFiles:     defaultOpenFiles,
 		},
 	}
-	p, err := inst.Spawn(ctx, req, attach, s.homeFiles())
-	for _, f := range attach {
-		_ = f.Close()
-	}
+	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFiles())
 	if err != nil {
 		s.killSlot(slot)
 		s.releaseSlot(slot)
@@ -342,7 +332,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if r.Background {
 		waitCtx = context.WithoutCancel(ctx)
 	}
-	go s.supervise(waitCtx, e, p, slot, kill, &copies, r, before, groupBefore)
+	go s.supervise(waitCtx, e, p, slot, kill, &copies, r)
 	if !r.Background {
 		select {
 		case <-e.done:
@@ -381,13 +371,16 @@ func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
 
 // supervise waits for the end, enforces the wall and CPU limits, kills
 // the tree and records the result.
-func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot cgroup.Group, kill chan string,
-	copies *sync.WaitGroup, r ExecRequest, before, groupBefore cgroup.Stats) {
+func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *slot, kill chan string,
+	copies *sync.WaitGroup, r ExecRequest) {
 	timer := time.NewTimer(r.Timeout)
 	defer timer.Stop()
 	poll := time.NewTicker(cpuPoll)
 	defer poll.Stop()
 	cpuLimit := s.rec.Spec.Limits.CPUTime
+	// cpuStart is the group's CPU time at the first poll, which is within
+	// cpuPoll of the start (the group is reused, its counter cumulative).
+	cpuStart := time.Duration(-1)
 
 	var ex agent.Exit
 	var status, reason string
@@ -407,8 +400,13 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 			s.killSlot(slot)
 		case <-poll.C:
 			// RLIMIT_CPU is per process; the tree's total is the
-			// execution group's CPU time.
-			if st, err := slot.Stats(); err == nil && cpuLimit > 0 && st.CPUUsage-before.CPUUsage > cpuLimit {
+			// execution group's CPU time (polled only for executions
+			// that run this long).
+			if cpuStart < 0 {
+				if st, err := slot.g.Stats(); err == nil {
+					cpuStart = st.CPUUsage
+				}
+			} else if st, err := slot.g.Stats(); err == nil && cpuLimit > 0 && st.CPUUsage-cpuStart > cpuLimit-cpuPoll {
 				status, reason = StatusKilled, ReasonCPU
 				s.killSlot(slot)
 			}
@@ -425,7 +423,9 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	}
 	// The main process is gone; whatever it left running in its group
 	// goes too, which also closes the output pipes.
-	s.killSlot(slot)
+	if populated, err := slot.g.Populated(); err != nil || populated {
+		s.killSlot(slot)
+	}
 	drained := make(chan struct{})
 	go func() { copies.Wait(); close(drained) }()
 	select {
@@ -434,29 +434,23 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		p.Close()
 		<-drained
 	}
-	after, _ := slot.Stats()
-	groupAfter, _ := s.cgroupGroup().Stats()
-	s.releaseSlot(slot)
-
 	if status == "" {
 		status = StatusCompleted
 		switch {
-		case after.OOMKills > before.OOMKills || (ex.Signal == int(syscall.SIGKILL) && groupAfter.OOMKills > groupBefore.OOMKills):
+		case ex.Signal == int(syscall.SIGKILL) && s.oomSince(slot):
 			status, reason = StatusKilled, ReasonMemory
 		case ex.Signal == int(syscall.SIGXCPU) || (ex.Signal == int(syscall.SIGKILL) && cpuLimit > 0 && time.Duration(ex.CPUms)*time.Millisecond >= cpuLimit):
 			status, reason = StatusKilled, ReasonCPU
 		}
 	}
+	s.releaseSlot(slot)
 	e.Stdout.Close()
 	e.Stderr.Close()
 	e.mu.Lock()
 	e.status, e.reason = status, reason
 	e.exitCode, e.signal = ex.Code, ex.Signal
 	e.duration = time.Since(e.Started)
-	e.cpu = after.CPUUsage - before.CPUUsage
-	if e.cpu <= 0 {
-		e.cpu = time.Duration(ex.CPUms) * time.Millisecond
-	}
+	e.cpu = time.Duration(ex.CPUms) * time.Millisecond
 	res := Result{Status: status, Reason: reason, DurationMS: e.duration.Milliseconds()}
 	e.mu.Unlock()
 	s.finish(e)
@@ -505,9 +499,31 @@ func (s *Sandbox) homeFiles() []*os.File {
 	return s.home
 }
 
+// oomSince reports whether the OOM killer struck the execution's group,
+// or the sandbox as a whole, since last asked. Read only after a SIGKILL:
+// it costs a few cgroup file reads.
+func (s *Sandbox) oomSince(sl *slot) bool {
+	hit := false
+	if st, err := sl.g.Stats(); err == nil {
+		hit = st.OOMKills > sl.oom
+		sl.oom = st.OOMKills
+	}
+	if g := s.cgroupGroup(); g != nil {
+		if st, err := g.Stats(); err == nil {
+			s.mu.Lock()
+			if st.OOMKills > s.oom {
+				hit = true
+			}
+			s.oom = st.OOMKills
+			s.mu.Unlock()
+		}
+	}
+	return hit
+}
+
 // killSlot kills the execution's process tree.
-func (s *Sandbox) killSlot(g cgroup.Group) {
-	if err := g.Kill(); err != nil {
+func (s *Sandbox) killSlot(sl *slot) {
+	if err := sl.g.Kill(); err != nil {
 		s.m.log.Error("kill execution tree", "sandbox", s.rec.ID, "err", err)
 	}
 }
@@ -585,7 +601,7 @@ type SpawnSpec struct {
 type Proc struct {
 	*agent.Process
 	s    *Sandbox
-	slot cgroup.Group
+	slot *slot
 	once sync.Once
 }
 
@@ -615,11 +631,6 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	attach, err := s.attachFiles(slot)
-	if err != nil {
-		s.releaseSlot(slot)
-		return nil, fmt.Errorf("open execution cgroup: %w", err)
-	}
 	cpu := sp.CPUTime
 	if cpu == 0 {
 		cpu = s.rec.Spec.Limits.CPUTime
@@ -627,8 +638,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	p, err := inst.Spawn(ctx, agent.SpawnReq{
 		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
 		Limits: agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
-	}, attach, s.homeFiles())
-	closeFiles(attach)
+	}, slot.attach, s.homeFiles())
 	if err != nil {
 		s.killSlot(slot)
 		s.releaseSlot(slot)
@@ -653,7 +663,7 @@ func (p *Proc) Release() {
 }
 
 // Stats reports the process tree's cgroup figures.
-func (p *Proc) Stats() (cgroup.Stats, error) { return p.slot.Stats() }
+func (p *Proc) Stats() (cgroup.Stats, error) { return p.slot.g.Stats() }
 
 // File runs one file primitive inside the sandbox (see agent.Client.File);
 // a stopped sandbox is started first.

@@ -31,9 +31,13 @@ type Sandbox struct {
 	running  map[string]*Execution // executions not yet finished
 	finished []*Execution          // oldest first, at most maxFinishedExecs
 	byID     map[string]*Execution
-	freeSlot []cgroup.Group // execution groups ready for reuse
+	freeSlot []*slot // execution groups ready for reuse
 	slotSeq  int
 	execSeq  int
+	oom      int64 // the sandbox group's OOM-kill count last seen
+	// vol is the mounted workspace file system (quota_linux.go), kept
+	// across init restarts until the sandbox is deleted.
+	vol *os.File
 }
 
 func newSandbox(m *Manager, rec Record) *Sandbox {
@@ -165,7 +169,8 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		return fmt.Errorf("open sandbox cgroup: %w", err)
 	}
 	s.inst, s.group, s.home, s.state = inst, group, home, Running
-	s.freeSlot, s.slotSeq = nil, 0
+	s.dropSlotsLocked()
+	s.slotSeq = 0
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
@@ -189,7 +194,8 @@ func (s *Sandbox) watch(inst *agent.Instance) {
 		s.group = nil
 	}
 	closeFiles(s.home)
-	s.home, s.freeSlot = nil, nil
+	s.home = nil
+	s.dropSlotsLocked()
 }
 
 func closeFiles(fs []*os.File) {
@@ -206,6 +212,14 @@ func (s *Sandbox) prepareWorkspace(base uint32) (*os.File, error) {
 		return nil, fmt.Errorf("create workspace: %w", err)
 	}
 	uid := int(base) + sandboxUID
+	if s.diskBytes() > 0 {
+		// The quota is a file system of its own (quota_linux.go).
+		ws, err := s.workspaceVolume(dir, uid)
+		if err == nil || !s.m.cfg.Insecure {
+			return ws, err
+		}
+		s.m.log.Warn("INSECURE: workspace quota unavailable; the workspace is a plain directory without a disk limit", "id", s.rec.ID, "err", err)
+	}
 	if err := os.Lchown(dir, uid, uid); err != nil {
 		return nil, fmt.Errorf("own workspace: %w", err)
 	}
@@ -255,7 +269,7 @@ func (s *Sandbox) shutdown(_ bool) {
 	s.mu.Lock()
 	inst, group, home := s.inst, s.group, s.home
 	s.inst, s.group, s.home, s.state = nil, nil, nil, Stopped
-	s.freeSlot = nil
+	s.dropSlotsLocked()
 	s.mu.Unlock()
 	closeFiles(home)
 	if inst != nil {
@@ -310,8 +324,23 @@ func (s *Sandbox) resume() error {
 	return nil
 }
 
-// acquireSlot returns an empty execution group. Callers hold no lock.
-func (s *Sandbox) acquireSlot(memory int64) (cgroup.Group, error) {
+// slot is one execution group, reused from execution to execution. It
+// keeps what the hot path would otherwise re-read or re-open every time.
+type slot struct {
+	g cgroup.Group
+	// attach are the files the init needs to place a process in g,
+	// opened once (they stay private to the server and the init).
+	attach []*os.File
+	// memory is the limit last written to g.
+	memory int64
+	// oom is the OOM-kill count of g last seen.
+	oom int64
+}
+
+func (sl *slot) close() { closeFiles(sl.attach) }
+
+// acquireSlot returns an empty execution group with the given memory limit.
+func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.group == nil {
@@ -320,31 +349,49 @@ func (s *Sandbox) acquireSlot(memory int64) (cgroup.Group, error) {
 	if len(s.running) >= s.m.cfg.MaxExecsPerSandbox {
 		return nil, fault.WithRetryAfter(fault.RateLimited, 1, fmt.Sprintf("at most %d concurrent executions per sandbox", s.m.cfg.MaxExecsPerSandbox))
 	}
-	lim := cgroup.Limits{MemoryBytes: memory}
 	if n := len(s.freeSlot); n > 0 {
-		g := s.freeSlot[n-1]
+		sl := s.freeSlot[n-1]
 		s.freeSlot = s.freeSlot[:n-1]
-		if err := g.SetLimits(lim); err != nil {
-			return nil, err
+		if sl.memory != memory {
+			if err := sl.g.SetLimits(cgroup.Limits{MemoryBytes: memory}); err != nil {
+				sl.close()
+				_ = sl.g.Destroy()
+				return nil, err
+			}
+			sl.memory = memory
 		}
-		return g, nil
+		return sl, nil
 	}
 	s.slotSeq++
-	return s.group.Sub("x"+strconv.Itoa(s.slotSeq), lim)
+	g, err := s.group.Sub("x"+strconv.Itoa(s.slotSeq), cgroup.Limits{MemoryBytes: memory})
+	if err != nil {
+		return nil, err
+	}
+	attach, err := s.attachFiles(g)
+	if err != nil {
+		_ = g.Destroy()
+		return nil, fmt.Errorf("open execution cgroup: %w", err)
+	}
+	return &slot{g: g, attach: attach, memory: memory}, nil
 }
 
-// releaseSlot returns an execution group once it is empty.
-func (s *Sandbox) releaseSlot(g cgroup.Group) {
+// releaseSlot returns an execution group the caller has emptied.
+func (s *Sandbox) releaseSlot(sl *slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.group == nil {
-		return // the sandbox's group (and this child) is gone
-	}
-	if procs, err := g.Procs(); err != nil || len(procs) > 0 {
-		_ = g.Destroy()
+		sl.close() // the sandbox's group (and this child) is gone
 		return
 	}
-	s.freeSlot = append(s.freeSlot, g)
+	s.freeSlot = append(s.freeSlot, sl)
+}
+
+// dropSlots closes every idle execution group's files. Callers hold mu.
+func (s *Sandbox) dropSlotsLocked() {
+	for _, sl := range s.freeSlot {
+		sl.close()
+	}
+	s.freeSlot = nil
 }
 
 // initLog passes the init's stderr to the server log, line by line.

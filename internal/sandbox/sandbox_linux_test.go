@@ -392,3 +392,42 @@ func asFault(err error, fe **fault.Error) bool {
 	}
 	return ok
 }
+
+// BenchmarkExecTrue measures one execution through the manager (no HTTP):
+// the per-execution cost on top of a fork/exec.
+func BenchmarkExecTrue(b *testing.B) {
+	t := &testing.T{}
+	_ = t
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	cfg := Config{
+		DataDir: b.TempDir(), Max: Limits{MemoryBytes: 1 << 30, Pids: 100, CPUTime: 30 * time.Second, CPUMilli: 2000},
+		Default:  Limits{MemoryBytes: 256 << 20, Pids: 50, CPUTime: 10 * time.Second, CPUMilli: 1000},
+		TmpBytes: 32 << 20, InitExe: "/proc/self/exe", InitArgs: []string{"init"},
+	}
+	cg, err := cgroup.New("sandhold-bench-exec")
+	if err != nil {
+		b.Skip(err)
+	}
+	m, err := New(context.Background(), cfg, &memRecords{}, nil, cg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	info, err := m.Create(context.Background(), owner, Spec{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := m.Get(owner, info.ID)
+	for range 10 {
+		_, _ = s.Exec(context.Background(), ExecRequest{Argv: []string{"/bin/true"}})
+	}
+	b.ResetTimer()
+	for range b.N {
+		e, err := s.Exec(context.Background(), ExecRequest{Argv: []string{"/bin/true"}})
+		if err != nil || e.Status() != StatusCompleted {
+			b.Fatal(err)
+		}
+	}
+}

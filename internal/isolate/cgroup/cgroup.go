@@ -135,6 +135,9 @@ type Group interface {
 	AddProc(pid int) error
 	// Procs lists every pid in the group and all descendant groups.
 	Procs() ([]int, error)
+	// Populated reports whether any task is in the group or below it,
+	// with one file read (the exec hot path asks it after every command).
+	Populated() (bool, error)
 	SetLimits(Limits) error
 	// Freeze stops every task of the group and its descendants and
 	// waits (bounded) until the kernel reports the group frozen.

@@ -193,6 +193,16 @@ func (g *v1Group) Procs() ([]int, error) {
 	return sortedKeys(set), nil
 }
 
+// Populated reads pids.current, which counts the tasks of the whole
+// subtree (visiting threads included).
+func (g *v1Group) Populated() (bool, error) {
+	n, err := readInt(g.dir("pids") + "/pids.current")
+	if err != nil {
+		return false, fmt.Errorf("tasks of cgroup %q: %w", g.rel, err)
+	}
+	return n > 0, nil
+}
+
 func (g *v1Group) SetLimits(l Limits) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)

@@ -285,6 +285,16 @@ func (g *v2Group) Procs() ([]int, error) {
 	return sortedKeys(set), nil
 }
 
+// Populated reads the "populated" field of cgroup.events, which covers
+// the whole subtree.
+func (g *v2Group) Populated() (bool, error) {
+	n, err := readKeyed(filepath.Join(g.dir(), "cgroup.events"), "populated")
+	if err != nil {
+		return false, fmt.Errorf("tasks of cgroup %q: %w", g.rel, err)
+	}
+	return n > 0, nil
+}
+
 func (g *v2Group) SetLimits(l Limits) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
