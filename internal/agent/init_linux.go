@@ -214,6 +214,11 @@ func (s *server) dispatch(req Request, files []*os.File) (Response, []*os.File, 
 			return Response{}, nil, invalidf("%s without arguments", req.Op)
 		}
 		return s.workspaceOp(req.Op, req.File)
+	case OpExtract, OpPack, OpStatFS:
+		if req.Transfer == nil {
+			return Response{}, nil, invalidf("%s without arguments", req.Op)
+		}
+		return s.transferOp(req.Op, req.Transfer, files)
 	case OpSetup:
 		return Response{}, nil, invalidf("setup happens once")
 	}

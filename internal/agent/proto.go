@@ -55,6 +55,8 @@ type Request struct {
 	Spawn  *SpawnReq  `json:"spawn,omitempty"`
 	Signal *SignalReq `json:"signal,omitempty"`
 	File   *FileReq   `json:"file,omitempty"`
+	// Transfer is the argument of the transfer ops (transfer.go).
+	Transfer *TransferReq `json:"transfer,omitempty"`
 }
 
 // Event kinds of unsolicited messages from the init.
@@ -72,6 +74,8 @@ type Response struct {
 	Spawn *SpawnResp `json:"spawn,omitempty"`
 	Exit  *Exit      `json:"exit,omitempty"`
 	File  *FileResp  `json:"file,omitempty"`
+	// Transfer is the reply to a transfer op (transfer.go).
+	Transfer *TransferResp `json:"transfer,omitempty"`
 }
 
 // Setup carries the sandbox's parameters; see internal/isolate/rootfs for

@@ -128,6 +128,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	if len(reaped) > 0 {
 		m.log.Warn("reaped sandbox cgroups left by a previous run", "count", len(reaped), "groups", reaped)
 	}
+	m.reapVolumes()
 	recs, err := records.ListSandboxes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load sandboxes: %w", err)
@@ -165,6 +166,7 @@ func (m *Manager) Close() {
 	m.pool.close()
 	for _, s := range all {
 		s.shutdown(true)
+		s.releaseVolume()
 	}
 	m.wg.Wait()
 }
@@ -313,6 +315,7 @@ func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
 
 // discard removes every trace of a sandbox that was never recorded.
 func (m *Manager) discard(s *Sandbox) {
+	s.releaseVolume()
 	_ = os.RemoveAll(s.workspaceDir())
 	m.freeSlot(s.rec.Slot)
 }
@@ -462,6 +465,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 	delete(m.sandboxes, id)
 	m.mu.Unlock()
 	s.shutdown(true)
+	s.releaseVolume()
 	if err := m.records.DeleteSandbox(ctx, id); err != nil {
 		m.log.Error("delete sandbox record", "id", id, "err", err)
 	}

@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/sandhold/sandhold/internal/archive"
+)
+
+// The transfer ops (extract_linux.go): archives are unpacked and packed BY
+// THE INIT, inside the sandbox, so the archive code only ever sees the
+// sandbox's view through an *os.Root, with the sandbox user's permissions.
+// Archive bytes travel as descriptors: the archive to extract is attached
+// to the request (a regular file, read twice), and the pipe a packed
+// archive is written to likewise.
+const (
+	// OpExtract unpacks the attached archive into Transfer.Path.
+	OpExtract Op = "extract"
+	// OpPack writes the tree under Transfer.Path to the attached pipe.
+	OpPack Op = "pack"
+	// OpStatFS reports the size and free space of the file system holding
+	// Transfer.Path (the workspace quota).
+	OpStatFS Op = "statfs"
+)
+
+// TransferReq is the argument of the transfer ops.
+type TransferReq struct {
+	// Path is the destination directory (extract), the directory to pack,
+	// or any path on the file system to measure (statfs).
+	Path   string         `json:"path"`
+	Format archive.Format `json:"format,omitempty"`
+	// Limits are the caps; for extract, MaxTotalBytes is lowered further
+	// by the init to the free space of the destination's file system.
+	Limits archive.Limits `json:"limits"`
+}
+
+// Refusal is an archive refusal as it crosses the protocol.
+type Refusal struct {
+	Entry  string       `json:"entry,omitempty"`
+	Reason string       `json:"reason"`
+	Kind   archive.Kind `json:"kind"`
+	Detail string       `json:"detail,omitempty"`
+}
+
+// TransferResp is the reply to a transfer op.
+type TransferResp struct {
+	Result archive.Result `json:"result"`
+	// Refused is set when the archive code refused (nothing was written).
+	Refused *Refusal `json:"refused,omitempty"`
+	// Total and Free are statfs's answer in bytes (free: available to the
+	// sandbox user).
+	Total int64 `json:"total,omitempty"`
+	Free  int64 `json:"free,omitempty"`
+}
+
+func refusalError(r *Refusal) error {
+	return &archive.Error{Entry: r.Entry, Reason: r.Reason, Kind: r.Kind, Detail: r.Detail}
+}
+
+func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File) (*TransferResp, error) {
+	if err := CheckPath(r.Path); err != nil {
+		return nil, err
+	}
+	var attach []*os.File
+	if f != nil {
+		attach = []*os.File{f}
+	}
+	resp, files, err := c.call(ctx, Request{Op: op, Transfer: &r}, attach, nil)
+	closeAll(files)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Transfer == nil {
+		return nil, fmt.Errorf("%s reply without a result", op)
+	}
+	if resp.Transfer.Refused != nil {
+		return resp.Transfer, refusalError(resp.Transfer.Refused)
+	}
+	return resp.Transfer, nil
+}
+
+// Extract unpacks src (a regular file; it stays the caller's) into the
+// directory r.Path inside the sandbox. A refusal is an *archive.Error.
+func (c *Client) Extract(ctx context.Context, r TransferReq, src *os.File) (archive.Result, error) {
+	if src == nil {
+		return archive.Result{}, errors.New("extract: no archive")
+	}
+	resp, err := c.transfer(ctx, OpExtract, r, src)
+	if resp == nil {
+		return archive.Result{}, err
+	}
+	return resp.Result, err
+}
+
+// Pack writes the tree under r.Path to w (the write end of a pipe; it
+// stays the caller's, who should close its copy once the request is sent).
+// It returns when the init has finished writing.
+func (c *Client) Pack(ctx context.Context, r TransferReq, w *os.File) (archive.Result, error) {
+	if w == nil {
+		return archive.Result{}, errors.New("pack: no writer")
+	}
+	resp, err := c.transfer(ctx, OpPack, r, w)
+	if resp == nil {
+		return archive.Result{}, err
+	}
+	return resp.Result, err
+}
+
+// StatFS reports the size and free bytes of the file system holding path.
+func (c *Client) StatFS(ctx context.Context, path string) (total, free int64, err error) {
+	resp, err := c.transfer(ctx, OpStatFS, TransferReq{Path: path}, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.Total, resp.Free, nil
+}

@@ -1,0 +1,351 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The workspace quota (SANDBOX_MAX_DISK, a sandbox's limits.disk) is
+// enforced by the kernel: every sandbox's /workspace is its own ext4 file
+// system, made in a sparse image file of exactly the quota's size inside the
+// sandbox's (root-only) workspace directory on the host, attached to a loop
+// device and mounted DETACHED (fsopen/fsmount): the mount never appears in
+// the host's mount namespace. The server holds the mount's descriptor for the
+// sandbox's life and hands each init start a clone of it (open_tree), which
+// the init attaches at /workspace. No write, by any path — uploads, archive
+// extraction, a shell's `dd` — can exceed the file system's size, and no
+// accounting can be raced: a full disk is ENOSPC from the kernel.
+//
+// Lifetime: the loop device is configured with LO_FLAGS_AUTOCLEAR, so it
+// detaches by itself when the last user of the file system goes away; the
+// server's descriptor and the inits' mount namespaces are the only users, so
+// when the server exits (or crashes) the kernel unmounts and detaches
+// everything — no mount or loop device can outlive the server. The image is
+// mounted once per server run (never once per init start), because two
+// superblocks on one image would corrupt it; at start the manager checks that
+// no loop device from a previous run still holds an image (reapVolumes).
+//
+// The file system has no journal (no jbd2 thread per sandbox; a host crash
+// may leave it unclean, and an unclean image is checked with e2fsck -p
+// before its next mount), no reserved blocks, lazily initialised inode
+// tables that are never zeroed (the image is sparse, so they read as zero),
+// and is mounted nosuid,nodev with online discard, so deleted files give
+// their blocks back to the host.
+
+// Caps and names of the volume with their reasons.
+const (
+	// imageName is the image inside the sandbox's workspace directory.
+	imageName = "disk.img"
+	// minVolumeBytes: ext4 needs some room for its metadata; smaller
+	// quotas are raised to this.
+	minVolumeBytes = 16 << 20
+	// mkfsTimeout bounds mkfs.ext4 and e2fsck on one image.
+	mkfsTimeout = 60 * time.Second
+	// maxLoopScan bounds the loop devices looked at when reaping: far more
+	// than one host's sandboxes.
+	maxLoopScan = 1 << 16
+)
+
+// toolDirs are where Debian keeps e2fsprogs; the server's own PATH is not
+// consulted (and its environment never reaches the tools).
+var toolDirs = [...]string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"}
+
+func e2tool(name string) (string, error) {
+	for _, d := range toolDirs {
+		p := filepath.Join(d, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found (install e2fsprogs)", name)
+}
+
+func runTool(ctx context.Context, name string, args ...string) error {
+	p, err := e2tool(name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p, args...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// workspaceVolume returns a clone of the sandbox's workspace mount for an
+// init to attach, creating and mounting the image on first use in this
+// server run. Callers hold s.mu.
+func (s *Sandbox) workspaceVolume(dir string, uid int) (*os.File, error) {
+	if s.vol == nil {
+		size := max(s.diskBytes(), minVolumeBytes)
+		mnt, err := openVolume(filepath.Join(dir, imageName), size, uid)
+		if err != nil {
+			return nil, err
+		}
+		s.vol = mnt
+	}
+	fd, err := unix.OpenTree(int(s.vol.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return nil, fmt.Errorf("clone workspace mount: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "workspace-mount"), nil
+}
+
+// diskBytes is the sandbox's quota: its limit, else the server default.
+func (s *Sandbox) diskBytes() int64 {
+	if d := s.rec.Spec.Limits.DiskBytes; d > 0 {
+		return d
+	}
+	return s.m.cfg.Default.DiskBytes
+}
+
+// releaseVolume drops the server's hold on the workspace file system; it
+// goes away (and its loop device with it) once no init uses it.
+func (s *Sandbox) releaseVolume() {
+	s.mu.Lock()
+	vol := s.vol
+	s.vol = nil
+	s.mu.Unlock()
+	if vol != nil {
+		_ = vol.Close()
+	}
+}
+
+// openVolume makes the image if it does not exist and mounts it detached.
+func openVolume(img string, size int64, uid int) (*os.File, error) {
+	fresh := false
+	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	switch {
+	case err == nil:
+		fresh = true
+		if err := f.Truncate(size); err != nil {
+			_ = f.Close()
+			_ = os.Remove(img)
+			return nil, fmt.Errorf("size workspace image: %w", err)
+		}
+		_ = f.Close()
+		if err := runTool(context.Background(), "mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0",
+			"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,nodiscard", uid, uid), "-L", "workspace", img); err != nil {
+			_ = os.Remove(img)
+			return nil, fmt.Errorf("format workspace image: %w", err)
+		}
+	case errors.Is(err, os.ErrExist):
+		busy, err := imageAttached(img)
+		if err != nil {
+			return nil, err
+		}
+		if busy {
+			// A previous run's mount is still being torn down; mounting
+			// the image a second time would corrupt it.
+			return nil, fmt.Errorf("workspace image still attached to a loop device")
+		}
+		if clean, err := imageClean(img); err != nil {
+			return nil, err
+		} else if !clean {
+			if err := runTool(context.Background(), "e2fsck", "-p", img); err != nil {
+				// Exit status 1 means "errors corrected".
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+					return nil, fmt.Errorf("check workspace image: %w", err)
+				}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("open workspace image: %w", err)
+	}
+	mnt, err := mountImage(img)
+	if err != nil {
+		return nil, err
+	}
+	if fresh {
+		// mkfs makes lost+found; the sandbox's /workspace starts empty.
+		_ = unix.Unlinkat(int(mnt.Fd()), "lost+found", unix.AT_REMOVEDIR)
+	}
+	return mnt, nil
+}
+
+// imageClean reads the ext4 superblock's state: bit 0 of s_state (at byte
+// 1024+58) is set when the file system was unmounted cleanly.
+func imageClean(img string) (bool, error) {
+	f, err := os.Open(img)
+	if err != nil {
+		return false, fmt.Errorf("open workspace image: %w", err)
+	}
+	defer f.Close()
+	var b [2]byte
+	if _, err := f.ReadAt(b[:], 1024+58); err != nil {
+		return false, fmt.Errorf("read workspace image superblock: %w", err)
+	}
+	return binary.LittleEndian.Uint16(b[:])&1 == 1, nil
+}
+
+// mountImage attaches img to a free loop device (autoclear) and mounts it
+// detached, nosuid and nodev.
+func mountImage(img string) (*os.File, error) {
+	f, err := os.OpenFile(img, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace image: %w", err)
+	}
+	defer f.Close()
+	dev, loop, err := attachLoop(f)
+	if err != nil {
+		return nil, err
+	}
+	// The loop descriptor is closed once the file system holds the device;
+	// autoclear then detaches it when the file system goes.
+	defer loop.Close()
+	fs, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("fsopen ext4: %w", err)
+	}
+	defer unix.Close(fs)
+	steps := []struct {
+		what string
+		err  func() error
+	}{
+		{"source", func() error { return unix.FsconfigSetString(fs, "source", dev) }},
+		// The sparse image's inode tables read as zero already.
+		{"noinit_itable", func() error { return unix.FsconfigSetFlag(fs, "noinit_itable") }},
+		// Freed blocks are punched out of the image.
+		{"discard", func() error { return unix.FsconfigSetFlag(fs, "discard") }},
+		// Errors make the file system read-only rather than panic the host.
+		{"errors", func() error { return unix.FsconfigSetString(fs, "errors", "remount-ro") }},
+		{"create", func() error { return unix.FsconfigCreate(fs) }},
+	}
+	for _, st := range steps {
+		if err := st.err(); err != nil {
+			return nil, fmt.Errorf("mount workspace (%s): %w", st.what, err)
+		}
+	}
+	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return nil, fmt.Errorf("fsmount workspace: %w", err)
+	}
+	return os.NewFile(uintptr(mfd), "workspace-volume"), nil
+}
+
+// attachLoop binds f to a free loop device in one LOOP_CONFIGURE (no window
+// in which the device is bound without autoclear).
+func attachLoop(f *os.File) (string, *os.File, error) {
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("open loop control: %w", err)
+	}
+	defer ctl.Close()
+	// Another process may take the free device between GET_FREE and
+	// CONFIGURE (EBUSY); a few retries settle it.
+	const maxLoopTries = 8
+	var lastErr error
+	for range maxLoopTries {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return "", nil, fmt.Errorf("find a free loop device: %w", err)
+		}
+		dev := "/dev/loop" + strconv.Itoa(n)
+		lf, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		copy(cfg.Info.File_name[:], "sandhold-workspace")
+		if err := unix.IoctlLoopConfigure(int(lf.Fd()), &cfg); err != nil {
+			_ = lf.Close()
+			lastErr = err
+			if errors.Is(err, unix.EBUSY) {
+				continue
+			}
+			return "", nil, fmt.Errorf("configure %s: %w", dev, err)
+		}
+		return dev, lf, nil
+	}
+	return "", nil, fmt.Errorf("attach workspace image to a loop device: %w", lastErr)
+}
+
+// loopBackings lists the loop devices whose backing file lies below root.
+func loopBackings(root string) (map[string]string, error) {
+	entries, err := os.ReadDir("/sys/block")
+	if err != nil {
+		return nil, fmt.Errorf("list block devices: %w", err)
+	}
+	out := make(map[string]string)
+	for i, e := range entries {
+		if i >= maxLoopScan {
+			break
+		}
+		if !strings.HasPrefix(e.Name(), "loop") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/sys/block", e.Name(), "loop", "backing_file"))
+		if err != nil {
+			continue // not bound
+		}
+		p := strings.TrimSuffix(string(b), "\n")
+		if strings.HasPrefix(p, root+string(filepath.Separator)) {
+			out["/dev/"+e.Name()] = p
+		}
+	}
+	return out, nil
+}
+
+func imageAttached(img string) (bool, error) {
+	m, err := loopBackings(filepath.Dir(img))
+	if err != nil {
+		return false, err
+	}
+	for _, p := range m {
+		if p == img || p == img+" (deleted)" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// reapVolumes handles loop devices a previous run of this server left bound
+// to its images (it can only happen while that run's last users are being
+// torn down, since every device is autoclear): each is asked to detach
+// (LOOP_CLR_FD; on a busy device the kernel detaches it when the last user
+// goes), and the manager waits briefly for them to go.
+func (m *Manager) reapVolumes() {
+	root := m.workspaceRoot()
+	left, err := loopBackings(root)
+	if err != nil || len(left) == 0 {
+		return
+	}
+	for dev := range left {
+		if f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			_ = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+			_ = f.Close()
+		}
+	}
+	// Teardown of a dead run's mounts is asynchronous; 2 s is plenty for
+	// the kernel and bounded for the server's start.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if left, err = loopBackings(root); err != nil || len(left) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		m.log.Warn("workspace images still attached from a previous run; those sandboxes will not start until they detach", "count", len(left))
+	} else {
+		m.log.Info("detached workspace images left by a previous run")
+	}
+}

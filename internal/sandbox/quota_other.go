@@ -1,0 +1,25 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"errors"
+	"os"
+)
+
+// workspaceVolume fails: the kernel-enforced workspace quota needs Linux
+// (loop devices, ext4, the new mount API).
+func (s *Sandbox) workspaceVolume(string, int) (*os.File, error) {
+	return nil, errors.New("workspace quota needs Linux")
+}
+
+func (s *Sandbox) diskBytes() int64 {
+	if d := s.rec.Spec.Limits.DiskBytes; d > 0 {
+		return d
+	}
+	return s.m.cfg.Default.DiskBytes
+}
+
+func (s *Sandbox) releaseVolume() {}
+
+func (m *Manager) reapVolumes() {}

@@ -1,0 +1,95 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/archive"
+)
+
+// DiskLimit is the sandbox's workspace quota in bytes.
+func (s *Sandbox) DiskLimit() int64 { return s.diskBytes() }
+
+// StatFS reports the size and free bytes of the file system holding path
+// inside the sandbox (for /workspace: the quota and what is left of it).
+func (s *Sandbox) StatFS(ctx context.Context, path string) (total, free int64, err error) {
+	inst, err := s.ensure(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return inst.StatFS(ctx, path)
+}
+
+// Extract unpacks src (a regular file the caller owns; usually one the init
+// opened inside the sandbox) into the directory dest, by the init, inside
+// the sandbox. Refusals are *archive.Error; nothing is left behind then.
+func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Format, lim archive.Limits, src *os.File) (archive.Result, error) {
+	inst, err := s.ensure(ctx)
+	if err != nil {
+		return archive.Result{}, err
+	}
+	s.touch()
+	return inst.Extract(ctx, agent.TransferReq{Path: dest, Format: format, Limits: lim}, src)
+}
+
+// Pack streams the tree under dir as an archive, written by the init into
+// a pipe. Read to EOF; a failure of the packing surfaces as the error of
+// the last Read (the stream is then partial and must be abandoned). Close
+// ends the packing early.
+func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, lim archive.Limits) (io.ReadCloser, error) {
+	inst, err := s.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.touch()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	p := &packStream{r: r, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.res, p.err = inst.Pack(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim}, w)
+		_ = w.Close()
+	}()
+	return p, nil
+}
+
+type packStream struct {
+	r    *os.File
+	done chan struct{}
+	res  archive.Result
+	err  error
+
+	once sync.Once
+}
+
+func (p *packStream) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if errors.Is(err, io.EOF) {
+		<-p.done
+		if p.err != nil {
+			return n, p.err
+		}
+	}
+	return n, err
+}
+
+// Close stops reading; the init's next write fails and the packing ends.
+func (p *packStream) Close() error {
+	p.once.Do(func() {
+		_ = p.r.Close()
+		<-p.done
+	})
+	return nil
+}
+
+// Result is what the packing emitted, once Read returned EOF.
+func (p *packStream) Result() archive.Result {
+	<-p.done
+	return p.res
+}
