@@ -68,6 +68,9 @@ func (p *pool) fill() {
 				break
 			}
 			s, err := p.m.cold(context.Background(), Record{ID: newID()})
+			if err == nil {
+				err = warmUp(s)
+			}
 			if err != nil {
 				p.m.log.Error("warm pool refill", "err", err)
 				select {
@@ -107,6 +110,24 @@ func (p *pool) take(spec Spec) *Sandbox {
 		// Its init died while waiting; throw it away.
 		go func() { s.shutdown(true); p.m.discard(s) }()
 	}
+	return nil
+}
+
+// warmUp runs one command in a fresh pool sandbox, so its init has paged
+// in the spawn path and an execution group is ready: the owner's first
+// command then costs what every later one does.
+func warmUp(s *Sandbox) error {
+	e, err := s.Exec(context.Background(), ExecRequest{Argv: []string{"/bin/true"}, Timeout: 10 * time.Second})
+	if err != nil {
+		s.shutdown(true)
+		s.m.discard(s)
+		return err
+	}
+	s.mu.Lock()
+	delete(s.byID, e.ID)
+	s.finished = nil
+	s.execSeq = 0
+	s.mu.Unlock()
 	return nil
 }
 
