@@ -21,7 +21,9 @@ func smallFilesZip(b testing.TB) []byte {
 		if err != nil {
 			b.Fatal(err)
 		}
-		w.Write(body)
+		if _, err := w.Write(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 	if err := zw.Close(); err != nil {
 		b.Fatal(err)
@@ -41,13 +43,13 @@ func BenchmarkExtractZip10kFiles(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer src.Close()
+	defer src.Close() //nolint:errcheck // opened read-only: a close error cannot lose anything
 	base := b.TempDir()
 	root, err := os.OpenRoot(base)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer root.Close()
+	defer root.Close() //nolint:errcheck // a root handle: nothing to flush
 	b.SetBytes(int64(len(data)))
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {

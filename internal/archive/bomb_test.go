@@ -44,12 +44,12 @@ func TestExtractMillionEntryTar(t *testing.T) {
 	if err := bw.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
+	must(t, f.Close())
 	src, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer src.Close()
+	defer src.Close() //nolint:errcheck // opened read-only: a close error cannot lose anything
 
 	d := newDest(t)
 	runtime.GC()

@@ -123,7 +123,7 @@ func (x *extraction) install(dst *os.Root, dir string, p *plan) (err error) {
 	if err != nil {
 		return ioError("", err)
 	}
-	defer dr.Close()
+	defer dr.Close() //nolint:errcheck // a root handle: nothing to flush, and the extraction's outcome is already decided
 
 	tops := p.tops()
 	slices.Sort(tops)
@@ -148,7 +148,7 @@ func (x *extraction) install(dst *os.Root, dir string, p *plan) (err error) {
 	if err != nil {
 		return ioError("", err)
 	}
-	defer sr.Close()
+	defer sr.Close() //nolint:errcheck // a root handle: nothing to flush
 	if err := x.stage(sr, p); err != nil {
 		return err
 	}
@@ -294,12 +294,12 @@ func moveTops(dr, sr *os.Root, tops []string) error {
 	if err != nil {
 		return ioError("", err)
 	}
-	defer dd.Close()
+	defer dd.Close() //nolint:errcheck // read-only directory handle used only for renameat2
 	sd, err := sr.Open(".")
 	if err != nil {
 		return ioError("", err)
 	}
-	defer sd.Close()
+	defer sd.Close() //nolint:errcheck // read-only directory handle used only for renameat2
 	for i, t := range tops {
 		if err := renameNoReplace(sd, t, dd, t); err != nil {
 			for j := i - 1; j >= 0; j-- {

@@ -7,9 +7,11 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -55,7 +57,9 @@ func gz(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := gzip.NewWriter(&buf)
-	w.Write(b)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +73,9 @@ func zst(t testing.TB, b []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Write(b)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +90,7 @@ func overlappingZip(t testing.TB) []byte {
 	var inner bytes.Buffer
 	iw := zip.NewWriter(&inner)
 	rawZipEntry(t, iw, "b", "hello")
-	iw.Flush()
+	must(t, iw.Flush())
 	hidden := inner.Bytes()[:30+1+5] // local header + name + data of "b"
 
 	var buf bytes.Buffer
@@ -102,6 +108,10 @@ func overlappingZip(t testing.TB) []byte {
 	off, err := z.File[0].DataOffset()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if off < 0 || off > math.MaxUint32 {
+		t.Fatalf("data offset %d does not fit a zip32 field", off)
+		return nil
 	}
 	return patchCentral(t, b, 1, 42, uint32(off))
 }
@@ -147,6 +157,10 @@ func manyZip(t testing.TB, n int, claim int) []byte {
 	}
 	b := buf.Bytes()
 	if claim >= 0 {
+		if claim > math.MaxUint16 {
+			t.Fatalf("claim %d does not fit the end record", claim)
+			return nil
+		}
 		end := len(b) - zipEndLen
 		binary.LittleEndian.PutUint16(b[end+8:], uint16(claim))
 		binary.LittleEndian.PutUint16(b[end+10:], uint16(claim))
@@ -184,7 +198,7 @@ func zerosTar(t testing.TB, n int64, wrap func(io.Writer) io.WriteCloser) []byte
 	if _, err := io.CopyN(tw, zeroReader{}, n); err != nil {
 		t.Fatal(err)
 	}
-	tw.Close()
+	must(t, tw.Close())
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +208,6 @@ func zerosTar(t testing.TB, n int64, wrap func(io.Writer) io.WriteCloser) []byte
 type zeroReader struct{}
 
 func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
-
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }
 
 func gzipW(w io.Writer) io.WriteCloser { return gzip.NewWriter(w) }
 func zstdW(w io.Writer) io.WriteCloser {
@@ -332,7 +342,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 			var buf bytes.Buffer
 			zw := zip.NewWriter(&buf)
 			rawZipEntry(t, zw, "a", "hello")
-			zw.Close()
+			must(t, zw.Close())
 			b := buf.Bytes()
 			binary.LittleEndian.PutUint32(b[22:], 4) // local usize 4, central 5
 			return b
@@ -352,8 +362,9 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 			var buf bytes.Buffer
 			zw := zip.NewWriter(&buf)
 			h := &zip.FileHeader{Name: "a", Comment: strings.Repeat("c", 20_000)}
-			zw.CreateHeader(h)
-			zw.Close()
+			_, err := zw.CreateHeader(h)
+			must(t, err)
+			must(t, zw.Close())
 			return buf.Bytes()
 		}, FormatZip, DefaultLimits(), ReasonCorrupt},
 		{"prepended-data", func(t testing.TB) []byte {
@@ -405,7 +416,10 @@ func TestExtractMoveRollsBack(t *testing.T) {
 	ctx.hook = func(n int) {
 		// The last context check happens after staging: plant z.txt then.
 		if n == ctx.last {
-			os.WriteFile(filepath.Join(d.base, "dst", "z.txt"), []byte("racer"), 0o644)
+			// t.Error, not Fatal: this runs inside Extract.
+			if err := os.WriteFile(filepath.Join(d.base, "dst", "z.txt"), []byte("racer"), 0o644); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	// Measure how many checks one extraction makes.
@@ -415,7 +429,7 @@ func TestExtractMoveRollsBack(t *testing.T) {
 	}
 	ctx.last, ctx.n = ctx.n, 0
 	_, err := Extract(ctx, archiveFile(t, data), FormatTar, d.root, "dst", DefaultLimits())
-	wantReason(t, err, ReasonTargetExists)
+	_ = wantReason(t, err, ReasonTargetExists)
 	if got := strings.Join(d.tree(t), ","); got != "dst/,dst/z.txt,sentinel" {
 		t.Fatalf("tree = %q", got)
 	}
@@ -468,17 +482,7 @@ func TestExtractCancel(t *testing.T) {
 }
 
 func errorsIsCanceled(err error) bool {
-	for e := err; e != nil; {
-		if e == context.Canceled {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
+	return errors.Is(err, context.Canceled)
 }
 
 // TestExtractSourceChangedBetweenPasses rewrites the archive file after
@@ -495,18 +499,21 @@ func TestExtractSourceChangedBetweenPasses(t *testing.T) {
 	ctx := &hookCtx{Context: context.Background()}
 	ctx.hook = func(n int) {
 		if n == probe.n/2+1 { // the first check of pass two
-			os.WriteFile(src.Name(), evil, 0o600)
+			// t.Error, not Fatal: this runs inside Extract.
+			if err := os.WriteFile(src.Name(), evil, 0o600); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	_, err := Extract(ctx, src, FormatTar, d.root, "dst", DefaultLimits())
-	wantReason(t, err, ReasonSourceChanged)
+	_ = wantReason(t, err, ReasonSourceChanged)
 	d.assertUntouched(t)
 }
 
 func TestExtractCreatesAndRemovesMissingDir(t *testing.T) {
 	d := newDest(t)
 	_, err := Extract(context.Background(), archiveFile(t, buildTar(t, tent{name: "../x"})), FormatTar, d.root, "dst/new/deeper", DefaultLimits())
-	wantReason(t, err, ReasonParentComponent)
+	_ = wantReason(t, err, ReasonParentComponent)
 	d.assertUntouched(t)
 
 	res, err := Extract(context.Background(), archiveFile(t, buildTar(t, tent{name: "a", body: "1"})), FormatTar, d.root, "dst/new/deeper", DefaultLimits())
@@ -570,9 +577,9 @@ func TestDetect(t *testing.T) {
 
 // noise is incompressible test content.
 func noise(seed, n int) string {
-	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
+	r := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}) //nolint:gosec // G115: the low 16 bits of seed are the seed, truncation intended
 	b := make([]byte, n)
-	r.Read(b)
+	_, _ = r.Read(b) // ChaCha8.Read always fills b and returns nil
 	return string(b)
 }
 
@@ -591,7 +598,7 @@ func paxBomb(t testing.TB) []byte {
 			t.Fatal(err)
 		}
 	}
-	tw.Close()
-	zw.Close()
+	must(t, tw.Close())
+	must(t, zw.Close())
 	return buf.Bytes()
 }

@@ -50,7 +50,7 @@ func checkContained(t *testing.T, d *dest, err error) {
 	if b, err := os.ReadFile(filepath.Join(d.base, "sentinel")); err != nil || string(b) != "keep" {
 		t.Fatalf("sentinel changed")
 	}
-	filepath.WalkDir(dst, func(p string, de fs.DirEntry, err error) error {
+	walkErr := filepath.WalkDir(dst, func(p string, de fs.DirEntry, err error) error {
 		if err != nil || de.Type()&fs.ModeSymlink == 0 {
 			return nil
 		}
@@ -61,6 +61,9 @@ func checkContained(t *testing.T, d *dest, err error) {
 		}
 		return nil
 	})
+	if walkErr != nil {
+		t.Fatal(walkErr)
+	}
 }
 
 func FuzzExtractZip(f *testing.F) {

@@ -123,7 +123,7 @@ func newDest(t testing.TB) *dest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
+	t.Cleanup(func() { _ = r.Close() }) // a root handle: nothing to flush
 	return &dest{base: base, root: r}
 }
 
@@ -131,14 +131,14 @@ func newDest(t testing.TB) *dest {
 func archiveFile(t testing.TB, data []byte) *os.File {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "archive")
-	if err := os.WriteFile(p, data, 0o600); err != nil {
+	if err := os.WriteFile(p, data, 0o600); err != nil { //nolint:gosec // G703: p is under t.TempDir()
 		t.Fatal(err)
 	}
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
+	t.Cleanup(func() { _ = f.Close() }) // opened read-only
 	return f
 }
 
@@ -198,7 +198,13 @@ func wantReason(t testing.TB, err error, reason string) *Error {
 	return ae
 }
 
-func tarDefaults() Limits { return DefaultLimits() }
+// must fails the test on a setup error.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
 
 func withSymlinks() Limits {
 	l := DefaultLimits()

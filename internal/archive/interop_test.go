@@ -12,9 +12,9 @@ import (
 // descriptors must pass, and the content must match.
 func TestExtractToolArchives(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "tree")
-	os.MkdirAll(filepath.Join(src, "a", "b"), 0o755)
-	os.WriteFile(filepath.Join(src, "a", "b", "f.txt"), []byte("deep"), 0o640)
-	os.WriteFile(filepath.Join(src, "top.sh"), []byte("#!/bin/sh\n"), 0o755)
+	must(t, os.MkdirAll(filepath.Join(src, "a", "b"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "a", "b", "f.txt"), []byte("deep"), 0o640))
+	must(t, os.WriteFile(filepath.Join(src, "top.sh"), []byte("#!/bin/sh\n"), 0o755))
 	out := t.TempDir()
 	cases := []struct {
 		name   string

@@ -104,11 +104,3 @@ func parentOf(name string) string {
 	}
 	return ""
 }
-
-// topOf returns the first component of a cleaned name.
-func topOf(name string) string {
-	if i := strings.IndexByte(name, '/'); i >= 0 {
-		return name[:i]
-	}
-	return name
-}

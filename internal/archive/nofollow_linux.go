@@ -31,7 +31,7 @@ func openNoFollow(dir *os.File, name string, wantDir bool) (*os.File, error) {
 		return nil, &os.PathError{Op: "openat", Path: name, Err: err}
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
+		_ = unix.Close(fd) // the fcntl error is the one to report
 		return nil, &os.PathError{Op: "fcntl", Path: name, Err: err}
 	}
 	return os.NewFile(uintptr(fd), name), nil

@@ -26,14 +26,18 @@ func TestExtractNoSpaceLeavesNothing(t *testing.T) {
 	if err := unix.Mount("sandhold-test", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m"); err != nil {
 		t.Skipf("cannot mount tmpfs: %v", err)
 	}
-	t.Cleanup(func() { unix.Unmount(base, unix.MNT_DETACH) })
-	os.Mkdir(filepath.Join(base, "dst"), 0o755)
-	os.WriteFile(filepath.Join(base, "sentinel"), []byte("keep"), 0o644)
+	t.Cleanup(func() {
+		if err := unix.Unmount(base, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount the test tmpfs: %v", err)
+		}
+	})
+	must(t, os.Mkdir(filepath.Join(base, "dst"), 0o755))
+	must(t, os.WriteFile(filepath.Join(base, "sentinel"), []byte("keep"), 0o644))
 	r, err := os.OpenRoot(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer r.Close() //nolint:errcheck // a root handle: nothing to flush
 	d := &dest{base: base, root: r}
 	var ents []tent
 	for i := range 4 {

@@ -45,7 +45,7 @@ func Pack(ctx context.Context, w io.Writer, src *os.Root, dir string, format For
 		}
 		return Result{}, ioError("", err)
 	}
-	defer sr.Close()
+	defer sr.Close() //nolint:errcheck // a root handle, only read from
 	aw, err := newArchiveWriter(w, format)
 	if err != nil {
 		return Result{}, err
@@ -54,7 +54,7 @@ func Pack(ctx context.Context, w io.Writer, src *os.Root, dir string, format For
 	if err != nil {
 		return Result{}, ioError("", err)
 	}
-	defer top.Close()
+	defer top.Close() //nolint:errcheck // read-only directory handle
 	pk := &packer{ctx: ctx, lim: lim, w: aw, buf: make([]byte, copyBufSize)}
 	if err := pk.walkDir(top, "", 0); err != nil {
 		return pk.res, err
@@ -123,7 +123,7 @@ func (pk *packer) walkDir(d *os.File, rel string, depth int) error {
 			return ioError(name, err)
 		}
 		err = pk.entry(f, name, depth)
-		f.Close()
+		_ = f.Close() // opened read-only: a close error cannot lose data
 		if err != nil {
 			return err
 		}

@@ -67,7 +67,7 @@ func makeSrc(t testing.TB) (*os.Root, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close() })
+	t.Cleanup(func() { _ = r.Close() }) // a root handle: nothing to flush
 	return r, want
 }
 
@@ -94,7 +94,7 @@ func readTree(t testing.TB, dir string) map[string]string {
 			l, _ := os.Readlink(p)
 			got[filepath.ToSlash(rel)] = "link " + l
 		default:
-			b, err := os.ReadFile(p)
+			b, err := os.ReadFile(p) //nolint:gosec // G122: a tree this test built in t.TempDir(); nothing races it
 			if err != nil {
 				return err
 			}
@@ -155,23 +155,23 @@ func keys(m map[string]string) []string {
 func TestPackSkipsAndStrips(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
-	os.MkdirAll(filepath.Join(src, "sub"), 0o755)
-	os.WriteFile(filepath.Join(src, "suid"), []byte("s"), 0o755)
+	must(t, os.MkdirAll(filepath.Join(src, "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "suid"), []byte("s"), 0o755))
 	if err := os.Chmod(filepath.Join(src, "suid"), 0o4755|fs.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
-	os.Symlink("/etc/passwd", filepath.Join(src, "link-out"))
-	os.Symlink("suid", filepath.Join(src, "link-in"))
-	os.Symlink("/etc", filepath.Join(src, "sub", "dirlink"))
+	must(t, os.Symlink("/etc/passwd", filepath.Join(src, "link-out")))
+	must(t, os.Symlink("suid", filepath.Join(src, "link-in")))
+	must(t, os.Symlink("/etc", filepath.Join(src, "sub", "dirlink")))
 	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(src, "bad\nname"), []byte("x"), 0o644)
+	must(t, os.WriteFile(filepath.Join(src, "bad\nname"), []byte("x"), 0o644))
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer r.Close() //nolint:errcheck // a root handle: nothing to flush
 	var buf bytes.Buffer
 	res, err := Pack(context.Background(), &buf, r, "src", FormatTar, DefaultLimits())
 	if err != nil {
@@ -215,7 +215,7 @@ func TestPackLimits(t *testing.T) {
 			l := DefaultLimits()
 			tc.lim(&l)
 			_, err := Pack(context.Background(), &bytes.Buffer{}, src, "src", FormatZip, l)
-			wantReason(t, err, tc.reason)
+			_ = wantReason(t, err, tc.reason)
 		})
 	}
 	if _, err := Pack(context.Background(), &bytes.Buffer{}, src, "../", FormatZip, DefaultLimits()); err == nil {
@@ -224,7 +224,7 @@ func TestPackLimits(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := Pack(ctx, &bytes.Buffer{}, src, "src", FormatTarGz, DefaultLimits())
-	wantReason(t, err, ReasonCanceled)
+	_ = wantReason(t, err, ReasonCanceled)
 }
 
 func TestExtractStripsSpecialBits(t *testing.T) {
@@ -291,12 +291,12 @@ func TestExtractDotSlashNames(t *testing.T) {
 
 func TestExtractIntoRootItself(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "existing"), []byte("e"), 0o644)
+	must(t, os.WriteFile(filepath.Join(dir, "existing"), []byte("e"), 0o644))
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer r.Close() //nolint:errcheck // a root handle: nothing to flush
 	data := buildZip(t, zent{name: "x/y", body: "y"}, zent{name: "z", body: "z"})
 	res, err := Extract(context.Background(), archiveFile(t, data), FormatZip, r, ".", DefaultLimits())
 	if err != nil || res.Files != 2 || res.Dirs != 1 {
@@ -312,7 +312,7 @@ func TestExtractIntoRootItself(t *testing.T) {
 	}
 	// The same archive again conflicts and changes nothing.
 	_, err = Extract(context.Background(), archiveFile(t, data), FormatZip, r, ".", DefaultLimits())
-	wantReason(t, err, ReasonTargetExists)
+	_ = wantReason(t, err, ReasonTargetExists)
 	if ents2, _ := os.ReadDir(dir); len(ents2) != 3 {
 		t.Fatalf("root changed: %v", ents2)
 	}

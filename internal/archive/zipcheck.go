@@ -60,10 +60,12 @@ func openZip(src io.ReaderAt, size int64, lim Limits) (*zip.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.records > uint64(lim.MaxEntries) {
+	if d.records > uint64(lim.MaxEntries) { //nolint:gosec // G115: MaxEntries >= 0, Limits.validate ran in Extract
 		return nil, refuse("", KindTooLarge, ReasonTooManyEntries, "the central directory claims too many entries")
 	}
-	if d.offset > uint64(size) || d.size > uint64(size) || int64(d.offset+d.size) != d.end {
+	// size >= 0 (a file's size); offset and size are <= size when the sum is
+	// taken, and a sum that wraps negative never equals end >= 0 (refused).
+	if d.offset > uint64(size) || d.size > uint64(size) || int64(d.offset+d.size) != d.end { //nolint:gosec // G115: see above
 		return nil, refuse("", KindInvalid, ReasonPrependedData, "the central directory is not where the end record says")
 	}
 	offsets, err := walkCentral(src, size, d, lim)
@@ -86,14 +88,15 @@ func openZip(src io.ReaderAt, size int64, lim Limits) (*zip.Reader, error) {
 	}
 	spans := make([]span, 0, len(offsets))
 	for i, f := range z.File {
-		end, err := checkLocal(src, size, int64(offsets[i]), f)
+		// A hostile zip64 offset >= 1<<63 wraps negative; checkLocal refuses off < 0.
+		end, err := checkLocal(src, size, int64(offsets[i]), f) //nolint:gosec // G115: see above
 		if err != nil {
 			return nil, err
 		}
-		if end > int64(d.offset) {
+		if end > int64(d.offset) { //nolint:gosec // G115: d.offset <= 1<<62 (findZipDir)
 			return nil, refuse(f.Name, KindInvalid, ReasonOverlap, "entry data overlaps the central directory")
 		}
-		spans = append(spans, span{int64(offsets[i]), end, f.Name})
+		spans = append(spans, span{int64(offsets[i]), end, f.Name}) //nolint:gosec // G115: checkLocal accepted it, so 0 <= offset <= size
 	}
 	slices.SortFunc(spans, func(a, b span) int {
 		switch {
@@ -149,13 +152,13 @@ func findZipDir(r io.ReaderAt, size int64) (zipDir, error) {
 			if le.Uint32(lb[0:]) == zipEnd64LocSig && le.Uint32(lb[4:]) == 0 && le.Uint32(lb[16:]) == 1 {
 				p := le.Uint64(lb[8:])
 				var eb [zipEnd64Len]byte
-				if p > uint64(size) {
+				if p > uint64(size) { //nolint:gosec // G115: size >= 0, a file's size
 					return d, refuse("", KindInvalid, ReasonCorrupt, "bad zip64 end record offset")
 				}
-				if _, err := r.ReadAt(eb[:], int64(p)); err != nil || le.Uint32(eb[0:]) != zipEnd64Sig {
+				if _, err := r.ReadAt(eb[:], int64(p)); err != nil || le.Uint32(eb[0:]) != zipEnd64Sig { //nolint:gosec // G115: p <= size, checked above
 					return d, refuse("", KindInvalid, ReasonCorrupt, "bad zip64 end record")
 				}
-				d.end = int64(p)
+				d.end = int64(p) //nolint:gosec // G115: p <= size, checked above
 				d.records = le.Uint64(eb[32:])
 				d.size = le.Uint64(eb[40:])
 				d.offset = le.Uint64(eb[48:])
@@ -185,7 +188,8 @@ func findEndSig(b []byte) int {
 // record's local header offset. It stops where archive/zip stops (the first
 // non-record) and refuses the MaxEntries+1st record before storing it.
 func walkCentral(r io.ReaderAt, size int64, d zipDir, lim Limits) ([]uint64, error) {
-	br := bufio.NewReaderSize(io.NewSectionReader(r, int64(d.offset), size-int64(d.offset)), 64<<10)
+	// openZip checked d.offset <= size before calling.
+	br := bufio.NewReaderSize(io.NewSectionReader(r, int64(d.offset), size-int64(d.offset)), 64<<10) //nolint:gosec // G115: see above
 	le := binary.LittleEndian
 	var offsets []uint64
 	var hdr [zipCentralLen]byte
@@ -309,10 +313,10 @@ func checkLocal(r io.ReaderAt, size, off int64, f *zip.File) (int64, error) {
 		}
 	}
 	end := off + zipLocalLen + nameLen + extraLen
-	if f.CompressedSize64 > uint64(size) || end+int64(f.CompressedSize64) > size {
+	if f.CompressedSize64 > uint64(size) || end+int64(f.CompressedSize64) > size { //nolint:gosec // G115: size >= 0; the sum is taken only once CompressedSize64 <= size
 		return 0, refuse(f.Name, KindInvalid, ReasonCorrupt, "entry data out of range")
 	}
-	end += int64(f.CompressedSize64)
+	end += int64(f.CompressedSize64) //nolint:gosec // G115: <= size, checked above
 	if flags&zipFlagDesc != 0 {
 		n := int64(12)
 		if f.CompressedSize64 >= 0xffffffff || f.UncompressedSize64 >= 0xffffffff {
