@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
@@ -440,7 +441,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 			verdict = "denied"
 			return nil, fault.Errorf(fault.Forbidden, "%s at risk %s needs an operator's approval, and approvals are not enabled", t.Name, a.Risk)
 		}
-		if err := st.approvals.Request(ctx, c, t, a, args); err != nil {
+		shown := a
+		if why != "" {
+			shown.Reasons = append(slices.Clip(a.Reasons), "policy: "+why)
+		}
+		if err := st.approvals.Request(ctx, c, t, shown, args); err != nil {
 			var ar *ApprovalRequired
 			if !errors.As(err, &ar) {
 				verdict = "denied"
@@ -495,4 +500,19 @@ func merge(a, b map[string]any) map[string]any {
 		a[k] = v
 	}
 	return a
+}
+
+type approvalWaitKey struct{}
+
+// WithApprovalWait asks that a call needing approval wait up to d for the
+// operator's decision before answering "pending" (the HTTP layer sets it
+// from the request; the approvals service bounds it).
+func WithApprovalWait(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, approvalWaitKey{}, d)
+}
+
+// ApprovalWait is the wait set by WithApprovalWait (0: do not wait).
+func ApprovalWait(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(approvalWaitKey{}).(time.Duration)
+	return max(d, 0)
 }

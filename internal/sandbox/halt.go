@@ -1,0 +1,54 @@
+package sandbox
+
+import "sort"
+
+// HaltFreeze is the sandbox side of an operator's HALT: it kills every
+// running execution (their whole process trees) and freezes every running
+// sandbox. It returns the ids of the sandboxes it froze, so that unhalt
+// thaws exactly those: a sandbox its owner had paused before the HALT
+// stays paused afterwards.
+func (m *Manager) HaltFreeze(reason string) []string {
+	var frozen []string
+	for _, s := range m.All() {
+		s.killExecs("halt: " + reason)
+		s.mu.Lock()
+		running := s.state == Running
+		s.mu.Unlock()
+		if !running {
+			continue
+		}
+		if err := s.pause(); err != nil {
+			m.log.Error("halt: freeze sandbox", "id", s.rec.ID, "err", err)
+			continue
+		}
+		frozen = append(frozen, s.rec.ID)
+	}
+	sort.Strings(frozen)
+	return frozen
+}
+
+// HaltThaw undoes HaltFreeze for the given sandboxes (those that still
+// exist and are still paused); it returns how many it thawed.
+func (m *Manager) HaltThaw(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		m.mu.Lock()
+		s := m.sandboxes[id]
+		m.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		paused := s.state == Paused
+		s.mu.Unlock()
+		if !paused {
+			continue
+		}
+		if err := s.resume(); err != nil {
+			m.log.Error("unhalt: thaw sandbox", "id", id, "err", err)
+			continue
+		}
+		n++
+	}
+	return n
+}
