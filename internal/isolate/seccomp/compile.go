@@ -3,6 +3,7 @@ package seccomp
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 
 	libseccomp "github.com/elastic/go-seccomp-bpf"
@@ -70,7 +71,7 @@ func assemble(t Table) ([]bpf.Instruction, error) {
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
 		def,
 		bpf.LoadAbsolute{Off: offNr, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: uint32(arch.X32.SeccompMask), SkipFalse: 1},
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: uint32(arch.X32.SeccompMask), SkipFalse: 1}, //nolint:gosec // G115: a table constant, 0x40000000
 		enosys,
 	}
 	for i, r := range t.Rules {
@@ -127,6 +128,9 @@ func syscallNumbers(info *arch.Info, names []string) ([]uint32, error) {
 		if !ok {
 			return nil, fmt.Errorf("no syscall %q on %s", name, info.Name)
 		}
+		if nr < 0 || nr > math.MaxUint32 {
+			return nil, fmt.Errorf("syscall %s has number %d on %s", name, nr, info.Name)
+		}
 		out = append(out, uint32(nr))
 	}
 	return out, nil
@@ -139,7 +143,7 @@ func matchAny(nums []uint32, act bpf.Instruction) ([]bpf.Instruction, error) {
 	}
 	out := make([]bpf.Instruction, 0, len(nums)+1)
 	for i, nr := range nums {
-		j := bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipTrue: uint8(len(nums) - 1 - i)}
+		j := bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipTrue: uint8(len(nums) - 1 - i)} //nolint:gosec // G115: len(nums)-1 <= maxJump (255), checked above
 		if i == len(nums)-1 {
 			j.SkipFalse = 1 // over the return
 		}
@@ -165,7 +169,7 @@ func conditioned(nr uint32, alts [][]Cond, act bpf.Instruction) ([]bpf.Instructi
 		return nil, fmt.Errorf("conditions compile to %d instructions, more than a jump can skip", len(body))
 	}
 	return append([]bpf.Instruction{
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: uint8(len(body))},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: uint8(len(body))}, //nolint:gosec // G115: len(body) <= maxJump (255), checked above
 	}, body...), nil
 }
 
@@ -194,7 +198,7 @@ func alternative(alt []Cond, act bpf.Instruction) ([]bpf.Instruction, error) {
 		}
 		lo := bpf.LoadAbsolute{Off: offArgs + 8*c.Arg, Size: 4}
 		hi := bpf.LoadAbsolute{Off: offArgs + 8*c.Arg + 4, Size: 4}
-		vlo, vhi := uint32(c.Value), uint32(c.Value>>32)
+		vlo, vhi := uint32(c.Value), uint32(c.Value>>32) //nolint:gosec // G115: splitting the 64-bit word into halves; truncation intended
 		switch c.Op {
 		case Equal:
 			emit(hi, failNone)

@@ -84,7 +84,7 @@ func seccompData(archID uint32, nr uint32, args ...uint64) []byte {
 	binary.BigEndian.PutUint32(b[4:], archID)
 	for i, a := range args {
 		off := 16 + 8*i
-		binary.BigEndian.PutUint32(b[off:], uint32(a))       // low half (little-endian host)
+		binary.BigEndian.PutUint32(b[off:], uint32(a))       //nolint:gosec // G115: low half (little-endian host), truncation intended
 		binary.BigEndian.PutUint32(b[off+4:], uint32(a>>32)) // high half
 	}
 	return b
@@ -96,7 +96,7 @@ func evaluate(t *testing.T, vm *bpf.VM, archID, nr uint32, args ...uint64) uint3
 	if err != nil {
 		t.Fatal(err)
 	}
-	return uint32(out)
+	return uint32(out) //nolint:gosec // G115: a seccomp return value, 32 bits by definition
 }
 
 func newVM(t *testing.T) *bpf.VM {
@@ -118,7 +118,7 @@ func nr(t *testing.T, name string) uint32 {
 	if !ok {
 		t.Fatalf("no x86-64 syscall %q", name)
 	}
-	return uint32(n)
+	return uint32(n) //nolint:gosec // G115: an x86-64 syscall number (< 1024)
 }
 
 func retName(r uint32) string {
@@ -166,7 +166,7 @@ func TestDecisions(t *testing.T) {
 		{name: "arch-i386-getpid", arch: auditArchI386, nr: 20, want: retErrnoEPERM},
 		{name: "arch-i386-read-number-3", arch: auditArchI386, nr: 3, want: retErrnoEPERM},
 		{name: "arch-aarch64-read", arch: 0xc00000b7, nr: 63, want: retErrnoEPERM},
-		{name: "x32-read", nr: x32SyscallBit | 0, want: retENOSYS},
+		{name: "x32-read", nr: x32SyscallBit /* | 0, read */, want: retENOSYS},
 		{name: "x32-mount", nr: x32SyscallBit | 165, want: retENOSYS},
 		{name: "nr-minus-one", nr: 0xffffffff, want: retENOSYS},
 
@@ -356,7 +356,7 @@ func referenceVerdict(t Table, nr uint32, args [6]uint64) Action {
 		}
 		named := false
 		for _, name := range r.Names {
-			if n, ok := arch.X86_64.SyscallNames[name]; ok && uint32(n) == nr {
+			if n, ok := arch.X86_64.SyscallNames[name]; ok && uint32(n) == nr { //nolint:gosec // G115: an x86-64 syscall number (< 1024)
 				named = true
 			}
 		}
@@ -378,7 +378,7 @@ func referenceVerdict(t Table, nr uint32, args [6]uint64) Action {
 				case BitsAny:
 					holds = holds && a&c.Value != 0
 				case EqualLow32:
-					holds = holds && uint32(a) == uint32(c.Value) && c.Value>>32 == 0
+					holds = holds && uint32(a) == uint32(c.Value) && c.Value>>32 == 0 //nolint:gosec // G115: comparing low halves is the rule
 				}
 			}
 			if holds {
@@ -406,11 +406,11 @@ func TestCompiledMatchesTable(t *testing.T) {
 	for _, r := range tbl.Rules { // every syscall number the table names, as an argument word
 		for _, name := range r.Names {
 			if n, ok := arch.X86_64.SyscallNames[name]; ok {
-				words = append(words, uint64(n), uint64(n)<<32)
+				words = append(words, uint64(n), uint64(n)<<32) //nolint:gosec // G115: an x86-64 syscall number (>= 0)
 			}
 		}
 	}
-	rng := rand.New(rand.NewPCG(1, 2)) // fixed seed: the same vectors every run
+	rng := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // G404: fixed seed on purpose, the same vectors every run
 	var vectors [][6]uint64
 	for _, w := range words {
 		for arg := range 3 {
@@ -433,7 +433,7 @@ func TestCompiledMatchesTable(t *testing.T) {
 	for _, r := range tbl.Rules {
 		for _, name := range r.Names {
 			if n, ok := arch.X86_64.SyscallNames[name]; ok && len(r.When) > 0 {
-				conditionedNr[uint32(n)] = true
+				conditionedNr[uint32(n)] = true //nolint:gosec // G115: an x86-64 syscall number (< 1024)
 			}
 		}
 	}

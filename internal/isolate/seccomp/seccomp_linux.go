@@ -15,7 +15,7 @@ import (
 // nothing, so `sandhold doctor` can call it.
 func Available() error {
 	action := uint32(unix.SECCOMP_RET_ERRNO)
-	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action)))
+	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action))) //nolint:gosec // G103: seccomp(2) takes a pointer to the action; no libc wrapper exists
 	switch {
 	case errno == 0:
 		return nil
@@ -58,7 +58,7 @@ func load(prog []bpf.Instruction) error {
 	for i, ins := range raw {
 		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
 	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]} //nolint:gosec // G115: 1 <= len <= BPF_MAXINSNS (4096), checked above
 
 	// no_new_privs is per thread, and an unprivileged seccomp() requires it
 	// on the calling thread, so both calls must run on the same OS thread.
@@ -72,7 +72,7 @@ func load(prog []bpf.Instruction) error {
 	// cannot be synchronised is reported as a positive return value (its
 	// thread id) with no errno, which that function would take as success.
 	r1, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
+		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))) //nolint:gosec // G103: seccomp(2) takes a pointer to the program; filter is kept alive below
 	runtime.KeepAlive(filter)
 	if errno != 0 {
 		return fmt.Errorf("seccomp: load filter: %w", errno)

@@ -36,7 +36,7 @@ func helperStack() error {
 		return err
 	}
 	rw := filepath.Join(dir, "rw")
-	if err := os.Mkdir(rw, 0o700); err != nil {
+	if err := os.Mkdir(rw, 0o700); err != nil { //nolint:gosec // G703: dir is the test's t.TempDir(), passed to the helper child
 		return err
 	}
 	if _, err := landlock.ApplyWithStatus(landlock.Rules{
@@ -54,9 +54,9 @@ func helperStack() error {
 		run  func() error
 	}{
 		{"shell_pipeline", func() error {
-			out, err := exec.Command("/bin/sh", "-c", "ls / | wc -l; echo ok > "+filepath.Join(rw, "f")+"; cat "+filepath.Join(rw, "f")).CombinedOutput()
+			out, err := exec.Command("/bin/sh", "-c", "ls / | wc -l; echo ok > "+filepath.Join(rw, "f")+"; cat "+filepath.Join(rw, "f")).CombinedOutput() //nolint:gosec // G702: rw is under the test's t.TempDir()
 			if err != nil || !strings.Contains(string(out), "ok") {
-				return fmt.Errorf("%v: %s", err, out)
+				return fmt.Errorf("%v: %s", err, out) //nolint:errorlint // err may be nil (that is the failure); %v prints it readably
 			}
 			return nil
 		}},
@@ -79,9 +79,9 @@ func helperStack() error {
 			return nil
 		}},
 		{"write_outside_denied", func() error {
-			err := os.WriteFile(filepath.Join(dir, "outside"), []byte("x"), 0o600)
+			err := os.WriteFile(filepath.Join(dir, "outside"), []byte("x"), 0o600) //nolint:gosec // G703: dir is the test's t.TempDir()
 			if !errors.Is(err, syscall.EACCES) {
-				return fmt.Errorf("write outside the ReadWrite dir: %v, want EACCES", err)
+				return fmt.Errorf("write outside the ReadWrite dir: %v, want EACCES", err) //nolint:errorlint // err may be nil (that is the failure); %v prints it readably
 			}
 			return nil
 		}},
@@ -93,13 +93,13 @@ func helperStack() error {
 			defer func() { _ = unix.Close(fd) }()
 			err = unix.Bind(fd, &unix.SockaddrInet4{Port: 0, Addr: [4]byte{127, 0, 0, 1}})
 			if !errors.Is(err, syscall.EACCES) {
-				return fmt.Errorf("bind with no TCP allowed: %v, want EACCES", err)
+				return fmt.Errorf("bind with no TCP allowed: %v, want EACCES", err) //nolint:errorlint // err may be nil (that is the failure); %v prints it readably
 			}
 			return nil
 		}},
 		{"mount_denied", func() error {
 			if err := unix.Mount("none", rw, "tmpfs", 0, ""); !errors.Is(err, syscall.EPERM) {
-				return fmt.Errorf("mount: %v, want EPERM", err)
+				return fmt.Errorf("mount: %v, want EPERM", err) //nolint:errorlint // err may be nil (that is the failure); %v prints it readably
 			}
 			return nil
 		}},
@@ -156,7 +156,7 @@ func helperBench() error {
 		for i, c := range calls {
 			start := time.Now()
 			for range n {
-				unix.RawSyscall(c.nr, 0, 0, 0)
+				_, _, _ = unix.RawSyscall(c.nr, 0, 0, 0) // timing only; the result does not matter
 			}
 			out[i] = float64(time.Since(start).Nanoseconds()) / n
 		}
@@ -183,7 +183,7 @@ func BenchmarkFilterOverhead(b *testing.B) {
 		b.Skip(err)
 	}
 	// One child measures with its own fixed loop; b.N is not used.
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // G702: re-executes this test binary as the helper
 	cmd.Env = append(os.Environ(), helperEnv+"=bench")
 	out, err := cmd.Output()
 	if err != nil {
