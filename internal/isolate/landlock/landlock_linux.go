@@ -12,7 +12,7 @@ import (
 func ABIVersion() (int, error) {
 	v, err := ll.LandlockGetABIVersion()
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if v < 1 {
 		return 0, fmt.Errorf("%w: kernel reports ABI %d", ErrUnavailable, v)

@@ -78,6 +78,15 @@ func envPort(name string) int {
 	return n
 }
 
+// envPort16 is envPort for Rules, which take uint16 ports.
+func envPort16(name string) uint16 {
+	n, err := strconv.ParseUint(os.Getenv(name), 10, 16)
+	if err != nil {
+		panic(fmt.Sprintf("%s: %v", name, err))
+	}
+	return uint16(n)
+}
+
 // tcp makes a plain IPPROTO_TCP socket. Not net.Dial/net.Listen: since Go
 // 1.24 net.Listen uses Multipath TCP, which Landlock does not govern.
 func tcp(op func(fd int, sa unix.Sockaddr) error, port int) error {
@@ -98,7 +107,7 @@ func helperApply() error {
 		runtime.LockOSThread()
 		close(ready)
 		<-probe
-		result <- os.WriteFile(filepath.Join(other, "from-old-thread"), []byte("x"), 0o600)
+		result <- os.WriteFile(filepath.Join(other, "from-old-thread"), []byte("x"), 0o600) //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 	}()
 	<-ready
 
@@ -107,8 +116,8 @@ func helperApply() error {
 		ReadOnly:       []string{"/"},
 		ReadWrite:      []string{rw},
 		ReadWriteFiles: []string{"/dev/null"},
-		TCPConnect:     []uint16{uint16(envPort(envConnOK))},
-		TCPBind:        []uint16{uint16(envPort(envBindOK))},
+		TCPConnect:     []uint16{envPort16(envConnOK)},
+		TCPBind:        []uint16{envPort16(envBindOK)},
 	})
 	if err != nil {
 		return err
@@ -124,13 +133,13 @@ func helperApply() error {
 		name string
 		run  func() error
 	}{
-		{"write_rw", func() error { return os.WriteFile(filepath.Join(rw, "f"), []byte("x"), 0o600) }},
-		{"write_other", func() error { return os.WriteFile(filepath.Join(other, "f"), []byte("x"), 0o600) }},
-		{"mkdir_other", func() error { return os.Mkdir(filepath.Join(other, "d"), 0o700) }},
+		{"write_rw", func() error { return os.WriteFile(filepath.Join(rw, "f"), []byte("x"), 0o600) }},       //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
+		{"write_other", func() error { return os.WriteFile(filepath.Join(other, "f"), []byte("x"), 0o600) }}, //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
+		{"mkdir_other", func() error { return os.Mkdir(filepath.Join(other, "d"), 0o700) }},                  //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 		{"truncate_other", func() error { return unix.Truncate(filepath.Join(other, "existing"), 0) }},
-		{"remove_other", func() error { return os.Remove(filepath.Join(other, "existing")) }},
+		{"remove_other", func() error { return os.Remove(filepath.Join(other, "existing")) }}, //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 		{"old_thread_write_other", func() error { return oldThread }},
-		{"read_file", func() error { _, err := os.ReadFile(os.Getenv(envRead)); return err }},
+		{"read_file", func() error { _, err := os.ReadFile(os.Getenv(envRead)); return err }}, //nolint:gosec // G703: a file the parent test created
 		{"list_etc", func() error { _, err := os.ReadDir("/etc"); return err }},
 		{"exec_true", func() error { return exec.Command("/bin/true").Run() }},
 		{"write_devnull", func() error {
@@ -144,24 +153,24 @@ func helperApply() error {
 		}},
 		{"rename_within_rw", func() error {
 			a, b := filepath.Join(rw, "a"), filepath.Join(rw, "b")
-			if err := os.Mkdir(a, 0o700); err != nil {
+			if err := os.Mkdir(a, 0o700); err != nil { //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 				return err
 			}
-			if err := os.Mkdir(b, 0o700); err != nil {
+			if err := os.Mkdir(b, 0o700); err != nil { //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(a, "f"), []byte("x"), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(a, "f"), []byte("x"), 0o600); err != nil { //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 				return err
 			}
-			return os.Rename(filepath.Join(a, "f"), filepath.Join(b, "f"))
+			return os.Rename(filepath.Join(a, "f"), filepath.Join(b, "f")) //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 		}},
-		{"rename_rw_to_other", func() error { return os.Rename(filepath.Join(rw, "f"), filepath.Join(other, "moved")) }},
+		{"rename_rw_to_other", func() error { return os.Rename(filepath.Join(rw, "f"), filepath.Join(other, "moved")) }}, //nolint:gosec // G703: a t.TempDir() of the parent test, passed in the environment
 		{"link_rw_to_other", func() error { return os.Link(filepath.Join(rw, "b", "f"), filepath.Join(other, "linked")) }},
 		{"child_shell_write_rw", func() error {
-			return exec.Command("/bin/sh", "-c", "echo x > "+filepath.Join(rw, "sh")).Run()
+			return exec.Command("/bin/sh", "-c", "echo x > "+filepath.Join(rw, "sh")).Run() //nolint:gosec // G702: rw is a t.TempDir() of the parent test
 		}},
 		{"child_shell_write_other", func() error {
-			return exec.Command("/bin/sh", "-c", "echo x > "+filepath.Join(other, "sh")+" 2>/dev/null").Run()
+			return exec.Command("/bin/sh", "-c", "echo x > "+filepath.Join(other, "sh")+" 2>/dev/null").Run() //nolint:gosec // G702: other is a t.TempDir() of the parent test
 		}},
 		{"tcp_connect_listed", func() error { return tcp(unix.Connect, envPort(envConnOK)) }},
 		{"tcp_connect_unlisted", func() error { return tcp(unix.Connect, envPort(envConnNo)) }},
@@ -239,7 +248,7 @@ func TestApplyInChild(t *testing.T) {
 	abstract := fmt.Sprintf("sandhold-landlock-test-%d", os.Getpid())
 	listen(t, "unix", "@"+abstract)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // G702: re-executes this test binary as the helper
 	cmd.Env = append(os.Environ(), helperEnv+"=1", envRW+"="+rw, envOther+"="+other, envRead+"="+readPath,
 		envConnOK+"="+strconv.Itoa(connOK), envConnNo+"="+strconv.Itoa(connNo),
 		envBindOK+"="+strconv.Itoa(freePort(t)), envBindNo+"="+strconv.Itoa(freePort(t)),
