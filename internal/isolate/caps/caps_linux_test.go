@@ -129,7 +129,7 @@ func runHelper(mode string) error {
 
 func runChild(t *testing.T, mode string) map[string]string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // G702: re-executes this test binary as the helper
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
