@@ -190,7 +190,7 @@ func Paths(v Verdict) []string {
 				}
 				a = after
 			}
-			if a == "" || !(strings.Contains(a, "/") || a[0] == '~' || a[0] == '.') {
+			if a == "" || (!strings.Contains(a, "/") && a[0] != '~' && a[0] != '.') {
 				continue
 			}
 			if !seen[a] {

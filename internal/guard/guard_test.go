@@ -452,7 +452,7 @@ func TestConfig(t *testing.T) {
 }
 
 func TestRisk(t *testing.T) {
-	if !(Safe < Medium && Medium < Dangerous) {
+	if Safe >= Medium || Medium >= Dangerous {
 		t.Fatal("tiers out of order")
 	}
 	parse := []struct {
@@ -487,7 +487,7 @@ func TestRisk(t *testing.T) {
 	if err := r.UnmarshalText([]byte("unknown")); err != nil || r != Medium {
 		t.Errorf("unmarshal unknown: %v %v", r, err)
 	}
-	if err := r.UnmarshalText([]byte("dangerus")); err == nil {
+	if err := r.UnmarshalText([]byte("dangerus")); err == nil { //nolint:misspell // the typo is the test input
 		t.Error("unmarshal of a typo succeeded")
 	}
 	b, err := json.Marshal(struct{ R Risk }{Dangerous})

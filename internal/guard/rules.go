@@ -31,7 +31,7 @@ const (
 	RuleChownRoot      = "chown-recursive-root" // chown/chgrp -R on / or a system directory
 	RuleFindDeleteRoot = "find-delete-root"     // find / -delete (rm -rf / in disguise)
 	RuleReverseShell   = "reverse-shell"        // nc -e, socat exec:, /dev/tcp redirects, socket one-liners
-	RuleCredentialRead = "credential-read"      // reading SSH keys, /etc/shadow, cloud and registry credentials
+	RuleCredentialRead = "credential-read"      //nolint:gosec // G101: a rule name, not a credential. Reading SSH keys, /etc/shadow, cloud and registry credentials
 	RuleNamespaceTool  = "namespace-tool"       // chroot, nsenter, unshare: the sandbox's own machinery
 	RulePrivileged     = "privileged-command"   // kernel modules, mounts, kexec
 	RuleConfigured     = "configured-dangerous" // a name listed in Config.Dangerous

@@ -917,7 +917,8 @@ func isName(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		ch := s[i]
-		if !(ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || i > 0 && ch >= '0' && ch <= '9') {
+		ok := ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || i > 0 && ch >= '0' && ch <= '9'
+		if !ok {
 			return false
 		}
 	}

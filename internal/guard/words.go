@@ -315,9 +315,9 @@ func ansiC(b *strings.Builder, s string) {
 			}
 			n, _ := strconv.ParseUint(s[i+1:j], 16, 32)
 			if e == 'x' {
-				b.WriteByte(byte(n))
-			} else if r := rune(n); utf8.ValidRune(r) {
-				b.WriteRune(r)
+				b.WriteByte(byte(n)) //nolint:gosec // G115: at most 2 hex digits, <= 0xff
+			} else if n <= utf8.MaxRune && utf8.ValidRune(rune(n)) {
+				b.WriteRune(rune(n))
 			}
 			i = j - 1
 		case '0', '1', '2', '3', '4', '5', '6', '7':
@@ -326,7 +326,7 @@ func ansiC(b *strings.Builder, s string) {
 				j++
 			}
 			n, _ := strconv.ParseUint(s[i:j], 8, 16)
-			b.WriteByte(byte(n))
+			b.WriteByte(byte(n)) //nolint:gosec // G115: up to \777; bash keeps the low 8 bits too
 			i = j - 1
 		default: // \\ \' \" \? and unknown escapes
 			if e != '\\' && e != '\'' && e != '"' && e != '?' {
