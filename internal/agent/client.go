@@ -18,6 +18,8 @@ type Client struct {
 	conn   *Conn
 	nextID atomic.Uint64
 	done   chan struct{}
+	// onConn receives egress connections (EventConn); nil closes them.
+	onConn func(*os.File)
 
 	// mu guards the tables of waiting callers and the terminal error.
 	mu      sync.Mutex
@@ -33,9 +35,12 @@ type reply struct {
 
 // NewClient starts serving the protocol over conn. Done is closed when the
 // connection ends.
-func NewClient(conn *Conn) *Client {
+func NewClient(conn *Conn) *Client { return newClient(conn, nil) }
+
+func newClient(conn *Conn, onConn func(*os.File)) *Client {
 	c := &Client{
 		conn:    conn,
+		onConn:  onConn,
 		done:    make(chan struct{}),
 		pending: make(map[uint64]chan reply),
 		exits:   make(map[uint64]chan Exit),
@@ -65,6 +70,14 @@ func (c *Client) readLoop() {
 		files, err = c.conn.Recv(&resp)
 		if err != nil {
 			break
+		}
+		if resp.Kind == EventConn {
+			if c.onConn != nil && len(files) == 1 {
+				c.onConn(files[0])
+			} else {
+				closeAll(files)
+			}
+			continue
 		}
 		c.mu.Lock()
 		if resp.Kind == EventExit {

@@ -59,13 +59,16 @@ func Main() error {
 		return fmt.Errorf("first request is %q, want setup", req.Op)
 	}
 	s := newServer(conn, *req.Setup)
-	layers, err := setup(*req.Setup)
+	layers, egress, err := setup(*req.Setup)
 	if err != nil {
 		_ = conn.Send(Response{ID: req.ID, Err: toError(err)})
 		return err
 	}
 	if err := conn.Send(Response{ID: req.ID, Ready: &Ready{Layers: layers}}); err != nil {
 		return err
+	}
+	if egress >= 0 {
+		go s.serveEgress(egress)
 	}
 	return s.serve()
 }
@@ -74,9 +77,26 @@ func Main() error {
 // matters: mounts need CAP_SYS_ADMIN of the namespace, so the root comes
 // first; landlock and the bounding set next; seccomp last, because it
 // forbids the calls the earlier steps make.
-func setup(st Setup) ([]Layer, error) {
+//
+// With st.EgressListen it returns the egress listener (opened before
+// landlock, which forbids binding), else -1.
+func setup(st Setup) ([]Layer, int, error) {
+	layers, egress, err := setupLayers(st)
+	if err != nil && egress >= 0 {
+		_ = unix.Close(egress)
+		egress = -1
+	}
+	return layers, egress, err
+}
+
+func setupLayers(st Setup) ([]Layer, int, error) {
+	egress := -1
 	// The init is PID 1 of namespaces the server created for it.
-	layers := []Layer{{Name: "namespaces", Active: true, Detail: "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"}}
+	nsDetail := "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"
+	if st.HostNetwork {
+		nsDetail = "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts; NOT net (network.mode host)"
+	}
+	layers := []Layer{{Name: "namespaces", Active: true, Detail: nsDetail}}
 	add := func(name string, err error) error {
 		if err == nil {
 			layers = append(layers, Layer{Name: name, Active: true})
@@ -92,7 +112,7 @@ func setup(st Setup) ([]Layer, error) {
 	// process in the sandbox's group, so the sandbox sees that group as
 	// its root and learns nothing of the host's hierarchy.
 	if err := add("cgroup namespace", unix.Unshare(unix.CLONE_NEWCGROUP)); err != nil {
-		return layers, err
+		return layers, egress, err
 	}
 	err := rootfs.Build(rootfs.Spec{
 		Hostname:    st.Hostname,
@@ -105,11 +125,27 @@ func setup(st Setup) ([]Layer, error) {
 	_ = unix.Close(fdWorkspace)
 	if err != nil {
 		// Without its root a sandbox is nothing; insecure or not.
-		return layers, fmt.Errorf("root file system: %w", err)
+		return layers, egress, fmt.Errorf("root file system: %w", err)
 	}
 	layers = append(layers, Layer{Name: "root file system", Active: true, Detail: "tmpfs root, read-only /usr, synthetic /etc, pivot_root"})
-	if err := add("network namespace (lo only)", rootfs.LoopbackUp()); err != nil {
-		return layers, err
+	if st.HostNetwork {
+		// An admin chose to share the host's network: say so in the
+		// layers rather than pretend.
+		layers = append(layers, Layer{Name: "network namespace (lo only)", Active: false,
+			Detail: "network.mode host: the host's network is shared (admin choice, SANDBOX_NETWORK_RESTRICTED=false)"})
+	} else if err := add("network namespace (lo only)", rootfs.LoopbackUp()); err != nil {
+		return layers, egress, err
+	}
+	if st.EgressListen && !st.HostNetwork {
+		// Bound now: landlock (next) forbids sandboxed code, this init
+		// included, to bind any TCP port.
+		fd, err := listenEgress()
+		if err != nil {
+			return layers, egress, fmt.Errorf("egress listener: %w", err)
+		}
+		egress = fd
+		layers = append(layers, Layer{Name: "egress proxy listener", Active: true,
+			Detail: fmt.Sprintf("127.0.0.1:%d inside relays to the server's allowlist proxy; TCP connect allowed to %v only", EgressPort, st.TCPConnect)})
 	}
 	rules := landlock.Rules{
 		ReadOnly:       []string{"/"},
@@ -117,27 +153,28 @@ func setup(st Setup) ([]Layer, error) {
 		ReadWriteFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"},
 		TCPConnect:     st.TCPConnect,
 		TCPBind:        st.TCPBind,
+		AllowAllTCP:    st.HostNetwork,
 	}
 	llStatus, llErr := landlock.ApplyWithStatus(rules)
 	if err := add("landlock", llErr); err != nil {
-		return layers, err
+		return layers, egress, err
 	}
 	if llErr == nil {
 		layers[len(layers)-1].Detail = fmt.Sprintf("ABI %d; writable: %v; TCP restricted: %v; signals scoped: %v; abstract unix sockets scoped: %v",
 			llStatus.ABI, rules.ReadWrite, llStatus.TCPRestricted, llStatus.ScopedSignals, llStatus.ScopedAbstractUnix)
 	}
 	if err := add("capabilities (bounding set empty)", dropCaps()); err != nil {
-		return layers, err
+		return layers, egress, err
 	}
 	if err := add("seccomp", seccomp.Install()); err != nil {
-		return layers, err
+		return layers, egress, err
 	}
 	if st.Insecure {
 		// Seccomp sets no_new_privs; without it, set it on its own.
 		_ = caps.SetNoNewPrivs()
 	}
 	layers = append(layers, Layer{Name: "no_new_privs", Active: true})
-	return layers, nil
+	return layers, egress, nil
 }
 
 func dropCaps() error {

@@ -38,6 +38,10 @@ type LaunchSpec struct {
 	Setup     Setup
 	// Log receives the init's stderr (setup failures); nil discards it.
 	Log io.Writer
+	// OnConn receives each connection the init accepted on its egress
+	// listener (Setup.EgressListen); it owns the file and must not block.
+	// Nil closes them.
+	OnConn func(*os.File)
 }
 
 // Instance is a running init.
@@ -85,7 +89,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 		// The cgroup namespace is made by the init itself once it sits
 		// in its group (see setup).
 		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWNET,
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | netns(spec.Setup),
 		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(spec.HostUID), Size: IDRange}},
 		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(spec.HostGID), Size: IDRange}},
 		GidMappingsEnableSetgroups: true,
@@ -111,7 +115,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 		_ = conn.Close()
 		return nil, fmt.Errorf("start init: %w", err)
 	}
-	inst := &Instance{Client: NewClient(conn), Pid: cmd.Process.Pid, cmd: cmd, exited: make(chan struct{})}
+	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: cmd.Process.Pid, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = conn.Close()
@@ -143,3 +147,12 @@ func (i *Instance) Kill() {
 
 // Exited is closed once the init has been reaped.
 func (i *Instance) Exited() <-chan struct{} { return i.exited }
+
+// netns is CLONE_NEWNET unless the sandbox shares the host's network
+// (network mode host, which only an admin may ask for).
+func netns(st Setup) uintptr {
+	if st.HostNetwork {
+		return 0
+	}
+	return unix.CLONE_NEWNET
+}

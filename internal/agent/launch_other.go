@@ -22,6 +22,7 @@ type LaunchSpec struct {
 	CgroupDir        *os.File
 	Setup            Setup
 	Log              io.Writer
+	OnConn           func(*os.File)
 }
 
 // Instance is a running init.

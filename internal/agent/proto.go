@@ -62,7 +62,15 @@ type Request struct {
 // Event kinds of unsolicited messages from the init.
 const (
 	EventExit = "exit"
+	// EventConn carries one connection accepted on the sandbox's egress
+	// listener (127.0.0.1:EgressPort inside) as its only descriptor; the
+	// server hands it to the egress proxy. See egress_linux.go.
+	EventConn = "conn"
 )
+
+// EgressPort is where the init listens inside a sandbox in network mode
+// proxy; HTTP_PROXY points there.
+const EgressPort = 3128
 
 // Response is one message from the init: the reply to Request ID, or an
 // event when Kind is set.
@@ -99,6 +107,15 @@ type Setup struct {
 	// Insecure lets layers that the kernel lacks be skipped (reported in
 	// Ready) instead of failing the setup: --insecure-no-isolation.
 	Insecure bool `json:"insecure,omitempty"`
+	// EgressListen makes the init listen on 127.0.0.1:EgressPort before
+	// landlock applies and pass every accepted connection to the server
+	// (EventConn): network mode proxy. TCPConnect should then hold
+	// EgressPort.
+	EgressListen bool `json:"egress_listen,omitempty"`
+	// HostNetwork is network mode host: the init was started without a
+	// network namespace of its own, so it leaves lo alone and landlock
+	// leaves TCP unrestricted.
+	HostNetwork bool `json:"host_network,omitempty"`
 }
 
 // Layer is one isolation layer and whether it is in force.
