@@ -256,7 +256,7 @@ func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
 	if r.Sudo && !s.m.cfg.AllowSudo {
 		return nil, nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
 	}
-	env, err := BuildEnv(r.Env, r.PrivilegedEnv)
+	env, err := BuildEnv(s.netEnv(r.Env), r.PrivilegedEnv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -454,6 +454,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	res := Result{Status: status, Reason: reason, DurationMS: e.duration.Milliseconds()}
 	e.mu.Unlock()
 	s.finish(e)
+	s.m.observeExec(status)
 	close(e.done)
 	if r.Background {
 		// The call was audited when it started; its end is recorded here.
@@ -619,7 +620,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if sp.Sudo && !s.m.cfg.AllowSudo {
 		return nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
 	}
-	env, err := BuildEnv(sp.Env, sp.PrivilegedEnv)
+	env, err := BuildEnv(s.netEnv(sp.Env), sp.PrivilegedEnv)
 	if err != nil {
 		return nil, err
 	}

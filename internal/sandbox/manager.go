@@ -15,6 +15,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // Records persists sandbox records (the store implements it).
@@ -81,6 +82,8 @@ type Manager struct {
 	log     *slog.Logger
 
 	pool *pool
+	net  netHub    // egress wiring (network.go)
+	obs  observers // metrics hooks (observe.go)
 
 	// mu guards the maps; each sandbox has its own lock for its life.
 	mu        sync.Mutex
@@ -244,7 +247,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 	}
 	if m.cfg.MaxPerOwner > 0 && !c.Admin && m.countOwned(c.KeyID) >= m.cfg.MaxPerOwner {
 		m.mu.Unlock()
-		return Info{}, fault.WithRetryAfter(fault.RateLimited, 60, fmt.Sprintf("at most %d sandboxes per key", m.cfg.MaxPerOwner))
+		return Info{}, capFault(ratelimit.Sandboxes, m.cfg.MaxPerOwner, sandboxCapRetry, fmt.Sprintf("at most %d sandboxes per key", m.cfg.MaxPerOwner))
 	}
 	m.mu.Unlock()
 
@@ -273,6 +276,10 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 		s.shutdown(false)
 		m.discard(s)
 		return Info{}, fmt.Errorf("save sandbox: %w", err)
+	}
+	if err := m.netAttach(s.rec.ID, spec.Network); err != nil {
+		// The sandbox stays without a policy: its proxy denies everything.
+		m.log.Error("egress policy", "id", s.rec.ID, "err", err)
 	}
 	m.mu.Lock()
 	m.sandboxes[s.rec.ID] = s
@@ -369,19 +376,8 @@ func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 	if spec.TTL < 0 {
 		return spec, fault.InvalidField("ttl", "ttl must not be negative")
 	}
-	switch spec.Network.Mode {
-	case "", NetworkNone:
-		spec.Network.Mode = NetworkNone
-		if len(spec.Network.Allow) > 0 {
-			return spec, fault.InvalidField("network.allow", "an allow list needs network.mode proxy")
-		}
-	case NetworkProxy, NetworkHost:
-		// Egress lands with the network issue; until then a sandbox
-		// never leaves its own loopback, and asking for more is refused
-		// rather than silently ignored.
-		return spec, fault.InvalidField("network.mode", "network.mode "+spec.Network.Mode+" is not available on this server yet; use none")
-	default:
-		return spec, fault.InvalidField("network.mode", "network.mode must be none, proxy or host")
+	if err := m.checkNetwork(c, &spec.Network); err != nil {
+		return spec, err
 	}
 	return spec, nil
 }
@@ -464,6 +460,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 	m.mu.Lock()
 	delete(m.sandboxes, id)
 	m.mu.Unlock()
+	m.netDetach(id)
 	s.shutdown(true)
 	s.releaseVolume()
 	if err := m.records.DeleteSandbox(ctx, id); err != nil {
@@ -542,9 +539,10 @@ func (m *Manager) expire(now time.Time) {
 
 // Stats are one sandbox's live figures.
 type Stats struct {
-	ID     string       `json:"id"`
-	State  State        `json:"state"`
-	Cgroup cgroup.Stats `json:"cgroup"`
+	ID      string       `json:"id"`
+	State   State        `json:"state"`
+	Cgroup  cgroup.Stats `json:"cgroup"`
+	Network NetCounters  `json:"network" doc:"egress through the proxy (network.mode proxy)"`
 }
 
 // Resources returns live cgroup figures for the caller's running sandboxes.
@@ -554,7 +552,7 @@ func (m *Manager) Resources(c Caller) []Stats {
 		if !c.Admin && s.rec.Owner != c.KeyID {
 			continue
 		}
-		st := Stats{ID: s.rec.ID, State: s.State()}
+		st := Stats{ID: s.rec.ID, State: s.State(), Network: m.NetStats(s.rec.ID)}
 		if g := s.cgroupGroup(); g != nil {
 			if cs, err := g.Stats(); err == nil {
 				st.Cgroup = cs

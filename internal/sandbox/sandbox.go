@@ -14,6 +14,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // Sandbox is one sandbox.
@@ -117,6 +118,9 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	if s.inst != nil {
 		return nil
 	}
+	if err := s.m.checkStart(s.rec.Spec.Network); err != nil {
+		return err
+	}
 	base := hostBase(s.rec.Slot)
 	ws, err := s.prepareWorkspace(base)
 	if err != nil {
@@ -155,6 +159,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		},
 		Log: &initLog{m: s.m, id: s.rec.ID},
 	}
+	s.m.netLaunch(&spec, s.rec.ID, s.rec.Spec.Network)
 	lctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	inst, err := agent.Launch(lctx, spec)
@@ -347,7 +352,7 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		return nil, fault.New(fault.Conflict, "sandbox is not running")
 	}
 	if len(s.running) >= s.m.cfg.MaxExecsPerSandbox {
-		return nil, fault.WithRetryAfter(fault.RateLimited, 1, fmt.Sprintf("at most %d concurrent executions per sandbox", s.m.cfg.MaxExecsPerSandbox))
+		return nil, capFault(ratelimit.Executions, s.m.cfg.MaxExecsPerSandbox, execCapRetry, fmt.Sprintf("at most %d concurrent executions per sandbox", s.m.cfg.MaxExecsPerSandbox))
 	}
 	if n := len(s.freeSlot); n > 0 {
 		sl := s.freeSlot[n-1]

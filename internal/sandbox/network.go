@@ -1,0 +1,436 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/egress"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+)
+
+// Network egress of sandboxes (ARCHITECTURE.md §3.2).
+//
+//   - none (default): the sandbox's network namespace holds only lo and
+//     landlock allows no TCP connect: nothing leaves.
+//   - proxy: the init listens on 127.0.0.1:agent.EgressPort inside and
+//     passes every connection to the server, which serves it with the
+//     host-side egress proxy under the sandbox's allow list; landlock
+//     allows TCP connect to that port only. Every execution gets
+//     HTTP_PROXY/HTTPS_PROXY/NO_PROXY (both cases) pointing there.
+//   - host: no network namespace; the host's network is shared. Only an
+//     admin may ask for it, and only when the server runs with
+//     SANDBOX_NETWORK_RESTRICTED=false.
+//
+// The allow list of a proxy sandbox changes at run time (UpdateNetwork).
+// The mode is fixed for the life of an init (landlock cannot be widened,
+// the namespace cannot be swapped), so a mode change stops the sandbox's
+// init; the next use starts it in the new mode.
+
+// Egress is the host-side proxy the manager hands sandbox connections to;
+// *egress.Proxy implements it.
+type Egress interface {
+	SetPolicy(sandboxID string, p egress.Policy) error
+	Remove(sandboxID string)
+	ServeConn(ctx context.Context, sandboxID string, c net.Conn)
+}
+
+var _ Egress = (*egress.Proxy)(nil)
+
+// NetworkOptions enable the network modes beyond none.
+type NetworkOptions struct {
+	// Egress serves proxy mode; nil leaves proxy mode unavailable.
+	Egress Egress
+	// HostAllowed is SANDBOX_NETWORK_RESTRICTED=false: admins may create
+	// sandboxes in host mode.
+	HostAllowed bool
+}
+
+// NetCounters are a sandbox's egress figures, from the proxy's events.
+type NetCounters struct {
+	BytesUp   int64 `json:"bytes_up" doc:"bytes sent by the sandbox to allowed upstreams"`
+	BytesDown int64 `json:"bytes_down" doc:"bytes received from allowed upstreams"`
+	Allowed   int64 `json:"connections_allowed"`
+	Denied    int64 `json:"connections_denied"`
+}
+
+// netHub is the manager's network wiring.
+type netHub struct {
+	// mu guards the fields below.
+	mu          sync.Mutex
+	egress      Egress
+	hostAllowed bool
+	ctx         context.Context // ends when the manager closes
+	counters    map[string]*NetCounters
+}
+
+// maxAllowEntries caps a sandbox's allow list as the API accepts it.
+// Reason: the proxy scans the list on every request; a key must not make
+// that scan, nor the stored record, arbitrarily long.
+const maxAllowEntries = 256
+
+// proxyEnvNames are set in every execution of a proxy-mode sandbox.
+var proxyEnvNames = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"}
+
+// EnableNetwork turns on the modes opts allows and installs the egress
+// policies of existing proxy-mode sandboxes. Call it once, before serving.
+func (m *Manager) EnableNetwork(opts NetworkOptions) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-m.stop; cancel() }()
+	m.net.mu.Lock()
+	m.net.egress, m.net.hostAllowed, m.net.ctx = opts.Egress, opts.HostAllowed, ctx
+	if m.net.counters == nil {
+		m.net.counters = make(map[string]*NetCounters)
+	}
+	m.net.mu.Unlock()
+	for _, s := range m.All() {
+		n := s.network()
+		if n.Mode != NetworkProxy || opts.Egress == nil {
+			continue
+		}
+		if err := opts.Egress.SetPolicy(s.rec.ID, egress.Policy{Allow: n.Allow}); err != nil {
+			return fmt.Errorf("egress policy of sandbox %s: %w", s.rec.ID, err)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) egressProxy() Egress {
+	m.net.mu.Lock()
+	defer m.net.mu.Unlock()
+	return m.net.egress
+}
+
+// checkNetwork validates a requested network setting for caller c and
+// normalises it (mode none when empty). It is the only gate on modes.
+func (m *Manager) checkNetwork(c Caller, n *Network) error {
+	m.net.mu.Lock()
+	haveEgress, hostAllowed := m.net.egress != nil, m.net.hostAllowed
+	m.net.mu.Unlock()
+	switch n.Mode {
+	case "", NetworkNone:
+		n.Mode = NetworkNone
+		if len(n.Allow) > 0 {
+			return fault.InvalidField("network.allow", "an allow list needs network.mode proxy")
+		}
+	case NetworkProxy:
+		if !haveEgress {
+			return fault.New(fault.Unsupported, "network.mode proxy is not available on this server")
+		}
+		if len(n.Allow) > maxAllowEntries {
+			return fault.InvalidField("network.allow", fmt.Sprintf("at most %d allow list entries", maxAllowEntries))
+		}
+		al, err := egress.ParsePolicy(egress.Policy{Allow: n.Allow})
+		if err != nil {
+			return fault.InvalidField("network.allow", err.Error())
+		}
+		if p := al.Privileged(); len(p) > 0 && !c.Admin {
+			return fault.Errorf(fault.Forbidden, "allow list entries %s reach the host, loopback or private addresses; only an admin key may list them", strings.Join(p, ", "))
+		}
+		n.Allow = al.Entries()
+	case NetworkHost:
+		switch {
+		case !c.Admin:
+			return fault.New(fault.Forbidden, "network.mode host shares the host's network; only an admin key may ask for it")
+		case !hostAllowed:
+			return fault.New(fault.Forbidden, "network.mode host is disabled while SANDBOX_NETWORK_RESTRICTED is true")
+		case len(n.Allow) > 0:
+			return fault.InvalidField("network.allow", "network.mode host has no allow list (everything is reachable)")
+		}
+	default:
+		return fault.InvalidField("network.mode", "network.mode must be none, proxy or host")
+	}
+	return nil
+}
+
+// checkStart refuses to start an init whose mode the server no longer
+// offers (a host-mode record after SANDBOX_NETWORK_RESTRICTED went back
+// to true, a proxy-mode record on a server without the proxy).
+func (m *Manager) checkStart(n Network) error {
+	m.net.mu.Lock()
+	haveEgress, hostAllowed := m.net.egress != nil, m.net.hostAllowed
+	m.net.mu.Unlock()
+	switch {
+	case n.Mode == NetworkHost && !hostAllowed:
+		return fault.New(fault.Forbidden, "this sandbox uses network.mode host, which is disabled while SANDBOX_NETWORK_RESTRICTED is true")
+	case n.Mode == NetworkProxy && !haveEgress:
+		return fault.New(fault.Unsupported, "this sandbox uses network.mode proxy, which is not available on this server")
+	}
+	return nil
+}
+
+// netLaunch sets up an init's network for its mode.
+func (m *Manager) netLaunch(spec *agent.LaunchSpec, id string, n Network) {
+	switch n.Mode {
+	case NetworkProxy:
+		spec.Setup.EgressListen = true
+		spec.Setup.TCPConnect = []uint16{agent.EgressPort}
+		spec.OnConn = func(f *os.File) { go m.serveEgress(id, f) }
+	case NetworkHost:
+		spec.Setup.HostNetwork = true
+	}
+}
+
+// serveEgress serves one connection the init accepted on its listener.
+func (m *Manager) serveEgress(id string, f *os.File) {
+	c, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		m.log.Warn("egress connection", "sandbox", id, "err", err)
+		return
+	}
+	m.net.mu.Lock()
+	e, ctx := m.net.egress, m.net.ctx
+	m.net.mu.Unlock()
+	if e == nil {
+		_ = c.Close()
+		return
+	}
+	e.ServeConn(ctx, id, c)
+}
+
+// netAttach installs a new sandbox's policy.
+func (m *Manager) netAttach(id string, n Network) error {
+	if n.Mode != NetworkProxy {
+		return nil
+	}
+	e := m.egressProxy()
+	if e == nil {
+		return fault.New(fault.Unsupported, "network.mode proxy is not available on this server")
+	}
+	return e.SetPolicy(id, egress.Policy{Allow: n.Allow})
+}
+
+// netDetach forgets a deleted sandbox: its policy, live connections and
+// counters.
+func (m *Manager) netDetach(id string) {
+	m.net.mu.Lock()
+	e := m.net.egress
+	delete(m.net.counters, id)
+	m.net.mu.Unlock()
+	if e != nil {
+		e.Remove(id)
+	}
+}
+
+// NoteEgress adds one proxy event to a sandbox's counters (the daemon
+// calls it from the proxy's OnEvent).
+func (m *Manager) NoteEgress(id string, allowed bool, up, down int64) {
+	m.mu.Lock()
+	_, known := m.sandboxes[id]
+	m.mu.Unlock()
+	if !known {
+		return // a deleted sandbox's last connection: nothing to keep
+	}
+	m.net.mu.Lock()
+	defer m.net.mu.Unlock()
+	if m.net.counters == nil {
+		m.net.counters = make(map[string]*NetCounters)
+	}
+	c := m.net.counters[id]
+	if c == nil {
+		c = &NetCounters{}
+		m.net.counters[id] = c
+	}
+	if allowed {
+		c.Allowed++
+	} else {
+		c.Denied++
+	}
+	c.BytesUp += up
+	c.BytesDown += down
+}
+
+// NetStats returns a sandbox's egress counters (zero when it never
+// connected).
+func (m *Manager) NetStats(id string) NetCounters {
+	m.net.mu.Lock()
+	defer m.net.mu.Unlock()
+	if c := m.net.counters[id]; c != nil {
+		return *c
+	}
+	return NetCounters{}
+}
+
+// network returns the sandbox's current network setting.
+func (s *Sandbox) network() Network {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.rec.Spec.Network
+	n.Allow = append([]string(nil), n.Allow...)
+	return n
+}
+
+// netEnv adds the proxy variables of a proxy-mode sandbox to a caller's
+// environment (the caller's own values win: a program that ignores them
+// reaches nothing anyway).
+func (s *Sandbox) netEnv(user map[string]string) map[string]string {
+	if s.network().Mode != NetworkProxy {
+		return user
+	}
+	out := make(map[string]string, len(user)+len(proxyEnvNames)+2)
+	proxy := "http://127.0.0.1:" + strconv.Itoa(agent.EgressPort)
+	for _, k := range proxyEnvNames {
+		out[k] = proxy
+	}
+	// Loopback inside the sandbox is the sandbox's own.
+	out["NO_PROXY"] = "localhost,127.0.0.1,::1"
+	out["no_proxy"] = out["NO_PROXY"]
+	for k, v := range user {
+		out[k] = v
+	}
+	return out
+}
+
+// NetworkUpdate changes a live sandbox's network.
+type NetworkUpdate struct {
+	ID string `json:"id"`
+	// Mode, when set and different from the current mode, changes the mode:
+	// the init must restart, so Restart must be true (running executions
+	// and sessions end).
+	Mode    string   `json:"mode,omitempty"`
+	Allow   []string `json:"allow"`
+	Restart bool     `json:"restart,omitempty"`
+}
+
+// NetworkResult is the outcome of UpdateNetwork.
+type NetworkResult struct {
+	ID      string  `json:"id"`
+	Network Network `json:"network"`
+	// Restarted is true when a mode change stopped the init; the next use
+	// starts it in the new mode.
+	Restarted bool `json:"restarted"`
+}
+
+// UpdateNetwork replaces a sandbox's allow list (proxy mode: in force for
+// the next request, established tunnels are not cut) or its mode (the init
+// is stopped; requires u.Restart).
+func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) (NetworkResult, error) {
+	s, err := m.Get(c, u.ID)
+	if err != nil {
+		return NetworkResult{}, err
+	}
+	cur := s.network()
+	want := Network{Mode: u.Mode, Allow: u.Allow}
+	if want.Mode == "" {
+		want.Mode = cur.Mode
+	}
+	if err := m.checkNetwork(c, &want); err != nil {
+		return NetworkResult{}, err
+	}
+	modeChange := want.Mode != cur.Mode
+	if modeChange && !u.Restart && s.State() != Stopped {
+		return NetworkResult{}, fault.New(fault.Conflict, fmt.Sprintf("changing network.mode from %s to %s restarts the sandbox's init (running commands end); send restart: true", cur.Mode, want.Mode))
+	}
+	e := m.egressProxy()
+	if want.Mode == NetworkProxy && e != nil {
+		if err := e.SetPolicy(s.rec.ID, egress.Policy{Allow: want.Allow}); err != nil {
+			return NetworkResult{}, fault.InvalidField("network.allow", err.Error())
+		}
+	}
+	// The record changes first, so an init started from now on (by a
+	// concurrent call after the shutdown below) has the new mode.
+	s.mu.Lock()
+	s.rec.Spec.Network = want
+	rec := s.rec
+	s.mu.Unlock()
+	if modeChange {
+		s.shutdown(true)
+	}
+	if cur.Mode == NetworkProxy && want.Mode != NetworkProxy && e != nil {
+		e.Remove(s.rec.ID)
+	}
+	if err := m.records.PutSandbox(ctx, rec); err != nil {
+		return NetworkResult{}, fmt.Errorf("save sandbox: %w", err)
+	}
+	return NetworkResult{ID: rec.ID, Network: want, Restarted: modeChange}, nil
+}
+
+// NetworkPosture is what /v1/sandbox/security reports of the network and
+// the manager's own caps.
+type NetworkPosture struct {
+	DefaultMode   string   `json:"default_mode"`
+	Modes         []string `json:"modes_available"`
+	ProxyListen   string   `json:"proxy_listen,omitempty" doc:"where proxy-mode sandboxes reach the egress proxy, inside the sandbox"`
+	HostAllowed   bool     `json:"host_mode_allowed" doc:"SANDBOX_NETWORK_RESTRICTED=false: admins may share the host network"`
+	MaxPerKey     int      `json:"max_sandboxes_per_key" doc:"live sandboxes per non-admin key (429 beyond)"`
+	MaxExecsPerSb int      `json:"max_executions_per_sandbox" doc:"concurrent executions per sandbox (429 beyond)"`
+	HostSandboxes []string `json:"host_mode_sandboxes" doc:"sandboxes sharing the host's network"`
+}
+
+// NetworkPosture reports the modes on offer and the manager's caps.
+func (m *Manager) NetworkPosture() NetworkPosture {
+	m.net.mu.Lock()
+	p := NetworkPosture{DefaultMode: NetworkNone, Modes: []string{NetworkNone}, HostAllowed: m.net.hostAllowed,
+		MaxPerKey: m.cfg.MaxPerOwner, MaxExecsPerSb: m.cfg.MaxExecsPerSandbox, HostSandboxes: []string{}}
+	if m.net.egress != nil {
+		p.Modes = append(p.Modes, NetworkProxy)
+		p.ProxyListen = "127.0.0.1:" + strconv.Itoa(agent.EgressPort)
+	}
+	if m.net.hostAllowed {
+		p.Modes = append(p.Modes, NetworkHost)
+	}
+	m.net.mu.Unlock()
+	for _, s := range m.All() {
+		if s.network().Mode == NetworkHost {
+			p.HostSandboxes = append(p.HostSandboxes, s.rec.ID)
+		}
+	}
+	return p
+}
+
+// capFault is the 429 of a concurrency cap the manager enforces itself
+// (sandboxes per key, executions per sandbox), shaped like the
+// dispatcher's rate-limit refusals so the API sets the same headers.
+func capFault(cat ratelimit.Category, limit int, retry time.Duration, msg string) error {
+	d := ratelimit.Decision{Limit: limit, Remaining: 0, Reset: time.Now().Add(retry), RetryAfter: retry}
+	return &fault.Error{Kind: fault.RateLimited, Msg: msg, RetryAfter: d.RetryAfterSeconds(),
+		Err: &dispatch.RateLimited{Category: cat, Decision: d}}
+}
+
+// Retry hints of the manager's caps: nobody knows when a sandbox is
+// deleted or an execution ends, so these are polling intervals.
+const (
+	sandboxCapRetry = 60 * time.Second
+	execCapRetry    = ratelimit.ConcurrencyRetryAfter
+)
+
+// ToolNetworkUpdate changes a sandbox's network.
+const ToolNetworkUpdate = "network.update"
+
+// RegisterNetworkTools adds network.update to d.
+func RegisterNetworkTools(d *dispatch.Dispatcher, m *Manager) {
+	d.MustRegister(dispatch.Tool{
+		Name: ToolNetworkUpdate, Description: "Change a sandbox's egress allow list (or, with restart, its network mode)", Risk: guard.Medium,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"mode":{"type":"string","enum":["none","proxy","host"]},"allow":{"type":"array","items":{"type":"string"}},"restart":{"type":"boolean"}},"required":["id"]}`),
+		Decode:      decode[NetworkUpdate],
+		Assess: func(args any) dispatch.Assessment {
+			if args.(NetworkUpdate).Mode == NetworkHost {
+				return dispatch.Assessment{Risk: guard.Dangerous, Reasons: []string{"shares the host's network"}}
+			}
+			return dispatch.Assessment{}
+		},
+		Describe: func(args any) dispatch.Target {
+			u := args.(NetworkUpdate)
+			return dispatch.Target{Sandbox: u.ID, Target: strings.Join(u.Allow, " "), Detail: map[string]any{"mode": u.Mode, "restart": u.Restart}}
+		},
+		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
+			return m.UpdateNetwork(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, args.(NetworkUpdate))
+		},
+		Summarize: func(_, res any) map[string]any {
+			r := res.(NetworkResult)
+			return map[string]any{"mode": r.Network.Mode, "allow": r.Network.Allow, "restarted": r.Restarted}
+		},
+	})
+}
