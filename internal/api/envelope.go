@@ -11,7 +11,9 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // Envelope is AIO Sandbox's response shape, used by every route:
@@ -135,7 +137,39 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 	if ra := fault.RetryAfterOf(err); ra > 0 {
 		b.headers.Set("Retry-After", strconv.Itoa(ra))
 	}
+	if kind == fault.RateLimited {
+		noteRateLimited(ctx, err, b.headers)
+	}
 	return b
+}
+
+// noteRateLimited sets X-RateLimit-Limit/Remaining/Reset on a refusal that
+// carries a limiter decision (the dispatcher's limits and the sandbox
+// manager's caps), and tells the access log which limit refused, for the
+// refusal metric. Reset is a Unix time in seconds.
+func noteRateLimited(ctx context.Context, err error, h http.Header) {
+	category := "other"
+	var rl *dispatch.RateLimited
+	if errors.As(err, &rl) {
+		category = rl.Category.String()
+		if d := rl.Decision; d.Limit > 0 {
+			SetRateLimitHeaders(h, d)
+		}
+	}
+	if cc, ok := ctx.Value(callerCarrierKey{}).(*callerCarrier); ok {
+		cc.limited = category
+	}
+}
+
+// SetRateLimitHeaders writes d as X-RateLimit-* headers (nothing for a
+// category that is not limited).
+func SetRateLimitHeaders(h http.Header, d ratelimit.Decision) {
+	if d.Limit <= 0 {
+		return
+	}
+	h.Set("X-RateLimit-Limit", strconv.Itoa(d.Limit))
+	h.Set("X-RateLimit-Remaining", strconv.Itoa(max(d.Remaining, 0)))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(d.Reset.Unix(), 10))
 }
 
 // WriteError writes the error envelope for err (any error; non-faults are

@@ -9,6 +9,10 @@ import (
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	// rateLimited counts 429 answers by the limit that refused (a
+	// ratelimit category, or "other" for the failed-auth lockout and
+	// caps without a limiter decision): bounded labels.
+	rateLimited *prometheus.CounterVec
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
@@ -22,8 +26,12 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Help:    "HTTP request latency by method, route pattern and status code.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"method", "route", "code"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandhold", Subsystem: "ratelimit", Name: "refusals_total",
+			Help: "HTTP requests refused with 429, by the limit that refused them.",
+		}, []string{"category"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.rateLimited} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -144,13 +144,21 @@ func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 		if cc.c != nil {
 			attrs = append(attrs, "key_id", cc.c.KeyID)
 		}
+		if cc.limited != "" {
+			s.metrics.rateLimited.WithLabelValues(cc.limited).Inc()
+			attrs = append(attrs, "rate_limited", cc.limited)
+		}
 		loggerFrom(r.Context()).Log(r.Context(), level, "request", attrs...)
 	})
 }
 
 // callerCarrier lets the auth middleware (deeper in the chain) hand the
 // caller back to the access log (outer), since contexts flow only inward.
-type callerCarrier struct{ c *auth.Caller }
+// The error path (noteRateLimited) also hands back which limit refused.
+type callerCarrier struct {
+	c       *auth.Caller
+	limited string
+}
 
 // hostOriginMiddleware refuses requests whose Host is not one this server
 // answers to (DNS rebinding: a page on evil.example resolving to 127.0.0.1

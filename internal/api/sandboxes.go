@@ -444,13 +444,15 @@ func (h *sandboxHandlers) killExec(ctx context.Context, in *ExecIDInput) (*Empty
 
 // SecurityReport is GET /v1/sandbox/security.
 type SecurityReport struct {
-	Insecure  bool                 `json:"insecure_no_isolation"`
-	Warning   string               `json:"warning,omitempty"`
-	Layers    []agent.Layer        `json:"layers" doc:"isolation layers in force in the most recently started sandbox"`
-	Host      any                  `json:"host" doc:"kernel features, as sandhold doctor reports them"`
-	Limits    SecurityLimits       `json:"limits"`
-	Pool      sandbox.PoolStatus   `json:"pool"`
-	Sandboxes []SandboxSecurityRow `json:"sandboxes"`
+	Insecure   bool                   `json:"insecure_no_isolation"`
+	Warning    string                 `json:"warning,omitempty"`
+	Layers     []agent.Layer          `json:"layers" doc:"isolation layers in force in the most recently started sandbox"`
+	Host       any                    `json:"host" doc:"kernel features, as sandhold doctor reports them"`
+	Limits     SecurityLimits         `json:"limits"`
+	Pool       sandbox.PoolStatus     `json:"pool"`
+	Network    sandbox.NetworkPosture `json:"network" doc:"network modes on offer, and the per-key and per-sandbox caps"`
+	RateLimits any                    `json:"rate_limits" doc:"the rate-limit rules in force for the caller (tool ratelimit.rules)"`
+	Sandboxes  []SandboxSecurityRow   `json:"sandboxes"`
 }
 
 // SecurityLimits are the server's maxima and defaults.
@@ -493,7 +495,13 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 			SudoEnabled: cfg.EnableSudo,
 		},
 		Pool:      h.m.PoolStatus(),
+		Network:   h.m.NetworkPosture(),
 		Sandboxes: []SandboxSecurityRow{},
+	}
+	if _, ok := h.d.Tool(ToolRateLimitRules); ok {
+		if rep.RateLimits, err = h.call(ctx, ToolRateLimitRules, nil); err != nil {
+			return nil, err
+		}
 	}
 	if rep.Layers == nil {
 		rep.Layers = []agent.Layer{}
