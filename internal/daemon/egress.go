@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/egress"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox"
+)
+
+// egressAction is the audit action of one proxied connection attempt.
+const egressAction = "network.connect"
+
+// startEgress wires network egress and the monitoring surface: the
+// host-side egress proxy (network mode proxy) with its audit records and
+// metrics, network.update and PUT /v1/sandboxes/{id}/network, the
+// ratelimit.rules tool the security report shows, and the Prometheus
+// figures for sandboxes and executions.
+func (d *Daemon) startEgress(ctx context.Context) error {
+	met, err := newNetMetrics(d.registry, d.sandboxes)
+	if err != nil {
+		return fmt.Errorf("egress metrics: %w", err)
+	}
+	var opts egress.Options
+	opts.OnEvent = func(e egress.Event) {
+		met.verdicts.WithLabelValues(e.Verdict).Inc()
+		met.bytes.WithLabelValues("up").Add(float64(e.BytesUp))
+		met.bytes.WithLabelValues("down").Add(float64(e.BytesDown))
+		d.sandboxes.NoteEgress(e.Sandbox, e.Verdict == egress.VerdictAllowed, e.BytesUp, e.BytesDown)
+		verdict := audit.Allow
+		if e.Verdict != egress.VerdictAllowed {
+			verdict = audit.Deny
+		}
+		// Every attempt is audited, allowed or not. The append blocks the
+		// connection's own goroutine only, which also slows a sandbox that
+		// floods the proxy with refused connections.
+		detail := map[string]any{"host": e.Host, "port": e.Port, "bytes_up": e.BytesUp, "bytes_down": e.BytesDown}
+		if e.Reason != "" {
+			detail["reason"] = e.Reason
+		}
+		if _, err := d.audit.Append(context.WithoutCancel(ctx), audit.Entry{Actor: "sandbox:" + e.Sandbox, Action: egressAction,
+			Target: fmt.Sprintf("%s:%d", e.Host, e.Port), Sandbox: e.Sandbox, Verdict: verdict, Detail: detail}); err != nil {
+			d.log.Error("audit", "action", egressAction, "err", err)
+		}
+	}
+	proxy := egress.New(opts)
+	if err := d.sandboxes.EnableNetwork(sandbox.NetworkOptions{Egress: proxy, HostAllowed: d.cfg.NetworkUnrestricted}); err != nil {
+		return err
+	}
+	if d.cfg.NetworkUnrestricted {
+		d.log.Warn("LOOSENED DEFAULT: admins may create sandboxes in network mode host (they share the host's network)")
+	}
+	d.sandboxes.OnExecutionEnd(func(status string) { met.execs.WithLabelValues(status).Inc() })
+	sandbox.RegisterNetworkTools(d.dispatch, d.sandboxes)
+	d.dispatch.MustRegister(rateRulesTool(d.limiter, d.cfg.DisableRateLimit))
+	d.api.NetworkRoutes(d.dispatch)
+	return nil
+}
+
+// RateRule is one rule of the rate limits in force.
+type RateRule struct {
+	Category   string  `json:"category"`
+	PerMinute  float64 `json:"per_minute,omitempty"`
+	Burst      int     `json:"burst,omitempty"`
+	Concurrent int     `json:"concurrent,omitempty"`
+}
+
+// RateRules is the answer of the ratelimit.rules tool.
+type RateRules struct {
+	Enabled bool       `json:"enabled" doc:"false when SANDBOX_RATE_LIMIT=false"`
+	Role    string     `json:"role" doc:"the caller's role the rules were resolved for"`
+	Rules   []RateRule `json:"rules"`
+}
+
+// rateRulesTool reports the rules in force for the caller's role (base
+// rules with the role's overrides; per-key overrides are the policy's).
+func rateRulesTool(l *ratelimit.Limiter, disabled bool) dispatch.Tool {
+	return dispatch.Tool{
+		Name: api.ToolRateLimitRules, Description: "The rate-limit rules in force for the caller", Risk: guard.Safe,
+		Roles:       []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer},
+		InputSchema: json.RawMessage(`{"type":"object"}`),
+		Run: func(_ context.Context, c auth.Caller, _ any) (any, error) {
+			out := RateRules{Enabled: !disabled, Role: string(c.Role), Rules: []RateRule{}}
+			for cat, r := range l.Resolve(string(c.Role), nil) {
+				out.Rules = append(out.Rules, RateRule{Category: cat.String(), PerMinute: r.PerMinute, Burst: r.Burst, Concurrent: r.Concurrent})
+			}
+			sort.Slice(out.Rules, func(i, j int) bool { return out.Rules[i].Category < out.Rules[j].Category })
+			return out, nil
+		},
+	}
+}
+
+// netMetrics are the egress, sandbox and execution figures.
+type netMetrics struct {
+	verdicts *prometheus.CounterVec
+	bytes    *prometheus.CounterVec
+	execs    *prometheus.CounterVec
+}
+
+func newNetMetrics(reg prometheus.Registerer, m *sandbox.Manager) (*netMetrics, error) {
+	met := &netMetrics{
+		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandhold", Subsystem: "egress", Name: "connections_total",
+			Help: "Egress proxy connection attempts by verdict (allowed, denied).",
+		}, []string{"verdict"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandhold", Subsystem: "egress", Name: "bytes_total",
+			Help: "Bytes relayed by the egress proxy, by direction (up: to the upstream).",
+		}, []string{"direction"}),
+		execs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "sandhold", Subsystem: "sandbox", Name: "executions_total",
+			Help: "Finished executions by status (completed, timed_out, killed).",
+		}, []string{"status"}),
+	}
+	for _, c := range []prometheus.Collector{met.verdicts, met.bytes, met.execs, newLiveCollector(m)} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return met, nil
+}
+
+// liveCollector reports the sandboxes by state and the running executions
+// at scrape time.
+type liveCollector struct {
+	m                      *sandbox.Manager
+	sandboxesDesc, running *prometheus.Desc
+}
+
+func newLiveCollector(m *sandbox.Manager) *liveCollector {
+	return &liveCollector{m: m,
+		sandboxesDesc: prometheus.NewDesc("sandhold_sandboxes", "Sandboxes by state (running, paused, stopped).", []string{"state"}, nil),
+		running:       prometheus.NewDesc("sandhold_executions_running", "Executions running now.", nil, nil),
+	}
+}
+
+func (c *liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.sandboxesDesc
+	ch <- c.running
+}
+
+func (c *liveCollector) Collect(ch chan<- prometheus.Metric) {
+	states := map[sandbox.State]int{sandbox.Running: 0, sandbox.Paused: 0, sandbox.Stopped: 0}
+	running := 0
+	for _, s := range c.m.All() {
+		states[s.State()]++
+		running += s.RunningExecutions()
+	}
+	for st, n := range states {
+		ch <- prometheus.MustNewConstMetric(c.sandboxesDesc, prometheus.GaugeValue, float64(n), string(st))
+	}
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
+}
