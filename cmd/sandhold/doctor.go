@@ -1,15 +1,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"os"
 	"strings"
+	"text/tabwriter"
+	"time"
 
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
+	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
-type doctorCmd struct{}
+type doctorCmd struct {
+	NoSandbox bool `name:"no-sandbox" help:"Only probe kernel features; do not start a test sandbox."`
+}
 
-func (doctorCmd) Run(e *env) error {
+func (d doctorCmd) Run(e *env) error {
 	r := posture.Probe()
 	if err := r.Write(e.stdout); err != nil {
 		return err
@@ -17,6 +27,70 @@ func (doctorCmd) Run(e *env) error {
 	if !r.Ready() {
 		return &exitError{code: 1, err: fmt.Errorf("required isolation features missing: %s", strings.Join(r.Missing(), ", "))}
 	}
-	_, err := fmt.Fprintln(e.stdout, "\nall required isolation layers are available")
+	if d.NoSandbox {
+		_, err := fmt.Fprintln(e.stdout, "\nall required isolation features are available (no test sandbox started)")
+		return err
+	}
+	layers, err := testSandbox()
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("test sandbox: %w", err)}
+	}
+	if err := writeLayers(e.stdout, layers); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(e.stdout, "\nall isolation layers are in force in a test sandbox")
 	return err
 }
+
+// testSandbox starts one throw-away sandbox, exactly as the server would,
+// runs a command in it and reports the layers its init put in force.
+func testSandbox() ([]agent.Layer, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("starting a sandbox needs root (id mappings and cgroups); use --no-sandbox to probe only")
+	}
+	dir, err := os.MkdirTemp("", "sandhold-doctor-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cg, err := cgroup.New(fmt.Sprintf("sandhold-doctor-%d", os.Getpid()))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := sandbox.New(ctx, sandbox.Config{
+		DataDir:  dir,
+		Default:  sandbox.Limits{MemoryBytes: 256 << 20, Pids: 32, CPUMilli: 1000, CPUTime: 10 * time.Second},
+		TmpBytes: 16 << 20,
+	}, noRecords{}, nil, cg)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	return m.SelfTest(ctx)
+}
+
+func writeLayers(w io.Writer, layers []agent.Layer) error {
+	if _, err := fmt.Fprintln(w, "\nlayers in force in a test sandbox:"); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, l := range layers {
+		state := "active"
+		if !l.Active {
+			state = "MISSING"
+		}
+		if _, err := fmt.Fprintf(tw, "  %s\t%s\t%s\n", l.Name, state, l.Detail); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+// noRecords keeps the test sandbox out of any store.
+type noRecords struct{}
+
+func (noRecords) PutSandbox(context.Context, sandbox.Record) error        { return nil }
+func (noRecords) DeleteSandbox(context.Context, string) error             { return nil }
+func (noRecords) ListSandboxes(context.Context) ([]sandbox.Record, error) { return nil, nil }

@@ -209,14 +209,19 @@ func v1Controllers(procCgroups string) []string {
 	return out
 }
 
-// probeLandlock asks the kernel for its landlock ABI version.
+// probeLandlock asks the kernel for its landlock ABI version. Sandboxes
+// need ABI 4 (TCP rules; truncate is governed from 3): the init refuses to
+// set a sandbox up with less, so the server does not start with less.
 func probeLandlock() Check {
-	c := Check{Name: Landlock, Required: false}
+	c := Check{Name: Landlock, Required: true}
 	abi, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	switch errno {
 	case 0:
-		c.OK = abi >= 1
+		c.OK = abi >= 4
 		c.Detail = fmt.Sprintf("ABI %d", abi)
+		if !c.OK {
+			c.Detail += " (sandboxes need ABI 4 or later)"
+		}
 	case unix.ENOSYS:
 		c.Detail = "not in this kernel (ENOSYS)"
 	case unix.EOPNOTSUPP:
