@@ -118,7 +118,7 @@ func allThreadsIn(pid int, tids map[int]bool) (bool, error) {
 		}
 		return false, fmt.Errorf("threads of %d: %w", pid, err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // read-only procfs directory
 	names, err := f.Readdirnames(maxThreadsPerProc + 1)
 	if err != nil && len(names) == 0 {
 		return true, nil // exited between open and read

@@ -53,7 +53,7 @@ func newV1(lay layout, base string) (*v1Manager, error) {
 		m.hiers = append(m.hiers, v1Hier{controllers: h.controllers, ownDir: h.own, baseDir: filepath.Join(h.own, base)})
 	}
 	for _, h := range m.hiers {
-		if err := os.MkdirAll(h.baseDir, 0o755); err != nil {
+		if err := os.MkdirAll(h.baseDir, 0o755); err != nil { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
 			return nil, fmt.Errorf("cgroup v1: create base in %s hierarchy: %w", strings.Join(h.controllers, ","), err)
 		}
 	}
@@ -85,7 +85,7 @@ func (m *v1Manager) create(name, rel string, l Limits) (*v1Group, error) {
 	}
 	g := &v1Group{m: m, name: name, rel: rel}
 	for i, h := range m.hiers {
-		if err := os.Mkdir(filepath.Join(h.baseDir, rel), 0o755); err != nil {
+		if err := os.Mkdir(filepath.Join(h.baseDir, rel), 0o755); err != nil { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
 			for _, done := range m.hiers[:i] {
 				_ = unix.Rmdir(filepath.Join(done.baseDir, rel))
 			}
@@ -448,7 +448,7 @@ func (g *v1Group) OpenThreadAttach() ([]*os.File, error) {
 		f, err := os.OpenFile(filepath.Join(h.baseDir, g.rel, "tasks"), os.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			for _, o := range files {
-				o.Close()
+				_ = o.Close() // nothing written yet; the open error is the one to report
 			}
 			return nil, fmt.Errorf("open thread attach of cgroup %q: %w", g.rel, err)
 		}

@@ -70,7 +70,7 @@ func newV2(lay layout, base string) (*v2Manager, error) {
 	dir := own
 	for _, part := range strings.Split(base, "/") {
 		dir = filepath.Join(dir, part)
-		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
 			return nil, fmt.Errorf("cgroup v2: create base: %w", err)
 		}
 		if err := enableControllers(dir, v2Controllers, false); err != nil {
@@ -124,7 +124,7 @@ func enableControllers(dir string, ctrls []string, migrate bool) error {
 		return fmt.Errorf("enable controllers in %s: %w", dir, werr)
 	}
 	leaf := filepath.Join(dir, v2ServerLeaf)
-	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, fs.ErrExist) { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
 		return fmt.Errorf("enable controllers in %s: %w", dir, err)
 	}
 	for range maxMigrateRounds {
@@ -160,7 +160,7 @@ func (m *v2Manager) create(name, rel string, l Limits) (*v2Group, error) {
 		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
 	}
 	g := &v2Group{m: m, name: name, rel: rel}
-	if err := os.Mkdir(g.dir(), 0o755); err != nil {
+	if err := os.Mkdir(g.dir(), 0o755); err != nil { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
 		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
 	}
 	// The group starts unsealed (processes live in it directly) so that an
@@ -232,7 +232,7 @@ func (g *v2Group) seal() error {
 	if _, err := os.Stat(g.leaf()); err == nil && distributes(g.dir(), g.m.ctrls) {
 		return nil
 	}
-	if err := os.Mkdir(g.leaf(), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(g.leaf(), 0o755); err != nil && !errors.Is(err, fs.ErrExist) { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
 		return fmt.Errorf("seal cgroup %q: %w", g.rel, err)
 	}
 	// A delegated group hands its leaf to the same owner.
