@@ -35,6 +35,9 @@ type ErrorData struct {
 	Code      string `json:"code" doc:"machine-readable error kind" example:"not_found"`
 	RequestID string `json:"request_id" doc:"quote this to the operator; the log has the detail"`
 	Field     string `json:"field,omitempty" doc:"the offending input, for invalid requests" example:"body.name"`
+	// ApprovalID and Status come with 202: the call waits for an operator.
+	ApprovalID string `json:"approval_id,omitempty" doc:"with 202: poll GET /v1/approvals/{approval_id}; once approved, send the identical request again"`
+	Status     string `json:"status,omitempty" doc:"with 202: pending" example:"pending"`
 }
 
 // ErrorBody is the error envelope. It implements huma.StatusError and
@@ -116,6 +119,18 @@ func kindOfStatus(status int) fault.Kind {
 // request id, never returned.
 func errorBody(ctx context.Context, err error) *ErrorBody {
 	rid := RequestID(ctx)
+	var ar *dispatch.ApprovalRequired
+	if errors.As(err, &ar) {
+		// Not a failure: the call is accepted and waits for an operator.
+		hint := "poll GET /v1/approvals/" + ar.ID + "; once approved, send the identical request again (it runs once)"
+		return &ErrorBody{
+			status:  http.StatusAccepted,
+			headers: http.Header{"Location": []string{"/v1/approvals/" + ar.ID}},
+			Message: "this call needs an operator's approval",
+			Data:    ErrorData{Code: "approval_required", RequestID: rid, ApprovalID: ar.ID, Status: "pending"},
+			Hint:    &hint,
+		}
+	}
 	kind := fault.KindOf(err)
 	if kind == "" {
 		kind = fault.Internal
@@ -210,10 +225,12 @@ func humaError(hctx huma.Context, status int, msg string, errs ...error) huma.St
 	if hctx != nil {
 		ctx = hctx.Context()
 	}
-	// A handler's fault error arrives as errs[0] with status 500.
+	// A handler's fault error arrives as errs[0] with status 500 (an
+	// approval the call waits for, too).
 	for _, e := range errs {
 		var fe *fault.Error
-		if e != nil && errors.As(e, &fe) {
+		var ar *dispatch.ApprovalRequired
+		if e != nil && (errors.As(e, &fe) || errors.As(e, &ar)) {
 			return finish(ctx, hctx, e)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -42,6 +43,7 @@ func newTestServerWith(tb testing.TB, maxBody config.Size) (*Server, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	s.FoundationTools(dispatch.New(dispatch.Options{Audit: lg}))
 	return s, key
 }
 

@@ -1,13 +1,18 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
 )
 
 // KeyListOutput is GET /v1/keys.
@@ -63,22 +68,107 @@ func (s *Server) keyRoutes() {
 	}, s.revokeKey)
 }
 
-func (s *Server) admin(ctx context.Context, action string) (auth.Caller, error) {
+// Tool names of the foundation's capabilities.
+const (
+	ToolKeysList      = "keys.list"
+	ToolKeysCreate    = "keys.create"
+	ToolKeysRevoke    = "keys.revoke"
+	ToolTicketsCreate = "tickets.create"
+	ToolAuditQuery    = "audit.query"
+	ToolAuditVerify   = "audit.verify"
+)
+
+// KeyCreateArgs are keys.create's arguments.
+type KeyCreateArgs struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// KeyIDArgs name a key.
+type KeyIDArgs struct {
+	ID string `json:"id"`
+}
+
+var (
+	adminOnly = []auth.Role{auth.RoleAdmin}
+	allRoles  = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
+)
+
+// FoundationTools registers the foundation's capabilities (keys, tickets,
+// audit) as dispatcher tools and makes their routes call d. Call once,
+// before serving.
+func (s *Server) FoundationTools(d *dispatch.Dispatcher) {
+	s.disp = d
+	d.MustRegister(dispatch.Tool{
+		Name: ToolKeysList, Description: "List API keys", Risk: guard.Safe, Roles: adminOnly,
+		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) { return s.auth.ListKeys(ctx) },
+	})
+	// Creating a key hands out capability: Medium, so a halted server
+	// mints no new keys.
+	d.MustRegister(dispatch.Tool{
+		Name: ToolKeysCreate, Description: "Create an API key", Risk: guard.Medium, Roles: adminOnly,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":64},"role":{"type":"string","enum":["admin","agent","viewer"]}},"required":["name","role"]}`),
+		Decode:      decodeArgs[KeyCreateArgs],
+		Describe:    func(args any) dispatch.Target { return dispatch.Target{Target: args.(KeyCreateArgs).Name} },
+		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
+			a := args.(KeyCreateArgs)
+			info, secret, err := s.auth.CreateKey(ctx, c, a.Name, auth.Role(a.Role))
+			if err != nil {
+				return nil, err
+			}
+			return CreatedKey{ID: info.ID, Name: info.Name, Role: info.Role, Key: secret, CreatedAt: info.CreatedAt}, nil
+		},
+		Summarize: func(_, res any) map[string]any {
+			k := res.(CreatedKey)
+			return map[string]any{"key_id": k.ID, "role": string(k.Role)}
+		},
+	})
+	// Revoking only takes capability away: Safe, so it works while halted.
+	d.MustRegister(dispatch.Tool{
+		Name: ToolKeysRevoke, Description: "Revoke an API key", Risk: guard.Safe, Roles: adminOnly,
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`),
+		Decode:      decodeArgs[KeyIDArgs],
+		Describe:    func(args any) dispatch.Target { return dispatch.Target{Target: args.(KeyIDArgs).ID} },
+		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
+			return s.auth.RevokeKey(ctx, c, args.(KeyIDArgs).ID)
+		},
+	})
+	s.ticketTools(d)
+	s.auditTools(d)
+}
+
+// decodeArgs decodes a tool's JSON arguments strictly.
+func decodeArgs[T any](raw json.RawMessage) (any, error) {
+	var v T
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		return nil, fault.InvalidField("arguments", "arguments do not match the tool's schema: "+err.Error())
+	}
+	return v, nil
+}
+
+// call dispatches tool for the request's caller.
+func (s *Server) call(ctx context.Context, tool string, args any) (any, error) {
 	c, err := MustCaller(ctx)
 	if err != nil {
-		return c, err
+		return nil, err
 	}
-	return c, s.auth.Require(ctx, c, action, auth.RoleAdmin)
+	if s.disp == nil {
+		return nil, fault.New(fault.Unavailable, "the server is still starting")
+	}
+	return s.disp.Dispatch(ctx, c, tool, args)
 }
 
 func (s *Server) listKeys(ctx context.Context, _ *struct{}) (*KeyListOutput, error) {
-	if _, err := s.admin(ctx, "list keys"); err != nil {
-		return nil, err
-	}
-	ks, err := s.auth.ListKeys(ctx)
+	res, err := s.call(ctx, ToolKeysList, nil)
 	if err != nil {
 		return nil, err
 	}
+	ks := res.([]auth.KeyInfo)
 	if ks == nil {
 		ks = []auth.KeyInfo{}
 	}
@@ -86,29 +176,21 @@ func (s *Server) listKeys(ctx context.Context, _ *struct{}) (*KeyListOutput, err
 }
 
 func (s *Server) createKey(ctx context.Context, in *KeyCreateInput) (*KeyCreateOutput, error) {
-	c, err := s.admin(ctx, "create keys")
+	res, err := s.call(ctx, ToolKeysCreate, KeyCreateArgs{Name: in.Body.Name, Role: in.Body.Role})
 	if err != nil {
 		return nil, err
 	}
-	info, secret, err := s.auth.CreateKey(ctx, c, in.Body.Name, auth.Role(in.Body.Role))
-	if err != nil {
-		return nil, err
-	}
-	out := &KeyCreateOutput{Body: OK(CreatedKey{ID: info.ID, Name: info.Name, Role: info.Role, Key: secret, CreatedAt: info.CreatedAt})}
+	out := &KeyCreateOutput{Body: OK(res.(CreatedKey))}
 	out.Body.Message = "key created; it is shown only once"
 	return out, nil
 }
 
 func (s *Server) revokeKey(ctx context.Context, in *KeyIDInput) (*KeyOutput, error) {
-	c, err := s.admin(ctx, "revoke keys")
+	res, err := s.call(ctx, ToolKeysRevoke, KeyIDArgs{ID: in.ID})
 	if err != nil {
 		return nil, err
 	}
-	info, err := s.auth.RevokeKey(ctx, c, in.ID)
-	if err != nil {
-		return nil, err
-	}
-	out := &KeyOutput{Body: OK(info)}
+	out := &KeyOutput{Body: OK(res.(auth.KeyInfo))}
 	out.Body.Message = "key revoked"
 	return out, nil
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/dispatch"
 )
 
 // Deps are what the server needs; the daemon builds them.
@@ -66,6 +67,10 @@ type Server struct {
 	largeBodyPrefixes []string
 
 	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
+
+	// disp is the dispatcher the foundation routes call (keys, tickets,
+	// audit); set by FoundationTools before serving.
+	disp *dispatch.Dispatcher
 }
 
 // humaDefaultMaxBody is what huma gives an operation with a body that left
@@ -134,8 +139,9 @@ func (s *Server) Router() chi.Router { return s.router }
 // API is the huma API, for huma.Register.
 func (s *Server) API() huma.API { return s.api }
 
-// Handler is the root handler to serve.
-func (s *Server) Handler() http.Handler { return s.router }
+// Handler is the root handler to serve. It reads how long a caller is
+// willing to wait for an operator's approval (approvals.go).
+func (s *Server) Handler() http.Handler { return withApprovalWait(s.router) }
 
 // MaxBody is the JSON body cap (SANDBOX_MAX_BODY) for huma operations.
 func (s *Server) MaxBody() int64 { return s.cfg.MaxBody.Bytes() }

@@ -6,6 +6,10 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/guard"
 )
 
 // Ticket is a one-time credential for browsers and WebSockets: pass it as
@@ -28,14 +32,23 @@ func (s *Server) ticketRoutes() {
 	}, s.createTicket)
 }
 
+func (s *Server) ticketTools(d *dispatch.Dispatcher) {
+	d.MustRegister(dispatch.Tool{
+		Name: ToolTicketsCreate, Description: "Mint a one-time ticket for a WebSocket or browser request", Risk: guard.Safe, Roles: allRoles,
+		Run: func(ctx context.Context, c auth.Caller, _ any) (any, error) {
+			t, exp, err := s.auth.IssueTicket(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			return Ticket{Ticket: t, ExpiresAt: exp}, nil
+		},
+	})
+}
+
 func (s *Server) createTicket(ctx context.Context, _ *struct{}) (*TicketOutput, error) {
-	c, err := MustCaller(ctx)
+	res, err := s.call(ctx, ToolTicketsCreate, nil)
 	if err != nil {
 		return nil, err
 	}
-	t, exp, err := s.auth.IssueTicket(ctx, c)
-	if err != nil {
-		return nil, err
-	}
-	return &TicketOutput{Body: OK(Ticket{Ticket: t, ExpiresAt: exp})}, nil
+	return &TicketOutput{Body: OK(res.(Ticket))}, nil
 }

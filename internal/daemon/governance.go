@@ -1,0 +1,46 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sandhold/sandhold/internal/approvals"
+	"github.com/sandhold/sandhold/internal/control"
+	"github.com/sandhold/sandhold/internal/policy"
+)
+
+// startGovernance puts the operator's controls into the dispatcher: the
+// stored risk policy (and its per-role/per-key rate limits), approvals,
+// the stored HALT state (a halted server freezes its sandboxes again
+// here), the foundation's routes as tools, and the routes of all of them.
+// A stored policy or HALT state that cannot be read stops the start: a
+// server must not come up looser than it went down.
+func (d *Daemon) startGovernance(ctx context.Context) error {
+	pol, err := policy.Load(ctx, d.store)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	d.dispatch.SetPolicy(pol)
+	d.dispatch.SetRateRules(pol.RateRules)
+	policy.RegisterTools(d.dispatch, pol)
+
+	apr := approvals.New(approvals.Options{})
+	d.dispatch.SetApprovals(apr)
+	approvals.RegisterTools(d.dispatch, apr)
+
+	ctl, err := control.Load(ctx, d.store, d.sandboxes)
+	if err != nil {
+		return fmt.Errorf("halt state: %w", err)
+	}
+	if st := ctl.State(); st.Halted {
+		d.log.Warn("HALTED: the server starts halted; only safe tools run until an admin unhalts", "reason", st.Reason, "since", st.Since)
+	}
+	d.dispatch.SetHalt(ctl)
+	control.RegisterTools(d.dispatch, ctl)
+
+	d.api.FoundationTools(d.dispatch)
+	d.api.PolicyRoutes()
+	d.api.ApprovalRoutes()
+	d.api.ControlRoutes()
+	return nil
+}
