@@ -1,0 +1,32 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+)
+
+// MCPPath is where the MCP streamable HTTP endpoint is served.
+const MCPPath = "/mcp"
+
+// MCPRoutes mounts the MCP endpoint (internal/mcp's Hub) behind the same
+// middleware as every route: a key in a header, Host/Origin checks, the
+// body cap. Tool calls inside go through the dispatcher.
+func (s *Server) MCPRoutes(h http.Handler) {
+	for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		s.router.Method(m, MCPPath, h)
+	}
+	s.api.OpenAPI().AddOperation(&huma.Operation{
+		OperationID: "mcp", Method: http.MethodPost, Path: MCPPath, Tags: []string{"mcp"}, Security: Security,
+		Summary: "Model Context Protocol (streamable HTTP)",
+		Description: "JSON-RPC messages of the Model Context Protocol (streamable HTTP transport; GET opens a session's " +
+			"event stream, DELETE ends the session). Tools are the dispatcher's tools with dots written as underscores " +
+			"(exec.run → exec_run) plus AIO Sandbox's MCP tool names (sandbox_execute_bash, sandbox_execute_code, " +
+			"sandbox_file_operations, sandbox_str_replace_editor, sandbox_get_context). A session belongs to the key " +
+			"that opened it and ends when the key is revoked.",
+		Responses: map[string]*huma.Response{
+			"200": {Description: "JSON-RPC response(s), as application/json or text/event-stream"},
+			"202": {Description: "accepted (notifications and responses)"},
+		},
+	})
+}
