@@ -1,0 +1,268 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/workspace"
+)
+
+// FileRoutes mounts AIO's file API (tags file and file-watch) twice: at
+// /v1/file/... on the caller's default sandbox and at
+// /sandboxes/{id}/v1/file/... on a given one. Handlers decode, dispatch
+// and encode; a failure's data is AIO's FileOperationError with a real
+// HTTP status.
+func (s *Server) FileRoutes(d *dispatch.Dispatcher) {
+	h := &fileHandlers{s: s, d: d}
+	for _, prefix := range []string{"", "/sandboxes/{id}"} {
+		r := s.router
+		post := func(p string, hf http.HandlerFunc) { r.Post(prefix+"/v1/file/"+p, hf) }
+		post("read", fileCall(h, workspace.ToolRead, "read",
+			func(a *workspace.ReadArgs, id string) string { a.Sandbox = id; return a.File }))
+		post("write", fileCall(h, workspace.ToolWrite, "write",
+			func(a *workspace.WriteArgs, id string) string { a.Sandbox = id; return a.File }))
+		post("replace", fileCall(h, workspace.ToolReplace, "replace",
+			func(a *workspace.ReplaceArgs, id string) string { a.Sandbox = id; return a.File }))
+		post("search", fileCall(h, workspace.ToolSearch, "search",
+			func(a *workspace.SearchArgs, id string) string { a.Sandbox = id; return a.File }))
+		post("find", fileCall(h, workspace.ToolFind, "find",
+			func(a *workspace.FindArgs, id string) string { a.Sandbox = id; return a.Path }))
+		post("grep", fileCall(h, workspace.ToolGrep, "grep",
+			func(a *workspace.GrepArgs, id string) string { a.Sandbox = id; return a.Path }))
+		post("glob", fileCall(h, workspace.ToolGlob, "glob",
+			func(a *workspace.GlobArgs, id string) string { a.Sandbox = id; return a.Path }))
+		post("list", fileCall(h, workspace.ToolList, "list",
+			func(a *workspace.ListArgs, id string) string { a.Sandbox = id; return a.Path }))
+		post("str_replace_editor", fileCall(h, workspace.ToolEditor, "str_replace_editor",
+			func(a *workspace.EditorArgs, id string) string { a.Sandbox = id; return a.Path }))
+
+		r.Post(prefix+"/v1/file/watch", fileCall(h, workspace.ToolWatchCreate, "watch",
+			func(a *workspace.WatchCreateArgs, id string) string { a.Sandbox = id; return a.Path }))
+		r.Post(prefix+"/v1/file/watch/wait", fileCall(h, workspace.ToolWatchWait, "watch_wait",
+			func(a *workspace.WatchWaitArgs, id string) string { a.Sandbox = id; return a.Path }))
+		r.Post(prefix+"/v1/file/watch/{watcher_id}/poll", fileCall(h, workspace.ToolWatchPoll, "watch_poll",
+			func(a *workspace.WatchRef, id string) string { a.Sandbox = id; return a.WatcherID }))
+		r.Get(prefix+"/v1/file/watch", h.noBody(workspace.ToolWatchList, "watch_list"))
+		r.Delete(prefix+"/v1/file/watch/{watcher_id}", h.noBody(workspace.ToolWatchDelete, "watch_stop"))
+		r.Get(prefix+"/v1/file/watch/{watcher_id}/events", h.events)
+	}
+	h.document()
+}
+
+type fileHandlers struct {
+	s *Server
+	d *dispatch.Dispatcher
+}
+
+// fileCall is the handler of one JSON file route: decode the body into A,
+// name the sandbox from the URL (set returns the path for errors),
+// dispatch, encode.
+func fileCall[A any](h *fileHandlers, tool, op string, set func(a *A, sandbox string) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var a A
+		p := ""
+		raw, err := io.ReadAll(r.Body)
+		if err != nil {
+			h.fail(w, r, op, p, fault.Wrap(fault.TooLarge, err, "request body over the limit"))
+			return
+		}
+		if a, err = workspace.Decode[A](raw); err != nil {
+			h.fail(w, r, op, p, err)
+			return
+		}
+		p = set(&a, chi.URLParam(r, "id"))
+		if wr, ok := any(&a).(*workspace.WatchRef); ok {
+			wr.WatcherID = chi.URLParam(r, "watcher_id")
+			p = wr.WatcherID
+		}
+		res, err := h.call(r.Context(), tool, a)
+		if err != nil {
+			h.fail(w, r, op, p, err)
+			return
+		}
+		WriteData(w, http.StatusOK, res)
+	}
+}
+
+// noBody serves the watch routes that take no body (list, stop).
+func (h *fileHandlers) noBody(tool, op string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a := workspace.WatchRef{Sandbox: chi.URLParam(r, "id"), WatcherID: chi.URLParam(r, "watcher_id")}
+		res, err := h.call(r.Context(), tool, a)
+		if err != nil {
+			h.fail(w, r, op, a.WatcherID, err)
+			return
+		}
+		if list, ok := res.([]workspace.WatchInfo); ok {
+			res = map[string]any{"watches": list}
+		}
+		WriteData(w, http.StatusOK, res)
+	}
+}
+
+func (h *fileHandlers) call(ctx context.Context, tool string, args any) (any, error) {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.d.Dispatch(ctx, c, tool, args)
+}
+
+// FileErrorEnvelope is a failed file call: AIO's envelope with a
+// FileOperationError as data.
+type FileErrorEnvelope struct {
+	Success bool                 `json:"success" example:"false"`
+	Message string               `json:"message"`
+	Data    *workspace.FileError `json:"data"`
+	Hint    *string              `json:"hint"`
+}
+
+// fail writes a file call's error: the status and headers of the error
+// kind (Retry-After, X-RateLimit-*), AIO's FileOperationError as data.
+func (h *fileHandlers) fail(w http.ResponseWriter, r *http.Request, op, p string, err error) {
+	var ar *dispatch.ApprovalRequired
+	if errors.As(err, &ar) {
+		WriteError(w, r, err)
+		return
+	}
+	b := errorBody(r.Context(), err)
+	for k, vs := range b.headers {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	fe := *workspace.FileErrorOf(op, p, err)
+	if fault.KindOf(err) == fault.Internal || fault.KindOf(err) == "" {
+		fe.Message = "internal error (request id " + RequestID(r.Context()) + ")"
+	}
+	writeJSON(w, b.status, FileErrorEnvelope{Success: false, Message: b.Message, Data: &fe, Hint: b.Hint})
+}
+
+// events streams a watch's events as server-sent events: one "event:
+// <type>" per change with the event as JSON data and its seq as the id
+// (Last-Event-ID resumes), a comment every 15 s, and "event: end" when the
+// watch stops.
+func (h *fileHandlers) events(w http.ResponseWriter, r *http.Request) {
+	ref := workspace.WatchRef{Sandbox: chi.URLParam(r, "id"), WatcherID: chi.URLParam(r, "watcher_id")}
+	res, err := h.call(r.Context(), workspace.ToolWatchEvents, ref)
+	if err != nil {
+		h.fail(w, r, "watch_events", ref.WatcherID, err)
+		return
+	}
+	watch := res.(*workspace.Watch)
+	var cursor int64
+	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("cursor")} {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			cursor = n
+		}
+	}
+	flusher, _ := w.(http.Flusher)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	for {
+		evs, last, _, ended := watch.Next(r.Context(), cursor, 100, 15*time.Second)
+		if r.Context().Err() != nil {
+			return
+		}
+		for _, e := range evs {
+			b, _ := json.Marshal(e)
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b); err != nil {
+				return
+			}
+		}
+		if len(evs) == 0 && !ended {
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		}
+		if last > cursor {
+			cursor = last
+		}
+		if ended {
+			_, _ = io.WriteString(w, "event: end\ndata: {}\n\n")
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}
+
+// document adds the file routes to the OpenAPI document (they are plain
+// handlers, so huma does not see them).
+func (h *fileHandlers) document() {
+	oa := h.s.api.OpenAPI()
+	reg := oa.Components.Schemas
+	errSchema := reg.Schema(reflect.TypeFor[FileErrorEnvelope](), true, "FileErrorEnvelope")
+	type route struct {
+		method, path, id, summary string
+		in, out                   reflect.Type
+		tag                       string
+	}
+	routes := []route{
+		{http.MethodPost, "read", "file-read", "Read a text file (line range optional)", reflect.TypeFor[workspace.ReadArgs](), reflect.TypeFor[Envelope[workspace.ReadResult]](), "file"},
+		{http.MethodPost, "write", "file-write", "Write a file atomically (utf-8 or base64; append; newlines)", reflect.TypeFor[workspace.WriteArgs](), reflect.TypeFor[Envelope[workspace.WriteResult]](), "file"},
+		{http.MethodPost, "replace", "file-replace", "Replace every occurrence of a string", reflect.TypeFor[workspace.ReplaceArgs](), reflect.TypeFor[Envelope[workspace.ReplaceResult]](), "file"},
+		{http.MethodPost, "search", "file-search", "Lines of a file matching a regex", reflect.TypeFor[workspace.SearchArgs](), reflect.TypeFor[Envelope[workspace.SearchResult]](), "file"},
+		{http.MethodPost, "find", "file-find", "Find files by name pattern", reflect.TypeFor[workspace.FindArgs](), reflect.TypeFor[Envelope[workspace.FindResult]](), "file"},
+		{http.MethodPost, "grep", "file-grep", "Search file contents (regex or fixed string)", reflect.TypeFor[workspace.GrepArgs](), reflect.TypeFor[Envelope[workspace.GrepResult]](), "file"},
+		{http.MethodPost, "glob", "file-glob", "Glob match with metadata", reflect.TypeFor[workspace.GlobArgs](), reflect.TypeFor[Envelope[workspace.GlobResult]](), "file"},
+		{http.MethodPost, "list", "file-list", "List a directory", reflect.TypeFor[workspace.ListArgs](), reflect.TypeFor[Envelope[workspace.ListResult]](), "file"},
+		{http.MethodPost, "str_replace_editor", "file-str-replace-editor", "View, create and edit files (str_replace_editor)", reflect.TypeFor[workspace.EditorArgs](), reflect.TypeFor[Envelope[workspace.EditorResult]](), "file"},
+		{http.MethodPost, "watch", "file-watch-create", "Watch a file or directory (polling)", reflect.TypeFor[workspace.WatchCreateArgs](), reflect.TypeFor[Envelope[workspace.WatchInfo]](), "file-watch"},
+		{http.MethodGet, "watch", "file-watch-list", "List watches", nil, reflect.TypeFor[Envelope[map[string][]workspace.WatchInfo]](), "file-watch"},
+		{http.MethodPost, "watch/{watcher_id}/poll", "file-watch-poll", "Events after a cursor (long poll)", reflect.TypeFor[workspace.WatchRef](), reflect.TypeFor[Envelope[workspace.PollResult]](), "file-watch"},
+		{http.MethodPost, "watch/wait", "file-watch-wait", "Wait for a change to one path", reflect.TypeFor[workspace.WatchWaitArgs](), reflect.TypeFor[Envelope[workspace.WaitResult]](), "file-watch"},
+		{http.MethodDelete, "watch/{watcher_id}", "file-watch-stop", "Stop a watch", nil, reflect.TypeFor[Envelope[workspace.StopResult]](), "file-watch"},
+		{http.MethodGet, "watch/{watcher_id}/events", "file-watch-events", "Stream a watch's events (SSE)", nil, nil, "file-watch"},
+	}
+	for _, prefix := range []string{"", "/sandboxes/{id}"} {
+		for _, rt := range routes {
+			op := &huma.Operation{OperationID: rt.id, Method: rt.method, Path: prefix + "/v1/file/" + rt.path,
+				Tags: []string{rt.tag}, Summary: rt.summary, Security: Security,
+				Responses: map[string]*huma.Response{
+					"default": {Description: "a FileOperationError with the status of its kind", Content: map[string]*huma.MediaType{"application/json": {Schema: errSchema}}},
+				}}
+			if prefix != "" {
+				op.OperationID = "sandbox-" + rt.id
+				op.Parameters = append(op.Parameters, &huma.Param{Name: "id", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
+			}
+			if rt.path != "watch" && rt.path != "watch/wait" && len(rt.path) > 6 && rt.path[:6] == "watch/" {
+				op.Parameters = append(op.Parameters, &huma.Param{Name: "watcher_id", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
+			}
+			if rt.in != nil {
+				op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
+					"application/json": {Schema: reg.Schema(rt.in, true, "")}}}
+			}
+			if rt.out != nil {
+				op.Responses["200"] = &huma.Response{Description: "ok", Content: map[string]*huma.MediaType{
+					"application/json": {Schema: reg.Schema(rt.out, true, "")}}}
+			} else {
+				op.Responses["200"] = &huma.Response{Description: "server-sent events", Content: map[string]*huma.MediaType{
+					"text/event-stream": {Schema: &huma.Schema{Type: "string"}}}}
+			}
+			oa.AddOperation(op)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package coderun_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/daemon"
+)
+
+// requireSandboxes skips unless the host can run real sandboxes.
+func requireSandboxes(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create sandboxes (user namespaces with id maps, cgroups)")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs /usr/bin/python3 on the host (sandboxes see the host's /usr)")
+	}
+}
+
+type srv struct {
+	t    *testing.T
+	base string
+	key  string
+}
+
+// startServer runs the real daemon on 127.0.0.1:0 with a fresh data dir.
+func startServer(t *testing.T) *srv {
+	t.Helper()
+	requireSandboxes(t)
+	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
+	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard), daemon.WithVersion("test"))
+	if err != nil {
+		t.Fatalf("new daemon: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("run: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return &srv{t: t, base: "http://" + d.Addr(), key: d.AdminKey()}
+}
+
+// do sends a JSON request and decodes the JSON answer.
+func (s *srv) do(method, path string, body any) (int, map[string]any) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		switch b := body.(type) {
+		case string:
+			rd = strings.NewReader(b)
+		default:
+			buf, _ := json.Marshal(b)
+			rd = bytes.NewReader(buf)
+		}
+	}
+	req, _ := http.NewRequest(method, s.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		s.t.Fatalf("%s %s: %d, not JSON: %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+// exec runs code and returns data, failing on a non-200.
+func (s *srv) exec(body map[string]any) map[string]any {
+	s.t.Helper()
+	st, out := s.do("POST", "/v1/code/execute", body)
+	if st != 200 {
+		s.t.Fatalf("execute %v: %d %v", body, st, out)
+	}
+	return out["data"].(map[string]any)
+}
+
+func resultText(d map[string]any) string {
+	for _, o := range d["outputs"].([]any) {
+		m := o.(map[string]any)
+		if m["output_type"] == "execute_result" {
+			return m["data"].(map[string]any)["text/plain"].(string)
+		}
+	}
+	return ""
+}
+
+func TestCodeEndToEnd(t *testing.T) {
+	s := startServer(t)
+
+	t.Run("python-stateful", func(t *testing.T) {
+		d := s.exec(map[string]any{"language": "python", "code": "x = 41", "stateful": true})
+		sid, _ := d["session_id"].(string)
+		if sid == "" || d["status"] != "ok" {
+			t.Fatalf("first call: %v", d)
+		}
+		start := time.Now()
+		d = s.exec(map[string]any{"language": "python", "code": "print('p'); x + 1", "stateful": true, "session_id": sid})
+		t.Logf("stateful python call round trip: %s", time.Since(start))
+		if got := resultText(d); got != "42" || d["stdout"] != "p\n" || d["session_id"] != sid {
+			t.Fatalf("x + 1 = %q (stdout %q): %v", got, d["stdout"], d)
+		}
+	})
+
+	t.Run("python-traceback", func(t *testing.T) {
+		d := s.exec(map[string]any{"language": "python", "code": "def f():\n    return 1/0\nf()"})
+		tb, _ := d["traceback"].([]any)
+		joined := ""
+		for _, l := range tb {
+			joined += l.(string) + "\n"
+		}
+		if d["status"] != "error" || !strings.Contains(joined, "ZeroDivisionError") || !strings.Contains(joined, "return 1/0") ||
+			strings.Contains(joined, "run_cell") {
+			t.Fatalf("traceback %q: %v", joined, d)
+		}
+		if ec, _ := d["exit_code"].(float64); ec != 1 {
+			t.Fatalf("exit_code %v", d["exit_code"])
+		}
+	})
+
+	t.Run("javascript-stateless", func(t *testing.T) {
+		d := s.exec(map[string]any{"language": "javascript", "code": "console.log('hi'); [1,2,3].map(x => x * 2)"})
+		if d["stdout"] != "hi\n" || resultText(d) != "[ 2, 4, 6 ]" || d["session_id"] != nil {
+			t.Fatalf("%v", d)
+		}
+		d = s.exec(map[string]any{"language": "javascript", "code": "typeof y"})
+		if resultText(d) != "'undefined'" {
+			t.Fatalf("stateless run saw state: %v", d)
+		}
+	})
+
+	t.Run("javascript-stateful", func(t *testing.T) {
+		d := s.exec(map[string]any{"language": "javascript", "code": "let y = 20; var z = 1", "stateful": true})
+		sid := d["session_id"].(string)
+		d = s.exec(map[string]any{"language": "javascript", "code": "y + z + 21", "stateful": true, "session_id": sid})
+		if resultText(d) != "42" {
+			t.Fatalf("%v", d)
+		}
+		d = s.exec(map[string]any{"language": "javascript", "code": "null.x", "stateful": true, "session_id": sid})
+		if d["status"] != "error" || !strings.Contains(strings.Join(toStrings(d["traceback"]), "\n"), "TypeError") {
+			t.Fatalf("%v", d)
+		}
+	})
+
+	t.Run("bash", func(t *testing.T) {
+		d := s.exec(map[string]any{"language": "bash", "code": "echo out; echo err >&2; exit 3"})
+		if d["stdout"] != "out\n" || d["stderr"] != "err\n" || d["exit_code"].(float64) != 3 || d["status"] != "error" {
+			t.Fatalf("%v", d)
+		}
+		d = s.exec(map[string]any{"language": "bash", "code": "cd /tmp; V=7", "stateful": true})
+		sid := d["session_id"].(string)
+		d = s.exec(map[string]any{"language": "bash", "code": "echo $V $PWD", "stateful": true, "session_id": sid})
+		if d["stdout"] != "7 /tmp\n" || d["exit_code"].(float64) != 0 {
+			t.Fatalf("%v", d)
+		}
+	})
+
+	t.Run("timeout-kills-and-session-recovers", func(t *testing.T) {
+		d := s.exec(map[string]any{"language": "python", "code": "k = 5", "stateful": true})
+		sid := d["session_id"].(string)
+		d = s.exec(map[string]any{"language": "python", "code": "print('before', flush=True)\nwhile True: pass", "stateful": true, "session_id": sid, "timeout": 1})
+		if d["status"] != "timeout" || d["state_lost"] != true || d["stdout"] != "before\n" {
+			t.Fatalf("timeout: %v", d)
+		}
+		d = s.exec(map[string]any{"language": "python", "code": "'k' in globals()", "stateful": true, "session_id": sid})
+		if d["status"] != "ok" || resultText(d) != "False" || d["state_lost"] != true {
+			t.Fatalf("after timeout: %v", d)
+		}
+		d = s.exec(map[string]any{"language": "python", "code": "k = 6; k", "stateful": true, "session_id": sid})
+		if resultText(d) != "6" || d["state_lost"] != false {
+			t.Fatalf("recovered session: %v", d)
+		}
+	})
+
+	t.Run("matplotlib-image", func(t *testing.T) {
+		if err := exec.Command("/usr/bin/python3", "-c", "import matplotlib").Run(); err != nil {
+			t.Skip("matplotlib is not importable by /usr/bin/python3 (apt-get install python3-matplotlib)")
+		}
+		d := s.exec(map[string]any{"language": "python", "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()"})
+		found := false
+		for _, o := range d["outputs"].([]any) {
+			m := o.(map[string]any)
+			if m["output_type"] != "display_data" {
+				continue
+			}
+			b64, _ := m["data"].(map[string]any)["image/png"].(string)
+			png, err := base64.StdEncoding.DecodeString(b64)
+			if err == nil && bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+				found = true
+			}
+		}
+		if !found || d["status"] != "ok" {
+			t.Fatalf("no PNG display_data: status %v stderr %v outputs %v", d["status"], d["stderr"], d["outputs"])
+		}
+	})
+
+	t.Run("jupyter", func(t *testing.T) {
+		st, out := s.do("POST", "/v1/jupyter/sessions/create", map[string]any{"session_id": "nb-1"})
+		if st != 200 {
+			t.Fatalf("create: %d %v", st, out)
+		}
+		st, out = s.do("POST", "/v1/jupyter/execute", map[string]any{"code": "a = 2\nprint('s')\na * 21", "session_id": "nb-1"})
+		d := out["data"].(map[string]any)
+		types := []string{}
+		for _, o := range d["outputs"].([]any) {
+			types = append(types, o.(map[string]any)["output_type"].(string))
+		}
+		if st != 200 || d["status"] != "ok" || strings.Join(types, ",") != "stream,execute_result" || resultText(d) != "42" {
+			t.Fatalf("%d %v", st, d)
+		}
+		st, out = s.do("POST", "/v1/jupyter/execute", map[string]any{"code": "raise ValueError('v')", "session_id": "nb-1"})
+		outs := out["data"].(map[string]any)["outputs"].([]any)
+		last := outs[len(outs)-1].(map[string]any)
+		if st != 200 || last["output_type"] != "error" || last["ename"] != "ValueError" || last["evalue"] != "v" {
+			t.Fatalf("%d %v", st, out)
+		}
+		st, out = s.do("GET", "/v1/jupyter/sessions", nil)
+		if _, ok := out["data"].(map[string]any)["sessions"].(map[string]any)["nb-1"]; st != 200 || !ok {
+			t.Fatalf("%d %v", st, out)
+		}
+		if st, out = s.do("DELETE", "/v1/jupyter/sessions/nb-1", nil); st != 200 {
+			t.Fatalf("%d %v", st, out)
+		}
+		if st, out = s.do("DELETE", "/v1/jupyter/sessions/nb-1", nil); st != 404 {
+			t.Fatalf("second delete: %d %v", st, out)
+		}
+	})
+
+	t.Run("bad-input", func(t *testing.T) {
+		cases := []struct {
+			name, path, body string
+			want             int
+		}{
+			{"negative-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":-1}`, 422},
+			{"huge-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":1e309}`, 422},
+			{"fractional-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":1.5}`, 422},
+			{"unknown-language", "/v1/code/execute", `{"language":"cobol","code":"1"}`, 422},
+			{"missing-code", "/v1/code/execute", `{"language":"python"}`, 422},
+			{"not-json", "/v1/code/execute", `{"language":`, 422},
+			{"array-body", "/v1/jupyter/execute", `[]`, 422},
+			{"bad-kernel", "/v1/jupyter/execute", `{"code":"1","kernel_name":"ruby"}`, 422},
+			{"unknown-session", "/v1/code/execute", `{"language":"python","code":"1","stateful":true,"session_id":"nope"}`, 404},
+			{"unknown-jupyter-session", "/v1/jupyter/execute", `{"code":"1","session_id":"nope"}`, 404},
+			{"unknown-sandbox", "/sandboxes/sb-nope/v1/code/execute", `{"language":"python","code":"1"}`, 404},
+		}
+		for _, c := range cases {
+			st, out := s.do("POST", c.path, c.body)
+			if st != c.want {
+				t.Errorf("%s: %d %v, want %d", c.name, st, out, c.want)
+				continue
+			}
+			if c.want == 422 {
+				det, _ := out["detail"].([]any)
+				if len(det) == 0 || det[0].(map[string]any)["loc"] == nil {
+					t.Errorf("%s: not AIO's 422 shape: %v", c.name, out)
+				}
+			}
+		}
+	})
+}
+
+func toStrings(v any) []string {
+	var out []string
+	l, _ := v.([]any)
+	for _, x := range l {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}

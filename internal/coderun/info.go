@@ -1,0 +1,81 @@
+package coderun
+
+import (
+	"context"
+	"sort"
+
+	"github.com/sandhold/sandhold/internal/auth"
+)
+
+// LanguageInfo describes one runtime.
+type LanguageInfo struct {
+	Language       string         `json:"language"`
+	Description    string         `json:"description"`
+	RuntimeVersion *string        `json:"runtime_version"`
+	DefaultTimeout int            `json:"default_timeout"`
+	MaxTimeout     int            `json:"max_timeout"`
+	Details        map[string]any `json:"details"`
+}
+
+// Info reports the runtimes as the caller's sandbox has them: each
+// interpreter is started once (per server) to learn its version.
+func (s *Service) Info(ctx context.Context, c auth.Caller, sandboxID string) ([]LanguageInfo, error) {
+	sb, err := s.m.Resolve(ctx, c, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	langs := make([]string, 0, len(runtimes))
+	for l := range runtimes {
+		langs = append(langs, l)
+	}
+	sort.Slice(langs, func(i, j int) bool { return langOrder(langs[i]) < langOrder(langs[j]) })
+	out := make([]LanguageInfo, 0, len(langs))
+	for _, lang := range langs {
+		rt := runtimes[lang]
+		li := LanguageInfo{Language: lang, Description: rt.desc, DefaultTimeout: int(DefaultTimeout.Seconds()),
+			MaxTimeout: int(MaxTimeout.Seconds()), Details: map[string]any{
+				"executable": rt.exe, "stateful": true, "session_idle_timeout_seconds": int(s.cfg.IdleTimeout.Seconds()),
+				"max_sessions": s.cfg.MaxSessions,
+			}}
+		s.mu.Lock()
+		p, ok := s.probes[lang]
+		s.mu.Unlock()
+		if !ok {
+			if in, err := startInterp(ctx, sb, lang, "", c.IsAdmin()); err == nil {
+				p = probe{version: in.version, mpl: in.mpl, ok: true}
+				in.close()
+				s.mu.Lock()
+				s.probes[lang] = p
+				s.mu.Unlock()
+			}
+		}
+		if p.ok {
+			v := p.version
+			li.RuntimeVersion = &v
+			if lang == Python {
+				li.Details["matplotlib"] = p.mpl
+			}
+		} else {
+			li.Details["available"] = false
+		}
+		out = append(out, li)
+	}
+	return out, nil
+}
+
+// probe is what starting an interpreter taught about a runtime.
+type probe struct {
+	version string
+	mpl     bool
+	ok      bool
+}
+
+func langOrder(l string) int {
+	switch l {
+	case Python:
+		return 0
+	case JavaScript:
+		return 1
+	}
+	return 2
+}

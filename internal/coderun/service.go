@@ -1,0 +1,596 @@
+package coderun
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox"
+)
+
+// Defaults and caps, with their reasons.
+const (
+	// DefaultTimeout and MaxTimeout are AIO's (CodeExecuteRequest.timeout:
+	// 1..300 s, default 30 s).
+	DefaultTimeout = 30 * time.Second
+	MaxTimeout     = 300 * time.Second
+	// MaxCodeBytes caps one cell: it is held in memory and sent down a pipe.
+	MaxCodeBytes = 1 << 20
+	// DefaultIdleTimeout is AIO's session expiry (30 minutes idle).
+	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultMaxSessions caps the live sessions of one key: each is a
+	// resident interpreter in the key's sandbox.
+	DefaultMaxSessions = 8
+	// DefaultOutputLimit is the bytes kept per stream of one execution
+	// (head and tail; the middle is dropped and marked).
+	DefaultOutputLimit = 1 << 20
+	// maxSessionID caps a client-chosen session id.
+	maxSessionID = 128
+	// reapEvery is how often idle sessions are looked for.
+	reapEvery = 30 * time.Second
+)
+
+var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+// Config configures the service; zero values take the defaults.
+type Config struct {
+	IdleTimeout time.Duration
+	MaxSessions int
+	OutputLimit int
+	Log         *slog.Logger
+}
+
+// Request is one execution.
+type Request struct {
+	Language string
+	Code     string
+	// Timeout is the wall time of this execution (0: DefaultTimeout).
+	Timeout time.Duration
+	// Cwd is where the cell runs (stateful: where the session moves to).
+	Cwd string
+	// Stateful runs the cell in session SessionID (a new session with a
+	// generated id when SessionID is empty).
+	Stateful  bool
+	SessionID string
+}
+
+// Result is an execution's outcome.
+type Result struct {
+	Language  string `json:"language"`
+	SessionID string `json:"session_id,omitempty"`
+	// Status is ok, error or timeout.
+	Status string `json:"status"`
+	// Outputs are Jupyter-style: streams first, then rich outputs, the
+	// last expression's value, and errors.
+	Outputs        []Output `json:"outputs"`
+	Stdout         string   `json:"stdout"`
+	Stderr         string   `json:"stderr"`
+	ExitCode       *int     `json:"exit_code"`
+	Traceback      []string `json:"traceback,omitempty"`
+	ExecutionCount int      `json:"execution_count"`
+	// StateLost: the interpreter was killed or died during this call (or
+	// since the last one), so the session's variables are gone.
+	StateLost  bool   `json:"state_lost,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	CPUMS      int64  `json:"cpu_ms"`
+	Version    string `json:"runtime_version,omitempty"`
+}
+
+// SessionInfo describes a live session.
+type SessionInfo struct {
+	ID             string    `json:"session_id"`
+	Language       string    `json:"language"`
+	Sandbox        string    `json:"sandbox"`
+	Created        time.Time `json:"created"`
+	LastUsed       time.Time `json:"last_used"`
+	ExecutionCount int       `json:"execution_count"`
+	Running        bool      `json:"running"`
+	Busy           bool      `json:"busy"`
+	Version        string    `json:"runtime_version,omitempty"`
+}
+
+type sessKey struct{ sandbox, id string }
+
+// session is a stateful interpreter owned by one key.
+type session struct {
+	id, owner, sandbox, lang string
+	created                  time.Time
+
+	// mu guards the fields below; it is never held while a cell runs
+	// (busy marks that).
+	mu       sync.Mutex
+	lastUsed time.Time
+	busy     bool
+	closed   bool
+	in       *interp
+	count    int
+	// hadInterp: an interpreter ran before, so a missing one means lost
+	// state.
+	hadInterp bool
+	version   string
+}
+
+func (s *session) info() SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return SessionInfo{ID: s.id, Language: s.lang, Sandbox: s.sandbox, Created: s.created, LastUsed: s.lastUsed,
+		ExecutionCount: s.count, Running: s.in != nil && s.in.alive(), Busy: s.busy, Version: s.version}
+}
+
+// Service runs code and keeps the stateful sessions.
+type Service struct {
+	cfg  Config
+	m    *sandbox.Manager
+	log  *slog.Logger
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	// mu guards sessions and probes.
+	mu       sync.Mutex
+	sessions map[sessKey]*session
+	probes   map[string]probe
+}
+
+// New starts the service and its idle reaper.
+func New(cfg Config, m *sandbox.Manager) *Service {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.OutputLimit <= 0 {
+		cfg.OutputLimit = DefaultOutputLimit
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	s := &Service{cfg: cfg, m: m, log: cfg.Log, stop: make(chan struct{}), sessions: map[sessKey]*session{}, probes: map[string]probe{}}
+	s.wg.Add(1)
+	go s.reaper()
+	return s
+}
+
+// Close ends every session.
+func (s *Service) Close() {
+	select {
+	case <-s.stop:
+		return
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+	s.mu.Lock()
+	all := make([]*session, 0, len(s.sessions))
+	for k, ss := range s.sessions {
+		all = append(all, ss)
+		delete(s.sessions, k)
+	}
+	s.mu.Unlock()
+	for _, ss := range all {
+		ss.shut()
+	}
+}
+
+// IdleTimeout is how long an unused session lives.
+func (s *Service) IdleTimeout() time.Duration { return s.cfg.IdleTimeout }
+
+// MaxSessions is the cap of live sessions per key.
+func (s *Service) MaxSessions() int { return s.cfg.MaxSessions }
+
+func (s *Service) reaper() {
+	defer s.wg.Done()
+	t := time.NewTicker(reapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.reapIdle(time.Now())
+		}
+	}
+}
+
+// reapIdle ends sessions unused for the idle timeout.
+func (s *Service) reapIdle(now time.Time) {
+	var idle []*session
+	s.mu.Lock()
+	for k, ss := range s.sessions {
+		ss.mu.Lock()
+		expired := !ss.busy && now.Sub(ss.lastUsed) > s.cfg.IdleTimeout
+		ss.mu.Unlock()
+		if expired {
+			idle = append(idle, ss)
+			delete(s.sessions, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range idle {
+		s.log.Info("code session expired", "session", ss.id, "sandbox", ss.sandbox, "language", ss.lang)
+		ss.shut()
+	}
+}
+
+// shut kills the session's interpreter.
+func (ss *session) shut() {
+	ss.mu.Lock()
+	in := ss.in
+	ss.in, ss.closed = nil, true
+	ss.mu.Unlock()
+	if in != nil {
+		in.close()
+	}
+}
+
+// CheckRequest validates r and fills defaults.
+func CheckRequest(r *Request) error {
+	if _, ok := runtimes[r.Language]; !ok {
+		return fault.InvalidField("language", fmt.Sprintf("unsupported language %q (python, javascript or bash)", r.Language))
+	}
+	if len(r.Code) > MaxCodeBytes {
+		return fault.InvalidField("code", fmt.Sprintf("code longer than %d bytes", MaxCodeBytes))
+	}
+	switch {
+	case r.Timeout < 0 || r.Timeout > MaxTimeout:
+		return fault.InvalidField("timeout", fmt.Sprintf("timeout must be between 1 and %d seconds", int(MaxTimeout.Seconds())))
+	case r.Timeout == 0:
+		r.Timeout = DefaultTimeout
+	}
+	if r.Cwd != "" {
+		if err := agent.CheckPath(r.Cwd); err != nil {
+			return fault.InvalidField("cwd", "cwd must be an absolute, clean path")
+		}
+	}
+	if r.SessionID != "" {
+		if !r.Stateful {
+			// AIO: the session id only means something for stateful runs.
+			r.SessionID = ""
+		} else if err := CheckSessionID(r.SessionID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckSessionID validates a client-chosen session id.
+func CheckSessionID(id string) error {
+	if len(id) > maxSessionID || !sessionIDRe.MatchString(id) {
+		return fault.InvalidField("session_id", fmt.Sprintf("session_id must be 1-%d letters, digits or ._:-", maxSessionID))
+	}
+	return nil
+}
+
+// Execute runs r for caller c in sandbox sandboxID ("" = the caller's
+// default sandbox).
+func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, r Request) (Result, error) {
+	if err := CheckRequest(&r); err != nil {
+		return Result{}, err
+	}
+	sb, err := s.m.Resolve(ctx, c, sandboxID)
+	if err != nil {
+		return Result{}, err
+	}
+	l := limits{timeout: r.Timeout, cpu: sb.Info().Limits.CPUTime, outputLimit: s.cfg.OutputLimit}
+	start := time.Now()
+	if !r.Stateful {
+		in, err := startInterp(ctx, sb, r.Language, r.Cwd, c.IsAdmin())
+		if err != nil {
+			return Result{}, err
+		}
+		defer in.close()
+		cl, err := in.run(ctx, r.Code, "", l)
+		if err != nil {
+			return Result{}, err
+		}
+		if cl.lost && cl.exit != nil && cl.exit.Signal == 0 {
+			// A stateless program may end itself (bash: exit 3): that is
+			// its exit code, not a failure of the session.
+			code := cl.exit.Code
+			cl.exitCode, cl.lost, cl.reason = &code, false, ""
+			cl.outputs = cl.outputs[:len(cl.outputs)-1]
+			cl.status = StatusOK
+			if code != 0 {
+				cl.status = StatusError
+			}
+		}
+		res := s.result(r.Language, "", cl, 1, time.Since(start))
+		res.Version = in.version
+		// Nothing to lose in a stateless run.
+		res.StateLost = false
+		return res, nil
+	}
+
+	var ss *session
+	if r.SessionID == "" {
+		if ss, err = s.newSession(c, sb.ID(), r.Language, uuid.NewString()); err != nil {
+			return Result{}, err
+		}
+	} else if ss, err = s.lookup(c, sb.ID(), r.SessionID); err != nil {
+		return Result{}, err
+	}
+	if ss.lang != r.Language {
+		return Result{}, fault.InvalidField("language", fmt.Sprintf("session %s runs %s, not %s", ss.id, ss.lang, r.Language))
+	}
+	return s.runSession(ctx, c, sb, ss, r.Code, r.Cwd, l, start)
+}
+
+// runSession runs one cell in ss, starting its interpreter if needed.
+func (s *Service) runSession(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, ss *session, code, cwd string, l limits, start time.Time) (Result, error) {
+	ss.mu.Lock()
+	if ss.closed {
+		ss.mu.Unlock()
+		return Result{}, fault.New(fault.NotFound, "no such session")
+	}
+	if ss.busy {
+		ss.mu.Unlock()
+		return Result{}, fault.New(fault.Conflict, "the session is running another execution; wait for it or use another session")
+	}
+	ss.busy = true
+	in := ss.in
+	ss.mu.Unlock()
+	defer func() {
+		ss.mu.Lock()
+		ss.busy, ss.lastUsed = false, time.Now()
+		ss.mu.Unlock()
+	}()
+
+	lostBefore := false
+	if in != nil && !in.alive() {
+		in.close()
+		in, lostBefore = nil, true
+	}
+	if in == nil {
+		ss.mu.Lock()
+		lostBefore = lostBefore || ss.hadInterp
+		ss.mu.Unlock()
+		var err error
+		if in, err = startInterp(ctx, sb, ss.lang, cwd, c.IsAdmin()); err != nil {
+			return Result{}, err
+		}
+		ss.mu.Lock()
+		if ss.closed {
+			ss.mu.Unlock()
+			in.close()
+			return Result{}, fault.New(fault.NotFound, "no such session")
+		}
+		ss.in, ss.hadInterp, ss.version = in, true, in.version
+		if lostBefore {
+			ss.count = 0
+		}
+		ss.mu.Unlock()
+	}
+	cl, err := in.run(ctx, code, cwd, l)
+	if err != nil {
+		return Result{}, err
+	}
+	ss.mu.Lock()
+	ss.count++
+	count := ss.count
+	if cl.lost {
+		ss.in = nil
+	}
+	ss.mu.Unlock()
+	res := s.result(ss.lang, ss.id, cl, count, time.Since(start))
+	res.Version = in.version
+	if lostBefore {
+		res.StateLost = true
+		lost := "the session's previous interpreter had exited; this call ran in a new one and earlier state is lost"
+		res.Outputs = append([]Output{{OutputType: "stream", Name: "stderr", Text: &lost}}, res.Outputs...)
+	}
+	return res, nil
+}
+
+// result turns a cell into a Result: streams first, then the driver's
+// outputs, and the error's traceback lifted to the top level.
+func (s *Service) result(lang, sessionID string, cl cell, count int, took time.Duration) Result {
+	res := Result{Language: lang, SessionID: sessionID, Status: cl.status, Stdout: cl.stdout, Stderr: cl.stderr,
+		ExitCode: cl.exitCode, ExecutionCount: count, StateLost: cl.lost, Reason: cl.reason, Truncated: cl.truncated,
+		DurationMS: took.Milliseconds(), CPUMS: cl.cpu.Milliseconds(), Outputs: []Output{}}
+	if cl.stdout != "" {
+		t := cl.stdout
+		res.Outputs = append(res.Outputs, Output{OutputType: "stream", Name: "stdout", Text: &t})
+	}
+	if cl.stderr != "" {
+		t := cl.stderr
+		res.Outputs = append(res.Outputs, Output{OutputType: "stream", Name: "stderr", Text: &t})
+	}
+	for _, o := range cl.outputs {
+		if o.OutputType == "execute_result" {
+			n := count
+			o.ExecutionCount = &n
+		}
+		if o.OutputType == "error" && res.Traceback == nil {
+			res.Traceback = o.Traceback
+		}
+		res.Outputs = append(res.Outputs, o)
+	}
+	if res.ExitCode == nil && lang != Bash {
+		code := 0
+		if res.Status != StatusOK {
+			code = 1
+		}
+		res.ExitCode = &code
+	}
+	if lang == Bash && res.Status == StatusOK && res.ExitCode != nil && *res.ExitCode != 0 {
+		res.Status = StatusError
+	}
+	return res
+}
+
+// lookup finds the caller's session; anything else is not found.
+func (s *Service) lookup(c auth.Caller, sandboxID, id string) (*session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss, ok := s.sessions[sessKey{sandboxID, id}]
+	if !ok || ss.owner != c.KeyID {
+		return nil, fault.New(fault.NotFound, "no such session")
+	}
+	return ss, nil
+}
+
+// newSession registers a session, evicting the caller's least recently
+// used idle session when it holds MaxSessions already.
+func (s *Service) newSession(c auth.Caller, sandboxID, lang, id string) (*session, error) {
+	now := time.Now()
+	ss := &session{id: id, owner: c.KeyID, sandbox: sandboxID, lang: lang, created: now, lastUsed: now}
+	var evict *session
+	s.mu.Lock()
+	if old, ok := s.sessions[sessKey{sandboxID, id}]; ok {
+		s.mu.Unlock()
+		if old.owner != c.KeyID {
+			// Do not reveal that another key uses the id.
+			return nil, fault.New(fault.Conflict, "session id not available; choose another")
+		}
+		return nil, fault.New(fault.Conflict, "session already exists")
+	}
+	var mine []*session
+	for _, o := range s.sessions {
+		if o.owner == c.KeyID {
+			mine = append(mine, o)
+		}
+	}
+	if len(mine) >= s.cfg.MaxSessions {
+		sort.Slice(mine, func(i, j int) bool { return mine[i].info().LastUsed.Before(mine[j].info().LastUsed) })
+		for _, o := range mine {
+			if !o.info().Busy {
+				evict = o
+				break
+			}
+		}
+		if evict == nil {
+			s.mu.Unlock()
+			return nil, fault.Errorf(fault.Conflict, "all %d sessions of this key are busy; wait or delete one", s.cfg.MaxSessions)
+		}
+		delete(s.sessions, sessKey{evict.sandbox, evict.id})
+	}
+	s.sessions[sessKey{sandboxID, id}] = ss
+	s.mu.Unlock()
+	if evict != nil {
+		s.log.Info("code session evicted (per-key cap)", "session", evict.id, "owner", evict.owner)
+		evict.shut()
+	}
+	return ss, nil
+}
+
+// CreateSession starts a session (its interpreter starts now, so errors
+// show at once). An empty id is generated.
+func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sandboxID, lang, id, cwd string) (SessionInfo, error) {
+	if _, ok := runtimes[lang]; !ok {
+		return SessionInfo{}, fault.InvalidField("language", fmt.Sprintf("unsupported language %q", lang))
+	}
+	if id == "" {
+		id = uuid.NewString()
+	} else if err := CheckSessionID(id); err != nil {
+		return SessionInfo{}, err
+	}
+	if cwd != "" {
+		if err := agent.CheckPath(cwd); err != nil {
+			return SessionInfo{}, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
+		}
+	}
+	sb, err := s.m.Resolve(ctx, c, sandboxID)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	ss, err := s.newSession(c, sb.ID(), lang, id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	in, err := startInterp(ctx, sb, lang, cwd, c.IsAdmin())
+	if err != nil {
+		s.drop(ss)
+		return SessionInfo{}, err
+	}
+	ss.mu.Lock()
+	ss.in, ss.hadInterp, ss.version = in, true, in.version
+	ss.mu.Unlock()
+	return ss.info(), nil
+}
+
+func (s *Service) drop(ss *session) {
+	s.mu.Lock()
+	if cur, ok := s.sessions[sessKey{ss.sandbox, ss.id}]; ok && cur == ss {
+		delete(s.sessions, sessKey{ss.sandbox, ss.id})
+	}
+	s.mu.Unlock()
+	ss.shut()
+}
+
+// Sessions lists the caller's sessions in a sandbox ("" = default), of
+// one language ("" = all).
+func (s *Service) Sessions(ctx context.Context, c auth.Caller, sandboxID, lang string) ([]SessionInfo, error) {
+	sb, err := s.m.Resolve(ctx, c, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	var list []*session
+	for k, ss := range s.sessions {
+		if k.sandbox == sb.ID() && ss.owner == c.KeyID && (lang == "" || ss.lang == lang) {
+			list = append(list, ss)
+		}
+	}
+	s.mu.Unlock()
+	out := make([]SessionInfo, 0, len(list))
+	for _, ss := range list {
+		out = append(out, ss.info())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// DeleteSession ends one of the caller's sessions.
+func (s *Service) DeleteSession(ctx context.Context, c auth.Caller, sandboxID, id string) error {
+	sb, err := s.m.Resolve(ctx, c, sandboxID)
+	if err != nil {
+		return err
+	}
+	ss, err := s.lookup(c, sb.ID(), id)
+	if err != nil {
+		return err
+	}
+	s.drop(ss)
+	return nil
+}
+
+// DeleteSessions ends the caller's sessions of lang ("" = all) in a
+// sandbox and reports how many.
+func (s *Service) DeleteSessions(ctx context.Context, c auth.Caller, sandboxID, lang string) (int, error) {
+	list, err := s.Sessions(ctx, c, sandboxID, lang)
+	if err != nil {
+		return 0, err
+	}
+	sb, err := s.m.Resolve(ctx, c, sandboxID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, in := range list {
+		if ss, err := s.lookup(c, sb.ID(), in.ID); err == nil {
+			s.drop(ss)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// seconds converts a validated number of seconds to a duration.
+func seconds(v float64) time.Duration {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return -1
+	}
+	return time.Duration(v * float64(time.Second))
+}

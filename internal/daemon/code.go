@@ -1,0 +1,20 @@
+package daemon
+
+import (
+	"context"
+
+	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/coderun"
+)
+
+// startCode wires code execution (AIO's /v1/code and /v1/jupyter): the
+// session service over the sandbox manager, its tools in the dispatcher
+// and its routes. Sessions end before the sandbox manager closes (closers
+// run in reverse order).
+func (d *Daemon) startCode(_ context.Context) error {
+	svc := coderun.New(coderun.Config{Log: d.log}, d.sandboxes)
+	d.closers = append(d.closers, func() error { svc.Close(); return nil })
+	coderun.RegisterTools(d.dispatch, svc, d.guard)
+	d.api.CodeRoutes(d.dispatch, api.CodeConfig{IdleTimeout: svc.IdleTimeout(), MaxSessions: svc.MaxSessions()})
+	return nil
+}
