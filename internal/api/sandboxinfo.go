@@ -1,0 +1,30 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/shell"
+)
+
+// sandboxInfoBody is AIO's SandboxResponse: the envelope with the
+// environment beside it (AIO puts it at the top level, data is null).
+type sandboxInfoBody struct {
+	Success bool    `json:"success"`
+	Message string  `json:"message"`
+	Data    *string `json:"data"`
+	Hint    *string `json:"hint"`
+	shell.SandboxInfo
+}
+
+// sandboxInfo is GET /v1/sandbox: the sandbox's environment, gathered
+// inside it and cached.
+func (h *shellHandlers) sandboxInfo(w http.ResponseWriter, r *http.Request) {
+	res, err := h.dispatch(r, shell.ToolSandboxDetail, shell.InfoArgs{Sandbox: chi.URLParam(r, "id")})
+	if err != nil {
+		writeShellError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxInfoBody{Success: true, Message: "ok", SandboxInfo: res.(shell.SandboxInfo)})
+}

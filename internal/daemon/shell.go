@@ -1,0 +1,21 @@
+package daemon
+
+import (
+	"context"
+
+	"github.com/sandhold/sandhold/internal/shell"
+)
+
+// startShell wires the shell capabilities (AIO's /v1/shell, /v1/shell/ws,
+// /v1/bash and /v1/sandbox): the session service over the sandbox manager,
+// its tools in the dispatcher and its routes. Revoking a key ends its
+// terminals and sessions; sessions end before the sandbox manager closes
+// (closers run in reverse order).
+func (d *Daemon) startShell(_ context.Context) error {
+	svc := shell.New(d.sandboxes, shell.Options{Limiter: d.limiter, Log: d.log})
+	d.closers = append(d.closers, func() error { svc.Close(); return nil })
+	d.auth.OnRevoke(svc.Revoke)
+	shell.RegisterTools(d.dispatch, svc, d.sandboxes, d.guard, d.version)
+	d.api.ShellRoutes(d.dispatch)
+	return nil
+}

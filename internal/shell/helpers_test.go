@@ -1,0 +1,138 @@
+package shell_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/daemon"
+)
+
+// requireSandboxes skips unless the host can run real sandboxes.
+func requireSandboxes(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create sandboxes (user namespaces with id maps, cgroups)")
+	}
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("needs /bin/bash on the host (sandboxes see the host's /usr)")
+	}
+}
+
+type srv struct {
+	t    *testing.T
+	d    *daemon.Daemon
+	base string
+	key  string
+}
+
+// startServer runs the real daemon on 127.0.0.1:0 with a fresh data dir.
+func startServer(t *testing.T, mutate func(*config.Config)) *srv {
+	t.Helper()
+	requireSandboxes(t)
+	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard), daemon.WithVersion("test"))
+	if err != nil {
+		t.Fatalf("new daemon: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("run: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	return &srv{t: t, d: d, base: "http://" + d.Addr(), key: d.AdminKey()}
+}
+
+// resp is a decoded answer.
+type resp struct {
+	status int
+	body   map[string]any
+	raw    []byte
+}
+
+func (r resp) data() map[string]any {
+	m, _ := r.body["data"].(map[string]any)
+	return m
+}
+
+// call sends a JSON request with key and decodes the JSON answer.
+func (s *srv) call(key, method, path string, body any) resp {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		switch b := body.(type) {
+		case string:
+			rd = strings.NewReader(b)
+		default:
+			buf, _ := json.Marshal(b)
+			rd = bytes.NewReader(buf)
+		}
+	}
+	req, _ := http.NewRequest(method, s.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	out := resp{status: res.StatusCode, raw: raw}
+	if err := json.Unmarshal(raw, &out.body); err != nil {
+		s.t.Fatalf("%s %s: %d, not JSON: %q", method, path, res.StatusCode, raw)
+	}
+	return out
+}
+
+func (s *srv) do(method, path string, body any) resp { return s.call(s.key, method, path, body) }
+
+// ok fails unless r is a 200 success envelope and returns its data.
+func ok(t *testing.T, r resp) map[string]any {
+	t.Helper()
+	if r.status != 200 || r.body["success"] != true {
+		t.Fatalf("want 200 success, got %d %s", r.status, r.raw)
+	}
+	return r.data()
+}
+
+// newKey creates a key with role and returns it.
+func (s *srv) newKey(name, role string) string {
+	s.t.Helper()
+	r := s.do("POST", "/v1/keys", map[string]string{"name": name, "role": role})
+	if r.status != 201 {
+		s.t.Fatalf("create key: %d %s", r.status, r.raw)
+	}
+	return r.data()["key"].(string)
+}
+
+// eventually polls cond until it holds or a generous bound passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 300; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: never happened", what)
+}

@@ -1,0 +1,706 @@
+package shell
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/sandbox"
+)
+
+// Statuses of a shell command (AIO's BashCommandStatus).
+const (
+	StatusRunning  = "running"
+	StatusDone     = "completed"
+	StatusNoChange = "no_change_timeout"
+	StatusHard     = "hard_timeout"
+	StatusKilled   = "terminated"
+)
+
+// Kinds of session.
+const (
+	// KindExec sessions run commands sent by the API: no echo, no prompt,
+	// completion detected by markers.
+	KindExec = "exec"
+	// KindTerminal sessions are interactive bash with readline and a
+	// prompt, for a live terminal.
+	KindTerminal = "terminal"
+)
+
+// Limits of a session, with their reasons.
+const (
+	// MaxOutputChars is AIO's truncation of a shell command's output.
+	MaxOutputChars = 30_000
+	// DefaultNoChange is AIO's default no_change_timeout.
+	DefaultNoChange = 120 * time.Second
+	// keepTruncated is what the server keeps of one command's output when
+	// the response is truncated anyway (head and tail, see process.Output).
+	keepTruncated = 64 << 10
+	// keepFull is what it keeps when the caller asked for no truncation:
+	// memory per command stays bounded whatever the command prints.
+	keepFull = 1 << 20
+	// scrollKeep is the terminal history kept per session, replayed to a
+	// terminal that reattaches.
+	scrollKeep = 64 << 10
+	// markerMax bounds a marker (nonce, id, status, working directory);
+	// a record separator not closed within it is plain output.
+	markerMax = 8 << 10
+	// lineChunk is the longest piece of a command sent on one line: a
+	// terminal in canonical mode drops input past 4095 bytes per line.
+	lineChunk = 3000
+	// maxCommandBytes caps a command (as exec does).
+	maxCommandBytes = 128 << 10
+	// MaxInputBytes caps one write of input to a session.
+	MaxInputBytes = 64 << 10
+	// readyTimeout bounds the start of a session's shell.
+	readyTimeout = 15 * time.Second
+	// killTick and killTicks pace stopping a command: SIGINT, then SIGKILL
+	// to the foreground group, repeated; after that the session dies.
+	killTick  = 250 * time.Millisecond
+	killTicks = 16
+	// subQueue is how many output chunks wait for a live terminal before
+	// the PTY reader blocks (backpressure).
+	subQueue = 8
+	// readChunk is one PTY read.
+	readChunk = 32 << 10
+	// signalTimeout bounds a signal sent through the init.
+	signalTimeout = 3 * time.Second
+	// exec sessions get a wide terminal so programs do not wrap output.
+	execRows, execCols = 50, 200
+)
+
+// Session is one PTY shell inside a sandbox.
+type Session struct {
+	ID      string
+	Sandbox string
+	Owner   string
+	Kind    string
+	Created time.Time
+
+	proc   *sandbox.Proc
+	nonce  string
+	ready  chan struct{}
+	exited chan struct{}
+
+	// reader-goroutine state (only the reader touches these).
+	carry   []byte
+	isReady bool
+
+	// writeMu serialises writes to the PTY.
+	writeMu sync.Mutex
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	lastUsed   time.Time
+	cwd        string
+	noChange   time.Duration
+	cur        *command // the current or last command
+	seq        int
+	sub        *subscriber
+	terminated bool
+	scroll     *process.Output
+}
+
+// command is one command line sent to an exec session.
+type command struct {
+	id      string
+	text    string
+	out     *process.Output
+	started time.Time
+	done    chan struct{}
+	hard    *time.Timer
+
+	// guarded by the session's mu:
+	lastOut  time.Time
+	status   string
+	exit     *int
+	stopping string // the status a stop in progress will give
+}
+
+// subscriber is a live terminal receiving output.
+type subscriber struct {
+	ch   chan []byte
+	gone chan struct{}
+	once sync.Once
+}
+
+func (s *subscriber) close() { s.once.Do(func() { close(s.gone) }) }
+
+func newNonce() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// startSession spawns bash with a PTY in sb and waits for it to be ready.
+func startSession(ctx context.Context, sb *sandbox.Sandbox, id, owner, kind, cwd string, privileged bool, rows, cols uint16) (*Session, error) {
+	env := map[string]string{"PAGER": "cat", "GIT_PAGER": "cat", "HISTFILE": ""}
+	argv := []string{"/bin/bash", "--noprofile", "--norc", "-i"}
+	if kind == KindExec {
+		argv = []string{"/bin/bash", "--noprofile", "--norc", "--noediting", "-i"}
+		rows, cols = execRows, execCols
+	} else {
+		env["PS1"] = `\u@sandbox:\w\$ `
+	}
+	if rows == 0 || cols == 0 {
+		rows, cols = 24, 80
+	}
+	p, err := sb.Spawn(context.WithoutCancel(ctx), sandbox.SpawnSpec{Argv: argv, Cwd: cwd, Env: env, TTY: true, Rows: rows, Cols: cols, PrivilegedEnv: privileged})
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	s := &Session{
+		ID: id, Sandbox: sb.ID(), Owner: owner, Kind: kind, Created: now,
+		proc: p, nonce: newNonce(), ready: make(chan struct{}), exited: make(chan struct{}),
+		lastUsed: now, cwd: cwd, noChange: DefaultNoChange, scroll: process.NewOutput(scrollKeep),
+	}
+	if kind == KindTerminal {
+		s.isReady = true
+		close(s.ready)
+	}
+	go s.readLoop()
+	go s.watch()
+	if kind == KindExec {
+		// Until stty runs the terminal echoes this line; everything before
+		// the first marker is discarded.
+		setup := "stty -echo 2>/dev/null; PS1=''; PS2=''; unset HISTFILE; __sh_id=0; " +
+			`PROMPT_COMMAND='__sh_rc=$?; printf "\036SH` + s.nonce + `:%s:%s:%s\037" "$__sh_id" "$__sh_rc" "$PWD"; __sh_id='` + "\n"
+		if err := s.write([]byte(setup)); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	t := time.NewTimer(readyTimeout)
+	defer t.Stop()
+	select {
+	case <-s.ready:
+		return s, nil
+	case <-s.exited:
+		return nil, fault.New(fault.Unavailable, "the shell exited while starting")
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	case <-t.C:
+		s.Close()
+		return nil, fault.New(fault.Unavailable, "the shell did not start in time")
+	}
+}
+
+// watch ends the session when bash exits.
+func (s *Session) watch() {
+	<-s.proc.Exited()
+	s.proc.Release()
+	s.mu.Lock()
+	s.terminated = true
+	c := s.cur
+	if c != nil && c.status == StatusRunning {
+		c.status = StatusKilled
+		if c.stopping != "" {
+			c.status = c.stopping
+		}
+		s.finishLocked(c)
+	}
+	sub := s.sub
+	s.sub = nil
+	s.mu.Unlock()
+	if sub != nil {
+		sub.close()
+	}
+	close(s.exited)
+}
+
+// Close kills the session's whole process tree.
+func (s *Session) Close() {
+	s.proc.Kill()
+}
+
+// Exited is closed when the session's shell has ended.
+func (s *Session) Exited() <-chan struct{} { return s.exited }
+
+func (s *Session) readLoop() {
+	buf := make([]byte, readChunk)
+	for {
+		n, err := s.proc.PTY.Read(buf)
+		if n > 0 {
+			s.feed(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// feed splits PTY output into plain output and markers. Only the reader
+// goroutine calls it.
+func (s *Session) feed(p []byte) {
+	data := p
+	if len(s.carry) > 0 {
+		data = append(s.carry, p...)
+		s.carry = nil
+	}
+	if s.Kind != KindExec {
+		s.emit(data)
+		return
+	}
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, 0x1e)
+		if i < 0 {
+			s.emit(data)
+			return
+		}
+		if i > 0 {
+			s.emit(data[:i])
+			data = data[i:]
+		}
+		j := bytes.IndexByte(data, 0x1f)
+		if j < 0 {
+			if len(data) < markerMax {
+				s.carry = append([]byte(nil), data...)
+				return
+			}
+			s.emit(data[:1])
+			data = data[1:]
+			continue
+		}
+		if s.marker(string(data[1:j])) {
+			data = data[j+1:]
+			continue
+		}
+		s.emit(data[:1])
+		data = data[1:]
+	}
+}
+
+// marker handles "SH<nonce>:<id>:<status>:<cwd>"; false if it is not one.
+func (s *Session) marker(m string) bool {
+	rest, ok := strings.CutPrefix(m, "SH"+s.nonce+":")
+	if !ok {
+		return false
+	}
+	parts := strings.SplitN(rest, ":", 3)
+	if len(parts) != 3 {
+		return false
+	}
+	id, cwd := parts[0], parts[2]
+	rc, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return false
+	}
+	if !s.isReady {
+		if id == "0" {
+			s.isReady = true
+			s.mu.Lock()
+			s.cwd = cwd
+			s.mu.Unlock()
+			close(s.ready)
+		}
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cwd = cwd
+	c := s.cur
+	if c != nil && id != "" && c.id == id && c.status == StatusRunning {
+		c.status = StatusDone
+		if c.stopping != "" {
+			c.status = c.stopping
+		}
+		c.exit = &rc
+		s.finishLocked(c)
+	}
+	return true
+}
+
+// finishLocked ends command c. Callers hold mu.
+func (s *Session) finishLocked(c *command) {
+	if c.hard != nil {
+		c.hard.Stop()
+	}
+	c.out.Close()
+	s.lastUsed = time.Now()
+	select {
+	case <-c.done:
+	default:
+		close(c.done)
+	}
+}
+
+// emit passes plain output on: to the running command, the scrollback and
+// a live terminal. Sending to the terminal blocks while its queue is full:
+// that is the backpressure on the PTY.
+func (s *Session) emit(b []byte) {
+	if !s.isReady || len(b) == 0 {
+		return
+	}
+	now := time.Now()
+	s.mu.Lock()
+	if c := s.cur; c != nil && c.status == StatusRunning {
+		_, _ = c.out.Write(b)
+		c.lastOut = now
+	}
+	_, _ = s.scroll.Write(b)
+	sub := s.sub
+	s.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	chunk := append([]byte(nil), b...)
+	select {
+	case sub.ch <- chunk:
+	case <-sub.gone:
+	}
+}
+
+// write sends bytes to the terminal.
+func (s *Session) write(b []byte) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	_ = s.proc.PTY.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := s.proc.PTY.Write(b); err != nil {
+		return fault.Wrap(fault.Conflict, err, "the session does not accept input (ended, or its input is full)")
+	}
+	return nil
+}
+
+// ansiQuote renders b as bash $'…' pieces of printable ASCII, each at most
+// lineChunk bytes long.
+func ansiQuote(b string) []string {
+	var out []string
+	var cur strings.Builder
+	cur.WriteString("$'")
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '\'' || c == '\\':
+			cur.WriteByte('\\')
+			cur.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			cur.WriteByte(c)
+		default:
+			fmt.Fprintf(&cur, `\x%02x`, c)
+		}
+		if cur.Len() >= lineChunk {
+			cur.WriteByte('\'')
+			out = append(out, cur.String())
+			cur.Reset()
+			cur.WriteString("$'")
+		}
+	}
+	cur.WriteByte('\'')
+	return append(out, cur.String())
+}
+
+// ExecOptions is one command for an exec session.
+type ExecOptions struct {
+	Command string
+	Dir     string
+	Strict  bool
+	// Truncate keeps the response within MaxOutputChars.
+	Truncate bool
+	// Hard kills the command after this long (0: never).
+	Hard time.Duration
+}
+
+// start sends a command; it fails if one is running.
+func (s *Session) start(o ExecOptions) (*command, error) {
+	if s.Kind != KindExec {
+		return nil, fault.New(fault.Conflict, "this session is an interactive terminal; send input to it instead")
+	}
+	keep := keepTruncated
+	if !o.Truncate {
+		keep = keepFull
+	}
+	s.mu.Lock()
+	if s.terminated {
+		s.mu.Unlock()
+		return nil, fault.New(fault.Conflict, "the session has ended")
+	}
+	if s.cur != nil && s.cur.status == StatusRunning {
+		s.mu.Unlock()
+		return nil, fault.New(fault.Conflict, "a command is still running in this session; wait for it, write to it or kill it")
+	}
+	s.seq++
+	now := time.Now()
+	c := &command{id: strconv.Itoa(s.seq), text: o.Command, out: process.NewOutput(keep), started: now, done: make(chan struct{}),
+		lastOut: now, status: StatusRunning}
+	s.cur = c
+	s.lastUsed = now
+	s.mu.Unlock()
+
+	var line strings.Builder
+	for i, piece := range ansiQuote(o.Command) {
+		op := "+="
+		if i == 0 {
+			op = "="
+		}
+		line.WriteString("__sh_c" + op + piece + "\n")
+	}
+	line.WriteString("__sh_id=" + c.id + "; ")
+	if o.Dir != "" {
+		dir := ansiQuote(o.Dir)[0]
+		if o.Strict {
+			line.WriteString("cd -- " + dir + " && ")
+		} else {
+			line.WriteString("{ cd -- " + dir + "; } 2>/dev/null; ")
+		}
+	}
+	line.WriteString(`eval "$__sh_c"` + "\n")
+	if err := s.write([]byte(line.String())); err != nil {
+		s.mu.Lock()
+		c.status = StatusKilled
+		s.finishLocked(c)
+		s.mu.Unlock()
+		return nil, err
+	}
+	if o.Hard > 0 {
+		s.mu.Lock()
+		if c.status == StatusRunning {
+			c.hard = time.AfterFunc(o.Hard, func() { s.stop(c, StatusHard) })
+		}
+		s.mu.Unlock()
+	}
+	return c, nil
+}
+
+// stop ends command c: SIGINT and SIGKILL to the terminal's foreground
+// group in turn (SIGINT to the shell itself when it is in the foreground,
+// running a builtin loop), and if the shell does not report the command
+// ended, the whole session is killed. status is what the command reports.
+func (s *Session) stop(c *command, status string) {
+	s.mu.Lock()
+	if c.status != StatusRunning || c.stopping != "" {
+		s.mu.Unlock()
+		return
+	}
+	c.stopping = status
+	s.mu.Unlock()
+	for k := 0; k < killTicks; k++ {
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+		pg, err := s.proc.ForegroundGroup()
+		switch {
+		case err != nil || pg == s.proc.Pid:
+			_ = s.proc.Signal(ctx, syscall.SIGINT, false)
+		case k%2 == 0:
+			_ = s.proc.SignalGroup(ctx, pg, syscall.SIGINT)
+		default:
+			_ = s.proc.SignalGroup(ctx, pg, syscall.SIGKILL)
+		}
+		cancel()
+		select {
+		case <-c.done:
+			return
+		case <-time.After(killTick):
+		}
+	}
+	s.Close()
+}
+
+// Result is a command's outcome (AIO's ShellCommandResult).
+type Result struct {
+	SessionID string          `json:"session_id"`
+	Command   string          `json:"command"`
+	Status    string          `json:"status"`
+	Output    *string         `json:"output"`
+	Console   []ConsoleRecord `json:"console"`
+	ExitCode  *int            `json:"exit_code"`
+}
+
+// ConsoleRecord is AIO's console entry.
+type ConsoleRecord struct {
+	PS1     string `json:"ps1"`
+	Command string `json:"command"`
+	Output  string `json:"output"`
+}
+
+// result reports c with the given status (which may be a response-only
+// status like no_change_timeout).
+func (s *Session) result(c *command, status string, truncate bool) Result {
+	text, _ := c.out.Text()
+	text = cleanOutput(text)
+	if truncate {
+		text = truncateMiddle(text, MaxOutputChars)
+	}
+	s.mu.Lock()
+	cwd := s.cwd
+	var exit *int
+	if c.exit != nil {
+		v := *c.exit
+		exit = &v
+	}
+	s.mu.Unlock()
+	return Result{
+		SessionID: s.ID, Command: c.text, Status: status, Output: &text, ExitCode: exit,
+		Console: []ConsoleRecord{{PS1: "sandbox@sandbox:" + cwd + " $", Command: c.text, Output: text}},
+	}
+}
+
+// cleanOutput turns terminal line ends into newlines and drops invalid
+// UTF-8.
+func cleanOutput(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// truncateMiddle keeps the first and last max/2 characters of s.
+func truncateMiddle(s string, max int) string {
+	if max <= 0 || utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	head, tail := max/2, max-max/2
+	return fmt.Sprintf("%s\n... [%d characters truncated] ...\n%s", string(r[:head]), len(r)-head-tail, string(r[len(r)-tail:]))
+}
+
+// status is c's current status.
+func (s *Session) status(c *command) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c.status
+}
+
+// await waits for c to finish, for at most soft (0: no limit but max), or
+// until it printed nothing for noChange. It returns the status to report.
+func (s *Session) await(ctx context.Context, c *command, soft, noChange, max time.Duration) string {
+	if soft <= 0 || soft > max {
+		soft = max
+	}
+	deadline := time.NewTimer(soft)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return s.status(c)
+		case <-ctx.Done():
+			return StatusRunning
+		case <-deadline.C:
+			return s.status(c)
+		case <-tick.C:
+			s.mu.Lock()
+			quiet := time.Since(c.lastOut)
+			st := c.status
+			s.mu.Unlock()
+			if st == StatusRunning && noChange > 0 && quiet >= noChange {
+				return StatusNoChange
+			}
+		}
+	}
+}
+
+// current returns the current (or last) command.
+func (s *Session) current() *command {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+// attach makes sub the session's live terminal, detaching an earlier one.
+func (s *Session) attach() (*subscriber, error) {
+	sub := &subscriber{ch: make(chan []byte, subQueue), gone: make(chan struct{})}
+	s.mu.Lock()
+	if s.terminated {
+		s.mu.Unlock()
+		return nil, fault.New(fault.Conflict, "the session has ended")
+	}
+	old := s.sub
+	s.sub = sub
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	return sub, nil
+}
+
+// detach removes sub if it is still attached.
+func (s *Session) detach(sub *subscriber) {
+	s.mu.Lock()
+	if s.sub == sub {
+		s.sub = nil
+	}
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+	sub.close()
+}
+
+// history returns the last n bytes of terminal output.
+func (s *Session) history(n int64) []byte {
+	total := s.scroll.Total()
+	data, _, _ := s.scroll.ReadAt(max(total-n, 0), int(n))
+	return data
+}
+
+// Info is a session as listed (AIO's ShellSessionInfo plus monitoring
+// fields).
+type Info struct {
+	ID             string    `json:"session_id"`
+	WorkingDir     string    `json:"working_dir"`
+	CreatedAt      time.Time `json:"created_at"`
+	LastUsedAt     time.Time `json:"last_used_at"`
+	AgeSeconds     int       `json:"age_seconds"`
+	Status         string    `json:"status"`
+	CurrentCommand *string   `json:"current_command"`
+	Sandbox        string    `json:"sandbox"`
+	Owner          string    `json:"owner"`
+	Kind           string    `json:"kind"`
+	IdleSeconds    int       `json:"idle_seconds"`
+	Attached       bool      `json:"attached"`
+}
+
+// Info reports the session.
+func (s *Session) Info() Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	in := Info{
+		ID: s.ID, WorkingDir: s.cwd, CreatedAt: s.Created, LastUsedAt: s.lastUsed,
+		AgeSeconds: int(now.Sub(s.Created).Seconds()), Status: "idle", Sandbox: s.Sandbox, Owner: s.Owner,
+		Kind: s.Kind, IdleSeconds: int(now.Sub(s.lastUsed).Seconds()), Attached: s.sub != nil,
+	}
+	switch {
+	case s.terminated:
+		in.Status = StatusKilled
+	case s.cur != nil && s.cur.status == StatusRunning:
+		in.Status = StatusRunning
+		cmd := s.cur.text
+		in.CurrentCommand = &cmd
+	case s.sub != nil:
+		in.Status = "active"
+	}
+	return in
+}
+
+func (s *Session) idle() (time.Duration, bool, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Since(s.lastUsed), s.sub != nil, s.terminated
+}
+
+func (s *Session) workingDir() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cwd
+}
