@@ -141,6 +141,15 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	d.closers = append(d.closers, func() error { d.sandboxes.Close(); return nil })
 	sandbox.RegisterTools(d.dispatch, d.sandboxes, d.guard)
 	d.api.SandboxRoutes(d.dispatch, d.sandboxes, api.Posture{Insecure: insecure, Checks: report})
+	if err := d.startGovernance(ctx); err != nil {
+		return err
+	}
+	if err := d.startEgress(ctx); err != nil {
+		return err
+	}
+	if err := d.startMCP(ctx); err != nil {
+		return err
+	}
 	if err := d.startCode(ctx); err != nil {
 		return err
 	}
