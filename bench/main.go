@@ -126,7 +126,7 @@ func startServer(ctx context.Context, bin string, pool int) (*server, error) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	key := "shk_" + strings.Repeat("b", 43)
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--data-dir", dir)
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", addr, "--data-dir", dir) //nolint:gosec // G204: the binary under test, named by the operator
 	cmd.Env = append(os.Environ(),
 		"SANDBOX_API_KEY="+key,
 		"SANDBOX_WARM_POOL="+strconv.Itoa(pool),
@@ -178,7 +178,7 @@ func (s *server) call(method, path string, body any, out any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err

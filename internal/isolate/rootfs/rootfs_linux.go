@@ -137,7 +137,7 @@ func bindSystem(root string, _ Spec) error {
 
 func buildEtc(root string, s Spec) error {
 	etc := filepath.Join(root, "etc")
-	if err := os.Mkdir(etc, 0o755); err != nil {
+	if err := mkdirRoot(etc, 0o755); err != nil {
 		return err
 	}
 	files := map[string]string{
@@ -158,7 +158,7 @@ func buildEtc(root string, s Spec) error {
 		"shells":        "/bin/sh\n/bin/bash\n/usr/bin/bash\n",
 	}
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+		if err := writeRoot(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
@@ -172,7 +172,7 @@ func buildEtc(root string, s Spec) error {
 			return err
 		}
 		dst := filepath.Join(etc, name)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		if err := mkdirAllRoot(filepath.Dir(dst), 0o755); err != nil {
 			return err
 		}
 		if fi.Mode()&os.ModeSymlink != 0 {
@@ -201,7 +201,7 @@ func buildEtc(root string, s Spec) error {
 
 func buildDev(root string, s Spec) error {
 	dev := filepath.Join(root, "dev")
-	if err := os.Mkdir(dev, 0o755); err != nil {
+	if err := mkdirRoot(dev, 0o755); err != nil {
 		return err
 	}
 	if err := unix.Mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
@@ -209,7 +209,7 @@ func buildDev(root string, s Spec) error {
 	}
 	for _, n := range devNodes {
 		dst := filepath.Join(dev, n)
-		if err := os.WriteFile(dst, nil, 0o666); err != nil {
+		if err := writeRoot(dst, nil, 0o666); err != nil {
 			return err
 		}
 		// A user namespace cannot mknod; the host's nodes are bound.
@@ -218,14 +218,14 @@ func buildDev(root string, s Spec) error {
 		}
 	}
 	pts := filepath.Join(dev, "pts")
-	if err := os.Mkdir(pts, 0o755); err != nil {
+	if err := mkdirRoot(pts, 0o755); err != nil {
 		return err
 	}
 	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
 		return fmt.Errorf("mount devpts: %w", err)
 	}
 	shm := filepath.Join(dev, "shm")
-	if err := os.Mkdir(shm, 0o1777); err != nil {
+	if err := mkdirRoot(shm, 0o1777); err != nil {
 		return err
 	}
 	if err := unix.Mount("tmpfs", shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, sizeOpt("mode=1777", s.ShmBytes)); err != nil {
@@ -248,7 +248,7 @@ func buildDev(root string, s Spec) error {
 
 func buildProc(root string, _ Spec) error {
 	proc := filepath.Join(root, "proc")
-	if err := os.Mkdir(proc, 0o555); err != nil {
+	if err := mkdirRoot(proc, 0o555); err != nil {
 		return err
 	}
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -286,7 +286,7 @@ func buildProc(root string, _ Spec) error {
 
 func buildTmp(root string, s Spec) error {
 	tmp := filepath.Join(root, "tmp")
-	if err := os.Mkdir(tmp, 0o1777); err != nil {
+	if err := mkdirRoot(tmp, 0o1777); err != nil {
 		return err
 	}
 	if err := unix.Mount("tmpfs", tmp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, sizeOpt("mode=1777", s.TmpBytes)); err != nil {
@@ -297,7 +297,7 @@ func buildTmp(root string, s Spec) error {
 
 func bindWorkspace(root string, s Spec) error {
 	ws := filepath.Join(root, Workspace)
-	if err := os.Mkdir(ws, 0o755); err != nil {
+	if err := mkdirRoot(ws, 0o755); err != nil {
 		return err
 	}
 	// The descriptor is a detached mount the server cloned in its own
@@ -311,7 +311,7 @@ func bindWorkspace(root string, s Spec) error {
 }
 
 func buildRootHome(root string, _ Spec) error {
-	return os.Mkdir(filepath.Join(root, "root"), 0o700)
+	return mkdirRoot(filepath.Join(root, "root"), 0o700)
 }
 
 // pivot makes root the new "/" and detaches the old one.
@@ -335,10 +335,10 @@ func pivot(root string) error {
 func bindRO(src, dst string, dir bool) error {
 	if dst != src {
 		if dir {
-			if err := os.MkdirAll(dst, 0o755); err != nil {
+			if err := mkdirAllRoot(dst, 0o755); err != nil {
 				return err
 			}
-		} else if err := os.WriteFile(dst, nil, 0o644); err != nil {
+		} else if err := writeRoot(dst, nil, 0o644); err != nil {
 			return err
 		}
 	}
@@ -370,7 +370,7 @@ func remount(dst string, extra uintptr) error {
 		{unix.ST_RELATIME, unix.MS_RELATIME},
 	} {
 		if st.Flags&f.st != 0 {
-			flags |= uintptr(f.ms)
+			flags |= uintptr(f.ms) //nolint:gosec // G115: MS_* constants are small positive flags
 		}
 	}
 	if err := unix.Mount("", dst, "", flags, ""); err != nil {
@@ -393,7 +393,7 @@ func LoopbackUp() error {
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
 	}
-	defer unix.Close(fd)
+	defer func() { _ = unix.Close(fd) }()
 	ifr, err := unix.NewIfreq("lo")
 	if err != nil {
 		return err
@@ -421,4 +421,20 @@ func DetachedMount(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("set workspace mount flags: %w", err)
 	}
 	return os.NewFile(uintptr(fd), "workspace-mount"), nil
+}
+
+// The entries below are created in the sandbox's own root tmpfs, never on
+// the host: the sandbox user must be able to read and traverse them, so
+// gosec's host-file permission rules (G301, G306) do not apply.
+
+func mkdirRoot(p string, mode os.FileMode) error {
+	return os.Mkdir(p, mode) //nolint:gosec // G301: see above
+}
+
+func mkdirAllRoot(p string, mode os.FileMode) error {
+	return os.MkdirAll(p, mode) //nolint:gosec // G301: see above
+}
+
+func writeRoot(p string, data []byte, mode os.FileMode) error {
+	return os.WriteFile(p, data, mode) //nolint:gosec // G306: see above
 }
