@@ -156,6 +156,9 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startShell(ctx); err != nil {
 		return err
 	}
+	if err := d.startFiles(ctx); err != nil {
+		return err
+	}
 	return nil
 }
 
