@@ -201,7 +201,7 @@ func TestNetworkNoneNothingLeaves(t *testing.T) {
 			Modes []string `json:"modes_available"`
 		} `json:"network"`
 		Sandboxes []struct {
-			ID      string `json:"id"`
+			ID      string                `json:"id"`
 			Network struct{ Mode string } `json:"network"`
 		} `json:"sandboxes"`
 	}
