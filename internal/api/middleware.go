@@ -241,7 +241,7 @@ func (s *Server) sameOrigin(origin, host string) bool {
 func (s *Server) bodyLimitMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, p := range s.largeBodyPrefixes {
-			if strings.HasPrefix(r.URL.Path, p) {
+			if pathHasPrefix(r.URL.Path, p) {
 				next.ServeHTTP(w, r)
 				return
 			}

@@ -1,0 +1,236 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/archive"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// DownloadArgs names a file to stream out.
+type DownloadArgs struct {
+	Sandbox string `json:"sandbox,omitempty"`
+	Path    string `json:"path"`
+}
+
+// Download is an opened regular file for the handler to stream (with
+// http.ServeContent: Range, If-Range, HEAD). The handler closes File.
+type Download struct {
+	File    *os.File
+	Path    string
+	Size    int64
+	ModTime time.Time
+	stamp   stamp
+}
+
+// ErrChanged is a download whose file changed while it was being sent
+// (change_policy=abort); the edge answers 409 when nothing was sent yet.
+var ErrChanged = fault.New(fault.Conflict, "the file changed during the download (change_policy=abort)")
+
+// stamp is what identifies one version of a file's content.
+type stamp struct {
+	size         int64
+	mtime, ctime int64
+}
+
+func stampOf(f *os.File) (stamp, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return stamp{}, err
+	}
+	return stamp{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, nil
+}
+
+// Changed reports whether the file differs from when it was opened (any
+// write, truncation or metadata change through any path moves ctime).
+func (d *Download) Changed() bool {
+	now, err := stampOf(d.File)
+	return err != nil || now != d.stamp
+}
+
+// Name is the file's base name.
+func (d *Download) Name() string { return path.Base(d.Path) }
+
+// Content returns what to serve: the file itself (so the server can use
+// sendfile), or with abort a reader that fails with ErrChanged as soon as
+// the file changed.
+func (d *Download) Content(abort bool) io.ReadSeeker {
+	if !abort {
+		return d.File
+	}
+	return &watchedFile{d: d}
+}
+
+type watchedFile struct{ d *Download }
+
+func (w *watchedFile) Read(p []byte) (int, error) {
+	if w.d.Changed() {
+		return 0, ErrChanged
+	}
+	n, err := w.d.File.Read(p)
+	if n > 0 && w.d.Changed() {
+		return 0, ErrChanged
+	}
+	return n, err
+}
+
+func (w *watchedFile) Seek(off int64, whence int) (int64, error) { return w.d.File.Seek(off, whence) }
+
+// Download opens a regular file inside the sandbox for reading.
+func (s *Service) Download(ctx context.Context, c auth.Caller, a DownloadArgs) (*Download, error) {
+	if err := checkPath("path", a.Path); err != nil {
+		return nil, err
+	}
+	sb, err := s.sandbox(ctx, c, a.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	return openRegular(ctx, sb, a.Path)
+}
+
+type opener interface {
+	File(ctx context.Context, op agent.Op, r agent.FileReq) (*agent.FileResp, *os.File, error)
+}
+
+func openRegular(ctx context.Context, sb opener, p string) (*Download, error) {
+	// openread: regular files only (a fifo planted at the path cannot
+	// hang the init), no symlink as the last component.
+	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: p})
+	if err != nil {
+		var pe *agent.Error
+		switch {
+		case errors.Is(err, syscall.EISDIR):
+			return nil, fault.InvalidField("path", p+": is a directory (use /v1/file/archive)")
+		case errors.As(err, &pe) && pe.Code == agent.CodeNotRegular:
+			return nil, fault.InvalidField("path", p+": not a regular file")
+		}
+		return nil, fileError("open", p, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		closeQuiet(f)
+		return nil, fileError("open", p, err)
+	}
+	sp, err := stampOf(f)
+	if err != nil {
+		closeQuiet(f)
+		return nil, fileError("download", p, err)
+	}
+	return &Download{File: f, Path: p, Size: st.Size(), ModTime: st.ModTime(), stamp: sp}, nil
+}
+
+// ExtractArgs unpacks an archive that is already in the sandbox.
+type ExtractArgs struct {
+	Sandbox string         `json:"sandbox,omitempty"`
+	Path    string         `json:"path" doc:"the archive, e.g. /workspace/src.tar.gz"`
+	Dest    string         `json:"dest,omitempty" doc:"the destination directory (default: the archive's directory)"`
+	Format  archive.Format `json:"format,omitempty" doc:"zip, tar, tar.gz or tar.zst (default: detected)"`
+}
+
+// Extract unpacks an archive inside the sandbox, by its init, all or
+// nothing.
+func (s *Service) Extract(ctx context.Context, c auth.Caller, a ExtractArgs) (*ExtractResult, error) {
+	if err := checkPath("path", a.Path); err != nil {
+		return nil, err
+	}
+	dest := strings.TrimRight(a.Dest, "/")
+	if dest == "" {
+		dest = parentOf(a.Path)
+	}
+	if err := checkPath("dest", dest); err != nil {
+		return nil, err
+	}
+	if _, ok := writableTop(dest); !ok {
+		return nil, fault.InvalidField("dest", "archives can only be extracted below /workspace, /tmp or /dev/shm")
+	}
+	sb, err := s.sandbox(ctx, c, a.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	d, err := openRegular(ctx, sb, a.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer d.File.Close()
+	res, err := sb.Extract(ctx, dest, a.Format, s.extractLimits(sb), d.File)
+	if err != nil {
+		return nil, fileError("extract", dest, err)
+	}
+	return extractResult(dest, res), nil
+}
+
+// ArchiveArgs streams a directory out as an archive.
+type ArchiveArgs struct {
+	Sandbox string         `json:"sandbox,omitempty"`
+	Path    string         `json:"path"`
+	Format  archive.Format `json:"format,omitempty"`
+}
+
+// Packed is a directory being packed; the handler streams Body and closes
+// it. A failure while packing surfaces as Body's read error: the handler
+// must then abort the response (it is partial).
+type Packed struct {
+	Body        io.ReadCloser
+	Name        string
+	ContentType string
+}
+
+// Archive starts packing a directory inside the sandbox (tar.gz or zip).
+func (s *Service) Archive(ctx context.Context, c auth.Caller, a ArchiveArgs) (*Packed, error) {
+	if err := checkPath("path", a.Path); err != nil {
+		return nil, err
+	}
+	ct, ext := "", ""
+	switch a.Format {
+	case "", archive.FormatTarGz:
+		a.Format, ct, ext = archive.FormatTarGz, "application/gzip", ".tar.gz"
+	case archive.FormatZip:
+		ct, ext = "application/zip", ".zip"
+	case archive.FormatTar:
+		ct, ext = "application/x-tar", ".tar"
+	case archive.FormatTarZst:
+		ct, ext = "application/zstd", ".tar.zst"
+	default:
+		return nil, fault.InvalidField("format", "format must be tar.gz, zip, tar or tar.zst")
+	}
+	sb, err := s.sandbox(ctx, c, a.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	st, _, err := sb.File(ctx, agent.OpStat, agent.FileReq{Path: a.Path})
+	if err != nil {
+		return nil, fileError("archive", a.Path, err)
+	}
+	if st.Stat == nil || !os.FileMode(st.Stat.Mode).IsDir() {
+		return nil, fault.InvalidField("path", "archive "+a.Path+": not a directory")
+	}
+	lim := s.cfg.Extract
+	lim.MaxEntries = maxPackEntries
+	lim.MaxTotalBytes = max(sb.DiskLimit(), lim.MaxTotalBytes)
+	lim.MaxEntryBytes = lim.MaxTotalBytes
+	body, err := sb.Pack(context.WithoutCancel(ctx), a.Path, a.Format, lim)
+	if err != nil {
+		return nil, fileError("archive", a.Path, err)
+	}
+	name := path.Base(a.Path)
+	if name == "/" {
+		name = "root"
+	}
+	return &Packed{Body: body, Name: name + ext, ContentType: ct}, nil
+}
+
+// isBrokenPipe tells a client that went away from a real failure.
+func isBrokenPipe(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
+}
