@@ -18,7 +18,8 @@ import (
 // outside frames are the cells' raw output. The nonce is random per
 // interpreter, so output that happens to look like a frame does not parse
 // as one; code that goes looking for the nonce can only confuse its own
-// session.
+// session. Payloads are JSON and so never hold the start byte, which lets
+// a fake header be told from a real one without waiting for its length.
 const (
 	frameStart = 0x1e
 	frameEnd   = 0x1f
@@ -96,6 +97,14 @@ func (f *frameParser) feed(p []byte, eof bool, emit func(event)) {
 			f.buf = f.buf[1:]
 			continue
 		}
+		// A real payload is JSON, which never holds the start byte (it
+		// is escaped): a start byte inside means this header is fake,
+		// and waiting for its length would swallow the real frame.
+		if bytes.IndexByte(f.buf[frameHeader:min(len(f.buf), frameHeader+n)], frameStart) >= 0 {
+			emit(event{raw: []byte{f.buf[0]}})
+			f.buf = f.buf[1:]
+			continue
+		}
 		if len(f.buf) < frameHeader+n+1 {
 			if eof {
 				emit(event{raw: bytes.Clone(f.buf)})
@@ -120,7 +129,7 @@ func (f *frameParser) feed(p []byte, eof bool, emit func(event)) {
 			if f.dropped {
 				emit(event{oversize: true})
 			} else {
-				emit(event{msg: bytes.Clone(f.msg)})
+				emit(event{msg: append([]byte{}, f.msg...)})
 			}
 			f.msg, f.dropped = f.msg[:0], false
 		}

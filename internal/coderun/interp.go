@@ -123,9 +123,9 @@ func startInterp(ctx context.Context, sb *sandbox.Sandbox, lang, cwd string, adm
 	}
 	nonce := newNonce()
 	p, err := sb.Spawn(ctx, sandbox.SpawnSpec{
-		Argv:  rt.argv(nonce),
-		Cwd:   cwd,
-		Stdin: true,
+		Argv:          rt.argv(nonce),
+		Cwd:           cwd,
+		Stdin:         true,
 		Env:           rt.env,
 		PrivilegedEnv: admin,
 		CPUTime:       sessionCPUBudget,
