@@ -401,6 +401,26 @@ func TestRateLimitAnswers429(t *testing.T) {
 	expectError(t, r, 429, "rate_limited")
 	checkLimitHeaders(t, r, "2")
 
+	// The audit filter takes the categories by dotted prefix.
+	s.do("GET", "/v1/sandboxes", "shk_not-a-key", nil, nil)
+	for _, tc := range []struct{ filter, want string }{
+		{"auth", "auth.failure"}, {"exec", "exec.run"}, {"sandbox", "sandbox.create"},
+	} {
+		var page struct {
+			Records []struct{ Action, Verdict string } `json:"records"`
+		}
+		expectOK(t, s.do("GET", "/v1/audit?action="+tc.filter, s.d.AdminKey(), nil, nil), 200, &page)
+		seen := false
+		for _, r := range page.Records {
+			if !strings.HasPrefix(r.Action, tc.filter+".") {
+				t.Fatalf("?action=%s returned %s", tc.filter, r.Action)
+			}
+			seen = seen || r.Action == tc.want
+		}
+		if !seen {
+			t.Fatalf("?action=%s: no %s among %d records", tc.filter, tc.want, len(page.Records))
+		}
+	}
 	m := s.do("GET", "/metrics", s.d.AdminKey(), nil, nil)
 	for _, want := range []string{`sandhold_ratelimit_refusals_total{category="exec"} 1`, `sandhold_ratelimit_refusals_total{category="sandboxes"} 1`} {
 		if !strings.Contains(string(m.raw), want) {
@@ -522,5 +542,58 @@ func TestHammerDoesNotGrowMemory(t *testing.T) {
 	// what must not happen is per-request state kept in memory.
 	if growth > 8<<20 {
 		t.Fatalf("heap grew by %d bytes over 10,000 requests", growth)
+	}
+}
+
+// TestProxyConnectionFlood opens far more connections to the proxy than
+// the server serves at once, then checks the sandbox is still usable and
+// measures how fast refused requests are audited.
+func TestProxyConnectionFlood(t *testing.T) {
+	requireSandboxes(t)
+	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.DisableRateLimit = true })
+	admin := s.d.AdminKey()
+	id := s.createSandbox(admin, map[string]any{"network": map[string]any{"mode": "proxy", "allow": []string{"allowed.example"}}})
+	// 200 idle connections held open: the server serves 64 at once
+	// (egress.DefaultMaxConnsPerSandbox) and answers the rest 429.
+	const flood = `
+import socket, time
+socks, codes = [], {}
+for i in range(200):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    socks.append(s)
+time.sleep(1)
+for s in socks:
+    s.setblocking(False)
+    try:
+        line = s.recv(64).split(b"\r\n")[0].decode()
+    except BlockingIOError:
+        line = "open"
+    codes[line] = codes.get(line, 0) + 1
+print(codes)
+`
+	r := s.exec(admin, id, "/usr/bin/python3 -c "+shq(flood))
+	t.Logf("200 held connections: %s%s", r.Stdout, r.Stderr)
+	if !strings.Contains(r.Stdout, "'open': 64") || !strings.Contains(r.Stdout, "'HTTP/1.1 429 Too Many Requests': 136") {
+		t.Fatalf("want 64 open and 136 refused: %+v", r)
+	}
+	// Refused requests, one connection each, as fast as a client can.
+	const refused = `
+import socket, time
+t0 = time.time()
+for i in range(500):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"GET http://denied.example/ HTTP/1.1\r\nHost: denied.example\r\n\r\n")
+    assert s.recv(64).startswith(b"HTTP/1.1 403"), "not refused"
+    s.close()
+print("%.1f" % ((time.time() - t0) * 1000))
+`
+	r = s.exec(admin, id, "/usr/bin/python3 -c "+shq(refused))
+	ms, err := strconv.ParseFloat(strings.TrimSpace(r.Stdout), 64)
+	if err != nil {
+		t.Fatalf("refused loop: %+v", r)
+	}
+	t.Logf("500 refused proxy requests in %.0f ms (%.2f ms each, audit record included)", ms, ms/500)
+	if got := s.exec(admin, id, "echo alive"); got.Stdout != "alive\n" {
+		t.Fatalf("sandbox unusable after the flood: %+v", got)
 	}
 }
