@@ -101,13 +101,16 @@ func (p Policy) check(op, given, resolved string) error {
 // a hard link can give a sensitive file a second, innocent name.
 var writableTrees = []string{"/workspace", "/tmp", "/dev/shm"}
 
-func inWritableTree(p string) bool {
+func inWritableTree(p string) bool { return writableTreeOf(p) != "" }
+
+// writableTreeOf names the writable tree holding p, or "".
+func writableTreeOf(p string) string {
 	for _, t := range writableTrees {
 		if p == t || strings.HasPrefix(p, t+"/") {
-			return true
+			return t
 		}
 	}
-	return false
+	return ""
 }
 
 // cleanPath validates a client path as text: absolute, no NUL, at most

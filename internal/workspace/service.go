@@ -110,9 +110,20 @@ func (s *Service) locate(ctx context.Context, f FS, op, p string, sudo bool) (ta
 	if err := s.cfg.Policy.check(op, clean, resp.Target); err != nil {
 		return target{}, err
 	}
+	// A path named in a writable tree stays in it: a symlink from
+	// /workspace out to /tmp or /etc (made with the shell) is refused,
+	// as RESOLVE_BENEATH would refuse it.
+	if tree := writableTreeOf(clean); tree != "" && writableTreeOf(resp.Target) != tree {
+		return target{}, newErr(fault.Forbidden, op, clean, TypePermissionDenied,
+			"the path leads out of "+tree+" through a symlink", false, "symlink_escape", nil)
+	}
 	t := target{given: clean, resolved: resp.Target, exists: resp.Exists, root: sudo}
 	if resp.Stat != nil {
 		t.stat = *resp.Stat
+	}
+	if t.exists && fs.FileMode(t.stat.Mode).IsRegular() && t.stat.Nlink > 1 && inWritableTree(t.resolved) {
+		return target{}, newErr(fault.Forbidden, op, clean, TypePermissionDenied,
+			"the file has more than one hard link; file calls refuse hard-linked files in writable trees", false, "hardlink", nil)
 	}
 	return t, nil
 }

@@ -1,0 +1,208 @@
+package workspace_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/aiocompat/aiotest"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/sandbox"
+)
+
+// requireSandboxes skips unless sandboxes can start for real here.
+func requireSandboxes(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the tests start real sandboxes (user, mount, pid namespaces, cgroups)")
+	}
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		t.Skip("needs user namespaces")
+	}
+}
+
+type server struct {
+	t    *testing.T
+	d    *daemon.Daemon
+	base string
+	key  string
+	aio  *aiotest.Validator
+}
+
+func start(t *testing.T, mutate func(*config.Config)) *server {
+	t.Helper()
+	requireSandboxes(t)
+	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
+	if err != nil {
+		t.Fatalf("new daemon: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run returned %v", err)
+		}
+	})
+	return &server{t: t, d: d, base: "http://" + d.Addr(), key: d.AdminKey(), aio: aiotest.Load(t)}
+}
+
+type reply struct {
+	status int
+	raw    []byte
+	env    struct {
+		Success bool            `json:"success"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+}
+
+func (r reply) fileError(t *testing.T) fileError {
+	t.Helper()
+	var fe fileError
+	if err := json.Unmarshal(r.env.Data, &fe); err != nil || fe.ErrorType == "" {
+		t.Fatalf("status %d: data is not a FileOperationError: %s", r.status, r.raw)
+	}
+	return fe
+}
+
+type fileError struct {
+	Path      string  `json:"path"`
+	Operation string  `json:"operation"`
+	Message   string  `json:"message"`
+	ErrorType string  `json:"error_type"`
+	ErrnoName *string `json:"errno_name"`
+}
+
+// do sends one request. aioPath, when set, is AIO's path template of the
+// route: the response is validated against AIO's schema.
+func (s *server) do(method, path string, body any, aioPath string) reply {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.base+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, raw: raw}
+	if err := json.Unmarshal(raw, &r.env); err != nil {
+		s.t.Fatalf("%s %s: status %d, body not JSON: %s", method, path, resp.StatusCode, raw)
+	}
+	if aioPath != "" {
+		s.aio.Check(s.t, method, aioPath, r.status, raw)
+	}
+	return r
+}
+
+// newSandbox creates a sandbox and returns its id.
+func (s *server) newSandbox() string {
+	s.t.Helper()
+	r := s.do("POST", "/v1/sandboxes", map[string]any{"name": "files"}, "")
+	if r.status != http.StatusCreated {
+		s.t.Fatalf("create sandbox: %d %s", r.status, r.raw)
+	}
+	var info struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(r.env.Data, &info)
+	return info.ID
+}
+
+func (s *server) sandbox(id string) *sandbox.Sandbox {
+	s.t.Helper()
+	sb, err := s.d.Sandboxes().Get(sandbox.Caller{Admin: true}, id)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return sb
+}
+
+// sh runs a shell script in the sandbox (as the sandbox user) and returns
+// its stdout; fixtures are made this way, "with the shell", as an agent
+// would make them.
+func (s *server) sh(id, script string) string {
+	s.t.Helper()
+	e, err := s.sandbox(id).Exec(context.Background(), sandbox.ExecRequest{Command: script, Actor: "test"})
+	if err != nil {
+		s.t.Fatalf("exec: %v", err)
+	}
+	<-e.Done()
+	res := e.Result()
+	if res.ExitCode == nil || *res.ExitCode != 0 {
+		s.t.Fatalf("script failed: %+v\n%s", res, script)
+	}
+	return res.Stdout
+}
+
+// fixture builds a tree below dir in os.Root's test language: "d/" a
+// directory, "f" a file (content: its name), "a => b" a symlink a to b,
+// plus "a == b", a hard link a to b.
+func fixture(dir string, entries []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "set -e\nmkdir -p %s\ncd %s\n", dir, dir)
+	for _, e := range entries {
+		switch {
+		case strings.Contains(e, " => "):
+			a, tgt, _ := strings.Cut(e, " => ")
+			fmt.Fprintf(&b, "ln -s '%s' '%s'\n", tgt, a)
+		case strings.Contains(e, " == "):
+			a, tgt, _ := strings.Cut(e, " == ")
+			fmt.Fprintf(&b, "ln '%s' '%s'\n", tgt, a)
+		case strings.HasSuffix(e, "/"):
+			fmt.Fprintf(&b, "mkdir -p '%s'\n", e)
+		default:
+			fmt.Fprintf(&b, "printf '%%s' '%s' > '%s'\n", e, e)
+		}
+	}
+	return b.String()
+}
+
+func adminCaller(s *server) auth.Caller {
+	return auth.Caller{KeyID: "test-admin", Role: auth.RoleAdmin}
+}
+
+func waitFor(t *testing.T, what string, fn func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !fn() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
