@@ -6,13 +6,15 @@ import (
 
 	"github.com/sandhold/sandhold/internal/approvals"
 	"github.com/sandhold/sandhold/internal/control"
+	"github.com/sandhold/sandhold/internal/customtool"
 	"github.com/sandhold/sandhold/internal/policy"
 )
 
 // startGovernance puts the operator's controls into the dispatcher: the
 // stored risk policy (and its per-role/per-key rate limits), approvals,
 // the stored HALT state (a halted server freezes its sandboxes again
-// here), the foundation's routes as tools, and the routes of all of them.
+// here), the stored custom tools (registered bottom-up), the foundation's
+// routes as tools, and the routes of all of them.
 // A stored policy or HALT state that cannot be read stops the start: a
 // server must not come up looser than it went down.
 func (d *Daemon) startGovernance(ctx context.Context) error {
@@ -38,9 +40,19 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	d.dispatch.SetHalt(ctl)
 	control.RegisterTools(d.dispatch, ctl)
 
+	tools, problems, err := customtool.Load(ctx, d.dispatch, d.store)
+	if err != nil {
+		return fmt.Errorf("custom tools: %w", err)
+	}
+	for _, p := range problems {
+		d.log.Warn("custom tool not loaded", "err", p)
+	}
+	tools.RegisterTools()
+
 	d.api.FoundationTools(d.dispatch)
 	d.api.PolicyRoutes()
 	d.api.ApprovalRoutes()
 	d.api.ControlRoutes()
+	d.api.ToolRoutes()
 	return nil
 }

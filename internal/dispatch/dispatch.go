@@ -89,6 +89,19 @@ type Tool struct {
 	Summarize func(args, result any) map[string]any
 	// Run does the work.
 	Run func(ctx context.Context, c auth.Caller, args any) (any, error)
+	// Visible, when set, hides the tool from callers it returns false for
+	// (a custom tool its owner has not published): they are told there is
+	// no such tool, and ToolsFor leaves it out.
+	Visible func(c auth.Caller) bool
+}
+
+// CallableBy reports whether c's role may call t and t is visible to c.
+func (t *Tool) CallableBy(c auth.Caller) bool {
+	roles := t.Roles
+	if len(roles) == 0 {
+		roles = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
+	}
+	return slices.Contains(roles, c.Role) && (t.Visible == nil || t.Visible(c))
 }
 
 // Target is what an audit record says a call touched.
@@ -280,6 +293,22 @@ func (d *Dispatcher) Unregister(name string) bool {
 	return true
 }
 
+// Replace registers t in place of the tool of the same name (a redefined
+// custom tool); the tool must exist.
+func (d *Dispatcher) Replace(t Tool) error {
+	if t.Run == nil || !t.Risk.Valid() {
+		return fmt.Errorf("tool %s: no Run or invalid risk", t.Name)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.tools[t.Name]; !ok {
+		return fmt.Errorf("tool %s is not registered", t.Name)
+	}
+	d.tools[t.Name] = &t
+	d.changedLocked()
+	return nil
+}
+
 // OnChange calls fn (in its own goroutine) whenever the set of tools
 // changes: MCP sends tools/list_changed.
 func (d *Dispatcher) OnChange(fn func()) {
@@ -320,6 +349,18 @@ func (d *Dispatcher) Tools() []*Tool {
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ToolsFor lists the tools c may call (role and visibility), by name.
+func (d *Dispatcher) ToolsFor(c auth.Caller) []*Tool {
+	all := d.Tools()
+	out := all[:0]
+	for _, t := range all {
+		if t.CallableBy(c) {
+			out = append(out, t)
+		}
+	}
 	return out
 }
 
@@ -407,6 +448,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	roles := t.Roles
 	if len(roles) == 0 {
 		roles = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
+	}
+	if t.Visible != nil && !t.Visible(c) {
+		verdict, reason = "denied", "not_visible"
+		return nil, fault.Errorf(fault.NotFound, "no tool named %q", name)
 	}
 	if !slices.Contains(roles, c.Role) {
 		verdict, reason = "denied", "role"

@@ -1,0 +1,785 @@
+// Package customtool lets callers compose the built-in tools into named
+// tools of their own: one call with templated arguments, or steps whose
+// arguments may use earlier steps' results.
+//
+// What it stops: a composite that launders risk or escapes the dispatcher.
+// Every nested call re-enters Dispatcher.Call, so HALT, roles, rate limits,
+// the policy, approvals and audit apply at every level, and the nesting
+// depth is capped there (dispatch.MaxDepth). A tool's risk is derived at
+// every call from the definitions in force then — the maximum over the
+// reference tree (a tool whose arguments are assessed, such as exec.run,
+// counts as Dangerous), raised by what the rendered arguments of each step
+// assess to — so redefining a referenced tool changes the risk of every
+// tool that uses it, and a declared risk below the derived one is ignored.
+// References must exist when a tool is defined (bottom-up), may not name
+// the tool itself or a management tool, and may not form a cycle or a
+// chain deeper than the dispatcher allows. A tool belongs to its creator:
+// others neither see nor call it until an admin publishes it.
+package customtool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+// SettingKey is where the definitions are stored (one JSON document,
+// replaced atomically on every change).
+const SettingKey = "custom_tools"
+
+// Caps, with their reasons.
+const (
+	maxTools       = 1000 // definitions on the server (each is a dispatcher tool)
+	maxToolsPerKey = 100  // definitions one key may own
+	maxSteps       = 32   // steps in one tool
+	maxDescription = 1024 // bytes of a description
+	// maxHeight is the longest chain of custom tools above a built-in:
+	// a built-in reached through h custom tools runs at nesting depth h,
+	// and the dispatcher refuses depth MaxDepth.
+	maxHeight = dispatch.MaxDepth - 1
+)
+
+// Management are tool-name prefixes a custom tool may not call: tools that
+// change who may do what (keys, tickets, policy, HALT, approvals, custom
+// tools themselves).
+var Management = []string{"tools.", "policy.", "control.", "approvals.", "keys.", "tickets."}
+
+// IsManagement reports whether name is a management tool.
+func IsManagement(name string) bool {
+	for _, p := range Management {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Step is one call of a composite tool.
+type Step struct {
+	// ID names the step for {steps.ID.field} (steps only).
+	ID   string `json:"id,omitempty"`
+	Tool string `json:"tool"`
+	// Arguments are the tool's JSON arguments with placeholders.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// Def is a custom tool's definition.
+type Def struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
+	Call        *Step           `json:"call,omitempty"`
+	Steps       []Step          `json:"steps,omitempty"`
+	// Risk is the declared tier; below the derived one it is ignored.
+	Risk      string    `json:"risk,omitempty"`
+	Owner     string    `json:"owner"`
+	Published bool      `json:"published"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Info is a tool as GET /v1/tools lists it.
+type Info struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Risk        string          `json:"risk" doc:"for custom tools: derived now from the reference tree"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	Custom      bool            `json:"custom"`
+	Owner       string          `json:"owner,omitempty"`
+	Published   bool            `json:"published,omitempty"`
+	Calls       []string        `json:"calls,omitempty" doc:"the tools a custom tool calls"`
+}
+
+// compiled is a definition checked and ready to run.
+type compiled struct {
+	def    Def
+	schema *Schema
+	steps  []compiledStep
+	risk   guard.Risk // declared (Safe when not declared)
+}
+
+type compiledStep struct {
+	id, tool string
+	tmpl     any  // decoded arguments template
+	late     bool // uses earlier steps' results: cannot be assessed before running
+}
+
+func (c *compiled) refs() []string {
+	out := make([]string, 0, len(c.steps))
+	for _, s := range c.steps {
+		if !slices.Contains(out, s.tool) {
+			out = append(out, s.tool)
+		}
+	}
+	return out
+}
+
+// Settings is the part of the store the registry uses.
+type Settings interface {
+	GetSetting(ctx context.Context, key string) ([]byte, error)
+	PutSetting(ctx context.Context, key string, value []byte) error
+}
+
+// Registry holds the custom tools and keeps the dispatcher's registry in
+// step with them. Safe for concurrent use.
+type Registry struct {
+	d  *dispatch.Dispatcher
+	st Settings
+
+	// mu guards defs and pending and serialises changes (store, then
+	// dispatcher).
+	mu   sync.RWMutex
+	defs map[string]*compiled
+	// pending are stored definitions that did not compile at start,
+	// usually because a tool they call is registered later in the start:
+	// they are retried whenever the dispatcher's tools change, and kept
+	// in the store either way.
+	pending []Def
+}
+
+var (
+	nameRe = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+	stepRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+)
+
+// Load reads the stored definitions and registers them into d, bottom-up.
+// A definition that does not compile yet (a tool it calls is registered
+// later) is retried whenever the dispatcher's tools change; it stays in
+// the store meanwhile, and Load reports it.
+func Load(ctx context.Context, d *dispatch.Dispatcher, st Settings) (*Registry, []error, error) {
+	r := &Registry{d: d, st: st, defs: make(map[string]*compiled)}
+	b, err := st.GetSetting(ctx, SettingKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return r, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read custom tools: %w", err)
+	}
+	var defs []Def
+	if err := json.Unmarshal(b, &defs); err != nil {
+		return nil, nil, fmt.Errorf("stored custom tools: %w", err)
+	}
+	r.pending = defs
+	r.loadPendingLocked()
+	var problems []error
+	for _, def := range r.pending {
+		_, err := r.compileLocked(def)
+		problems = append(problems, fmt.Errorf("custom tool %s not loaded yet: %v", def.Name, fault.Public(err)))
+	}
+	d.OnChange(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.pending) > 0 {
+			r.loadPendingLocked()
+		}
+	})
+	return r, problems, nil
+}
+
+// loadPendingLocked registers every pending definition that compiles now,
+// bottom-up (a definition compiles once what it calls is loaded).
+func (r *Registry) loadPendingLocked() {
+	for progress := true; progress && len(r.pending) > 0; {
+		progress = false
+		var next []Def
+		for _, def := range r.pending {
+			c, err := r.compileLocked(def)
+			if err != nil {
+				next = append(next, def)
+				continue
+			}
+			if _, taken := r.d.Tool(def.Name); taken {
+				continue // a built-in took the name since: drop the definition from service
+			}
+			r.defs[def.Name] = c
+			if err := r.d.Register(r.tool(c)); err != nil {
+				delete(r.defs, def.Name)
+				continue
+			}
+			progress = true
+		}
+		r.pending = next
+	}
+}
+
+// compileLocked checks def against the tools in force (callers hold mu or
+// own r exclusively). It does not check cycles through tools that refer
+// to def (see checkGraphLocked).
+func (r *Registry) compileLocked(def Def) (*compiled, error) {
+	if !nameRe.MatchString(def.Name) || len(def.Name) > 64 {
+		return nil, fault.InvalidField("name", "name must be lower-case dotted words (a-z, 0-9, _), at most 64 bytes")
+	}
+	if IsManagement(def.Name) {
+		return nil, fault.InvalidField("name", fmt.Sprintf("%q is in a reserved namespace", def.Name))
+	}
+	if len(def.Description) > maxDescription {
+		return nil, fault.InvalidField("description", fmt.Sprintf("description is longer than %d bytes", maxDescription))
+	}
+	schema, err := compileSchema(def.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiled{def: def, schema: schema, risk: guard.Safe}
+	if def.Risk != "" {
+		rk := guard.ParseRisk(def.Risk)
+		if rk.String() != def.Risk {
+			return nil, fault.InvalidField("risk", "risk must be safe, medium or dangerous")
+		}
+		c.risk = rk
+	}
+	var steps []Step
+	switch {
+	case def.Call != nil && len(def.Steps) > 0:
+		return nil, fault.InvalidField("steps", "give either call or steps, not both")
+	case def.Call != nil:
+		if def.Call.ID != "" {
+			return nil, fault.InvalidField("call.id", "call has no id (it is the only step)")
+		}
+		steps = []Step{*def.Call}
+	case len(def.Steps) > 0:
+		if len(def.Steps) > maxSteps {
+			return nil, fault.InvalidField("steps", fmt.Sprintf("at most %d steps", maxSteps))
+		}
+		steps = def.Steps
+	default:
+		return nil, fault.InvalidField("call", "a custom tool needs call or steps")
+	}
+	seen := map[string]bool{}
+	for i, s := range steps {
+		at := fmt.Sprintf("steps.%d", i)
+		if def.Call != nil {
+			at = "call"
+		} else if !stepRe.MatchString(s.ID) || seen[s.ID] {
+			return nil, fault.InvalidField(at+".id", "each step needs a unique id (a-z, 0-9, _)")
+		}
+		switch {
+		case s.Tool == def.Name:
+			return nil, fault.InvalidField(at+".tool", "a custom tool may not call itself")
+		case IsManagement(s.Tool):
+			return nil, fault.InvalidField(at+".tool", fmt.Sprintf("%s is a management tool; custom tools may not call it", s.Tool))
+		}
+		if _, ok := r.d.Tool(s.Tool); !ok {
+			return nil, fault.InvalidField(at+".tool", fmt.Sprintf("no tool named %q (define the tools it calls first)", s.Tool))
+		}
+		if len(s.Arguments) > maxTemplateBytes {
+			return nil, fault.InvalidField(at+".arguments", fmt.Sprintf("arguments are larger than %d bytes", maxTemplateBytes))
+		}
+		var tmpl any = map[string]any{}
+		if len(s.Arguments) > 0 {
+			if err := json.Unmarshal(s.Arguments, &tmpl); err != nil {
+				return nil, fault.InvalidField(at+".arguments", "arguments are not valid JSON")
+			}
+		}
+		refs, err := templateRefs(tmpl)
+		if err != nil {
+			return nil, fault.InvalidField(at+".arguments", err.Error())
+		}
+		late := false
+		for _, rf := range refs {
+			if rf.arg != "" && !slices.Contains(schema.Args, rf.arg) {
+				return nil, fault.InvalidField(at+".arguments", fmt.Sprintf("placeholder {%s} is not a property of inputSchema", rf.arg))
+			}
+			if rf.step != "" {
+				if !seen[rf.step] {
+					return nil, fault.InvalidField(at+".arguments", fmt.Sprintf("placeholder {steps.%s…} does not name an earlier step", rf.step))
+				}
+				late = true
+			}
+		}
+		seen[s.ID] = true
+		c.steps = append(c.steps, compiledStep{id: s.ID, tool: s.Tool, tmpl: tmpl, late: late})
+	}
+	return c, nil
+}
+
+// checkGraphLocked refuses a set of definitions with a cycle or a chain
+// of custom tools taller than maxHeight.
+func (r *Registry) checkGraphLocked(defs map[string]*compiled) error {
+	const (
+		visiting = 1
+		done     = 2
+	)
+	state := map[string]int{}
+	height := map[string]int{}
+	var visit func(name string, path []string) error
+	visit = func(name string, path []string) error {
+		c, ok := defs[name]
+		if !ok {
+			return nil // a built-in
+		}
+		switch state[name] {
+		case visiting:
+			return fault.InvalidField("steps", fmt.Sprintf("cycle: %s", strings.Join(append(path, name), " → ")))
+		case done:
+			return nil
+		}
+		state[name] = visiting
+		h := 1
+		for _, ref := range c.refs() {
+			if err := visit(ref, append(path, name)); err != nil {
+				return err
+			}
+			h = max(h, height[ref]+1)
+		}
+		state[name] = done
+		height[name] = h
+		if h > maxHeight {
+			return fault.InvalidField("steps", fmt.Sprintf("%s nests %d custom tools deep; at most %d", name, h, maxHeight))
+		}
+		return nil
+	}
+	names := make([]string, 0, len(defs))
+	for n := range defs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := visit(n, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Define creates a tool, or replaces one the caller owns (an admin may
+// replace any). Only an admin may publish.
+func (r *Registry) Define(ctx context.Context, c auth.Caller, def Def) (Info, error) {
+	if def.Published && !c.IsAdmin() {
+		return Info{}, fault.New(fault.Forbidden, "only an admin may publish a custom tool")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, exists := r.defs[def.Name]
+	if !exists {
+		if _, builtin := r.d.Tool(def.Name); builtin {
+			return Info{}, fault.InvalidField("name", fmt.Sprintf("%q is a built-in tool", def.Name))
+		}
+		if len(r.defs) >= maxTools {
+			return Info{}, fault.New(fault.Conflict, fmt.Sprintf("the server holds %d custom tools, the most it keeps", maxTools))
+		}
+		owned := 0
+		for _, d := range r.defs {
+			if d.def.Owner == c.KeyID {
+				owned++
+			}
+		}
+		if owned >= maxToolsPerKey {
+			return Info{}, fault.New(fault.Conflict, fmt.Sprintf("this key owns %d custom tools, the most it may", maxToolsPerKey))
+		}
+		def.Owner, def.CreatedAt = c.KeyID, time.Now().UTC()
+	} else {
+		if prev.def.Owner != c.KeyID && !c.IsAdmin() {
+			return Info{}, fault.InvalidField("name", fmt.Sprintf("the name %q is taken", def.Name))
+		}
+		def.Owner, def.CreatedAt = prev.def.Owner, prev.def.CreatedAt
+		if !c.IsAdmin() {
+			def.Published = prev.def.Published
+		}
+	}
+	def.UpdatedAt = time.Now().UTC()
+	comp, err := r.compileLocked(def)
+	if err != nil {
+		return Info{}, err
+	}
+	next := make(map[string]*compiled, len(r.defs)+1)
+	for k, v := range r.defs {
+		next[k] = v
+	}
+	next[def.Name] = comp
+	if err := r.checkGraphLocked(next); err != nil {
+		return Info{}, err
+	}
+	if err := r.saveLocked(ctx, next); err != nil {
+		return Info{}, err
+	}
+	r.defs = next
+	if exists {
+		err = r.d.Replace(r.tool(comp))
+	} else {
+		err = r.d.Register(r.tool(comp))
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("register custom tool: %w", err)
+	}
+	return r.infoLocked(comp), nil
+}
+
+// Delete removes a tool the caller owns (an admin: any). A tool another
+// tool still calls is not deleted.
+func (r *Registry) Delete(ctx context.Context, c auth.Caller, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	comp, ok := r.defs[name]
+	if !ok || !visibleTo(comp, c) {
+		return fault.New(fault.NotFound, "no custom tool named "+name)
+	}
+	if comp.def.Owner != c.KeyID && !c.IsAdmin() {
+		return fault.New(fault.Forbidden, "only its owner or an admin may delete a custom tool")
+	}
+	for other, oc := range r.defs {
+		if other != name && slices.Contains(oc.refs(), name) {
+			return fault.Errorf(fault.Conflict, "custom tool %s calls %s; delete or redefine it first", other, name)
+		}
+	}
+	next := make(map[string]*compiled, len(r.defs))
+	for k, v := range r.defs {
+		if k != name {
+			next[k] = v
+		}
+	}
+	if err := r.saveLocked(ctx, next); err != nil {
+		return err
+	}
+	r.defs = next
+	r.d.Unregister(name)
+	return nil
+}
+
+// Publish makes a tool visible to (and callable by) every key, or hides it
+// again. Admin only (the tool's roles say so).
+func (r *Registry) Publish(ctx context.Context, name string, published bool) (Info, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	comp, ok := r.defs[name]
+	if !ok {
+		return Info{}, fault.New(fault.NotFound, "no custom tool named "+name)
+	}
+	def := comp.def
+	def.Published, def.UpdatedAt = published, time.Now().UTC()
+	nc := *comp
+	nc.def = def
+	next := make(map[string]*compiled, len(r.defs))
+	for k, v := range r.defs {
+		next[k] = v
+	}
+	next[name] = &nc
+	if err := r.saveLocked(ctx, next); err != nil {
+		return Info{}, err
+	}
+	r.defs = next
+	if err := r.d.Replace(r.tool(&nc)); err != nil {
+		return Info{}, err
+	}
+	return r.infoLocked(&nc), nil
+}
+
+func (r *Registry) saveLocked(ctx context.Context, defs map[string]*compiled) error {
+	list := make([]Def, 0, len(defs)+len(r.pending))
+	for _, c := range defs {
+		list = append(list, c.def)
+	}
+	for _, p := range r.pending {
+		if _, ok := defs[p.Name]; !ok {
+			list = append(list, p)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	b, err := json.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("encode custom tools: %w", err)
+	}
+	if err := r.st.PutSetting(context.WithoutCancel(ctx), SettingKey, b); err != nil {
+		return fmt.Errorf("store custom tools: %w", err)
+	}
+	return nil
+}
+
+func visibleTo(c *compiled, caller auth.Caller) bool {
+	return caller.IsAdmin() || c.def.Published || c.def.Owner == caller.KeyID
+}
+
+// get returns the definition in force.
+func (r *Registry) get(name string) (*compiled, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c, ok := r.defs[name]
+	return c, ok
+}
+
+// IsCustom reports whether name is a custom tool.
+func (r *Registry) IsCustom(name string) bool {
+	_, ok := r.get(name)
+	return ok
+}
+
+// Def returns a custom tool's definition if c may see it.
+func (r *Registry) Def(c auth.Caller, name string) (Def, bool) {
+	comp, ok := r.get(name)
+	if !ok || !visibleTo(comp, c) {
+		return Def{}, false
+	}
+	return comp.def, true
+}
+
+// potential is the highest risk a tool can run at, whatever its
+// arguments: a custom tool's is the maximum over what it calls; a built-in
+// that assesses its arguments (exec.run) can reach Dangerous.
+func (r *Registry) potential(name string, depth int) guard.Risk {
+	if depth > dispatch.MaxDepth {
+		return guard.Dangerous
+	}
+	if c, ok := r.get(name); ok {
+		risk := c.risk
+		for _, ref := range c.refs() {
+			risk = max(risk, r.potential(ref, depth+1))
+		}
+		return risk
+	}
+	t, ok := r.d.Tool(name)
+	if !ok {
+		return guard.Dangerous
+	}
+	if t.Assess != nil {
+		return guard.Dangerous
+	}
+	if !t.Risk.Valid() {
+		return guard.Dangerous
+	}
+	return t.Risk
+}
+
+// assess is a custom tool's Assessment for one call: its potential risk,
+// raised and annotated by what each step's rendered arguments assess to
+// (steps that use earlier results are assessed when they run).
+func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.Assessment {
+	a := dispatch.Assessment{Risk: r.potential(name, 0)}
+	c, ok := r.get(name)
+	if !ok || depth > dispatch.MaxDepth {
+		a.Risk = guard.Dangerous
+		return a
+	}
+	for _, s := range c.steps {
+		if s.late {
+			continue
+		}
+		rendered, err := render(s.tmpl, args, nil)
+		if err != nil {
+			continue
+		}
+		var sub dispatch.Assessment
+		if _, custom := r.get(s.tool); custom {
+			m, _ := rendered.(map[string]any)
+			sub = r.assess(s.tool, m, depth+1)
+		} else {
+			t, ok := r.d.Tool(s.tool)
+			if !ok {
+				a.Risk = guard.Dangerous
+				continue
+			}
+			raw, _ := json.Marshal(rendered)
+			var targs any = json.RawMessage(raw)
+			if t.Decode != nil {
+				if targs, err = t.Decode(raw); err != nil {
+					continue // the call will fail when it runs
+				}
+			}
+			sub = t.AssessArgs(targs)
+		}
+		a.Risk = max(a.Risk, sub.Risk)
+		a.Dynamic = a.Dynamic || sub.Dynamic
+		a.Rules = appendNew(a.Rules, sub.Rules...)
+		a.Reasons = appendNew(a.Reasons, sub.Reasons...)
+		a.Names = appendNew(a.Names, sub.Names...)
+		a.Paths = appendNew(a.Paths, sub.Paths...)
+	}
+	if c.risk > a.Risk {
+		a.Risk = c.risk
+	}
+	return a
+}
+
+func appendNew(a []string, b ...string) []string {
+	for _, v := range b {
+		if !slices.Contains(a, v) {
+			a = append(a, v)
+		}
+	}
+	return a
+}
+
+// Args are a custom tool's decoded, schema-checked arguments.
+type Args struct {
+	Raw    json.RawMessage
+	Values map[string]any
+}
+
+// decode validates raw arguments against the tool's input schema (422
+// naming the field).
+func (r *Registry) decode(name string, raw json.RawMessage) (any, error) {
+	c, ok := r.get(name)
+	if !ok {
+		return nil, fault.Errorf(fault.NotFound, "no tool named %q", name)
+	}
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
+	if err != nil {
+		return nil, fault.InvalidField("arguments", "arguments are not valid JSON")
+	}
+	if err := c.schema.validate(v); err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fault.InvalidField("arguments", "arguments must be a JSON object")
+	}
+	return Args{Raw: raw, Values: m}, nil
+}
+
+// run executes the steps, each through the dispatcher.
+func (r *Registry) run(ctx context.Context, caller auth.Caller, name string, args Args) (any, error) {
+	c, ok := r.get(name)
+	if !ok {
+		return nil, fault.Errorf(fault.NotFound, "no tool named %q", name)
+	}
+	results := map[string]any{}
+	var last any
+	for i, s := range c.steps {
+		rendered, err := render(s.tmpl, args.Values, results)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := json.Marshal(rendered)
+		if err != nil {
+			return nil, fault.Wrap(fault.Internal, err, "render arguments")
+		}
+		res, err := r.d.Call(ctx, caller, s.tool, raw)
+		if err != nil {
+			return nil, stepError(c, i, err)
+		}
+		// Results travel between steps as JSON.
+		var generic any
+		if b, err := json.Marshal(res); err == nil {
+			_ = json.Unmarshal(b, &generic)
+		}
+		if s.id != "" {
+			results[s.id] = generic
+		}
+		last = generic
+	}
+	if c.def.Call != nil {
+		return last, nil
+	}
+	return map[string]any{"steps": results, "result": last}, nil
+}
+
+// stepError says which step failed, keeping the error's kind (and an
+// approval the step waits for, which must reach the caller as is).
+func stepError(c *compiled, i int, err error) error {
+	var ar *dispatch.ApprovalRequired
+	if errors.As(err, &ar) {
+		return err
+	}
+	label := "call"
+	if c.def.Call == nil {
+		label = "step " + c.steps[i].id
+	}
+	kind := fault.KindOf(err)
+	if kind == "" {
+		kind = fault.Internal
+	}
+	return fault.Wrap(kind, err, fmt.Sprintf("%s (%s): %s", label, c.steps[i].tool, fault.Public(err)))
+}
+
+// tool is the dispatcher tool of a definition. Its Assess, Decode and Run
+// look the definition up at call time, so a redefinition of it or of
+// anything it calls applies at once.
+func (r *Registry) tool(c *compiled) dispatch.Tool {
+	name := c.def.Name
+	return dispatch.Tool{
+		Name: name, Description: c.def.Description, Risk: guard.Safe,
+		Roles:       []auth.Role{auth.RoleAdmin, auth.RoleAgent},
+		InputSchema: c.schema.Raw,
+		Decode:      func(raw json.RawMessage) (any, error) { return r.decode(name, raw) },
+		Assess: func(args any) dispatch.Assessment {
+			a, _ := args.(Args)
+			return r.assess(name, a.Values, 0)
+		},
+		Visible: func(caller auth.Caller) bool {
+			cur, ok := r.get(name)
+			return ok && visibleTo(cur, caller)
+		},
+		Describe: func(any) dispatch.Target {
+			cur, ok := r.get(name)
+			if !ok {
+				return dispatch.Target{}
+			}
+			return dispatch.Target{Detail: map[string]any{"custom": true, "owner": cur.def.Owner, "calls": cur.refs()}}
+		},
+		Run: func(ctx context.Context, caller auth.Caller, args any) (any, error) {
+			a, ok := args.(Args)
+			if !ok {
+				return nil, fault.New(fault.Invalid, "custom tools take JSON arguments")
+			}
+			return r.run(ctx, caller, name, a)
+		},
+	}
+}
+
+func (r *Registry) infoLocked(c *compiled) Info {
+	return Info{Name: c.def.Name, Description: c.def.Description, Risk: r.potentialLocked(c).String(),
+		InputSchema: c.schema.Raw, Custom: true, Owner: c.def.Owner, Published: c.def.Published, Calls: c.refs()}
+}
+
+// potentialLocked is potential for a caller that holds mu.
+func (r *Registry) potentialLocked(c *compiled) guard.Risk {
+	var walk func(c *compiled, depth int) guard.Risk
+	walk = func(c *compiled, depth int) guard.Risk {
+		risk := c.risk
+		if depth > dispatch.MaxDepth {
+			return guard.Dangerous
+		}
+		for _, ref := range c.refs() {
+			if sub, ok := r.defs[ref]; ok {
+				risk = max(risk, walk(sub, depth+1))
+				continue
+			}
+			t, ok := r.d.Tool(ref)
+			switch {
+			case !ok || t.Assess != nil || !t.Risk.Valid():
+				risk = guard.Dangerous
+			default:
+				risk = max(risk, t.Risk)
+			}
+		}
+		return risk
+	}
+	return walk(c, 0)
+}
+
+// List returns the tools c may call: built-ins by role, custom tools c
+// owns or that are published (an admin: all), with risks derived now.
+func (r *Registry) List(c auth.Caller) []Info {
+	tools := r.d.ToolsFor(c)
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Info, 0, len(tools))
+	for _, t := range tools {
+		if comp, ok := r.defs[t.Name]; ok {
+			out = append(out, r.infoLocked(comp))
+			continue
+		}
+		risk := t.Risk
+		if !risk.Valid() {
+			risk = guard.Dangerous
+		}
+		out = append(out, Info{Name: t.Name, Description: t.Description, Risk: risk.String(), InputSchema: t.InputSchema})
+	}
+	return out
+}
