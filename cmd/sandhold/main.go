@@ -33,6 +33,7 @@ type cli struct {
 	Audit   auditCmd   `cmd:"" help:"Inspect and verify the audit log."`
 	Doctor  doctorCmd  `cmd:"" help:"Show which kernel isolation features this host offers."`
 	Version versionCmd `cmd:"" help:"Print the version."`
+	MCP     mcpCmd     `cmd:"" name:"mcp" help:"MCP over stdio for local MCP clients, bridged to a running server (key from SANDBOX_API_KEY)."`
 }
 
 // env is what every subcommand gets: its streams and the global flags.
