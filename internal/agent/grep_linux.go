@@ -26,7 +26,7 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 	if len(r.Pattern) > MaxPatternLen || r.Pattern == "" {
 		return nil, invalidf("pattern empty or longer than %d bytes", MaxPatternLen)
 	}
-	if err := CheckPatterns(r.Include, r.Exclude, r.Deny.Names, r.Deny.Dirs); err != nil {
+	if err := CheckPatterns(r.Include, r.Exclude, r.Deny.Names, r.Deny.Dirs, r.Deny.Paths); err != nil {
 		return nil, err
 	}
 	expr := r.Pattern

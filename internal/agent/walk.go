@@ -47,14 +47,21 @@ const (
 type Deny struct {
 	Names []string `json:"names,omitempty"`
 	Dirs  []string `json:"dirs,omitempty"`
+	// Paths are absolute paths denied with everything below them.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // Denied reports whether the absolute, clean path p is sensitive under d:
-// its base name is in Names, or any of its directories (p itself included)
-// ends with one of Dirs.
+// its base name is in Names, any of its directories (p itself included)
+// ends with one of Dirs, or it is one of Paths or below one.
 func (d Deny) Denied(p string) bool {
 	if p == "" {
 		return false
+	}
+	for _, x := range d.Paths {
+		if x != "" && (p == x || strings.HasPrefix(p, strings.TrimSuffix(x, "/")+"/")) {
+			return true
+		}
 	}
 	for _, n := range d.Names {
 		if path.Base(p) == n {

@@ -281,7 +281,7 @@ func openRoot(p string, nofollow bool) (int, string, error) {
 }
 
 func walk(p string, nofollow bool, r *WalkReq) (*WalkResp, error) {
-	if err := CheckPatterns(r.Names, r.Exclude, r.Extensions, r.Deny.Names, r.Deny.Dirs, []string{r.Pattern}); err != nil {
+	if err := CheckPatterns(r.Names, r.Exclude, r.Extensions, r.Deny.Names, r.Deny.Dirs, r.Deny.Paths, []string{r.Pattern}); err != nil {
 		return nil, err
 	}
 	limit := r.Limit

@@ -18,6 +18,8 @@ type Policy struct {
 	// any directory on the path (".ssh" matches /workspace/.ssh/x and
 	// /home/u/.ssh; ".config/gh" matches /workspace/.config/gh/hosts.yml).
 	Dirs []string
+	// Paths are absolute paths refused with everything below them.
+	Paths []string
 }
 
 // defaultNames are the default sensitive base names.
@@ -46,14 +48,20 @@ var defaultDirs = []string{
 	".config/gh", // GitHub CLI tokens
 }
 
+// defaultPaths are system credential files. The sandbox's synthetic /etc
+// holds none of them, but a call naming one is refused outright rather
+// than answered "not found" (or waited for).
+var defaultPaths = []string{"/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh", "/root"}
+
 // DefaultPolicy is the policy of SECURITY-RULES.md.
 func DefaultPolicy() Policy {
-	return Policy{Names: append([]string(nil), defaultNames...), Dirs: append([]string(nil), defaultDirs...)}
+	return Policy{Names: append([]string(nil), defaultNames...), Dirs: append([]string(nil), defaultDirs...),
+		Paths: append([]string(nil), defaultPaths...)}
 }
 
 // deny is the policy as the init applies it inside walks and searches.
 func (p Policy) deny() agent.Deny {
-	return agent.Deny{Names: p.Names, Dirs: p.Dirs}
+	return agent.Deny{Names: p.Names, Dirs: p.Dirs, Paths: p.Paths}
 }
 
 // sensitive reports whether the resolved path is forbidden, and why.

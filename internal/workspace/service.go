@@ -74,7 +74,7 @@ func New(cfg Config) *Service {
 	if cfg.MaxFilesPerRequest <= 0 {
 		cfg.MaxFilesPerRequest = 100
 	}
-	if cfg.Policy.Names == nil && cfg.Policy.Dirs == nil {
+	if cfg.Policy.Names == nil && cfg.Policy.Dirs == nil && cfg.Policy.Paths == nil {
 		cfg.Policy = DefaultPolicy()
 	}
 	s := &Service{cfg: cfg, undo: make(map[string]*history)}
