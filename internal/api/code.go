@@ -28,7 +28,8 @@ type CodeConfig struct {
 // CodeRoutes mounts AIO Sandbox 1.9.4's code and jupyter routes, at /v1/...
 // (the caller's default sandbox) and /sandboxes/{id}/v1/... (a given one).
 // Every handler calls the dispatcher. Invalid bodies get AIO's 422 shape
-// ({"detail": [{loc, msg, type}]}); other errors the native envelope.
+// ({"detail": [{loc, msg, type}]}); other errors AIO's envelope with data
+// null and the real status code.
 func (s *Server) CodeRoutes(d *dispatch.Dispatcher, cfg CodeConfig) {
 	h := &codeHandlers{d: d, cfg: cfg}
 	for _, prefix := range []string{"", "/sandboxes/{id}"} {
@@ -61,6 +62,20 @@ type aioValidationError struct {
 	Loc  []any  `json:"loc"`
 	Msg  string `json:"msg"`
 	Type string `json:"type"`
+}
+
+// writeCodeError writes an error the way AIO's code and jupyter routes
+// do: the Response envelope with data null (their schemas allow only the
+// result or null there). The status is the kind's; the request id travels
+// in X-Request-Id, and the detail of an internal error only in the log.
+func writeCodeError(w http.ResponseWriter, r *http.Request, err error) {
+	b := errorBody(r.Context(), err)
+	for k, vs := range b.headers {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	writeJSON(w, b.status, Envelope[any]{Success: false, Message: b.Message, Data: nil, Hint: b.Hint})
 }
 
 // writeCodeValidation writes AIO's 422 shape.
@@ -192,7 +207,7 @@ func (h *codeHandlers) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.call(r.Context(), coderun.ToolExecute, coderun.ExecuteArgs{Sandbox: chi.URLParam(r, "id"), Req: req})
 	if err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	out := res.(coderun.Result)
@@ -209,7 +224,7 @@ func (h *codeHandlers) execute(w http.ResponseWriter, r *http.Request) {
 func (h *codeHandlers) info(w http.ResponseWriter, r *http.Request) {
 	res, err := h.call(r.Context(), coderun.ToolInfo, coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id")})
 	if err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	// AIO's Language enum is python and javascript: bash (a sandhold
@@ -264,7 +279,7 @@ func (h *codeHandlers) jupyterExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := h.call(r.Context(), coderun.ToolExecute, coderun.ExecuteArgs{Sandbox: chi.URLParam(r, "id"), Req: req})
 	if err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	out := res.(coderun.Result)
@@ -283,7 +298,7 @@ func (h *codeHandlers) sessions(r *http.Request) ([]coderun.SessionInfo, error) 
 func (h *codeHandlers) jupyterInfo(w http.ResponseWriter, r *http.Request) {
 	list, err := h.sessions(r)
 	if err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	WriteData(w, http.StatusOK, map[string]any{
@@ -303,7 +318,7 @@ type jupyterSessionInfo struct {
 func (h *codeHandlers) jupyterSessions(w http.ResponseWriter, r *http.Request) {
 	list, err := h.sessions(r)
 	if err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	out := map[string]jupyterSessionInfo{}
@@ -317,7 +332,7 @@ func (h *codeHandlers) jupyterSessions(w http.ResponseWriter, r *http.Request) {
 func (h *codeHandlers) jupyterDeleteAll(w http.ResponseWriter, r *http.Request) {
 	res, err := h.call(r.Context(), coderun.ToolSessionDelete, coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"), Language: coderun.Python, All: true})
 	if err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	WriteData(w, http.StatusOK, map[string]any{"deleted": res})
@@ -326,11 +341,11 @@ func (h *codeHandlers) jupyterDeleteAll(w http.ResponseWriter, r *http.Request) 
 func (h *codeHandlers) jupyterDelete(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "session_id")
 	if coderun.CheckSessionID(id) != nil {
-		WriteError(w, r, errNoSession)
+		writeCodeError(w, r, errNoSession)
 		return
 	}
 	if _, err := h.call(r.Context(), coderun.ToolSessionDelete, coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"), SessionID: id}); err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	WriteData(w, http.StatusOK, map[string]any{"session_id": id})
@@ -358,7 +373,7 @@ func (h *codeHandlers) jupyterCreate(w http.ResponseWriter, r *http.Request) {
 	res, err := h.call(r.Context(), coderun.ToolSessionCreate, coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"),
 		Language: coderun.Python, SessionID: id, Cwd: cwd})
 	if err != nil {
-		WriteError(w, r, err)
+		writeCodeError(w, r, err)
 		return
 	}
 	info := res.(coderun.SessionInfo)
