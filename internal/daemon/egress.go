@@ -44,11 +44,17 @@ func (d *Daemon) startEgress(ctx context.Context) error {
 		// Every attempt is audited, allowed or not. The append blocks the
 		// connection's own goroutine only, which also slows a sandbox that
 		// floods the proxy with refused connections.
-		detail := map[string]any{"host": e.Host, "port": e.Port, "bytes_up": e.BytesUp, "bytes_down": e.BytesDown}
+		detail := map[string]any{"host": e.Host, "port": e.Port, "bytes_up": e.BytesUp, "bytes_down": e.BytesDown, "by": "sandbox"}
 		if e.Reason != "" {
 			detail["reason"] = e.Reason
 		}
-		if _, err := d.audit.Append(context.WithoutCancel(ctx), audit.Entry{Actor: "sandbox:" + e.Sandbox, Action: egressAction,
+		// The actor is the sandbox's owner, so an agent finds its own
+		// sandboxes' connections in GET /v1/audit.
+		actor := "system"
+		if sb, err := d.sandboxes.Get(sandbox.Caller{Admin: true}, e.Sandbox); err == nil {
+			actor = sb.Owner()
+		}
+		if _, err := d.audit.Append(context.WithoutCancel(ctx), audit.Entry{Actor: actor, Action: egressAction,
 			Target: fmt.Sprintf("%s:%d", e.Host, e.Port), Sandbox: e.Sandbox, Verdict: verdict, Detail: detail}); err != nil {
 			d.log.Error("audit", "action", egressAction, "err", err)
 		}

@@ -325,6 +325,18 @@ func TestNetworkProxy(t *testing.T) {
 	if verdicts["network.connect/allow"] == 0 || verdicts["network.connect/deny"] < 6 || verdicts["network.update/allowed"] != 1 || bytesDown == 0 {
 		t.Fatalf("audit: %v (bytes down %v)", verdicts, bytesDown)
 	}
+	// The owner (here: an agent) sees its own sandboxes' connections.
+	var own struct {
+		Records []struct{ Action, Actor, Verdict string } `json:"records"`
+	}
+	expectOK(t, s.do("GET", "/v1/audit?action=network.connect&sandbox="+agentSB, agent.Key, nil, nil), 200, &own)
+	if run := s.exec(agent.Key, agentSB, "curl -sS -o /dev/null http://denied.example/; true"); run.Status != "completed" {
+		t.Fatalf("agent exec: %+v", run)
+	}
+	expectOK(t, s.do("GET", "/v1/audit?action=network.connect&sandbox="+agentSB, agent.Key, nil, nil), 200, &own)
+	if len(own.Records) != 1 || own.Records[0].Actor != agent.ID || own.Records[0].Verdict != "deny" {
+		t.Fatalf("agent's view of its sandbox's connections: %+v", own.Records)
+	}
 	var stats []struct {
 		ID      string `json:"id"`
 		Network struct {
