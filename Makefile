@@ -54,6 +54,10 @@ $(GOLANGCI):
 ## deps: whatever the tests need on the machine (system packages go here)
 deps:
 	@$(GO) version
+	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
+	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && apt-get install -y python3-matplotlib; } || echo "python3-matplotlib not installed: the image test will skip"
+	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
+	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 
 ## bench: exec/create benchmarks against bare fork/exec and bwrap (see BENCHMARKS.md)
 bench: build

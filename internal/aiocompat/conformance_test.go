@@ -25,10 +25,10 @@ var aioTags = map[string]bool{"sandbox": true, "shell": true, "bash": true, "fil
 type step struct {
 	method, path string
 	// params fill AIO's path parameters.
-	params       map[string]string
-	query        string
-	body         any // JSON body (nil: none); a func(state) any is called
-	multipart    bool
+	params    map[string]string
+	query     string
+	body      any // JSON body (nil: none); a func(state) any is called
+	multipart bool
 	// raw: the answer is not JSON (a download); only the status counts.
 	raw  bool
 	want int // expected status; 0 is 200
