@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -47,9 +46,9 @@ type Options struct {
 	Version string
 	// MaxBody caps one request body (the API's JSON body cap).
 	MaxBody int64
-	// Visible reports whether c may see t in tools/list. Default: c's role
-	// is among t.Roles (empty Roles: admin and agent), as the dispatcher
-	// decides calls; the dispatcher still decides every call.
+	// Visible reports whether c may see t in tools/list. Default:
+	// t.CallableBy(c), as the dispatcher decides (roles; a custom tool's
+	// owner or publication). The dispatcher still decides every call.
 	Visible func(c auth.Caller, t *dispatch.Tool) bool
 	// WriteError answers a refused HTTP request (the API's envelope);
 	// default: plain text with the public message.
@@ -107,7 +106,7 @@ func New(o Options) *Hub {
 		warned: map[string]bool{}, keys: map[string]*keyServer{}, revoked: map[string]bool{},
 	}
 	if h.visible == nil {
-		h.visible = roleAllows
+		h.visible = callable
 	}
 	if h.writeErr == nil {
 		h.writeErr = func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -133,15 +132,9 @@ func New(o Options) *Hub {
 	return h
 }
 
-// roleAllows is the default visibility: the tool's roles, as the
-// dispatcher checks them.
-func roleAllows(c auth.Caller, t *dispatch.Tool) bool {
-	roles := t.Roles
-	if len(roles) == 0 {
-		roles = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
-	}
-	return slices.Contains(roles, c.Role)
-}
+// callable is the default visibility: what the dispatcher would let c
+// call (its roles, and a custom tool's owner or publication).
+func callable(c auth.Caller, t *dispatch.Tool) bool { return t.CallableBy(c) }
 
 func statusOf(err error) int {
 	switch fault.KindOf(err) {

@@ -230,20 +230,39 @@ func TestToolsFollowTheRegistryAndTheRole(t *testing.T) {
 	// tool (sandbox_execute_code → code.execute) with it.
 	r.d.MustRegister(rc.tool("code.execute", `{"type":"object","properties":{"code":{"type":"string"},"language":{"type":"string"}}}`, map[string]any{"stdout": "3\n"}))
 	waitFor(t, changed, "list_changed after register")
-	got := toolNames(t, cs)
-	if !slices.Contains(got, "code_execute") || !slices.Contains(got, AliasCode) {
-		t.Fatalf("after register: %v", got)
-	}
+	eventually(t, "code_execute and its alias listed", func() bool {
+		got := toolNames(t, cs)
+		return slices.Contains(got, "code_execute") && slices.Contains(got, AliasCode)
+	})
 	out := call(t, cs, AliasCode, map[string]any{"code": "print(1+2)"})
 	if out.IsError || rc.last(t)["language"] != "python" || rc.last(t)["code"] != "print(1+2)" {
 		t.Fatalf("sandbox_execute_code: %s, target got %v", text(out), rc.last(t))
 	}
+	// A tool visible to its owner only (an unpublished custom tool) is not
+	// listed for another key of the same role.
+	mine := rc.tool("mine", `{"type":"object"}`, "ok")
+	mine.Visible = func(c auth.Caller) bool { return c.KeyID == "k-agent" }
+	r.d.MustRegister(mine)
+	eventually(t, "the owner sees its tool", func() bool { return slices.Contains(toolNames(t, cs), "mine") })
+	if got := toolNames(t, r.mustConnect("k-agent2", nil)); slices.Contains(got, "mine") {
+		t.Fatalf("another key sees an unpublished tool: %v", got)
+	}
 	// A tool that goes: list_changed, then gone with its alias.
 	r.d.Unregister("code.execute")
-	waitFor(t, changed, "list_changed after unregister")
-	got = toolNames(t, cs)
-	if slices.Contains(got, "code_execute") || slices.Contains(got, AliasCode) {
-		t.Fatalf("after unregister: %v", got)
+	eventually(t, "code_execute and its alias gone", func() bool {
+		got := toolNames(t, cs)
+		return !slices.Contains(got, "code_execute") && !slices.Contains(got, AliasCode)
+	})
+}
+
+// eventually polls cond: a tool list changes asynchronously (OnChange runs
+// in its own goroutine).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
 	}
 }
 
