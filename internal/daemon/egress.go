@@ -84,20 +84,31 @@ type RateRule struct {
 // RateRules is the answer of the ratelimit.rules tool.
 type RateRules struct {
 	Enabled bool       `json:"enabled" doc:"false when SANDBOX_RATE_LIMIT=false"`
-	Role    string     `json:"role" doc:"the caller's role the rules were resolved for"`
+	Role    string     `json:"role" doc:"the caller's role"`
+	Scope   string     `json:"scope" doc:"which rules these are"`
 	Rules   []RateRule `json:"rules"`
 }
 
-// rateRulesTool reports the rules in force for the caller's role (base
-// rules with the role's overrides; per-key overrides are the policy's).
+// rateRulesScope says what ratelimit.rules reports: the limiter's base
+// rules. The policy's per-role and per-key overrides replace whole rules
+// on top of them at call time; the dispatcher does not expose its
+// resolved view, so they are not merged here.
+const rateRulesScope = "server base rules per key; per-role and per-key overrides in the policy (GET /v1/policy, rate_limits) replace them"
+
+// rateRulesTool reports the limiter's base rules (see rateRulesScope).
 func rateRulesTool(l *ratelimit.Limiter, disabled bool) dispatch.Tool {
 	return dispatch.Tool{
 		Name: api.ToolRateLimitRules, Description: "The rate-limit rules in force for the caller", Risk: guard.Safe,
 		Roles:       []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer},
 		InputSchema: json.RawMessage(`{"type":"object"}`),
 		Run: func(_ context.Context, c auth.Caller, _ any) (any, error) {
-			out := RateRules{Enabled: !disabled, Role: string(c.Role), Rules: []RateRule{}}
+			out := RateRules{Enabled: !disabled, Role: string(c.Role), Scope: rateRulesScope, Rules: []RateRule{}}
 			for cat, r := range l.Resolve(string(c.Role), nil) {
+				if cat == ratelimit.Sandboxes || cat == ratelimit.Executions {
+					// The sandbox manager enforces these caps with its own
+					// settings; the security report shows those.
+					continue
+				}
 				out.Rules = append(out.Rules, RateRule{Category: cat.String(), PerMinute: r.PerMinute, Burst: r.Burst, Concurrent: r.Concurrent})
 			}
 			sort.Slice(out.Rules, func(i, j int) bool { return out.Rules[i].Category < out.Rules[j].Category })
