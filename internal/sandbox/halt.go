@@ -52,3 +52,11 @@ func (m *Manager) HaltThaw(ids []string) int {
 	}
 	return n
 }
+
+// RunningExecs is how many executions of the sandbox are running (HALT's
+// tests wait for a command to start before halting).
+func (s *Sandbox) RunningExecs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.running)
+}
