@@ -62,17 +62,29 @@ func TestSensitiveSameAnswer(t *testing.T) {
 	c := adminCaller(s)
 	ctx := context.Background()
 	ops := map[string]func(p string) error{
-		"read":   func(p string) error { _, err := svc.Read(ctx, c, workspace.ReadArgs{File: p}); return err },
-		"write":  func(p string) error { _, err := svc.Write(ctx, c, workspace.WriteArgs{File: p, Content: "x"}); return err },
-		"search": func(p string) error { _, err := svc.Search(ctx, c, workspace.SearchArgs{File: p, Regex: "."}); return err },
-		"list":   func(p string) error { _, err := svc.List(ctx, c, workspace.ListArgs{Path: p}); return err },
-		"grep":   func(p string) error { _, err := svc.Grep(ctx, c, workspace.GrepArgs{Path: p, Pattern: "."}); return err },
+		"read": func(p string) error { _, err := svc.Read(ctx, c, workspace.ReadArgs{File: p}); return err },
+		"write": func(p string) error {
+			_, err := svc.Write(ctx, c, workspace.WriteArgs{File: p, Content: "x"})
+			return err
+		},
+		"search": func(p string) error {
+			_, err := svc.Search(ctx, c, workspace.SearchArgs{File: p, Regex: "."})
+			return err
+		},
+		"list": func(p string) error { _, err := svc.List(ctx, c, workspace.ListArgs{Path: p}); return err },
+		"grep": func(p string) error {
+			_, err := svc.Grep(ctx, c, workspace.GrepArgs{Path: p, Pattern: "."})
+			return err
+		},
 		"editor create": func(p string) error {
 			txt := "x"
 			_, err := svc.Editor(ctx, c, workspace.EditorArgs{Command: "create", Path: p, FileText: &txt})
 			return err
 		},
-		"watch": func(p string) error { _, err := svc.WatchCreate(ctx, c, workspace.WatchCreateArgs{Path: p}); return err },
+		"watch": func(p string) error {
+			_, err := svc.WatchCreate(ctx, c, workspace.WatchCreateArgs{Path: p})
+			return err
+		},
 	}
 	pairs := []struct{ name, exists, missing string }{
 		{"key in .ssh", "/workspace/s/.ssh/id_rsa", "/workspace/s/.ssh/id_ecdsa"},
