@@ -52,7 +52,7 @@ $(GOLANGCI):
 	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
 ## deps: whatever the tests need on the machine (system packages go here)
-deps:
+deps: mcp-ts
 	@$(GO) version
 	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && apt-get install -y python3-matplotlib; } || echo "python3-matplotlib not installed: the image test will skip"
@@ -70,3 +70,8 @@ bench-density: build
 
 clean:
 	rm -rf bin
+
+## mcp-ts: the official TypeScript MCP SDK for internal/mcp's client test (test/mcp-ts)
+.PHONY: mcp-ts
+mcp-ts:
+	@if command -v npm >/dev/null; then npm ci --prefix test/mcp-ts --no-audit --no-fund; else echo "npm not found: the TypeScript MCP client test will skip"; fi

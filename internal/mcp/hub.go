@@ -523,13 +523,29 @@ func describe(t *dispatch.Tool) string {
 
 // objectSchema returns s when it is a JSON object schema of type
 // "object", else the schema of any object (the SDK requires one; the
-// dispatcher's Decode still checks the arguments).
+// dispatcher's Decode still checks the arguments). Top-level keywords set
+// to null ("required": null from a nil slice) are dropped: strict clients
+// (the TypeScript SDK) reject the whole tool list over one of them.
 func objectSchema(s json.RawMessage) json.RawMessage {
-	var m map[string]any
-	if len(s) > 0 && json.Unmarshal(s, &m) == nil && m["type"] == "object" {
+	var m map[string]json.RawMessage
+	if len(s) == 0 || json.Unmarshal(s, &m) != nil || string(m["type"]) != `"object"` {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	clean := true
+	for k, v := range m {
+		if string(v) == "null" {
+			delete(m, k)
+			clean = false
+		}
+	}
+	if clean {
 		return s
 	}
-	return json.RawMessage(`{"type":"object"}`)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return b
 }
 
 // args returns the call's raw arguments ({} when absent).

@@ -458,3 +458,22 @@ func TestRevokeEndsTheKeysSessions(t *testing.T) {
 		t.Fatalf("another key's session was hurt: %v", got)
 	}
 }
+
+func TestObjectSchema(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{name: "object kept as is", in: `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`,
+			want: `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`},
+		{name: "null required dropped", in: `{"type":"object","properties":{},"required":null}`, want: `{"properties":{},"type":"object"}`},
+		{name: "missing schema", in: ``, want: `{"type":"object"}`},
+		{name: "not an object schema", in: `{"type":"array"}`, want: `{"type":"object"}`},
+		{name: "not JSON", in: `{"type":`, want: `{"type":"object"}`},
+		{name: "spaced type", in: `{"type": "object"}`, want: `{"type": "object"}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(objectSchema(json.RawMessage(tc.in))); got != tc.want {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
