@@ -91,17 +91,25 @@ func decodeExecute(raw json.RawMessage) (any, error) {
 
 func decodeSandboxArgs(raw json.RawMessage) (any, error) { return decodeStrict[SandboxArgs](raw) }
 
-// Assess rates code. Bash is a command line: the command guard's verdict.
-// Python and javascript are whole programs the guard cannot follow
-// (eval, exec, base64-decoded strings, dynamic imports all hide intent),
-// so they are dangerous: a lower tier would only launder risk.
+// Assess rates code with the command guard, the way exec.run rates the
+// same program run by hand: bash is a command line; python and javascript
+// are the inline programs of `python3 -c CODE` and `node -e CODE`, which
+// the guard rates Medium and raises to Dangerous when its skim finds a
+// destructive or exfiltrating command handed to system(), subprocess,
+// child_process and friends. Rating code.execute above exec.run of the
+// same program would add no safety (the agent would run python3 -c
+// through exec.run) and would put every cell of an agent behind an
+// operator's approval; rating it lower would launder risk.
 func Assess(g *guard.Guard, r Request) dispatch.Assessment {
-	if r.Language == Bash {
-		v := g.Classify(r.Code)
-		return dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic}
+	line := r.Code
+	switch r.Language {
+	case Python:
+		line = "python3 -c " + shellQuote(r.Code)
+	case JavaScript:
+		line = "node -e " + shellQuote(r.Code)
 	}
-	return dispatch.Assessment{Risk: guard.Dangerous, Rules: []string{"arbitrary-code"},
-		Reasons: []string{r.Language + " code is a program the command guard cannot analyse"}}
+	v := g.Classify(line)
+	return dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic}
 }
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -110,7 +118,7 @@ var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
 func RegisterTools(d *dispatch.Dispatcher, s *Service, g *guard.Guard) {
 	d.MustRegister(dispatch.Tool{
 		Name:        ToolExecute,
-		Description: "Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: python/javascript dangerous; bash: the command guard's verdict)",
+		Description: "Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: the command guard's verdict on the code as bash, python3 -c or node -e)",
 		// The declared tier is the floor; Assess raises it per call.
 		Risk: guard.Safe, Category: ratelimit.Exec,
 		InputSchema: json.RawMessage(executeSchema),
