@@ -88,21 +88,6 @@ func templateRefs(tmpl any) ([]ref, error) {
 	return refs, err
 }
 
-// hasStepRefs reports whether a template uses earlier steps' results (it
-// cannot be rendered before they ran).
-func hasStepRefs(tmpl any) bool {
-	refs, err := templateRefs(tmpl)
-	if err != nil {
-		return true
-	}
-	for _, r := range refs {
-		if r.step != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // render fills a template: a string that is exactly one placeholder
 // becomes the value with its JSON type; placeholders inside a longer
 // string are replaced by the value's text (strings as they are, other

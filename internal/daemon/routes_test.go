@@ -193,7 +193,7 @@ func exampleOf(oapi *huma.OpenAPI, sch *huma.Schema, depth int) any {
 			return nil
 		}
 	}
-	if sch.Examples != nil && len(sch.Examples) > 0 {
+	if len(sch.Examples) > 0 {
 		return sch.Examples[0]
 	}
 	if len(sch.Enum) > 0 {

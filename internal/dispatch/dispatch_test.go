@@ -148,8 +148,7 @@ func TestAssessRaisesRiskAndNestingIsCapped(t *testing.T) {
 	if seen != guard.Dangerous || au.last().Detail["risk"] != "dangerous" {
 		t.Fatalf("risk seen %v, audit %+v", seen, au.last())
 	}
-	var self func(ctx context.Context, c auth.Caller, args any) (any, error)
-	self = func(ctx context.Context, c auth.Caller, args any) (any, error) {
+	self := func(ctx context.Context, c auth.Caller, args any) (any, error) {
 		return d.Dispatch(ctx, c, "custom.loop", nil)
 	}
 	d.MustRegister(Tool{Name: "custom.loop", Risk: guard.Safe, Run: self})
