@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
@@ -32,6 +35,7 @@ type CodeConfig struct {
 // null and the real status code.
 func (s *Server) CodeRoutes(d *dispatch.Dispatcher, cfg CodeConfig) {
 	h := &codeHandlers{d: d, cfg: cfg}
+	s.documentCode()
 	for _, prefix := range []string{"", "/sandboxes/{id}"} {
 		s.router.Post(prefix+"/v1/code/execute", h.execute)
 		s.router.Get(prefix+"/v1/code/info", h.info)
@@ -378,4 +382,97 @@ func (h *codeHandlers) jupyterCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	info := res.(coderun.SessionInfo)
 	WriteData(w, http.StatusOK, map[string]any{"session_id": info.ID, "kernel_name": jupyterKernel, "message": "session created"})
+}
+
+// Request shapes, for the OpenAPI document only: the handlers validate
+// bodies themselves to answer AIO's 422 shape.
+type (
+	// CodeExecuteRequest is AIO's CodeExecuteRequest (+ language bash).
+	CodeExecuteRequest struct {
+		Language  string  `json:"language" enum:"python,javascript,bash" doc:"bash is a sandhold extension"`
+		Code      string  `json:"code"`
+		Timeout   *int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"wall timeout in seconds (default 30); exceeding it kills the interpreter"`
+		Cwd       *string `json:"cwd,omitempty"`
+		Stateful  bool    `json:"stateful,omitempty" doc:"run in a session that keeps state between calls"`
+		SessionID *string `json:"session_id,omitempty" doc:"an existing session (404 otherwise); omit with stateful to start one"`
+	}
+	// JupyterExecuteRequest is AIO's JupyterExecuteRequest.
+	JupyterExecuteRequest struct {
+		Code       string  `json:"code"`
+		Timeout    *int    `json:"timeout,omitempty" minimum:"1" maximum:"300"`
+		KernelName *string `json:"kernel_name,omitempty" doc:"python3 or python3.N (one python per sandbox)"`
+		SessionID  *string `json:"session_id,omitempty" doc:"an existing session (404 otherwise); omitted: a new session"`
+		Cwd        *string `json:"cwd,omitempty"`
+	}
+	// JupyterCreateSessionRequest is AIO's JupyterCreateSessionRequest.
+	JupyterCreateSessionRequest struct {
+		SessionID  *string `json:"session_id,omitempty"`
+		KernelName *string `json:"kernel_name,omitempty"`
+		Cwd        *string `json:"cwd,omitempty"`
+	}
+	// AIOValidationError is AIO's 422 body (FastAPI's HTTPValidationError).
+	AIOValidationError struct {
+		Detail []aioValidationError `json:"detail"`
+	}
+	codeInfoData struct {
+		Languages []coderun.LanguageInfo `json:"languages"`
+	}
+	jupyterInfoData struct {
+		DefaultKernel         string   `json:"default_kernel"`
+		AvailableKernels      []string `json:"available_kernels"`
+		ActiveSessions        int      `json:"active_sessions"`
+		SessionTimeoutSeconds int      `json:"session_timeout_seconds"`
+		MaxSessions           int      `json:"max_sessions"`
+		Description           string   `json:"description"`
+		KernelDetection       string   `json:"kernel_detection"`
+	}
+	jupyterSessionsData struct {
+		Sessions map[string]jupyterSessionInfo `json:"sessions"`
+	}
+	jupyterCreateData struct {
+		SessionID  string `json:"session_id"`
+		KernelName string `json:"kernel_name"`
+		Message    string `json:"message"`
+	}
+)
+
+// documentCode adds the code and jupyter routes to the OpenAPI document.
+func (s *Server) documentCode() {
+	oa := s.api.OpenAPI()
+	schema := func(t reflect.Type, hint string) *huma.Schema { return oa.Components.Schemas.Schema(t, true, hint) }
+	errSchema := schema(reflect.TypeFor[AIOValidationError](), "AIOValidationError")
+	type route struct {
+		id, method, path, summary string
+		req, res                  reflect.Type
+	}
+	routes := []route{
+		{"code-execute", http.MethodPost, "/v1/code/execute", "Run python, javascript or bash code, statelessly or in a session (AIO)",
+			reflect.TypeFor[CodeExecuteRequest](), reflect.TypeFor[Envelope[CodeExecuteResponse]]()},
+		{"code-info", http.MethodGet, "/v1/code/info", "Supported runtimes and versions (AIO)", nil, reflect.TypeFor[Envelope[codeInfoData]]()},
+		{"jupyter-execute", http.MethodPost, "/v1/jupyter/execute", "Run python in a session with Jupyter-shaped outputs (AIO)",
+			reflect.TypeFor[JupyterExecuteRequest](), reflect.TypeFor[Envelope[JupyterExecuteResponse]]()},
+		{"jupyter-info", http.MethodGet, "/v1/jupyter/info", "Python session service information (AIO)", nil, reflect.TypeFor[Envelope[jupyterInfoData]]()},
+		{"jupyter-sessions", http.MethodGet, "/v1/jupyter/sessions", "The caller's python sessions in the sandbox (AIO)", nil, reflect.TypeFor[Envelope[jupyterSessionsData]]()},
+		{"jupyter-sessions-delete", http.MethodDelete, "/v1/jupyter/sessions", "End the caller's python sessions in the sandbox (AIO)", nil, reflect.TypeFor[Envelope[map[string]int]]()},
+		{"jupyter-session-delete", http.MethodDelete, "/v1/jupyter/sessions/{session_id}", "End one session (AIO)", nil, reflect.TypeFor[Envelope[map[string]string]]()},
+		{"jupyter-session-create", http.MethodPost, "/v1/jupyter/sessions/create", "Start a python session (AIO)",
+			reflect.TypeFor[JupyterCreateSessionRequest](), reflect.TypeFor[Envelope[jupyterCreateData]]()},
+	}
+	for _, r := range routes {
+		op := &huma.Operation{OperationID: r.id, Method: r.method, Path: r.path, Tags: []string{"code"}, Security: Security,
+			Summary:     r.summary,
+			Description: "Acts on the caller's default sandbox; the same route under /sandboxes/{id} acts on sandbox id.",
+			Responses: map[string]*huma.Response{
+				"200": {Description: "ok", Content: map[string]*huma.MediaType{"application/json": {Schema: schema(r.res, r.id+"-response")}}},
+			},
+		}
+		if strings.Contains(r.path, "{session_id}") {
+			op.Parameters = []*huma.Param{{Name: "session_id", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}}}
+		}
+		if r.req != nil {
+			op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: schema(r.req, r.id+"-request")}}}
+			op.Responses["422"] = &huma.Response{Description: "invalid request (AIO's shape)", Content: map[string]*huma.MediaType{"application/json": {Schema: errSchema}}}
+		}
+		oa.AddOperation(op)
+	}
 }

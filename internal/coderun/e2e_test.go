@@ -251,6 +251,16 @@ func TestCodeEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("openapi-documents-routes", func(t *testing.T) {
+		st, out := s.do("GET", "/openapi.json", nil)
+		paths, _ := out["paths"].(map[string]any)
+		for _, p := range []string{"/v1/code/execute", "/v1/code/info", "/v1/jupyter/execute", "/v1/jupyter/sessions/{session_id}"} {
+			if _, ok := paths[p]; st != 200 || !ok {
+				t.Errorf("/openapi.json (%d) lacks %s", st, p)
+			}
+		}
+	})
+
 	t.Run("bad-input", func(t *testing.T) {
 		cases := []struct {
 			name, path, body string
