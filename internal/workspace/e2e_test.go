@@ -20,7 +20,7 @@ import (
 )
 
 // requireSandboxes skips unless sandboxes can start for real here.
-func requireSandboxes(t *testing.T) {
+func requireSandboxes(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the tests start real sandboxes (user, mount, pid namespaces, cgroups)")
@@ -31,14 +31,14 @@ func requireSandboxes(t *testing.T) {
 }
 
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	d    *daemon.Daemon
 	base string
 	key  string
 	aio  *aiotest.Validator
 }
 
-func start(t *testing.T, mutate func(*config.Config)) *server {
+func start(t testing.TB, mutate func(*config.Config)) *server {
 	t.Helper()
 	requireSandboxes(t)
 	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}

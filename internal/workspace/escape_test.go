@@ -159,3 +159,36 @@ func hashFile(t *testing.T, p string) string {
 	}
 	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
+
+// TestTreeOpsHideSensitive: walks and searches below an allowed directory
+// skip sensitive entries inside the sandbox (the init applies the same
+// policy), so list, find, glob, grep and the editor's view never name or
+// read them.
+func TestTreeOpsHideSensitive(t *testing.T) {
+	s := start(t, nil)
+	id := s.newSandbox()
+	s.sh(id, fixture("/workspace/h", []string{"id_rsa", ".ssh/", ".ssh/config", "app/", "app/.env", "app/main.go", ".config/gh/", ".config/gh/hosts.yml"})+
+		"for f in id_rsa .ssh/config app/.env app/main.go .config/gh/hosts.yml; do echo KEY-$f > $f; done\n")
+	p := "/sandboxes/" + id + "/v1/file/"
+	bodies := map[string]map[string]any{
+		"list":               {"path": "/workspace/h", "recursive": true, "show_hidden": true},
+		"find":               {"path": "/workspace/h", "glob": "*"},
+		"glob":               {"path": "/workspace/h", "pattern": "**/*", "include_hidden": true, "files_only": false},
+		"grep":               {"path": "/workspace/h", "pattern": "KEY"},
+		"str_replace_editor": {"command": "view", "path": "/workspace/h"},
+	}
+	for route, body := range bodies {
+		r := s.do("POST", p+route, body, "/v1/file/"+route)
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", route, r.status, r.raw)
+		}
+		for _, bad := range []string{"id_rsa", ".ssh", ".env", "hosts.yml", "KEY-id", "KEY-.ssh"} {
+			if strings.Contains(string(r.env.Data), bad) {
+				t.Fatalf("%s names %q: %s", route, bad, r.env.Data)
+			}
+		}
+		if !strings.Contains(string(r.env.Data), "main.go") {
+			t.Fatalf("%s lost the allowed file: %s", route, r.env.Data)
+		}
+	}
+}
