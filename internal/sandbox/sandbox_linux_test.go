@@ -85,7 +85,9 @@ func testConfig(t *testing.T) Config {
 func newManager(t *testing.T, cfg Config, rec Records) *Manager {
 	t.Helper()
 	requireSandboxes(t)
-	cg, err := cgroup.New("sandhold-test-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	// One base per test binary and test: manager.New reaps everything
+	// below its base, and test binaries run in parallel.
+	cg, err := cgroup.New(fmt.Sprintf("st%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")))
 	if err != nil {
 		t.Skip("cgroups unavailable:", err)
 	}
@@ -406,7 +408,7 @@ func BenchmarkExecTrue(b *testing.B) {
 		Default:  Limits{MemoryBytes: 256 << 20, Pids: 50, CPUTime: 10 * time.Second, CPUMilli: 1000},
 		TmpBytes: 32 << 20, InitExe: "/proc/self/exe", InitArgs: []string{"init"},
 	}
-	cg, err := cgroup.New("sandhold-bench-exec")
+	cg, err := cgroup.New(fmt.Sprintf("sb%d-bench-exec", os.Getpid()))
 	if err != nil {
 		b.Skip(err)
 	}
