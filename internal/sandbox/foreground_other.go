@@ -2,11 +2,19 @@
 
 package sandbox
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
 
-// ForegroundGroup needs Linux's TIOCGPGRP and /proc.
-func (p *Proc) ForegroundGroup() (int, error) {
-	return 0, errors.New("foreground group: not supported on this platform")
+// Signal needs Linux's pidfds and /proc.
+func (p *Proc) Signal(sig syscall.Signal, group bool) error {
+	return errors.New("signal: not supported on this platform")
+}
+
+// SignalForeground needs Linux's TIOCGPGRP.
+func (p *Proc) SignalForeground(sig syscall.Signal) (bool, error) {
+	return false, errors.New("signal foreground: not supported on this platform")
 }
 
 // Resize needs Linux's TIOCSWINSZ.

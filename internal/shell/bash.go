@@ -121,7 +121,7 @@ func (b *BashSession) run(ctx context.Context, sb *sandbox.Sandbox, r BashRun) (
 	b.lastUsed = time.Now()
 	b.mu.Unlock()
 
-	p, err := sb.Spawn(context.WithoutCancel(ctx), sandbox.SpawnSpec{Argv: []string{"/bin/bash", "-c", r.Command}, Cwd: dir, Env: r.Env,
+	p, err := sb.Spawn(context.WithoutCancel(ctx), sandbox.SpawnSpec{Argv: append(defaultSignals(), "/bin/bash", "-c", r.Command), Cwd: dir, Env: r.Env,
 		Stdin: true, PrivilegedEnv: r.Privileged})
 	if err != nil {
 		return nil, err
@@ -182,9 +182,7 @@ wait:
 				c.proc.Kill()
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
-			_ = c.proc.Signal(ctx, s, true)
-			cancel()
+			_ = c.proc.Signal(s, true)
 		}
 	}
 	if status == "" {

@@ -142,12 +142,19 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
+// defaultSignals starts a program with every signal at its default
+// disposition. The sandbox's init ignores SIGINT, SIGTERM, SIGHUP, SIGPIPE
+// and others for itself, and ignored signals survive exec: without this a
+// shell's Ctrl-C, a pipeline's SIGPIPE and a script's trap would not work
+// (coreutils env, 8.31 or later).
+func defaultSignals() []string { return []string{"/usr/bin/env", "--default-signal"} }
+
 // startSession spawns bash with a PTY in sb and waits for it to be ready.
 func startSession(ctx context.Context, sb *sandbox.Sandbox, id, owner, kind, cwd string, privileged bool, rows, cols uint16) (*Session, error) {
 	env := map[string]string{"PAGER": "cat", "GIT_PAGER": "cat", "HISTFILE": ""}
-	argv := []string{"/bin/bash", "--noprofile", "--norc", "-i"}
+	argv := append(defaultSignals(), "/bin/bash", "--noprofile", "--norc", "-i")
 	if kind == KindExec {
-		argv = []string{"/bin/bash", "--noprofile", "--norc", "--noediting", "-i"}
+		argv = append(defaultSignals(), "/bin/bash", "--noprofile", "--norc", "--noediting", "-i")
 		rows, cols = execRows, execCols
 	} else {
 		env["PS1"] = `\u@sandbox:\w\$ `
@@ -491,17 +498,13 @@ func (s *Session) stop(c *command, status string) {
 			return
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
-		pg, err := s.proc.ForegroundGroup()
-		switch {
-		case err != nil || pg == s.proc.Pid:
-			_ = s.proc.Signal(ctx, syscall.SIGINT, false)
-		case k%2 == 0:
-			_ = s.proc.SignalGroup(ctx, pg, syscall.SIGINT)
-		default:
-			_ = s.proc.SignalGroup(ctx, pg, syscall.SIGKILL)
+		sig := syscall.SIGINT
+		if k%2 == 1 {
+			sig = syscall.SIGKILL
 		}
-		cancel()
+		if leader, err := s.proc.SignalForeground(sig); err != nil || leader {
+			_ = s.proc.Signal(syscall.SIGINT, false)
+		}
 		select {
 		case <-c.done:
 			return

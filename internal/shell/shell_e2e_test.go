@@ -1,16 +1,170 @@
 package shell_test
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
-func TestShellSessionKeepsState(t *testing.T) {
+// TestShellSessions drives /v1/shell through the real server and real
+// sandboxes.
+func TestShellSessions(t *testing.T) {
 	s := startServer(t, nil)
-	d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "mkdir -p /tmp/w && cd /tmp/w && export DEMO_FLAG=hello"}))
-	sid, _ := d["session_id"].(string)
-	if sid == "" || d["status"] != "completed" || d["exit_code"] != float64(0) {
-		t.Fatalf("first exec: %v", d)
-	}
-	d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "pwd; echo \"$DEMO_FLAG\"; false"}))
-	if d["output"] != "/tmp/w\nhello\n" || d["exit_code"] != float64(1) {
-		t.Fatalf("second exec: %#v", d)
-	}
+
+	t.Run("cwd-and-env-persist", func(t *testing.T) {
+		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "mkdir -p /tmp/w && cd /tmp/w && export DEMO_FLAG=hello"}))
+		sid, _ := d["session_id"].(string)
+		if sid == "" || d["status"] != "completed" || d["exit_code"] != float64(0) {
+			t.Fatalf("first exec: %v", d)
+		}
+		d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "pwd; echo \"$DEMO_FLAG\"; false"}))
+		if d["output"] != "/tmp/w\nhello\n" || d["exit_code"] != float64(1) {
+			t.Fatalf("second exec: %#v", d)
+		}
+		// Quotes, backslashes, control bytes and a multi-line script
+		// arrive intact; a long command crosses the terminal's line limit.
+		long := strings.Repeat("x", 9000)
+		cmd := "printf '%s\\n' 'it'\"'\"'s' 'a\\b' $'tab\\there'\nif true; then\n  echo multi\nfi\necho " + long + " | wc -c"
+		d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": cmd}))
+		if want := "it's\na\\b\ntab\there\nmulti\n9001\n"; d["output"] != want {
+			t.Fatalf("output %q, want %q", d["output"], want)
+		}
+		d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "pwd", "exec_dir": "/workspace"}))
+		if d["output"] != "/workspace\n" {
+			t.Fatalf("exec_dir: %v", d)
+		}
+		list := ok(t, s.do("GET", "/v1/shell/sessions", nil))
+		in, _ := list["sessions"].(map[string]any)[sid].(map[string]any)
+		if in == nil || in["working_dir"] != "/workspace" || in["owner"] != "key_admin" || in["sandbox"] == "" {
+			t.Fatalf("monitoring view: %v", list)
+		}
+	})
+
+	t.Run("no-change-timeout-then-write", func(t *testing.T) {
+		d := ok(t, s.do("POST", "/v1/shell/sessions/create", map[string]any{"no_change_timeout": 1}))
+		sid := d["session_id"].(string)
+		d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "echo ask; read name; echo \"got $name\""}))
+		if d["status"] != "no_change_timeout" || !strings.Contains(d["output"].(string), "ask") {
+			t.Fatalf("interactive program: %v", d)
+		}
+		// A second command while one waits is refused.
+		if r := s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "true"}); r.status != 409 {
+			t.Fatalf("exec while running: %d %s", r.status, r.raw)
+		}
+		ok(t, s.do("POST", "/v1/shell/write", map[string]any{"id": sid, "input": "sandhold", "press_enter": true}))
+		w := ok(t, s.do("POST", "/v1/shell/wait", map[string]any{"id": sid, "seconds": 30}))
+		if w["status"] != "completed" {
+			t.Fatalf("wait: %v", w)
+		}
+		v := ok(t, s.do("POST", "/v1/shell/view", map[string]any{"id": sid}))
+		if !strings.Contains(v["output"].(string), "got sandhold") || v["exit_code"] != float64(0) {
+			t.Fatalf("view: %v", v)
+		}
+	})
+
+	t.Run("hard-timeout-kills-a-sigterm-ignoring-program", func(t *testing.T) {
+		d := ok(t, s.do("POST", "/v1/shell/sessions/create", map[string]any{}))
+		sid := d["session_id"].(string)
+		cmd := `bash -c 'trap "" TERM INT HUP; echo started; while :; do sleep 0.2; done'`
+		d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": cmd, "hard_timeout": 1}))
+		if d["status"] != "hard_timeout" || !strings.Contains(d["output"].(string), "started") {
+			t.Fatalf("hard timeout: %v", d)
+		}
+		// A loop in the session shell itself is interrupted too, and the
+		// session survives both.
+		d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "while :; do :; done", "hard_timeout": 1}))
+		if d["status"] != "hard_timeout" {
+			t.Fatalf("builtin loop: %v", d)
+		}
+		d = ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "echo alive; ps -e -o comm= | grep -c sleep"}))
+		if d["output"] != "alive\n0\n" {
+			t.Fatalf("after hard timeouts: %v", d)
+		}
+	})
+
+	t.Run("async-then-kill", func(t *testing.T) {
+		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "sleep 300", "async_mode": true}))
+		sid := d["session_id"].(string)
+		if d["status"] != "running" {
+			t.Fatalf("async: %v", d)
+		}
+		k := ok(t, s.do("POST", "/v1/shell/kill", map[string]any{"id": sid}))
+		if k["status"] != "terminated" {
+			t.Fatalf("kill: %v", k)
+		}
+		ok(t, s.do("DELETE", "/v1/shell/sessions/"+sid, nil))
+		if r := s.do("POST", "/v1/shell/view", map[string]any{"id": sid}); r.status != 404 {
+			t.Fatalf("view after delete: %d %s", r.status, r.raw)
+		}
+	})
+
+	t.Run("exit-ends-the-session", func(t *testing.T) {
+		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "exit 3"}))
+		if d["status"] != "terminated" {
+			t.Fatalf("exit: %v", d)
+		}
+	})
+
+	t.Run("truncation", func(t *testing.T) {
+		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "head -c 100000 /dev/zero | tr '\\0' a; echo; echo END"}))
+		out := d["output"].(string)
+		if len([]rune(out)) > 30_100 || !strings.Contains(out, "truncated") || !strings.HasSuffix(out, "END\n") {
+			t.Fatalf("truncated output: %d chars, tail %q", len(out), out[max(0, len(out)-40):])
+		}
+	})
+
+	t.Run("bad-input", func(t *testing.T) {
+		for _, c := range []struct {
+			name, body string
+			field      string
+		}{
+			{"negative-timeout", `{"command":"true","timeout":-1}`, "timeout"},
+			{"overflowing-timeout", `{"command":"true","timeout":1e309}`, "timeout"},
+			{"zero-hard-timeout", `{"command":"true","hard_timeout":0}`, "hard_timeout"},
+			{"fractional-no-change", `{"command":"true","no_change_timeout":1.5}`, "no_change_timeout"},
+			{"empty-command", `{"command":"  "}`, "command"},
+			{"relative-dir", `{"command":"true","exec_dir":"tmp"}`, "exec_dir"},
+			{"not-json", `{"command":`, ""},
+			{"wrong-type", `{"command":42}`, "command"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := s.do("POST", "/v1/shell/exec", c.body)
+				det, _ := r.body["detail"].([]any)
+				if r.status != 422 || len(det) != 1 {
+					t.Fatalf("got %d %s", r.status, r.raw)
+				}
+				loc := det[0].(map[string]any)["loc"].([]any)
+				if loc[0] != "body" || (c.field != "" && loc[len(loc)-1] != c.field) {
+					t.Fatalf("loc %v, want body.%s", loc, c.field)
+				}
+			})
+		}
+		for _, path := range []string{"/v1/shell/view", "/v1/shell/kill", "/v1/shell/write", "/v1/shell/wait"} {
+			r := s.do("POST", path, map[string]any{"id": "no-such-session", "input": "x", "press_enter": false})
+			if r.status != 404 {
+				t.Fatalf("%s unknown session: %d %s", path, r.status, r.raw)
+			}
+		}
+	})
+
+	t.Run("other-keys-sessions-are-invisible", func(t *testing.T) {
+		alice, bob := s.newKey("alice", "agent"), s.newKey("bob", "agent")
+		d := ok(t, s.call(alice, "POST", "/v1/shell/exec", map[string]any{"command": "echo mine"}))
+		sid := d["session_id"].(string)
+		sb := ok(t, s.call(alice, "GET", "/v1/sandboxes", nil))
+		_ = sb
+		for _, path := range []string{"/v1/shell/view", "/v1/shell/kill", "/v1/shell/wait"} {
+			if r := s.call(bob, "POST", path, map[string]any{"id": sid}); r.status != 404 {
+				t.Fatalf("bob %s: %d %s", path, r.status, r.raw)
+			}
+		}
+		if r := s.call(bob, "DELETE", "/v1/shell/sessions/"+sid, nil); r.status != 404 {
+			t.Fatalf("bob delete: %d %s", r.status, r.raw)
+		}
+		list := ok(t, s.call(bob, "GET", "/v1/shell/sessions", nil))
+		if _, seen := list["sessions"].(map[string]any)[sid]; seen {
+			t.Fatalf("bob lists alice's session: %v", list)
+		}
+		// Alice's session still works.
+		ok(t, s.call(alice, "POST", "/v1/shell/view", map[string]any{"id": sid}))
+	})
 }

@@ -127,6 +127,9 @@ type outMessage struct {
 // queue fills and the PTY reader blocks (backpressure).
 func (t *Terminal) Serve(ctx context.Context, conn *websocket.Conn) {
 	defer t.Close()
+	// Reads use the connection's own context: cancelling a read closes the
+	// connection at once, and End must send a close frame first.
+	readCtx := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -142,7 +145,9 @@ func (t *Terminal) Serve(ctx context.Context, conn *websocket.Conn) {
 		if err != nil {
 			return err
 		}
-		wctx, wcancel := context.WithTimeout(ctx, wsWriteTimeout)
+		// Not ctx: cancelling a write drops the connection without a close
+		// frame, and End wants the client told why.
+		wctx, wcancel := context.WithTimeout(context.Background(), wsWriteTimeout)
 		defer wcancel()
 		return conn.Write(wctx, websocket.MessageText, b)
 	}
@@ -159,7 +164,7 @@ func (t *Terminal) Serve(ctx context.Context, conn *websocket.Conn) {
 	if err := send(outMessage{Type: "ready", Data: "Terminal ready - Session: " + x.ID}); err != nil {
 		return
 	}
-	go t.readLoop(ctx, cancel, conn, send)
+	go t.readLoop(readCtx, cancel, conn, send)
 
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
@@ -171,7 +176,7 @@ func (t *Terminal) Serve(ctx context.Context, conn *websocket.Conn) {
 			if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 				reason = c.Error()
 			}
-			conn.Close(websocket.StatusPolicyViolation, reason)
+			_ = conn.Close(websocket.StatusPolicyViolation, reason)
 			return
 		case <-t.sub.gone:
 			// Drain what was queued, then say why.
@@ -185,6 +190,10 @@ func (t *Terminal) Serve(ctx context.Context, conn *websocket.Conn) {
 				break
 			}
 			select {
+			case <-t.ctx.Done():
+				// Ended (revocation): that is the reason, not the session
+				// killed with it.
+				_ = conn.Close(websocket.StatusPolicyViolation, context.Cause(t.ctx).Error())
 			case <-x.Exited():
 				conn.Close(websocket.StatusNormalClosure, "session ended")
 			default:
