@@ -544,8 +544,8 @@ func TestHammerDoesNotGrowMemory(t *testing.T) {
 	elapsed := time.Since(t0)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	growth := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	t.Logf("10,000 requests in %v: %v; heap %d → %d bytes (%+d); goroutines %d; limiter buckets %d",
+	growth := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	t.Logf("10,000 requests in %v: %v; heap %d → %d bytes (%+.0f); goroutines %d; limiter buckets %d",
 		elapsed.Round(time.Millisecond), codes, before.HeapAlloc, after.HeapAlloc, growth, runtime.NumGoroutine(), s.d.Limiter().Tracked())
 	if codes[429] < 9_900 {
 		t.Fatalf("codes %v: want the limiter to refuse nearly all", codes)
@@ -553,7 +553,7 @@ func TestHammerDoesNotGrowMemory(t *testing.T) {
 	// Each request leaves an audit row in SQLite (on disk, not the heap);
 	// what must not happen is per-request state kept in memory.
 	if growth > 8<<20 {
-		t.Fatalf("heap grew by %d bytes over 10,000 requests", growth)
+		t.Fatalf("heap grew by %.0f bytes over 10,000 requests", growth)
 	}
 }
 
