@@ -423,3 +423,26 @@ func TestToolsRegisteredLaterLoadWhenTheyArrive(t *testing.T) {
 		t.Fatal("not custom")
 	}
 }
+
+// A chain stored by hand (not through Define, which refuses it) still
+// cannot nest deeper than the dispatcher allows: depth 8 is refused at run
+// time, and the built-in at the bottom never runs.
+func TestDepthIsCappedAtRunTime(t *testing.T) {
+	var defs []Def
+	prev := "exec.run"
+	for i := 1; i <= dispatch.MaxDepth+1; i++ {
+		name := fmt.Sprintf("deep%d", i)
+		defs = append(defs, Def{Name: name, Owner: agent.KeyID, Call: &Step{Tool: prev, Arguments: json.RawMessage(`{"command":"echo bottom"}`)}})
+		prev = name
+	}
+	b, _ := json.Marshal(defs)
+	f := newFixture(t, &memSettings{m: map[string][]byte{SettingKey: b}})
+	if _, err := f.d.Call(ctx, agent, fmt.Sprintf("deep%d", dispatch.MaxDepth-1), nil); err != nil {
+		t.Fatalf("a chain of %d runs: %v", dispatch.MaxDepth-1, err)
+	}
+	f.ran = nil
+	_, err := f.d.Call(ctx, agent, fmt.Sprintf("deep%d", dispatch.MaxDepth), nil)
+	if fault.KindOf(err) != fault.Invalid || !strings.Contains(err.Error(), "nested") || len(f.ran) != 0 {
+		t.Fatalf("depth %d: err %v, ran %v", dispatch.MaxDepth, err, f.ran)
+	}
+}
