@@ -251,6 +251,35 @@ func TestCodeEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("busy-session-conflict", func(t *testing.T) {
+		d := s.exec(map[string]any{"language": "bash", "code": "true", "stateful": true})
+		sid := d["session_id"].(string)
+		started := make(chan struct{})
+		done := make(chan map[string]any, 1)
+		go func() {
+			close(started)
+			_, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "code": "sleep 2; echo slept", "stateful": true, "session_id": sid})
+			done <- out
+		}()
+		<-started
+		// Poll until the first call holds the session, then collide.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			st, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "code": "echo second", "stateful": true, "session_id": sid})
+			if st == 409 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("never saw the session busy: %d %v", st, out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		first := <-done
+		if first["data"].(map[string]any)["stdout"] != "slept\n" {
+			t.Fatalf("first call: %v", first)
+		}
+	})
+
 	t.Run("openapi-documents-routes", func(t *testing.T) {
 		st, out := s.do("GET", "/openapi.json", nil)
 		paths, _ := out["paths"].(map[string]any)

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
 )
 
 // LanguageInfo describes one runtime.
@@ -41,13 +42,18 @@ func (s *Service) Info(ctx context.Context, c auth.Caller, sandboxID string) ([]
 		p, ok := s.probes[lang]
 		s.mu.Unlock()
 		if !ok {
+			// A missing runtime is remembered too: info must not start
+			// an interpreter on every call.
+			p = probe{}
 			if in, err := startInterp(ctx, sb, lang, "", c.IsAdmin()); err == nil {
 				p = probe{version: in.version, mpl: in.mpl, ok: true}
 				in.close()
-				s.mu.Lock()
-				s.probes[lang] = p
-				s.mu.Unlock()
+			} else if ctx.Err() != nil {
+				return nil, fault.Wrap(fault.Unavailable, ctx.Err(), "the request ended")
 			}
+			s.mu.Lock()
+			s.probes[lang] = p
+			s.mu.Unlock()
 		}
 		if p.ok {
 			v := p.version

@@ -314,7 +314,8 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 	}
 
 	var ss *session
-	if r.SessionID == "" {
+	fresh := r.SessionID == ""
+	if fresh {
 		if ss, err = s.newSession(c, sb.ID(), r.Language, uuid.NewString()); err != nil {
 			return Result{}, err
 		}
@@ -324,7 +325,12 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 	if ss.lang != r.Language {
 		return Result{}, fault.InvalidField("language", fmt.Sprintf("session %s runs %s, not %s", ss.id, ss.lang, r.Language))
 	}
-	return s.runSession(ctx, c, sb, ss, r.Code, r.Cwd, l, start)
+	res, err := s.runSession(ctx, c, sb, ss, r.Code, r.Cwd, l, start)
+	if err != nil && fresh {
+		// The client never learnt the id: do not leave it behind.
+		s.drop(ss)
+	}
+	return res, err
 }
 
 // runSession runs one cell in ss, starting its interpreter if needed.

@@ -2,8 +2,11 @@ package coderun
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -112,6 +115,21 @@ func Assess(g *guard.Guard, r Request) dispatch.Assessment {
 	return dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic}
 }
 
+// auditCodeBytes caps the code kept in an audit record; the record keeps
+// the whole code's size and SHA-256, so a longer cell is still identified.
+const auditCodeBytes = 4096
+
+func auditCode(code string) string {
+	if len(code) <= auditCodeBytes {
+		return code
+	}
+	cut := auditCodeBytes
+	for cut > 0 && !utf8.RuneStart(code[cut]) {
+		cut--
+	}
+	return code[:cut] + "…"
+}
+
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
 
 // RegisterTools adds the code capabilities to d.
@@ -126,8 +144,10 @@ func RegisterTools(d *dispatch.Dispatcher, s *Service, g *guard.Guard) {
 		Assess:      func(args any) dispatch.Assessment { return Assess(g, args.(ExecuteArgs).Req) },
 		Describe: func(args any) dispatch.Target {
 			a := args.(ExecuteArgs)
-			return dispatch.Target{Target: a.Req.Code, Sandbox: a.Sandbox, Detail: map[string]any{
-				"language": a.Req.Language, "stateful": a.Req.Stateful, "session_id": a.Req.SessionID}}
+			sum := sha256.Sum256([]byte(a.Req.Code))
+			return dispatch.Target{Target: auditCode(a.Req.Code), Sandbox: a.Sandbox, Detail: map[string]any{
+				"language": a.Req.Language, "stateful": a.Req.Stateful, "session_id": a.Req.SessionID,
+				"code_bytes": len(a.Req.Code), "code_sha256": hex.EncodeToString(sum[:])}}
 		},
 		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
 			a := args.(ExecuteArgs)
