@@ -450,8 +450,9 @@ type SecurityReport struct {
 	Host       any                    `json:"host" doc:"kernel features, as sandhold doctor reports them"`
 	Limits     SecurityLimits         `json:"limits"`
 	Pool       sandbox.PoolStatus     `json:"pool"`
-	Network    sandbox.NetworkPosture `json:"network" doc:"network modes on offer, and the per-key and per-sandbox caps"`
-	RateLimits any                    `json:"rate_limits" doc:"the rate-limit rules in force for the caller (tool ratelimit.rules)"`
+	Network    sandbox.NetworkPosture `json:"network" doc:"network modes on offer"`
+	Caps       sandbox.Caps           `json:"caps" doc:"the per-key sandbox and per-sandbox execution caps"`
+	RateLimits any                    `json:"rate_limits" doc:"the rate-limit rules (tool ratelimit.rules)"`
 	Sandboxes  []SandboxSecurityRow   `json:"sandboxes"`
 }
 
@@ -496,6 +497,7 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 		},
 		Pool:      h.m.PoolStatus(),
 		Network:   h.m.NetworkPosture(),
+		Caps:      h.m.Caps(),
 		Sandboxes: []SandboxSecurityRow{},
 	}
 	if _, ok := h.d.Tool(ToolRateLimitRules); ok {

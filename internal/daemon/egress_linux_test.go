@@ -447,13 +447,13 @@ func TestRateLimitAnswers429(t *testing.T) {
 				PerMinute float64 `json:"per_minute"`
 			} `json:"rules"`
 		} `json:"rate_limits"`
-		Network struct {
+		Caps struct {
 			MaxPerKey int `json:"max_sandboxes_per_key"`
 			MaxExecs  int `json:"max_executions_per_sandbox"`
-		} `json:"network"`
+		} `json:"caps"`
 	}
 	expectOK(t, s.do("GET", "/v1/sandbox/security", agent.Key, nil, nil), 200, &sec)
-	if !sec.RateLimits.Enabled || len(sec.RateLimits.Rules) == 0 || sec.Network.MaxPerKey != 2 || sec.Network.MaxExecs == 0 {
+	if !sec.RateLimits.Enabled || len(sec.RateLimits.Rules) == 0 || sec.Caps.MaxPerKey != 2 || sec.Caps.MaxExecs == 0 {
 		t.Fatalf("security report: %+v", sec)
 	}
 }

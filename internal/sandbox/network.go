@@ -357,23 +357,30 @@ func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) 
 	return NetworkResult{ID: rec.ID, Network: want, Restarted: modeChange}, nil
 }
 
-// NetworkPosture is what /v1/sandbox/security reports of the network and
-// the manager's own caps.
+// NetworkPosture is what /v1/sandbox/security reports of the network.
 type NetworkPosture struct {
 	DefaultMode   string   `json:"default_mode"`
 	Modes         []string `json:"modes_available"`
 	ProxyListen   string   `json:"proxy_listen,omitempty" doc:"where proxy-mode sandboxes reach the egress proxy, inside the sandbox"`
 	HostAllowed   bool     `json:"host_mode_allowed" doc:"SANDBOX_NETWORK_RESTRICTED=false: admins may share the host network"`
-	MaxPerKey     int      `json:"max_sandboxes_per_key" doc:"live sandboxes per non-admin key (429 beyond)"`
-	MaxExecsPerSb int      `json:"max_executions_per_sandbox" doc:"concurrent executions per sandbox (429 beyond)"`
 	HostSandboxes []string `json:"host_mode_sandboxes" doc:"sandboxes sharing the host's network"`
 }
 
-// NetworkPosture reports the modes on offer and the manager's caps.
+// Caps are the concurrency caps the manager enforces itself.
+type Caps struct {
+	SandboxesPerKey      int `json:"max_sandboxes_per_key" doc:"live sandboxes per non-admin key (429 beyond; 0: no cap)"`
+	ExecutionsPerSandbox int `json:"max_executions_per_sandbox" doc:"concurrent executions per sandbox (429 beyond)"`
+}
+
+// Caps reports the manager's caps.
+func (m *Manager) Caps() Caps {
+	return Caps{SandboxesPerKey: m.cfg.MaxPerOwner, ExecutionsPerSandbox: m.cfg.MaxExecsPerSandbox}
+}
+
+// NetworkPosture reports the modes on offer and the host-mode sandboxes.
 func (m *Manager) NetworkPosture() NetworkPosture {
 	m.net.mu.Lock()
-	p := NetworkPosture{DefaultMode: NetworkNone, Modes: []string{NetworkNone}, HostAllowed: m.net.hostAllowed,
-		MaxPerKey: m.cfg.MaxPerOwner, MaxExecsPerSb: m.cfg.MaxExecsPerSandbox, HostSandboxes: []string{}}
+	p := NetworkPosture{DefaultMode: NetworkNone, Modes: []string{NetworkNone}, HostAllowed: m.net.hostAllowed, HostSandboxes: []string{}}
 	if m.net.egress != nil {
 		p.Modes = append(p.Modes, NetworkProxy)
 		p.ProxyListen = "127.0.0.1:" + strconv.Itoa(agent.EgressPort)
