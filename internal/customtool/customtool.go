@@ -565,6 +565,13 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 	}
 	for _, s := range c.steps {
 		if s.late {
+			// Arguments built from earlier results at run time: like the
+			// guard's dynamic code, flagged when they reach a tool that
+			// assesses its arguments (exec), since no one can see them now.
+			if t, ok := r.d.Tool(s.tool); ok && (t.Assess != nil && !r.IsCustom(s.tool) || r.IsCustom(s.tool) && r.potential(s.tool, 0) >= guard.Dangerous) {
+				a.Risk, a.Dynamic = guard.Dangerous, true
+				a.Reasons = appendNew(a.Reasons, fmt.Sprintf("step %s runs %s with arguments built at run time from earlier steps", s.id, s.tool))
+			}
 			continue
 		}
 		rendered, err := render(s.tmpl, args, nil)

@@ -446,3 +446,21 @@ func TestDepthIsCappedAtRunTime(t *testing.T) {
 		t.Fatalf("depth %d: err %v, ran %v", dispatch.MaxDepth, err, f.ran)
 	}
 }
+
+func TestRunTimeArgumentsToExecAreFlagged(t *testing.T) {
+	f := newFixture(t, &memSettings{})
+	f.mustDefine(t, agent, `{"name":"pipe","steps":[{"id":"a","tool":"file.read"},{"id":"b","tool":"exec.run","arguments":{"command":"{steps.a.echo}"}}]}`)
+	f.mustDefine(t, agent, `{"name":"calm","steps":[{"id":"a","tool":"exec.run","arguments":{"command":"ls"}},{"id":"b","tool":"file.read","arguments":{"x":"{steps.a.stdout}"}}]}`)
+	// Whether the step then runs does not matter here (the fake exec
+	// refuses an object as its command); the assessment does.
+	_, _ = f.d.Call(ctx, agent, "pipe", nil)
+	if a := f.rec.get("pipe"); !a.Dynamic || !a.Flagged() {
+		t.Fatalf("exec fed by an earlier step: %+v", a)
+	}
+	if _, err := f.d.Call(ctx, agent, "calm", nil); err != nil {
+		t.Fatal(err)
+	}
+	if a := f.rec.get("calm"); a.Dynamic {
+		t.Fatalf("results fed into a non-assessing tool: %+v", a)
+	}
+}

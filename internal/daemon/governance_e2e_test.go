@@ -60,6 +60,13 @@ func TestGovernanceE2E(t *testing.T) {
 	s := start(t, t.TempDir(), nil)
 	admin := s.d.AdminKey()
 	ag := s.createKey("agent", "agent")
+	// This test runs more commands than the default 10 a minute: the
+	// policy raises this key's exec limit (and proves key rate rules
+	// reach the limiter).
+	expectOK(t, s.do("PUT", "/v1/policy", admin, map[string]any{
+		"roles": map[string]any{"agent": map[string]any{"allow_up_to": "dangerous", "approve_up_to": "dangerous", "flagged": "approve"}},
+		"keys":  map[string]any{ag.ID: map[string]any{"rate_limits": map[string]any{"exec": map[string]any{"per_minute": 600, "burst": 100}}}},
+	}, nil), 200, nil)
 	var sb struct{ ID string }
 	expectOK(t, s.do("POST", "/v1/sandboxes", ag.Key, map[string]any{"name": "gov"}, nil), 201, &sb)
 	execPath := "/v1/sandboxes/" + sb.ID + "/exec"
@@ -193,8 +200,15 @@ func TestGovernanceE2E(t *testing.T) {
 		if !strings.Contains(res.Stdout, "via-custom") {
 			t.Fatalf("custom call: %+v", res)
 		}
-		// A flagged command through the wrapper still needs approval.
-		pending(t, s.do("POST", "/v1/tools/call", ag.Key, map[string]any{"name": "run_cmd", "arguments": map[string]any{"cmd": flagged}}, nil))
+		// A flagged command through the wrapper still needs approval, and
+		// one approval of the wrapper call covers the exec it makes.
+		wrapped := map[string]any{"name": "run_cmd", "arguments": map[string]any{"cmd": flagged}}
+		id := pending(t, s.do("POST", "/v1/tools/call", ag.Key, wrapped, nil))
+		expectOK(t, s.do("POST", "/v1/approvals/"+id+"/approve", admin, nil, nil), 200, nil)
+		expectOK(t, s.do("POST", "/v1/tools/call", ag.Key, wrapped, nil), 200, &res)
+		if !strings.Contains(res.Stdout, "approved-ran") {
+			t.Fatalf("approved wrapper call: %+v", res)
+		}
 		d := expectError(t, s.do("POST", "/v1/tools/call", ag.Key, map[string]any{"name": "run_cmd", "arguments": map[string]any{"cmd": 5}}, nil), 422, "unprocessable")
 		if d.Field != "arguments.cmd" {
 			t.Fatalf("field %q", d.Field)

@@ -119,3 +119,53 @@ func TestFlagged(t *testing.T) {
 		}
 	}
 }
+
+// Calls made inside a call that runs by an operator's approval need no
+// approval of their own (the composite's risk was derived from them); a
+// Deny still denies, and another key's calls are not covered.
+func TestNestedCallsInsideAnApprovedCall(t *testing.T) {
+	outerApproved := true
+	d := New(Options{
+		Policy: policyFunc(func(a Assessment) (Decision, string) {
+			if a.Rules != nil {
+				return Deny, "deny rule"
+			}
+			return NeedsApproval, "test"
+		}),
+		Approvals: approvalsFunc(func() error {
+			if outerApproved {
+				outerApproved = false
+				return nil
+			}
+			return &ApprovalRequired{ID: "ap_inner"}
+		}),
+	})
+	ran := 0
+	d.MustRegister(Tool{Name: "exec.inner", Risk: guard.Dangerous,
+		Run: func(context.Context, auth.Caller, any) (any, error) { ran++; return nil, nil }})
+	d.MustRegister(Tool{Name: "exec.denied", Risk: guard.Dangerous,
+		Assess: func(any) Assessment { return Assessment{Risk: guard.Dangerous, Rules: []string{"x"}} },
+		Run:    func(context.Context, auth.Caller, any) (any, error) { ran++; return nil, nil }})
+	var innerErr, deniedErr error
+	d.MustRegister(Tool{Name: "custom.outer", Risk: guard.Dangerous,
+		Run: func(ctx context.Context, c auth.Caller, _ any) (any, error) {
+			_, innerErr = d.Dispatch(ctx, c, "exec.inner", nil)
+			_, deniedErr = d.Dispatch(ctx, c, "exec.denied", nil)
+			_, err := d.Dispatch(ctx, auth.Caller{KeyID: "k-other", Role: auth.RoleAgent}, "exec.inner", nil)
+			var ar *ApprovalRequired
+			if !errors.As(err, &ar) {
+				t.Errorf("another key inside the approved call: %v", err)
+			}
+			return nil, nil
+		}})
+	if _, err := d.Dispatch(context.Background(), agent, "custom.outer", nil); err != nil {
+		t.Fatal(err)
+	}
+	if innerErr != nil || ran != 1 || fault.KindOf(deniedErr) != fault.Forbidden {
+		t.Fatalf("inner %v, denied %v, ran %d", innerErr, deniedErr, ran)
+	}
+	// Outside an approved call the inner tool waits for its own approval.
+	if _, err := d.Dispatch(context.Background(), agent, "exec.inner", nil); err == nil {
+		t.Fatal("inner ran without approval")
+	}
+}
