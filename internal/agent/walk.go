@@ -49,6 +49,10 @@ type Deny struct {
 	Dirs  []string `json:"dirs,omitempty"`
 	// Paths are absolute paths denied with everything below them.
 	Paths []string `json:"paths,omitempty"`
+	// Procs denies /proc/<pid>, /proc/self and /proc/thread-self and
+	// everything below them: the init serves the file calls, so they
+	// would name the init's own memory, environment and descriptors.
+	Procs bool `json:"procs,omitempty"`
 }
 
 // Denied reports whether the absolute, clean path p is sensitive under d:
@@ -57,6 +61,14 @@ type Deny struct {
 func (d Deny) Denied(p string) bool {
 	if p == "" {
 		return false
+	}
+	if d.Procs {
+		if rest, ok := strings.CutPrefix(p, "/proc/"); ok {
+			first, _, _ := strings.Cut(rest, "/")
+			if first == "self" || first == "thread-self" || isDigits(first) {
+				return true
+			}
+		}
 	}
 	for _, x := range d.Paths {
 		if x != "" && (p == x || strings.HasPrefix(p, strings.TrimSuffix(x, "/")+"/")) {
@@ -79,6 +91,18 @@ func (d Deny) Denied(p string) bool {
 		}
 	}
 	return false
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // WalkReq asks for the entries below FileReq.Path.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -160,6 +161,9 @@ func hashFile(t *testing.T, p string) string {
 	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
+// procDir matches a process directory of /proc in a JSON string.
+var procDir = regexp.MustCompile(`"/proc/([0-9]+|self|thread-self)(/|")`)
+
 // TestTreeOpsHideSensitive: walks and searches below an allowed directory
 // skip sensitive entries inside the sandbox (the init applies the same
 // policy), so list, find, glob, grep and the editor's view never name or
@@ -189,6 +193,20 @@ func TestTreeOpsHideSensitive(t *testing.T) {
 		}
 		if !strings.Contains(string(r.env.Data), "main.go") {
 			t.Fatalf("%s lost the allowed file: %s", route, r.env.Data)
+		}
+	}
+	// Walking /proc never enters the init's (or any) process directory.
+	for route, body := range map[string]map[string]any{
+		"grep": {"path": "/proc", "pattern": "PATH|sandhold|init", "max_results": 200},
+		"list": {"path": "/proc", "recursive": true, "max_depth": 2},
+		"glob": {"path": "/proc", "pattern": "*/environ", "files_only": true},
+	} {
+		r := s.do("POST", p+route, body, "/v1/file/"+route)
+		if r.status != 200 {
+			t.Fatalf("%s /proc: %d %s", route, r.status, r.raw)
+		}
+		if m := procDir.FindString(string(r.env.Data)); m != "" {
+			t.Fatalf("%s /proc names %q: %.600s", route, m, r.env.Data)
 		}
 	}
 }

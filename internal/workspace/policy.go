@@ -61,36 +61,21 @@ func DefaultPolicy() Policy {
 
 // deny is the policy as the init applies it inside walks and searches.
 func (p Policy) deny() agent.Deny {
-	return agent.Deny{Names: p.Names, Dirs: p.Dirs, Paths: p.Paths}
+	return agent.Deny{Names: p.Names, Dirs: p.Dirs, Paths: p.Paths, Procs: true}
 }
 
 // sensitive reports whether the resolved path is forbidden, and why.
-// /proc/<pid>, /proc/self and /proc/thread-self are forbidden too: the
+// /proc/<pid>, /proc/self and /proc/thread-self are always forbidden: the
 // init serves file calls, so they would name the init's own memory,
 // environment and descriptors.
 func (p Policy) sensitive(resolved string) (bool, string) {
+	if (agent.Deny{Procs: true}).Denied(resolved) {
+		return true, "process_files"
+	}
 	if p.deny().Denied(resolved) {
 		return true, "sensitive_path"
 	}
-	if rest, ok := strings.CutPrefix(resolved, "/proc/"); ok {
-		first, _, _ := strings.Cut(rest, "/")
-		if first == "self" || first == "thread-self" || isDigits(first) {
-			return true, "process_files"
-		}
-	}
 	return false, ""
-}
-
-func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // check refuses a sensitive resolved path. The answer names the path the
