@@ -66,8 +66,10 @@ func run(ctx context.Context, args []string) error {
 		return core(ctx, o)
 	case "density":
 		return density(ctx, o)
+	case "files":
+		return files(ctx, o)
 	}
-	return fmt.Errorf("unknown benchmark %q (core, density)", mode)
+	return fmt.Errorf("unknown benchmark %q (core, density, files)", mode)
 }
 
 // latency holds samples of one figure.

@@ -263,7 +263,11 @@ func attachLoop(f *os.File) (string, *os.File, error) {
 			continue
 		}
 		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+		// Direct I/O: the image's pages are cached once (by the
+		// workspace file system), not a second time as the backing
+		// file's; the kernel falls back to buffered I/O where the host
+		// file system cannot.
+		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR | unix.LO_FLAGS_DIRECT_IO
 		copy(cfg.Info.File_name[:], "sandhold-workspace")
 		if err := unix.IoctlLoopConfigure(int(lf.Fd()), &cfg); err != nil {
 			_ = lf.Close()

@@ -244,7 +244,13 @@ func copyCapped(ctx context.Context, w io.Writer, r io.Reader, limit int64) (int
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		k, rerr := r.Read(buf)
+		// Fill the buffer before writing: a multipart part returns a few
+		// KiB per Read, and one write per Read would cost a syscall (and
+		// a trip through the sandbox's file system) per few KiB.
+		k, rerr := io.ReadFull(r, buf)
+		if errors.Is(rerr, io.ErrUnexpectedEOF) {
+			rerr = io.EOF
+		}
 		if k > 0 {
 			if n+int64(k) > limit {
 				return n, errCap
