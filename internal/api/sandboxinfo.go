@@ -28,3 +28,16 @@ func (h *shellHandlers) sandboxInfo(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, sandboxInfoBody{Success: true, Message: "ok", SandboxInfo: res.(shell.SandboxInfo)})
 }
+
+// sandboxPackages is GET /v1/sandbox/packages/{python,nodejs}: what the
+// package manager inside the sandbox lists.
+func (h *shellHandlers) sandboxPackages(lang string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		res, err := h.dispatch(r, shell.ToolPackages, shell.InfoArgs{Sandbox: chi.URLParam(r, "id"), Language: lang})
+		if err != nil {
+			writeShellError(w, r, err)
+			return
+		}
+		WriteData(w, http.StatusOK, res)
+	}
+}

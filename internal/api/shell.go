@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -41,6 +42,9 @@ func (s *Server) ShellRoutes(d *dispatch.Dispatcher) {
 		r.Get(prefix+"/v1/shell/ws", h.terminal)
 		h.bashRoutes(r, prefix)
 		r.Get(prefix+"/v1/sandbox", h.sandboxInfo)
+		r.Get(prefix+"/v1/sandbox/packages/python", h.sandboxPackages("python"))
+		r.Get(prefix+"/v1/sandbox/packages/nodejs", h.sandboxPackages("nodejs"))
+		r.Get(prefix+"/v1/shell/terminal-url", h.terminalURL)
 	}
 }
 
@@ -276,4 +280,26 @@ func (h *shellHandlers) terminal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t.Serve(r.Context(), conn)
+}
+
+// terminalURL is GET /v1/shell/terminal-url: a new interactive session and
+// the WebSocket URL that attaches a live terminal to it (connect with a
+// header, or add ?ticket=… from POST /v1/tickets).
+func (h *shellHandlers) terminalURL(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	res, err := h.dispatch(r, shell.ToolShellCreate, shell.ShellCreateArgs{Sandbox: id, Terminal: true})
+	if err != nil {
+		writeShellError(w, r, err)
+		return
+	}
+	scheme := "ws"
+	if r.TLS != nil {
+		scheme = "wss"
+	}
+	path := "/v1/shell/ws"
+	if id != "" {
+		path = "/sandboxes/" + url.PathEscape(id) + path
+	}
+	u := url.URL{Scheme: scheme, Host: r.Host, Path: path, RawQuery: "session_id=" + url.QueryEscape(res.(shell.CreateResult).SessionID)}
+	WriteData(w, http.StatusOK, u.String())
 }

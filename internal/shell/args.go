@@ -62,6 +62,9 @@ type ShellCreateArgs struct {
 	ExecDir          *string `json:"exec_dir,omitempty"`
 	NoChangeTimeout  *int    `json:"no_change_timeout,omitempty"`
 	PreserveSymlinks *bool   `json:"preserve_symlinks,omitempty"`
+	// Terminal makes an interactive session (readline, a prompt) for a
+	// live terminal (GET /v1/shell/terminal-url).
+	Terminal bool `json:"-"`
 }
 
 // ShellUpdateArgs is POST /v1/shell/sessions/update.
@@ -140,9 +143,11 @@ type BashSessionArgs struct {
 	SessionID string `json:"session_id"`
 }
 
-// InfoArgs names the sandbox of GET /v1/sandbox.
+// InfoArgs names the sandbox of GET /v1/sandbox (and Language that of
+// GET /v1/sandbox/packages/{python,nodejs}).
 type InfoArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
+	Sandbox  string `json:"sandbox,omitempty"`
+	Language string `json:"language,omitempty"`
 }
 
 // Checker is implemented by every argument type.

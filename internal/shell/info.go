@@ -3,11 +3,13 @@ package shell
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
@@ -218,4 +220,34 @@ func parseInfo(out string) SandboxInfo {
 		in.HomeDir, sys.HomeDir = "/workspace", "/workspace"
 	}
 	return in
+}
+
+// packageScripts list installed packages as JSON (AIO's
+// /v1/sandbox/packages/{python,nodejs}); they print [] when the runtime or
+// its package manager is missing.
+var packageScripts = map[string]string{
+	"python": `p=$(command -v python3 || command -v python) && "$p" -m pip list --format=json --disable-pip-version-check 2>/dev/null || echo '[]'`,
+	"nodejs": `command -v npm >/dev/null && npm ls -g --depth=0 --json 2>/dev/null || echo '{}'`,
+}
+
+// maxPackagesOutput caps the package list kept.
+const maxPackagesOutput = 4 << 20
+
+// Packages lists the packages installed in sb for lang ("python" or
+// "nodejs"), as the package manager reports them.
+func (s *Service) Packages(ctx context.Context, sb *sandbox.Sandbox, lang string) (any, error) {
+	script, ok := packageScripts[lang]
+	if !ok {
+		return nil, fault.InvalidField("language", "language must be python or nodejs")
+	}
+	e, err := sb.Exec(ctx, sandbox.ExecRequest{Command: script, Timeout: 60 * time.Second, OutputLimit: maxPackagesOutput, Actor: "system"})
+	if err != nil {
+		return nil, err
+	}
+	out, truncated := e.Stdout.Text()
+	var v any
+	if truncated || json.Unmarshal([]byte(out), &v) != nil {
+		return nil, fault.New(fault.Unavailable, "the package manager's answer could not be read")
+	}
+	return v, nil
 }

@@ -37,6 +37,7 @@ const (
 	ToolBashCreate    = "bash.session_create"
 	ToolBashClose     = "bash.session_close"
 	ToolSandboxDetail = "sandbox.info"
+	ToolPackages      = "sandbox.packages"
 )
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -346,7 +347,11 @@ func RegisterTools(d *dispatch.Dispatcher, svc *Service, m *sandbox.Manager, g *
 				return nil, err
 			}
 			nc, _ := intSeconds("no_change_timeout", a.NoChangeTimeout, MaxWait)
-			x, err := svc.CreateSession(ctx, c, sb, a.ID, KindExec, str(a.ExecDir), nc, 0, 0)
+			kind := KindExec
+			if a.Terminal {
+				kind = KindTerminal
+			}
+			x, err := svc.CreateSession(ctx, c, sb, a.ID, kind, str(a.ExecDir), nc, 0, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -466,6 +471,19 @@ func RegisterTools(d *dispatch.Dispatcher, svc *Service, m *sandbox.Manager, g *
 				return nil, err
 			}
 			return svc.Info(ctx, sb, version)
+		},
+	})
+	d.MustRegister(dispatch.Tool{
+		Name: ToolPackages, Description: "List a sandbox's installed python or nodejs packages", Risk: guard.Safe,
+		InputSchema: schema([]string{"language"}, "language", "string"), Decode: decoder[InfoArgs](),
+		Describe: func(args any) dispatch.Target { a := args.(InfoArgs); return target(a.Sandbox, a.Language, nil) },
+		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
+			a := args.(InfoArgs)
+			sb, err := resolve(ctx, c, a.Sandbox)
+			if err != nil {
+				return nil, err
+			}
+			return svc.Packages(ctx, sb, a.Language)
 		},
 	})
 }
