@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -228,5 +229,12 @@ func TestHash(t *testing.T) {
 	}
 	if Hash("a", nil) == Hash("b", nil) {
 		t.Fatal("tool name not hashed")
+	}
+}
+
+func TestOversizedArgumentsNeverMatch(t *testing.T) {
+	deep := strings.Repeat("[", maxCanonDepth+2) + strings.Repeat("]", maxCanonDepth+2)
+	if Hash("t", json.RawMessage(deep)) == Hash("t", json.RawMessage(deep)) {
+		t.Fatal("arguments past the canonicalisation caps hash alike: an approval could be replayed")
 	}
 }

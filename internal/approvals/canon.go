@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -32,7 +33,9 @@ func Hash(tool string, args any) string {
 	if w.overflow {
 		// Too large to canonicalise: bind to something no other call
 		// shares, so the approval can never be replayed.
-		_, _ = fmt.Fprintf(h, "overflow:%p", &w)
+		nonce := make([]byte, 16)
+		_, _ = rand.Read(nonce) // crypto/rand never fails on Linux
+		_, _ = fmt.Fprintf(h, "overflow:%x", nonce)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
