@@ -76,7 +76,7 @@ func (s *server) call(method, path, contentType string, body []byte) (int, strin
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	return resp.StatusCode, resp.Header.Get("Content-Type"), out
 }

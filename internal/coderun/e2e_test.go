@@ -81,7 +81,7 @@ func (s *srv) do(method, path string, body any) (int, map[string]any) {
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {

@@ -60,6 +60,9 @@ func TestCodeLimitsAndIsolation(t *testing.T) {
 		id := s.newSandbox(map[string]any{"limits": map[string]any{"memory": "128MB"}})
 		path := "/sandboxes/" + id + "/v1/code/execute"
 		st, out := s.do("POST", path, map[string]any{"language": "python", "code": "keep = 1", "stateful": true})
+		if st != 200 {
+			t.Fatalf("%d %v", st, out)
+		}
 		sid := out["data"].(map[string]any)["session_id"].(string)
 		st, out = s.do("POST", path, map[string]any{"language": "python", "code": "b = bytearray(512 << 20)", "stateful": true, "session_id": sid})
 		d, _ := out["data"].(map[string]any)
@@ -148,7 +151,12 @@ func TestSessionsServiceLevel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
 	<-d.Ready()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
 
 	svc := coderun.New(coderun.Config{MaxSessions: 2, IdleTimeout: time.Minute}, d.Sandboxes())
 	defer svc.Close()
@@ -158,13 +166,11 @@ func TestSessionsServiceLevel(t *testing.T) {
 	run := func(c auth.Caller, id, code string) (coderun.Result, error) {
 		return svc.Execute(ctx, c, "", coderun.Request{Language: coderun.Bash, Code: code, Stateful: true, SessionID: id})
 	}
-	ids := []string{}
 	for _, name := range []string{"one", "two"} {
 		info, err := svc.CreateSession(ctx, a, "", coderun.Bash, name, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids = append(ids, info.ID)
 		if _, err := run(a, info.ID, "V="+name); err != nil {
 			t.Fatal(err)
 		}
