@@ -609,3 +609,21 @@ print("%.1f" % ((time.time() - t0) * 1000))
 		t.Fatalf("sandbox unusable after the flood: %+v", got)
 	}
 }
+
+// TestProxyPolicySurvivesRestart: a proxy sandbox's allow list is part of
+// its record; a restarted server installs it again before serving.
+func TestProxyPolicySurvivesRestart(t *testing.T) {
+	requireSandboxes(t)
+	dir := t.TempDir()
+	var none int
+	a := newCountingServer(t, "A", &none)
+	s := start(t, dir, func(c *config.Config) { c.WarmPool = 0; c.DisableRateLimit = true })
+	id := s.createSandbox(s.d.AdminKey(), map[string]any{"network": map[string]any{"mode": "proxy", "allow": []string{fmt.Sprintf("localhost:%d", a.port)}}})
+	s.stop()
+
+	s2 := start(t, dir, func(c *config.Config) { c.WarmPool = 0; c.DisableRateLimit = true })
+	r := s2.exec(s2.d.AdminKey(), id, fmt.Sprintf("curl -sS -x http://127.0.0.1:3128 --noproxy '' http://localhost:%d/", a.port))
+	if r.Stdout != "hello from A" {
+		t.Fatalf("after a restart: %+v", r)
+	}
+}
