@@ -80,9 +80,6 @@ type netHub struct {
 // that scan, nor the stored record, arbitrarily long.
 const maxAllowEntries = 256
 
-// proxyEnvNames are set in every execution of a proxy-mode sandbox.
-var proxyEnvNames = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"}
-
 // EnableNetwork turns on the modes opts allows and installs the egress
 // policies of existing proxy-mode sandboxes. Call it once, before serving.
 func (m *Manager) EnableNetwork(opts NetworkOptions) error {
@@ -279,9 +276,12 @@ func (s *Sandbox) netEnv(user map[string]string) map[string]string {
 	if s.network().Mode != NetworkProxy {
 		return user
 	}
-	out := make(map[string]string, len(user)+len(proxyEnvNames)+2)
+	// Both spellings: curl reads http_proxy only in lower case, other
+	// tools only upper case.
+	names := []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"}
+	out := make(map[string]string, len(user)+len(names)+2)
 	proxy := "http://127.0.0.1:" + strconv.Itoa(agent.EgressPort)
-	for _, k := range proxyEnvNames {
+	for _, k := range names {
 		out[k] = proxy
 	}
 	// Loopback inside the sandbox is the sandbox's own.
