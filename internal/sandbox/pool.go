@@ -95,7 +95,7 @@ func (p *pool) fill() {
 
 // take hands out a ready sandbox for spec, or nil.
 func (p *pool) take(spec Spec) *Sandbox {
-	if spec.Network.Mode != NetworkNone {
+	if spec.Network.Mode != NetworkNone || !p.m.poolDisk(spec) {
 		return nil
 	}
 	p.mu.Lock()

@@ -98,3 +98,37 @@ func TestWorkspaceQuotaIsEnforcedByTheKernel(t *testing.T) {
 		t.Fatal("a workspace is mounted in the host's namespace")
 	}
 }
+
+// A pool sandbox's workspace has the default size; a client asking for
+// another quota gets a sandbox built for it, never the pool's.
+func TestQuotaOfPoolSandboxes(t *testing.T) {
+	requireQuota(t)
+	cfg := testConfig(t)
+	cfg.WarmPool = 1
+	m := newManager(t, cfg, nil)
+	for _, c := range []struct {
+		name string
+		disk int64
+		want int64
+	}{
+		{"default from the pool", 0, cfg.Default.DiskBytes},
+		{"smaller, built cold", 48 << 20, 48 << 20},
+		{"default again", cfg.Default.DiskBytes, cfg.Default.DiskBytes},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			deadline := time.Now().Add(10 * time.Second)
+			for m.PoolStatus().Ready < 1 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			s := create(t, m, Spec{Limits: Limits{DiskBytes: c.disk}})
+			total, _, err := s.StatFS(context.Background(), "/workspace")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// ext4 keeps a few percent for its metadata.
+			if total > c.want || total < c.want*9/10 {
+				t.Fatalf("workspace size %d, want about %d", total, c.want)
+			}
+		})
+	}
+}

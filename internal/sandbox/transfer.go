@@ -11,6 +11,14 @@ import (
 	"github.com/sandhold/sandhold/internal/archive"
 )
 
+// poolDisk reports whether a pool sandbox can serve spec's disk quota: a
+// pool workspace is a file system of the default size (quota_linux.go),
+// which cannot shrink while mounted, so other sizes are built cold.
+func (m *Manager) poolDisk(spec Spec) bool {
+	d := spec.Limits.DiskBytes
+	return d == 0 || d == m.cfg.Default.DiskBytes
+}
+
 // DiskLimit is the sandbox's workspace quota in bytes.
 func (s *Sandbox) DiskLimit() int64 { return s.diskBytes() }
 
