@@ -280,6 +280,19 @@ func TestCodeEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("output-flood-is-capped", func(t *testing.T) {
+		// 64 MiB from python and from a child process; the server keeps
+		// the head and the tail of each stream and says it dropped bytes.
+		d := s.exec(map[string]any{"language": "python", "code": "import os, sys\nchunk = 'x' * 65536\nfor _ in range(512): sys.stdout.write(chunk)\nsys.stdout.flush()\nos.system('head -c 33554432 /dev/zero | tr \"\\\\0\" y')\n'done'", "timeout": 60})
+		out, _ := d["stdout"].(string)
+		if d["status"] != "ok" || d["truncated"] != true || len(out) > 2<<20 || !strings.Contains(out, "bytes truncated") || resultText(d) != "'done'" {
+			t.Fatalf("status %v truncated %v len %d result %q", d["status"], d["truncated"], len(out), resultText(d))
+		}
+		if !strings.HasPrefix(out, "xxxx") || !strings.HasSuffix(out, "yyyy") {
+			t.Fatalf("head %q tail %q", out[:8], out[len(out)-8:])
+		}
+	})
+
 	t.Run("openapi-documents-routes", func(t *testing.T) {
 		st, out := s.do("GET", "/openapi.json", nil)
 		paths, _ := out["paths"].(map[string]any)
