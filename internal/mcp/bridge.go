@@ -164,11 +164,11 @@ func (k *keyedTransport) explain(server string, err error) error {
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) {
-		return fmt.Errorf("cannot reach the sandhold server at %s (%v); is `sandhold serve` running there?", server, oe.Err)
+		return fmt.Errorf("cannot reach the sandhold server at %s (%w); is `sandhold serve` running there?", server, oe.Err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return fmt.Errorf("cannot reach the sandhold server at %s (%v); is `sandhold serve` running there?", server, ne)
+		return fmt.Errorf("cannot reach the sandhold server at %s (%w); is `sandhold serve` running there?", server, ne)
 	}
 	if status != 0 {
 		return fmt.Errorf("connect to the sandhold server at %s: HTTP %d: %w", server, status, err)
