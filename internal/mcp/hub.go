@@ -495,7 +495,7 @@ func (h *Hub) toolEntry(name string, t *dispatch.Tool) entry {
 		Title:       t.Name,
 		Description: describe(t),
 		InputSchema: schema,
-		Meta:        sdk.Meta{"sandhold/tool": t.Name, "sandhold/risk": t.Risk.String()},
+		Meta:        sdk.Meta{"sandhold/tool": t.Name},
 	}
 	target := t.Name
 	return entry{
@@ -513,12 +513,15 @@ func (h *Hub) toolEntry(name string, t *dispatch.Tool) entry {
 	}
 }
 
+// describe is t's description naming its dotted name. No risk tier: the
+// declared one is a floor the guard and custom-tool derivation raise per
+// call (exec.run is declared safe), so printing it would mislead.
 func describe(t *dispatch.Tool) string {
 	d := t.Description
 	if d == "" {
 		d = t.Name
 	}
-	return d + " (sandhold tool " + t.Name + ", risk " + t.Risk.String() + ")"
+	return d + " (sandhold tool " + t.Name + ")"
 }
 
 // objectSchema returns s when it is a JSON object schema of type
