@@ -149,10 +149,12 @@ type RateRules func(c auth.Caller) ratelimit.Rules
 // (tests prove that every route goes through it).
 type Observer func(ctx context.Context, c auth.Caller, name string)
 
-// haltedCategories are the rate-limit categories whose tools run code or
-// drive a process: while halted they are refused even when their arguments
-// look safe (`ls` is Safe, but nothing runs in a halted server).
-var haltedCategories = []ratelimit.Category{ratelimit.Exec, ratelimit.Terminal, ratelimit.Browser}
+// haltedCategories are the rate-limit categories whose tools run code,
+// drive a process or touch a sandbox's files: while halted they are
+// refused even when their arguments look safe (`ls` is Safe, but nothing
+// runs in a halted server; a file operation would start a stopped
+// sandbox, and a frozen one cannot answer it anyway).
+var haltedCategories = []ratelimit.Category{ratelimit.Exec, ratelimit.Terminal, ratelimit.Browser, ratelimit.File}
 
 // ApprovalRequired is returned when a call waits for an operator.
 type ApprovalRequired struct {

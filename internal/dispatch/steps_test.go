@@ -18,12 +18,17 @@ func (f approvalsFunc) Request(context.Context, auth.Caller, *Tool, Assessment, 
 	return f()
 }
 
-func TestHaltLetsSafeNonExecToolsThrough(t *testing.T) {
+func TestHaltLetsSafeToolsThroughButNotSandboxWork(t *testing.T) {
 	d := New(Options{Halt: &halt{on: true}})
 	ran := false
-	d.MustRegister(Tool{Name: "file.read", Risk: guard.Safe, Category: ratelimit.File,
-		Run: func(context.Context, auth.Caller, any) (any, error) { ran = true; return nil, nil }})
-	if _, err := d.Dispatch(context.Background(), agent, "file.read", nil); err != nil || !ran {
+	run := func(context.Context, auth.Caller, any) (any, error) { ran = true; return nil, nil }
+	d.MustRegister(Tool{Name: "sandbox.list", Risk: guard.Safe, Run: run})
+	if _, err := d.Dispatch(context.Background(), agent, "sandbox.list", nil); err != nil || !ran {
+		t.Fatalf("safe tool while halted: err %v ran %v", err, ran)
+	}
+	ran = false
+	d.MustRegister(Tool{Name: "file.read", Risk: guard.Safe, Category: ratelimit.File, Run: run})
+	if _, err := d.Dispatch(context.Background(), agent, "file.read", nil); fault.KindOf(err) != fault.Conflict || ran {
 		t.Fatalf("safe file tool while halted: err %v ran %v", err, ran)
 	}
 }
