@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -160,16 +161,22 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 
 // noteRateLimited sets X-RateLimit-Limit/Remaining/Reset on a refusal that
 // carries a limiter decision (the dispatcher's limits and the sandbox
-// manager's caps), and tells the access log which limit refused, for the
-// refusal metric. Reset is a Unix time in seconds.
+// manager's caps) — only Remaining and Reset on one that carries just a
+// Retry-After (the failed-auth lockout, whose limit the API does not know)
+// — and tells the access log which limit refused, for the refusal metric.
+// Reset is a Unix time in seconds.
 func noteRateLimited(ctx context.Context, err error, h http.Header) {
 	category := "other"
 	var rl *dispatch.RateLimited
-	if errors.As(err, &rl) {
+	if errors.As(err, &rl) && rl.Decision.Limit > 0 {
 		category = rl.Category.String()
-		if d := rl.Decision; d.Limit > 0 {
-			SetRateLimitHeaders(h, d)
+		SetRateLimitHeaders(h, rl.Decision)
+	} else if ra := fault.RetryAfterOf(err); ra > 0 {
+		if rl != nil {
+			category = rl.Category.String()
 		}
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Duration(ra)*time.Second).Unix(), 10))
 	}
 	if cc, ok := ctx.Value(callerCarrierKey{}).(*callerCarrier); ok {
 		cc.limited = category

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 )
@@ -88,5 +89,18 @@ func TestSetRateLimitHeadersUnlimited(t *testing.T) {
 	SetRateLimitHeaders(h, ratelimit.Decision{Allowed: true})
 	if len(h) != 0 {
 		t.Fatalf("an unlimited decision set headers: %v", h)
+	}
+}
+
+// TestRetryAfterOnlyRefusal: a 429 without a limiter decision (the
+// failed-auth lockout) still says when to come back.
+func TestRetryAfterOnlyRefusal(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest("GET", "/x", nil), fault.WithRetryAfter(fault.RateLimited, 60, "locked out"))
+	h := rec.Header()
+	reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
+	if rec.Code != http.StatusTooManyRequests || h.Get("Retry-After") != "60" || h.Get("X-RateLimit-Remaining") != "0" ||
+		err != nil || reset < time.Now().Unix()+59 || h.Get("X-RateLimit-Limit") != "" {
+		t.Fatalf("%d %v", rec.Code, h)
 	}
 }
