@@ -73,8 +73,9 @@ const (
 	subQueue = 8
 	// readChunk is one PTY read.
 	readChunk = 32 << 10
-	// signalTimeout bounds a signal sent through the init.
-	signalTimeout = 3 * time.Second
+	// writeTimeout bounds how long a request waits for a terminal to take
+	// its input.
+	writeTimeout = 10 * time.Second
 	// exec sessions get a wide terminal so programs do not wrap output.
 	execRows, execCols = 50, 200
 )
@@ -96,8 +97,8 @@ type Session struct {
 	carry   []byte
 	isReady bool
 
-	// writeMu serialises writes to the PTY.
-	writeMu sync.Mutex
+	// writing is a one-slot semaphore: one write to the PTY at a time.
+	writing chan struct{}
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -169,7 +170,7 @@ func startSession(ctx context.Context, sb *sandbox.Sandbox, id, owner, kind, cwd
 	now := time.Now()
 	s := &Session{
 		ID: id, Sandbox: sb.ID(), Owner: owner, Kind: kind, Created: now,
-		proc: p, nonce: newNonce(), ready: make(chan struct{}), exited: make(chan struct{}),
+		proc: p, nonce: newNonce(), ready: make(chan struct{}), exited: make(chan struct{}), writing: make(chan struct{}, 1),
 		lastUsed: now, cwd: cwd, noChange: DefaultNoChange, scroll: process.NewOutput(scrollKeep),
 	}
 	if kind == KindTerminal {
@@ -369,15 +370,37 @@ func (s *Session) emit(b []byte) {
 	}
 }
 
-// write sends bytes to the terminal.
+// write sends bytes to the terminal. A terminal whose program does not
+// read its input blocks writes (the PTY cannot time them out): the write
+// goes on in the background and the caller hears so after writeTimeout;
+// until it completes, later writes are refused.
 func (s *Session) write(b []byte) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	_ = s.proc.PTY.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if _, err := s.proc.PTY.Write(b); err != nil {
-		return fault.Wrap(fault.Conflict, err, "the session does not accept input (ended, or its input is full)")
+	t := time.NewTimer(writeTimeout)
+	defer t.Stop()
+	select {
+	case s.writing <- struct{}{}:
+	case <-t.C:
+		return fault.New(fault.Conflict, "an earlier input to this session is still pending: its program is not reading")
+	case <-s.exited:
+		return fault.New(fault.Conflict, "the session has ended")
 	}
-	return nil
+	res := make(chan error, 1)
+	go func() {
+		defer func() { <-s.writing }()
+		_, err := s.proc.PTY.Write(b)
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			return fault.Wrap(fault.Conflict, err, "the session does not accept input")
+		}
+		return nil
+	case <-t.C:
+		return fault.New(fault.Conflict, "the session's program is not reading its input; the rest is written when it does")
+	case <-s.exited:
+		return fault.New(fault.Conflict, "the session has ended")
+	}
 }
 
 // ansiQuote renders b as bash $'…' pieces of printable ASCII, each at most

@@ -97,6 +97,20 @@ func TestShellSessions(t *testing.T) {
 		}
 	})
 
+	t.Run("input-to-a-program-that-does-not-read", func(t *testing.T) {
+		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "sleep 600", "async_mode": true}))
+		sid := d["session_id"].(string)
+		// More than the terminal buffers: the request answers 409 instead
+		// of hanging, and so does the next while the first is pending.
+		big := strings.Repeat("abcdefg\n", 8000)
+		for i := 0; i < 2; i++ {
+			if r := s.do("POST", "/v1/shell/write", map[string]any{"id": sid, "input": big, "press_enter": false}); r.status != 409 {
+				t.Fatalf("write %d: %d %s", i, r.status, r.raw)
+			}
+		}
+		ok(t, s.do("DELETE", "/v1/shell/sessions/"+sid, nil))
+	})
+
 	t.Run("exit-ends-the-session", func(t *testing.T) {
 		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "exit 3"}))
 		if d["status"] != "terminated" {
