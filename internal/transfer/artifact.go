@@ -123,6 +123,9 @@ func (s *Service) CreateArtifact(ctx context.Context, c auth.Caller, a ArtifactC
 	if a.Length < 0 {
 		return nil, fault.InvalidField("length", "length must not be negative")
 	}
+	if err := s.denied("artifact", path.Join(ArtifactDir, a.Name)); err != nil {
+		return nil, err
+	}
 	sb, err := s.artifactSandbox(ctx, c, a.Sandbox)
 	if err != nil {
 		return nil, err
@@ -376,6 +379,9 @@ func (s *Service) ListArtifacts(ctx context.Context, c auth.Caller, a ArtifactRe
 func (s *Service) ReadArtifact(ctx context.Context, c auth.Caller, a ArtifactRef) (*Download, error) {
 	if !artifactName.MatchString(a.Name) {
 		return nil, fault.New(fault.NotFound, "no such artifact")
+	}
+	if err := s.denied("artifact", path.Join(ArtifactDir, a.Name)); err != nil {
+		return nil, err
 	}
 	sb, err := s.artifactSandbox(ctx, c, a.Sandbox)
 	if err != nil {

@@ -96,7 +96,15 @@ func (s *Service) Download(ctx context.Context, c auth.Caller, a DownloadArgs) (
 	if err != nil {
 		return nil, err
 	}
-	return openRegular(ctx, sb, a.Path)
+	real, _, err := s.resolve(ctx, sb, "download", a.Path)
+	if err != nil {
+		return nil, err
+	}
+	d, err := openRegular(ctx, sb, real)
+	if d != nil {
+		d.Path = a.Path
+	}
+	return d, err
 }
 
 type opener interface {
@@ -106,7 +114,7 @@ type opener interface {
 func openRegular(ctx context.Context, sb opener, p string) (*Download, error) {
 	// openread: regular files only (a fifo planted at the path cannot
 	// hang the init), no symlink as the last component.
-	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: p})
+	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: p, NoFollow: true})
 	if err != nil {
 		var pe *agent.Error
 		switch {
@@ -158,7 +166,17 @@ func (s *Service) Extract(ctx context.Context, c auth.Caller, a ExtractArgs) (*E
 	if err != nil {
 		return nil, err
 	}
-	d, err := openRegular(ctx, sb, a.Path)
+	src, _, err := s.resolve(ctx, sb, "extract", a.Path)
+	if err != nil {
+		return nil, err
+	}
+	if dest, _, err = s.resolve(ctx, sb, "extract", dest); err != nil {
+		return nil, err
+	}
+	if _, ok := writableTop(dest); !ok {
+		return nil, fault.InvalidField("dest", "archives can only be extracted below /workspace, /tmp or /dev/shm")
+	}
+	d, err := openRegular(ctx, sb, src)
 	if err != nil {
 		return nil, err
 	}
@@ -208,9 +226,12 @@ func (s *Service) Archive(ctx context.Context, c auth.Caller, a ArchiveArgs) (*P
 	if err != nil {
 		return nil, err
 	}
-	st, _, err := sb.File(ctx, agent.OpStat, agent.FileReq{Path: a.Path})
+	real, st, err := s.resolve(ctx, sb, "archive", a.Path)
 	if err != nil {
-		return nil, fileError("archive", a.Path, err)
+		return nil, err
+	}
+	if !st.Exists {
+		return nil, fault.New(fault.NotFound, "archive "+a.Path+": no such directory")
 	}
 	if st.Stat == nil || !os.FileMode(st.Stat.Mode).IsDir() {
 		return nil, fault.InvalidField("path", "archive "+a.Path+": not a directory")
@@ -219,7 +240,7 @@ func (s *Service) Archive(ctx context.Context, c auth.Caller, a ArchiveArgs) (*P
 	lim.MaxEntries = maxPackEntries
 	lim.MaxTotalBytes = max(sb.DiskLimit(), lim.MaxTotalBytes)
 	lim.MaxEntryBytes = lim.MaxTotalBytes
-	body, err := sb.Pack(context.WithoutCancel(ctx), a.Path, a.Format, lim)
+	body, err := sb.Pack(context.WithoutCancel(ctx), real, a.Format, lim)
 	if err != nil {
 		return nil, fileError("archive", a.Path, err)
 	}

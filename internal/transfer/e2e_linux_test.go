@@ -259,6 +259,24 @@ func TestUploadDownloadRangeRoundTrip(t *testing.T) {
 	if out := s.sh(id, "ls -A /workspace"); out != "blob.bin\n" {
 		t.Fatalf("after refused uploads: %q", out)
 	}
+	// The sensitive-path policy, on the path as given and as resolved in
+	// the sandbox (a symlink made with the shell), the same answer whether
+	// or not the file exists.
+	s.sh(id, "mkdir -p /workspace/.ssh && echo k > /workspace/.ssh/id_ed25519 && ln -s /etc/shadow /workspace/shadow && ln -s .ssh /workspace/keys")
+	for _, p := range []string{"/workspace/.env", "/workspace/.ssh/id_ed25519", "/workspace/.ssh/missing", "/workspace/shadow", "/workspace/keys/id_ed25519", "/workspace/keys/config", "/proc/self/environ"} {
+		if st, msg := s.call("GET", prefix+"/v1/file/download?path="+p, nil, nil, nil); st != 403 || strings.Contains(msg, "/etc/shadow") && p != "/etc/shadow" {
+			t.Errorf("download %s: %d %s", p, st, msg)
+		}
+	}
+	for _, p := range []string{"/workspace/.env", "/workspace/keys/new", "/workspace/shadow"} {
+		if st, msg, _ := s.upload(prefix, p, "x", []byte("x"), ""); st != 403 {
+			t.Errorf("upload %s: %d %s", p, st, msg)
+		}
+	}
+	if st, msg, _ := s.upload(prefix, "/workspace/.ssh/", "authorized_keys", []byte("x"), ""); st != 403 {
+		t.Errorf("upload into .ssh/: %d %s", st, msg)
+	}
+	s.sh(id, "rm -r /workspace/.ssh /workspace/shadow /workspace/keys")
 	// A directory is refused with a pointer to the archive route, which
 	// streams it out.
 	if st, _ := s.call("GET", prefix+"/v1/file/download?path=/workspace", nil, nil, nil); st != 400 {

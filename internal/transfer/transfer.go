@@ -60,7 +60,11 @@ type Config struct {
 	// lowered to the sandbox's quota and, by the init, to its free space.
 	// Zero value: archive.DefaultLimits().
 	Extract archive.Limits
-	Log     *slog.Logger
+	// Deny is the sensitive-path policy (the workspace package's table):
+	// checked on every path as given and as resolved inside the sandbox,
+	// before the call looks at whether the file exists.
+	Deny agent.Deny
+	Log  *slog.Logger
 }
 
 // Service implements the transfer tools over the sandbox manager.
@@ -248,6 +252,41 @@ func WithStreaming(ctx context.Context) context.Context {
 func requireStreaming(ctx context.Context, tool string) error {
 	if v, _ := ctx.Value(streamKey{}).(bool); !v {
 		return fault.New(fault.Invalid, tool+" streams its data and is only available over its HTTP route")
+	}
+	return nil
+}
+
+// resolve checks the sensitive-path policy on p as given and as the
+// sandbox's kernel resolves it (agent.OpResolve: a missing file resolves to
+// its resolved parent plus its name), and returns the resolved path and
+// what is known of it. Callers act on the resolved path with NoFollow, so
+// a symlink swapped in afterwards makes the call fail instead of
+// redirecting it. A refusal names the path the client gave, never where a
+// symlink leads, and is the same whether or not the file exists.
+func (s *Service) resolve(ctx context.Context, sb *sandbox.Sandbox, op, p string) (string, *agent.FileResp, error) {
+	refuse := func() error {
+		return fault.New(fault.Forbidden, op+" "+p+": access to this path is refused by the sensitive-path policy")
+	}
+	if s.cfg.Deny.Denied(p) {
+		return "", nil, refuse()
+	}
+	fr, _, err := sb.File(ctx, agent.OpResolve, agent.FileReq{Path: p})
+	if err != nil {
+		return "", nil, fileError(op, p, err)
+	}
+	real := fr.Target
+	if real == "" {
+		real = p
+	}
+	if s.cfg.Deny.Denied(real) {
+		return "", nil, refuse()
+	}
+	return real, fr, nil
+}
+
+func (s *Service) denied(op, p string) error {
+	if s.cfg.Deny.Denied(p) {
+		return fault.New(fault.Forbidden, op+" "+p+": access to this path is refused by the sensitive-path policy")
 	}
 	return nil
 }

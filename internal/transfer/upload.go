@@ -102,7 +102,7 @@ func (s *Service) Upload(ctx context.Context, c auth.Caller, a UploadArgs) (Uplo
 		base = base[:100]
 	}
 	tmp := path.Join(dir, "."+base+".sandhold-upload-"+randHex(8))
-	_, f, err := sb.File(ctx, agent.OpOpen, agent.FileReq{Path: tmp, Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL, Mode: 0o644})
+	_, f, err := sb.File(ctx, agent.OpOpen, agent.FileReq{Path: tmp, Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL, Mode: 0o644, NoFollow: true})
 	if err != nil {
 		return UploadResult{}, fileError("upload", target, err)
 	}
@@ -116,7 +116,7 @@ func (s *Service) Upload(ctx context.Context, c auth.Caller, a UploadArgs) (Uplo
 		err = cerr
 	}
 	if err == nil {
-		_, _, err = sb.File(ctx, agent.OpRename, agent.FileReq{Path: tmp, Path2: target})
+		_, _, err = sb.File(ctx, agent.OpRename, agent.FileReq{Path: tmp, Path2: target, NoFollow: true})
 	}
 	if err != nil {
 		s.removeQuiet(ctx, sb, tmp)
@@ -143,21 +143,21 @@ func (s *Service) uploadTarget(ctx context.Context, sb *sandbox.Sandbox, a Uploa
 	if err := checkPath("path", p); err != nil {
 		return "", err
 	}
-	if !dirOnly {
-		st, _, err := sb.File(ctx, agent.OpStat, agent.FileReq{Path: p})
-		switch {
-		case err == nil && st.Stat != nil && os.FileMode(st.Stat.Mode).IsDir():
-			dirOnly = true
-		case err == nil || errors.Is(err, os.ErrNotExist):
-			return p, nil
-		default:
-			return "", fileError("upload", p, err)
-		}
+	real, fr, err := s.resolve(ctx, sb, "upload", p)
+	if err != nil {
+		return "", err
+	}
+	if !dirOnly && !(fr.Exists && fr.Stat != nil && os.FileMode(fr.Stat.Mode).IsDir()) {
+		return real, nil
 	}
 	if err := safeName("filename", name); err != nil {
 		return "", fault.InvalidField("path", "path names a directory and the upload has no usable file name")
 	}
-	return path.Join(p, name), nil
+	final := path.Join(real, name)
+	if err := s.denied("upload", path.Join(p, name)); err != nil {
+		return "", err
+	}
+	return final, s.denied("upload", final)
 }
 
 // fits refuses an upload whose announced size exceeds the free space of
@@ -188,6 +188,10 @@ func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a Uplo
 		dest = "/workspace"
 	}
 	if err := checkPath("path", dest); err != nil {
+		return UploadResult{}, err
+	}
+	dest, _, err := s.resolve(ctx, sb, "extract", dest)
+	if err != nil {
 		return UploadResult{}, err
 	}
 	top, ok := writableTop(dest)
