@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -30,28 +31,28 @@ func (s *Server) FileRoutes(d *dispatch.Dispatcher) {
 		r := s.router
 		post := func(p string, hf http.HandlerFunc) { r.Post(prefix+"/v1/file/"+p, hf) }
 		post("read", fileCall(h, workspace.ToolRead, "read",
-			func(a *workspace.ReadArgs, id string) string { a.Sandbox = id; return a.File }))
+			func(a *workspace.ReadArgs, id string) string { a.Sandbox = id; return a.File }, "file"))
 		post("write", fileCall(h, workspace.ToolWrite, "write",
-			func(a *workspace.WriteArgs, id string) string { a.Sandbox = id; return a.File }))
+			func(a *workspace.WriteArgs, id string) string { a.Sandbox = id; return a.File }, "file", "content"))
 		post("replace", fileCall(h, workspace.ToolReplace, "replace",
-			func(a *workspace.ReplaceArgs, id string) string { a.Sandbox = id; return a.File }))
+			func(a *workspace.ReplaceArgs, id string) string { a.Sandbox = id; return a.File }, "file", "old_str", "new_str"))
 		post("search", fileCall(h, workspace.ToolSearch, "search",
-			func(a *workspace.SearchArgs, id string) string { a.Sandbox = id; return a.File }))
+			func(a *workspace.SearchArgs, id string) string { a.Sandbox = id; return a.File }, "file", "regex"))
 		post("find", fileCall(h, workspace.ToolFind, "find",
-			func(a *workspace.FindArgs, id string) string { a.Sandbox = id; return a.Path }))
+			func(a *workspace.FindArgs, id string) string { a.Sandbox = id; return a.Path }, "path", "glob"))
 		post("grep", fileCall(h, workspace.ToolGrep, "grep",
-			func(a *workspace.GrepArgs, id string) string { a.Sandbox = id; return a.Path }))
+			func(a *workspace.GrepArgs, id string) string { a.Sandbox = id; return a.Path }, "path", "pattern"))
 		post("glob", fileCall(h, workspace.ToolGlob, "glob",
-			func(a *workspace.GlobArgs, id string) string { a.Sandbox = id; return a.Path }))
+			func(a *workspace.GlobArgs, id string) string { a.Sandbox = id; return a.Path }, "path", "pattern"))
 		post("list", fileCall(h, workspace.ToolList, "list",
-			func(a *workspace.ListArgs, id string) string { a.Sandbox = id; return a.Path }))
+			func(a *workspace.ListArgs, id string) string { a.Sandbox = id; return a.Path }, "path"))
 		post("str_replace_editor", fileCall(h, workspace.ToolEditor, "str_replace_editor",
-			func(a *workspace.EditorArgs, id string) string { a.Sandbox = id; return a.Path }))
+			func(a *workspace.EditorArgs, id string) string { a.Sandbox = id; return a.Path }, "command", "path"))
 
 		r.Post(prefix+"/v1/file/watch", fileCall(h, workspace.ToolWatchCreate, "watch",
-			func(a *workspace.WatchCreateArgs, id string) string { a.Sandbox = id; return a.Path }))
+			func(a *workspace.WatchCreateArgs, id string) string { a.Sandbox = id; return a.Path }, "path"))
 		r.Post(prefix+"/v1/file/watch/wait", fileCall(h, workspace.ToolWatchWait, "watch_wait",
-			func(a *workspace.WatchWaitArgs, id string) string { a.Sandbox = id; return a.Path }))
+			func(a *workspace.WatchWaitArgs, id string) string { a.Sandbox = id; return a.Path }, "path"))
 		r.Post(prefix+"/v1/file/watch/{watcher_id}/poll", fileCall(h, workspace.ToolWatchPoll, "watch_poll",
 			func(a *workspace.WatchRef, id string) string { a.Sandbox = id; return a.WatcherID }))
 		r.Get(prefix+"/v1/file/watch", h.noBody(workspace.ToolWatchList, "watch_list"))
@@ -66,23 +67,28 @@ type fileHandlers struct {
 	d *dispatch.Dispatcher
 }
 
-// fileCall is the handler of one JSON file route: decode the body into A,
-// name the sandbox from the URL (set returns the path for errors),
-// dispatch, encode.
-func fileCall[A any](h *fileHandlers, tool, op string, set func(a *A, sandbox string) string) http.HandlerFunc {
+// fileCall is the handler of one JSON file route: validate the body as
+// AIO does (422 with FastAPI's detail list for a body that is not an
+// object, lacks a required field or has a field of the wrong type), decode
+// it into A, name the sandbox from the URL (set returns the path for
+// errors), dispatch, encode.
+func fileCall[A any](h *fileHandlers, tool, op string, set func(a *A, sandbox string) string, required ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var a A
-		p := ""
 		raw, err := io.ReadAll(r.Body)
 		if err != nil {
-			h.fail(w, r, op, p, fault.Wrap(fault.TooLarge, err, "request body over the limit"))
+			h.fail(w, r, op, "", fault.Wrap(fault.TooLarge, err, "request body over the limit"))
 			return
 		}
-		if a, err = workspace.Decode[A](raw); err != nil {
-			h.fail(w, r, op, p, err)
+		if errs := validateFileBody[A](raw, required); len(errs) > 0 {
+			writeCodeValidation(w, errs)
 			return
 		}
-		p = set(&a, chi.URLParam(r, "id"))
+		a, err := workspace.Decode[A](raw)
+		if err != nil {
+			h.fail(w, r, op, "", err)
+			return
+		}
+		p := set(&a, chi.URLParam(r, "id"))
 		if wr, ok := any(&a).(*workspace.WatchRef); ok {
 			wr.WatcherID = chi.URLParam(r, "watcher_id")
 			p = wr.WatcherID
@@ -94,6 +100,51 @@ func fileCall[A any](h *fileHandlers, tool, op string, set func(a *A, sandbox st
 		}
 		WriteData(w, http.StatusOK, res)
 	}
+}
+
+// validateFileBody checks a body the way AIO's pydantic models do:
+// an object, its required fields present and not null, every field of its
+// type (unknown fields are ignored).
+func validateFileBody[A any](raw []byte, required []string) []aioValidationError {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return []aioValidationError{{Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object to extract fields from", Type: "model_attributes_type"}}
+	}
+	var errs []aioValidationError
+	for _, f := range required {
+		if v, ok := obj[f]; !ok || string(v) == "null" {
+			errs = append(errs, aioValidationError{Loc: []any{"body", f}, Msg: "Field required", Type: "missing"})
+		}
+	}
+	var a A
+	var te *json.UnmarshalTypeError
+	if err := json.Unmarshal(raw, &a); errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "body"
+		}
+		typ := pydanticType(te.Type)
+		errs = append(errs, aioValidationError{Loc: []any{"body", field}, Msg: "Input should be a valid " + strings.TrimSuffix(typ, "_type"), Type: typ})
+	}
+	return errs
+}
+
+// pydanticType names a Go type the way pydantic's error types do.
+func pydanticType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "bool_type"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "int_type"
+	case reflect.Slice, reflect.Array:
+		return "list_type"
+	case reflect.Map, reflect.Struct:
+		return "dict_type"
+	}
+	return "string_type"
 }
 
 // noBody serves the watch routes that take no body (list, stop).
@@ -215,6 +266,7 @@ func (h *fileHandlers) document() {
 	oa := h.s.api.OpenAPI()
 	reg := oa.Components.Schemas
 	errSchema := reg.Schema(reflect.TypeFor[FileErrorEnvelope](), true, "FileErrorEnvelope")
+	valSchema := reg.Schema(reflect.TypeFor[AIOValidationError](), true, "AIOValidationError")
 	type route struct {
 		method, path, id, summary string
 		in, out                   reflect.Type
@@ -252,6 +304,8 @@ func (h *fileHandlers) document() {
 				op.Parameters = append(op.Parameters, &huma.Param{Name: "watcher_id", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
 			}
 			if rt.in != nil {
+				op.Responses["422"] = &huma.Response{Description: "invalid body (AIO's shape)", Content: map[string]*huma.MediaType{
+					"application/json": {Schema: valSchema}}}
 				op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{
 					"application/json": {Schema: reg.Schema(rt.in, true, "")}}}
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -207,6 +208,21 @@ func TestFileRoutes(t *testing.T) {
 	}
 	s.t = t
 
+	// The routes are in the server's OpenAPI document.
+	req, _ := http.NewRequest("GET", s.base+"/openapi.json", nil)
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`"/v1/file/grep"`, `"/sandboxes/{id}/v1/file/str_replace_editor"`, `"/v1/file/watch/{watcher_id}/events"`} {
+		if !strings.Contains(string(doc), want) {
+			t.Fatalf("openapi.json (%d) lacks %s", resp.StatusCode, want)
+		}
+	}
+
 	// Audit: one record per call, bytes written, never contents.
 	recs, err := s.d.Audit().Query(t.Context(), audit.Filter{Action: "file.write"})
 	if err != nil {
@@ -346,6 +362,41 @@ func TestCaps(t *testing.T) {
 		}
 		if r.status != 200 || json.Unmarshal(r.env.Data, &res) != nil || len(res.Files) != 5 || !res.Truncated {
 			t.Fatalf("%s: %d %s", c.route, r.status, r.raw)
+		}
+	}
+}
+
+// TestInvalidBodies: bodies AIO (FastAPI) would refuse get its 422 shape.
+func TestInvalidBodies(t *testing.T) {
+	s := start(t, nil)
+	for _, c := range []struct {
+		route, body, loc, typ string
+	}{
+		{"read", `{}`, "file", "missing"},
+		{"write", `{"file":"/workspace/x"}`, "content", "missing"},
+		{"read", `{"file":null}`, "file", "missing"},
+		{"read", `{"file":"/workspace/x","start_line":"one"}`, "start_line", "int_type"},
+		{"grep", `{"path":"/workspace","pattern":"x","include":"*.go"}`, "include", "list_type"},
+		{"list", `[]`, "", "model_attributes_type"},
+		{"str_replace_editor", `{"path":"/workspace"}`, "command", "missing"},
+	} {
+		req, _ := http.NewRequest("POST", s.base+"/v1/file/"+c.route, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+s.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Detail []struct {
+				Loc  []any  `json:"loc"`
+				Type string `json:"type"`
+			} `json:"detail"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnprocessableEntity || err != nil || len(v.Detail) == 0 || v.Detail[0].Type != c.typ ||
+			(c.loc != "" && (len(v.Detail[0].Loc) != 2 || v.Detail[0].Loc[1] != c.loc)) {
+			t.Errorf("%s %s: %d %+v", c.route, c.body, resp.StatusCode, v)
 		}
 	}
 }
