@@ -239,6 +239,14 @@ func TestCodeEndToEnd(t *testing.T) {
 		if st != 200 || last["output_type"] != "error" || last["ename"] != "ValueError" || last["evalue"] != "v" {
 			t.Fatalf("%d %v", st, out)
 		}
+		// display() and rich reprs become display_data; a trailing
+		// semicolon hides the last value, as in IPython.
+		st, out = s.do("POST", "/v1/jupyter/execute", map[string]any{"session_id": "nb-1", "code": "class H:\n    def _repr_html_(self): return '<b>h</b>'\ndisplay(H())\na;"})
+		outs = out["data"].(map[string]any)["outputs"].([]any)
+		if st != 200 || len(outs) != 1 || outs[0].(map[string]any)["output_type"] != "display_data" ||
+			outs[0].(map[string]any)["data"].(map[string]any)["text/html"] != "<b>h</b>" {
+			t.Fatalf("display: %d %v", st, out)
+		}
 		st, out = s.do("GET", "/v1/jupyter/sessions", nil)
 		if _, ok := out["data"].(map[string]any)["sessions"].(map[string]any)["nb-1"]; st != 200 || !ok {
 			t.Fatalf("%d %v", st, out)

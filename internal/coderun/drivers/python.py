@@ -118,7 +118,9 @@ def run_cell(count, code):
     linecache.cache[name] = (len(code), None, code.splitlines(True), name)
     tree = ast.parse(code, name, "exec")
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
+    # Like IPython: the last statement's value is shown when it is an
+    # expression, unless the cell ends with a semicolon.
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
         last = ast.Expression(tree.body.pop().value)
     exec(compile(tree, name, "exec"), NS)
     if last is not None:
