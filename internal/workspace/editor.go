@@ -100,7 +100,7 @@ func (s *Service) Editor(ctx context.Context, c auth.Caller, a EditorArgs) (Edit
 		if err != nil {
 			return res, err
 		}
-		lines := strings.Split(data, "\n")
+		lines := textLines(data)
 		start, end := 1, len(lines)
 		if len(a.ViewRange) > 0 {
 			if len(a.ViewRange) != 2 {
@@ -110,7 +110,7 @@ func (s *Service) Editor(ctx context.Context, c auth.Caller, a EditorArgs) (Edit
 			if end == -1 {
 				end = len(lines)
 			}
-			if start < 1 || start > len(lines) || end < start || end > len(lines) {
+			if start < 1 || start > max(len(lines), 1) || end < start-1 || end > len(lines) {
 				return res, bad(fmt.Sprintf("invalid view_range %v: the file has %d lines", a.ViewRange, len(lines)))
 			}
 		}
@@ -182,7 +182,7 @@ func (s *Service) Editor(ctx context.Context, c auth.Caller, a EditorArgs) (Edit
 		if err != nil {
 			return res, err
 		}
-		lines := strings.Split(old, "\n")
+		lines := textLines(old)
 		at := *a.InsertLine
 		if at < 0 || at > len(lines) {
 			return res, bad(fmt.Sprintf("invalid insert_line %d: it must be between 0 and %d", at, len(lines)))
@@ -190,6 +190,9 @@ func (s *Service) Editor(ctx context.Context, c auth.Caller, a EditorArgs) (Edit
 		ins := strings.Split(*a.NewStr, "\n")
 		merged := append(append(append([]string{}, lines[:at]...), ins...), lines[at:]...)
 		out := strings.Join(merged, "\n")
+		if old == "" || strings.HasSuffix(old, "\n") {
+			out += "\n"
+		}
 		if err := s.writeFile(ctx, f, op, t, []byte(out), false); err != nil {
 			return res, err
 		}
@@ -216,7 +219,7 @@ func (s *Service) Editor(ctx context.Context, c auth.Caller, a EditorArgs) (Edit
 		content := e.content
 		res.NewContent = &content
 		res.Output = "Last edit to " + t.given + " undone successfully. Here's the result of running `cat -n` on " + t.given + ":\n" +
-			numbered(strings.Split(content, "\n"), 1) + "\n"
+			numbered(textLines(content), 1) + "\n"
 		return res, nil
 	}
 	return res, bad("command must be view, create, str_replace, insert or undo_edit")
@@ -255,6 +258,15 @@ func (s *Service) viewDir(ctx context.Context, f FS, op string, t target, res Ed
 	}
 	res.Output = b.String()
 	return res, nil
+}
+
+// textLines splits text into lines; a final newline ends the last line
+// rather than starting an empty one.
+func textLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
 // numbered renders lines as cat -n does, starting at first.
