@@ -178,6 +178,15 @@ func TestCodeEndToEnd(t *testing.T) {
 		if d["stdout"] != "7 /tmp\n" || d["exit_code"].(float64) != 0 {
 			t.Fatalf("%v", d)
 		}
+		// cwd applies to the call; a missing one stops the cell.
+		d = s.exec(map[string]any{"language": "bash", "code": "pwd", "cwd": "/workspace", "stateful": true, "session_id": sid})
+		if d["stdout"] != "/workspace\n" {
+			t.Fatalf("%v", d)
+		}
+		d = s.exec(map[string]any{"language": "bash", "code": "echo ran", "cwd": "/nonexistent", "stateful": true, "session_id": sid})
+		if d["stdout"] != "" || d["status"] != "error" {
+			t.Fatalf("%v", d)
+		}
 	})
 
 	t.Run("timeout-kills-and-session-recovers", func(t *testing.T) {

@@ -220,7 +220,9 @@ func (in *interp) request(id int, code, cwd string) ([]byte, error) {
 			return nil, fault.InvalidField("code", "bash code must not contain NUL bytes")
 		}
 		if cwd != "" {
-			code = "cd -- " + shellQuote(cwd) + " || return 1 2>/dev/null\n" + code
+			// The cell runs only if the cd worked (cd reports why not);
+			// eval of the quoted cell keeps its text exactly.
+			code = "cd -- " + shellQuote(cwd) + " && eval " + shellQuote(code)
 		}
 		body = []byte(code)
 	} else {
