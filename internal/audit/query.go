@@ -22,12 +22,27 @@ type Filter struct {
 	Descending bool
 }
 
-// Query returns matching records.
+// categories are the action filters that span several action prefixes:
+// an operator asking for "exec" wants every way code ran, whatever route
+// or tool started it.
+var categories = map[string][]string{
+	"auth":    {"auth", "authz"},
+	"exec":    {"exec", "shell", "bash", "code", "jupyter"},
+	"file":    {"file", "artifact"},
+	"network": {"network"},
+}
+
+// Query returns matching records. Action matches exactly, as a dotted
+// prefix, or as one of the categories above.
 func (l *Log) Query(ctx context.Context, f Filter) ([]Record, error) {
-	recs, err := l.st.QueryAudit(ctx, store.AuditFilter{
+	sf := store.AuditFilter{
 		Since: f.Since, AfterSeq: f.AfterSeq, Actor: f.Actor, Action: f.Action,
 		Sandbox: f.Sandbox, Limit: f.Limit, Descending: f.Descending,
-	})
+	}
+	if more, ok := categories[f.Action]; ok {
+		sf.Action, sf.Actions = "", more
+	}
+	recs, err := l.st.QueryAudit(ctx, sf)
 	if err != nil {
 		return nil, err
 	}

@@ -74,9 +74,18 @@ func (s *SQLite) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, 
 	if f.Actor != "" {
 		where, args = append(where, "actor = ?"), append(args, f.Actor)
 	}
+	actions := f.Actions
 	if f.Action != "" {
-		where = append(where, `(action = ? OR action LIKE ? ESCAPE '\')`)
-		args = append(args, f.Action, escapeLike(f.Action)+".%")
+		actions = append([]string{f.Action}, actions...)
+	}
+	if len(actions) > 0 {
+		var any []string
+		for _, a := range actions {
+			any = append(any, `action = ? OR action LIKE ? ESCAPE '\'`)
+			args = append(args, a, escapeLike(a)+".%")
+		}
+		// #nosec G202 -- constant fragments; every value is a bound parameter
+		where = append(where, "("+strings.Join(any, " OR ")+")")
 	}
 	if f.Sandbox != "" {
 		where, args = append(where, "sandbox = ?"), append(args, f.Sandbox)

@@ -116,7 +116,10 @@ type AuditFilter struct {
 	Actor    string    // exact key id
 	// Action matches exactly, or as a dotted prefix: "auth" matches
 	// "auth.failure" and "auth.success", not "authz.x".
-	Action     string
+	Action string
+	// Actions, when set, is a list of such actions or prefixes, any of
+	// which matches (a category spanning several prefixes).
+	Actions    []string
 	Sandbox    string
 	Limit      int // 0 or > MaxAuditPage means MaxAuditPage
 	Descending bool
