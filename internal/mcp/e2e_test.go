@@ -426,11 +426,27 @@ func TestStdioBridgeEndToEnd(t *testing.T) {
 	if res, txt := callTool(t, cs, "test_stdio_probe", map[string]any{}); res.IsError || !strings.Contains(txt, `"probe":"ok"`) {
 		t.Fatalf("probe: %s", txt)
 	}
+	t.Run("failures are explained", func(t *testing.T) { stdioFailures(t, s, bin) })
+
+	// Revoking the key ends the bridge: the server closes the session, the
+	// bridge exits, the stdio client sees the end.
+	ended := make(chan struct{})
+	go func() { _ = cs.Wait(); close(ended) }()
+	if code := s.do(http.MethodDelete, "/v1/keys/"+agent.ID, s.admin, nil, nil); code != http.StatusOK && code != http.StatusNoContent {
+		t.Fatalf("revoke: %d", code)
+	}
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the bridge outlived its key's revocation")
+	}
+	if !strings.Contains(stderr.String(), "closed the MCP session") {
+		t.Fatalf("the bridge did not say why it ended: %q", stderr.String())
+	}
 }
 
-func TestStdioBridgeExplainsFailures(t *testing.T) {
-	s := startServer(t)
-	bin := buildSandhold(t)
+// stdioFailures checks what `sandhold mcp` says when it cannot bridge.
+func stdioFailures(t *testing.T, s *server, bin string) {
 	cases := []struct {
 		name, server, key, want string
 		code                    int
