@@ -2,12 +2,15 @@ package workspace_test
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/audit"
 )
 
 // escapeFixture is the tree every escape case runs against, below
@@ -149,6 +152,29 @@ func TestEscapes(t *testing.T) {
 	}
 	if hashFile(t, "/etc/shadow") != hostShadow {
 		t.Fatal("host /etc/shadow changed")
+	}
+	// Every refusal is audited with its reason, and no record holds the
+	// protected content.
+	recs, err := s.d.Audit().Query(t.Context(), audit.Filter{Action: "file.read", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]bool{}
+	for _, r := range recs {
+		b, _ := json.Marshal(r)
+		if strings.Contains(string(b), "KEY-MATERIAL") {
+			t.Fatalf("audit record holds protected content: %s", b)
+		}
+		if msg, _ := r.Detail["error"].(string); r.Verdict == "error" {
+			for _, want := range []string{"sensitive-path policy", "leads out of /workspace", "hard link", "'.' or '..'", "symlink that is not allowed"} {
+				if strings.Contains(msg, want) {
+					reasons[want] = true
+				}
+			}
+		}
+	}
+	if len(reasons) != 5 {
+		t.Fatalf("refusal reasons audited: %v", reasons)
 	}
 }
 
