@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/mcp"
@@ -18,6 +21,12 @@ func (d *Daemon) startMCP(_ context.Context) error {
 		MaxBody:    d.cfg.MaxBody.Bytes(),
 		WriteError: api.WriteError,
 	})
+	if err := d.registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "sandhold", Subsystem: "mcp", Name: "sessions",
+		Help: "Open MCP sessions (streamable HTTP, all keys).",
+	}, func() float64 { return float64(h.Sessions()) })); err != nil {
+		return fmt.Errorf("mcp metrics: %w", err)
+	}
 	d.auth.OnRevoke(h.Revoke)
 	d.api.MCPRoutes(h)
 	d.AddCloser(func() error { h.Close(); return nil })

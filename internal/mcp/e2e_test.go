@@ -221,6 +221,20 @@ func TestStreamableHTTPEndToEnd(t *testing.T) {
 	}
 	defer func() { _ = cs.Close() }()
 
+	t.Run("sessions metric", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+s.admin)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if !bytes.Contains(body, []byte("\nsandhold_mcp_sessions 1\n")) {
+			t.Fatalf("no sandhold_mcp_sessions 1 in /metrics")
+		}
+	})
+
 	t.Run("tools", func(t *testing.T) {
 		got := names(t, cs)
 		for _, want := range []string{"exec_run", "sandbox_create", "sandbox_list", "sandbox_get", "sandbox_delete",
