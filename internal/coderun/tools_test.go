@@ -31,3 +31,28 @@ func TestAssess(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeExecute: code.execute's JSON arguments (MCP, /v1/tools/call)
+// never panic the decoder, and whatever it accepts is within the limits.
+func FuzzDecodeExecute(f *testing.F) {
+	f.Add([]byte(`{"language":"python","code":"1"}`))
+	f.Add([]byte(`{"language":"bash","code":"ls","timeout":1e309}`))
+	f.Add([]byte(`{"language":"javascript","code":"x","stateful":true,"session_id":"../x"}`))
+	f.Add([]byte(`{"language":"python","code":"1","timeout":-1,"cwd":"relative"}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		v, err := decodeExecute(raw)
+		if err != nil {
+			return
+		}
+		r := v.(ExecuteArgs).Req
+		if r.Timeout <= 0 || r.Timeout > MaxTimeout || len(r.Code) > MaxCodeBytes {
+			t.Fatalf("accepted out-of-range request: %+v", r)
+		}
+		if _, ok := runtimes[r.Language]; !ok {
+			t.Fatalf("accepted language %q", r.Language)
+		}
+		if r.SessionID != "" && CheckSessionID(r.SessionID) != nil {
+			t.Fatalf("accepted session id %q", r.SessionID)
+		}
+	})
+}
