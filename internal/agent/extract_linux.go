@@ -3,7 +3,9 @@ package agent
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -136,6 +138,9 @@ func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	if rel == "" {
 		rel = "."
 	}
+	if err := checkTree(root, rel, r.Deny, r.Limits.MaxEntries); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
 	defer cancel()
 	res, err := archive.Pack(ctx, w, root, rel, r.Format, r.Limits)
@@ -144,4 +149,39 @@ func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	// server's copy closed) and of a failure from the reply.
 	_ = w.Close()
 	return err
+}
+
+// errTreeDone ends checkTree's walk early.
+var errTreeDone = errors.New("walk done")
+
+// checkTree refuses to pack a tree that holds a name of the sensitive-path
+// policy: the archive would carry it out of the sandbox, past the policy
+// the file API applies. The walk never follows symlinks (fs.WalkDir on the
+// root) and stops after maxEntries entries (Pack refuses more anyway).
+func checkTree(root *os.Root, rel string, deny Deny, maxEntries int) error {
+	seen := 0
+	var found string
+	err := fs.WalkDir(root.FS(), rel, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable: Pack reports it
+		}
+		seen++
+		if seen > maxEntries {
+			return errTreeDone
+		}
+		if deny.Denied(path.Join("/", p)) {
+			found = p
+			return errTreeDone
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errTreeDone) {
+		return err
+	}
+	if found != "" {
+		entry := strings.TrimPrefix(strings.TrimPrefix(found, rel), "/")
+		return &archive.Error{Entry: entry, Reason: "sensitive_path", Kind: archive.KindForbidden,
+			Detail: "the directory holds a file the sensitive-path policy refuses; archive a directory without it"}
+	}
+	return nil
 }

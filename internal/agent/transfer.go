@@ -34,6 +34,9 @@ type TransferReq struct {
 	// Limits are the caps; for extract, MaxTotalBytes is lowered further
 	// by the init to the free space of the destination's file system.
 	Limits archive.Limits `json:"limits"`
+	// Deny is the sensitive-path policy: pack refuses a tree holding a
+	// denied name (it would otherwise carry the file out).
+	Deny Deny `json:"deny"`
 }
 
 // Refusal is an archive refusal as it crosses the protocol.

@@ -292,10 +292,21 @@ func (h *transferHandlers) archive(w http.ResponseWriter, r *http.Request) {
 	}
 	p := res.(*transfer.Packed)
 	defer p.Body.Close()
+	// The first bytes decide the status: a tree refused before anything
+	// was written (a sensitive file, too many entries) gets its error.
+	buf := make([]byte, streamBuf)
+	n, err := io.ReadAtLeast(p.Body, buf, 1)
+	if err != nil && !errors.Is(err, io.EOF) {
+		WriteError(w, r, err)
+		return
+	}
 	w.Header().Set("Content-Type", p.ContentType)
 	w.Header().Set("Content-Disposition", "attachment; filename*=UTF-8''"+url.PathEscape(p.Name))
 	w.WriteHeader(http.StatusOK)
-	if _, err := io.CopyBuffer(w, p.Body, make([]byte, streamBuf)); err != nil {
+	if _, err := w.Write(buf[:n]); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if _, err := io.CopyBuffer(w, p.Body, buf); err != nil {
 		loggerFrom(r.Context()).Warn("archive stream ended early", "err", err)
 		panic(http.ErrAbortHandler)
 	}

@@ -45,10 +45,10 @@ func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Forma
 }
 
 // Pack streams the tree under dir as an archive, written by the init into
-// a pipe. Read to EOF; a failure of the packing surfaces as the error of
+// a pipe; a tree holding a name deny refuses is refused. Read to EOF; a failure of the packing surfaces as the error of
 // the last Read (the stream is then partial and must be abandoned). Close
 // ends the packing early.
-func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, lim archive.Limits) (io.ReadCloser, error) {
+func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, lim archive.Limits, deny agent.Deny) (io.ReadCloser, error) {
 	inst, err := s.ensure(ctx)
 	if err != nil {
 		return nil, err
@@ -61,7 +61,7 @@ func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, l
 	p := &packStream{r: r, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		p.res, p.err = inst.Pack(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim}, w)
+		p.res, p.err = inst.Pack(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim, Deny: deny}, w)
 		_ = w.Close()
 	}()
 	return p, nil

@@ -240,7 +240,7 @@ func (s *Service) Archive(ctx context.Context, c auth.Caller, a ArchiveArgs) (*P
 	lim.MaxEntries = maxPackEntries
 	lim.MaxTotalBytes = max(sb.DiskLimit(), lim.MaxTotalBytes)
 	lim.MaxEntryBytes = lim.MaxTotalBytes
-	body, err := sb.Pack(context.WithoutCancel(ctx), real, a.Format, lim)
+	body, err := sb.Pack(context.WithoutCancel(ctx), real, a.Format, lim, s.cfg.Deny)
 	if err != nil {
 		return nil, fileError("archive", a.Path, err)
 	}
@@ -248,7 +248,22 @@ func (s *Service) Archive(ctx context.Context, c auth.Caller, a ArchiveArgs) (*P
 	if name == "/" {
 		name = "root"
 	}
-	return &Packed{Body: body, Name: name + ext, ContentType: ct}, nil
+	return &Packed{Body: faultReader{body, a.Path}, Name: name + ext, ContentType: ct}, nil
+}
+
+// faultReader turns the packing's failure into the client-safe fault the
+// handler shows (before the first byte) or logs (after it).
+type faultReader struct {
+	io.ReadCloser
+	path string
+}
+
+func (f faultReader) Read(p []byte) (int, error) {
+	n, err := f.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = fileError("archive", f.path, err)
+	}
+	return n, err
 }
 
 // isBrokenPipe tells a client that went away from a real failure.

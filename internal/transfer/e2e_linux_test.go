@@ -276,6 +276,10 @@ func TestUploadDownloadRangeRoundTrip(t *testing.T) {
 	if st, msg, _ := s.upload(prefix, "/workspace/.ssh/", "authorized_keys", []byte("x"), ""); st != 403 {
 		t.Errorf("upload into .ssh/: %d %s", st, msg)
 	}
+	// An archive of a tree holding a sensitive file is refused, naming it.
+	if st, msg := s.call("GET", prefix+"/v1/file/archive?path=/workspace", nil, nil, nil); st != 403 || !strings.Contains(msg, "sensitive_path") || !strings.Contains(msg, ".ssh") {
+		t.Errorf("archive of a tree with .ssh: %d %s", st, msg)
+	}
 	s.sh(id, "rm -r /workspace/.ssh /workspace/shadow /workspace/keys")
 	// A directory is refused with a pointer to the archive route, which
 	// streams it out.
