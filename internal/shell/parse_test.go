@@ -23,7 +23,9 @@ func newParser() (*Session, *command) {
 const rs, us = "\x1e", "\x1f"
 
 func TestFeedMarkers(t *testing.T) {
-	mark := func(nonce, id, rc, cwd string) string { return rs + "SH" + nonce + ":" + id + ":" + rc + ":" + cwd + us }
+	mark := func(nonce, id, rc, cwd string) string {
+		return rs + "SH" + nonce + ":" + id + ":" + rc + ":" + cwd + us
+	}
 	for _, c := range []struct {
 		name   string
 		chunks []string
