@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
 // LanguageInfo describes one runtime.
@@ -18,12 +19,18 @@ type LanguageInfo struct {
 	Details        map[string]any `json:"details"`
 }
 
-// Info reports the runtimes as the caller's sandbox has them: each
-// interpreter is started once (per server) to learn its version.
+// Info reports the runtimes as sandboxes have them: each interpreter is
+// started once per server, in the caller's sandbox, to learn its version
+// (all sandboxes see the same read-only /usr). A viewer's call starts
+// nothing (no default sandbox for it, no process in others' sandboxes);
+// versions not yet learnt are reported as null.
 func (s *Service) Info(ctx context.Context, c auth.Caller, sandboxID string) ([]LanguageInfo, error) {
-	sb, err := s.m.Resolve(ctx, c, sandboxID)
-	if err != nil {
-		return nil, err
+	var sb *sandbox.Sandbox
+	if sandboxID != "" || c.Role != auth.RoleViewer {
+		var err error
+		if sb, err = s.m.Resolve(ctx, c, sandboxID); err != nil {
+			return nil, err
+		}
 	}
 	langs := make([]string, 0, len(runtimes))
 	for l := range runtimes {
@@ -41,7 +48,7 @@ func (s *Service) Info(ctx context.Context, c auth.Caller, sandboxID string) ([]
 		s.mu.Lock()
 		p, ok := s.probes[lang]
 		s.mu.Unlock()
-		if !ok {
+		if !ok && sb != nil && c.Role != auth.RoleViewer {
 			// A missing runtime is remembered too: info must not start
 			// an interpreter on every call.
 			p = probe{}
@@ -61,7 +68,7 @@ func (s *Service) Info(ctx context.Context, c auth.Caller, sandboxID string) ([]
 			if lang == Python {
 				li.Details["matplotlib"] = p.mpl
 			}
-		} else {
+		} else if ok {
 			li.Details["available"] = false
 		}
 		out = append(out, li)
