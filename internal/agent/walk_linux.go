@@ -252,7 +252,7 @@ func readNames(fd int, limit int) ([]string, error) {
 		return nil, err
 	}
 	d := os.NewFile(uintptr(dup), "dir")
-	defer d.Close()
+	defer func() { _ = d.Close() }() // a read-only duplicate
 	var out []string
 	for len(out) < limit {
 		names, err := d.Readdirnames(256)

@@ -216,7 +216,7 @@ func TestFileRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	for _, want := range []string{`"/v1/file/grep"`, `"/sandboxes/{id}/v1/file/str_replace_editor"`, `"/v1/file/watch/{watcher_id}/events"`} {
 		if !strings.Contains(string(doc), want) {
 			t.Fatalf("openapi.json (%d) lacks %s", resp.StatusCode, want)
@@ -262,7 +262,7 @@ func TestWatch(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("events: %v %v", err, resp)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 
 	s.sh(id, "echo hi > /workspace/w/new.txt")
 	r = s.do("POST", p+"watch/"+info.WatcherID+"/poll", map[string]any{"cursor": 0, "timeout": 10}, "/v1/file/watch/{watcher_id}/poll")
@@ -393,7 +393,7 @@ func TestInvalidBodies(t *testing.T) {
 			} `json:"detail"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&v)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusUnprocessableEntity || err != nil || len(v.Detail) == 0 || v.Detail[0].Type != c.typ ||
 			(c.loc != "" && (len(v.Detail[0].Loc) != 2 || v.Detail[0].Loc[1] != c.loc)) {
 			t.Errorf("%s %s: %d %+v", c.route, c.body, resp.StatusCode, v)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandhold/sandhold/internal/aiocompat/aiotest"
 	"github.com/sandhold/sandhold/internal/auth"
@@ -117,7 +116,7 @@ func (s *server) do(method, path string, body any, aioPath string) reply {
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, _ := io.ReadAll(resp.Body)
 	r := reply{status: resp.StatusCode, raw: raw}
 	if err := json.Unmarshal(raw, &r.env); err != nil {
@@ -194,15 +193,4 @@ func fixture(dir string, entries []string) string {
 
 func adminCaller(s *server) auth.Caller {
 	return auth.Caller{KeyID: "test-admin", Role: auth.RoleAdmin}
-}
-
-func waitFor(t *testing.T, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -276,7 +276,7 @@ func numbered(lines []string, first int) string {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(fmt.Sprintf("%6d\t%s", first+i, l))
+		fmt.Fprintf(&b, "%6d\t%s", first+i, l)
 	}
 	return b.String()
 }

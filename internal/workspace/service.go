@@ -140,7 +140,7 @@ func (s *Service) readFile(ctx context.Context, f FS, op string, t target) ([]by
 	if err != nil {
 		return nil, agent.Stat{}, fileErr(op, t.given, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // read-only: nothing to lose on close
 	st := *resp.Stat
 	// The descriptor is what counts: a file swapped in after resolve is
 	// judged by what was opened.

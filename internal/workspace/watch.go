@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"path"
 	"sync"
@@ -229,7 +230,10 @@ func (s *Service) WatchCreate(ctx context.Context, c auth.Caller, a WatchCreateA
 	}
 	s.watches.byID[w.id] = w
 	s.watches.mu.Unlock()
-	go s.runWatch(w, base)
+	// The watch outlives the request that made it: it polls with
+	// contexts of its own and ends on stop, idleness or the sandbox's end.
+	go s.runWatch(w, base) //nolint:gosec // G118: see above
+
 	return w.snapshotInfo(), nil
 }
 
@@ -511,7 +515,8 @@ func (s *Service) WatchWait(ctx context.Context, c auth.Caller, a WatchWaitArgs)
 	stat := func() (snap, bool, error) {
 		resp, _, err := f.File(ctx, agent.OpResolve, agent.FileReq{Path: t.resolved, NoFollow: true})
 		if err != nil {
-			if ae, ok := err.(*agent.Error); ok && ae.Code == "ENOENT" {
+			var ae *agent.Error
+			if errors.As(err, &ae) && ae.Code == "ENOENT" {
 				return snap{}, false, nil
 			}
 			return snap{}, false, fileErr(op, t.given, err)
