@@ -115,6 +115,23 @@ func TestCodeLimitsAndIsolation(t *testing.T) {
 		}
 	})
 
+	t.Run("viewer-creates-nothing", func(t *testing.T) {
+		viewer := s.withKey(s.newKey("watcher", "viewer"))
+		_, before := s.do("GET", "/v1/sandboxes", nil)
+		for _, p := range []string{"/v1/code/info", "/v1/jupyter/info", "/v1/jupyter/sessions"} {
+			if st, out := viewer.do("GET", p, nil); st != 200 {
+				t.Errorf("viewer GET %s: %d %v", p, st, out)
+			}
+		}
+		if st, out := viewer.do("POST", "/v1/code/execute", map[string]any{"language": "python", "code": "1"}); st != 403 {
+			t.Errorf("viewer executes code: %d %v", st, out)
+		}
+		_, after := s.do("GET", "/v1/sandboxes", nil)
+		if len(after["data"].([]any)) != len(before["data"].([]any)) {
+			t.Fatalf("viewer calls created a sandbox: %d → %d", len(before["data"].([]any)), len(after["data"].([]any)))
+		}
+	})
+
 	t.Run("stateful-latency", func(t *testing.T) {
 		d := s.exec(map[string]any{"language": "python", "code": "n = 0", "stateful": true})
 		sid := d["session_id"].(string)

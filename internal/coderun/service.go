@@ -538,6 +538,11 @@ func (s *Service) drop(ss *session) {
 // Sessions lists the caller's sessions in a sandbox ("" = default), of
 // one language ("" = all).
 func (s *Service) Sessions(ctx context.Context, c auth.Caller, sandboxID, lang string) ([]SessionInfo, error) {
+	if c.Role == auth.RoleViewer && sandboxID == "" {
+		// Viewers own no sessions, and resolving "" would create them a
+		// default sandbox.
+		return []SessionInfo{}, nil
+	}
 	sb, err := s.m.Resolve(ctx, c, sandboxID)
 	if err != nil {
 		return nil, err
