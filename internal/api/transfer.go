@@ -11,9 +11,11 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/archive"
@@ -62,6 +64,68 @@ func (s *Server) TransferRoutes(d *dispatch.Dispatcher) {
 	}
 	for _, p := range []string{"/v1/file/upload", "/sandboxes/*/v1/file/upload", "/v1/artifacts/", "/sandboxes/*/v1/artifacts/"} {
 		s.AllowLargeBodies(p)
+	}
+	s.documentTransfer()
+}
+
+// documentTransfer adds the streaming routes to the OpenAPI document.
+func (s *Server) documentTransfer() {
+	oa := s.api.OpenAPI()
+	schema := func(t reflect.Type, hint string) *huma.Schema { return oa.Components.Schemas.Schema(t, true, hint) }
+	str := &huma.Schema{Type: "string"}
+	query := func(names ...string) []*huma.Param {
+		var ps []*huma.Param
+		for _, n := range names {
+			ps = append(ps, &huma.Param{Name: n, In: "query", Schema: str})
+		}
+		return ps
+	}
+	ref := []*huma.Param{{Name: "ref", In: "path", Required: true, Schema: str, Description: "an upload id (up_…) or an artifact name"}}
+	binary := map[string]*huma.MediaType{"application/octet-stream": {Schema: &huma.Schema{Type: "string", Format: "binary"}}}
+	jsonOf := func(t reflect.Type, hint string) map[string]*huma.MediaType {
+		return map[string]*huma.MediaType{"application/json": {Schema: schema(t, hint)}}
+	}
+	ops := []*huma.Operation{
+		{OperationID: "file-upload", Method: http.MethodPost, Path: "/v1/file/upload", Summary: "Upload a file, streamed (AIO); extract=true unpacks an archive",
+			Description: "multipart/form-data with the fields path (first) and file, or a raw body with ?path=. The file streams into a temp file beside the target and is renamed into place; beyond the workspace quota: 413 and nothing left.",
+			Parameters:  query("path", "extract", "format"),
+			RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"multipart/form-data": {Schema: &huma.Schema{Type: "object",
+				Properties: map[string]*huma.Schema{"path": str, "file": {Type: "string", Format: "binary"}}, Required: []string{"file"}}}}},
+			Responses: map[string]*huma.Response{"200": {Description: "uploaded", Content: jsonOf(reflect.TypeFor[Envelope[transfer.UploadResult]](), "FileUploadResponse")}}},
+		{OperationID: "file-download", Method: http.MethodGet, Path: "/v1/file/download", Summary: "Download a file, streamed, with Range (AIO)",
+			Parameters: query("path", "change_policy"),
+			Responses: map[string]*huma.Response{"200": {Description: "the file", Content: binary}, "206": {Description: "a range", Content: binary},
+				"409": {Description: "the file changed (change_policy=abort)"}}},
+		{OperationID: "file-extract", Method: http.MethodPost, Path: "/v1/file/extract", Summary: "Extract a zip, tar, tar.gz or tar.zst inside the sandbox, all or nothing",
+			RequestBody: &huma.RequestBody{Required: true, Content: jsonOf(reflect.TypeFor[transfer.ExtractArgs](), "FileExtractRequest")},
+			Responses:   map[string]*huma.Response{"200": {Description: "extracted", Content: jsonOf(reflect.TypeFor[Envelope[transfer.ExtractResult]](), "FileExtractResponse")}}},
+		{OperationID: "file-archive", Method: http.MethodGet, Path: "/v1/file/archive", Summary: "Stream a directory out as tar.gz or zip",
+			Parameters: query("path", "format"),
+			Responses:  map[string]*huma.Response{"200": {Description: "the archive", Content: map[string]*huma.MediaType{"application/gzip": {Schema: &huma.Schema{Type: "string", Format: "binary"}}, "application/zip": {Schema: &huma.Schema{Type: "string", Format: "binary"}}}}}},
+		{OperationID: "artifact-create", Method: http.MethodPost, Path: "/v1/artifacts", Summary: "Start a resumable artifact upload (see the README's Artifacts section)",
+			RequestBody: &huma.RequestBody{Required: true, Content: jsonOf(reflect.TypeFor[transfer.ArtifactCreateArgs](), "ArtifactCreateRequest")},
+			Responses:   map[string]*huma.Response{"201": {Description: "the upload; Location names it", Content: jsonOf(reflect.TypeFor[Envelope[transfer.ArtifactUpload]](), "ArtifactUploadResponse")}}},
+		{OperationID: "artifact-list", Method: http.MethodGet, Path: "/v1/artifacts", Summary: "List artifacts with sizes and uploads with offsets",
+			Responses: map[string]*huma.Response{"200": {Description: "the listing", Content: jsonOf(reflect.TypeFor[Envelope[transfer.ArtifactList]](), "ArtifactListResponse")}}},
+		{OperationID: "artifact-patch", Method: http.MethodPatch, Path: "/v1/artifacts/{ref}", Summary: "Append bytes at Upload-Offset",
+			Parameters:  append([]*huma.Param{{Name: "Upload-Offset", In: "header", Required: true, Schema: &huma.Schema{Type: "integer"}}}, ref...),
+			RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/offset+octet-stream": {Schema: &huma.Schema{Type: "string", Format: "binary"}}}},
+			Responses: map[string]*huma.Response{"204": {Description: "accepted; Upload-Offset is the new offset"},
+				"200": {Description: "complete and checked", Content: jsonOf(reflect.TypeFor[Envelope[transfer.ArtifactUpload]](), "ArtifactUploadResponse")},
+				"409": {Description: "wrong offset; Upload-Offset is the right one"}, "422": {Description: "SHA-256 mismatch; the upload was discarded"}}},
+		{OperationID: "artifact-head", Method: http.MethodHead, Path: "/v1/artifacts/{ref}", Summary: "An upload's Upload-Offset and Upload-Length",
+			Parameters: ref, Responses: map[string]*huma.Response{"200": {Description: "see the headers"}}},
+		{OperationID: "artifact-get", Method: http.MethodGet, Path: "/v1/artifacts/{ref}", Summary: "An artifact's content (Range), or an upload's state",
+			Parameters: ref, Responses: map[string]*huma.Response{"200": {Description: "content or state", Content: binary}, "206": {Description: "a range", Content: binary}}},
+		{OperationID: "artifact-delete", Method: http.MethodDelete, Path: "/v1/artifacts/{ref}", Summary: "Delete an artifact or an upload",
+			Parameters: ref, Responses: map[string]*huma.Response{"200": {Description: "deleted"}}},
+	}
+	for _, op := range ops {
+		op.Tags, op.Security = []string{"files"}, Security
+		if op.Description == "" {
+			op.Description = "Acts on the caller's default sandbox; the same route under /sandboxes/{id} acts on sandbox id."
+		}
+		oa.AddOperation(op)
 	}
 }
 

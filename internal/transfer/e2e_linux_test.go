@@ -234,6 +234,15 @@ func TestUploadDownloadRangeRoundTrip(t *testing.T) {
 			}
 		})
 	}
+	// The routes are in the OpenAPI document.
+	resp0 := s.req("GET", "/openapi.json", nil, nil)
+	doc, _ := io.ReadAll(resp0.Body)
+	resp0.Body.Close()
+	for _, p := range []string{`"/v1/file/upload"`, `"/v1/file/download"`, `"/v1/file/extract"`, `"/v1/file/archive"`, `"/v1/artifacts"`, `"/v1/artifacts/{ref}"`} {
+		if !bytes.Contains(doc, []byte(p)) {
+			t.Errorf("openapi.json lacks %s", p)
+		}
+	}
 	// The default sandbox route and a named target path.
 	if st, msg, res := s.upload("", "/workspace/named.txt", "ignored.txt", []byte("hello"), ""); st != 200 || res.FilePath != "/workspace/named.txt" {
 		t.Fatalf("default-sandbox upload: %d %s %+v", st, msg, res)
