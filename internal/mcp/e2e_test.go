@@ -522,3 +522,32 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestShutdownEndsSessions: an open session's event stream must not hold
+// the server's graceful shutdown until its deadline (Run would then return
+// the deadline error).
+func TestShutdownEndsSessions(t *testing.T) {
+	requireRoot(t)
+	d, err := daemon.New(config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()},
+		daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-d.Ready()
+	c := sdk.NewClient(&sdk.Implementation{Name: "shutdown", Version: "1"}, nil)
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: "http://" + d.Addr() + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key: d.AdminKey(), base: http.DefaultTransport}}, MaxRetries: -1}, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	names(t, cs) // the session is live, its event stream open
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("shutdown with an open MCP session: %v", err)
+	}
+	_ = cs.Close()
+}

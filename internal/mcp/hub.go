@@ -84,6 +84,8 @@ type Hub struct {
 	revoked map[string]bool
 	opening int // session-opening POSTs in flight
 	closed  bool
+	// hooked are the http.Servers whose Shutdown closes the sessions.
+	hooked map[*http.Server]bool
 }
 
 // keyServer is one key's MCP server.
@@ -104,6 +106,7 @@ func New(o Options) *Hub {
 		d: o.Dispatcher, log: o.Logger, version: o.Version, visible: o.Visible, writeErr: o.WriteError,
 		maxAll: o.MaxSessions, maxKey: o.MaxSessionsPerKey,
 		warned: map[string]bool{}, keys: map[string]*keyServer{}, revoked: map[string]bool{},
+		hooked: map[*http.Server]bool{},
 	}
 	if h.visible == nil {
 		h.visible = callable
@@ -159,6 +162,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeErr(w, r, fault.New(fault.Unauthorized, "authentication required"))
 		return
 	}
+	h.hookShutdown(r)
 	if sid := r.Header.Get(sessionHeader); sid != "" {
 		// A session belongs to the key that opened it; to any other key
 		// it does not exist.
@@ -189,6 +193,24 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.release(ks)
 	h.handler.ServeHTTP(w, r)
+}
+
+// hookShutdown makes the serving http.Server's Shutdown close every
+// session: a session's event stream (GET) is an active connection that
+// Shutdown would otherwise wait on until its own deadline.
+func (h *Hub) hookShutdown(r *http.Request) {
+	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if !ok || srv == nil {
+		return
+	}
+	h.mu.Lock()
+	if h.hooked[srv] {
+		h.mu.Unlock()
+		return
+	}
+	h.hooked[srv] = true
+	h.mu.Unlock()
+	srv.RegisterOnShutdown(h.Close)
 }
 
 // serverFor is the SDK's getServer: the caller's MCP server, created on
