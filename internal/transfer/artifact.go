@@ -76,6 +76,8 @@ type ArtifactUpload struct {
 	Complete bool   `json:"complete"`
 	// Path is where the artifact is (complete) or will be.
 	Path string `json:"path"`
+	// SandboxID is the sandbox written (for the audit record).
+	SandboxID string `json:"-"`
 }
 
 // Artifact is a completed artifact.
@@ -148,7 +150,7 @@ func (s *Service) CreateArtifact(ctx context.Context, c auth.Caller, a ArtifactC
 		s.removeQuiet(ctx, sb, path.Join(uploadsDir, id+".json"))
 		return nil, fileError("artifact", a.Name, err)
 	}
-	up := &ArtifactUpload{ID: id, Name: a.Name, Length: a.Length, SHA256: a.SHA256, Path: path.Join(ArtifactDir, a.Name)}
+	up := &ArtifactUpload{ID: id, Name: a.Name, Length: a.Length, SHA256: a.SHA256, Path: path.Join(ArtifactDir, a.Name), SandboxID: sb.ID()}
 	if a.Length == 0 {
 		return s.finish(ctx, sb, id, artifactMeta{Name: a.Name, SHA256: a.SHA256})
 	}
@@ -277,7 +279,7 @@ func (s *Service) WriteArtifact(ctx context.Context, c auth.Caller, a ArtifactWr
 	if err := f.Sync(); err != nil {
 		return nil, fileError("artifact", meta.Name, err)
 	}
-	up := &ArtifactUpload{ID: a.ID, Name: meta.Name, Length: meta.Length, Offset: cur + n, SHA256: meta.SHA256, Path: path.Join(ArtifactDir, meta.Name)}
+	up := &ArtifactUpload{ID: a.ID, Name: meta.Name, Length: meta.Length, Offset: cur + n, SHA256: meta.SHA256, Path: path.Join(ArtifactDir, meta.Name), SandboxID: sb.ID()}
 	if up.Offset < meta.Length {
 		return up, nil
 	}
@@ -308,7 +310,7 @@ func (s *Service) finish(ctx context.Context, sb *sandbox.Sandbox, id string, me
 		return nil, fileError("artifact", meta.Name, err)
 	}
 	s.removeQuiet(ctx, sb, path.Join(uploadsDir, id+".json"))
-	return &ArtifactUpload{ID: id, Name: meta.Name, Length: meta.Length, Offset: meta.Length, SHA256: got, Complete: true, Path: final}, nil
+	return &ArtifactUpload{ID: id, Name: meta.Name, Length: meta.Length, Offset: meta.Length, SHA256: got, Complete: true, Path: final, SandboxID: sb.ID()}, nil
 }
 
 // ArtifactStatus reports an upload's offset (HEAD).

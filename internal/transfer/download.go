@@ -27,11 +27,13 @@ type DownloadArgs struct {
 // Download is an opened regular file for the handler to stream (with
 // http.ServeContent: Range, If-Range, HEAD). The handler closes File.
 type Download struct {
-	File    *os.File
-	Path    string
-	Size    int64
-	ModTime time.Time
-	stamp   stamp
+	File *os.File
+	// SandboxID is the sandbox read from (for the audit record).
+	SandboxID string
+	Path      string
+	Size      int64
+	ModTime   time.Time
+	stamp     stamp
 }
 
 // ErrChanged is a download whose file changed while it was being sent
@@ -102,7 +104,7 @@ func (s *Service) Download(ctx context.Context, c auth.Caller, a DownloadArgs) (
 	}
 	d, err := openRegular(ctx, sb, real)
 	if d != nil {
-		d.Path = a.Path
+		d.Path, d.SandboxID = a.Path, sb.ID()
 	}
 	return d, err
 }
@@ -185,7 +187,9 @@ func (s *Service) Extract(ctx context.Context, c auth.Caller, a ExtractArgs) (*E
 	if err != nil {
 		return nil, fileError("extract", dest, err)
 	}
-	return extractResult(dest, res), nil
+	x := extractResult(dest, res)
+	x.SandboxID = sb.ID()
+	return x, nil
 }
 
 // ArchiveArgs streams a directory out as an archive.

@@ -453,6 +453,36 @@ func TestHostileArchivesOverHTTP(t *testing.T) {
 	if out := s.sh(id, "cat /workspace/good/d/f.txt"); out != "hi" {
 		t.Fatalf("extracted content: %q", out)
 	}
+	// Every refusal is audited with its rule; successes with their counts.
+	var audit struct {
+		Records []struct {
+			Action  string         `json:"action"`
+			Verdict string         `json:"verdict"`
+			Detail  map[string]any `json:"detail"`
+		} `json:"records"`
+	}
+	if st, msg := s.call("GET", "/v1/audit?action=file", nil, nil, &audit); st != 200 {
+		t.Fatalf("audit: %d %s", st, msg)
+	}
+	seen := map[string]bool{}
+	for _, r := range audit.Records {
+		if e, ok := r.Detail["error"].(string); ok && r.Verdict == "error" {
+			for _, rule := range []string{"parent_component", "absolute_path", "hardlink_refused", "ratio_exceeded", "too_many_entries"} {
+				if strings.Contains(e, rule) {
+					seen[r.Action+" "+rule] = true
+				}
+			}
+		}
+		if r.Action == "file.extract" && r.Verdict == "allowed" && r.Detail["files"] == float64(1) && r.Detail["sandbox_id"] == id {
+			seen["file.extract ok"] = true
+		}
+	}
+	for _, want := range []string{"file.upload parent_component", "file.upload absolute_path", "file.upload hardlink_refused",
+		"file.upload ratio_exceeded", "file.extract too_many_entries", "file.extract ok"} {
+		if !seen[want] {
+			t.Errorf("no audit record for %s", want)
+		}
+	}
 }
 
 type upload struct {

@@ -71,7 +71,7 @@ func (s *Service) Register(d *dispatch.Dispatcher) {
 		},
 		Summarize: func(_, r any) map[string]any {
 			u := r.(UploadResult)
-			m := map[string]any{"path": u.FilePath, "bytes": u.FileSize}
+			m := map[string]any{"path": u.FilePath, "bytes": u.FileSize, "sandbox_id": u.SandboxID}
 			if x := u.Extracted; x != nil {
 				m["files"], m["dirs"], m["extracted_bytes"], m["stripped"] = x.Files, x.Dirs, x.Bytes, x.Stripped
 			}
@@ -93,7 +93,8 @@ func (s *Service) Register(d *dispatch.Dispatcher) {
 			return dispatch.Target{Target: d.Path, Sandbox: d.Sandbox}
 		},
 		Summarize: func(_, r any) map[string]any {
-			return map[string]any{"bytes": r.(*Download).Size}
+			d := r.(*Download)
+			return map[string]any{"bytes": d.Size, "sandbox_id": d.SandboxID}
 		},
 		Run: func(ctx context.Context, c auth.Caller, a any) (any, error) {
 			if err := requireStreaming(ctx, ToolDownload); err != nil {
@@ -112,7 +113,7 @@ func (s *Service) Register(d *dispatch.Dispatcher) {
 		},
 		Summarize: func(_, r any) map[string]any {
 			x := r.(*ExtractResult)
-			return map[string]any{"dest": x.Dest, "files": x.Files, "dirs": x.Dirs, "bytes": x.Bytes, "stripped": x.Stripped}
+			return map[string]any{"dest": x.Dest, "files": x.Files, "dirs": x.Dirs, "bytes": x.Bytes, "stripped": x.Stripped, "sandbox_id": x.SandboxID}
 		},
 		Run: func(ctx context.Context, c auth.Caller, a any) (any, error) {
 			return s.Extract(ctx, c, a.(ExtractArgs))
@@ -140,7 +141,10 @@ func (s *Service) Register(d *dispatch.Dispatcher) {
 			x := a.(ArtifactCreateArgs)
 			return dispatch.Target{Target: x.Name, Sandbox: x.Sandbox, Detail: map[string]any{"length": x.Length}}
 		},
-		Summarize: func(_, r any) map[string]any { return map[string]any{"upload": r.(*ArtifactUpload).ID} },
+		Summarize: func(_, r any) map[string]any {
+			u := r.(*ArtifactUpload)
+			return map[string]any{"upload": u.ID, "sandbox_id": u.SandboxID}
+		},
 		Run: func(ctx context.Context, c auth.Caller, a any) (any, error) {
 			return s.CreateArtifact(ctx, c, a.(ArtifactCreateArgs))
 		},
@@ -154,7 +158,7 @@ func (s *Service) Register(d *dispatch.Dispatcher) {
 		},
 		Summarize: func(a, r any) map[string]any {
 			u := r.(*ArtifactUpload)
-			return map[string]any{"bytes": u.Offset - a.(ArtifactWriteArgs).Offset, "offset": u.Offset, "complete": u.Complete}
+			return map[string]any{"bytes": u.Offset - a.(ArtifactWriteArgs).Offset, "offset": u.Offset, "complete": u.Complete, "sandbox_id": u.SandboxID}
 		},
 		Run: func(ctx context.Context, c auth.Caller, a any) (any, error) {
 			if err := requireStreaming(ctx, ToolArtifactWrite); err != nil {

@@ -47,6 +47,8 @@ type UploadResult struct {
 	FileSize  int64          `json:"file_size"`
 	Success   bool           `json:"success"`
 	Extracted *ExtractResult `json:"extracted,omitempty"`
+	// SandboxID is the sandbox that was written (for the audit record).
+	SandboxID string `json:"-"`
 }
 
 // ExtractResult counts what an extraction wrote.
@@ -57,6 +59,8 @@ type ExtractResult struct {
 	Symlinks int    `json:"symlinks"`
 	Bytes    int64  `json:"bytes"`
 	Stripped int    `json:"stripped_mode_bits"`
+	// SandboxID is the sandbox that was written (for the audit record).
+	SandboxID string `json:"-"`
 }
 
 func extractResult(dest string, r archive.Result) *ExtractResult {
@@ -122,7 +126,7 @@ func (s *Service) Upload(ctx context.Context, c auth.Caller, a UploadArgs) (Uplo
 		s.removeQuiet(ctx, sb, tmp)
 		return UploadResult{}, fileError("upload", target, err)
 	}
-	return UploadResult{FilePath: target, FileSize: n, Success: true}, nil
+	return UploadResult{FilePath: target, FileSize: n, Success: true, SandboxID: sb.ID()}, nil
 }
 
 // uploadTarget resolves where an upload goes.
@@ -216,7 +220,7 @@ func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a Uplo
 	if err != nil {
 		return UploadResult{}, fileError("extract", dest, err)
 	}
-	return UploadResult{FilePath: dest, FileSize: n, Success: true, Extracted: extractResult(dest, res)}, nil
+	return UploadResult{FilePath: dest, FileSize: n, Success: true, Extracted: extractResult(dest, res), SandboxID: sb.ID()}, nil
 }
 
 func (s *Service) extractLimits(sb *sandbox.Sandbox) archive.Limits {
