@@ -16,6 +16,11 @@ import (
 // kernel's own limit for one lookup is 40).
 const maxSymlinks = 40
 
+// maxResolveRetries bounds how often resolve opens a name again whose file
+// was replaced while it looked (each retry needs another concurrent
+// rename, so a few suffice).
+const maxResolveRetries = 8
+
 // workspaceOp serves the workspace ops with the sandbox user's filesystem
 // ids, like every file primitive.
 func (s *server) workspaceOp(op Op, r *FileReq) (resp Response, out []*os.File, err error) {
@@ -94,17 +99,25 @@ func fdPath(fd int) (string, error) {
 // fails the call instead of redirecting it.
 func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
 	fd, err := openat2(p, unix.O_PATH, 0, false)
-	if err == nil {
-		defer unix.Close(fd)
-		real, err := fdPath(fd)
-		if err != nil {
-			return "", nil, false, err
+	// A rename over the file between the open and the readlink leaves
+	// the descriptor on an unlinked inode (an atomic write by another
+	// call does exactly that): open the name again, a bounded number of
+	// times.
+	for try := 0; err == nil; try++ {
+		real, perr := fdPath(fd)
+		if perr == nil {
+			st, serr := statFD(fd, path.Base(real))
+			unix.Close(fd)
+			if serr != nil {
+				return "", nil, false, serr
+			}
+			return real, &st, true, nil
 		}
-		st, err := statFD(fd, path.Base(real))
-		if err != nil {
-			return "", nil, false, err
+		unix.Close(fd)
+		if try == maxResolveRetries {
+			return "", nil, false, perr
 		}
-		return real, &st, true, nil
+		fd, err = openat2(p, unix.O_PATH, 0, false)
 	}
 	if !errors.Is(err, unix.ENOENT) || p == "/" {
 		return "", nil, false, err
