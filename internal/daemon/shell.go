@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 
+	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/shell"
 )
 
@@ -12,7 +13,12 @@ import (
 // terminals and sessions; sessions end before the sandbox manager closes
 // (closers run in reverse order).
 func (d *Daemon) startShell(_ context.Context) error {
-	svc := shell.New(d.sandboxes, shell.Options{Limiter: d.limiter, Log: d.log})
+	auditFn := func(ctx context.Context, e audit.Entry) {
+		if _, err := d.audit.Append(ctx, e); err != nil {
+			d.log.Error("audit", "action", e.Action, "err", err)
+		}
+	}
+	svc := shell.New(d.sandboxes, shell.Options{Limiter: d.limiter, Log: d.log, Audit: auditFn})
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
 	d.auth.OnRevoke(svc.Revoke)
 	shell.RegisterTools(d.dispatch, svc, d.sandboxes, d.guard, d.version)

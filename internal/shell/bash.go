@@ -50,6 +50,8 @@ type BashSession struct {
 	Sandbox string
 	Owner   string
 	Created time.Time
+	// onFinish is told about every command that ends.
+	onFinish func(c *BashCommand)
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -210,6 +212,9 @@ wait:
 	c.exit = &code
 	c.mu.Unlock()
 	close(c.done)
+	if b.onFinish != nil {
+		b.onFinish(c)
+	}
 	b.mu.Lock()
 	b.lastUsed = time.Now()
 	b.order = append(b.order, c.ID)

@@ -24,6 +24,11 @@ func TestBashPipe(t *testing.T) {
 		if d["stdout"] != "/tmp [] []\n" || d["exit_code"] != float64(7) || d["status"] != "completed" {
 			t.Fatalf("second exec: %v", d)
 		}
+		// The end of each command is audited, without its output.
+		eventually(t, "bash.finish audited", func() bool {
+			a := s.do("GET", "/v1/audit?action=bash.finish", nil)
+			return a.status == 200 && strings.Contains(string(a.raw), `"exit_code":7`) && !strings.Contains(string(a.raw), "out foo")
+		})
 		list := s.do("GET", "/v1/bash/sessions", nil)
 		if list.status != 200 || !strings.Contains(string(list.raw), sid) {
 			t.Fatalf("sessions: %s", list.raw)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/ratelimit"
@@ -45,6 +46,9 @@ type Options struct {
 	// Limiter caps live terminals per key (ratelimit.Terminal); nil: none.
 	Limiter *ratelimit.Limiter
 	Log     *slog.Logger
+	// Audit records the end of commands (their start is audited by the
+	// dispatcher); nil records nothing.
+	Audit func(ctx context.Context, e audit.Entry)
 }
 
 // Service holds every shell and bash session of the server.
@@ -102,7 +106,9 @@ func (s *Service) Close() {
 		t.End("server stopping")
 	}
 	for _, x := range sess {
-		x.Close()
+		if x.proc != nil {
+			x.Close()
+		}
 	}
 	for _, b := range bs {
 		b.close()
@@ -139,7 +145,9 @@ func (s *Service) Revoke(keyID string) {
 	}
 	go func() {
 		for _, x := range sess {
-			x.Close()
+			if x.proc != nil {
+				x.Close()
+			}
 		}
 		for _, b := range bs {
 			b.close()
@@ -289,6 +297,9 @@ func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sb *sandbox.
 	if noChange > 0 {
 		x.noChange = noChange
 	}
+	x.onFinish = func(c *command, status string, exit *int) {
+		s.finished("shell.finish", x.Owner, x.Sandbox, c.text, x.ID+"/"+c.id, status, exit, time.Since(c.started))
+	}
 	s.sessions[key] = x
 	return x, nil
 }
@@ -405,6 +416,9 @@ func (s *Service) CreateBash(c auth.Caller, sb *sandbox.Sandbox, id, dir string)
 		return nil, err
 	}
 	b := newBashSession(id, sb.ID(), c.KeyID, dir)
+	b.onFinish = func(cmd *BashCommand) {
+		s.finished("bash.finish", b.Owner, b.Sandbox, cmd.Command, cmd.ID, cmd.Status(), cmd.ExitCode(), time.Since(cmd.Started))
+	}
 	s.bash[key] = b
 	return b, nil
 }
@@ -451,4 +465,17 @@ func (s *Service) untrack(t *Terminal) {
 	s.mu.Lock()
 	delete(s.terminals, t)
 	s.mu.Unlock()
+}
+
+// finished audits the end of a command (action shell.finish or
+// bash.finish). Output is never recorded.
+func (s *Service) finished(action, actor, sb, command, id, status string, exit *int, took time.Duration) {
+	if s.opt.Audit == nil {
+		return
+	}
+	d := map[string]any{"command": command, "command_id": id, "duration_ms": took.Milliseconds()}
+	if exit != nil {
+		d["exit_code"] = *exit
+	}
+	s.opt.Audit(context.Background(), audit.Entry{Actor: actor, Action: action, Sandbox: sb, Verdict: status, Detail: d})
 }

@@ -88,10 +88,13 @@ type Session struct {
 	Kind    string
 	Created time.Time
 
-	proc   *sandbox.Proc
-	nonce  string
-	ready  chan struct{}
-	exited chan struct{}
+	proc  *sandbox.Proc
+	nonce string
+	// onFinish is told about every command that ends (set before the
+	// session is shared; called without mu).
+	onFinish func(c *command, status string, exit *int)
+	ready    chan struct{}
+	exited   chan struct{}
 
 	// reader-goroutine state (only the reader touches these).
 	carry   []byte
@@ -341,6 +344,11 @@ func (s *Session) finishLocked(c *command) {
 	case <-c.done:
 	default:
 		close(c.done)
+		if s.onFinish != nil {
+			// Not under mu: the audit log writes to disk.
+			status, exit := c.status, c.exit
+			go s.onFinish(c, status, exit)
+		}
 	}
 }
 

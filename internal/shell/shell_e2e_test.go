@@ -32,6 +32,10 @@ func TestShellSessions(t *testing.T) {
 		if d["output"] != "/workspace\n" {
 			t.Fatalf("exec_dir: %v", d)
 		}
+		eventually(t, "shell.finish audited", func() bool {
+			a := s.do("GET", "/v1/audit?action=shell.finish", nil)
+			return a.status == 200 && strings.Contains(string(a.raw), "DEMO_FLAG") && !strings.Contains(string(a.raw), "/tmp/w\\nhello")
+		})
 		list := ok(t, s.do("GET", "/v1/shell/sessions", nil))
 		in, _ := list["sessions"].(map[string]any)[sid].(map[string]any)
 		if in == nil || in["working_dir"] != "/workspace" || in["owner"] != "key_admin" || in["sandbox"] == "" {
