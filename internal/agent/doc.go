@@ -45,6 +45,13 @@
 //     as the sandbox sees them; they are resolved by the kernel in the init's
 //     mount namespace (openat2 with RESOLVE_NO_MAGICLINKS, optionally
 //     RESOLVE_NO_SYMLINKS), with the filesystem uid of the sandbox user.
+//   - resolve, openread, walk, grep (walk.go): the workspace API's ops —
+//     the kernel's name for a path (O_PATH and /proc/self/fd; a dangling
+//     symlink followed by hand), a regular file opened for reading with
+//     O_NONBLOCK, and bounded walks and searches of a tree (every step
+//     relative to an open directory with RESOLVE_BENEATH|NO_SYMLINKS,
+//     sensitive names skipped inside the init) that would otherwise cost a
+//     round trip per entry.
 //   - ping: liveness.
 //
 // Errors carry an errno name (ENOENT, EACCES, …) and a message with sandbox
