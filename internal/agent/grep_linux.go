@@ -173,6 +173,10 @@ func (g *grepper) file(fd int, name string) bool {
 	lines := splitLines(data)
 	matched := false
 	emit := func(line int) bool {
+		if !matched && g.req.MaxFiles > 0 && g.resp.FilesMatched >= g.req.MaxFiles {
+			g.resp.Truncated = true
+			return false
+		}
 		matched = true
 		g.resp.MatchCount++
 		if g.resp.MatchCount <= g.req.Offset {

@@ -170,8 +170,11 @@ type GrepReq struct {
 	// MaxFileSize skips larger files (0: no per-file limit beyond
 	// MaxGrepBytes).
 	MaxFileSize int64 `json:"max_file_size,omitempty"`
-	Recursive   bool  `json:"recursive,omitempty"`
-	Deny        Deny  `json:"deny"`
+	// MaxFiles, when set, ends the search (Truncated) once matches from
+	// that many files were found and another file matches.
+	MaxFiles  int  `json:"max_files,omitempty"`
+	Recursive bool `json:"recursive,omitempty"`
+	Deny      Deny `json:"deny"`
 }
 
 // GrepMatch is one matching line (or, multiline, the first line of a match

@@ -352,15 +352,17 @@ func TestCaps(t *testing.T) {
 		{"list", `{"path":"/workspace/c"}`},
 		{"find", `{"path":"/workspace/c","glob":"f*"}`},
 		{"glob", `{"path":"/workspace/c","pattern":"*"}`},
+		{"grep", `{"path":"/workspace/c","pattern":"[0-9]"}`},
 	} {
 		var body any
 		_ = json.Unmarshal([]byte(c.body), &body)
 		r := s.do("POST", p+c.route, body, "/v1/file/"+c.route)
 		var res struct {
 			Files     []json.RawMessage `json:"files"`
+			Matches   []json.RawMessage `json:"matches"`
 			Truncated bool              `json:"truncated"`
 		}
-		if r.status != 200 || json.Unmarshal(r.env.Data, &res) != nil || len(res.Files) != 5 || !res.Truncated {
+		if r.status != 200 || json.Unmarshal(r.env.Data, &res) != nil || len(res.Files)+len(res.Matches) != 5 || !res.Truncated {
 			t.Fatalf("%s: %d %s", c.route, r.status, r.raw)
 		}
 	}

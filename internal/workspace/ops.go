@@ -322,7 +322,8 @@ func (s *Service) Grep(ctx context.Context, c auth.Caller, a GrepArgs) (GrepResu
 		Multiline: boolOr(a.Multiline, false), Include: a.Include, Exclude: a.Exclude,
 		Before: intOr(a.ContextBefore, 0), After: intOr(a.ContextAfter, 0),
 		MaxResults: intOr(a.MaxResults, 500), Offset: intOr(a.Offset, 0), Recursive: boolOr(a.Recursive, true),
-		Deny: s.cfg.Policy.deny(),
+		MaxFiles: s.cfg.MaxFilesPerRequest,
+		Deny:     s.cfg.Policy.deny(),
 	}
 	bad := func(msg string) error {
 		return newErr(fault.Invalid, op, a.Path, TypeInvalidTarget, msg, false, "", nil)
