@@ -271,25 +271,23 @@ func TestCodeEndToEnd(t *testing.T) {
 	t.Run("busy-session-conflict", func(t *testing.T) {
 		d := s.exec(map[string]any{"language": "bash", "code": "true", "stateful": true})
 		sid := d["session_id"].(string)
-		started := make(chan struct{})
 		done := make(chan map[string]any, 1)
 		go func() {
-			close(started)
-			_, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "code": "sleep 2; echo slept", "stateful": true, "session_id": sid})
+			_, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "stateful": true, "session_id": sid,
+				"code": "touch /tmp/busy-started; sleep 3; echo slept"})
 			done <- out
 		}()
-		<-started
-		// Poll until the first call holds the session, then collide.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			st, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "code": "echo second", "stateful": true, "session_id": sid})
-			if st == 409 {
-				break
-			}
+		// Wait (through another interpreter) until the cell runs, then
+		// collide with it once.
+		deadline := time.Now().Add(10 * time.Second)
+		for s.exec(map[string]any{"language": "bash", "code": "test -e /tmp/busy-started"})["exit_code"].(float64) != 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("never saw the session busy: %d %v", st, out)
+				t.Fatal("the long cell never started")
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		if st, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "code": "echo second", "stateful": true, "session_id": sid}); st != 409 {
+			t.Fatalf("call on a busy session: %d %v", st, out)
 		}
 		first := <-done
 		if first["data"].(map[string]any)["stdout"] != "slept\n" {
