@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/coder/websocket"
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -46,6 +47,7 @@ func (s *Server) ShellRoutes(d *dispatch.Dispatcher) {
 		r.Get(prefix+"/v1/sandbox/packages/nodejs", h.sandboxPackages("nodejs"))
 		r.Get(prefix+"/v1/shell/terminal-url", h.terminalURL)
 	}
+	s.documentShell()
 }
 
 type shellHandlers struct {
@@ -302,4 +304,80 @@ func (h *shellHandlers) terminalURL(w http.ResponseWriter, r *http.Request) {
 	}
 	u := url.URL{Scheme: scheme, Host: r.Host, Path: path, RawQuery: "session_id=" + url.QueryEscape(res.(shell.CreateResult).SessionID)}
 	WriteData(w, http.StatusOK, u.String())
+}
+
+// documentShell adds the shell, bash and sandbox-info routes to the OpenAPI
+// document (they are plain handlers: AIO's 422 shape and SSE need them).
+func (s *Server) documentShell() {
+	oa := s.api.OpenAPI()
+	schema := func(t reflect.Type, hint string) *huma.Schema { return oa.Components.Schemas.Schema(t, true, hint) }
+	invalid := schema(reflect.TypeFor[shellInvalidBody](), "ShellInvalidBody")
+	type route struct {
+		id, method, path, tag, summary string
+		req, res                       reflect.Type
+	}
+	routes := []route{
+		{"shell-exec", http.MethodPost, "/v1/shell/exec", "shell", "Run a command in a PTY shell session that keeps cwd and env (SSE with Accept: text/event-stream)",
+			reflect.TypeFor[shell.ShellExecArgs](), reflect.TypeFor[Envelope[shell.Result]]()},
+		{"shell-view", http.MethodPost, "/v1/shell/view", "shell", "A session's latest command and output",
+			reflect.TypeFor[shell.ShellSessionArgs](), reflect.TypeFor[Envelope[shell.ViewResult]]()},
+		{"shell-wait", http.MethodPost, "/v1/shell/wait", "shell", "Wait for a session's command to finish",
+			reflect.TypeFor[shell.ShellWaitArgs](), reflect.TypeFor[Envelope[shell.StatusResult]]()},
+		{"shell-write", http.MethodPost, "/v1/shell/write", "shell", "Write input to a session's terminal",
+			reflect.TypeFor[shell.ShellWriteArgs](), reflect.TypeFor[Envelope[shell.StatusResult]]()},
+		{"shell-kill", http.MethodPost, "/v1/shell/kill", "shell", "Stop a session's running command",
+			reflect.TypeFor[shell.ShellSessionArgs](), reflect.TypeFor[Envelope[shell.KillResult]]()},
+		{"shell-session-create", http.MethodPost, "/v1/shell/sessions/create", "shell", "Start a shell session",
+			reflect.TypeFor[shell.ShellCreateArgs](), reflect.TypeFor[Envelope[shell.CreateResult]]()},
+		{"shell-session-update", http.MethodPost, "/v1/shell/sessions/update", "shell", "Change a session's no_change_timeout",
+			reflect.TypeFor[shell.ShellUpdateArgs](), reflect.TypeFor[Envelope[map[string]any]]()},
+		{"shell-sessions", http.MethodGet, "/v1/shell/sessions", "shell", "Shell sessions with sandbox, owner, status and idle time (at /v1: every session the caller may see)",
+			nil, reflect.TypeFor[Envelope[shell.SessionsResult]]()},
+		{"shell-sessions-stats", http.MethodGet, "/v1/shell/sessions/stats", "shell", "Shell session statistics", nil, reflect.TypeFor[Envelope[shell.Stats]]()},
+		{"shell-sessions-delete", http.MethodDelete, "/v1/shell/sessions", "shell", "End the caller's shell sessions in the sandbox", nil, reflect.TypeFor[Envelope[map[string]any]]()},
+		{"shell-session-delete", http.MethodDelete, "/v1/shell/sessions/{session_id}", "shell", "End a shell session", nil, reflect.TypeFor[Envelope[map[string]any]]()},
+		{"shell-terminal-url", http.MethodGet, "/v1/shell/terminal-url", "shell", "Start an interactive session and return the WebSocket URL of its terminal", nil, reflect.TypeFor[Envelope[string]]()},
+		{"shell-ws", http.MethodGet, "/v1/shell/ws", "shell", "WebSocket terminal (AIO protocol: input, resize, ping/pong; output, session_id, ready); ?session_id= reattaches, ?ticket= authenticates browsers",
+			nil, nil},
+		{"bash-exec", http.MethodPost, "/v1/bash/exec", "bash", "Run a command as its own process (separate stdout/stderr, byte offsets)",
+			reflect.TypeFor[shell.BashExecArgs](), reflect.TypeFor[Envelope[shell.BashExecResult]]()},
+		{"bash-output", http.MethodPost, "/v1/bash/output", "bash", "Read a command's output from byte offsets, optionally long-polling",
+			reflect.TypeFor[shell.BashOutputArgs](), reflect.TypeFor[Envelope[shell.BashOutputResult]]()},
+		{"bash-write", http.MethodPost, "/v1/bash/write", "bash", "Write to a running command's stdin",
+			reflect.TypeFor[shell.BashWriteArgs](), reflect.TypeFor[Envelope[map[string]any]]()},
+		{"bash-kill", http.MethodPost, "/v1/bash/kill", "bash", "Signal a session's current command (SIGTERM, SIGKILL, SIGINT, SIGHUP, SIGQUIT)",
+			reflect.TypeFor[shell.BashKillArgs](), reflect.TypeFor[Envelope[shell.BashCommandInfo]]()},
+		{"bash-sessions", http.MethodGet, "/v1/bash/sessions", "bash", "Bash sessions", nil, reflect.TypeFor[Envelope[[]shell.BashInfo]]()},
+		{"bash-session-create", http.MethodPost, "/v1/bash/sessions/create", "bash", "Create a bash session",
+			reflect.TypeFor[shell.BashCreateArgs](), reflect.TypeFor[Envelope[shell.BashInfo]]()},
+		{"bash-session-close", http.MethodPost, "/v1/bash/sessions/{session_id}/close", "bash", "Close a bash session and kill its commands", nil, reflect.TypeFor[Envelope[map[string]any]]()},
+		{"sandbox-info", http.MethodGet, "/v1/sandbox", "sandbox", "The sandbox's environment: OS, user, runtimes, tools, listening ports (gathered inside it)",
+			nil, reflect.TypeFor[sandboxInfoBody]()},
+		{"sandbox-packages-python", http.MethodGet, "/v1/sandbox/packages/python", "sandbox", "Installed python packages (pip list)", nil, reflect.TypeFor[Envelope[any]]()},
+		{"sandbox-packages-nodejs", http.MethodGet, "/v1/sandbox/packages/nodejs", "sandbox", "Installed global node packages (npm ls -g)", nil, reflect.TypeFor[Envelope[any]]()},
+	}
+	for _, prefixed := range []bool{false, true} {
+		for _, r := range routes {
+			op := &huma.Operation{OperationID: "aio-" + r.id, Method: r.method, Path: r.path, Tags: []string{r.tag}, Security: Security,
+				Summary: r.summary, Description: "Acts on the caller's default sandbox; the same route under /sandboxes/{id} acts on sandbox id.",
+				Responses: map[string]*huma.Response{"200": {Description: "ok"}},
+			}
+			if r.res != nil {
+				op.Responses["200"].Content = map[string]*huma.MediaType{"application/json": {Schema: schema(r.res, r.id+"-response")}}
+			}
+			if prefixed {
+				op.OperationID += "-in-sandbox"
+				op.Path = "/sandboxes/{id}" + r.path
+				op.Parameters = append(op.Parameters, &huma.Param{Name: "id", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
+			}
+			if strings.Contains(r.path, "{session_id}") {
+				op.Parameters = append(op.Parameters, &huma.Param{Name: "session_id", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
+			}
+			if r.req != nil {
+				op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: schema(r.req, r.id+"-request")}}}
+				op.Responses["422"] = &huma.Response{Description: "invalid request (AIO's shape)", Content: map[string]*huma.MediaType{"application/json": {Schema: invalid}}}
+			}
+			oa.AddOperation(op)
+		}
+	}
 }

@@ -22,6 +22,12 @@ func TestSandboxInfoPrefixesAndStreams(t *testing.T) {
 		if sys["os"] != "linux" || sys["arch"] == "" || sys["user"] == "" || sys["workspace"] != "/workspace" {
 			t.Fatalf("system: %v", sys)
 		}
+		doc := s.do("GET", "/openapi.json", nil)
+		for _, p := range []string{`"/v1/bash/exec"`, `"/sandboxes/{id}/v1/shell/exec"`, `"/v1/shell/ws"`, `"/v1/sandbox"`} {
+			if !strings.Contains(string(doc.raw), p) {
+				t.Fatalf("openapi.json lacks %s", p)
+			}
+		}
 		utils, _ := r.body["detail"].(map[string]any)["utils"].([]any)
 		if len(utils) == 0 {
 			t.Fatalf("no utils: %s", r.raw)
