@@ -35,6 +35,14 @@ func BenchmarkFileCalls(b *testing.B) {
 			return map[string]any{"path": "/workspace/b/tree", "pattern": "needle 7$", "max_results": 100}
 		}},
 	}
+	// For comparison: GNU grep over the same tree, run inside the
+	// sandbox (one execution per iteration, no HTTP).
+	b.Run("exec grep -rn (comparison)", func(b *testing.B) {
+		s.t = b
+		for range b.N {
+			s.sh(id, "grep -rn 'needle 7$' /workspace/b/tree > /dev/null")
+		}
+	})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			s.t = b
