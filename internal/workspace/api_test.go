@@ -294,9 +294,17 @@ func TestWatch(t *testing.T) {
 	go func() {
 		done <- s.do("POST", p+"watch/wait", map[string]any{"path": "/workspace/w/new.txt", "timeout": 20, "event_types": []string{"write"}}, "/v1/file/watch/wait")
 	}()
-	time.Sleep(500 * time.Millisecond)
-	s.sh(id, "echo more >> /workspace/w/new.txt")
-	wr := <-done
+	// Append until the wait answers: its baseline may be taken after the
+	// first append on a loaded machine.
+	var wr reply
+	for got := false; !got; {
+		s.sh(id, "echo more >> /workspace/w/new.txt")
+		select {
+		case wr = <-done:
+			got = true
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 	var wait struct {
 		Matched bool `json:"matched"`
 		Event   struct {
