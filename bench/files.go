@@ -69,7 +69,7 @@ func files(ctx context.Context, o options) error {
 	settle := func() { _ = exec.CommandContext(ctx, "sync").Run() }
 	settle()
 	t0 := time.Now()
-	if err := exec.CommandContext(ctx, "cp", src, filepath.Join(work, "cp.bin")).Run(); err != nil {
+	if err := exec.CommandContext(ctx, "cp", src, filepath.Join(work, "cp.bin")).Run(); err != nil { //nolint:gosec // G204: the benchmark's own temp files
 		return fmt.Errorf("cp: %w", err)
 	}
 	res.CpSeconds = time.Since(t0).Seconds()
@@ -99,7 +99,7 @@ func files(ctx context.Context, o options) error {
 	}
 	settle()
 	t0 = time.Now()
-	if out, err := exec.CommandContext(ctx, "unzip", "-q", zipPath, "-d", filepath.Join(work, "unzipped")).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "unzip", "-q", zipPath, "-d", filepath.Join(work, "unzipped")).CombinedOutput(); err != nil { //nolint:gosec // G204: the benchmark's own temp files
 		return fmt.Errorf("unzip: %w: %s", err, out)
 	}
 	res.UnzipSeconds = time.Since(t0).Seconds()

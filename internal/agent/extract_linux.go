@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"strings"
@@ -53,8 +54,8 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 			if err := unix.Statfs(r.Path, &st); err != nil {
 				return err
 			}
-			resp.Total = int64(st.Blocks) * st.Bsize
-			resp.Free = int64(st.Bavail) * st.Bsize
+			resp.Total = blocksBytes(st.Blocks, st.Bsize)
+			resp.Free = blocksBytes(st.Bavail, st.Bsize)
 			return nil
 		})
 	case OpExtract:
@@ -97,7 +98,7 @@ func extract(r *TransferReq, src *os.File, resp *TransferResp) error {
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	lim := r.Limits
 	var fs unix.Statfs_t
 	if err := unix.Statfs(top, &fs); err != nil {
@@ -106,7 +107,7 @@ func extract(r *TransferReq, src *os.File, resp *TransferResp) error {
 	// The extraction may write at most what the file system has left
 	// (the workspace quota); the kernel refuses any byte more anyway, but
 	// refusing here names the rule and leaves nothing staged.
-	lim.MaxTotalBytes = min(lim.MaxTotalBytes, int64(fs.Bavail)*fs.Bsize)
+	lim.MaxTotalBytes = min(lim.MaxTotalBytes, blocksBytes(fs.Bavail, fs.Bsize))
 	format := r.Format
 	if format == "" {
 		format, err = archive.Detect(src, st.Size)
@@ -133,7 +134,7 @@ func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	if err != nil {
 		return err
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	rel := strings.TrimPrefix(r.Path, "/")
 	if rel == "" {
 		rel = "."
@@ -184,4 +185,15 @@ func checkTree(root *os.Root, rel string, deny Deny, maxEntries int) error {
 			Detail: "the directory holds a file the sensitive-path policy refuses; archive a directory without it"}
 	}
 	return nil
+}
+
+// blocksBytes is n blocks of size bytes, saturating instead of overflowing.
+func blocksBytes(n uint64, size int64) int64 {
+	if size <= 0 {
+		return 0
+	}
+	if n > uint64(math.MaxInt64/size) { //nolint:gosec // G115: size > 0 was checked
+		return math.MaxInt64
+	}
+	return int64(n) * size //nolint:gosec // G115: bounded by the check above
 }

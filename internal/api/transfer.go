@@ -278,7 +278,7 @@ func (h *transferHandlers) download(w http.ResponseWriter, r *http.Request) {
 }
 
 func serveDownload(w http.ResponseWriter, r *http.Request, d *transfer.Download, abort bool) {
-	defer d.File.Close()
+	defer func() { _ = d.File.Close() }()
 	if abort && d.Changed() {
 		WriteError(w, r, transfer.ErrChanged)
 		return
@@ -300,7 +300,7 @@ func serveDownload(w http.ResponseWriter, r *http.Request, d *transfer.Download,
 type sendfileWriter struct{ http.ResponseWriter }
 
 func (s sendfileWriter) ReadFrom(r io.Reader) (int64, error) {
-	var w http.ResponseWriter = s.ResponseWriter
+	w := s.ResponseWriter
 	// maxUnwrap bounds the walk down the middleware's wrappers.
 	const maxUnwrap = 8
 	for range maxUnwrap {
@@ -355,7 +355,7 @@ func (h *transferHandlers) archive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := res.(*transfer.Packed)
-	defer p.Body.Close()
+	defer func() { _ = p.Body.Close() }()
 	// The first bytes decide the status: a tree refused before anything
 	// was written (a sensitive file, too many entries) gets its error.
 	buf := make([]byte, streamBuf)

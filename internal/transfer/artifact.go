@@ -179,7 +179,7 @@ func (s *Service) readMeta(ctx context.Context, sb *sandbox.Sandbox, id string) 
 		}
 		return m, fileError("artifact", id, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	b, err := io.ReadAll(io.LimitReader(f, maxMetaBytes))
 	if err != nil {
 		return m, fileError("artifact", id, err)
@@ -255,7 +255,7 @@ func (s *Service) WriteArtifact(ctx context.Context, c auth.Caller, a ArtifactWr
 	if err != nil {
 		return nil, fileError("artifact", meta.Name, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fileError("artifact", meta.Name, err)

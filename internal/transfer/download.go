@@ -182,7 +182,7 @@ func (s *Service) Extract(ctx context.Context, c auth.Caller, a ExtractArgs) (*E
 	if err != nil {
 		return nil, err
 	}
-	defer d.File.Close()
+	defer func() { _ = d.File.Close() }()
 	res, err := sb.Extract(ctx, dest, a.Format, s.extractLimits(sb), d.File)
 	if err != nil {
 		return nil, fileError("extract", dest, err)
@@ -268,9 +268,4 @@ func (f faultReader) Read(p []byte) (int, error) {
 		err = fileError("archive", f.path, err)
 	}
 	return n, err
-}
-
-// isBrokenPipe tells a client that went away from a real failure.
-func isBrokenPipe(err error) bool {
-	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }

@@ -49,7 +49,7 @@ func TestChangeDetection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer d.File.Close()
+			defer func() { _ = d.File.Close() }()
 			if d.Changed() {
 				t.Fatal("changed before any change")
 			}

@@ -61,7 +61,9 @@ func start(t *testing.T) *srv {
 	}
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
 	})
 	return &srv{t: t, base: "http://" + d.Addr(), key: d.AdminKey(), c: &http.Client{Timeout: 5 * time.Minute}}
 }
@@ -87,7 +89,7 @@ func (s *srv) req(method, path string, body io.Reader, hdr map[string]string) *h
 func (s *srv) call(method, path string, body io.Reader, hdr map[string]string, out any) (int, string) {
 	s.t.Helper()
 	resp := s.req(method, path, body, hdr)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	var env struct {
 		Success bool            `json:"success"`
@@ -195,18 +197,18 @@ func TestUploadDownloadRangeRoundTrip(t *testing.T) {
 	if out := s.sh(id, "stat -c '%u %s' /workspace/blob.bin; ls -A /workspace"); out != fmt.Sprintf("1000 %d\nblob.bin\n", len(data)) {
 		t.Fatalf("in the sandbox: %q", out)
 	}
-	get := func(rng string) (*http.Response, []byte) {
+	get := func(rng string) (int, http.Header, []byte) {
 		hdr := map[string]string{}
 		if rng != "" {
 			hdr["Range"] = rng
 		}
 		resp := s.req("GET", prefix+"/v1/file/download?path=/workspace/blob.bin", nil, hdr)
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp, b
+		return resp.StatusCode, resp.Header, b
 	}
 	cases := []struct {
 		name, rng  string
@@ -222,22 +224,22 @@ func TestUploadDownloadRangeRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp, b := get(c.rng)
-			if resp.StatusCode != c.status {
-				t.Fatalf("status %d, want %d", resp.StatusCode, c.status)
+			status, hdr, b := get(c.rng)
+			if status != c.status {
+				t.Fatalf("status %d, want %d", status, c.status)
 			}
 			if c.want != nil && !bytes.Equal(b, c.want) {
 				t.Fatalf("got %d bytes, want %d (content differs)", len(b), len(c.want))
 			}
-			if c.contentRng != "" && resp.Header.Get("Content-Range") != c.contentRng {
-				t.Fatalf("Content-Range %q, want %q", resp.Header.Get("Content-Range"), c.contentRng)
+			if c.contentRng != "" && hdr.Get("Content-Range") != c.contentRng {
+				t.Fatalf("Content-Range %q, want %q", hdr.Get("Content-Range"), c.contentRng)
 			}
 		})
 	}
 	// The routes are in the OpenAPI document.
 	resp0 := s.req("GET", "/openapi.json", nil, nil)
 	doc, _ := io.ReadAll(resp0.Body)
-	resp0.Body.Close()
+	_ = resp0.Body.Close()
 	for _, p := range []string{`"/v1/file/upload"`, `"/v1/file/download"`, `"/v1/file/extract"`, `"/v1/file/archive"`, `"/v1/artifacts"`, `"/v1/artifacts/{ref}"`} {
 		if !bytes.Contains(doc, []byte(p)) {
 			t.Errorf("openapi.json lacks %s", p)
@@ -249,7 +251,7 @@ func TestUploadDownloadRangeRoundTrip(t *testing.T) {
 	}
 	resp := s.req("GET", "/v1/file/download?path=/workspace/named.txt", nil, nil)
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if string(b) != "hello" {
 		t.Fatalf("default-sandbox download: %q", b)
 	}
@@ -297,7 +299,7 @@ func TestUploadDownloadRangeRoundTrip(t *testing.T) {
 	}
 	resp = s.req("GET", prefix+"/v1/file/archive?path=/workspace&format=zip", nil, nil)
 	zb, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	zr, err := zip.NewReader(bytes.NewReader(zb), int64(len(zb)))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("archive: %d %v", resp.StatusCode, err)
@@ -501,7 +503,7 @@ func (s *srv) patchDropped(path string, off int64, rest []byte, n int) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "PATCH %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nUpload-Offset: %d\r\nContent-Type: application/offset+octet-stream\r\nContent-Length: %d\r\n\r\n", path, s.key, off, len(rest))
+	_, _ = fmt.Fprintf(conn, "PATCH %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nUpload-Offset: %d\r\nContent-Type: application/offset+octet-stream\r\nContent-Length: %d\r\n\r\n", path, s.key, off, len(rest))
 	if _, err := conn.Write(rest[:n]); err != nil {
 		s.t.Fatal(err)
 	}
@@ -522,7 +524,7 @@ func TestResumableArtifactUpload(t *testing.T) {
 	loc := base + "/" + up.ID
 	head := func() int64 {
 		resp := s.req("HEAD", loc, nil, nil)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Fatalf("HEAD: %d", resp.StatusCode)
 		}
@@ -537,14 +539,14 @@ func TestResumableArtifactUpload(t *testing.T) {
 	}
 	// A PATCH at the wrong offset is refused with the real one.
 	resp := s.req("PATCH", loc, bytes.NewReader(data[:10]), map[string]string{"Upload-Offset": "0"})
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 409 || resp.Header.Get("Upload-Offset") != strconv.FormatInt(off, 10) {
 		t.Fatalf("wrong offset: %d Upload-Offset %q", resp.StatusCode, resp.Header.Get("Upload-Offset"))
 	}
 	// Resume: one more partial PATCH, then the rest.
 	mid := off + 1<<20
 	resp = s.req("PATCH", loc, bytes.NewReader(data[off:mid]), map[string]string{"Upload-Offset": strconv.FormatInt(off, 10)})
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 204 || resp.Header.Get("Upload-Offset") != strconv.FormatInt(mid, 10) {
 		t.Fatalf("resume: %d %q", resp.StatusCode, resp.Header.Get("Upload-Offset"))
 	}
@@ -555,7 +557,7 @@ func TestResumableArtifactUpload(t *testing.T) {
 	// Range download and listing with sizes.
 	resp = s.req("GET", base+"/data.bin", nil, map[string]string{"Range": "bytes=5000000-5000099"})
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 206 || !bytes.Equal(b, data[5000000:5000100]) {
 		t.Fatalf("range read: %d, %d bytes", resp.StatusCode, len(b))
 	}
@@ -603,7 +605,7 @@ func TestDownloadAbortsWhenTheFileChanges(t *testing.T) {
 	// Unchanged: the whole file.
 	resp := s.req("GET", prefix+"/v1/file/download?path=/workspace/moving.bin&change_policy=abort", nil, nil)
 	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if err != nil || resp.StatusCode != 200 || len(b) != 32<<20 {
 		t.Fatalf("unchanged file: %d %d %v", resp.StatusCode, len(b), err)
 	}
@@ -617,13 +619,13 @@ func TestDownloadAbortsWhenTheFileChanges(t *testing.T) {
 	}
 	s.sh(id, "echo more >> /workspace/moving.bin")
 	n, err := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if err == nil {
 		t.Fatalf("the changed file was delivered whole (%d more bytes)", n)
 	}
 	// ignore (the default) delivers what it reads.
 	resp = s.req("GET", prefix+"/v1/file/download?path=/workspace/moving.bin&change_policy=nonsense", nil, nil)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Fatalf("bad change_policy: %d", resp.StatusCode)
 	}

@@ -211,15 +211,6 @@ func archiveFault(ae *archive.Error) error {
 	return fault.Wrap(kind, ae, ae.Error())
 }
 
-// reasonOf names the rule behind a refusal for the audit record.
-func reasonOf(err error) string {
-	var ae *archive.Error
-	if errors.As(err, &ae) {
-		return ae.Reason
-	}
-	return string(fault.KindOf(err))
-}
-
 // parentOf is the directory of a clean absolute path.
 func parentOf(p string) string { return path.Dir(p) }
 

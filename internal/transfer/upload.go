@@ -151,7 +151,8 @@ func (s *Service) uploadTarget(ctx context.Context, sb *sandbox.Sandbox, a Uploa
 	if err != nil {
 		return "", err
 	}
-	if !dirOnly && !(fr.Exists && fr.Stat != nil && os.FileMode(fr.Stat.Mode).IsDir()) {
+	isDir := fr.Exists && fr.Stat != nil && os.FileMode(fr.Stat.Mode).IsDir()
+	if !dirOnly && !isDir {
 		return real, nil
 	}
 	if err := safeName("filename", name); err != nil {
@@ -211,7 +212,7 @@ func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a Uplo
 	if err != nil {
 		return UploadResult{}, fileError("upload", dest, err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	n, err := copyCapped(ctx, f, a.Body, s.uploadCap(sb))
 	if err != nil {
 		return UploadResult{}, fileError("upload", dest, err)
