@@ -223,12 +223,15 @@ func TestTerminal(t *testing.T) {
 		stalled := heap()
 		// Then it reads 64 MB slowly.
 		var got int
+		readStart := time.Now()
 		for got < 64<<20 {
 			m := tm.read()
 			got += len(m.Data)
 		}
+		took := time.Since(readStart)
 		reading := heap()
-		t.Logf("heap: base %d KiB, stalled client %d KiB, after reading %d MiB %d KiB", base>>10, stalled>>10, got>>20, reading>>10)
+		t.Logf("heap: base %d KiB, stalled client %d KiB, after reading %d MiB %d KiB (read at %.0f MiB/s)",
+			base>>10, stalled>>10, got>>20, reading>>10, float64(got>>20)/took.Seconds())
 		const bound = 32 << 20
 		if stalled > base+bound || reading > base+bound {
 			t.Fatalf("server heap grew past %d MiB under a flood: base %d, stalled %d, reading %d", bound>>20, base, stalled, reading)
