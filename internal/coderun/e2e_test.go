@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -305,6 +306,21 @@ func TestCodeEndToEnd(t *testing.T) {
 		}
 		if !strings.HasPrefix(out, "xxxx") || !strings.HasSuffix(out, "yyyy") {
 			t.Fatalf("head %q tail %q", out[:8], out[len(out)-8:])
+		}
+	})
+
+	t.Run("tools-call", func(t *testing.T) {
+		// The same capability through the generic tool call (MCP uses
+		// the same decoding).
+		st, out := s.do("POST", "/v1/tools/call", map[string]any{"name": "code.execute",
+			"arguments": map[string]any{"language": "javascript", "code": "40 + 2", "timeout": 10}})
+		d, _ := out["data"].(map[string]any)
+		if st != 200 || !strings.Contains(fmt.Sprint(d), "42") {
+			t.Fatalf("%d %v", st, out)
+		}
+		st, out = s.do("POST", "/v1/tools/call", `{"name":"code.execute","arguments":{"language":"python","code":"1","timeout":1e309}}`)
+		if st != 400 && st != 422 {
+			t.Fatalf("timeout 1e309 through tools/call: %d %v", st, out)
 		}
 	})
 
