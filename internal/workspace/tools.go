@@ -71,7 +71,13 @@ func schemaOf[T any](required ...string) json.RawMessage {
 		}
 		props[name] = map[string]any{"type": jsonType(f.Type)}
 	}
-	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required})
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		// "required": null is not valid JSON Schema; strict clients
+		// (the TypeScript MCP SDK) reject the whole tool list for it.
+		schema["required"] = required
+	}
+	b, _ := json.Marshal(schema)
 	return b
 }
 
