@@ -39,3 +39,32 @@ func TestReapExpiresIdleSessions(t *testing.T) {
 		t.Error("the reaped bash session was not closed")
 	}
 }
+
+func TestCapEvictsTheOldestIdleSession(t *testing.T) {
+	svc := New(nil, Options{MaxSessions: 2})
+	defer svc.Close()
+	busy := newBashSession("busy", "sb1", "k", "/workspace")
+	busy.lastUsed = time.Now().Add(-3 * time.Hour)
+	busy.byID["c"] = &BashCommand{status: BashRunning}
+	idle := newBashSession("idle", "sb1", "k", "/workspace")
+	idle.lastUsed = time.Now().Add(-time.Hour)
+	svc.mu.Lock()
+	svc.bash["sb1/busy"], svc.bash["sb1/idle"] = busy, idle
+	err := svc.reserveLocked("k", "sb1/new", false)
+	_, idleLeft := svc.bash["sb1/idle"]
+	_, busyLeft := svc.bash["sb1/busy"]
+	// Another key is not counted against k, and k's cap is its own.
+	other := svc.reserveLocked("other", "sb1/x", false)
+	svc.mu.Unlock()
+	if err != nil || idleLeft || !busyLeft || other != nil {
+		t.Fatalf("err %v, idle kept %v, busy kept %v, other %v", err, idleLeft, busyLeft, other)
+	}
+	// With every session busy the cap holds.
+	svc.mu.Lock()
+	svc.bash["sb1/busy2"] = &BashSession{ID: "busy2", Owner: "k", byID: map[string]*BashCommand{"c": {status: BashRunning}}, lastUsed: time.Now()}
+	err = svc.reserveLocked("k", "sb1/new2", false)
+	svc.mu.Unlock()
+	if err == nil {
+		t.Fatal("a busy session was evicted")
+	}
+}

@@ -251,14 +251,60 @@ func newID(id string) (string, error) {
 	return id, nil
 }
 
-// reserve claims key for owner in m.
+// reserveLocked checks that owner may add a session named key. At the cap
+// it evicts owner's least recently used session that is idle (ended, or no
+// command running and no terminal attached): AIO clients create a session
+// per call when they name none, and must not run into the cap for that.
+// Callers hold mu.
 func (s *Service) reserveLocked(owner, key string, exists bool) error {
 	if exists {
 		return fault.New(fault.Conflict, "a session with this id exists")
 	}
-	if s.countLocked(owner) >= s.opt.MaxSessions {
-		return fault.Errorf(fault.Conflict, "at most %d sessions per key; delete one first", s.opt.MaxSessions)
+	if s.countLocked(owner) < s.opt.MaxSessions {
+		return nil
 	}
+	var (
+		oldest  time.Time
+		evictFn func()
+		evictK  string
+		isBash  bool
+	)
+	for k, x := range s.sessions {
+		if x.Owner != owner || x.proc == nil {
+			continue
+		}
+		idle, attached, ended := x.idle()
+		running := false
+		if c := x.current(); c != nil && x.status(c) == StatusRunning {
+			running = true
+		}
+		if (ended || (!running && !attached)) && (evictFn == nil || time.Now().Add(-idle).Before(oldest)) {
+			oldest, evictK, isBash = time.Now().Add(-idle), k, false
+			x := x
+			evictFn = func() { x.Close() }
+		}
+	}
+	for k, b := range s.bash {
+		if b.Owner != owner {
+			continue
+		}
+		idle, running := b.idle()
+		if !running && (evictFn == nil || time.Now().Add(-idle).Before(oldest)) {
+			oldest, evictK, isBash = time.Now().Add(-idle), k, true
+			b := b
+			evictFn = b.close
+		}
+	}
+	if evictFn == nil {
+		return fault.Errorf(fault.Conflict, "at most %d sessions per key, all busy; delete one first", s.opt.MaxSessions)
+	}
+	if isBash {
+		delete(s.bash, evictK)
+	} else {
+		delete(s.sessions, evictK)
+	}
+	s.log.Info("session evicted for a new one", "owner", owner, "session", evictK)
+	go evictFn()
 	return nil
 }
 

@@ -122,6 +122,22 @@ func TestShellSessions(t *testing.T) {
 		}
 	})
 
+	t.Run("one-off-execs-do-not-exhaust-the-session-cap", func(t *testing.T) {
+		// Each exec without an id makes a session; past the cap the oldest
+		// idle one gives way.
+		for i := 0; i < 40; i++ {
+			d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "echo one-off"}))
+			if d["output"] != "one-off\n" {
+				t.Fatalf("exec %d: %v", i, d)
+			}
+			ok(t, s.do("POST", "/v1/bash/exec", map[string]any{"command": "true"}))
+		}
+		st := ok(t, s.do("GET", "/v1/shell/sessions/stats", nil))
+		if st["total_sessions"].(float64) > st["max_sessions"].(float64) {
+			t.Fatalf("stats: %v", st)
+		}
+	})
+
 	t.Run("truncation", func(t *testing.T) {
 		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "head -c 100000 /dev/zero | tr '\\0' a; echo; echo END"}))
 		out := d["output"].(string)
