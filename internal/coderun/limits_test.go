@@ -143,14 +143,16 @@ func TestCodeLimitsAndIsolation(t *testing.T) {
 		}
 		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
 		t.Logf("stateful python call through HTTP+dispatcher: median %s, p90 %s, max %s (20 calls)", took[10], took[18], took[19])
-		var stateless []time.Duration
-		for range 5 {
-			start := time.Now()
-			s.exec(map[string]any{"language": "python", "code": "1"})
-			stateless = append(stateless, time.Since(start))
+		for _, c := range []struct{ lang, code string }{{"python", "1"}, {"javascript", "1"}, {"bash", "true"}} {
+			var stateless []time.Duration
+			for range 5 {
+				start := time.Now()
+				s.exec(map[string]any{"language": c.lang, "code": c.code})
+				stateless = append(stateless, time.Since(start))
+			}
+			sort.Slice(stateless, func(i, j int) bool { return stateless[i] < stateless[j] })
+			t.Logf("stateless %s call (fresh interpreter): median %s (5 calls)", c.lang, stateless[2])
 		}
-		sort.Slice(stateless, func(i, j int) bool { return stateless[i] < stateless[j] })
-		t.Logf("stateless python call (fresh interpreter): median %s (5 calls)", stateless[2])
 	})
 }
 
