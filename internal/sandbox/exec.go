@@ -562,13 +562,22 @@ func (s *Sandbox) Execution(id string) (*Execution, error) {
 }
 
 // killExecs kills every running execution (delete, HALT).
+// Long-lived processes (shell sessions, interpreters) die too: their
+// owners see the exit and report the lost state.
 func (s *Sandbox) killExecs(reason string) {
 	s.mu.Lock()
 	running := make([]*Execution, 0, len(s.running))
 	for _, e := range s.running {
 		running = append(running, e)
 	}
+	procs := make([]*Proc, 0, len(s.procs))
+	for p := range s.procs {
+		procs = append(procs, p)
+	}
 	s.mu.Unlock()
+	for _, p := range procs {
+		p.Kill()
+	}
 	for _, e := range running {
 		e.cancel(reason)
 	}
@@ -646,7 +655,11 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 		return nil, spawnFault(err)
 	}
 	s.touch()
-	return &Proc{Process: p, s: s, slot: slot}, nil
+	proc := &Proc{Process: p, s: s, slot: slot}
+	s.mu.Lock()
+	s.procs[proc] = struct{}{}
+	s.mu.Unlock()
+	return proc, nil
 }
 
 // Kill ends the process's whole tree.
@@ -659,6 +672,9 @@ func (p *Proc) Release() {
 	p.once.Do(func() {
 		p.s.killSlot(p.slot)
 		p.Close()
+		p.s.mu.Lock()
+		delete(p.s.procs, p)
+		p.s.mu.Unlock()
 		p.s.releaseSlot(p.slot)
 	})
 }
@@ -676,6 +692,10 @@ func (s *Sandbox) File(ctx context.Context, op agent.Op, r agent.FileReq) (*agen
 	s.touch()
 	return inst.File(ctx, op, r)
 }
+
+// Touch marks the sandbox used now, for callers that keep it busy without
+// a new execution (a stateful interpreter answering a cell).
+func (s *Sandbox) Touch() { s.touch() }
 
 func (s *Sandbox) touch() {
 	s.mu.Lock()

@@ -491,19 +491,6 @@ func (m *Manager) Resume(ctx context.Context, c Caller, id string) error {
 	return s.resume()
 }
 
-// FreezeAll pauses every running sandbox (HALT) and kills their running
-// executions; it returns how many sandboxes it froze.
-func (m *Manager) FreezeAll(reason string) int {
-	n := 0
-	for _, s := range m.All() {
-		s.killExecs("halt: " + reason)
-		if s.pause() == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // janitor stops idle sandboxes and deletes expired ones.
 func (m *Manager) janitor() {
 	defer m.wg.Done()

@@ -30,6 +30,7 @@ type Sandbox struct {
 	state    State
 	lastUsed time.Time
 	running  map[string]*Execution // executions not yet finished
+	procs    map[*Proc]struct{}    // long-lived processes not yet released
 	finished []*Execution          // oldest first, at most maxFinishedExecs
 	byID     map[string]*Execution
 	freeSlot []*slot // execution groups ready for reuse
@@ -48,6 +49,7 @@ func newSandbox(m *Manager, rec Record) *Sandbox {
 		state:    Stopped,
 		lastUsed: time.Now(),
 		running:  make(map[string]*Execution),
+		procs:    make(map[*Proc]struct{}),
 		byID:     make(map[string]*Execution),
 	}
 }
@@ -96,7 +98,7 @@ func (s *Sandbox) cgroupGroup() cgroup.Group {
 func (s *Sandbox) idleSince(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != Running || len(s.running) > 0 {
+	if s.state != Running || len(s.running) > 0 || len(s.procs) > 0 {
 		return 0
 	}
 	return now.Sub(s.lastUsed)
@@ -290,7 +292,7 @@ func (s *Sandbox) shutdown(_ bool) {
 // stopIdle stops an idle sandbox; it reports whether it did.
 func (s *Sandbox) stopIdle() bool {
 	s.mu.Lock()
-	idle := s.state == Running && len(s.running) == 0
+	idle := s.state == Running && len(s.running) == 0 && len(s.procs) == 0
 	s.mu.Unlock()
 	if !idle {
 		return false

@@ -433,3 +433,27 @@ func BenchmarkExecTrue(b *testing.B) {
 		}
 	}
 }
+
+func TestHaltKillsSpawnedProcesses(t *testing.T) {
+	m := newManager(t, testConfig(t), nil)
+	s := create(t, m, Spec{})
+	p, err := s.Spawn(context.Background(), SpawnSpec{Argv: []string{"sleep", "300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	if frozen := m.HaltFreeze("test"); len(frozen) != 1 {
+		t.Fatalf("froze %v, want the one sandbox", frozen)
+	}
+	if err := m.Resume(context.Background(), owner, s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ex := <-p.Exited():
+		if ex.Signal != 9 {
+			t.Fatalf("exit %+v, want SIGKILL", ex)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("spawned process survived HALT's kill")
+	}
+}
