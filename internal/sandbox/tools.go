@@ -124,7 +124,7 @@ func RegisterTools(d *dispatch.Dispatcher, m *Manager, g *guard.Guard) {
 		return nil, m.Pause(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
 	})
 	// Resume is safe: it only undoes a pause (and HALT keeps its own
-	// freeze: see FreezeAll).
+	// freeze: see HaltFreeze).
 	byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (any, error) {
 		return nil, m.Resume(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
 	})
