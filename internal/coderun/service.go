@@ -283,6 +283,7 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 	if err != nil {
 		return Result{}, err
 	}
+	sb.Touch() // a cell is use, even when no new process starts
 	l := limits{timeout: r.Timeout, cpu: sb.Info().Limits.CPUTime, outputLimit: s.cfg.OutputLimit}
 	start := time.Now()
 	if !r.Stateful {
