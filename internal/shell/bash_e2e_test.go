@@ -89,7 +89,11 @@ func TestBashPipe(t *testing.T) {
 			t.Fatalf("trap output: %v", o)
 		}
 		// SIGTERM ignored: still running; SIGKILL ends it.
-		d = ok(t, s.do("POST", "/v1/bash/exec", map[string]any{"session_id": sid, "command": `trap '' TERM; while :; do sleep 0.1; done`, "async_mode": true}))
+		d = ok(t, s.do("POST", "/v1/bash/exec", map[string]any{"session_id": sid, "command": `trap '' TERM; echo armed; while :; do sleep 0.1; done`, "async_mode": true}))
+		eventually(t, "trap armed", func() bool {
+			o := ok(t, s.do("POST", "/v1/bash/output", map[string]any{"session_id": sid, "command_id": d["command_id"]}))
+			return o["stdout"] == "armed\n"
+		})
 		k = ok(t, s.do("POST", "/v1/bash/kill", map[string]any{"session_id": sid, "signal": "SIGTERM"}))
 		if k["status"] != "running" {
 			t.Fatalf("ignored SIGTERM: %v", k)

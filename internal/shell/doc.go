@@ -16,10 +16,16 @@
 //     the caller's reaches the terminal's line discipline) and evaluated by
 //     the session shell, so cd and export persist. Output is never parsed for
 //     anything else.
-//   - A command past its hard timeout gets SIGINT and then SIGKILL sent to the
-//     terminal's foreground process group (a program that ignores SIGTERM and
-//     SIGINT dies all the same); if the shell itself does not come back, the
-//     whole session is killed.
+//   - A command past its hard timeout gets SIGINT and SIGKILL in turn, sent to
+//     the terminal's foreground process group (a program that ignores SIGTERM
+//     and SIGINT dies all the same; a builtin loop of the shell itself gets
+//     SIGINT); if the shell does not report the command ended, the whole
+//     session is killed. Signals are sent from the host to pidfds of the
+//     execution group's members (see sandbox.Proc.Signal), never to a pid
+//     outside it.
+//   - Programs start through env --default-signal: the sandbox's init
+//     ignores SIGINT, SIGTERM, SIGPIPE and others for itself, and ignored
+//     signals would otherwise survive into every program.
 //   - Output memory is bounded per session and per command (process.Output
 //     keeps a head and a tail and counts the rest).
 //   - A live terminal gets output through a small channel that the PTY reader

@@ -164,6 +164,11 @@ const maxOutputRead = BashKeep
 // to d. Commands are rated by the command guard as exec.run rates them.
 func RegisterTools(d *dispatch.Dispatcher, svc *Service, m *sandbox.Manager, g *guard.Guard, version string) {
 	resolve := func(ctx context.Context, c auth.Caller, id string) (*sandbox.Sandbox, error) {
+		// A viewer only observes: resolving would create a default sandbox
+		// for it.
+		if id == "" && c.Role == auth.RoleViewer {
+			return nil, fault.New(fault.NotFound, "viewers have no default sandbox; name one with /sandboxes/{id}/v1/...")
+		}
 		return m.Resolve(ctx, c, id)
 	}
 	session := func(ctx context.Context, c auth.Caller, sbID, id string) (*Session, error) {
