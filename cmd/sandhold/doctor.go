@@ -52,7 +52,7 @@ func testSandbox() ([]agent.Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	cg, err := cgroup.New(fmt.Sprintf("sandhold-doctor-%d", os.Getpid()))
 	if err != nil {
 		return nil, err

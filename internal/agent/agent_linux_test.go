@@ -66,7 +66,7 @@ func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = group.Destroy() })
-	base := uint32(1<<30 + (500+testSlot)*IDRange)
+	base := uint32(1<<30 + (500+testSlot)*IDRange) //nolint:gosec // G115: small test slots
 	ws := t.TempDir()
 	if err := os.Chown(ws, int(base)+1000, int(base)+1000); err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wsf.Close()
+	defer func() { _ = wsf.Close() }()
 	setup := Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 64 << 20, ShmBytes: 16 << 20, CgroupVersion: cg.Info().Version}
 	if mutate != nil {
 		mutate(&setup)
@@ -174,6 +174,7 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 		{"unshare refused", []string{"unshare", "-U", "true"}, "", true},
 		{"mount refused", []string{"sh", "-c", "mount -t tmpfs x /tmp"}, "", true},
 		{"environment from scratch", []string{"sh", "-c", "env | sort | tr '\\n' ' '"}, "", false},
+		{"no signal starts ignored", []string{"sh", "-c", "grep '^SigIgn:' /proc/self/status"}, "SigIgn:\t0000000000000000\n", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

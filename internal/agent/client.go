@@ -100,7 +100,7 @@ func (c *Client) readLoop() {
 		ch <- reply{resp: resp, files: files}
 	}
 	c.mu.Lock()
-	c.err = fmt.Errorf("%w: %v", ErrGone, err)
+	c.err = fmt.Errorf("%w: %w", ErrGone, err)
 	pending, exits := c.pending, c.exits
 	c.pending, c.exits = nil, nil
 	c.mu.Unlock()
@@ -140,7 +140,7 @@ func (c *Client) call(ctx context.Context, req Request, files []*os.File, exit c
 	}
 	if err := c.conn.Send(req, files...); err != nil {
 		forget()
-		return Response{}, nil, fmt.Errorf("%w: %v", ErrGone, err)
+		return Response{}, nil, fmt.Errorf("%w: %w", ErrGone, err)
 	}
 	select {
 	case r, ok := <-ch:

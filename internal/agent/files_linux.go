@@ -101,7 +101,7 @@ func (s *server) asUser(root bool, fn func() error) error {
 // return the previous value, and asking for -1 changes nothing.
 func currentFS(nr uintptr) int {
 	prev, _, _ := unix.RawSyscall(nr, ^uintptr(0), 0, 0)
-	return int(int32(prev))
+	return int(int32(prev)) //nolint:gosec // G115: the kernel returns a 32-bit id in the register
 }
 
 func resolve(nofollow bool) uint64 {
@@ -120,7 +120,7 @@ func openat2(path string, flags int, mode uint32, nofollow bool) (int, error) {
 		flags |= unix.O_NOCTTY // openat2 refuses it next to O_PATH
 	}
 	how := unix.OpenHow{
-		Flags:   uint64(flags),
+		Flags:   uint64(flags), //nolint:gosec // G115: open flags are non-negative bit sets
 		Mode:    uint64(mode & 0o7777),
 		Resolve: resolve(nofollow),
 	}
@@ -170,7 +170,7 @@ func fileOp(op Op, r *FileReq) (Response, []*os.File, error) {
 		if err != nil {
 			return Response{}, nil, err
 		}
-		defer unix.Close(fd)
+		defer closeFD(fd)
 		st, err := statFD(fd, filepath.Base(r.Path))
 		if err != nil {
 			return Response{}, nil, err
@@ -193,14 +193,14 @@ func fileOp(op Op, r *FileReq) (Response, []*os.File, error) {
 		if err != nil {
 			return Response{}, nil, err
 		}
-		defer unix.Close(dfd)
+		defer closeFD(dfd)
 		return Response{}, nil, unix.Symlinkat(r.Path, dfd, base)
 	case OpReadlink:
 		dfd, base, err := openParent(r.Path, r.NoFollow)
 		if err != nil {
 			return Response{}, nil, err
 		}
-		defer unix.Close(dfd)
+		defer closeFD(dfd)
 		buf := make([]byte, MaxPath)
 		n, err := unix.Readlinkat(dfd, base, buf)
 		if err != nil {
@@ -273,7 +273,7 @@ func readDir(r *FileReq) ([]Stat, bool, error) {
 		return nil, false, err
 	}
 	dir := os.NewFile(uintptr(fd), r.Path)
-	defer dir.Close()
+	defer func() { _ = dir.Close() }()
 	skip := r.Offset
 	var out []Stat
 	for {
@@ -311,7 +311,7 @@ func mkdir(r *FileReq) error {
 		if err != nil {
 			return err
 		}
-		defer unix.Close(dfd)
+		defer closeFD(dfd)
 		return unix.Mkdirat(dfd, base, mode)
 	}
 	// mkdir -p: walk down from the root, one component at a time, each
@@ -323,18 +323,18 @@ func mkdir(r *FileReq) error {
 	for _, c := range strings.Split(strings.Trim(r.Path, "/"), "/") {
 		err := unix.Mkdirat(fd, c, mode)
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			unix.Close(fd)
+			closeFD(fd)
 			return err
 		}
 		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolve(r.NoFollow) | unix.RESOLVE_BENEATH}
 		next, err := unix.Openat2(fd, c, &how)
-		unix.Close(fd)
+		closeFD(fd)
 		if err != nil {
 			return err
 		}
 		fd = next
 	}
-	unix.Close(fd)
+	closeFD(fd)
 	return nil
 }
 
@@ -343,12 +343,12 @@ func rename(r *FileReq) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(ofd)
+	defer closeFD(ofd)
 	nfd, nbase, err := openParent(r.Path2, r.NoFollow)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(nfd)
+	defer closeFD(nfd)
 	flags := uint(0)
 	if r.Flags&unix.O_EXCL != 0 {
 		flags = unix.RENAME_NOREPLACE
@@ -361,7 +361,7 @@ func remove(r *FileReq) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(dfd)
+	defer closeFD(dfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
@@ -387,7 +387,7 @@ func removeTree(dfd int, name string, budget *int) error {
 		return err
 	}
 	dir := os.NewFile(uintptr(fd), name)
-	defer dir.Close()
+	defer func() { _ = dir.Close() }()
 	for {
 		names, rerr := dir.Readdirnames(256)
 		for _, n := range names {

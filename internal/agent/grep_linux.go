@@ -76,14 +76,14 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 			return nil, err
 		}
 		g.file(fd, real)
-		unix.Close(fd)
+		closeFD(fd)
 		return g.resp, nil
 	}
 	fd, root, err := openRoot(real, true)
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer closeFD(fd)
 	depth := MaxWalkDepth
 	if !r.Recursive {
 		depth = 1
@@ -106,7 +106,7 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 			return true
 		}
 		more := g.file(ffd, path.Join(root, rel))
-		unix.Close(ffd)
+		closeFD(ffd)
 		return more
 	}
 	w.dir(fd, "", 1)
@@ -123,7 +123,7 @@ func resolveForGrep(p string, nofollow bool, budget *int) (string, *Stat, bool, 
 		if err != nil {
 			return "", nil, false, err
 		}
-		defer unix.Close(fd)
+		defer closeFD(fd)
 		st, err := statFD(fd, path.Base(p))
 		if err != nil {
 			return "", nil, false, err

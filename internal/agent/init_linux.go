@@ -36,9 +36,18 @@ func Main() error {
 	// its thread between cgroups, and the runtime can destroy any thread
 	// that fails to move back except the main one.
 	runtime.LockOSThread()
-	// PID 1 gets only the signals it handles; none from inside may stop it.
-	signal.Ignore(unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+	// PID 1 gets only the signals it handles; none from inside may stop
+	// it. They are caught and dropped, not ignored: an ignored signal stays
+	// ignored across exec, and every command would inherit that (no Ctrl-C,
+	// no traps, `yes | head` getting EPIPE); a caught one reverts to its
+	// default in the child.
+	drained := make(chan os.Signal, 16)
+	signal.Notify(drained, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
 		unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	go func() {
+		for range drained {
+		}
+	}()
 	// Not dumpable: /proc/1 is then closed to every process in the sandbox,
 	// root included, since none has CAP_SYS_PTRACE.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -48,7 +57,7 @@ func Main() error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 
 	var req Request
 	files, err := conn.Recv(&req)

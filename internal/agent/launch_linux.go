@@ -73,9 +73,9 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer child.Close()
+	defer func() { _ = child.Close() }()
 
-	cmd := exec.Command(exe, args...)
+	cmd := exec.Command(exe, args...) //nolint:gosec // G204: the server's own binary (or a test binary), never client input
 	cmd.Args[0] = "sandhold-init"
 	// The server's environment never passes in. GOMAXPROCS and a soft
 	// memory limit keep the init's runtime small (it holds almost no live

@@ -107,13 +107,13 @@ func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
 		real, perr := fdPath(fd)
 		if perr == nil {
 			st, serr := statFD(fd, path.Base(real))
-			unix.Close(fd)
+			closeFD(fd)
 			if serr != nil {
 				return "", nil, false, serr
 			}
 			return real, &st, true, nil
 		}
-		unix.Close(fd)
+		closeFD(fd)
 		if try == maxResolveRetries {
 			return "", nil, false, perr
 		}
@@ -134,7 +134,7 @@ func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
 	if err != nil {
 		return "", nil, false, err
 	}
-	defer unix.Close(dfd)
+	defer closeFD(dfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -176,15 +176,15 @@ func openRead(p string, nofollow bool) (*os.File, Stat, error) {
 	}
 	st, err := statFD(fd, path.Base(p))
 	if err != nil {
-		unix.Close(fd)
+		closeFD(fd)
 		return nil, Stat{}, err
 	}
 	if os.FileMode(st.Mode).IsDir() {
-		unix.Close(fd)
+		closeFD(fd)
 		return nil, Stat{}, unix.EISDIR
 	}
 	if !os.FileMode(st.Mode).IsRegular() {
-		unix.Close(fd)
+		closeFD(fd)
 		return nil, Stat{}, &Error{Code: CodeNotRegular, Msg: "not a regular file"}
 	}
 	return os.NewFile(uintptr(fd), p), st, nil
@@ -249,7 +249,7 @@ func (w *walker) dir(fd int, rel string, depth int) bool {
 			continue
 		}
 		more := w.dir(cfd, childRel, depth+1)
-		unix.Close(cfd)
+		closeFD(cfd)
 		if !more {
 			return false
 		}
@@ -287,7 +287,7 @@ func openRoot(p string, nofollow bool) (int, string, error) {
 	}
 	real, err := fdPath(fd)
 	if err != nil {
-		unix.Close(fd)
+		closeFD(fd)
 		return -1, "", err
 	}
 	return fd, real, nil
@@ -309,7 +309,7 @@ func walk(p string, nofollow bool, r *WalkReq) (*WalkResp, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
+	defer closeFD(fd)
 	resp := &WalkResp{Root: root, Entries: []WalkEntry{}}
 	var all []WalkEntry
 	w := &walker{root: root, maxDepth: depth, hidden: r.Hidden, exclude: r.Exclude, deny: r.Deny}

@@ -13,7 +13,7 @@ func TestQueryByCategory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	l := New(st, dir)
 	ctx := context.Background()
 	for _, a := range []string{"auth.failure", "authz.deny", "exec.run", "shell.exec", "code.execute", "file.write", "artifact.create", "network.connect", "executive.x", "key.create"} {

@@ -41,7 +41,7 @@ func BenchmarkExecRTT(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var env map[string]any
 		_ = json.NewDecoder(resp.Body).Decode(&env)
 		if resp.StatusCode != 200 && resp.StatusCode != 201 {

@@ -87,7 +87,7 @@ func (c *child) call(t *testing.T, method, path string, body any) map[string]any
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var env map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
 		t.Fatal(err)

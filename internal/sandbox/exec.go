@@ -364,7 +364,7 @@ func spawnFault(err error) error {
 
 func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
 	defer wg.Done()
-	defer src.Close()
+	defer func() { _ = src.Close() }()
 	buf := make([]byte, 32<<10)
 	_, _ = io.CopyBuffer(dst, src, buf)
 }

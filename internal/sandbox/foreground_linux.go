@@ -114,11 +114,11 @@ func procIDs(pid int) (pgid, nspid int, err error) {
 }
 
 func readProc(pid int, name string) ([]byte, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/" + name)
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/" + name) //nolint:gosec // G304: a /proc file of a pid we started, by a fixed name
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	buf := make([]byte, maxProcBytes)
 	n, err := f.Read(buf)
 	if n == 0 && err != nil {

@@ -213,7 +213,7 @@ func mountImage(img string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsopen ext4: %w", err)
 	}
-	defer unix.Close(fs)
+	defer closeFD(fs)
 	steps := []struct {
 		what string
 		err  func() error
@@ -353,3 +353,6 @@ func (m *Manager) reapVolumes() {
 		m.log.Info("detached workspace images left by a previous run")
 	}
 }
+
+// closeFD closes a descriptor used for one operation; see agent's closeFD.
+func closeFD(fd int) { _ = unix.Close(fd) }

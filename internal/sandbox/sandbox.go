@@ -128,7 +128,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer ws.Close()
+	defer func() { _ = ws.Close() }()
 	group, err := s.m.cg.Create(s.rec.ID, s.cgLimits())
 	if errors.Is(err, os.ErrExist) {
 		// A group of this name left over (a crash between reap and now):

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -134,7 +135,7 @@ func TestHostileCodeIsContained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	port := ln.Addr().(*net.TCPAddr).Port
 	t.Setenv("SANDHOLD_TEST_SECRET", "host-secret-value")
 
@@ -239,7 +240,7 @@ func TestFloodOfOutputIsTruncatedWithBoundedMemory(t *testing.T) {
 	if !r.Truncated || !strings.HasSuffix(r.Stdout, "tail-marker\n") || len(r.Stdout) > 1200 {
 		t.Fatalf("truncated=%v len=%d suffix ok=%v", r.Truncated, len(r.Stdout), strings.HasSuffix(r.Stdout, "tail-marker\n"))
 	}
-	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 64<<20 {
+	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 64<<20 { //nolint:gosec // G115: heap sizes are far below 2^63
 		t.Fatalf("heap grew by %d bytes for 2 GB of output", grown)
 	}
 }
@@ -388,11 +389,7 @@ func asFault(err error, fe **fault.Error) bool {
 	if err == nil {
 		return false
 	}
-	e, ok := err.(*fault.Error)
-	if ok {
-		*fe = e
-	}
-	return ok
+	return errors.As(err, fe)
 }
 
 // BenchmarkExecTrue measures one execution through the manager (no HTTP):

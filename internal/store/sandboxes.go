@@ -39,7 +39,7 @@ func (s *SQLite) ListSandboxes(ctx context.Context) ([]SandboxRow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
-	defer rows.Close()
+	defer func() { _ = rows.Close() }()
 	var out []SandboxRow
 	for rows.Next() {
 		var r SandboxRow

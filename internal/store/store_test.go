@@ -252,7 +252,7 @@ func TestSandboxRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	ctx := context.Background()
 	if err := st.PutSandbox(ctx, SandboxRow{ID: "sb1", Owner: "k1", Record: []byte(`{"a":1}`)}); err != nil {
 		t.Fatal(err)
