@@ -95,7 +95,7 @@ func (s *srv) call(key, method, path string, body any) resp {
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	raw, _ := io.ReadAll(res.Body)
 	out := resp{status: res.StatusCode, raw: raw}
 	if err := json.Unmarshal(raw, &out.body); err != nil {

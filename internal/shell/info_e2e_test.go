@@ -61,11 +61,14 @@ func TestSandboxInfoPrefixesAndStreams(t *testing.T) {
 			t.Fatalf("terminal-url: %d %s", u.status, u.raw)
 		}
 		h := http.Header{"Authorization": {"Bearer " + s.key}}
-		conn, _, err := websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: h})
+		conn, resp, err := websocket.Dial(t.Context(), url, &websocket.DialOptions{HTTPHeader: h})
+		if resp != nil && resp.Body != nil {
+			_ = resp.Body.Close()
+		}
 		if err != nil {
 			t.Fatalf("dial terminal-url: %v", err)
 		}
-		conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = conn.Close(websocket.StatusNormalClosure, "bye")
 	})
 
 	t.Run("sse", func(t *testing.T) {
@@ -76,7 +79,7 @@ func TestSandboxInfoPrefixesAndStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
 			t.Fatalf("content type %q", ct)
 		}

@@ -195,9 +195,9 @@ func (t *Terminal) Serve(ctx context.Context, conn *websocket.Conn) {
 				// killed with it.
 				_ = conn.Close(websocket.StatusPolicyViolation, context.Cause(t.ctx).Error())
 			case <-x.Exited():
-				conn.Close(websocket.StatusNormalClosure, "session ended")
+				_ = conn.Close(websocket.StatusNormalClosure, "session ended")
 			default:
-				conn.Close(websocket.StatusNormalClosure, "another terminal attached to this session")
+				_ = conn.Close(websocket.StatusNormalClosure, "another terminal attached to this session")
 			}
 			return
 		case b := <-t.sub.ch:

@@ -454,7 +454,7 @@ func RegisterTools(d *dispatch.Dispatcher, svc *Service, m *sandbox.Manager, g *
 			if err != nil {
 				return nil, err
 			}
-			return svc.OpenTerminal(ctx, c, sb, a.SessionID, uint16(a.Rows), uint16(a.Cols))
+			return svc.OpenTerminal(ctx, c, sb, a.SessionID, uint16(a.Rows), uint16(a.Cols)) //nolint:gosec // G115: Check bounds both by maxDimension
 		},
 		Summarize: func(_, res any) map[string]any {
 			if t, ok := res.(*Terminal); ok {

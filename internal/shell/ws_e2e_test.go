@@ -29,7 +29,14 @@ type wsMsg struct {
 
 // dialTerm connects to path (query included) with key as a header (or
 // none when key is "") and reads the greeting up to "ready".
-func (s *srv) dialTerm(t *testing.T, key, query string) (*term, *http.Response, error) {
+// dialResult is what the handshake answered (the response itself is
+// closed by dialTerm).
+type dialResult struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func (s *srv) dialTerm(t *testing.T, key, query string) (*term, *dialResult, error) {
 	t.Helper()
 	h := http.Header{}
 	if key != "" {
@@ -37,7 +44,14 @@ func (s *srv) dialTerm(t *testing.T, key, query string) (*term, *http.Response, 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	conn, res, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.base, "http")+"/v1/shell/ws"+query, &websocket.DialOptions{HTTPHeader: h})
+	conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.base, "http")+"/v1/shell/ws"+query, &websocket.DialOptions{HTTPHeader: h})
+	var res *dialResult
+	if resp != nil {
+		res = &dialResult{StatusCode: resp.StatusCode, Header: resp.Header}
+		if resp.Body != nil {
+			_ = resp.Body.Close()
+		}
+	}
 	if err != nil {
 		return nil, res, err
 	}
@@ -113,7 +127,7 @@ func TestTerminal(t *testing.T) {
 		tm.send("input", "stty size\r")
 		tm.expect("45 123")
 		tm.send("ping", 1)
-		tm.conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = tm.conn.Close(websocket.StatusNormalClosure, "bye")
 
 		again, _, err := s.dialTerm(t, s.key, "?session_id="+tm.id)
 		if err != nil {
@@ -124,7 +138,7 @@ func TestTerminal(t *testing.T) {
 		}
 		again.send("input", "echo \"v=$KEEP\"\r")
 		again.expect("v=kept")
-		again.conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = again.conn.Close(websocket.StatusNormalClosure, "bye")
 	})
 
 	t.Run("ticket-auth-and-unknown-session", func(t *testing.T) {
@@ -137,7 +151,7 @@ func TestTerminal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dial with ticket: %v", err)
 		}
-		tm.conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = tm.conn.Close(websocket.StatusNormalClosure, "bye")
 		// A ticket is single use.
 		if _, res, err := s.dialTerm(t, "", "?ticket="+r["ticket"].(string)); err == nil || res == nil || res.StatusCode != 401 {
 			t.Fatalf("reused ticket: %v %v", err, res)
@@ -166,18 +180,18 @@ func TestTerminal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("other key: %v", err)
 		}
-		other.conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = other.conn.Close(websocket.StatusNormalClosure, "bye")
 		// Closing one frees a slot.
-		open[0].conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = open[0].conn.Close(websocket.StatusNormalClosure, "bye")
 		var tm *term
 		eventually(t, "slot freed", func() bool {
 			var err error
 			tm, _, err = s.dialTerm(t, key, "")
 			return err == nil
 		})
-		tm.conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = tm.conn.Close(websocket.StatusNormalClosure, "bye")
 		for _, o := range open[1:] {
-			o.conn.Close(websocket.StatusNormalClosure, "bye")
+			_ = o.conn.Close(websocket.StatusNormalClosure, "bye")
 		}
 	})
 
@@ -236,7 +250,7 @@ func TestTerminal(t *testing.T) {
 		if stalled > base+bound || reading > base+bound {
 			t.Fatalf("server heap grew past %d MiB under a flood: base %d, stalled %d, reading %d", bound>>20, base, stalled, reading)
 		}
-		tm.conn.Close(websocket.StatusNormalClosure, "bye")
+		_ = tm.conn.Close(websocket.StatusNormalClosure, "bye")
 		ok(t, s.do("DELETE", "/v1/shell/sessions/"+tm.id, nil))
 	})
 }
