@@ -57,7 +57,7 @@ deps: mcp-ts
 	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq python3-matplotlib || { apt-get update -qq && apt-get install -y -qq python3-matplotlib; }; }; } || echo "python3-matplotlib not installed: the image test will skip"
 	@# workspace quotas: mkfs.ext4 and e2fsck (internal/sandbox)
-	@command -v mkfs.ext4 >/dev/null || PATH=$$PATH:/sbin:/usr/sbin command -v mkfs.ext4 >/dev/null || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
+	@test -x /usr/sbin/mkfs.ext4 || test -x /sbin/mkfs.ext4 || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
 	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
 	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 
