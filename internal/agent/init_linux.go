@@ -48,6 +48,7 @@ func Main() error {
 		for range drained {
 		}
 	}()
+	resetIgnoredSignals()
 	// Not dumpable: /proc/1 is then closed to every process in the sandbox,
 	// root included, since none has CAP_SYS_PTRACE.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
