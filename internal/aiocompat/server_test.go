@@ -2,17 +2,14 @@ package aiocompat_test
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/sandhold/sandhold/internal/config"
-	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 )
 
 type server struct {
@@ -26,31 +23,9 @@ type server struct {
 // it skips (with the reason) where sandboxes cannot run.
 func startServer(t *testing.T) *server {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create sandboxes (user namespaces with id maps, cgroups)")
-	}
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard), daemon.WithVersion("test"))
-	if err != nil {
-		t.Fatalf("new daemon: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	d := daemontest.Start(t, nil)
 	s := &server{t: t, base: "http://" + d.Addr(), key: d.AdminKey(), routes: map[string]bool{}}
-	err = chi.Walk(d.API().Router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err := chi.Walk(d.API().Router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		s.routes[method+" "+route] = true
 		return nil
 	})

@@ -3,15 +3,13 @@ package coderun_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/coderun"
-	"github.com/sandhold/sandhold/internal/config"
-	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -161,21 +159,8 @@ func TestCodeLimitsAndIsolation(t *testing.T) {
 // eviction and idle expiry.
 func TestSessionsServiceLevel(t *testing.T) {
 	requireSandboxes(t)
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	<-d.Ready()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	d := daemontest.Start(t, nil)
+	ctx := context.Background()
 
 	svc := coderun.New(coderun.Config{MaxSessions: 2, IdleTimeout: time.Minute}, d.Sandboxes())
 	defer svc.Close()

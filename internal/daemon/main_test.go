@@ -1,25 +1,17 @@
 package daemon
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
-	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/agenttest"
 )
 
-// TestMain lets the test binary serve as the sandboxes' init: the daemon
-// starts inits by re-executing its own binary with the argument "init".
+// TestMain lets the test binary serve as the sandboxes' init, and as a
+// whole server for the restart test ("serve-test").
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := agent.Main(); err != nil {
-			fmt.Fprintln(os.Stderr, "init:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
 	if len(os.Args) > 1 && os.Args[1] == "serve-test" {
 		os.Exit(serveForTest())
 	}
-	os.Exit(m.Run())
+	agenttest.Main(m)
 }

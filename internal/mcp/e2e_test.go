@@ -21,6 +21,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
@@ -45,26 +46,7 @@ func requireRoot(t *testing.T) {
 func startServer(t *testing.T) *server {
 	t.Helper()
 	requireRoot(t)
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()}
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard),
-		daemon.WithVersion("test"))
-	if err != nil {
-		t.Fatalf("daemon: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	d := daemontest.Start(t, func(c *config.Config) { c.DisableRateLimit = false })
 	return &server{t: t, d: d, base: "http://" + d.Addr(), admin: d.AdminKey()}
 }
 

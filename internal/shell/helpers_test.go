@@ -2,7 +2,6 @@ package shell_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 )
 
 // requireSandboxes skips unless the host can run real sandboxes.
@@ -37,29 +37,7 @@ type srv struct {
 func startServer(t *testing.T, mutate func(*config.Config)) *srv {
 	t.Helper()
 	requireSandboxes(t)
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard), daemon.WithVersion("test"))
-	if err != nil {
-		t.Fatalf("new daemon: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	d := daemontest.Start(t, mutate)
 	return &srv{t: t, d: d, base: "http://" + d.Addr(), key: d.AdminKey()}
 }
 

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -23,7 +22,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/config"
-	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 )
 
 func requireServer(t *testing.T) {
@@ -46,25 +45,7 @@ type srv struct {
 func start(t *testing.T) *srv {
 	t.Helper()
 	requireServer(t)
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), WarmPool: 0}
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
-	if err != nil {
-		t.Fatalf("new daemon: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	d := daemontest.Start(t, func(c *config.Config) { c.DisableRateLimit = false; c.WarmPool = 0 })
 	return &srv{t: t, base: "http://" + d.Addr(), key: d.AdminKey(), c: &http.Client{Timeout: 5 * time.Minute}}
 }
 

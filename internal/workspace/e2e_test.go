@@ -15,6 +15,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
@@ -40,28 +41,7 @@ type server struct {
 func start(t testing.TB, mutate func(*config.Config)) *server {
 	t.Helper()
 	requireSandboxes(t)
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
-	if err != nil {
-		t.Fatalf("new daemon: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run returned %v", err)
-		}
-	})
+	d := daemontest.Start(t, mutate)
 	return &server{t: t, d: d, base: "http://" + d.Addr(), key: d.AdminKey(), aio: aiotest.Load(t)}
 }
 
