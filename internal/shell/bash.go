@@ -277,8 +277,10 @@ func (c *BashCommand) WriteStdin(input []byte) error {
 	}
 	res := make(chan error, 1)
 	go func() {
-		defer func() { <-c.stdin }()
 		_, err := c.proc.Stdin.Write(input)
+		// Release the slot before answering: the caller's next write may
+		// arrive as soon as this one is reported done.
+		<-c.stdin
 		res <- err
 	}()
 	select {
