@@ -154,20 +154,29 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 			}
 		}
 	}
-	done <- spawnResult{pid: pid, err: err}
 	if !v1 || len(cgroups) == 0 {
+		done <- spawnResult{pid: pid, err: err}
 		runtime.UnlockOSThread()
 		return
 	}
-	if len(home) != len(cgroups) {
-		return // cannot return home: let the thread die
-	}
+	// Back home before the reply leaves: once the server knows the
+	// process, it may kill the execution's group, and a thread of the init
+	// must not be in it then.
+	homeOK := len(home) == len(cgroups)
 	for _, f := range home {
-		if _, err := unix.Write(int(f.Fd()), tid); err != nil {
-			return
+		if !homeOK {
+			break
+		}
+		if _, werr := unix.Write(int(f.Fd()), tid); werr != nil {
+			homeOK = false
 		}
 	}
-	runtime.UnlockOSThread()
+	done <- spawnResult{pid: pid, err: err}
+	if homeOK {
+		runtime.UnlockOSThread()
+	}
+	// Otherwise the goroutine ends locked and the runtime destroys the
+	// thread, which leaves the execution's group with it.
 }
 
 // setLimits applies per-execution rlimits. Go cannot run code between fork
