@@ -31,7 +31,8 @@ func resetIgnoredSignals() {
 			continue
 		}
 		var old sigaction
-		if _, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); errno != 0 {
+		_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0) //nolint:gosec // G103: the kernel ABI needs the pointer
+		if errno != 0 {
 			continue
 		}
 		if old.handler != sigIgn {
