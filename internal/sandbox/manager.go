@@ -166,7 +166,7 @@ func (m *Manager) Close() {
 	close(m.stop)
 	m.pool.close()
 	for _, s := range all {
-		s.shutdown(true)
+		s.shutdown()
 		s.releaseVolume()
 	}
 	m.wg.Wait()
@@ -259,7 +259,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 		s = w
 		s.rec.Owner, s.rec.Name, s.rec.Spec, s.rec.Default = c.KeyID, spec.Name, spec, dflt
 		if err := s.applyLimits(); err != nil {
-			s.shutdown(false)
+			s.shutdown()
 			m.discard(s)
 			return Info{}, err
 		}
@@ -275,7 +275,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 		s.rec.Name = s.rec.ID
 	}
 	if err := m.records.PutSandbox(ctx, s.rec); err != nil {
-		s.shutdown(false)
+		s.shutdown()
 		m.discard(s)
 		return Info{}, fmt.Errorf("save sandbox: %w", err)
 	}
@@ -463,7 +463,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 	delete(m.sandboxes, id)
 	m.mu.Unlock()
 	m.netDetach(id)
-	s.shutdown(true)
+	s.shutdown()
 	s.releaseVolume()
 	if err := m.records.DeleteSandbox(ctx, id); err != nil {
 		m.log.Error("delete sandbox record", "id", id, "err", err)
@@ -572,7 +572,7 @@ func (m *Manager) SelfTest(ctx context.Context) ([]agent.Layer, error) {
 		return nil, fmt.Errorf("start a test sandbox: %w", err)
 	}
 	defer func() {
-		s.shutdown(true)
+		s.shutdown()
 		m.discard(s)
 	}()
 	e, err := s.Exec(ctx, ExecRequest{Argv: []string{"/bin/sh", "-c", "exit 0"}, Actor: "system"})

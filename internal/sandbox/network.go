@@ -346,7 +346,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) 
 	rec := s.rec
 	s.mu.Unlock()
 	if modeChange {
-		s.shutdown(true)
+		s.shutdown()
 	}
 	if cur.Mode == NetworkProxy && want.Mode != NetworkProxy && e != nil {
 		e.Remove(s.rec.ID)

@@ -83,7 +83,7 @@ func (p *pool) fill() {
 			p.mu.Lock()
 			if p.closed {
 				p.mu.Unlock()
-				s.shutdown(true)
+				s.shutdown()
 				p.m.discard(s)
 				return
 			}
@@ -108,7 +108,7 @@ func (p *pool) take(spec Spec) *Sandbox {
 			return s
 		}
 		// Its init died while waiting; throw it away.
-		go func() { s.shutdown(true); p.m.discard(s) }()
+		go func() { s.shutdown(); p.m.discard(s) }()
 	}
 	return nil
 }
@@ -119,7 +119,7 @@ func (p *pool) take(spec Spec) *Sandbox {
 func warmUp(s *Sandbox) error {
 	e, err := s.Exec(context.Background(), ExecRequest{Argv: []string{"/bin/true"}, Timeout: 10 * time.Second})
 	if err != nil {
-		s.shutdown(true)
+		s.shutdown()
 		s.m.discard(s)
 		return err
 	}
@@ -139,7 +139,7 @@ func (p *pool) close() {
 	p.mu.Unlock()
 	<-p.done
 	for _, s := range ready {
-		s.shutdown(true)
+		s.shutdown()
 		p.m.discard(s)
 	}
 }

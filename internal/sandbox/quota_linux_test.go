@@ -70,7 +70,7 @@ func TestWorkspaceQuotaIsEnforcedByTheKernel(t *testing.T) {
 	}
 	// The workspace survives an init restart and a server restart: the
 	// mount is made once per run and the image persists.
-	s.shutdown(true)
+	s.shutdown()
 	if r := run(t, s, ExecRequest{Command: "cat /workspace/keep"}); strings.TrimSpace(r.Stdout) != "keep" {
 		t.Fatalf("after init restart: %q %q", r.Stdout, r.Stderr)
 	}

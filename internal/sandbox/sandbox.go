@@ -263,10 +263,9 @@ func (s *Sandbox) ensure(ctx context.Context) (*agent.Instance, error) {
 	return s.inst, nil
 }
 
-// shutdown kills the init and destroys the cgroup. Running executions end
-// as killed. removeGroup false keeps nothing anyway; it exists for clarity
-// at call sites that discard a never-recorded sandbox.
-func (s *Sandbox) shutdown(_ bool) {
+// shutdown kills the init and destroys the cgroup. Running executions and
+// spawned processes end as killed; the workspace stays.
+func (s *Sandbox) shutdown() {
 	// A paused sandbox is thawed first: v1 cannot kill inside a frozen
 	// parent, and the executions must end as killed, not hang.
 	if g := s.cgroupGroup(); g != nil {
@@ -297,7 +296,7 @@ func (s *Sandbox) stopIdle() bool {
 	if !idle {
 		return false
 	}
-	s.shutdown(true)
+	s.shutdown()
 	return true
 }
 
