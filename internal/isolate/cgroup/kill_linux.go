@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -212,4 +213,43 @@ func killByFreezing(g freezer, threadsFile string) error {
 		return fmt.Errorf("kill: processes %v keep threads both inside and outside the group", visitors)
 	}
 	return fmt.Errorf("kill: group not empty after %d rounds (%d processes left)", maxKillRounds, len(full)+len(visitors))
+}
+
+// thawSubtree thaws every descendant of root (writing value to file; a
+// group removed meanwhile is skipped), then the group itself with thaw.
+func thawSubtree(root, file, value string, thaw func() error) error {
+	dirs, err := walkGroups(root)
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs[1:] {
+		err := writeString(d+"/"+file, value)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENODEV) {
+			return err
+		}
+	}
+	return thaw()
+}
+
+// freezeChecked freezes a group unless it holds this process: the server
+// never freezes itself.
+func freezeChecked(rel string, procsOf func() ([]int, error), freeze func(polls int) error) error {
+	procs, err := procsOf()
+	if err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	if slices.Contains(procs, os.Getpid()) {
+		return fmt.Errorf("freeze cgroup %q: %w", rel, ErrContainsSelf)
+	}
+	if err := freeze(maxStatePolls); err != nil {
+		return fmt.Errorf("freeze: %w", err)
+	}
+	return nil
+}
+
+func wrapThaw(err error) error {
+	if err != nil {
+		return fmt.Errorf("thaw: %w", err)
+	}
+	return nil
 }

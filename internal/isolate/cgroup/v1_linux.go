@@ -291,39 +291,12 @@ func (g *v1Group) freeze(polls int) error { return g.setFreezer("FROZEN", polls)
 func (g *v1Group) thaw() error            { return g.setFreezer("THAWED", maxStatePolls) }
 
 func (g *v1Group) thawAll() error {
-	dirs, err := walkGroups(g.dir("freezer"))
-	if err != nil {
-		return err
-	}
-	for _, d := range dirs[1:] {
-		err := writeString(d+"/freezer.state", "THAWED")
-		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENODEV) {
-			return err
-		}
-	}
-	return g.thaw()
+	return thawSubtree(g.dir("freezer"), "freezer.state", "THAWED", g.thaw)
 }
 
-func (g *v1Group) Freeze() error {
-	procs, err := g.Procs()
-	if err != nil {
-		return fmt.Errorf("freeze: %w", err)
-	}
-	if slices.Contains(procs, os.Getpid()) {
-		return fmt.Errorf("freeze cgroup %q: %w", g.rel, ErrContainsSelf)
-	}
-	if err := g.freeze(maxStatePolls); err != nil {
-		return fmt.Errorf("freeze: %w", err)
-	}
-	return nil
-}
+func (g *v1Group) Freeze() error { return freezeChecked(g.rel, g.Procs, g.freeze) }
 
-func (g *v1Group) Thaw() error {
-	if err := g.thaw(); err != nil {
-		return fmt.Errorf("thaw: %w", err)
-	}
-	return nil
-}
+func (g *v1Group) Thaw() error { return wrapThaw(g.thaw()) }
 
 func (g *v1Group) Stats() (Stats, error) {
 	var s Stats

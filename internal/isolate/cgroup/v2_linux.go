@@ -366,39 +366,12 @@ func (g *v2Group) freeze(polls int) error { return g.setFrozen(true, polls) }
 func (g *v2Group) thaw() error            { return g.setFrozen(false, maxStatePolls) }
 
 func (g *v2Group) thawAll() error {
-	dirs, err := walkGroups(g.dir())
-	if err != nil {
-		return err
-	}
-	for _, d := range dirs[1:] {
-		err := writeString(d+"/cgroup.freeze", "0")
-		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ENODEV) {
-			return err
-		}
-	}
-	return g.thaw()
+	return thawSubtree(g.dir(), "cgroup.freeze", "0", g.thaw)
 }
 
-func (g *v2Group) Freeze() error {
-	procs, err := g.Procs()
-	if err != nil {
-		return fmt.Errorf("freeze: %w", err)
-	}
-	if slices.Contains(procs, os.Getpid()) {
-		return fmt.Errorf("freeze cgroup %q: %w", g.rel, ErrContainsSelf)
-	}
-	if err := g.freeze(maxStatePolls); err != nil {
-		return fmt.Errorf("freeze: %w", err)
-	}
-	return nil
-}
+func (g *v2Group) Freeze() error { return freezeChecked(g.rel, g.Procs, g.freeze) }
 
-func (g *v2Group) Thaw() error {
-	if err := g.thaw(); err != nil {
-		return fmt.Errorf("thaw: %w", err)
-	}
-	return nil
-}
+func (g *v2Group) Thaw() error { return wrapThaw(g.thaw()) }
 
 func (g *v2Group) Stats() (Stats, error) {
 	var s Stats
