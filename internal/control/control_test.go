@@ -2,36 +2,13 @@ package control
 
 import (
 	"context"
-	"sync"
 	"testing"
 
-	"github.com/sandhold/sandhold/internal/store"
+	"github.com/sandhold/sandhold/internal/store/storetest"
 )
 
-type memSettings struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memSettings) GetSetting(_ context.Context, k string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[k]
-	if !ok {
-		return nil, store.ErrNotFound
-	}
-	return v, nil
-}
-
-func (s *memSettings) PutSetting(_ context.Context, k string, v []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string][]byte{}
-	}
-	s.m[k] = v
-	return nil
-}
+// memSettings is the in-memory settings table shared by unit tests.
+type memSettings = storetest.Settings
 
 // fakeFreezer records freezes; running are the sandboxes HaltFreeze finds
 // running.
@@ -99,7 +76,8 @@ func TestHaltSurvivesRestartAndThawsWhatItFroze(t *testing.T) {
 }
 
 func TestCorruptStateFailsTheStart(t *testing.T) {
-	st := &memSettings{m: map[string][]byte{SettingKey: []byte("{")}}
+	st := &memSettings{}
+	_ = st.PutSetting(context.Background(), SettingKey, []byte("{"))
 	if _, err := Load(context.Background(), st, nil); err == nil {
 		t.Fatal("loaded a corrupt halt state")
 	}

@@ -14,33 +14,11 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
-	"github.com/sandhold/sandhold/internal/store"
+	"github.com/sandhold/sandhold/internal/store/storetest"
 )
 
-type memSettings struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memSettings) GetSetting(_ context.Context, k string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[k]
-	if !ok {
-		return nil, store.ErrNotFound
-	}
-	return v, nil
-}
-
-func (s *memSettings) PutSetting(_ context.Context, k string, v []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string][]byte{}
-	}
-	s.m[k] = v
-	return nil
-}
+// memSettings is the in-memory settings table shared by unit tests.
+type memSettings = storetest.Settings
 
 var (
 	admin  = auth.Caller{KeyID: "k-admin", Role: auth.RoleAdmin}
@@ -397,7 +375,8 @@ func FuzzRender(f *testing.F) {
 }
 
 func TestToolsRegisteredLaterLoadWhenTheyArrive(t *testing.T) {
-	st := &memSettings{m: map[string][]byte{SettingKey: []byte(`[{"name":"uses_late","call":{"tool":"late.tool"},"owner":"k-agent"}]`)}}
+	st := &memSettings{}
+	_ = st.PutSetting(context.Background(), SettingKey, []byte(`[{"name":"uses_late","call":{"tool":"late.tool"},"owner":"k-agent"}]`))
 	d := dispatch.New(dispatch.Options{})
 	r, problems, err := Load(ctx, d, st)
 	if err != nil || len(problems) != 1 {
@@ -436,7 +415,9 @@ func TestDepthIsCappedAtRunTime(t *testing.T) {
 		prev = name
 	}
 	b, _ := json.Marshal(defs)
-	f := newFixture(t, &memSettings{m: map[string][]byte{SettingKey: b}})
+	st := &memSettings{}
+	_ = st.PutSetting(ctx, SettingKey, b)
+	f := newFixture(t, st)
 	if _, err := f.d.Call(ctx, agent, fmt.Sprintf("deep%d", dispatch.MaxDepth-1), nil); err != nil {
 		t.Fatalf("a chain of %d runs: %v", dispatch.MaxDepth-1, err)
 	}

@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/auth"
@@ -11,33 +10,11 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
-	"github.com/sandhold/sandhold/internal/store"
+	"github.com/sandhold/sandhold/internal/store/storetest"
 )
 
-type memSettings struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memSettings) GetSetting(_ context.Context, k string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[k]
-	if !ok {
-		return nil, store.ErrNotFound
-	}
-	return v, nil
-}
-
-func (s *memSettings) PutSetting(_ context.Context, k string, v []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string][]byte{}
-	}
-	s.m[k] = v
-	return nil
-}
+// memSettings is the in-memory settings table shared by unit tests.
+type memSettings = storetest.Settings
 
 var (
 	admin  = auth.Caller{KeyID: "k-admin", Role: auth.RoleAdmin}
@@ -192,7 +169,8 @@ func TestValidateNamesTheField(t *testing.T) {
 }
 
 func TestCorruptStoredPolicyFailsClosed(t *testing.T) {
-	st := &memSettings{m: map[string][]byte{SettingKey: []byte(`{"roles":{"agent":{"allow_up_to":"everything"}}}`)}}
+	st := &memSettings{}
+	_ = st.PutSetting(context.Background(), SettingKey, []byte(`{"roles":{"agent":{"allow_up_to":"everything"}}}`))
 	if _, err := Load(context.Background(), st); err == nil {
 		t.Fatal("loaded an invalid stored policy")
 	}
