@@ -215,7 +215,13 @@ func newServer(conn *Conn, st Setup) *server {
 }
 
 func (s *server) serve() error {
-	go s.reap()
+	// SIGCHLD is subscribed to before the first request is read: a child
+	// that exits before a subscription exists is never reported (Go drops
+	// an unsubscribed SIGCHLD), and its execution would hang to its
+	// timeout.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGCHLD)
+	go s.reap(sigs)
 	for {
 		var req Request
 		files, err := s.conn.Recv(&req)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -272,9 +271,8 @@ func (s *server) signal(r *SignalReq) error {
 
 // reap is PID 1's duty: it collects every child that ends — the ones it
 // spawned, whose exits it reports, and the orphans the kernel hands it.
-func (s *server) reap() {
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD)
+func (s *server) reap(sigs <-chan os.Signal) {
+	s.reapAll() // anything that ended before the first signal
 	for range sigs {
 		s.reapAll()
 	}
