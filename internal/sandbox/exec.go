@@ -45,6 +45,13 @@ const (
 	drainGrace = 2 * time.Second
 	// cpuPoll is how often a long execution's tree CPU time is checked.
 	cpuPoll = 250 * time.Millisecond
+	// exitAfterKill bounds waiting for the exit report of a killed
+	// execution; past it the init is presumed gone and the exit is
+	// recorded as SIGKILL.
+	exitAfterKill = 10 * time.Second
+	// killWait bounds waiting for each killed execution to finish when a
+	// sandbox stops or HALT kills everything.
+	killWait = 15 * time.Second
 )
 
 // Statuses of an execution.
@@ -415,7 +422,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 			// Killed: wait for the exit that follows.
 			select {
 			case ex = <-p.Exited():
-			case <-time.After(10 * time.Second):
+			case <-time.After(exitAfterKill):
 				ex = agent.Exit{Code: -1, Signal: int(syscall.SIGKILL)}
 			}
 			exited = true
@@ -584,7 +591,7 @@ func (s *Sandbox) killExecs(reason string) {
 	for _, e := range running {
 		select {
 		case <-e.done:
-		case <-time.After(15 * time.Second):
+		case <-time.After(killWait):
 		}
 	}
 }

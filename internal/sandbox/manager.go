@@ -66,6 +66,10 @@ const (
 	sandboxUID = 1000
 	// launchTimeout bounds one init's start and setup.
 	launchTimeout = 30 * time.Second
+	// defaultExecsPerSandbox caps concurrent executions per sandbox when
+	// the configuration names no cap: each holds an execution cgroup and
+	// server goroutines.
+	defaultExecsPerSandbox = 16
 	// maxFinishedExecs is how many finished executions a sandbox keeps for
 	// polling before the oldest is forgotten.
 	maxFinishedExecs = 256
@@ -102,7 +106,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 		cfg.Log = slog.Default()
 	}
 	if cfg.MaxExecsPerSandbox <= 0 {
-		cfg.MaxExecsPerSandbox = 16
+		cfg.MaxExecsPerSandbox = defaultExecsPerSandbox
 	}
 	if audit == nil {
 		audit = func(context.Context, Event) {}
