@@ -75,6 +75,15 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Judged on the descriptor: a link made after the server's
+		// resolve is caught here.
+		if ost, err := statFD(fd, path.Base(real)); err != nil || (!r.Deny.AllowHardLinked && HardLinked(real, ost.Mode, ost.Nlink)) {
+			closeFD(fd)
+			if err != nil {
+				return nil, err
+			}
+			return nil, &Error{Code: "EACCES", Msg: "the file has more than one hard link"}
+		}
 		g.file(fd, real)
 		closeFD(fd)
 		return g.resp, nil
@@ -88,10 +97,13 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 	if !r.Recursive {
 		depth = 1
 	}
-	w := &walker{root: root, maxDepth: depth, exclude: r.Exclude, deny: r.Deny}
+	w := newWalker(root, depth, r.Exclude, r.Deny)
 	w.visit = func(dirfd int, name, rel string, st *unix.Stat_t) bool {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return true
+		}
+		if !r.Deny.AllowHardLinked && st.Nlink > 1 && WritableTree(path.Join(root, rel)) != "" {
+			return true // a second name of a file grep must not read
 		}
 		if len(r.Include) > 0 && !MatchName(r.Include, name, rel) {
 			return true

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"io/fs"
 	"path"
 	"strings"
+	"time"
 )
 
 // Caps of the workspace ops, each with its reason. The init serves these
@@ -37,7 +39,42 @@ const (
 	// maxGlobSegments bounds the segments of a glob pattern, so matching
 	// "**" stays cheap (the matcher is O(segments × path components)).
 	maxGlobSegments = 64
+	// MaxWalkTime bounds the wall time one walk, grep or pack check spends
+	// in the init: a tree built to be slow (a 3,000-level chain, a
+	// directory of a million names, a slow file system) must not hold an
+	// init goroutine, and the client waiting on it, without end. A walk or
+	// grep that runs out replies Truncated with what it found; a pack
+	// check that runs out refuses the archive.
+	MaxWalkTime = 10 * time.Second
+	// walkClockEvery is how many entries a walk visits between two looks
+	// at the clock (a clock read per entry would cost more than the visit).
+	walkClockEvery = 64
 )
+
+// WritableTrees are where the sandbox user can create files (the trees
+// landlock leaves writable), and so where a hard link can give a file a
+// second, innocent name. One list for the init and for the server.
+var WritableTrees = [...]string{"/workspace", "/tmp", "/dev/shm"}
+
+// WritableTree names the writable tree holding the absolute, clean path
+// p, or "".
+func WritableTree(p string) string {
+	for _, t := range WritableTrees {
+		if p == t || strings.HasPrefix(p, t+"/") {
+			return t
+		}
+	}
+	return ""
+}
+
+// HardLinked reports whether a file at the resolved path p with the given
+// mode (fs.FileMode bits) and link count is one the file calls refuse to
+// read or carry out: a regular file with more than one name in a writable
+// tree, which may be a second name for a sensitive file (`ln
+// .ssh/id_rsa notes.txt`) that the name-based policy would not recognise.
+func HardLinked(p string, mode uint32, nlink uint64) bool {
+	return nlink > 1 && fs.FileMode(mode).IsRegular() && WritableTree(p) != ""
+}
 
 // Deny lists the sensitive names a walk never reports or descends into:
 // Names are base names (".env", "id_rsa"), Dirs are directory suffixes of
@@ -53,6 +90,11 @@ type Deny struct {
 	// everything below them: the init serves the file calls, so they
 	// would name the init's own memory, environment and descriptors.
 	Procs bool `json:"procs,omitempty"`
+	// AllowHardLinked lets grep read, and pack carry out, regular files
+	// with more than one hard link in the writable trees (HardLinked).
+	// The zero value refuses them: a request that forgot the field fails
+	// closed.
+	AllowHardLinked bool `json:"allow_hard_linked,omitempty"`
 }
 
 // Denied reports whether the absolute, clean path p is sensitive under d:

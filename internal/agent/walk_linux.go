@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -203,6 +204,11 @@ type walker struct {
 	exclude  []string
 	deny     Deny
 	visited  int
+	// depthCapped: maxDepth is the cap (MaxWalkDepth), not the caller's
+	// choice, so a directory left unvisited at that depth cuts the walk.
+	depthCapped bool
+	// deadline ends the walk (cut) once passed: MaxWalkTime.
+	deadline time.Time
 	// cut is set when a cap stopped the walk early.
 	cut bool
 	// visit is called for every entry that passes the hidden, deny and
@@ -219,6 +225,10 @@ func (w *walker) dir(fd int, rel string, depth int) bool {
 	for _, n := range names {
 		w.visited++
 		if w.visited > MaxWalkVisit {
+			w.cut = true
+			return false
+		}
+		if w.visited%walkClockEvery == 0 && !w.deadline.IsZero() && time.Now().After(w.deadline) {
 			w.cut = true
 			return false
 		}
@@ -239,7 +249,13 @@ func (w *walker) dir(fd int, rel string, depth int) bool {
 		if !w.visit(fd, n, childRel, &st) {
 			return false
 		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR || depth >= w.maxDepth {
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		if depth >= w.maxDepth {
+			// A tree deeper than the cap (a 3,000-level chain) is
+			// reported as cut, not as complete.
+			w.cut = w.cut || w.depthCapped
 			continue
 		}
 		how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
@@ -255,6 +271,13 @@ func (w *walker) dir(fd int, rel string, depth int) bool {
 		}
 	}
 	return true
+}
+
+// newWalker returns a walker of the tree at root (kernel-resolved) down
+// to depth levels, with the time budget MaxWalkTime.
+func newWalker(root string, depth int, exclude []string, deny Deny) *walker {
+	return &walker{root: root, maxDepth: depth, depthCapped: depth == MaxWalkDepth, exclude: exclude, deny: deny,
+		deadline: time.Now().Add(MaxWalkTime)}
 }
 
 // readNames reads up to limit names of the open directory fd (without
@@ -312,7 +335,8 @@ func walk(p string, nofollow bool, r *WalkReq) (*WalkResp, error) {
 	defer closeFD(fd)
 	resp := &WalkResp{Root: root, Entries: []WalkEntry{}}
 	var all []WalkEntry
-	w := &walker{root: root, maxDepth: depth, hidden: r.Hidden, exclude: r.Exclude, deny: r.Deny}
+	w := newWalker(root, depth, r.Exclude, r.Deny)
+	w.hidden = r.Hidden
 	w.visit = func(_ int, name, rel string, st *unix.Stat_t) bool {
 		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 		if r.FilesOnly && isDir {

@@ -34,14 +34,15 @@ func (s *Sandbox) StatFS(ctx context.Context, path string) (total, free int64, e
 
 // Extract unpacks src (a regular file the caller owns; usually one the init
 // opened inside the sandbox) into the directory dest, by the init, inside
-// the sandbox. Refusals are *archive.Error; nothing is left behind then.
-func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Format, lim archive.Limits, src *os.File) (archive.Result, error) {
+// the sandbox; a name deny refuses is refused. Refusals are
+// *archive.Error; nothing is left behind then.
+func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Format, lim archive.Limits, deny agent.Deny, src *os.File) (archive.Result, error) {
 	inst, err := s.ensure(ctx)
 	if err != nil {
 		return archive.Result{}, err
 	}
 	s.touch()
-	return inst.Extract(ctx, agent.TransferReq{Path: dest, Format: format, Limits: lim}, src)
+	return inst.Extract(ctx, agent.TransferReq{Path: dest, Format: format, Limits: lim, Deny: deny}, src)
 }
 
 // Pack streams the tree under dir as an archive, written by the init into

@@ -21,6 +21,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/workspace"
 )
 
 // Artifacts live in the sandbox's workspace, where its code can use them
@@ -172,7 +173,8 @@ func writeNew(ctx context.Context, sb *sandbox.Sandbox, p string, b []byte) erro
 
 func (s *Service) readMeta(ctx context.Context, sb *sandbox.Sandbox, id string) (artifactMeta, error) {
 	var m artifactMeta
-	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: path.Join(uploadsDir, id+".json")})
+	metaPath := path.Join(uploadsDir, id+".json")
+	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: metaPath, NoFollow: true})
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return m, fault.New(fault.NotFound, "no such artifact upload")
@@ -180,6 +182,9 @@ func (s *Service) readMeta(ctx context.Context, sb *sandbox.Sandbox, id string) 
 		return m, fileError("artifact", id, err)
 	}
 	defer func() { _ = f.Close() }()
+	if _, err := workspace.CheckOpened("artifact", workspace.Located{Given: id, Resolved: metaPath}, f); err != nil {
+		return m, err
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxMetaBytes))
 	if err != nil {
 		return m, fileError("artifact", id, err)
@@ -256,6 +261,11 @@ func (s *Service) WriteArtifact(ctx context.Context, c auth.Caller, a ArtifactWr
 		return nil, fileError("artifact", meta.Name, err)
 	}
 	defer func() { _ = f.Close() }()
+	// The sandbox's code could have replaced the part with a second name
+	// of another file (a hard link): never write through it.
+	if _, err := workspace.CheckOpened("artifact", workspace.Located{Given: meta.Name, Resolved: part}, f); err != nil {
+		return nil, err
+	}
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fileError("artifact", meta.Name, err)
@@ -292,6 +302,10 @@ func (s *Service) finish(ctx context.Context, sb *sandbox.Sandbox, id string, me
 	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: part, NoFollow: true})
 	if err != nil {
 		return nil, fileError("artifact", meta.Name, err)
+	}
+	if _, err := workspace.CheckOpened("artifact", workspace.Located{Given: meta.Name, Resolved: part}, f); err != nil {
+		closeQuiet(f)
+		return nil, err
 	}
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, f, make([]byte, copyBuf))
@@ -389,7 +403,11 @@ func (s *Service) ReadArtifact(ctx context.Context, c auth.Caller, a ArtifactRef
 	if err != nil {
 		return nil, err
 	}
-	return openRegular(ctx, sb, path.Join(ArtifactDir, a.Name))
+	l, err := s.resolve(ctx, sb, "artifact", path.Join(ArtifactDir, a.Name))
+	if err != nil {
+		return nil, err
+	}
+	return openRegular(ctx, sb, "artifact", l)
 }
 
 // DeleteArtifact removes an upload (by ID) or a completed artifact (Name).

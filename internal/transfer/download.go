@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/workspace"
 )
 
 // DownloadArgs names a file to stream out.
@@ -98,11 +99,11 @@ func (s *Service) Download(ctx context.Context, c auth.Caller, a DownloadArgs) (
 	if err != nil {
 		return nil, err
 	}
-	real, _, err := s.resolve(ctx, sb, "download", a.Path)
+	l, err := s.resolve(ctx, sb, "download", a.Path)
 	if err != nil {
 		return nil, err
 	}
-	d, err := openRegular(ctx, sb, real)
+	d, err := openRegular(ctx, sb, "download", l)
 	if d != nil {
 		d.Path, d.SandboxID = a.Path, sb.ID()
 	}
@@ -113,10 +114,14 @@ type opener interface {
 	File(ctx context.Context, op agent.Op, r agent.FileReq) (*agent.FileResp, *os.File, error)
 }
 
-func openRegular(ctx context.Context, sb opener, p string) (*Download, error) {
+// openRegular opens a located regular file for reading and judges it by
+// its descriptor (workspace.CheckOpened: a hard link made after the
+// resolve is refused). Messages name the path as given.
+func openRegular(ctx context.Context, sb opener, op string, l workspace.Located) (*Download, error) {
+	p := l.Given
 	// openread: regular files only (a fifo planted at the path cannot
 	// hang the init), no symlink as the last component.
-	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: p, NoFollow: true})
+	_, f, err := sb.File(ctx, agent.OpOpenRead, agent.FileReq{Path: l.Resolved, NoFollow: true})
 	if err != nil {
 		var pe *agent.Error
 		switch {
@@ -126,6 +131,10 @@ func openRegular(ctx context.Context, sb opener, p string) (*Download, error) {
 			return nil, fault.InvalidField("path", p+": not a regular file")
 		}
 		return nil, fileError("open", p, err)
+	}
+	if _, err := workspace.CheckOpened(op, l, f); err != nil {
+		closeQuiet(f)
+		return nil, err
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -168,22 +177,24 @@ func (s *Service) Extract(ctx context.Context, c auth.Caller, a ExtractArgs) (*E
 	if err != nil {
 		return nil, err
 	}
-	src, _, err := s.resolve(ctx, sb, "extract", a.Path)
+	src, err := s.resolve(ctx, sb, "extract", a.Path)
 	if err != nil {
 		return nil, err
 	}
-	if dest, _, err = s.resolve(ctx, sb, "extract", dest); err != nil {
+	dl, err := s.resolve(ctx, sb, "extract", dest)
+	if err != nil {
 		return nil, err
 	}
+	dest = dl.Resolved
 	if _, ok := writableTop(dest); !ok {
 		return nil, fault.InvalidField("dest", "archives can only be extracted below /workspace, /tmp or /dev/shm")
 	}
-	d, err := openRegular(ctx, sb, src)
+	d, err := openRegular(ctx, sb, "extract", src)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = d.File.Close() }()
-	res, err := sb.Extract(ctx, dest, a.Format, s.extractLimits(sb), d.File)
+	res, err := sb.Extract(ctx, dest, a.Format, s.extractLimits(sb), s.cfg.Deny, d.File)
 	if err != nil {
 		return nil, fileError("extract", dest, err)
 	}
@@ -230,21 +241,21 @@ func (s *Service) Archive(ctx context.Context, c auth.Caller, a ArchiveArgs) (*P
 	if err != nil {
 		return nil, err
 	}
-	real, st, err := s.resolve(ctx, sb, "archive", a.Path)
+	l, err := s.resolve(ctx, sb, "archive", a.Path)
 	if err != nil {
 		return nil, err
 	}
-	if !st.Exists {
+	if !l.Exists {
 		return nil, fault.New(fault.NotFound, "archive "+a.Path+": no such directory")
 	}
-	if st.Stat == nil || !os.FileMode(st.Stat.Mode).IsDir() {
+	if !os.FileMode(l.Stat.Mode).IsDir() {
 		return nil, fault.InvalidField("path", "archive "+a.Path+": not a directory")
 	}
 	lim := s.cfg.Extract
 	lim.MaxEntries = maxPackEntries
 	lim.MaxTotalBytes = max(sb.DiskLimit(), lim.MaxTotalBytes)
 	lim.MaxEntryBytes = lim.MaxTotalBytes
-	body, err := sb.Pack(context.WithoutCancel(ctx), real, a.Format, lim, s.cfg.Deny)
+	body, err := sb.Pack(context.WithoutCancel(ctx), l.Resolved, a.Format, lim, s.cfg.Deny)
 	if err != nil {
 		return nil, fileError("archive", a.Path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/workspace"
 )
 
 // hostOpener opens host files, standing in for a sandbox's init.
@@ -45,7 +46,7 @@ func TestChangeDetection(t *testing.T) {
 			if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			d, err := openRegular(context.Background(), hostOpener{dir}, "/f")
+			d, err := openRegular(context.Background(), hostOpener{dir}, "download", workspace.Located{Given: "/f", Resolved: "/f"})
 			if err != nil {
 				t.Fatal(err)
 			}

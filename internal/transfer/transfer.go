@@ -35,6 +35,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/workspace"
 )
 
 // Caps with their reasons.
@@ -71,6 +72,7 @@ type Config struct {
 type Service struct {
 	m   *sandbox.Manager
 	cfg Config
+	pol workspace.Policy // cfg.Deny as the resolver's policy
 	log *slog.Logger
 
 	// mu guards busy: artifact uploads a call works on (closed when it
@@ -87,7 +89,12 @@ func New(m *sandbox.Manager, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Service{m: m, cfg: cfg, log: cfg.Log, busy: make(map[string]chan struct{})}
+	pol := workspace.Policy{Names: cfg.Deny.Names, Dirs: cfg.Deny.Dirs, Paths: cfg.Deny.Paths}
+	if pol.Names == nil && pol.Dirs == nil && pol.Paths == nil {
+		pol = workspace.DefaultPolicy() // no policy given: the default, never none
+	}
+	cfg.Deny = pol.Deny() // with Procs, and hard-linked files refused
+	return &Service{m: m, cfg: cfg, pol: pol, log: cfg.Log, busy: make(map[string]chan struct{})}
 }
 
 func (s *Service) sandbox(ctx context.Context, c auth.Caller, id string) (*sandbox.Sandbox, error) {
@@ -247,34 +254,19 @@ func requireStreaming(ctx context.Context, tool string) error {
 	return nil
 }
 
-// resolve checks the sensitive-path policy on p as given and as the
-// sandbox's kernel resolves it (agent.OpResolve: a missing file resolves to
-// its resolved parent plus its name), and returns the resolved path and
-// what is known of it. Callers act on the resolved path with NoFollow, so
-// a symlink swapped in afterwards makes the call fail instead of
-// redirecting it. A refusal names the path the client gave, never where a
-// symlink leads, and is the same whether or not the file exists.
-func (s *Service) resolve(ctx context.Context, sb *sandbox.Sandbox, op, p string) (string, *agent.FileResp, error) {
-	refuse := func() error {
-		return fault.New(fault.Forbidden, op+" "+p+": access to this path is refused by the sensitive-path policy")
-	}
-	if s.cfg.Deny.Denied(p) {
-		return "", nil, refuse()
-	}
-	fr, _, err := sb.File(ctx, agent.OpResolve, agent.FileReq{Path: p})
-	if err != nil {
-		return "", nil, fileError(op, p, err)
-	}
-	real := fr.Target
-	if real == "" {
-		real = p
-	}
-	if s.cfg.Deny.Denied(real) {
-		return "", nil, refuse()
-	}
-	return real, fr, nil
+// resolve is the one path resolver of every file route
+// (workspace.Policy.Locate): the policy on p as given and as the
+// sandbox's kernel resolves it, the writable-tree check and the hard-link
+// check, each before the call looks at whether the file exists. Callers
+// act on Located.Resolved with NoFollow, so a symlink swapped in
+// afterwards makes the call fail instead of redirecting it, and judge
+// what they open with workspace.CheckOpened.
+func (s *Service) resolve(ctx context.Context, sb *sandbox.Sandbox, op, p string) (workspace.Located, error) {
+	return s.pol.Locate(ctx, sb, op, p, false)
 }
 
+// denied checks the policy on a name as text (one the service composes,
+// before any round trip).
 func (s *Service) denied(op, p string) error {
 	if s.cfg.Deny.Denied(p) {
 		return fault.New(fault.Forbidden, op+" "+p+": access to this path is refused by the sensitive-path policy")

@@ -147,22 +147,26 @@ func (s *Service) uploadTarget(ctx context.Context, sb *sandbox.Sandbox, a Uploa
 	if err := checkPath("path", p); err != nil {
 		return "", err
 	}
-	real, fr, err := s.resolve(ctx, sb, "upload", p)
+	l, err := s.resolve(ctx, sb, "upload", p)
 	if err != nil {
 		return "", err
 	}
-	isDir := fr.Exists && fr.Stat != nil && os.FileMode(fr.Stat.Mode).IsDir()
+	isDir := l.Exists && os.FileMode(l.Stat.Mode).IsDir()
 	if !dirOnly && !isDir {
-		return real, nil
+		return l.Resolved, nil
 	}
 	if err := safeName("filename", name); err != nil {
 		return "", fault.InvalidField("path", "path names a directory and the upload has no usable file name")
 	}
-	final := path.Join(real, name)
 	if err := s.denied("upload", path.Join(p, name)); err != nil {
 		return "", err
 	}
-	return final, s.denied("upload", final)
+	// The file in the directory is a path of its own: the same resolver
+	// (a hard-linked or sensitive file under that name is refused).
+	if l, err = s.resolve(ctx, sb, "upload", path.Join(l.Resolved, name)); err != nil {
+		return "", err
+	}
+	return l.Resolved, nil
 }
 
 // fits refuses an upload whose announced size exceeds the free space of
@@ -195,10 +199,11 @@ func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a Uplo
 	if err := checkPath("path", dest); err != nil {
 		return UploadResult{}, err
 	}
-	dest, _, err := s.resolve(ctx, sb, "extract", dest)
+	dl, err := s.resolve(ctx, sb, "extract", dest)
 	if err != nil {
 		return UploadResult{}, err
 	}
+	dest = dl.Resolved
 	top, ok := writableTop(dest)
 	if !ok {
 		return UploadResult{}, fault.InvalidField("path", "archives can only be extracted below /workspace, /tmp or /dev/shm")
@@ -217,7 +222,7 @@ func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a Uplo
 	if err != nil {
 		return UploadResult{}, fileError("upload", dest, err)
 	}
-	res, err := sb.Extract(ctx, dest, a.Format, s.extractLimits(sb), f)
+	res, err := sb.Extract(ctx, dest, a.Format, s.extractLimits(sb), s.cfg.Deny, f)
 	if err != nil {
 		return UploadResult{}, fileError("extract", dest, err)
 	}

@@ -1,8 +1,12 @@
 package workspace
 
 import (
+	"context"
+	"os"
 	"path"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -90,21 +94,98 @@ func (p Policy) check(op, given, resolved string) error {
 	return nil
 }
 
-// writableTrees are where the sandbox user can create files, and so where
-// a hard link can give a sensitive file a second, innocent name.
-var writableTrees = []string{"/workspace", "/tmp", "/dev/shm"}
+func inWritableTree(p string) bool { return agent.WritableTree(p) != "" }
 
-func inWritableTree(p string) bool { return writableTreeOf(p) != "" }
-
-// writableTreeOf names the writable tree holding p, or "".
-func writableTreeOf(p string) string {
-	for _, t := range writableTrees {
-		if p == t || strings.HasPrefix(p, t+"/") {
-			return t
-		}
-	}
-	return ""
+// Located is a path that passed Locate.
+type Located struct {
+	// Given is the path as the client wrote it (cleaned); every message
+	// names it, never Resolved (which would tell where a symlink leads).
+	Given string
+	// Resolved is the kernel's name of the file inside the sandbox (for a
+	// missing file: its resolved parent plus the base name). Callers act
+	// on it with NoFollow, so a symlink swapped in afterwards makes the
+	// call fail instead of redirecting it.
+	Resolved string
+	Exists   bool
+	Stat     agent.Stat // when Exists
 }
+
+// Locate is the one path resolver of every route that names a path in a
+// sandbox — the JSON file calls of this package and the streaming routes
+// of internal/transfer (upload, download, archive, extract, artifacts).
+// In this order, each step before any that looks at whether the file
+// exists:
+//
+//  1. the path as text (cleanPath): absolute, no NUL, no '.' or '..';
+//  2. the sensitive-path policy on the name as given;
+//  3. the kernel's resolution inside the sandbox (agent.OpResolve: one
+//     round trip, symlinks followed, magic links refused);
+//  4. the policy on the resolved name;
+//  5. a path named in a writable tree stays in it (a symlink from
+//     /workspace out to /tmp or /etc is refused, as RESOLVE_BENEATH
+//     would refuse it);
+//  6. a regular file with more than one hard link in a writable tree is
+//     refused: `ln .ssh/id_rsa notes.txt` gives a sensitive file a name
+//     the policy does not know.
+//
+// Step 6 is judged again on the descriptor by CheckOpened, for a link
+// made between Locate and the open. asRoot resolves as the namespace's
+// uid 0 (sudo).
+func (p Policy) Locate(ctx context.Context, f FS, op, given string, asRoot bool) (Located, error) {
+	clean, err := cleanPath(op, given)
+	if err != nil {
+		return Located{}, err
+	}
+	if err := p.check(op, clean, clean); err != nil {
+		return Located{}, err
+	}
+	resp, _, err := f.File(ctx, agent.OpResolve, agent.FileReq{Path: clean, AsRoot: asRoot})
+	if err != nil {
+		return Located{}, fileErr(op, clean, err)
+	}
+	real := resp.Target
+	if real == "" {
+		real = clean
+	}
+	if err := p.check(op, clean, real); err != nil {
+		return Located{}, err
+	}
+	if tree := agent.WritableTree(clean); tree != "" && agent.WritableTree(real) != tree {
+		return Located{}, newErr(fault.Forbidden, op, clean, TypePermissionDenied,
+			"the path leads out of "+tree+" through a symlink", false, "symlink_escape", nil)
+	}
+	l := Located{Given: clean, Resolved: real, Exists: resp.Exists}
+	if resp.Stat != nil {
+		l.Stat = *resp.Stat
+	}
+	if l.Exists && agent.HardLinked(real, l.Stat.Mode, l.Stat.Nlink) {
+		return Located{}, hardLinkErr(op, clean)
+	}
+	return l, nil
+}
+
+// CheckOpened judges a file opened at a Located path by its descriptor
+// (what was opened is what counts: a hard link made after Locate is
+// caught here) and returns its stat.
+func CheckOpened(op string, l Located, f *os.File) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return st, fileErr(op, l.Given, err)
+	}
+	if st.Nlink > 1 && st.Mode&unix.S_IFMT == unix.S_IFREG && inWritableTree(l.Resolved) {
+		return st, hardLinkErr(op, l.Given)
+	}
+	return st, nil
+}
+
+func hardLinkErr(op, given string) error {
+	return newErr(fault.Forbidden, op, given, TypePermissionDenied,
+		"the file has more than one hard link; file calls refuse hard-linked files in writable trees", false, "hardlink", nil)
+}
+
+// Deny is the policy as the init applies it inside walks, searches and
+// archives (hard-linked files refused).
+func (p Policy) Deny() agent.Deny { return p.deny() }
 
 // cleanPath validates a client path as text: absolute, no NUL, at most
 // PATH_MAX, no "." or ".." components (they are refused, not resolved:

@@ -96,36 +96,14 @@ type target struct {
 
 func (t target) isDir() bool { return t.exists && fs.FileMode(t.stat.Mode).IsDir() }
 
-// locate validates, resolves and checks a path. The sensitive-path check
-// comes before anything looks at t.exists.
+// locate validates, resolves and checks a path (Policy.Locate). The
+// sensitive-path check comes before anything looks at t.exists.
 func (s *Service) locate(ctx context.Context, f FS, op, p string, sudo bool) (target, error) {
-	clean, err := cleanPath(op, p)
+	l, err := s.cfg.Policy.Locate(ctx, f, op, p, sudo)
 	if err != nil {
 		return target{}, err
 	}
-	resp, _, err := f.File(ctx, agent.OpResolve, agent.FileReq{Path: clean, AsRoot: sudo})
-	if err != nil {
-		return target{}, fileErr(op, clean, err)
-	}
-	if err := s.cfg.Policy.check(op, clean, resp.Target); err != nil {
-		return target{}, err
-	}
-	// A path named in a writable tree stays in it: a symlink from
-	// /workspace out to /tmp or /etc (made with the shell) is refused,
-	// as RESOLVE_BENEATH would refuse it.
-	if tree := writableTreeOf(clean); tree != "" && writableTreeOf(resp.Target) != tree {
-		return target{}, newErr(fault.Forbidden, op, clean, TypePermissionDenied,
-			"the path leads out of "+tree+" through a symlink", false, "symlink_escape", nil)
-	}
-	t := target{given: clean, resolved: resp.Target, exists: resp.Exists, root: sudo}
-	if resp.Stat != nil {
-		t.stat = *resp.Stat
-	}
-	if t.exists && fs.FileMode(t.stat.Mode).IsRegular() && t.stat.Nlink > 1 && inWritableTree(t.resolved) {
-		return target{}, newErr(fault.Forbidden, op, clean, TypePermissionDenied,
-			"the file has more than one hard link; file calls refuse hard-linked files in writable trees", false, "hardlink", nil)
-	}
-	return t, nil
+	return target{given: l.Given, resolved: l.Resolved, exists: l.Exists, stat: l.Stat, root: sudo}, nil
 }
 
 // readFile reads a located regular file whole, at most MaxFileSize bytes.
@@ -144,13 +122,9 @@ func (s *Service) readFile(ctx context.Context, f FS, op string, t target) ([]by
 	st := *resp.Stat
 	// The descriptor is what counts: a file swapped in after resolve is
 	// judged by what was opened.
-	var fst unix.Stat_t
-	if err := unix.Fstat(int(file.Fd()), &fst); err != nil {
-		return nil, st, fileErr(op, t.given, err)
-	}
-	if fst.Nlink > 1 && inWritableTree(t.resolved) {
-		return nil, st, newErr(fault.Forbidden, op, t.given, TypePermissionDenied,
-			"the file has more than one hard link; file calls refuse hard-linked files in writable trees", false, "hardlink", nil)
+	fst, err := CheckOpened(op, Located{Given: t.given, Resolved: t.resolved}, file)
+	if err != nil {
+		return nil, st, err
 	}
 	if fst.Size > s.cfg.MaxFileSize {
 		return nil, st, s.tooLarge(op, t.given)
