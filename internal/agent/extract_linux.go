@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"path"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -117,10 +119,27 @@ func extract(r *TransferReq, src *os.File, resp *TransferResp) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
 	defer cancel()
-	res, err := archive.Extract(ctx, src, format, root, rel, lim)
+	// Each target is judged by the sensitive-path policy before a byte
+	// is written: an archive must not plant .ssh/authorized_keys or .env
+	// where no file call may write.
+	check := func(name string) error {
+		if r.Deny.Denied(path.Join(r.Path, name)) {
+			return &archive.Error{Entry: name, Reason: reasonSensitive, Kind: archive.KindForbidden,
+				Detail: "the archive writes a path the sensitive-path policy refuses"}
+		}
+		return nil
+	}
+	res, err := archive.ExtractChecked(ctx, src, format, root, rel, lim, check)
 	resp.Result = res
 	return err
 }
+
+// reasonSensitive and reasonHardLinked are the refusals of the
+// sensitive-path policy in archives.
+const (
+	reasonSensitive  = "sensitive_path"
+	reasonHardLinked = "hard_linked_file"
+)
 
 func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	var st unix.Stat_t
@@ -129,6 +148,16 @@ func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return invalidf("pack writes to a pipe")
+	}
+	lim := r.Limits
+	// The check walk holds one descriptor per level; Pack must not go
+	// deeper than it looked.
+	lim.MaxDepth = min(lim.MaxDepth, MaxWalkDepth-1)
+	// The check walk first: a refusal (sensitive or hard-linked file, a
+	// tree too deep or too large, the time budget) comes before the first
+	// byte, so the client gets a clear 4xx instead of a cut stream.
+	if err := checkTree(r.Path, r.Deny, lim); err != nil {
+		return err
 	}
 	root, err := os.OpenRoot("/")
 	if err != nil {
@@ -139,12 +168,15 @@ func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	if rel == "" {
 		rel = "."
 	}
-	if err := checkTree(root, rel, r.Deny, r.Limits.MaxEntries); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
 	defer cancel()
-	res, err := archive.Pack(ctx, w, root, rel, r.Format, r.Limits)
+	// And the same policy on every entry as it is packed, judged on its
+	// descriptor: a file renamed or linked after the check walk is
+	// caught here (the stream is then cut, never completed).
+	check := func(name string, fi fs.FileInfo) error {
+		return entryPolicy(path.Join(r.Path, name), name, fi, r.Deny)
+	}
+	res, err := archive.PackChecked(ctx, w, root, rel, r.Format, lim, check)
 	resp.Result = res
 	// The reader learns of the end from EOF (this descriptor and the
 	// server's copy closed) and of a failure from the reply.
@@ -152,39 +184,86 @@ func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	return err
 }
 
-// errTreeDone ends checkTree's walk early.
-var errTreeDone = errors.New("walk done")
-
-// checkTree refuses to pack a tree that holds a name of the sensitive-path
-// policy: the archive would carry it out of the sandbox, past the policy
-// the file API applies. The walk never follows symlinks (fs.WalkDir on the
-// root) and stops after maxEntries entries (Pack refuses more anyway).
-func checkTree(root *os.Root, rel string, deny Deny, maxEntries int) error {
-	seen := 0
-	var found string
-	err := fs.WalkDir(root.FS(), rel, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // unreadable: Pack reports it
-		}
-		seen++
-		if seen > maxEntries {
-			return errTreeDone
-		}
-		if deny.Denied(path.Join("/", p)) {
-			found = p
-			return errTreeDone
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errTreeDone) {
-		return err
-	}
-	if found != "" {
-		entry := strings.TrimPrefix(strings.TrimPrefix(found, rel), "/")
-		return &archive.Error{Entry: entry, Reason: "sensitive_path", Kind: archive.KindForbidden,
+// entryPolicy is the sensitive-path policy for one object an archive
+// would carry out: its absolute path p, its name in the archive and what
+// its descriptor (or fstatat without following) says.
+func entryPolicy(p, name string, fi fs.FileInfo, deny Deny) error {
+	if deny.Denied(p) {
+		return &archive.Error{Entry: name, Reason: reasonSensitive, Kind: archive.KindForbidden,
 			Detail: "the directory holds a file the sensitive-path policy refuses; archive a directory without it"}
 	}
+	if !deny.AllowHardLinked && fi.Mode().IsRegular() && WritableTree(p) != "" {
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+			return &archive.Error{Entry: name, Reason: reasonHardLinked, Kind: archive.KindForbidden,
+				Detail: "the directory holds a file with more than one hard link (it may be a second name of a sensitive file); archive a directory without it"}
+		}
+	}
 	return nil
+}
+
+// checkTree walks the tree at p (never following symlinks, one open
+// directory per level) and refuses to pack it when it holds a name of the
+// sensitive-path policy or a hard-linked file (the archive would carry it
+// out, past the policy the file API applies), a name deeper than
+// lim.MaxDepth or longer than lim.MaxPathLen, more than lim.MaxEntries
+// objects, or when the walk runs past MaxWalkTime. Every refusal names
+// the rule; none of them needs the whole tree in memory.
+func checkTree(p string, deny Deny, lim archive.Limits) error {
+	fd, root, err := openRoot(p, true)
+	if err != nil {
+		return err
+	}
+	defer closeFD(fd)
+	var refusal error
+	seen := 0
+	// depth lim.MaxDepth+1: far enough to see the first name too deep.
+	w := newWalker(root, min(lim.MaxDepth+1, MaxWalkDepth), nil, Deny{})
+	w.hidden = true
+	w.visit = func(_ int, _, rel string, st *unix.Stat_t) bool {
+		seen++
+		switch {
+		case seen > lim.MaxEntries:
+			refusal = &archive.Error{Entry: rel, Reason: archive.ReasonTooManyEntries, Kind: archive.KindTooLarge,
+				Detail: fmt.Sprintf("the directory holds more than %d entries", lim.MaxEntries)}
+		case strings.Count(rel, "/")+1 > lim.MaxDepth:
+			refusal = &archive.Error{Entry: rel, Reason: archive.ReasonTooDeep, Kind: archive.KindTooLarge,
+				Detail: fmt.Sprintf("the directory is more than %d levels deep", lim.MaxDepth)}
+		case len(rel) > lim.MaxPathLen:
+			refusal = &archive.Error{Entry: rel, Reason: archive.ReasonNameTooLong, Kind: archive.KindTooLarge}
+		default:
+			refusal = entryPolicy(path.Join(root, rel), rel, statInfo{rel, st}, deny)
+		}
+		return refusal == nil
+	}
+	w.dir(fd, "", 1)
+	if refusal != nil {
+		return refusal
+	}
+	if w.cut {
+		// Neither a refusal above nor the depth (checked by name):
+		// the visit cap or the time budget ended the walk.
+		return &archive.Error{Reason: reasonTreeTooSlow, Kind: archive.KindTooLarge,
+			Detail: fmt.Sprintf("the directory could not be checked within %s or %d entries; archive a smaller one", MaxWalkTime, MaxWalkVisit)}
+	}
+	return nil
+}
+
+// reasonTreeTooSlow: the check walk ran out of time or visits.
+const reasonTreeTooSlow = "tree_too_large"
+
+// statInfo is an fs.FileInfo over a stat the walk already has.
+type statInfo struct {
+	name string
+	st   *unix.Stat_t
+}
+
+func (s statInfo) Name() string       { return path.Base(s.name) }
+func (s statInfo) Size() int64        { return s.st.Size }
+func (s statInfo) Mode() fs.FileMode  { return fileMode(s.st.Mode) }
+func (s statInfo) ModTime() time.Time { return time.Unix(0, s.st.Mtim.Nano()) }
+func (s statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s statInfo) Sys() any {
+	return &syscall.Stat_t{Nlink: s.st.Nlink, Mode: s.st.Mode, Size: s.st.Size}
 }
 
 // blocksBytes is n blocks of size bytes, saturating instead of overflowing.

@@ -204,6 +204,9 @@ const (
 	ReasonNoSpace           = "no_space"
 	ReasonIO                = "io_error"
 	ReasonChanged           = "changed_while_packing"
+	// ReasonPolicy is a refusal by the caller's EntryCheck or NameCheck
+	// when it gave no *Error of its own.
+	ReasonPolicy = "policy"
 )
 
 // Error is every refusal of this package: which entry, which rule, which

@@ -24,6 +24,19 @@ import (
 // check-then-use race on dir itself by opening the checked directory as the
 // root and passing dir ".".
 func Extract(ctx context.Context, src *os.File, format Format, dst *os.Root, dir string, lim Limits) (Result, error) {
+	return ExtractChecked(ctx, src, format, dst, dir, lim, nil)
+}
+
+// NameCheck judges one name an extraction would create (slash-separated,
+// relative to the destination directory). A non-nil error refuses the
+// whole archive in pass one, before anything is written (an *Error as it
+// is, anything else as a forbidden entry). It lets the caller apply a
+// policy the archive code does not know: a sensitive-path table.
+type NameCheck func(name string) error
+
+// ExtractChecked is Extract with check applied to every entry's name in
+// pass one (nil: none).
+func ExtractChecked(ctx context.Context, src *os.File, format Format, dst *os.Root, dir string, lim Limits, check NameCheck) (Result, error) {
 	if err := lim.validate(); err != nil {
 		return Result{}, err
 	}
@@ -52,6 +65,11 @@ func Extract(ctx context.Context, src *os.File, format Format, dst *os.Root, dir
 	p := newPlan(lim)
 	buf := make([]byte, copyBufSize)
 	if err := x.walk(func(e entry, body io.Reader) error {
+		if check != nil {
+			if err := check(e.name); err != nil {
+				return asError(e.raw, err, KindForbidden, ReasonPolicy)
+			}
+		}
 		if err := p.add(e); err != nil {
 			return err
 		}

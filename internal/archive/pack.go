@@ -32,6 +32,20 @@ const readDirBatch = 256
 // w holds a partial archive: callers streaming to a client must abort the
 // response rather than finish it.
 func Pack(ctx context.Context, w io.Writer, src *os.Root, dir string, format Format, lim Limits) (Result, error) {
+	return PackChecked(ctx, w, src, dir, format, lim, nil)
+}
+
+// EntryCheck judges one entry Pack is about to emit, by what its own
+// descriptor says: name is slash-separated and relative to the packed
+// directory. A non-nil error refuses the packing (an *Error as it is,
+// anything else as a forbidden entry). It lets the caller apply a policy
+// the archive code does not know (sensitive names, hard-linked files) at
+// the moment of packing, not only in a walk before it.
+type EntryCheck func(name string, fi fs.FileInfo) error
+
+// PackChecked is Pack with check applied to every directory and regular
+// file before it is emitted (nil: none).
+func PackChecked(ctx context.Context, w io.Writer, src *os.Root, dir string, format Format, lim Limits, check EntryCheck) (Result, error) {
 	if err := lim.validate(); err != nil {
 		return Result{}, err
 	}
@@ -55,7 +69,7 @@ func Pack(ctx context.Context, w io.Writer, src *os.Root, dir string, format For
 		return Result{}, ioError("", err)
 	}
 	defer top.Close() //nolint:errcheck // read-only directory handle
-	pk := &packer{ctx: ctx, lim: lim, w: aw, buf: make([]byte, copyBufSize)}
+	pk := &packer{ctx: ctx, lim: lim, w: aw, buf: make([]byte, copyBufSize), check: check}
 	if err := pk.walkDir(top, "", 0); err != nil {
 		return pk.res, err
 	}
@@ -72,6 +86,7 @@ type packer struct {
 	buf     []byte
 	res     Result
 	visited int
+	check   EntryCheck
 }
 
 // walkDir packs the children of the open directory d, named rel ("" for
@@ -136,6 +151,11 @@ func (pk *packer) entry(f *os.File, name string, depth int) error {
 	fi, err := f.Stat()
 	if err != nil {
 		return ioError(name, err)
+	}
+	if pk.check != nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+		if err := pk.check(name, fi); err != nil {
+			return asError(name, err, KindForbidden, ReasonPolicy)
+		}
 	}
 	switch {
 	case fi.IsDir():
