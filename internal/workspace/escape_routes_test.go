@@ -208,7 +208,9 @@ func TestHardLinksDoNotLaunderThePolicy(t *testing.T) {
 		do   func() (int, []byte)
 		want int
 	}{
-		{"read", func() (int, []byte) { return jsonPost("/v1/file/read", map[string]any{"file": "/workspace/hl/notes.txt"}) }, 403},
+		{"read", func() (int, []byte) {
+			return jsonPost("/v1/file/read", map[string]any{"file": "/workspace/hl/notes.txt"})
+		}, 403},
 		{"download", func() (int, []byte) {
 			return s.raw(ctx, "GET", prefix+"/v1/file/download?path=/workspace/hl/notes.txt", nil, "")
 		}, 403},
@@ -220,7 +222,9 @@ func TestHardLinksDoNotLaunderThePolicy(t *testing.T) {
 			return s.raw(ctx, "GET", prefix+"/v1/file/archive?format=tar&path=/workspace/hl", nil, "")
 		}, 403},
 		// grep of the directory answers, without the link's content.
-		{"grep", func() (int, []byte) { return jsonPost("/v1/file/grep", map[string]any{"path": "/workspace/hl", "pattern": "."}) }, 200},
+		{"grep", func() (int, []byte) {
+			return jsonPost("/v1/file/grep", map[string]any{"path": "/workspace/hl", "pattern": "."})
+		}, 200},
 		{"search", func() (int, []byte) {
 			return jsonPost("/v1/file/search", map[string]any{"file": "/workspace/hl/notes.txt", "regex": "."})
 		}, 403},
