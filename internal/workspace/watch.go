@@ -88,6 +88,10 @@ type WatchInfo struct {
 	CreatedAt       string   `json:"created_at"`
 	Cursor          int64    `json:"cursor"`
 	Error           *string  `json:"error"`
+	// Truncated: the tree is larger than one poll walks (maxWatchEntries,
+	// or the walk caps of internal/agent: depth, visits, time), so changes
+	// beyond what the baseline saw are not reported.
+	Truncated bool `json:"truncated"`
 }
 
 // PollResult is what poll returns.
@@ -212,10 +216,11 @@ func (s *Service) WatchCreate(ctx context.Context, c auth.Caller, a WatchCreateA
 		IncludePatterns: include, Debounce: deb, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	// The first snapshot is the baseline; taking it here reports a tree
 	// too big to watch at once.
-	base, err := s.snapshot(ctx, f, w)
+	base, truncated, err := s.snapshot(ctx, f, w)
 	if err != nil {
 		return WatchInfo{}, err
 	}
+	w.info.Truncated = truncated
 	s.watches.mu.Lock()
 	n := 0
 	for _, o := range s.watches.byID {
@@ -249,19 +254,19 @@ func (w *Watch) snapshotInfo() WatchInfo {
 	return in
 }
 
-// snapshot walks the watched tree once.
-func (s *Service) snapshot(ctx context.Context, f FS, w *Watch) (map[string]snap, error) {
+// snapshot walks the watched tree once; truncated says a cap cut the walk.
+func (s *Service) snapshot(ctx context.Context, f FS, w *Watch) (_ map[string]snap, truncated bool, _ error) {
 	const op = "watch"
 	out := make(map[string]snap)
 	if !w.t.isDir() {
 		resp, _, err := f.File(ctx, agent.OpResolve, agent.FileReq{Path: w.t.resolved, NoFollow: true})
 		if err != nil {
-			return nil, fileErr(op, w.t.given, err)
+			return nil, false, fileErr(op, w.t.given, err)
 		}
 		if resp.Exists && resp.Stat != nil {
 			out[""] = snap{size: resp.Stat.Size, mtime: resp.Stat.ModTime, mode: resp.Stat.Mode}
 		}
-		return out, nil
+		return out, false, nil
 	}
 	depth := 1
 	if w.info.Recursive {
@@ -270,12 +275,12 @@ func (s *Service) snapshot(ctx context.Context, f FS, w *Watch) (map[string]snap
 	req := agent.WalkReq{MaxDepth: depth, Hidden: true, Exclude: w.info.Exclude, Limit: maxWatchEntries, Deny: s.cfg.Policy.deny()}
 	resp, _, err := f.File(ctx, agent.OpWalk, agent.FileReq{Path: w.t.resolved, NoFollow: true, Walk: &req})
 	if err != nil {
-		return nil, fileErr(op, w.t.given, err)
+		return nil, false, fileErr(op, w.t.given, err)
 	}
 	for _, e := range resp.Walk.Entries {
 		out[e.Name] = snap{size: e.Size, mtime: e.ModTime, mode: e.Mode}
 	}
-	return out, nil
+	return out, resp.Walk.Truncated, nil
 }
 
 func (s *Service) runWatch(w *Watch, prev map[string]snap) {
@@ -307,7 +312,7 @@ func (s *Service) runWatch(w *Watch, prev map[string]snap) {
 		f, err := s.sandboxOf(ctx, w.caller, w.sandbox)
 		var cur map[string]snap
 		if err == nil {
-			cur, err = s.snapshot(ctx, f, w)
+			cur, _, err = s.snapshot(ctx, f, w)
 		}
 		cancel()
 		if err != nil {
