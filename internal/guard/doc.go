@@ -22,6 +22,12 @@
 // which is always Dangerous. The rule ids are the Rule* constants; the rule
 // table and the command-tier table are in rules.go.
 //
+// The walker is split along its ideas: walk.go (statements, words, findings
+// and the per-command classification), wrappers.go (commands that run the
+// command in their arguments), interpreters.go (shells and interpreters that
+// run code given inline, as a file or on stdin) and dataflow.go (variables,
+// files written or downloaded and later run, text fed to stdin).
+//
 // The guard is policy, NOT the security boundary. The boundary is the sandbox:
 // namespaces, cgroups, seccomp, landlock and no_new_privs. A command the guard
 // calls Safe must still be harmless to the host if it turns out to be hostile.
