@@ -5,6 +5,7 @@ package guard
 
 import (
 	"cmp"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -265,4 +266,177 @@ func (w *walker) isDownloaded(p string) bool {
 		return true
 	}
 	return w.anyDownload && (strings.HasPrefix(p, "./") || !strings.Contains(p, "/"))
+}
+
+// maxFeedItems caps the known words xargs or find hand to a command; more
+// known words than this make the line too complex (a payload must not hide
+// behind a long list).
+const maxFeedItems = 64
+
+// xargsInput is how xargs reads its standard input.
+type xargsInput struct {
+	sep     string // the delimiter when split is set
+	split   bool   // -0 / -d: split on sep instead of blanks
+	argFile bool   // -a FILE: arguments from a file the guard cannot see
+}
+
+func (x *xargsInput) option(name, val string, hasVal bool) {
+	switch name {
+	case "null":
+		x.sep, x.split = "\x00", true
+	case "delimiter":
+		if hasVal {
+			var b strings.Builder
+			ansiC(&b, val)
+			x.sep, x.split = b.String(), b.Len() > 0
+		}
+	case "arg-file":
+		x.argFile = true
+	}
+}
+
+// xargsItems are the words xargs reads, when the guard knows its standard
+// input: a here-string or here-document, or a pipe from one literal echo,
+// printf or find that selects everything below its starting points.
+func (w *walker) xargsItems(c ctx, x xargsInput) ([]string, bool) {
+	if x.argFile {
+		return nil, false
+	}
+	text, ok := w.stdinText(c)
+	if !ok && c.stdin == nil && c.pipe != nil && c.pipe.end-c.pipe.start == 1 && c.pipe.end <= len(w.v.Commands) {
+		if text, ok = w.produced[c.pipe.start]; !ok {
+			text, ok = producedBy(&w.v.Commands[c.pipe.start])
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	var items []string
+	if x.split {
+		for _, it := range strings.Split(text, x.sep) {
+			if it != "" {
+				items = append(items, it)
+			}
+		}
+		if n := len(items); n > 0 && x.sep != "\n" {
+			items[n-1] = strings.TrimSuffix(items[n-1], "\n")
+		}
+	} else if c.repl != "" {
+		// -I: one line per command, leading blanks removed.
+		for _, line := range strings.Split(text, "\n") {
+			if line = strings.TrimLeft(line, " \t"); line != "" {
+				items = append(items, line)
+			}
+		}
+	} else {
+		items = xargsWords(text)
+	}
+	return items, true
+}
+
+// xargsWords splits text as xargs does by default: at blanks and newlines,
+// with '…' and "…" quoting and backslash escapes.
+func xargsWords(text string) []string {
+	var out []string
+	var b strings.Builder
+	in, q := false, byte(0)
+	for i := 0; i < len(text); i++ {
+		ch := text[i]
+		switch {
+		case q != 0 && ch == q:
+			q = 0
+		case q != 0:
+			b.WriteByte(ch)
+		case ch == '\\' && i+1 < len(text):
+			i++
+			b.WriteByte(text[i])
+			in = true
+		case ch == '\'' || ch == '"':
+			q, in = ch, true
+		case ch == ' ' || ch == '\t' || ch == '\n':
+			if in {
+				out = append(out, b.String())
+				b.Reset()
+				in = false
+			}
+		default:
+			b.WriteByte(ch)
+			in = true
+		}
+	}
+	if in {
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// producedBy is the text a recorded command writes to stdout, when it is
+// literal and the guard knows it.
+func producedBy(cmd *Command) (string, bool) {
+	if !cmd.Literal {
+		return "", false
+	}
+	switch cmd.Name {
+	case "echo":
+		args := cmd.Args
+		nl := "\n"
+		if len(args) > 0 && args[0] == "-n" {
+			args, nl = args[1:], ""
+		}
+		if len(args) > 0 && strings.HasPrefix(args[0], "-") {
+			return "", false
+		}
+		return strings.Join(args, " ") + nl, true
+	case "printf":
+		if len(cmd.Args) == 0 {
+			return "", false
+		}
+		format, args := cmd.Args[0], cmd.Args[1:]
+		var b strings.Builder
+		switch {
+		case len(args) == 0 && !strings.Contains(format, "%"):
+			ansiC(&b, format)
+			return b.String(), true
+		case format == `%s\n` || format == `%s\0` || format == `%s `:
+			ansiC(&b, format[2:])
+			return strings.Join(args, b.String()) + b.String(), true
+		}
+	case "find":
+		starts, print0, everything := findSelects(cmd.Args)
+		if !everything {
+			return "", false
+		}
+		if print0 {
+			return strings.Join(starts, "\x00") + "\x00", true
+		}
+		return strings.Join(starts, "\n") + "\n", true
+	}
+	return "", false
+}
+
+// xargsFeed classifies the command xargs runs with the words it reads: with
+// -I, once per word (up to the cap) with the placeholder replaced; else once
+// with every word appended. The command's own stdin is not xargs' input.
+func (w *walker) xargsFeed(rest []field, items []string, c ctx) ([]field, ctx, bool) {
+	if len(items) > maxFeedItems {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("xargs reads more than %d words", maxFeedItems))
+		return nil, c, false
+	}
+	cc := c
+	cc.stdin, cc.pipe, cc.xargs = nil, nil, false
+	if repl := c.repl; repl != "" {
+		cc.repl = ""
+		if len(items) == 0 {
+			return nil, c, false
+		}
+		for _, it := range items[1:] {
+			w.argv(replaceFields(rest, repl, it), cc)
+		}
+		return replaceFields(rest, repl, items[0]), cc, true
+	}
+	out := append(rest[:len(rest):len(rest)], make([]field, len(items))...)
+	for i, it := range items {
+		out[len(rest)+i] = field{val: it, lit: true}
+	}
+	return out, cc, true
 }

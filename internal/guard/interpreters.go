@@ -4,6 +4,7 @@ package guard
 // a script operand or on standard input (bash -c, python -c, perl -e, awk …).
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -123,48 +124,55 @@ func (w *walker) scriptFile(f field, who string, c ctx) {
 }
 
 // interpreters run a program given with a code flag, a script operand, or
-// stdin. codeFlags are short flags whose value is the program.
+// stdin. codeFlags are short flags whose value is the program; valueFlags
+// are short options whose value may be the next word without being a
+// program (python -W arg, perl -I dir, ruby -r lib, node -r module); every
+// other short option takes no value (python -I, -E, -u …).
 var interpreters = [...]struct {
-	prefix    string
-	codeFlags string
-	long      []string
+	prefix     string
+	codeFlags  string
+	long       []string
+	valueFlags string
 }{
-	{"python", "c", nil},
-	{"pypy", "c", nil},
-	{"perl", "eE", nil},
-	{"ruby", "e", nil},
-	{"node", "ep", []string{"eval", "print"}},
-	{"nodejs", "ep", []string{"eval", "print"}},
-	{"deno", "", nil},
-	{"bun", "e", []string{"eval", "print"}},
-	{"php", "r", nil},
-	{"lua", "e", nil},
-	{"luajit", "e", nil},
-	{"tclsh", "", nil},
-	{"Rscript", "e", nil},
-	{"osascript", "e", nil},
+	{"python", "c", nil, "WX"},
+	{"pypy", "c", nil, "WX"},
+	{"perl", "eE", nil, "I"},
+	{"ruby", "e", nil, "IrCE"},
+	{"node", "ep", []string{"eval", "print"}, "rC"},
+	{"nodejs", "ep", []string{"eval", "print"}, "rC"},
+	{"deno", "", nil, ""},
+	{"bun", "e", []string{"eval", "print"}, "r"},
+	{"php", "rBRE", nil, "dcz"},
+	{"lua", "e", nil, "l"},
+	{"luajit", "e", nil, "lj"},
+	{"tclsh", "", nil, ""},
+	{"Rscript", "e", nil, ""},
+	{"osascript", "e", nil, "l"},
 }
 
 // interpreter reports whether name is an interpreter (python, python3,
 // python3.12, perl5.36 …) and its code flags.
 func interpreter(name string) (string, []string, bool) {
+	codeFlags, long, _, ok := interpreterFlags(name)
+	return codeFlags, long, ok
+}
+
+// interpreterFlags is interpreter with the value-taking options.
+func interpreterFlags(name string) (codeFlags string, long []string, valueFlags string, ok bool) {
 	for _, it := range interpreters {
-		rest, ok := strings.CutPrefix(name, it.prefix)
-		if !ok {
+		rest, found := strings.CutPrefix(name, it.prefix)
+		if !found {
 			continue
 		}
 		if rest == "" || rest[0] >= '0' && rest[0] <= '9' || rest[0] == '.' || rest[0] == '-' {
-			return it.codeFlags, it.long, true
+			return it.codeFlags, it.long, it.valueFlags, true
 		}
 	}
-	return "", nil, false
+	return "", nil, "", false
 }
 
-// interpValueFlags are interpreter options that take the next word as value
-// without it being a program (python -W arg, -X opt, node -r module).
-const interpValueFlags = "WXrIM"
-
 func (w *walker) interp(cl *call, codeFlags string, long []string, c ctx) {
+	_, _, valueFlags, _ := interpreterFlags(cl.name)
 	var codes []field
 	args := cl.args
 	for i := 0; i < len(args); i++ {
@@ -211,7 +219,7 @@ func (w *walker) interp(cl *call, codeFlags string, long []string, c ctx) {
 					}
 					break
 				}
-				if strings.IndexByte(interpValueFlags, ch) >= 0 {
+				if strings.IndexByte(valueFlags, ch) >= 0 {
 					if j+1 == len(a) {
 						i++
 					}
@@ -243,7 +251,8 @@ var (
 )
 
 // inlineProgram skims a program given to an interpreter inline. It is only
-// pattern matching; the program's behaviour is decided when it runs.
+// pattern matching (see programs.go); the program's behaviour is decided
+// when it runs.
 func (w *walker) inlineProgram(name string, code field, c ctx) {
 	if !code.lit {
 		w.dynamic(RuleDynamicCode, name+" runs a program built at run time", c.nested)
@@ -269,92 +278,48 @@ func (w *walker) inlineProgram(name string, code field, c ctx) {
 	if credentialText(code.val) {
 		w.flag(RuleCredentialRead, Dangerous, name+" program mentions a secret file")
 	}
-	// Commands the program hands to a shell or exec, as far as they are
-	// literal: os.system("rm -rf /"), subprocess.call(["rm", "-rf", "/"]).
-	for _, cmd := range programCommands(code.val) {
-		cc := c
-		cc.depth++
-		cc.nested, cc.pipe, cc.stdin = span{}, nil, nil
-		if cc.depth > w.g.maxDepth {
-			break
-		}
-		saved := w.k.pos
-		w.k.pos = nil
-		if f := w.parseQuiet(cmd); f != nil {
-			w.stmts(f.Stmts, cc)
-		}
-		w.k.pos = saved
+	l := langOf(name)
+	found := programFindings(code.val, l)
+	if l == langAwk {
+		found = append(found, awkPipes(code.val)...)
 	}
+	w.programFindings(name, found, hasDecoder(code.val), c)
 }
 
-// maxProgramCommands caps the command strings taken from one inline program.
-const maxProgramCommands = 32
-
-// execCalls are the calls through which a program runs a command string or
-// argument list.
-var execCalls = [...]string{
-	"system(", "system ", "popen(", "Popen(", "call(", "run(", "check_output(", "check_call(",
-	"exec(", "exec ", "execSync(", "spawn(", "spawnSync(", "shell_exec(", "passthru(", "proc_open(",
-}
-
-// programCommands extracts the literal command strings a program passes to
-// its exec calls, joining argument lists with spaces, plus backtick strings.
-func programCommands(src string) []string {
-	var out []string
-	for _, call := range execCalls {
-		for off := 0; len(out) < maxProgramCommands; {
-			i := strings.Index(src[off:], call)
-			if i < 0 {
-				break
+// programFindings assesses what a program runs: a literal command line like
+// any other (at one more level of depth), literal code of the program's own
+// language as a program again, and anything computed as dynamic.
+func (w *walker) programFindings(name string, found []progFinding, decodes bool, c ctx) {
+	cc := c
+	cc.depth++
+	cc.nested, cc.pipe, cc.stdin, cc.xargs, cc.repl = span{}, nil, nil, false, ""
+	for _, f := range found {
+		switch {
+		case w.stopped:
+			return
+		case f.dynamic && f.code:
+			w.dynamic(RuleDynamicCode, name+" program evaluates code built at run time ("+f.sink+")")
+		case f.dynamic:
+			w.dynamic(RuleDynamicCode, name+" program runs a command built at run time ("+f.sink+")")
+		case cc.depth > w.g.maxDepth:
+			w.flag(RuleDepthExceeded, Dangerous, fmt.Sprintf("%s program nested more than %d levels deep", name, w.g.maxDepth))
+			return
+		case f.code:
+			w.inlineProgram(name, field{val: f.text, lit: true}, cc)
+		default:
+			saved := w.k.pos
+			w.k.pos = nil
+			if file := w.parseQuiet(f.text); file != nil {
+				w.stmts(file.Stmts, cc)
+			} else {
+				w.bump(Medium, name+" program runs a command the guard cannot parse")
 			}
-			off += i + len(call)
-			if s, ok := literalRun(src[off:]); ok {
-				out = append(out, s)
-			}
+			w.k.pos = saved
+		}
+		if f.dynamic && decodes {
+			w.flag(RuleDecodeExec, Dangerous, name+" program decodes data and runs the result")
 		}
 	}
-	for off := 0; len(out) < maxProgramCommands; {
-		i := strings.IndexByte(src[off:], '`')
-		if i < 0 {
-			break
-		}
-		j := strings.IndexByte(src[off+i+1:], '`')
-		if j < 0 {
-			break
-		}
-		out = append(out, src[off+i+1:off+i+1+j])
-		off += i + j + 2
-	}
-	return out
-}
-
-// literalRun reads `"a", 'b', "c"` (optionally inside [ or (, after spaces)
-// at the start of s and returns "a b c".
-func literalRun(s string) (string, bool) {
-	s = strings.TrimLeft(s, " \t[(")
-	var parts []string
-	for len(s) > 0 && (s[0] == '"' || s[0] == '\'') {
-		q := s[0]
-		j := 1
-		var b strings.Builder
-		for j < len(s) && s[j] != q {
-			if s[j] == '\\' && j+1 < len(s) {
-				j++
-			}
-			b.WriteByte(s[j])
-			j++
-		}
-		if j >= len(s) {
-			break
-		}
-		parts = append(parts, b.String())
-		s = strings.TrimLeft(s[j+1:], " \t")
-		if !strings.HasPrefix(s, ",") {
-			break
-		}
-		s = strings.TrimLeft(s[1:], " \t")
-	}
-	return strings.Join(parts, " "), len(parts) > 0
 }
 
 // awks are the awk implementations; their program is the first operand.

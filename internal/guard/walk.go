@@ -39,6 +39,7 @@ type walker struct {
 	downloads   map[string]bool         // files written by curl -o / wget -O
 	anyDownload bool                    // a download whose file name the guard cannot know
 	written     map[string]*string      // files this line writes: their content when known (cat <<EOF > f, echo … > f)
+	produced    map[int]string          // stdout of pipeline stages, by index in Verdict.Commands, when known
 	k           known                   // parameter values known so far (hints for rules)
 	steps       int
 	reparsed    int
@@ -613,6 +614,12 @@ func (w *walker) classify(cl *call, first field, c ctx) ([]field, ctx, bool) {
 				w.wrote(f, &text)
 			}
 		}
+	}
+	if text, ok := w.producedText(cl, c); ok && c.inPipe && !c.xargs && c.repl == "" {
+		if w.produced == nil {
+			w.produced = map[int]string{}
+		}
+		w.produced[len(w.v.Commands)-1] = text // what a later stage (xargs) reads
 	}
 	if wr, ok := wrappers[name]; ok {
 		return w.unwrap(cl, wr, c)

@@ -68,6 +68,7 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 		w.codeOptions(cl, wr, c)
 		return nil, c, false
 	}
+	var xa xargsInput
 	i := 0
 	for i < len(args) {
 		a := args[i].val
@@ -88,6 +89,9 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 				}
 			} else if hasEq && wr.longCode != "" && name == wr.longCode {
 				w.shellCode(field{val: val, lit: args[i].lit, src: args[i].src}, cl.name+" --"+name, c, nil)
+			}
+			if cl.name == "xargs" {
+				xa.option(name, val, hasEq)
 			}
 			if cl.name == "xargs" && (name == "replace" || name == "i") {
 				c.repl = "{}"
@@ -110,6 +114,9 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 				}
 				break
 			}
+			if cl.name == "xargs" && ch == '0' {
+				xa.sep, xa.split = "\x00", true
+			}
 			if strings.IndexByte(wr.shortArg, ch) < 0 {
 				continue
 			}
@@ -125,6 +132,9 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 			}
 			if cl.name == "xargs" && ch == 'I' {
 				c.repl = val.val
+			}
+			if cl.name == "xargs" && (ch == 'd' || ch == 'a') {
+				xa.option(map[byte]string{'d': "delimiter", 'a': "arg-file"}[ch], val.val, true)
 			}
 			break
 		}
@@ -154,10 +164,13 @@ func (w *walker) unwrap(cl *call, wr wrapper, c ctx) ([]field, ctx, bool) {
 		return nil, c, false
 	}
 	if cl.name == "xargs" {
-		c.xargs = true
 		if len(rest) == 0 {
 			return nil, c, false // xargs runs echo
 		}
+		if items, ok := w.xargsItems(c, xa); ok {
+			return w.xargsFeed(rest, items, c)
+		}
+		c.xargs = true
 	}
 	return rest, c, len(rest) > 0
 }
@@ -231,8 +244,19 @@ func joinFields(fs []field) field {
 	return out
 }
 
-// findExec classifies the commands of find -exec/-execdir/-ok/-okdir.
+// findExec classifies the commands of find -exec/-execdir/-ok/-okdir. When
+// find selects everything below its starting points (no test narrows it),
+// {} stands for those starting points: find / -exec rm -rf {} + is
+// rm -rf / in disguise.
 func (w *walker) findExec(cl *call, c ctx) {
+	vals := make([]string, len(cl.args))
+	for i, a := range cl.args {
+		vals[i] = a.val
+	}
+	starts, _, everything := findSelects(vals)
+	if len(starts) > maxFeedItems {
+		starts = starts[:maxFeedItems]
+	}
 	args := cl.args
 	for i := 0; i < len(args); i++ {
 		switch args[i].val {
@@ -247,8 +271,81 @@ func (w *walker) findExec(cl *call, c ctx) {
 		if j > i+1 {
 			cc := c
 			cc.repl = "{}"
-			w.argv(args[i+1:j], cc)
+			if everything && args[i].val != "-execdir" && args[i].val != "-okdir" {
+				for _, st := range starts {
+					w.argv(replaceFields(args[i+1:j], "{}", st), cc)
+				}
+			} else {
+				w.argv(args[i+1:j], cc)
+			}
 		}
 		i = j
 	}
+}
+
+// replaceFields replaces placeholder in literal words with val.
+func replaceFields(fs []field, placeholder, val string) []field {
+	out := make([]field, len(fs))
+	for i, f := range fs {
+		out[i] = f
+		if f.lit && strings.Contains(f.val, placeholder) {
+			out[i].val = strings.ReplaceAll(f.val, placeholder, val)
+		}
+	}
+	return out
+}
+
+// findNoTest are find's options and actions that do not narrow what it
+// selects, with the number of values each takes.
+var findNoTest = map[string]int{
+	"-maxdepth": 1, "-mindepth": 1, "-regextype": 1, "-depth": 0, "-d": 0, "-xdev": 0, "-mount": 0,
+	"-follow": 0, "-noleaf": 0, "-ignore_readdir_race": 0, "-noignore_readdir_race": 0, "-daystart": 0,
+	"-warn": 0, "-nowarn": 0, "-print": 0, "-print0": 0, "-ls": 0, "-true": 0, "-delete": 0,
+}
+
+// findSelects parses find's arguments: its starting points, whether it
+// prints them NUL-separated, and whether it selects everything below them
+// (no test such as -name or -type narrows it; an -o makes that unknowable,
+// which counts as everything).
+func findSelects(args []string) (starts []string, print0, everything bool) {
+	i := 0
+	for i < len(args) && (args[i] == "-H" || args[i] == "-L" || args[i] == "-P" || strings.HasPrefix(args[i], "-O") || args[i] == "-D") {
+		if args[i] == "-D" {
+			i++
+		}
+		i++
+	}
+	for ; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") || a == "(" || a == "!" {
+			break
+		}
+		starts = append(starts, a)
+	}
+	if len(starts) == 0 {
+		starts = []string{"."}
+	}
+	everything = true
+	orSeen := false
+	for ; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir":
+			for i+1 < len(args) && args[i+1] != ";" && args[i+1] != "+" {
+				i++
+			}
+			i++
+		case a == "-o" || a == "-or" || a == ",":
+			orSeen = true
+		case a == "-print0":
+			print0 = true
+		default:
+			n, ok := findNoTest[a]
+			if !ok {
+				everything = false
+			}
+			i += n
+		}
+	}
+	return starts, print0, everything || orSeen
 }
