@@ -10,6 +10,7 @@ package guard
 // concatenation, a decoded string) — calls the program dynamic.
 
 import (
+	"path"
 	"strings"
 )
 
@@ -601,7 +602,7 @@ func awkPipes(src string) []progFinding {
 			out = append(out, progFinding{sink: "|", dynamic: true})
 			continue
 		}
-		if words := strings.Fields(target); len(words) > 0 && shells[words[0]] && !strings.Contains(target, "-c") {
+		if words := strings.Fields(target); len(words) > 0 && shells[path.Base(words[0])] && !strings.Contains(target, "-c") {
 			// print … | "sh": what is printed is the program.
 			printed, ok := awkPrinted(src[:i])
 			if !ok {
