@@ -66,7 +66,9 @@ type ToolPublishInput struct {
 func (s *Server) ToolRoutes() {
 	tag := []string{"tools"}
 	huma.Register(s.api, huma.Operation{OperationID: "list-tools", Method: http.MethodGet, Path: "/v1/tools", Tags: tag,
-		Summary: "List the tools the caller may call: name, risk, input schema (built-in and custom)", Security: Security},
+		Summary:     "List the tools the caller may call: name, risk, input schema (built-in and custom)",
+		Description: "risk is safe, medium or dangerous; a tool whose risk is decided per call (exec.run, shell.exec, bash.exec, code.execute: the command guard rates each command) is listed as dynamic, with risk_floor and risk_ceiling.",
+		Security:    Security},
 		func(ctx context.Context, _ *struct{}) (*ToolListOutput, error) {
 			res, err := s.call(ctx, customtool.ToolList, nil)
 			if err != nil {

@@ -112,7 +112,7 @@ func Assess(g *guard.Guard, r Request) dispatch.Assessment {
 		line = "node -e " + shellQuote(r.Code)
 	}
 	v := g.Classify(line)
-	return dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic}
+	return dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic, Guard: dispatch.FromVerdict(v).Guard}
 }
 
 // auditCodeBytes caps the code kept in an audit record; the record keeps

@@ -97,7 +97,9 @@ type Def struct {
 type Info struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
-	Risk        string          `json:"risk" doc:"for custom tools: derived now from the reference tree"`
+	Risk        string          `json:"risk" enum:"safe,medium,dangerous,dynamic" doc:"the tool's tier; dynamic: decided per call (exec.run rates each command), between risk_floor and risk_ceiling; for custom tools: derived now from the reference tree"`
+	RiskFloor   string          `json:"risk_floor,omitempty" doc:"for dynamic tools: the lowest tier a call can have"`
+	RiskCeiling string          `json:"risk_ceiling,omitempty" doc:"for dynamic tools: the highest tier a call can have"`
 	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 	Custom      bool            `json:"custom"`
 	Owner       string          `json:"owner,omitempty"`
@@ -544,13 +546,7 @@ func (r *Registry) potential(name string, depth int) guard.Risk {
 	if !ok {
 		return guard.Dangerous
 	}
-	if t.Assess != nil {
-		return guard.Dangerous
-	}
-	if !t.Risk.Valid() {
-		return guard.Dangerous
-	}
-	return t.Risk
+	return t.Ceiling()
 }
 
 // assess is a custom tool's Assessment for one call: its potential risk,
@@ -571,6 +567,7 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 			if t, ok := r.d.Tool(s.tool); ok && (t.Assess != nil && !r.IsCustom(s.tool) || r.IsCustom(s.tool) && r.potential(s.tool, 0) >= guard.Dangerous) {
 				a.Risk, a.Dynamic = guard.Dangerous, true
 				a.Reasons = appendNew(a.Reasons, fmt.Sprintf("step %s runs %s with arguments built at run time from earlier steps", s.id, s.tool))
+				a.Guard = a.Guard.Merge(&dispatch.GuardVerdict{Risk: guard.Dangerous, Dynamic: true})
 			}
 			continue
 		}
@@ -603,6 +600,7 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 		a.Reasons = appendNew(a.Reasons, sub.Reasons...)
 		a.Names = appendNew(a.Names, sub.Names...)
 		a.Paths = appendNew(a.Paths, sub.Paths...)
+		a.Guard = a.Guard.Merge(sub.Guard)
 	}
 	if c.risk > a.Risk {
 		a.Risk = c.risk
@@ -757,12 +755,10 @@ func (r *Registry) potentialLocked(c *compiled) guard.Risk {
 				risk = max(risk, walk(sub, depth+1))
 				continue
 			}
-			t, ok := r.d.Tool(ref)
-			switch {
-			case !ok || t.Assess != nil || !t.Risk.Valid():
+			if t, ok := r.d.Tool(ref); ok {
+				risk = max(risk, t.Ceiling())
+			} else {
 				risk = guard.Dangerous
-			default:
-				risk = max(risk, t.Risk)
 			}
 		}
 		return risk
@@ -782,11 +778,9 @@ func (r *Registry) List(c auth.Caller) []Info {
 			out = append(out, r.infoLocked(comp))
 			continue
 		}
-		risk := t.Risk
-		if !risk.Valid() {
-			risk = guard.Dangerous
-		}
-		out = append(out, Info{Name: t.Name, Description: t.Description, Risk: risk.String(), InputSchema: t.InputSchema})
+		lr := t.Listed()
+		out = append(out, Info{Name: t.Name, Description: t.Description, Risk: lr.Risk, RiskFloor: lr.Floor,
+			RiskCeiling: lr.Ceiling, InputSchema: t.InputSchema})
 	}
 	return out
 }

@@ -84,8 +84,7 @@ func builtins(f *fixture) {
 			return a, nil
 		},
 		Assess: func(args any) dispatch.Assessment {
-			v := g.Classify(args.(execArgs).Command)
-			return dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Dynamic: v.Dynamic, Names: guard.Names(v)}
+			return dispatch.FromVerdict(g.Classify(args.(execArgs).Command))
 		},
 		Run: func(_ context.Context, _ auth.Caller, args any) (any, error) {
 			f.mu.Lock()

@@ -51,6 +51,63 @@ type Assessment struct {
 	// Paths are the paths a call touches (guard.Paths for a command line;
 	// a file tool's path), for the policy's path rules.
 	Paths []string
+	// Guard is the command guard's verdict when the call runs a command
+	// line or inline code (exec, shell, bash, code; a custom tool that
+	// calls them); nil for calls that run none. Every audit record of such
+	// a call carries it.
+	Guard *GuardVerdict
+}
+
+// GuardVerdict is what the command guard said about the command a call
+// runs, kept apart from the call's risk (which the declared tier, sudo or
+// a custom tool's derivation may raise).
+type GuardVerdict struct {
+	Risk    guard.Risk
+	Dynamic bool
+	Rules   []string
+}
+
+// Label is the verdict in one word for the audit record: "dynamic" (built
+// at run time), "flagged" (a Dangerous-tier rule matched; the record's
+// rules name it), else the guard's tier ("safe", "medium").
+func (g GuardVerdict) Label() string {
+	switch {
+	case g.Dynamic:
+		return "dynamic"
+	case g.Risk >= guard.Dangerous && len(g.Rules) > 0:
+		return "flagged"
+	case !g.Risk.Valid():
+		return guard.Dangerous.String()
+	}
+	return g.Risk.String()
+}
+
+// Merge combines the verdicts of several commands (a custom tool's steps):
+// the highest tier, dynamic if any is, every rule.
+func (g *GuardVerdict) Merge(o *GuardVerdict) *GuardVerdict {
+	if o == nil {
+		return g
+	}
+	if g == nil {
+		c := *o
+		c.Rules = slices.Clone(o.Rules)
+		return &c
+	}
+	out := &GuardVerdict{Risk: max(g.Risk, o.Risk), Dynamic: g.Dynamic || o.Dynamic, Rules: slices.Clone(g.Rules)}
+	for _, r := range o.Rules {
+		if !slices.Contains(out.Rules, r) {
+			out.Rules = append(out.Rules, r)
+		}
+	}
+	return out
+}
+
+// FromVerdict is the Assessment of a call that runs the command line the
+// guard classified as v.
+func FromVerdict(v guard.Verdict) Assessment {
+	return Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic,
+		Names: guard.Names(v), Paths: guard.Paths(v),
+		Guard: &GuardVerdict{Risk: v.Risk, Dynamic: v.Dynamic, Rules: v.Rules}}
 }
 
 // Flagged reports whether the guard found something worth an operator's
@@ -69,6 +126,11 @@ type Tool struct {
 	Description string
 	// Risk is the declared tier; Assess may raise it for given arguments.
 	Risk guard.Risk
+	// RiskCeiling is the highest tier Assess can give a call. Zero means
+	// Dangerous when Assess is set (fail closed: exec.run is declared safe
+	// and its command decides), and Risk when it is not. A tool whose
+	// ceiling is above its Risk is listed with risk "dynamic" (see Listed).
+	RiskCeiling guard.Risk
 	// Category is the rate-limit bucket; 0 means not rate limited.
 	Category ratelimit.Category
 	// Roles may call the tool; empty means admin and agent. Viewers only
@@ -93,6 +155,40 @@ type Tool struct {
 	// (a custom tool its owner has not published): they are told there is
 	// no such tool, and ToolsFor leaves it out.
 	Visible func(c auth.Caller) bool
+}
+
+// Ceiling is the highest tier a call of t can be assessed at.
+func (t *Tool) Ceiling() guard.Risk {
+	switch {
+	case !t.Risk.Valid():
+		return guard.Dangerous
+	case t.Assess == nil:
+		return t.Risk
+	case !t.RiskCeiling.Valid():
+		return guard.Dangerous
+	}
+	return max(t.Risk, t.RiskCeiling)
+}
+
+// ListedRisk is how GET /v1/tools and MCP state t's risk. A tool whose
+// risk is decided per call is never listed by its declared floor: risk
+// is "dynamic", with the floor and the ceiling beside it.
+type ListedRisk struct {
+	Risk    string `json:"risk" enum:"safe,medium,dangerous,dynamic" doc:"the tool's tier; dynamic: decided per call, between risk_floor and risk_ceiling"`
+	Floor   string `json:"risk_floor,omitempty" doc:"for dynamic tools: the lowest tier a call can have"`
+	Ceiling string `json:"risk_ceiling,omitempty" doc:"for dynamic tools: the highest tier a call can have"`
+}
+
+// Listed is t's ListedRisk.
+func (t *Tool) Listed() ListedRisk {
+	floor, ceiling := t.Risk, t.Ceiling()
+	if !floor.Valid() {
+		floor = guard.Dangerous
+	}
+	if ceiling > floor {
+		return ListedRisk{Risk: "dynamic", Floor: floor.String(), Ceiling: ceiling.String()}
+	}
+	return ListedRisk{Risk: floor.String()}
 }
 
 // CallableBy reports whether c's role may call t and t is visible to c.
@@ -273,6 +369,9 @@ func (d *Dispatcher) Register(t Tool) error {
 	if !t.Risk.Valid() {
 		return fmt.Errorf("tool %s: invalid risk", t.Name)
 	}
+	if err := viewerSafe(&t); err != nil {
+		return err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.tools[t.Name]; ok {
@@ -280,6 +379,17 @@ func (d *Dispatcher) Register(t Tool) error {
 	}
 	d.tools[t.Name] = &t
 	d.changedLocked()
+	return nil
+}
+
+// viewerSafe refuses a tool offered to viewers whose calls can be more than
+// Safe: viewers observe, and the default policy lets them run Safe tools
+// only, so a tool whose risk is decided per call (exec.run) must never
+// reach their listing looking safe.
+func viewerSafe(t *Tool) error {
+	if slices.Contains(t.Roles, auth.RoleViewer) && t.Ceiling() > guard.Safe {
+		return fmt.Errorf("tool %s: offered to viewers but its calls can be %s", t.Name, t.Ceiling())
+	}
 	return nil
 }
 
@@ -300,6 +410,9 @@ func (d *Dispatcher) Unregister(name string) bool {
 func (d *Dispatcher) Replace(t Tool) error {
 	if t.Run == nil || !t.Risk.Valid() {
 		return fmt.Errorf("tool %s: no Run or invalid risk", t.Name)
+	}
+	if err := viewerSafe(&t); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -407,7 +520,7 @@ func (t *Tool) AssessArgs(args any) Assessment {
 	a := Assessment{Risk: t.Risk}
 	if t.Assess != nil {
 		got := t.Assess(args)
-		a.Rules, a.Reasons, a.Dynamic, a.Names, a.Paths = got.Rules, got.Reasons, got.Dynamic, got.Names, got.Paths
+		a.Rules, a.Reasons, a.Dynamic, a.Names, a.Paths, a.Guard = got.Rules, got.Reasons, got.Dynamic, got.Names, got.Paths, got.Guard
 		a.Risk = max(a.Risk, got.Risk)
 		if !a.Risk.Valid() {
 			a.Risk = guard.Dangerous
@@ -536,6 +649,9 @@ func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Asses
 	}
 	if a.Dynamic {
 		detail["dynamic"] = true
+	}
+	if a.Guard != nil {
+		detail["guard"] = a.Guard.Label()
 	}
 	if depth > 0 {
 		detail["depth"] = depth

@@ -8,9 +8,19 @@
 // here-documents and here-strings fed to shells, `bash -c`/`sh -c` strings,
 // `eval`, `trap` and alias values (parsed again, up to a depth cap), scripts
 // the same line writes from literal text (`cat <<'EOF' > x.sh … bash x.sh`),
-// commands that literal python/perl/awk programs hand to system() and friends,
 // and wrappers such as env, nohup, timeout, nice, xargs, sudo, su -c, setsid,
-// stdbuf, time, command, exec, watch, flock, find -exec. Quotes and escapes are
+// stdbuf, time, command, exec, watch, flock, find -exec.
+//
+// Inline programs of interpreters (python -c, perl -e/-E, ruby -e, node -e,
+// php -r, lua -e, awk '…') are treated as wrappers too: the commands they
+// hand to system(), popen, subprocess, execSync, backticks, qx{}, %x(), awk's
+// system() and pipes (`print | "sh"`, `"cmd" | getline`) are assessed like
+// any command line, and literal code they eval is skimmed again. A call
+// whose command or code is computed (a variable, a concatenation, an
+// f-string, a decoded string, input) is Dynamic. What xargs reads is known
+// when its input is a here-string, a here-document or a literal echo,
+// printf or find, and find -exec's {} stands for find's starting points when
+// no test narrows what find selects: both are assessed with those words. Quotes and escapes are
 // resolved when a word is literal, so `r""m`, `\rm`, `'r'm` and `$'\x72m'` all
 // name rm, and brace expansion (`{rm,-rf,/}`) is performed. $HOME and $PWD
 // count as literal, like ~ and . do.
@@ -21,6 +31,12 @@
 // and it marks everything whose meaning is only decided at run time as Dynamic,
 // which is always Dangerous. The rule ids are the Rule* constants; the rule
 // table and the command-tier table are in rules.go.
+//
+// The walker is split along its ideas: walk.go (statements, words, findings
+// and the per-command classification), wrappers.go (commands that run the
+// command in their arguments), interpreters.go (shells and interpreters that
+// run code given inline, as a file or on stdin) and dataflow.go (variables,
+// files written or downloaded and later run, text fed to stdin).
 //
 // The guard is policy, NOT the security boundary. The boundary is the sandbox:
 // namespaces, cgroups, seccomp, landlock and no_new_privs. A command the guard

@@ -19,6 +19,8 @@ func FuzzClassify(f *testing.F) {
 		"$(", "${", "<<EOF", "bash <<EOF\n$(", "a=(", "f() {", "`", "$'\\x", "$'\\u{", "{a,b", "{1..3}{a,b}",
 		"sudo -u", "env -S", "xargs -I", "find -exec", "bash -c", "eval", "alias a=a; a", "alias a=b b=a; a",
 		"x() { x | x & }; x", "curl -o", "wget -O", "python -c", "perl -e", "exec 3<>/dev/tcp/",
+		`perl -e 'system(q{`, `perl -e 'qx(`, `ruby -e '%x[`, `python3 -c 'os.system(["`, `python3 -c 'exec("""`,
+		`awk '{print | "`, `awk '"x" | getline`, "xargs -0 rm <<< ", "find / -exec rm {} +", "echo a | xargs -I{} x {}",
 	} {
 		f.Add(s)
 	}

@@ -512,17 +512,24 @@ func (h *Hub) entries(c auth.Caller, reg registry) map[string]entry {
 // toolEntry lists dispatcher tool t under name; calls go to Dispatcher.Call.
 func (h *Hub) toolEntry(name string, t *dispatch.Tool) entry {
 	schema := objectSchema(t.InputSchema)
+	// The risk as GET /v1/tools lists it: a tool whose risk is decided per
+	// call (exec.run) is "dynamic" with its ceiling, never its safe floor.
+	lr := t.Listed()
+	meta := sdk.Meta{"sandhold/tool": t.Name, "sandhold/risk": lr.Risk}
+	if lr.Ceiling != "" {
+		meta["sandhold/risk_floor"], meta["sandhold/risk_ceiling"] = lr.Floor, lr.Ceiling
+	}
 	tool := &sdk.Tool{
 		Name:        name,
 		Title:       t.Name,
 		Description: describe(t),
 		InputSchema: schema,
-		Meta:        sdk.Meta{"sandhold/tool": t.Name},
+		Meta:        meta,
 	}
 	target := t.Name
 	return entry{
 		tool: tool,
-		sig:  "tool\x00" + t.Name + "\x00" + tool.Description + "\x00" + string(schema),
+		sig:  "tool\x00" + t.Name + "\x00" + tool.Description + "\x00" + string(schema) + "\x00" + lr.Risk + lr.Ceiling,
 		handler: func(ks *keyServer) sdk.ToolHandler {
 			return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 				c, err := h.callerOf(ctx, ks)
@@ -535,9 +542,11 @@ func (h *Hub) toolEntry(name string, t *dispatch.Tool) entry {
 	}
 }
 
-// describe is t's description naming its dotted name. No risk tier: the
-// declared one is a floor the guard and custom-tool derivation raise per
-// call (exec.run is declared safe), so printing it would mislead.
+// describe is t's description naming its dotted name. No risk tier in the
+// text: the declared one is a floor the guard and custom-tool derivation
+// raise per call (exec.run is declared safe), so printing it would mislead;
+// the listed risk is in _meta ("sandhold/risk", "dynamic" with
+// "sandhold/risk_ceiling" for per-call tools).
 func describe(t *dispatch.Tool) string {
 	d := t.Description
 	if d == "" {

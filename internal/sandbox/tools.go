@@ -253,7 +253,7 @@ func assessCommand(g *guard.Guard, r ExecRequest) dispatch.Assessment {
 		line = strings.Join(q, " ")
 	}
 	v := g.Classify(line)
-	a := dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic, Names: guard.Names(v), Paths: guard.Paths(v)}
+	a := dispatch.FromVerdict(v)
 	if r.Sudo {
 		a.Risk = max(a.Risk, guard.Dangerous)
 		a.Reasons = append(a.Reasons, "runs as root inside the sandbox")
