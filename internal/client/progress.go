@@ -39,6 +39,7 @@ type Progress struct {
 	start     time.Time // when this run began
 	lastDraw  time.Time
 	lastStep  int64 // last plain step printed
+	lastDone  int64 // bytes at the last plain line
 	finished  bool
 	lastWidth int
 }
@@ -112,13 +113,10 @@ func (p *Progress) draw(force bool) {
 		return
 	}
 	step := pct / plainStep
-	if !force && step == p.lastStep {
+	if step == p.lastStep && (!force || p.done == p.lastDone) {
 		return
 	}
-	if force && step == p.lastStep && p.done != p.total {
-		return
-	}
-	p.lastStep = step
+	p.lastStep, p.lastDone = step, p.done
 	_, _ = io.WriteString(p.w, p.render(now, pct, false)+"\n")
 }
 

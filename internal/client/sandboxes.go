@@ -55,6 +55,10 @@ type CreateRequest struct {
 
 func sandboxPath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) }
 
+// aioPath is the prefix of the AIO-style and transfer routes of a given
+// sandbox (/sandboxes/{id}/v1/...).
+func aioPath(id string) string { return "/sandboxes/" + url.PathEscape(id) }
+
 // List returns the caller's sandboxes (admins and viewers: all).
 func (c *Client) List(ctx context.Context) ([]Sandbox, error) {
 	var out []Sandbox

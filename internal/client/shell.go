@@ -56,7 +56,7 @@ func (c *Client) Shell(ctx context.Context, sb string, o ShellOptions) error {
 	if o.SessionID != "" {
 		q.Set("session_id", o.SessionID)
 	}
-	u := c.url(sandboxPath(sb)+"/v1/shell/ws", q)
+	u := c.url(aioPath(sb)+"/v1/shell/ws", q)
 	u = "ws" + strings.TrimPrefix(u, "http") // http→ws, https→wss
 	hdr := http.Header{}
 	hdr.Set("Authorization", "Bearer "+c.key)

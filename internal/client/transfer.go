@@ -149,7 +149,7 @@ func limiter(bps int64) *rate.Limiter {
 }
 
 func artifactPath(sb, ref string) string {
-	p := sandboxPath(sb) + "/v1/artifacts"
+	p := aioPath(sb) + "/v1/artifacts"
 	if ref != "" {
 		p += "/" + url.PathEscape(ref)
 	}
@@ -337,9 +337,10 @@ func (c *Client) uploadOffset(ctx context.Context, sb, id string) (int64, error)
 }
 
 // placeScript moves $1 (the finished artifact) to $2, or into $2 as $3
-// when $2 is a directory (or ends with /), and prints where it went.
+// when $2 is a directory (or ends with /, then made if missing), and
+// prints where it went.
 // It runs as argv, so no value is ever parsed by a shell.
-const placeScript = `set -e; d=$2; case $d in */) d=$d$3 ;; *) if [ -d "$d" ]; then d=$d/$3; fi ;; esac; mv -f -- "$1" "$d"; printf '%s' "$d"`
+const placeScript = `set -e; d=$2; case $d in */) mkdir -p -- "$d"; d=$d$3 ;; *) if [ -d "$d" ]; then d=$d/$3; fi ;; esac; mv -f -- "$1" "$d"; printf '%s' "$d"`
 
 // placeArtifact moves the artifact at art to dest inside the sandbox.
 func (c *Client) placeArtifact(ctx context.Context, sb, art, dest, base string) (string, error) {
@@ -424,7 +425,7 @@ func (c *Client) Download(ctx context.Context, sb, src, dest string, o CopyOptio
 	waits := 0
 	var hres *http.Response
 	for {
-		req, err := c.newRequest(ctx, http.MethodGet, sandboxPath(sb)+"/v1/file/download", q, nil)
+		req, err := c.newRequest(ctx, http.MethodGet, aioPath(sb)+"/v1/file/download", q, nil)
 		if err != nil {
 			return res, err
 		}
@@ -441,7 +442,7 @@ func (c *Client) Download(ctx context.Context, sb, src, dest string, o CopyOptio
 		}
 	}
 	defer func() { _ = hres.Body.Close() }()
-	flags := os.O_WRONLY | os.O_CREATE
+	flags := os.O_RDWR | os.O_CREATE
 	var total int64
 	switch hres.StatusCode {
 	case http.StatusPartialContent:
