@@ -36,19 +36,18 @@ type clientExecCmd struct {
 // splitExecArgs reads "SB -- CMD…", "SB CMD…", "-- CMD…" (default
 // sandbox) or "CMD…" with -s.
 func splitExecArgs(args []string, flagSB string) (sb string, argv []string) {
-	if i := indexOf(args, "--"); i >= 0 {
-		before := args[:i]
-		argv = args[i+1:]
-		if len(before) > 0 {
-			sb = before[0]
-		}
-		if flagSB != "" {
-			sb = flagSB
-		}
-		return sb, argv
-	}
 	if flagSB != "" {
+		// Every argument is the command's (a leading -- aside).
+		if len(args) > 0 && args[0] == "--" {
+			args = args[1:]
+		}
 		return flagSB, args
+	}
+	if i := indexOf(args, "--"); i >= 0 && i <= 1 {
+		if i == 1 {
+			sb = args[0]
+		}
+		return sb, args[i+1:]
 	}
 	if len(args) > 0 {
 		return args[0], args[1:]
