@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -11,22 +12,38 @@ func TestSplitExecArgs(t *testing.T) {
 		args   []string
 		flagSB string
 		sb     string
+		flags  []string
 		argv   []string
 	}{
-		{"sb-dashdash", []string{"sb1", "--", "ls", "-la"}, "", "sb1", []string{"ls", "-la"}},
-		{"sb-no-dashdash", []string{"sb1", "ls", "-la"}, "", "sb1", []string{"ls", "-la"}},
-		{"default-sandbox", []string{"--", "ls"}, "", "", []string{"ls"}},
-		{"flag-sandbox", []string{"ls", "--", "x"}, "sb2", "sb2", []string{"ls", "--", "x"}},
-		{"flag-and-dashdash", []string{"--", "ls"}, "sb2", "sb2", []string{"ls"}},
-		{"dashdash-inside-command-kept", []string{"sb1", "--", "grep", "--", "-x"}, "", "sb1", []string{"grep", "--", "-x"}},
-		{"nothing", nil, "", "", nil},
+		{"sb-dashdash", []string{"sb1", "--", "ls", "-la"}, "", "sb1", nil, []string{"ls", "-la"}},
+		{"sb-no-dashdash", []string{"sb1", "ls", "-la"}, "", "sb1", nil, []string{"ls", "-la"}},
+		{"sb-flags-dashdash", []string{"sb1", "--timeout", "90", "-i", "--", "sh", "-c", "x"}, "", "sb1", []string{"--timeout", "90", "-i"}, []string{"sh", "-c", "x"}},
+		{"sb-cmd-with-dashdash-later", []string{"sb1", "grep", "--", "-x"}, "", "sb1", nil, []string{"grep", "--", "-x"}},
+		{"default-sandbox", []string{"--", "ls"}, "", "", nil, []string{"ls"}},
+		{"flag-sandbox", []string{"ls", "--", "x"}, "sb2", "sb2", nil, []string{"ls", "--", "x"}},
+		{"flag-and-dashdash", []string{"--", "ls"}, "sb2", "sb2", nil, []string{"ls"}},
+		{"dashdash-inside-command-kept", []string{"sb1", "--", "grep", "--", "-x"}, "", "sb1", nil, []string{"grep", "--", "-x"}},
+		{"nothing", nil, "", "", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb, argv := splitExecArgs(tc.args, tc.flagSB)
-			if sb != tc.sb || !slices.Equal(argv, tc.argv) {
-				t.Fatalf("got %q %q, want %q %q", sb, argv, tc.sb, tc.argv)
+			sb, flags, argv := splitExecArgs(tc.args, tc.flagSB)
+			if sb != tc.sb || !slices.Equal(flags, tc.flags) || !slices.Equal(argv, tc.argv) {
+				t.Fatalf("got %q %q %q, want %q %q %q", sb, flags, argv, tc.sb, tc.flags, tc.argv)
 			}
 		})
+	}
+}
+
+func TestParseExecFlags(t *testing.T) {
+	f := execFlags{Cwd: "/a", Env: map[string]string{"A": "1"}}
+	if err := parseExecFlags([]string{"--timeout", "90", "-e", "B=2", "-i", "--cwd", "/b"}, &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.Timeout != 90 || !f.Stdin || f.Cwd != "/b" || f.Env["A"] != "1" || f.Env["B"] != "2" {
+		t.Fatalf("%+v", f)
+	}
+	if err := parseExecFlags([]string{"--bogus"}, &f); err == nil || !strings.Contains(err.Error(), "flags go before --") {
+		t.Fatalf("unknown flag: %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,13 +197,16 @@ func TestClientExecStreamsAndExits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var streamErr bytes.Buffer
+	cmd.Stderr = &streamErr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	br := bufio.NewReader(stdout)
 	line, err := br.ReadString('\n')
 	if err != nil || line != "first\n" {
-		t.Fatalf("first line: %q %v", line, err)
+		_ = cmd.Wait()
+		t.Fatalf("first line: %q %v; stderr %q", line, err, streamErr.String())
 	}
 	// The command is still waiting for /workspace/go: "first" was
 	// streamed, not delivered at the end.
@@ -214,6 +218,22 @@ func TestClientExecStreamsAndExits(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exec: %v", err)
 	}
+
+	// HALT: refused, in one line that says who can lift it.
+	halt := func(path, body string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+d.Addr()+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+d.AdminKey())
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %v %v", path, res, err)
+		}
+		_ = res.Body.Close()
+	}
+	halt("/v1/control/halt", `{"reason":"drill"}`)
+	_, errOut, code = c.run("", "exec", sb, "--", "true")
+	oneLineErr(t, errOut, code, "halted", "drill", "unhalt")
+	halt("/v1/control/unhalt", "")
 
 	// Background and logs: the output and the exit status come back.
 	cid := strings.TrimSpace(c.mustRun("exec", "-d", sb, "--", "sh", "-c", "echo a; echo b >&2; exit 3"))

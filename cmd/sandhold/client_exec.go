@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/sandhold/sandhold/internal/client"
 )
 
@@ -24,35 +26,84 @@ func (c *commandExit) Error() string { return fmt.Sprintf("the command exited wi
 const maxExecStdin = 8 << 20
 
 type clientExecCmd struct {
+	execFlags `embed:""`
+	Args      []string `arg:"" optional:"" passthrough:"all" help:"SB -- CMD ARGS… (or CMD ARGS… with -s or a default sandbox)."`
+}
+
+// execFlags are exec's options. They may also come between the sandbox
+// and "--" (sandhold exec SB --timeout 90 -- CMD), where kong's
+// passthrough leaves them to splitExecArgs.
+type execFlags struct {
 	Sandbox    string            `name:"sandbox" short:"s" help:"Sandbox to run in (instead of the first argument)."`
 	Cwd        string            `help:"Working directory inside the sandbox (default /workspace)."`
 	Env        map[string]string `short:"e" help:"Environment variable KEY=VALUE; repeatable."`
 	Timeout    float64           `help:"Wall timeout in seconds (server default 60, max 600)."`
 	Stdin      bool              `short:"i" name:"stdin" help:"Send this process's standard input to the command."`
 	Background bool              `short:"d" name:"detach" help:"Start the command in the background and print its command id (read it with sandhold logs)."`
-	Args       []string          `arg:"" optional:"" passthrough:"all" help:"SB -- CMD ARGS… (or CMD ARGS… with -s or a default sandbox)."`
 }
 
-// splitExecArgs reads "SB -- CMD…", "SB CMD…", "-- CMD…" (default
-// sandbox) or "CMD…" with -s.
-func splitExecArgs(args []string, flagSB string) (sb string, argv []string) {
+// parseExecFlags reads exec's flags written between the sandbox and "--"
+// into f (flags given there win over ones given before the sandbox).
+func parseExecFlags(args []string, f *execFlags) error {
+	var late struct {
+		execFlags `embed:""`
+	}
+	p, err := kong.New(&late, kong.Name("sandhold exec"), kong.Exit(func(int) {}))
+	if err != nil {
+		return err
+	}
+	if _, err := p.Parse(args); err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("exec: %v (flags go before --; the command after it)", err)}
+	}
+	l := late.execFlags
+	if l.Sandbox != "" {
+		f.Sandbox = l.Sandbox
+	}
+	if l.Cwd != "" {
+		f.Cwd = l.Cwd
+	}
+	for k, v := range l.Env {
+		if f.Env == nil {
+			f.Env = map[string]string{}
+		}
+		f.Env[k] = v
+	}
+	if l.Timeout != 0 {
+		f.Timeout = l.Timeout
+	}
+	f.Stdin = f.Stdin || l.Stdin
+	f.Background = f.Background || l.Background
+	return nil
+}
+
+// splitExecArgs reads "SB -- CMD…", "SB FLAGS -- CMD…", "SB CMD…",
+// "-- CMD…" (default sandbox) or "CMD…" with -s. flags are what stood
+// between SB and "--" (for parseExecFlags).
+func splitExecArgs(args []string, flagSB string) (sb string, flags, argv []string) {
 	if flagSB != "" {
 		// Every argument is the command's (a leading -- aside).
 		if len(args) > 0 && args[0] == "--" {
 			args = args[1:]
 		}
-		return flagSB, args
+		return flagSB, nil, args
 	}
-	if i := indexOf(args, "--"); i >= 0 && i <= 1 {
-		if i == 1 {
-			sb = args[0]
+	if i := indexOf(args, "--"); i == 0 {
+		return "", nil, args[1:]
+	}
+	if len(args) == 0 {
+		return "", nil, nil
+	}
+	sb, rest := args[0], args[1:]
+	if len(rest) > 0 && strings.HasPrefix(rest[0], "-") && rest[0] != "--" {
+		// SB -flags… -- CMD: the flags run up to the first "--".
+		if i := indexOf(rest, "--"); i > 0 {
+			return sb, rest[:i], rest[i+1:]
 		}
-		return sb, args[i+1:]
 	}
-	if len(args) > 0 {
-		return args[0], args[1:]
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
 	}
-	return "", nil
+	return sb, nil, rest
 }
 
 func indexOf(xs []string, s string) int {
@@ -65,7 +116,15 @@ func indexOf(xs []string, s string) int {
 }
 
 func (x *clientExecCmd) Run(ctx context.Context, e *env) error {
-	named, argv := splitExecArgs(x.Args, x.Sandbox)
+	named, flags, argv := splitExecArgs(x.Args, x.Sandbox)
+	if len(flags) > 0 {
+		if err := parseExecFlags(flags, &x.execFlags); err != nil {
+			return err
+		}
+		if x.Sandbox != "" {
+			named = x.Sandbox
+		}
+	}
 	if len(argv) == 0 {
 		return &exitError{code: 2, err: errors.New("no command given: sandhold exec SB -- CMD ARGS…")}
 	}
