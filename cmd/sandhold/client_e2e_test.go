@@ -556,3 +556,34 @@ func TestClientAuditRemote(t *testing.T) {
 		t.Fatalf("verify: %q", out)
 	}
 }
+
+// TestClientLoginPrompt: on a terminal, login asks for the key without
+// echoing it, and saves it.
+func TestClientLoginPrompt(t *testing.T) {
+	d := daemontest.Start(t, nil)
+	c := newCLIEnv(t, nil, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := c.cmd(ctx, "login", "http://"+d.Addr())
+	ptmx, err := pty.Start(cmd)
+	if err != nil {
+		t.Skip("no pseudo-terminal on this host:", err)
+	}
+	defer func() { _ = ptmx.Close() }()
+	out := &ptyOutput{ch: make(chan struct{}, 1)}
+	go func() { _, _ = io.Copy(out, ptmx) }()
+	pos := out.waitFor(t, 0, regexp.MustCompile(`API key for http://`+regexp.QuoteMeta(d.Addr())+`: `))
+	if _, err := ptmx.Write([]byte(d.AdminKey() + "\r")); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, pos, regexp.MustCompile(`logged in to`))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("login: %v: %q", err, out.String())
+	}
+	if strings.Contains(out.String(), d.AdminKey()) || strings.Contains(out.String(), "shk_") {
+		t.Fatalf("the key was echoed: %q", out.String())
+	}
+	if ls := c.mustRun("ls"); !strings.HasPrefix(ls, "ID") {
+		t.Fatalf("ls after login: %q", ls)
+	}
+}

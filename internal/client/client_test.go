@@ -2,6 +2,8 @@ package client
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -271,4 +273,9 @@ func TestReadSSE(t *testing.T) {
 	if err := readSSE(strings.NewReader(long), func(string, []byte) error { return nil }); err == nil {
 		t.Fatal("an oversized event was accepted")
 	}
+}
+
+func sha256Hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }

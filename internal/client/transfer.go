@@ -74,11 +74,13 @@ type resumeState struct {
 	SHA256   string `json:"sha256,omitempty"`
 	ETag     string `json:"etag,omitempty"`
 	Size     int64  `json:"size"`
+	// MTime is the local file's modification time (uploads): with Size,
+	// it tells a changed file from the one the upload began with.
+	MTime int64 `json:"mtime,omitempty"`
 }
 
-// stateFile is the resume state of one copy, keyed by everything that
-// makes it the same copy (server, sandbox, both ends, and for uploads
-// the local file's size and mtime: a changed file starts over).
+// stateFile is the resume state of one copy, keyed by what makes it the
+// same copy (server, sandbox, both ends).
 func stateFile(parts ...string) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
@@ -199,7 +201,8 @@ func (c *Client) Upload(ctx context.Context, sb, src, dest string, o CopyOptions
 	}
 	dest = RemotePath(dest)
 	size := st.Size()
-	sp, err := stateFile("upload", c.base.String(), sb, abs, dest, strconv.FormatInt(size, 10), strconv.FormatInt(st.ModTime().UnixNano(), 10))
+	mtime := st.ModTime().UnixNano()
+	sp, err := stateFile("upload", c.base.String(), sb, abs, dest)
 	if err != nil {
 		return CopyResult{}, err
 	}
@@ -213,6 +216,13 @@ func (c *Client) Upload(ctx context.Context, sb, src, dest string, o CopyOptions
 		Path     string `json:"path"`
 	}
 	state, resumed := loadState(sp)
+	if resumed && (state.Size != size || state.MTime != mtime || state.UploadID == "") {
+		// The file changed since the interrupted upload: its bytes on
+		// the server are of another content. Drop them and start over.
+		o.logf("%s changed since the interrupted upload: starting over", src)
+		c.dropUpload(ctx, sb, state.UploadID)
+		resumed = false
+	}
 	if resumed {
 		off, err := c.uploadOffset(ctx, sb, state.UploadID)
 		switch {
@@ -239,7 +249,7 @@ func (c *Client) Upload(ctx context.Context, sb, src, dest string, o CopyOptions
 		if err := c.call(ctx, http.MethodPost, artifactPath(sb, ""), nil, body, &up); err != nil {
 			return CopyResult{}, notFound(err, "sandbox "+Escape(sb))
 		}
-		if err := saveState(sp, resumeState{UploadID: up.ID, Name: up.Name, SHA256: sum, Size: size}); err != nil {
+		if err := saveState(sp, resumeState{UploadID: up.ID, Name: up.Name, SHA256: sum, Size: size, MTime: mtime}); err != nil {
 			return CopyResult{}, err
 		}
 	}
@@ -316,6 +326,15 @@ func (c *Client) Upload(ctx context.Context, sb, src, dest string, o CopyOptions
 	}
 	res.Path = final
 	return res, nil
+}
+
+// dropUpload deletes an abandoned upload, best effort (if it fails, the
+// bytes stay in the sandbox's .artifacts/.uploads until deleted there).
+func (c *Client) dropUpload(ctx context.Context, sb, id string) {
+	if !strings.HasPrefix(id, "up_") {
+		return
+	}
+	_ = c.call(ctx, http.MethodDelete, artifactPath(sb, id), nil, nil, nil)
 }
 
 // uploadOffset asks where an upload stands (HEAD, tus-style).
