@@ -316,6 +316,17 @@ func sha256File(t *testing.T, p string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// lastProgress is the last progress line of a cp's output.
+func lastProgress(out string) string {
+	last := ""
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "progress ") {
+			last = l
+		}
+	}
+	return last
+}
+
 var resumedAt = regexp.MustCompile(`resuming the (?:upload|download) at byte (\d+) of (\d+)`)
 
 // TestClientCopyResumes copies a 200 MB file in and back out, killing
@@ -376,7 +387,7 @@ func TestClientCopyResumes(t *testing.T) {
 	if state, _ := filepath.Glob(filepath.Join(c.home, "cache", "sandhold", "transfers", "*.json")); len(state) != 0 {
 		t.Fatalf("resume state left after success: %v", state)
 	}
-	t.Logf("upload killed after %d bytes reported, resumed at byte %d", seen, off)
+	t.Logf("upload killed after %d bytes reported, resumed at byte %d; %s", seen, off, lastProgress(out))
 
 	// Download, interrupted and resumed.
 	dst := filepath.Join(c.home, "back")
@@ -406,7 +417,7 @@ func TestClientCopyResumes(t *testing.T) {
 	if _, err := os.Stat(part); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("part file left: %v", err)
 	}
-	t.Logf("download killed after %d bytes reported, resumed at byte %d", seen, off)
+	t.Logf("download killed after %d bytes reported, resumed at byte %d; %s", seen, off, lastProgress(out))
 
 	// Both sides must be SB:PATH and local: one clear line otherwise.
 	_, errOut, code = c.run("", "cp", src, dst)
