@@ -7,8 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/sandhold/sandhold/internal/client"
 )
 
@@ -39,7 +37,7 @@ func (l *clientLsCmd) Run(ctx context.Context, e *env) error {
 		}
 		mem, cpu, pids := "-", "-", "-"
 		if s.Limits.MemoryBytes > 0 {
-			mem = humanize.IBytes(uint64(s.Limits.MemoryBytes))
+			mem = client.IBytes(s.Limits.MemoryBytes)
 		}
 		if s.Limits.CPUMilli > 0 {
 			cpu = fmt.Sprintf("%.2g", float64(s.Limits.CPUMilli)/1000)

@@ -86,35 +86,6 @@ func (c *Client) AuditVerify(ctx context.Context) (AuditVerification, error) {
 	return v, err
 }
 
-// FormatAudit renders a record as one line for a terminal. Every field
-// that came from a caller passes through Escape: an audit record holds
-// whatever an attacker typed (commands, paths, names), and raw escape
-// sequences would let them rewrite what an operator sees.
-func FormatAudit(r AuditRecord) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d %s %s %s %s", r.Seq, r.Time.UTC().Format(time.RFC3339), orDash(r.Actor), orDash(r.Action), orDash(r.Verdict))
-	if r.Sandbox != "" {
-		b.WriteString(" sandbox=" + Escape(r.Sandbox))
-	}
-	if r.Target != "" {
-		b.WriteString(" target=" + Escape(r.Target))
-	}
-	if len(r.Detail) > 0 {
-		d, err := json.Marshal(r.Detail)
-		if err == nil {
-			b.WriteString(" " + Escape(string(d)))
-		}
-	}
-	return b.String()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return Escape(s)
-}
-
 // AuditJSON renders a record as one JSON line whose every character is
 // printable: encoding/json escapes C0 controls but leaves DEL, the C1
 // controls (U+0080–U+009F, which some terminals obey as escape

@@ -142,8 +142,15 @@ func (p *Progress) render(now time.Time, pct int64, bar bool) string {
 		filled := int(pct * barWidth / 100)
 		filled = min(max(filled, 0), barWidth)
 		b := strings.Repeat("=", filled) + strings.Repeat(" ", barWidth-filled)
-		return fmt.Sprintf("%s [%s] %3d%% %s/%s %s/s ETA %s", p.label, b, pct,
-			humanize.IBytes(uint64(max(p.done, 0))), humanize.IBytes(uint64(max(p.total, 0))), humanize.IBytes(uint64(rate)), eta)
+		return fmt.Sprintf("%s [%s] %3d%% %s/%s %s/s ETA %s", p.label, b, pct, IBytes(p.done), IBytes(p.total), IBytes(int64(rate)), eta)
 	}
-	return fmt.Sprintf("progress %d/%d bytes %d%% %s %s/s ETA %s", p.done, p.total, pct, p.label, humanize.IBytes(uint64(rate)), eta)
+	return fmt.Sprintf("progress %d/%d bytes %d%% %s %s/s ETA %s", p.done, p.total, pct, p.label, IBytes(int64(rate)), eta)
+}
+
+// IBytes writes a byte count as 1.5 MiB (negative counts as 0).
+func IBytes(n int64) string {
+	if n < 0 {
+		n = 0
+	}
+	return humanize.IBytes(uint64(n)) // #nosec G115 -- n is not negative here
 }
