@@ -58,7 +58,7 @@ func TestSplitRemote(t *testing.T) {
 		{"./a:b", "", "", false},
 		{"/abs/a:b", "", "", false},
 		{"plain", "", "", false},
-		{":nosb", "", "", false},
+		{":/workspace/x", "", "/workspace/x", true},
 	} {
 		sb, p, ok := splitRemote(tc.in)
 		if sb != tc.sb || p != tc.path || ok != tc.remote {

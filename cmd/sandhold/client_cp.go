@@ -11,17 +11,18 @@ import (
 )
 
 type clientCpCmd struct {
-	Src       string `arg:"" name:"src" help:"./local/file or SB:/path/in/sandbox."`
-	Dst       string `arg:"" name:"dst" help:"SB:/path/in/sandbox (a directory with a trailing /) or ./local/path."`
+	Src       string `arg:"" name:"src" help:"./local/file or SB:/path/in/sandbox (:/path for the default sandbox)."`
+	Dst       string `arg:"" name:"dst" help:"SB:/path/in/sandbox (a directory with a trailing /; :/path for the default sandbox) or ./local/path."`
 	LimitRate string `name:"limit-rate" help:"Cap the transfer rate, e.g. 20MB (per second)."`
 	Quiet     bool   `short:"q" help:"No progress report."`
 }
 
-// splitRemote reads "SB:PATH". A local path that holds a colon can be
-// written ./a:b (anything with a slash before the colon is local).
+// splitRemote reads "SB:PATH", or ":PATH" for the default sandbox. A
+// local path that holds a colon can be written ./a:b (anything with a
+// slash before the colon is local).
 func splitRemote(s string) (sb, p string, ok bool) {
 	i := strings.IndexByte(s, ':')
-	if i <= 0 || strings.ContainsAny(s[:i], `/\`) {
+	if i < 0 || strings.ContainsAny(s[:i], `/\`) {
 		return "", "", false
 	}
 	return s[:i], s[i+1:], true
@@ -44,7 +45,15 @@ func (cp *clientCpCmd) Run(ctx context.Context, e *env) error {
 		}
 		o.LimitRate = sz.Bytes()
 	}
-	c, _, err := connect()
+	c, cfg, err := connect()
+	if err != nil {
+		return err
+	}
+	if dstRemote {
+		dstSB, err = sandboxOf(dstSB, cfg)
+	} else {
+		srcSB, err = sandboxOf(srcSB, cfg)
+	}
 	if err != nil {
 		return err
 	}

@@ -160,6 +160,18 @@ func TestClientLoginAndSandboxes(t *testing.T) {
 	if out := c.mustRun("exec", "--", "hostname"); strings.TrimSpace(out) == "" {
 		t.Fatal("exec on the default sandbox printed nothing")
 	}
+	// cp and logs on the default sandbox too.
+	local := filepath.Join(c.home, "small.txt")
+	if err := os.WriteFile(local, []byte("small\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.mustRun("cp", "-q", local, ":/workspace/"); !strings.Contains(out, "copied 6 bytes to "+id+":/workspace/small.txt") {
+		t.Fatalf("cp to the default sandbox: %q", out)
+	}
+	cid := strings.TrimSpace(c.mustRun("exec", "-d", "--", "cat", "/workspace/small.txt"))
+	if out := c.mustRun("logs", "-f", cid); out != "small\n" {
+		t.Fatalf("logs on the default sandbox: %q", out)
+	}
 
 	if out := c.mustRun("rm", id); !strings.Contains(out, "deleted "+id) {
 		t.Fatalf("rm: %q", out)

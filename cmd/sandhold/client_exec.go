@@ -178,17 +178,27 @@ func (x *clientExecCmd) Run(ctx context.Context, e *env) error {
 }
 
 type clientLogsCmd struct {
-	Sandbox   string `arg:"" name:"sandbox" help:"Sandbox id."`
-	CommandID string `arg:"" name:"command-id" help:"The id exec -d printed."`
-	Follow    bool   `short:"f" help:"Keep printing until the command ends; exit with its status."`
+	Args   []string `arg:"" name:"sandbox-and-command-id" help:"[SB] COMMAND_ID: the id exec -d printed (SB: default the login's)."`
+	Follow bool     `short:"f" help:"Keep printing until the command ends; exit with its status."`
 }
 
 func (l *clientLogsCmd) Run(ctx context.Context, e *env) error {
-	c, _, err := connect()
+	if len(l.Args) > 2 {
+		return &exitError{code: 2, err: errors.New("logs takes [SB] COMMAND_ID")}
+	}
+	c, cfg, err := connect()
 	if err != nil {
 		return err
 	}
-	r, err := c.Logs(ctx, l.Sandbox, l.CommandID, l.Follow, e.stdout, e.stderr)
+	named, cid := "", l.Args[len(l.Args)-1]
+	if len(l.Args) == 2 {
+		named = l.Args[0]
+	}
+	sb, err := sandboxOf(named, cfg)
+	if err != nil {
+		return err
+	}
+	r, err := c.Logs(ctx, sb, cid, l.Follow, e.stdout, e.stderr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // Ctrl-C stops following; the command goes on
