@@ -10,6 +10,7 @@ import (
 )
 
 type auditCmd struct {
+	Remote bool           `help:"Ask the server you logged in to (sandhold login, or SANDHOLD_URL/SANDHOLD_KEY) instead of reading the local data dir."`
 	Verify auditVerifyCmd `cmd:"" help:"Check the hash chain; exit 0 when intact, 1 naming the first bad record."`
 	Tail   auditTailCmd   `cmd:"" help:"Print the newest records as JSON lines."`
 }
@@ -17,6 +18,9 @@ type auditCmd struct {
 type auditVerifyCmd struct{}
 
 func (auditVerifyCmd) Run(ctx context.Context, e *env) error {
+	if e.global.Audit.Remote {
+		return remoteAuditVerify(ctx, e)
+	}
 	st, lg, _, err := openLocal(ctx, e)
 	if err != nil {
 		return err
@@ -43,6 +47,9 @@ type auditTailCmd struct {
 const followPoll = time.Second
 
 func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
+	if e.global.Audit.Remote {
+		return remoteAuditTail(ctx, e, a)
+	}
 	st, lg, _, err := openLocal(ctx, e)
 	if err != nil {
 		return err

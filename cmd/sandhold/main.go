@@ -34,6 +34,8 @@ type cli struct {
 	Doctor  doctorCmd  `cmd:"" help:"Show which kernel isolation features this host offers."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 	MCP     mcpCmd     `cmd:"" name:"mcp" help:"MCP over stdio for local MCP clients, bridged to a running server (key from SANDBOX_API_KEY)."`
+
+	clientCmds `embed:""` // login, ls, create, rm, exec, shell, cp, logs: client_*.go
 }
 
 // env is what every subcommand gets: its streams and the global flags.
@@ -79,6 +81,10 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
+		var ce *commandExit
+		if errors.As(err, &ce) {
+			os.Exit(ce.code) // a remote command's status: it spoke for itself
+		}
 		fmt.Fprintf(os.Stderr, "sandhold: %v\n", err)
 		var ee *exitError
 		if errors.As(err, &ee) {
