@@ -273,12 +273,13 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 			return
 		}
 		addr := auth.ClientIP(r.RemoteAddr)
-		if d := s.auth.Locked(addr); d > 0 {
-			WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, int((d+time.Second-1)/time.Second), "too many failed authentication attempts; retry later"))
-			return
-		}
 		cred, err := auth.ParseCredential(r.Header, r.URL.Query())
 		if err != nil {
+			if d := s.auth.Locked(addr); d > 0 {
+				// Locked and nothing usable presented: 429, not counted.
+				WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, int((d+time.Second-1)/time.Second), "too many failed authentication attempts; retry later"))
+				return
+			}
 			if auth.IsMissing(err) {
 				// Nothing presented: nothing to count, nothing to audit.
 				WriteError(w, r, err)
@@ -292,6 +293,7 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 			WriteError(w, r, err)
 			return
 		}
+		cred.Local = localDirect(r)
 		c, err := s.auth.Authenticate(r.Context(), addr, cred)
 		if err != nil {
 			WriteError(w, r, err)
@@ -302,6 +304,25 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithCaller(r.Context(), c)))
 	})
+}
+
+// forwardingHeaders mark a request relayed by a proxy: its loopback peer
+// address says nothing about who sent it.
+var forwardingHeaders = []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "Via"}
+
+// localDirect reports whether r comes from a loopback peer and carries no
+// forwarding header: someone on this host talking to the server directly.
+func localDirect(r *http.Request) bool {
+	ip := net.ParseIP(auth.ClientIP(r.RemoteAddr))
+	if ip == nil || !ip.IsLoopback() {
+		return false
+	}
+	for _, h := range forwardingHeaders {
+		if _, ok := r.Header[h]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 type callerCarrierKey struct{}
