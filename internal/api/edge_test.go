@@ -260,3 +260,31 @@ func TestLockoutDoesNotLockOutTheOperator(t *testing.T) {
 		t.Errorf("::1: %d", rec.Code)
 	}
 }
+
+// TestAuditAPIEscapes: GET /v1/audit shows control and bidi characters
+// escaped; the stored record keeps the real bytes.
+func TestAuditAPIEscapes(t *testing.T) {
+	e := newEdgeServer(t)
+	cmd := "ls\x1b[2J\nfake\u202eexe"
+	if _, err := e.s.audit.Append(context.Background(), audit.Entry{Action: "exec.run", Target: cmd, Verdict: audit.Allow,
+		Detail: map[string]any{"k\u202e": "v\x1b"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := e.req("GET", "/v1/audit?action=exec", "10.0.0.1:1", "", map[string]string{"Authorization": "Bearer " + e.opKey})
+	body := rec.Body.String()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, body)
+	}
+	if strings.Contains(body, "\u202e") || strings.Contains(body, "\x1b") {
+		t.Fatalf("raw bidi override in the API answer: %s", body)
+	}
+	for _, want := range []string{`ls\\x1b[2J\\nfake\\u202eexe`, `"k\\u202e":"v\\x1b"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("answer lacks %s: %s", want, body)
+		}
+	}
+	stored, err := e.s.audit.Query(context.Background(), audit.Filter{Action: "exec"})
+	if err != nil || len(stored) != 1 || stored[0].Target != cmd {
+		t.Fatalf("stored: %+v %v", stored, err)
+	}
+}
