@@ -306,7 +306,7 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 		// The route's roles, before any body is read or validated (see
 		// access.go). An unmatched route falls through to 404/405.
 		if pattern := s.routePattern(r); pattern != "" {
-			if err := s.auth.Require(r.Context(), c, r.Method+" "+pattern, RouteRoles(r.Method, pattern)...); err != nil {
+			if err := s.authorizeRoute(r.Context(), c, r.Method, pattern); err != nil {
 				WriteError(w, r, err)
 				return
 			}

@@ -75,7 +75,7 @@ func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
 		key := rt.method + " " + rt.pattern
 		short := rt.method + " " + strings.TrimPrefix(rt.pattern, "/sandboxes/{id}")
 		path := strings.TrimSuffix(pathParam.ReplaceAllStringFunc(rt.pattern, func(string) string { return "x" }), "*")
-		allowed := api.RouteRoles(rt.method, rt.pattern)
+		allowed := s.d.API().RouteRoles(rt.method, rt.pattern)
 
 		// 1. The table agrees with the tool the route calls.
 		if _, skip := notCapabilities[key]; !skip && !bodyNamedTool[short] {
@@ -101,6 +101,9 @@ func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
 				want := tl.Roles
 				if len(want) == 0 {
 					want = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
+				}
+				if listed := s.d.API().RouteTool(rt.method, rt.pattern); listed != "" && listed != tl.Name {
+					t.Errorf("%s: route table names tool %s, the route calls %s", key, listed, tl.Name)
 				}
 				if !sameRoles(allowed, want) {
 					t.Errorf("%s: route table admits %v, its tool %s admits %v", key, allowed, tl.Name, want)
