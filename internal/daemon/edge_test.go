@@ -29,6 +29,7 @@ var bodyNamedTool = map[string]bool{"POST /v1/tools/call": true, "POST /mcp": tr
 //   - as every role the route refuses, it sends a malformed body and wants
 //     403 from the edge (not 400/415/422: the body was never looked at) and
 //     no dispatcher call;
+//   - as the admin, a text/plain body gets 415 and no dispatcher call;
 //   - with no key, the same malformed body gets 401.
 func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
 	requireSandboxes(t)
@@ -67,7 +68,7 @@ func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
 	sort.Slice(routes, func(i, j int) bool { return routes[i].pattern+routes[i].method < routes[j].pattern+routes[j].method })
 	oapi := s.d.API().API().OpenAPI()
 	public := map[string]bool{"/healthz": true, "/docs": true, "/openapi.json": true, "/openapi.yaml": true, "/openapi-3.0.json": true, "/openapi-3.0.yaml": true}
-	checked := 0
+	checked, checked415 := 0, 0
 	for _, rt := range routes {
 		if public[rt.pattern] {
 			continue
@@ -130,7 +131,18 @@ func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
 			}
 			checked++
 		}
-		// 3. No key: 401.
+		// 3. The right caller with a text/plain body: 415, nothing runs
+		// (upload routes take multipart or raw bytes, never text).
+		if bad != nil {
+			status, rid, raw := rawSend(t, s.base, rt.method, path, s.d.AdminKey(), bad)
+			if status != http.StatusUnsupportedMediaType {
+				t.Errorf("%s as admin with text/plain: %d %s (want 415)", key, status, raw)
+			} else if tools := toolsOf(rid); len(tools) > 0 {
+				t.Errorf("%s with text/plain reached the dispatcher: %v", key, tools)
+			}
+			checked415++
+		}
+		// 4. No key: 401.
 		if status, _, _ := rawSend(t, s.base, rt.method, path, "", bad); status != http.StatusUnauthorized {
 			t.Errorf("%s without a key: %d", key, status)
 		}
@@ -138,7 +150,10 @@ func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
 	if checked < 40 {
 		t.Fatalf("only %d refusals checked; the walk is not covering the routes", checked)
 	}
-	t.Logf("%d routes, %d wrong-role refusals checked", len(routes), checked)
+	if checked415 < 30 {
+		t.Fatalf("only %d routes with a body checked for 415", checked415)
+	}
+	t.Logf("%d routes, %d wrong-role refusals and %d content-type refusals checked", len(routes), checked, checked415)
 }
 
 // TestPolicyPutAsAgentLearnsNothing is the case: an agent key
