@@ -12,7 +12,7 @@ import (
 type auditCmd struct {
 	Remote bool           `help:"Ask the server you logged in to (sandhold login, or SANDHOLD_URL/SANDHOLD_KEY) instead of reading the local data dir."`
 	Verify auditVerifyCmd `cmd:"" help:"Check the hash chain; exit 0 when intact, 1 naming the first bad record."`
-	Tail   auditTailCmd   `cmd:"" help:"Print the newest records as JSON lines."`
+	Tail   auditTailCmd   `cmd:"" help:"Print the newest records as JSON lines (control and bidi characters shown escaped)."`
 }
 
 type auditVerifyCmd struct{}
@@ -62,7 +62,7 @@ func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
 	enc := json.NewEncoder(e.stdout)
 	var last int64
 	for i := len(recs) - 1; i >= 0; i-- {
-		if err := enc.Encode(recs[i]); err != nil {
+		if err := enc.Encode(recs[i].Display()); err != nil {
 			return err
 		}
 		last = recs[i].Seq
@@ -78,7 +78,7 @@ func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
 			return err
 		}
 		for _, r := range more {
-			if err := enc.Encode(r); err != nil {
+			if err := enc.Encode(r.Display()); err != nil {
 				return err
 			}
 			last = r.Seq

@@ -118,6 +118,11 @@ func (s *Server) auditTools(d *dispatch.Dispatcher) {
 			if recs == nil {
 				recs = []audit.Record{}
 			}
+			// Every rendering escapes control and bidi characters; the
+			// stored bytes stay as they were (audit.Display).
+			for i := range recs {
+				recs[i] = recs[i].Display()
+			}
 			return recs, nil
 		},
 	})

@@ -79,6 +79,7 @@ var kindStatus = map[fault.Kind]int{
 	fault.Misdirected:      http.StatusMisdirectedRequest,
 	fault.Unprocessable:    http.StatusUnprocessableEntity,
 	fault.MethodNotAllowed: http.StatusMethodNotAllowed,
+	kindMediaType:          http.StatusUnsupportedMediaType,
 }
 
 // kindHints are the default hints per kind (null for the rest).
@@ -102,7 +103,9 @@ func kindOfStatus(status int) fault.Kind {
 	switch status {
 	case http.StatusUnprocessableEntity:
 		return fault.Unprocessable
-	case http.StatusUnsupportedMediaType, http.StatusNotAcceptable, http.StatusRequestTimeout:
+	case http.StatusUnsupportedMediaType:
+		return kindMediaType
+	case http.StatusNotAcceptable, http.StatusRequestTimeout:
 		return fault.Invalid
 	}
 	for k, s := range kindStatus {

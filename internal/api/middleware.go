@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -273,12 +274,13 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 			return
 		}
 		addr := auth.ClientIP(r.RemoteAddr)
-		if d := s.auth.Locked(addr); d > 0 {
-			WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, int((d+time.Second-1)/time.Second), "too many failed authentication attempts; retry later"))
-			return
-		}
 		cred, err := auth.ParseCredential(r.Header, r.URL.Query())
 		if err != nil {
+			if d := s.auth.Locked(addr); d > 0 {
+				// Locked and nothing usable presented: 429, not counted.
+				WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, int((d+time.Second-1)/time.Second), "too many failed authentication attempts; retry later"))
+				return
+			}
 			if auth.IsMissing(err) {
 				// Nothing presented: nothing to count, nothing to audit.
 				WriteError(w, r, err)
@@ -292,6 +294,7 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 			WriteError(w, r, err)
 			return
 		}
+		cred.Local = localDirect(r)
 		c, err := s.auth.Authenticate(r.Context(), addr, cred)
 		if err != nil {
 			WriteError(w, r, err)
@@ -300,8 +303,35 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 		if cc, ok := r.Context().Value(callerCarrierKey{}).(*callerCarrier); ok {
 			cc.c = &c
 		}
+		// The route's roles, before any body is read or validated (see
+		// access.go). An unmatched route falls through to 404/405.
+		if pattern := s.routePattern(r); pattern != "" {
+			if err := s.authorizeRoute(r.Context(), c, r.Method, pattern); err != nil {
+				WriteError(w, r, err)
+				return
+			}
+		}
 		next.ServeHTTP(w, r.WithContext(auth.WithCaller(r.Context(), c)))
 	})
+}
+
+// forwardingHeaders mark a request relayed by a proxy: its loopback peer
+// address says nothing about who sent it.
+var forwardingHeaders = []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip", "X-Forwarded-Host", "Via"}
+
+// localDirect reports whether r comes from a loopback peer and carries no
+// forwarding header: someone on this host talking to the server directly.
+func localDirect(r *http.Request) bool {
+	ip := net.ParseIP(auth.ClientIP(r.RemoteAddr))
+	if ip == nil || !ip.IsLoopback() {
+		return false
+	}
+	for _, h := range forwardingHeaders {
+		if _, ok := r.Header[h]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 type callerCarrierKey struct{}
@@ -316,4 +346,122 @@ func MustCaller(ctx context.Context) (auth.Caller, error) {
 		return auth.Caller{}, fault.Wrap(fault.Unauthorized, errNoCaller, "authentication required")
 	}
 	return c, nil
+}
+
+// kindMediaType is the 415 answer: the route takes JSON (or, for upload
+// routes, the types listed in bodyTypes) and the request sent another
+// content type. It lives here, not in fault, because only the HTTP edge
+// produces it.
+const kindMediaType fault.Kind = "unsupported_media_type"
+
+// methodOverrideHeaders let a client (or a proxy, or a framework behind a
+// proxy) change the method the server acts on. A browser may send a
+// cross-origin POST with any of them only after a preflight, but an
+// intermediary that honours them would turn a harmless-looking POST into a
+// DELETE or PUT that no policy looked at; sandhold never honours them and
+// refuses requests that carry them, so nothing downstream can either.
+var methodOverrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// methodOverrideParams are the query-string spellings of the same trick.
+var methodOverrideParams = []string{"_method", "x-http-method-override"}
+
+// bodyTypes are the routes (method and pattern, without the
+// /sandboxes/{id} prefix) whose body is not JSON, with the media types
+// they take. Every other route that receives a body takes JSON only.
+var bodyTypes = map[string][]string{
+	// AIO's upload: a multipart form, or the raw file.
+	"POST /v1/file/upload": {"multipart/form-data", "application/octet-stream"},
+	// tus-style resumable artifact chunks.
+	"PATCH /v1/artifacts/{ref}": {"application/offset+octet-stream", "application/octet-stream"},
+}
+
+// requestShapeMiddleware refuses method overrides (400) and, on a request
+// with a body, any content type the route does not take (415). It runs
+// after authentication and the role check, so the wrong caller learns
+// nothing about a route's shape.
+//
+// Why 415 matters: text/plain, application/x-www-form-urlencoded and
+// multipart/form-data are the types a browser sends cross-origin without a
+// CORS preflight. A JSON route that parsed such a body anyway would run a
+// command for any web page that got past the Origin check (a missing Origin
+// from an old browser or a same-site page). A body with no Content-Type at
+// all is read as JSON, as AIO's FastAPI server does: HTML forms cannot send
+// one, and fetch() from another origin always carries an Origin header,
+// which hostOriginMiddleware refuses.
+func (s *Server) requestShapeMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, h := range methodOverrideHeaders {
+			if _, ok := r.Header[h]; ok {
+				WriteError(w, r, fault.Errorf(fault.Invalid, "method override headers are refused (%s); send the real method", h))
+				return
+			}
+		}
+		if r.URL.RawQuery != "" {
+			q := r.URL.Query()
+			for _, p := range methodOverrideParams {
+				if q.Has(p) {
+					WriteError(w, r, fault.Errorf(fault.Invalid, "method override parameters are refused (%s); send the real method", p))
+					return
+				}
+			}
+		}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			if err := s.checkContentType(r); err != nil {
+				WriteError(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// checkContentType applies bodyTypes to a request with a body.
+func (s *Server) checkContentType(r *http.Request) error {
+	raw := r.Header.Get("Content-Type")
+	allowed := bodyTypes[r.Method+" "+routeKey(s.routePattern(r))]
+	if raw == "" {
+		return nil // read as JSON (see requestShapeMiddleware); upload routes take raw bytes
+	}
+	mt, _, err := mime.ParseMediaType(raw)
+	if err != nil {
+		return fault.New(kindMediaType, "malformed Content-Type")
+	}
+	if allowed != nil {
+		if slices.Contains(allowed, mt) {
+			return nil
+		}
+		return fault.Errorf(kindMediaType, "this route takes %s", strings.Join(allowed, " or "))
+	}
+	if isJSONType(mt) {
+		return nil
+	}
+	return fault.New(kindMediaType, "this route takes application/json")
+}
+
+// isJSONType: application/json or a structured +json type.
+func isJSONType(mt string) bool {
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// routePattern is the router's pattern for r ("" when no route matches),
+// found before the router runs so middleware can act on the route.
+func (s *Server) routePattern(r *http.Request) string {
+	mx, ok := s.router.(*chi.Mux)
+	if !ok {
+		return ""
+	}
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	return mx.Find(chi.NewRouteContext(), r.Method, path)
+}
+
+// routeKey strips the /sandboxes/{id} prefix of the AIO routes served per
+// sandbox, so both spellings share one table entry.
+func routeKey(pattern string) string {
+	if rest, ok := strings.CutPrefix(pattern, "/sandboxes/{id}/v1/"); ok {
+		return "/v1/" + rest
+	}
+	return pattern
 }

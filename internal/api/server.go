@@ -4,7 +4,8 @@
 // request passes:
 //
 //	request id → recover → access log + metrics → Host/Origin check →
-//	body-size limit → authentication
+//	body-size limit → authentication and the route's role check →
+//	request shape (no method override; JSON content type, else 415)
 //
 // It stops DNS rebinding and cross-site requests against a localhost server
 // (Host and Origin checks), unauthenticated access (every route but the
@@ -98,7 +99,7 @@ func New(d Deps) (*Server, error) {
 	}
 	r := chi.NewRouter()
 	r.Use(s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
-		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware)
+		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware, s.requestShapeMiddleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, errNotFound)
 	})

@@ -3,10 +3,12 @@
 // failed-auth lockout.
 //
 // It stops credential guessing (10 failures per 60 s per client address, then
-// 429), key leakage through URLs and logs (query-string keys are refused),
-// timing oracles (constant-time comparison of the full hash) and crashes on
-// hostile bytes (every credential is validated as printable ASCII before use:
-// a malformed credential is a plain 401). Revocation takes effect on the very
+// 429 — without locking out holders of generated keys or the operator at the
+// console, see Service.checkWhileLocked), key leakage through URLs and logs
+// (query-string keys are refused), timing oracles (constant-time comparison
+// of the full hash) and crashes on hostile bytes (every credential is
+// validated as printable ASCII before use and compared byte for byte: a
+// malformed credential is a plain 401). Revocation takes effect on the very
 // next request, because every request reads the key's row.
 package auth
 

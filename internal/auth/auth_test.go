@@ -266,21 +266,34 @@ func TestAuthenticateLockoutAndRecovery(t *testing.T) {
 	if fault.KindOf(err) != fault.RateLimited || fault.RetryAfterOf(err) != 60 {
 		t.Fatalf("10th failure: %v (retry %d)", err, fault.RetryAfterOf(err))
 	}
-	// Even the right key is refused while locked, and not audited again.
+	// A guessable (operator-chosen) key is refused while locked, and the
+	// refusal is not audited again.
+	opKey := strings.Repeat("operator-chosen-", 3)
+	if err := s.EnsureAdmin(ctx, opKey); err != nil {
+		t.Fatal(err)
+	}
 	before, _ := lg.Query(ctx, audit.Filter{})
-	if _, err := s.Authenticate(ctx, "1.2.3.4", Credential{Key: secret}); fault.KindOf(err) != fault.RateLimited {
-		t.Fatalf("locked valid key: %v", err)
+	if _, err := s.Authenticate(ctx, "1.2.3.4", Credential{Key: opKey}); fault.KindOf(err) != fault.RateLimited {
+		t.Fatalf("locked guessable key: %v", err)
+	}
+	// A wrong generated-shape key is checked but still answered 429.
+	if _, err := s.Authenticate(ctx, "1.2.3.4", Credential{Key: "shk_" + strings.Repeat("A", 43)}); fault.KindOf(err) != fault.RateLimited {
+		t.Fatalf("locked wrong key: %v", err)
 	}
 	after, _ := lg.Query(ctx, audit.Filter{})
 	if len(after) != len(before) {
 		t.Fatalf("refusal while locked wrote %d records", len(after)-len(before))
+	}
+	// A generated key (32 random bytes) is never locked out.
+	if _, err := s.Authenticate(ctx, "1.2.3.4", Credential{Key: secret}); err != nil {
+		t.Fatalf("locked generated key: %v", err)
 	}
 	// Another address is fine.
 	if _, err := s.Authenticate(ctx, "5.6.7.8", Credential{Key: secret}); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(61 * time.Second)
-	if _, err := s.Authenticate(ctx, "1.2.3.4", Credential{Key: secret}); err != nil {
+	if _, err := s.Authenticate(ctx, "1.2.3.4", Credential{Key: opKey}); err != nil {
 		t.Fatalf("not let back in: %v", err)
 	}
 	if recs, _ := lg.Query(ctx, audit.Filter{Action: "auth.lockout"}); len(recs) != 1 {

@@ -15,6 +15,34 @@ type Credential struct {
 	Key string
 	// Ticket is a one-time ticket (from the ticket query parameter), or "".
 	Ticket string
+	// Local is set by the HTTP layer for a request from a loopback peer
+	// that carries no forwarding header (X-Forwarded-For, Forwarded,
+	// X-Real-IP): the operator at the console. While the address is locked
+	// out, such a request still gets its credential checked, slowly
+	// (Service.Authenticate).
+	Local bool
+}
+
+// highEntropy reports whether the credential has the exact shape of a
+// generated key or ticket (prefix + 43 base64url characters of 32 random
+// bytes). Guessing one is hopeless, so the lockout protects nothing for
+// these and refusing them would only deny service to their holders.
+func (c Credential) highEntropy() bool {
+	s := c.Key
+	prefix := KeyPrefix
+	if c.Ticket != "" {
+		s, prefix = c.Ticket, TicketPrefix
+	}
+	if !strings.HasPrefix(s, prefix) || len(s) != len(prefix)+secretChars {
+		return false
+	}
+	for i := len(prefix); i < len(s); i++ {
+		b := s[i]
+		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Empty reports whether nothing was presented.
@@ -43,14 +71,21 @@ func ParseCredential(h http.Header, q url.Values) (Credential, error) {
 	}
 	var found []string
 	for _, v := range h.Values("Authorization") {
-		scheme, rest, ok := strings.Cut(strings.TrimSpace(v), " ")
+		// RFC 9110: credentials = auth-scheme [ 1*SP token68 ]; the scheme
+		// is case-insensitive, the token is not. Only the ASCII space and
+		// tab the grammar allows (OWS) are removed: a Unicode-aware trim
+		// would turn "key\u00a0" or "key\v" into the valid key.
+		scheme, rest, ok := strings.Cut(trimOWS(v), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return Credential{}, fault.New(fault.Unauthorized, "unsupported Authorization scheme: use Bearer")
 		}
-		found = append(found, strings.TrimSpace(rest))
+		found = append(found, trimOWS(rest))
 	}
-	found = append(found, h.Values("X-API-Key")...)
-	found = append(found, h.Values("X-AIO-API-Key")...)
+	for _, name := range []string{"X-API-Key", "X-AIO-API-Key"} {
+		for _, v := range h.Values(name) {
+			found = append(found, trimOWS(v))
+		}
+	}
 
 	var c Credential
 	for _, f := range found {
@@ -79,3 +114,11 @@ func ParseCredential(h http.Header, q url.Values) (Credential, error) {
 
 // IsMissing reports whether err is ParseCredential's "nothing presented".
 func IsMissing(err error) bool { return errors.Is(err, errMissing) }
+
+// trimOWS removes the optional whitespace of the HTTP grammar (RFC 9110
+// section 5.6.3: SP and HTAB) from both ends, and nothing else. Every other
+// byte stays and is compared byte for byte, so a key with a trailing NBSP,
+// zero-width space, vertical tab or NUL is a different (malformed) key.
+func trimOWS(s string) string {
+	return strings.Trim(s, " \t")
+}

@@ -13,6 +13,12 @@ const (
 	// maxTrackedAddrs bounds the lockout table; an attacker spraying source
 	// addresses evicts the oldest entries rather than growing memory.
 	maxTrackedAddrs = 10000
+	// lockedProbeInterval is how often a locked address may still have a
+	// guessable credential checked when the request is Local (the operator
+	// at the console): one check per interval, so the operator gets in on a
+	// retry while a local guesser is held to one guess per interval against
+	// a key of at least 32 characters.
+	lockedProbeInterval = 2 * time.Second
 )
 
 // lockout counts failed attempts per client address in a fixed window that
@@ -32,6 +38,7 @@ type attempts struct {
 	start       time.Time // first failure of the current window
 	count       int
 	lockedUntil time.Time // zero when not locked
+	lastProbe   time.Time // last check allowed while locked (probe)
 }
 
 func newLockout(limit int, window time.Duration) *lockout {
@@ -66,6 +73,24 @@ func (l *lockout) check(addr string, now time.Time) time.Duration {
 		delete(l.addrs, addr) // lock over: a clean slate
 	}
 	return 0
+}
+
+// probe reports whether a request from the locked addr may have its
+// credential checked now: at most once per lockedProbeInterval. It is only
+// asked for Local requests with a guessable credential.
+func (l *lockout) probe(addr string, now time.Time) bool {
+	addr = lockoutKey(addr)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.addrs[addr]
+	if a == nil || a.lockedUntil.IsZero() || !now.Before(a.lockedUntil) {
+		return true // not locked
+	}
+	if !a.lastProbe.IsZero() && now.Sub(a.lastProbe) < lockedProbeInterval {
+		return false
+	}
+	a.lastProbe = now
+	return true
 }
 
 // fail records a failure; it returns true when this failure locked addr.

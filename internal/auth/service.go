@@ -76,8 +76,8 @@ func (s *Service) OnRevoke(fn func(keyID string)) {
 }
 
 // Locked returns how long addr is still locked out (0 = not locked). The
-// HTTP layer calls it before anything else so a locked client gets 429
-// whatever it sends.
+// HTTP layer answers 429 to a locked client whose request carries no usable
+// credential; Authenticate decides for the rest.
 func (s *Service) Locked(addr string) time.Duration {
 	return s.lock.check(addr, s.now())
 }
@@ -87,8 +87,9 @@ func (s *Service) Locked(addr string) time.Duration {
 // counted and audited; a missing credential should not reach here.
 func (s *Service) Authenticate(ctx context.Context, addr string, cred Credential) (Caller, error) {
 	now := s.now()
-	if d := s.lock.check(addr, now); d > 0 {
-		return Caller{}, lockedErr(d)
+	locked := s.lock.check(addr, now)
+	if locked > 0 && !s.checkWhileLocked(addr, cred, now) {
+		return Caller{}, lockedErr(locked)
 	}
 	var (
 		c      Caller
@@ -107,11 +108,36 @@ func (s *Service) Authenticate(ctx context.Context, addr string, cred Credential
 		return Caller{}, fault.New(fault.Unavailable, "authentication is temporarily unavailable")
 	}
 	if reason != "" {
+		if locked > 0 {
+			// Checked despite the lock and wrong: the same 429 as an
+			// unchecked request, neither counted (the lock already runs)
+			// nor audited (a hammering client would flood the log).
+			return Caller{}, lockedErr(locked)
+		}
 		return Caller{}, s.failed(ctx, addr, actor, reason, now)
 	}
 	c.Addr = addr
 	s.auditSuccess(ctx, c, now)
 	return c, nil
+}
+
+// checkWhileLocked decides whether a credential from a locked-out address
+// is still checked. The lockout exists to stop guessing; it must not let a
+// burst of bad keys (one buggy local agent) deny service to holders of
+// valid keys. So:
+//   - a generated key or ticket (32 random bytes) is always checked: no
+//     lockout makes guessing it any harder, and refusing it only denies
+//     service;
+//   - any other credential (an operator-chosen SANDBOX_API_KEY, at least 32
+//     characters) is refused while locked, except for a Local request (a
+//     loopback peer with no forwarding header: the operator's own console),
+//     which is checked at most once per lockedProbeInterval: slowed, not
+//     refused.
+func (s *Service) checkWhileLocked(addr string, cred Credential, now time.Time) bool {
+	if cred.highEntropy() {
+		return true
+	}
+	return cred.Local && s.lock.probe(addr, now)
 }
 
 // RecordFailure counts and audits an authentication failure that the HTTP

@@ -30,33 +30,96 @@ type rule struct {
 	// one of these, so the regexp runs only then (String is on the audit
 	// hot path; most text holds no secret).
 	hints []string
+	// fn, when set, replaces re/repl: for shapes a regexp alone cannot
+	// express (a secret recognised by its neighbour).
+	fn func(string) string
+}
+
+// apply runs the rule on s unconditionally.
+func (r rule) apply(s string) string {
+	if r.fn != nil {
+		return r.fn(s)
+	}
+	return r.re.ReplaceAllString(s, r.repl)
 }
 
 // rules, applied in order. Earlier rules catch containers (PEM, headers)
 // before the token shapes inside them.
 var rules = []rule{
 	// A PEM block, whole; an unterminated private key block to the end.
-	{"pem", regexp.MustCompile(`-----BEGIN [A-Z0-9 ]{1,64}-----[\s\S]*?(?:-----END [A-Z0-9 ]{1,64}-----|\z)`), Mark, []string{"-----begin "}},
+	{name: "pem", re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]{1,64}-----[\s\S]*?(?:-----END [A-Z0-9 ]{1,64}-----|\z)`), repl: Mark, hints: []string{"-----begin "}},
 	// Authorization header or field, any scheme.
-	{"authorization", regexp.MustCompile(`(?i)(\bauthorization["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s"',;]+`), "${1}" + Mark, []string{"authorization"}},
+	{name: "authorization", re: regexp.MustCompile(`(?i)(\bauthorization["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s"',;]+`), repl: "${1}" + Mark, hints: []string{"authorization"}},
 	// API key headers (ours and AIO's), and cookies carrying sessions.
-	{"api key header", regexp.MustCompile(`(?i)(\bx-(?:aio-)?api-key["']?\s*[:=]\s*["']?)[^\s"',;]+`), "${1}" + Mark, []string{"api-key"}},
+	{name: "api key header", re: regexp.MustCompile(`(?i)(\bx-(?:aio-)?api-key["']?\s*[:=]\s*["']?)[^\s"',;]+`), repl: "${1}" + Mark, hints: []string{"api-key"}},
 	// sandhold keys and tickets.
-	{"sandhold key", regexp.MustCompile(`\bsh[kt]_[A-Za-z0-9_-]{8,}`), Mark, []string{"shk_", "sht_"}},
+	{name: "sandhold key", re: regexp.MustCompile(`\bsh[kt]_[A-Za-z0-9_-]{8,}`), repl: Mark, hints: []string{"shk_", "sht_"}},
+	// An AWS secret access key (40 base64 characters) in text that also
+	// holds an access key id: `aws configure set … AKIA… wJalr…`, env
+	// dumps, credential files. Runs before the key id rule, which removes
+	// the neighbour it recognises the secret by.
+	{name: "aws secret beside key id", hints: []string{"akia", "asia"}, fn: redactAWSPair},
 	// AWS access key ids (long-term AKIA, temporary ASIA).
-	{"aws key id", regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), Mark, []string{"akia", "asia"}},
+	{name: "aws key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), repl: Mark, hints: []string{"akia", "asia"}},
+	// aws_secret_access_key / aws_session_token followed by its value with
+	// =, : or just a space (`aws configure set aws_secret_access_key X`,
+	// ~/.aws/credentials).
+	{name: "aws secret named", re: regexp.MustCompile(`(?i)(\b(?:aws_secret_access_key|aws_session_token|secretaccesskey|sessiontoken)["']?(?:\s*[=:]\s*|\s+)["']?)[^\s"',;]+`), repl: "${1}" + Mark,
+		hints: []string{"aws_secret_access_key", "aws_session_token", "secretaccesskey", "sessiontoken"}},
 	// GitHub tokens: classic ghp_/gho_/ghu_/ghs_/ghr_ and fine-grained PATs.
-	{"github token", regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`), Mark, []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}},
+	{name: "github token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})`), repl: Mark, hints: []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"}},
 	// OpenAI/Anthropic/Stripe style secret keys (sk-..., sk-proj-..., sk-ant-...; sk_live_...).
-	{"sk key", regexp.MustCompile(`\bsk[-_][A-Za-z0-9_-]{16,}`), Mark, []string{"sk-", "sk_"}},
+	{name: "sk key", re: regexp.MustCompile(`\bsk[-_][A-Za-z0-9_-]{16,}`), repl: Mark, hints: []string{"sk-", "sk_"}},
 	// Slack tokens.
-	{"slack token", regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{8,}`), Mark, []string{"xox"}},
+	{name: "slack token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{8,}`), repl: Mark, hints: []string{"xox"}},
 	// JWTs: three base64url segments, the first two JSON objects.
-	{"jwt", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`), Mark, []string{"eyj"}},
+	{name: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`), repl: Mark, hints: []string{"eyj"}},
 	// user:password@ in URLs: keep scheme and host.
-	{"url credentials", regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/\s:@]{0,256}:[^/\s@]{1,256}@`), "${1}" + Mark + "@", []string{"://"}},
-	// NAME_TOKEN=value and friends, in env dumps, command lines and query strings.
-	{"secret assignment", regexp.MustCompile(`(?i)(\b[A-Z0-9_]{0,64}(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&"',;]+)`), "${1}" + Mark, []string{"token", "secret", "password", "passwd", "api_key", "apikey", "access_key", "private_key"}},
+	{name: "url credentials", re: regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/\s:@]{0,256}:[^/\s@]{1,256}@`), repl: "${1}" + Mark + "@", hints: []string{"://"}},
+	// mysql and friends take the password glued to -p (`-phunter5`; a bare
+	// -p prompts). -P (port) is another option: the match is case-sensitive.
+	{name: "mysql -p", re: regexp.MustCompile(`(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mysqlsh|mariadb|mariadb-dump)\b[^\n;|&]*?\s-p)("[^"]*"|'[^']*'|[^\s"']+)`), repl: "${1}" + Mark,
+		hints: []string{"mysql", "mariadb"}},
+	// sshpass -p PASSWORD.
+	{name: "sshpass -p", re: regexp.MustCompile(`(\bsshpass\b[^\n;|&]*?\s-p\s*)("[^"]*"|'[^']*'|[^\s"']+)`), repl: "${1}" + Mark, hints: []string{"sshpass"}},
+	// curl -u user:password (also --user, --proxy-user, -U): keep the user.
+	{name: "curl -u", re: regexp.MustCompile(`(\bcurl\b[^\n;|&]*?\s(?:-u|--user|-U|--proxy-user)(?:\s+|=)?["']?[^\s:"']*:)("[^"]*"|'[^']*'|[^\s"']+)`), repl: "${1}" + Mark, hints: []string{"curl"}},
+	// --token X, --password=X, --api-key X, -client-secret X … : the value
+	// of any option whose name holds a secret word. A value starting with
+	// "-" is the next option, not a secret.
+	{name: "secret option", re: regexp.MustCompile(`(?i)((?:^|\s)--?(?:[a-z0-9]+[-_])*(?:token|password|passwd|pass|passphrase|secret|api[-_]?key|access[-_]?key|private[-_]?key|credentials?)(?:[-_][a-z0-9]+)*(?:=|\s+))("[^"]*"|'[^']*'|[^\s"'-][^\s"']*)`), repl: "${1}" + Mark,
+		hints: []string{"token", "pass", "secret", "key", "credential"}},
+	// NAME_TOKEN=value and friends, in env dumps, command lines and query
+	// strings; the word may sit inside the name (MY_SECRET_VALUE=).
+	{name: "secret assignment", re: regexp.MustCompile(`(?i)(\b[A-Z0-9_]{0,64}(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)(?:_[A-Z0-9_]{0,64})?["']?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s&"',;]+)`), repl: "${1}" + Mark,
+		hints: []string{"token", "secret", "password", "passwd", "passphrase", "api_key", "apikey", "access_key", "private_key", "credential"}},
+	// DB_PASS=x, PASS=x, MYSQL_PASS_FILE=… : PASS as a whole word of an
+	// environment name (not "bypass=", not "pass: 5").
+	{name: "pass assignment", re: regexp.MustCompile(`(?i)(\b(?:[A-Z0-9_]{0,64}_)?PASS(?:_[A-Z0-9_]{0,64})?\s*=\s*)("[^"]*"|'[^']*'|[^\s&"',;]+)`), repl: "${1}" + Mark, hints: []string{"pass"}},
+}
+
+// awsSecretShape is a standalone 40-character base64 token, the shape of
+// an AWS secret access key.
+var awsSecretShape = regexp.MustCompile(`(^|[^A-Za-z0-9/+=])[A-Za-z0-9/+]{40}($|[^A-Za-z0-9/+=])`)
+
+var awsKeyID = regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`)
+
+// redactAWSPair redacts every 40-character base64 token of s when s also
+// holds an AWS access key id.
+func redactAWSPair(s string) string {
+	if !awsKeyID.MatchString(s) {
+		return s
+	}
+	// Adjacent tokens share a separator, so repeat until nothing changes
+	// (each pass removes at least one token; bounded by the text length).
+	for range len(s)/41 + 1 {
+		out := awsSecretShape.ReplaceAllString(s, "${1}"+Mark+"${2}")
+		if out == s {
+			break
+		}
+		s = out
+	}
+	return s
 }
 
 // String returns s with every secret-shaped substring replaced by Mark.
@@ -69,7 +132,7 @@ func String(s string) string {
 		if !r.mayMatch(lower) {
 			continue
 		}
-		s = r.re.ReplaceAllString(s, r.repl)
+		s = r.apply(s)
 		lower = strings.ToLower(s)
 	}
 	return s
@@ -88,7 +151,7 @@ func (r rule) mayMatch(lower string) bool {
 func Contains(s string) bool {
 	lower := strings.ToLower(s)
 	for _, r := range rules {
-		if r.mayMatch(lower) && r.re.MatchString(s) {
+		if r.mayMatch(lower) && r.apply(s) != s {
 			return true
 		}
 	}

@@ -130,7 +130,7 @@ func BenchmarkStringClean(b *testing.B) {
 // bruteForce applies every rule unconditionally: the reference for String.
 func bruteForce(s string) string {
 	for _, r := range rules {
-		s = r.re.ReplaceAllString(s, r.repl)
+		s = r.apply(s)
 	}
 	return s
 }

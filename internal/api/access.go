@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"slices"
+
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// Route roles: authorization before validation.
+//
+// Every route's tool checks the caller's role in the dispatcher, but a
+// huma route validates its body first: an agent sending PUT /v1/policy with
+// a malformed body got 422 and learnt the route's schema. So the auth
+// middleware checks the route's roles right after authentication, before
+// any body is read, decoded or validated; the wrong caller gets 403 and
+// nothing else.
+//
+// The roles come from the tool the route calls (routeTools: the tool's
+// Roles in the dispatcher stay the one authority, and the refusal is
+// audited exactly as the dispatcher would: action = the tool, verdict
+// denied, reason role). A route not listed takes the dispatcher's default,
+// admin and agent, and a refusal there is audited as authz.deny naming the
+// route; so a viewer is refused everywhere it is not listed (fail closed
+// for the read-only role). The dispatcher checks again when the call
+// arrives. A router-walk test in internal/daemon proves, for every route,
+// that this agrees with the tool the route really calls and that every
+// wrong role gets 403 before validation.
+//
+// Keys are "METHOD pattern" with the per-sandbox prefix /sandboxes/{id}
+// removed (routeKey).
+var routeTools = map[string]string{
+	// Operator-only tools.
+	"GET /v1/keys":                         ToolKeysList,
+	"POST /v1/keys":                        ToolKeysCreate,
+	"DELETE /v1/keys/{id}":                 ToolKeysRevoke,
+	"GET /v1/policy":                       "policy.get",
+	"PUT /v1/policy":                       "policy.set",
+	"POST /v1/control/halt":                "control.halt",
+	"POST /v1/control/unhalt":              "control.unhalt",
+	"GET /v1/approvals":                    "approvals.list",
+	"POST /v1/approvals/{id}/approve":      "approvals.approve",
+	"POST /v1/approvals/{id}/deny":         "approvals.deny",
+	"POST /v1/tools/custom/{name}/publish": "tools.publish",
+	"GET /v1/audit/verify":                 ToolAuditVerify,
+
+	// Tools a viewer may call too.
+	"GET /v1/approvals/{id}":                   "approvals.get",
+	"GET /v1/artifacts":                        "artifact.list",
+	"GET /v1/audit":                            ToolAuditQuery,
+	"GET /v1/bash/sessions":                    "bash.sessions",
+	"GET /v1/code/info":                        "code.info",
+	"GET /v1/control":                          "control.get",
+	"GET /v1/jupyter/info":                     "code.sessions",
+	"GET /v1/jupyter/sessions":                 "code.sessions",
+	"GET /v1/sandbox/resources":                "sandbox.resources",
+	"GET /v1/sandbox/security":                 "sandbox.list",
+	"GET /v1/sandboxes":                        "sandbox.list",
+	"GET /v1/sandboxes/{id}":                   "sandbox.get",
+	"GET /v1/sandboxes/{id}/exec/{command_id}": "exec.read",
+	"GET /v1/shell/sessions":                   "shell.sessions",
+	"GET /v1/shell/sessions/stats":             "shell.stats",
+	"GET /v1/tools":                            "tools.list",
+	"POST /v1/bash/output":                     "bash.output",
+	"POST /v1/shell/view":                      "shell.view",
+	"POST /v1/shell/wait":                      "shell.wait",
+	"POST /v1/tickets":                         ToolTicketsCreate,
+}
+
+// routeRolesFixed are routes without one tool of their own.
+var routeRolesFixed = map[string][]auth.Role{
+	// The Prometheus scrape: observation.
+	"GET /metrics": {auth.RoleAdmin, auth.RoleViewer},
+	// The tool is named in the body (tools/call, MCP's tools/call): the
+	// route admits every role and the dispatcher checks the named tool's
+	// roles before its arguments are decoded.
+	"POST /v1/tools/call": allRoles,
+	"POST " + MCPPath:     allRoles,
+	"GET " + MCPPath:      allRoles,
+	"DELETE " + MCPPath:   allRoles,
+}
+
+// defaultRoles is the dispatcher's default for a tool without Roles.
+var defaultRoles = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
+
+// RouteTool is the tool the edge checks for method on pattern ("" when the
+// route is not listed).
+func (s *Server) RouteTool(method, pattern string) string {
+	return routeTools[accessKey(method, pattern)]
+}
+
+// RouteRoles returns the roles that may call method on pattern (a router
+// pattern, with or without the /sandboxes/{id} prefix).
+func (s *Server) RouteRoles(method, pattern string) []auth.Role {
+	key := accessKey(method, pattern)
+	if r, ok := routeRolesFixed[key]; ok {
+		return r
+	}
+	if name, ok := routeTools[key]; ok && s.disp != nil {
+		if t, ok := s.disp.Tool(name); ok && len(t.Roles) > 0 {
+			return t.Roles
+		}
+	}
+	return defaultRoles
+}
+
+func accessKey(method, pattern string) string {
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	return method + " " + routeKey(pattern)
+}
+
+// authorizeRoute refuses c on the route before its body is read (see the
+// top of this file), auditing the refusal.
+func (s *Server) authorizeRoute(ctx context.Context, c auth.Caller, method, pattern string) error {
+	roles := s.RouteRoles(method, pattern)
+	if slices.Contains(roles, c.Role) {
+		return nil
+	}
+	route := method + " " + pattern
+	tool := s.RouteTool(method, pattern)
+	if tool == "" {
+		return s.auth.Require(ctx, c, route, roles...) // audits authz.deny
+	}
+	// The dispatcher's own record shape for a role refusal.
+	if _, err := s.audit.Append(context.WithoutCancel(ctx), audit.Entry{
+		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr, Action: tool, Verdict: "denied",
+		Detail: map[string]any{"reason": "role", "route": route, "stage": "edge"},
+	}); err != nil {
+		loggerFrom(ctx).Error("audit append failed", "action", tool, "err", err)
+	}
+	return fault.Errorf(fault.Forbidden, "the %s role may not call %s", c.Role, tool)
+}
