@@ -39,7 +39,7 @@ func CloseOnExecFrom(first int) error {
 	if first < 0 {
 		return fmt.Errorf("close-on-exec from %d: negative descriptor", first)
 	}
-	err := unix.CloseRange(uint(first), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	err := unix.CloseRange(uint(first), math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) //nolint:gosec // G115: first is checked non-negative above
 	if err == nil {
 		return nil
 	}
