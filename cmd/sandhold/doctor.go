@@ -48,6 +48,10 @@ func testSandbox() ([]agent.Layer, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("starting a sandbox needs root (id mappings and cgroups); use --no-sandbox to probe only")
 	}
+	// As in serve: nothing inherited may reach the test sandbox.
+	if err := agent.CloseOnExecFrom(3); err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "sandhold-doctor-")
 	if err != nil {
 		return nil, err

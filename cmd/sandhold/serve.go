@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/daemon"
 )
 
@@ -13,6 +14,12 @@ type serveCmd struct {
 }
 
 func (s *serveCmd) Run(ctx context.Context, e *env) error {
+	// Whatever the process that started the server left open and
+	// inheritable (a shell's `9</etc/shadow`, a CI runner's pipe) must
+	// never reach a sandbox: marked close-on-exec before anything starts.
+	if err := agent.CloseOnExecFrom(3); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
 	flags := map[string]string{}
 	if s.Listen != "" {
 		flags["listen"] = s.Listen

@@ -62,14 +62,16 @@
 // One execution's whole process tree must be killable on a timeout —
 // setsid'ed and double-forked children included — so every spawn goes into a
 // cgroup of its own below the sandbox's. Go cannot run code between fork and
-// exec, so the init moves the forking thread instead: a goroutine locks its
-// OS thread, writes the thread id into the execution group's "tasks" files
-// (cgroup v1; the server opened them as host root and attached them to the
-// spawn request, and v1 checks the opener's credentials), forks and execs
-// (the child inherits the thread's cgroups), and then returns without
-// returns to the sandbox's own group through the home files (or, if that
-// fails, ends without unlocking so the Go runtime destroys the thread): no
-// thread of the init stays behind in an execution's group.
+// exec, so the init moves the forking thread instead: its main thread, the
+// one that made the sandbox's cgroup namespace (a namespace belongs to a
+// thread, and a child is born in its forking thread's), writes its thread id
+// into the execution group's "tasks" files (cgroup v1; the server opened
+// them as host root and attached them to the spawn request, and v1 checks
+// the opener's credentials), forks and execs (the child inherits the
+// thread's cgroups and namespace), and returns to the sandbox's own group
+// through the home files before the reply leaves. If it cannot return, the
+// init ends: that thread cannot be replaced, and a kill of the execution's
+// group would otherwise take the init along at a random later moment.
 //
 // cgroup v2 has no per-thread membership outside threaded subtrees, and
 // clone3 CLONE_INTO_CGROUP is unavailable because the seccomp filter makes
@@ -79,4 +81,13 @@
 // leaves a grandchild in the sandbox's group: it is still killed with the
 // sandbox and counted against its limits, but not by the execution's
 // timeout. This path is untested on this project's cgroup-v1 CI hosts.
+//
+// # Descriptors
+//
+// A command starts with exactly 0, 1 and 2 (its pipes, /dev/null or its
+// terminal). The init closes every descriptor it inherited beyond its own
+// 0-4 before it does anything else (closeInherited), closes the inherited
+// protocol descriptor once it holds a close-on-exec duplicate, and opens
+// everything else close-on-exec; the server marks what it inherited
+// close-on-exec at start (CloseOnExecFrom).
 package agent

@@ -167,7 +167,7 @@ func (g *grepper) file(fd int, name string) bool {
 		g.resp.Truncated = true
 		return false
 	}
-	dup, err := unix.Dup(fd)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) // close-on-exec: a command forked meanwhile must not inherit it
 	if err != nil {
 		return true
 	}

@@ -32,10 +32,19 @@ func Main() error {
 	if os.Getpid() != 1 {
 		return errors.New("sandhold init runs only as a sandbox's PID 1, started by the server")
 	}
-	// The main goroutine keeps the main thread for itself: a spawn moves
-	// its thread between cgroups, and the runtime can destroy any thread
-	// that fails to move back except the main one.
+	// The main goroutine keeps its thread for itself: that thread makes
+	// the sandbox's cgroup namespace and forks every command (see
+	// forkLoop).
 	runtime.LockOSThread()
+	// Only descriptors 0-4 are the init's; whatever else the process
+	// that started it left inheritable is closed before anything else.
+	if err := closeInherited(fdWorkspace + 1); err != nil {
+		return err
+	}
+	hostNS, err := nsInode("/proc/thread-self/ns/cgroup")
+	if err != nil {
+		return err
+	}
 	// PID 1 gets only the signals it handles; none from inside may stop
 	// it. They are caught and dropped, not ignored: an ignored signal stays
 	// ignored across exec, and every command would inherit that (no Ctrl-C,
@@ -54,7 +63,12 @@ func Main() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("set non-dumpable: %w", err)
 	}
-	conn, err := NewConn(os.NewFile(fdProto, "proto"))
+	// NewConn holds a close-on-exec duplicate; the inherited descriptor
+	// (not close-on-exec) is closed at once, so no command can inherit
+	// the protocol socket.
+	protoFile := os.NewFile(fdProto, "proto")
+	conn, err := NewConn(protoFile)
+	_ = protoFile.Close()
 	if err != nil {
 		return err
 	}
@@ -70,7 +84,7 @@ func Main() error {
 		return fmt.Errorf("first request is %q, want setup", req.Op)
 	}
 	s := newServer(conn, *req.Setup)
-	layers, egress, err := setup(*req.Setup)
+	layers, egress, err := setup(*req.Setup, hostNS)
 	if err != nil {
 		_ = conn.Send(Response{ID: req.ID, Err: toError(err)})
 		return err
@@ -85,7 +99,9 @@ func Main() error {
 	// garbage now; give it back, so an idle sandbox costs little memory
 	// (a host runs hundreds of them).
 	debug.FreeOSMemory()
-	return s.serve()
+	served := make(chan error, 1)
+	go func() { served <- s.serve() }()
+	return s.forkLoop(served)
 }
 
 // setup builds the sandbox and applies the layers in order. The order
@@ -95,8 +111,11 @@ func Main() error {
 //
 // With st.EgressListen it returns the egress listener (opened before
 // landlock, which forbids binding), else -1.
-func setup(st Setup) ([]Layer, int, error) {
-	layers, egress, err := setupLayers(st)
+//
+// It runs on the thread that forks every command: hostNS is the inode of
+// the cgroup namespace that thread started in.
+func setup(st Setup, hostNS uint64) ([]Layer, int, error) {
+	layers, egress, err := setupLayers(st, hostNS)
 	if err != nil && egress >= 0 {
 		_ = unix.Close(egress)
 		egress = -1
@@ -104,7 +123,7 @@ func setup(st Setup) ([]Layer, int, error) {
 	return layers, egress, err
 }
 
-func setupLayers(st Setup) ([]Layer, int, error) {
+func setupLayers(st Setup, hostNS uint64) ([]Layer, int, error) {
 	egress := -1
 	// The init is PID 1 of namespaces the server created for it.
 	nsDetail := "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"
@@ -125,9 +144,14 @@ func setupLayers(st Setup) ([]Layer, int, error) {
 	}
 	// The cgroup namespace is made here, after the server placed this
 	// process in the sandbox's group, so the sandbox sees that group as
-	// its root and learns nothing of the host's hierarchy.
-	if err := add("cgroup namespace", unix.Unshare(unix.CLONE_NEWCGROUP)); err != nil {
+	// its root and learns nothing of the host's hierarchy (see
+	// enterCgroupNS for why one thread is enough).
+	nsDetail, nsErr := enterCgroupNS(hostNS)
+	if err := add("cgroup namespace", nsErr); err != nil {
 		return layers, egress, err
+	}
+	if nsErr == nil {
+		layers[len(layers)-1].Detail = nsDetail
 	}
 	err := rootfs.Build(rootfs.Spec{
 		Hostname:    st.Hostname,
@@ -208,10 +232,14 @@ type server struct {
 	// reap a child before it is registered.
 	mu       sync.Mutex
 	children map[int]uint64 // pid → spawn request id
+
+	// forks carries spawns to forkLoop, on the thread in the sandbox's
+	// cgroup namespace.
+	forks chan forkJob
 }
 
 func newServer(conn *Conn, st Setup) *server {
-	return &server{conn: conn, setup: st, children: make(map[int]uint64)}
+	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan forkJob)}
 }
 
 func (s *server) serve() error {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
@@ -44,4 +46,25 @@ func TestSpawnCost(t *testing.T) {
 		}
 		t.Logf("with execution group %v: %v per spawn (%d hierarchies)", withGroup, time.Since(start)/n, len(attach))
 	}
+}
+
+// TestLaunchCost logs what starting an init costs, from Launch to ready
+// (informational: no assertion on durations).
+func TestLaunchCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("informational")
+	}
+	launch(t, nil) // warm the page cache and the cgroup base
+	const n = 10
+	var before, after unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &before)
+	start := time.Now()
+	for range n {
+		ts := launch(t, nil)
+		ts.Kill()
+	}
+	wall := time.Since(start) / n
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &after)
+	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano()) / n
+	t.Logf("%v per init, launch to ready; %v CPU per init (user+system)", wall, cpu)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,6 +35,11 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	}
 	if r.CgroupFDs < 0 || r.HomeFDs < 0 || r.CgroupFDs+r.HomeFDs > len(files) {
 		return Response{}, nil, invalidf("%d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
+	}
+	if s.setup.CgroupVersion != 2 && r.HomeFDs < r.CgroupFDs {
+		// The forking thread could not come back from the execution's
+		// groups (see forkLoop): refused before anything moves.
+		return Response{}, nil, invalidf("%d execution cgroup descriptors but only %d to return home", r.CgroupFDs, r.HomeFDs)
 	}
 	cgroups := files[:r.CgroupFDs]
 	home := files[r.CgroupFDs : r.CgroupFDs+r.HomeFDs]
@@ -106,7 +110,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	proc := &syscall.ProcAttr{Dir: r.Cwd, Env: r.Env, Files: fds, Sys: attr}
 
 	done := make(chan spawnResult, 1)
-	go s.forkInGroup(id, path, r.Argv, proc, cgroups, home, done)
+	s.forks <- forkJob{id: id, path: path, argv: r.Argv, proc: proc, cgroups: cgroups, home: home, done: done}
 	res := <-done
 	if res.err != nil {
 		closeAll(parentFiles)
@@ -116,29 +120,56 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	return Response{Spawn: &SpawnResp{Pid: res.pid}}, parentFiles, nil
 }
 
-// forkInGroup forks on a thread of its own. On cgroup v1 the thread first
-// joins the execution's group through the attached "tasks" files, so the
-// child starts there, and afterwards returns to the sandbox's own group
-// through the home files. If it cannot return, the goroutine ends without
-// unlocking the thread, which makes the Go runtime destroy the thread, so
-// no thread of the init lingers in an execution's group (Main keeps the
-// main thread, which the runtime cannot destroy, out of this).
-func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscall.ProcAttr, cgroups, home []*os.File, done chan<- spawnResult) {
-	runtime.LockOSThread()
-	v1 := s.setup.CgroupVersion != 2
-	tid := []byte(strconv.Itoa(unix.Gettid()))
-	if v1 {
-		for _, f := range cgroups {
-			if _, err := unix.Write(int(f.Fd()), tid); err != nil {
-				done <- spawnResult{err: fmt.Errorf("join execution cgroup: %w", err)}
-				return
+// forkJob is one spawn for forkLoop.
+type forkJob struct {
+	id            uint64
+	path          string
+	argv          []string
+	proc          *syscall.ProcAttr
+	cgroups, home []*os.File
+	done          chan<- spawnResult
+}
+
+// forkLoop runs on Main's locked thread, the one in the sandbox's cgroup
+// namespace (see enterCgroupNS), and forks every command there until
+// served delivers the end of the protocol loop. It returns an error only
+// when the thread could not leave an execution's group: it cannot be
+// replaced, and left there a kill of that group would take the init with
+// it, so the init ends (and the sandbox with it) instead.
+func (s *server) forkLoop(served <-chan error) error {
+	for {
+		select {
+		case err := <-served:
+			return err
+		case job := <-s.forks:
+			if err := s.forkInGroup(job); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// forkInGroup forks one command. On cgroup v1 the thread first joins the
+// execution's group through the attached "tasks" files, so the child
+// starts there, and afterwards returns to the sandbox's own group through
+// the home files; an error means it could not return.
+func (s *server) forkInGroup(job forkJob) error {
+	v1 := s.setup.CgroupVersion != 2
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	joined := 0
+	if v1 {
+		for _, f := range job.cgroups {
+			if _, err := unix.Write(int(f.Fd()), tid); err != nil {
+				job.done <- spawnResult{err: fmt.Errorf("join execution cgroup: %w", err)}
+				return s.goHome(job.home, tid, joined)
+			}
+			joined++
+		}
+	}
 	s.mu.Lock()
-	pid, err := syscall.ForkExec(path, argv, proc) //nolint:gosec // G204: running the client's command inside the sandbox is this function's purpose
+	pid, err := syscall.ForkExec(job.path, job.argv, job.proc) //nolint:gosec // G204: running the client's command inside the sandbox is this function's purpose
 	if err == nil {
-		s.children[pid] = id
+		s.children[pid] = job.id
 	}
 	s.mu.Unlock()
 	if err == nil && !v1 {
@@ -146,36 +177,36 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 		// cgroup.procs, opened by the server (v2 checks the opener's
 		// credentials too). The child is moved right after fork; see the
 		// package doc for the window this leaves.
-		for _, f := range cgroups {
+		for _, f := range job.cgroups {
 			if _, werr := unix.Write(int(f.Fd()), []byte(strconv.Itoa(pid))); werr != nil {
 				_ = unix.Kill(pid, unix.SIGKILL)
 				err = fmt.Errorf("join execution cgroup: %w", werr)
 			}
 		}
 	}
-	if !v1 || len(cgroups) == 0 {
-		done <- spawnResult{pid: pid, err: err}
-		runtime.UnlockOSThread()
-		return
-	}
 	// Back home before the reply leaves: once the server knows the
-	// process, it may kill the execution's group, and a thread of the init
+	// process, it may kill the execution's group, and the init's thread
 	// must not be in it then.
-	homeOK := len(home) == len(cgroups)
+	homeErr := s.goHome(job.home, tid, joined)
+	job.done <- spawnResult{pid: pid, err: err}
+	return homeErr
+}
+
+// goHome moves the forking thread back to the sandbox's own groups after
+// it joined an execution's groups (joined of them, cgroup v1).
+func (s *server) goHome(home []*os.File, tid []byte, joined int) error {
+	if joined == 0 {
+		return nil
+	}
+	if len(home) < joined {
+		return fmt.Errorf("return to the sandbox's cgroups: %d home files for %d groups", len(home), joined)
+	}
 	for _, f := range home {
-		if !homeOK {
-			break
-		}
-		if _, werr := unix.Write(int(f.Fd()), tid); werr != nil {
-			homeOK = false
+		if _, err := unix.Write(int(f.Fd()), tid); err != nil {
+			return fmt.Errorf("return to the sandbox's cgroups: %w", err)
 		}
 	}
-	done <- spawnResult{pid: pid, err: err}
-	if homeOK {
-		runtime.UnlockOSThread()
-	}
-	// Otherwise the goroutine ends locked and the runtime destroys the
-	// thread, which leaves the execution's group with it.
+	return nil
 }
 
 // setLimits applies per-execution rlimits. Go cannot run code between fork

@@ -283,7 +283,7 @@ func newWalker(root string, depth int, exclude []string, deny Deny) *walker {
 // readNames reads up to limit names of the open directory fd (without
 // closing it).
 func readNames(fd int, limit int) ([]string, error) {
-	dup, err := unix.Dup(fd)
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0) // close-on-exec: a command forked meanwhile must not inherit it
 	if err != nil {
 		return nil, err
 	}

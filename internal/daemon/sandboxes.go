@@ -14,6 +14,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/store"
@@ -133,6 +134,10 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	for _, l := range layers {
 		if !l.Active {
 			d.log.Warn("INSECURE: isolation layer not in force", "layer", l.Name, "detail", l.Detail)
+		}
+		if l.Name == posture.CgroupNSCommand {
+			// What a real command saw, in the security report's host rows.
+			report.Checks = append(report.Checks, posture.Check{Name: l.Name, OK: l.Active, Detail: l.Detail, Required: true})
 		}
 	}
 	if d.sandboxes, err = sandbox.New(ctx, mcfg, records{d.store}, auditFn, cg); err != nil {

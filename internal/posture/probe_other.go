@@ -2,7 +2,10 @@
 
 package posture
 
-import "runtime"
+import (
+	"errors"
+	"runtime"
+)
 
 // Probe reports every layer missing: sandhold's isolation is Linux-only.
 func Probe() Report {
@@ -12,3 +15,6 @@ func Probe() Report {
 	}
 	return r
 }
+
+// HostCgroupNS fails: cgroup namespaces are Linux-only.
+func HostCgroupNS() (string, error) { return "", errors.New("cgroup namespaces need Linux") }

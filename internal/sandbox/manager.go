@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
@@ -579,15 +581,20 @@ func (m *Manager) SelfTest(ctx context.Context) ([]agent.Layer, error) {
 		s.shutdown()
 		m.discard(s)
 	}()
-	e, err := s.Exec(ctx, ExecRequest{Argv: []string{"/bin/sh", "-c", "exit 0"}, Actor: "system"})
+	// The command checks what the init reports from where sandboxed code
+	// stands: its cgroup namespace and the paths it sees.
+	hostNS, _ := posture.HostCgroupNS()
+	e, err := s.Exec(ctx, ExecRequest{Argv: posture.CgroupNSProbe, Actor: "system"})
 	if err != nil {
 		return nil, fmt.Errorf("run a command in the test sandbox: %w", err)
 	}
-	if r := e.Result(); r.Status != StatusCompleted || r.ExitCode == nil || *r.ExitCode != 0 {
+	r := e.Result()
+	if r.Status != StatusCompleted || r.ExitCode == nil || *r.ExitCode != 0 {
 		return nil, fmt.Errorf("test command ended %s (%s)", r.Status, r.Reason)
 	}
+	ns := posture.CheckCgroupNS(hostNS, []string{s.rec.ID}, r.Stdout) // the host path of every group of the sandbox holds its id
 	s.mu.Lock()
-	layers := s.inst.Ready.Layers
+	layers := append(slices.Clone(s.inst.Ready.Layers), agent.Layer{Name: ns.Name, Active: ns.OK, Detail: ns.Detail})
 	s.mu.Unlock()
 	var missing []string
 	for _, l := range layers {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ func runHelper(mode string) int {
 		"threads": helperThreads,
 		"stack":   helperStack,
 		"bench":   helperBench,
+		"int80":   helperInt80,
 	}
 	h, ok := helpers[mode]
 	if !ok {
@@ -140,26 +142,159 @@ func ptyIoctl(req uint) error {
 	return nil
 }
 
-// int80Err turns a raw int $0x80 result into an error.
-func int80Err(r int32) error {
-	if r < 0 && r >= -4095 {
-		return syscall.Errno(-r)
+// The 32-bit entry is probed only in a child process: a kernel booted with
+// ia32_emulation=0 (or built without IA32 emulation) answers int $0x80 with
+// a general protection fault, SIGSEGV, and a host difference must never
+// crash the test binary. There the 32-bit syscall table is unreachable
+// whatever the filter says, which is the property the filter's
+// architecture check exists for.
+
+// int80FilterEnv makes the int80 helper install the filter first.
+const int80FilterEnv = "SANDHOLD_SECCOMP_INT80_FILTER"
+
+// int80Unavailable is what the int80 helper prints when the call faulted.
+const int80Unavailable = "int80 unavailable"
+
+// helperInt80 makes i386 getpid (20) through int $0x80 and prints
+// "int80 <result> <pid>", or int80Unavailable if the entry faulted.
+func helperInt80() error {
+	if os.Getenv(int80FilterEnv) == "1" {
+		if err := Install(); err != nil {
+			return err
+		}
 	}
+	r, faulted := callInt80()
+	if faulted {
+		fmt.Println(int80Unavailable)
+		return nil
+	}
+	fmt.Printf("int80 %d %d\n", r, os.Getpid())
 	return nil
 }
 
-// TestInt80WorksUnfiltered shows the i386 probe is real: without the filter
-// the 32-bit entry answers getpid with our pid.
-func TestInt80WorksUnfiltered(t *testing.T) {
+// callInt80 turns the fault of a missing 32-bit entry into a result: with
+// SetPanicOnFault the runtime panics (recoverably) instead of throwing.
+func callInt80() (r int32, faulted bool) {
+	debug.SetPanicOnFault(true)
+	defer func() {
+		if recover() != nil {
+			faulted = true
+		}
+	}()
+	return int80.Call(20, 0, 0, 0), false
+}
+
+// int80Outcome is what one int80 child reported.
+type int80Outcome struct {
+	unavailable bool // the 32-bit entry faulted: SIGSEGV in the child
+	result      int32
+	pid         int
+}
+
+// classifyInt80 reads an int80 child's end: its marker line, or a death
+// by SIGSEGV (caught or not), means the entry is unavailable; anything
+// else unexpected is an error.
+func classifyInt80(stdout, stderr string, runErr error) (int80Outcome, error) {
+	if strings.Contains(stdout, int80Unavailable) {
+		return int80Outcome{unavailable: true}, nil
+	}
+	var ee *exec.ExitError
+	if errors.As(runErr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGSEGV {
+			return int80Outcome{unavailable: true}, nil
+		}
+		if strings.Contains(stderr, "signal SIGSEGV") {
+			return int80Outcome{unavailable: true}, nil
+		}
+	}
+	if runErr != nil {
+		return int80Outcome{}, fmt.Errorf("int80 child: %w; stderr: %s", runErr, stderr)
+	}
+	var o int80Outcome
+	if _, err := fmt.Sscanf(strings.TrimSpace(stdout), "int80 %d %d", &o.result, &o.pid); err != nil {
+		return int80Outcome{}, fmt.Errorf("int80 child printed %q: %w", stdout, err)
+	}
+	return o, nil
+}
+
+// probeInt80 runs the int80 helper, under the filter if filtered.
+func probeInt80(t *testing.T, filtered bool) int80Outcome {
+	t.Helper()
 	if runtime.GOARCH != "amd64" {
 		t.Skip("int $0x80 exists on amd64 only")
 	}
-	r := int80.Call(20, 0, 0, 0)
-	if r == -int32(unix.ENOSYS) || r == -int32(unix.EFAULT) {
-		t.Skipf("kernel without IA32 emulation (int $0x80 -> %d)", r)
+	cmd := exec.Command(os.Args[0], "-test.run=^$") //nolint:gosec // G702: re-executes this test binary as the helper
+	cmd.Env = append(os.Environ(), helperEnv+"=int80")
+	if filtered {
+		cmd.Env = append(cmd.Env, int80FilterEnv+"=1")
 	}
-	if int(r) != os.Getpid() {
-		t.Fatalf("i386 getpid via int $0x80 = %d, want %d", r, os.Getpid())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	o, err := classifyInt80(stdout.String(), stderr.String(), runErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestInt80WorksUnfiltered shows the i386 probe is real: without the filter
+// the 32-bit entry answers getpid with the child's pid — where the kernel
+// offers that entry at all.
+func TestInt80WorksUnfiltered(t *testing.T) {
+	o := probeInt80(t, false)
+	if o.unavailable {
+		t.Skip("32-bit entry unavailable on this kernel (int $0x80 faults with SIGSEGV, e.g. ia32_emulation=0): nothing to probe")
+	}
+	if o.result == -int32(unix.ENOSYS) || o.result == -int32(unix.EFAULT) {
+		t.Skipf("kernel without IA32 emulation (int $0x80 -> %d)", o.result)
+	}
+	if int(o.result) != o.pid {
+		t.Fatalf("i386 getpid via int $0x80 = %d, want the child's pid %d", o.result, o.pid)
+	}
+}
+
+// TestInstallDeniesInt80: under the filter the 32-bit entry is refused
+// (EPERM, by the architecture check) — or unavailable altogether, which
+// holds the same property without the filter's help.
+func TestInstallDeniesInt80(t *testing.T) {
+	requireSeccomp(t)
+	o := probeInt80(t, true)
+	if o.unavailable {
+		t.Log("32-bit entry unavailable on this kernel (SIGSEGV): unreachable with or without the filter")
+		return
+	}
+	if o.result != -int32(unix.EPERM) {
+		t.Fatalf("i386 getpid via int $0x80 under the filter = %d, want -EPERM", o.result)
+	}
+}
+
+func TestClassifyInt80(t *testing.T) {
+	segv := exec.Command("/bin/sh", "-c", "kill -SEGV $$")
+	segvErr := segv.Run()
+	exit2 := exec.Command("/bin/sh", "-c", "exit 2").Run()
+	tests := []struct {
+		name           string
+		stdout, stderr string
+		err            error
+		want           int80Outcome
+		wantErr        bool
+	}{
+		{"answered", "int80 4242 4242\n", "", nil, int80Outcome{result: 4242, pid: 4242}, false},
+		{"refused", "int80 -1 77\n", "", nil, int80Outcome{result: -1, pid: 77}, false},
+		{"fault caught in the child", int80Unavailable + "\n", "", nil, int80Outcome{unavailable: true}, false},
+		{"child killed by SIGSEGV", "", "", segvErr, int80Outcome{unavailable: true}, false},
+		{"Go runtime's fault crash", "", "unexpected fault address 0x0\nfatal error: fault\n[signal SIGSEGV: segmentation violation code=0x80 addr=0x0 pc=0x5ef834]\n", exit2, int80Outcome{unavailable: true}, false},
+		{"other failure", "", "helper: boom\n", exit2, int80Outcome{}, true},
+		{"garbage", "hello\n", "", nil, int80Outcome{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := classifyInt80(tc.stdout, tc.stderr, tc.err)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("classifyInt80 = %+v, %v; want %+v, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
 	}
 }
 
@@ -284,7 +419,7 @@ func helperDeny() error {
 		}},
 		{"ioctl_tiocsti", func() error { return ptyIoctl(unix.TIOCSTI) }},
 		{"ioctl_tioclinux", func() error { return ptyIoctl(unix.TIOCLINUX) }},
-		{"i386_getpid", func() error { return int80Err(int80.Call(20, 0, 0, 0)) }},
+		// i386_getpid runs in a child of its own: TestInstallDeniesInt80.
 		{"x32_getpid", func() error { return rawErr(unix.RawSyscall(0x40000000|unix.SYS_GETPID, 0, 0, 0)) }},
 		{"iopl", func() error { return rawErr(unix.RawSyscall(unix.SYS_IOPL, 0, 0, 0)) }},
 		// Last among the denials: were it allowed, every later exec would
@@ -324,7 +459,7 @@ func TestInstallDenies(t *testing.T) {
 		{"acct", eperm}, {"settimeofday", eperm}, {"clock_settime", eperm}, {"adjtimex_read", eperm},
 		{"syslog_size", eperm}, {"personality_addr_no_randomize", eperm},
 		{"personality_read_implies_exec", eperm}, {"socket_packet", eperm}, {"socket_inet_raw", eperm}, {"socket_inet_mptcp", eperm},
-		{"ioctl_tiocsti", eperm}, {"ioctl_tioclinux", eperm}, {"i386_getpid", eperm}, {"x32_getpid", enosys}, {"iopl", eperm},
+		{"ioctl_tiocsti", eperm}, {"ioctl_tioclinux", eperm}, {"x32_getpid", enosys}, {"iopl", eperm},
 		{"personality_query", 0}, {"socket_inet_stream", 0}, {"socket_netlink_raw", 0},
 	}
 	for _, w := range want {
