@@ -53,7 +53,7 @@ func parseExecFlags(args []string, f *execFlags) error {
 		return err
 	}
 	if _, err := p.Parse(args); err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("exec: %v (flags go before --; the command after it)", err)}
+		return &exitError{code: 2, err: fmt.Errorf("exec: %w (flags go before --; the command after it)", err)}
 	}
 	l := late.execFlags
 	if l.Sandbox != "" {

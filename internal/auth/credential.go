@@ -38,7 +38,7 @@ func (c Credential) highEntropy() bool {
 	}
 	for i := len(prefix); i < len(s); i++ {
 		b := s[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '-' || b == '_') {
+		if (b < 'a' || b > 'z') && (b < 'A' || b > 'Z') && (b < '0' || b > '9') && b != '-' && b != '_' {
 			return false
 		}
 	}

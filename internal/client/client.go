@@ -117,7 +117,7 @@ func (c *Client) transportError(err error) error {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("cannot reach the server at %s (connection refused): is it running? (`sandhold serve`, or `sandhold login` another URL)", c.base)
 	case errors.As(err, &ne):
-		return fmt.Errorf("cannot reach the server at %s (%v): check the URL with `sandhold login`", c.base, ne.Err)
+		return fmt.Errorf("cannot reach the server at %s (%w): check the URL with `sandhold login`", c.base, ne.Err)
 	}
 	return fmt.Errorf("request to %s failed: %w", c.base, err)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -72,7 +73,7 @@ func TestConfigSaveLoad(t *testing.T) {
 	t.Setenv(EnvURL, "")
 	t.Setenv(EnvKey, "")
 	t.Setenv(EnvSandbox, "")
-	if _, err := LoadConfig(); err != ErrNotLoggedIn {
+	if _, err := LoadConfig(); !errors.Is(err, ErrNotLoggedIn) {
 		t.Fatalf("no login: %v", err)
 	}
 	p, err := SaveConfig(Config{URL: "http://127.0.0.1:9", Key: "shk_secret", Sandbox: "sb1"})

@@ -35,8 +35,6 @@ const (
 	copyBuf = 256 << 10
 	// partSuffix marks a download in progress beside its target.
 	partSuffix = ".sandhold-part"
-	// artifactsDir is where the server puts finished artifacts.
-	artifactsDir = "/workspace/.artifacts"
 )
 
 // CopyOptions tune a copy.

@@ -176,7 +176,7 @@ func wordStart(src string, i int) bool {
 		return true
 	}
 	c := src[i-1]
-	return !(isIdent(c) || c == '$' || c == '@' || c == '%')
+	return !isIdent(c) && c != '$' && c != '@' && c != '%'
 }
 
 func isIdent(c byte) bool {

@@ -329,15 +329,15 @@ func findSelects(args []string) (starts []string, print0, everything bool) {
 	orSeen := false
 	for ; i < len(args); i++ {
 		a := args[i]
-		switch {
-		case a == "-exec" || a == "-execdir" || a == "-ok" || a == "-okdir":
+		switch a {
+		case "-exec", "-execdir", "-ok", "-okdir":
 			for i+1 < len(args) && args[i+1] != ";" && args[i+1] != "+" {
 				i++
 			}
 			i++
-		case a == "-o" || a == "-or" || a == ",":
+		case "-o", "-or", ",":
 			orSeen = true
-		case a == "-print0":
+		case "-print0":
 			print0 = true
 		default:
 			n, ok := findNoTest[a]
