@@ -26,9 +26,10 @@ func meminfoKB(b *testing.B, field string) int64 {
 }
 
 // BenchmarkWorkspaceVolume is what the kernel-enforced quota costs per
-// sandbox: one 5 GB image made (mkfs.ext4), attached and mounted, all kept
-// mounted like idle sandboxes (memory per volume from MemAvailable), then
-// released (the loop devices detach by themselves).
+// sandbox: one 5 GB image made, attached and mounted, all kept mounted like
+// idle sandboxes (memory per volume from MemAvailable), then released (the
+// loop devices detach by themselves). "mkfs" formats every image;
+// "template" copies a pre-formatted template (made once, before the timer).
 //
 //	go test -run '^$' -bench WorkspaceVolume -benchtime 200x ./internal/sandbox/
 func BenchmarkWorkspaceVolume(b *testing.B) {
@@ -38,6 +39,18 @@ func BenchmarkWorkspaceVolume(b *testing.B) {
 	if _, err := e2tool("mkfs.ext4"); err != nil {
 		b.Skip(err)
 	}
+	b.Run("mkfs", func(b *testing.B) { benchVolumes(b, nil, "") })
+	b.Run("template", func(b *testing.B) {
+		tm, dir := &wsTemplates{}, b.TempDir()
+		// The first copy builds the template.
+		if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), 5_000_000_000); err != nil {
+			b.Fatal(err)
+		}
+		benchVolumes(b, tm, dir)
+	})
+}
+
+func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
 	root := b.TempDir()
 	fields := []string{"MemAvailable", "Slab", "Buffers"}
 	before := make([]int64, len(fields))
@@ -51,7 +64,7 @@ func BenchmarkWorkspaceVolume(b *testing.B) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		v, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000)
+		v, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
