@@ -159,7 +159,7 @@ func imageUUID(t *testing.T, img string, size int64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	supers, err := readSupers(f, size)
 	if err != nil {
 		t.Fatalf("%s: %v", filepath.Base(img), err)
@@ -182,7 +182,14 @@ func fsckClean(t *testing.T, img string) {
 // template is formatted once.
 func TestWorkspaceImagesAreTemplateCopies(t *testing.T) {
 	requireE2fs(t)
-	const size = 300 << 20 // 3 block groups: two backup superblocks
+	// mke2fs uses 1 KiB blocks below 512 MB and 4 KiB above: both
+	// superblock layouts, each with several backups.
+	for _, size := range []int64{300 << 20, 5_000_000_000} {
+		t.Run(strconv.FormatInt(size>>20, 10)+"MiB", func(t *testing.T) { testTemplateCopies(t, size) })
+	}
+}
+
+func testTemplateCopies(t *testing.T, size int64) {
 	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
 	seen := map[string]bool{}
 	for i := range 3 {
@@ -203,7 +210,7 @@ func TestWorkspaceImagesAreTemplateCopies(t *testing.T) {
 	if b, c := tm.builds.Load(), tm.clones.Load(); b != 1 || c != 3 {
 		t.Fatalf("builds %d clones %d, want 1 and 3", b, c)
 	}
-	tmpl := filepath.Join(dir, "ext4-"+templateVersion+"-"+strconv.Itoa(size)+".img")
+	tmpl := filepath.Join(dir, "ext4-"+templateVersion+"-"+strconv.FormatInt(size, 10)+".img")
 	if seen[imageUUID(t, tmpl, size)] {
 		t.Fatal("a copy kept the template's UUID")
 	}
@@ -249,7 +256,7 @@ func TestWorkspaceTemplateIsRebuiltWhenBroken(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }()
 			_, err = f.WriteAt([]byte{0xff}, 4096*3+17)
 			return err
 		}, false},
@@ -258,7 +265,7 @@ func TestWorkspaceTemplateIsRebuiltWhenBroken(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }()
 			_, err = f.WriteAt([]byte{0, 0}, superOff+sbMagic)
 			return err
 		}, false},
@@ -337,12 +344,9 @@ func TestWorkspaceTemplatesAreCapped(t *testing.T) {
 	if err := tm.clone(dir, filepath.Join(ws, "a.img"), 64<<20); !errors.Is(err, errNoTemplate) {
 		t.Fatalf("template past the cap on disk: %v", err)
 	}
-	tm = &wsTemplates{}
+	tm = &wsTemplates{bySize: map[int64]*wsTemplate{}}
 	for i := range maxTemplates {
-		tm.bySize = map[int64]*wsTemplate{}
-		for j := range maxTemplates {
-			tm.bySize[int64(j+i)] = &wsTemplate{}
-		}
+		tm.bySize[int64(i)] = &wsTemplate{}
 	}
 	if err := tm.clone(t.TempDir(), filepath.Join(ws, "b.img"), 64<<20); !errors.Is(err, errNoTemplate) {
 		t.Fatalf("template past the cap in memory: %v", err)
