@@ -89,6 +89,9 @@ type Manager struct {
 	net  netHub    // egress wiring (network.go)
 	obs  observers // metrics hooks (observe.go)
 
+	// wst holds pre-formatted workspace images (wstemplate_linux.go).
+	wst wsTemplates
+
 	// mu guards the maps; each sandbox has its own lock for its life.
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,9 +27,10 @@ func meminfoKB(b *testing.B, field string) int64 {
 }
 
 // BenchmarkWorkspaceVolume is what the kernel-enforced quota costs per
-// sandbox: one 5 GB image made (mkfs.ext4), attached and mounted, all kept
-// mounted like idle sandboxes (memory per volume from MemAvailable), then
-// released (the loop devices detach by themselves).
+// sandbox: one 5 GB image made, attached and mounted, all kept mounted like
+// idle sandboxes (memory per volume from MemAvailable), then released (the
+// loop devices detach by themselves). "mkfs" formats every image;
+// "template" copies a pre-formatted template (made once, before the timer).
 //
 //	go test -run '^$' -bench WorkspaceVolume -benchtime 200x ./internal/sandbox/
 func BenchmarkWorkspaceVolume(b *testing.B) {
@@ -38,6 +40,18 @@ func BenchmarkWorkspaceVolume(b *testing.B) {
 	if _, err := e2tool("mkfs.ext4"); err != nil {
 		b.Skip(err)
 	}
+	b.Run("mkfs", func(b *testing.B) { benchVolumes(b, nil, "") })
+	b.Run("template", func(b *testing.B) {
+		tm, dir := &wsTemplates{}, b.TempDir()
+		// The first copy builds the template.
+		if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), 5_000_000_000); err != nil {
+			b.Fatal(err)
+		}
+		benchVolumes(b, tm, dir)
+	})
+}
+
+func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
 	root := b.TempDir()
 	fields := []string{"MemAvailable", "Slab", "Buffers"}
 	before := make([]int64, len(fields))
@@ -51,7 +65,7 @@ func BenchmarkWorkspaceVolume(b *testing.B) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		v, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000)
+		v, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -106,4 +120,63 @@ func statBlocks(fi os.FileInfo) (int64, bool) {
 		return 0, false
 	}
 	return st.Blocks * 512, true
+}
+
+// BenchmarkWorkspaceVolumeScale tells whether a workspace costs more when
+// many exist: b.N template copies made and mounted one after the other and
+// kept, reporting the p50 of the copy and of the attach+mount for the first
+// and the last tenth (flat means the two match, give or take the load).
+//
+//	go test -run '^$' -bench WorkspaceVolumeScale -benchtime 1000x ./internal/sandbox/
+func BenchmarkWorkspaceVolumeScale(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	if _, err := e2tool("mkfs.ext4"); err != nil {
+		b.Skip(err)
+	}
+	const size = 5_000_000_000
+	tm, dir, ws := &wsTemplates{}, b.TempDir(), b.TempDir()
+	if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), size); err != nil {
+		b.Fatal(err)
+	}
+	copies := make([]time.Duration, 0, b.N)
+	mounts := make([]time.Duration, 0, b.N)
+	vols := make([]*os.File, 0, b.N)
+	defer func() {
+		for _, v := range vols {
+			_ = v.Close()
+		}
+	}()
+	b.ResetTimer()
+	for i := range b.N {
+		img := filepath.Join(ws, strconv.Itoa(i)+".img")
+		t0 := time.Now()
+		if err := tm.clone(dir, img, size); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		v, err := mountImage(img)
+		if err != nil {
+			b.Fatal(err)
+		}
+		vols = append(vols, v)
+		copies = append(copies, t1.Sub(t0))
+		mounts = append(mounts, time.Since(t1))
+	}
+	b.StopTimer()
+	tenth := max(b.N/10, 1)
+	for _, f := range []struct {
+		name string
+		d    []time.Duration
+	}{{"copy", copies}, {"mount", mounts}} {
+		b.ReportMetric(p50ms(f.d[:tenth]), "ms-"+f.name+"-first")
+		b.ReportMetric(p50ms(f.d[len(f.d)-tenth:]), "ms-"+f.name+"-last")
+	}
+}
+
+func p50ms(d []time.Duration) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Microseconds()) / 1000
 }

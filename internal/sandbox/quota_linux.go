@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,7 +94,7 @@ func runTool(ctx context.Context, name string, args ...string) error {
 func (s *Sandbox) workspaceVolume(dir string, uid int) (*os.File, error) {
 	if s.vol == nil {
 		size := max(s.diskBytes(), minVolumeBytes)
-		mnt, err := openVolume(filepath.Join(dir, imageName), size, uid)
+		mnt, err := openVolume(filepath.Join(dir, imageName), size, uid, &s.m.wst, s.m.templateDir(), s.m.log)
 		if err != nil {
 			return nil, err
 		}
@@ -105,6 +106,9 @@ func (s *Sandbox) workspaceVolume(dir string, uid int) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), "workspace-mount"), nil
 }
+
+// templateDir holds the pre-formatted workspace images (wstemplate_linux.go).
+func (m *Manager) templateDir() string { return filepath.Join(m.cfg.DataDir, templateDirName) }
 
 // diskBytes is the sandbox's quota: its limit, else the server default.
 func (s *Sandbox) diskBytes() int64 {
@@ -126,25 +130,19 @@ func (s *Sandbox) releaseVolume() {
 	}
 }
 
-// openVolume makes the image if it does not exist and mounts it detached.
-func openVolume(img string, size int64, uid int) (*os.File, error) {
+// openVolume makes the image if it does not exist (a copy of the size's
+// template from tm, kept in tmplDir; formatted with mkfs.ext4 when tm is nil
+// or has no template for it) and mounts it detached.
+func openVolume(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger) (*os.File, error) {
 	fresh := false
-	f, err := os.OpenFile(img, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600) //nolint:gosec // G304: the image in the server's own data dir
+	_, err := os.Lstat(img)
 	switch {
-	case err == nil:
+	case errors.Is(err, os.ErrNotExist):
 		fresh = true
-		if err := f.Truncate(size); err != nil {
-			_ = f.Close()
-			_ = os.Remove(img)
-			return nil, fmt.Errorf("size workspace image: %w", err)
+		if err := makeImage(img, size, uid, tm, tmplDir, log); err != nil {
+			return nil, err
 		}
-		_ = f.Close()
-		if err := runTool(context.Background(), "mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0",
-			"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,nodiscard", uid, uid), "-L", "workspace", img); err != nil {
-			_ = os.Remove(img)
-			return nil, fmt.Errorf("format workspace image: %w", err)
-		}
-	case errors.Is(err, os.ErrExist):
+	case err == nil:
 		busy, err := imageAttached(img)
 		if err != nil {
 			return nil, err
@@ -175,8 +173,35 @@ func openVolume(img string, size int64, uid int) (*os.File, error) {
 	if fresh {
 		// mkfs makes lost+found; the sandbox's /workspace starts empty.
 		_ = unix.Unlinkat(int(mnt.Fd()), "lost+found", unix.AT_REMOVEDIR)
+		// A template's root belongs to root; the copy is the sandbox's.
+		if err := unix.Fchownat(int(mnt.Fd()), "", uid, uid, unix.AT_EMPTY_PATH); err != nil {
+			_ = mnt.Close()
+			return nil, fmt.Errorf("own workspace: %w", err)
+		}
 	}
 	return mnt, nil
+}
+
+// makeImage writes a new image at img: a copy of the template, else a
+// fresh mkfs.ext4. Either way the image appears under its name only once
+// complete and on disk.
+func makeImage(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger) error {
+	if tm != nil {
+		err := tm.clone(tmplDir, img, size)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errNoTemplate) && log != nil {
+			log.Warn("workspace template unusable; formatting the image instead", "err", err)
+		}
+	}
+	err := writeCopy(img, size, true, func(f *os.File) error {
+		return runTool(context.Background(), "mkfs.ext4", mkfsArgs(f.Name(), uid, false)...)
+	})
+	if err != nil {
+		return fmt.Errorf("format workspace image: %w", err)
+	}
+	return nil
 }
 
 // imageClean reads the ext4 superblock's state: bit 0 of s_state (at byte

@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,9 @@ func TestWorkspaceQuotaIsEnforcedByTheKernel(t *testing.T) {
 	m := newManager(t, cfg, rec)
 	s := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
 
+	if m.wst.clones.Load() != 1 {
+		t.Fatal("the workspace image is not a template copy")
+	}
 	// A fresh workspace is empty (no lost+found), owned by the sandbox user.
 	if r := run(t, s, ExecRequest{Command: "ls -A /workspace; stat -c %u /workspace"}); strings.TrimSpace(r.Stdout) != "1000" {
 		t.Fatalf("fresh workspace: %q", r.Stdout)
@@ -131,4 +136,225 @@ func TestQuotaOfPoolSandboxes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requireE2fs skips where e2fsprogs or root are missing.
+func requireE2fs(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	for _, tool := range []string{"mkfs.ext4", "e2fsck"} {
+		if _, err := e2tool(tool); err != nil {
+			t.Skip("needs e2fsprogs:", err)
+		}
+	}
+}
+
+// imageUUID reads an image's superblocks; readSupers fails unless every
+// backup carries the primary's UUID with a valid checksum.
+func imageUUID(t *testing.T, img string, size int64) string {
+	t.Helper()
+	f, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	supers, err := readSupers(f, size)
+	if err != nil {
+		t.Fatalf("%s: %v", filepath.Base(img), err)
+	}
+	if len(supers) < 2 {
+		t.Fatalf("%s: only %d superblock copies", filepath.Base(img), len(supers))
+	}
+	return string(supers[0].raw[sbUUID : sbUUID+16])
+}
+
+func fsckClean(t *testing.T, img string) {
+	t.Helper()
+	if err := runTool(context.Background(), "e2fsck", "-fn", img); err != nil {
+		t.Fatalf("e2fsck -fn %s: %v", filepath.Base(img), err)
+	}
+}
+
+// Copies of one template are whole, consistent file systems, each with a
+// UUID of its own (superblock and backups, checksums valid), and the
+// template is formatted once.
+func TestWorkspaceImagesAreTemplateCopies(t *testing.T) {
+	requireE2fs(t)
+	// mke2fs uses 1 KiB blocks below 512 MB and 4 KiB above: both
+	// superblock layouts, each with several backups.
+	for _, size := range []int64{300 << 20, 5_000_000_000} {
+		t.Run(strconv.FormatInt(size>>20, 10)+"MiB", func(t *testing.T) { testTemplateCopies(t, size) })
+	}
+}
+
+func testTemplateCopies(t *testing.T, size int64) {
+	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
+	seen := map[string]bool{}
+	for i := range 3 {
+		img := filepath.Join(ws, strconv.Itoa(i)+".img")
+		if err := tm.clone(dir, img, size); err != nil {
+			t.Fatal(err)
+		}
+		fsckClean(t, img)
+		u := imageUUID(t, img, size)
+		if seen[u] {
+			t.Fatalf("copy %d reuses a UUID", i)
+		}
+		seen[u] = true
+		if _, err := os.Stat(img + tmpSuffix); !os.IsNotExist(err) {
+			t.Fatalf("temporary copy left: %v", err)
+		}
+	}
+	if b, c := tm.builds.Load(), tm.clones.Load(); b != 1 || c != 3 {
+		t.Fatalf("builds %d clones %d, want 1 and 3", b, c)
+	}
+	tmpl := filepath.Join(dir, "ext4-"+templateVersion+"-"+strconv.FormatInt(size, 10)+".img")
+	if seen[imageUUID(t, tmpl, size)] {
+		t.Fatal("a copy kept the template's UUID")
+	}
+	// A new server run verifies the template on disk and reuses it.
+	tm2 := &wsTemplates{}
+	if err := tm2.clone(dir, filepath.Join(ws, "again.img"), size); err != nil {
+		t.Fatal(err)
+	}
+	if tm2.builds.Load() != 0 {
+		t.Fatal("an intact template was rebuilt")
+	}
+}
+
+// A template that is corrupt, missing or without its digest is rebuilt
+// before any copy is made from it.
+func TestWorkspaceTemplateIsRebuiltWhenBroken(t *testing.T) {
+	requireE2fs(t)
+	const size = 64 << 20
+	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
+	tmpl := filepath.Join(dir, "ext4-"+templateVersion+"-"+strconv.Itoa(size)+".img")
+	n := 0
+	copyOne := func(t *testing.T, wantBuilds int64) {
+		t.Helper()
+		n++
+		img := filepath.Join(ws, strconv.Itoa(n)+".img")
+		if err := tm.clone(dir, img, size); err != nil {
+			t.Fatal(err)
+		}
+		if got := tm.builds.Load(); got != wantBuilds {
+			t.Fatalf("builds %d, want %d", got, wantBuilds)
+		}
+		fsckClean(t, img)
+	}
+	copyOne(t, 1)
+	for _, c := range []struct {
+		name   string
+		break_ func() error
+		// The digest is read when a run first uses the template.
+		newRun bool
+	}{
+		{"a flipped byte in the inode table area", func() error {
+			f, err := os.OpenFile(tmpl, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = f.Close() }()
+			_, err = f.WriteAt([]byte{0xff}, 4096*3+17)
+			return err
+		}, false},
+		{"a corrupt superblock magic", func() error {
+			f, err := os.OpenFile(tmpl, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = f.Close() }()
+			_, err = f.WriteAt([]byte{0, 0}, superOff+sbMagic)
+			return err
+		}, false},
+		{"template missing", func() error { return os.Remove(tmpl) }, false},
+		{"digest missing", func() error { return os.Remove(tmpl + ".sha256") }, true},
+		{"digest wrong", func() error { return os.WriteFile(tmpl+".sha256", []byte("00\n"), 0o600) }, true},
+		{"size changed", func() error { return os.Truncate(tmpl, size+4096) }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.break_(); err != nil {
+				t.Fatal(err)
+			}
+			if c.newRun {
+				tm = &wsTemplates{}
+			}
+			copyOne(t, tm.builds.Load()+1)
+		})
+	}
+}
+
+// A copy appears under its name only complete: a failed write leaves
+// nothing, a stale temporary copy from a dead server is discarded, and an
+// existing image is never overwritten.
+func TestWorkspaceImageIsNeverHalfWritten(t *testing.T) {
+	requireE2fs(t)
+	const size = 64 << 20
+	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
+	img := filepath.Join(ws, imageName)
+
+	err := writeCopy(img, size, true, func(f *os.File) error {
+		if _, err := f.WriteAt([]byte("half"), 0); err != nil {
+			return err
+		}
+		return errors.New("died")
+	})
+	if err == nil {
+		t.Fatal("failed fill reported success")
+	}
+	for _, p := range []string{img, img + tmpSuffix} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s left after a failed copy: %v", filepath.Base(p), err)
+		}
+	}
+
+	if err := os.WriteFile(img+tmpSuffix, []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.clone(dir, img, size); err != nil {
+		t.Fatal(err)
+	}
+	fsckClean(t, img)
+	if _, err := os.Stat(img + tmpSuffix); !os.IsNotExist(err) {
+		t.Fatalf("stale copy left: %v", err)
+	}
+
+	before := imageUUID(t, img, size)
+	if err := tm.clone(dir, img, size); err == nil {
+		t.Fatal("a copy replaced an existing image")
+	}
+	if imageUUID(t, img, size) != before {
+		t.Fatal("the existing image changed")
+	}
+}
+
+// Sizes are client input: past maxTemplates distinct sizes no template is
+// made (the image is formatted per sandbox instead).
+func TestWorkspaceTemplatesAreCapped(t *testing.T) {
+	requireE2fs(t)
+	dir, ws := t.TempDir(), t.TempDir()
+	for i := range maxTemplates {
+		if err := os.WriteFile(filepath.Join(dir, "ext4-old-"+strconv.Itoa(i)+".img"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tm := &wsTemplates{}
+	if err := tm.clone(dir, filepath.Join(ws, "a.img"), 64<<20); !errors.Is(err, errNoTemplate) {
+		t.Fatalf("template past the cap on disk: %v", err)
+	}
+	tm = &wsTemplates{bySize: map[int64]*wsTemplate{}}
+	for i := range maxTemplates {
+		tm.bySize[int64(i)] = &wsTemplate{}
+	}
+	if err := tm.clone(t.TempDir(), filepath.Join(ws, "b.img"), 64<<20); !errors.Is(err, errNoTemplate) {
+		t.Fatalf("template past the cap in memory: %v", err)
+	}
+	// The image is still made, by mkfs, and is a good file system.
+	img := filepath.Join(ws, "c.img")
+	if err := makeImage(img, 64<<20, 1000, tm, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	fsckClean(t, img)
 }

@@ -22,4 +22,7 @@ func (s *Sandbox) diskBytes() int64 {
 
 func (s *Sandbox) releaseVolume() {}
 
+// wsTemplates holds pre-formatted workspace images on Linux.
+type wsTemplates struct{}
+
 func (m *Manager) reapVolumes() {}
