@@ -7,7 +7,6 @@ import (
 	"testing"
 )
 
-
 func TestOpenCreatesPrivateFileAndMigrates(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(context.Background(), dir)
