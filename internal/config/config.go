@@ -78,6 +78,12 @@ type Config struct {
 	CORSOrigins []string
 	// LogLevel is debug, info, warn or error (SANDBOX_LOG_LEVEL, info).
 	LogLevel string
+
+	// DatabaseURL selects the PostgreSQL store shared by the nodes of a
+	// cluster (SANDBOX_DATABASE_URL, postgres://…). Empty (default) = the
+	// embedded SQLite database in DataDir. It may carry a password: never
+	// logged, audited or echoed in errors.
+	DatabaseURL string
 }
 
 // Size is a byte count that parses "10MB", "1GB", "512KiB" or plain bytes.

@@ -63,6 +63,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.AllowedHosts = splitList(v); return nil }},
 	{key: "cors_origins", env: "SANDBOX_CORS_ORIGINS", doc: "origins allowed cross-origin access (comma separated; default off)",
 		set: func(c *Config, v string) error { c.CORSOrigins = splitList(v); return nil }},
+	{key: "database_url", env: "SANDBOX_DATABASE_URL", secret: true, doc: "postgres://… for the shared store of a multi-node cluster (default: embedded SQLite in the data dir)",
+		set: func(c *Config, v string) error { c.DatabaseURL = strings.TrimSpace(v); return nil }},
 	{key: "log_level", env: "SANDBOX_LOG_LEVEL", def: "info", doc: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
 }

@@ -28,6 +28,7 @@ var checks = []check{
 	{"log level", checkLogLevel},
 	{"allowed hosts", checkAllowedHosts},
 	{"cors origins", checkCORSOrigins},
+	{"database url", checkDatabaseURL},
 }
 
 // Validate applies every named check and returns their failures joined, or
@@ -177,6 +178,27 @@ func checkCORSOrigins(c Config) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
 			return fmt.Errorf("SANDBOX_CORS_ORIGINS: %q is not an origin like https://app.example", o)
 		}
+	}
+	return nil
+}
+
+// checkDatabaseURL accepts only PostgreSQL URLs: a typo (mysql://, a bare
+// path) must not silently fall back to the single-host SQLite store while
+// the operator believes the nodes share state. The value is never echoed.
+func checkDatabaseURL(c Config) error {
+	if c.DatabaseURL == "" {
+		return nil
+	}
+	if !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return errors.New("SANDBOX_DATABASE_URL: must be a postgres:// or postgresql:// URL")
+	}
+	if _, err := url.Parse(c.DatabaseURL); err != nil || strings.ContainsAny(c.DatabaseURL, " \t\n") {
+		return errors.New("SANDBOX_DATABASE_URL: not a valid URL")
+	}
+	// Nodes sharing a database share the admin key row: a key generated per
+	// node would overwrite the others' and lock them out.
+	if c.APIKey == "" {
+		return errors.New("SANDBOX_DATABASE_URL: needs SANDBOX_API_KEY set (the same admin key on every node)")
 	}
 	return nil
 }

@@ -1,0 +1,49 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDatabaseURL(t *testing.T) {
+	const pw = "s3cretpass"
+	tests := []struct {
+		name string
+		url  string
+		ok   bool
+	}{
+		{"unset is sqlite", "", true},
+		{"postgres", "postgres://sandhold:" + pw + "@db:5432/sandhold?sslmode=verify-full", true},
+		{"postgresql", "postgresql://db/sandhold", true},
+		{"mysql refused", "mysql://sandhold:" + pw + "@db/x", false},
+		{"bare path refused", "/var/lib/sandhold/db", false},
+		{"libpq key=value refused", "host=db password=" + pw, false},
+		{"whitespace refused", "postgres://sandhold:" + pw + "@db/x y", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(LoadOptions{LookupEnv: env(map[string]string{"SANDBOX_DATABASE_URL": tc.url, "SANDBOX_DATA_DIR": "/x",
+				"SANDBOX_API_KEY": strings.Repeat("k", 40)})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.DatabaseURL != tc.url {
+				t.Fatalf("DatabaseURL = %q", c.DatabaseURL)
+			}
+			err = c.Validate()
+			if tc.ok != (err == nil) {
+				t.Fatalf("validate = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && (strings.Contains(err.Error(), pw) || !strings.Contains(err.Error(), "SANDBOX_DATABASE_URL")) {
+				t.Fatalf("error echoes the URL or does not name the setting: %v", err)
+			}
+		})
+	}
+}
+
+func TestDatabaseURLNeedsSharedAdminKey(t *testing.T) {
+	c := Config{DataDir: "/x", DatabaseURL: "postgres://db/sandhold"}.WithDefaults()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SANDBOX_API_KEY") {
+		t.Fatalf("validate = %v, want a demand for SANDBOX_API_KEY", err)
+	}
+}
