@@ -65,7 +65,7 @@ type Daemon struct {
 	adminKey string
 	posture  posture.Report
 
-	store    *store.SQLite
+	store    store.Store
 	audit    *audit.Log
 	auth     *auth.Service
 	registry *prometheus.Registry
@@ -164,7 +164,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	}
 
 	// 3. Store.
-	if d.store, err = store.Open(ctx, cfg.DataDir); err != nil {
+	if d.store, err = store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.closers = append(d.closers, d.store.Close)
@@ -397,7 +397,7 @@ func (d *Daemon) Logger() *slog.Logger { return d.log }
 func (d *Daemon) Posture() posture.Report { return d.posture }
 
 // Store is the store.
-func (d *Daemon) Store() *store.SQLite { return d.store }
+func (d *Daemon) Store() store.Store { return d.store }
 
 // Audit is the audit log.
 func (d *Daemon) Audit() *audit.Log { return d.audit }

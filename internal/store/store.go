@@ -124,3 +124,16 @@ type AuditFilter struct {
 	Limit      int // 0 or > MaxAuditPage means MaxAuditPage
 	Descending bool
 }
+
+// OpenConfigured opens the store the configuration names: PostgreSQL when
+// databaseURL is set (SANDBOX_DATABASE_URL), else the embedded SQLite
+// database in dataDir. Errors never carry the URL's password.
+func OpenConfigured(ctx context.Context, dataDir, databaseURL string) (Store, error) {
+	if databaseURL == "" {
+		return Open(ctx, dataDir)
+	}
+	if !IsPostgresURL(databaseURL) {
+		return nil, errors.New("open store: SANDBOX_DATABASE_URL must be a postgres:// URL")
+	}
+	return OpenPostgres(ctx, databaseURL)
+}

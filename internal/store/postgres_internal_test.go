@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sandhold/sandhold/internal/store/pgtest"
+)
+
+// The two back ends share one schema history: a step added to one and not
+// the other would make the "same versioned migrations" drift apart.
+func TestPostgresMigrationsMatchSQLite(t *testing.T) {
+	if len(pgMigrations) != len(migrations) {
+		t.Fatalf("postgres has %d migrations, sqlite %d", len(pgMigrations), len(migrations))
+	}
+	for i := range migrations {
+		if pgMigrations[i].version != migrations[i].version || pgMigrations[i].name != migrations[i].name {
+			t.Errorf("step %d: postgres %d/%s, sqlite %d/%s", i, pgMigrations[i].version, pgMigrations[i].name,
+				migrations[i].version, migrations[i].name)
+		}
+	}
+}
+
+// Nodes starting together all open the same fresh database: the advisory
+// lock lets one migrate and the others find the schema current.
+func TestPostgresConcurrentStartMigratesOnce(t *testing.T) {
+	url := pgtest.URL(t)
+	const nodes = 4
+	var wg sync.WaitGroup
+	errs := make([]error, nodes)
+	stores := make([]*Postgres, nodes)
+	for i := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = OpenPostgres(context.Background(), url)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		defer func() { _ = stores[i].Close() }()
+	}
+	var applied int
+	if err := stores[0].pool.QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(pgMigrations) {
+		t.Fatalf("schema_migrations has %d rows, want %d", applied, len(pgMigrations))
+	}
+	if v, err := stores[3].SchemaVersion(context.Background()); err != nil || v != len(pgMigrations) {
+		t.Fatalf("version = %d %v", v, err)
+	}
+}
+
+func TestPostgresRefusesNewerSchema(t *testing.T) {
+	url := pgtest.URL(t)
+	s, err := OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(context.Background(), `INSERT INTO schema_migrations VALUES (999, 'future', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if _, err := OpenPostgres(context.Background(), url); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("opened a database with a newer schema: %v", err)
+	}
+}
+
+func TestPostgresOpenErrorHidesPassword(t *testing.T) {
+	for _, url := range []string{
+		"postgres://sandhold:hunter2secret@127.0.0.1:1/db?connect_timeout=2&sslmode=disable",
+		"postgres://sandhold:hunter2secret@[::1:1/db", // unparsable
+		"host=127.0.0.1 port=1 user=sandhold password=hunter2secret connect_timeout=2 sslmode=disable",
+	} {
+		_, err := OpenPostgres(context.Background(), url)
+		if err == nil {
+			t.Fatalf("opened %q", url)
+		}
+		if strings.Contains(err.Error(), "hunter2secret") {
+			t.Fatalf("error carries the password: %v", err)
+		}
+	}
+}
