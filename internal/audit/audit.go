@@ -119,7 +119,7 @@ type Log struct {
 	// shared by several nodes): then there is no head file, and the store
 	// moves the head inside its append transaction by the same rule.
 	heads store.AuditHeadStore
-	now      func() time.Time
+	now   func() time.Time
 
 	// mu serializes this process's appends so the head file is written in
 	// seq order (other processes are serialized by the store's transaction).
