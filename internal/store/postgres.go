@@ -158,7 +158,11 @@ func (s *Postgres) RevokeKey(ctx context.Context, id string, at time.Time) (Key,
 		}
 		var err error
 		k, err = scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
-		return pgNotFound(err)
+		if err != nil {
+			return pgNotFound(err)
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify('`+ChannelKeys+`', $1)`, id)
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -186,8 +190,13 @@ func (s *Postgres) PutSetting(ctx context.Context, key string, value []byte) err
 	if value == nil {
 		value = []byte{}
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO settings(key, value, updated_ns) VALUES ($1, $2, $3)
-		ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated_ns=excluded.updated_ns`,
+	// One statement writes and announces the change (delivered to the
+	// other nodes when it commits; see WatchChanges).
+	_, err := s.pool.Exec(ctx, `WITH up AS (
+		INSERT INTO settings(key, value, updated_ns) VALUES ($1, $2, $3)
+		ON CONFLICT(key) DO UPDATE SET value=excluded.value, updated_ns=excluded.updated_ns
+		RETURNING key)
+		SELECT pg_notify('`+ChannelSettings+`', key) FROM up`,
 		key, value, time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("put setting: %w", err)
