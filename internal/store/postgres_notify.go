@@ -19,8 +19,9 @@ const (
 	// ChannelKeys carries the id of a key just revoked.
 	ChannelKeys = "sandhold_keys"
 	// ChannelResync is never sent by the database: WatchChanges reports it
-	// after (re)connecting, when notifications may have been missed, so the
-	// receiver re-reads everything it follows.
+	// each time it starts listening (the first time and after a lost
+	// connection), when changes may have been missed, so the receiver
+	// re-reads everything it follows.
 	ChannelResync = "sandhold_resync"
 )
 
@@ -29,19 +30,15 @@ const watchBackoff = 500 * time.Millisecond
 
 // WatchChanges calls fn for every change notification on ChannelSettings
 // and ChannelKeys, from any node (this one included), until ctx ends. It
-// holds one connection of its own for LISTEN; when that connection fails it
-// reconnects and calls fn(ChannelResync, "") — notifications sent while it
-// was away are lost, so the receiver must re-read its state. fn runs on the
+// holds one connection of its own for LISTEN. Each time it starts listening
+// it first calls fn(ChannelResync, ""): changes made before (between the
+// receiver's first read and now, or while a failed connection was being
+// replaced) sent no notification it could see, so the receiver must re-read
+// its state. fn runs on the
 // watching goroutine: a slow fn delays later notifications, not the store.
 func (s *Postgres) WatchChanges(ctx context.Context, fn func(channel, payload string)) {
-	first := true
 	for ctx.Err() == nil {
-		err := s.watchOnce(ctx, func() {
-			if !first {
-				fn(ChannelResync, "")
-			}
-			first = false
-		}, fn)
+		err := s.watchOnce(ctx, func() { fn(ChannelResync, "") }, fn)
 		if ctx.Err() != nil {
 			return
 		}
