@@ -5,9 +5,11 @@ import (
 	"fmt"
 
 	"github.com/sandhold/sandhold/internal/approvals"
+	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/control"
 	"github.com/sandhold/sandhold/internal/customtool"
 	"github.com/sandhold/sandhold/internal/policy"
+	"github.com/sandhold/sandhold/internal/store"
 )
 
 // startGovernance puts the operator's controls into the dispatcher: the
@@ -39,6 +41,13 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	}
 	d.dispatch.SetHalt(ctl)
 	control.RegisterTools(d.dispatch, ctl)
+
+	// Nodes sharing a PostgreSQL store follow each other's HALT and policy.
+	if pg, ok := d.store.(*store.Postgres); ok {
+		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := cluster.Follow(fctx, pg, d.log, map[string]cluster.Reloader{control.SettingKey: ctl.Refresh, policy.SettingKey: pol.Reload})
+		d.closers = append(d.closers, func() error { stop(); <-done; return nil })
+	}
 
 	tools, problems, err := customtool.Load(ctx, d.dispatch, d.store)
 	if err != nil {
