@@ -42,13 +42,6 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	d.dispatch.SetHalt(ctl)
 	control.RegisterTools(d.dispatch, ctl)
 
-	// Nodes sharing a PostgreSQL store follow each other's HALT and policy.
-	if pg, ok := d.store.(*store.Postgres); ok {
-		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		done := cluster.Follow(fctx, pg, d.log, map[string]cluster.Reloader{control.SettingKey: ctl.Refresh, policy.SettingKey: pol.Reload})
-		d.closers = append(d.closers, func() error { stop(); <-done; return nil })
-	}
-
 	tools, problems, err := customtool.Load(ctx, d.dispatch, d.store)
 	if err != nil {
 		return fmt.Errorf("custom tools: %w", err)
@@ -57,6 +50,15 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 		d.log.Warn("custom tool not loaded", "err", p)
 	}
 	tools.RegisterTools()
+
+	// Nodes sharing a PostgreSQL store follow each other's HALT, policy and
+	// custom tools.
+	if pg, ok := d.store.(*store.Postgres); ok {
+		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := cluster.Follow(fctx, pg, d.log, map[string]cluster.Reloader{
+			control.SettingKey: ctl.Refresh, policy.SettingKey: pol.Reload, customtool.SettingKey: tools.Reload})
+		d.closers = append(d.closers, func() error { stop(); <-done; return nil })
+	}
 
 	d.api.FoundationTools(d.dispatch)
 	d.api.PolicyRoutes()
