@@ -32,7 +32,7 @@ func openLocal(ctx context.Context, e *env) (store.Store, *audit.Log, *auth.Serv
 	if err := daemon.EnsureDataDir(cfg.DataDir); err != nil {
 		return nil, nil, nil, err
 	}
-	st, err := store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL)
+	st, err := store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL, cfg.NodeName)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -84,6 +84,10 @@ type Config struct {
 	// embedded SQLite database in DataDir. It may carry a password: never
 	// logged, audited or echoed in errors.
 	DatabaseURL string
+	// NodeName names this node in a cluster (SANDBOX_NODE_NAME, default the
+	// host name): its sandbox records in the shared store carry it, and it
+	// loads only those. Unique per node (a StatefulSet pod name).
+	NodeName string
 }
 
 // Size is a byte count that parses "10MB", "1GB", "512KiB" or plain bytes.

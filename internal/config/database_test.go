@@ -47,3 +47,12 @@ func TestDatabaseURLNeedsSharedAdminKey(t *testing.T) {
 		t.Fatalf("validate = %v, want a demand for SANDBOX_API_KEY", err)
 	}
 }
+
+func TestNodeName(t *testing.T) {
+	for name, ok := range map[string]bool{"": true, "sandhold-0": true, "node.a": true, "Node": false, "-a": false, "a b": false, "a/b": false, strings.Repeat("a", 64): false} {
+		c := Config{DataDir: "/x", NodeName: name}.WithDefaults()
+		if err := c.Validate(); (err == nil) != ok {
+			t.Errorf("%q: validate = %v, want ok=%v", name, err, ok)
+		}
+	}
+}

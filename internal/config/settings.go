@@ -65,6 +65,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.CORSOrigins = splitList(v); return nil }},
 	{key: "database_url", env: "SANDBOX_DATABASE_URL", secret: true, doc: "postgres://… for the shared store of a multi-node cluster (default: embedded SQLite in the data dir)",
 		set: func(c *Config, v string) error { c.DatabaseURL = strings.TrimSpace(v); return nil }},
+	{key: "node_name", env: "SANDBOX_NODE_NAME", doc: "this node's name in a cluster (default: the host name); each node's sandboxes carry it",
+		set: func(c *Config, v string) error { c.NodeName = strings.TrimSpace(v); return nil }},
 	{key: "log_level", env: "SANDBOX_LOG_LEVEL", def: "info", doc: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
 }

@@ -29,6 +29,7 @@ var checks = []check{
 	{"allowed hosts", checkAllowedHosts},
 	{"cors origins", checkCORSOrigins},
 	{"database url", checkDatabaseURL},
+	{"node name", checkNodeName},
 }
 
 // Validate applies every named check and returns their failures joined, or
@@ -199,6 +200,26 @@ func checkDatabaseURL(c Config) error {
 	// node would overwrite the others' and lock them out.
 	if c.APIKey == "" {
 		return errors.New("SANDBOX_DATABASE_URL: needs SANDBOX_API_KEY set (the same admin key on every node)")
+	}
+	return nil
+}
+
+// maxNodeName: node names are DNS labels (Kubernetes pod names), at most 63.
+const maxNodeName = 63
+
+func checkNodeName(c Config) error {
+	n := c.NodeName
+	if n == "" {
+		return nil
+	}
+	if len(n) > maxNodeName {
+		return fmt.Errorf("SANDBOX_NODE_NAME: at most %d characters", maxNodeName)
+	}
+	for i, r := range n {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (r == '-' || r == '.') && i > 0 && i < len(n)-1
+		if !ok {
+			return fmt.Errorf("SANDBOX_NODE_NAME: %q is not a lower-case DNS name", n)
+		}
 	}
 	return nil
 }

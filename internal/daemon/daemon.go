@@ -164,7 +164,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	}
 
 	// 3. Store.
-	if d.store, err = store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL); err != nil {
+	if d.store, err = store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL, cfg.NodeName); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.closers = append(d.closers, d.store.Close)

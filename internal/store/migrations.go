@@ -60,6 +60,12 @@ CREATE TABLE sandboxes (
 	updated_ns INTEGER NOT NULL
 );
 CREATE INDEX sandboxes_owner ON sandboxes(owner);`},
+	// The node that runs a sandbox: a shared (PostgreSQL) store holds the
+	// records of every node, and each node loads only its own. Embedded
+	// SQLite has one node, "".
+	{5, "sandbox_node", `
+ALTER TABLE sandboxes ADD COLUMN node TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandboxes_node ON sandboxes(node);`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -23,7 +23,17 @@ import (
 // nodes are serialised by locking that row.
 type Postgres struct {
 	pool *pgxpool.Pool
+	// node names this node's sandbox records (PutSandbox, ListSandboxes).
+	node string
 }
+
+// PostgresOption configures OpenPostgres.
+type PostgresOption func(*Postgres)
+
+// WithNode names the node this handle belongs to: its sandbox records carry
+// the name and ListSandboxes returns only them, so a node never adopts (or
+// reaps) another node's sandboxes.
+func WithNode(name string) PostgresOption { return func(s *Postgres) { s.node = name } }
 
 var (
 	_ Store          = (*Postgres)(nil)
@@ -39,7 +49,7 @@ func IsPostgresURL(u string) bool {
 // OpenPostgres connects to the database at url (a postgres:// URL or a
 // libpq key=value string) and applies pending migrations. Errors never carry
 // the URL's password.
-func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
+func OpenPostgres(ctx context.Context, url string, opts ...PostgresOption) (*Postgres, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgconn already masks the password; redact again in case a
@@ -54,6 +64,9 @@ func OpenPostgres(ctx context.Context, url string) (*Postgres, error) {
 		return nil, fmt.Errorf("open store: %s", redact.String(err.Error()))
 	}
 	s := &Postgres{pool: pool}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, errors.New(redact.String(err.Error()))
@@ -206,9 +219,15 @@ func (s *Postgres) PutSetting(ctx context.Context, key string, value []byte) err
 
 // PutSandbox inserts or replaces a sandbox record.
 func (s *Postgres) PutSandbox(ctx context.Context, r SandboxRow) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO sandboxes(id, owner, record, updated_ns) VALUES ($1, $2, $3, $4)
-		ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, record=excluded.record, updated_ns=excluded.updated_ns`,
-		r.ID, r.Owner, r.Record, time.Now().UnixNano())
+	// A record another node owns is never taken over (ids are random; a
+	// clash is refused rather than moving the sandbox).
+	tag, err := s.pool.Exec(ctx, `INSERT INTO sandboxes(id, owner, record, updated_ns, node) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, record=excluded.record, updated_ns=excluded.updated_ns
+		WHERE sandboxes.node = excluded.node`,
+		r.ID, r.Owner, r.Record, time.Now().UnixNano(), s.node)
+	if err == nil && tag.RowsAffected() == 0 {
+		return fmt.Errorf("put sandbox %s: %w: another node's record", r.ID, ErrConflict)
+	}
 	if err != nil {
 		return fmt.Errorf("put sandbox: %w", err)
 	}
@@ -217,15 +236,15 @@ func (s *Postgres) PutSandbox(ctx context.Context, r SandboxRow) error {
 
 // DeleteSandbox removes a sandbox record; a missing one is not an error.
 func (s *Postgres) DeleteSandbox(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM sandboxes WHERE id = $1`, id); err != nil {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sandboxes WHERE id = $1 AND node = $2`, id, s.node); err != nil {
 		return fmt.Errorf("delete sandbox: %w", err)
 	}
 	return nil
 }
 
-// ListSandboxes returns every sandbox record.
+// ListSandboxes returns this node's sandbox records (WithNode).
 func (s *Postgres) ListSandboxes(ctx context.Context) ([]SandboxRow, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, owner, record FROM sandboxes ORDER BY id`)
+	rows, err := s.pool.Query(ctx, `SELECT id, owner, record FROM sandboxes WHERE node = $1 ORDER BY id`, s.node)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +86,38 @@ func TestPostgresOpenErrorHidesPassword(t *testing.T) {
 		if strings.Contains(err.Error(), "hunter2secret") {
 			t.Fatalf("error carries the password: %v", err)
 		}
+	}
+}
+
+// Each node sees and changes only its own sandbox records in the shared
+// table: a node restarting must not adopt, reap or overwrite another's.
+func TestPostgresSandboxRecordsAreScopedToTheirNode(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	a, err := OpenPostgres(ctx, url, WithNode("node-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Close() }()
+	b, err := OpenPostgres(ctx, url, WithNode("node-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = b.Close() }()
+	if err := a.PutSandbox(ctx, SandboxRow{ID: "sb1", Owner: "k", Record: []byte(`{"v":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := b.ListSandboxes(ctx); err != nil || len(rows) != 0 {
+		t.Fatalf("node b lists %+v %v", rows, err)
+	}
+	if err := b.PutSandbox(ctx, SandboxRow{ID: "sb1", Owner: "x", Record: []byte(`{"v":2}`)}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("node b overwrote node a's record: %v", err)
+	}
+	if err := b.DeleteSandbox(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := a.ListSandboxes(ctx)
+	if err != nil || len(rows) != 1 || string(rows[0].Record) != `{"v":1}` {
+		t.Fatalf("node a's record after node b's attempts: %+v %v", rows, err)
 	}
 }

@@ -65,6 +65,9 @@ CREATE TABLE sandboxes (
 	updated_ns BIGINT NOT NULL
 );
 CREATE INDEX sandboxes_owner ON sandboxes(owner);`},
+	{5, "sandbox_node", `
+ALTER TABLE sandboxes ADD COLUMN node TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandboxes_node ON sandboxes(node);`},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations
