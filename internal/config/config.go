@@ -88,6 +88,14 @@ type Config struct {
 	// host name): its sandbox records in the shared store carry it, and it
 	// loads only those. Unique per node (a StatefulSet pod name).
 	NodeName string
+	// NodeAddr is the host:port the other nodes forward this node's
+	// sandboxes' requests to (SANDBOX_NODE_ADDR, default the listen
+	// address; in Kubernetes the pod IP).
+	NodeAddr string
+	// ClusterSecret authenticates node-to-node forwarding
+	// (SANDBOX_CLUSTER_SECRET). Without it a node serves only its own
+	// sandboxes. Never logged.
+	ClusterSecret string
 }
 
 // Size is a byte count that parses "10MB", "1GB", "512KiB" or plain bytes.

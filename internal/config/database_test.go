@@ -56,3 +56,32 @@ func TestNodeName(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterSettings(t *testing.T) {
+	base := Config{DataDir: "/x", DatabaseURL: "postgres://db/x", APIKey: strings.Repeat("k", 40)}.WithDefaults()
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		ok     bool
+	}{
+		{"no secret", func(*Config) {}, true},
+		{"secret", func(c *Config) { c.ClusterSecret = strings.Repeat("s", 32) }, true},
+		{"short secret", func(c *Config) { c.ClusterSecret = "tooshort-secret" }, false},
+		{"secret without a database", func(c *Config) { c.ClusterSecret, c.DatabaseURL = strings.Repeat("s", 32), "" }, false},
+		{"node addr", func(c *Config) { c.NodeAddr = "10.0.0.7:8080" }, true},
+		{"node addr without port", func(c *Config) { c.NodeAddr = "10.0.0.7" }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.mutate(&c)
+			err := c.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("validate = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && strings.Contains(err.Error(), "tooshort-secret") {
+				t.Fatalf("error echoes the secret: %v", err)
+			}
+		})
+	}
+}

@@ -67,6 +67,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.DatabaseURL = strings.TrimSpace(v); return nil }},
 	{key: "node_name", env: "SANDBOX_NODE_NAME", doc: "this node's name in a cluster (default: the host name); each node's sandboxes carry it",
 		set: func(c *Config, v string) error { c.NodeName = strings.TrimSpace(v); return nil }},
+	{key: "node_addr", env: "SANDBOX_NODE_ADDR", doc: "host:port the other nodes of a cluster reach this node at (default: the listen address)",
+		set: func(c *Config, v string) error { c.NodeAddr = strings.TrimSpace(v); return nil }},
+	{key: "cluster_secret", env: "SANDBOX_CLUSTER_SECRET", secret: true, doc: "shared secret authenticating node-to-node forwarding (at least 32 characters)",
+		set: func(c *Config, v string) error { c.ClusterSecret = v; return nil }},
 	{key: "log_level", env: "SANDBOX_LOG_LEVEL", def: "info", doc: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
 }

@@ -30,6 +30,7 @@ var checks = []check{
 	{"cors origins", checkCORSOrigins},
 	{"database url", checkDatabaseURL},
 	{"node name", checkNodeName},
+	{"cluster", checkCluster},
 }
 
 // Validate applies every named check and returns their failures joined, or
@@ -219,6 +220,25 @@ func checkNodeName(c Config) error {
 		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (r == '-' || r == '.') && i > 0 && i < len(n)-1
 		if !ok {
 			return fmt.Errorf("SANDBOX_NODE_NAME: %q is not a lower-case DNS name", n)
+		}
+	}
+	return nil
+}
+
+// minClusterSecret: the secret signs node-to-node requests; shorter is
+// guessable offline from one captured signature.
+const minClusterSecret = 32
+
+func checkCluster(c Config) error {
+	if c.ClusterSecret != "" && len(c.ClusterSecret) < minClusterSecret {
+		return fmt.Errorf("SANDBOX_CLUSTER_SECRET: at least %d characters", minClusterSecret)
+	}
+	if c.ClusterSecret != "" && c.DatabaseURL == "" {
+		return errors.New("SANDBOX_CLUSTER_SECRET: only meaningful with SANDBOX_DATABASE_URL (a cluster)")
+	}
+	if c.NodeAddr != "" {
+		if _, _, err := net.SplitHostPort(c.NodeAddr); err != nil {
+			return fmt.Errorf("SANDBOX_NODE_ADDR: %q is not host:port", c.NodeAddr)
 		}
 	}
 	return nil

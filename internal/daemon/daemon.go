@@ -9,6 +9,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
@@ -305,8 +307,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = d.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
+	handler := d.api.Handler()
+	pg, clustered := d.store.(*store.Postgres)
+	if clustered { // a node of a cluster: forward other nodes' sandboxes
+		handler = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log).Handler(handler)
+	}
 	srv := &http.Server{
-		Handler:           d.api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -322,6 +329,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go d.auth.WatchRevocations(runCtx, revocationPoll)
+	if clustered {
+		addr := cmp.Or(d.cfg.NodeAddr, d.addr)
+		go cluster.Beat(runCtx, pg, addr, func() bool { return false }, d.log)
+	}
 
 	d.log.Info("sandhold listening", "addr", d.addr, "data_dir", d.cfg.DataDir, "version", d.version)
 	if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "server.start", Verdict: audit.Allow,
