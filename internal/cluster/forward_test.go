@@ -43,11 +43,9 @@ func TestNodeSignature(t *testing.T) {
 	}))
 	uri := "/v1/sandboxes/sb1/exec?x=1"
 	good := sender.sign("POST", uri, "203.0.113.7")
-	stale := func() string {
-		old := *sender
-		old.now = func() time.Time { return time.Now().Add(-time.Minute) }
-		return old.sign("POST", uri, "203.0.113.7")
-	}()
+	old := NewForwarder(&fakeNodes{self: "node-a"}, secret, nil)
+	old.now = func() time.Time { return time.Now().Add(-time.Minute) }
+	stale := old.sign("POST", uri, "203.0.113.7")
 	other := NewForwarder(&fakeNodes{self: "node-a"}, strings.Repeat("x", 32), nil).sign("POST", uri, "203.0.113.7")
 	tests := []struct {
 		name, method, uri, sig string
