@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/store"
@@ -64,10 +65,14 @@ type Forwarder struct {
 	now    func() time.Time
 	proxy  *httputil.ReverseProxy
 
-	// mu guards the cached node list.
+	draining atomic.Bool
+
+	// mu guards the cached node list and the heartbeat's identity.
 	mu       sync.Mutex
 	cached   []store.Node
 	cachedAt time.Time
+	addr     string
+	started  time.Time
 }
 
 // NewForwarder returns a forwarder for this node. secret may be empty:
@@ -125,6 +130,10 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // forwarded once: served here, never again
 			return
 		}
+		if r.URL.Path == "/readyz" {
+			f.ready(w, r)
+			return
+		}
 		node, ok := f.route(r)
 		if isCreate(r) {
 			defer f.invalidate() // the counts placement reads just changed
@@ -166,11 +175,15 @@ func (f *Forwarder) place(ctx context.Context) (store.Node, bool) {
 	now := f.now()
 	var live []store.Node
 	for _, n := range f.list(ctx) {
-		if n.Alive(now, DeadAfter) && !n.Draining && (n.Name == f.self || len(f.secret) > 0) {
+		self := n.Name == f.self
+		if n.Alive(now, DeadAfter) && !n.Draining && (self || len(f.secret) > 0) && !(self && f.draining.Load()) {
 			live = append(live, n)
 		}
 	}
 	if len(live) == 0 {
+		if f.draining.Load() {
+			return store.Node{Name: "-draining"}, true // refused in forward
+		}
 		return store.Node{}, false
 	}
 	sort.SliceStable(live, func(i, j int) bool {
@@ -208,6 +221,10 @@ func (f *Forwarder) list(ctx context.Context) []store.Node {
 }
 
 func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, n store.Node) {
+	if n.Name == "-draining" {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this node is shutting down and no other node can take the sandbox", nil)
+		return
+	}
 	if n.Address == "" || !n.Alive(f.now(), DeadAfter) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "sandbox lost: the node running it is down",
 			map[string]any{"state": "lost", "node": n.Name})
@@ -280,17 +297,62 @@ func writeError(w http.ResponseWriter, status int, code, msg string, extra map[s
 	_ = json.NewEncoder(w).Encode(map[string]any{"success": false, "message": msg, "data": data, "hint": nil})
 }
 
-// Beat registers this node at address and keeps its heartbeat until ctx
-// ends; draining reports whether the node stopped taking new sandboxes.
-// It returns when ctx ends.
-func Beat(ctx context.Context, nodes Nodes, address string, draining func() bool, log *slog.Logger) {
-	started := time.Now()
+// readyTimeout bounds the readiness probe's store round trip.
+const readyTimeout = 2 * time.Second
+
+// ready answers GET /readyz for Kubernetes: 200 while the node takes
+// traffic and reaches the shared store, 503 once it drains (SIGTERM) or
+// while the store does not answer. No authentication, no detail.
+func (f *Forwarder) ready(w http.ResponseWriter, r *http.Request) {
+	if f.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "draining", nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if _, err := f.nodes.Nodes(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "store unreachable", nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"success":true,"message":"ready","data":{"status":"ready"},"hint":null}` + "\n"))
+}
+
+// Drain stops this node taking new sandboxes: /readyz answers 503, its
+// heartbeat says draining (the other nodes place nothing here), and
+// creates sent to it are placed on another node. Requests for its own
+// sandboxes are still served until the server shuts down.
+func (f *Forwarder) Drain(ctx context.Context) {
+	f.draining.Store(true)
+	f.invalidate()
+	f.beatOnce(ctx)
+}
+
+// Draining reports whether Drain was called.
+func (f *Forwarder) Draining() bool { return f.draining.Load() }
+
+func (f *Forwarder) beatOnce(ctx context.Context) {
+	f.mu.Lock()
+	addr, started := f.addr, f.started
+	f.mu.Unlock()
+	if addr == "" {
+		return // not beating (yet)
+	}
+	if err := f.nodes.Heartbeat(ctx, addr, started, f.draining.Load()); err != nil && ctx.Err() == nil {
+		f.log.Warn("cluster: heartbeat", "err", err)
+	}
+}
+
+// Beat registers this node at address (what the other nodes forward to)
+// and keeps its heartbeat every HeartbeatEvery until ctx ends.
+func (f *Forwarder) Beat(ctx context.Context, address string) {
+	f.mu.Lock()
+	f.addr, f.started = address, time.Now()
+	f.mu.Unlock()
 	t := time.NewTicker(HeartbeatEvery)
 	defer t.Stop()
 	for {
-		if err := nodes.Heartbeat(ctx, address, started, draining()); err != nil && ctx.Err() == nil && log != nil {
-			log.Warn("cluster: heartbeat", "err", err)
-		}
+		f.beatOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return

@@ -113,3 +113,40 @@ func TestPlacementAndLost(t *testing.T) {
 		t.Fatalf("without a secret placed on %+v", n)
 	}
 }
+
+func TestReadinessAndDrain(t *testing.T) {
+	now := time.Now()
+	nodes := &fakeNodes{self: "node-a", nodes: []store.Node{
+		{Name: "node-a", Address: "a:1", Heartbeat: now, Sandboxes: 0},
+		{Name: "node-b", Address: "b:1", Heartbeat: now, Sandboxes: 5},
+	}}
+	f := NewForwarder(nodes, secret, nil)
+	h := f.Handler(http.NotFoundHandler())
+	probe := func() int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code
+	}
+	if c := probe(); c != 200 {
+		t.Fatalf("ready before draining: %d", c)
+	}
+	if n, ok := f.place(context.Background()); !ok || n.Name != "node-a" {
+		t.Fatalf("placed on %+v before draining", n)
+	}
+	f.beatOnce(context.Background()) // no address yet: nothing to beat
+	f.Drain(context.Background())
+	if c := probe(); c != 503 {
+		t.Fatalf("ready while draining: %d", c)
+	}
+	if n, ok := f.place(context.Background()); !ok || n.Name != "node-b" {
+		t.Fatalf("a draining node placed on %+v, want the other live node", n)
+	}
+	// The last node draining: a create is refused, not served here.
+	solo := NewForwarder(&fakeNodes{self: "node-a", nodes: nodes.nodes[:1]}, secret, nil)
+	solo.Drain(context.Background())
+	rec := httptest.NewRecorder()
+	solo.Handler(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/sandboxes", nil))
+	if rec.Code != 503 {
+		t.Fatalf("create on the last, draining node: %d %s", rec.Code, rec.Body)
+	}
+}

@@ -182,8 +182,16 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	}
 	a.ok("POST", "/v1/control/unhalt", admin, nil, 200, nil)
 
-	// c goes away: its sandbox is reported lost while a and b serve.
+	// c goes away (SIGTERM: it drains first): its sandbox is reported lost
+	// while a and b serve.
+	if code, _ := c.raw("GET", "/readyz", "", nil, nil); code != 200 {
+		t.Fatalf("c not ready: %d", code)
+	}
 	c.stop()
+	ns, err := st.Nodes(context.Background())
+	if err != nil || len(ns) != 3 || ns[2].Name != "node-c" || !ns[2].Draining {
+		t.Fatalf("after SIGTERM c is not marked draining: %+v %v", ns, err)
+	}
 	t0 = time.Now()
 	d := until(t, "c's sandbox lost", t0, func() bool {
 		code, body := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)

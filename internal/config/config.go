@@ -96,6 +96,9 @@ type Config struct {
 	// (SANDBOX_CLUSTER_SECRET). Without it a node serves only its own
 	// sandboxes. Never logged.
 	ClusterSecret string
+	// ShutdownGrace is how long running requests may finish after SIGTERM
+	// (SANDBOX_SHUTDOWN_GRACE, 15s; zero means the default).
+	ShutdownGrace time.Duration
 }
 
 // Size is a byte count that parses "10MB", "1GB", "512KiB" or plain bytes.

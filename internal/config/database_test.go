@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDatabaseURL(t *testing.T) {
@@ -70,6 +71,9 @@ func TestClusterSettings(t *testing.T) {
 		{"secret without a database", func(c *Config) { c.ClusterSecret, c.DatabaseURL = strings.Repeat("s", 32), "" }, false},
 		{"node addr", func(c *Config) { c.NodeAddr = "10.0.0.7:8080" }, true},
 		{"node addr without port", func(c *Config) { c.NodeAddr = "10.0.0.7" }, false},
+		{"grace", func(c *Config) { c.ShutdownGrace = 30 * time.Second }, true},
+		{"negative grace", func(c *Config) { c.ShutdownGrace = -time.Second }, false},
+		{"endless grace", func(c *Config) { c.ShutdownGrace = time.Hour }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

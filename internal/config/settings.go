@@ -71,6 +71,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.NodeAddr = strings.TrimSpace(v); return nil }},
 	{key: "cluster_secret", env: "SANDBOX_CLUSTER_SECRET", secret: true, doc: "shared secret authenticating node-to-node forwarding (at least 32 characters)",
 		set: func(c *Config, v string) error { c.ClusterSecret = v; return nil }},
+	{key: "shutdown_grace", env: "SANDBOX_SHUTDOWN_GRACE", def: "15s", doc: "on SIGTERM: how long running requests may finish (a cluster node first stops taking new sandboxes)",
+		set: durationField(func(c *Config, d time.Duration) { c.ShutdownGrace = d })},
 	{key: "log_level", env: "SANDBOX_LOG_LEVEL", def: "info", doc: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
 }

@@ -229,12 +229,19 @@ func checkNodeName(c Config) error {
 // guessable offline from one captured signature.
 const minClusterSecret = 32
 
+// maxShutdownGrace: Kubernetes' own grace period is rarely longer; a longer
+// one only delays a stuck node's replacement.
+const maxShutdownGrace = 10 * time.Minute
+
 func checkCluster(c Config) error {
 	if c.ClusterSecret != "" && len(c.ClusterSecret) < minClusterSecret {
 		return fmt.Errorf("SANDBOX_CLUSTER_SECRET: at least %d characters", minClusterSecret)
 	}
 	if c.ClusterSecret != "" && c.DatabaseURL == "" {
 		return errors.New("SANDBOX_CLUSTER_SECRET: only meaningful with SANDBOX_DATABASE_URL (a cluster)")
+	}
+	if c.ShutdownGrace < 0 || c.ShutdownGrace > maxShutdownGrace {
+		return fmt.Errorf("SANDBOX_SHUTDOWN_GRACE: between 0 and %v", maxShutdownGrace)
 	}
 	if c.NodeAddr != "" {
 		if _, _, err := net.SplitHostPort(c.NodeAddr); err != nil {

@@ -308,9 +308,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	handler := d.api.Handler()
-	pg, clustered := d.store.(*store.Postgres)
-	if clustered { // a node of a cluster: forward other nodes' sandboxes
-		handler = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log).Handler(handler)
+	var fw *cluster.Forwarder
+	if pg, ok := d.store.(*store.Postgres); ok { // a cluster node: forward other nodes' sandboxes
+		fw = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log)
+		handler = fw.Handler(handler)
 	}
 	srv := &http.Server{
 		Handler:           handler,
@@ -329,9 +330,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go d.auth.WatchRevocations(runCtx, revocationPoll)
-	if clustered {
-		addr := cmp.Or(d.cfg.NodeAddr, d.addr)
-		go cluster.Beat(runCtx, pg, addr, func() bool { return false }, d.log)
+	if fw != nil {
+		go fw.Beat(runCtx, cmp.Or(d.cfg.NodeAddr, d.addr))
 	}
 
 	d.log.Info("sandhold listening", "addr", d.addr, "data_dir", d.cfg.DataDir, "version", d.version)
@@ -347,7 +347,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		d.log.Info("shutting down")
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		if fw != nil {
+			fw.Drain(context.WithoutCancel(ctx))
+		}
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(d.cfg.ShutdownGrace, shutdownTimeout))
 		err = srv.Shutdown(sctx)
 		scancel()
 		if err != nil {
