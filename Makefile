@@ -34,8 +34,8 @@ run: build
 	fi
 	./$(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-## test: everything CI runs: deps, go vet, the tests, golangci-lint
-test: deps vet unit lint
+## test: everything CI runs: deps, go vet, the tests, golangci-lint, the Helm chart
+test: deps vet helm-check unit lint
 
 vet:
 	$(GO) vet ./...
@@ -79,3 +79,15 @@ clean:
 .PHONY: mcp-ts
 mcp-ts:
 	@if command -v npm >/dev/null; then npm ci --prefix test/mcp-ts --no-audit --no-fund; else echo "npm not found: the TypeScript MCP client test will skip"; fi
+
+## helm-check: lint and render the Kubernetes chart (deploy/kubernetes); the Go test there checks the objects
+HELM         := $(TOOLS)/helm
+HELM_VERSION := v3.22.0
+.PHONY: helm-check
+helm-check: $(HELM)
+	$(HELM) lint deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=$$(printf 's%.0s' $$(seq 32)),secret.adminKey=shk_$$(printf 'k%.0s' $$(seq 43))
+	$(HELM) template sb deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >/dev/null
+
+$(HELM):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
