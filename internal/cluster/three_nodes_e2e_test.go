@@ -105,6 +105,13 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 		t.Fatalf("three creates through a landed on %v, want one per node", where)
 	}
 	onB, onC := where["node-b"], where["node-c"]
+	for name, id := range where {
+		var info struct{ Node string }
+		a.ok("GET", "/v1/sandboxes/"+id, key.Key, nil, 200, &info)
+		if info.Node != name {
+			t.Fatalf("sandbox %s says node %q, runs on %s", id, info.Node, name)
+		}
+	}
 
 	// exec, streamed exec, upload and download through a.
 	var res struct {

@@ -93,6 +93,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	initExe, initArgs := o.initExe, o.initArgs
 	mcfg := sandbox.Config{
 		DataDir: cfg.DataDir,
+		Node:    nodeName(d.store),
 		Max: sandbox.Limits{
 			MemoryBytes: cfg.MaxMemory.Bytes(), Pids: int64(cfg.MaxProcesses), DiskBytes: cfg.MaxDisk.Bytes(),
 			CPUTime: cfg.MaxCPUTime, CPUMilli: int64(runtime.NumCPU()) * 1000,
@@ -181,4 +182,12 @@ func (d *Daemon) Limiter() *ratelimit.Limiter { return d.limiter }
 // binary); default: this binary with the argument "init".
 func WithInit(exe string, args ...string) Option {
 	return func(o *options) { o.initExe, o.initArgs = exe, args }
+}
+
+// nodeName is this node's name in a cluster's shared store, "" on one host.
+func nodeName(st store.Store) string {
+	if pg, ok := st.(*store.Postgres); ok {
+		return pg.NodeName()
+	}
+	return ""
 }

@@ -39,6 +39,8 @@ type Event struct {
 // Config holds the manager's settings, taken from the server's Config.
 type Config struct {
 	DataDir string
+	// Node names this node in a cluster (shown in each sandbox's Info).
+	Node string
 	// Max are the server's maxima; Default applies where a spec says 0.
 	Max, Default Limits
 	TmpBytes     int64
