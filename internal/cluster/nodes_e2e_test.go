@@ -84,6 +84,7 @@ func TestTwoDaemonsShareOneStore(t *testing.T) {
 	start := func(name string) node {
 		d := daemontest.Start(t, func(c *config.Config) {
 			c.DatabaseURL, c.APIKey, c.NodeName, c.WarmPool = url, admin, name, 0
+			c.MaxSandboxesPerKey = 1
 		})
 		return node{t: t, d: d, base: "http://" + d.Addr()}
 	}
@@ -95,6 +96,10 @@ func TestTwoDaemonsShareOneStore(t *testing.T) {
 	b.ok("POST", "/v1/sandboxes", key.Key, map[string]any{}, 201, &sb)
 	exec := "/v1/sandboxes/" + sb.ID + "/exec"
 	b.ok("POST", exec, key.Key, map[string]any{"command": "echo hi"}, 200, nil)
+	// The key's cap (1) counts its sandbox on b when it creates through a.
+	if st, data := a.do("POST", "/v1/sandboxes", key.Key, map[string]any{}); st != http.StatusTooManyRequests {
+		t.Fatalf("second sandbox of a capped key, through another node = %d %s", st, data)
+	}
 	// Node a neither lists nor adopted node b's sandbox.
 	var list []struct{ ID string }
 	a.ok("GET", "/v1/sandboxes", admin, nil, 200, &list)

@@ -53,6 +53,16 @@ func (r records) PutSandbox(ctx context.Context, rec sandbox.Record) error {
 	return r.st.PutSandbox(ctx, store.SandboxRow{ID: rec.ID, Owner: rec.Owner, Record: b})
 }
 
+// CountOwnedElsewhere makes records a sandbox.ClusterRecords: a key's
+// sandboxes on the other nodes of a cluster count against its cap (none on
+// one host).
+func (r records) CountOwnedElsewhere(ctx context.Context, owner string) (int, error) {
+	if pg, ok := r.st.(*store.Postgres); ok {
+		return pg.CountOwnedElsewhere(ctx, owner)
+	}
+	return 0, nil
+}
+
 func (r records) DeleteSandbox(ctx context.Context, id string) error {
 	return r.st.DeleteSandbox(ctx, id)
 }

@@ -120,4 +120,11 @@ func TestPostgresSandboxRecordsAreScopedToTheirNode(t *testing.T) {
 	if err != nil || len(rows) != 1 || string(rows[0].Record) != `{"v":1}` {
 		t.Fatalf("node a's record after node b's attempts: %+v %v", rows, err)
 	}
+	// The per-key cap counts the key's sandboxes on the other nodes.
+	if n, err := b.CountOwnedElsewhere(ctx, "k"); err != nil || n != 1 {
+		t.Fatalf("node b counts %d of k's sandboxes elsewhere (%v), want 1", n, err)
+	}
+	if n, err := a.CountOwnedElsewhere(ctx, "k"); err != nil || n != 0 {
+		t.Fatalf("node a counts %d of k's sandboxes elsewhere (%v), want 0", n, err)
+	}
 }

@@ -78,3 +78,13 @@ func (s *Postgres) SandboxNode(ctx context.Context, id string) (string, error) {
 	}
 	return node, nil
 }
+
+// CountOwnedElsewhere counts owner's sandbox records on the other nodes
+// (the per-key cap counts across the cluster).
+func (s *Postgres) CountOwnedElsewhere(ctx context.Context, owner string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE owner = $1 AND node <> $2`, owner, s.node).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sandboxes: %w", err)
+	}
+	return n, nil
+}
