@@ -34,8 +34,8 @@ run: build
 	fi
 	./$(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-## test: everything CI runs: deps, go vet, the tests, golangci-lint
-test: deps vet unit lint
+## test: everything CI runs: deps, go vet, the tests, golangci-lint, the Helm chart
+test: deps vet helm-check unit lint
 
 vet:
 	$(GO) vet ./...
@@ -58,6 +58,8 @@ deps: mcp-ts
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq python3-matplotlib || { apt-get update -qq && apt-get install -y -qq python3-matplotlib; }; }; } || echo "python3-matplotlib not installed: the image test will skip"
 	@# workspace quotas: mkfs.ext4 and e2fsck (internal/sandbox)
 	@test -x /usr/sbin/mkfs.ext4 || test -x /sbin/mkfs.ext4 || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
+	@# PostgreSQL store tests: Debian's server binaries (internal/store/pgtest runs initdb + postgres in a temp dir)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq postgresql || { apt-get update -qq && apt-get install -y -qq postgresql; }; }; } || echo "postgresql not installed: the PostgreSQL store tests will skip"
 	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
 	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 
@@ -77,3 +79,15 @@ clean:
 .PHONY: mcp-ts
 mcp-ts:
 	@if command -v npm >/dev/null; then npm ci --prefix test/mcp-ts --no-audit --no-fund; else echo "npm not found: the TypeScript MCP client test will skip"; fi
+
+## helm-check: lint and render the Kubernetes chart (deploy/kubernetes); the Go test there checks the objects
+HELM         := $(TOOLS)/helm
+HELM_VERSION := v3.22.0
+.PHONY: helm-check
+helm-check: $(HELM)
+	$(HELM) lint deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=$$(printf 's%.0s' $$(seq 32)),secret.adminKey=shk_$$(printf 'k%.0s' $$(seq 43))
+	$(HELM) template sb deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >/dev/null
+
+$(HELM):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)

@@ -24,7 +24,7 @@ type keysCmd struct {
 var cliCaller = auth.Caller{KeyID: "cli", KeyName: "local operator", Role: auth.RoleAdmin, Addr: "local"}
 
 // openLocal opens the data dir's store with an auth service over it.
-func openLocal(ctx context.Context, e *env) (*store.SQLite, *audit.Log, *auth.Service, error) {
+func openLocal(ctx context.Context, e *env) (store.Store, *audit.Log, *auth.Service, error) {
 	cfg, err := e.loadConfig(nil)
 	if err != nil {
 		return nil, nil, nil, err
@@ -32,7 +32,7 @@ func openLocal(ctx context.Context, e *env) (*store.SQLite, *audit.Log, *auth.Se
 	if err := daemon.EnsureDataDir(cfg.DataDir); err != nil {
 		return nil, nil, nil, err
 	}
-	st, err := store.Open(ctx, cfg.DataDir)
+	st, err := store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL, cfg.NodeName)
 	if err != nil {
 		return nil, nil, nil, err
 	}

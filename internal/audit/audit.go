@@ -115,7 +115,11 @@ type Appender interface {
 type Log struct {
 	st       store.Store
 	headPath string
-	now      func() time.Time
+	// heads is st when the store keeps the chain head itself (PostgreSQL,
+	// shared by several nodes): then there is no head file, and the store
+	// moves the head inside its append transaction by the same rule.
+	heads store.AuditHeadStore
+	now   func() time.Time
 
 	// mu serializes this process's appends so the head file is written in
 	// seq order (other processes are serialized by the store's transaction).
@@ -133,13 +137,16 @@ func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now 
 // New returns the log over st, keeping the head file in dataDir.
 func New(st store.Store, dataDir string, opts ...Option) *Log {
 	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), now: time.Now}
+	if hs, ok := st.(store.AuditHeadStore); ok {
+		l.heads, l.headPath = hs, ""
+	}
 	for _, o := range opts {
 		o(l)
 	}
 	return l
 }
 
-// HeadPath returns the head file's path.
+// HeadPath returns the head file's path ("" when the store keeps the head).
 func (l *Log) HeadPath() string { return l.headPath }
 
 // Append redacts, chains and stores e.
@@ -160,8 +167,15 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	// more records can never paper over the damage; Verify keeps failing.
 	sealHead := true
 	rec, err := l.st.AppendAudit(ctx, func(last store.AuditRecord, ok bool) (store.AuditRecord, error) {
-		hd, have, herr := l.readHead()
+		var hd head
+		var have bool
+		var herr error
+		if l.heads == nil {
+			hd, have, herr = l.readHead(ctx)
+		}
 		switch {
+		case l.heads != nil: // the store seals its own head
+			sealHead = false
 		case herr != nil && !errors.Is(herr, errMalformedHead):
 			return store.AuditRecord{}, herr
 		case herr != nil:
@@ -306,7 +320,14 @@ type head struct {
 // case it raced an in-place rewrite by another process.
 const headReadTries = 3
 
-func (l *Log) readHead() (head, bool, error) {
+func (l *Log) readHead(ctx context.Context) (head, bool, error) {
+	if l.heads != nil {
+		h, ok, err := l.heads.AuditHead(ctx)
+		if err == nil && ok && (h.Seq < 1 || len(h.Hash) != 64) {
+			return head{}, true, errMalformedHead
+		}
+		return head{seq: h.Seq, hash: h.Hash}, ok, err
+	}
 	var (
 		h    head
 		have bool

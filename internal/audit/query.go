@@ -76,7 +76,7 @@ func (l *Log) Verify(ctx context.Context) (Result, error) {
 	defer l.mu.Unlock()
 	// The head is read first: records appended by another process while
 	// we scan are then simply past the head, not a mismatch.
-	hd, haveHead, herr := l.readHead()
+	hd, haveHead, herr := l.readHead(ctx)
 	if herr != nil && !errors.Is(herr, errMalformedHead) {
 		return Result{}, herr
 	}

@@ -78,6 +78,27 @@ type Config struct {
 	CORSOrigins []string
 	// LogLevel is debug, info, warn or error (SANDBOX_LOG_LEVEL, info).
 	LogLevel string
+
+	// DatabaseURL selects the PostgreSQL store shared by the nodes of a
+	// cluster (SANDBOX_DATABASE_URL, postgres://…). Empty (default) = the
+	// embedded SQLite database in DataDir. It may carry a password: never
+	// logged, audited or echoed in errors.
+	DatabaseURL string
+	// NodeName names this node in a cluster (SANDBOX_NODE_NAME, default the
+	// host name): its sandbox records in the shared store carry it, and it
+	// loads only those. Unique per node (a StatefulSet pod name).
+	NodeName string
+	// NodeAddr is the host:port the other nodes forward this node's
+	// sandboxes' requests to (SANDBOX_NODE_ADDR, default the listen
+	// address; in Kubernetes the pod IP).
+	NodeAddr string
+	// ClusterSecret authenticates node-to-node forwarding
+	// (SANDBOX_CLUSTER_SECRET). Without it a node serves only its own
+	// sandboxes. Never logged.
+	ClusterSecret string
+	// ShutdownGrace is how long running requests may finish after SIGTERM
+	// (SANDBOX_SHUTDOWN_GRACE, 15s; zero means the default).
+	ShutdownGrace time.Duration
 }
 
 // Size is a byte count that parses "10MB", "1GB", "512KiB" or plain bytes.

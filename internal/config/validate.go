@@ -28,6 +28,9 @@ var checks = []check{
 	{"log level", checkLogLevel},
 	{"allowed hosts", checkAllowedHosts},
 	{"cors origins", checkCORSOrigins},
+	{"database url", checkDatabaseURL},
+	{"node name", checkNodeName},
+	{"cluster", checkCluster},
 }
 
 // Validate applies every named check and returns their failures joined, or
@@ -176,6 +179,73 @@ func checkCORSOrigins(c Config) error {
 		u, err := url.Parse(o)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil {
 			return fmt.Errorf("SANDBOX_CORS_ORIGINS: %q is not an origin like https://app.example", o)
+		}
+	}
+	return nil
+}
+
+// checkDatabaseURL accepts only PostgreSQL URLs: a typo (mysql://, a bare
+// path) must not silently fall back to the single-host SQLite store while
+// the operator believes the nodes share state. The value is never echoed.
+func checkDatabaseURL(c Config) error {
+	if c.DatabaseURL == "" {
+		return nil
+	}
+	if !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return errors.New("SANDBOX_DATABASE_URL: must be a postgres:// or postgresql:// URL")
+	}
+	if _, err := url.Parse(c.DatabaseURL); err != nil || strings.ContainsAny(c.DatabaseURL, " \t\n") {
+		return errors.New("SANDBOX_DATABASE_URL: not a valid URL")
+	}
+	// Nodes sharing a database share the admin key row: a key generated per
+	// node would overwrite the others' and lock them out.
+	if c.APIKey == "" {
+		return errors.New("SANDBOX_DATABASE_URL: needs SANDBOX_API_KEY set (the same admin key on every node)")
+	}
+	return nil
+}
+
+// maxNodeName: node names are DNS labels (Kubernetes pod names), at most 63.
+const maxNodeName = 63
+
+func checkNodeName(c Config) error {
+	n := c.NodeName
+	if n == "" {
+		return nil
+	}
+	if len(n) > maxNodeName {
+		return fmt.Errorf("SANDBOX_NODE_NAME: at most %d characters", maxNodeName)
+	}
+	for i, r := range n {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (r == '-' || r == '.') && i > 0 && i < len(n)-1
+		if !ok {
+			return fmt.Errorf("SANDBOX_NODE_NAME: %q is not a lower-case DNS name", n)
+		}
+	}
+	return nil
+}
+
+// minClusterSecret: the secret signs node-to-node requests; shorter is
+// guessable offline from one captured signature.
+const minClusterSecret = 32
+
+// maxShutdownGrace: Kubernetes' own grace period is rarely longer; a longer
+// one only delays a stuck node's replacement.
+const maxShutdownGrace = 10 * time.Minute
+
+func checkCluster(c Config) error {
+	if c.ClusterSecret != "" && len(c.ClusterSecret) < minClusterSecret {
+		return fmt.Errorf("SANDBOX_CLUSTER_SECRET: at least %d characters", minClusterSecret)
+	}
+	if c.ClusterSecret != "" && c.DatabaseURL == "" {
+		return errors.New("SANDBOX_CLUSTER_SECRET: only meaningful with SANDBOX_DATABASE_URL (a cluster)")
+	}
+	if c.ShutdownGrace < 0 || c.ShutdownGrace > maxShutdownGrace {
+		return fmt.Errorf("SANDBOX_SHUTDOWN_GRACE: between 0 and %v", maxShutdownGrace)
+	}
+	if c.NodeAddr != "" {
+		if _, _, err := net.SplitHostPort(c.NodeAddr); err != nil {
+			return fmt.Errorf("SANDBOX_NODE_ADDR: %q is not host:port", c.NodeAddr)
 		}
 	}
 	return nil

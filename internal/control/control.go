@@ -153,6 +153,42 @@ func (c *Control) Unhalt(ctx context.Context) (State, error) {
 	return c.state, nil
 }
 
+// Refresh applies the state another node stored (the nodes of a cluster
+// share the setting): a HALT stored elsewhere freezes this node's sandboxes,
+// an unhalt stored elsewhere thaws the ones this node froze. It writes
+// nothing back, so nodes refreshing at once do not overwrite each other;
+// Frozen stays this node's own list. A state that cannot be read is an
+// error and changes nothing.
+func (c *Control) Refresh(ctx context.Context) error {
+	b, err := c.st.GetSetting(ctx, SettingKey)
+	var stored State
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("read halt state: %w", err)
+	default:
+		if err := json.Unmarshal(b, &stored); err != nil {
+			return fmt.Errorf("stored halt state: %w", err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.state
+	switch {
+	case stored.Halted:
+		c.state.Halted, c.state.Reason, c.state.By, c.state.Since = true, stored.Reason, stored.By, stored.Since
+		if !prev.Halted && c.freezer != nil {
+			c.state.Frozen = union(c.state.Frozen, c.freezer.HaltFreeze(stored.Reason))
+		}
+	case prev.Halted:
+		c.state = State{}
+		if c.freezer != nil {
+			c.freezer.HaltThaw(prev.Frozen)
+		}
+	}
+	return nil
+}
+
 func (c *Control) saveLocked(ctx context.Context) error {
 	b, err := json.Marshal(c.state)
 	if err != nil {

@@ -9,6 +9,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
@@ -65,7 +67,7 @@ type Daemon struct {
 	adminKey string
 	posture  posture.Report
 
-	store    *store.SQLite
+	store    store.Store
 	audit    *audit.Log
 	auth     *auth.Service
 	registry *prometheus.Registry
@@ -164,7 +166,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	}
 
 	// 3. Store.
-	if d.store, err = store.Open(ctx, cfg.DataDir); err != nil {
+	if d.store, err = store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL, cfg.NodeName); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.closers = append(d.closers, d.store.Close)
@@ -305,8 +307,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = d.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
+	handler := d.api.Handler()
+	var fw *cluster.Forwarder
+	if pg, ok := d.store.(*store.Postgres); ok { // a cluster node: forward other nodes' sandboxes
+		fw = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log)
+		handler = fw.Handler(handler)
+	}
 	srv := &http.Server{
-		Handler:           d.api.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -322,6 +330,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go d.auth.WatchRevocations(runCtx, revocationPoll)
+	if fw != nil {
+		go fw.Beat(runCtx, cmp.Or(d.cfg.NodeAddr, d.addr))
+	}
 
 	d.log.Info("sandhold listening", "addr", d.addr, "data_dir", d.cfg.DataDir, "version", d.version)
 	if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "server.start", Verdict: audit.Allow,
@@ -336,7 +347,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		d.log.Info("shutting down")
-		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		if fw != nil {
+			fw.Drain(context.WithoutCancel(ctx))
+		}
+		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(d.cfg.ShutdownGrace, shutdownTimeout))
 		err = srv.Shutdown(sctx)
 		scancel()
 		if err != nil {
@@ -397,7 +411,7 @@ func (d *Daemon) Logger() *slog.Logger { return d.log }
 func (d *Daemon) Posture() posture.Report { return d.posture }
 
 // Store is the store.
-func (d *Daemon) Store() *store.SQLite { return d.store }
+func (d *Daemon) Store() store.Store { return d.store }
 
 // Audit is the audit log.
 func (d *Daemon) Audit() *audit.Log { return d.audit }

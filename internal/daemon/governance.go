@@ -5,9 +5,11 @@ import (
 	"fmt"
 
 	"github.com/sandhold/sandhold/internal/approvals"
+	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/control"
 	"github.com/sandhold/sandhold/internal/customtool"
 	"github.com/sandhold/sandhold/internal/policy"
+	"github.com/sandhold/sandhold/internal/store"
 )
 
 // startGovernance puts the operator's controls into the dispatcher: the
@@ -48,6 +50,15 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 		d.log.Warn("custom tool not loaded", "err", p)
 	}
 	tools.RegisterTools()
+
+	// Nodes sharing a PostgreSQL store follow each other's HALT, policy and
+	// custom tools.
+	if pg, ok := d.store.(*store.Postgres); ok {
+		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := cluster.Follow(fctx, pg, d.log, map[string]cluster.Reloader{
+			control.SettingKey: ctl.Refresh, policy.SettingKey: pol.Reload, customtool.SettingKey: tools.Reload})
+		d.closers = append(d.closers, func() error { stop(); <-done; return nil })
+	}
 
 	d.api.FoundationTools(d.dispatch)
 	d.api.PolicyRoutes()

@@ -54,6 +54,16 @@ func (r records) PutSandbox(ctx context.Context, rec sandbox.Record) error {
 	return r.st.PutSandbox(ctx, store.SandboxRow{ID: rec.ID, Owner: rec.Owner, Record: b})
 }
 
+// CountOwnedElsewhere makes records a sandbox.ClusterRecords: a key's
+// sandboxes on the other nodes of a cluster count against its cap (none on
+// one host).
+func (r records) CountOwnedElsewhere(ctx context.Context, owner string) (int, error) {
+	if pg, ok := r.st.(*store.Postgres); ok {
+		return pg.CountOwnedElsewhere(ctx, owner)
+	}
+	return 0, nil
+}
+
 func (r records) DeleteSandbox(ctx context.Context, id string) error {
 	return r.st.DeleteSandbox(ctx, id)
 }
@@ -94,6 +104,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	initExe, initArgs := o.initExe, o.initArgs
 	mcfg := sandbox.Config{
 		DataDir: cfg.DataDir,
+		Node:    nodeName(d.store),
 		Max: sandbox.Limits{
 			MemoryBytes: cfg.MaxMemory.Bytes(), Pids: int64(cfg.MaxProcesses), DiskBytes: cfg.MaxDisk.Bytes(),
 			CPUTime: cfg.MaxCPUTime, CPUMilli: int64(runtime.NumCPU()) * 1000,
@@ -186,4 +197,12 @@ func (d *Daemon) Limiter() *ratelimit.Limiter { return d.limiter }
 // binary); default: this binary with the argument "init".
 func WithInit(exe string, args ...string) Option {
 	return func(o *options) { o.initExe, o.initArgs = exe, args }
+}
+
+// nodeName is this node's name in a cluster's shared store, "" on one host.
+func nodeName(st store.Store) string {
+	if pg, ok := st.(*store.Postgres); ok {
+		return pg.NodeName()
+	}
+	return ""
 }

@@ -219,6 +219,27 @@ func (p *Policy) Set(ctx context.Context, doc Document) error {
 	return nil
 }
 
+// Reload puts the stored policy in force (another node of a cluster changed
+// it). A stored document that does not validate is an error and the policy
+// in force stays: a node never loosens on what it cannot read.
+func (p *Policy) Reload(ctx context.Context) error {
+	b, err := p.st.GetSetting(ctx, SettingKey)
+	doc := Default()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("read policy: %w", err)
+	default:
+		if doc, err = Parse(b); err != nil {
+			return fmt.Errorf("stored policy: %w", err)
+		}
+	}
+	p.mu.Lock()
+	p.doc = doc
+	p.mu.Unlock()
+	return nil
+}
+
 // Validate checks every field, naming the offending one.
 func (doc Document) Validate() error {
 	if len(doc.Keys) > maxKeys {

@@ -27,6 +27,13 @@ type Records interface {
 	ListSandboxes(ctx context.Context) ([]Record, error)
 }
 
+// ClusterRecords is Records shared by the nodes of a cluster: the per-key
+// cap (MaxPerOwner) counts the key's sandboxes on the other nodes too.
+type ClusterRecords interface {
+	Records
+	CountOwnedElsewhere(ctx context.Context, owner string) (int, error)
+}
+
 // Event is one audited action the manager takes on its own: expiry, idle
 // stops, the end of a background execution. Calls made by clients are
 // audited by the dispatcher.
@@ -41,6 +48,8 @@ type Event struct {
 // Config holds the manager's settings, taken from the server's Config.
 type Config struct {
 	DataDir string
+	// Node names this node in a cluster (shown in each sandbox's Info).
+	Node string
 	// Max are the server's maxima; Default applies where a spec says 0.
 	Max, Default Limits
 	TmpBytes     int64
@@ -251,12 +260,18 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 	if err != nil {
 		return Info{}, err
 	}
+	elsewhere := 0
+	if cr, ok := m.records.(ClusterRecords); ok && m.cfg.MaxPerOwner > 0 && !c.Admin {
+		if elsewhere, err = cr.CountOwnedElsewhere(ctx, c.KeyID); err != nil {
+			return Info{}, fault.Wrap(fault.Unavailable, err, "cannot count this key's sandboxes on the other nodes")
+		}
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return Info{}, fault.New(fault.Unavailable, "server is shutting down")
 	}
-	if m.cfg.MaxPerOwner > 0 && !c.Admin && m.countOwned(c.KeyID) >= m.cfg.MaxPerOwner {
+	if m.cfg.MaxPerOwner > 0 && !c.Admin && m.countOwned(c.KeyID)+elsewhere >= m.cfg.MaxPerOwner {
 		m.mu.Unlock()
 		return Info{}, capFault(ratelimit.Sandboxes, m.cfg.MaxPerOwner, sandboxCapRetry, fmt.Sprintf("at most %d sandboxes per key", m.cfg.MaxPerOwner))
 	}

@@ -82,6 +82,7 @@ func (s *Sandbox) Info() Info {
 		ID: s.rec.ID, Name: s.rec.Name, Owner: s.rec.Owner, Default: s.rec.Default,
 		State: s.state, Created: s.rec.Created, LastUsed: s.lastUsed.UTC(),
 		Limits: s.rec.Spec.Limits, Network: s.rec.Spec.Network, Workspace: "/workspace",
+		Node: s.m.cfg.Node,
 	}
 	if s.rec.Spec.TTL > 0 {
 		in.TTL = s.rec.Spec.TTL.String()

@@ -86,4 +86,6 @@ type Info struct {
 	Network   Network   `json:"network"`
 	TTL       string    `json:"ttl,omitempty"`
 	Workspace string    `json:"workspace"`
+	// Node is the cluster node that runs the sandbox (empty on one host).
+	Node string `json:"node,omitempty"`
 }

@@ -60,6 +60,22 @@ CREATE TABLE sandboxes (
 	updated_ns INTEGER NOT NULL
 );
 CREATE INDEX sandboxes_owner ON sandboxes(owner);`},
+	// The node that runs a sandbox: a shared (PostgreSQL) store holds the
+	// records of every node, and each node loads only its own. Embedded
+	// SQLite has one node, "".
+	{5, "sandbox_node", `
+ALTER TABLE sandboxes ADD COLUMN node TEXT NOT NULL DEFAULT '';
+CREATE INDEX sandboxes_node ON sandboxes(node);`},
+	// The nodes of a cluster (PostgreSQL): each registers its address and
+	// a heartbeat; SQLite keeps the empty table so both histories match.
+	{6, "nodes", `
+CREATE TABLE nodes (
+	name         TEXT PRIMARY KEY,
+	address      TEXT NOT NULL,
+	started_ns   BIGINT NOT NULL,
+	heartbeat_ns BIGINT NOT NULL,
+	draining     BOOLEAN NOT NULL DEFAULT FALSE
+);`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

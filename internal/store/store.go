@@ -1,6 +1,7 @@
 // Package store is sandhold's durable state: API keys (hashes only), the
-// audit record stream and a small settings key-value table, behind an
-// interface small enough for a PostgreSQL back end to implement later.
+// audit record stream, a small settings key-value table and the sandbox
+// records, behind one interface with two back ends: embedded SQLite for one
+// host, PostgreSQL (postgres.go) for the nodes of a cluster.
 //
 // The default back end is an embedded SQLite database (modernc.org/sqlite,
 // pure Go, so the binary stays CGO_ENABLED=0) at <datadir>/sandhold.db, in WAL
@@ -12,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 )
 
@@ -66,7 +68,8 @@ type Store interface {
 	PutSandbox(ctx context.Context, r SandboxRow) error
 	// DeleteSandbox removes a sandbox record (absent is not an error).
 	DeleteSandbox(ctx context.Context, id string) error
-	// ListSandboxes returns every sandbox record.
+	// ListSandboxes returns every sandbox record of this node (a shared
+	// store holds other nodes' records too; see WithNode).
 	ListSandboxes(ctx context.Context) ([]SandboxRow, error)
 
 	// Close releases the database.
@@ -123,4 +126,25 @@ type AuditFilter struct {
 	Sandbox    string
 	Limit      int // 0 or > MaxAuditPage means MaxAuditPage
 	Descending bool
+}
+
+// OpenConfigured opens the store the configuration names: PostgreSQL when
+// databaseURL is set (SANDBOX_DATABASE_URL), else the embedded SQLite
+// database in dataDir. Errors never carry the URL's password.
+// node names this node's sandbox records in a shared store.
+func OpenConfigured(ctx context.Context, dataDir, databaseURL, node string) (Store, error) {
+	if databaseURL == "" {
+		return Open(ctx, dataDir)
+	}
+	if !IsPostgresURL(databaseURL) {
+		return nil, errors.New("open store: SANDBOX_DATABASE_URL must be a postgres:// URL")
+	}
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return nil, errors.New("open store: SANDBOX_NODE_NAME is unset and the host has no name")
+		}
+		node = h
+	}
+	return OpenPostgres(ctx, databaseURL, WithNode(node))
 }

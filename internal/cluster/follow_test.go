@@ -1,0 +1,159 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/agenttest"
+	"github.com/sandhold/sandhold/internal/control"
+	"github.com/sandhold/sandhold/internal/policy"
+	"github.com/sandhold/sandhold/internal/store"
+	"github.com/sandhold/sandhold/internal/store/pgtest"
+)
+
+// TestMain lets the test binary serve as the sandboxes' init (the
+// end-to-end test runs real daemons) and stops the throw-away PostgreSQL.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "init" {
+		agenttest.Main(m) // runs the init and exits
+	}
+	os.Exit(pgtest.Main(m))
+}
+
+type freezer struct {
+	mu      sync.Mutex
+	running []string
+	frozen  []string
+	thawed  []string
+}
+
+func (f *freezer) HaltFreeze(string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen, f.running = append(f.frozen, f.running...), nil
+	return f.frozen
+}
+
+func (f *freezer) HaltThaw(ids []string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.thawed = append(f.thawed, ids...)
+	return len(ids)
+}
+
+func (f *freezer) counts() (frozen, thawed int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.frozen), len(f.thawed)
+}
+
+type node struct {
+	st  *store.Postgres
+	ctl *control.Control
+	pol *policy.Policy
+	frz *freezer
+}
+
+func startNode(t *testing.T, url string, running ...string) *node {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	n := &node{st: st, frz: &freezer{running: running}}
+	if n.ctl, err = control.Load(ctx, st, n.frz); err != nil {
+		t.Fatal(err)
+	}
+	if n.pol, err = policy.Load(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := Follow(fctx, st, nil, map[string]Reloader{control.SettingKey: n.ctl.Refresh, policy.SettingKey: n.pol.Reload})
+	t.Cleanup(func() { cancel(); <-done })
+	return n
+}
+
+// waitFor polls cond and returns how long since start it took to hold
+// (start is taken just before the action on the other node); the bound is a
+// liveness guard for a loaded machine, not the figure under test (which is
+// logged and reported in BENCHMARKS.md).
+func waitFor(t *testing.T, what string, start time.Time, cond func() bool) time.Duration {
+	t.Helper()
+	for !cond() {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// A HALT on one node freezes the sandboxes of the others, the unhalt thaws
+// them, and a policy change is in force everywhere.
+func TestHaltAndPolicyReachEveryNode(t *testing.T) {
+	url := pgtest.URL(t)
+	a, b, c := startNode(t, url, "a1"), startNode(t, url, "b1", "b2"), startNode(t, url, "c1")
+	ctx := context.Background()
+	time.Sleep(200 * time.Millisecond) // let the followers listen (they resync anyway)
+
+	t0 := time.Now()
+	if _, err := b.ctl.Halt(ctx, "key_admin", "incident"); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]*node{"a": a, "c": c} {
+		d := waitFor(t, "halt on "+name, t0, func() bool { h, _ := n.ctl.Halted(); f, _ := n.frz.counts(); return h && f == 1 })
+		t.Logf("HALT on node b in force on node %s after %v", name, d)
+	}
+	t0 = time.Now()
+	if _, err := a.ctl.Unhalt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]*node{"b": b, "c": c} {
+		d := waitFor(t, "unhalt on "+name, t0, func() bool { h, _ := n.ctl.Halted(); return !h })
+		t.Logf("unhalt on node a in force on node %s after %v", name, d)
+	}
+	if _, th := b.frz.counts(); th != 2 {
+		t.Fatalf("node b thawed %d sandboxes, want its 2", th)
+	}
+
+	doc := policy.Default()
+	r := doc.Roles["agent"]
+	r.AllowUpTo, r.ApproveUpTo = "safe", "none"
+	doc.Roles["agent"] = r
+	t0 = time.Now()
+	if err := c.pol.Set(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFor(t, "policy on a", t0, func() bool { return a.pol.Document().Roles["agent"].AllowUpTo == "safe" })
+	t.Logf("policy set on node c in force on node a after %v", d)
+}
+
+// A HALT stored while a node was starting (before it listened) is applied
+// by the first resync, not missed.
+func TestHaltBeforeListeningIsNotMissed(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	st, err := store.OpenPostgres(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	frz := &freezer{running: []string{"x"}}
+	ctl, err := control.Load(ctx, st, frz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := startNode(t, url)
+	if _, err := other.ctl.Halt(ctx, "k", "r"); err != nil {
+		t.Fatal(err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	done := Follow(fctx, st, nil, map[string]Reloader{control.SettingKey: ctl.Refresh})
+	defer func() { cancel(); <-done }()
+	waitFor(t, "halt applied by the first resync", time.Now(), func() bool { h, _ := ctl.Halted(); return h })
+}

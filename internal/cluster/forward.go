@@ -1,0 +1,362 @@
+package cluster
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+// HeaderNodeAuth carries a forwarding node's signature:
+// "v1 <node> <unix seconds> <client address> <hex HMAC-SHA256>", the MAC
+// over "v1\n<node>\n<time>\n<client>\n<method>\n<request URI>" with the
+// cluster secret. A valid one makes the receiving node take the client
+// address from it (rate limits and lockouts stay per client) and serve the
+// request itself; an invalid one is refused.
+const HeaderNodeAuth = "X-Sandhold-Node-Auth"
+
+// signatureWindow is how far a signature's time may be from the
+// receiver's clock (both ways: clocks of nodes drift a little).
+const signatureWindow = 30 * time.Second
+
+// DeadAfter is how long after its last heartbeat a node counts as dead
+// (its sandboxes are then reported lost); HeartbeatEvery is how often a
+// live node beats.
+const (
+	HeartbeatEvery = 2 * time.Second
+	DeadAfter      = 10 * time.Second
+)
+
+// nodesTTL bounds how stale the forwarder's view of the nodes may be.
+const nodesTTL = 500 * time.Millisecond
+
+// Nodes is the store's side of the node registry.
+type Nodes interface {
+	NodeName() string
+	Nodes(ctx context.Context) ([]store.Node, error)
+	SandboxNode(ctx context.Context, id string) (string, error)
+	Heartbeat(ctx context.Context, address string, started time.Time, draining bool) error
+}
+
+// Forwarder routes requests for a sandbox to the node that runs it, and new
+// sandboxes to the least loaded live node. Mount it in front of the API
+// (Handler); it passes everything else through untouched.
+type Forwarder struct {
+	nodes  Nodes
+	self   string
+	secret []byte
+	log    *slog.Logger
+	now    func() time.Time
+	proxy  *httputil.ReverseProxy
+
+	draining atomic.Bool
+
+	// mu guards the cached node list and the heartbeat's identity.
+	mu       sync.Mutex
+	cached   []store.Node
+	cachedAt time.Time
+	addr     string
+	started  time.Time
+}
+
+// NewForwarder returns a forwarder for this node. secret may be empty:
+// then requests for another node's sandbox are answered 503 (forwarding
+// is not configured) instead of forwarded.
+func NewForwarder(nodes Nodes, secret string, log *slog.Logger) *Forwarder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f := &Forwarder{nodes: nodes, self: nodes.NodeName(), secret: []byte(secret), log: log, now: time.Now}
+	f.proxy = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target := pr.In.Context().Value(targetKey{}).(*url.URL)
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host // the client's Host, which every node accepts alike
+			pr.Out.Header.Del("X-Forwarded-For")
+		},
+		FlushInterval: -1, // SSE and streamed output pass through at once
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			f.log.Warn("cluster: forward failed", "node", r.Context().Value(nodeKey{}), "err", err)
+			writeError(w, http.StatusBadGateway, "unavailable", "the node running this sandbox did not answer", nil)
+		},
+	}
+	return f
+}
+
+type targetKey struct{}
+type nodeKey struct{}
+
+// sandboxID returns the sandbox id a path addresses, if any:
+// /v1/sandboxes/{id}[/…] and /sandboxes/{id}/….
+func sandboxID(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/sandboxes/")
+	if !ok {
+		if rest, ok = strings.CutPrefix(path, "/sandboxes/"); !ok {
+			return "", false
+		}
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id, id != ""
+}
+
+// Handler wraps next.
+func (f *Forwarder) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sig := r.Header.Get(HeaderNodeAuth); sig != "" {
+			client, err := f.verify(r, sig)
+			if err != nil {
+				f.log.Warn("cluster: refused a node request", "remote", r.RemoteAddr, "err", err)
+				writeError(w, http.StatusForbidden, "forbidden", "invalid node signature", nil)
+				return
+			}
+			r.Header.Del(HeaderNodeAuth)
+			r.RemoteAddr = client
+			next.ServeHTTP(w, r) // forwarded once: served here, never again
+			return
+		}
+		if r.URL.Path == "/readyz" {
+			f.ready(w, r)
+			return
+		}
+		node, ok := f.route(r)
+		if isCreate(r) {
+			defer f.invalidate() // the counts placement reads just changed
+		}
+		if !ok || node.Name == f.self {
+			next.ServeHTTP(w, r)
+			return
+		}
+		f.forward(w, r, node)
+	})
+}
+
+// route picks the node for r: the owner of the sandbox it addresses, or for
+// a create the least loaded live node. ok=false: serve here.
+func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
+	ctx := r.Context()
+	if isCreate(r) {
+		return f.place(ctx)
+	}
+	id, ok := sandboxID(r.URL.Path)
+	if !ok {
+		return store.Node{}, false
+	}
+	owner, err := f.nodes.SandboxNode(ctx, id)
+	if err != nil || owner == f.self {
+		return store.Node{}, false // unknown here and everywhere: the API answers 404
+	}
+	for _, n := range f.list(ctx) {
+		if n.Name == owner {
+			return n, true
+		}
+	}
+	return store.Node{Name: owner}, true // never registered: reported lost
+}
+
+// place returns the live, non-draining node with the fewest sandboxes
+// (ties by name, so placement is stable), or ok=false to create here.
+func (f *Forwarder) place(ctx context.Context) (store.Node, bool) {
+	now := f.now()
+	var live []store.Node
+	for _, n := range f.list(ctx) {
+		self := n.Name == f.self
+		if n.Alive(now, DeadAfter) && !n.Draining && (self || len(f.secret) > 0) && !(self && f.draining.Load()) {
+			live = append(live, n)
+		}
+	}
+	if len(live) == 0 {
+		if f.draining.Load() {
+			return store.Node{Name: "-draining"}, true // refused in forward
+		}
+		return store.Node{}, false
+	}
+	sort.SliceStable(live, func(i, j int) bool {
+		if live[i].Sandboxes != live[j].Sandboxes {
+			return live[i].Sandboxes < live[j].Sandboxes
+		}
+		return live[i].Name < live[j].Name
+	})
+	return live[0], true
+}
+
+func isCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && (r.URL.Path == "/v1/sandboxes" || r.URL.Path == "/v1/sandboxes/")
+}
+
+func (f *Forwarder) invalidate() {
+	f.mu.Lock()
+	f.cachedAt = time.Time{}
+	f.mu.Unlock()
+}
+
+func (f *Forwarder) list(ctx context.Context) []store.Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cached != nil && f.now().Sub(f.cachedAt) < nodesTTL {
+		return f.cached
+	}
+	ns, err := f.nodes.Nodes(ctx)
+	if err != nil {
+		f.log.Warn("cluster: list nodes", "err", err)
+		return f.cached
+	}
+	f.cached, f.cachedAt = ns, f.now()
+	return ns
+}
+
+func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, n store.Node) {
+	if n.Name == "-draining" {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this node is shutting down and no other node can take the sandbox", nil)
+		return
+	}
+	if n.Address == "" || !n.Alive(f.now(), DeadAfter) {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "sandbox lost: the node running it is down",
+			map[string]any{"state": "lost", "node": n.Name})
+		return
+	}
+	if len(f.secret) == 0 {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "this sandbox runs on another node and forwarding is not configured (SANDBOX_CLUSTER_SECRET)",
+			map[string]any{"node": n.Name})
+		return
+	}
+	target := &url.URL{Scheme: "http", Host: n.Address}
+	r2 := r.Clone(context.WithValue(context.WithValue(r.Context(), targetKey{}, target), nodeKey{}, n.Name))
+	r2.Header.Set(HeaderNodeAuth, f.sign(r.Method, r.URL.RequestURI(), clientIP(r.RemoteAddr)))
+	f.proxy.ServeHTTP(w, r2)
+}
+
+func clientIP(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
+func (f *Forwarder) mac(node, ts, client, method, uri string) []byte {
+	m := hmac.New(sha256.New, f.secret)
+	_, _ = fmt.Fprintf(m, "v1\n%s\n%s\n%s\n%s\n%s", node, ts, client, method, uri)
+	return m.Sum(nil)
+}
+
+func (f *Forwarder) sign(method, uri, client string) string {
+	ts := strconv.FormatInt(f.now().Unix(), 10)
+	return strings.Join([]string{"v1", f.self, ts, client, hex.EncodeToString(f.mac(f.self, ts, client, method, uri))}, " ")
+}
+
+// verify checks a signature and returns the client address it vouches for
+// (as host:0, the shape RemoteAddr has).
+func (f *Forwarder) verify(r *http.Request, sig string) (string, error) {
+	if len(f.secret) == 0 {
+		return "", errors.New("forwarding is not configured here")
+	}
+	p := strings.Split(sig, " ")
+	if len(p) != 5 || p[0] != "v1" {
+		return "", errors.New("malformed signature")
+	}
+	got, err := hex.DecodeString(p[4])
+	if err != nil || !hmac.Equal(got, f.mac(p[1], p[2], p[3], r.Method, r.URL.RequestURI())) {
+		return "", errors.New("bad signature")
+	}
+	ts, err := strconv.ParseInt(p[2], 10, 64)
+	if err != nil {
+		return "", errors.New("bad signature time")
+	}
+	if d := f.now().Sub(time.Unix(ts, 0)); d > signatureWindow || d < -signatureWindow {
+		return "", errors.New("signature outside its time window")
+	}
+	if net.ParseIP(p[3]) == nil {
+		return "", errors.New("bad client address")
+	}
+	return net.JoinHostPort(p[3], "0"), nil
+}
+
+// writeError answers with the API's envelope shape.
+func writeError(w http.ResponseWriter, status int, code, msg string, extra map[string]any) {
+	data := map[string]any{"code": code}
+	for k, v := range extra {
+		data[k] = v
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"success": false, "message": msg, "data": data, "hint": nil})
+}
+
+// readyTimeout bounds the readiness probe's store round trip.
+const readyTimeout = 2 * time.Second
+
+// ready answers GET /readyz for Kubernetes: 200 while the node takes
+// traffic and reaches the shared store, 503 once it drains (SIGTERM) or
+// while the store does not answer. No authentication, no detail.
+func (f *Forwarder) ready(w http.ResponseWriter, r *http.Request) {
+	if f.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "draining", nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if _, err := f.nodes.Nodes(ctx); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "store unreachable", nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"success":true,"message":"ready","data":{"status":"ready"},"hint":null}` + "\n"))
+}
+
+// Drain stops this node taking new sandboxes: /readyz answers 503, its
+// heartbeat says draining (the other nodes place nothing here), and
+// creates sent to it are placed on another node. Requests for its own
+// sandboxes are still served until the server shuts down.
+func (f *Forwarder) Drain(ctx context.Context) {
+	f.draining.Store(true)
+	f.invalidate()
+	f.beatOnce(ctx)
+}
+
+// Draining reports whether Drain was called.
+func (f *Forwarder) Draining() bool { return f.draining.Load() }
+
+func (f *Forwarder) beatOnce(ctx context.Context) {
+	f.mu.Lock()
+	addr, started := f.addr, f.started
+	f.mu.Unlock()
+	if addr == "" {
+		return // not beating (yet)
+	}
+	if err := f.nodes.Heartbeat(ctx, addr, started, f.draining.Load()); err != nil && ctx.Err() == nil {
+		f.log.Warn("cluster: heartbeat", "err", err)
+	}
+}
+
+// Beat registers this node at address (what the other nodes forward to)
+// and keeps its heartbeat every HeartbeatEvery until ctx ends.
+func (f *Forwarder) Beat(ctx context.Context, address string) {
+	f.mu.Lock()
+	f.addr, f.started = address, time.Now()
+	f.mu.Unlock()
+	t := time.NewTicker(HeartbeatEvery)
+	defer t.Stop()
+	for {
+		f.beatOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/store"
+)
+
+type fakeNodes struct {
+	self  string
+	nodes []store.Node
+	owner map[string]string
+}
+
+func (f *fakeNodes) NodeName() string                                         { return f.self }
+func (f *fakeNodes) Nodes(context.Context) ([]store.Node, error)              { return f.nodes, nil }
+func (f *fakeNodes) Heartbeat(context.Context, string, time.Time, bool) error { return nil }
+func (f *fakeNodes) SandboxNode(_ context.Context, id string) (string, error) {
+	if n, ok := f.owner[id]; ok {
+		return n, nil
+	}
+	return "", store.ErrNotFound
+}
+
+const secret = "0123456789abcdef0123456789abcdef"
+
+// A signed request is served where it lands (never forwarded again) with
+// the client address it vouches for; anything else about the signature is
+// refused before the API sees the request.
+func TestNodeSignature(t *testing.T) {
+	sender := NewForwarder(&fakeNodes{self: "node-a"}, secret, nil)
+	var seen string
+	recv := NewForwarder(&fakeNodes{self: "node-b"}, secret, nil).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.RemoteAddr
+		if r.Header.Get(HeaderNodeAuth) != "" {
+			t.Error("the signature reached the API")
+		}
+	}))
+	uri := "/v1/sandboxes/sb1/exec?x=1"
+	good := sender.sign("POST", uri, "203.0.113.7")
+	old := NewForwarder(&fakeNodes{self: "node-a"}, secret, nil)
+	old.now = func() time.Time { return time.Now().Add(-time.Minute) }
+	stale := old.sign("POST", uri, "203.0.113.7")
+	other := NewForwarder(&fakeNodes{self: "node-a"}, strings.Repeat("x", 32), nil).sign("POST", uri, "203.0.113.7")
+	tests := []struct {
+		name, method, uri, sig string
+		want                   int
+	}{
+		{"valid", "POST", uri, good, 200},
+		{"other method", "GET", uri, good, 403},
+		{"other uri", "POST", "/v1/sandboxes/sb2/exec?x=1", good, 403},
+		{"other query", "POST", "/v1/sandboxes/sb1/exec?x=2", good, 403},
+		{"stale", "POST", uri, stale, 403},
+		{"other secret", "POST", uri, other, 403},
+		{"client swapped", "POST", uri, strings.Replace(good, "203.0.113.7", "198.51.100.1", 1), 403},
+		{"malformed", "POST", uri, "v1 node-a", 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seen = ""
+			req := httptest.NewRequest(tc.method, tc.uri, nil)
+			req.Header.Set(HeaderNodeAuth, tc.sig)
+			rec := httptest.NewRecorder()
+			recv.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			if tc.want == 200 && seen != "203.0.113.7:0" {
+				t.Fatalf("client address = %q", seen)
+			}
+		})
+	}
+	// A node without the secret accepts no signature at all.
+	bare := NewForwarder(&fakeNodes{self: "node-b"}, "", nil).Handler(http.NotFoundHandler())
+	req := httptest.NewRequest("POST", uri, nil)
+	req.Header.Set(HeaderNodeAuth, good)
+	rec := httptest.NewRecorder()
+	bare.ServeHTTP(rec, req)
+	if rec.Code != 403 {
+		t.Fatalf("node without a secret: %d", rec.Code)
+	}
+}
+
+func TestPlacementAndLost(t *testing.T) {
+	now := time.Now()
+	nodes := &fakeNodes{self: "node-a", owner: map[string]string{"sbc": "node-c", "sbz": "node-z"}, nodes: []store.Node{
+		{Name: "node-a", Address: "a:1", Heartbeat: now, Sandboxes: 3},
+		{Name: "node-b", Address: "b:1", Heartbeat: now, Sandboxes: 1, Draining: true},
+		{Name: "node-c", Address: "c:1", Heartbeat: now.Add(-time.Minute), Sandboxes: 0},
+		{Name: "node-d", Address: "d:1", Heartbeat: now, Sandboxes: 2},
+		{Name: "node-e", Address: "e:1", Heartbeat: now, Sandboxes: 2},
+	}}
+	f := NewForwarder(nodes, secret, nil)
+	n, ok := f.place(context.Background())
+	if !ok || n.Name != "node-d" {
+		t.Fatalf("placed on %+v, want node-d (least loaded, live, not draining; ties by name)", n)
+	}
+	h := f.Handler(http.NotFoundHandler())
+	for _, id := range []string{"sbc", "sbz"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/"+id, nil))
+		if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"state":"lost"`) {
+			t.Fatalf("%s on a dead node: %d %s", id, rec.Code, rec.Body)
+		}
+	}
+	// Without the secret nothing is placed elsewhere.
+	if n, ok := NewForwarder(nodes, "", nil).place(context.Background()); !ok || n.Name != "node-a" {
+		t.Fatalf("without a secret placed on %+v", n)
+	}
+}
+
+func TestReadinessAndDrain(t *testing.T) {
+	now := time.Now()
+	nodes := &fakeNodes{self: "node-a", nodes: []store.Node{
+		{Name: "node-a", Address: "a:1", Heartbeat: now, Sandboxes: 0},
+		{Name: "node-b", Address: "b:1", Heartbeat: now, Sandboxes: 5},
+	}}
+	f := NewForwarder(nodes, secret, nil)
+	h := f.Handler(http.NotFoundHandler())
+	probe := func() int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code
+	}
+	if c := probe(); c != 200 {
+		t.Fatalf("ready before draining: %d", c)
+	}
+	if n, ok := f.place(context.Background()); !ok || n.Name != "node-a" {
+		t.Fatalf("placed on %+v before draining", n)
+	}
+	f.beatOnce(context.Background()) // no address yet: nothing to beat
+	f.Drain(context.Background())
+	if c := probe(); c != 503 {
+		t.Fatalf("ready while draining: %d", c)
+	}
+	if n, ok := f.place(context.Background()); !ok || n.Name != "node-b" {
+		t.Fatalf("a draining node placed on %+v, want the other live node", n)
+	}
+	// The last node draining: a create is refused, not served here.
+	solo := NewForwarder(&fakeNodes{self: "node-a", nodes: nodes.nodes[:1]}, secret, nil)
+	solo.Drain(context.Background())
+	rec := httptest.NewRecorder()
+	solo.Handler(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/sandboxes", nil))
+	if rec.Code != 503 {
+		t.Fatalf("create on the last, draining node: %d %s", rec.Code, rec.Body)
+	}
+}

@@ -1,0 +1,223 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/cluster"
+	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/store"
+	"github.com/sandhold/sandhold/internal/store/pgtest"
+)
+
+// stoppable is a daemon the test can stop and start again on the same data
+// dir (daemontest.Start ties the daemon's life to the test's).
+type stoppable struct {
+	node
+	stop func()
+}
+
+func startNode(t *testing.T, cfg config.Config) stoppable {
+	t.Helper()
+	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
+	if err != nil {
+		t.Fatalf("start %s: %v", cfg.NodeName, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("run %s: %v", cfg.NodeName, err)
+	}
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stoppable{node: node{t: t, d: d, base: "http://" + d.Addr()}, stop: stop}
+}
+
+func (n node) raw(method, path, key string, body io.Reader, hdr map[string]string) (int, string) {
+	n.t.Helper()
+	req, err := http.NewRequest(method, n.base+path, body)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		n.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// Three nodes on loopback share one PostgreSQL; node a is the only address
+// the client uses.
+func TestThreeNodesBehindOneAddress(t *testing.T) {
+	daemontest.RequireSandboxes(t)
+	url := pgtest.URL(t)
+	admin := "shk_" + strings.Repeat("B", 43)
+	secret := strings.Repeat("s", 32)
+	cfgOf := func(name string) config.Config {
+		return config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true, WarmPool: 0,
+			DatabaseURL: url, APIKey: admin, NodeName: name, ClusterSecret: secret}
+	}
+	cfgC := cfgOf("node-c")
+	a, b, c := startNode(t, cfgOf("node-a")), startNode(t, cfgOf("node-b")), startNode(t, cfgC)
+	st, err := store.OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	until(t, "three nodes registered", time.Now(), func() bool { ns, _ := st.Nodes(context.Background()); return len(ns) == 3 })
+
+	var key struct{ ID, Key string }
+	a.ok("POST", "/v1/keys", admin, map[string]string{"name": "agent-1", "role": "agent"}, 201, &key)
+
+	// Creates through a: least loaded first, ties by name.
+	where := map[string]string{}
+	for range 3 {
+		var sb struct{ ID string }
+		a.ok("POST", "/v1/sandboxes", key.Key, map[string]any{}, 201, &sb)
+		n, err := st.SandboxNode(context.Background(), sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		where[n] = sb.ID
+	}
+	if len(where) != 3 {
+		t.Fatalf("three creates through a landed on %v, want one per node", where)
+	}
+	onB, onC := where["node-b"], where["node-c"]
+	for name, id := range where {
+		var info struct{ Node string }
+		a.ok("GET", "/v1/sandboxes/"+id, key.Key, nil, 200, &info)
+		if info.Node != name {
+			t.Fatalf("sandbox %s says node %q, runs on %s", id, info.Node, name)
+		}
+	}
+
+	// exec, streamed exec, upload and download through a.
+	var res struct {
+		Stdout string `json:"stdout"`
+	}
+	a.ok("POST", "/v1/sandboxes/"+onB+"/exec", key.Key, map[string]any{"command": "hostname; echo via-a"}, 200, &res)
+	if !strings.Contains(res.Stdout, "via-a") {
+		t.Fatalf("exec on b through a: %+v", res)
+	}
+	code, body := a.raw("POST", "/v1/sandboxes/"+onC+"/exec", key.Key, strings.NewReader(`{"command":"for i in 1 2 3; do echo line$i; done"}`),
+		map[string]string{"Accept": "text/event-stream", "Content-Type": "application/json"})
+	if code != 200 || !strings.Contains(body, "line3") || !strings.Contains(body, "event:") {
+		t.Fatalf("streamed exec on c through a: %d %s", code, body)
+	}
+	payload := bytes.Repeat([]byte("0123456789"), 100_000) // 1 MB
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	_ = mw.WriteField("path", "/workspace/big.bin")
+	fw, _ := mw.CreateFormFile("file", "big.bin")
+	_, _ = fw.Write(payload)
+	_ = mw.Close()
+	code, body = a.raw("POST", "/sandboxes/"+onC+"/v1/file/upload", key.Key, &mp, map[string]string{"Content-Type": mw.FormDataContentType()})
+	if code != 200 {
+		t.Fatalf("upload to c through a: %d %s", code, body)
+	}
+	code, body = a.raw("GET", "/sandboxes/"+onC+"/v1/file/download?path=/workspace/big.bin", key.Key, nil, nil)
+	if code != 200 || body != string(payload) {
+		t.Fatalf("download from c through a: %d, %d bytes", code, len(body))
+	}
+
+	// Figures: exec round trip through a forwarding node vs direct, and
+	// creates per second through all three nodes.
+	rtt := func(n node, sb string) time.Duration {
+		const runs = 20
+		t0 := time.Now()
+		for range runs {
+			n.ok("POST", "/v1/sandboxes/"+sb+"/exec", key.Key, map[string]any{"command": "true"}, 200, nil)
+		}
+		return time.Since(t0) / runs
+	}
+	direct, forwarded := rtt(b.node, onB), rtt(a.node, onB)
+	t.Logf("exec round trip: direct %v, through a forwarding node %v (ratio %.2f)", direct, forwarded, float64(forwarded)/float64(direct))
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	const creates = 9
+	for i := range creates {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := []node{a.node, b.node, c.node}[i%3]
+			var sb struct{ ID string }
+			n.ok("POST", "/v1/sandboxes", admin, map[string]any{}, 201, &sb)
+			n.ok("DELETE", "/v1/sandboxes/"+sb.ID, admin, nil, 200, nil)
+		}()
+	}
+	wg.Wait()
+	t.Logf("create+delete through 3 nodes: %d in %v (%.1f/s)", creates, time.Since(t0), creates/time.Since(t0).Seconds())
+
+	// A revocation on c is refused through a (at the owning node b).
+	c.ok("DELETE", "/v1/keys/"+key.ID, admin, nil, 200, nil)
+	if st, _ := a.do("POST", "/v1/sandboxes/"+onB+"/exec", key.Key, map[string]any{"command": "true"}); st != http.StatusUnauthorized {
+		t.Fatalf("revoked key through a = %d", st)
+	}
+
+	// HALT on b freezes the sandboxes of every node.
+	t0 = time.Now()
+	b.ok("POST", "/v1/control/halt", admin, map[string]any{"reason": "incident"}, 200, nil)
+	for name, id := range where {
+		d := until(t, "HALT reaches "+name, t0, func() bool {
+			var info struct{ State string }
+			a.ok("GET", "/v1/sandboxes/"+id, admin, nil, 200, &info)
+			return info.State == "paused"
+		})
+		t.Logf("HALT on b: sandbox on %s frozen after %v", name, d)
+	}
+	a.ok("POST", "/v1/control/unhalt", admin, nil, 200, nil)
+
+	// c goes away (SIGTERM: it drains first): its sandbox is reported lost
+	// while a and b serve.
+	if code, _ := c.raw("GET", "/readyz", "", nil, nil); code != 200 {
+		t.Fatalf("c not ready: %d", code)
+	}
+	c.stop()
+	ns, err := st.Nodes(context.Background())
+	if err != nil || len(ns) != 3 || ns[2].Name != "node-c" || !ns[2].Draining {
+		t.Fatalf("after SIGTERM c is not marked draining: %+v %v", ns, err)
+	}
+	t0 = time.Now()
+	d := until(t, "c's sandbox lost", t0, func() bool {
+		code, body := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)
+		return code == 503 && strings.Contains(body, `"lost"`)
+	})
+	t.Logf("node c stopped: its sandbox reported lost after %v (dead after %v without a heartbeat)", d, cluster.DeadAfter)
+	until(t, "b serves after the unhalt", time.Now(), func() bool {
+		code, _ := a.raw("GET", "/v1/sandboxes/"+onB, admin, nil, nil)
+		return code == 200
+	})
+
+	// c comes back on its data dir and serves its sandbox again.
+	startNode(t, cfgC)
+	until(t, "c back", time.Now(), func() bool {
+		code, _ := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)
+		return code == 200
+	})
+	a.ok("POST", "/v1/sandboxes/"+onC+"/exec", admin, map[string]any{"command": "cat /workspace/big.bin | wc -c"}, 200, &res)
+	if strings.TrimSpace(res.Stdout) != fmt.Sprint(len(payload)) {
+		t.Fatalf("c's workspace after restart: %q", res.Stdout)
+	}
+}

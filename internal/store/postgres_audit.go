@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// auditLockKey is the transaction advisory lock appends fall back to when
+// the audit_head row (their usual lock) has been deleted: appends then stay
+// serialised, and the missing head keeps Verify failing.
+const auditLockKey int64 = 0x73616e6461756474
+
+// AppendAudit appends one record. Appenders on every node are serialised by
+// SELECT … FOR UPDATE on the audit_head row: the second appender waits for
+// the first to commit and then reads its record as the last one (READ
+// COMMITTED takes a fresh snapshot per statement), so the chain never forks.
+func (s *Postgres) AppendAudit(ctx context.Context, build func(last AuditRecord, ok bool) (AuditRecord, error), beforeCommit func(AuditRecord) error) (AuditRecord, error) {
+	var rec AuditRecord
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var head AuditHead
+		haveHead := true
+		err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash)
+		if errors.Is(err, pgx.ErrNoRows) {
+			haveHead = false
+			_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, auditLockKey)
+		}
+		if err != nil {
+			return fmt.Errorf("lock chain head: %w", err)
+		}
+		last, err := scanAudit(tx.QueryRow(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT 1`))
+		ok := err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("read last record: %w", err)
+		}
+		rec, err = build(last, ok)
+		if err != nil {
+			return err
+		}
+		if rec.Detail == nil {
+			rec.Detail = []byte{}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO audit(`+auditColumns+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
+			rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
+			rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
+			if pgIsUnique(err) {
+				return ErrConflict
+			}
+			return fmt.Errorf("insert record: %w", err)
+		}
+		agrees := haveHead && ((!ok && head.Seq == 0) || (ok && head.Seq == last.Seq && head.Hash == last.Hash))
+		if agrees {
+			if _, err := tx.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, rec.Seq, rec.Hash); err != nil {
+				return fmt.Errorf("move chain head: %w", err)
+			}
+		}
+		if beforeCommit != nil {
+			return beforeCommit(rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return AuditRecord{}, fmt.Errorf("append audit: %w", err)
+	}
+	return rec, nil
+}
+
+// AuditHead returns the chain head row; ok=false when the chain is empty or
+// the row is gone.
+func (s *Postgres) AuditHead(ctx context.Context) (AuditHead, bool, error) {
+	var h AuditHead
+	err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return AuditHead{}, false, nil
+	}
+	if err != nil {
+		return AuditHead{}, false, fmt.Errorf("read audit head: %w", err)
+	}
+	if h.Seq == 0 && h.Hash == "" {
+		return AuditHead{}, false, nil
+	}
+	return h, true, nil
+}
+
+// QueryAudit returns matching records.
+func (s *Postgres) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "time_ns >= "+arg(toNS(f.Since)))
+	}
+	if f.AfterSeq > 0 {
+		where = append(where, "seq > "+arg(f.AfterSeq))
+	}
+	if f.Actor != "" {
+		where = append(where, "actor = "+arg(f.Actor))
+	}
+	actions := f.Actions
+	if f.Action != "" {
+		actions = append([]string{f.Action}, actions...)
+	}
+	if len(actions) > 0 {
+		var any []string
+		for _, a := range actions {
+			any = append(any, `action = `+arg(a)+` OR action LIKE `+arg(escapeLike(a)+".%")+` ESCAPE '\'`)
+		}
+		where = append(where, "("+strings.Join(any, " OR ")+")")
+	}
+	if f.Sandbox != "" {
+		where = append(where, "sandbox = "+arg(f.Sandbox))
+	}
+	q := `SELECT ` + auditColumns + ` FROM audit`
+	if len(where) > 0 {
+		// #nosec G202 -- only the constant fragments above are joined; every value is a bound parameter
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	if f.Descending {
+		q += ` ORDER BY seq DESC`
+	} else {
+		q += ` ORDER BY seq`
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > MaxAuditPage {
+		limit = MaxAuditPage
+	}
+	q += ` LIMIT ` + arg(limit)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query audit: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditRecord
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("query audit: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ScanAudit walks every record in seq order, a page at a time.
+func (s *Postgres) ScanAudit(ctx context.Context, fn func(AuditRecord) error) error {
+	var after int64 = -1 << 62
+	for {
+		rows, err := s.pool.Query(ctx, `SELECT `+auditColumns+` FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2`, after, scanPage)
+		if err != nil {
+			return fmt.Errorf("scan audit: %w", err)
+		}
+		var page []AuditRecord
+		for rows.Next() {
+			r, err := scanAudit(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("scan audit: %w", err)
+			}
+			page = append(page, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("scan audit: %w", err)
+		}
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < scanPage {
+			return nil
+		}
+		after = page[len(page)-1].Seq
+	}
+}
+
+// LastAudit returns the newest record.
+func (s *Postgres) LastAudit(ctx context.Context) (AuditRecord, error) {
+	r, err := scanAudit(s.pool.QueryRow(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq DESC LIMIT 1`))
+	if err != nil {
+		return AuditRecord{}, pgNotFound(err)
+	}
+	return r, nil
+}

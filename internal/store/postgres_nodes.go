@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Node is one registered node of a cluster.
+type Node struct {
+	Name      string
+	Address   string // host:port its peers forward to
+	Started   time.Time
+	Heartbeat time.Time
+	Draining  bool
+	Sandboxes int // sandbox records it owns
+}
+
+// Alive reports whether the node's last heartbeat is within deadAfter.
+func (n Node) Alive(now time.Time, deadAfter time.Duration) bool {
+	return now.Sub(n.Heartbeat) <= deadAfter
+}
+
+// NodeName is the name this handle writes into sandbox records (WithNode).
+func (s *Postgres) NodeName() string { return s.node }
+
+// Heartbeat registers this node (WithNode) at address, or refreshes its
+// heartbeat and draining flag. started is kept from the first call of a run.
+func (s *Postgres) Heartbeat(ctx context.Context, address string, started time.Time, draining bool) error {
+	if s.node == "" {
+		return errors.New("heartbeat: this store handle has no node name")
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO nodes(name, address, started_ns, heartbeat_ns, draining) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT(name) DO UPDATE SET address=excluded.address, started_ns=excluded.started_ns,
+			heartbeat_ns=excluded.heartbeat_ns, draining=excluded.draining`,
+		s.node, address, started.UnixNano(), time.Now().UnixNano(), draining)
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
+}
+
+// Nodes returns every registered node with its sandbox count, by name.
+func (s *Postgres) Nodes(ctx context.Context) ([]Node, error) {
+	rows, err := s.pool.Query(ctx, `SELECT n.name, n.address, n.started_ns, n.heartbeat_ns, n.draining,
+			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.name)
+		FROM nodes n ORDER BY n.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []Node
+	for rows.Next() {
+		var n Node
+		var started, beat int64
+		if err := rows.Scan(&n.Name, &n.Address, &started, &beat, &n.Draining, &n.Sandboxes); err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		n.Started, n.Heartbeat = time.Unix(0, started).UTC(), time.Unix(0, beat).UTC()
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// SandboxNode returns the node that owns sandbox id. ErrNotFound if no node
+// has a record of it.
+func (s *Postgres) SandboxNode(ctx context.Context, id string) (string, error) {
+	var node string
+	err := s.pool.QueryRow(ctx, `SELECT node FROM sandboxes WHERE id = $1`, id).Scan(&node)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("sandbox node: %w", err)
+	}
+	return node, nil
+}
+
+// CountOwnedElsewhere counts owner's sandbox records on the other nodes
+// (the per-key cap counts across the cluster).
+func (s *Postgres) CountOwnedElsewhere(ctx context.Context, owner string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sandboxes WHERE owner = $1 AND node <> $2`, owner, s.node).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sandboxes: %w", err)
+	}
+	return n, nil
+}
