@@ -304,7 +304,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if err != nil {
 		s.killSlot(slot)
 		s.releaseSlot(slot)
-		return nil, spawnFault(err)
+		return nil, s.spawnFault(err)
 	}
 
 	s.mu.Lock()
@@ -351,14 +351,32 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	return e, nil
 }
 
-func spawnFault(err error) error {
+// pidsRetry is the Retry-After of a sandbox at its process limit: a
+// polling interval, as nobody knows when the sandbox's processes end.
+const pidsRetry = 2 * time.Second
+
+// spawnFault maps what the init answered to a failed spawn onto the error
+// kinds clients see. Every errno a caller's input or the sandbox's state
+// can cause is a 4xx naming the cause; only what is left is internal.
+func (s *Sandbox) spawnFault(err error) error {
 	var pe *agent.Error
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "ENOENT":
 			return fault.Wrap(fault.Invalid, err, "command not found or cwd does not exist")
+		case "ENOTDIR", "ELOOP", "ENAMETOOLONG":
+			// chdir to the cwd (or the command's path) failed: the
+			// caller named something that is not a usable directory.
+			return &fault.Error{Kind: fault.Invalid, Field: "cwd", Msg: "cwd is not a directory, or the command path is not valid", Err: err}
 		case "EACCES", "EPERM":
 			return fault.Wrap(fault.Forbidden, err, "permission denied")
+		case "EAGAIN":
+			// fork failed: the user group is at its pids limit (the
+			// only limit that makes fork answer EAGAIN here).
+			return &fault.Error{Kind: fault.RateLimited, RetryAfter: int(pidsRetry / time.Second), Err: err,
+				Msg: fmt.Sprintf("the sandbox is at its process limit (pids %d): retry when its commands end, or close sessions", s.rec.Spec.Limits.Pids)}
+		case "ENOMEM":
+			return fault.Wrap(fault.Unavailable, err, "the sandbox is out of memory (its memory limit)")
 		case agent.CodeInvalid:
 			return fault.Wrap(fault.Invalid, err, pe.Msg)
 		}
@@ -659,7 +677,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if err != nil {
 		s.killSlot(slot)
 		s.releaseSlot(slot)
-		return nil, spawnFault(err)
+		return nil, s.spawnFault(err)
 	}
 	s.touch()
 	proc := &Proc{Process: p, s: s, slot: slot}

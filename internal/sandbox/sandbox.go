@@ -26,6 +26,10 @@ type Sandbox struct {
 	mu       sync.Mutex
 	inst     *agent.Instance
 	group    cgroup.Group
+	// user is the child of group that holds every execution and spawned
+	// process; the sandbox's pids limit is its limit, so the init's own
+	// threads (in group) never spend the user's process budget.
+	user     cgroup.Group
 	home     []*os.File // the group's thread-attach files, for spawns
 	state    State
 	lastUsed time.Time
@@ -104,9 +108,32 @@ func (s *Sandbox) idleSince(now time.Time) time.Duration {
 	return now.Sub(s.lastUsed)
 }
 
+// initPidsReserve is what the sandbox group allows on top of the user's
+// pids limit: the init's own threads (the Go runtime of the init grows to
+// a dozen or two under load, one per blocking call) live in the sandbox
+// group beside the user group, not in it. It bounds the init, which is
+// trusted code, only as a backstop.
+const initPidsReserve = 64
+
+// userGroupName names the child group of every execution (see Sandbox.user).
+const userGroupName = "user"
+
+// cgLimits are the sandbox group's limits: memory and CPU for everything in
+// the sandbox, the init included; pids with the init's reserve on top.
 func (s *Sandbox) cgLimits() cgroup.Limits {
 	l := s.rec.Spec.Limits
-	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMilli: l.CPUMilli}
+	pids := l.Pids
+	if pids > 0 {
+		pids += initPidsReserve
+	}
+	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: pids, CPUMilli: l.CPUMilli}
+}
+
+// userLimits are the user group's: the sandbox's pids limit, counting every
+// command, background job, interpreter and session shell, and nothing of
+// the init.
+func (s *Sandbox) userLimits() cgroup.Limits {
+	return cgroup.Limits{Pids: s.rec.Spec.Limits.Pids}
 }
 
 // start launches the init. Callers hold no lock; start takes s.mu.
@@ -140,6 +167,11 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("create cgroup: %w", err)
+	}
+	user, err := group.Sub(userGroupName, s.userLimits())
+	if err != nil {
+		_ = group.Destroy()
+		return fmt.Errorf("create user cgroup: %w", err)
 	}
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
@@ -175,7 +207,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		_ = group.Destroy()
 		return fmt.Errorf("open sandbox cgroup: %w", err)
 	}
-	s.inst, s.group, s.home, s.state = inst, group, home, Running
+	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
 	s.lastUsed = time.Now()
@@ -198,7 +230,7 @@ func (s *Sandbox) watch(inst *agent.Instance) {
 	s.state = Stopped
 	if s.group != nil {
 		_ = s.group.Destroy()
-		s.group = nil
+		s.group, s.user = nil, nil
 	}
 	closeFiles(s.home)
 	s.home = nil
@@ -244,6 +276,9 @@ func (s *Sandbox) applyLimits() error {
 	if err := s.group.SetLimits(s.cgLimits()); err != nil {
 		return fmt.Errorf("set limits: %w", err)
 	}
+	if err := s.user.SetLimits(s.userLimits()); err != nil {
+		return fmt.Errorf("set user limits: %w", err)
+	}
 	return nil
 }
 
@@ -274,7 +309,7 @@ func (s *Sandbox) shutdown() {
 	s.killExecs("sandbox stopped")
 	s.mu.Lock()
 	inst, group, home := s.inst, s.group, s.home
-	s.inst, s.group, s.home, s.state = nil, nil, nil, Stopped
+	s.inst, s.group, s.user, s.home, s.state = nil, nil, nil, nil, Stopped
 	s.dropSlotsLocked()
 	s.mu.Unlock()
 	closeFiles(home)
@@ -369,7 +404,7 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		return sl, nil
 	}
 	s.slotSeq++
-	g, err := s.group.Sub("x"+strconv.Itoa(s.slotSeq), cgroup.Limits{MemoryBytes: memory})
+	g, err := s.user.Sub("x"+strconv.Itoa(s.slotSeq), cgroup.Limits{MemoryBytes: memory})
 	if err != nil {
 		return nil, err
 	}
