@@ -23,9 +23,9 @@ type Sandbox struct {
 	rec Record
 
 	// mu guards the fields below and serialises start, stop, pause.
-	mu       sync.Mutex
-	inst     *agent.Instance
-	group    cgroup.Group
+	mu    sync.Mutex
+	inst  *agent.Instance
+	group cgroup.Group
 	// user is the child of group that holds every execution and spawned
 	// process; the sandbox's pids limit is its limit, so the init's own
 	// threads (in group) never spend the user's process budget.
