@@ -76,6 +76,9 @@ type Daemon struct {
 	dispatch  *dispatch.Dispatcher
 	sandboxes *sandbox.Manager
 
+	// sessionTimers are test knobs of the shell sessions (WithSessionTimers).
+	sessionTimers [2]time.Duration
+
 	ready chan struct{}
 
 	mu      sync.Mutex
@@ -92,6 +95,14 @@ type options struct {
 	probe    func() posture.Report
 	initExe  string
 	initArgs []string
+	// sessionTimers: implicit-session idle timeout and reaper interval.
+	sessionTimers [2]time.Duration
+}
+
+// WithSessionTimers shortens the idle timeout of implicit shell sessions
+// and the reaper's interval, so a test can watch them end.
+func WithSessionTimers(implicitIdle, reapEvery time.Duration) Option {
+	return func(o *options) { o.sessionTimers = [2]time.Duration{implicitIdle, reapEvery} }
 }
 
 // Option configures New.
@@ -139,7 +150,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if o.logger == nil {
 		o.logger = NewLogger(os.Stderr, cfg.LogLevel)
 	}
-	d := &Daemon{cfg: cfg, log: o.logger, stderr: o.stderr, version: o.version, ready: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: o.logger, stderr: o.stderr, version: o.version, ready: make(chan struct{}), sessionTimers: o.sessionTimers}
 	built := false
 	defer func() {
 		if !built {

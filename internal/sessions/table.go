@@ -14,6 +14,7 @@ package sessions
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -62,8 +63,9 @@ type Limits struct {
 const (
 	// DefaultPerKey: an agent framework keeps a handful of named sessions.
 	DefaultPerKey = 32
-	// DefaultPerSandbox: a quarter of the default pids budget (50).
-	DefaultPerSandbox = 12
+	// DefaultPerSandbox: the per-sandbox execution cap; each session is a
+	// process of the sandbox's pids budget (50 by default).
+	DefaultPerSandbox = 16
 	// DefaultIdle is AIO's session expiry.
 	DefaultIdle = 30 * time.Minute
 	// DefaultEndedKeep: long enough to read a result after the end.
@@ -78,6 +80,10 @@ type entry[S Session] struct {
 	idle  time.Duration
 	since time.Time // reservation time, for a reservation's LRU order
 }
+
+// busyRetry is the Retry-After (seconds) of a refusal at a cap whose
+// sessions are all busy: a polling interval, commands end any time.
+const busyRetry = 1
 
 // Table holds sessions of type S.
 type Table[S Session] struct {
@@ -169,7 +175,8 @@ func (t *Table[S]) Reserve(owner string, k Key, idle time.Duration) (*Reservatio
 			for _, s := range evicted {
 				go s.Close()
 			}
-			return nil, fault.Errorf(fault.Conflict, "at most %d sessions %s, all busy: end one first", c.limit, c.what)
+			return nil, &fault.Error{Kind: fault.RateLimited, RetryAfter: busyRetry,
+				Msg: fmt.Sprintf("at most %d sessions %s, all busy: retry when one is free, or end one", c.limit, c.what)}
 		}
 		delete(t.rows, lruK)
 		evicted = append(evicted, lru.s)

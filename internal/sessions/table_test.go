@@ -68,8 +68,8 @@ func TestPerSandboxCapAcrossKeysAndBusyRefusal(t *testing.T) {
 	add(t, tb, "k2", Key{"bash", "sb", "b"}, b)
 	_, err := tb.Reserve("k3", Key{"shell", "sb", "c"}, 0)
 	var fe *fault.Error
-	if !errors.As(err, &fe) || fe.Kind != fault.Conflict {
-		t.Fatalf("all busy: got %v, want a conflict", err)
+	if !errors.As(err, &fe) || fe.Kind != fault.RateLimited || fe.RetryAfter <= 0 {
+		t.Fatalf("all busy: got %v, want a rate-limit refusal with Retry-After", err)
 	}
 	// Another sandbox is not affected.
 	add(t, tb, "k3", Key{"shell", "sb-other", "c"}, &fake{})

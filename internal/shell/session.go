@@ -231,9 +231,33 @@ func (s *Session) watch() {
 	close(s.exited)
 }
 
-// Close kills the session's whole process tree.
+// Close kills the session's whole process tree; the session's watcher
+// then releases its execution group and ends its goroutines.
 func (s *Session) Close() {
-	s.proc.Kill()
+	if s.proc != nil {
+		s.proc.Kill()
+	}
+}
+
+// Busy reports a command running or a terminal attached (sessions.Session).
+func (s *Session) Busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sub != nil || (s.cur != nil && s.cur.status == StatusRunning)
+}
+
+// LastUsed is when a client last used the session (sessions.Session).
+func (s *Session) LastUsed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUsed
+}
+
+// Ended reports that the shell exited (sessions.Session).
+func (s *Session) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.terminated
 }
 
 // Exited is closed when the session's shell has ended.
