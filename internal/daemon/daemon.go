@@ -78,12 +78,16 @@ type Daemon struct {
 
 	// sessionTimers are test knobs of the shell sessions (WithSessionTimers).
 	sessionTimers [2]time.Duration
+	// inflight are the requests in progress, by key (revocation cancels them).
+	inflight inflight
 
 	ready chan struct{}
 
 	mu      sync.Mutex
 	addr    string
 	closers []func() error // run in reverse order by Close
+	// revokers end a revoked key's sessions, one per capability (onRevoke).
+	revokers []func(keyID string)
 	closed  bool
 }
 
@@ -205,6 +209,10 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		return nil, err
 	}
 
+	// Revoking a key ends what it holds (revoke.go); the hook must not
+	// block the revoking request.
+	d.auth.OnRevoke(func(id string) { go d.endKey(id) })
+
 	// 9. Say loudly what is weaker than the defaults.
 	for _, l := range cfg.Loosenings() {
 		d.log.Warn("LOOSENED DEFAULT: "+l, "setting", strings.SplitN(l, "=", 2)[0])
@@ -317,7 +325,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           d.api.Handler(),
+		Handler:           d.inflight.track(d.api.Handler()),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,

@@ -101,6 +101,8 @@ type Execution struct {
 
 	cancel func(reason string)
 	done   chan struct{}
+	// actor is the key that started it (revocation kills its executions).
+	actor string
 
 	// mu guards the result.
 	mu       sync.Mutex
@@ -314,7 +316,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	e := &Execution{
 		ID: id, Sandbox: s.rec.ID, Argv: argv, Started: time.Now(),
 		Stdout: process.NewOutput(r.OutputLimit), Stderr: process.NewOutput(r.OutputLimit),
-		done: make(chan struct{}), status: StatusRunning,
+		done: make(chan struct{}), status: StatusRunning, actor: r.Actor,
 	}
 	kill := make(chan string, 1)
 	e.cancel = func(reason string) {
@@ -612,6 +614,29 @@ func (s *Sandbox) killExecs(reason string) {
 		case <-time.After(killWait):
 		}
 	}
+}
+
+// killExecsOf kills the running executions actor started and waits
+// (bounded) for them to end; it returns how many it killed.
+func (s *Sandbox) killExecsOf(actor, reason string) int {
+	s.mu.Lock()
+	var running []*Execution
+	for _, e := range s.running {
+		if e.actor == actor {
+			running = append(running, e)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range running {
+		e.cancel(reason)
+	}
+	for _, e := range running {
+		select {
+		case <-e.done:
+		case <-time.After(killWait):
+		}
+	}
+	return len(running)
 }
 
 // SpawnSpec starts a long-lived process for a capability that manages its
