@@ -103,7 +103,6 @@ type SessionInfo struct {
 	Version        string    `json:"runtime_version,omitempty"`
 }
 
-
 // session is a stateful interpreter owned by one key.
 type session struct {
 	id, owner, sandbox, lang string

@@ -88,7 +88,7 @@ type Daemon struct {
 	closers []func() error // run in reverse order by Close
 	// revokers end a revoked key's sessions, one per capability (onRevoke).
 	revokers []func(keyID string)
-	closed  bool
+	closed   bool
 }
 
 type options struct {
