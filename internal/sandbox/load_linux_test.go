@@ -103,3 +103,30 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestDiskBudgetRefusesOverCommit: the sum of workspace quotas stays
+// within the server's disk budget; over it a create is a clear conflict
+// naming limits.disk, and deleting a sandbox gives its quota back.
+func TestDiskBudgetRefusesOverCommit(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DiskBudget = 100 << 20
+	m := newManager(t, cfg, nil)
+	first := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	_, err := m.Create(context.Background(), owner, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	var fe *fault.Error
+	if !asFault(err, &fe) || fe.Kind != fault.Conflict || fe.Field != "limits.disk" || !contains(fe.Msg, "SANDBOX_DISK_BUDGET") {
+		t.Fatalf("over the budget: got %v, want a conflict on limits.disk naming the budget", err)
+	}
+	if got := m.DiskCommitted(); got != 64<<20 {
+		t.Fatalf("committed %d after a refusal, want %d", got, 64<<20)
+	}
+	if _, err := m.Create(context.Background(), owner, Spec{Limits: Limits{DiskBytes: 32 << 20}}); err != nil {
+		t.Fatalf("within the budget: %v", err)
+	}
+	if err := m.Delete(context.Background(), owner, first.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(context.Background(), owner, Spec{Limits: Limits{DiskBytes: 64 << 20}}); err != nil {
+		t.Fatalf("after a delete freed its quota: %v", err)
+	}
+}

@@ -47,8 +47,10 @@ type Config struct {
 	IdleTTL            time.Duration
 	MaxPerOwner        int
 	MaxExecsPerSandbox int
-	AllowSudo          bool
-	Insecure           bool
+	// DiskBudget caps the sum of all workspace quotas (disk.go); 0: none.
+	DiskBudget int64
+	AllowSudo  bool
+	Insecure   bool
 	// InitExe and InitArgs start the init; default: this binary, "init".
 	InitExe  string
 	InitArgs []string
@@ -92,6 +94,8 @@ type Manager struct {
 	sandboxes map[string]*Sandbox
 	slots     map[int]bool
 	closed    bool
+	// diskPending are the quotas of sandboxes being made (reserveDisk).
+	diskPending int64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -268,6 +272,16 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 			return Info{}, err
 		}
 	} else {
+		need := spec.Limits.DiskBytes
+		if need == 0 {
+			need = m.cfg.Default.DiskBytes
+		}
+		release, err := m.reserveDisk(m.pool, need)
+		if err != nil {
+			return Info{}, err
+		}
+		// Released once the sandbox is listed below (or on failure).
+		defer release()
 		s, err = m.cold(ctx, Record{ID: newID(), Owner: c.KeyID, Name: spec.Name, Spec: spec, Default: dflt})
 		if err != nil {
 			return Info{}, err
