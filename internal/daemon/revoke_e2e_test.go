@@ -89,10 +89,10 @@ func TestRevocationEndsEverythingTheKeyHolds(t *testing.T) {
 	if r := s.do("GET", "/v1/sandboxes/"+sb.ID, ag.Key, nil, nil); r.status != 401 {
 		t.Fatalf("revoked key: %d", r.status)
 	}
-	var out struct{ Stdout string }
-	expectOK(t, s.do("POST", execPath, admin, map[string]any{"command": "cat /workspace/f; pgrep -c -x sleep || true; pgrep -c -x bash || true"}, nil), 200, &out)
-	if out.Stdout != "kept\n0\n1\n" {
-		t.Fatalf("after revocation: %q, want the kept file, no sleep and only this bash", out.Stdout)
+	var out struct{ Stdout, Stderr string }
+	expectOK(t, s.do("POST", execPath, admin, map[string]any{"command": "cat /workspace/f; cat /proc/[0-9]*/comm 2>/dev/null | grep -cx sleep || true"}, nil), 200, &out)
+	if out.Stdout != "kept\n0\n" {
+		t.Fatalf("after revocation: %q (stderr %q), want the kept file and no sleep left", out.Stdout, out.Stderr)
 	}
 }
 

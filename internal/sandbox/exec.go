@@ -551,6 +551,14 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 
 // killSlot kills the execution's process tree.
 func (s *Sandbox) killSlot(sl *slot) {
+	s.mu.Lock()
+	stale := sl.gen != s.gen
+	s.mu.Unlock()
+	if stale {
+		// Its tree died with the init it ran under; the group's name may
+		// now be a later execution's.
+		return
+	}
 	if err := sl.g.Kill(); err != nil {
 		s.m.log.Error("kill execution tree", "sandbox", s.rec.ID, "err", err)
 	}

@@ -565,6 +565,13 @@ func (m *Manager) Resources(c Caller) []Stats {
 				st.Cgroup = cs
 			}
 		}
+		// Processes are reported against the user's budget (the user
+		// group), not the sandbox group's, which includes the init.
+		if u := s.userGroup(); u != nil {
+			if us, err := u.Stats(); err == nil {
+				st.Cgroup.Pids, st.Cgroup.PidsLimit = us.Pids, us.PidsLimit
+			}
+		}
 		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -39,8 +39,11 @@ type Sandbox struct {
 	byID     map[string]*Execution
 	freeSlot []*slot // execution groups ready for reuse
 	slotSeq  int
-	execSeq  int
-	oom      int64 // the sandbox group's OOM-kill count last seen
+	// gen counts init starts: a slot made under an earlier init (whose
+	// cgroup tree is gone, its names reused) is never reused or killed.
+	gen     int
+	execSeq int
+	oom     int64 // the sandbox group's OOM-kill count last seen
 	// vol is the mounted workspace file system (quota_linux.go), kept
 	// across init restarts until the sandbox is deleted.
 	vol *os.File
@@ -97,6 +100,12 @@ func (s *Sandbox) cgroupGroup() cgroup.Group {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.group
+}
+
+func (s *Sandbox) userGroup() cgroup.Group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.user
 }
 
 func (s *Sandbox) idleSince(now time.Time) time.Duration {
@@ -210,6 +219,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
+	s.gen++
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
@@ -376,6 +386,8 @@ type slot struct {
 	memory int64
 	// oom is the OOM-kill count of g last seen.
 	oom int64
+	// gen is the sandbox's init generation the slot was made under.
+	gen int
 }
 
 func (sl *slot) close() { closeFiles(sl.attach) }
@@ -413,15 +425,17 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, memory: memory}, nil
+	return &slot{g: g, attach: attach, memory: memory, gen: s.gen}, nil
 }
 
 // releaseSlot returns an execution group the caller has emptied.
 func (s *Sandbox) releaseSlot(sl *slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.group == nil {
-		sl.close() // the sandbox's group (and this child) is gone
+	if s.group == nil || sl.gen != s.gen {
+		// The sandbox's group (and this child) is gone, or was made
+		// again under the same names by a later init.
+		sl.close()
 		return
 	}
 	s.freeSlot = append(s.freeSlot, sl)
