@@ -671,6 +671,11 @@ type Proc struct {
 	s    *Sandbox
 	slot *slot
 	once sync.Once
+
+	// mu orders Kill against Release: once released, the slot may be
+	// another process's, so a late Kill must not touch it.
+	mu       sync.Mutex
+	released bool
 }
 
 // Spawn starts a process in its own execution group.
@@ -720,15 +725,25 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	return proc, nil
 }
 
-// Kill ends the process's whole tree.
-func (p *Proc) Kill() { p.s.killSlot(p.slot) }
+// Kill ends the process's whole tree; after Release it does nothing (the
+// execution group may already serve another process).
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.released {
+		p.s.killSlot(p.slot)
+	}
+}
 
 // Release kills what is left of the tree, closes the descriptors and frees
 // the execution group. Call it once, after the process exited (or to end
 // it).
 func (p *Proc) Release() {
 	p.once.Do(func() {
+		p.mu.Lock()
+		p.released = true
 		p.s.killSlot(p.slot)
+		p.mu.Unlock()
 		p.Close()
 		p.s.mu.Lock()
 		delete(p.s.procs, p)

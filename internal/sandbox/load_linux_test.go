@@ -130,3 +130,32 @@ func TestDiskBudgetRefusesOverCommit(t *testing.T) {
 		t.Fatalf("after a delete freed its quota: %v", err)
 	}
 }
+
+// TestKillAfterReleaseSparesTheNextProcess: a released process's
+// execution group goes back to the free list and serves the next spawn; a
+// late Kill of the first (a session closed after its shell ended) must not
+// kill the second.
+func TestKillAfterReleaseSparesTheNextProcess(t *testing.T) {
+	m := newManager(t, testConfig(t), nil)
+	s := create(t, m, Spec{})
+	a, err := s.Spawn(context.Background(), SpawnSpec{Argv: []string{"/bin/true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-a.Exited()
+	a.Release()
+	b, err := s.Spawn(context.Background(), SpawnSpec{Argv: []string{"/bin/sleep", "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Release()
+	if a.slot != b.slot {
+		t.Skip("the second spawn did not reuse the first one's group; nothing to race")
+	}
+	a.Kill()
+	select {
+	case <-b.Exited():
+		t.Fatal("a late Kill of a released process killed the next process in its group")
+	case <-time.After(500 * time.Millisecond):
+	}
+}
