@@ -80,3 +80,21 @@ func TestCapEvictsTheOldestIdleSession(t *testing.T) {
 		t.Fatal("a busy session was evicted")
 	}
 }
+
+// TestClaimedImplicitSessionIsNotEvicted: a session made for a call that
+// has not sent its command yet counts as busy, so a cap never closes it
+// under that call.
+func TestClaimedImplicitSessionIsNotEvicted(t *testing.T) {
+	svc := New(nil, Options{MaxPerSandbox: 2})
+	defer svc.Close()
+	claimed := &Session{ID: "new", Sandbox: "sb1", Owner: "k", claimed: true, lastUsed: time.Now().Add(-time.Hour)}
+	idle := &Session{ID: "idle", Sandbox: "sb1", Owner: "k", lastUsed: time.Now()}
+	put(t, svc, kindShell, "k", "new", svc.opt.ImplicitIdle, claimed)
+	put(t, svc, kindShell, "k", "idle", 0, idle)
+	if _, err := svc.table.Reserve("k", sessions.Key{Kind: kindShell, Sandbox: "sb1", ID: "third"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !has(svc, kindShell, "new") || has(svc, kindShell, "idle") {
+		t.Fatalf("claimed kept %v, idle kept %v: want the claimed one kept", has(svc, kindShell, "new"), has(svc, kindShell, "idle"))
+	}
+}

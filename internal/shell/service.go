@@ -245,6 +245,7 @@ func (s *Service) createSession(ctx context.Context, c auth.Caller, sb *sandbox.
 	if noChange > 0 {
 		x.noChange = noChange
 	}
+	x.claimed = implicit // not shared yet: no lock needed
 	x.onFinish = func(c *command, status string, exit *int) {
 		s.finished("shell.finish", x.Owner, x.Sandbox, c.text, x.ID+"/"+c.id, status, exit, time.Since(c.started))
 	}

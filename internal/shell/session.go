@@ -113,6 +113,9 @@ type Session struct {
 	sub        *subscriber
 	terminated bool
 	scroll     *process.Output
+	// claimed: made for a call that has not sent its command yet (an
+	// implicit session); busy until then, so no cap evicts it first.
+	claimed bool
 }
 
 // command is one command line sent to an exec session.
@@ -243,7 +246,7 @@ func (s *Session) Close() {
 func (s *Session) Busy() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sub != nil || (s.cur != nil && s.cur.status == StatusRunning)
+	return s.claimed || s.sub != nil || (s.cur != nil && s.cur.status == StatusRunning)
 }
 
 // LastUsed is when a client last used the session (sessions.Session).
@@ -484,6 +487,7 @@ func (s *Session) start(o ExecOptions) (*command, error) {
 		keep = keepFull
 	}
 	s.mu.Lock()
+	s.claimed = false // whatever happens next, the creating call is done with it
 	if s.terminated {
 		s.mu.Unlock()
 		return nil, fault.New(fault.Conflict, "the session has ended")
