@@ -62,8 +62,14 @@ const (
 	maxCommandBytes = 128 << 10
 	// MaxInputBytes caps one write of input to a session.
 	MaxInputBytes = 64 << 10
-	// readyTimeout bounds the start of a session's shell.
-	readyTimeout = 15 * time.Second
+	// readyTimeout bounds the start of a session's shell: a shell starts
+	// in milliseconds, but on a host loaded far past its CPUs (measured:
+	// load 80 on 2 CPUs) it took more than 15 s; the caller's own
+	// deadline still ends the wait earlier.
+	readyTimeout = 60 * time.Second
+	// startRetry is the Retry-After (seconds) of a shell that could not
+	// start: the host is overloaded, or the sandbox stopped.
+	startRetry = 5
 	// killTick and killTicks pace stopping a command: SIGINT, then SIGKILL
 	// to the foreground group, repeated; after that the session dies.
 	killTick  = 250 * time.Millisecond
@@ -201,13 +207,13 @@ func startSession(ctx context.Context, sb *sandbox.Sandbox, id, owner, kind, cwd
 	case <-s.ready:
 		return s, nil
 	case <-s.exited:
-		return nil, fault.New(fault.Unavailable, "the shell exited while starting")
+		return nil, fault.WithRetryAfter(fault.Unavailable, startRetry, "the shell exited while starting")
 	case <-ctx.Done():
 		s.Close()
 		return nil, ctx.Err()
 	case <-t.C:
 		s.Close()
-		return nil, fault.New(fault.Unavailable, "the shell did not start in time")
+		return nil, fault.WithRetryAfter(fault.Unavailable, startRetry, "the shell did not start in time (the host is overloaded)")
 	}
 }
 
