@@ -761,12 +761,6 @@ func (s *Session) Info() Info {
 	return in
 }
 
-func (s *Session) idle() (time.Duration, bool, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return time.Since(s.lastUsed), s.sub != nil, s.terminated
-}
-
 func (s *Session) workingDir() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
