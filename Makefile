@@ -14,7 +14,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test vet unit lint deps clean bench bench-density
+.PHONY: all build run test vet unit lint deps clean bench bench-density bench-load
 
 all: build
 
@@ -67,6 +67,10 @@ deps: mcp-ts
 bench: build
 	@command -v bwrap >/dev/null || (apt-get update -qq && apt-get install -y -qq bubblewrap)
 	$(GO) run ./bench -server $(BIN)
+
+## bench-load: 10,000 mixed requests at concurrency 64 (16 on one sandbox), then RSS/goroutines a minute later
+bench-load: build
+	$(GO) run ./bench load -server $(BIN)
 
 ## bench-density: 1,000 idle sandboxes: memory added and create latency
 bench-density: build

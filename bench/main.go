@@ -58,6 +58,13 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.n, "n", 300, "samples per latency figure")
 	fs.DurationVar(&o.sustain, "sustain", 5*time.Second, "duration of the sustained-throughput run")
 	fs.IntVar(&o.count, "count", 1000, "sandboxes for bench density")
+	var lo loadOpts
+	fs.IntVar(&lo.requests, "requests", 10000, "requests per load round (load, soak)")
+	fs.IntVar(&lo.conc, "c", 64, "concurrent clients (load, soak)")
+	fs.IntVar(&lo.keys, "keys", 8, "agent keys, one sandbox each (load, soak)")
+	fs.IntVar(&lo.hot, "hot", 16, "of the clients, those on the first key's sandbox (load, soak)")
+	fs.DurationVar(&lo.settle, "settle", time.Minute, "wait after the load before measuring again (load, soak)")
+	fs.DurationVar(&lo.duration, "duration", 30*time.Minute, "soak duration")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,8 +75,12 @@ func run(ctx context.Context, args []string) error {
 		return density(ctx, o)
 	case "files":
 		return files(ctx, o)
+	case "load":
+		return loadBench(ctx, o, lo)
+	case "soak":
+		return soak(ctx, o, lo)
 	}
-	return fmt.Errorf("unknown benchmark %q (core, density, files)", mode)
+	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak)", mode)
 }
 
 // latency holds samples of one figure.

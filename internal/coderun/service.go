@@ -2,6 +2,7 @@ package coderun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/sessions"
 )
 
 // Defaults and caps, with their reasons.
@@ -101,8 +103,6 @@ type SessionInfo struct {
 	Version        string    `json:"runtime_version,omitempty"`
 }
 
-type sessKey struct{ sandbox, id string }
-
 // session is a stateful interpreter owned by one key.
 type session struct {
 	id, owner, sandbox, lang string
@@ -137,10 +137,12 @@ type Service struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	// mu guards sessions and probes.
-	mu       sync.Mutex
-	sessions map[sessKey]*session
-	probes   map[string]probe
+	// sessions are the stateful sessions (kind "code", by sandbox and id).
+	sessions *sessions.Table[*session]
+
+	// mu guards probes.
+	mu     sync.Mutex
+	probes map[string]probe
 }
 
 // New starts the service and its idle reaper.
@@ -157,7 +159,8 @@ func New(cfg Config, m *sandbox.Manager) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	s := &Service{cfg: cfg, m: m, log: cfg.Log, stop: make(chan struct{}), sessions: map[sessKey]*session{}, probes: map[string]probe{}}
+	s := &Service{cfg: cfg, m: m, log: cfg.Log, stop: make(chan struct{}), probes: map[string]probe{},
+		sessions: sessions.New[*session](sessions.Limits{PerKey: cfg.MaxSessions, PerSandbox: cfg.MaxSessions, Idle: cfg.IdleTimeout})}
 	s.wg.Add(1)
 	go s.reaper()
 	return s
@@ -172,16 +175,16 @@ func (s *Service) Close() {
 		close(s.stop)
 	}
 	s.wg.Wait()
-	s.mu.Lock()
-	all := make([]*session, 0, len(s.sessions))
-	for k, ss := range s.sessions {
-		all = append(all, ss)
-		delete(s.sessions, k)
-	}
-	s.mu.Unlock()
-	for _, ss := range all {
-		ss.shut()
-	}
+	sessions.CloseAll(s.sessions.RemoveWhere(func(sessions.Key, string) bool { return true }))
+}
+
+// Revoke ends every session (and its interpreter) a revoked key holds,
+// and waits until the interpreters are killed (auth.OnRevoke).
+func (s *Service) Revoke(keyID string) { s.sessions.Revoke(keyID) }
+
+// EndSandbox ends every session of a sandbox that was deleted or stopped.
+func (s *Service) EndSandbox(id string) {
+	sessions.CloseAll(s.sessions.RemoveWhere(func(k sessions.Key, _ string) bool { return k.Sandbox == id }))
 }
 
 // IdleTimeout is how long an unused session lives.
@@ -206,23 +209,34 @@ func (s *Service) reaper() {
 
 // reapIdle ends sessions unused for the idle timeout.
 func (s *Service) reapIdle(now time.Time) {
-	var idle []*session
-	s.mu.Lock()
-	for k, ss := range s.sessions {
-		ss.mu.Lock()
-		expired := !ss.busy && now.Sub(ss.lastUsed) > s.cfg.IdleTimeout
-		ss.mu.Unlock()
-		if expired {
-			idle = append(idle, ss)
-			delete(s.sessions, k)
-		}
-	}
-	s.mu.Unlock()
-	for _, ss := range idle {
-		s.log.Info("code session expired", "session", ss.id, "sandbox", ss.sandbox, "language", ss.lang)
-		ss.shut()
+	for _, r := range s.sessions.Reap(now) {
+		s.log.Info("code session expired", "session", r.Key.ID, "sandbox", r.Key.Sandbox, "language", r.Session.lang)
 	}
 }
+
+// kindCode is the sessions.Key kind of code sessions.
+const kindCode = "code"
+
+// Busy reports a cell running (sessions.Session).
+func (ss *session) Busy() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.busy
+}
+
+// LastUsed is when the session last ran a cell (sessions.Session).
+func (ss *session) LastUsed() time.Time {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.lastUsed
+}
+
+// Ended is false: a lost interpreter is restarted on the next cell, with
+// the loss reported (sessions.Session).
+func (ss *session) Ended() bool { return false }
+
+// Close kills the interpreter (sessions.Session).
+func (ss *session) Close() { ss.shut() }
 
 // shut kills the session's interpreter.
 func (ss *session) shut() {
@@ -439,56 +453,31 @@ func (s *Service) result(lang, sessionID string, cl cell, count int, took time.D
 
 // lookup finds the caller's session; anything else is not found.
 func (s *Service) lookup(c auth.Caller, sandboxID, id string) (*session, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ss, ok := s.sessions[sessKey{sandboxID, id}]
-	if !ok || ss.owner != c.KeyID {
+	ss, owner, ok := s.sessions.Get(sessions.Key{Kind: kindCode, Sandbox: sandboxID, ID: id})
+	if !ok || owner != c.KeyID {
 		return nil, fault.New(fault.NotFound, "no such session")
 	}
 	return ss, nil
 }
 
-// newSession registers a session, evicting the caller's least recently
-// used idle session when it holds MaxSessions already.
+// newSession registers a session; at the per-key or per-sandbox cap the
+// least recently used idle session is ended first.
 func (s *Service) newSession(c auth.Caller, sandboxID, lang, id string) (*session, error) {
 	now := time.Now()
 	ss := &session{id: id, owner: c.KeyID, sandbox: sandboxID, lang: lang, created: now, lastUsed: now}
-	var evict *session
-	s.mu.Lock()
-	if old, ok := s.sessions[sessKey{sandboxID, id}]; ok {
-		s.mu.Unlock()
-		if old.owner != c.KeyID {
+	k := sessions.Key{Kind: kindCode, Sandbox: sandboxID, ID: id}
+	res, err := s.sessions.Reserve(c.KeyID, k, 0)
+	if errors.Is(err, sessions.ErrExists) {
+		if _, owner, ok := s.sessions.Get(k); ok && owner != c.KeyID {
 			// Do not reveal that another key uses the id.
 			return nil, fault.New(fault.Conflict, "session id not available; choose another")
 		}
 		return nil, fault.New(fault.Conflict, "session already exists")
 	}
-	var mine []*session
-	for _, o := range s.sessions {
-		if o.owner == c.KeyID {
-			mine = append(mine, o)
-		}
+	if err != nil {
+		return nil, err
 	}
-	if len(mine) >= s.cfg.MaxSessions {
-		sort.Slice(mine, func(i, j int) bool { return mine[i].info().LastUsed.Before(mine[j].info().LastUsed) })
-		for _, o := range mine {
-			if !o.info().Busy {
-				evict = o
-				break
-			}
-		}
-		if evict == nil {
-			s.mu.Unlock()
-			return nil, fault.Errorf(fault.Conflict, "all %d sessions of this key are busy; wait or delete one", s.cfg.MaxSessions)
-		}
-		delete(s.sessions, sessKey{evict.sandbox, evict.id})
-	}
-	s.sessions[sessKey{sandboxID, id}] = ss
-	s.mu.Unlock()
-	if evict != nil {
-		s.log.Info("code session evicted (per-key cap)", "session", evict.id, "owner", evict.owner)
-		evict.shut()
-	}
+	res.Commit(ss)
 	return ss, nil
 }
 
@@ -522,17 +511,19 @@ func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sandboxID, l
 		return SessionInfo{}, err
 	}
 	ss.mu.Lock()
+	if ss.closed {
+		// Ended (key revoked, sandbox stopped) while the interpreter started.
+		ss.mu.Unlock()
+		in.close()
+		return SessionInfo{}, fault.New(fault.Conflict, "the session was ended while it started")
+	}
 	ss.in, ss.hadInterp, ss.version = in, true, in.version
 	ss.mu.Unlock()
 	return ss.info(), nil
 }
 
 func (s *Service) drop(ss *session) {
-	s.mu.Lock()
-	if cur, ok := s.sessions[sessKey{ss.sandbox, ss.id}]; ok && cur == ss {
-		delete(s.sessions, sessKey{ss.sandbox, ss.id})
-	}
-	s.mu.Unlock()
+	s.sessions.Remove(sessions.Key{Kind: kindCode, Sandbox: ss.sandbox, ID: ss.id}, ss)
 	ss.shut()
 }
 
@@ -548,17 +539,12 @@ func (s *Service) Sessions(ctx context.Context, c auth.Caller, sandboxID, lang s
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	var list []*session
-	for k, ss := range s.sessions {
-		if k.sandbox == sb.ID() && ss.owner == c.KeyID && (lang == "" || ss.lang == lang) {
-			list = append(list, ss)
+	rows := s.sessions.Select(func(k sessions.Key, owner string) bool { return k.Sandbox == sb.ID() && owner == c.KeyID })
+	out := make([]SessionInfo, 0, len(rows))
+	for _, r := range rows {
+		if lang == "" || r.Session.lang == lang {
+			out = append(out, r.Session.info())
 		}
-	}
-	s.mu.Unlock()
-	out := make([]SessionInfo, 0, len(list))
-	for _, ss := range list {
-		out = append(out, ss.info())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out, nil

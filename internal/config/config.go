@@ -59,6 +59,10 @@ type Config struct {
 	MaxCPUTime time.Duration
 	// MaxDisk is the per-sandbox workspace quota (SANDBOX_MAX_DISK, 5GB).
 	MaxDisk Size
+	// DiskBudget caps the sum of all sandboxes' workspace quotas
+	// (SANDBOX_DISK_BUDGET). 0 (default): DefaultDiskBudgetShare of the
+	// data dir's free space at start, computed by the server.
+	DiskBudget Size
 	// MaxProcesses is the per-sandbox pids limit (SANDBOX_MAX_PROCESSES, 50).
 	MaxProcesses int
 	// WarmPool is the number of pre-started sandboxes kept ready (SANDBOX_WARM_POOL, 2).
@@ -100,6 +104,12 @@ type Config struct {
 	// (SANDBOX_SHUTDOWN_GRACE, 15s; zero means the default).
 	ShutdownGrace time.Duration
 }
+
+// DefaultDiskBudgetPercent is the share of the data dir's free space at
+// start (plus what existing workspaces already hold) that the workspace
+// quotas may promise when SANDBOX_DISK_BUDGET is unset: the rest stays for
+// the store, the audit log and the host.
+const DefaultDiskBudgetPercent = 80
 
 // Size is a byte count that parses "10MB", "1GB", "512KiB" or plain bytes.
 type Size int64

@@ -49,6 +49,8 @@ var settings = []setting{
 		set: durationField(func(c *Config, d time.Duration) { c.MaxCPUTime = d })},
 	{key: "max_disk", env: "SANDBOX_MAX_DISK", def: "5GB", doc: "per sandbox workspace quota",
 		set: sizeField(func(c *Config, s Size) { c.MaxDisk = s })},
+	{key: "disk_budget", env: "SANDBOX_DISK_BUDGET", doc: "sum of all workspace quotas (default: 80% of the data dir's free space at start)",
+		set: sizeField(func(c *Config, s Size) { c.DiskBudget = s })},
 	{key: "max_processes", env: "SANDBOX_MAX_PROCESSES", def: "50", doc: "per sandbox pids",
 		set: intField(func(c *Config, n int) { c.MaxProcesses = n })},
 	{key: "warm_pool", env: "SANDBOX_WARM_POOL", def: "2", doc: "pre-started sandboxes kept ready",

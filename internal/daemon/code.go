@@ -14,6 +14,7 @@ import (
 func (d *Daemon) startCode(_ context.Context) error {
 	svc := coderun.New(coderun.Config{Log: d.log}, d.sandboxes)
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
+	d.onRevoke(svc.Revoke)
 	coderun.RegisterTools(d.dispatch, svc, d.guard)
 	d.api.CodeRoutes(d.dispatch, api.CodeConfig{IdleTimeout: svc.IdleTimeout(), MaxSessions: svc.MaxSessions()})
 	return nil

@@ -78,12 +78,19 @@ type Daemon struct {
 	dispatch  *dispatch.Dispatcher
 	sandboxes *sandbox.Manager
 
+	// sessionTimers are test knobs of the shell sessions (WithSessionTimers).
+	sessionTimers [2]time.Duration
+	// inflight are the requests in progress, by key (revocation cancels them).
+	inflight inflight
+
 	ready chan struct{}
 
 	mu      sync.Mutex
 	addr    string
 	closers []func() error // run in reverse order by Close
-	closed  bool
+	// revokers end a revoked key's sessions, one per capability (onRevoke).
+	revokers []func(keyID string)
+	closed   bool
 }
 
 type options struct {
@@ -94,6 +101,14 @@ type options struct {
 	probe    func() posture.Report
 	initExe  string
 	initArgs []string
+	// sessionTimers: implicit-session idle timeout and reaper interval.
+	sessionTimers [2]time.Duration
+}
+
+// WithSessionTimers shortens the idle timeout of implicit shell sessions
+// and the reaper's interval, so a test can watch them end.
+func WithSessionTimers(implicitIdle, reapEvery time.Duration) Option {
+	return func(o *options) { o.sessionTimers = [2]time.Duration{implicitIdle, reapEvery} }
 }
 
 // Option configures New.
@@ -141,7 +156,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if o.logger == nil {
 		o.logger = NewLogger(os.Stderr, cfg.LogLevel)
 	}
-	d := &Daemon{cfg: cfg, log: o.logger, stderr: o.stderr, version: o.version, ready: make(chan struct{})}
+	d := &Daemon{cfg: cfg, log: o.logger, stderr: o.stderr, version: o.version, ready: make(chan struct{}), sessionTimers: o.sessionTimers}
 	built := false
 	defer func() {
 		if !built {
@@ -195,6 +210,10 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	if err := d.startSandboxes(ctx, o); err != nil {
 		return nil, err
 	}
+
+	// Revoking a key ends what it holds (revoke.go); the hook must not
+	// block the revoking request.
+	d.auth.OnRevoke(func(id string) { go d.endKey(id) })
 
 	// 9. Say loudly what is weaker than the defaults.
 	for _, l := range cfg.Loosenings() {
@@ -314,7 +333,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		handler = fw.Handler(handler)
 	}
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           d.inflight.track(handler),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,

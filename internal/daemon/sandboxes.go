@@ -102,9 +102,19 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	d.dispatch = dispatch.New(dispatch.Options{Limiter: d.limiter, Audit: d.audit})
 
 	initExe, initArgs := o.initExe, o.initArgs
+	budget, free, err := diskBudget(cfg)
+	if err != nil {
+		return fmt.Errorf("disk budget: %w", err)
+	}
+	d.log.Info("disk budget for workspace quotas", "budget_bytes", budget, "free_bytes", free, "configured", cfg.DiskBudget > 0)
+	if cfg.DiskBudget > 0 && budget > free {
+		d.log.Warn("SANDBOX_DISK_BUDGET is above the data dir's free space: full workspaces can fill the disk the store and audit log live on",
+			"budget_bytes", budget, "free_bytes", free)
+	}
 	mcfg := sandbox.Config{
-		DataDir: cfg.DataDir,
-		Node:    nodeName(d.store),
+		DiskBudget: budget,
+		DataDir:    cfg.DataDir,
+		Node:       nodeName(d.store),
 		Max: sandbox.Limits{
 			MemoryBytes: cfg.MaxMemory.Bytes(), Pids: int64(cfg.MaxProcesses), DiskBytes: cfg.MaxDisk.Bytes(),
 			CPUTime: cfg.MaxCPUTime, CPUMilli: int64(runtime.NumCPU()) * 1000,
@@ -133,6 +143,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	// with no pool, so a broken host fails fast and leaves nothing.
 	probe := mcfg
 	probe.WarmPool = 0
+	probe.DiskBudget = 0 // the self-test's sandbox is gone before anything else is made
 	pm, err := sandbox.New(ctx, probe, records{d.store}, auditFn, cg)
 	if err != nil {
 		return fmt.Errorf("sandbox manager: %w", err)

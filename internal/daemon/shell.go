@@ -18,9 +18,10 @@ func (d *Daemon) startShell(_ context.Context) error {
 			d.log.Error("audit", "action", e.Action, "err", err)
 		}
 	}
-	svc := shell.New(d.sandboxes, shell.Options{Limiter: d.limiter, Log: d.log, Audit: auditFn})
+	svc := shell.New(d.sandboxes, shell.Options{Limiter: d.limiter, Log: d.log, Audit: auditFn,
+		ImplicitIdle: d.sessionTimers[0], ReapEvery: d.sessionTimers[1]})
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
-	d.auth.OnRevoke(svc.Revoke)
+	d.onRevoke(svc.Revoke)
 	shell.RegisterTools(d.dispatch, svc, d.sandboxes, d.guard, d.version)
 	d.api.ShellRoutes(d.dispatch)
 	return nil

@@ -101,6 +101,8 @@ type Execution struct {
 
 	cancel func(reason string)
 	done   chan struct{}
+	// actor is the key that started it (revocation kills its executions).
+	actor string
 
 	// mu guards the result.
 	mu       sync.Mutex
@@ -304,7 +306,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if err != nil {
 		s.killSlot(slot)
 		s.releaseSlot(slot)
-		return nil, spawnFault(err)
+		return nil, s.spawnFault(err)
 	}
 
 	s.mu.Lock()
@@ -314,7 +316,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	e := &Execution{
 		ID: id, Sandbox: s.rec.ID, Argv: argv, Started: time.Now(),
 		Stdout: process.NewOutput(r.OutputLimit), Stderr: process.NewOutput(r.OutputLimit),
-		done: make(chan struct{}), status: StatusRunning,
+		done: make(chan struct{}), status: StatusRunning, actor: r.Actor,
 	}
 	kill := make(chan string, 1)
 	e.cancel = func(reason string) {
@@ -351,14 +353,32 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	return e, nil
 }
 
-func spawnFault(err error) error {
+// pidsRetry is the Retry-After of a sandbox at its process limit: a
+// polling interval, as nobody knows when the sandbox's processes end.
+const pidsRetry = 2 * time.Second
+
+// spawnFault maps what the init answered to a failed spawn onto the error
+// kinds clients see. Every errno a caller's input or the sandbox's state
+// can cause is a 4xx naming the cause; only what is left is internal.
+func (s *Sandbox) spawnFault(err error) error {
 	var pe *agent.Error
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "ENOENT":
 			return fault.Wrap(fault.Invalid, err, "command not found or cwd does not exist")
+		case "ENOTDIR", "ELOOP", "ENAMETOOLONG":
+			// chdir to the cwd (or the command's path) failed: the
+			// caller named something that is not a usable directory.
+			return &fault.Error{Kind: fault.Invalid, Field: "cwd", Msg: "cwd is not a directory, or the command path is not valid", Err: err}
 		case "EACCES", "EPERM":
 			return fault.Wrap(fault.Forbidden, err, "permission denied")
+		case "EAGAIN":
+			// fork failed: the user group is at its pids limit (the
+			// only limit that makes fork answer EAGAIN here).
+			return &fault.Error{Kind: fault.RateLimited, RetryAfter: int(pidsRetry / time.Second), Err: err,
+				Msg: fmt.Sprintf("the sandbox is at its process limit (pids %d): retry when its commands end, or close sessions", s.rec.Spec.Limits.Pids)}
+		case "ENOMEM":
+			return fault.Wrap(fault.Unavailable, err, "the sandbox is out of memory (its memory limit)")
 		case agent.CodeInvalid:
 			return fault.Wrap(fault.Invalid, err, pe.Msg)
 		}
@@ -531,6 +551,14 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 
 // killSlot kills the execution's process tree.
 func (s *Sandbox) killSlot(sl *slot) {
+	s.mu.Lock()
+	stale := sl.gen != s.gen
+	s.mu.Unlock()
+	if stale {
+		// Its tree died with the init it ran under; the group's name may
+		// now be a later execution's.
+		return
+	}
 	if err := sl.g.Kill(); err != nil {
 		s.m.log.Error("kill execution tree", "sandbox", s.rec.ID, "err", err)
 	}
@@ -596,6 +624,29 @@ func (s *Sandbox) killExecs(reason string) {
 	}
 }
 
+// killExecsOf kills the running executions actor started and waits
+// (bounded) for them to end; it returns how many it killed.
+func (s *Sandbox) killExecsOf(actor, reason string) int {
+	s.mu.Lock()
+	var running []*Execution
+	for _, e := range s.running {
+		if e.actor == actor {
+			running = append(running, e)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range running {
+		e.cancel(reason)
+	}
+	for _, e := range running {
+		select {
+		case <-e.done:
+		case <-time.After(killWait):
+		}
+	}
+	return len(running)
+}
+
 // SpawnSpec starts a long-lived process for a capability that manages its
 // own I/O (PTY shells, interpreters, the browser): the caller owns the
 // descriptors and the lifetime, the sandbox owns placement and limits.
@@ -620,6 +671,11 @@ type Proc struct {
 	s    *Sandbox
 	slot *slot
 	once sync.Once
+
+	// mu orders Kill against Release: once released, the slot may be
+	// another process's, so a late Kill must not touch it.
+	mu       sync.Mutex
+	released bool
 }
 
 // Spawn starts a process in its own execution group.
@@ -659,7 +715,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if err != nil {
 		s.killSlot(slot)
 		s.releaseSlot(slot)
-		return nil, spawnFault(err)
+		return nil, s.spawnFault(err)
 	}
 	s.touch()
 	proc := &Proc{Process: p, s: s, slot: slot}
@@ -669,15 +725,25 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	return proc, nil
 }
 
-// Kill ends the process's whole tree.
-func (p *Proc) Kill() { p.s.killSlot(p.slot) }
+// Kill ends the process's whole tree; after Release it does nothing (the
+// execution group may already serve another process).
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.released {
+		p.s.killSlot(p.slot)
+	}
+}
 
 // Release kills what is left of the tree, closes the descriptors and frees
 // the execution group. Call it once, after the process exited (or to end
 // it).
 func (p *Proc) Release() {
 	p.once.Do(func() {
+		p.mu.Lock()
+		p.released = true
 		p.s.killSlot(p.slot)
+		p.mu.Unlock()
 		p.Close()
 		p.s.mu.Lock()
 		delete(p.s.procs, p)

@@ -60,3 +60,27 @@ func (s *Sandbox) RunningExecs() int {
 	defer s.mu.Unlock()
 	return len(s.running)
 }
+
+// RevokeOwner ends what a revoked key holds in the sandboxes: every
+// running execution it started, in any sandbox, and every sandbox it
+// owns, which is stopped (its processes killed, its cgroup removed), not
+// deleted: the record and the workspace stay for an admin. It returns the
+// ids of the sandboxes it stopped and how many executions elsewhere it
+// killed.
+func (m *Manager) RevokeOwner(owner string) (stopped []string, killed int) {
+	for _, s := range m.All() {
+		if s.rec.Owner != owner {
+			killed += s.killExecsOf(owner, "key revoked")
+			continue
+		}
+		s.mu.Lock()
+		live := s.state != Stopped
+		s.mu.Unlock()
+		if live {
+			s.shutdown()
+			stopped = append(stopped, s.rec.ID)
+		}
+	}
+	sort.Strings(stopped)
+	return stopped, killed
+}

@@ -58,8 +58,10 @@ type Config struct {
 	IdleTTL            time.Duration
 	MaxPerOwner        int
 	MaxExecsPerSandbox int
-	AllowSudo          bool
-	Insecure           bool
+	// DiskBudget caps the sum of all workspace quotas (disk.go); 0: none.
+	DiskBudget int64
+	AllowSudo  bool
+	Insecure   bool
 	// InitExe and InitArgs start the init; default: this binary, "init".
 	InitExe  string
 	InitArgs []string
@@ -106,6 +108,8 @@ type Manager struct {
 	sandboxes map[string]*Sandbox
 	slots     map[int]bool
 	closed    bool
+	// diskPending are the quotas of sandboxes being made (reserveDisk).
+	diskPending int64
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -288,6 +292,16 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 			return Info{}, err
 		}
 	} else {
+		need := spec.Limits.DiskBytes
+		if need == 0 {
+			need = m.cfg.Default.DiskBytes
+		}
+		release, err := m.reserveDisk(m.pool, need)
+		if err != nil {
+			return Info{}, err
+		}
+		// Released once the sandbox is listed below (or on failure).
+		defer release()
 		s, err = m.cold(ctx, Record{ID: newID(), Owner: c.KeyID, Name: spec.Name, Spec: spec, Default: dflt})
 		if err != nil {
 			return Info{}, err
@@ -569,6 +583,13 @@ func (m *Manager) Resources(c Caller) []Stats {
 		if g := s.cgroupGroup(); g != nil {
 			if cs, err := g.Stats(); err == nil {
 				st.Cgroup = cs
+			}
+		}
+		// Processes are reported against the user's budget (the user
+		// group), not the sandbox group's, which includes the init.
+		if u := s.userGroup(); u != nil {
+			if us, err := u.Stats(); err == nil {
+				st.Cgroup.Pids, st.Cgroup.PidsLimit = us.Pids, us.PidsLimit
 			}
 		}
 		out = append(out, st)

@@ -67,9 +67,16 @@ func (p *pool) fill() {
 			if !need {
 				break
 			}
-			s, err := p.m.cold(context.Background(), Record{ID: newID()})
+			release, err := p.m.reserveDisk(p, p.m.cfg.Default.DiskBytes)
+			var s *Sandbox
 			if err == nil {
-				err = warmUp(s)
+				s, err = p.m.cold(context.Background(), Record{ID: newID()})
+				if err == nil {
+					err = warmUp(s)
+				}
+				if err != nil {
+					release()
+				}
 			}
 			if err != nil {
 				p.m.log.Error("warm pool refill", "err", err)
@@ -83,12 +90,14 @@ func (p *pool) fill() {
 			p.mu.Lock()
 			if p.closed {
 				p.mu.Unlock()
+				release()
 				s.shutdown()
 				p.m.discard(s)
 				return
 			}
 			p.ready = append(p.ready, s)
 			p.mu.Unlock()
+			release()
 		}
 	}
 }

@@ -23,9 +23,13 @@ type Sandbox struct {
 	rec Record
 
 	// mu guards the fields below and serialises start, stop, pause.
-	mu       sync.Mutex
-	inst     *agent.Instance
-	group    cgroup.Group
+	mu    sync.Mutex
+	inst  *agent.Instance
+	group cgroup.Group
+	// user is the child of group that holds every execution and spawned
+	// process; the sandbox's pids limit is its limit, so the init's own
+	// threads (in group) never spend the user's process budget.
+	user     cgroup.Group
 	home     []*os.File // the group's thread-attach files, for spawns
 	state    State
 	lastUsed time.Time
@@ -35,8 +39,11 @@ type Sandbox struct {
 	byID     map[string]*Execution
 	freeSlot []*slot // execution groups ready for reuse
 	slotSeq  int
-	execSeq  int
-	oom      int64 // the sandbox group's OOM-kill count last seen
+	// gen counts init starts: a slot made under an earlier init (whose
+	// cgroup tree is gone, its names reused) is never reused or killed.
+	gen     int
+	execSeq int
+	oom     int64 // the sandbox group's OOM-kill count last seen
 	// vol is the mounted workspace file system (quota_linux.go), kept
 	// across init restarts until the sandbox is deleted.
 	vol *os.File
@@ -96,6 +103,12 @@ func (s *Sandbox) cgroupGroup() cgroup.Group {
 	return s.group
 }
 
+func (s *Sandbox) userGroup() cgroup.Group {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.user
+}
+
 func (s *Sandbox) idleSince(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,9 +118,32 @@ func (s *Sandbox) idleSince(now time.Time) time.Duration {
 	return now.Sub(s.lastUsed)
 }
 
+// initPidsReserve is what the sandbox group allows on top of the user's
+// pids limit: the init's own threads (the Go runtime of the init grows to
+// a dozen or two under load, one per blocking call) live in the sandbox
+// group beside the user group, not in it. It bounds the init, which is
+// trusted code, only as a backstop.
+const initPidsReserve = 64
+
+// userGroupName names the child group of every execution (see Sandbox.user).
+const userGroupName = "user"
+
+// cgLimits are the sandbox group's limits: memory and CPU for everything in
+// the sandbox, the init included; pids with the init's reserve on top.
 func (s *Sandbox) cgLimits() cgroup.Limits {
 	l := s.rec.Spec.Limits
-	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMilli: l.CPUMilli}
+	pids := l.Pids
+	if pids > 0 {
+		pids += initPidsReserve
+	}
+	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: pids, CPUMilli: l.CPUMilli}
+}
+
+// userLimits are the user group's: the sandbox's pids limit, counting every
+// command, background job, interpreter and session shell, and nothing of
+// the init.
+func (s *Sandbox) userLimits() cgroup.Limits {
+	return cgroup.Limits{Pids: s.rec.Spec.Limits.Pids}
 }
 
 // start launches the init. Callers hold no lock; start takes s.mu.
@@ -141,6 +177,11 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("create cgroup: %w", err)
+	}
+	user, err := group.Sub(userGroupName, s.userLimits())
+	if err != nil {
+		_ = group.Destroy()
+		return fmt.Errorf("create user cgroup: %w", err)
 	}
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
@@ -176,9 +217,10 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		_ = group.Destroy()
 		return fmt.Errorf("open sandbox cgroup: %w", err)
 	}
-	s.inst, s.group, s.home, s.state = inst, group, home, Running
+	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
+	s.gen++
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
@@ -199,7 +241,7 @@ func (s *Sandbox) watch(inst *agent.Instance) {
 	s.state = Stopped
 	if s.group != nil {
 		_ = s.group.Destroy()
-		s.group = nil
+		s.group, s.user = nil, nil
 	}
 	closeFiles(s.home)
 	s.home = nil
@@ -245,6 +287,9 @@ func (s *Sandbox) applyLimits() error {
 	if err := s.group.SetLimits(s.cgLimits()); err != nil {
 		return fmt.Errorf("set limits: %w", err)
 	}
+	if err := s.user.SetLimits(s.userLimits()); err != nil {
+		return fmt.Errorf("set user limits: %w", err)
+	}
 	return nil
 }
 
@@ -275,7 +320,7 @@ func (s *Sandbox) shutdown() {
 	s.killExecs("sandbox stopped")
 	s.mu.Lock()
 	inst, group, home := s.inst, s.group, s.home
-	s.inst, s.group, s.home, s.state = nil, nil, nil, Stopped
+	s.inst, s.group, s.user, s.home, s.state = nil, nil, nil, nil, Stopped
 	s.dropSlotsLocked()
 	s.mu.Unlock()
 	closeFiles(home)
@@ -342,6 +387,8 @@ type slot struct {
 	memory int64
 	// oom is the OOM-kill count of g last seen.
 	oom int64
+	// gen is the sandbox's init generation the slot was made under.
+	gen int
 }
 
 func (sl *slot) close() { closeFiles(sl.attach) }
@@ -370,7 +417,7 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		return sl, nil
 	}
 	s.slotSeq++
-	g, err := s.group.Sub("x"+strconv.Itoa(s.slotSeq), cgroup.Limits{MemoryBytes: memory})
+	g, err := s.user.Sub("x"+strconv.Itoa(s.slotSeq), cgroup.Limits{MemoryBytes: memory})
 	if err != nil {
 		return nil, err
 	}
@@ -379,15 +426,17 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, memory: memory}, nil
+	return &slot{g: g, attach: attach, memory: memory, gen: s.gen}, nil
 }
 
 // releaseSlot returns an execution group the caller has emptied.
 func (s *Sandbox) releaseSlot(sl *slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.group == nil {
-		sl.close() // the sandbox's group (and this child) is gone
+	if s.group == nil || sl.gen != s.gen {
+		// The sandbox's group (and this child) is gone, or was made
+		// again under the same names by a later init.
+		sl.close()
 		return
 	}
 	s.freeSlot = append(s.freeSlot, sl)

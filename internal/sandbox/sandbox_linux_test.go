@@ -376,9 +376,14 @@ func TestWarmPoolHandsOutRunningSandboxes(t *testing.T) {
 	if s.State() != Running {
 		t.Fatalf("pool sandbox state %s", s.State())
 	}
-	st, err := s.cgroupGroup().Stats()
+	// The user's budget is the user group's limit; the sandbox group
+	// adds the init's reserve.
+	st, err := s.userGroup().Stats()
 	if err != nil || st.PidsLimit != 20 {
-		t.Fatalf("claimed sandbox limits %+v, %v; want pids 20", st, err)
+		t.Fatalf("claimed sandbox user limits %+v, %v; want pids 20", st, err)
+	}
+	if st, err := s.cgroupGroup().Stats(); err != nil || st.PidsLimit != 20+initPidsReserve {
+		t.Fatalf("claimed sandbox group limits %+v, %v; want pids %d", st, err, 20+initPidsReserve)
 	}
 	if r := run(t, s, ExecRequest{Command: "echo warm"}); r.Stdout != "warm\n" {
 		t.Fatalf("exec: %+v", r)

@@ -313,6 +313,26 @@ func (b *BashSession) command(id string) (*BashCommand, error) {
 }
 
 // close kills every running command and marks the session closed.
+// Busy reports a command running (sessions.Session).
+func (b *BashSession) Busy() bool {
+	_, running := b.idle()
+	return running
+}
+
+// LastUsed is when a client last used the session (sessions.Session).
+func (b *BashSession) LastUsed() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastUsed
+}
+
+// Ended is false: a bash session has no process of its own
+// (sessions.Session).
+func (b *BashSession) Ended() bool { return false }
+
+// Close kills the session's running commands (sessions.Session).
+func (b *BashSession) Close() { b.close() }
+
 func (b *BashSession) close() {
 	b.mu.Lock()
 	b.closed = true

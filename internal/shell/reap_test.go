@@ -3,10 +3,26 @@ package shell
 import (
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/sessions"
 )
 
+func put(t *testing.T, svc *Service, kind, owner, id string, idle time.Duration, x sessions.Session) {
+	t.Helper()
+	r, err := svc.table.Reserve(owner, sessions.Key{Kind: kind, Sandbox: "sb1", ID: id}, idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Commit(x)
+}
+
+func has(svc *Service, kind, id string) bool {
+	_, _, ok := svc.table.Get(sessions.Key{Kind: kind, Sandbox: "sb1", ID: id})
+	return ok
+}
+
 func TestReapExpiresIdleSessions(t *testing.T) {
-	svc := New(nil, Options{IdleTimeout: time.Minute})
+	svc := New(nil, Options{IdleTimeout: time.Hour, ImplicitIdle: time.Minute})
 	defer svc.Close()
 	old := time.Now().Add(-2 * time.Hour)
 	fresh := newBashSession("fresh", "sb1", "k", "/workspace")
@@ -14,26 +30,27 @@ func TestReapExpiresIdleSessions(t *testing.T) {
 	idle.lastUsed = old
 	ended := &Session{ID: "ended", Sandbox: "sb1", Owner: "k", terminated: true, lastUsed: old}
 	justEnded := &Session{ID: "just", Sandbox: "sb1", Owner: "k", terminated: true, lastUsed: time.Now()}
-	svc.mu.Lock()
-	svc.bash["sb1/fresh"], svc.bash["sb1/idle"] = fresh, idle
-	svc.sessions["sb1/ended"], svc.sessions["sb1/just"] = ended, justEnded
-	svc.mu.Unlock()
+	implicit := &Session{ID: "implicit", Sandbox: "sb1", Owner: "k", lastUsed: time.Now().Add(-2 * time.Minute)}
+	named := &Session{ID: "named", Sandbox: "sb1", Owner: "k", lastUsed: time.Now().Add(-2 * time.Minute)}
+	put(t, svc, kindBash, "k", "fresh", 0, fresh)
+	put(t, svc, kindBash, "k", "idle", 0, idle)
+	put(t, svc, kindShell, "k", "ended", 0, ended)
+	put(t, svc, kindShell, "k", "just", 0, justEnded)
+	put(t, svc, kindShell, "k", "implicit", svc.opt.ImplicitIdle, implicit)
+	put(t, svc, kindShell, "k", "named", 0, named)
 
 	svc.reapOnce()
 
-	svc.mu.Lock()
-	defer svc.mu.Unlock()
-	if _, ok := svc.bash["sb1/idle"]; ok {
-		t.Error("an idle bash session survived")
-	}
-	if _, ok := svc.bash["sb1/fresh"]; !ok {
-		t.Error("a fresh bash session was reaped")
-	}
-	if _, ok := svc.sessions["sb1/ended"]; ok {
-		t.Error("a long-ended shell session is still listed")
-	}
-	if _, ok := svc.sessions["sb1/just"]; !ok {
-		t.Error("a just-ended shell session vanished before endedKeep")
+	for _, c := range []struct {
+		kind, id string
+		want     bool
+	}{
+		{kindBash, "idle", false}, {kindBash, "fresh", true}, {kindShell, "ended", false},
+		{kindShell, "just", true}, {kindShell, "implicit", false}, {kindShell, "named", true},
+	} {
+		if got := has(svc, c.kind, c.id); got != c.want {
+			t.Errorf("%s %s listed = %v, want %v", c.kind, c.id, got, c.want)
+		}
 	}
 	if !idle.closed {
 		t.Error("the reaped bash session was not closed")
@@ -48,23 +65,36 @@ func TestCapEvictsTheOldestIdleSession(t *testing.T) {
 	busy.byID["c"] = &BashCommand{status: BashRunning}
 	idle := newBashSession("idle", "sb1", "k", "/workspace")
 	idle.lastUsed = time.Now().Add(-time.Hour)
-	svc.mu.Lock()
-	svc.bash["sb1/busy"], svc.bash["sb1/idle"] = busy, idle
-	err := svc.reserveLocked("k", "sb1/new", false)
-	_, idleLeft := svc.bash["sb1/idle"]
-	_, busyLeft := svc.bash["sb1/busy"]
+	put(t, svc, kindBash, "k", "busy", 0, busy)
+	put(t, svc, kindBash, "k", "idle", 0, idle)
+	res, err := svc.table.Reserve("k", sessions.Key{Kind: kindBash, Sandbox: "sb1", ID: "new"}, 0)
 	// Another key is not counted against k, and k's cap is its own.
-	other := svc.reserveLocked("other", "sb1/x", false)
-	svc.mu.Unlock()
-	if err != nil || idleLeft || !busyLeft || other != nil {
-		t.Fatalf("err %v, idle kept %v, busy kept %v, other %v", err, idleLeft, busyLeft, other)
+	_, other := svc.table.Reserve("other", sessions.Key{Kind: kindBash, Sandbox: "sb1", ID: "x"}, 0)
+	if err != nil || has(svc, kindBash, "idle") || !has(svc, kindBash, "busy") || other != nil {
+		t.Fatalf("err %v, idle kept %v, busy kept %v, other %v", err, has(svc, kindBash, "idle"), has(svc, kindBash, "busy"), other)
 	}
 	// With every session busy the cap holds.
-	svc.mu.Lock()
-	svc.bash["sb1/busy2"] = &BashSession{ID: "busy2", Owner: "k", byID: map[string]*BashCommand{"c": {status: BashRunning}}, lastUsed: time.Now()}
-	err = svc.reserveLocked("k", "sb1/new2", false)
-	svc.mu.Unlock()
-	if err == nil {
+	res.Cancel()
+	put(t, svc, kindBash, "k", "busy2", 0, &BashSession{ID: "busy2", Owner: "k", byID: map[string]*BashCommand{"c": {status: BashRunning}}, lastUsed: time.Now()})
+	if _, err := svc.table.Reserve("k", sessions.Key{Kind: kindBash, Sandbox: "sb1", ID: "new2"}, 0); err == nil {
 		t.Fatal("a busy session was evicted")
+	}
+}
+
+// TestClaimedImplicitSessionIsNotEvicted: a session made for a call that
+// has not sent its command yet counts as busy, so a cap never closes it
+// under that call.
+func TestClaimedImplicitSessionIsNotEvicted(t *testing.T) {
+	svc := New(nil, Options{MaxPerSandbox: 2})
+	defer svc.Close()
+	claimed := &Session{ID: "new", Sandbox: "sb1", Owner: "k", claimed: true, lastUsed: time.Now().Add(-time.Hour)}
+	idle := &Session{ID: "idle", Sandbox: "sb1", Owner: "k", lastUsed: time.Now()}
+	put(t, svc, kindShell, "k", "new", svc.opt.ImplicitIdle, claimed)
+	put(t, svc, kindShell, "k", "idle", 0, idle)
+	if _, err := svc.table.Reserve("k", sessions.Key{Kind: kindShell, Sandbox: "sb1", ID: "third"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !has(svc, kindShell, "new") || has(svc, kindShell, "idle") {
+		t.Fatalf("claimed kept %v, idle kept %v: want the claimed one kept", has(svc, kindShell, "new"), has(svc, kindShell, "idle"))
 	}
 }

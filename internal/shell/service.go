@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/sessions"
 )
 
 // Service defaults, with their reasons.
@@ -24,14 +25,30 @@ const (
 	// attached to) for this long: each holds a shell and an execution
 	// group.
 	DefaultIdleTimeout = 30 * time.Minute
+	// DefaultImplicitIdle ends a session the server created for a
+	// shell/exec call that named none (the AIO SDK's default use) after
+	// this much idleness: such callers rarely come back to it, and one is
+	// made per call, so the long timeout would let a busy agent grow the
+	// server and fill its sandbox with shells.
+	DefaultImplicitIdle = 30 * time.Second
 	// DefaultMaxSessions caps shell sessions plus bash sessions per key.
 	DefaultMaxSessions = 32
+	// DefaultMaxPerSandbox caps shell plus bash sessions in one sandbox,
+	// all keys: each shell is a process of the sandbox's pids budget, and
+	// 16 is the per-sandbox execution cap (agents fan out that many calls).
+	DefaultMaxPerSandbox = 16
 	// endedKeep is how long an ended session stays listed.
 	endedKeep = 2 * time.Minute
 	// reapEvery paces the idle reaper.
-	reapEvery = 15 * time.Second
+	reapEvery = 10 * time.Second
 	// MaxWait caps how long one request waits for a command.
 	MaxWait = sandbox.MaxTimeout
+)
+
+// Session kinds in the table.
+const (
+	kindShell = "shell"
+	kindBash  = "bash"
 )
 
 // sessionID is what callers may name a session.
@@ -41,8 +58,15 @@ var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 type Options struct {
 	// IdleTimeout: 0 means DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// ImplicitIdle is the idle timeout of sessions made for id-less
+	// shell/exec calls: 0 means DefaultImplicitIdle.
+	ImplicitIdle time.Duration
 	// MaxSessions per key: 0 means DefaultMaxSessions.
 	MaxSessions int
+	// MaxPerSandbox: 0 means DefaultMaxPerSandbox.
+	MaxPerSandbox int
+	// ReapEvery paces the idle reaper: 0 means every 10 s.
+	ReapEvery time.Duration
 	// Limiter caps live terminals per key (ratelimit.Terminal); nil: none.
 	Limiter *ratelimit.Limiter
 	Log     *slog.Logger
@@ -57,11 +81,12 @@ type Service struct {
 	opt  Options
 	log  *slog.Logger
 	stop context.CancelFunc
+	// table holds shell (*Session) and bash (*BashSession) sessions, so
+	// the caps count both.
+	table *sessions.Table[sessions.Session]
 
 	// mu guards the maps below.
 	mu        sync.Mutex
-	sessions  map[string]*Session     // by sandbox + "/" + id
-	bash      map[string]*BashSession // by sandbox + "/" + id
 	terminals map[*Terminal]struct{}
 	info      map[string]SandboxInfo // by sandbox id
 }
@@ -71,14 +96,25 @@ func New(m *sandbox.Manager, opt Options) *Service {
 	if opt.IdleTimeout <= 0 {
 		opt.IdleTimeout = DefaultIdleTimeout
 	}
+	if opt.ImplicitIdle <= 0 {
+		opt.ImplicitIdle = DefaultImplicitIdle
+	}
 	if opt.MaxSessions <= 0 {
 		opt.MaxSessions = DefaultMaxSessions
+	}
+	if opt.MaxPerSandbox <= 0 {
+		opt.MaxPerSandbox = DefaultMaxPerSandbox
+	}
+	if opt.ReapEvery <= 0 {
+		opt.ReapEvery = reapEvery
 	}
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Service{m: m, opt: opt, log: opt.Log, stop: cancel, sessions: map[string]*Session{}, bash: map[string]*BashSession{},
+	s := &Service{m: m, opt: opt, log: opt.Log, stop: cancel,
+		table: sessions.New[sessions.Session](sessions.Limits{PerKey: opt.MaxSessions, PerSandbox: opt.MaxPerSandbox,
+			Idle: opt.IdleTimeout, EndedKeep: endedKeep}),
 		terminals: map[*Terminal]struct{}{}, info: map[string]SandboxInfo{}}
 	go s.reap(ctx)
 	return s
@@ -88,35 +124,20 @@ func New(m *sandbox.Manager, opt Options) *Service {
 func (s *Service) Close() {
 	s.stop()
 	s.mu.Lock()
-	sess := make([]*Session, 0, len(s.sessions))
-	for _, x := range s.sessions {
-		sess = append(sess, x)
-	}
-	bs := make([]*BashSession, 0, len(s.bash))
-	for _, b := range s.bash {
-		bs = append(bs, b)
-	}
 	terms := make([]*Terminal, 0, len(s.terminals))
 	for t := range s.terminals {
 		terms = append(terms, t)
 	}
-	s.sessions, s.bash, s.terminals = map[string]*Session{}, map[string]*BashSession{}, map[*Terminal]struct{}{}
+	s.terminals = map[*Terminal]struct{}{}
 	s.mu.Unlock()
 	for _, t := range terms {
 		t.End("server stopping")
 	}
-	for _, x := range sess {
-		if x.proc != nil {
-			x.Close()
-		}
-	}
-	for _, b := range bs {
-		b.close()
-	}
+	sessions.CloseAll(s.table.RemoveWhere(func(sessions.Key, string) bool { return true }))
 }
 
-// Revoke ends the terminals and sessions of a revoked key (auth.OnRevoke;
-// it does not block).
+// Revoke ends the terminals and sessions of a revoked key (auth.OnRevoke)
+// and waits until their processes are killed.
 func (s *Service) Revoke(keyID string) {
 	s.mu.Lock()
 	var terms []*Terminal
@@ -125,39 +146,16 @@ func (s *Service) Revoke(keyID string) {
 			terms = append(terms, t)
 		}
 	}
-	var sess []*Session
-	for k, x := range s.sessions {
-		if x.Owner == keyID {
-			sess = append(sess, x)
-			delete(s.sessions, k)
-		}
-	}
-	var bs []*BashSession
-	for k, b := range s.bash {
-		if b.Owner == keyID {
-			bs = append(bs, b)
-			delete(s.bash, k)
-		}
-	}
 	s.mu.Unlock()
 	for _, t := range terms {
 		t.End("key revoked")
 	}
-	go func() {
-		for _, x := range sess {
-			if x.proc != nil {
-				x.Close()
-			}
-		}
-		for _, b := range bs {
-			b.close()
-		}
-	}()
+	s.table.Revoke(keyID)
 }
 
 // reap ends idle sessions and forgets ended ones.
 func (s *Service) reap(ctx context.Context) {
-	t := time.NewTicker(reapEvery)
+	t := time.NewTicker(s.opt.ReapEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -170,39 +168,16 @@ func (s *Service) reap(ctx context.Context) {
 }
 
 func (s *Service) reapOnce() {
-	var closeSess []*Session
-	var closeBash []*BashSession
+	for _, r := range s.table.Reap(time.Now()) {
+		s.log.Info("session expired", "kind", r.Key.Kind, "session", r.Key.ID, "sandbox", r.Key.Sandbox)
+	}
 	s.mu.Lock()
-	for k, x := range s.sessions {
-		idle, attached, ended := x.idle()
-		switch {
-		case ended && idle > endedKeep:
-			delete(s.sessions, k)
-		case !ended && !attached && idle > s.opt.IdleTimeout:
-			delete(s.sessions, k)
-			closeSess = append(closeSess, x)
-		}
-	}
-	for k, b := range s.bash {
-		if idle, _ := b.idle(); idle > s.opt.IdleTimeout {
-			delete(s.bash, k)
-			closeBash = append(closeBash, b)
-		}
-	}
 	for id := range s.info {
 		if _, err := s.m.Get(sandbox.Caller{Admin: true}, id); err != nil {
 			delete(s.info, id)
 		}
 	}
 	s.mu.Unlock()
-	for _, x := range closeSess {
-		s.log.Info("shell session expired", "session", x.ID, "sandbox", x.Sandbox)
-		x.Close()
-	}
-	for _, b := range closeBash {
-		s.log.Info("bash session expired", "session", b.ID, "sandbox", b.Sandbox)
-		b.close()
-	}
 }
 
 // sees reports whether c may see what owner made: its own, or everything
@@ -215,29 +190,12 @@ var errNoSession = fault.New(fault.NotFound, "session not found")
 
 // Session returns a shell session of sandbox sb the caller may see.
 func (s *Service) Session(c auth.Caller, sb *sandbox.Sandbox, id string) (*Session, error) {
-	s.mu.Lock()
-	x := s.sessions[sb.ID()+"/"+id]
-	s.mu.Unlock()
-	if x == nil || x.proc == nil || !sees(c, x.Owner) {
+	v, owner, ok := s.table.Get(sessions.Key{Kind: kindShell, Sandbox: sb.ID(), ID: id})
+	x, isShell := v.(*Session)
+	if !ok || !isShell || !sees(c, owner) {
 		return nil, errNoSession
 	}
 	return x, nil
-}
-
-// countLocked is how many sessions owner holds. Callers hold mu.
-func (s *Service) countLocked(owner string) int {
-	n := 0
-	for _, x := range s.sessions {
-		if x.Owner == owner {
-			n++
-		}
-	}
-	for _, b := range s.bash {
-		if b.Owner == owner {
-			n++
-		}
-	}
-	return n
 }
 
 // newID checks a caller's id or makes one.
@@ -251,65 +209,16 @@ func newID(id string) (string, error) {
 	return id, nil
 }
 
-// reserveLocked checks that owner may add a session named key. At the cap
-// it evicts owner's least recently used session that is idle (ended, or no
-// command running and no terminal attached): AIO clients create a session
-// per call when they name none, and must not run into the cap for that.
-// Callers hold mu.
-func (s *Service) reserveLocked(owner, key string, exists bool) error {
-	if exists {
-		return fault.New(fault.Conflict, "a session with this id exists")
-	}
-	if s.countLocked(owner) < s.opt.MaxSessions {
-		return nil
-	}
-	var (
-		oldest  time.Time
-		evictFn func()
-		evictK  string
-		isBash  bool
-	)
-	for k, x := range s.sessions {
-		if x.Owner != owner || x.proc == nil {
-			continue
-		}
-		idle, attached, ended := x.idle()
-		running := false
-		if c := x.current(); c != nil && x.status(c) == StatusRunning {
-			running = true
-		}
-		if (ended || (!running && !attached)) && (evictFn == nil || time.Now().Add(-idle).Before(oldest)) {
-			oldest, evictK, isBash = time.Now().Add(-idle), k, false
-			x := x
-			evictFn = func() { x.Close() }
-		}
-	}
-	for k, b := range s.bash {
-		if b.Owner != owner {
-			continue
-		}
-		idle, running := b.idle()
-		if !running && (evictFn == nil || time.Now().Add(-idle).Before(oldest)) {
-			oldest, evictK, isBash = time.Now().Add(-idle), k, true
-			b := b
-			evictFn = b.close
-		}
-	}
-	if evictFn == nil {
-		return fault.Errorf(fault.Conflict, "at most %d sessions per key, all busy; delete one first", s.opt.MaxSessions)
-	}
-	if isBash {
-		delete(s.bash, evictK)
-	} else {
-		delete(s.sessions, evictK)
-	}
-	s.log.Info("session evicted for a new one", "owner", owner, "session", evictK)
-	go evictFn()
-	return nil
+// CreateSession starts a shell session in sb for c. An implicit session
+// (made for a call that named none) gets the short ImplicitIdle timeout.
+// At the per-key or per-sandbox cap the least recently used idle session
+// is closed first (AIO clients create a session per call when they name
+// none, and must not run into the cap for that).
+func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, id, kind, dir string, noChange time.Duration, rows, cols uint16) (*Session, error) {
+	return s.createSession(ctx, c, sb, id, kind, dir, noChange, rows, cols, false)
 }
 
-// CreateSession starts a shell session in sb for c.
-func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, id, kind, dir string, noChange time.Duration, rows, cols uint16) (*Session, error) {
+func (s *Service) createSession(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, id, kind, dir string, noChange time.Duration, rows, cols uint16, implicit bool) (*Session, error) {
 	id, err := newID(id)
 	if err != nil {
 		return nil, err
@@ -320,33 +229,29 @@ func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sb *sandbox.
 	if agent.CheckPath(dir) != nil {
 		return nil, fault.InvalidField("exec_dir", "exec_dir must be an absolute, clean path")
 	}
-	key := sb.ID() + "/" + id
-	s.mu.Lock()
-	_, exists := s.sessions[key]
-	if err := s.reserveLocked(c.KeyID, key, exists); err != nil {
-		s.mu.Unlock()
+	idle := s.opt.IdleTimeout
+	if implicit {
+		idle = s.opt.ImplicitIdle
+	}
+	res, err := s.table.Reserve(c.KeyID, sessions.Key{Kind: kindShell, Sandbox: sb.ID(), ID: id}, idle)
+	if err != nil {
 		return nil, err
 	}
-	// A placeholder keeps the id and the count while the shell starts.
-	placeholder := &Session{ID: id, Sandbox: sb.ID(), Owner: c.KeyID, terminated: true, lastUsed: time.Now()}
-	s.sessions[key] = placeholder
-	s.mu.Unlock()
 	x, err := startSession(ctx, sb, id, c.KeyID, kind, dir, c.IsAdmin(), rows, cols)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sessions[key] == placeholder {
-		delete(s.sessions, key)
-	}
 	if err != nil {
+		res.Cancel()
 		return nil, err
 	}
 	if noChange > 0 {
 		x.noChange = noChange
 	}
+	x.claimed = implicit // not shared yet: no lock needed
 	x.onFinish = func(c *command, status string, exit *int) {
 		s.finished("shell.finish", x.Owner, x.Sandbox, c.text, x.ID+"/"+c.id, status, exit, time.Since(c.started))
 	}
-	s.sessions[key] = x
+	if !res.Commit(x) {
+		return nil, fault.New(fault.Conflict, "the session was ended while it started (key revoked or sandbox stopped)")
+	}
 	return x, nil
 }
 
@@ -356,12 +261,7 @@ func (s *Service) DeleteSession(c auth.Caller, sb *sandbox.Sandbox, id string) e
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if s.sessions[sb.ID()+"/"+id] == x {
-		delete(s.sessions, sb.ID()+"/"+id)
-	}
-	s.mu.Unlock()
-	if x.proc != nil {
+	if s.table.Remove(sessions.Key{Kind: kindShell, Sandbox: sb.ID(), ID: id}, x) {
 		x.Close()
 	}
 	return nil
@@ -369,35 +269,30 @@ func (s *Service) DeleteSession(c auth.Caller, sb *sandbox.Sandbox, id string) e
 
 // DeleteAll ends the caller's sessions in sb (an admin's: all of sb's).
 func (s *Service) DeleteAll(c auth.Caller, sb *sandbox.Sandbox) int {
-	var out []*Session
-	s.mu.Lock()
-	for k, x := range s.sessions {
-		if x.Sandbox == sb.ID() && sees(c, x.Owner) && x.proc != nil {
-			out = append(out, x)
-			delete(s.sessions, k)
-		}
-	}
-	s.mu.Unlock()
-	for _, x := range out {
-		x.Close()
-	}
+	out := s.table.RemoveWhere(func(k sessions.Key, owner string) bool {
+		return k.Kind == kindShell && k.Sandbox == sb.ID() && sees(c, owner)
+	})
+	sessions.CloseAll(out)
 	return len(out)
+}
+
+// EndSandbox ends every session of sandbox id (it was deleted or stopped
+// by a revocation).
+func (s *Service) EndSandbox(id string) {
+	sessions.CloseAll(s.table.RemoveWhere(func(k sessions.Key, _ string) bool { return k.Sandbox == id }))
 }
 
 // List returns the sessions c may see: of sandbox sb, or of every sandbox
 // when sb is nil (the monitoring view).
 func (s *Service) List(c auth.Caller, sb *sandbox.Sandbox) []Info {
-	s.mu.Lock()
-	all := make([]*Session, 0, len(s.sessions))
-	for _, x := range s.sessions {
-		if x.proc != nil && sees(c, x.Owner) && (sb == nil || x.Sandbox == sb.ID()) {
-			all = append(all, x)
+	rows := s.table.Select(func(k sessions.Key, owner string) bool {
+		return k.Kind == kindShell && sees(c, owner) && (sb == nil || k.Sandbox == sb.ID())
+	})
+	out := make([]Info, 0, len(rows))
+	for _, r := range rows {
+		if x, ok := r.Session.(*Session); ok {
+			out = append(out, x.Info())
 		}
-	}
-	s.mu.Unlock()
-	out := make([]Info, 0, len(all))
-	for _, x := range all {
-		out = append(out, x.Info())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
@@ -433,10 +328,9 @@ func (s *Service) Stats(c auth.Caller, sb *sandbox.Sandbox) Stats {
 
 // Bash returns a bash session of sb the caller may see.
 func (s *Service) Bash(c auth.Caller, sb *sandbox.Sandbox, id string) (*BashSession, error) {
-	s.mu.Lock()
-	b := s.bash[sb.ID()+"/"+id]
-	s.mu.Unlock()
-	if b == nil || !sees(c, b.Owner) {
+	v, owner, ok := s.table.Get(sessions.Key{Kind: kindBash, Sandbox: sb.ID(), ID: id})
+	b, isBash := v.(*BashSession)
+	if !ok || !isBash || !sees(c, owner) {
 		return nil, errNoSession
 	}
 	return b, nil
@@ -454,18 +348,17 @@ func (s *Service) CreateBash(c auth.Caller, sb *sandbox.Sandbox, id, dir string)
 	if agent.CheckPath(dir) != nil {
 		return nil, fault.InvalidField("exec_dir", "exec_dir must be an absolute, clean path")
 	}
-	key := sb.ID() + "/" + id
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, exists := s.bash[key]
-	if err := s.reserveLocked(c.KeyID, key, exists); err != nil {
+	res, err := s.table.Reserve(c.KeyID, sessions.Key{Kind: kindBash, Sandbox: sb.ID(), ID: id}, s.opt.IdleTimeout)
+	if err != nil {
 		return nil, err
 	}
 	b := newBashSession(id, sb.ID(), c.KeyID, dir)
 	b.onFinish = func(cmd *BashCommand) {
 		s.finished("bash.finish", b.Owner, b.Sandbox, cmd.Command, cmd.ID, cmd.Status(), cmd.ExitCode(), time.Since(cmd.Started))
 	}
-	s.bash[key] = b
+	if !res.Commit(b) {
+		return nil, fault.New(fault.Conflict, "the session was ended while it started (key revoked or sandbox stopped)")
+	}
 	return b, nil
 }
 
@@ -475,26 +368,22 @@ func (s *Service) CloseBash(c auth.Caller, sb *sandbox.Sandbox, id string) error
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	delete(s.bash, sb.ID()+"/"+id)
-	s.mu.Unlock()
-	b.close()
+	if s.table.Remove(sessions.Key{Kind: kindBash, Sandbox: sb.ID(), ID: id}, b) {
+		b.close()
+	}
 	return nil
 }
 
 // ListBash returns the bash sessions of sb the caller may see.
 func (s *Service) ListBash(c auth.Caller, sb *sandbox.Sandbox) []BashInfo {
-	s.mu.Lock()
-	all := make([]*BashSession, 0, len(s.bash))
-	for _, b := range s.bash {
-		if sees(c, b.Owner) && b.Sandbox == sb.ID() {
-			all = append(all, b)
+	rows := s.table.Select(func(k sessions.Key, owner string) bool {
+		return k.Kind == kindBash && k.Sandbox == sb.ID() && sees(c, owner)
+	})
+	out := make([]BashInfo, 0, len(rows))
+	for _, r := range rows {
+		if b, ok := r.Session.(*BashSession); ok {
+			out = append(out, b.Info())
 		}
-	}
-	s.mu.Unlock()
-	out := make([]BashInfo, 0, len(all))
-	for _, b := range all {
-		out = append(out, b.Info())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out

@@ -62,8 +62,14 @@ const (
 	maxCommandBytes = 128 << 10
 	// MaxInputBytes caps one write of input to a session.
 	MaxInputBytes = 64 << 10
-	// readyTimeout bounds the start of a session's shell.
-	readyTimeout = 15 * time.Second
+	// readyTimeout bounds the start of a session's shell: a shell starts
+	// in milliseconds, but on a host loaded far past its CPUs (measured:
+	// load 80 on 2 CPUs) it took more than 15 s; the caller's own
+	// deadline still ends the wait earlier.
+	readyTimeout = 60 * time.Second
+	// startRetry is the Retry-After (seconds) of a shell that could not
+	// start: the host is overloaded, or the sandbox stopped.
+	startRetry = 5
 	// killTick and killTicks pace stopping a command: SIGINT, then SIGKILL
 	// to the foreground group, repeated; after that the session dies.
 	killTick  = 250 * time.Millisecond
@@ -113,6 +119,9 @@ type Session struct {
 	sub        *subscriber
 	terminated bool
 	scroll     *process.Output
+	// claimed: made for a call that has not sent its command yet (an
+	// implicit session); busy until then, so no cap evicts it first.
+	claimed bool
 }
 
 // command is one command line sent to an exec session.
@@ -198,13 +207,13 @@ func startSession(ctx context.Context, sb *sandbox.Sandbox, id, owner, kind, cwd
 	case <-s.ready:
 		return s, nil
 	case <-s.exited:
-		return nil, fault.New(fault.Unavailable, "the shell exited while starting")
+		return nil, fault.WithRetryAfter(fault.Unavailable, startRetry, "the shell exited while starting")
 	case <-ctx.Done():
 		s.Close()
 		return nil, ctx.Err()
 	case <-t.C:
 		s.Close()
-		return nil, fault.New(fault.Unavailable, "the shell did not start in time")
+		return nil, fault.WithRetryAfter(fault.Unavailable, startRetry, "the shell did not start in time (the host is overloaded)")
 	}
 }
 
@@ -231,9 +240,33 @@ func (s *Session) watch() {
 	close(s.exited)
 }
 
-// Close kills the session's whole process tree.
+// Close kills the session's whole process tree; the session's watcher
+// then releases its execution group and ends its goroutines.
 func (s *Session) Close() {
-	s.proc.Kill()
+	if s.proc != nil {
+		s.proc.Kill()
+	}
+}
+
+// Busy reports a command running or a terminal attached (sessions.Session).
+func (s *Session) Busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claimed || s.sub != nil || (s.cur != nil && s.cur.status == StatusRunning)
+}
+
+// LastUsed is when a client last used the session (sessions.Session).
+func (s *Session) LastUsed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastUsed
+}
+
+// Ended reports that the shell exited (sessions.Session).
+func (s *Session) Ended() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.terminated
 }
 
 // Exited is closed when the session's shell has ended.
@@ -460,6 +493,7 @@ func (s *Session) start(o ExecOptions) (*command, error) {
 		keep = keepFull
 	}
 	s.mu.Lock()
+	s.claimed = false // whatever happens next, the creating call is done with it
 	if s.terminated {
 		s.mu.Unlock()
 		return nil, fault.New(fault.Conflict, "the session has ended")
@@ -725,12 +759,6 @@ func (s *Session) Info() Info {
 		in.Status = "active"
 	}
 	return in
-}
-
-func (s *Session) idle() (time.Duration, bool, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return time.Since(s.lastUsed), s.sub != nil, s.terminated
 }
 
 func (s *Session) workingDir() string {

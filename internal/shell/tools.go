@@ -209,7 +209,7 @@ func RegisterTools(d *dispatch.Dispatcher, svc *Service, m *sandbox.Manager, g *
 			}
 			var x *Session
 			if str(a.ID) == "" {
-				x, err = svc.CreateSession(ctx, c, sb, "", KindExec, "", 0, 0, 0)
+				x, err = svc.createSession(ctx, c, sb, "", KindExec, "", 0, 0, 0, true)
 			} else {
 				x, err = svc.Session(c, sb, *a.ID)
 			}
