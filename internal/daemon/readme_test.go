@@ -53,6 +53,9 @@ var readmeExpect = []struct {
 var readmeComputed = map[string]string{
 	"N":   "$(stat -c %s $F)",
 	"SUM": "$(sha256sum $F | cut -d' ' -f1)",
+	// The client CLI's lines are not curl examples; cmd/sandhold's
+	// client tests run those commands against a real server.
+	"CID": "$(sandhold exec -d SB -- make -j2)",
 }
 
 // readmeData is the content of the README's data.bin.

@@ -130,7 +130,9 @@ func TestEveryRouteReachesTheDispatcher(t *testing.T) {
 // cut off: only reaching the dispatcher matters) and returns the request id.
 func (s *server) send(method, path string, body any, hdr map[string]string) (string, int) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Generous: some routes answer only after running a command in a
+	// sandbox (package listings), which takes seconds on a loaded host.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rd *strings.Reader
 	if body != nil {
