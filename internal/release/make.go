@@ -79,7 +79,7 @@ func Make(ctx context.Context, o MakeOptions) error {
 	}
 	defer os.RemoveAll(work)
 	tree := filepath.Join(work, "src")
-	if _, err := git(ctx, o.Repo, "clone", "--quiet", "--shared", "--no-checkout", ".", tree); err != nil {
+	if _, err := git(ctx, o.Repo, "clone", "--quiet", "--no-checkout", ".", tree); err != nil {
 		return err
 	}
 	if _, err := git(ctx, tree, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", commit); err != nil {
