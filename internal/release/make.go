@@ -77,7 +77,7 @@ func Make(ctx context.Context, o MakeOptions) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	tree := filepath.Join(work, "src")
 	if _, err := git(ctx, o.Repo, "clone", "--quiet", "--no-checkout", ".", tree); err != nil {
 		return err
@@ -286,7 +286,7 @@ func LicenseCheck(ctx context.Context, repo, tool string, p LicensePolicy) (int,
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	tree := filepath.Join(work, "src")
 	if err := SnapshotTree(ctx, repo, tree); err != nil {
 		return 0, err

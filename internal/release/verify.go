@@ -70,7 +70,7 @@ func ReadSums(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	sums := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
@@ -98,7 +98,7 @@ func FileSHA256(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err
@@ -385,7 +385,7 @@ func VerifySignature(ctx context.Context, file, sig, pubKey string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	allowed := filepath.Join(dir, "allowed_signers")
 	line := fmt.Sprintf("%s namespaces=%q %s %s\n", SigNamespace, SigNamespace, fields[0], fields[1])
 	if err := os.WriteFile(allowed, []byte(line), 0o600); err != nil {
@@ -395,7 +395,7 @@ func VerifySignature(ctx context.Context, file, sig, pubKey string) error {
 	if err != nil {
 		return err
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }()                                                                                               // read-only
 	cmd := exec.CommandContext(ctx, "ssh-keygen", "-Y", "verify", "-f", allowed, "-I", SigNamespace, "-n", SigNamespace, "-s", sig) // #nosec G204 -- fixed program, paths only
 	cmd.Stdin = in
 	out, err := cmd.CombinedOutput()
