@@ -50,3 +50,32 @@ func TestReproducibleBuild(t *testing.T) {
 	}
 	t.Logf("two builds: %d bytes each, identical", len(bins[0]))
 }
+
+// TestBuildsForEveryArch: the server compiles for every release arch
+// (platform code such as a stat field's width differs between amd64 and
+// arm64; a plain `go test` on amd64 never sees the other).
+func TestBuildsForEveryArch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cross-builds the server")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Built from a snapshot: the test reads every source file itself, so
+	// go test's cache knows the result depends on them.
+	tree := filepath.Join(t.TempDir(), "src")
+	if err := SnapshotTree(context.Background(), root, tree); err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range Arches {
+		if arch == "amd64" {
+			continue // TestReproducibleBuild builds it
+		}
+		out := filepath.Join(t.TempDir(), "sandhold")
+		err := Build(context.Background(), BuildOptions{SrcDir: tree, Out: out, Arch: arch, Version: "v0.0.0-test", Commit: strings.Repeat("0", 40)})
+		if err != nil {
+			t.Errorf("linux/%s: %v", arch, err)
+		}
+	}
+}
