@@ -227,7 +227,7 @@ func toStat(name string, st *unix.Stat_t) Stat {
 		ModTime: st.Mtim.Nano(),
 		UID:     int(st.Uid),
 		GID:     int(st.Gid),
-		Nlink:   st.Nlink,
+		Nlink:   uint64(st.Nlink), //nolint:unconvert // st_nlink is uint32 on arm64, uint64 on amd64
 	}
 }
 
