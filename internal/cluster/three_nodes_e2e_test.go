@@ -170,9 +170,13 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	wg.Wait()
 	t.Logf("create+delete through 3 nodes: %d in %v (%.1f/s)", creates, time.Since(t0), creates/time.Since(t0).Seconds())
 
-	// A revocation on c is refused through a (at the owning node b).
-	c.ok("DELETE", "/v1/keys/"+key.ID, admin, nil, 200, nil)
-	if st, _ := a.do("POST", "/v1/sandboxes/"+onB+"/exec", key.Key, map[string]any{"command": "true"}); st != http.StatusUnauthorized {
+	// A revocation on c is refused through a. A key of its own: revoking
+	// a key also stops its sandboxes, and the HALT below needs them.
+	var doomed struct{ ID, Key string }
+	a.ok("POST", "/v1/keys", admin, map[string]string{"name": "agent-2", "role": "agent"}, 201, &doomed)
+	a.ok("GET", "/v1/sandboxes", doomed.Key, nil, 200, nil)
+	c.ok("DELETE", "/v1/keys/"+doomed.ID, admin, nil, 200, nil)
+	if st, _ := a.do("GET", "/v1/sandboxes", doomed.Key, nil); st != http.StatusUnauthorized {
 		t.Fatalf("revoked key through a = %d", st)
 	}
 
