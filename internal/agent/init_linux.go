@@ -22,6 +22,10 @@ import (
 const (
 	fdProto     = 3 // the protocol socket
 	fdWorkspace = 4 // the workspace directory (O_PATH)
+	// fdExeFile is the init program's memfd when the server runs the lean
+	// init (LaunchSpec.ExeFile): the exec needs it, the init does not, and
+	// closeInherited closes it with everything else above fdWorkspace.
+	fdExeFile = 5
 )
 
 // Main is "sandhold init": it sets the sandbox up and serves the server
