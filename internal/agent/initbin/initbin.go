@@ -28,6 +28,10 @@ const (
 	KindReexec = "reexec"
 )
 
+// ReportName names the row of the security report (and of `sandhold
+// doctor`) that says which init the sandboxes run as PID 1.
+const ReportName = "sandbox init"
+
 // Embedded reports whether this binary carries the lean init.
 func Embedded() bool { return len(program) > 0 }
 
