@@ -80,6 +80,9 @@ func TestLeanInitFromSealedMemfd(t *testing.T) {
 	if !strings.HasPrefix(exe, "/memfd:sandhold-init") {
 		t.Fatalf("init runs %q, want the sealed memfd", exe)
 	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || strings.TrimSpace(string(comm)) != "sandhold-init" {
+		t.Errorf("the init's command name is %q (%v), want sandhold-init", comm, err)
+	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {
 		t.Fatal(err)
