@@ -3,6 +3,7 @@
 
 GO               ?= go
 BIN              := bin/sandhold
+INIT_BIN         := internal/agent/initbin/sandhold-init
 TOOLS            := $(CURDIR)/.tools
 GOLANGCI         := $(TOOLS)/golangci-lint
 GOLANGCI_VERSION := v2.15.0
@@ -18,9 +19,11 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 all: build
 
-## build: static binary in bin/sandhold
+## build: static binary in bin/sandhold, carrying the lean sandbox init
+## (cmd/sandhold-init, embedded with -tags leaninit, run from a sealed memfd)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandhold
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(INIT_BIN) ./cmd/sandhold-init
+	CGO_ENABLED=0 $(GO) build -trimpath -tags leaninit -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandhold
 
 ## run: build, then serve on 127.0.0.1:8080 with the data dir ./.data
 run: build
@@ -77,7 +80,7 @@ bench-density: build
 	$(GO) run ./bench density -server $(BIN)
 
 clean:
-	rm -rf bin
+	rm -rf bin $(INIT_BIN)
 
 ## mcp-ts: the official TypeScript MCP SDK for internal/mcp's client test (test/mcp-ts)
 .PHONY: mcp-ts

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/sandbox"
@@ -28,10 +29,22 @@ func (d doctorCmd) Run(e *env) error {
 		return &exitError{code: 1, err: fmt.Errorf("required isolation features missing: %s", strings.Join(r.Missing(), ", "))}
 	}
 	if d.NoSandbox {
-		_, err := fmt.Fprintln(e.stdout, "\nall required isolation features are available (no test sandbox started)")
+		init := "server binary re-executed as init (built without the lean init)"
+		if initbin.Embedded() {
+			init = "lean init, executed from a sealed memfd"
+		}
+		_, err := fmt.Fprintf(e.stdout, "\n%s: %s\nall required isolation features are available (no test sandbox started)\n", initbin.ReportName, init)
 		return err
 	}
-	layers, err := testSandbox()
+	choice, err := initbin.Select()
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer func() { _ = choice.Close() }()
+	if _, err := fmt.Fprintf(e.stdout, "\n%s: %s\n", initbin.ReportName, choice.Detail); err != nil {
+		return err
+	}
+	layers, err := testSandbox(choice.File)
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("test sandbox: %w", err)}
 	}
@@ -44,7 +57,8 @@ func (d doctorCmd) Run(e *env) error {
 
 // testSandbox starts one throw-away sandbox, exactly as the server would,
 // runs a command in it and reports the layers its init put in force.
-func testSandbox() ([]agent.Layer, error) {
+// initFile is the lean init's memfd, or nil to re-execute this binary.
+func testSandbox(initFile *os.File) ([]agent.Layer, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("starting a sandbox needs root (id mappings and cgroups); use --no-sandbox to probe only")
 	}
@@ -67,6 +81,7 @@ func testSandbox() ([]agent.Layer, error) {
 		DataDir:  dir,
 		Default:  sandbox.Limits{MemoryBytes: 256 << 20, Pids: 32, CPUMilli: 1000, CPUTime: 10 * time.Second},
 		TmpBytes: 16 << 20,
+		InitFile: initFile,
 	}, noRecords{}, nil, cg)
 	if err != nil {
 		return nil, err

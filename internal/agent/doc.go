@@ -3,9 +3,10 @@
 //
 // # Why an init
 //
-// A sandbox is one long-lived process: the sandhold binary re-executed as
-// "sandhold init" inside fresh user, mount, pid, ipc, uts, net and cgroup
-// namespaces. It is PID 1 of the sandbox. It builds the sandbox's root
+// A sandbox is one long-lived process inside fresh user, mount, pid, ipc,
+// uts, net and cgroup namespaces, running Main: the lean program
+// cmd/sandhold-init from a sealed memfd (package initbin) in a `make build`
+// binary, else the sandhold binary re-executed as "sandhold init". It is PID 1 of the sandbox. It builds the sandbox's root
 // (internal/isolate/rootfs), drops every capability from the bounding set,
 // sets no_new_privs, applies landlock and finally the seccomp filter, and then
 // serves the server. Every later operation — start a command, open a PTY,

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -22,6 +23,10 @@ import (
 const (
 	fdProto     = 3 // the protocol socket
 	fdWorkspace = 4 // the workspace directory (O_PATH)
+	// fdExeFile is the init program's memfd when the server runs the lean
+	// init (LaunchSpec.ExeFile): the exec needs it, the init does not, and
+	// closeInherited closes it with everything else above fdWorkspace.
+	fdExeFile = 5
 )
 
 // Main is "sandhold init": it sets the sandbox up and serves the server
@@ -50,14 +55,17 @@ func Main() error {
 	// ignored across exec, and every command would inherit that (no Ctrl-C,
 	// no traps, `yes | head` getting EPIPE); a caught one reverts to its
 	// default in the child.
-	drained := make(chan os.Signal, 16)
-	signal.Notify(drained, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+	// The channel is never read: signal.Notify never blocks on a full
+	// channel, it drops the signal, so no goroutine has to drain it.
+	dropped := make(chan os.Signal, 1)
+	signal.Notify(dropped, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
 		unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
-	go func() {
-		for range drained {
-		}
-	}()
 	resetIgnoredSignals()
+	// Run from a memfd, the kernel names the process after its path
+	// ("5"); ps and top should say what it is.
+	if name, err := unix.BytePtrFromString("sandhold-init"); err == nil {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0) //nolint:gosec // G103: a NUL-terminated constant for prctl
+	}
 	// Not dumpable: /proc/1 is then closed to every process in the sandbox,
 	// root included, since none has CAP_SYS_PTRACE.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {

@@ -20,6 +20,12 @@ const IDRange = 65536
 type LaunchSpec struct {
 	// Exe is the sandhold binary; default /proc/self/exe.
 	Exe string
+	// ExeFile, if set, is the init program itself (the lean init in a
+	// sealed memfd, see package initbin); it is run instead of Exe. It is
+	// handed to the child as descriptor 5 and executed as
+	// /proc/self/fd/5, so no path on disk is looked up and nothing can be
+	// swapped in between; the init closes it first thing (closeInherited).
+	ExeFile *os.File
 	// Args are the arguments after the program name; default ["init"].
 	Args []string
 	// HostUID and HostGID are the first host ids of the sandbox's
@@ -65,6 +71,12 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if exe == "" {
 		exe = "/proc/self/exe"
 	}
+	if spec.ExeFile != nil {
+		// The child's descriptor table is set up (dup2 onto 3, 4, 5)
+		// before execve, so this name always means the memfd, whatever
+		// number it has in the server.
+		exe = fmt.Sprintf("/proc/self/fd/%d", fdExeFile)
+	}
 	args := spec.Args
 	if args == nil {
 		args = []string{"init"}
@@ -85,6 +97,9 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	cmd.Env = []string{"GOMAXPROCS=2", "GOTRACEBACK=none"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{child, spec.Workspace} // fd 3, fd 4
+	if spec.ExeFile != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.ExeFile) // fd 5
+	}
 	if spec.Log != nil {
 		cmd.Stderr = spec.Log
 	}

@@ -15,6 +15,7 @@ const IDRange = 65536
 // LaunchSpec says how to start one init.
 type LaunchSpec struct {
 	Exe              string
+	ExeFile          *os.File
 	Args             []string
 	HostUID, HostGID uint32
 	Workspace        *os.File

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 
+	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -111,6 +113,21 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		d.log.Warn("SANDBOX_DISK_BUDGET is above the data dir's free space: full workspaces can fill the disk the store and audit log live on",
 			"budget_bytes", budget, "free_bytes", free)
 	}
+	// The init: the lean one from a sealed memfd when this binary carries
+	// it (`make build`), else this binary re-executed; tests set their own.
+	// Its closer is registered before the manager's, so it runs after it.
+	var initFile *os.File
+	initRow := posture.Check{Name: initbin.ReportName, OK: true, Detail: "test init " + filepath.Base(initExe)}
+	if initExe == "" {
+		choice, err := initbin.Select()
+		if err != nil {
+			return fmt.Errorf("sandbox init: %w", err)
+		}
+		d.closers = append(d.closers, choice.Close)
+		initFile, initRow.Detail = choice.File, choice.Detail
+	}
+	d.log.Info("sandbox init", "detail", initRow.Detail)
+	report.Checks = append(report.Checks, initRow)
 	mcfg := sandbox.Config{
 		DiskBudget: budget,
 		DataDir:    cfg.DataDir,
@@ -131,6 +148,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		Insecure:    insecure,
 		InitExe:     initExe,
 		InitArgs:    initArgs,
+		InitFile:    initFile,
 		Log:         d.log,
 	}
 	auditFn := func(ctx context.Context, e sandbox.Event) {

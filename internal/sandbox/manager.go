@@ -65,6 +65,9 @@ type Config struct {
 	// InitExe and InitArgs start the init; default: this binary, "init".
 	InitExe  string
 	InitArgs []string
+	// InitFile, if set, is the lean init in a sealed memfd (package
+	// initbin); it is run instead of InitExe. The caller owns it.
+	InitFile *os.File
 	Log      *slog.Logger
 }
 

@@ -187,6 +187,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	spec := agent.LaunchSpec{
 		Exe:       cfg.InitExe,
 		Args:      cfg.InitArgs,
+		ExeFile:   cfg.InitFile,
 		HostUID:   base,
 		HostGID:   base,
 		Workspace: ws,

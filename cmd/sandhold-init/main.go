@@ -1,0 +1,22 @@
+// Command sandhold-init is the lean sandbox init: PID 1 of every sandbox.
+// It imports only what PID 1 needs (internal/agent: the protocol, spawn,
+// files, extraction, the egress relay), none of the server's HTTP, OpenAPI,
+// metrics, store or CLI code, so an idle init costs little memory and
+// starts fast. It is not installed on its own: `make build` embeds it in
+// sandhold (package internal/agent/initbin), which runs it from a sealed
+// memfd.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sandhold/sandhold/internal/agent"
+)
+
+func main() {
+	if err := agent.Main(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandhold init:", err)
+		os.Exit(1)
+	}
+}
