@@ -123,18 +123,23 @@ func (c *Client) JSON(method, path string, body any, want int, out any) Reply {
 	return r
 }
 
-// NewKey creates a key with role (agent, admin, viewer) and returns its
-// secret; c must hold an admin key.
-func (c *Client) NewKey(role string) string {
+// Key is a key as its creation answers it; Key is the secret.
+type Key struct {
+	ID   string `json:"id"`
+	Key  string `json:"key"`
+	Role string `json:"role"`
+}
+
+// NewKey creates a key named name with role (agent, admin, viewer); c must
+// hold an admin key.
+func (c *Client) NewKey(name, role string) Key {
 	c.t.Helper()
-	var k struct {
-		Key string `json:"key"`
+	var k Key
+	c.JSON("POST", "/v1/keys", map[string]any{"name": name, "role": role}, http.StatusCreated, &k)
+	if k.Key == "" || k.ID == "" {
+		c.t.Fatalf("create %s key: no id or secret in the answer", role)
 	}
-	c.JSON("POST", "/v1/keys", map[string]any{"name": "test-" + role, "role": role}, http.StatusCreated, &k)
-	if k.Key == "" {
-		c.t.Fatalf("create %s key: no secret in the answer", role)
-	}
-	return k.Key
+	return k
 }
 
 // NewSandbox creates a sandbox from spec (nil for the defaults) and returns

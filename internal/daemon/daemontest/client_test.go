@@ -58,7 +58,11 @@ func TestClientDo(t *testing.T) {
 func TestClientEndToEnd(t *testing.T) {
 	d := daemontest.Start(t, nil)
 	admin := daemontest.NewClient(t, d)
-	agent := admin.As(admin.NewKey("agent"))
+	k := admin.NewKey("client-agent", "agent")
+	if k.Role != "agent" {
+		t.Errorf("new key: %+v", k)
+	}
+	agent := admin.As(k.Key)
 	if r := agent.Do("GET", "/v1/keys", nil); r.Status != http.StatusForbidden || r.Success {
 		t.Errorf("agent key listing keys: %d %s", r.Status, r.Raw)
 	}
