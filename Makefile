@@ -15,7 +15,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run test vet unit lint deps clean bench bench-density bench-load
+.PHONY: all build run test vet unit e2e cross lint deps clean bench bench-density bench-load
 
 all: build
 
@@ -37,14 +37,28 @@ run: build
 	fi
 	./$(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-## test: everything CI runs: deps, go vet, the Helm chart, the tests, golangci-lint, the gates
-test: deps vet helm-check unit lint gates
+## test: everything CI runs: deps, go vet, the cross-platform build, the Helm
+## chart, every test (e2e is a superset of unit), golangci-lint, the gates
+test: deps vet cross helm-check e2e lint gates
 
 vet:
 	$(GO) vet ./...
 
+## unit: the fast tests, no root needed (-short skips real sandboxes and servers)
 unit: $(CYCLONEDX)
+	$(GO) test -short -timeout $(TEST_TIMEOUT) ./...
+
+## e2e: every test, with real sandboxes (run as root on Linux); the release
+## tests need cyclonedx-gomod
+e2e: $(CYCLONEDX)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+## cross: vet and build for darwin and linux/arm64 (stubs must compile and fail closed)
+cross:
+	GOOS=darwin $(GO) vet ./...
+	GOOS=darwin CGO_ENABLED=0 $(GO) build ./...
+	GOOS=linux GOARCH=arm64 $(GO) vet ./...
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./...
 
 ## lint: golangci-lint v2 with gosec (installed into .tools on first use)
 lint: $(GOLANGCI)

@@ -15,8 +15,6 @@ import (
 
 // Caps on file requests.
 const (
-	// MaxPath is the longest path accepted, the kernel's PATH_MAX.
-	MaxPath = 4096
 	// MaxDirEntries is the largest readdir page.
 	MaxDirEntries = 4096
 	// maxRemoveEntries bounds a recursive remove, so one request cannot
@@ -28,24 +26,6 @@ const (
 // adds O_CLOEXEC and O_NOCTTY itself.
 const openFlagsAllowed = unix.O_RDONLY | unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_EXCL |
 	unix.O_TRUNC | unix.O_APPEND | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_TMPFILE | unix.O_PATH
-
-// CheckPath validates a sandbox path: absolute, clean, no NUL, not too
-// long. It is exported so the server refuses bad paths before a round trip.
-func CheckPath(p string) error {
-	switch {
-	case p == "":
-		return invalidf("empty path")
-	case len(p) > MaxPath:
-		return &Error{Code: "ENAMETOOLONG", Msg: "path too long"}
-	case strings.IndexByte(p, 0) >= 0:
-		return invalidf("path holds a NUL byte")
-	case !strings.HasPrefix(p, "/"):
-		return invalidf("path must be absolute")
-	case filepath.Clean(p) != p:
-		return invalidf("path must be clean (no '.', '..' or repeated '/')")
-	}
-	return nil
-}
 
 func (s *server) file(op Op, r *FileReq) (resp Response, out []*os.File, err error) {
 	if err := CheckPath(r.Path); err != nil {

@@ -239,6 +239,8 @@ type Error struct {
 const (
 	CodeInvalid  = "EINVAL"
 	CodeInternal = "internal"
+	// CodeNotRegular is a read of a device, fifo or socket.
+	CodeNotRegular = "ENOTREG"
 )
 
 func (e *Error) Error() string { return e.Msg }
@@ -308,15 +310,6 @@ func NewConn(f *os.File) (*Conn, error) {
 		rbuf: make([]byte, MaxMessage),
 		oob:  make([]byte, syscall.CmsgSpace(maxFDs*4)),
 	}, nil
-}
-
-// Socketpair returns the two ends of a new protocol socket, close-on-exec.
-func Socketpair() (server, init *os.File, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("socketpair: %w", err)
-	}
-	return os.NewFile(uintptr(fds[0]), "sandhold-server"), os.NewFile(uintptr(fds[1]), "sandhold-init"), nil
 }
 
 // Send writes one message with optional descriptors. The descriptors stay

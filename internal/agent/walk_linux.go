@@ -191,9 +191,6 @@ func openRead(p string, nofollow bool) (*os.File, Stat, error) {
 	return os.NewFile(uintptr(fd), p), st, nil
 }
 
-// CodeNotRegular is the error code for a read of a device, fifo or socket.
-const CodeNotRegular = "ENOTREG"
-
 // walker visits a tree below an open directory without following
 // symlinks: every step is relative to an open directory descriptor with
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS.

@@ -2,7 +2,6 @@ package aiocompat_test
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ type server struct {
 	base   string
 	key    string
 	routes map[string]bool // "METHOD pattern" of every registered route
+	c      *daemontest.Client
 }
 
 // startServer runs the real daemon on 127.0.0.1:0 with a fresh data dir;
@@ -24,7 +24,9 @@ type server struct {
 func startServer(t *testing.T) *server {
 	t.Helper()
 	d := daemontest.Start(t, nil)
-	s := &server{t: t, base: "http://" + d.Addr(), key: d.AdminKey(), routes: map[string]bool{}}
+	c := daemontest.NewClient(t, d)
+	c.HTTP = &http.Client{Timeout: 2 * time.Minute}
+	s := &server{t: t, base: c.Base, key: c.Key, routes: map[string]bool{}, c: c}
 	err := chi.Walk(d.API().Router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		s.routes[method+" "+route] = true
 		return nil
@@ -38,20 +40,10 @@ func startServer(t *testing.T) *server {
 // call sends one request and returns the status, content type and body.
 func (s *server) call(method, path, contentType string, body []byte) (int, string, []byte) {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.key)
+	var hdr []string
 	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
+		hdr = []string{"Content-Type", contentType}
 	}
-	c := &http.Client{Timeout: 2 * time.Minute}
-	resp, err := c.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	out, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return resp.StatusCode, resp.Header.Get("Content-Type"), out
+	r := s.c.Do(method, path, bytes.NewReader(body), hdr...)
+	return r.Status, r.Header.Get("Content-Type"), r.Raw
 }

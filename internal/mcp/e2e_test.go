@@ -34,68 +34,32 @@ type server struct {
 	d     *daemon.Daemon
 	base  string
 	admin string
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes need root (user namespaces, cgroups); run the tests as root")
-	}
+	c     *daemontest.Client
 }
 
 func startServer(t *testing.T) *server {
 	t.Helper()
-	requireRoot(t)
+	daemontest.RequireSandboxes(t)
 	d := daemontest.Start(t, func(c *config.Config) { c.DisableRateLimit = false })
-	return &server{t: t, d: d, base: "http://" + d.Addr(), admin: d.AdminKey()}
+	c := daemontest.NewClient(t, d)
+	return &server{t: t, d: d, base: c.Base, admin: c.Key, c: c}
 }
 
 // do sends a JSON request with key and decodes the envelope's data.
 func (s *server) do(method, path, key string, body any, into any) int {
 	s.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+	r := s.c.As(key).Do(method, path, body)
+	if into != nil && (!r.Envelope || json.Unmarshal(r.Data, into) != nil) {
+		s.t.Fatalf("%s %s: %d %s", method, path, r.Status, r.Raw)
 	}
-	req, err := http.NewRequest(method, s.base+path, rd)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer func() { _ = res.Body.Close() }()
-	raw, _ := io.ReadAll(res.Body)
-	if into != nil {
-		var env struct {
-			Data json.RawMessage `json:"data"`
-		}
-		if err := json.Unmarshal(raw, &env); err != nil || json.Unmarshal(env.Data, into) != nil {
-			s.t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
-		}
-	}
-	return res.StatusCode
+	return r.Status
 }
 
-type key struct {
-	ID   string `json:"id"`
-	Key  string `json:"key"`
-	Role string `json:"role"`
-}
+type key = daemontest.Key
 
 func (s *server) newKey(name, role string) key {
 	s.t.Helper()
-	var k key
-	if code := s.do(http.MethodPost, "/v1/keys", s.admin, map[string]string{"name": name, "role": role}, &k); code != http.StatusCreated && code != http.StatusOK {
-		s.t.Fatalf("create key: %d", code)
-	}
-	return k
+	return s.c.NewKey(name, role)
 }
 
 type bearer struct {
@@ -509,7 +473,7 @@ func (s *syncBuffer) String() string {
 // the server's graceful shutdown until its deadline (Run would then return
 // the deadline error).
 func TestShutdownEndsSessions(t *testing.T) {
-	requireRoot(t)
+	daemontest.RequireSandboxes(t)
 	d, err := daemon.New(config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()},
 		daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 )
 
 // TestTypeScriptSDKClient drives /mcp with the official TypeScript MCP SDK
@@ -15,7 +17,7 @@ import (
 // sandbox_execute_bash, a tool error, a custom tool appearing after
 // tools/list_changed). `make test` installs it (npm ci --prefix test/mcp-ts).
 func TestTypeScriptSDKClient(t *testing.T) {
-	requireRoot(t)
+	daemontest.RequireSandboxes(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed: the TypeScript MCP SDK test needs Node.js 18+")

@@ -40,13 +40,17 @@ type srv struct {
 	base string
 	key  string
 	c    *http.Client
+	cl   *daemontest.Client
 }
 
 func start(t *testing.T) *srv {
 	t.Helper()
 	requireServer(t)
 	d := daemontest.Start(t, func(c *config.Config) { c.DisableRateLimit = false; c.WarmPool = 0 })
-	return &srv{t: t, base: "http://" + d.Addr(), key: d.AdminKey(), c: &http.Client{Timeout: 5 * time.Minute}}
+	hc := &http.Client{Timeout: 5 * time.Minute}
+	cl := daemontest.NewClient(t, d)
+	cl.HTTP = hc
+	return &srv{t: t, base: cl.Base, key: cl.Key, c: hc, cl: cl}
 }
 
 func (s *srv) req(method, path string, body io.Reader, hdr map[string]string) *http.Response {
@@ -100,25 +104,13 @@ var jsonHdr = map[string]string{"Content-Type": "application/json"}
 // sandbox creates a sandbox with a disk quota and returns its id.
 func (s *srv) sandbox(disk string) string {
 	s.t.Helper()
-	var info struct {
-		ID string `json:"id"`
-	}
-	if st, msg := s.call("POST", "/v1/sandboxes", jsonBody(map[string]any{"limits": map[string]any{"disk": disk}}), jsonHdr, &info); st != 201 {
-		s.t.Fatalf("create sandbox: %d %s", st, msg)
-	}
-	return info.ID
+	return s.cl.NewSandbox(map[string]any{"limits": map[string]any{"disk": disk}})
 }
 
 // sh runs a command in sandbox id and returns its stdout.
 func (s *srv) sh(id, cmd string) string {
 	s.t.Helper()
-	var res struct {
-		Stdout string `json:"stdout"`
-		Stderr string `json:"stderr"`
-	}
-	if st, msg := s.call("POST", "/v1/sandboxes/"+id+"/exec", jsonBody(map[string]any{"command": cmd}), jsonHdr, &res); st != 200 {
-		s.t.Fatalf("exec %q: %d %s", cmd, st, msg)
-	}
+	res := s.cl.Exec(id, cmd)
 	return res.Stdout + res.Stderr
 }
 

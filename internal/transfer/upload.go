@@ -213,7 +213,11 @@ func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a Uplo
 	}
 	// An unnamed file on the destination's file system: it counts against
 	// the quota while it exists and disappears with its last descriptor.
-	_, f, err := sb.File(ctx, agent.OpOpen, agent.FileReq{Path: top, Flags: unix.O_TMPFILE | unix.O_RDWR, Mode: 0o600})
+	flags, err := tmpfileFlags()
+	if err != nil {
+		return UploadResult{}, err
+	}
+	_, f, err := sb.File(ctx, agent.OpOpen, agent.FileReq{Path: top, Flags: flags, Mode: 0o600})
 	if err != nil {
 		return UploadResult{}, fileError("upload", dest, err)
 	}

@@ -1,13 +1,9 @@
 package workspace_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -19,30 +15,20 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
-// requireSandboxes skips unless sandboxes can start for real here.
-func requireSandboxes(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the tests start real sandboxes (user, mount, pid namespaces, cgroups)")
-	}
-	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
-		t.Skip("needs user namespaces")
-	}
-}
-
 type server struct {
 	t    testing.TB
 	d    *daemon.Daemon
 	base string
 	key  string
 	aio  *aiotest.Validator
+	c    *daemontest.Client
 }
 
 func start(t testing.TB, mutate func(*config.Config)) *server {
 	t.Helper()
-	requireSandboxes(t)
 	d := daemontest.Start(t, mutate)
-	return &server{t: t, d: d, base: "http://" + d.Addr(), key: d.AdminKey(), aio: aiotest.Load(t)}
+	c := daemontest.NewClient(t, d)
+	return &server{t: t, d: d, base: c.Base, key: c.Key, aio: aiotest.Load(t), c: c}
 }
 
 type reply struct {
@@ -76,34 +62,13 @@ type fileError struct {
 // route: the response is validated against AIO's schema.
 func (s *server) do(method, path string, body any, aioPath string) reply {
 	s.t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, s.base+path, rd)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+s.key)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, raw: raw}
-	if err := json.Unmarshal(raw, &r.env); err != nil {
-		s.t.Fatalf("%s %s: status %d, body not JSON: %s", method, path, resp.StatusCode, raw)
+	cr := s.c.Do(method, path, body)
+	r := reply{status: cr.Status, raw: cr.Raw}
+	if err := json.Unmarshal(cr.Raw, &r.env); err != nil {
+		s.t.Fatalf("%s %s: status %d, body not JSON: %s", method, path, cr.Status, cr.Raw)
 	}
 	if aioPath != "" {
-		s.aio.Check(s.t, method, aioPath, r.status, raw)
+		s.aio.Check(s.t, method, aioPath, r.status, cr.Raw)
 	}
 	return r
 }
@@ -111,15 +76,7 @@ func (s *server) do(method, path string, body any, aioPath string) reply {
 // newSandbox creates a sandbox and returns its id.
 func (s *server) newSandbox() string {
 	s.t.Helper()
-	r := s.do("POST", "/v1/sandboxes", map[string]any{"name": "files"}, "")
-	if r.status != http.StatusCreated {
-		s.t.Fatalf("create sandbox: %d %s", r.status, r.raw)
-	}
-	var info struct {
-		ID string `json:"id"`
-	}
-	_ = json.Unmarshal(r.env.Data, &info)
-	return info.ID
+	return s.c.NewSandbox(map[string]any{"name": "files"})
 }
 
 func (s *server) sandbox(id string) *sandbox.Sandbox {

@@ -14,9 +14,14 @@ import (
 	"github.com/sandhold/sandhold/internal/daemon"
 )
 
-// RequireSandboxes skips unless this process can build sandboxes.
+// RequireSandboxes skips unless this process can build sandboxes, and
+// under -short (make unit), which keeps real sandboxes and servers for
+// make e2e.
 func RequireSandboxes(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: this test starts real sandboxes (run make e2e)")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("sandboxes need root (user namespaces with id maps, cgroups); run the tests as root")
 	}

@@ -1,0 +1,8 @@
+package cgroup
+
+// The per-platform variants (_linux.go and its _other.go stub) must offer
+// the same API: this fails to compile on any platform whose variant drifted.
+var (
+	_ func() (Info, error)          = Detect
+	_ func(string) (Manager, error) = New
+)

@@ -1,0 +1,5 @@
+package posture
+
+// The per-platform variants (_linux.go and its _other.go stub) must offer
+// the same API: this fails to compile on any platform whose variant drifted.
+var _ func() Report = Probe
