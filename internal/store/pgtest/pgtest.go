@@ -198,7 +198,7 @@ func Start(ctx context.Context, binDir string) (*Server, error) {
 		"-c", "log_min_messages=warning",
 	)
 	s.cmd.Dir = dir
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	s.cmd.SysProcAttr = procAttr(cred)
 	logf, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
