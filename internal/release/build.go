@@ -31,6 +31,9 @@ type BuildOptions struct {
 	Version string
 	Commit  string // full commit id
 	Go      string // the go command; "go" when empty
+	// LeanInit embeds the lean init (cmd/sandhold-init), built first for
+	// the same arch; Build sets it when the module has that program.
+	LeanInit bool
 }
 
 var (
@@ -60,12 +63,35 @@ func LDFlags(version, commit string) string {
 	return fmt.Sprintf("-s -w -buildid= -X main.version=%s -X main.commit=%s", version, commit)
 }
 
+// leanInitPkg is the in-sandbox init's own program; a module that has it
+// ships it embedded (`-tags leaninit`), as `make build` does.
+const (
+	leanInitPkg = "./cmd/sandhold-init"
+	leanInitOut = "internal/agent/initbin/sandhold-init"
+)
+
+// initArgs is the go command line that builds the lean init for the
+// server to embed: the same reproducibility flags, no stamps.
+func initArgs() []string {
+	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", leanInitOut, leanInitPkg}
+}
+
+// HasLeanInit says whether the module at dir has the lean init program.
+func HasLeanInit(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, leanInitPkg))
+	return err == nil && st.IsDir()
+}
+
 // BuildArgs is the exact go command line of a release build.
 // -trimpath removes the build machine's paths; -buildvcs=false keeps the
 // VCS state (which differs between a clone and an unpacked source
 // tarball) out of the binary — the commit is stamped explicitly instead.
 func BuildArgs(o BuildOptions) []string {
-	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", LDFlags(o.Version, o.Commit), "-o", o.Out, "./cmd/sandhold"}
+	args := []string{"build", "-trimpath", "-buildvcs=false"}
+	if o.LeanInit {
+		args = append(args, "-tags", "leaninit")
+	}
+	return append(args, "-ldflags", LDFlags(o.Version, o.Commit), "-o", o.Out, "./cmd/sandhold")
 }
 
 // BuildEnv is the environment of a release build: the caller's (for
@@ -105,6 +131,15 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return err
 	}
 	o.Out = out
+	if HasLeanInit(o.SrcDir) {
+		ic := exec.CommandContext(ctx, goCmd, initArgs()...) // #nosec G204 -- fixed go subcommand and arguments
+		ic.Dir = o.SrcDir
+		ic.Env = BuildEnv(os.Environ(), o.Arch)
+		if b, err := ic.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build the init linux/%s: %w\n%s", o.Arch, err, b)
+		}
+		o.LeanInit = true
+	}
 	cmd := exec.CommandContext(ctx, goCmd, BuildArgs(o)...) // #nosec G204 -- fixed go subcommand; version and commit validated by ValidateStamp
 	cmd.Dir = o.SrcDir
 	cmd.Env = BuildEnv(os.Environ(), o.Arch)

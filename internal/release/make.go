@@ -132,7 +132,7 @@ func Make(ctx context.Context, o MakeOptions) error {
 
 	prov := Provenance{
 		Version: version, Commit: commit, SourceDateEpoch: epoch, Source: src,
-		BuildCommand: append([]string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=<arch>", "go"}, BuildArgs(BuildOptions{Version: version, Commit: commit, Out: "sandhold-linux-<arch>"})...),
+		BuildCommand: append([]string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=<arch>", "go"}, BuildArgs(BuildOptions{Version: version, Commit: commit, Out: "sandhold-linux-<arch>", LeanInit: HasLeanInit(tree)})...),
 	}
 	for _, arch := range Arches {
 		name := BinaryName(arch)
