@@ -45,7 +45,7 @@ func git(ctx context.Context, repo string, args ...string) (string, error) {
 func Make(ctx context.Context, o MakeOptions) error {
 	logf := func(format string, args ...any) {
 		if o.Log != nil {
-			fmt.Fprintf(o.Log, format+"\n", args...)
+			_, _ = fmt.Fprintf(o.Log, format+"\n", args...)
 		}
 	}
 	commit, err := git(ctx, o.Repo, "rev-parse", "--verify", "HEAD^{commit}")
@@ -262,7 +262,7 @@ func SnapshotTree(ctx context.Context, repo, dir string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(to, b, fi.Mode().Perm()); err != nil { // #nosec G306 -- the file's own mode, in a private temp dir
+		if err := os.WriteFile(to, b, fi.Mode().Perm()); err != nil { // #nosec G306 G703 -- the file's own mode, at a name git listed, in a private temp dir
 			return err
 		}
 	}

@@ -183,7 +183,7 @@ func Start(ctx context.Context, binDir string) (*Server, error) {
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	initdb.Dir = dir
 	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %v: %s", err, tail(out))
+		return nil, fmt.Errorf("initdb: %w: %s", err, tail(out))
 	}
 	// Durability is off: this database is thrown away after the tests.
 	// #nosec G204 -- as above
@@ -199,7 +199,7 @@ func Start(ctx context.Context, binDir string) (*Server, error) {
 	)
 	s.cmd.Dir = dir
 	s.cmd.SysProcAttr = procAttr(cred)
-	logf, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // #nosec G304 -- our own temp dir
 	if err != nil {
 		return nil, err
 	}
