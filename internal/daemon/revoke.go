@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,10 +35,16 @@ func (*revokedError) Error() string { return "the API key was revoked" }
 
 // track wraps next: every request carrying an API key runs with a context
 // that revocation of that key cancels. Requests with a ticket or no
-// credential pass through (ticket-authenticated WebSocket and MCP sessions
-// are ended by their own services' revocation hooks).
+// credential, and WebSocket upgrades, pass through: WebSocket and MCP
+// sessions are ended by their own services' revocation hooks, which close
+// them with a policy-violation status the client can tell from a network
+// drop (cancelling the upgrade request's context would race that close).
 func (in *inflight) track(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			next.ServeHTTP(w, r)
+			return
+		}
 		cred, err := auth.ParseCredential(r.Header, r.URL.Query())
 		if err != nil || cred.Key == "" {
 			next.ServeHTTP(w, r)
