@@ -176,7 +176,7 @@ func (f *Forwarder) place(ctx context.Context) (store.Node, bool) {
 	var live []store.Node
 	for _, n := range f.list(ctx) {
 		self := n.Name == f.self
-		if n.Alive(now, DeadAfter) && !n.Draining && (self || len(f.secret) > 0) && !(self && f.draining.Load()) {
+		if n.Alive(now, DeadAfter) && !n.Draining && (self || len(f.secret) > 0) && (!self || !f.draining.Load()) {
 			live = append(live, n)
 		}
 	}

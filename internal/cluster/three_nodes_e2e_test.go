@@ -43,7 +43,14 @@ func startNode(t *testing.T, cfg config.Config) stoppable {
 		t.Fatalf("run %s: %v", cfg.NodeName, err)
 	}
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done }) }
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Logf("node stopped: %v", err)
+			}
+		})
+	}
 	t.Cleanup(stop)
 	return stoppable{node: node{t: t, d: d, base: "http://" + d.Addr()}, stop: stop}
 }

@@ -37,7 +37,7 @@ func directDeps(t *testing.T, root string) []string {
 	return deps
 }
 
-var depRow = regexp.MustCompile("^\\|\\s*([^|\\s]+)\\s*\\|\\s*([^|]*?)\\s*\\|\\s*([^|]*?)\\s*\\|$")
+var depRow = regexp.MustCompile(`^\|\s*([^|\s]+)\s*\|\s*([^|]*?)\s*\|\s*([^|]*?)\s*\|$`)
 
 // listedDeps reads DEPENDENCIES.md's table: module -> why.
 func listedDeps(text string) (map[string]string, error) {
