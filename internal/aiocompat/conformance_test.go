@@ -32,6 +32,10 @@ type step struct {
 	// raw: the answer is not JSON (a download); only the status counts.
 	raw  bool
 	want int // expected status; 0 is 200
+	// fail: a tool-level failure, which AIO answers 200 with success:false
+	// (errType: the FileOperationError's error_type it must carry).
+	fail    bool
+	errType string
 	// capture copies these keys of the answer's data into the state.
 	capture []string
 }
@@ -83,6 +87,10 @@ func steps() []step {
 		{method: "POST", path: "/v1/file/glob", body: map[string]any{"path": "/workspace", "pattern": "*.txt"}},
 		{method: "POST", path: "/v1/file/list", body: map[string]any{"path": "/workspace"}},
 		{method: "POST", path: "/v1/file/str_replace_editor", body: map[string]any{"command": "view", "path": f}},
+		// Tool-level failures: HTTP 200, success false, a FileOperationError in data.
+		{method: "POST", path: "/v1/file/read", body: map[string]any{"file": "/workspace/no-such-file"}, fail: true, errType: "not_found"},
+		{method: "POST", path: "/v1/file/read", body: map[string]any{"file": "/workspace/.env"}, fail: true, errType: "permission_denied"},
+		{method: "POST", path: "/v1/file/search", body: map[string]any{"file": f, "regex": "("}, fail: true},
 		{method: "POST", path: "/v1/file/upload", multipart: true},
 		{method: "GET", path: "/v1/file/download", query: "path=" + url.QueryEscape(f), raw: true},
 
@@ -97,7 +105,7 @@ func steps() []step {
 		{method: "GET", path: "/v1/jupyter/sessions"},
 		{method: "DELETE", path: "/v1/jupyter/sessions/{session_id}", params: map[string]string{"session_id": "conf-nb"}},
 		{method: "DELETE", path: "/v1/jupyter/sessions"},
-		{method: "POST", path: "/v1/code/execute", body: map[string]any{"language": "python", "code": "1", "stateful": true, "session_id": "conf-nb"}, want: 404},
+		{method: "POST", path: "/v1/jupyter/execute", body: map[string]any{"code": "1", "session_id": "conf-nb"}, fail: true},
 	}
 }
 
@@ -239,13 +247,25 @@ func runStep(t *testing.T, s *server, v *aiotest.Validator, prefix string, sp st
 		return
 	}
 	var env struct {
-		Data map[string]any `json:"data"`
+		Success bool            `json:"success"`
+		Data    json.RawMessage `json:"data"`
 	}
-	if json.Unmarshal(out, &env) == nil {
-		for _, k := range sp.capture {
-			if val, ok := env.Data[k].(string); ok {
-				st[k] = val
-			}
+	if err := json.Unmarshal(out, &env); err != nil {
+		t.Errorf("%s %s: not a JSON envelope: %s", sp.method, target, trim(out))
+		return
+	}
+	if env.Success == sp.fail {
+		t.Errorf("%s %s: success=%v, want %v: %s", sp.method, target, env.Success, !sp.fail, trim(out))
+		return
+	}
+	var data map[string]any
+	_ = json.Unmarshal(env.Data, &data) // not every answer's data is an object
+	if sp.errType != "" && data["error_type"] != sp.errType {
+		t.Errorf("%s %s: data.error_type %v, want %s: %s", sp.method, target, data["error_type"], sp.errType, trim(out))
+	}
+	for _, k := range sp.capture {
+		if val, ok := data[k].(string); ok {
+			st[k] = val
 		}
 	}
 }
@@ -315,3 +335,4 @@ func trim(b []byte) string {
 	}
 	return string(b)
 }
+

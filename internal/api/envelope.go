@@ -153,6 +153,10 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 	if h, ok := kindHints[kind]; ok {
 		b.Hint = &h
 	}
+	if toolLevel(ctx, err) {
+		// AIO's rule: the tool failed, the HTTP call did not (aiostatus.go).
+		b.status = http.StatusOK
+	}
 	if ra := fault.RetryAfterOf(err); ra > 0 {
 		b.headers.Set("Retry-After", strconv.Itoa(ra))
 	}

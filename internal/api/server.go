@@ -98,7 +98,7 @@ func New(d Deps) (*Server, error) {
 		metrics: m, version: d.Version, loopbackBind: config.IsLoopbackListen(d.Config.Listen),
 	}
 	r := chi.NewRouter()
-	r.Use(s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
+	r.Use(aioRouteMiddleware, s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
 		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware, s.requestShapeMiddleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, errNotFound)

@@ -1,0 +1,95 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/transfer"
+	"github.com/sandhold/sandhold/internal/workspace"
+)
+
+// AIO Sandbox's document (1.9.4) gives its operations two statuses: 200
+// and 422 (one more, 409, on a download whose file changed). A failure of
+// the tool itself — a missing file, a bad regex, an unknown session — is
+// HTTP 200 with success:false, and file operations put a
+// FileOperationError in data. SDKs generated from that document check
+// result.success and raise on any other status, so the AIO routes answer
+// that way. sandhold's own routes (/v1/sandboxes, keys, audit, policy,
+// ...) keep real statuses, and so does everything that is not the tool's
+// answer on any route: authentication and role/policy/HALT refusals
+// (401/403), rate limits (429), schema validation (422), media type (415),
+// a body over the limit, an approval to wait for (202), unavailable and
+// internal errors (5xx), and unknown routes or methods (404/405).
+
+// aioNamespaces are the first path segments after /v1/ of AIO's
+// operations (its tags). /v1/sandboxes (plural) is sandhold's own.
+var aioNamespaces = map[string]bool{
+	"sandbox": true, "shell": true, "bash": true, "file": true, "code": true, "jupyter": true,
+	"nodejs": true, "mcp": true, "skills": true, "util": true, "proxy": true, "browser": true, "display": true,
+}
+
+// aioBinaryRoutes answer a file, not an envelope: a client saves the
+// body, so a failure there keeps its real status (AIO documents 409 for
+// the download).
+var aioBinaryRoutes = map[string]bool{
+	"GET /v1/file/download": true,
+}
+
+// isAIOPath says whether path is an AIO operation, at /v1/... or at
+// /sandboxes/{id}/v1/...
+func isAIOPath(method, path string) bool {
+	if rest, ok := strings.CutPrefix(path, "/sandboxes/"); ok {
+		_, after, found := strings.Cut(rest, "/")
+		if !found {
+			return false
+		}
+		path = "/" + after
+	}
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return false
+	}
+	ns, _, _ := strings.Cut(rest, "/")
+	return aioNamespaces[ns] && !aioBinaryRoutes[method+" "+path]
+}
+
+type aioRouteKey struct{}
+
+// aioRouteMiddleware marks the requests of AIO routes for errorBody.
+func aioRouteMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isAIOPath(r.Method, r.URL.Path) {
+			r = r.WithContext(context.WithValue(r.Context(), aioRouteKey{}, true))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// toolLevel says whether err, on an AIO route, is the tool's own failure
+// (answered 200 with success:false): invalid argument values that passed
+// the schema, something not found (a file, a session, a watcher, the
+// sandbox of the URL), a conflict of state (exists, busy, not empty), an
+// operation past its deadline, a feature this host lacks, and — for file
+// operations, whose errors carry a FileOperationError — a path the
+// sensitive-path policy or the file system refuses and a file over a size
+// cap. A forbidden without a FileOperationError is a refusal by the
+// dispatcher (role, policy, guard, HALT) and keeps 403.
+func toolLevel(ctx context.Context, err error) bool {
+	if on, _ := ctx.Value(aioRouteKey{}).(bool); !on {
+		return false
+	}
+	if errors.Is(err, errNotFound) || errors.Is(err, errMethod) || errors.Is(err, transfer.ErrChanged) {
+		return false
+	}
+	switch fault.KindOf(err) {
+	case fault.Invalid, fault.NotFound, fault.Conflict, fault.Timeout, fault.Unsupported:
+		return true
+	case fault.Forbidden, fault.TooLarge:
+		var fe *workspace.FileError
+		return errors.As(err, &fe)
+	}
+	return false
+}
