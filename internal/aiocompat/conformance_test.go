@@ -183,6 +183,7 @@ func TestAIOConformance(t *testing.T) {
 				runStep(t, s, v, prefix.url, sp, stt)
 			}
 			invalidBodies(t, s, v, ops, prefix)
+			emptyBodies(t, s, v, ops, prefix)
 		})
 	}
 	var missing []string
@@ -336,3 +337,44 @@ func trim(b []byte) string {
 	return string(b)
 }
 
+// emptyBodies calls every served AIO operation whose JSON request schema
+// has no required field with no body at all (no Content-Type either), as
+// AIO's SDK does for shell.create_session() and jupyter.create_session():
+// an empty body means all defaults, so the answer is never 422 or 415 and
+// matches AIO's answer schema.
+func emptyBodies(t *testing.T, s *server, v *aiotest.Validator, ops map[string]bool, prefix struct{ url, pattern string }) {
+	t.Helper()
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	n := 0
+	for _, key := range keys {
+		method, path, _ := strings.Cut(key, " ")
+		if !ops[key] || !s.routes[method+" "+prefix.pattern+path] || strings.Contains(path, "{") {
+			continue
+		}
+		op, err := v.Operation(method, path)
+		if err != nil || op.RequestBody == nil || op.RequestBody.Value == nil {
+			continue
+		}
+		mt := op.RequestBody.Value.Content.Get("application/json")
+		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil || len(mt.Schema.Value.Required) > 0 {
+			continue
+		}
+		n++
+		status, _, out := s.call(method, prefix.url+path, "", nil)
+		if status == 422 || status == 415 || status >= 500 {
+			t.Errorf("%s %s with no body: status %d, want all defaults: %s", method, path, status, trim(out))
+			continue
+		}
+		if err := v.Validate(method, path, out); err != nil {
+			t.Errorf("%s %s with no body (status %d): %v\nbody: %s", method, path, status, err, trim(out))
+		}
+	}
+	if n == 0 {
+		t.Errorf("no served AIO operation has an all-optional body: the empty-body check tested nothing")
+	}
+	t.Logf("%d operations with all-optional bodies called with no body", n)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -410,6 +411,8 @@ func (s *Server) requestShapeMiddleware(next http.Handler) http.Handler {
 				WriteError(w, r, err)
 				return
 			}
+		} else if s.emptyMeansDefaults(r) {
+			r = withEmptyObject(r)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -464,4 +467,37 @@ func routeKey(pattern string) string {
 		return "/v1/" + rest
 	}
 	return pattern
+}
+
+// emptyMeansDefaults says whether r, sent without a body, is read as
+// "{}": AIO's SDK calls shell.create_session() and
+// jupyter.create_session() with no body at all, and an empty body means
+// all defaults on every JSON route. A route with required fields then
+// answers 422 naming them, as it would for "{}". Routes that take other
+// media types (uploads, artifact chunks) are left alone: an empty upload
+// is an empty file.
+func (s *Server) emptyMeansDefaults(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return false
+	}
+	if r.ContentLength != 0 { // -1: a chunked body, read as sent
+		return false
+	}
+	p := s.routePattern(r)
+	return p != "" && bodyTypes[r.Method+" "+routeKey(p)] == nil
+}
+
+// emptyObject is the body an empty request is read as.
+const emptyObject = "{}"
+
+// withEmptyObject gives r the body "{}" as application/json.
+func withEmptyObject(r *http.Request) *http.Request {
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(strings.NewReader(emptyObject))
+	r2.ContentLength = int64(len(emptyObject))
+	r2.Header.Set("Content-Type", "application/json")
+	r2.Header.Set("Content-Length", strconv.Itoa(len(emptyObject)))
+	return r2
 }
