@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -83,11 +84,16 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// beforeHeader, when set, runs once just before the status is sent.
+	beforeHeader func(status int)
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		if w.beforeHeader != nil {
+			w.beforeHeader(code)
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -95,6 +101,9 @@ func (w *statusRecorder) WriteHeader(code int) {
 func (w *statusRecorder) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		if w.beforeHeader != nil {
+			w.beforeHeader(http.StatusOK)
+		}
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
@@ -122,8 +131,9 @@ func (w *statusRecorder) code() int {
 func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
 		cc := &callerCarrier{}
+		rec := &statusRecorder{ResponseWriter: w}
+		rec.beforeHeader = func(status int) { s.allowedRateHeaders(rec.Header(), cc, status) }
 		r = r.WithContext(context.WithValue(r.Context(), callerCarrierKey{}, cc))
 		next.ServeHTTP(rec, r)
 		dur := time.Since(start)
@@ -160,6 +170,11 @@ func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 type callerCarrier struct {
 	c       *auth.Caller
 	limited string
+
+	mu sync.Mutex
+	// tool is the first tool the request called (the dispatcher's
+	// observer sets it), for the X-RateLimit-* headers of a success.
+	tool string
 }
 
 // hostOriginMiddleware refuses requests whose Host is not one this server

@@ -335,6 +335,10 @@ func (d *Dispatcher) SetRateRules(r RateRules) {
 	d.rates = r
 }
 
+// Limiter is the rate limiter the dispatcher counts with (nil: none), for
+// the X-RateLimit-* headers of allowed calls.
+func (d *Dispatcher) Limiter() *ratelimit.Limiter { return d.limiter }
+
 // Observe adds fn to the observers that see every call first.
 func (d *Dispatcher) Observe(fn Observer) {
 	d.mu.Lock()

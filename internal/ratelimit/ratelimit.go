@@ -415,6 +415,26 @@ func (l *Limiter) Peek(key string, cat Category) Decision {
 	return l.PeekRule(key, cat, l.rules[cat])
 }
 
+// Current reports key's bucket for cat under the rule it was last used
+// with, counting nothing: the X-RateLimit-* headers of an allowed call.
+// The zero Decision (no headers) when limits are off or the bucket is not
+// tracked or holds no rate rule.
+func (l *Limiter) Current(key string, cat Category) Decision {
+	if l.disabled {
+		return Decision{}
+	}
+	l.mu.Lock()
+	var rule Rule
+	if b := l.buckets[bucketID(key, cat)]; b != nil && b.rate != nil {
+		rule = b.rule
+	}
+	l.mu.Unlock()
+	if rule.PerMinute <= 0 {
+		return Decision{}
+	}
+	return l.PeekRule(key, cat, rule)
+}
+
 // PeekRule is Peek under an explicit rule.
 func (l *Limiter) PeekRule(key string, cat Category, rule Rule) Decision {
 	return l.take(key, cat, rule, false)
