@@ -92,3 +92,27 @@ func TestAIOToolFailuresAre200(t *testing.T) {
 		})
 	}
 }
+
+func TestParseEventID(t *testing.T) {
+	for _, c := range []struct {
+		name, v string
+		want    int64
+		ok      bool
+	}{
+		{"aio form", "w1:7", 7, true},
+		{"bare seq", "7", 7, true},
+		{"zero", "w1:0", 0, true},
+		{"other watch", "w2:7", 0, false},
+		{"negative", "w1:-1", 0, false},
+		{"garbage", "w1:x", 0, false},
+		{"empty", "", 0, false},
+		{"tricky: two colons", "w1:3:4", 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n, ok := parseEventID("w1", c.v)
+			if n != c.want || ok != c.ok {
+				t.Fatalf("parseEventID(%q) = %d, %v; want %d, %v", c.v, n, ok, c.want, c.ok)
+			}
+		})
+	}
+}
