@@ -24,13 +24,6 @@ import (
 // a body over the limit, an approval to wait for (202), unavailable and
 // internal errors (5xx), and unknown routes or methods (404/405).
 
-// aioNamespaces are the first path segments after /v1/ of AIO's
-// operations (its tags). /v1/sandboxes (plural) is sandhold's own.
-var aioNamespaces = map[string]bool{
-	"sandbox": true, "shell": true, "bash": true, "file": true, "code": true, "jupyter": true,
-	"nodejs": true, "mcp": true, "skills": true, "util": true, "proxy": true, "browser": true, "display": true,
-}
-
 // aioBinaryRoutes answer a file, not an envelope: a client saves the
 // body, so a failure there keeps its real status (AIO documents 409 for
 // the download).
@@ -38,8 +31,8 @@ var aioBinaryRoutes = map[string]bool{
 	"GET /v1/file/download": true,
 }
 
-// isAIOPath says whether path is an AIO operation, at /v1/... or at
-// /sandboxes/{id}/v1/...
+// isAIOPath says whether path is one of AIO's operations (aioPaths), at
+// /v1/... or at /sandboxes/{id}/v1/...
 func isAIOPath(method, path string) bool {
 	if rest, ok := strings.CutPrefix(path, "/sandboxes/"); ok {
 		_, after, found := strings.Cut(rest, "/")
@@ -48,12 +41,36 @@ func isAIOPath(method, path string) bool {
 		}
 		path = "/" + after
 	}
-	rest, ok := strings.CutPrefix(path, "/v1/")
-	if !ok {
+	if !strings.HasPrefix(path, "/v1/") {
 		return false
 	}
-	ns, _, _ := strings.Cut(rest, "/")
-	return aioNamespaces[ns] && !aioBinaryRoutes[method+" "+path]
+	for _, tmpl := range aioPaths {
+		if matchTemplate(tmpl, path) {
+			return !aioBinaryRoutes[method+" "+tmpl]
+		}
+	}
+	return false
+}
+
+// matchTemplate matches path against an OpenAPI path template, a {name}
+// segment matching any one non-empty segment.
+func matchTemplate(tmpl, path string) bool {
+	ts, ps := strings.Split(tmpl, "/"), strings.Split(path, "/")
+	if len(ts) != len(ps) {
+		return false
+	}
+	for i, t := range ts {
+		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+			if ps[i] == "" {
+				return false
+			}
+			continue
+		}
+		if t != ps[i] {
+			return false
+		}
+	}
+	return true
 }
 
 type aioRouteKey struct{}

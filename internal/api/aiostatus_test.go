@@ -33,6 +33,13 @@ func TestIsAIOPath(t *testing.T) {
 		{"bare sandboxes prefix", "GET", "/sandboxes/sb", false},
 		{"healthz", "GET", "/healthz", false},
 		{"tricky: namespace as suffix", "GET", "/v1/keys/file", false},
+		{"watch poll with id", "POST", "/sandboxes/sb/v1/file/watch/w1/poll", true},
+		{"watch stop", "DELETE", "/v1/file/watch/w1", true},
+		{"own extension: extract", "POST", "/v1/file/extract", false},
+		{"own extension: archive", "GET", "/sandboxes/sb/v1/file/archive", false},
+		{"terminal websocket", "GET", "/v1/shell/ws", false},
+		{"tricky: empty id segment", "DELETE", "/v1/file/watch/", false},
+		{"tricky: extra segment", "POST", "/v1/file/read/x", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := isAIOPath(c.method, c.path); got != c.want {
