@@ -24,11 +24,13 @@ import (
 // a body over the limit, an approval to wait for (202), unavailable and
 // internal errors (5xx), and unknown routes or methods (404/405).
 
-// aioBinaryRoutes answer a file, not an envelope: a client saves the
-// body, so a failure there keeps its real status (AIO documents 409 for
-// the download).
+// aioBinaryRoutes stream a file: the download answers one (a client
+// saves the body; AIO documents 409 there) and the upload takes one
+// (multipart or raw, refused before or while streaming with the native
+// error envelope). Their failures keep real statuses.
 var aioBinaryRoutes = map[string]bool{
 	"GET /v1/file/download": true,
+	"POST /v1/file/upload":  true,
 }
 
 // isAIOPath says whether path is one of AIO's operations (aioPaths), at

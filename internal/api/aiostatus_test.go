@@ -30,6 +30,7 @@ func TestIsAIOPath(t *testing.T) {
 		{"policy", "GET", "/v1/policy", false},
 		{"download is binary", "GET", "/v1/file/download", false},
 		{"per-sandbox download", "GET", "/sandboxes/sb/v1/file/download", false},
+		{"upload streams", "POST", "/sandboxes/sb/v1/file/upload", false},
 		{"bare sandboxes prefix", "GET", "/sandboxes/sb", false},
 		{"healthz", "GET", "/healthz", false},
 		{"tricky: namespace as suffix", "GET", "/v1/keys/file", false},
