@@ -417,7 +417,8 @@ func TestRateLimitAnswers429(t *testing.T) {
 	// Commands count apart (exec.run, shell.*, bash.*), in one bucket
 	// with a burst of 60 that the code limit above does not touch.
 	r = s.do("POST", "/v1/sandboxes/"+id+"/exec", agent.Key, map[string]any{"command": "true"}, nil)
-	if r.status != 200 || r.header.Get("X-RateLimit-Limit") != "60" || r.header.Get("X-RateLimit-Remaining") != "59" {
+	// Remaining is 59, or 60 if a token refilled before the header.
+	if rem, err := strconv.Atoi(r.header.Get("X-RateLimit-Remaining")); r.status != 200 || r.header.Get("X-RateLimit-Limit") != "60" || err != nil || rem < 59 {
 		t.Fatalf("exec after the code limit: %d %v %s", r.status, r.header, r.raw)
 	}
 	// Cheap bash commands (in an unknown session: AIO's 200 with
