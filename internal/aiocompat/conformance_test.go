@@ -32,6 +32,10 @@ type step struct {
 	// raw: the answer is not JSON (a download); only the status counts.
 	raw  bool
 	want int // expected status; 0 is 200
+	// fail: a tool-level failure, which AIO answers 200 with success:false
+	// (errType: the FileOperationError's error_type it must carry).
+	fail    bool
+	errType string
 	// capture copies these keys of the answer's data into the state.
 	capture []string
 }
@@ -83,6 +87,10 @@ func steps() []step {
 		{method: "POST", path: "/v1/file/glob", body: map[string]any{"path": "/workspace", "pattern": "*.txt"}},
 		{method: "POST", path: "/v1/file/list", body: map[string]any{"path": "/workspace"}},
 		{method: "POST", path: "/v1/file/str_replace_editor", body: map[string]any{"command": "view", "path": f}},
+		// Tool-level failures: HTTP 200, success false, a FileOperationError in data.
+		{method: "POST", path: "/v1/file/read", body: map[string]any{"file": "/workspace/no-such-file"}, fail: true, errType: "not_found"},
+		{method: "POST", path: "/v1/file/read", body: map[string]any{"file": "/workspace/.env"}, fail: true, errType: "permission_denied"},
+		{method: "POST", path: "/v1/file/search", body: map[string]any{"file": f, "regex": "("}, fail: true},
 		{method: "POST", path: "/v1/file/upload", multipart: true},
 		{method: "GET", path: "/v1/file/download", query: "path=" + url.QueryEscape(f), raw: true},
 
@@ -97,7 +105,7 @@ func steps() []step {
 		{method: "GET", path: "/v1/jupyter/sessions"},
 		{method: "DELETE", path: "/v1/jupyter/sessions/{session_id}", params: map[string]string{"session_id": "conf-nb"}},
 		{method: "DELETE", path: "/v1/jupyter/sessions"},
-		{method: "POST", path: "/v1/code/execute", body: map[string]any{"language": "python", "code": "1", "stateful": true, "session_id": "conf-nb"}, want: 404},
+		{method: "POST", path: "/v1/jupyter/execute", body: map[string]any{"code": "1", "session_id": "conf-nb"}, fail: true},
 	}
 }
 
@@ -175,6 +183,7 @@ func TestAIOConformance(t *testing.T) {
 				runStep(t, s, v, prefix.url, sp, stt)
 			}
 			invalidBodies(t, s, v, ops, prefix)
+			emptyBodies(t, s, v, ops, prefix)
 		})
 	}
 	var missing []string
@@ -239,13 +248,25 @@ func runStep(t *testing.T, s *server, v *aiotest.Validator, prefix string, sp st
 		return
 	}
 	var env struct {
-		Data map[string]any `json:"data"`
+		Success bool            `json:"success"`
+		Data    json.RawMessage `json:"data"`
 	}
-	if json.Unmarshal(out, &env) == nil {
-		for _, k := range sp.capture {
-			if val, ok := env.Data[k].(string); ok {
-				st[k] = val
-			}
+	if err := json.Unmarshal(out, &env); err != nil {
+		t.Errorf("%s %s: not a JSON envelope: %s", sp.method, target, trim(out))
+		return
+	}
+	if env.Success == sp.fail {
+		t.Errorf("%s %s: success=%v, want %v: %s", sp.method, target, env.Success, !sp.fail, trim(out))
+		return
+	}
+	var data map[string]any
+	_ = json.Unmarshal(env.Data, &data) // not every answer's data is an object
+	if sp.errType != "" && data["error_type"] != sp.errType {
+		t.Errorf("%s %s: data.error_type %v, want %s: %s", sp.method, target, data["error_type"], sp.errType, trim(out))
+	}
+	for _, k := range sp.capture {
+		if val, ok := data[k].(string); ok {
+			st[k] = val
 		}
 	}
 }
@@ -314,4 +335,46 @@ func trim(b []byte) string {
 		return string(b[:600]) + "…"
 	}
 	return string(b)
+}
+
+// emptyBodies calls every served AIO operation whose JSON request schema
+// has no required field with no body at all (no Content-Type either), as
+// AIO's SDK does for shell.create_session() and jupyter.create_session():
+// an empty body means all defaults, so the answer is never 422 or 415 and
+// matches AIO's answer schema.
+func emptyBodies(t *testing.T, s *server, v *aiotest.Validator, ops map[string]bool, prefix struct{ url, pattern string }) {
+	t.Helper()
+	keys := make([]string, 0, len(ops))
+	for k := range ops {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	n := 0
+	for _, key := range keys {
+		method, path, _ := strings.Cut(key, " ")
+		if !ops[key] || !s.routes[method+" "+prefix.pattern+path] || strings.Contains(path, "{") {
+			continue
+		}
+		op, err := v.Operation(method, path)
+		if err != nil || op.RequestBody == nil || op.RequestBody.Value == nil {
+			continue
+		}
+		mt := op.RequestBody.Value.Content.Get("application/json")
+		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil || len(mt.Schema.Value.Required) > 0 {
+			continue
+		}
+		n++
+		status, _, out := s.call(method, prefix.url+path, "", nil)
+		if status == 422 || status == 415 || status >= 500 {
+			t.Errorf("%s %s with no body: status %d, want all defaults: %s", method, path, status, trim(out))
+			continue
+		}
+		if err := v.Validate(method, path, out); err != nil {
+			t.Errorf("%s %s with no body (status %d): %v\nbody: %s", method, path, status, err, trim(out))
+		}
+	}
+	if n == 0 {
+		t.Errorf("no served AIO operation has an all-optional body: the empty-body check tested nothing")
+	}
+	t.Logf("%d operations with all-optional bodies called with no body", n)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/ratelimit"
@@ -152,6 +153,10 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 	}
 	if h, ok := kindHints[kind]; ok {
 		b.Hint = &h
+	}
+	if toolLevel(ctx, err) {
+		// AIO's rule: the tool failed, the HTTP call did not (aiostatus.go).
+		b.status = http.StatusOK
 	}
 	if ra := fault.RetryAfterOf(err); ra > 0 {
 		b.headers.Set("Retry-After", strconv.Itoa(ra))
@@ -299,4 +304,37 @@ func loggerFrom(ctx context.Context) *slog.Logger {
 		return l
 	}
 	return slog.Default()
+}
+
+// noteTool records the first tool a request calls (a dispatcher observer).
+func noteTool(ctx context.Context, _ auth.Caller, name string) {
+	if cc, ok := ctx.Value(callerCarrierKey{}).(*callerCarrier); ok {
+		cc.mu.Lock()
+		if cc.tool == "" {
+			cc.tool = name
+		}
+		cc.mu.Unlock()
+	}
+}
+
+// allowedRateHeaders gives a successful answer the X-RateLimit-* headers
+// of the category its tool counted against (a 429 sets them itself).
+func (s *Server) allowedRateHeaders(h http.Header, cc *callerCarrier, status int) {
+	if status >= 400 || cc.c == nil || s.disp == nil || h.Get("X-RateLimit-Limit") != "" {
+		return
+	}
+	cc.mu.Lock()
+	name := cc.tool
+	cc.mu.Unlock()
+	l := s.disp.Limiter()
+	if name == "" || l == nil {
+		return
+	}
+	t, ok := s.disp.Tool(name)
+	if !ok {
+		return
+	}
+	if cat := ratelimit.ForTool(name, t.Category); cat != 0 {
+		SetRateLimitHeaders(h, l.Current(cc.c.KeyID, cat))
+	}
 }

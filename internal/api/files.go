@@ -201,10 +201,11 @@ func (h *fileHandlers) fail(w http.ResponseWriter, r *http.Request, op, p string
 	writeJSON(w, b.status, FileErrorEnvelope{Success: false, Message: b.Message, Data: &fe, Hint: b.Hint})
 }
 
-// events streams a watch's events as server-sent events: one "event:
-// <type>" per change with the event as JSON data and its seq as the id
-// (Last-Event-ID resumes), a comment every 15 s, and "event: end" when the
-// watch stops.
+// events streams a watch's events as server-sent events, with AIO's
+// names: "watch_started" first (data: the watch), one "file_change" per
+// change (data: the event) with the id "{watcher_id}:{seq}" (Last-Event-ID,
+// in that form or as a bare seq, resumes after it; so does ?cursor=N), a
+// comment every 15 s, and "watch_stopped" when the watch ends.
 func (h *fileHandlers) events(w http.ResponseWriter, r *http.Request) {
 	ref := workspace.WatchRef{Sandbox: chi.URLParam(r, "id"), WatcherID: chi.URLParam(r, "watcher_id")}
 	res, err := h.call(r.Context(), workspace.ToolWatchEvents, ref)
@@ -215,7 +216,7 @@ func (h *fileHandlers) events(w http.ResponseWriter, r *http.Request) {
 	watch := res.(*workspace.Watch)
 	var cursor int64
 	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("cursor")} {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		if n, ok := parseEventID(watch.ID(), v); ok {
 			cursor = n
 		}
 	}
@@ -225,6 +226,11 @@ func (h *fileHandlers) events(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	info, _ := json.Marshal(watch.Info())
+	// #nosec G705 -- a text/event-stream (never rendered as HTML) of a server-made id and JSON.
+	if _, err := fmt.Fprintf(w, "id: %s:%d\nevent: watch_started\ndata: %s\n\n", watch.ID(), cursor, info); err != nil {
+		return
+	}
 	if flusher != nil {
 		flusher.Flush()
 	}
@@ -235,7 +241,7 @@ func (h *fileHandlers) events(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, e := range evs {
 			b, _ := json.Marshal(e)
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b); err != nil {
+			if _, err := fmt.Fprintf(w, "id: %s:%d\nevent: file_change\ndata: %s\n\n", watch.ID(), e.Seq, b); err != nil {
 				return
 			}
 		}
@@ -248,7 +254,8 @@ func (h *fileHandlers) events(w http.ResponseWriter, r *http.Request) {
 			cursor = last
 		}
 		if ended {
-			_, _ = io.WriteString(w, "event: end\ndata: {}\n\n")
+			b, _ := json.Marshal(watch.Info())
+			_, _ = fmt.Fprintf(w, "event: watch_stopped\ndata: %s\n\n", b)
 			if flusher != nil {
 				flusher.Flush()
 			}
@@ -258,6 +265,22 @@ func (h *fileHandlers) events(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
+}
+
+// parseEventID reads an SSE resume point: "{watcher_id}:{seq}" of this
+// watch, or a bare seq. Another watch's id or a negative seq is ignored.
+func parseEventID(watcherID, v string) (int64, bool) {
+	if wid, seq, ok := strings.Cut(v, ":"); ok {
+		if wid != watcherID {
+			return 0, false
+		}
+		v = seq
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
 }
 
 // document adds the file routes to the OpenAPI document (they are plain

@@ -99,6 +99,7 @@ var (
 // before serving.
 func (s *Server) FoundationTools(d *dispatch.Dispatcher) {
 	s.disp = d
+	d.Observe(noteTool)
 	d.MustRegister(dispatch.Tool{
 		Name: ToolKeysList, Description: "List API keys", Risk: guard.Safe, Roles: adminOnly,
 		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) { return s.auth.ListKeys(ctx) },

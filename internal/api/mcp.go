@@ -29,4 +29,14 @@ func (s *Server) MCPRoutes(h http.Handler) {
 			"202": {Description: "accepted (notifications and responses)"},
 		},
 	})
+	for _, m := range []struct{ method, id, summary string }{
+		{http.MethodGet, "mcp-stream", "Model Context Protocol: a session's server-to-client event stream"},
+		{http.MethodDelete, "mcp-end", "Model Context Protocol: end a session"},
+	} {
+		s.api.OpenAPI().AddOperation(&huma.Operation{
+			OperationID: m.id, Method: m.method, Path: MCPPath, Tags: []string{"mcp"}, Security: Security, Summary: m.summary,
+			Parameters: []*huma.Param{{Name: "Mcp-Session-Id", In: "header", Required: true, Schema: &huma.Schema{Type: "string"}}},
+			Responses:  map[string]*huma.Response{"200": {Description: "text/event-stream (GET) or an empty answer (DELETE)"}},
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -82,11 +84,16 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// beforeHeader, when set, runs once just before the status is sent.
+	beforeHeader func(status int)
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		if w.beforeHeader != nil {
+			w.beforeHeader(code)
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -94,6 +101,9 @@ func (w *statusRecorder) WriteHeader(code int) {
 func (w *statusRecorder) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		if w.beforeHeader != nil {
+			w.beforeHeader(http.StatusOK)
+		}
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
@@ -121,8 +131,9 @@ func (w *statusRecorder) code() int {
 func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
 		cc := &callerCarrier{}
+		rec := &statusRecorder{ResponseWriter: w}
+		rec.beforeHeader = func(status int) { s.allowedRateHeaders(rec.Header(), cc, status) }
 		r = r.WithContext(context.WithValue(r.Context(), callerCarrierKey{}, cc))
 		next.ServeHTTP(rec, r)
 		dur := time.Since(start)
@@ -159,6 +170,11 @@ func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 type callerCarrier struct {
 	c       *auth.Caller
 	limited string
+
+	mu sync.Mutex
+	// tool is the first tool the request called (the dispatcher's
+	// observer sets it), for the X-RateLimit-* headers of a success.
+	tool string
 }
 
 // hostOriginMiddleware refuses requests whose Host is not one this server
@@ -410,6 +426,8 @@ func (s *Server) requestShapeMiddleware(next http.Handler) http.Handler {
 				WriteError(w, r, err)
 				return
 			}
+		} else if s.emptyMeansDefaults(r) {
+			r = withEmptyObject(r)
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -464,4 +482,37 @@ func routeKey(pattern string) string {
 		return "/v1/" + rest
 	}
 	return pattern
+}
+
+// emptyMeansDefaults says whether r, sent without a body, is read as
+// "{}": AIO's SDK calls shell.create_session() and
+// jupyter.create_session() with no body at all, and an empty body means
+// all defaults on every JSON route. A route with required fields then
+// answers 422 naming them, as it would for "{}". Routes that take other
+// media types (uploads, artifact chunks) are left alone: an empty upload
+// is an empty file.
+func (s *Server) emptyMeansDefaults(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		return false
+	}
+	if r.ContentLength != 0 { // -1: a chunked body, read as sent
+		return false
+	}
+	p := s.routePattern(r)
+	return p != "" && bodyTypes[r.Method+" "+routeKey(p)] == nil
+}
+
+// emptyObject is the body an empty request is read as.
+const emptyObject = "{}"
+
+// withEmptyObject gives r the body "{}" as application/json.
+func withEmptyObject(r *http.Request) *http.Request {
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(strings.NewReader(emptyObject))
+	r2.ContentLength = int64(len(emptyObject))
+	r2.Header.Set("Content-Type", "application/json")
+	r2.Header.Set("Content-Length", strconv.Itoa(len(emptyObject)))
+	return r2
 }

@@ -62,7 +62,9 @@ type Server struct {
 	loopbackBind bool
 
 	router chi.Router
-	api    huma.API
+	// docOnce completes the OpenAPI document before it is first served.
+	docOnce sync.Once
+	api     huma.API
 
 	// largeBodyPrefixes are set before serving and read-only afterwards.
 	largeBodyPrefixes []string
@@ -98,7 +100,7 @@ func New(d Deps) (*Server, error) {
 		metrics: m, version: d.Version, loopbackBind: config.IsLoopbackListen(d.Config.Listen),
 	}
 	r := chi.NewRouter()
-	r.Use(s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
+	r.Use(aioRouteMiddleware, s.openAPIDocMiddleware, s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
 		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware, s.requestShapeMiddleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, errNotFound)

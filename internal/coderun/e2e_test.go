@@ -70,6 +70,20 @@ func (s *srv) do(method, path string, body any) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// requireToolFailure requires AIO's answer to a tool-level failure on a
+// code or jupyter route: HTTP 200, success false, data null and a message
+// naming the failure.
+func requireToolFailure(t *testing.T, what string, st int, out map[string]any, msg string) {
+	t.Helper()
+	if st != 200 || out["success"] != false || out["data"] != nil {
+		t.Errorf("%s: %d %v, want 200 with success:false and data null", what, st, out)
+		return
+	}
+	if m, _ := out["message"].(string); !strings.Contains(m, msg) {
+		t.Errorf("%s: message %q, want it to contain %q", what, m, msg)
+	}
+}
+
 // exec runs code and returns data, failing on a non-200.
 func (s *srv) exec(body map[string]any) map[string]any {
 	s.t.Helper()
@@ -243,9 +257,9 @@ func TestCodeEndToEnd(t *testing.T) {
 		if st, out = s.do("DELETE", "/v1/jupyter/sessions/nb-1", nil); st != 200 {
 			t.Fatalf("%d %v", st, out)
 		}
-		if st, out = s.do("DELETE", "/v1/jupyter/sessions/nb-1", nil); st != 404 {
-			t.Fatalf("second delete: %d %v", st, out)
-		}
+		// AIO's rule: a tool-level failure is HTTP 200 with success:false.
+		st, out = s.do("DELETE", "/v1/jupyter/sessions/nb-1", nil)
+		requireToolFailure(t, "second delete", st, out, "no such session")
 	})
 
 	t.Run("busy-session-conflict", func(t *testing.T) {
@@ -266,9 +280,8 @@ func TestCodeEndToEnd(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if st, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "code": "echo second", "stateful": true, "session_id": sid}); st != 409 {
-			t.Fatalf("call on a busy session: %d %v", st, out)
-		}
+		st, out := s.do("POST", "/v1/code/execute", map[string]any{"language": "bash", "code": "echo second", "stateful": true, "session_id": sid})
+		requireToolFailure(t, "call on a busy session", st, out, "running another execution")
 		first := <-done
 		if first["data"].(map[string]any)["stdout"] != "slept\n" {
 			t.Fatalf("first call: %v", first)
@@ -317,21 +330,26 @@ func TestCodeEndToEnd(t *testing.T) {
 		cases := []struct {
 			name, path, body string
 			want             int
+			msg              string // the message of a tool-level failure (200)
 		}{
-			{"negative-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":-1}`, 422},
-			{"huge-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":1e309}`, 422},
-			{"fractional-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":1.5}`, 422},
-			{"unknown-language", "/v1/code/execute", `{"language":"cobol","code":"1"}`, 422},
-			{"missing-code", "/v1/code/execute", `{"language":"python"}`, 422},
-			{"not-json", "/v1/code/execute", `{"language":`, 422},
-			{"array-body", "/v1/jupyter/execute", `[]`, 422},
-			{"bad-kernel", "/v1/jupyter/execute", `{"code":"1","kernel_name":"ruby"}`, 422},
-			{"unknown-session", "/v1/code/execute", `{"language":"python","code":"1","stateful":true,"session_id":"nope"}`, 404},
-			{"unknown-jupyter-session", "/v1/jupyter/execute", `{"code":"1","session_id":"nope"}`, 404},
-			{"unknown-sandbox", "/sandboxes/sb-nope/v1/code/execute", `{"language":"python","code":"1"}`, 404},
+			{"negative-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":-1}`, 422, ""},
+			{"huge-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":1e309}`, 422, ""},
+			{"fractional-timeout", "/v1/code/execute", `{"language":"python","code":"1","timeout":1.5}`, 422, ""},
+			{"unknown-language", "/v1/code/execute", `{"language":"cobol","code":"1"}`, 422, ""},
+			{"missing-code", "/v1/code/execute", `{"language":"python"}`, 422, ""},
+			{"not-json", "/v1/code/execute", `{"language":`, 422, ""},
+			{"array-body", "/v1/jupyter/execute", `[]`, 422, ""},
+			{"bad-kernel", "/v1/jupyter/execute", `{"code":"1","kernel_name":"ruby"}`, 422, ""},
+			{"unknown-session", "/v1/code/execute", `{"language":"python","code":"1","stateful":true,"session_id":"nope"}`, 200, "no such session"},
+			{"unknown-jupyter-session", "/v1/jupyter/execute", `{"code":"1","session_id":"nope"}`, 200, "no such session"},
+			{"unknown-sandbox", "/sandboxes/sb-nope/v1/code/execute", `{"language":"python","code":"1"}`, 200, "sandbox not found"},
 		}
 		for _, c := range cases {
 			st, out := s.do("POST", c.path, c.body)
+			if c.want == 200 {
+				requireToolFailure(t, c.name, st, out, c.msg)
+				continue
+			}
 			if st != c.want {
 				t.Errorf("%s: %d %v, want %d", c.name, st, out, c.want)
 				continue

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // Config is the whole server configuration. It is a plain value: pass it
@@ -42,6 +44,9 @@ type Config struct {
 	EnableSudo bool
 	// DisableRateLimit turns per-key rate limits off (SANDBOX_RATE_LIMIT=false).
 	DisableRateLimit bool
+	// RateLimits are per-category rules over the defaults
+	// (SANDBOX_RATE_LIMITS); nil keeps ratelimit.DefaultRules.
+	RateLimits ratelimit.Rules
 	// NetworkUnrestricted lets sandboxes use network mode "host" and lifts the
 	// default egress denial (SANDBOX_NETWORK_RESTRICTED=false).
 	NetworkUnrestricted bool

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -92,6 +94,7 @@ func TestBadValuesNameTheSetting(t *testing.T) {
 		{"bad bool", map[string]string{"SANDBOX_RATE_LIMIT": "maybe"}, "SANDBOX_RATE_LIMIT"},
 		{"bad int", map[string]string{"SANDBOX_WARM_POOL": "two"}, "SANDBOX_WARM_POOL"},
 		{"bad duration", map[string]string{"SANDBOX_MAX_CPU_TIME": "30"}, "SANDBOX_MAX_CPU_TIME"},
+		{"bad rate limits", map[string]string{"SANDBOX_RATE_LIMITS": "code=lots"}, "SANDBOX_RATE_LIMITS"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,5 +219,30 @@ func TestUnknownFileKeyRefused(t *testing.T) {
 	}
 	if _, err := Load(LoadOptions{File: f, LookupEnv: env(nil)}); err == nil || !strings.Contains(err.Error(), "lisen") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestRateLimitsSetting: SANDBOX_RATE_LIMITS reaches the config as rules,
+// and the default names the documented numbers.
+func TestRateLimitsSetting(t *testing.T) {
+	c, err := Load(LoadOptions{LookupEnv: env(map[string]string{"SANDBOX_RATE_LIMITS": "code=20/m,command=5/s:10"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.RateLimits[ratelimit.Exec]; r.PerMinute != 20 || r.Burst != 20 {
+		t.Errorf("code: %+v", r)
+	}
+	if r := c.RateLimits[ratelimit.Command]; r.PerMinute != 300 || r.Burst != 10 {
+		t.Errorf("command: %+v", r)
+	}
+	d, err := Load(LoadOptions{LookupEnv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ratelimit.DefaultRules()
+	for _, cat := range []ratelimit.Category{ratelimit.Exec, ratelimit.File, ratelimit.Browser, ratelimit.Terminal, ratelimit.Command} {
+		if d.RateLimits[cat] != want[cat] {
+			t.Errorf("default %s: %+v, want %+v", cat, d.RateLimits[cat], want[cat])
+		}
 	}
 }

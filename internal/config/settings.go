@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // setting is one configuration knob: its config-file/flag key, its
@@ -35,6 +37,16 @@ var settings = []setting{
 		set: boolField(func(c *Config, b bool) { c.EnableSudo = b })},
 	{key: "rate_limit", env: "SANDBOX_RATE_LIMIT", def: "true", doc: "per-key rate limits on",
 		set: boolField(func(c *Config, b bool) { c.DisableRateLimit = !b })},
+	{key: "rate_limits", env: "SANDBOX_RATE_LIMITS", def: "code=10/m,command=300/m:60,file=100/m,browser=20/m,terminal=5",
+		doc: "per-key limits by category (category=N/s|m|h[:burst], terminal=N concurrent); code = /v1/code, /v1/jupyter, /v1/nodejs; command = exec, shell, bash",
+		set: func(c *Config, v string) error {
+			r, err := ratelimit.ParseRules(v)
+			if err != nil {
+				return err
+			}
+			c.RateLimits = r
+			return nil
+		}},
 	{key: "network_restricted", env: "SANDBOX_NETWORK_RESTRICTED", def: "true", doc: "egress denied unless a sandbox's allowlist permits",
 		set: boolField(func(c *Config, b bool) { c.NetworkUnrestricted = !b })},
 	{key: "insecure_no_isolation", env: "SANDBOX_INSECURE_NO_ISOLATION", def: "false", doc: "start even when sandboxes cannot be isolated",

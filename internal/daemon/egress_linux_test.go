@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -398,43 +399,83 @@ func TestRateLimitAnswers429(t *testing.T) {
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.MaxSandboxesPerKey = 2 })
 	agent := s.createKey("agent", "agent")
 	id := s.createSandbox(agent.Key, nil)
-	// Exec: 10 per minute with a burst of 10.
+	// Code execution: 10 per minute with a burst of 10. The 429 keeps its
+	// status on the AIO route; the body is the code routes' envelope
+	// (data null).
+	code := "/sandboxes/" + id + "/v1/code/execute"
 	for i := range 10 {
-		if r := s.do("POST", "/v1/sandboxes/"+id+"/exec", agent.Key, map[string]any{"command": "true"}, nil); r.status != 200 {
-			t.Fatalf("exec %d: %d %s", i, r.status, r.raw)
+		if r := s.do("POST", code, agent.Key, map[string]any{"language": "bash", "code": "true"}, nil); r.status != 200 || r.env.Success == nil || !*r.env.Success {
+			t.Fatalf("code %d: %d %s", i, r.status, r.raw)
 		}
 	}
-	r := s.do("POST", "/v1/sandboxes/"+id+"/exec", agent.Key, map[string]any{"command": "true"}, nil)
-	expectError(t, r, 429, "rate_limited")
+	r := s.do("POST", code, agent.Key, map[string]any{"language": "bash", "code": "true"}, nil)
+	if r.status != 429 || r.env.Success == nil || *r.env.Success || r.env.Message == nil || *r.env.Message == "" ||
+		!strings.HasPrefix(r.header.Get("X-Request-Id"), "req_") {
+		t.Fatalf("11th code execution: %d %s, want 429", r.status, r.raw)
+	}
 	checkLimitHeaders(t, r, "10")
+	// Commands count apart (exec.run, shell.*, bash.*), in one bucket
+	// with a burst of 60 that the code limit above does not touch.
+	r = s.do("POST", "/v1/sandboxes/"+id+"/exec", agent.Key, map[string]any{"command": "true"}, nil)
+	// Remaining is 59, or 60 if a token refilled before the header.
+	if rem, err := strconv.Atoi(r.header.Get("X-RateLimit-Remaining")); r.status != 200 || r.header.Get("X-RateLimit-Limit") != "60" || err != nil || rem < 59 {
+		t.Fatalf("exec after the code limit: %d %v %s", r.status, r.header, r.raw)
+	}
+	// Cheap bash commands (in an unknown session: AIO's 200 with
+	// success:false, nothing runs) drain the same bucket. It refills at
+	// 300/min, so the count is the burst left plus what refilled
+	// meanwhile: at least 59.
+	n := 0
+	for ; n < 600; n++ {
+		r = s.do("POST", "/sandboxes/"+id+"/v1/bash/exec", agent.Key, map[string]any{"session_id": "nope", "command": "true"}, nil)
+		if r.status != 200 {
+			break
+		}
+	}
+	if n < 59 {
+		t.Fatalf("command bucket refused after %d calls: %d %s", n, r.status, r.raw)
+	}
+	expectError(t, r, 429, "rate_limited")
+	checkLimitHeaders(t, r, "60")
 	// The sandbox cap answers the same way.
 	s.createSandbox(agent.Key, nil)
 	r = s.do("POST", "/v1/sandboxes", agent.Key, map[string]any{}, nil)
 	expectError(t, r, 429, "rate_limited")
 	checkLimitHeaders(t, r, "2")
 
-	// The audit filter takes the categories by dotted prefix.
+	// The audit filter takes an action by dotted prefix, and a category
+	// ("exec": every way code ran) across its prefixes.
 	s.do("GET", "/v1/sandboxes", "shk_not-a-key", nil, nil)
-	for _, tc := range []struct{ filter, want string }{
-		{"auth", "auth.failure"}, {"exec", "exec.run"}, {"sandbox", "sandbox.create"},
+	for _, tc := range []struct {
+		filter   string
+		prefixes []string
+		want     []string
+	}{
+		{"auth", []string{"auth.", "authz."}, []string{"auth.failure"}},
+		{"exec", []string{"exec.", "shell.", "bash.", "code.", "jupyter."}, []string{"exec.run", "code.execute", "bash.exec"}},
+		{"code", []string{"code."}, []string{"code.execute"}},
+		{"sandbox", []string{"sandbox."}, []string{"sandbox.create"}},
 	} {
 		var page struct {
 			Records []struct{ Action, Verdict string } `json:"records"`
 		}
 		expectOK(t, s.do("GET", "/v1/audit?action="+tc.filter, s.d.AdminKey(), nil, nil), 200, &page)
-		seen := false
+		seen := map[string]bool{}
 		for _, r := range page.Records {
-			if !strings.HasPrefix(r.Action, tc.filter+".") {
+			if !slices.ContainsFunc(tc.prefixes, func(p string) bool { return strings.HasPrefix(r.Action, p) }) {
 				t.Fatalf("?action=%s returned %s", tc.filter, r.Action)
 			}
-			seen = seen || r.Action == tc.want
+			seen[r.Action] = true
 		}
-		if !seen {
-			t.Fatalf("?action=%s: no %s among %d records", tc.filter, tc.want, len(page.Records))
+		for _, w := range tc.want {
+			if !seen[w] {
+				t.Fatalf("?action=%s: no %s among %d records", tc.filter, w, len(page.Records))
+			}
 		}
 	}
 	m := s.do("GET", "/metrics", s.d.AdminKey(), nil, nil)
-	for _, want := range []string{`sandhold_ratelimit_refusals_total{category="exec"} 1`, `sandhold_ratelimit_refusals_total{category="sandboxes"} 1`} {
+	for _, want := range []string{`sandhold_ratelimit_refusals_total{category="code"} 1`, `sandhold_ratelimit_refusals_total{category="command"} 1`,
+		`sandhold_ratelimit_refusals_total{category="sandboxes"} 1`} {
 		if !strings.Contains(string(m.raw), want) {
 			t.Fatalf("metrics lack %s", want)
 		}

@@ -100,7 +100,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		return fmt.Errorf("cgroups: %w", err)
 	}
 	d.guard = guard.New(guard.Config{})
-	d.limiter = ratelimit.New(ratelimit.Options{Disabled: cfg.DisableRateLimit})
+	d.limiter = ratelimit.New(ratelimit.Options{Disabled: cfg.DisableRateLimit, Rules: ratelimit.DefaultRules().Merge(cfg.RateLimits)})
 	d.dispatch = dispatch.New(dispatch.Options{Limiter: d.limiter, Audit: d.audit})
 
 	initExe, initArgs := o.initExe, o.initArgs

@@ -335,6 +335,10 @@ func (d *Dispatcher) SetRateRules(r RateRules) {
 	d.rates = r
 }
 
+// Limiter is the rate limiter the dispatcher counts with (nil: none), for
+// the X-RateLimit-* headers of allowed calls.
+func (d *Dispatcher) Limiter() *ratelimit.Limiter { return d.limiter }
+
 // Observe adds fn to the observers that see every call first.
 func (d *Dispatcher) Observe(fn Observer) {
 	d.mu.Lock()
@@ -582,16 +586,16 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		return nil, fault.Errorf(fault.Forbidden, "the %s role may not call %s", c.Role, t.Name)
 	}
 	// 3. Rate limit (a refused call is not counted).
-	if d.limiter != nil && t.Category != 0 {
+	if cat := ratelimit.ForTool(t.Name, t.Category); d.limiter != nil && cat != 0 {
 		var dec ratelimit.Decision
 		if st.rates != nil {
-			dec = d.limiter.AllowRule(c.KeyID, t.Category, d.limiter.Resolve(string(c.Role), st.rates(c))[t.Category])
+			dec = d.limiter.AllowRule(c.KeyID, cat, d.limiter.Resolve(string(c.Role), st.rates(c))[cat])
 		} else {
-			dec = d.limiter.Allow(c.KeyID, t.Category)
+			dec = d.limiter.Allow(c.KeyID, cat)
 		}
 		if !dec.Allowed {
 			verdict, reason = "denied", "rate_limit"
-			rl := &RateLimited{Category: t.Category, Decision: dec}
+			rl := &RateLimited{Category: cat, Decision: dec}
 			return nil, &fault.Error{Kind: fault.RateLimited, Msg: rl.Error(), RetryAfter: dec.RetryAfterSeconds(), Err: rl}
 		}
 	}

@@ -25,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +41,8 @@ type Category uint8
 const (
 	// File counts file operations (read, write, list, upload, download).
 	File Category = iota + 1
-	// Exec counts code and command executions (exec, code, bash, shell exec).
+	// Exec counts code executions: /v1/code, /v1/jupyter, /v1/nodejs (its
+	// configuration name is "code"; "exec" is accepted for old policies).
 	Exec
 	// Browser counts browser operations.
 	Browser
@@ -53,6 +56,9 @@ const (
 	// Executions caps concurrent executions inside one sandbox (the key is the
 	// sandbox id).
 	Executions
+	// Command counts commands: exec.run, shell.* and bash.* (see ForTool).
+	// Declared last so the numbers of the others do not move.
+	Command
 )
 
 // String returns the category's stable name (used in metrics labels and
@@ -62,7 +68,7 @@ func (c Category) String() string {
 	case File:
 		return "file"
 	case Exec:
-		return "exec"
+		return "code"
 	case Browser:
 		return "browser"
 	case AuthFailure:
@@ -73,25 +79,59 @@ func (c Category) String() string {
 		return "sandboxes"
 	case Executions:
 		return "executions"
+	case Command:
+		return "command"
 	}
 	return fmt.Sprintf("category(%d)", uint8(c))
 }
 
 // Categories returns every category, in declaration order.
 func Categories() []Category {
-	return []Category{File, Exec, Browser, AuthFailure, Terminal, Sandboxes, Executions}
+	return []Category{File, Exec, Browser, AuthFailure, Terminal, Sandboxes, Executions, Command}
 }
 
-func (c Category) valid() bool { return c >= File && c <= Executions }
+func (c Category) valid() bool { return c >= File && c <= Command }
 
 // ParseCategory maps a name from String back to its Category.
 func ParseCategory(name string) (Category, error) {
+	if name == legacyExecName {
+		return Exec, nil
+	}
 	for _, c := range Categories() {
 		if c.String() == name {
 			return c, nil
 		}
 	}
 	return 0, fmt.Errorf("unknown rate-limit category %q", name)
+}
+
+// legacyExecName is Exec's name before commands got their own category;
+// policies written then still say "exec".
+const legacyExecName = "exec"
+
+// commandTools are the tools that run a command: exact names, or name
+// prefixes ending in ".". Their packages declare them with Exec; they count
+// as Command (a shell loop of an agent is many small commands, while code
+// execution keeps the seed's 10/min). A literal table so the split is
+// reviewable in one place.
+var commandTools = []string{
+	"exec.run", // POST /v1/sandboxes/{id}/exec
+	"shell.",   // AIO /v1/shell/* (PTY sessions)
+	"bash.",    // AIO /v1/bash/*
+}
+
+// ForTool returns the category a call of tool counts against: Command for
+// a command tool declared Exec, declared otherwise.
+func ForTool(tool string, declared Category) Category {
+	if declared != Exec {
+		return declared
+	}
+	for _, p := range commandTools {
+		if tool == p || (strings.HasSuffix(p, ".") && strings.HasPrefix(tool, p)) {
+			return Command
+		}
+	}
+	return declared
 }
 
 // Rule is the limit of one category.
@@ -113,12 +153,21 @@ type Rules map[Category]Rule
 
 // Defaults from SECURITY-RULES.md (Rate limits), per key unless noted.
 const (
-	DefaultFilePerMinute    = 100 // file operations per minute
-	DefaultExecPerMinute    = 10  // executions per minute ...
-	DefaultExecBurst        = 10  // ... all of which may come at once (burst-friendly)
-	DefaultBrowserPerMinute = 20  // browser operations per minute
-	DefaultAuthFailures     = 10  // failed auth attempts per minute per client address
-	DefaultTerminals        = 5   // concurrent terminal sessions
+	DefaultFilePerMinute = 100 // file operations per minute
+	DefaultExecPerMinute = 10  // code executions per minute ...
+	DefaultExecBurst     = 10  // ... all of which may come at once (burst-friendly)
+	// DefaultCommandPerMinute: commands (exec, shell, bash) are what an
+	// agent does most — ls, cat, a test run, git status — often several a
+	// second while it explores. 300/min (5/s sustained) is above any agent
+	// loop that waits for its model between steps, and far below a runaway
+	// loop of a script (thousands a second); the guard, not the rate, is what
+	// judges a command.
+	DefaultCommandPerMinute = 300
+	// DefaultCommandBurst lets a batch of 60 quick commands pass at once.
+	DefaultCommandBurst     = 60
+	DefaultBrowserPerMinute = 20 // browser operations per minute
+	DefaultAuthFailures     = 10 // failed auth attempts per minute per client address
+	DefaultTerminals        = 5  // concurrent terminal sessions
 	// DefaultSandboxesPerKey and DefaultExecutionsPerSandbox are not in the
 	// seed's table; the caller is expected to set them from its configuration.
 	// These values only keep a forgotten setting from meaning "unlimited".
@@ -131,6 +180,7 @@ func DefaultRules() Rules {
 	return Rules{
 		File:        {PerMinute: DefaultFilePerMinute, Burst: DefaultFilePerMinute},
 		Exec:        {PerMinute: DefaultExecPerMinute, Burst: DefaultExecBurst},
+		Command:     {PerMinute: DefaultCommandPerMinute, Burst: DefaultCommandBurst},
 		Browser:     {PerMinute: DefaultBrowserPerMinute, Burst: DefaultBrowserPerMinute},
 		AuthFailure: {PerMinute: DefaultAuthFailures, Burst: DefaultAuthFailures},
 		Terminal:    {Concurrent: DefaultTerminals},
@@ -365,6 +415,26 @@ func (l *Limiter) Peek(key string, cat Category) Decision {
 	return l.PeekRule(key, cat, l.rules[cat])
 }
 
+// Current reports key's bucket for cat under the rule it was last used
+// with, counting nothing: the X-RateLimit-* headers of an allowed call.
+// The zero Decision (no headers) when limits are off or the bucket is not
+// tracked or holds no rate rule.
+func (l *Limiter) Current(key string, cat Category) Decision {
+	if l.disabled {
+		return Decision{}
+	}
+	l.mu.Lock()
+	var rule Rule
+	if b := l.buckets[bucketID(key, cat)]; b != nil && b.rate != nil {
+		rule = b.rule
+	}
+	l.mu.Unlock()
+	if rule.PerMinute <= 0 {
+		return Decision{}
+	}
+	return l.PeekRule(key, cat, rule)
+}
+
 // PeekRule is Peek under an explicit rule.
 func (l *Limiter) PeekRule(key string, cat Category, rule Rule) Decision {
 	return l.take(key, cat, rule, false)
@@ -576,4 +646,85 @@ func (l *Limiter) unlink(b *bucket) {
 func (l *Limiter) remove(b *bucket) {
 	l.unlink(b)
 	delete(l.buckets, b.id)
+}
+
+// maxRuleSpec caps the length of a SANDBOX_RATE_LIMITS value (hostile or
+// mistyped input: a few categories need well under this).
+const maxRuleSpec = 1024
+
+// ParseRules reads a rule list such as SANDBOX_RATE_LIMITS:
+// "code=10/m,command=300/m:60,file=100/m,browser=20/m,terminal=5".
+// Each item is category=N/unit[:burst] (unit s, m or h; burst defaults to
+// the per-minute count, at least 1) or, for a concurrency cap (terminal,
+// sandboxes, executions), category=N. A category named twice is an error.
+func ParseRules(spec string) (Rules, error) {
+	if len(spec) > maxRuleSpec {
+		return nil, fmt.Errorf("rate-limit rules: longer than %d bytes", maxRuleSpec)
+	}
+	out := Rules{}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("rate-limit rule %q: want category=N/unit", item)
+		}
+		cat, err := ParseCategory(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := out[cat]; dup {
+			return nil, fmt.Errorf("rate-limit rule %q: %s named twice", item, cat)
+		}
+		r, err := parseRule(cat, strings.TrimSpace(val))
+		if err != nil {
+			return nil, fmt.Errorf("rate-limit rule %q: %w", item, err)
+		}
+		out[cat] = r
+	}
+	if err := out.Validate(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func parseRule(cat Category, val string) (Rule, error) {
+	if cat == Terminal || cat == Sandboxes || cat == Executions {
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 {
+			return Rule{}, fmt.Errorf("%s is a concurrency cap: want a positive whole number", cat)
+		}
+		return Rule{Concurrent: n}, nil
+	}
+	rateSpec, burstSpec, hasBurst := strings.Cut(val, ":")
+	num, unit, ok := strings.Cut(rateSpec, "/")
+	if !ok {
+		return Rule{}, fmt.Errorf("want N/s, N/m or N/h")
+	}
+	n, err := strconv.ParseFloat(num, 64)
+	if err != nil || n <= 0 || math.IsInf(n, 0) {
+		return Rule{}, fmt.Errorf("want a positive count before /")
+	}
+	var perMinute float64
+	switch unit {
+	case "s":
+		perMinute = n * 60
+	case "m":
+		perMinute = n
+	case "h":
+		perMinute = n / 60
+	default:
+		return Rule{}, fmt.Errorf("unit %q: want s, m or h", unit)
+	}
+	burst := int(math.Max(1, math.Min(perMinute, maxPerMinute)))
+	if hasBurst {
+		b, err := strconv.Atoi(burstSpec)
+		if err != nil || b < 1 {
+			return Rule{}, fmt.Errorf("burst %q: want a positive whole number", burstSpec)
+		}
+		burst = b
+	}
+	return Rule{PerMinute: perMinute, Burst: burst}, nil
 }

@@ -151,22 +151,16 @@ func TestBashPipe(t *testing.T) {
 			})
 		}
 		for _, path := range []string{"/v1/bash/output", "/v1/bash/write", "/v1/bash/kill"} {
-			if r := s.do("POST", path, map[string]any{"session_id": "nope", "input": "x"}); r.status != 404 {
-				t.Fatalf("%s unknown session: %d %s", path, r.status, r.raw)
-			}
+			toolFailed(t, path+" unknown session", s.do("POST", path, map[string]any{"session_id": "nope", "input": "x"}), "not_found")
 		}
-		if r := s.do("POST", "/v1/bash/exec", map[string]any{"session_id": "nope", "command": "true"}); r.status != 404 {
-			t.Fatalf("exec in unknown session: %d %s", r.status, r.raw)
-		}
+		toolFailed(t, "exec in unknown session", s.do("POST", "/v1/bash/exec", map[string]any{"session_id": "nope", "command": "true"}), "not_found")
 	})
 
 	t.Run("other-keys-sessions-are-invisible", func(t *testing.T) {
 		alice, bob := s.newKey("alice", "agent"), s.newKey("bob", "agent")
 		d := ok(t, s.call(alice, "POST", "/v1/bash/exec", map[string]any{"command": "echo mine"}))
 		sid := d["session_id"].(string)
-		if r := s.call(bob, "POST", "/v1/bash/output", map[string]any{"session_id": sid}); r.status != 404 {
-			t.Fatalf("bob reads alice's output: %d %s", r.status, r.raw)
-		}
+		toolFailed(t, "bob reads alice's output", s.call(bob, "POST", "/v1/bash/output", map[string]any{"session_id": sid}), "not_found")
 		// Even naming alice's sandbox does not help: it is invisible too.
 		sbs := ok(t, s.call(alice, "GET", "/v1/sandboxes", nil))
 		_ = sbs

@@ -93,6 +93,15 @@ func ok(t *testing.T, r resp) map[string]any {
 	return r.data()
 }
 
+// toolFailed fails unless r is AIO's answer to a tool-level failure: HTTP
+// 200, success false, and data.code the kind of the failure.
+func toolFailed(t *testing.T, what string, r resp, code string) {
+	t.Helper()
+	if r.status != 200 || r.body["success"] != false || r.data()["code"] != code {
+		t.Fatalf("%s: %d %s, want 200 with success:false and code %s", what, r.status, r.raw, code)
+	}
+}
+
 // newKey creates a key with role and returns it.
 func (s *srv) newKey(name, role string) string {
 	s.t.Helper()

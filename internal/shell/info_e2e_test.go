@@ -47,13 +47,9 @@ func TestSandboxInfoPrefixesAndStreams(t *testing.T) {
 		if d2["stdout"] != "1\n" {
 			t.Fatalf("default sandbox sees the other's workspace: %v", d2)
 		}
-		if r := s.do("POST", "/v1/shell/view", map[string]any{"id": sid}); r.status != 404 {
-			t.Fatalf("session visible through the default sandbox: %d %s", r.status, r.raw)
-		}
+		toolFailed(t, "session visible through the default sandbox", s.do("POST", "/v1/shell/view", map[string]any{"id": sid}), "not_found")
 		ok(t, s.do("POST", "/sandboxes/"+id+"/v1/shell/view", map[string]any{"id": sid}))
-		if r := s.do("POST", "/sandboxes/sb_nope/v1/shell/exec", map[string]any{"command": "true"}); r.status != 404 {
-			t.Fatalf("unknown sandbox: %d %s", r.status, r.raw)
-		}
+		toolFailed(t, "unknown sandbox", s.do("POST", "/sandboxes/sb_nope/v1/shell/exec", map[string]any{"command": "true"}), "not_found")
 		// terminal-url names a live session of that sandbox.
 		u := s.do("GET", "/sandboxes/"+id+"/v1/shell/terminal-url", nil)
 		url, _ := u.body["data"].(string)

@@ -1,6 +1,7 @@
 package shell_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -51,9 +52,7 @@ func TestShellSessions(t *testing.T) {
 			t.Fatalf("interactive program: %v", d)
 		}
 		// A second command while one waits is refused.
-		if r := s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "true"}); r.status != 409 {
-			t.Fatalf("exec while running: %d %s", r.status, r.raw)
-		}
+		toolFailed(t, "exec while running", s.do("POST", "/v1/shell/exec", map[string]any{"id": sid, "command": "true"}), "conflict")
 		ok(t, s.do("POST", "/v1/shell/write", map[string]any{"id": sid, "input": "sandhold", "press_enter": true}))
 		w := ok(t, s.do("POST", "/v1/shell/wait", map[string]any{"id": sid, "seconds": 30}))
 		if w["status"] != "completed" {
@@ -96,21 +95,18 @@ func TestShellSessions(t *testing.T) {
 			t.Fatalf("kill: %v", k)
 		}
 		ok(t, s.do("DELETE", "/v1/shell/sessions/"+sid, nil))
-		if r := s.do("POST", "/v1/shell/view", map[string]any{"id": sid}); r.status != 404 {
-			t.Fatalf("view after delete: %d %s", r.status, r.raw)
-		}
+		toolFailed(t, "view after delete", s.do("POST", "/v1/shell/view", map[string]any{"id": sid}), "not_found")
 	})
 
 	t.Run("input-to-a-program-that-does-not-read", func(t *testing.T) {
 		d := ok(t, s.do("POST", "/v1/shell/exec", map[string]any{"command": "sleep 600", "async_mode": true}))
 		sid := d["session_id"].(string)
-		// More than the terminal buffers: the request answers 409 instead
-		// of hanging, and so does the next while the first is pending.
+		// More than the terminal buffers: the request answers a conflict
+		// (AIO's 200 with success:false) instead of hanging, and so does
+		// the next while the first is pending.
 		big := strings.Repeat("abcdefg\n", 8000)
 		for i := 0; i < 2; i++ {
-			if r := s.do("POST", "/v1/shell/write", map[string]any{"id": sid, "input": big, "press_enter": false}); r.status != 409 {
-				t.Fatalf("write %d: %d %s", i, r.status, r.raw)
-			}
+			toolFailed(t, fmt.Sprintf("write %d", i), s.do("POST", "/v1/shell/write", map[string]any{"id": sid, "input": big, "press_enter": false}), "conflict")
 		}
 		ok(t, s.do("DELETE", "/v1/shell/sessions/"+sid, nil))
 	})
@@ -173,10 +169,7 @@ func TestShellSessions(t *testing.T) {
 			})
 		}
 		for _, path := range []string{"/v1/shell/view", "/v1/shell/kill", "/v1/shell/write", "/v1/shell/wait"} {
-			r := s.do("POST", path, map[string]any{"id": "no-such-session", "input": "x", "press_enter": false})
-			if r.status != 404 {
-				t.Fatalf("%s unknown session: %d %s", path, r.status, r.raw)
-			}
+			toolFailed(t, path+" unknown session", s.do("POST", path, map[string]any{"id": "no-such-session", "input": "x", "press_enter": false}), "not_found")
 		}
 	})
 
@@ -187,13 +180,9 @@ func TestShellSessions(t *testing.T) {
 		sb := ok(t, s.call(alice, "GET", "/v1/sandboxes", nil))
 		_ = sb
 		for _, path := range []string{"/v1/shell/view", "/v1/shell/kill", "/v1/shell/wait"} {
-			if r := s.call(bob, "POST", path, map[string]any{"id": sid}); r.status != 404 {
-				t.Fatalf("bob %s: %d %s", path, r.status, r.raw)
-			}
+			toolFailed(t, "bob "+path, s.call(bob, "POST", path, map[string]any{"id": sid}), "not_found")
 		}
-		if r := s.call(bob, "DELETE", "/v1/shell/sessions/"+sid, nil); r.status != 404 {
-			t.Fatalf("bob delete: %d %s", r.status, r.raw)
-		}
+		toolFailed(t, "bob delete", s.call(bob, "DELETE", "/v1/shell/sessions/"+sid, nil), "not_found")
 		list := ok(t, s.call(bob, "GET", "/v1/shell/sessions", nil))
 		if _, seen := list["sessions"].(map[string]any)[sid]; seen {
 			t.Fatalf("bob lists alice's session: %v", list)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -66,10 +67,10 @@ func TestFileRoutes(t *testing.T) {
 				t.Fatalf("read lines [1,2) = %q", rd.Content)
 			}
 			// Binary content is not text: decode_error.
-			if r := call("read", map[string]any{"file": "/workspace/p/bin.dat"}); r.status != http.StatusBadRequest || r.fileError(t).ErrorType != "decode_error" {
+			if r := call("read", map[string]any{"file": "/workspace/p/bin.dat"}); r.status != http.StatusOK || r.env.Success || r.fileError(t).ErrorType != "decode_error" {
 				t.Fatalf("binary read: %d %s", r.status, r.raw)
 			}
-			if r := call("read", map[string]any{"file": "/workspace/p/none.txt"}); r.status != http.StatusNotFound || r.fileError(t).ErrorType != "not_found" {
+			if r := call("read", map[string]any{"file": "/workspace/p/none.txt"}); r.status != http.StatusOK || r.env.Success || r.fileError(t).ErrorType != "not_found" {
 				t.Fatalf("missing read: %d %s", r.status, r.raw)
 			}
 
@@ -177,7 +178,7 @@ func TestFileRoutes(t *testing.T) {
 			if e.PrevExist {
 				t.Fatal("create: prev_exist")
 			}
-			if r := call("str_replace_editor", map[string]any{"command": "create", "path": "/workspace/p/e.py", "file_text": "x"}); r.status != http.StatusConflict || r.fileError(t).ErrorType != "already_exists" {
+			if r := call("str_replace_editor", map[string]any{"command": "create", "path": "/workspace/p/e.py", "file_text": "x"}); r.status != http.StatusOK || r.env.Success || r.fileError(t).ErrorType != "already_exists" {
 				t.Fatalf("create over a file: %d %s", r.status, r.raw)
 			}
 			data(call("str_replace_editor", map[string]any{"command": "str_replace", "path": "/workspace/p/e.py", "old_str": "b = 2", "new_str": "b = 3"}), &e)
@@ -197,7 +198,7 @@ func TestFileRoutes(t *testing.T) {
 			if rd.Content != "a = 1\nb = 3\n" {
 				t.Fatalf("after undo: %q", rd.Content)
 			}
-			if r := call("str_replace_editor", map[string]any{"command": "str_replace", "path": "/workspace/p/e.py", "old_str": "nope", "new_str": "x"}); r.status != http.StatusBadRequest {
+			if r := call("str_replace_editor", map[string]any{"command": "str_replace", "path": "/workspace/p/e.py", "old_str": "nope", "new_str": "x"}); r.status != http.StatusOK || r.env.Success {
 				t.Fatalf("str_replace of a missing string: %d %s", r.status, r.raw)
 			}
 			data(call("str_replace_editor", map[string]any{"command": "view", "path": "/workspace/p"}), &e)
@@ -278,15 +279,32 @@ func TestWatch(t *testing.T) {
 		poll.Events[0].Path != "/workspace/w/new.txt" || poll.Cursor != poll.Events[0].Seq {
 		t.Fatalf("poll: %s", r.raw)
 	}
+	// AIO's SSE shape: watch_started, then file_change with the id
+	// {watcher_id}:{seq} and AIO's field names, times in epoch seconds.
 	sc := bufio.NewScanner(resp.Body)
 	var got []string
-	for sc.Scan() && len(got) < 2 {
-		if l := sc.Text(); strings.HasPrefix(l, "event: ") || strings.HasPrefix(l, "data: ") {
+	for sc.Scan() && len(got) < 6 {
+		if l := sc.Text(); strings.HasPrefix(l, "id: ") || strings.HasPrefix(l, "event: ") || strings.HasPrefix(l, "data: ") {
 			got = append(got, l)
 		}
 	}
-	if len(got) < 2 || got[0] != "event: create" || !strings.Contains(got[1], `"/workspace/w/new.txt"`) {
+	if len(got) < 6 || got[0] != "id: "+info.WatcherID+":0" || got[1] != "event: watch_started" || !strings.Contains(got[2], info.WatcherID) ||
+		got[3] != fmt.Sprintf("id: %s:%d", info.WatcherID, poll.Events[0].Seq) || got[4] != "event: file_change" {
 		t.Fatalf("sse = %v", got)
+	}
+	var ev struct {
+		Type         string   `json:"type"`
+		Path         string   `json:"path"`
+		RelativePath string   `json:"relative_path"`
+		IsDir        *bool    `json:"is_dir"`
+		Size         *int64   `json:"size"`
+		Mtime        *float64 `json:"mtime"`
+		Timestamp    *float64 `json:"timestamp"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(got[5], "data: ")), &ev); err != nil || ev.Type != "create" ||
+		ev.Path != "/workspace/w/new.txt" || ev.RelativePath != "new.txt" || ev.IsDir == nil || *ev.IsDir ||
+		ev.Size == nil || *ev.Size != 3 || ev.Mtime == nil || *ev.Mtime < 1e9 || ev.Timestamp == nil || *ev.Timestamp < *ev.Mtime-60 {
+		t.Fatalf("file_change data = %s (%v)", got[5], err)
 	}
 
 	// wait: a write to the file that exists.
@@ -324,20 +342,20 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("stop: %d %s", r.status, r.raw)
 	}
 	r = s.do("POST", p+"watch/"+info.WatcherID+"/poll", map[string]any{}, "/v1/file/watch/{watcher_id}/poll")
-	if r.status != http.StatusNotFound || r.fileError(t).ErrorType != "not_found" {
+	if r.status != http.StatusOK || r.env.Success || r.fileError(t).ErrorType != "not_found" {
 		t.Fatalf("poll after stop: %d %s", r.status, r.raw)
 	}
 	// The cap: at most 8 watches per sandbox.
 	for i := range 9 {
 		r = s.do("POST", p+"watch", map[string]any{"path": "/workspace/w"}, "/v1/file/watch")
-		if (i < 8) != (r.status == 200) {
+		if r.status != 200 || (i < 8) != r.env.Success {
 			t.Fatalf("watch %d: %d %s", i, r.status, r.raw)
 		}
 	}
 }
 
 // TestCaps: SANDBOX_MAX_FILE_SIZE refuses larger JSON reads and writes
-// with 413 and a FileOperationError; SANDBOX_MAX_FILES_PER_REQUEST cuts
+// as tool-level failures (200, success false) with a FileOperationError; SANDBOX_MAX_FILES_PER_REQUEST cuts
 // multi-file results and says truncated.
 func TestCaps(t *testing.T) {
 	s := start(t, func(c *config.Config) { c.MaxFileSize = 1024; c.MaxFilesPerRequest = 5 })
@@ -345,15 +363,15 @@ func TestCaps(t *testing.T) {
 	p := "/sandboxes/" + id + "/v1/file/"
 	s.sh(id, "mkdir -p /workspace/c && head -c 2000 /dev/zero | tr '\\0' x > /workspace/c/big && for i in 1 2 3 4 5 6 7 8 9 10; do echo $i > /workspace/c/f$i; done")
 	r := s.do("POST", p+"write", map[string]any{"file": "/workspace/c/w", "content": strings.Repeat("y", 1025)}, "/v1/file/write")
-	if r.status != http.StatusRequestEntityTooLarge || r.fileError(t).ErrorType != "invalid_target" {
+	if r.status != http.StatusOK || r.env.Success || r.fileError(t).ErrorType != "invalid_target" {
 		t.Fatalf("write over the cap: %d %s", r.status, r.raw)
 	}
 	r = s.do("POST", p+"read", map[string]any{"file": "/workspace/c/big"}, "/v1/file/read")
-	if r.status != http.StatusRequestEntityTooLarge {
+	if r.status != http.StatusOK || r.env.Success || r.fileError(t).ErrorType != "invalid_target" {
 		t.Fatalf("read over the cap: %d %s", r.status, r.raw)
 	}
 	r = s.do("POST", p+"write", map[string]any{"file": "/workspace/c/f1", "content": strings.Repeat("y", 1023), "append": true}, "/v1/file/write")
-	if r.status != http.StatusRequestEntityTooLarge {
+	if r.status != http.StatusOK || r.env.Success || r.fileError(t).ErrorType != "invalid_target" {
 		t.Fatalf("append past the cap: %d %s", r.status, r.raw)
 	}
 	for _, c := range []struct{ route, body string }{

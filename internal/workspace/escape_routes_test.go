@@ -246,8 +246,10 @@ func TestHardLinksDoNotLaunderThePolicy(t *testing.T) {
 			if strings.Contains(unpacked(b), "KEY-MATERIAL") {
 				t.Fatalf("status %d: the answer carries the key", st)
 			}
-			if st != c.want {
-				t.Fatalf("status %d, want %d: %.400s", st, c.want, b)
+			// AIO's JSON file routes answer a refusal 200 with success
+			// false (internal/api/aiostatus.go); the streaming routes keep c.want.
+			if st != c.want && (st != http.StatusOK || !strings.Contains(string(b), `"success":false`)) {
+				t.Fatalf("status %d, want %d (or 200 with success false): %.400s", st, c.want, b)
 			}
 		})
 	}

@@ -69,13 +69,30 @@ type WatchWaitArgs struct {
 }
 
 // WatchEvent is one change.
+// WatchEvent is one change, with AIO's field names: is_dir,
+// relative_path (to the watched path), size and mtime of the entry (for a
+// removal, as last seen) and timestamp, when the change was seen; times
+// are Unix epoch seconds.
 type WatchEvent struct {
-	Seq         int64  `json:"seq"`
-	Type        string `json:"type"` // create, write, remove, chmod
-	Path        string `json:"path"`
-	IsDirectory bool   `json:"is_directory"`
-	Timestamp   string `json:"timestamp"`
+	Seq          int64   `json:"seq"`
+	Type         string  `json:"type"` // create, write, remove, chmod
+	Path         string  `json:"path"`
+	RelativePath string  `json:"relative_path"`
+	IsDir        bool    `json:"is_dir"`
+	Size         int64   `json:"size"`
+	Mtime        float64 `json:"mtime"`
+	Timestamp    float64 `json:"timestamp"`
 }
+
+// newEvent builds the event of a change to rel (under the watched path
+// given) seen at now.
+func newEvent(typ, given, rel string, sn snap, now time.Time) WatchEvent {
+	return WatchEvent{Type: typ, Path: path.Join(given, rel), RelativePath: rel, IsDir: fs.FileMode(sn.mode).IsDir(),
+		Size: sn.size, Mtime: epochSeconds(sn.mtime), Timestamp: epochSeconds(now.UnixNano())}
+}
+
+// epochSeconds turns Unix nanoseconds into seconds with a fraction.
+func epochSeconds(ns int64) float64 { return float64(ns) / 1e9 }
 
 // WatchInfo describes a watch.
 type WatchInfo struct {
@@ -326,13 +343,13 @@ func (s *Service) runWatch(w *Watch, prev map[string]snap) {
 
 // diff records the changes between two snapshots.
 func (w *Watch) diff(prev, cur map[string]snap) {
-	now := time.Now().UTC().Format(time.RFC3339Nano)
+	now := time.Now()
 	var evs []WatchEvent
 	add := func(typ, rel string, sn snap) {
 		if len(w.info.IncludePatterns) > 0 && !agent.MatchName(w.info.IncludePatterns, path.Base(rel), rel) {
 			return
 		}
-		evs = append(evs, WatchEvent{Type: typ, Path: path.Join(w.t.given, rel), IsDirectory: fs.FileMode(sn.mode).IsDir(), Timestamp: now})
+		evs = append(evs, newEvent(typ, w.t.given, rel, sn, now))
 	}
 	for rel, c := range cur {
 		p, ok := prev[rel]
@@ -417,6 +434,9 @@ func (w *Watch) Next(ctx context.Context, cursor int64, limit int, timeout time.
 
 // ID is the watch's id.
 func (w *Watch) ID() string { return w.id }
+
+// Info describes the watch (the data of the SSE watch_started event).
+func (w *Watch) Info() WatchInfo { return w.snapshotInfo() }
 
 // WatchGet returns a caller's watch (for polling and SSE).
 func (s *Service) WatchGet(ctx context.Context, c auth.Caller, sandbox, id string) (*Watch, error) {
@@ -560,8 +580,13 @@ func (s *Service) WatchWait(ctx context.Context, c auth.Caller, a WatchWaitArgs)
 			typ = "chmod"
 		}
 		if typ != "" && want[typ] {
-			ev := &WatchEvent{Type: typ, Path: t.given, IsDirectory: fs.FileMode(cur.mode | prev.mode).IsDir(),
-				Timestamp: time.Now().UTC().Format(time.RFC3339Nano)}
+			sn := cur
+			if !exists {
+				sn = prev
+			}
+			sn.mode |= prev.mode & uint32(fs.ModeDir)
+			e := newEvent(typ, t.given, "", sn, time.Now())
+			ev := &e
 			return WaitResult{Path: t.given, Matched: true, Event: ev}, nil
 		}
 		prev, existed = cur, exists

@@ -100,6 +100,13 @@ async function main(): Promise<void> {
       const r = await client.POST("/v1/file/read", { body: { file: "/workspace/ts-client.txt" } });
       const rd = r.data?.data;
       check("file/read", !!rd && "content" in rd && rd.content === "from typescript\n", r.data);
+      // A tool-level failure is HTTP 200 with success false and a
+      // FileOperationError in data: openapi-fetch puts it in `data`, not
+      // `error`, exactly as for AIO.
+      const miss = await scoped.POST("/v1/file/read", { body: { file: "/workspace/no-such-file" } });
+      const md = miss.data?.data;
+      check("file/read missing is 200 success:false (/sandboxes/{id})",
+        miss.response.status === 200 && miss.data?.success === false && !!md && "error_type" in md && md.error_type === "not_found", miss.data ?? miss.error);
     }
   }
 }

@@ -1,0 +1,114 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/transfer"
+	"github.com/sandhold/sandhold/internal/workspace"
+)
+
+// AIO Sandbox's document (1.9.4) gives its operations two statuses: 200
+// and 422 (one more, 409, on a download whose file changed). A failure of
+// the tool itself — a missing file, a bad regex, an unknown session — is
+// HTTP 200 with success:false, and file operations put a
+// FileOperationError in data. SDKs generated from that document check
+// result.success and raise on any other status, so the AIO routes answer
+// that way. sandhold's own routes (/v1/sandboxes, keys, audit, policy,
+// ...) keep real statuses, and so does everything that is not the tool's
+// answer on any route: authentication and role/policy/HALT refusals
+// (401/403), rate limits (429), schema validation (422), media type (415),
+// a body over the limit, an approval to wait for (202), unavailable and
+// internal errors (5xx), and unknown routes or methods (404/405).
+
+// aioBinaryRoutes stream a file: the download answers one (a client
+// saves the body; AIO documents 409 there) and the upload takes one
+// (multipart or raw, refused before or while streaming with the native
+// error envelope). Their failures keep real statuses.
+var aioBinaryRoutes = map[string]bool{
+	"GET /v1/file/download": true,
+	"POST /v1/file/upload":  true,
+}
+
+// isAIOPath says whether path is one of AIO's operations (aioPaths), at
+// /v1/... or at /sandboxes/{id}/v1/...
+func isAIOPath(method, path string) bool {
+	if rest, ok := strings.CutPrefix(path, "/sandboxes/"); ok {
+		_, after, found := strings.Cut(rest, "/")
+		if !found {
+			return false
+		}
+		path = "/" + after
+	}
+	if !strings.HasPrefix(path, "/v1/") {
+		return false
+	}
+	for _, tmpl := range aioPaths {
+		if matchTemplate(tmpl, path) {
+			return !aioBinaryRoutes[method+" "+tmpl]
+		}
+	}
+	return false
+}
+
+// matchTemplate matches path against an OpenAPI path template, a {name}
+// segment matching any one non-empty segment.
+func matchTemplate(tmpl, path string) bool {
+	ts, ps := strings.Split(tmpl, "/"), strings.Split(path, "/")
+	if len(ts) != len(ps) {
+		return false
+	}
+	for i, t := range ts {
+		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
+			if ps[i] == "" {
+				return false
+			}
+			continue
+		}
+		if t != ps[i] {
+			return false
+		}
+	}
+	return true
+}
+
+type aioRouteKey struct{}
+
+// aioRouteMiddleware marks the requests of AIO routes for errorBody.
+func aioRouteMiddleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isAIOPath(r.Method, r.URL.Path) {
+			r = r.WithContext(context.WithValue(r.Context(), aioRouteKey{}, true))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// toolLevel says whether err, on an AIO route, is the tool's own failure
+// (answered 200 with success:false): invalid argument values that passed
+// the schema, something not found (a file, a session, a watcher, the
+// sandbox of the URL), a conflict of state (exists, busy, not empty), an
+// operation past its deadline, a feature this host lacks, and — for file
+// operations, whose errors carry a FileOperationError — a path the
+// sensitive-path policy or the file system refuses and a file over a size
+// cap. A forbidden without a FileOperationError is a refusal by the
+// dispatcher (role, policy, guard, HALT) and keeps 403.
+func toolLevel(ctx context.Context, err error) bool {
+	if on, _ := ctx.Value(aioRouteKey{}).(bool); !on {
+		return false
+	}
+	if errors.Is(err, errNotFound) || errors.Is(err, errMethod) || errors.Is(err, transfer.ErrChanged) {
+		return false
+	}
+	switch fault.KindOf(err) {
+	case fault.Invalid, fault.NotFound, fault.Conflict, fault.Timeout, fault.Unsupported:
+		return true
+	case fault.Forbidden, fault.TooLarge:
+		var fe *workspace.FileError
+		return errors.As(err, &fe)
+	}
+	return false
+}
