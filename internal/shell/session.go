@@ -440,6 +440,17 @@ func (s *Session) write(b []byte) error {
 	case <-t.C:
 		return fault.New(fault.Conflict, "the session's program is not reading its input; the rest is written when it does")
 	case <-s.exited:
+		// The input may be what ended it (`exit 3`): a write that went
+		// through counts, so the command is reported as terminated rather
+		// than refused. A write to a PTY whose shell is gone returns at
+		// once, so this wait is short.
+		select {
+		case err := <-res:
+			if err == nil {
+				return nil
+			}
+		case <-t.C:
+		}
 		return fault.New(fault.Conflict, "the session has ended")
 	}
 }
