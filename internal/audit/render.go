@@ -43,11 +43,11 @@ func Visible(s string) string {
 			b.WriteString(`\r`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case r < 0x80 && hidden(r):
+		case r < 0x80 && Hidden(r):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case hidden(r) && r <= 0xffff:
+		case Hidden(r) && r <= 0xffff:
 			fmt.Fprintf(&b, `\u%04x`, r)
-		case hidden(r):
+		case Hidden(r):
 			fmt.Fprintf(&b, `\U%08x`, r)
 		default:
 			b.WriteString(s[i : i+size])
@@ -57,9 +57,10 @@ func Visible(s string) string {
 	return b.String()
 }
 
-// hidden: controls (Cc), format characters (Cf: bidi, zero-width, tags)
-// and the line/paragraph separators (Zl, Zp).
-func hidden(r rune) bool {
+// Hidden reports the characters Visible escapes: controls (Cc), format
+// characters (Cf: bidi, zero-width, tags) and the line/paragraph
+// separators (Zl, Zp). Every renderer of server text uses this one set.
+func Hidden(r rune) bool {
 	return unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
@@ -74,7 +75,7 @@ func needsEscape(s string) bool {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size <= 1) || hidden(r) {
+		if (r == utf8.RuneError && size <= 1) || Hidden(r) {
 			return true
 		}
 		i += size

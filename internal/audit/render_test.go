@@ -50,7 +50,7 @@ func FuzzVisible(f *testing.F) {
 			t.Fatalf("invalid UTF-8 out of %q", s)
 		}
 		for _, r := range out {
-			if hidden(r) {
+			if Hidden(r) {
 				t.Fatalf("hidden %U survived in %q", r, out)
 			}
 		}

@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/sandhold/sandhold/internal/audit"
 )
 
 // AuditRecord is one record of the server's audit log.
@@ -104,7 +105,7 @@ func AuditJSON(r AuditRecord) (string, error) {
 func escapeJSON(s string) string {
 	var b strings.Builder
 	for _, r := range s {
-		if r != utf8.RuneError && !unsafeRune(r) {
+		if r != utf8.RuneError && !audit.Hidden(r) {
 			b.WriteRune(r)
 			continue
 		}
@@ -123,51 +124,11 @@ func utf16Surrogates(r rune) (rune, rune) {
 	return 0xD800 + (r>>10)&0x3FF, 0xDC00 + r&0x3FF
 }
 
-// unsafeRune: control characters (C0, DEL, C1) and format characters
-// (bidirectional overrides and isolates, zero-width characters) — what
-// can move the cursor, recolour or reorder a line.
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r)
-}
-
-// Escape shows s with every control and format character written as an
-// escape (\n, \x1b, \u202e) and invalid UTF-8 as \xNN, so text from the
-// server (audit records, error messages) cannot drive the terminal.
+// Escape shows s with every character audit.Visible escapes written as an
+// escape (\n, \x1b, \u202e; invalid UTF-8 as \xNN) and, unlike a
+// server-side rendering, backslashes doubled, so an escape the server
+// wrote and one typed by a user never look alike on the terminal. Text
+// from the server (audit records, error messages) cannot drive it.
 func Escape(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || unsafeRune(r) || r == '\\' {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x80 && unsafeRune(r):
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case unsafeRune(r) && r > 0xFFFF:
-			fmt.Fprintf(&b, `\U%08x`, r)
-		case unsafeRune(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	return b.String()
+	return audit.Visible(strings.ReplaceAll(s, `\`, `\\`))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/sandhold/sandhold/internal/audit"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +30,7 @@ func TestEscape(t *testing.T) {
 		{"invalid-utf8", "a\xffb", `a\xffb`},
 		{"backslash-unambiguous", `a\x1b`, `a\\x1b`},
 		{"bell-backspace", "\a\b", `\x07\x08`},
+		{"line-separator", "a\u2028b\u2029c", `a\u2028b\u2029c`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Escape(tc.in); got != tc.want {
@@ -49,7 +51,7 @@ func TestAuditJSONEscapesEverythingUnprintable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, rn := range line {
-		if unsafeRune(rn) {
+		if audit.Hidden(rn) {
 			t.Fatalf("raw %U in %q", rn, line)
 		}
 	}
