@@ -67,8 +67,11 @@ type Daemon struct {
 	adminKey string
 	posture  posture.Report
 
-	store    store.Store
-	audit    *audit.Log
+	store store.Store
+	audit *audit.Log
+	// endings tracks revocation hooks in flight; Run waits for them
+	// before it releases the store.
+	endings  sync.WaitGroup
 	auth     *auth.Service
 	registry *prometheus.Registry
 	api      *api.Server
@@ -213,7 +216,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 
 	// Revoking a key ends what it holds (revoke.go); the hook must not
 	// block the revoking request.
-	d.auth.OnRevoke(func(id string) { go d.endKey(id) })
+	d.auth.OnRevoke(func(id string) { d.endings.Go(func() { d.endKey(id) }) })
 
 	// 9. Say loudly what is weaker than the defaults.
 	for _, l := range cfg.Loosenings() {
@@ -346,11 +349,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.addr = ln.Addr().String()
 	d.mu.Unlock()
 
+	// The background loops use the store: they end, and are waited for,
+	// before Close releases it (a query racing Close reopens SQLite's
+	// shared-memory file after the data dir is meant to be quiet).
 	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go d.auth.WatchRevocations(runCtx, revocationPoll)
+	var bg sync.WaitGroup
+	stopBackground := func() { cancel(); bg.Wait() }
+	defer stopBackground()
+	bg.Go(func() { d.auth.WatchRevocations(runCtx, revocationPoll) })
 	if fw != nil {
-		go fw.Beat(runCtx, cmp.Or(d.cfg.NodeAddr, d.addr))
+		bg.Go(func() { fw.Beat(runCtx, cmp.Or(d.cfg.NodeAddr, d.addr)) })
 	}
 
 	d.log.Info("sandhold listening", "addr", d.addr, "data_dir", d.cfg.DataDir, "version", d.version)
@@ -382,6 +390,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
+	stopBackground()
+	d.endings.Wait()
 	if _, aerr := d.audit.Append(context.WithoutCancel(ctx), audit.Entry{Actor: "system", Action: "server.stop", Verdict: audit.Allow}); aerr != nil {
 		d.log.Error("audit server.stop", "err", aerr)
 	}
