@@ -149,13 +149,27 @@ type Tool struct {
 	// Summarize adds the outcome to the audit record (exit code,
 	// bytes written …); never output or file contents.
 	Summarize func(args, result any) map[string]any
+	// Check validates decoded arguments (Define: the type's Validate and
+	// its type). Dispatch runs it after the scope check and before the
+	// rate limit, for every caller, so a rule lives in one place.
+	Check func(args any) error
+	// Streams: the tool sends output while it runs to a caller that asked
+	// with WithStreaming.
+	Streams bool
 	// Run does the work.
 	Run func(ctx context.Context, c auth.Caller, args any) (any, error)
 	// Visible, when set, hides the tool from callers it returns false for
 	// (a custom tool its owner has not published): they are told there is
 	// no such tool, and ToolsFor leaves it out.
 	Visible func(c auth.Caller) bool
+
+	// typed marks a tool made by Define.
+	typed bool
 }
+
+// Typed reports whether the tool was declared with Define (typed
+// arguments and answer, a schema derived from its argument type).
+func (t *Tool) Typed() bool { return t.typed }
 
 // Ceiling is the highest tier a call of t can be assessed at.
 func (t *Tool) Ceiling() guard.Risk {
@@ -584,6 +598,14 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	if !slices.Contains(roles, c.Role) {
 		verdict, reason = "denied", "role"
 		return nil, fault.Errorf(fault.Forbidden, "the %s role may not call %s", c.Role, t.Name)
+	}
+	// Arguments that break their type's rules are refused before they
+	// count against a limit.
+	if t.Check != nil {
+		if err := t.Check(args); err != nil {
+			reason = "invalid"
+			return nil, err
+		}
 	}
 	// 3. Rate limit (a refused call is not counted).
 	if cat := ratelimit.ForTool(t.Name, t.Category); d.limiter != nil && cat != 0 {
