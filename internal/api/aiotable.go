@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"reflect"
+	"slices"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
@@ -31,7 +32,15 @@ const (
 // argument and its answer the data; jsonRowAs: AIO's request shape In is
 // turned into the tool's arguments and the answer R into AIO's Out;
 // plainRow: a handler of its own (streams, WebSocket, upload protocol).
-var aioTable = []aioRoute{
+// A capability with many routes keeps its rows in a file of its own
+// (aio_<name>.go) and adds its slice here, one line.
+var aioTable = slices.Concat(
+	aioCoreRows,
+)
+
+// aioCoreRows are the file, shell, bash, sandbox, code, jupyter and
+// transfer rows.
+var aioCoreRows = []aioRoute{
 	// file (AIO): failures carry a FileOperationError.
 	jsonRow[workspace.ReadArgs, workspace.ReadResult](groupFile, http.MethodPost, "/v1/file/read", workspace.ToolRead, "file",
 		"Read a text file (line range optional)", fileOp("read"), required("file")),
