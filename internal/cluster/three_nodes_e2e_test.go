@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/config"
@@ -112,6 +115,18 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 		t.Fatalf("three creates through a landed on %v, want one per node", where)
 	}
 	onB, onC := where["node-b"], where["node-c"]
+	// The list through any node holds the key's sandboxes on every node.
+	for _, n := range []node{a.node, b.node, c.node} {
+		var list []struct{ ID, Node string }
+		n.ok("GET", "/v1/sandboxes", key.Key, nil, 200, &list)
+		got := map[string]string{}
+		for _, s := range list {
+			got[s.Node] = s.ID
+		}
+		if len(list) != 3 || got["node-a"] != where["node-a"] || got["node-b"] != onB || got["node-c"] != onC {
+			t.Fatalf("list through %s = %+v, want %v", n.base, list, where)
+		}
+	}
 	for name, id := range where {
 		var info struct{ Node string }
 		a.ok("GET", "/v1/sandboxes/"+id, key.Key, nil, 200, &info)
@@ -148,6 +163,10 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	if code != 200 || body != string(payload) {
 		t.Fatalf("download from c through a: %d, %d bytes", code, len(body))
 	}
+
+	// A terminal (WebSocket) on c's sandbox through a: the upgrade and
+	// both directions pass the forwarder.
+	wsTerminal(t, a.node, onC, key.Key)
 
 	// Figures: exec round trip through a forwarding node vs direct, and
 	// creates per second through all three nodes.
@@ -230,5 +249,43 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	a.ok("POST", "/v1/sandboxes/"+onC+"/exec", admin, map[string]any{"command": "cat /workspace/big.bin | wc -c"}, 200, &res)
 	if strings.TrimSpace(res.Stdout) != fmt.Sprint(len(payload)) {
 		t.Fatalf("c's workspace after restart: %q", res.Stdout)
+	}
+}
+
+// wsTerminal opens the AIO terminal WebSocket of sandbox id through n,
+// types a command and waits for its output.
+func wsTerminal(t *testing.T, n node, id, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+key)
+	conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(n.base, "http")+"/sandboxes/"+id+"/v1/shell/ws", &websocket.DialOptions{HTTPHeader: h})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		t.Fatalf("terminal through %s: %v", n.base, err)
+	}
+	defer func() { _ = conn.CloseNow() }()
+	in, _ := json.Marshal(map[string]any{"type": "input", "data": "echo ws-$((6*7))\n"})
+	if err := conn.Write(ctx, websocket.MessageText, in); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	for !strings.Contains(seen.String(), "ws-42") {
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("terminal read (seen %q): %v", seen.String(), err)
+		}
+		var m struct {
+			Type string
+			Data json.RawMessage
+		}
+		if json.Unmarshal(b, &m) == nil && m.Type == "output" {
+			var s string
+			_ = json.Unmarshal(m.Data, &s)
+			seen.WriteString(s)
+		}
 	}
 }
