@@ -43,7 +43,7 @@ func validate(t *testing.T, bin, location string, manifest []byte) (string, erro
 func TestChartPassesKubeconform(t *testing.T) {
 	bin, location := kubeconform(t)
 	for name, extra := range map[string][]string{
-		"defaults": nil,
+		"defaults":               nil,
 		"capacity and placement": {"--set", "nodeCapacity=50", "--set", "replicas=5", "--set", "allowedHosts={sandhold.example}"},
 	} {
 		t.Run(name, func(t *testing.T) {
