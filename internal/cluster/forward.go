@@ -74,6 +74,7 @@ type Forwarder struct {
 
 	// mu guards the cached node list and the heartbeat's identity.
 	mu       sync.Mutex
+	owners   map[string]ownerAt // sandbox id → the node that runs it
 	cached   []store.Node
 	cachedAt time.Time
 	addr     string
@@ -167,7 +168,7 @@ func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
 	if !ok {
 		return store.Node{}, false
 	}
-	owner, err := f.nodes.SandboxNode(ctx, id)
+	owner, err := f.owner(ctx, id)
 	if err != nil || owner == f.self {
 		return store.Node{}, false // unknown here and everywhere: the API answers 404
 	}
@@ -177,6 +178,42 @@ func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
 		}
 	}
 	return store.Node{Name: owner}, true // never registered: reported lost
+}
+
+// Sandboxes never move, so who runs one is remembered for ownerTTL (at
+// most maxOwners ids) instead of asked of the store on every request.
+const (
+	ownerTTL  = time.Minute
+	maxOwners = 4096
+)
+
+type ownerAt struct {
+	node string
+	at   time.Time
+}
+
+// owner returns the node that runs sandbox id. Only found owners are
+// remembered: a sandbox created a moment ago on another node is found at
+// the next request.
+func (f *Forwarder) owner(ctx context.Context, id string) (string, error) {
+	now := f.now()
+	f.mu.Lock()
+	o, ok := f.owners[id]
+	f.mu.Unlock()
+	if ok && now.Sub(o.at) < ownerTTL {
+		return o.node, nil
+	}
+	node, err := f.nodes.SandboxNode(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	if f.owners == nil || len(f.owners) >= maxOwners {
+		f.owners = make(map[string]ownerAt)
+	}
+	f.owners[id] = ownerAt{node, now}
+	f.mu.Unlock()
+	return node, nil
 }
 
 // place returns the live, non-draining node with capacity that has the

@@ -123,3 +123,30 @@ func TestListSpansNodes(t *testing.T) {
 		t.Fatalf("refused caller: %d, node-b asked with %q", rec.Code, authB)
 	}
 }
+
+// countingNodes counts the store's owner lookups.
+type countingNodes struct {
+	fakeNodes
+	lookups int
+}
+
+func (c *countingNodes) SandboxNode(ctx context.Context, id string) (string, error) {
+	c.lookups++
+	return c.fakeNodes.SandboxNode(ctx, id)
+}
+
+// Who runs a sandbox is asked of the store once, not on every request
+// (sandboxes never move); an unknown id is asked again each time.
+func TestOwnerIsRemembered(t *testing.T) {
+	now := time.Now()
+	nodes := &countingNodes{fakeNodes: fakeNodes{self: "node-a", owner: map[string]string{"sb1": "node-a"},
+		nodes: []store.Node{{Name: "node-a", Address: "a:1", Heartbeat: now}}}}
+	h := NewForwarder(nodes, secret, nil).Handler(http.NotFoundHandler())
+	for range 5 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/sandboxes/sb1", nil))
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/sandboxes/nope", nil))
+	}
+	if nodes.lookups != 6 {
+		t.Fatalf("%d owner lookups for 5 requests to a known and 5 to an unknown sandbox, want 1+5", nodes.lookups)
+	}
+}
