@@ -89,6 +89,11 @@ bench: build
 bench-load: build
 	$(GO) run ./bench load -server $(BIN)
 
+## bench-cluster: 3 nodes on a throw-away PostgreSQL: forwarding ratio, creates/s, audit, propagation
+.PHONY: bench-cluster
+bench-cluster: build
+	$(GO) run ./bench cluster -server $(BIN)
+
 ## bench-density: 1,000 idle sandboxes: memory added and create latency
 bench-density: build
 	$(GO) run ./bench density -server $(BIN)
