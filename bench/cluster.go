@@ -33,6 +33,8 @@ type clusterResult struct {
 	AuditThreeRate float64        `json:"audit_appends_per_second_3_nodes"`
 	RevokeMs       []float64      `json:"revocation_refused_elsewhere_ms"`
 	HaltMs         []float64      `json:"halt_frozen_elsewhere_ms"`
+	LostMs         float64        `json:"killed_node_sandbox_lost_ms"`
+	BackMs         float64        `json:"restarted_node_serves_again_ms"`
 }
 
 // clusterNode is one sandhold process of the benchmark's cluster.
@@ -41,10 +43,13 @@ type clusterNode struct {
 	name string
 }
 
-func startClusterNode(ctx context.Context, bin, name, dbURL, key, secret string) (*clusterNode, error) {
-	dir, err := os.MkdirTemp("", "sandhold-bench-"+name+"-")
-	if err != nil {
-		return nil, err
+// startClusterNode starts node name on data dir dir ("": a new one).
+func startClusterNode(ctx context.Context, bin, name, dir, dbURL, key, secret string) (*clusterNode, error) {
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "sandhold-bench-"+name+"-"); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -142,7 +147,7 @@ func clusterBench(ctx context.Context, o options, dbURL string, creates int) err
 		}
 	}()
 	for _, name := range []string{"node-a", "node-b", "node-c"} {
-		n, err := startClusterNode(ctx, o.server, name, dbURL, key, secret)
+		n, err := startClusterNode(ctx, o.server, name, "", dbURL, key, secret)
 		if err != nil {
 			return err
 		}
@@ -267,9 +272,42 @@ func clusterBench(ctx context.Context, o options, dbURL string, creates int) err
 		}
 	}
 	for _, id := range ids {
+		if id == onC {
+			continue
+		}
 		if err := a.delete(id); err != nil {
 			return err
 		}
+	}
+
+	// c is killed (SIGKILL): how long until its sandbox is reported lost
+	// through a; then c comes back on its data dir (reaping what the
+	// killed run left) and serves the sandbox again.
+	if err := c.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	_ = c.cmd.Wait()
+	t0 = time.Now()
+	d, err := waitFor(t0, func() bool {
+		err := a.call("GET", "/v1/sandboxes/"+onC, nil, nil)
+		return err != nil && strings.Contains(err.Error(), `"lost"`)
+	})
+	if err != nil {
+		return fmt.Errorf("c's sandbox reported lost: %w", err)
+	}
+	res.LostMs = ms(d)
+	t0 = time.Now()
+	back, err := startClusterNode(ctx, o.server, "node-c", c.dir, dbURL, key, secret)
+	if err != nil {
+		return err
+	}
+	nodes[2] = back
+	if _, err := waitFor(t0, func() bool { return a.exec(onC) == nil }); err != nil {
+		return fmt.Errorf("c's sandbox after the restart: %w", err)
+	}
+	res.BackMs = ms(time.Since(t0))
+	if err := a.delete(onC); err != nil {
+		return err
 	}
 	return printCluster(o, res)
 }
@@ -338,5 +376,6 @@ func printCluster(o options, r clusterResult) error {
 	}
 	fmt.Printf("revocation on c refused on a after:  %v ms\n", r.RevokeMs)
 	fmt.Printf("HALT on b froze a's and c's after:   %v ms\n", r.HaltMs)
+	fmt.Printf("c killed (SIGKILL), its sandbox lost: %.0f ms; c restarted and serving it: %.0f ms\n", r.LostMs, r.BackMs)
 	return nil
 }

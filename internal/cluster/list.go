@@ -70,6 +70,10 @@ func (f *Forwarder) listAll(w http.ResponseWriter, r *http.Request, next http.Ha
 			others = append(others, n)
 		}
 	}
+	if len(others) == 0 { // one node: its answer as it is
+		copyAnswer(w, local)
+		return
+	}
 	parts := make([][]json.RawMessage, len(others))
 	failed := make([]bool, len(others))
 	var wg sync.WaitGroup
