@@ -40,11 +40,12 @@ const nodeConfigEnv = "SANDHOLD_TEST_NODE_CONFIG"
 type nodeConfig struct {
 	DataDir, DatabaseURL, APIKey, NodeName, ClusterSecret string
 	WarmPool                                              int
+	MaxDisk                                               int64
 }
 
 func childConfig(c config.Config) nodeConfig {
 	return nodeConfig{DataDir: c.DataDir, DatabaseURL: c.DatabaseURL, APIKey: c.APIKey, NodeName: c.NodeName,
-		ClusterSecret: c.ClusterSecret, WarmPool: c.WarmPool}
+		ClusterSecret: c.ClusterSecret, WarmPool: c.WarmPool, MaxDisk: c.MaxDisk.Bytes()}
 }
 
 // serveNode runs one daemon with the configuration in nodeConfigEnv until
@@ -56,7 +57,8 @@ func serveNode() int {
 		return 2
 	}
 	cfg := config.Config{Listen: "127.0.0.1:0", DisableRateLimit: true, DataDir: nc.DataDir, DatabaseURL: nc.DatabaseURL,
-		APIKey: nc.APIKey, NodeName: nc.NodeName, ClusterSecret: nc.ClusterSecret, WarmPool: nc.WarmPool}
+		APIKey: nc.APIKey, NodeName: nc.NodeName, ClusterSecret: nc.ClusterSecret, WarmPool: nc.WarmPool,
+		MaxDisk: config.Size(nc.MaxDisk)}
 	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster-node:", err)

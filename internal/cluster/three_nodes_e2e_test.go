@@ -87,7 +87,10 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	secret := strings.Repeat("s", 32)
 	cfgOf := func(name string) config.Config {
 		return config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true, WarmPool: 0,
-			DatabaseURL: url, APIKey: admin, NodeName: name, ClusterSecret: secret}
+			DatabaseURL: url, APIKey: admin, NodeName: name, ClusterSecret: secret,
+			// Small workspaces: the disk budget is a share of the free space
+			// at start, which other work on a shared host moves.
+			MaxDisk: 256 << 20}
 	}
 	cfgC := cfgOf("node-c")
 	// c runs in a process of its own: it is killed with SIGKILL below.
