@@ -89,6 +89,11 @@ bench: build
 bench-load: build
 	$(GO) run ./bench load -server $(BIN)
 
+## bench-cluster: 3 nodes on a throw-away PostgreSQL: forwarding ratio, creates/s, audit, propagation
+.PHONY: bench-cluster
+bench-cluster: build
+	$(GO) run ./bench cluster -server $(BIN)
+
 ## bench-density: 1,000 idle sandboxes: memory added and create latency
 bench-density: build
 	$(GO) run ./bench density -server $(BIN)
@@ -101,17 +106,30 @@ clean:
 mcp-ts:
 	@if command -v npm >/dev/null; then npm ci --prefix test/mcp-ts --no-audit --no-fund; else echo "npm not found: the TypeScript MCP client test will skip"; fi
 
-## helm-check: lint and render the Kubernetes chart (deploy/kubernetes); the Go test there checks the objects
+## helm-check: lint and render the Kubernetes chart (deploy/kubernetes), validate the objects with
+## kubeconform (strict) against schemas made offline from a Kubernetes OpenAPI document a Go module ships;
+## the Go test there checks the objects
 HELM         := $(TOOLS)/helm
 HELM_VERSION := v3.22.0
+KUBECONFORM         := $(TOOLS)/kubeconform
+KUBECONFORM_VERSION := v0.8.0
+K8S_SCHEMAS         := $(TOOLS)/k8s-schemas
 .PHONY: helm-check
-helm-check: $(HELM)
+helm-check: $(HELM) $(KUBECONFORM) $(K8S_SCHEMAS)
 	$(HELM) lint deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=$$(printf 's%.0s' $$(seq 32)),secret.adminKey=shk_$$(printf 'k%.0s' $$(seq 43))
-	$(HELM) template sb deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >/dev/null
+	$(HELM) template sb deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >$(TOOLS)/chart.yaml
+	$(KUBECONFORM) -strict -summary -schema-location '$(K8S_SCHEMAS)/{{.ResourceKind}}{{.KindSuffix}}.json' $(TOOLS)/chart.yaml
 
 $(HELM):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(KUBECONFORM):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+
+$(K8S_SCHEMAS): deploy/kubernetes/schemagen/main.go
+	$(GO) run ./deploy/kubernetes/schemagen -out $@.tmp && rm -rf $@ && mv $@.tmp $@
 
 # ---------------------------------------------------------------------------
 # Release provenance and supply-chain gates (SECURITY.md, "Release and

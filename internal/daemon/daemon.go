@@ -333,6 +333,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var fw *cluster.Forwarder
 	if pg, ok := d.store.(*store.Postgres); ok { // a cluster node: forward other nodes' sandboxes
 		fw = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log)
+		fw.SetCapacity(d.cfg.NodeCapacity)
 		handler = fw.Handler(handler)
 	}
 	srv := &http.Server{
