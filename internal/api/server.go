@@ -74,6 +74,10 @@ type Server struct {
 	// disp is the dispatcher the foundation routes call (keys, tickets,
 	// audit); set by FoundationTools before serving.
 	disp *dispatch.Dispatcher
+
+	// session is the web console's cookie sign-in (console_hook.go); nil
+	// without the console. Set before serving.
+	session SessionAuth
 }
 
 // humaDefaultMaxBody is what huma gives an operation with a body that left
