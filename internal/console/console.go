@@ -286,3 +286,9 @@ func (c *Console) record(ctx context.Context, caller auth.Caller, action string)
 		c.log.Error("audit append failed", "action", action, "err", err)
 	}
 }
+
+// EmbeddedBuilt reports whether the binary carries the built console.
+func EmbeddedBuilt() bool {
+	_, err := fs.Stat(dist, "dist/index.html")
+	return err == nil
+}
