@@ -153,7 +153,9 @@ try {
   // HALT with confirmation and reason; calls refused; unhalt
   await page.getByRole('link', { name: 'HALT' }).click();
   await page.getByRole('button', { name: 'HALT' }).click();
-  if (!(await status(page)).includes('reason')) throw new Error('HALT without a reason and confirmation was not stopped');
+  await page.waitForTimeout(500);
+  const still = await page.evaluate(async () => (await (await fetch('/v1/control')).json()).data.halted);
+  if (still || !(await page.locator('#halt-reason:invalid').count())) throw new Error('HALT without a reason and confirmation was not stopped');
   await page.getByLabel('Reason (shown in every refusal)').fill('console e2e drill');
   await page.getByLabel('Yes, halt every sandbox now').check();
   await page.getByRole('button', { name: 'HALT' }).click();
