@@ -173,14 +173,36 @@ try {
   await page.locator('#halt-banner').waitFor({ state: 'hidden' });
   ok('unhalt');
 
-  // the noVNC page: served from the binary, asks for a ticket itself
-  const vnc = await ctx.newPage();
+  // the noVNC page: served from the binary; with the console session it
+  // asks for a ticket itself, with ?ticket= it uses that one (and drops it
+  // from the address bar). Either way it opens the sandbox's websockify
+  // relay with a one-time ticket.
+  const vncPath = `/sandboxes/${encodeURIComponent(sbID)}/vnc/`;
+  const vncWS = (p) => new Promise((resolve) => p.on('websocket', (ws) => resolve(ws.url())));
+  let vnc = await ctx.newPage();
   watch(vnc);
-  await vnc.goto(`${base}/sandboxes/${encodeURIComponent(sbID)}/vnc/index.html`);
-  await vnc.waitForFunction(() => (document.getElementById('vnc-status')?.textContent ?? '') !== 'Connecting…' || !!window.sandholdVNC, null, { timeout });
+  let wsURL = vncWS(vnc);
+  await vnc.goto(base + vncPath + 'index.html');
+  let u = new URL(await wsURL);
+  if (u.pathname !== vncPath + 'websockify' || !/^sht_[A-Za-z0-9_-]{43}$/.test(u.searchParams.get('ticket') ?? '')) throw new Error('noVNC opened ' + u);
+  await vnc.waitForFunction(() => (document.getElementById('vnc-status')?.textContent ?? '') !== 'Connecting…', null, { timeout });
   await shot(vnc, '11-vnc');
-  ok('noVNC page loads (' + (await vnc.locator('#vnc-status').textContent()) + ')');
+  ok('noVNC page opens the relay with a ticket from the session (' + (await vnc.locator('#vnc-status').textContent()) + ')');
   await vnc.close();
+  const tk = await page.evaluate(async () => {
+    const s = (await (await fetch('/console/session')).json()).data;
+    return (await (await fetch('/v1/tickets', { method: 'POST', headers: { 'X-CSRF-Token': s.csrf_token } })).json()).data.ticket;
+  });
+  const vctx = await browser.newContext(); // no console session at all
+  vnc = await vctx.newPage();
+  watch(vnc);
+  wsURL = vncWS(vnc);
+  await vnc.goto(`${base}${vncPath}index.html?ticket=${tk}`);
+  u = new URL(await wsURL);
+  if (u.searchParams.get('ticket') !== tk) throw new Error('noVNC did not use the ticket of its address: ' + u);
+  if (vnc.url().includes('ticket')) throw new Error('the ticket stayed in the address bar: ' + vnc.url());
+  ok('noVNC page uses ?ticket= and removes it from the address');
+  await vctx.close();
 
   // sign out: the cookie is dead afterwards
   const old = (await ctx.cookies()).find((c) => c.name.includes('sandhold_session'));
