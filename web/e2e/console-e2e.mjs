@@ -120,12 +120,28 @@ try {
   await shot(page, '04-files');
   ok('files: upload, list, view, download');
 
-  // admin pages
+  // admin pages; a command with an ESC sequence and a bidi override is
+  // shown escaped in the audit log, as audit.Visible renders it
+  const hostile = await page.evaluate(async (id) => {
+    const s = (await (await fetch('/console/session')).json()).data;
+    const r = await fetch(`/v1/sandboxes/${encodeURIComponent(id)}/exec`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': s.csrf_token },
+      body: JSON.stringify({ command: "echo '\u001b[2J\u202eevil'" }),
+    });
+    return r.status;
+  }, sbID);
+  if (hostile !== 200) throw new Error('exec through the session: ' + hostile);
   await page.getByRole('link', { name: 'Audit' }).click();
   await page.locator('#audit-verify', { hasText: 'Chain verified' }).waitFor();
   await page.locator('table.audit tbody tr').first().waitFor();
+  await page.getByLabel('Action (prefix)').fill('exec');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  const cell = page.locator('td.target', { hasText: '\\x1b[2J\\u202eevil' }).first();
+  await cell.waitFor();
+  const raw = await cell.evaluate((td) => td.textContent);
+  if (/[\u001b\u202e]/.test(raw)) throw new Error('raw control characters rendered: ' + JSON.stringify(raw));
   await shot(page, '05-audit');
-  ok('audit: records and a verified chain');
+  ok('audit: records, a verified chain, control characters escaped');
 
   await page.getByRole('link', { name: 'Approvals' }).click();
   await page.getByRole('heading', { level: 1, name: 'Approvals' }).waitFor();
