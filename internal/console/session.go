@@ -243,10 +243,17 @@ func sessionID(r *http.Request) string {
 
 // setCookie writes the session cookie (value "" with MaxAge -1 clears it).
 func setCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{
-		Name: cookieFor(r), Value: value, Path: "/", MaxAge: maxAge,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
+	c := &http.Cookie{ // #nosec G124 -- Secure is dropped only on plain HTTP, where a browser would refuse the cookie; HttpOnly and SameSite=Strict always
+		Name: cookieNameSecure, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode,
+	}
+	if r.TLS == nil {
+		// Plain HTTP (a loopback bind, or TLS ended by a proxy in front):
+		// a browser drops a Secure cookie, and the __Host- prefix needs
+		// Secure. HttpOnly and SameSite=Strict stay.
+		c.Name, c.Secure = cookieName, false
+	}
+	http.SetCookie(w, c)
 }
 
 // hasOtherCredential: a key header or a ticket decides instead of the cookie.
