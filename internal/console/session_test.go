@@ -19,6 +19,8 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -36,6 +38,12 @@ type env struct {
 }
 
 func newEnv(t *testing.T, assets fstest.MapFS) *env {
+	return newEnvWith(t, assets, nil)
+}
+
+// newEnvWith is newEnv whose dispatcher has lim and a file-category tool
+// served at POST /v1/test-limited.
+func newEnvWith(t *testing.T, assets fstest.MapFS, lim *ratelimit.Limiter) *env {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(context.Background(), dir)
@@ -62,7 +70,23 @@ func newEnv(t *testing.T, assets fstest.MapFS) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv.FoundationTools(dispatch.New(dispatch.Options{Audit: lg}))
+	disp := dispatch.New(dispatch.Options{Audit: lg, Limiter: lim})
+	e.srv.FoundationTools(disp)
+	if err := disp.Register(dispatch.Define(dispatch.Spec{Name: "test.limited", Description: "a file-category call", Risk: guard.Safe, Category: ratelimit.File},
+		func(_ context.Context, c auth.Caller, _ struct{}) (string, error) { return c.KeyID, nil }, dispatch.Hooks[struct{}, string]{})); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Router().Post("/v1/test-limited", func(w http.ResponseWriter, r *http.Request) {
+		c, err := api.MustCaller(r.Context())
+		if err == nil {
+			var who string
+			if who, err = dispatch.Invoke[string](r.Context(), disp, c, "test.limited", struct{}{}); err == nil {
+				api.WriteData(w, http.StatusOK, who)
+				return
+			}
+		}
+		api.WriteError(w, r, err)
+	})
 	d := Deps{Auth: e.svc, Keys: st, Audit: lg, Logger: quiet}
 	if assets != nil {
 		d.Assets = assets
@@ -370,5 +394,26 @@ func TestPagesAndAssets(t *testing.T) {
 	e2 := newEnv(t, fstest.MapFS{})
 	if rec := e2.do(http.MethodGet, "/", ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), "make build") {
 		t.Fatalf("unbuilt page: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// The cookie caller spends the key's own rate-limit bucket: the limit is
+// the same whether the key calls directly or through the console.
+func TestCookieCallerSharesKeyRateLimit(t *testing.T) {
+	lim := ratelimit.New(ratelimit.Options{Rules: ratelimit.Rules{ratelimit.File: {PerMinute: 1, Burst: 2}}})
+	e := newEnvWith(t, nil, lim)
+	s := e.signIn(e.agentKey)
+	for i := range 2 {
+		rec := e.do(http.MethodPost, "/v1/test-limited", "", "Cookie", s.cookie, CSRFHeader, s.csrf)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), e.agentID) {
+			t.Fatalf("call %d through the session: %d %s", i+1, rec.Code, rec.Body)
+		}
+	}
+	if rec := e.do(http.MethodPost, "/v1/test-limited", "", "Authorization", "Bearer "+e.agentKey); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the key after its session spent the bucket: %d %s, want 429", rec.Code, rec.Body)
+	}
+	rec := e.do(http.MethodPost, "/v1/test-limited", "", "Cookie", s.cookie, CSRFHeader, s.csrf)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("the session over the limit: %d %v, want 429 with Retry-After", rec.Code, rec.Header())
 	}
 }
