@@ -25,8 +25,9 @@ var chromiumPaths = []string{"chromium", "chromium-browser", "google-chrome"}
 // sign in, create a sandbox, type into the terminal and read the output,
 // reconnect, upload a file and see it listed, the admin pages, HALT and
 // see a call refused, unhalt, the noVNC page, sign out; then keyboard only
-// and at a 375-px viewport. Screenshots of each page are kept in
-// $SANDHOLD_CONSOLE_SHOTS if set, else in the test's temp dir (logged).
+// and at a 375-px viewport. Screenshots of each page go to
+// $SANDHOLD_CONSOLE_SHOTS if set, else to the test's artifact directory
+// (t.ArtifactDir: kept with -artifacts); the test logs where.
 func TestConsoleInBrowser(t *testing.T) {
 	daemontest.RequireSandboxes(t)
 	node, err := exec.LookPath("node")
@@ -64,7 +65,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shots := os.Getenv("SANDHOLD_CONSOLE_SHOTS")
 	if shots == "" {
-		shots = filepath.Join(t.TempDir(), "screenshots")
+		// Kept with `go test -artifacts [-outputdir DIR]` (under
+		// DIR/_artifacts), else removed with the test.
+		shots = filepath.Join(t.ArtifactDir(), "screenshots")
 	}
 	if err := os.MkdirAll(shots, 0o750); err != nil {
 		t.Fatal(err)
