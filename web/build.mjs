@@ -27,6 +27,8 @@ await esbuild.build({
 });
 cpSync(join(here, 'node_modules', '@xterm', 'xterm', 'css', 'xterm.css'), join(assets, 'xterm.css'));
 cpSync(join(here, 'src', 'app.css'), join(assets, 'app.css'));
+// noVNC is MPL-2.0: its licence (which names where its source is) ships beside the bundle.
+cpSync(join(here, 'node_modules', '@novnc', 'novnc', 'LICENSE.txt'), join(assets, 'novnc-LICENSE.txt'));
 for (const f of ['index.html', 'vnc.html']) {
   writeFileSync(join(out, f), readFileSync(join(here, 'src', f)));
 }
