@@ -229,6 +229,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, err)
 		return
 	}
+	if old := sessionID(r); old != "" {
+		c.sessions.end(old) // a new sign-in replaces the browser's previous session
+	}
 	id, info, err := c.sessions.create(caller)
 	if err != nil {
 		api.WriteError(w, r, fault.Wrap(fault.Internal, err, "could not start a session"))

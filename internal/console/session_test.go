@@ -417,3 +417,19 @@ func TestCookieCallerSharesKeyRateLimit(t *testing.T) {
 		t.Fatalf("the session over the limit: %d %v, want 429 with Retry-After", rec.Code, rec.Header())
 	}
 }
+
+// Signing in again from the same browser ends the session it had.
+func TestSignInReplacesSession(t *testing.T) {
+	e := newEnv(t, nil)
+	first := e.signIn(e.adminKey)
+	rec := e.do(http.MethodPost, SessionPath, `{"key":"`+e.agentKey+`"}`, "Cookie", first.cookie)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("second sign-in: %d %s", rec.Code, rec.Body)
+	}
+	if got := e.do(http.MethodGet, "/v1/keys", "", "Cookie", first.cookie); got.Code != http.StatusUnauthorized {
+		t.Fatalf("the replaced admin session still works: %d", got.Code)
+	}
+	if n := e.con.sessions.Len(); n != 1 {
+		t.Fatalf("%d sessions, want 1", n)
+	}
+}
