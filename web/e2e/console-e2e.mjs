@@ -272,6 +272,13 @@ try {
   await kp.keyboard.press('Enter');
   await kp.locator('tr', { hasText: 'kbd-only' }).waitFor();
   await shot(kp, '12-keyboard');
+  // The terminal is no keyboard trap: Shift+Escape leaves it.
+  await kp.locator('tr', { hasText: 'kbd-only' }).getByRole('link', { name: 'Terminal' }).focus();
+  await kp.keyboard.press('Enter');
+  await kp.getByText('connected', { exact: true }).waitFor();
+  await kp.waitForFunction(() => document.activeElement?.classList.contains('xterm-helper-textarea'));
+  await kp.keyboard.press('Shift+Escape');
+  if ((await kp.evaluate(() => document.activeElement?.textContent)) !== 'Reconnect') throw new Error('Shift+Escape did not leave the terminal');
   ok('keyboard only: sign in, navigate, create');
   await kctx.close();
 

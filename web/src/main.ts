@@ -389,7 +389,8 @@ function terminalPage(id: string) {
   const box = h('div', { class: 'term', id: 'terminal', 'aria-label': 'Terminal' });
   const state = h('span', { role: 'status', 'aria-live': 'polite', text: 'connecting…' });
   const reconnectBtn = h('button', { type: 'button', text: 'Reconnect' });
-  page(`Terminal — ${visible(id)}`, h('p', { class: 'toolbar' }, h('a', { href: '#/sandboxes', text: '← Sandboxes' }), ' ', state, ' ', reconnectBtn), box);
+  page(`Terminal — ${visible(id)}`, h('p', { class: 'toolbar' }, h('a', { href: '#/sandboxes', text: '← Sandboxes' }), ' ', state, ' ', reconnectBtn),
+    h('p', { class: 'hint', id: 'term-hint', text: 'The terminal takes Tab and most keys; Shift+Escape moves the focus out of it.' }), box);
   const term = new Terminal({ convertEol: false, cursorBlink: true, fontSize: 14, screenReaderMode: true, scrollback: 5000 });
   const fit = new FitAddon();
   term.loadAddon(fit);
@@ -453,6 +454,14 @@ function terminalPage(id: string) {
       retryTimer = window.setTimeout(() => void connect(), wait * 1000);
     };
   };
+  // No keyboard trap: Shift+Escape leaves the terminal (WCAG 2.1.2).
+  term.attachCustomKeyEventHandler((e) => {
+    if (e.type === 'keydown' && e.key === 'Escape' && e.shiftKey) {
+      reconnectBtn.focus();
+      return false;
+    }
+    return true;
+  });
   term.onData((d) => send({ type: 'input', data: d }));
   term.onResize(({ cols, rows }) => send({ type: 'resize', data: { cols, rows } }));
   const onResize = () => fit.fit();
