@@ -433,3 +433,20 @@ func TestSignInReplacesSession(t *testing.T) {
 		t.Fatalf("%d sessions, want 1", n)
 	}
 }
+
+// A key header or a ticket decides over the cookie: a request carrying
+// both is the key's, never a mix.
+func TestKeyHeaderWinsOverCookie(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.signIn(e.adminKey)
+	if rec := e.do(http.MethodGet, "/v1/keys", "", "Cookie", admin.cookie, "Authorization", "Bearer "+e.agentKey); rec.Code != http.StatusForbidden {
+		t.Fatalf("admin cookie + agent key: %d, want the agent's 403", rec.Code)
+	}
+	agent := e.signIn(e.agentKey)
+	if rec := e.do(http.MethodGet, "/v1/keys", "", "Cookie", agent.cookie, "X-API-Key", e.adminKey); rec.Code != http.StatusOK {
+		t.Fatalf("agent cookie + admin key: %d, want the admin's 200", rec.Code)
+	}
+	if rec := e.do(http.MethodGet, "/v1/keys?ticket=sht_bogus", "", "Cookie", admin.cookie); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("admin cookie + a bad ticket: %d, want the ticket's 401", rec.Code)
+	}
+}
