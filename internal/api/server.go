@@ -68,16 +68,15 @@ type Server struct {
 
 	// largeBodyPrefixes are set before serving and read-only afterwards.
 	largeBodyPrefixes []string
+	// session is the web console's cookie sign-in (console_hook.go); nil
+	// without the console. Set before serving.
+	session SessionAuth
 
 	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
 
 	// disp is the dispatcher the foundation routes call (keys, tickets,
 	// audit); set by FoundationTools before serving.
 	disp *dispatch.Dispatcher
-
-	// session is the web console's cookie sign-in (console_hook.go); nil
-	// without the console. Set before serving.
-	session SessionAuth
 }
 
 // humaDefaultMaxBody is what huma gives an operation with a body that left
