@@ -21,7 +21,7 @@ all: build
 
 ## build: static binary in bin/sandhold, carrying the lean sandbox init
 ## (cmd/sandhold-init, embedded with -tags leaninit, run from a sealed memfd)
-build:
+build: console
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(INIT_BIN) ./cmd/sandhold-init
 	CGO_ENABLED=0 $(GO) build -trimpath -tags leaninit -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandhold
 
@@ -68,8 +68,15 @@ $(GOLANGCI):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
+## console: the web console's assets (web/, esbuild from npm) into
+## internal/console/dist, which the Go build embeds; without npm the
+## binary serves a page saying how to build them
+.PHONY: console
+console:
+	@if command -v npm >/dev/null; then cd web && npm ci --no-audit --no-fund && npm run build; else echo "npm not found: the console is not built (the binary serves a page saying how)"; fi
+
 ## deps: whatever the tests need on the machine (system packages go here)
-deps: mcp-ts
+deps: mcp-ts console
 	@$(GO) version
 	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq python3-matplotlib || { apt-get update -qq && apt-get install -y -qq python3-matplotlib; }; }; } || echo "python3-matplotlib not installed: the image test will skip"
@@ -77,6 +84,8 @@ deps: mcp-ts
 	@test -x /usr/sbin/mkfs.ext4 || test -x /sbin/mkfs.ext4 || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
 	@# PostgreSQL store tests: Debian's server binaries (internal/store/pgtest runs initdb + postgres in a temp dir)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq postgresql || { apt-get update -qq && apt-get install -y -qq postgresql; }; }; } || echo "postgresql not installed: the PostgreSQL store tests will skip"
+	@# the console's browser test (internal/console): Debian's Chromium, driven by playwright-core
+	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || echo "chromium not installed: the console browser test will skip"
 	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
 	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 

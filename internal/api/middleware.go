@@ -285,8 +285,11 @@ var publicPaths = []string{"/healthz", "/docs", "/openapi.json", "/openapi.yaml"
 // whatever it sends.
 func (s *Server) authMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(publicPaths, r.URL.Path) {
+		if slices.Contains(publicPaths, r.URL.Path) || s.sessionPublic(r) {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if s.serveSession(w, r, next) { // the console's cookie (console_hook.go)
 			return
 		}
 		addr := auth.ClientIP(r.RemoteAddr)

@@ -68,6 +68,9 @@ type Server struct {
 
 	// largeBodyPrefixes are set before serving and read-only afterwards.
 	largeBodyPrefixes []string
+	// session is the web console's cookie sign-in (console_hook.go); nil
+	// without the console. Set before serving.
+	session SessionAuth
 
 	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
 

@@ -31,6 +31,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/console"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/posture"
@@ -205,6 +206,11 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	// 7. HTTP API.
 	if d.api, err = api.New(api.Deps{Config: cfg, Auth: d.auth, Audit: d.audit, Logger: d.log,
 		Registry: d.registry, Version: o.version}); err != nil {
+		return nil, err
+	}
+
+	// The web console at / and its cookie sign-in (internal/console).
+	if _, err := console.Mount(d.api, console.Deps{Auth: d.auth, Keys: d.store, Audit: d.audit, Logger: d.log}); err != nil {
 		return nil, err
 	}
 

@@ -35,6 +35,15 @@ var notCapabilities = map[string]string{
 	"POST /mcp":   "MCP transport (tools/call dispatches)",
 	"GET /mcp":    "MCP transport (server-to-client stream)",
 	"DELETE /mcp": "MCP transport (ends a session)",
+	// The web console (internal/console): static pages and its sign-in,
+	// which exchanges a key for a session; the console's actions are API
+	// calls that reach the dispatcher like any other.
+	"GET /":                              "the web console page",
+	"GET /console/assets/*":              "the web console's bundled assets",
+	"GET /sandboxes/{id}/vnc/index.html": "the noVNC page (its WebSocket relay is a capability)",
+	"POST /console/session":              "console sign-in (key checked by auth, audited)",
+	"GET /console/session":               "console session info",
+	"DELETE /console/session":            "console sign-out (audited)",
 }
 
 // validRequests are bodies and headers for plain handlers whose input is
