@@ -93,9 +93,6 @@ const (
 	failNull
 )
 
-// key is the row's access key ("METHOD /v1/...").
-func (rt *aioRoute) key() string { return rt.Method + " " + rt.Path }
-
 // aioEdge serves the rows.
 type aioEdge struct {
 	s *Server
@@ -144,8 +141,9 @@ func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
 	}
 }
 
-// aioBodyTypes are the media types a row takes when its body is not JSON
-// (nil: JSON only).
+// aioBodyTypes are the media types a route takes when its body is not
+// JSON (nil: JSON only), from its row: the upload takes a multipart form
+// or the raw file, an artifact PATCH its chunk (requestShapeMiddleware).
 func aioBodyTypes(method, pattern string) []string {
 	if rt := aioRow(method, pattern); rt != nil && rt.Method == method {
 		return rt.BodyTypes
