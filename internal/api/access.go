@@ -72,6 +72,9 @@ var routeRolesFixed = map[string][]auth.Role{
 	"POST " + MCPPath:     allRoles,
 	"GET " + MCPPath:      allRoles,
 	"DELETE " + MCPPath:   allRoles,
+	"POST " + MCPAlias:    allRoles,
+	"GET " + MCPAlias:     allRoles,
+	"DELETE " + MCPAlias:  allRoles,
 }
 
 // defaultRoles is the dispatcher's default for a tool without Roles.
@@ -99,6 +102,9 @@ func (s *Server) RouteRoles(method, pattern string) []auth.Role {
 	key := accessKey(method, pattern)
 	if r, ok := routeRolesFixed[key]; ok {
 		return r
+	}
+	if rt := aioRow(method, pattern); rt != nil && rt.NamedTool {
+		return allRoles
 	}
 	if name := routeTool(method, pattern); name != "" && s.disp != nil {
 		if t, ok := s.disp.Tool(name); ok && len(t.Roles) > 0 {

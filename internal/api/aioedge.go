@@ -73,6 +73,9 @@ type aioRoute struct {
 	MaxBody int64
 	// Doc completes the operation (parameters, binary answers).
 	Doc func(*huma.Operation)
+	// NamedTool: the request names the tool (MCP's tool call); the route
+	// admits every role and the dispatcher checks the named tool's.
+	NamedTool bool
 
 	serve func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 }
@@ -90,9 +93,6 @@ const (
 	failNull
 )
 
-// key is the row's access key ("METHOD /v1/...").
-func (rt *aioRoute) key() string { return rt.Method + " " + rt.Path }
-
 // aioEdge serves the rows.
 type aioEdge struct {
 	s *Server
@@ -102,7 +102,10 @@ type aioEdge struct {
 // aioRow finds the row of method and pattern (with or without the
 // /sandboxes/{id} prefix; HEAD falls back to GET).
 func aioRow(method, pattern string) *aioRoute {
-	p := routeKey(pattern)
+	p := pattern
+	if rest, ok := strings.CutPrefix(pattern, sandboxPrefix+"/"); ok {
+		p = "/" + rest
+	}
 	for _, m := range []string{method, http.MethodGet} {
 		for i := range aioTable {
 			if aioTable[i].Method == m && aioTable[i].Path == p {
@@ -138,8 +141,9 @@ func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
 	}
 }
 
-// aioBodyTypes are the media types a row takes when its body is not JSON
-// (nil: JSON only).
+// aioBodyTypes are the media types a route takes when its body is not
+// JSON (nil: JSON only), from its row: the upload takes a multipart form
+// or the raw file, an artifact PATCH its chunk (requestShapeMiddleware).
 func aioBodyTypes(method, pattern string) []string {
 	if rt := aioRow(method, pattern); rt != nil && rt.Method == method {
 		return rt.BodyTypes
@@ -147,16 +151,46 @@ func aioBodyTypes(method, pattern string) []string {
 	return nil
 }
 
-// caller dispatches tool for the request's caller.
+// dispatcher is the edge's dispatcher: the one its entry point was given,
+// else the server's (FoundationTools sets it before serving).
+func (e *aioEdge) dispatcher() *dispatch.Dispatcher {
+	if e.d != nil {
+		return e.d
+	}
+	return e.s.disp
+}
+
+// defaultArgs stands for "the tool's arguments when the caller gives
+// none": what its decoder makes of {}.
+type defaultArgs struct{}
+
+// call dispatches the row's tool for the request's caller.
 func (e *aioEdge) call(ctx context.Context, rt *aioRoute, args any) (any, error) {
 	c, err := MustCaller(ctx)
 	if err != nil {
 		return nil, err
 	}
+	d := e.dispatcher()
+	if d == nil {
+		return nil, fault.New(fault.Unavailable, "the server is still starting")
+	}
 	if rt.Streams {
 		ctx = transfer.WithStreaming(dispatch.WithStreaming(ctx))
 	}
-	return e.d.Dispatch(ctx, c, rt.Tool, args)
+	return d.Dispatch(ctx, c, rt.Tool, args)
+}
+
+// defaults turns defaultArgs into the tool's decoding of {}.
+func (e *aioEdge) defaults(tool string, args any) (any, error) {
+	if _, ok := args.(defaultArgs); !ok {
+		return args, nil
+	}
+	if d := e.dispatcher(); d != nil {
+		if t, ok := d.Tool(tool); ok && t.Decode != nil {
+			return t.Decode(json.RawMessage("{}"))
+		}
+	}
+	return nil, nil
 }
 
 // check applies the tool's field rules before the call, so a value the
@@ -164,7 +198,11 @@ func (e *aioEdge) call(ctx context.Context, rt *aioRoute, args any) (any, error)
 // the tool's Check (Define: the argument type's Validate), else the
 // argument's own Check or Validate method.
 func (e *aioEdge) check(tool string, args any) error {
-	if t, ok := e.d.Tool(tool); ok && t.Check != nil {
+	d := e.dispatcher()
+	if d == nil {
+		return nil
+	}
+	if t, ok := d.Tool(tool); ok && t.Check != nil {
 		return t.Check(args)
 	}
 	switch v := args.(type) {
@@ -209,6 +247,9 @@ func jsonRowAs[In, R, Out any](group, method, path, tool, tag, summary string,
 			}
 		}
 		a, err := args(r, in)
+		if err == nil {
+			a, err = e.defaults(rt.Tool, a)
+		}
 		if err == nil {
 			err = e.check(rt.Tool, a)
 		}

@@ -196,6 +196,7 @@ func (s *Server) routes() {
 	s.keyRoutes()
 	s.ticketRoutes()
 	s.auditRoutes()
+	s.mountAIO(nil, groupAuth) // the dispatcher is FoundationTools'
 }
 
 // HealthOutput is GET /healthz.
