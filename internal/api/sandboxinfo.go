@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/shell"
 )
 
@@ -22,11 +23,14 @@ type sandboxInfoBody struct {
 // inside it and cached.
 func (h *shellHandlers) sandboxInfo(w http.ResponseWriter, r *http.Request) {
 	res, err := h.dispatch(r, shell.ToolSandboxDetail, shell.InfoArgs{Sandbox: chi.URLParam(r, "id")})
-	if err != nil {
-		writeShellError(w, r, err)
-		return
+	if err == nil {
+		var info shell.SandboxInfo
+		if info, err = dispatch.ResultAs[shell.SandboxInfo](shell.ToolSandboxDetail, res); err == nil {
+			writeJSON(w, http.StatusOK, sandboxInfoBody{Success: true, Message: "ok", SandboxInfo: info})
+			return
+		}
 	}
-	writeJSON(w, http.StatusOK, sandboxInfoBody{Success: true, Message: "ok", SandboxInfo: res.(shell.SandboxInfo)})
+	writeShellError(w, r, err)
 }
 
 // sandboxPackages is GET /v1/sandbox/packages/{python,nodejs}: what the

@@ -1,0 +1,16 @@
+package api
+
+import (
+	"github.com/sandhold/sandhold/internal/audit/audittools"
+	"github.com/sandhold/sandhold/internal/auth/authtools"
+	"github.com/sandhold/sandhold/internal/dispatch"
+)
+
+// useFoundation makes s call d, with the key, ticket and audit tools
+// registered in d as the daemon wires them.
+func useFoundation(s *Server, d *dispatch.Dispatcher) {
+	s.UseDispatcher(d)
+	for _, t := range append(authtools.Tools(s.auth), audittools.Tools(s.audit)...) {
+		d.MustRegister(t)
+	}
+}
