@@ -69,10 +69,8 @@ type Server struct {
 	// largeBodyPrefixes are set before serving and read-only afterwards.
 	largeBodyPrefixes []string
 
-	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
-
 	// disp is the dispatcher the foundation routes call (keys, tickets,
-	// audit); set by FoundationTools before serving.
+	// audit); set by UseDispatcher before serving.
 	disp *dispatch.Dispatcher
 }
 
