@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // TestMain lets the test binary serve as the init: Launch re-executes it
@@ -30,18 +31,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// requireSandboxes skips unless this process can build sandboxes: root
-// (to map id ranges and manage cgroups) with user namespaces.
-func requireSandboxes(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes need root (id mappings and cgroups); run the tests as root")
-	}
-	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
-		t.Skip("user namespaces are not available:", err)
-	}
-}
-
 // testSandbox is one init started for a test, with its cgroup.
 type testSandbox struct {
 	*Instance
@@ -54,7 +43,7 @@ var testSlot = 0
 
 func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
 	t.Helper()
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	cg, err := cgroup.New("sandhold-test-agent")
 	if err != nil {
 		t.Skip("cgroups unavailable:", err)

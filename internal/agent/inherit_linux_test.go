@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // inheritable makes f's descriptor survive exec, as a shell's `9<file` or
@@ -35,7 +37,7 @@ func inheritable(t *testing.T, f *os.File) int {
 // closed before the first command, and a command starts with exactly 0, 1
 // and 2 (the PTY's three for a terminal).
 func TestInheritedDescriptorsNeverReachCommands(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	secretPath := filepath.Join(t.TempDir(), "shadow")
 	if err := os.WriteFile(secretPath, []byte("HOST-SECRET-FILE\n"), 0o644); err != nil {
 		t.Fatal(err)

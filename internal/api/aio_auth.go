@@ -39,13 +39,13 @@ var aioAuthRows = []aioRoute{
 // AIOTicket is POST /tickets: the envelope, with the ticket beside it as
 // AIO's clients read it.
 type AIOTicket struct {
-	Success   bool      `json:"success"`
-	Message   string    `json:"message"`
-	Data      Ticket    `json:"data"`
-	Hint      *string   `json:"hint"`
-	Ticket    string    `json:"ticket"`
-	ExpiresAt time.Time `json:"expires_at"`
-	ExpiresIn int       `json:"expires_in" doc:"seconds"`
+	Success   bool        `json:"success"`
+	Message   string      `json:"message"`
+	Data      auth.Ticket `json:"data"`
+	Hint      *string     `json:"hint"`
+	Ticket    string      `json:"ticket"`
+	ExpiresAt time.Time   `json:"expires_at"`
+	ExpiresIn int         `json:"expires_in" doc:"seconds"`
 }
 
 // AuthCheck is auth.check's answer.
@@ -70,7 +70,7 @@ func aioTicket(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 	if err == nil {
 		res, err = e.call(r.Context(), rt, args)
 	}
-	var t Ticket
+	var t auth.Ticket
 	if err == nil {
 		// The tool's answer by its JSON shape: its Go type may move
 		// with the ticket tools.

@@ -152,7 +152,7 @@ func aioBodyTypes(method, pattern string) []string {
 }
 
 // dispatcher is the edge's dispatcher: the one its entry point was given,
-// else the server's (FoundationTools sets it before serving).
+// else the server's (UseDispatcher sets it before serving).
 func (e *aioEdge) dispatcher() *dispatch.Dispatcher {
 	if e.d != nil {
 		return e.d

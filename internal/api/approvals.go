@@ -73,20 +73,20 @@ func (s *Server) ApprovalRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-approvals", Method: http.MethodGet, Path: "/v1/approvals", Tags: tag,
 		Summary: "List approvals (admin)", Security: Security},
 		func(ctx context.Context, in *ApprovalListInput) (*ApprovalListOutput, error) {
-			res, err := s.call(ctx, approvals.ToolList, approvals.ListArgs{Status: approvals.Status(in.Status)})
+			list, err := invoke[[]approvals.Approval](ctx, s, approvals.ToolList, approvals.ListArgs{Status: approvals.Status(in.Status)})
 			if err != nil {
 				return nil, err
 			}
-			return &ApprovalListOutput{Body: OK(res.([]approvals.Approval))}, nil
+			return &ApprovalListOutput{Body: OK(list)}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "get-approval", Method: http.MethodGet, Path: "/v1/approvals/{id}", Tags: tag,
 		Summary: "Read an approval (agents: their own, to poll for the decision)", Security: Security},
 		func(ctx context.Context, in *ApprovalIDInput) (*ApprovalOutput, error) {
-			res, err := s.call(ctx, approvals.ToolGet, approvals.IDArgs{ID: in.ID})
+			ap, err := invoke[approvals.Approval](ctx, s, approvals.ToolGet, approvals.IDArgs{ID: in.ID})
 			if err != nil {
 				return nil, err
 			}
-			return &ApprovalOutput{Body: OK(res.(approvals.Approval))}, nil
+			return &ApprovalOutput{Body: OK(ap)}, nil
 		})
 	decide := func(op, path, tool, msg string) {
 		huma.Register(s.api, huma.Operation{OperationID: op, Method: http.MethodPost, Path: path, Tags: tag,
@@ -96,11 +96,11 @@ func (s *Server) ApprovalRoutes() {
 				if in.Body != nil {
 					args.Note = in.Body.Note
 				}
-				res, err := s.call(ctx, tool, args)
+				ap, err := invoke[approvals.Approval](ctx, s, tool, args)
 				if err != nil {
 					return nil, err
 				}
-				return &ApprovalOutput{Body: OK(res.(approvals.Approval))}, nil
+				return &ApprovalOutput{Body: OK(ap)}, nil
 			})
 	}
 	decide("approve-approval", "/v1/approvals/{id}/approve", approvals.ToolApprove, "Approve a pending call; the identical call then runs once")

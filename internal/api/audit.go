@@ -2,18 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/sandhold/sandhold/internal/audit"
-	"github.com/sandhold/sandhold/internal/auth"
-	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/guard"
 )
 
 // AuditInput is GET /v1/audit's filter.
@@ -54,116 +47,20 @@ func (s *Server) auditRoutes() {
 	}, s.verifyAudit)
 }
 
-// maxSinceBack bounds a relative since so that parse results stay sane.
-const maxSinceBack = 10 * 365 * 24 * time.Hour
-
-func parseSince(v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(strings.TrimPrefix(v, "-"))
-	if err != nil || d < 0 || d > maxSinceBack {
-		return time.Time{}, fault.InvalidField("query.since", "since must be an RFC 3339 time or a duration like 1h")
-	}
-	return now.Add(-d), nil
-}
-
-// auditQueryArgs is audit.query's JSON argument shape (tools/call, MCP).
-type auditQueryArgs struct {
-	Since   string `json:"since"`
-	After   int64  `json:"after"`
-	Actor   string `json:"actor"`
-	Action  string `json:"action"`
-	Sandbox string `json:"sandbox"`
-	Limit   int    `json:"limit"`
-	Order   string `json:"order"`
-}
-
-func (s *Server) auditTools(d *dispatch.Dispatcher) {
-	d.MustRegister(dispatch.Tool{
-		Name: ToolAuditQuery, Description: "Query audit records (agents see only their own)", Risk: guard.Safe, Roles: allRoles,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"since":{"type":"string"},"after":{"type":"integer","minimum":0},"actor":{"type":"string"},"action":{"type":"string"},"sandbox":{"type":"string"},"limit":{"type":"integer","minimum":0,"maximum":1000},"order":{"type":"string","enum":["asc","desc"]}}}`),
-		Decode: func(raw json.RawMessage) (any, error) {
-			v, err := decodeArgs[auditQueryArgs](raw)
-			if err != nil {
-				return nil, err
-			}
-			a := v.(auditQueryArgs)
-			since, err := parseSince(a.Since, time.Now())
-			if err != nil {
-				return nil, err
-			}
-			if a.Limit < 0 || a.Limit > 1000 || a.After < 0 {
-				return nil, fault.InvalidField("limit", "limit is 0 to 1000, after is not negative")
-			}
-			return audit.Filter{Since: since, AfterSeq: a.After, Actor: a.Actor, Action: a.Action, Sandbox: a.Sandbox,
-				Limit: a.Limit, Descending: a.Order == "desc"}, nil
-		},
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			f := args.(audit.Filter)
-			if c.Role == auth.RoleAgent {
-				// Agents see only their own records, whatever they asked for.
-				if f.Actor != "" && f.Actor != c.KeyID {
-					return nil, fault.New(fault.Forbidden, "agents may read only their own audit records")
-				}
-				f.Actor = c.KeyID
-			}
-			recs, err := s.audit.Query(ctx, f)
-			if err != nil {
-				return nil, fault.Wrap(fault.Internal, err, "could not read the audit log")
-			}
-			if recs == nil {
-				recs = []audit.Record{}
-			}
-			// Every rendering escapes control and bidi characters; the
-			// stored bytes stay as they were (audit.Display).
-			for i := range recs {
-				recs[i] = recs[i].Display()
-			}
-			return recs, nil
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolAuditVerify, Description: "Verify the audit hash chain", Risk: guard.Safe,
-		Roles: []auth.Role{auth.RoleAdmin, auth.RoleViewer},
-		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) {
-			if !s.verifyMu.TryLock() {
-				return nil, fault.WithRetryAfter(fault.RateLimited, 1, "a verification is already running")
-			}
-			defer s.verifyMu.Unlock()
-			res, err := s.audit.Verify(ctx)
-			if err != nil {
-				return nil, fault.Wrap(fault.Internal, err, "could not verify the audit log")
-			}
-			return res, nil
-		},
-	})
-}
-
 func (s *Server) listAudit(ctx context.Context, in *AuditInput) (*AuditOutput, error) {
-	since, err := parseSince(in.Since, time.Now())
+	recs, err := invoke[[]audit.Record](ctx, s, audit.ToolQuery, audit.QueryArgs{Since: in.Since, After: in.After,
+		Actor: in.Actor, Action: in.Action, Sandbox: in.Sandbox, Limit: in.Limit, Order: in.Order})
 	if err != nil {
 		return nil, err
 	}
-	f := audit.Filter{Since: since, AfterSeq: in.After, Actor: in.Actor, Action: in.Action,
-		Sandbox: in.Sandbox, Limit: in.Limit, Descending: in.Order == "desc"}
-	res, err := s.call(ctx, ToolAuditQuery, f)
-	if err != nil {
-		return nil, err
-	}
-	recs := res.([]audit.Record)
 	return &AuditOutput{Body: OK(AuditPage{Records: recs, Count: len(recs)})}, nil
 }
 
 func (s *Server) verifyAudit(ctx context.Context, _ *struct{}) (*VerifyOutput, error) {
-	res, err := s.call(ctx, ToolAuditVerify, nil)
+	r, err := invoke[audit.Result](ctx, s, audit.ToolVerify, struct{}{})
 	if err != nil {
 		return nil, err
 	}
-	r := res.(audit.Result)
 	out := &VerifyOutput{Body: OK(r)}
 	if !r.OK {
 		out.Body.Message = "audit chain is broken: " + r.Problem

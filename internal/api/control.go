@@ -28,11 +28,11 @@ func (s *Server) ControlRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-control", Method: http.MethodGet, Path: "/v1/control", Tags: tag,
 		Summary: "Whether the server is halted, why and since when", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*ControlOutput, error) {
-			res, err := s.call(ctx, control.ToolGet, nil)
+			st, err := invoke[control.State](ctx, s, control.ToolGet, struct{}{})
 			if err != nil {
 				return nil, err
 			}
-			return &ControlOutput{Body: OK(res.(control.State))}, nil
+			return &ControlOutput{Body: OK(st)}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "halt", Method: http.MethodPost, Path: "/v1/control/halt", Tags: tag,
 		Summary:     "HALT (admin): refuse every non-safe tool, kill running executions, freeze sandboxes",
@@ -43,22 +43,22 @@ func (s *Server) ControlRoutes() {
 			if in.Body != nil {
 				args.Reason = in.Body.Reason
 			}
-			res, err := s.call(ctx, control.ToolHalt, args)
+			st, err := invoke[control.State](ctx, s, control.ToolHalt, args)
 			if err != nil {
 				return nil, err
 			}
-			out := &ControlOutput{Body: OK(res.(control.State))}
+			out := &ControlOutput{Body: OK(st)}
 			out.Body.Message = "halted"
 			return out, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "unhalt", Method: http.MethodPost, Path: "/v1/control/unhalt", Tags: tag,
 		Summary: "Lift a HALT (admin) and thaw the sandboxes it froze", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*ControlOutput, error) {
-			res, err := s.call(ctx, control.ToolUnhalt, nil)
+			st, err := invoke[control.State](ctx, s, control.ToolUnhalt, struct{}{})
 			if err != nil {
 				return nil, err
 			}
-			out := &ControlOutput{Body: OK(res.(control.State))}
+			out := &ControlOutput{Body: OK(st)}
 			out.Body.Message = "unhalted"
 			return out, nil
 		})

@@ -52,7 +52,7 @@ func newEdgeServer(t *testing.T) *edgeServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.s.FoundationTools(dispatch.New(dispatch.Options{Audit: lg}))
+	useFoundation(e.s, dispatch.New(dispatch.Options{Audit: lg}))
 	return e
 }
 

@@ -43,7 +43,7 @@ func newTestServerWith(tb testing.TB, maxBody config.Size) (*Server, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s.FoundationTools(dispatch.New(dispatch.Options{Audit: lg}))
+	useFoundation(s, dispatch.New(dispatch.Options{Audit: lg}))
 	return s, key
 }
 

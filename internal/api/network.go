@@ -40,20 +40,15 @@ func (s *Server) NetworkRoutes(d *dispatch.Dispatcher) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := d.Dispatch(ctx, c, sandbox.ToolNetworkUpdate, sandbox.NetworkUpdate{
+		res, err := dispatch.Invoke[sandbox.NetworkResult](ctx, d, c, sandbox.ToolNetworkUpdate, sandbox.NetworkUpdate{
 			ID: in.ID, Mode: in.Body.Mode, Allow: in.Body.Allow, Restart: in.Body.Restart})
 		if err != nil {
 			return nil, err
 		}
-		out := &NetworkOutput{Body: OK(res.(sandbox.NetworkResult))}
+		out := &NetworkOutput{Body: OK(res)}
 		if out.Body.Data.Restarted {
 			out.Body.Message = "network changed; the sandbox restarts in the new mode on its next use"
 		}
 		return out, nil
 	})
 }
-
-// ToolRateLimitRules is the tool that reports the rate-limit rules in force
-// for its caller; /v1/sandbox/security includes its answer when the
-// server registers it.
-const ToolRateLimitRules = "ratelimit.rules"

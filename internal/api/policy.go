@@ -26,21 +26,21 @@ func (s *Server) PolicyRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-policy", Method: http.MethodGet, Path: "/v1/policy", Tags: tag,
 		Summary: "Read the risk policy (admin)", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*PolicyOutput, error) {
-			res, err := s.call(ctx, policy.ToolGet, nil)
+			doc, err := invoke[policy.Document](ctx, s, policy.ToolGet, struct{}{})
 			if err != nil {
 				return nil, err
 			}
-			return &PolicyOutput{Body: OK(res.(policy.Document))}, nil
+			return &PolicyOutput{Body: OK(doc)}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "put-policy", Method: http.MethodPut, Path: "/v1/policy", Tags: tag,
 		Summary: "Replace the risk policy (admin)", Description: "Rules per role (admin, agent, viewer) and per key id; see SECURITY.md, Risk policy.",
 		Security: Security, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *PolicyInput) (*PolicyOutput, error) {
-			res, err := s.call(ctx, policy.ToolSet, in.Body)
+			doc, err := invoke[policy.Document](ctx, s, policy.ToolSet, in.Body)
 			if err != nil {
 				return nil, err
 			}
-			out := &PolicyOutput{Body: OK(res.(policy.Document))}
+			out := &PolicyOutput{Body: OK(doc)}
 			out.Body.Message = "policy replaced"
 			return out, nil
 		})

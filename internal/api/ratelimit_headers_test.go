@@ -19,7 +19,7 @@ import (
 func TestSuccessCarriesRateLimitHeaders(t *testing.T) {
 	e := newEdgeServer(t)
 	d := dispatch.New(dispatch.Options{Audit: e.s.audit, Limiter: ratelimit.New(ratelimit.Options{})})
-	e.s.FoundationTools(d)
+	useFoundation(e.s, d)
 	run := func(context.Context, auth.Caller, any) (any, error) { return "ok", nil }
 	d.MustRegister(dispatch.Tool{Name: "shell.test", Risk: guard.Safe, Category: ratelimit.Exec, Run: run})
 	d.MustRegister(dispatch.Tool{Name: "code.test", Risk: guard.Safe, Category: ratelimit.Exec, Run: run})

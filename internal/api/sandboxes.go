@@ -20,6 +20,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
@@ -178,19 +179,18 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 		}
 		spec.TTL = d
 	}
-	res, err := h.call(ctx, sandbox.ToolCreate, spec)
+	info, err := invokeOn[sandbox.Info](ctx, h.d, sandbox.ToolCreate, spec)
 	if err != nil {
 		return nil, err
 	}
-	return &SandboxOutput{Body: OK(res.(sandbox.Info))}, nil
+	return &SandboxOutput{Body: OK(info)}, nil
 }
 
 func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOutput, error) {
-	res, err := h.call(ctx, sandbox.ToolList, nil)
+	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, struct{}{})
 	if err != nil {
 		return nil, err
 	}
-	infos := res.([]sandbox.Info)
 	if infos == nil {
 		infos = []sandbox.Info{}
 	}
@@ -198,11 +198,11 @@ func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOu
 }
 
 func (h *sandboxHandlers) get(ctx context.Context, in *SandboxIDInput) (*SandboxOutput, error) {
-	res, err := h.call(ctx, sandbox.ToolGet, sandbox.IDArgs{ID: in.ID})
+	info, err := invokeOn[sandbox.Info](ctx, h.d, sandbox.ToolGet, sandbox.IDArgs{ID: in.ID})
 	if err != nil {
 		return nil, err
 	}
-	return &SandboxOutput{Body: OK(res.(sandbox.Info))}, nil
+	return &SandboxOutput{Body: OK(info)}, nil
 }
 
 // EmptyOutput is a success without data.
@@ -316,7 +316,12 @@ func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if stream {
-		h.stream(w, r, res.(*sandbox.Execution))
+		e, err := dispatch.ResultAs[*sandbox.Execution](sandbox.ToolExec, res)
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		h.stream(w, r, e)
 		return
 	}
 	WriteData(w, http.StatusOK, res)
@@ -403,11 +408,10 @@ type ExecReadOutput struct {
 }
 
 func (h *sandboxHandlers) getExec(ctx context.Context, in *ExecReadInput) (*ExecReadOutput, error) {
-	res, err := h.call(ctx, sandbox.ToolExecRead, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID})
+	e, err := invokeOn[*sandbox.Execution](ctx, h.d, sandbox.ToolExecRead, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID})
 	if err != nil {
 		return nil, err
 	}
-	e := res.(*sandbox.Execution)
 	if in.Wait > 0 {
 		outCh, _ := e.Stdout.Wait()
 		errCh, _ := e.Stderr.Wait()
@@ -452,7 +456,7 @@ type SecurityReport struct {
 	Pool       sandbox.PoolStatus     `json:"pool"`
 	Network    sandbox.NetworkPosture `json:"network" doc:"network modes on offer"`
 	Caps       sandbox.Caps           `json:"caps" doc:"the per-key sandbox and per-sandbox execution caps"`
-	RateLimits any                    `json:"rate_limits" doc:"the rate-limit rules (tool ratelimit.rules)"`
+	RateLimits *ratelimit.Report      `json:"rate_limits" doc:"the rate-limit rules (tool ratelimit.rules)"`
 	Sandboxes  []SandboxSecurityRow   `json:"sandboxes"`
 }
 
@@ -481,7 +485,7 @@ type SecurityOutput struct {
 }
 
 func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityOutput, error) {
-	res, err := h.call(ctx, sandbox.ToolList, nil)
+	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -500,10 +504,12 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 		Caps:      h.m.Caps(),
 		Sandboxes: []SandboxSecurityRow{},
 	}
-	if _, ok := h.d.Tool(ToolRateLimitRules); ok {
-		if rep.RateLimits, err = h.call(ctx, ToolRateLimitRules, nil); err != nil {
+	if _, ok := h.d.Tool(ratelimit.ToolRules); ok {
+		rules, err := invokeOn[ratelimit.Report](ctx, h.d, ratelimit.ToolRules, struct{}{})
+		if err != nil {
 			return nil, err
 		}
+		rep.RateLimits = &rules
 	}
 	if rep.Layers == nil {
 		rep.Layers = []agent.Layer{}
@@ -511,7 +517,7 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 	if h.posture.Insecure {
 		rep.Warning = "INSECURE: started with --insecure-no-isolation; sandboxes may run without some isolation layers"
 	}
-	for _, in := range res.([]sandbox.Info) {
+	for _, in := range infos {
 		rep.Sandboxes = append(rep.Sandboxes, SandboxSecurityRow{ID: in.ID, State: in.State, Network: in.Network, Limits: in.Limits})
 	}
 	return &SecurityOutput{Body: OK(rep)}, nil
@@ -523,11 +529,10 @@ type ResourcesOutput struct {
 }
 
 func (h *sandboxHandlers) resources(ctx context.Context, _ *struct{}) (*ResourcesOutput, error) {
-	res, err := h.call(ctx, sandbox.ToolResources, nil)
+	st, err := invokeOn[[]sandbox.Stats](ctx, h.d, sandbox.ToolResources, struct{}{})
 	if err != nil {
 		return nil, err
 	}
-	st := res.([]sandbox.Stats)
 	if st == nil {
 		st = []sandbox.Stats{}
 	}

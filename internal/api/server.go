@@ -72,10 +72,8 @@ type Server struct {
 	// without the console. Set before serving.
 	session SessionAuth
 
-	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
-
 	// disp is the dispatcher the foundation routes call (keys, tickets,
-	// audit); set by FoundationTools before serving.
+	// audit); set by UseDispatcher before serving.
 	disp *dispatch.Dispatcher
 
 	// codeCfg is what GET /v1/jupyter/info reports; set by CodeRoutes
@@ -196,7 +194,7 @@ func (s *Server) routes() {
 	s.keyRoutes()
 	s.ticketRoutes()
 	s.auditRoutes()
-	s.mountAIO(nil, groupAuth) // the dispatcher is FoundationTools'
+	s.mountAIO(nil, groupAuth) // the dispatcher is UseDispatcher's
 }
 
 // HealthOutput is GET /healthz.

@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/sandhold/sandhold/internal/customtool"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -60,6 +61,47 @@ type ToolPublishInput struct {
 	}
 }
 
+// UseDispatcher makes the server's routes call d and notes, for the
+// request log, the first tool each request calls. Call once, before
+// serving; the tools themselves are registered by their packages' Tools.
+func (s *Server) UseDispatcher(d *dispatch.Dispatcher) {
+	s.disp = d
+	d.Observe(noteTool)
+}
+
+// call dispatches tool for the request's caller.
+func (s *Server) call(ctx context.Context, tool string, args any) (any, error) {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.disp == nil {
+		return nil, fault.New(fault.Unavailable, "the server is still starting")
+	}
+	return s.disp.Dispatch(ctx, c, tool, args)
+}
+
+// invoke dispatches tool for the request's caller and answers an R
+// (dispatch.Invoke: a tool answering another type is an internal error,
+// not a panic).
+func invoke[R any](ctx context.Context, s *Server, tool string, args any) (R, error) {
+	if s.disp == nil {
+		var zero R
+		return zero, fault.New(fault.Unavailable, "the server is still starting")
+	}
+	return invokeOn[R](ctx, s.disp, tool, args)
+}
+
+// invokeOn is invoke on a given dispatcher.
+func invokeOn[R any](ctx context.Context, d *dispatch.Dispatcher, tool string, args any) (R, error) {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return dispatch.Invoke[R](ctx, d, c, tool, args)
+}
+
 // ToolRoutes mounts /v1/tools: list (with risks and schemas), call any
 // tool by name, define, publish and delete custom tools. Every handler
 // calls the dispatcher; /v1/tools/call is Dispatcher.Call itself.
@@ -70,11 +112,11 @@ func (s *Server) ToolRoutes() {
 		Description: "risk is safe, medium or dangerous; a tool whose risk is decided per call (exec.run, shell.exec, bash.exec, code.execute: the command guard rates each command) is listed as dynamic, with risk_floor and risk_ceiling.",
 		Security:    Security},
 		func(ctx context.Context, _ *struct{}) (*ToolListOutput, error) {
-			res, err := s.call(ctx, customtool.ToolList, nil)
+			list, err := invoke[[]customtool.Info](ctx, s, customtool.ToolList, struct{}{})
 			if err != nil {
 				return nil, err
 			}
-			return &ToolListOutput{Body: OK(res.([]customtool.Info))}, nil
+			return &ToolListOutput{Body: OK(list)}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "call-tool", Method: http.MethodPost, Path: "/v1/tools/call", Tags: tag,
 		Summary:     "Call a tool by name with JSON arguments",
@@ -98,21 +140,21 @@ func (s *Server) ToolRoutes() {
 		Summary: "Define (or redefine) a custom tool", Security: Security, DefaultStatus: http.StatusCreated, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *ToolDefineInput) (*ToolInfoOutput, error) {
 			b := in.Body
-			res, err := s.call(ctx, customtool.ToolDefine, customtool.Def{Name: b.Name, Description: b.Description,
+			info, err := invoke[customtool.Info](ctx, s, customtool.ToolDefine, customtool.DefineArgs{Name: b.Name, Description: b.Description,
 				InputSchema: b.InputSchema, Call: b.Call, Steps: b.Steps, Risk: b.Risk, Published: b.Published})
 			if err != nil {
 				return nil, err
 			}
-			return &ToolInfoOutput{Body: OK(res.(customtool.Info))}, nil
+			return &ToolInfoOutput{Body: OK(info)}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "publish-tool", Method: http.MethodPost, Path: "/v1/tools/custom/{name}/publish", Tags: tag,
 		Summary: "Publish a custom tool to every key, or hide it again (admin)", Security: Security, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *ToolPublishInput) (*ToolInfoOutput, error) {
-			res, err := s.call(ctx, customtool.ToolPublish, customtool.PublishArgs{Name: in.Name, Published: in.Body.Published})
+			info, err := invoke[customtool.Info](ctx, s, customtool.ToolPublish, customtool.PublishArgs{Name: in.Name, Published: in.Body.Published})
 			if err != nil {
 				return nil, err
 			}
-			return &ToolInfoOutput{Body: OK(res.(customtool.Info))}, nil
+			return &ToolInfoOutput{Body: OK(info)}, nil
 		})
 	huma.Register(s.api, huma.Operation{OperationID: "delete-tool", Method: http.MethodDelete, Path: "/v1/tools/custom/{name}", Tags: tag,
 		Summary: "Delete a custom tool (its owner or an admin)", Security: Security},

@@ -2,7 +2,6 @@ package approvals
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/sandhold/sandhold/internal/auth"
@@ -19,71 +18,56 @@ const (
 	ToolDeny    = "approvals.deny"
 )
 
-// IDArgs name an approval; Note goes with a decision.
+// IDArgs name an approval; Note goes with a decision (Decide cuts it to
+// 512 bytes).
 type IDArgs struct {
-	ID   string `json:"id"`
-	Note string `json:"note,omitempty"`
+	ID   string `json:"id" required:"true"`
+	Note string `json:"note,omitempty" maxLength:"512" doc:"shown to the caller"`
 }
 
 // ListArgs filter approvals.list.
 type ListArgs struct {
-	Status Status `json:"status,omitempty"`
+	Status Status `json:"status,omitempty" enum:"pending,approved,denied,expired,used" doc:"only approvals in this state"`
 }
 
-func decode[T any](raw json.RawMessage) (any, error) {
-	var v T
-	if len(raw) == 0 {
-		return v, nil
+// Validate refuses a status that is none of the states.
+func (a ListArgs) Validate() error {
+	switch a.Status {
+	case "", Pending, Approved, Denied, Expired, Used:
+		return nil
 	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fault.InvalidField("arguments", "arguments do not match the tool's schema")
-	}
-	return v, nil
+	return fault.InvalidField("status", fmt.Sprintf("unknown status %q", a.Status))
 }
 
-// RegisterTools adds the approval tools: list and decide (admin only), get
-// (every role; non-admins see their own, for polling). All Safe: an
-// operator decides while halted too.
-func RegisterTools(d *dispatch.Dispatcher, s *Service) {
+// Tools are the approval tools: list and decide (admin only), get (every
+// role; non-admins see their own, for polling). All Safe: an operator
+// decides while halted too.
+func Tools(s *Service) []dispatch.Tool {
 	admin := []auth.Role{auth.RoleAdmin}
-	idSchema := json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"note":{"type":"string","maxLength":512}},"required":["id"]}`)
-	d.MustRegister(dispatch.Tool{
-		Name: ToolList, Description: "List approvals (pending first to decide)", Risk: guard.Safe, Roles: admin,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"status":{"type":"string","enum":["pending","approved","denied","expired","used"]}}}`),
-		Decode:      decode[ListArgs],
-		Run: func(_ context.Context, _ auth.Caller, args any) (any, error) {
-			st := args.(ListArgs).Status
-			switch st {
-			case "", Pending, Approved, Denied, Expired, Used:
-			default:
-				return nil, fault.InvalidField("status", fmt.Sprintf("unknown status %q", st))
-			}
-			return s.List(st), nil
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolGet, Description: "Read one approval (agents: their own)", Risk: guard.Safe,
-		Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}, InputSchema: idSchema, Decode: decode[IDArgs],
-		Describe: func(args any) dispatch.Target { return dispatch.Target{Target: args.(IDArgs).ID} },
-		Run: func(_ context.Context, c auth.Caller, args any) (any, error) {
-			return s.Get(c, args.(IDArgs).ID)
-		},
-	})
+	target := func(a IDArgs) dispatch.Target { return dispatch.Target{Target: a.ID} }
+	tools := []dispatch.Tool{
+		dispatch.Define(dispatch.Spec{Name: ToolList, Description: "List approvals (pending first to decide)", Risk: guard.Safe, Roles: admin},
+			func(_ context.Context, _ auth.Caller, a ListArgs) ([]Approval, error) { return s.List(a.Status), nil },
+			dispatch.Hooks[ListArgs, []Approval]{}),
+		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Read one approval (agents: their own)", Risk: guard.Safe,
+			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
+			func(_ context.Context, c auth.Caller, a IDArgs) (Approval, error) { return s.Get(c, a.ID) },
+			dispatch.Hooks[IDArgs, Approval]{Describe: target}),
+	}
 	for _, v := range []struct {
 		name, desc string
 		approve    bool
 	}{{ToolApprove, "Approve a pending call: the identical call then runs once", true}, {ToolDeny, "Deny a pending call", false}} {
-		d.MustRegister(dispatch.Tool{
-			Name: v.name, Description: v.desc, Risk: guard.Safe, Roles: admin, InputSchema: idSchema, Decode: decode[IDArgs],
-			Describe: func(args any) dispatch.Target { return dispatch.Target{Target: args.(IDArgs).ID} },
-			Summarize: func(_, res any) map[string]any {
-				ap := res.(Approval)
-				return map[string]any{"actor": ap.Actor, "tool": ap.Tool, "status": string(ap.Status), "call": ap.Target}
-			},
-			Run: func(_ context.Context, c auth.Caller, args any) (any, error) {
-				a := args.(IDArgs)
+		tools = append(tools, dispatch.Define(dispatch.Spec{Name: v.name, Description: v.desc, Risk: guard.Safe, Roles: admin},
+			func(_ context.Context, c auth.Caller, a IDArgs) (Approval, error) {
 				return s.Decide(c, a.ID, v.approve, a.Note)
 			},
-		})
+			dispatch.Hooks[IDArgs, Approval]{
+				Describe: target,
+				Summarize: func(_ IDArgs, ap Approval) map[string]any {
+					return map[string]any{"actor": ap.Actor, "tool": ap.Tool, "status": string(ap.Status), "call": ap.Target}
+				},
+			}))
 	}
+	return tools
 }

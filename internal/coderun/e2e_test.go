@@ -7,25 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
-
-// requireSandboxes skips unless the host can run real sandboxes.
-func requireSandboxes(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create sandboxes (user namespaces with id maps, cgroups)")
-	}
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("needs /usr/bin/python3 on the host (sandboxes see the host's /usr)")
-	}
-}
 
 type srv struct {
 	t    *testing.T
@@ -36,7 +25,7 @@ type srv struct {
 // startServer runs the real daemon on 127.0.0.1:0 with a fresh data dir.
 func startServer(t *testing.T) *srv {
 	t.Helper()
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t, "/usr/bin/python3")
 	d := daemontest.Start(t, nil)
 	return &srv{t: t, base: "http://" + d.Addr(), key: d.AdminKey()}
 }

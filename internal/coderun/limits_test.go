@@ -11,6 +11,7 @@ import (
 	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // withKey returns a client of s that uses another key.
@@ -158,7 +159,7 @@ func TestCodeLimitsAndIsolation(t *testing.T) {
 // sandboxes) for what HTTP cannot reach cheaply: the per-key cap with
 // eviction and idle expiry.
 func TestSessionsServiceLevel(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t, "/usr/bin/python3")
 	d := daemontest.Start(t, nil)
 	ctx := context.Background()
 

@@ -3,6 +3,8 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"github.com/sandhold/sandhold/internal/audit/audittools"
+	"github.com/sandhold/sandhold/internal/auth/authtools"
 	"io"
 	"log/slog"
 	"net/http"
@@ -71,7 +73,10 @@ func newEnvWith(t *testing.T, assets fstest.MapFS, lim *ratelimit.Limiter) *env 
 		t.Fatal(err)
 	}
 	disp := dispatch.New(dispatch.Options{Audit: lg, Limiter: lim})
-	e.srv.FoundationTools(disp)
+	e.srv.UseDispatcher(disp)
+	for _, t := range append(authtools.Tools(e.svc), audittools.Tools(lg)...) {
+		disp.MustRegister(t)
+	}
 	if err := disp.Register(dispatch.Define(dispatch.Spec{Name: "test.limited", Description: "a file-category call", Risk: guard.Safe, Category: ratelimit.File},
 		func(_ context.Context, c auth.Caller, _ struct{}) (string, error) { return c.KeyID, nil }, dispatch.Hooks[struct{}, string]{})); err != nil {
 		t.Fatal(err)

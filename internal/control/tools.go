@@ -2,11 +2,9 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 )
 
@@ -17,43 +15,32 @@ const (
 	ToolUnhalt = "control.unhalt"
 )
 
-// HaltArgs are control.halt's arguments.
+// HaltArgs are control.halt's arguments. Halt cuts a longer reason to
+// maxReason.
 type HaltArgs struct {
-	Reason string `json:"reason"`
+	Reason string `json:"reason,omitempty" maxLength:"512" doc:"shown in every refusal while halted"`
 }
 
-// RegisterTools adds control.get (every role) and control.halt /
-// control.unhalt (admin only). All are Safe: they must work while halted.
-func RegisterTools(d *dispatch.Dispatcher, c *Control) {
+// Tools are control.get (every role) and control.halt / control.unhalt
+// (admin only). All are Safe: they must work while halted.
+func Tools(c *Control) []dispatch.Tool {
 	admin := []auth.Role{auth.RoleAdmin}
-	d.MustRegister(dispatch.Tool{
-		Name: ToolGet, Description: "Read whether the server is halted", Risk: guard.Safe,
-		Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer},
-		Run:   func(context.Context, auth.Caller, any) (any, error) { return c.State(), nil },
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolHalt, Description: "Halt the server: refuse every non-safe tool, kill running executions, freeze sandboxes",
-		Risk: guard.Safe, Roles: admin,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"reason":{"type":"string","maxLength":512}}}`),
-		Decode: func(raw json.RawMessage) (any, error) {
-			var a HaltArgs
-			if len(raw) > 0 {
-				if err := json.Unmarshal(raw, &a); err != nil {
-					return nil, fault.InvalidField("reason", "arguments must be {\"reason\": string}")
-				}
-			}
-			return a, nil
-		},
-		Describe: func(args any) dispatch.Target {
-			return dispatch.Target{Target: args.(HaltArgs).Reason}
-		},
-		Summarize: func(_, res any) map[string]any { return map[string]any{"frozen": len(res.(State).Frozen)} },
-		Run: func(ctx context.Context, by auth.Caller, args any) (any, error) {
-			return c.Halt(ctx, by.KeyID, args.(HaltArgs).Reason)
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolUnhalt, Description: "Lift a HALT and thaw the sandboxes it froze", Risk: guard.Safe, Roles: admin,
-		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) { return c.Unhalt(ctx) },
-	})
+	return []dispatch.Tool{
+		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Read whether the server is halted", Risk: guard.Safe,
+			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
+			func(context.Context, auth.Caller, struct{}) (State, error) { return c.State(), nil },
+			dispatch.Hooks[struct{}, State]{}),
+		dispatch.Define(dispatch.Spec{Name: ToolHalt, Description: "Halt the server: refuse every non-safe tool, kill running executions, freeze sandboxes",
+			Risk: guard.Safe, Roles: admin},
+			func(ctx context.Context, by auth.Caller, a HaltArgs) (State, error) {
+				return c.Halt(ctx, by.KeyID, a.Reason)
+			},
+			dispatch.Hooks[HaltArgs, State]{
+				Describe:  func(a HaltArgs) dispatch.Target { return dispatch.Target{Target: a.Reason} },
+				Summarize: func(_ HaltArgs, st State) map[string]any { return map[string]any{"frozen": len(st.Frozen)} },
+			}),
+		dispatch.Define(dispatch.Spec{Name: ToolUnhalt, Description: "Lift a HALT and thaw the sandboxes it froze", Risk: guard.Safe, Roles: admin},
+			func(ctx context.Context, _ auth.Caller, _ struct{}) (State, error) { return c.Unhalt(ctx) },
+			dispatch.Hooks[struct{}, State]{}),
+	}
 }

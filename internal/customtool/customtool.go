@@ -704,37 +704,31 @@ func stepError(c *compiled, i int, err error) error {
 
 // tool is the dispatcher tool of a definition. Its Assess, Decode and Run
 // look the definition up at call time, so a redefinition of it or of
-// anything it calls applies at once.
+// anything it calls applies at once. Unlike a built-in tool its arguments
+// are not a Go type: they are checked against the definition's own JSON
+// schema (InputSchema and Decode replace what Define derives).
 func (r *Registry) tool(c *compiled) dispatch.Tool {
 	name := c.def.Name
-	return dispatch.Tool{
-		Name: name, Description: c.def.Description, Risk: guard.Safe,
-		Roles:       []auth.Role{auth.RoleAdmin, auth.RoleAgent},
-		InputSchema: c.schema.Raw,
-		Decode:      func(raw json.RawMessage) (any, error) { return r.decode(name, raw) },
-		Assess: func(args any) dispatch.Assessment {
-			a, _ := args.(Args)
-			return r.assess(name, a.Values, 0)
-		},
+	t := dispatch.Define(dispatch.Spec{Name: name, Description: c.def.Description, Risk: guard.Safe,
+		Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent},
 		Visible: func(caller auth.Caller) bool {
 			cur, ok := r.get(name)
 			return ok && visibleTo(cur, caller)
-		},
-		Describe: func(any) dispatch.Target {
-			cur, ok := r.get(name)
-			if !ok {
-				return dispatch.Target{}
-			}
-			return dispatch.Target{Detail: map[string]any{"custom": true, "owner": cur.def.Owner, "calls": cur.refs()}}
-		},
-		Run: func(ctx context.Context, caller auth.Caller, args any) (any, error) {
-			a, ok := args.(Args)
-			if !ok {
-				return nil, fault.New(fault.Invalid, "custom tools take JSON arguments")
-			}
-			return r.run(ctx, caller, name, a)
-		},
-	}
+		}},
+		func(ctx context.Context, caller auth.Caller, a Args) (any, error) { return r.run(ctx, caller, name, a) },
+		dispatch.Hooks[Args, any]{
+			Assess: func(a Args) dispatch.Assessment { return r.assess(name, a.Values, 0) },
+			Describe: func(Args) dispatch.Target {
+				cur, ok := r.get(name)
+				if !ok {
+					return dispatch.Target{}
+				}
+				return dispatch.Target{Detail: map[string]any{"custom": true, "owner": cur.def.Owner, "calls": cur.refs()}}
+			},
+		})
+	t.InputSchema = c.schema.Raw
+	t.Decode = func(raw json.RawMessage) (any, error) { return r.decode(name, raw) }
+	return t
 }
 
 func (r *Registry) infoLocked(c *compiled) Info {

@@ -115,7 +115,9 @@ func newFixture(t *testing.T, st *memSettings) *fixture {
 	if err != nil || len(problems) > 0 {
 		t.Fatal(err, problems)
 	}
-	r.RegisterTools()
+	for _, tl := range Tools(r) {
+		f.d.MustRegister(tl)
+	}
 	f.r = r
 	return f
 }

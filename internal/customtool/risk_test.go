@@ -46,7 +46,9 @@ func TestCustomToolRecordsCarryTheGuardVerdict(t *testing.T) {
 	if err != nil || len(problems) > 0 {
 		t.Fatal(err, problems)
 	}
-	r.RegisterTools()
+	for _, tl := range Tools(r) {
+		f.d.MustRegister(tl)
+	}
 	f.r = r
 	f.mustDefine(t, agent, `{"name":"run_cmd","inputSchema":`+cmdSchema+`,"call":{"tool":"exec.run","arguments":{"command":"{cmd}"}}}`)
 	f.mustDefine(t, agent, `{"name":"two_steps","steps":[{"id":"a","tool":"exec.run","arguments":{"command":"ls"}},`+

@@ -6,7 +6,6 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 )
 
@@ -20,64 +19,63 @@ const (
 
 // NameArgs name a custom tool.
 type NameArgs struct {
-	Name string `json:"name"`
+	Name string `json:"name" required:"true"`
 }
 
 // PublishArgs are tools.publish's arguments.
 type PublishArgs struct {
-	Name      string `json:"name"`
-	Published bool   `json:"published"`
+	Name      string `json:"name" required:"true"`
+	Published bool   `json:"published" required:"true"`
 }
 
-func decodeStrict[T any](raw json.RawMessage) (any, error) {
-	var v T
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, fault.InvalidField("arguments", "arguments do not match the tool's schema")
-	}
-	return v, nil
+// DefineArgs are tools.define's arguments: what a caller may set of a
+// Def (its owner and times are the server's).
+type DefineArgs struct {
+	Name        string          `json:"name" required:"true"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema,omitempty" doc:"JSON Schema (2020-12) of the arguments: an object schema, no $ref"`
+	Call        *Step           `json:"call,omitempty" doc:"one call: {tool, arguments} with {arg} placeholders"`
+	Steps       []Step          `json:"steps,omitempty" doc:"calls in order: {id, tool, arguments}; arguments may use {steps.id.field}"`
+	Risk        string          `json:"risk,omitempty" enum:"safe,medium,dangerous" doc:"declared tier; a lower one than the derived risk is ignored"`
+	Published   bool            `json:"published,omitempty" doc:"admin only: visible to every key"`
 }
 
-// RegisterTools adds the management tools: list (every role), define and
-// delete (admin, agent), publish (admin).
-func (r *Registry) RegisterTools() {
-	d := r.d
-	d.MustRegister(dispatch.Tool{
-		Name: ToolList, Description: "List the tools the caller may call, with their risk and input schema", Risk: guard.Safe,
-		Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer},
-		Run:   func(_ context.Context, c auth.Caller, _ any) (any, error) { return r.List(c), nil },
-	})
-	// Defining changes what the key can run later, not what runs now:
-	// Medium (so nothing is defined while halted).
-	d.MustRegister(dispatch.Tool{
-		Name: ToolDefine, Description: "Define or redefine a custom tool", Risk: guard.Medium,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"description":{"type":"string"},"inputSchema":{"type":"object"},"call":{"type":"object"},"steps":{"type":"array"},"risk":{"type":"string","enum":["safe","medium","dangerous"]},"published":{"type":"boolean"}},"required":["name"]}`),
-		Decode:      decodeStrict[Def],
-		Describe:    func(args any) dispatch.Target { return dispatch.Target{Target: args.(Def).Name} },
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			return r.Define(ctx, c, args.(Def))
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolDelete, Description: "Delete a custom tool", Risk: guard.Safe,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}`),
-		Decode:      decodeStrict[NameArgs],
-		Describe:    func(args any) dispatch.Target { return dispatch.Target{Target: args.(NameArgs).Name} },
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			return nil, r.Delete(ctx, c, args.(NameArgs).Name)
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolPublish, Description: "Publish a custom tool to every key (or hide it again)", Risk: guard.Medium,
-		Roles:       []auth.Role{auth.RoleAdmin},
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"published":{"type":"boolean"}},"required":["name","published"]}`),
-		Decode:      decodeStrict[PublishArgs],
-		Describe:    func(args any) dispatch.Target { return dispatch.Target{Target: args.(PublishArgs).Name} },
-		Run: func(ctx context.Context, _ auth.Caller, args any) (any, error) {
-			a := args.(PublishArgs)
-			return r.Publish(ctx, a.Name, a.Published)
-		},
-	})
+// Def is the definition a DefineArgs asks for.
+func (a DefineArgs) Def() Def {
+	return Def{Name: a.Name, Description: a.Description, InputSchema: a.InputSchema, Call: a.Call,
+		Steps: a.Steps, Risk: a.Risk, Published: a.Published}
+}
+
+// Tools are the management tools: list (every role), define and delete
+// (admin, agent), publish (admin). The custom tools themselves are
+// registered by the Registry as they are defined.
+func Tools(r *Registry) []dispatch.Tool {
+	return []dispatch.Tool{
+		dispatch.Define(dispatch.Spec{Name: ToolList, Description: "List the tools the caller may call, with their risk and input schema",
+			Risk: guard.Safe, Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
+			func(_ context.Context, c auth.Caller, _ struct{}) ([]Info, error) { return r.List(c), nil },
+			dispatch.Hooks[struct{}, []Info]{}),
+		// Defining changes what the key can run later, not what runs now:
+		// Medium (so nothing is defined while halted).
+		dispatch.Define(dispatch.Spec{Name: ToolDefine, Description: "Define or redefine a custom tool", Risk: guard.Medium},
+			func(ctx context.Context, c auth.Caller, a DefineArgs) (Info, error) { return r.Define(ctx, c, a.Def()) },
+			dispatch.Hooks[DefineArgs, Info]{
+				Describe: func(a DefineArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
+			}),
+		dispatch.Define(dispatch.Spec{Name: ToolDelete, Description: "Delete a custom tool", Risk: guard.Safe},
+			func(ctx context.Context, c auth.Caller, a NameArgs) (any, error) {
+				return nil, r.Delete(ctx, c, a.Name)
+			},
+			dispatch.Hooks[NameArgs, any]{
+				Describe: func(a NameArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
+			}),
+		dispatch.Define(dispatch.Spec{Name: ToolPublish, Description: "Publish a custom tool to every key (or hide it again)",
+			Risk: guard.Medium, Roles: []auth.Role{auth.RoleAdmin}},
+			func(ctx context.Context, _ auth.Caller, a PublishArgs) (Info, error) {
+				return r.Publish(ctx, a.Name, a.Published)
+			},
+			dispatch.Hooks[PublishArgs, Info]{
+				Describe: func(a PublishArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
+			}),
+	}
 }

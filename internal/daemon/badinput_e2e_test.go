@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // TestBadExecInputIsNever500: every malformed or unusable field of an exec
 // is a 4xx naming it, never an internal error.
 func TestBadExecInputIsNever500(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.DisableRateLimit = true })
 	admin := s.d.AdminKey()
 	var sb struct{ ID string }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // bodyNamedTool routes dispatch the tool named in their body; their route
@@ -32,7 +33,7 @@ var bodyNamedTool = map[string]bool{"POST /v1/tools/call": true, "POST /mcp": tr
 //   - as the admin, a text/plain body gets 415 and no dispatcher call;
 //   - with no key, the same malformed body gets 401.
 func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), nil)
 	ctx := context.Background()
 	admin := auth.Caller{KeyID: auth.AdminKeyID, Role: auth.RoleAdmin}
@@ -219,7 +220,7 @@ func sameRoles(a, b []auth.Role) bool {
 // /v1/sandboxes/{id}/exec with a content type a browser may send
 // cross-origin without a preflight must not run the command.
 func TestExecRefusesNonJSONContentTypes(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), nil)
 	var calls sync.Map
 	s.d.Dispatcher().Observe(func(ctx context.Context, _ auth.Caller, name string) { calls.Store(api.RequestID(ctx), name) })

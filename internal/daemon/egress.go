@@ -2,35 +2,22 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
-	"github.com/sandhold/sandhold/internal/auth"
-	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/egress"
-	"github.com/sandhold/sandhold/internal/guard"
-	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
 // egressAction is the audit action of one proxied connection attempt.
 const egressAction = "network.connect"
 
-// startEgress wires network egress and the monitoring surface: the
-// host-side egress proxy (network mode proxy) with its audit records and
-// metrics, network.update and PUT /v1/sandboxes/{id}/network, the
-// ratelimit.rules tool the security report shows, and the Prometheus
-// figures for sandboxes and executions.
-func (d *Daemon) startEgress(ctx context.Context) error {
-	met, err := newNetMetrics(d.registry, d.sandboxes)
-	if err != nil {
-		return fmt.Errorf("egress metrics: %w", err)
-	}
+// startEgress wires network egress: the host-side egress proxy (network
+// mode proxy) with its audit records and metrics, network.update and PUT
+// /v1/sandboxes/{id}/network.
+func (d *Daemon) startEgress(ctx context.Context, met *netMetrics) error {
 	var opts egress.Options
 	opts.OnEvent = func(e egress.Event) {
 		met.verdicts.WithLabelValues(e.Verdict).Inc()
@@ -66,55 +53,21 @@ func (d *Daemon) startEgress(ctx context.Context) error {
 	// SANDBOX_NETWORK_RESTRICTED=false is logged and audited with the
 	// other loosenings (config.Loosenings); it makes mode host available to
 	// admins. The default mode of a sandbox stays none either way.
-	d.sandboxes.OnExecutionEnd(func(status string) { met.execs.WithLabelValues(status).Inc() })
 	sandbox.RegisterNetworkTools(d.dispatch, d.sandboxes)
-	d.dispatch.MustRegister(rateRulesTool(d.limiter, d.cfg.DisableRateLimit))
 	d.api.NetworkRoutes(d.dispatch)
 	return nil
 }
 
-// RateRule is one rule of the rate limits in force.
-type RateRule struct {
-	Category   string  `json:"category"`
-	PerMinute  float64 `json:"per_minute,omitempty"`
-	Burst      int     `json:"burst,omitempty"`
-	Concurrent int     `json:"concurrent,omitempty"`
-}
-
-// RateRules is the answer of the ratelimit.rules tool.
-type RateRules struct {
-	Enabled bool       `json:"enabled" doc:"false when SANDBOX_RATE_LIMIT=false"`
-	Role    string     `json:"role" doc:"the caller's role"`
-	Scope   string     `json:"scope" doc:"which rules these are"`
-	Rules   []RateRule `json:"rules"`
-}
-
-// rateRulesScope says what ratelimit.rules reports: the limiter's base
-// rules. The policy's per-role and per-key overrides replace whole rules
-// on top of them at call time; the dispatcher does not expose its
-// resolved view, so they are not merged here.
-const rateRulesScope = "server base rules per key; per-role and per-key overrides in the policy (GET /v1/policy, rate_limits) replace them"
-
-// rateRulesTool reports the limiter's base rules (see rateRulesScope).
-func rateRulesTool(l *ratelimit.Limiter, disabled bool) dispatch.Tool {
-	return dispatch.Tool{
-		Name: api.ToolRateLimitRules, Description: "The rate-limit rules in force for the caller", Risk: guard.Safe,
-		Roles:       []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer},
-		InputSchema: json.RawMessage(`{"type":"object"}`),
-		Run: func(_ context.Context, c auth.Caller, _ any) (any, error) {
-			out := RateRules{Enabled: !disabled, Role: string(c.Role), Scope: rateRulesScope, Rules: []RateRule{}}
-			for cat, r := range l.Resolve(string(c.Role), nil) {
-				if cat == ratelimit.Sandboxes || cat == ratelimit.Executions {
-					// The sandbox manager enforces these caps with its own
-					// settings; the security report shows those.
-					continue
-				}
-				out.Rules = append(out.Rules, RateRule{Category: cat.String(), PerMinute: r.PerMinute, Burst: r.Burst, Concurrent: r.Concurrent})
-			}
-			sort.Slice(out.Rules, func(i, j int) bool { return out.Rules[i].Category < out.Rules[j].Category })
-			return out, nil
-		},
+// startMetrics registers the Prometheus figures of egress, sandboxes and
+// executions, and counts finished executions; startEgress feeds the
+// egress ones.
+func (d *Daemon) startMetrics() (*netMetrics, error) {
+	met, err := newNetMetrics(d.registry, d.sandboxes)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	d.sandboxes.OnExecutionEnd(func(status string) { met.execs.WithLabelValues(status).Inc() })
+	return met, nil
 }
 
 // netMetrics are the egress, sandbox and execution figures.

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -19,19 +18,13 @@ import (
 
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // These tests start real sandboxes and talk to them only over loopback:
 // host listeners on 127.0.0.1, the sandbox's own lo, and (for the "any
 // address" case) 192.0.2.1, a documentation address that a sandbox's
 // namespace has no route to, so nothing is ever sent.
-
-func requireSandboxes(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes need root; run the tests as root")
-	}
-}
 
 // hostListener counts TCP connections and UDP datagrams that reach the
 // host's loopback.
@@ -170,7 +163,7 @@ print(json.dumps(res))
 `
 
 func TestNetworkNoneNothingLeaves(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0 })
 	host := newHostListener(t)
 	id := s.createSandbox(s.d.AdminKey(), map[string]any{"name": "closed"})
@@ -232,7 +225,7 @@ print(s.recv(4096).split(b"\r\n")[0].decode())
 `
 
 func TestNetworkProxy(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.DisableRateLimit = true })
 	var portB int
 	a := newCountingServer(t, "A", &portB)
@@ -374,7 +367,7 @@ func TestNetworkProxy(t *testing.T) {
 }
 
 func TestNetworkHostModeWhenUnrestricted(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.NetworkUnrestricted = true })
 	host := newHostListener(t)
 	agent := s.createKey("agent", "agent")
@@ -397,7 +390,7 @@ func TestNetworkHostModeWhenUnrestricted(t *testing.T) {
 }
 
 func TestRateLimitAnswers429(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.MaxSandboxesPerKey = 2 })
 	agent := s.createKey("agent", "agent")
 	id := s.createSandbox(agent.Key, nil)
@@ -512,7 +505,7 @@ func checkLimitHeaders(t *testing.T, r resp, limit string) {
 }
 
 func TestExecutionCapAnswers429(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.DisableRateLimit = true })
 	admin := s.d.AdminKey()
 	id := s.createSandbox(admin, nil)
@@ -541,7 +534,7 @@ func TestExecutionCapAnswers429(t *testing.T) {
 // TestHammerDoesNotGrowMemory sends 10,000 requests that the limiter
 // refuses and checks that the server's heap does not grow with them.
 func TestHammerDoesNotGrowMemory(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0 })
 	agent := s.createKey("agent", "agent")
 	id := s.createSandbox(agent.Key, nil)
@@ -609,7 +602,7 @@ func TestHammerDoesNotGrowMemory(t *testing.T) {
 // the server serves at once, then checks the sandbox is still usable and
 // measures how fast refused requests are audited.
 func TestProxyConnectionFlood(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.DisableRateLimit = true })
 	admin := s.d.AdminKey()
 	id := s.createSandbox(admin, map[string]any{"network": map[string]any{"mode": "proxy", "allow": []string{"allowed.example"}}})
@@ -661,7 +654,7 @@ print("%.1f" % ((time.time() - t0) * 1000))
 // TestProxyPolicySurvivesRestart: a proxy sandbox's allow list is part of
 // its record; a restarted server installs it again before serving.
 func TestProxyPolicySurvivesRestart(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	dir := t.TempDir()
 	var none int
 	a := newCountingServer(t, "A", &none)

@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/approvals"
+	"github.com/sandhold/sandhold/internal/audit/audittools"
+	"github.com/sandhold/sandhold/internal/auth/authtools"
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/control"
 	"github.com/sandhold/sandhold/internal/customtool"
 	"github.com/sandhold/sandhold/internal/policy"
+	"github.com/sandhold/sandhold/internal/ratelimit/ratetools"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -26,7 +30,8 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	}
 	d.dispatch.SetPolicy(pol)
 	d.dispatch.SetRateRules(pol.RateRules)
-	policy.RegisterTools(d.dispatch, pol)
+	d.register(ratetools.Tools(d.limiter))
+	d.register(policy.Tools(pol))
 
 	var aopts approvals.Options
 	if pg, ok := d.store.(*store.Postgres); ok { // a cluster: every node sees and decides the same approvals
@@ -34,7 +39,7 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	}
 	apr := approvals.New(aopts)
 	d.dispatch.SetApprovals(apr)
-	approvals.RegisterTools(d.dispatch, apr)
+	d.register(approvals.Tools(apr))
 
 	ctl, err := control.Load(ctx, d.store, d.sandboxes)
 	if err != nil {
@@ -44,7 +49,7 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 		d.log.Warn("HALTED: the server starts halted; only safe tools run until an admin unhalts", "reason", st.Reason, "since", st.Since)
 	}
 	d.dispatch.SetHalt(ctl)
-	control.RegisterTools(d.dispatch, ctl)
+	d.register(control.Tools(ctl))
 
 	tools, problems, err := customtool.Load(ctx, d.dispatch, d.store)
 	if err != nil {
@@ -53,7 +58,7 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	for _, p := range problems {
 		d.log.Warn("custom tool not loaded", "err", p)
 	}
-	tools.RegisterTools()
+	d.register(customtool.Tools(tools))
 
 	// Nodes sharing a PostgreSQL store follow each other's HALT, policy and
 	// custom tools.
@@ -64,7 +69,10 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 		d.closers = append(d.closers, func() error { stop(); <-done; return nil })
 	}
 
-	d.api.FoundationTools(d.dispatch)
+	d.api.UseDispatcher(d.dispatch)
+	d.register(authtools.Tools(d.auth))
+	d.register(audittools.Tools(d.audit))
+	d.register(api.AuthTools())
 	d.api.PolicyRoutes()
 	d.api.ApprovalRoutes()
 	d.api.ControlRoutes()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 type approvalData struct {
@@ -56,7 +57,7 @@ func (s *server) deniedFor(actor, action, reason string) bool {
 }
 
 func TestGovernanceE2E(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), nil)
 	admin := s.d.AdminKey()
 	ag := s.createKey("agent", "agent")
@@ -307,7 +308,7 @@ func (s *server) runningExecs(id string) int {
 }
 
 func TestPolicyAndHaltSurviveARestart(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	dir := t.TempDir()
 	s := start(t, dir, nil)
 	admin := s.d.AdminKey()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // TestRevocationEndsEverythingTheKeyHolds: revoking a key cancels its
@@ -17,7 +18,7 @@ import (
 // session's shell, and stops its sandbox — whose workspace an admin still
 // finds — and says so in one audit record.
 func TestRevocationEndsEverythingTheKeyHolds(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.DisableRateLimit = true })
 	admin := s.d.AdminKey()
 	ag := s.createKey("doomed", "agent")

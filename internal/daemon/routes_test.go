@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // notCapabilities are the routes that do not reach the dispatcher, each
@@ -87,7 +88,7 @@ var pathParam = regexp.MustCompile(`\{([^}/]+)\}`)
 // counts the calls per request id. A route whose request never reaches the
 // dispatcher fails the test unless notCapabilities names it.
 func TestEveryRouteReachesTheDispatcher(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), nil)
 	var mu sync.Mutex
 	seen := map[string][]string{} // request id → tools

@@ -189,7 +189,11 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startGovernance(ctx); err != nil {
 		return err
 	}
-	if err := d.startEgress(ctx); err != nil {
+	met, err := d.startMetrics()
+	if err != nil {
+		return err
+	}
+	if err := d.startEgress(ctx, met); err != nil {
 		return err
 	}
 	if err := d.startMCP(ctx); err != nil {

@@ -20,7 +20,7 @@ func (d *Daemon) startTransfer(_ context.Context) error {
 		Log:  d.log,
 		Deny: agent.Deny{Names: pol.Names, Dirs: pol.Dirs, Paths: pol.Paths, Procs: true},
 	})
-	svc.Register(d.dispatch)
+	d.register(transfer.Tools(svc))
 	d.api.TransferRoutes(d.dispatch)
 	return nil
 }

@@ -186,14 +186,15 @@ func (h *Hub) aliasEntry(c auth.Caller, a *alias, reg registry) (entry, bool) {
 	}, true
 }
 
-// decodeArgs decodes alias arguments strictly: an unknown parameter is an
-// error the model can correct, not silently dropped.
-func decodeArgs(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fault.InvalidField("arguments", "arguments do not match the tool's schema: "+err.Error())
+// decodeArgs decodes alias arguments strictly (dispatch.DecodeArgs): an
+// unknown parameter is an error the model can correct, not silently
+// dropped.
+func decodeArgs[T any](raw json.RawMessage, v *T) error {
+	a, err := dispatch.DecodeArgs[T](raw, false)
+	if err != nil {
+		return err
 	}
+	*v = a
 	return nil
 }
 

@@ -113,7 +113,7 @@ type Rules struct {
 
 // Document is the whole policy.
 type Document struct {
-	Roles map[string]Rules `json:"roles"`
+	Roles map[string]Rules `json:"roles" required:"true"`
 	Keys  map[string]Rules `json:"keys,omitempty"`
 }
 

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -15,30 +14,26 @@ const (
 	ToolSet = "policy.set"
 )
 
-// RegisterTools adds policy.get and policy.set (admin only; Safe, so an
-// operator can tighten the policy while the server is halted).
-func RegisterTools(d *dispatch.Dispatcher, p *Policy) {
+// Tools are policy.get and policy.set (admin only; Safe, so an operator
+// can tighten the policy while the server is halted). policy.set takes a
+// Document: read strictly, and its Validate is the dispatcher's check.
+func Tools(p *Policy) []dispatch.Tool {
 	admin := []auth.Role{auth.RoleAdmin}
-	d.MustRegister(dispatch.Tool{
-		Name: ToolGet, Description: "Read the risk policy", Risk: guard.Safe, Roles: admin,
-		Run: func(context.Context, auth.Caller, any) (any, error) { return p.Document(), nil },
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolSet, Description: "Replace the risk policy", Risk: guard.Safe, Roles: admin,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"roles":{"type":"object"},"keys":{"type":"object"}},"required":["roles"]}`),
-		Decode: func(raw json.RawMessage) (any, error) {
-			return Parse(raw)
-		},
-		Summarize: func(args, _ any) map[string]any {
-			doc := args.(Document)
-			return map[string]any{"roles": len(doc.Roles), "keys": len(doc.Keys)}
-		},
-		Run: func(ctx context.Context, _ auth.Caller, args any) (any, error) {
-			doc := args.(Document)
-			if err := p.Set(ctx, doc); err != nil {
-				return nil, err
-			}
-			return p.Document(), nil
-		},
-	})
+	return []dispatch.Tool{
+		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Read the risk policy", Risk: guard.Safe, Roles: admin},
+			func(context.Context, auth.Caller, struct{}) (Document, error) { return p.Document(), nil },
+			dispatch.Hooks[struct{}, Document]{}),
+		dispatch.Define(dispatch.Spec{Name: ToolSet, Description: "Replace the risk policy", Risk: guard.Safe, Roles: admin},
+			func(ctx context.Context, _ auth.Caller, doc Document) (Document, error) {
+				if err := p.Set(ctx, doc); err != nil {
+					return Document{}, err
+				}
+				return p.Document(), nil
+			},
+			dispatch.Hooks[Document, Document]{
+				Summarize: func(doc Document, _ Document) map[string]any {
+					return map[string]any{"roles": len(doc.Roles), "keys": len(doc.Keys)}
+				},
+			}),
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent/initbin"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // buildLeanInit builds cmd/sandhold-init as `make build` does and returns
@@ -52,7 +53,7 @@ func leanConfig(t *testing.T, prog []byte) Config {
 // the host sees the memfd as the init's executable, the descriptor that
 // carried it reaches no command, and the layers hold for a command.
 func TestLeanInitFromSealedMemfd(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	m := newManager(t, leanConfig(t, buildLeanInit(t)), nil)
 	ctx := context.Background()
 

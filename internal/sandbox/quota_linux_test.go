@@ -9,11 +9,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 func requireQuota(t *testing.T) {
 	t.Helper()
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	if _, err := e2tool("mkfs.ext4"); err != nil {
 		t.Skip("workspace quota needs e2fsprogs:", err)
 	}

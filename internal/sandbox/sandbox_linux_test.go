@@ -15,6 +15,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // TestMain lets the test binary serve as the sandboxes' init.
@@ -62,16 +63,6 @@ func (r *memRecords) ListSandboxes(context.Context) ([]Record, error) {
 	return out, nil
 }
 
-func requireSandboxes(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes need root (id mappings and cgroups); run the tests as root")
-	}
-	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
-		t.Skip("user namespaces are not available:", err)
-	}
-}
-
 func testConfig(t *testing.T) Config {
 	return Config{
 		DataDir:  t.TempDir(),
@@ -85,7 +76,7 @@ func testConfig(t *testing.T) Config {
 
 func newManager(t *testing.T, cfg Config, rec Records) *Manager {
 	t.Helper()
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t)
 	// One base per test binary and test: manager.New reaps everything
 	// below its base, and test binaries run in parallel.
 	cg, err := cgroup.New(fmt.Sprintf("st%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")))

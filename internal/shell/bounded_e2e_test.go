@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/daemon"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // TestIdlessShellCallsStayBounded: AIO's shell/exec without an id makes a
@@ -18,7 +19,7 @@ import (
 // holds more sessions than its cap, and once the implicit sessions expire
 // the server's goroutines are back at their baseline.
 func TestIdlessShellCallsStayBounded(t *testing.T) {
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t, "/bin/bash")
 	d := daemontest.Start(t, nil, daemon.WithSessionTimers(time.Second, 200*time.Millisecond))
 	s := &srv{t: t, d: d, base: "http://" + d.Addr(), key: d.AdminKey()}
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,18 +12,8 @@ import (
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
-
-// requireSandboxes skips unless the host can run real sandboxes.
-func requireSandboxes(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create sandboxes (user namespaces with id maps, cgroups)")
-	}
-	if _, err := os.Stat("/bin/bash"); err != nil {
-		t.Skip("needs /bin/bash on the host (sandboxes see the host's /usr)")
-	}
-}
 
 type srv struct {
 	t    *testing.T
@@ -36,7 +25,7 @@ type srv struct {
 // startServer runs the real daemon on 127.0.0.1:0 with a fresh data dir.
 func startServer(t *testing.T, mutate func(*config.Config)) *srv {
 	t.Helper()
-	requireSandboxes(t)
+	testenv.RequireSandboxes(t, "/bin/bash")
 	d := daemontest.Start(t, mutate)
 	return &srv{t: t, d: d, base: "http://" + d.Addr(), key: d.AdminKey()}
 }

@@ -47,9 +47,9 @@ var (
 // ArtifactCreateArgs starts a resumable upload.
 type ArtifactCreateArgs struct {
 	Sandbox string `json:"sandbox,omitempty"`
-	Name    string `json:"name" doc:"the artifact's file name in /workspace/.artifacts"`
-	Length  int64  `json:"length" doc:"total bytes the upload will carry"`
-	SHA256  string `json:"sha256" doc:"lowercase hex SHA-256 of the whole content, checked at the end"`
+	Name    string `json:"name" required:"true" doc:"the artifact's file name in /workspace/.artifacts"`
+	Length  int64  `json:"length" required:"true" minimum:"0" doc:"total bytes the upload will carry"`
+	SHA256  string `json:"sha256" required:"true" doc:"lowercase hex SHA-256 of the whole content, checked at the end"`
 }
 
 // ArtifactRef names an upload (ID) or a completed artifact (Name).
@@ -62,8 +62,8 @@ type ArtifactRef struct {
 // ArtifactWriteArgs is one PATCH: Body goes at Offset.
 type ArtifactWriteArgs struct {
 	Sandbox string    `json:"sandbox,omitempty"`
-	ID      string    `json:"id"`
-	Offset  int64     `json:"offset"`
+	ID      string    `json:"id" required:"true"`
+	Offset  int64     `json:"offset" required:"true" minimum:"0"`
 	Body    io.Reader `json:"-"`
 }
 

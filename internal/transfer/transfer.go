@@ -33,6 +33,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/workspace"
@@ -235,20 +236,15 @@ func closeQuiet(f *os.File) {
 	}
 }
 
-// streamKey marks a context whose caller streams bodies (the HTTP
-// handlers); see WithStreaming.
-type streamKey struct{}
-
 // WithStreaming marks ctx as coming from a handler that streams request
-// and response bodies and closes what Run returns. The streaming tools
-// refuse calls without it (MCP, custom tools): they would have no body to
-// read and nobody to close the descriptor they return.
-func WithStreaming(ctx context.Context) context.Context {
-	return context.WithValue(ctx, streamKey{}, true)
-}
+// and response bodies and closes what Run returns: it is
+// dispatch.WithStreaming, the one streaming mark, kept here for the AIO
+// edge (internal/api transfer.go) until it calls dispatch directly. The
+// streaming tools refuse calls without it (MCP, custom tools).
+func WithStreaming(ctx context.Context) context.Context { return dispatch.WithStreaming(ctx) }
 
 func requireStreaming(ctx context.Context, tool string) error {
-	if v, _ := ctx.Value(streamKey{}).(bool); !v {
+	if !dispatch.Streaming(ctx) {
 		return fault.New(fault.Invalid, tool+" streams its data and is only available over its HTTP route")
 	}
 	return nil

@@ -9,7 +9,7 @@ package workspace
 // ReadArgs is FileReadRequest.
 type ReadArgs struct {
 	Sandbox   string `json:"sandbox,omitempty"`
-	File      string `json:"file"`
+	File      string `json:"file" required:"true"`
 	StartLine *int   `json:"start_line,omitempty"`
 	EndLine   *int   `json:"end_line,omitempty"`
 	Sudo      *bool  `json:"sudo,omitempty"`
@@ -24,8 +24,8 @@ type ReadResult struct {
 // WriteArgs is FileWriteRequest.
 type WriteArgs struct {
 	Sandbox         string  `json:"sandbox,omitempty"`
-	File            string  `json:"file"`
-	Content         string  `json:"content"`
+	File            string  `json:"file" required:"true"`
+	Content         string  `json:"content" required:"true"`
 	Encoding        *string `json:"encoding,omitempty"`
 	Append          *bool   `json:"append,omitempty"`
 	LeadingNewline  *bool   `json:"leading_newline,omitempty"`
@@ -42,9 +42,9 @@ type WriteResult struct {
 // ReplaceArgs is FileReplaceRequest.
 type ReplaceArgs struct {
 	Sandbox string `json:"sandbox,omitempty"`
-	File    string `json:"file"`
-	OldStr  string `json:"old_str"`
-	NewStr  string `json:"new_str"`
+	File    string `json:"file" required:"true"`
+	OldStr  string `json:"old_str" required:"true"`
+	NewStr  string `json:"new_str" required:"true"`
 	Sudo    *bool  `json:"sudo,omitempty"`
 }
 
@@ -57,8 +57,8 @@ type ReplaceResult struct {
 // SearchArgs is FileSearchRequest.
 type SearchArgs struct {
 	Sandbox string `json:"sandbox,omitempty"`
-	File    string `json:"file"`
-	Regex   string `json:"regex"`
+	File    string `json:"file" required:"true"`
+	Regex   string `json:"regex" required:"true"`
 	Sudo    *bool  `json:"sudo,omitempty"`
 }
 
@@ -72,8 +72,8 @@ type SearchResult struct {
 // FindArgs is FileFindRequest.
 type FindArgs struct {
 	Sandbox string `json:"sandbox,omitempty"`
-	Path    string `json:"path"`
-	Glob    string `json:"glob"`
+	Path    string `json:"path" required:"true"`
+	Glob    string `json:"glob" required:"true"`
 }
 
 // FindResult is FileFindResult (plus truncated, as every multi-file
@@ -87,8 +87,8 @@ type FindResult struct {
 // GrepArgs is FileGrepRequest.
 type GrepArgs struct {
 	Sandbox         string   `json:"sandbox,omitempty"`
-	Path            string   `json:"path"`
-	Pattern         string   `json:"pattern"`
+	Path            string   `json:"path" required:"true"`
+	Pattern         string   `json:"pattern" required:"true"`
 	Include         []string `json:"include,omitempty"`
 	Exclude         []string `json:"exclude,omitempty"`
 	CaseInsensitive *bool    `json:"case_insensitive,omitempty"`
@@ -126,8 +126,8 @@ type GrepResult struct {
 // GlobArgs is FileGlobRequest.
 type GlobArgs struct {
 	Sandbox         string   `json:"sandbox,omitempty"`
-	Path            string   `json:"path"`
-	Pattern         string   `json:"pattern"`
+	Path            string   `json:"path" required:"true"`
+	Pattern         string   `json:"pattern" required:"true"`
 	Exclude         []string `json:"exclude,omitempty"`
 	IncludeHidden   *bool    `json:"include_hidden,omitempty"`
 	FilesOnly       *bool    `json:"files_only,omitempty"`
@@ -158,7 +158,7 @@ type GlobResult struct {
 // ListArgs is FileListRequest.
 type ListArgs struct {
 	Sandbox            string   `json:"sandbox,omitempty"`
-	Path               string   `json:"path"`
+	Path               string   `json:"path" required:"true"`
 	Recursive          *bool    `json:"recursive,omitempty"`
 	ShowHidden         *bool    `json:"show_hidden,omitempty"`
 	FileTypes          []string `json:"file_types,omitempty"`
@@ -195,8 +195,8 @@ type ListResult struct {
 // and ignored: sandhold views text files only.
 type EditorArgs struct {
 	Sandbox        string  `json:"sandbox,omitempty"`
-	Command        string  `json:"command"`
-	Path           string  `json:"path"`
+	Command        string  `json:"command" required:"true"`
+	Path           string  `json:"path" required:"true"`
 	FileText       *string `json:"file_text,omitempty"`
 	OldStr         *string `json:"old_str,omitempty"`
 	NewStr         *string `json:"new_str,omitempty"`

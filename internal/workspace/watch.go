@@ -44,7 +44,7 @@ var defaultWatchExclude = []string{".git", "node_modules", "__pycache__", ".venv
 // WatchCreateArgs is CreateWatchRequest.
 type WatchCreateArgs struct {
 	Sandbox         string   `json:"sandbox,omitempty"`
-	Path            string   `json:"path"`
+	Path            string   `json:"path" required:"true"`
 	Recursive       *bool    `json:"recursive,omitempty"`
 	Exclude         []string `json:"exclude,omitempty"`
 	Debounce        *int     `json:"debounce,omitempty"`
@@ -63,7 +63,7 @@ type WatchRef struct {
 // WatchWaitArgs is FileWatchWaitRequest.
 type WatchWaitArgs struct {
 	Sandbox    string   `json:"sandbox,omitempty"`
-	Path       string   `json:"path"`
+	Path       string   `json:"path" required:"true"`
 	Timeout    *int     `json:"timeout,omitempty"`
 	EventTypes []string `json:"event_types,omitempty"`
 }

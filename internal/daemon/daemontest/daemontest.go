@@ -7,27 +7,18 @@ package daemontest
 import (
 	"context"
 	"io"
-	"os"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // RequireSandboxes skips unless this process can build sandboxes, and
-// under -short (make unit), which keeps real sandboxes and servers for
-// make e2e.
+// under -short (make unit): testenv.RequireSandboxes.
 func RequireSandboxes(t testing.TB) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: this test starts real sandboxes (run make e2e)")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes need root (user namespaces with id maps, cgroups); run the tests as root")
-	}
-	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
-		t.Skip("user namespaces are not available:", err)
-	}
+	testenv.RequireSandboxes(t)
 }
 
 // Start runs a daemon with rate limits off (tests drive many calls) and

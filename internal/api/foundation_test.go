@@ -1,0 +1,18 @@
+package api
+
+import (
+	"slices"
+
+	"github.com/sandhold/sandhold/internal/audit/audittools"
+	"github.com/sandhold/sandhold/internal/auth/authtools"
+	"github.com/sandhold/sandhold/internal/dispatch"
+)
+
+// useFoundation makes s call d, with the key, ticket and audit tools
+// registered in d as the daemon wires them.
+func useFoundation(s *Server, d *dispatch.Dispatcher) {
+	s.UseDispatcher(d)
+	for _, t := range slices.Concat(authtools.Tools(s.auth), audittools.Tools(s.audit), AuthTools()) {
+		d.MustRegister(t)
+	}
+}

@@ -1,0 +1,42 @@
+package auth
+
+import "time"
+
+// Tool names of the key and ticket capabilities. The tools are declared
+// in authtools: this package sits below the dispatcher (which takes a
+// Caller), so it cannot import it.
+const (
+	ToolKeysList      = "keys.list"
+	ToolKeysCreate    = "keys.create"
+	ToolKeysRevoke    = "keys.revoke"
+	ToolTicketsCreate = "tickets.create"
+)
+
+// KeyCreateArgs are keys.create's arguments. CreateKey checks them (the
+// CLI creates keys without the dispatcher).
+type KeyCreateArgs struct {
+	Name string `json:"name" required:"true" minLength:"1" maxLength:"64" doc:"a label for the key"`
+	Role string `json:"role" required:"true" enum:"admin,agent,viewer" doc:"what the key may do"`
+}
+
+// KeyIDArgs name a key.
+type KeyIDArgs struct {
+	ID string `json:"id" required:"true" maxLength:"64" doc:"key id"`
+}
+
+// CreatedKey is a new key with its secret, shown only in the answer that
+// created it.
+type CreatedKey struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Role      Role      `json:"role"`
+	Key       string    `json:"key" doc:"the secret; store it now, it is never shown again"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Ticket is a one-time credential for browsers and WebSockets: pass it as
+// ?ticket=… on one request within TicketTTL.
+type Ticket struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

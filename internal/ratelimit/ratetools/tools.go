@@ -1,0 +1,27 @@
+// Package ratetools declares the rate limiter's tool (ratelimit.rules) for
+// the dispatcher. It lives beside package ratelimit, not in it, because
+// the dispatcher applies the limits: package ratelimit cannot import
+// dispatch.
+package ratetools
+
+import (
+	"context"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+)
+
+// Tools is ratelimit.rules: the limiter's rules for the caller's role
+// (every role; Safe).
+func Tools(l *ratelimit.Limiter) []dispatch.Tool {
+	return []dispatch.Tool{
+		dispatch.Define(dispatch.Spec{Name: ratelimit.ToolRules, Description: "The rate-limit rules in force for the caller", Risk: guard.Safe,
+			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
+			func(_ context.Context, c auth.Caller, _ struct{}) (ratelimit.Report, error) {
+				return l.Report(string(c.Role)), nil
+			},
+			dispatch.Hooks[struct{}, ratelimit.Report]{}),
+	}
+}

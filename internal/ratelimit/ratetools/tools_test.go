@@ -1,0 +1,47 @@
+package ratetools_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/ratelimit/ratetools"
+)
+
+// TestRulesReportsTheCallersRules: ratelimit.rules answers a typed Report
+// of the role's rules, sorted, without the sandbox manager's caps, and
+// says when the limiter is off.
+func TestRulesReportsTheCallersRules(t *testing.T) {
+	for _, disabled := range []bool{false, true} {
+		l := ratelimit.New(ratelimit.Options{Disabled: disabled,
+			Roles: map[string]ratelimit.Rules{"agent": {ratelimit.File: {PerMinute: 7, Burst: 3}}}})
+		d := dispatch.New(dispatch.Options{})
+		for _, tl := range ratetools.Tools(l) {
+			d.MustRegister(tl)
+		}
+		rep, err := dispatch.Invoke[ratelimit.Report](context.Background(), d, auth.Caller{KeyID: "key_a", Role: auth.RoleAgent}, ratelimit.ToolRules, struct{}{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Enabled == disabled || rep.Role != "agent" || rep.Scope == "" {
+			t.Fatalf("disabled=%v: report %+v", disabled, rep)
+		}
+		var cats []string
+		var file ratelimit.RuleInfo
+		for _, r := range rep.Rules {
+			cats = append(cats, r.Category)
+			if r.Category == ratelimit.File.String() {
+				file = r
+			}
+		}
+		if !slices.IsSorted(cats) || slices.Contains(cats, ratelimit.Sandboxes.String()) || slices.Contains(cats, ratelimit.Executions.String()) {
+			t.Fatalf("categories %v: want sorted, without the manager's caps", cats)
+		}
+		if file.PerMinute != 7 || file.Burst != 3 {
+			t.Fatalf("file rule %+v: want the agent role's override", file)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package ratelimit
+
+import "sort"
+
+// ToolRules is the tool that reports the rate-limit rules in force for its
+// caller (declared in ratetools: the dispatcher imports this package).
+// /v1/sandbox/security includes its answer when the server registers it.
+const ToolRules = "ratelimit.rules"
+
+// RuleInfo is one rule of the rate limits in force.
+type RuleInfo struct {
+	Category   string  `json:"category"`
+	PerMinute  float64 `json:"per_minute,omitempty"`
+	Burst      int     `json:"burst,omitempty"`
+	Concurrent int     `json:"concurrent,omitempty"`
+}
+
+// Report is the answer of the ratelimit.rules tool.
+type Report struct {
+	Enabled bool       `json:"enabled" doc:"false when SANDBOX_RATE_LIMIT=false"`
+	Role    string     `json:"role" doc:"the caller's role"`
+	Scope   string     `json:"scope" doc:"which rules these are"`
+	Rules   []RuleInfo `json:"rules"`
+}
+
+// ReportScope says what Report holds: the limiter's base rules with the
+// role's overrides. The policy's per-role and per-key overrides replace
+// whole rules on top of them at call time; the dispatcher does not expose
+// its resolved view, so they are not merged here.
+const ReportScope = "server base rules per key; per-role and per-key overrides in the policy (GET /v1/policy, rate_limits) replace them"
+
+// Report lists the rules a key of role gets from the limiter (see
+// ReportScope), sorted by category. The sandbox and execution caps are
+// left out: the sandbox manager enforces them with its own settings, and
+// the security report shows those.
+func (l *Limiter) Report(role string) Report {
+	out := Report{Enabled: !l.disabled, Role: role, Scope: ReportScope, Rules: []RuleInfo{}}
+	for cat, r := range l.Resolve(role, nil) {
+		if cat == Sandboxes || cat == Executions {
+			continue
+		}
+		out.Rules = append(out.Rules, RuleInfo{Category: cat.String(), PerMinute: r.PerMinute, Burst: r.Burst, Concurrent: r.Concurrent})
+	}
+	sort.Slice(out.Rules, func(i, j int) bool { return out.Rules[i].Category < out.Rules[j].Category })
+	return out
+}
