@@ -16,6 +16,11 @@ var routesNotDocumented = map[string]string{
 	"GET /openapi.yaml":     "the document itself",
 	"GET /openapi-3.0.json": "the document itself, downgraded for older tools",
 	"GET /openapi-3.0.yaml": "the document itself, downgraded for older tools",
+	// The web console's pages (internal/console): HTML and bundled assets
+	// for a person's browser, not API operations.
+	"GET /":                              "the web console's page",
+	"GET /console/assets/*":              "the web console's bundled assets",
+	"GET /sandboxes/{id}/vnc/index.html": "the noVNC page (its WebSocket relay is documented)",
 }
 
 // TestOpenAPIListsEveryRoute walks the real router and compares it with

@@ -15,6 +15,8 @@
 package console
 
 import (
+	"github.com/danielgtaylor/huma/v2"
+
 	"context"
 	"embed"
 	"encoding/json"
@@ -105,7 +107,24 @@ func Mount(srv *api.Server, d Deps) (*Console, error) {
 	r.Delete(SessionPath, c.signOut)
 	srv.UseSessionAuth(c)
 	d.Auth.OnRevoke(c.sessions.EndKey)
+	documentSession(srv.API().OpenAPI())
 	return c, nil
+}
+
+// documentSession lists the console's sign-in routes in /openapi.json (the
+// pages and assets are not API and are left out, with their reasons, in
+// the document test).
+func documentSession(oa *huma.OpenAPI) {
+	for _, op := range []struct{ method, id, summary, desc string }{
+		{http.MethodPost, "console-signin", "Console sign-in: exchange a key for a session cookie",
+			`Body {"key": "shk_…"}. Sets an HttpOnly, SameSite=Strict session cookie (Secure and __Host- over TLS) and answers the CSRF token every state-changing cookie request must send as X-CSRF-Token. The key is checked like a header key (lockout, audit) and never stored in the browser.`},
+		{http.MethodGet, "console-session", "Console session: who is signed in, and the CSRF token", "Needs the session cookie."},
+		{http.MethodDelete, "console-signout", "Console sign-out: end the session", "Needs the session cookie and X-CSRF-Token."},
+	} {
+		oa.AddOperation(&huma.Operation{OperationID: op.id, Method: op.method, Path: SessionPath, Tags: []string{"console"},
+			Summary: op.summary, Description: op.desc,
+			Responses: map[string]*huma.Response{"200": {Description: "the envelope"}, "401": {Description: "no or a bad key / session"}, "403": {Description: "missing CSRF token or a cross-site request"}}})
+	}
 }
 
 // Sessions is the session table (tests).
