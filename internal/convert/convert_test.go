@@ -112,7 +112,7 @@ func TestConvertRealDocuments(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, uri, format string
-		want             []string
+		want              []string
 	}{
 		{"html", "/workspace/page.html", "html", []string{"# Quarterly report", "**grew**", "-   alpha"}},
 		{"html-relative", "page.html", "html", []string{"# Quarterly report"}},
