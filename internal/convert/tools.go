@@ -19,7 +19,6 @@ func (s *Service) Tool() dispatch.Tool {
 		Description: "Convert a document (HTML, PDF, DOCX, ODT, EPUB, RTF, LaTeX, rst, …) in the sandbox, or at an http(s) URL fetched from inside it, to Markdown; the converter runs inside the sandbox",
 		Risk:        guard.Safe, RiskCeiling: guard.Medium,
 		Category: ratelimit.Command,
-		Lenient:  true,
 	}, s.Convert, dispatch.Hooks[Args, Result]{
 		Assess: func(a Args) dispatch.Assessment {
 			p, remote, err := parseURI(a.URI)
