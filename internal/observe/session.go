@@ -137,14 +137,17 @@ func (s *Service) Start(ctx context.Context, c auth.Caller, a StartArgs) (StartR
 		se.cpu0, se.oom, se.prevOOM = st.CPUUsage.Microseconds(), st.OOMKills, st.OOMKills
 		se.cpu = cpuPoint{at: time.Now(), usage: st.CPUUsage}
 	}
-	runCtx, cancel := context.WithDeadline(context.Background(), se.ends)
+	// The session outlives the request that started it.
+	runCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), se.ends)
 	se.cancel = cancel
 	b.session = se
 	if a.IdempotencyKey != nil {
 		b.idem[*a.IdempotencyKey] = se.id
 	}
 	s.wg.Add(1)
-	go s.sample(runCtx, b, se)
+	// The session outlives the request that started it: it ends on stop,
+	// its deadline, the sandbox's deletion or the server's Close.
+	go s.sample(runCtx, b, se) //nolint:gosec // G118: see above
 	return startResult(se), nil
 }
 
