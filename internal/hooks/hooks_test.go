@@ -1,13 +1,17 @@
 package hooks_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/url"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/daemon"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 	"github.com/sandhold/sandhold/internal/hooks"
 )
@@ -147,5 +151,42 @@ func TestHookRegistrationIsChecked(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no audit record of the registration")
+	}
+}
+
+// TestShutdownHooksRunWhenTheServerStops: a server stopping runs the
+// hooks of its running sandboxes before it stops them; the next server on
+// the same data dir shows the run in the audit log.
+func TestShutdownHooksRunWhenTheServerStops(t *testing.T) {
+	daemontest.RequireSandboxes(t)
+	dir := t.TempDir()
+	d, err := daemon.New(config.Config{Listen: "127.0.0.1:0", DataDir: dir, DisableRateLimit: true},
+		daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	<-d.Ready()
+	cl := daemontest.NewClient(t, d)
+	sb := cl.NewSandbox(nil)
+	cl.Exec(sb, "true") // running
+	if r := call(t, cl, hooks.ToolRegister, map[string]any{"sandbox": sb, "name": "bye", "command": "echo bye > /workspace/bye"}, nil); !r.Success {
+		t.Fatalf("register: %s", r.Raw)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+
+	d2 := daemontest.Start(t, func(c *config.Config) { c.DataDir = dir })
+	cl2 := daemontest.NewClient(t, d2)
+	run, ok := hookRuns(t, cl2, sb)["bye"]
+	if !ok || run.Verdict != "completed" || run.Detail["reason"] != "server_stop" {
+		t.Fatalf("hook run %+v (found %v)", run, ok)
+	}
+	if res := cl2.Exec(sb, "cat /workspace/bye"); res.Stdout != "bye\n" {
+		t.Fatalf("the hook's file: %+v", res)
 	}
 }
