@@ -387,6 +387,8 @@ var methodOverrideParams = []string{"_method", "x-http-method-override"}
 var bodyTypes = map[string][]string{
 	// AIO's upload: a multipart form, or the raw file.
 	"POST /v1/file/upload": {"multipart/form-data", "application/octet-stream"},
+	// AIO's register_skills: a form with a zip (internal/skills).
+	"POST /v1/skills/register": {"multipart/form-data"},
 	// tus-style resumable artifact chunks.
 	"PATCH /v1/artifacts/{ref}": {"application/offset+octet-stream", "application/octet-stream"},
 }

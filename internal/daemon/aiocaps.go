@@ -38,6 +38,7 @@ func (d *Daemon) startAIOCaps(_ context.Context) error {
 			obs.Forget(s.ID())
 		}
 	})
+	d.api.CapsRoutes(d.dispatch)
 	// Closers run in reverse order: this one before the sandbox manager's.
 	d.closers = append(d.closers, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), serverStopHooks)
