@@ -139,6 +139,9 @@ func reportRef(r *http.Request, _ struct{}) (any, error) {
 func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	a := skills.RegisterArgs{Sandbox: chi.URLParam(r, "id")}
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if r.ContentLength == 0 {
+		ct = "" // no body: nothing to register (the tool says what is missing)
+	}
 	switch ct {
 	case "multipart/form-data":
 		if params["boundary"] == "" {

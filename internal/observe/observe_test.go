@@ -186,3 +186,34 @@ func TestObserveDurationEndsAndExports(t *testing.T) {
 		t.Fatalf("export %+v, retry %+v", info, same)
 	}
 }
+
+// TestObserveAIORoutes: start, export and download through AIO's routes;
+// the download is application/gzip holding the report's JSON.
+func TestObserveAIORoutes(t *testing.T) {
+	d := daemontest.Start(t, nil)
+	cl := daemontest.NewClient(t, d)
+	if r := cl.Do("POST", "/v1/sandbox/observe/start", map[string]any{"interval_seconds": 1}); !r.Success {
+		t.Fatalf("start: %s", r.Raw)
+	}
+	r := cl.Do("POST", "/v1/sandbox/observe/export", map[string]any{"reason": "check"})
+	var info observe.ReportInfo
+	if !r.Success || json.Unmarshal(r.Data, &info) != nil || info.ReportID == "" {
+		t.Fatalf("export: %s", r.Raw)
+	}
+	r = cl.Do("GET", "/v1/sandbox/observe/reports/"+info.ReportID, nil)
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/gzip" {
+		t.Fatalf("download: %d %s", r.Status, r.Header.Get("Content-Type"))
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(r.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body observe.ReportBody
+	if err := json.NewDecoder(zr).Decode(&body); err != nil || body.ReportID != info.ReportID || body.Reason != "check" {
+		t.Fatalf("report %+v: %v", body, err)
+	}
+	r = cl.Do("GET", "/v1/sandbox/observe/reports/rep_nope", nil)
+	if r.Status != 200 || r.Success {
+		t.Fatalf("missing report: %d %s", r.Status, r.Raw)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
+	"mime/multipart"
 	"strings"
 	"testing"
 
@@ -195,5 +196,41 @@ func TestSkillsRefusals(t *testing.T) {
 	// Nothing was left: no skill, no staging directory.
 	if res := cl.Exec(c.sb, "ls -A /workspace/.skills 2>/dev/null; test ! -e /evil && test ! -e /workspace/evil"); res.Stdout != "" || res.ExitCode == nil || *res.ExitCode != 0 {
 		t.Fatalf("left behind: %+v", res)
+	}
+}
+
+// TestSkillsAIORoutes: AIO's multipart register at /sandboxes/{id}/v1,
+// then the metadata, content and delete routes, answered in AIO's
+// envelope; a call without a file or path is a tool-level failure.
+func TestSkillsAIORoutes(t *testing.T) {
+	d := daemontest.Start(t, nil)
+	cl := daemontest.NewClient(t, d)
+	sb := cl.NewSandbox(nil)
+	base := "/sandboxes/" + sb + "/v1/skills"
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	_ = mw.WriteField("name", "renamed")
+	fw, _ := mw.CreateFormFile("file", "s.zip")
+	_, _ = fw.Write(makeZip(t, entry{name: "x/SKILL.md", body: skillMD}))
+	_ = mw.Close()
+	r := cl.Do("POST", base+"/register", &buf, "Content-Type", mw.FormDataContentType())
+	if r.Status != 200 || !r.Success || !strings.Contains(string(r.Data), `"name":"renamed"`) {
+		t.Fatalf("register: %d %s", r.Status, r.Raw)
+	}
+	r = cl.Do("GET", base+"/renamed/content", nil)
+	if !r.Success || !strings.Contains(string(r.Data), "Use pdftotext.") {
+		t.Fatalf("content: %s", r.Raw)
+	}
+	r = cl.Do("GET", base+"/metadatas", nil)
+	if !r.Success || !strings.Contains(string(r.Data), `"description":"Work with PDF files"`) {
+		t.Fatalf("metadatas: %s", r.Raw)
+	}
+	r = cl.Do("DELETE", base+"/renamed", nil)
+	if !r.Success {
+		t.Fatalf("delete: %s", r.Raw)
+	}
+	r = cl.Do("POST", base+"/register", nil)
+	if r.Status != 200 || r.Success || string(r.Data) != "null" {
+		t.Fatalf("empty register: %d %s", r.Status, r.Raw)
 	}
 }
