@@ -145,9 +145,7 @@ func (s *Service) Start(ctx context.Context, c auth.Caller, a StartArgs) (StartR
 		b.idem[*a.IdempotencyKey] = se.id
 	}
 	s.wg.Add(1)
-	// The session outlives the request that started it: it ends on stop,
-	// its deadline, the sandbox's deletion or the server's Close.
-	go s.sample(runCtx, b, se) //nolint:gosec // G118: see above
+	go s.sample(runCtx, b, se) //nolint:gosec // G118: the session outlives its request; it ends on stop, its deadline, the sandbox's deletion or Close
 	return startResult(se), nil
 }
 
