@@ -1,6 +1,7 @@
 package aiocompat_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,7 +19,8 @@ import (
 
 // aioTags are the AIO tags issue 5 and the file API implement; every
 // operation under them that the router serves must be called below.
-var aioTags = map[string]bool{"sandbox": true, "shell": true, "bash": true, "file": true, "code": true, "jupyter": true, "mcp": true, "auth": true}
+var aioTags = map[string]bool{"sandbox": true, "shell": true, "bash": true, "file": true, "code": true, "jupyter": true, "mcp": true, "auth": true,
+	"skills": true, "util": true}
 
 // step is one call of the conformance run. Path is AIO's path template;
 // {name} is filled from the captured state.
@@ -29,6 +31,8 @@ type step struct {
 	query     string
 	body      any // JSON body (nil: none); a func(state) any is called
 	multipart bool
+	// form builds a multipart body of its own (body, content type).
+	form func() ([]byte, string)
 	// raw: the answer is not JSON (a download); only the status counts.
 	raw bool
 	// bare: the answer is JSON but not an envelope (AIO's GET /auth is a
@@ -121,7 +125,44 @@ func steps() []step {
 			body: map[string]any{"file": "/workspace/conformance.txt"}},
 		{method: "POST", path: "/v1/mcp/{server_name}/tools/{tool_name}", params: map[string]string{"server_name": "sandhold", "tool_name": "no_such_tool"},
 			body: map[string]any{}, fail: true},
+		// util, skills, sandbox hooks and observe (internal/convert,
+		// skills, hooks, observe).
+		{method: "POST", path: "/v1/file/write", body: map[string]any{"file": "/workspace/conf.html", "content": "<h1>Conf</h1><p>x</p>"}},
+		{method: "POST", path: "/v1/util/convert_to_markdown", body: map[string]any{"uri": "/workspace/conf.html"}},
+		{method: "POST", path: "/v1/util/convert_to_markdown", body: map[string]any{"uri": "/workspace/no-such.pdf"}, fail: true},
+		{method: "POST", path: "/v1/skills/register", form: skillForm},
+		{method: "GET", path: "/v1/skills/metadatas", query: "names=conf-skill"},
+		{method: "GET", path: "/v1/skills/{name}/content", params: map[string]string{"name": "conf-skill"}},
+		{method: "DELETE", path: "/v1/skills/{name}", params: map[string]string{"name": "conf-skill"}},
+		{method: "GET", path: "/v1/skills/{name}/content", params: map[string]string{"name": "conf-skill"}, fail: true},
+		{method: "DELETE", path: "/v1/skills"},
+		{method: "POST", path: "/v1/sandbox/hooks", body: map[string]any{"name": "conf-hook", "command": "true", "timeout": 5}},
+		{method: "GET", path: "/v1/sandbox/hooks"},
+		{method: "DELETE", path: "/v1/sandbox/hooks/{name}", params: map[string]string{"name": "conf-hook"}},
+		{method: "GET", path: "/v1/sandbox/observe/status"},
+		{method: "POST", path: "/v1/sandbox/observe/start", body: map[string]any{"interval_seconds": 1, "include_processes": true}},
+		{method: "GET", path: "/v1/sandbox/observe/live", query: "top_rows=3"},
+		{method: "POST", path: "/v1/sandbox/observe/export", body: map[string]any{"reason": "conformance"}, capture: []string{"report_id"}},
+		{method: "GET", path: "/v1/sandbox/observe/reports"},
+		{method: "GET", path: "/v1/sandbox/observe/reports/{report_id}", raw: true},
+		{method: "POST", path: "/v1/sandbox/observe/stop", body: map[string]any{}},
+		{method: "DELETE", path: "/v1/sandbox/observe/reports/{report_id}"},
 	}
+}
+
+// skillForm is AIO's register_skills form: a zip with one skill.
+func skillForm() ([]byte, string) {
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	w, _ := zw.Create("conf-skill/SKILL.md")
+	_, _ = w.Write([]byte("---\nname: conf-skill\ndescription: conformance\n---\nDo the thing.\n"))
+	_ = zw.Close()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, _ := mw.CreateFormFile("file", "skills.zip")
+	_, _ = fw.Write(zb.Bytes())
+	_ = mw.Close()
+	return buf.Bytes(), mw.FormDataContentType()
 }
 
 // aioOps lists AIO's operations under aioTags: "METHOD path" → whether
@@ -219,6 +260,9 @@ func runStep(t *testing.T, s *server, v *aiotest.Validator, prefix string, sp st
 	for k, val := range sp.params {
 		path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(val))
 	}
+	for k, val := range st { // {name} from the captured state
+		path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(val))
+	}
 	target := prefix + path
 	if sp.query != "" {
 		target += "?" + sp.query
@@ -233,6 +277,9 @@ func runStep(t *testing.T, s *server, v *aiotest.Validator, prefix string, sp st
 	default:
 		body, _ = json.Marshal(b)
 		ctype = "application/json"
+	}
+	if sp.form != nil {
+		body, ctype = sp.form()
 	}
 	if sp.multipart {
 		var buf bytes.Buffer

@@ -38,6 +38,7 @@ var aioTable = slices.Concat(
 	aioCoreRows,
 	aioMCPRows,
 	aioAuthRows,
+	capsRows,
 )
 
 // aioCoreRows are the file, shell, bash, sandbox, code, jupyter and

@@ -77,6 +77,7 @@ var validRequests = map[string]struct {
 	"POST /v1/jupyter/execute":       {body: map[string]any{"code": "1"}},
 	"PATCH /v1/artifacts/{ref}":      {header: map[string]string{"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"}},
 	"POST /v1/file/upload":           {header: map[string]string{"Content-Type": "application/octet-stream"}},
+	"POST /v1/skills/register":       {header: map[string]string{"Content-Type": "multipart/form-data; boundary=x"}},
 	"GET /v1/shell/ws": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
 		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
 }

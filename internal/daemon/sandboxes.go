@@ -211,7 +211,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startFiles(ctx); err != nil {
 		return err
 	}
-	return nil
+	return d.startAIOCaps(ctx)
 }
 
 // Sandboxes is the sandbox manager.

@@ -500,6 +500,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 	if err != nil {
 		return err
 	}
+	m.beforeStop(s, "delete") // sandbox hooks (stophook.go)
 	m.mu.Lock()
 	delete(m.sandboxes, id)
 	m.mu.Unlock()

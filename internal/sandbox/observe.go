@@ -1,12 +1,16 @@
 package sandbox
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // observers are the hooks the server's metrics hang on the manager.
 type observers struct {
 	// mu guards the hooks.
 	mu   sync.Mutex
 	exec func(status string)
+	stop func(ctx context.Context, s *Sandbox, reason string) // stophook.go
 }
 
 // OnExecutionEnd calls fn with the status (completed, timed_out, killed)

@@ -343,6 +343,7 @@ func (s *Sandbox) stopIdle() bool {
 	if !idle {
 		return false
 	}
+	s.m.beforeStop(s, "idle") // sandbox hooks (stophook.go)
 	s.shutdown()
 	return true
 }

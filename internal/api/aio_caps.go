@@ -1,0 +1,226 @@
+package api
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"reflect"
+	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/convert"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/hooks"
+	"github.com/sandhold/sandhold/internal/observe"
+	"github.com/sandhold/sandhold/internal/skills"
+)
+
+// groupCaps are the AIO namespaces that are capabilities of their own:
+// util/convert_to_markdown, skills, and the sandbox's hooks and observe.
+const groupCaps = "caps"
+
+// CapsRoutes mounts the rows of groupCaps (the daemon calls it once their
+// tools are registered).
+func (s *Server) CapsRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupCaps) }
+
+// ConvertRequest is AIO's UtilConvertToMarkdownRequest.
+type ConvertRequest struct {
+	URI string `json:"uri" required:"true" doc:"the document: a path in the sandbox (/workspace/a.pdf, a.pdf, file:///workspace/a.pdf) or an http(s) URL fetched from inside the sandbox"`
+}
+
+// capsRows are the rows of groupCaps. AIO's answers for these
+// operations allow only the result or null as data, so a failure carries
+// null (its message says what went wrong).
+var capsRows = nullData([]aioRoute{
+	jsonRowAs[ConvertRequest, convert.Result, string](groupCaps, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert, "util",
+		"Convert a document (HTML, PDF, DOCX, ODT, EPUB, RTF, …) to Markdown, inside the sandbox",
+		func(r *http.Request, in ConvertRequest) (any, error) {
+			return convert.Args{Sandbox: chi.URLParam(r, "id"), URI: in.URI}, nil
+		},
+		func(_ *http.Request, _ ConvertRequest, res convert.Result) (string, error) { return res.Markdown, nil },
+		required("uri")),
+
+	plainRow(groupCaps, http.MethodPost, "/v1/skills/register", skills.ToolRegister, "skills",
+		"Register skills from a zip (multipart field file) or a directory or .zip in the sandbox (field path); name names a single skill",
+		reflect.TypeFor[Envelope[skills.RegisterResult]](), skillsRegister,
+		takes("multipart/form-data"), doc(func(op *huma.Operation) {
+			op.RequestBody = &huma.RequestBody{Content: map[string]*huma.MediaType{"multipart/form-data": {Schema: &huma.Schema{Type: "object",
+				Properties: map[string]*huma.Schema{"file": binarySchema, "path": strSchema, "name": strSchema}}}}}
+		})),
+	jsonRowAs[struct{}, skills.Collection, skills.Collection](groupCaps, http.MethodGet, "/v1/skills/metadatas", skills.ToolList, "skills",
+		"The metadata (SKILL.md front matter) of the sandbox's skills; ?names=a,b filters",
+		func(r *http.Request, _ struct{}) (any, error) {
+			return skills.NamesArgs{Sandbox: chi.URLParam(r, "id"), Names: r.URL.Query().Get("names")}, nil
+		}, same[struct{}, skills.Collection], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("names")...) })),
+	jsonRowAs[struct{}, skills.Cleared, skills.Cleared](groupCaps, http.MethodDelete, "/v1/skills", skills.ToolClear, "skills",
+		"Delete every skill of the sandbox",
+		func(r *http.Request, _ struct{}) (any, error) {
+			return skills.ClearArgs{Sandbox: chi.URLParam(r, "id")}, nil
+		},
+		same[struct{}, skills.Cleared]),
+	jsonRowAs[struct{}, skills.Metadata, skills.Metadata](groupCaps, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete, "skills",
+		"Delete one skill", skillName, same[struct{}, skills.Metadata]),
+	jsonRowAs[struct{}, skills.Content, skills.Content](groupCaps, http.MethodGet, "/v1/skills/{name}/content", skills.ToolContent, "skills",
+		"A skill's SKILL.md without its front matter", skillName, same[struct{}, skills.Content]),
+
+	jsonRow[hooks.RegisterArgs, hooks.Hook](groupCaps, http.MethodPost, "/v1/sandbox/hooks", hooks.ToolRegister, "sandbox",
+		"Register a command run inside the sandbox on an event (shutdown: before it is deleted, stopped idle, or the server stops)",
+		required("name", "command")),
+	jsonRowAs[struct{}, []hooks.Hook, []hooks.Hook](groupCaps, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList, "sandbox",
+		"The sandbox's hooks of an event (?event=, default shutdown), in the order they run",
+		func(r *http.Request, _ struct{}) (any, error) {
+			return hooks.ListArgs{Sandbox: chi.URLParam(r, "id"), Event: r.URL.Query().Get("event")}, nil
+		}, same[struct{}, []hooks.Hook], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("event")...) })),
+	jsonRowAs[struct{}, hooks.Removed, hooks.Removed](groupCaps, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove, "sandbox",
+		"Remove a hook by name",
+		func(r *http.Request, _ struct{}) (any, error) {
+			return hooks.RemoveArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
+		}, same[struct{}, hooks.Removed]),
+
+	jsonRowAs[struct{}, observe.Status, observe.Status](groupCaps, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus, "sandbox",
+		"Whether an observation session runs, and how many reports there are", obsSandbox, same[struct{}, observe.Status]),
+	jsonRowAs[struct{}, observe.Live, observe.Live](groupCaps, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive, "sandbox",
+		"A snapshot now: cgroup figures, /workspace, top processes (?top_rows=, default 10), recent activity",
+		func(r *http.Request, _ struct{}) (any, error) {
+			a := observe.LiveArgs{Sandbox: chi.URLParam(r, "id")}
+			if v := r.URL.Query().Get("top_rows"); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					return nil, fieldError("query.top_rows", "int_parsing", "top_rows must be an integer")
+				}
+				a.TopRows = &n
+			}
+			return a, nil
+		}, same[struct{}, observe.Live], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("top_rows")...) })),
+	jsonRow[observe.StartArgs, observe.StartResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart, "sandbox",
+		"Start recording the sandbox until stopped or the duration ends"),
+	jsonRow[observe.StopArgs, observe.StopResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop, "sandbox",
+		"Stop the running session and export its report"),
+	jsonRow[observe.ExportArgs, observe.ReportInfo](groupCaps, http.MethodPost, "/v1/sandbox/observe/export", observe.ToolExport, "sandbox",
+		"Export a report of the running or last session"),
+	jsonRowAs[struct{}, []observe.ReportInfo, []observe.ReportInfo](groupCaps, http.MethodGet, "/v1/sandbox/observe/reports", observe.ToolReports, "sandbox",
+		"The sandbox's observation reports", obsSandbox, same[struct{}, []observe.ReportInfo]),
+	plainRow(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport, "sandbox",
+		"Download a report (gzip-compressed JSON)", nil, observeReport, doc(func(op *huma.Operation) {
+			op.Responses["200"] = &huma.Response{Description: "the report", Content: map[string]*huma.MediaType{"application/gzip": {Schema: binarySchema}}}
+		})),
+	jsonRowAs[struct{}, observe.ReportInfo, observe.ReportInfo](groupCaps, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete, "sandbox",
+		"Delete a report", reportRef, same[struct{}, observe.ReportInfo]),
+})
+
+// nullData sets every row's failures to carry data null.
+func nullData(rows []aioRoute) []aioRoute {
+	for i := range rows {
+		nullOnFailure()(&rows[i])
+	}
+	return rows
+}
+
+func skillName(r *http.Request, _ struct{}) (any, error) {
+	return skills.NameArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
+}
+
+func obsSandbox(r *http.Request, _ struct{}) (any, error) {
+	return observe.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
+}
+
+func reportRef(r *http.Request, _ struct{}) (any, error) {
+	return observe.ReportArgs{Sandbox: chi.URLParam(r, "id"), ReportID: chi.URLParam(r, "report_id")}, nil
+}
+
+// skillsRegister reads AIO's form (multipart: file, path, name; every
+// field optional) and registers the skills.
+func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
+	a := skills.RegisterArgs{Sandbox: chi.URLParam(r, "id")}
+	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if r.ContentLength == 0 {
+		ct = "" // no body: nothing to register (the tool says what is missing)
+	}
+	switch ct {
+	case "multipart/form-data":
+		if params["boundary"] == "" {
+			e.fail(w, r, rt, "", fault.New(fault.Invalid, "the body is not valid multipart/form-data (no boundary)"))
+			return
+		}
+		mr := multipart.NewReader(bufio.NewReader(r.Body), params["boundary"])
+		for range maxUploadParts {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				e.fail(w, r, rt, "", fault.Wrap(fault.Invalid, err, "the body is not valid multipart/form-data"))
+				return
+			}
+			switch part.FormName() {
+			case "file":
+				b, err := io.ReadAll(io.LimitReader(part, skills.MaxZipBytes+1))
+				if err != nil {
+					e.fail(w, r, rt, "", fault.Wrap(fault.Invalid, err, "could not read the file field"))
+					return
+				}
+				if len(b) > skills.MaxZipBytes {
+					e.fail(w, r, rt, "", fault.New(fault.TooLarge, "the zip is larger than "+strconv.Itoa(skills.MaxZipBytes)+" bytes"))
+					return
+				}
+				a.Zip = b
+			case "path", "name":
+				b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+				if err != nil || len(b) > maxFieldBytes {
+					e.fail(w, r, rt, "", fault.InvalidField(part.FormName(), "field "+part.FormName()+" is malformed or too long"))
+					return
+				}
+				if part.FormName() == "path" {
+					a.Path = string(b)
+				} else {
+					a.Name = string(b)
+				}
+			default:
+				_, _ = io.Copy(io.Discard, io.LimitReader(part, maxFieldBytes))
+			}
+		}
+	case "":
+		// No body: nothing to register (the tool says what is missing).
+	default:
+		e.fail(w, r, rt, "", fault.New(fault.Invalid, "the body is not multipart/form-data"))
+		return
+	}
+	// Every field of AIO's form is optional, so the tool's own rules (a
+	// file or a path) are a tool-level failure, checked by the dispatcher.
+	res, err := e.call(r.Context(), rt, a)
+	var out skills.RegisterResult
+	if err == nil {
+		out, err = dispatch.ResultAs[skills.RegisterResult](rt.Tool, res)
+	}
+	if err != nil {
+		e.fail(w, r, rt, a.Path, err)
+		return
+	}
+	WriteData(w, http.StatusOK, out)
+}
+
+// observeReport serves a report's gzip bytes.
+func observeReport(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
+	a := observe.ReportArgs{Sandbox: chi.URLParam(r, "id"), ReportID: chi.URLParam(r, "report_id")}
+	res, err := e.call(r.Context(), rt, a)
+	var rep observe.Report
+	if err == nil {
+		rep, err = dispatch.ResultAs[observe.Report](rt.Tool, res)
+	}
+	if err != nil {
+		e.fail(w, r, rt, a.ReportID, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/gzip")
+	h.Set("Content-Disposition", `attachment; filename="`+rep.Info.ReportID+`.json.gz"`)
+	h.Set("Content-Length", strconv.Itoa(len(rep.Gzip)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(rep.Gzip)
+}

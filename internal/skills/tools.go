@@ -1,0 +1,77 @@
+package skills
+
+import (
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+)
+
+// Tool names (the audit actions).
+const (
+	ToolRegister = "skills.register"
+	ToolList     = "skills.list"
+	ToolContent  = "skills.content"
+	ToolDelete   = "skills.delete"
+	ToolClear    = "skills.clear"
+)
+
+// Tools are the skills tools: reading is Safe, registering and deleting
+// change the workspace (Medium). All count as file operations.
+func (s *Service) Tools() []dispatch.Tool {
+	target := func(sb, t string) dispatch.Target { return dispatch.Target{Target: t, Sandbox: sb} }
+	return []dispatch.Tool{
+		dispatch.Define(dispatch.Spec{Name: ToolRegister, Risk: guard.Medium, Category: ratelimit.File,
+			Description: "Register skills in the sandbox (/workspace/.skills/<name>) from a zip or a directory or .zip in the sandbox; each skill is a directory with SKILL.md"},
+			s.Register, dispatch.Hooks[RegisterArgs, RegisterResult]{
+				Assess: func(a RegisterArgs) dispatch.Assessment {
+					as := dispatch.Assessment{Risk: guard.Medium}
+					if a.Path != "" {
+						as.Paths = []string{a.Path}
+					}
+					return as
+				},
+				Describe: func(a RegisterArgs) dispatch.Target {
+					t := target(a.Sandbox, a.Path)
+					t.Detail = map[string]any{"zip_bytes": len(a.Zip), "name": a.Name}
+					return t
+				},
+				Summarize: func(_ RegisterArgs, r RegisterResult) map[string]any {
+					names := make([]string, len(r.Registered))
+					for i, m := range r.Registered {
+						names[i] = m.Name
+					}
+					return map[string]any{"count": r.Count, "skills": names, "sandbox_id": r.SandboxID}
+				},
+			}),
+		dispatch.Define(dispatch.Spec{Name: ToolList, Risk: guard.Safe, Category: ratelimit.File,
+			Description: "List the metadata (SKILL.md front matter) of the sandbox's skills"},
+			s.List, dispatch.Hooks[NamesArgs, Collection]{
+				Describe: func(a NamesArgs) dispatch.Target { return target(a.Sandbox, a.Names) },
+			}),
+		dispatch.Define(dispatch.Spec{Name: ToolContent, Risk: guard.Safe, Category: ratelimit.File,
+			Description: "Read a skill's SKILL.md without its front matter"},
+			s.Content, dispatch.Hooks[NameArgs, Content]{
+				Describe: func(a NameArgs) dispatch.Target { return target(a.Sandbox, a.Name) },
+			}),
+		dispatch.Define(dispatch.Spec{Name: ToolDelete, Risk: guard.Medium, Category: ratelimit.File,
+			Description: "Delete one skill from the sandbox"},
+			s.Delete, dispatch.Hooks[NameArgs, Metadata]{
+				Describe: func(a NameArgs) dispatch.Target { return target(a.Sandbox, a.Name) },
+			}),
+		dispatch.Define(dispatch.Spec{Name: ToolClear, Risk: guard.Medium, Category: ratelimit.File,
+			Description: "Delete every skill of the sandbox"},
+			s.Clear, dispatch.Hooks[ClearArgs, Cleared]{
+				Describe: func(a ClearArgs) dispatch.Target { return target(a.Sandbox, "") },
+				Summarize: func(_ ClearArgs, r Cleared) map[string]any {
+					return map[string]any{"count": r.Count, "skills": r.Deleted}
+				},
+			}),
+	}
+}
+
+// RegisterTools adds the tools to d.
+func (s *Service) RegisterTools(d *dispatch.Dispatcher) {
+	for _, t := range s.Tools() {
+		d.MustRegister(t)
+	}
+}
