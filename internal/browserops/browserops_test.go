@@ -504,3 +504,34 @@ func TestValidation(t *testing.T) {
 		})
 	}
 }
+
+// proxy.pac follows the sandbox's egress mode; record says it is not
+// supported rather than pretending.
+func TestProxyPACAndRecord(t *testing.T) {
+	mode := "proxy"
+	d := dispatch.New(dispatch.Options{})
+	browserops.RegisterTools(d, browserops.New(browserops.Config{
+		Resolve: func(_ context.Context, _ auth.Caller, id string) (string, error) {
+			if id != "" {
+				return "", fault.New(fault.NotFound, "sandbox not found")
+			}
+			return "sb1", nil
+		},
+		Network: func(context.Context, auth.Caller, string) (string, error) { return mode, nil },
+	}))
+	f := &fixture{d: d, agent: auth.Caller{KeyID: "k1", Role: auth.RoleAgent}}
+	pac := call[string](t, f, browserops.ToolProxyPAC, map[string]any{})
+	if !strings.Contains(pac, `"PROXY 127.0.0.1:3128"`) || !strings.Contains(pac, "FindProxyForURL") {
+		t.Fatalf("proxy-mode PAC: %s", pac)
+	}
+	mode = "none"
+	if pac := call[string](t, f, browserops.ToolProxyPAC, map[string]any{}); strings.Contains(pac, "PROXY") {
+		t.Fatalf("none-mode PAC: %s", pac)
+	}
+	if _, err := callErr[string](f, browserops.ToolProxyPAC, map[string]any{"sandbox": "other"}); fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("another sandbox's PAC: %v", err)
+	}
+	if _, err := callErr[map[string]any](f, browserops.ToolRecord, map[string]any{"action": "once"}); fault.KindOf(err) != fault.Unsupported {
+		t.Fatalf("record: %v", err)
+	}
+}

@@ -642,6 +642,55 @@ func registerMore(d *dispatch.Dispatcher, s *Service) {
 			return s.RestartBrowser(ctx, c, a)
 		},
 		func(a RestartArgs) (string, map[string]any) { return cmpOr(a.Mode, "hard"), nil })
+	define(d, ToolProxyPAC, "The PAC file matching the sandbox's egress (its allow-list proxy in proxy mode)", guard.Safe,
+		func(ctx context.Context, c auth.Caller, a PageArgs) (string, error) { return s.ProxyPAC(ctx, c, a) }, nil)
+	define(d, ToolRecord, "Screencast recording (AIO's page/record): not supported by this server; take screenshots instead", guard.Medium,
+		func(ctx context.Context, c auth.Caller, a RecordArgs) (map[string]any, error) {
+			if _, err := s.cfg.Resolve(ctx, c, a.Sandbox); err != nil {
+				return nil, err
+			}
+			return nil, fault.New(fault.Unsupported, "page recording is not supported by this server; use screenshots")
+		}, func(a RecordArgs) (string, map[string]any) { return a.Action, nil })
+}
+
+// RecordArgs is AIO's RecordRequest.
+type RecordArgs struct {
+	On
+	Action   string  `json:"action,omitempty" enum:"once,start,pause,resume,stop,status"`
+	SavePath *string `json:"save_path,omitempty"`
+	Duration float64 `json:"duration,omitempty"`
+	FPS      int     `json:"fps,omitempty"`
+	Quality  *int    `json:"quality,omitempty" minimum:"0" maximum:"100"`
+}
+
+// proxyPort is where the in-sandbox end of the egress proxy listens
+// (internal/egress).
+const proxyPort = "127.0.0.1:3128"
+
+// ProxyPAC is the PAC file that matches the sandbox's egress: through
+// the sandbox's allow-list proxy in proxy mode (the sandbox's own
+// loopback direct), direct otherwise (in none mode nothing leaves the
+// sandbox's network namespace either way).
+func (s *Service) ProxyPAC(ctx context.Context, c auth.Caller, a PageArgs) (string, error) {
+	if s.cfg.Network == nil {
+		return "", fault.New(fault.Unsupported, "no proxy configuration is available here")
+	}
+	id, err := s.cfg.Resolve(ctx, c, a.Sandbox)
+	if err != nil {
+		return "", err
+	}
+	mode, err := s.cfg.Network(ctx, c, id)
+	if err != nil {
+		return "", err
+	}
+	if mode == "proxy" {
+		return `function FindProxyForURL(url, host) {
+  if (isPlainHostName(host) || host === "localhost" || host === "127.0.0.1" || host === "[::1]") return "DIRECT";
+  return "PROXY ` + proxyPort + `";
+}
+`, nil
+	}
+	return "// egress mode " + mode + ": no proxy\nfunction FindProxyForURL(url, host) { return \"DIRECT\"; }\n", nil
 }
 
 func headerNames(h map[string]string) []string {

@@ -67,6 +67,9 @@ type Config struct {
 	// Files may be nil: operations that read or write the workspace
 	// then answer unsupported.
 	Files Files
+	// Network may be nil: it says a sandbox's egress mode (none, proxy,
+	// host) for proxy.pac, which then answers unsupported.
+	Network func(ctx context.Context, c auth.Caller, sandboxID string) (string, error)
 	// PublicURL is the server's URL as clients reach it
 	// ("http://127.0.0.1:8080"), for info's cdp_url and vnc_url when
 	// the call does not say which host it came in on.
