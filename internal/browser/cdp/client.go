@@ -167,7 +167,7 @@ func Dial(ctx context.Context, dial Dialer) (*Client, error) {
 	ws.SetReadLimit(MaxMessage)
 	c := &Client{ws: ws, version: v, done: make(chan struct{}),
 		pending: make(map[int64]chan message), subs: make(map[subKey][]*subscription)}
-	go c.read()
+	go c.read() // #nosec G118 -- the reader lives as long as the connection, not the dial's context; Close ends it
 	return c, nil
 }
 
@@ -230,7 +230,7 @@ func (c *Client) read() {
 	for {
 		_, data, err := c.ws.Read(ctx)
 		if err != nil {
-			c.finish(fmt.Errorf("%w: %v", ErrClosed, err))
+			c.finish(fmt.Errorf("%w: %w", ErrClosed, err))
 			return
 		}
 		var m message
@@ -329,7 +329,7 @@ func (s *Session) Call(ctx context.Context, method string, params, result any) e
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: %v", ErrClosed, err)
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	select {
 	case <-ctx.Done():
