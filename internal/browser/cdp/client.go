@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/chromedp/cdproto/cdp"
 	jsonv2 "github.com/chromedp/cdproto/cdp/jsonv2"
@@ -44,6 +45,8 @@ const (
 	// unread before the oldest are dropped: the reader must never block
 	// on a slow subscriber (command results travel on the same socket).
 	SubscriptionBuffer = 1024
+	// writeTimeout bounds sending one message.
+	writeTimeout = 30 * time.Second
 	// maxVersionBody caps the /json/version answer (a few hundred bytes).
 	maxVersionBody = 64 << 10
 )
@@ -324,11 +327,19 @@ func (s *Session) Call(ctx context.Context, method string, params, result any) e
 		delete(c.pending, m.ID)
 		c.mu.Unlock()
 	}
-	if err := c.ws.Write(ctx, websocket.MessageText, data); err != nil {
+	if err := ctx.Err(); err != nil {
 		forget()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		return err
+	}
+	// coder/websocket closes the whole connection when a write's context
+	// ends: one cancelled call must not end every other one, so the write
+	// gets its own deadline (a write stuck that long means the connection
+	// is gone anyway).
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	err = c.ws.Write(wctx, websocket.MessageText, data)
+	cancel()
+	if err != nil {
+		forget()
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	select {

@@ -91,6 +91,25 @@ func TestClientAgainstChromium(t *testing.T) {
 		if err := c.Browser().Call(cctx, "Browser.getVersion", nil, nil); !errors.Is(err, context.Canceled) {
 			t.Fatalf("want context.Canceled, got %v", err)
 		}
+		// A call abandoned while it waits leaves the connection usable.
+		sctx, scancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer scancel()
+		tid, err := cdproto.Call(ctx, c.Browser(), target.CreateTarget, target.CreateTargetParams{URL: "about:blank"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		att, err := cdproto.Call(ctx, c.Browser(), target.AttachToTarget, target.AttachToTargetParams{TargetID: tid.TargetID, Flatten: &yes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := c.Session(string(att.SessionID))
+		err = s.Call(sctx, "Runtime.evaluate", map[string]any{"expression": "new Promise(r => setTimeout(r, 2000))", "awaitPromise": true}, nil)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a call past its deadline: %v", err)
+		}
+		if err := s.Call(ctx, "Runtime.evaluate", map[string]any{"expression": "1"}, nil); err != nil {
+			t.Fatalf("the connection did not survive a cancelled call: %v", err)
+		}
 	})
 }
 
