@@ -62,6 +62,7 @@ func (d *Daemon) startBrowserOps(rt browserRuntime) *browserops.Service {
 	})
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
 	browserops.RegisterTools(d.dispatch, svc)
+	d.api.BrowserRoutes(d.dispatch)
 	return svc
 }
 
