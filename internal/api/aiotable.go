@@ -36,6 +36,7 @@ const (
 // (aio_<name>.go) and adds its slice here, one line.
 var aioTable = slices.Concat(
 	aioCoreRows,
+	aioBrowserRows,
 )
 
 // aioCoreRows are the file, shell, bash, sandbox, code, jupyter and

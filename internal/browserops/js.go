@@ -109,9 +109,7 @@ func evaluate(ctx context.Context, s *cdp.Session, expr string) (json.RawMessage
 		if d.Exception != nil && d.Exception.Description != "" {
 			msg = d.Exception.Description
 		}
-		msg, _, _ = strings.Cut(msg, "\n")
-		msg = strings.TrimPrefix(strings.TrimPrefix(msg, "Uncaught "), "Error: ")
-		return nil, fault.New(fault.Invalid, "page: "+clipMsg(msg))
+		return nil, pageError(msg)
 	}
 	if res.Result == nil {
 		return nil, nil
@@ -127,6 +125,18 @@ func evaluate(ctx context.Context, s *cdp.Session, expr string) (json.RawMessage
 		return b, nil
 	}
 	return nil, nil
+}
+
+// pageError is an exception thrown in the page: the page's state, not
+// the request, is what failed (so AIO answers it as a tool-level failure,
+// not a 422). The helpers' "no element …", "no such option" are NotFound.
+func pageError(desc string) error {
+	msg, _, _ := strings.Cut(desc, "\n")
+	msg = strings.TrimPrefix(strings.TrimPrefix(msg, "Uncaught "), "Error: ")
+	if strings.HasPrefix(msg, "no ") {
+		return fault.New(fault.NotFound, "page: "+clipMsg(msg))
+	}
+	return fault.New(fault.Conflict, "page: "+clipMsg(msg))
 }
 
 func clipMsg(s string) string {

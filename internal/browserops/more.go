@@ -759,11 +759,10 @@ return el; })()`})
 		if d.Exception != nil && d.Exception.Description != "" {
 			msg = d.Exception.Description
 		}
-		msg, _, _ = strings.Cut(msg, "\n")
-		return "", fault.New(fault.Invalid, "page: "+clipMsg(strings.TrimPrefix(msg, "Error: ")))
+		return "", pageError(msg)
 	}
 	if res.Result == nil || res.Result.ObjectID == "" {
-		return "", fault.New(fault.Invalid, "page: the selector did not yield an element")
+		return "", fault.New(fault.NotFound, "page: the selector did not yield an element")
 	}
 	return res.Result.ObjectID, nil
 }

@@ -84,7 +84,9 @@ func navigate(ctx context.Context, s *cdp.Session, u, waitUntil string, timeout 
 		return PageInfo{}, err
 	}
 	if res.ErrorText != "" {
-		return PageInfo{}, fault.New(fault.Unavailable, "navigation failed: "+res.ErrorText)
+		// The page could not be loaded (refused, unresolvable, blocked by
+		// the egress proxy): a tool-level failure, not the server's.
+		return PageInfo{}, fault.New(fault.Conflict, "navigation failed: "+res.ErrorText)
 	}
 	want := lifecycleName[cmpOr(waitUntil, "load")]
 	if want != "" && res.LoaderID != "" {

@@ -262,7 +262,9 @@ func (o *op) public(err error) error {
 	case errors.Is(err, context.Canceled):
 		return fault.Wrap(fault.Timeout, err, "the operation was cancelled")
 	case errors.As(err, &ce):
-		return fault.Wrap(fault.Invalid, err, "browser: "+ce.Message)
+		// The browser refused the command for the page's state (no such
+		// node, a navigation in progress): a tool-level failure.
+		return fault.Wrap(fault.Conflict, err, "browser: "+ce.Message)
 	}
 	o.s.log.Error("browser operation", "sandbox", o.sid, "err", err)
 	return fault.Wrap(fault.Internal, err, "browser operation failed")
