@@ -39,6 +39,7 @@ var aioTable = slices.Concat(
 	aioMCPRows,
 	aioAuthRows,
 	capsRows,
+	aioBrowserRows,
 )
 
 // aioCoreRows are the file, shell, bash, sandbox, code, jupyter and

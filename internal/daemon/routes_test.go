@@ -49,6 +49,13 @@ var notCapabilities = map[string]string{
 	"POST /v1/mcp":   "MCP transport (tools/call dispatches)",
 	"GET /v1/mcp":    "MCP transport (server-to-client stream)",
 	"DELETE /v1/mcp": "MCP transport (ends a session)",
+	// An integer path parameter: the walk's placeholder "x" is AIO's 422
+	// before the tool runs. internal/api's TestAIOBrowserRoutesConform
+	// calls them with real indexes.
+	"DELETE /v1/browser/tabs/{index}":                      "integer path parameter (called by the browser conformance test)",
+	"PUT /v1/browser/tabs/{index}/activate":                "integer path parameter (called by the browser conformance test)",
+	"DELETE /sandboxes/{id}/v1/browser/tabs/{index}":       "integer path parameter (called by the browser conformance test)",
+	"PUT /sandboxes/{id}/v1/browser/tabs/{index}/activate": "integer path parameter (called by the browser conformance test)",
 }
 
 // pathValues fill path parameters whose value decides whether the route
@@ -78,6 +85,18 @@ var validRequests = map[string]struct {
 	"PATCH /v1/artifacts/{ref}":      {header: map[string]string{"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"}},
 	"POST /v1/file/upload":           {header: map[string]string{"Content-Type": "application/octet-stream"}},
 	"POST /v1/skills/register":       {header: map[string]string{"Content-Type": "multipart/form-data; boundary=x"}},
+	// browser: bodies that pass the operations' field rules.
+	"POST /v1/browser/actions":                {body: map[string]any{"action_type": "WAIT", "duration": 0}},
+	"POST /v1/browser/cookies":                {body: map[string]any{"cookies": []any{map[string]any{"name": "a", "value": "b", "url": "http://x"}}}},
+	"POST /v1/browser/network/route":          {body: map[string]any{"url_pattern": "*", "abort": true}},
+	"DELETE /v1/browser/network/route":        {body: map[string]any{"url_pattern": "*"}},
+	"POST /v1/browser/network/scoped_headers": {body: map[string]any{"origin": "http://x", "headers": map[string]string{"a": "b"}}},
+	"POST /v1/browser/page/fill_form":         {body: map[string]any{"items": []any{map[string]any{"selector": "a", "value": "b"}}}},
+	"POST /v1/browser/page/hot_key":           {body: map[string]any{"keys": []string{"Enter"}}},
+	"POST /v1/browser/page/navigate":          {body: map[string]any{"url": "about:blank"}},
+	"POST /v1/browser/page/select_option":     {body: map[string]any{"selector": "s", "value": "v"}},
+	"POST /v1/browser/page/upload_file":       {body: map[string]any{"selector": "s", "files": []string{"a.txt"}}},
+	"POST /v1/browser/page/wait":              {body: map[string]any{"type": "load"}},
 	"GET /v1/shell/ws": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
 		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
 }

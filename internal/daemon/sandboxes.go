@@ -211,6 +211,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startFiles(ctx); err != nil {
 		return err
 	}
+	d.startBrowserOps(noBrowserRuntime())
 	return d.startAIOCaps(ctx)
 }
 

@@ -28,6 +28,12 @@ func toResult(v any, err error) *sdk.CallToolResult {
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: `{"success":true}`}},
 			StructuredContent: json.RawMessage(`{"success":true}`)}
 	}
+	if img, ok := v.(imageResult); ok {
+		// An image (a browser screenshot) travels as image content, which
+		// models see; its bytes as JSON text would be noise.
+		mime, data := img.MCPImage()
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{Data: data, MIMEType: mime}}}
+	}
 	b, merr := json.Marshal(v)
 	if merr != nil {
 		return errorResult("internal error")
@@ -40,6 +46,12 @@ func toResult(v any, err error) *sdk.CallToolResult {
 		res.StructuredContent = json.RawMessage(b)
 	}
 	return res
+}
+
+// imageResult is implemented by tool answers that are an image
+// (browserops.Image): MIME type and raw bytes.
+type imageResult interface {
+	MCPImage() (mimeType string, data []byte)
 }
 
 // errorResult is a tool error with msg as its text.

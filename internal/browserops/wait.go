@@ -1,0 +1,191 @@
+package browserops
+
+import (
+	"context"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+const (
+	// defaultPoll and minPoll bound how often a wait checks the page.
+	defaultPoll = 100 * time.Millisecond
+	minPoll     = 20 * time.Millisecond
+	// idleQuiet is how long no request may be in flight for network_idle
+	// (Playwright's 500 ms).
+	idleQuiet = 500 * time.Millisecond
+)
+
+// Wait is AIO's unified wait.
+func (s *Service) Wait(ctx context.Context, c auth.Caller, a WaitArgs) (map[string]any, error) {
+	timeout := seconds(a.Timeout, defaultWait)
+	if a.Type == "timeout" {
+		// A plain pause needs no browser.
+		if _, err := s.cfg.Resolve(ctx, c, a.Sandbox); err != nil {
+			return nil, err
+		}
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, fault.Wrap(fault.Timeout, ctx.Err(), "the wait was cancelled")
+		case <-t.C:
+		}
+		return map[string]any{"type": a.Type, "waited_ms": timeout.Milliseconds()}, nil
+	}
+	if a.Type == "download" {
+		return nil, fault.New(fault.Unsupported, "waiting for downloads is not supported by this server")
+	}
+	poll := defaultPoll
+	if a.Polling != nil {
+		poll = max(time.Duration(*a.Polling*float64(time.Millisecond)), minPoll)
+	}
+	return run(ctx, s, c, a.Sandbox, func(o *op) (map[string]any, error) {
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		start := time.Now()
+		check, err := o.waitCheck(a)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			done, detail, err := check(wctx)
+			if err != nil && wctx.Err() == nil {
+				return nil, err
+			}
+			if done {
+				out := map[string]any{"type": a.Type, "waited_ms": time.Since(start).Milliseconds()}
+				for k, v := range detail {
+					out[k] = v
+				}
+				return out, nil
+			}
+			select {
+			case <-wctx.Done():
+				return nil, fault.Wrap(fault.Timeout, wctx.Err(), "the condition was not met within the timeout ("+a.Type+")")
+			case <-time.After(poll):
+			}
+		}
+	})
+}
+
+type checkFunc func(ctx context.Context) (bool, map[string]any, error)
+
+func (o *op) waitCheck(a WaitArgs) (checkFunc, error) {
+	s := o.page()
+	switch a.Type {
+	case "selector":
+		state := "visible"
+		if a.State != nil {
+			state = *a.State
+		}
+		return func(ctx context.Context) (bool, map[string]any, error) {
+			var ok bool
+			err := callJS(ctx, s, `const el = document.querySelector(a.selector);
+switch (a.state) {
+case 'attached': return !!el;
+case 'detached': return !el;
+case 'hidden': return !el || !H.visible(el);
+default: return !!el && H.visible(el);
+}`, map[string]string{"selector": *a.Selector, "state": state}, &ok)
+			return ok, nil, err
+		}, nil
+	case "load":
+		return func(ctx context.Context) (bool, map[string]any, error) {
+			var st string
+			err := callJS(ctx, s, `return document.readyState;`, nil, &st)
+			return st == "complete", nil, err
+		}, nil
+	case "url":
+		pat := a.URLPattern
+		if pat == nil {
+			pat = a.URL
+		}
+		re := globRegexp(*pat)
+		return func(ctx context.Context) (bool, map[string]any, error) {
+			p, err := currentPage(ctx, s)
+			if err != nil {
+				return false, nil, err
+			}
+			return re.MatchString(p.URL), map[string]any{"url": p.URL}, nil
+		}, nil
+	case "network_idle":
+		var quietSince time.Time
+		return func(context.Context) (bool, map[string]any, error) {
+			if o.b.inFlight() > 0 {
+				quietSince = time.Time{}
+				return false, nil, nil
+			}
+			if quietSince.IsZero() {
+				quietSince = time.Now()
+			}
+			return time.Since(quietSince) >= idleQuiet, nil, nil
+		}, nil
+	case "function":
+		expr := *a.Expression
+		return func(ctx context.Context) (bool, map[string]any, error) {
+			var ok bool
+			err := callJS(ctx, s, `const v = await (0, eval)(a.expr); return typeof v === 'function' ? !!(await v()) : !!v;`,
+				map[string]string{"expr": expr}, &ok)
+			return ok, nil, err
+		}, nil
+	case "request", "response":
+		pat := a.URLPattern
+		if pat == nil {
+			pat = a.URL
+		}
+		re := globRegexp(*pat)
+		// Only requests that start after the wait began count.
+		since := nowMS()
+		wantResponse := a.Type == "response"
+		return func(context.Context) (bool, map[string]any, error) {
+			for _, r := range o.b.requestLog("", 0) {
+				if r.StartedAt+1 < since || !re.MatchString(r.URL) {
+					continue
+				}
+				if !wantResponse || r.Status != 0 {
+					return true, map[string]any{"url": r.URL, "method": r.Method, "status": r.Status}, nil
+				}
+			}
+			return false, nil, nil
+		}, nil
+	}
+	return nil, fault.InvalidField("body.type", "unknown wait type")
+}
+
+// globRegexp reads Playwright-style URL globs: * and ** match any run of
+// characters, ? one; a pattern without wildcards matches as a substring
+// (so an exact URL works). The pattern is quoted first, so it can never
+// be a regular expression of the caller's.
+func globRegexp(p string) *regexp.Regexp {
+	if !strings.ContainsAny(p, "*?") {
+		return regexp.MustCompile(regexp.QuoteMeta(p))
+	}
+	var b strings.Builder
+	b.WriteString("^")
+	for _, r := range p {
+		switch r {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString("$")
+	return regexp.MustCompile(strings.ReplaceAll(b.String(), ".*.*", ".*"))
+}
+
+// workspacePath puts a relative path under /workspace (the sandbox's
+// view); the workspace service resolves it inside the sandbox.
+func workspacePath(p string) string {
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p)
+	}
+	return path.Join("/workspace", p)
+}
