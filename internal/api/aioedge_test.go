@@ -90,7 +90,8 @@ func TestDecodeAIO(t *testing.T) {
 // the request), and lives under /v1/ unless it is one of AIO's root
 // routes; its group has an entry point.
 func TestAIOTableRows(t *testing.T) {
-	groups := map[string]bool{groupFile: true, groupShell: true, groupCode: true, groupTransfer: true, groupMCP: true, groupAuth: true}
+	groups := map[string]bool{groupFile: true, groupShell: true, groupCode: true, groupTransfer: true, groupMCP: true, groupAuth: true,
+		groupCaps: true, groupBrowser: true}
 	seen := map[string]bool{}
 	for _, rt := range aioTable {
 		key := rt.Method + " " + rt.Path
