@@ -150,6 +150,8 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		InitArgs:    initArgs,
 		InitFile:    initFile,
 		Log:         d.log,
+		// The preview ports and the browser's (sandbox.LoopbackPorts).
+		LoopbackPorts: sandbox.LoopbackPorts(cfg.PreviewPorts),
 	}
 	auditFn := func(ctx context.Context, e sandbox.Event) {
 		if _, err := d.audit.Append(ctx, audit.Entry{Actor: e.Actor, Action: e.Action, Sandbox: e.Sandbox,
