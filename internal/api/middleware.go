@@ -436,6 +436,9 @@ func (s *Server) requestShapeMiddleware(next http.Handler) http.Handler {
 // checkContentType applies bodyTypes to a request with a body.
 func (s *Server) checkContentType(r *http.Request) error {
 	raw := r.Header.Get("Content-Type")
+	if s.rawBody(r) {
+		return nil // relayed as sent (reach.go)
+	}
 	allowed := bodyTypes[r.Method+" "+routeKey(s.routePattern(r))]
 	if raw == "" {
 		return nil // read as JSON (see requestShapeMiddleware); upload routes take raw bytes
@@ -501,7 +504,7 @@ func (s *Server) emptyMeansDefaults(r *http.Request) bool {
 		return false
 	}
 	p := s.routePattern(r)
-	return p != "" && bodyTypes[r.Method+" "+routeKey(p)] == nil
+	return p != "" && bodyTypes[r.Method+" "+routeKey(p)] == nil && !s.rawBody(r)
 }
 
 // emptyObject is the body an empty request is read as.

@@ -168,20 +168,20 @@ func (m *Manager) DevTools(ctx context.Context, c auth.Caller, sandboxID string)
 	return s.DialPort(ctx, sandbox.DevToolsPort)
 }
 
-// VNC returns a fresh connection to the sandbox's VNC server; the browser
-// must be running headful (Start with Options.Headful).
+// VNC returns a fresh connection to the sandbox's VNC server. A sandbox
+// without a running browser gets a headful one (opening the desktop starts
+// it); a headless browser is refused with a hint to restart it headful.
 func (m *Manager) VNC(ctx context.Context, c auth.Caller, sandboxID string) (net.Conn, error) {
 	s, err := m.sb.Resolve(ctx, c, sandboxID)
 	if err != nil {
 		return nil, err
 	}
-	e := m.entry(s.ID())
-	e.mu.Lock()
-	r := e.run
-	alive := r != nil && !r.exited() && r.s == s
-	e.mu.Unlock()
-	if !alive || !r.opts.Headful {
-		return nil, fault.New(fault.Conflict, "the sandbox's browser is not running with a desktop; start it headful first")
+	st, err := m.ensure(ctx, s, &Options{Headful: true})
+	if err != nil {
+		return nil, err
+	}
+	if !st.Headful {
+		return nil, fault.New(fault.Conflict, "the sandbox's browser runs headless; restart it headful to get a desktop")
 	}
 	return s.DialPort(ctx, sandbox.VNCPort)
 }

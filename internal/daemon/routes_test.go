@@ -35,6 +35,16 @@ var notCapabilities = map[string]string{
 	"POST /mcp":   "MCP transport (tools/call dispatches)",
 	"GET /mcp":    "MCP transport (server-to-client stream)",
 	"DELETE /mcp": "MCP transport (ends a session)",
+	// The preview proxy without its trailing slash: a redirect to the
+	// form with one, so relative links resolve (nothing is opened).
+	"GET /proxy/{port}":                    "redirect to /proxy/{port}/",
+	"HEAD /proxy/{port}":                   "redirect to /proxy/{port}/",
+	"GET /absproxy/{port}":                 "redirect to /absproxy/{port}/",
+	"HEAD /absproxy/{port}":                "redirect to /absproxy/{port}/",
+	"GET /sandboxes/{id}/proxy/{port}":     "redirect to /proxy/{port}/",
+	"HEAD /sandboxes/{id}/proxy/{port}":    "redirect to /proxy/{port}/",
+	"GET /sandboxes/{id}/absproxy/{port}":  "redirect to /absproxy/{port}/",
+	"HEAD /sandboxes/{id}/absproxy/{port}": "redirect to /absproxy/{port}/",
 }
 
 // validRequests are bodies and headers for plain handlers whose input is
@@ -60,6 +70,8 @@ var validRequests = map[string]struct {
 	"PATCH /v1/artifacts/{ref}":      {header: map[string]string{"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"}},
 	"POST /v1/file/upload":           {header: map[string]string{"Content-Type": "application/octet-stream"}},
 	"GET /v1/shell/ws": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
+		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
+	"GET /vnc/websockify": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
 		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
 }
 

@@ -200,6 +200,9 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startCode(ctx); err != nil {
 		return err
 	}
+	if err := d.startBrowser(ctx); err != nil {
+		return err
+	}
 	if err := d.startTransfer(ctx); err != nil {
 		return err
 	}
