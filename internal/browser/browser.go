@@ -34,8 +34,8 @@ const (
 	// profile per start, never mixed into the workspace.
 	profileDir = "/tmp/.sandhold-browser"
 	// defaultStartTimeout bounds a cold start to the first DevTools answer
-	// (about 1 s on an idle host; a loaded 2-core host takes several).
-	defaultStartTimeout = 30 * time.Second
+	// (about 1 s on an idle host; a loaded 2-core host takes many more).
+	defaultStartTimeout = 60 * time.Second
 	// pollEvery is how often a starting browser's port is tried.
 	pollEvery = 50 * time.Millisecond
 	// multiProcessPids is the pids budget from which Chromium runs in its
@@ -43,9 +43,9 @@ const (
 	multiProcessPids = 160
 	// minPids is the least pids budget a browser starts with: one
 	// --single-process Chromium is ~45 threads with one page.
-	minPids = 48
+	minPids = 44
 	// headfulExtraPids is what Xvfb and x11vnc add.
-	headfulExtraPids = 8
+	headfulExtraPids = 6
 	// stderrTail is how much of the browser's last output is kept for the
 	// log when it dies.
 	stderrTail = 8 << 10
