@@ -38,6 +38,9 @@ const (
 	defaultStartTimeout = 60 * time.Second
 	// pollEvery is how often a starting browser's port is tried.
 	pollEvery = 50 * time.Millisecond
+	// relistenWait is how long a running browser whose port refuses
+	// connections gets before it is restarted.
+	relistenWait = 5 * time.Second
 	// multiProcessPids is the pids budget from which Chromium runs in its
 	// normal multi-process mode (~80 threads at rest, more per tab).
 	multiProcessPids = 160
@@ -165,7 +168,36 @@ func (m *Manager) DevTools(ctx context.Context, c auth.Caller, sandboxID string)
 	if _, err := m.ensure(ctx, s, nil); err != nil {
 		return nil, err
 	}
-	return s.DialPort(ctx, sandbox.DevToolsPort)
+	conn, err := s.DialPort(ctx, sandbox.DevToolsPort)
+	if err == nil || !fault.Is(err, fault.Unavailable) {
+		return conn, err
+	}
+	// Running but not listening: just thawed (a pause or HALT ended a
+	// moment ago), or wedged. Give it a moment, then start it afresh.
+	wctx, cancel := context.WithTimeout(ctx, relistenWait)
+	defer cancel()
+	for {
+		select {
+		case <-wctx.Done():
+			m.cfg.Log.Warn("browser does not answer; restarting it", "sandbox", s.ID())
+			e := m.entry(s.ID())
+			e.mu.Lock()
+			if e.run != nil {
+				e.run.stop()
+				e.lastExit = "restarted: DevTools did not answer"
+				e.run = nil
+			}
+			e.mu.Unlock()
+			if _, err := m.ensure(ctx, s, nil); err != nil {
+				return nil, err
+			}
+			return s.DialPort(ctx, sandbox.DevToolsPort)
+		case <-time.After(pollEvery):
+		}
+		if conn, err = s.DialPort(ctx, sandbox.DevToolsPort); err == nil || !fault.Is(err, fault.Unavailable) {
+			return conn, err
+		}
+	}
 }
 
 // VNC returns a fresh connection to the sandbox's VNC server. A sandbox

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +199,39 @@ func TestVNCRelayCarriesTheDesktop(t *testing.T) {
 	read(1)
 	if n := binary.BigEndian.Uint16(read(2)); n == 0 {
 		t.Fatal("framebuffer update with no rectangles")
+	}
+}
+
+// TestPlaywrightOverTheCDPRelay drives the sandbox's browser with
+// Playwright's connectOverCDP (test/browser-ts): the relay URL plus the key
+// header fills a form and reads the result; without the key it is refused.
+func TestPlaywrightOverTheCDPRelay(t *testing.T) {
+	requireChromium(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "..", "test", "browser-ts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
+		t.Skip("playwright-core is not installed: run `npm ci --prefix test/browser-ts` (make deps does)")
+	}
+	d := daemontest.Start(t, nil)
+	admin := daemontest.NewClient(t, d)
+	k := admin.NewKey("agent-a", "agent")
+	id := admin.As(k.Key).NewSandbox(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "cdp-e2e.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SANDHOLD_CDP_URL=http://"+d.Addr()+"/sandboxes/"+id+"/cdp", "SANDHOLD_KEY="+k.Key)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("playwright: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"text":"hello sandhold"`) || !strings.Contains(string(out), `"withoutKey":"refused"`) {
+		t.Fatalf("playwright said: %s", out)
 	}
 }
