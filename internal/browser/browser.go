@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -645,4 +646,42 @@ func (r *running) stop() {
 	for _, p := range r.procs {
 		p.Release()
 	}
+}
+
+// HostReport says what of the browser runtime this host has, for
+// `sandhold doctor`.
+type HostReport struct {
+	Chromium bool
+	Version  string // `chromium --version`, when it ran
+	Desktop  bool   // Xvfb and x11vnc, for the headful desktop
+}
+
+// String is one line for the doctor's table.
+func (h HostReport) String() string {
+	switch {
+	case !h.Chromium:
+		return "browser: chromium not installed (" + chromiumPath + "); the browser, DevTools and VNC routes answer 'unsupported' (make deps installs it)"
+	case !h.Desktop:
+		return "browser: " + h.Version + "; headful desktop unavailable (Xvfb or x11vnc missing)"
+	}
+	return "browser: " + h.Version + "; headful desktop: Xvfb + x11vnc"
+}
+
+// ProbeHost checks the browser binaries on the host (the sandbox sees the
+// host's /usr read-only, so these are what a sandbox runs).
+func ProbeHost(ctx context.Context) HostReport {
+	var h HostReport
+	if Available() != nil {
+		return h
+	}
+	h.Chromium, h.Version = true, "chromium (version unknown)"
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, chromiumPath, "--version").Output(); err == nil { //nolint:gosec // G204: a fixed path, no arguments from input
+		h.Version = strings.TrimSpace(string(out))
+	}
+	_, errX := os.Stat(xvfbPath)
+	_, errV := os.Stat(x11vncPath)
+	h.Desktop = errX == nil && errV == nil
+	return h
 }
