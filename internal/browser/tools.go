@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -140,7 +141,7 @@ func RegisterTools(d *dispatch.Dispatcher, m *Manager, preview []uint16) {
 		if err != nil {
 			return nil, err
 		}
-		conn, err := s.DialPort(ctx, a.Port)
+		conn, err := dialStarting(ctx, s, a.Port)
 		if err != nil {
 			return nil, err
 		}
@@ -157,6 +158,28 @@ func RegisterTools(d *dispatch.Dispatcher, m *Manager, preview []uint16) {
 			return target(a.Sandbox, a.Port, map[string]any{"method": a.Method, "path": a.Path, "websocket": a.WebSocket})
 		},
 	}))
+}
+
+// previewStartWait is how long a preview waits for a server that is not
+// listening yet: an agent starts a dev server in the background and
+// shows its URL at once.
+const previewStartWait = 3 * time.Second
+
+// dialStarting dials port, retrying while nothing listens there, up to
+// previewStartWait.
+func dialStarting(ctx context.Context, s *sandbox.Sandbox, port int) (net.Conn, error) {
+	deadline := time.Now().Add(previewStartWait)
+	for {
+		conn, err := s.DialPort(ctx, port)
+		if err == nil || !fault.Is(err, fault.Unavailable) || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Relays are the open relayed sessions by key, so revoking a key closes
