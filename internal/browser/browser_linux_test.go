@@ -5,7 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/sandhold/sandhold/internal/agent/agenttest"
 	"github.com/sandhold/sandhold/internal/auth"
@@ -202,4 +208,168 @@ func mustSandbox(t *testing.T, sm *sandbox.Manager, id string) *sandbox.Sandbox 
 		t.Fatal(err)
 	}
 	return s
+}
+
+// cdpSession is a minimal DevTools client over a relayed connection.
+type cdpSession struct {
+	c    *websocket.Conn
+	next int
+}
+
+func openCDP(t *testing.T, bm *Manager, caller auth.Caller, id string) *cdpSession {
+	t.Helper()
+	v := devToolsGet(t, bm, caller, id, "/json/version")
+	ws, _ := v["webSocketDebuggerUrl"].(string)
+	u, err := url.Parse(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return bm.DevTools(ctx, caller, id)
+	}}}
+	c, _, err := websocket.Dial(ctx, "ws://127.0.0.1"+u.Path, &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		t.Fatalf("devtools websocket: %v", err)
+	}
+	c.SetReadLimit(32 << 20)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return &cdpSession{c: c}
+}
+
+// call sends one command (to a page session when session is set) and
+// returns its result, skipping events.
+func (s *cdpSession) call(t *testing.T, session, method string, params map[string]any) map[string]any {
+	t.Helper()
+	s.next++
+	msg := map[string]any{"id": s.next, "method": method, "params": params}
+	if session != "" {
+		msg["sessionId"] = session
+	}
+	b, _ := json.Marshal(msg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s.c.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, raw, err := s.c.Read(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		var r struct {
+			ID     int            `json:"id"`
+			Result map[string]any `json:"result"`
+			Error  map[string]any `json:"error"`
+		}
+		if json.Unmarshal(raw, &r) == nil && r.ID == s.next {
+			if r.Error != nil {
+				t.Fatalf("%s: %v", method, r.Error)
+			}
+			return r.Result
+		}
+	}
+}
+
+// navigate opens u in a new page and returns DevTools' error text ("" when
+// the page loaded).
+func (s *cdpSession) navigate(t *testing.T, u string) string {
+	t.Helper()
+	target := s.call(t, "", "Target.createTarget", map[string]any{"url": "about:blank"})
+	sess := s.call(t, "", "Target.attachToTarget", map[string]any{"targetId": target["targetId"], "flatten": true})
+	res := s.call(t, sess["sessionId"].(string), "Page.navigate", map[string]any{"url": u})
+	_ = s.call(t, "", "Target.closeTarget", map[string]any{"targetId": target["targetId"]})
+	e, _ := res["errorText"].(string)
+	return e
+}
+
+// hostAddr is a non-loopback IPv4 address of this host, or "".
+func hostAddr() string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// TestBrowserHonoursNetworkModeNone: in mode none a page loads from the
+// sandbox's own servers and from nowhere else (a server on the host's
+// network address is unreachable).
+func TestBrowserHonoursNetworkModeNone(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("the test server needs /usr/bin/python3")
+	}
+	ip := hostAddr()
+	if ip == "" {
+		t.Skip("this host has no non-loopback IPv4 address to test against")
+	}
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "host") }), ReadHeaderTimeout: 10 * time.Second}}
+	host.Start()
+	defer host.Close()
+	if r, err := http.Get(host.URL); err != nil {
+		t.Skip("the host's own server is unreachable from the host:", err)
+	} else {
+		_ = r.Body.Close()
+	}
+	sm, bm := newManagers(t, 256)
+	id := newSandbox(t, sm, ownerA)
+	s := mustSandbox(t, sm, id)
+	p, err := s.Spawn(context.Background(), sandbox.SpawnSpec{Argv: []string{"/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1", "8000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Release)
+	cdp := openCDP(t, bm, ownerA, id)
+	own := "not tried"
+	for range 20 {
+		if own = cdp.navigate(t, "http://127.0.0.1:8000/"); own == "" {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if own != "" {
+		t.Fatalf("the sandbox's own server did not load: %s", own)
+	}
+	if got := cdp.navigate(t, host.URL); got == "" {
+		t.Fatalf("a server on the host (%s) loaded in a mode-none sandbox", host.URL)
+	} else {
+		t.Logf("host server from mode none: %s", got)
+	}
+}
+
+// TestBrowserStartAndIdleFigures logs a cold start's time to the first
+// DevTools answer and the idle browser's memory (figures for
+// BENCHMARKS.md; nothing is asserted about time).
+func TestBrowserStartAndIdleFigures(t *testing.T) {
+	sm, bm := newManagers(t, 256)
+	id := newSandbox(t, sm, ownerA)
+	s := mustSandbox(t, sm, id)
+	// Start the sandbox first, so only the browser is measured.
+	ex, err := s.Exec(context.Background(), sandbox.ExecRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ex.Done()
+	begin := time.Now()
+	devToolsGet(t, bm, ownerA, id, "/json/version")
+	cold := time.Since(begin)
+	time.Sleep(3 * time.Second)
+	e := bm.entry(id)
+	e.mu.Lock()
+	st, err := e.run.chromium.Stats()
+	e.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cold start to first DevTools answer: %v; idle browser memory (cgroup): %d MiB", cold.Round(time.Millisecond), st.MemoryBytes>>20)
 }
