@@ -80,7 +80,7 @@ func requireBrowser(t *testing.T) {
 		defer cancel()
 		out, err := exec.CommandContext(ctx, chromiumPath, "--headless=new", "--no-sandbox", "--disable-gpu", "--dump-dom", "about:blank").CombinedOutput()
 		if err != nil {
-			probe.err = fmt.Errorf("chromium cannot run on this host: %v: %.300s", err, out)
+			probe.err = fmt.Errorf("chromium cannot run on this host: %w: %.300s", err, out)
 		}
 	})
 	if probe.err != nil {
@@ -229,7 +229,10 @@ func openCDP(t *testing.T, bm *Manager, caller auth.Caller, id string) *cdpSessi
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return bm.DevTools(ctx, caller, id)
 	}}}
-	c, _, err := websocket.Dial(ctx, "ws://127.0.0.1"+u.Path, &websocket.DialOptions{HTTPClient: hc})
+	c, resp, err := websocket.Dial(ctx, "ws://127.0.0.1"+u.Path, &websocket.DialOptions{HTTPClient: hc})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
 	if err != nil {
 		t.Fatalf("devtools websocket: %v", err)
 	}

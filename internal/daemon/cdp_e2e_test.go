@@ -47,7 +47,10 @@ func cdpVersion(t *testing.T, c *daemontest.Client, id string) (string, daemonte
 // dialCDP opens the DevTools WebSocket with key and checks one command.
 func dialCDP(t *testing.T, ctx context.Context, wsURL, key string) *websocket.Conn {
 	t.Helper()
-	c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"X-API-Key": {key}}})
+	c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"X-API-Key": {key}}})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
 	if err != nil {
 		t.Fatalf("dial %s: %v", wsURL, err)
 	}
@@ -107,7 +110,11 @@ func TestCDPRelayIsAuthenticatedScopedAndEndedByHaltAndRevocation(t *testing.T) 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// The WebSocket without a credential is refused; another key's too.
-	if _, resp, err := websocket.Dial(ctx, ws, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+	_, resp, err := websocket.Dial(ctx, ws, nil)
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("websocket without a key: %v %v", resp, err)
 	}
 
@@ -152,6 +159,9 @@ func TestVNCRelayCarriesTheDesktop(t *testing.T) {
 			body, _ = io.ReadAll(resp.Body)
 		}
 		t.Fatalf("dial the desktop: %v %s", err, body)
+	}
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
 	}
 	defer func() { _ = c.CloseNow() }()
 	c.SetReadLimit(64 << 20)
@@ -234,4 +244,73 @@ func TestPlaywrightOverTheCDPRelay(t *testing.T) {
 	if !strings.Contains(string(out), `"text":"hello sandhold"`) || !strings.Contains(string(out), `"withoutKey":"refused"`) {
 		t.Fatalf("playwright said: %s", out)
 	}
+}
+
+// cdpCall sends one DevTools command over c and returns its result,
+// skipping events.
+func cdpCall(t *testing.T, ctx context.Context, c *websocket.Conn, id int, session, method string, params map[string]any) map[string]any {
+	t.Helper()
+	msg := map[string]any{"id": id, "method": method, "params": params}
+	if session != "" {
+		msg["sessionId"] = session
+	}
+	b, _ := json.Marshal(msg)
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, raw, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		var r struct {
+			ID     int            `json:"id"`
+			Result map[string]any `json:"result"`
+		}
+		if json.Unmarshal(raw, &r) == nil && r.ID == id {
+			return r.Result
+		}
+	}
+}
+
+// TestBrowserInProxyModeGoesThroughTheAllowList: a page in a mode-proxy
+// sandbox asks for a host that is not on the sandbox's list; the proxy
+// refuses it and the refusal is in the audit log.
+func TestBrowserInProxyModeGoesThroughTheAllowList(t *testing.T) {
+	requireChromium(t)
+	d := daemontest.Start(t, nil)
+	admin := daemontest.NewClient(t, d)
+	k := admin.NewKey("agent-a", "agent")
+	a := admin.As(k.Key)
+	id := a.NewSandbox(map[string]any{"network": map[string]any{"mode": "proxy", "allow": []string{"allowed.example"}}})
+	ws, r := cdpVersion(t, a, id)
+	if r.Status != http.StatusOK {
+		t.Fatalf("version: %d %s", r.Status, r.Raw)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	c := dialCDP(t, ctx, ws, k.Key)
+	defer func() { _ = c.CloseNow() }()
+	target := cdpCall(t, ctx, c, 2, "", "Target.createTarget", map[string]any{"url": "about:blank"})
+	sess := cdpCall(t, ctx, c, 3, "", "Target.attachToTarget", map[string]any{"targetId": target["targetId"], "flatten": true})
+	// The proxy answers the refusal itself (an error page, or a failed
+	// navigation for HTTPS); what matters is that it was asked and said no.
+	_ = cdpCall(t, ctx, c, 4, sess["sessionId"].(string), "Page.navigate", map[string]any{"url": "http://unlisted.example/"})
+	auditHasVerdict(t, admin, id, "network.connect", "deny", "unlisted.example")
+}
+
+// auditHasVerdict fails unless an action on sandbox id with verdict names
+// host in its record.
+func auditHasVerdict(t *testing.T, admin *daemontest.Client, id, action, verdict, host string) {
+	t.Helper()
+	var raw json.RawMessage
+	for range 100 {
+		r := daemontest.WithT(admin, t).Do("GET", "/v1/audit?action="+action+"&sandbox="+id, nil)
+		raw = r.Raw
+		if strings.Contains(string(r.Raw), host) && strings.Contains(string(r.Raw), `"verdict":"`+verdict) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no %s %s record naming %s: %.2000s", verdict, action, host, raw)
 }

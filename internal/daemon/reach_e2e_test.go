@@ -126,7 +126,10 @@ func TestPreviewProxyReachesTheSandboxsServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	wsURL := "ws://" + d.Addr() + "/sandboxes/" + id + "/proxy/8001/ws"
-	c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + a.Key}}})
+	c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + a.Key}}})
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
 	if err != nil {
 		t.Fatalf("websocket through the proxy: %v", err)
 	}
