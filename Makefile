@@ -21,7 +21,7 @@ all: build
 
 ## build: static binary in bin/sandhold, carrying the lean sandbox init
 ## (cmd/sandhold-init, embedded with -tags leaninit, run from a sealed memfd)
-build:
+build: console
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(INIT_BIN) ./cmd/sandhold-init
 	CGO_ENABLED=0 $(GO) build -trimpath -tags leaninit -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandhold
 
@@ -68,8 +68,15 @@ $(GOLANGCI):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
+## console: the web console's assets (web/, esbuild from npm) into
+## internal/console/dist, which the Go build embeds; without npm the
+## binary serves a page saying how to build them
+.PHONY: console
+console:
+	@if command -v npm >/dev/null; then cd web && npm ci --no-audit --no-fund && npm run build; else echo "npm not found: the console is not built (the binary serves a page saying how)"; fi
+
 ## deps: whatever the tests need on the machine (system packages go here)
-deps: mcp-ts
+deps: mcp-ts console
 	@$(GO) version
 	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq python3-matplotlib || { apt-get update -qq && apt-get install -y -qq python3-matplotlib; }; }; } || echo "python3-matplotlib not installed: the image test will skip"
@@ -77,6 +84,8 @@ deps: mcp-ts
 	@test -x /usr/sbin/mkfs.ext4 || test -x /sbin/mkfs.ext4 || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
 	@# PostgreSQL store tests: Debian's server binaries (internal/store/pgtest runs initdb + postgres in a temp dir)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq postgresql || { apt-get update -qq && apt-get install -y -qq postgresql; }; }; } || echo "postgresql not installed: the PostgreSQL store tests will skip"
+	@# the console's browser test (internal/console): Debian's Chromium, driven by playwright-core
+	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || echo "chromium not installed: the console browser test will skip"
 	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
 	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 	@# the browser in each sandbox (internal/browser): Chromium, and Xvfb + x11vnc for the headful desktop
@@ -93,6 +102,11 @@ bench: build
 bench-load: build
 	$(GO) run ./bench load -server $(BIN)
 
+## bench-cluster: 3 nodes on a throw-away PostgreSQL: forwarding ratio, creates/s, audit, propagation
+.PHONY: bench-cluster
+bench-cluster: build
+	$(GO) run ./bench cluster -server $(BIN)
+
 ## bench-density: 1,000 idle sandboxes: memory added and create latency
 bench-density: build
 	$(GO) run ./bench density -server $(BIN)
@@ -105,17 +119,30 @@ clean:
 mcp-ts:
 	@if command -v npm >/dev/null; then npm ci --prefix test/mcp-ts --no-audit --no-fund; else echo "npm not found: the TypeScript MCP client test will skip"; fi
 
-## helm-check: lint and render the Kubernetes chart (deploy/kubernetes); the Go test there checks the objects
+## helm-check: lint and render the Kubernetes chart (deploy/kubernetes), validate the objects with
+## kubeconform (strict) against schemas made offline from a Kubernetes OpenAPI document a Go module ships;
+## the Go test there checks the objects
 HELM         := $(TOOLS)/helm
 HELM_VERSION := v3.22.0
+KUBECONFORM         := $(TOOLS)/kubeconform
+KUBECONFORM_VERSION := v0.8.0
+K8S_SCHEMAS         := $(TOOLS)/k8s-schemas
 .PHONY: helm-check
-helm-check: $(HELM)
+helm-check: $(HELM) $(KUBECONFORM) $(K8S_SCHEMAS)
 	$(HELM) lint deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=$$(printf 's%.0s' $$(seq 32)),secret.adminKey=shk_$$(printf 'k%.0s' $$(seq 43))
-	$(HELM) template sb deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >/dev/null
+	$(HELM) template sb deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >$(TOOLS)/chart.yaml
+	$(KUBECONFORM) -strict -summary -schema-location '$(K8S_SCHEMAS)/{{.ResourceKind}}{{.KindSuffix}}.json' $(TOOLS)/chart.yaml
 
 $(HELM):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+$(KUBECONFORM):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+
+$(K8S_SCHEMAS): deploy/kubernetes/schemagen/main.go
+	$(GO) run ./deploy/kubernetes/schemagen -out $@.tmp && rm -rf $@ && mv $@.tmp $@
 
 # ---------------------------------------------------------------------------
 # Release provenance and supply-chain gates (SECURITY.md, "Release and

@@ -65,6 +65,10 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&lo.hot, "hot", 16, "of the clients, those on the first key's sandbox (load, soak)")
 	fs.DurationVar(&lo.settle, "settle", time.Minute, "wait after the load before measuring again (load, soak)")
 	fs.DurationVar(&lo.duration, "duration", 30*time.Minute, "soak duration")
+	var dbURL string
+	var creates int
+	fs.StringVar(&dbURL, "database-url", "", "PostgreSQL for bench cluster (default: a throw-away server in a temp dir)")
+	fs.IntVar(&creates, "creates", 30, "sandboxes created through the 3 nodes (cluster)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,6 +77,8 @@ func run(ctx context.Context, args []string) error {
 		return core(ctx, o)
 	case "density":
 		return density(ctx, o)
+	case "cluster":
+		return clusterBench(ctx, o, dbURL, creates)
 	case "files":
 		return files(ctx, o)
 	case "load":
@@ -80,7 +86,7 @@ func run(ctx context.Context, args []string) error {
 	case "soak":
 		return soak(ctx, o, lo)
 	}
-	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak)", mode)
+	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster)", mode)
 }
 
 // latency holds samples of one figure.

@@ -18,7 +18,7 @@ import (
 
 // aioTags are the AIO tags issue 5 and the file API implement; every
 // operation under them that the router serves must be called below.
-var aioTags = map[string]bool{"sandbox": true, "shell": true, "bash": true, "file": true, "code": true, "jupyter": true}
+var aioTags = map[string]bool{"sandbox": true, "shell": true, "bash": true, "file": true, "code": true, "jupyter": true, "mcp": true, "auth": true}
 
 // step is one call of the conformance run. Path is AIO's path template;
 // {name} is filled from the captured state.
@@ -30,7 +30,10 @@ type step struct {
 	body      any // JSON body (nil: none); a func(state) any is called
 	multipart bool
 	// raw: the answer is not JSON (a download); only the status counts.
-	raw  bool
+	raw bool
+	// bare: the answer is JSON but not an envelope (AIO's GET /auth is a
+	// map of strings); only its schema counts.
+	bare bool
 	want int // expected status; 0 is 200
 	// fail: a tool-level failure, which AIO answers 200 with success:false
 	// (errType: the FileOperationError's error_type it must carry).
@@ -47,6 +50,8 @@ type state map[string]string
 func steps() []step {
 	const f = "/workspace/conformance.txt"
 	return []step{
+		{method: "POST", path: "/tickets"},
+		{method: "GET", path: "/auth", bare: true},
 		{method: "GET", path: "/v1/sandbox"},
 		{method: "GET", path: "/v1/sandbox/packages/python"},
 		{method: "GET", path: "/v1/sandbox/packages/nodejs"},
@@ -106,6 +111,16 @@ func steps() []step {
 		{method: "DELETE", path: "/v1/jupyter/sessions/{session_id}", params: map[string]string{"session_id": "conf-nb"}},
 		{method: "DELETE", path: "/v1/jupyter/sessions"},
 		{method: "POST", path: "/v1/jupyter/execute", body: map[string]any{"code": "1", "session_id": "conf-nb"}, fail: true},
+
+		{method: "GET", path: "/v1/mcp/servers"},
+		{method: "GET", path: "/v1/mcp/{server_name}/tools", params: map[string]string{"server_name": "sandhold"}},
+		{method: "GET", path: "/v1/mcp/{server_name}/tools", params: map[string]string{"server_name": "nope"}, fail: true},
+		{method: "POST", path: "/v1/mcp/{server_name}/tools/{tool_name}", params: map[string]string{"server_name": "sandhold", "tool_name": "file_list"},
+			body: map[string]any{"path": "/workspace"}},
+		{method: "POST", path: "/v1/mcp/{server_name}/tools/{tool_name}", params: map[string]string{"server_name": "sandhold", "tool_name": "file.read"},
+			body: map[string]any{"file": "/workspace/conformance.txt"}},
+		{method: "POST", path: "/v1/mcp/{server_name}/tools/{tool_name}", params: map[string]string{"server_name": "sandhold", "tool_name": "no_such_tool"},
+			body: map[string]any{}, fail: true},
 	}
 }
 
@@ -245,6 +260,9 @@ func runStep(t *testing.T, s *server, v *aiotest.Validator, prefix string, sp st
 	}
 	if err := v.Validate(sp.method, sp.path, out); err != nil {
 		t.Errorf("%s %s (status %d): %v\nbody: %s", sp.method, target, status, err, trim(out))
+		return
+	}
+	if sp.bare {
 		return
 	}
 	var env struct {

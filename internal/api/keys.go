@@ -100,6 +100,9 @@ var (
 func (s *Server) FoundationTools(d *dispatch.Dispatcher) {
 	s.disp = d
 	d.Observe(noteTool)
+	for _, t := range AuthTools() {
+		d.MustRegister(t)
+	}
 	d.MustRegister(dispatch.Tool{
 		Name: ToolKeysList, Description: "List API keys", Risk: guard.Safe, Roles: adminOnly,
 		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) { return s.auth.ListKeys(ctx) },

@@ -2,22 +2,42 @@ package api
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 )
 
-// MCPPath is where the MCP streamable HTTP endpoint is served.
-const MCPPath = "/mcp"
+// MCPPath is where the MCP streamable HTTP endpoint is served; MCPAlias
+// serves it too, as AIO does.
+const (
+	MCPPath  = "/mcp"
+	MCPAlias = "/v1/mcp"
+)
 
 // MCPRoutes mounts the MCP endpoint (internal/mcp's Hub) behind the same
 // middleware as every route: a key in a header, Host/Origin checks, the
 // body cap. Tool calls inside go through the dispatcher.
+//
+// It also mounts AIO's mcp REST routes (aio_mcp.go) from the AIO route
+// table: the servers, their tools, a tool call.
 func (s *Server) MCPRoutes(h http.Handler) {
-	for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-		s.router.Method(m, MCPPath, h)
+	for _, path := range []string{MCPPath, MCPAlias} {
+		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			s.router.Method(m, path, h)
+		}
+		s.documentMCP(path)
+	}
+	s.mountAIO(nil, groupMCP)
+}
+
+// documentMCP documents the MCP endpoint at path.
+func (s *Server) documentMCP(path string) {
+	id := "mcp"
+	if path != MCPPath {
+		id = "mcp-v1"
 	}
 	s.api.OpenAPI().AddOperation(&huma.Operation{
-		OperationID: "mcp", Method: http.MethodPost, Path: MCPPath, Tags: []string{"mcp"}, Security: Security,
+		OperationID: id, Method: http.MethodPost, Path: path, Tags: []string{"mcp"}, Security: Security,
 		Summary: "Model Context Protocol (streamable HTTP)",
 		Description: "JSON-RPC messages of the Model Context Protocol (streamable HTTP transport; GET opens a session's " +
 			"event stream, DELETE ends the session). Tools are the dispatcher's tools with dots written as underscores " +
@@ -34,7 +54,7 @@ func (s *Server) MCPRoutes(h http.Handler) {
 		{http.MethodDelete, "mcp-end", "Model Context Protocol: end a session"},
 	} {
 		s.api.OpenAPI().AddOperation(&huma.Operation{
-			OperationID: m.id, Method: m.method, Path: MCPPath, Tags: []string{"mcp"}, Security: Security, Summary: m.summary,
+			OperationID: m.id + strings.TrimPrefix(id, "mcp"), Method: m.method, Path: path, Tags: []string{"mcp"}, Security: Security, Summary: m.summary,
 			Parameters: []*huma.Param{{Name: "Mcp-Session-Id", In: "header", Required: true, Schema: &huma.Schema{Type: "string"}}},
 			Responses:  map[string]*huma.Response{"200": {Description: "text/event-stream (GET) or an empty answer (DELETE)"}},
 		})

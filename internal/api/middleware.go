@@ -285,8 +285,11 @@ var publicPaths = []string{"/healthz", "/docs", "/openapi.json", "/openapi.yaml"
 // whatever it sends.
 func (s *Server) authMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(publicPaths, r.URL.Path) {
+		if slices.Contains(publicPaths, r.URL.Path) || s.sessionPublic(r) {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if s.serveSession(w, r, next) { // the console's cookie (console_hook.go)
 			return
 		}
 		addr := auth.ClientIP(r.RemoteAddr)
@@ -365,7 +368,7 @@ func MustCaller(ctx context.Context) (auth.Caller, error) {
 }
 
 // kindMediaType is the 415 answer: the route takes JSON (or, for upload
-// routes, the types listed in bodyTypes) and the request sent another
+// routes, the types their AIO row takes) and the request sent another
 // content type. It lives here, not in fault, because only the HTTP edge
 // produces it.
 const kindMediaType fault.Kind = "unsupported_media_type"
@@ -380,16 +383,6 @@ var methodOverrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", 
 
 // methodOverrideParams are the query-string spellings of the same trick.
 var methodOverrideParams = []string{"_method", "x-http-method-override"}
-
-// bodyTypes are the routes (method and pattern, without the
-// /sandboxes/{id} prefix) whose body is not JSON, with the media types
-// they take. Every other route that receives a body takes JSON only.
-var bodyTypes = map[string][]string{
-	// AIO's upload: a multipart form, or the raw file.
-	"POST /v1/file/upload": {"multipart/form-data", "application/octet-stream"},
-	// tus-style resumable artifact chunks.
-	"PATCH /v1/artifacts/{ref}": {"application/offset+octet-stream", "application/octet-stream"},
-}
 
 // requestShapeMiddleware refuses method overrides (400) and, on a request
 // with a body, any content type the route does not take (415). It runs
@@ -433,13 +426,15 @@ func (s *Server) requestShapeMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-// checkContentType applies bodyTypes to a request with a body.
+// checkContentType applies the route's media types (aioBodyTypes) to a request with a body.
 func (s *Server) checkContentType(r *http.Request) error {
 	raw := r.Header.Get("Content-Type")
 	if s.rawBody(r) {
 		return nil // relayed as sent (reach.go)
 	}
-	allowed := bodyTypes[r.Method+" "+routeKey(s.routePattern(r))]
+	// Routes whose body is not JSON say so in their AIO row (the upload,
+	// artifact chunks); every other route takes JSON only.
+	allowed := aioBodyTypes(r.Method, s.routePattern(r))
 	if raw == "" {
 		return nil // read as JSON (see requestShapeMiddleware); upload routes take raw bytes
 	}
@@ -504,7 +499,7 @@ func (s *Server) emptyMeansDefaults(r *http.Request) bool {
 		return false
 	}
 	p := s.routePattern(r)
-	return p != "" && bodyTypes[r.Method+" "+routeKey(p)] == nil && !s.rawBody(r)
+	return p != "" && aioBodyTypes(r.Method, p) == nil && !s.rawBody(r)
 }
 
 // emptyObject is the body an empty request is read as.

@@ -66,6 +66,15 @@ var credentialHeaders = []string{"Authorization", "X-API-Key", "X-AIO-API-Key", 
 // wiping the origin's storage.
 var unsafeResponseHeaders = []string{"Service-Worker-Allowed", "Clear-Site-Data"}
 
+// previewSandbox puts every preview page in an opaque origin of its own
+// (a CSP sandbox without allow-same-origin): the page shares this server's
+// host, and the web console signs people in with a cookie, so a page the
+// sandbox serves must not act as this origin — read the API with a
+// signed-in person's session, or reach the console's storage. Scripts,
+// forms and popups still work; a page's own cookies and localStorage do
+// not (serve such an app under its own host name through a reverse proxy).
+const previewSandbox = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads allow-pointer-lock"
+
 // Reach serves the relay routes; Revoke is the daemon's revocation hook.
 type Reach struct {
 	s      *Server
@@ -249,6 +258,10 @@ func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel
 		ModifyResponse: func(resp *http.Response) error {
 			for _, hd := range unsafeResponseHeaders {
 				resp.Header.Del(hd)
+			}
+			if kind == "preview" {
+				// Added beside any policy of the page's own (both apply).
+				resp.Header.Add("Content-Security-Policy", previewSandbox)
 			}
 			if modify != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 				return modify(resp)

@@ -71,12 +71,19 @@ type Server struct {
 	// rawBodyPatterns are route patterns whose bodies are relayed as sent,
 	// any media type (reach.go); set before serving, read-only afterwards.
 	rawBodyPatterns []string
+	// session is the web console's cookie sign-in (console_hook.go); nil
+	// without the console. Set before serving.
+	session SessionAuth
 
 	verifyMu sync.Mutex // one audit verification at a time: it reads the whole log
 
 	// disp is the dispatcher the foundation routes call (keys, tickets,
 	// audit); set by FoundationTools before serving.
 	disp *dispatch.Dispatcher
+
+	// codeCfg is what GET /v1/jupyter/info reports; set by CodeRoutes
+	// before serving.
+	codeCfg CodeConfig
 }
 
 // humaDefaultMaxBody is what huma gives an operation with a body that left
@@ -192,6 +199,7 @@ func (s *Server) routes() {
 	s.keyRoutes()
 	s.ticketRoutes()
 	s.auditRoutes()
+	s.mountAIO(nil, groupAuth) // the dispatcher is FoundationTools'
 }
 
 // HealthOutput is GET /healthz.

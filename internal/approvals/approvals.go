@@ -10,12 +10,20 @@
 // unused (an expired approval counts as denied). Memory is bounded: pending
 // approvals per key and in all are capped, and decided ones are forgotten
 // after a retention time.
+//
+// On one host the approvals live in memory. The nodes of a cluster share
+// them through the store (Options.Shared, PostgreSQL): every step reads and
+// writes them under one database lock, so an operator may decide on any
+// node, the caller may retry on any node, and a grant is still used once.
 package approvals
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -24,6 +32,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/store"
 )
 
 // Status of an approval.
@@ -87,7 +96,24 @@ type Options struct {
 	MaxPerKey  int
 	MaxTotal   int
 	Now        func() time.Time
+	// Shared, when set, holds the approvals instead of memory (the nodes
+	// of a cluster share them); a waiting caller polls it every PollEvery.
+	Shared    Shared
+	PollEvery time.Duration
 }
+
+// Shared is the store's side of shared approvals (store.Postgres).
+type Shared interface {
+	UpdateApprovals(ctx context.Context, fn func(rows []store.ApprovalRow) (put []store.ApprovalRow, del []string, err error)) error
+}
+
+// sharedTimeout bounds one step on the shared store for the methods that
+// have no context of their own.
+const sharedTimeout = 10 * time.Second
+
+// defaultPollEvery: how often a waiting caller looks for a decision made
+// on another node.
+const defaultPollEvery = 200 * time.Millisecond
 
 // Service holds the approvals. Safe for concurrent use.
 type Service struct {
@@ -120,7 +146,71 @@ func New(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.PollEvery <= 0 {
+		o.PollEvery = defaultPollEvery
+	}
 	return &Service{o: o, byID: make(map[string]*Approval)}
+}
+
+// with runs fn with the approvals in s.byID, serialised: in memory under
+// s.mu; with a shared store also under the store's lock, loaded before fn
+// and what fn changed written back after it. An error from fn (or the
+// store) leaves the approvals as they were.
+func (s *Service) with(ctx context.Context, fn func(now time.Time) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.o.Shared == nil {
+		return fn(s.o.Now())
+	}
+	var fnErr error
+	err := s.o.Shared.UpdateApprovals(ctx, func(rows []store.ApprovalRow) ([]store.ApprovalRow, []string, error) {
+		before := make(map[string][]byte, len(rows))
+		s.byID = make(map[string]*Approval, len(rows))
+		for _, r := range rows {
+			ap := &Approval{}
+			if err := json.Unmarshal(r.Doc, ap); err != nil || ap.ID != r.ID {
+				return nil, nil, fmt.Errorf("approvals: stored approval %q is unreadable", r.ID)
+			}
+			ap.done = make(chan struct{})
+			s.byID[r.ID], before[r.ID] = ap, r.Doc
+		}
+		if fnErr = fn(s.o.Now()); fnErr != nil {
+			return nil, nil, fnErr
+		}
+		var put []store.ApprovalRow
+		for id, ap := range s.byID {
+			doc, err := json.Marshal(ap)
+			if err != nil {
+				return nil, nil, fmt.Errorf("approvals: encode: %w", err)
+			}
+			if !bytes.Equal(doc, before[id]) {
+				put = append(put, store.ApprovalRow{ID: id, Doc: doc})
+			}
+		}
+		var del []string
+		for id := range before {
+			if _, ok := s.byID[id]; !ok {
+				del = append(del, id)
+			}
+		}
+		return put, del, nil
+	})
+	s.byID = nil // the store holds them; nothing is read from memory
+	if fnErr != nil && errors.Is(err, fnErr) {
+		return fnErr
+	}
+	if err != nil {
+		// The store failed: refuse (fail closed), without its detail.
+		return fault.Wrap(fault.Unavailable, err, "approvals are unavailable: the shared store did not answer")
+	}
+	return nil
+}
+
+// withTimeout is with for the methods that have no context.
+func (s *Service) withTimeout(fn func(now time.Time) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), sharedTimeout)
+	defer cancel()
+	return s.with(ctx, fn)
 }
 
 // MaxWait is the longest a caller may wait for a decision.
@@ -129,64 +219,105 @@ func (s *Service) MaxWait() time.Duration { return s.o.MaxWait }
 // Request implements dispatch.Approvals.
 func (s *Service) Request(ctx context.Context, c auth.Caller, t *dispatch.Tool, a dispatch.Assessment, args any) error {
 	hash := Hash(t.Name, args)
-	s.mu.Lock()
-	now := s.o.Now()
-	s.expireLocked(now)
-	var pending *Approval
-	for _, ap := range s.byID {
-		if ap.Actor != c.KeyID || ap.Tool != t.Name || ap.ArgsHash != hash {
-			continue
+	var id string
+	var done chan struct{}
+	used := false
+	err := s.with(ctx, func(now time.Time) error {
+		s.expireLocked(now)
+		var pending *Approval
+		for _, ap := range s.byID {
+			if ap.Actor != c.KeyID || ap.Tool != t.Name || ap.ArgsHash != hash {
+				continue
+			}
+			switch ap.Status {
+			case Approved:
+				ap.Status = Used
+				used = true
+				return nil
+			case Pending:
+				pending = ap
+			}
 		}
-		switch ap.Status {
-		case Approved:
-			ap.Status = Used
-			s.mu.Unlock()
-			return nil
-		case Pending:
-			pending = ap
+		if pending == nil {
+			var err error
+			if pending, err = s.addLocked(now, c, t, a, args, hash); err != nil {
+				return err
+			}
 		}
+		id, done = pending.ID, pending.done
+		return nil
+	})
+	if err != nil || used {
+		return err
 	}
-	if pending == nil {
-		var err error
-		if pending, err = s.addLocked(now, c, t, a, args, hash); err != nil {
-			s.mu.Unlock()
-			return err
-		}
-	}
-	id, done := pending.ID, pending.done
-	s.mu.Unlock()
 
 	if wait := min(dispatch.ApprovalWait(ctx), s.o.MaxWait); wait > 0 {
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
-		select {
-		case <-done:
-			return s.afterWait(id)
-		case <-timer.C:
-		case <-ctx.Done():
+		var poll <-chan time.Time
+		if s.o.Shared != nil { // decided on any node: look again and again
+			tick := time.NewTicker(s.o.PollEvery)
+			defer tick.Stop()
+			poll, done = tick.C, nil
+		}
+		for {
+			select {
+			case <-done:
+				return s.afterWait(ctx, id)
+			case <-poll:
+				if decided, err := s.decided(ctx, id); err != nil || decided {
+					if err != nil {
+						return err
+					}
+					return s.afterWait(ctx, id)
+				}
+				continue
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			break
 		}
 	}
 	return &dispatch.ApprovalRequired{ID: id}
 }
 
-// afterWait turns the decision a waiting caller saw into its answer.
-func (s *Service) afterWait(id string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.expireLocked(s.o.Now())
-	ap := s.byID[id]
-	switch {
-	case ap == nil:
-		return fault.New(fault.Forbidden, "the approval expired")
-	case ap.Status == Approved:
-		ap.Status = Used
+// decided reports whether approval id is no longer pending.
+func (s *Service) decided(ctx context.Context, id string) (bool, error) {
+	var st Status
+	err := s.with(ctx, func(now time.Time) error {
+		s.expireLocked(now)
+		if ap := s.byID[id]; ap != nil {
+			st = ap.Status
+		}
 		return nil
-	case ap.Status == Denied:
-		return denied(ap)
-	case ap.Status == Expired:
-		return fault.Errorf(fault.Forbidden, "approval %s expired without a decision", ap.ID)
+	})
+	return st != Pending, err
+}
+
+// afterWait turns the decision a waiting caller saw into its answer.
+func (s *Service) afterWait(ctx context.Context, id string) error {
+	var answer error
+	err := s.with(context.WithoutCancel(ctx), func(now time.Time) error {
+		s.expireLocked(now)
+		ap := s.byID[id]
+		switch {
+		case ap == nil:
+			answer = fault.New(fault.Forbidden, "the approval expired")
+		case ap.Status == Approved:
+			ap.Status = Used
+		case ap.Status == Denied:
+			answer = denied(ap)
+		case ap.Status == Expired:
+			answer = fault.Errorf(fault.Forbidden, "approval %s expired without a decision", ap.ID)
+		default:
+			answer = &dispatch.ApprovalRequired{ID: id}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return &dispatch.ApprovalRequired{ID: id}
+	return answer
 }
 
 func denied(ap *Approval) error {
@@ -278,52 +409,61 @@ func (s *Service) Decide(by auth.Caller, id string, approve bool, note string) (
 	if len(note) > 512 {
 		note = note[:512]
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.o.Now()
-	s.expireLocked(now)
-	ap := s.byID[id]
-	if ap == nil {
-		return Approval{}, fault.New(fault.NotFound, "approval not found")
-	}
-	if ap.Status != Pending {
-		return ap.copy(), fault.Errorf(fault.Conflict, "approval %s is already %s", id, ap.Status)
-	}
-	ap.DecidedBy, ap.DecidedAt, ap.Note = by.KeyID, now.UTC(), note
-	if approve {
-		ap.Status = Approved
-		ap.ExpiresAt = now.Add(s.o.GrantTTL).UTC()
-	} else {
-		ap.Status = Denied
-	}
-	close(ap.done)
-	return ap.copy(), nil
+	var out Approval
+	err := s.withTimeout(func(now time.Time) error {
+		s.expireLocked(now)
+		ap := s.byID[id]
+		if ap == nil {
+			return fault.New(fault.NotFound, "approval not found")
+		}
+		if ap.Status != Pending {
+			out = ap.copy()
+			return fault.Errorf(fault.Conflict, "approval %s is already %s", id, ap.Status)
+		}
+		ap.DecidedBy, ap.DecidedAt, ap.Note = by.KeyID, now.UTC(), note
+		if approve {
+			ap.Status = Approved
+			ap.ExpiresAt = now.Add(s.o.GrantTTL).UTC()
+		} else {
+			ap.Status = Denied
+		}
+		close(ap.done)
+		out = ap.copy()
+		return nil
+	})
+	return out, err
 }
 
 // Get returns one approval: admins see every approval, other keys their
 // own (for polling); anything else is not found.
 func (s *Service) Get(c auth.Caller, id string) (Approval, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.expireLocked(s.o.Now())
-	ap := s.byID[id]
-	if ap == nil || (!c.IsAdmin() && ap.Actor != c.KeyID) {
-		return Approval{}, fault.New(fault.NotFound, "approval not found")
-	}
-	return ap.copy(), nil
+	var out Approval
+	err := s.withTimeout(func(now time.Time) error {
+		s.expireLocked(now)
+		ap := s.byID[id]
+		if ap == nil || (!c.IsAdmin() && ap.Actor != c.KeyID) {
+			return fault.New(fault.NotFound, "approval not found")
+		}
+		out = ap.copy()
+		return nil
+	})
+	return out, err
 }
 
-// List returns approvals, newest first, optionally of one status.
+// List returns approvals, newest first, optionally of one status. With a
+// shared store that does not answer it returns none (and logs nothing:
+// the operator's next call reports the store's failure).
 func (s *Service) List(status Status) []Approval {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.expireLocked(s.o.Now())
 	out := []Approval{}
-	for _, ap := range s.byID {
-		if status == "" || ap.Status == status {
-			out = append(out, ap.copy())
+	_ = s.withTimeout(func(now time.Time) error {
+		s.expireLocked(now)
+		for _, ap := range s.byID {
+			if status == "" || ap.Status == status {
+				out = append(out, ap.copy())
+			}
 		}
-	}
+		return nil
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
 	return out
 }

@@ -1,8 +1,8 @@
 // Package cluster makes the sandhold nodes that share one PostgreSQL store
 // act as one server: what an operator changes on one node (a HALT, the
 // policy, custom tools) is in force on every node within a notification's
-// round trip. Approvals are not shared yet: they live in the memory of the
-// node that asked for them.
+// round trip. Approvals need no following either: with a shared store they
+// live in it (approvals.Options.Shared), read and written under one lock.
 //
 // It guards against split brain on the operator's emergency controls: a
 // HALT made through one node must not leave agents running unhindered on

@@ -2,26 +2,15 @@ package cluster
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sandhold/sandhold/internal/agent/agenttest"
 	"github.com/sandhold/sandhold/internal/control"
 	"github.com/sandhold/sandhold/internal/policy"
 	"github.com/sandhold/sandhold/internal/store"
 	"github.com/sandhold/sandhold/internal/store/pgtest"
 )
-
-// TestMain lets the test binary serve as the sandboxes' init (the
-// end-to-end test runs real daemons) and stops the throw-away PostgreSQL.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "init" {
-		agenttest.Main(m) // runs the init and exits
-	}
-	os.Exit(pgtest.Main(m))
-}
 
 type freezer struct {
 	mu      sync.Mutex

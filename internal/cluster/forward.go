@@ -51,7 +51,7 @@ type Nodes interface {
 	NodeName() string
 	Nodes(ctx context.Context) ([]store.Node, error)
 	SandboxNode(ctx context.Context, id string) (string, error)
-	Heartbeat(ctx context.Context, address string, started time.Time, draining bool) error
+	Heartbeat(ctx context.Context, b store.Beat) error
 }
 
 // Forwarder routes requests for a sandbox to the node that runs it, and new
@@ -66,9 +66,15 @@ type Forwarder struct {
 	proxy  *httputil.ReverseProxy
 
 	draining atomic.Bool
+	// capacity is how many sandboxes this node takes (0: no limit), told
+	// to the others by the heartbeat.
+	capacity atomic.Int64
+	// client asks the other nodes for their part of a sandbox list.
+	client *http.Client
 
 	// mu guards the cached node list and the heartbeat's identity.
 	mu       sync.Mutex
+	owners   map[string]ownerAt // sandbox id → the node that runs it
 	cached   []store.Node
 	cachedAt time.Time
 	addr     string
@@ -82,7 +88,8 @@ func NewForwarder(nodes Nodes, secret string, log *slog.Logger) *Forwarder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Forwarder{nodes: nodes, self: nodes.NodeName(), secret: []byte(secret), log: log, now: time.Now}
+	f := &Forwarder{nodes: nodes, self: nodes.NodeName(), secret: []byte(secret), log: log, now: time.Now,
+		client: &http.Client{Timeout: listTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target := pr.In.Context().Value(targetKey{}).(*url.URL)
@@ -134,6 +141,10 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 			f.ready(w, r)
 			return
 		}
+		if isList(r) && len(f.secret) > 0 {
+			f.listAll(w, r, next)
+			return
+		}
 		node, ok := f.route(r)
 		if isCreate(r) {
 			defer f.invalidate() // the counts placement reads just changed
@@ -157,7 +168,7 @@ func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
 	if !ok {
 		return store.Node{}, false
 	}
-	owner, err := f.nodes.SandboxNode(ctx, id)
+	owner, err := f.owner(ctx, id)
 	if err != nil || owner == f.self {
 		return store.Node{}, false // unknown here and everywhere: the API answers 404
 	}
@@ -169,20 +180,66 @@ func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
 	return store.Node{Name: owner}, true // never registered: reported lost
 }
 
-// place returns the live, non-draining node with the fewest sandboxes
-// (ties by name, so placement is stable), or ok=false to create here.
+// Sandboxes never move, so who runs one is remembered for ownerTTL (at
+// most maxOwners ids) instead of asked of the store on every request.
+const (
+	ownerTTL  = time.Minute
+	maxOwners = 4096
+)
+
+type ownerAt struct {
+	node string
+	at   time.Time
+}
+
+// owner returns the node that runs sandbox id. Only found owners are
+// remembered: a sandbox created a moment ago on another node is found at
+// the next request.
+func (f *Forwarder) owner(ctx context.Context, id string) (string, error) {
+	now := f.now()
+	f.mu.Lock()
+	o, ok := f.owners[id]
+	f.mu.Unlock()
+	if ok && now.Sub(o.at) < ownerTTL {
+		return o.node, nil
+	}
+	node, err := f.nodes.SandboxNode(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	if f.owners == nil || len(f.owners) >= maxOwners {
+		f.owners = make(map[string]ownerAt)
+	}
+	f.owners[id] = ownerAt{node, now}
+	f.mu.Unlock()
+	return node, nil
+}
+
+// place returns the live, non-draining node with capacity that has the
+// fewest sandboxes (ties by name, so placement is stable), or ok=false to
+// create here (no node registered yet: a cluster's first moments).
 func (f *Forwarder) place(ctx context.Context) (store.Node, bool) {
 	now := f.now()
 	var live []store.Node
+	full := false
 	for _, n := range f.list(ctx) {
 		self := n.Name == f.self
-		if n.Alive(now, DeadAfter) && !n.Draining && (self || len(f.secret) > 0) && (!self || !f.draining.Load()) {
-			live = append(live, n)
+		if !n.Alive(now, DeadAfter) || n.Draining || (!self && len(f.secret) == 0) || (self && f.draining.Load()) {
+			continue
 		}
+		if n.Full() {
+			full = true
+			continue
+		}
+		live = append(live, n)
 	}
 	if len(live) == 0 {
-		if f.draining.Load() {
-			return store.Node{Name: "-draining"}, true // refused in forward
+		switch {
+		case f.draining.Load():
+			return store.Node{Name: nodeDraining}, true // refused in forward
+		case full:
+			return store.Node{Name: nodeFull}, true
 		}
 		return store.Node{}, false
 	}
@@ -194,6 +251,12 @@ func (f *Forwarder) place(ctx context.Context) (store.Node, bool) {
 	})
 	return live[0], true
 }
+
+// Placement answers that are not a node: refused in forward.
+const (
+	nodeDraining = "-draining"
+	nodeFull     = "-full"
+)
 
 func isCreate(r *http.Request) bool {
 	return r.Method == http.MethodPost && (r.URL.Path == "/v1/sandboxes" || r.URL.Path == "/v1/sandboxes/")
@@ -221,8 +284,12 @@ func (f *Forwarder) list(ctx context.Context) []store.Node {
 }
 
 func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, n store.Node) {
-	if n.Name == "-draining" {
+	switch n.Name {
+	case nodeDraining:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "this node is shutting down and no other node can take the sandbox", nil)
+		return
+	case nodeFull:
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "every node runs as many sandboxes as it takes (SANDBOX_NODE_CAPACITY)", nil)
 		return
 	}
 	if n.Address == "" || !n.Alive(f.now(), DeadAfter) {
@@ -328,6 +395,12 @@ func (f *Forwarder) Drain(ctx context.Context) {
 	f.beatOnce(ctx)
 }
 
+// SetCapacity sets how many sandboxes this node takes (0: no limit of its
+// own); the next heartbeat tells the other nodes. Placement is by the
+// records in the store, so creates that race each other may exceed it by
+// the number in flight.
+func (f *Forwarder) SetCapacity(n int) { f.capacity.Store(int64(max(n, 0))) }
+
 // Draining reports whether Drain was called.
 func (f *Forwarder) Draining() bool { return f.draining.Load() }
 
@@ -338,7 +411,8 @@ func (f *Forwarder) beatOnce(ctx context.Context) {
 	if addr == "" {
 		return // not beating (yet)
 	}
-	if err := f.nodes.Heartbeat(ctx, addr, started, f.draining.Load()); err != nil && ctx.Err() == nil {
+	b := store.Beat{Address: addr, Started: started, Draining: f.draining.Load(), Capacity: int(f.capacity.Load())}
+	if err := f.nodes.Heartbeat(ctx, b); err != nil && ctx.Err() == nil {
 		f.log.Warn("cluster: heartbeat", "err", err)
 	}
 }

@@ -17,9 +17,9 @@ type fakeNodes struct {
 	owner map[string]string
 }
 
-func (f *fakeNodes) NodeName() string                                         { return f.self }
-func (f *fakeNodes) Nodes(context.Context) ([]store.Node, error)              { return f.nodes, nil }
-func (f *fakeNodes) Heartbeat(context.Context, string, time.Time, bool) error { return nil }
+func (f *fakeNodes) NodeName() string                            { return f.self }
+func (f *fakeNodes) Nodes(context.Context) ([]store.Node, error) { return f.nodes, nil }
+func (f *fakeNodes) Heartbeat(context.Context, store.Beat) error { return nil }
 func (f *fakeNodes) SandboxNode(_ context.Context, id string) (string, error) {
 	if n, ok := f.owner[id]; ok {
 		return n, nil

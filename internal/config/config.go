@@ -101,6 +101,9 @@ type Config struct {
 	// sandboxes' requests to (SANDBOX_NODE_ADDR, default the listen
 	// address; in Kubernetes the pod IP).
 	NodeAddr string
+	// NodeCapacity is how many sandboxes this node takes before placement
+	// skips it (SANDBOX_NODE_CAPACITY, 0: no limit).
+	NodeCapacity int
 	// ClusterSecret authenticates node-to-node forwarding
 	// (SANDBOX_CLUSTER_SECRET). Without it a node serves only its own
 	// sandboxes. Never logged.

@@ -83,6 +83,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.NodeName = strings.TrimSpace(v); return nil }},
 	{key: "node_addr", env: "SANDBOX_NODE_ADDR", doc: "host:port the other nodes of a cluster reach this node at (default: the listen address)",
 		set: func(c *Config, v string) error { c.NodeAddr = strings.TrimSpace(v); return nil }},
+	{key: "node_capacity", env: "SANDBOX_NODE_CAPACITY", def: "0", doc: "sandboxes this cluster node takes before placement skips it (0: no limit)",
+		set: intField(func(c *Config, n int) { c.NodeCapacity = n })},
 	{key: "cluster_secret", env: "SANDBOX_CLUSTER_SECRET", secret: true, doc: "shared secret authenticating node-to-node forwarding (at least 32 characters)",
 		set: func(c *Config, v string) error { c.ClusterSecret = v; return nil }},
 	{key: "shutdown_grace", env: "SANDBOX_SHUTDOWN_GRACE", def: "15s", doc: "on SIGTERM: how long running requests may finish (a cluster node first stops taking new sandboxes)",

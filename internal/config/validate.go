@@ -243,6 +243,9 @@ func checkCluster(c Config) error {
 	if c.ShutdownGrace < 0 || c.ShutdownGrace > maxShutdownGrace {
 		return fmt.Errorf("SANDBOX_SHUTDOWN_GRACE: between 0 and %v", maxShutdownGrace)
 	}
+	if c.NodeCapacity < 0 {
+		return errors.New("SANDBOX_NODE_CAPACITY: must not be negative")
+	}
 	if c.NodeAddr != "" {
 		if _, _, err := net.SplitHostPort(c.NodeAddr); err != nil {
 			return fmt.Errorf("SANDBOX_NODE_ADDR: %q is not host:port", c.NodeAddr)

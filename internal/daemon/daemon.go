@@ -32,6 +32,7 @@ import (
 	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/console"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/posture"
@@ -211,6 +212,11 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		return nil, err
 	}
 
+	// The web console at / and its cookie sign-in (internal/console).
+	if _, err := console.Mount(d.api, console.Deps{Auth: d.auth, Keys: d.store, Audit: d.audit, Logger: d.log}); err != nil {
+		return nil, err
+	}
+
 	// 8. Dispatcher and sandboxes (the manager reaps a previous run's
 	// leftovers and a self-test sandbox proves the isolation).
 	if err := d.startSandboxes(ctx, o); err != nil {
@@ -336,6 +342,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var fw *cluster.Forwarder
 	if pg, ok := d.store.(*store.Postgres); ok { // a cluster node: forward other nodes' sandboxes
 		fw = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log)
+		fw.SetCapacity(d.cfg.NodeCapacity)
 		handler = fw.Handler(handler)
 	}
 	srv := &http.Server{

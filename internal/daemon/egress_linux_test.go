@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // These tests start real sandboxes and talk to them only over loopback:
@@ -588,8 +590,13 @@ func TestHammerDoesNotGrowMemory(t *testing.T) {
 	growth := float64(after.HeapAlloc) - float64(before.HeapAlloc)
 	t.Logf("10,000 requests in %v: %v; heap %d → %d bytes (%+.0f); goroutines %d; limiter buckets %d",
 		elapsed.Round(time.Millisecond), codes, before.HeapAlloc, after.HeapAlloc, growth, runtime.NumGoroutine(), s.d.Limiter().Tracked())
-	if codes[429] < 9_900 {
-		t.Fatalf("codes %v: want the limiter to refuse nearly all", codes)
+	// The bucket refills while the hammer runs, and how long it runs
+	// depends on the machine's load: the limiter may let through at most
+	// its burst plus what the rule refills in that time, never more.
+	rule := ratelimit.DefaultRules()[ratelimit.Command]
+	allowed := rule.Burst + int(math.Ceil(rule.PerMinute*elapsed.Minutes())) + 1
+	if codes[200] > allowed || codes[200]+codes[429] != 10_000 {
+		t.Fatalf("codes %v: the limiter may allow at most %d in %v", codes, allowed, elapsed)
 	}
 	// Each request leaves an audit row in SQLite (on disk, not the heap);
 	// what must not happen is per-request state kept in memory.

@@ -28,7 +28,11 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	d.dispatch.SetRateRules(pol.RateRules)
 	policy.RegisterTools(d.dispatch, pol)
 
-	apr := approvals.New(approvals.Options{})
+	var aopts approvals.Options
+	if pg, ok := d.store.(*store.Postgres); ok { // a cluster: every node sees and decides the same approvals
+		aopts.Shared = pg
+	}
+	apr := approvals.New(aopts)
 	d.dispatch.SetApprovals(apr)
 	approvals.RegisterTools(d.dispatch, apr)
 

@@ -72,6 +72,10 @@ func TestPreviewProxyReachesTheSandboxsServer(t *testing.T) {
 	if r.Status != http.StatusOK || strings.TrimSpace(string(r.Raw)) != "hello-preview" {
 		t.Fatalf("preview: %d %s", r.Status, r.Raw)
 	}
+	// The page runs in an opaque origin, never as this server's.
+	if csp := r.Header.Get("Content-Security-Policy"); !strings.HasPrefix(csp, "sandbox ") || strings.Contains(csp, "allow-same-origin") {
+		t.Fatalf("preview CSP %q", csp)
+	}
 	// The same at /absproxy/ (the full path reaches the server, which
 	// has no such file) and at /proxy/ of the caller's default sandbox
 	// (another sandbox, where nothing listens).

@@ -45,7 +45,24 @@ var notCapabilities = map[string]string{
 	"HEAD /sandboxes/{id}/proxy/{port}":    "redirect to /proxy/{port}/",
 	"GET /sandboxes/{id}/absproxy/{port}":  "redirect to /absproxy/{port}/",
 	"HEAD /sandboxes/{id}/absproxy/{port}": "redirect to /absproxy/{port}/",
+	// The web console (internal/console): static pages and its sign-in,
+	// which exchanges a key for a session; the console's actions are API
+	// calls that reach the dispatcher like any other.
+	"GET /":                              "the web console page",
+	"GET /console/assets/*":              "the web console's bundled assets",
+	"GET /sandboxes/{id}/vnc/index.html": "the noVNC page (its WebSocket relay is a capability)",
+	"POST /console/session":              "console sign-in (key checked by auth, audited)",
+	"GET /console/session":               "console session info",
+	"DELETE /console/session":            "console sign-out (audited)",
+	// AIO's alias of the same endpoint.
+	"POST /v1/mcp":   "MCP transport (tools/call dispatches)",
+	"GET /v1/mcp":    "MCP transport (server-to-client stream)",
+	"DELETE /v1/mcp": "MCP transport (ends a session)",
 }
+
+// pathValues fill path parameters whose value decides whether the route
+// has anything to call ("x" elsewhere): the MCP routes know one server.
+var pathValues = map[string]string{"server_name": "sandhold", "tool_name": "tools_list"}
 
 // validRequests are bodies and headers for plain handlers whose input is
 // not in the OpenAPI document (keyed by the path after any
@@ -111,7 +128,12 @@ func TestEveryRouteReachesTheDispatcher(t *testing.T) {
 		if _, ok := notCapabilities[key]; ok {
 			continue
 		}
-		path := pathParam.ReplaceAllStringFunc(rt.pattern, func(string) string { return "x" })
+		path := pathParam.ReplaceAllStringFunc(rt.pattern, func(p string) string {
+			if v, ok := pathValues[strings.Trim(p, "{}")]; ok {
+				return v
+			}
+			return "x"
+		})
 		path = strings.TrimSuffix(path, "*")
 		var body any
 		if rt.method == http.MethodPost || rt.method == http.MethodPut || rt.method == http.MethodPatch {

@@ -76,6 +76,16 @@ CREATE TABLE nodes (
 	heartbeat_ns BIGINT NOT NULL,
 	draining     BOOLEAN NOT NULL DEFAULT FALSE
 );`},
+	// A node's capacity (how many sandboxes it takes; 0: no limit), read by
+	// placement, and the approvals shared by the nodes of a cluster (one
+	// JSON document each, owned by internal/approvals). SQLite keeps both
+	// so the histories match; one host holds approvals in memory.
+	{7, "capacity_approvals", `
+ALTER TABLE nodes ADD COLUMN capacity INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE approvals (
+	id  TEXT PRIMARY KEY,
+	doc BLOB NOT NULL
+);`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -78,6 +78,12 @@ CREATE TABLE nodes (
 	heartbeat_ns BIGINT NOT NULL,
 	draining     BOOLEAN NOT NULL DEFAULT FALSE
 );`},
+	{7, "capacity_approvals", `
+ALTER TABLE nodes ADD COLUMN capacity INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE approvals (
+	id  TEXT PRIMARY KEY,
+	doc BYTEA NOT NULL
+);`},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations

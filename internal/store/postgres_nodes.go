@@ -17,6 +17,20 @@ type Node struct {
 	Heartbeat time.Time
 	Draining  bool
 	Sandboxes int // sandbox records it owns
+	// Capacity is how many sandboxes the node takes (0: no limit of its
+	// own); placement skips a node at capacity.
+	Capacity int
+}
+
+// Full reports whether the node runs as many sandboxes as it takes.
+func (n Node) Full() bool { return n.Capacity > 0 && n.Sandboxes >= n.Capacity }
+
+// Beat is what a node's heartbeat says about it.
+type Beat struct {
+	Address  string // host:port its peers forward to
+	Started  time.Time
+	Draining bool
+	Capacity int
 }
 
 // Alive reports whether the node's last heartbeat is within deadAfter.
@@ -27,16 +41,16 @@ func (n Node) Alive(now time.Time, deadAfter time.Duration) bool {
 // NodeName is the name this handle writes into sandbox records (WithNode).
 func (s *Postgres) NodeName() string { return s.node }
 
-// Heartbeat registers this node (WithNode) at address, or refreshes its
-// heartbeat and draining flag. started is kept from the first call of a run.
-func (s *Postgres) Heartbeat(ctx context.Context, address string, started time.Time, draining bool) error {
+// Heartbeat registers this node (WithNode) as b says, or refreshes its
+// heartbeat, draining flag and capacity.
+func (s *Postgres) Heartbeat(ctx context.Context, b Beat) error {
 	if s.node == "" {
 		return errors.New("heartbeat: this store handle has no node name")
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO nodes(name, address, started_ns, heartbeat_ns, draining) VALUES ($1, $2, $3, $4, $5)
+	_, err := s.pool.Exec(ctx, `INSERT INTO nodes(name, address, started_ns, heartbeat_ns, draining, capacity) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT(name) DO UPDATE SET address=excluded.address, started_ns=excluded.started_ns,
-			heartbeat_ns=excluded.heartbeat_ns, draining=excluded.draining`,
-		s.node, address, started.UnixNano(), time.Now().UnixNano(), draining)
+			heartbeat_ns=excluded.heartbeat_ns, draining=excluded.draining, capacity=excluded.capacity`,
+		s.node, b.Address, b.Started.UnixNano(), time.Now().UnixNano(), b.Draining, max(b.Capacity, 0))
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -45,7 +59,7 @@ func (s *Postgres) Heartbeat(ctx context.Context, address string, started time.T
 
 // Nodes returns every registered node with its sandbox count, by name.
 func (s *Postgres) Nodes(ctx context.Context) ([]Node, error) {
-	rows, err := s.pool.Query(ctx, `SELECT n.name, n.address, n.started_ns, n.heartbeat_ns, n.draining,
+	rows, err := s.pool.Query(ctx, `SELECT n.name, n.address, n.started_ns, n.heartbeat_ns, n.draining, n.capacity,
 			(SELECT count(*) FROM sandboxes sb WHERE sb.node = n.name)
 		FROM nodes n ORDER BY n.name`)
 	if err != nil {
@@ -56,7 +70,7 @@ func (s *Postgres) Nodes(ctx context.Context) ([]Node, error) {
 	for rows.Next() {
 		var n Node
 		var started, beat int64
-		if err := rows.Scan(&n.Name, &n.Address, &started, &beat, &n.Draining, &n.Sandboxes); err != nil {
+		if err := rows.Scan(&n.Name, &n.Address, &started, &beat, &n.Draining, &n.Capacity, &n.Sandboxes); err != nil {
 			return nil, fmt.Errorf("list nodes: %w", err)
 		}
 		n.Started, n.Heartbeat = time.Unix(0, started).UTC(), time.Unix(0, beat).UTC()

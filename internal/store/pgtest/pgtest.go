@@ -104,6 +104,10 @@ func Shared(t testing.TB) *Server {
 	return shared
 }
 
+// FindBinDir returns the directory holding initdb and postgres, for a
+// program (the cluster benchmark) that starts its own server with Start.
+func FindBinDir() (string, error) { return findBinDir() }
+
 // findBinDir finds the directory holding initdb and postgres: Debian's
 // versioned directories first (newest version), then $PATH.
 func findBinDir() (string, error) {

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+)
+
+// AIO's ticket flow mapped onto sandhold's tickets: POST /tickets mints
+// a one-time ticket (30 s, single use; the same as POST /v1/tickets) and
+// GET /auth answers 200 for a request that authenticates — with a key in
+// a header, or with ?ticket=… on the request itself (a ticket is used up
+// by it) — and 401 otherwise, so it can serve as an auth_request
+// subrequest. sandhold reads no JWT and no X-Original-URI: a ticket
+// travels on the request it authenticates.
+
+const groupAuth = "auth"
+
+// ToolAuthCheck is the tool behind GET /auth: who the request
+// authenticated as.
+const ToolAuthCheck = "auth.check"
+
+var aioAuthRows = []aioRoute{
+	plainRow(groupAuth, http.MethodPost, "/tickets", ToolTicketsCreate, "auth",
+		"Mint a one-time ticket (30 s, single use) for a WebSocket or browser request (AIO's ticket flow)",
+		reflect.TypeFor[AIOTicket](), aioTicket, native()),
+	plainRow(groupAuth, http.MethodGet, "/auth", ToolAuthCheck, "auth",
+		"Authenticate this request (a key in a header, or ?ticket=…): 200 with the key's id and role, else 401",
+		reflect.TypeFor[map[string]string](), aioAuth, native()),
+}
+
+// AIOTicket is POST /tickets: the envelope, with the ticket beside it as
+// AIO's clients read it.
+type AIOTicket struct {
+	Success   bool      `json:"success"`
+	Message   string    `json:"message"`
+	Data      Ticket    `json:"data"`
+	Hint      *string   `json:"hint"`
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+	ExpiresIn int       `json:"expires_in" doc:"seconds"`
+}
+
+// AuthCheck is auth.check's answer.
+type AuthCheck struct {
+	Status string `json:"status"`
+	KeyID  string `json:"key_id"`
+	Role   string `json:"role"`
+}
+
+// AuthTools are the tools of AIO's auth routes.
+func AuthTools() []dispatch.Tool {
+	return []dispatch.Tool{dispatch.Define(dispatch.Spec{
+		Name: ToolAuthCheck, Description: "Say which key authenticated the request (AIO's GET /auth)", Risk: guard.Safe, Roles: allRoles,
+	}, func(_ context.Context, c auth.Caller, _ struct{}) (AuthCheck, error) {
+		return AuthCheck{Status: "authenticated", KeyID: c.KeyID, Role: string(c.Role)}, nil
+	}, dispatch.Hooks[struct{}, AuthCheck]{})}
+}
+
+func aioTicket(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
+	args, err := e.defaults(rt.Tool, defaultArgs{})
+	var res any
+	if err == nil {
+		res, err = e.call(r.Context(), rt, args)
+	}
+	var t Ticket
+	if err == nil {
+		// The tool's answer by its JSON shape: its Go type may move
+		// with the ticket tools.
+		var b []byte
+		if b, err = json.Marshal(res); err == nil {
+			err = json.Unmarshal(b, &t)
+		}
+		if err == nil && t.Ticket == "" {
+			err = fault.New(fault.Internal, "internal error")
+		}
+	}
+	if err != nil {
+		e.fail(w, r, rt, "", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, AIOTicket{Success: true, Message: "ok", Data: t, Ticket: t.Ticket, ExpiresAt: t.ExpiresAt,
+		ExpiresIn: max(0, int(time.Until(t.ExpiresAt).Round(time.Second).Seconds()))})
+}
+
+func aioAuth(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
+	res, err := e.call(r.Context(), rt, struct{}{})
+	var a AuthCheck
+	if err == nil {
+		a, err = dispatch.ResultAs[AuthCheck](rt.Tool, res)
+	}
+	if err != nil {
+		e.fail(w, r, rt, "", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": a.Status, "key_id": a.KeyID, "role": a.Role})
+}
