@@ -90,6 +90,10 @@ deps: mcp-ts console
 	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || echo "chromium not installed: the console browser test will skip"
 	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
 	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
+	@# the browser in each sandbox (internal/browser): Chromium, and Xvfb + x11vnc for the headful desktop
+	@test -x /usr/lib/chromium/chromium && command -v Xvfb >/dev/null && command -v x11vnc >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium xvfb x11vnc fonts-liberation || { apt-get update -qq && apt-get install -y -qq chromium xvfb x11vnc fonts-liberation; }; }; } || echo "chromium not installed: the browser tests will skip"
+	@# Playwright's connectOverCDP against the DevTools relay (internal/daemon, test/browser-ts)
+	@if command -v npm >/dev/null; then npm ci --prefix test/browser-ts --no-audit --no-fund; else echo "npm not found: the Playwright test will skip"; fi
 
 ## bench: exec/create benchmarks against bare fork/exec and bwrap (see BENCHMARKS.md)
 bench: build

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/agent/initbin"
+	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/sandbox"
@@ -23,6 +24,9 @@ type doctorCmd struct {
 func (d doctorCmd) Run(e *env) error {
 	r := posture.Probe()
 	if err := r.Write(e.stdout); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(e.stdout, "\n"+browser.ProbeHost(context.Background()).String()); err != nil {
 		return err
 	}
 	if !r.Ready() {

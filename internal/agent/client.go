@@ -268,3 +268,20 @@ func (c *Client) File(ctx context.Context, op Op, r FileReq) (*FileResp, *os.Fil
 	}
 	return fr, f, nil
 }
+
+// Dial returns a socket connected to 127.0.0.1:port inside the sandbox's
+// network namespace (see dial_linux.go); the caller owns it.
+func (c *Client) Dial(ctx context.Context, port int) (*os.File, error) {
+	if port < 1 || port > 65535 {
+		return nil, &Error{Code: CodeInvalid, Msg: fmt.Sprintf("port %d is outside 1-65535", port)}
+	}
+	_, files, err := c.call(ctx, Request{Op: OpDial, Dial: &DialReq{Port: port}}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) != 1 {
+		closeAll(files)
+		return nil, errors.New("dial reply without a descriptor")
+	}
+	return files[0], nil
+}

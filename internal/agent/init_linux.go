@@ -192,14 +192,14 @@ func setupLayers(st Setup, hostNS uint64) ([]Layer, int, error) {
 		}
 		egress = fd
 		layers = append(layers, Layer{Name: "egress proxy listener", Active: true,
-			Detail: fmt.Sprintf("127.0.0.1:%d inside relays to the server's allowlist proxy; TCP connect allowed to %v only", EgressPort, st.TCPConnect)})
+			Detail: fmt.Sprintf("127.0.0.1:%d inside relays to the server's allowlist proxy; TCP connect allowed to %v and the %d loopback ports only", EgressPort, st.TCPConnect, len(st.LoopbackPorts))})
 	}
 	rules := landlock.Rules{
 		ReadOnly:       []string{"/"},
 		ReadWrite:      []string{rootfs.Workspace, "/tmp", "/dev/shm", "/dev/pts"},
 		ReadWriteFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"},
-		TCPConnect:     st.TCPConnect,
-		TCPBind:        st.TCPBind,
+		TCPConnect:     loopbackTCP(st.TCPConnect, st),
+		TCPBind:        loopbackTCP(st.TCPBind, st),
 		AllowAllTCP:    st.HostNetwork,
 	}
 	llStatus, llErr := landlock.ApplyWithStatus(rules)
@@ -313,6 +313,11 @@ func (s *server) dispatch(req Request, files []*os.File) (Response, []*os.File, 
 			return Response{}, nil, invalidf("%s without arguments", req.Op)
 		}
 		return s.transferOp(req.Op, req.Transfer, files)
+	case OpDial:
+		if req.Dial == nil {
+			return Response{}, nil, invalidf("dial without arguments")
+		}
+		return s.dial(req.Dial)
 	case OpSetup:
 		return Response{}, nil, invalidf("setup happens once")
 	}

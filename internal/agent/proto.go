@@ -45,6 +45,9 @@ const (
 	OpOpenRead Op = "openread"
 	OpWalk     Op = "walk"
 	OpGrep     Op = "grep"
+	// OpDial connects to a TCP port on the sandbox's own loopback and
+	// passes the connected socket back (dial_linux.go).
+	OpDial Op = "dial"
 )
 
 // Request is one message from the server to the init.
@@ -57,6 +60,14 @@ type Request struct {
 	File   *FileReq   `json:"file,omitempty"`
 	// Transfer is the argument of the transfer ops (transfer.go).
 	Transfer *TransferReq `json:"transfer,omitempty"`
+	// Dial is the argument of OpDial.
+	Dial *DialReq `json:"dial,omitempty"`
+}
+
+// DialReq asks the init for a connection to 127.0.0.1:Port inside the
+// sandbox's network namespace.
+type DialReq struct {
+	Port int `json:"port"`
 }
 
 // Event kinds of unsolicited messages from the init.
@@ -116,6 +127,11 @@ type Setup struct {
 	// network namespace of its own, so it leaves lo alone and landlock
 	// leaves TCP unrestricted.
 	HostNetwork bool `json:"host_network,omitempty"`
+	// LoopbackPorts are the TCP ports sandboxed code may bind and connect
+	// on the sandbox's own loopback (landlock), and the only ports OpDial
+	// reaches: the preview ports and the browser's. Ignored with
+	// HostNetwork, where nothing is dialled.
+	LoopbackPorts []uint16 `json:"loopback_ports,omitempty"`
 }
 
 // Layer is one isolation layer and whether it is in force.

@@ -68,6 +68,9 @@ type Server struct {
 
 	// largeBodyPrefixes are set before serving and read-only afterwards.
 	largeBodyPrefixes []string
+	// rawBodyPatterns are route patterns whose bodies are relayed as sent,
+	// any media type (reach.go); set before serving, read-only afterwards.
+	rawBodyPatterns []string
 	// session is the web console's cookie sign-in (console_hook.go); nil
 	// without the console. Set before serving.
 	session SessionAuth

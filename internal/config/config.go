@@ -111,6 +111,10 @@ type Config struct {
 	// ShutdownGrace is how long running requests may finish after SIGTERM
 	// (SANDBOX_SHUTDOWN_GRACE, 15s; zero means the default).
 	ShutdownGrace time.Duration
+	// PreviewPorts are the ports inside a sandbox that its code may bind
+	// on its own loopback and that /sandboxes/{id}/proxy/{port}/ reaches
+	// (SANDBOX_PREVIEW_PORTS; ports.go).
+	PreviewPorts []uint16
 }
 
 // DefaultDiskBudgetPercent is the share of the data dir's free space at

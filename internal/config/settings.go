@@ -89,6 +89,12 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.ClusterSecret = v; return nil }},
 	{key: "shutdown_grace", env: "SANDBOX_SHUTDOWN_GRACE", def: "15s", doc: "on SIGTERM: how long running requests may finish (a cluster node first stops taking new sandboxes)",
 		set: durationField(func(c *Config, d time.Duration) { c.ShutdownGrace = d })},
+	{key: "preview_ports", env: "SANDBOX_PREVIEW_PORTS", def: DefaultPreviewPorts, doc: "ports a sandbox's servers may listen on (its own loopback) and the preview proxy reaches: a list of ports and ranges",
+		set: func(c *Config, v string) error {
+			p, err := ParsePorts(v)
+			c.PreviewPorts = p
+			return err
+		}},
 	{key: "log_level", env: "SANDBOX_LOG_LEVEL", def: "info", doc: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = strings.ToLower(strings.TrimSpace(v)); return nil }},
 }

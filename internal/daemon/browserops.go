@@ -2,13 +2,11 @@ package daemon
 
 import (
 	"context"
-	"net"
 	"strings"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
 
@@ -18,20 +16,6 @@ import (
 type browserRuntime struct {
 	open    browserops.Opener
 	restart browserops.Restarter
-}
-
-// noBrowserRuntime is the runtime of a build without the in-sandbox
-// browser (internal/browser): every operation answers unsupported, never
-// a hang or a half-done call. Merging the runtime replaces it with the
-// browser Manager's DevTools and Restart.
-func noBrowserRuntime() browserRuntime {
-	refuse := func(context.Context, auth.Caller, string) error {
-		return fault.New(fault.Unsupported, "this server has no browser runtime")
-	}
-	return browserRuntime{
-		open:    func(ctx context.Context, c auth.Caller, id string) (net.Conn, error) { return nil, refuse(ctx, c, id) },
-		restart: refuse,
-	}
 }
 
 // startBrowserOps wires AIO's browser operations (browser.* tools) over

@@ -29,6 +29,7 @@ import (
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/console"
@@ -81,6 +82,8 @@ type Daemon struct {
 	limiter   *ratelimit.Limiter
 	dispatch  *dispatch.Dispatcher
 	sandboxes *sandbox.Manager
+	// browser runs one Chromium per sandbox (browser.go).
+	browser *browser.Manager
 
 	// sessionTimers are test knobs of the shell sessions (WithSessionTimers).
 	sessionTimers [2]time.Duration

@@ -89,7 +89,10 @@ func TestReadmeExamplesRunAsWritten(t *testing.T) {
 	if len(blocks) == 0 {
 		t.Fatal("no sh blocks found in README.md")
 	}
-	d := daemontest.Start(t, func(c *config.Config) { c.DisableRateLimit = false })
+	d := daemontest.Start(t, func(c *config.Config) {
+		c.DisableRateLimit = false
+		c.PreviewPorts, _ = config.ParsePorts(config.DefaultPreviewPorts)
+	})
 	sum := sha256.Sum256(readmeData)
 	r := &readmeRun{t: t, client: &http.Client{Timeout: 2 * time.Minute}, env: map[string]string{
 		"B":   "http://" + d.Addr(),

@@ -36,6 +36,16 @@ var notCapabilities = map[string]string{
 	"POST /mcp":   "MCP transport (tools/call dispatches)",
 	"GET /mcp":    "MCP transport (server-to-client stream)",
 	"DELETE /mcp": "MCP transport (ends a session)",
+	// The preview proxy without its trailing slash: a redirect to the
+	// form with one, so relative links resolve (nothing is opened).
+	"GET /proxy/{port}":                    "redirect to /proxy/{port}/",
+	"HEAD /proxy/{port}":                   "redirect to /proxy/{port}/",
+	"GET /absproxy/{port}":                 "redirect to /absproxy/{port}/",
+	"HEAD /absproxy/{port}":                "redirect to /absproxy/{port}/",
+	"GET /sandboxes/{id}/proxy/{port}":     "redirect to /proxy/{port}/",
+	"HEAD /sandboxes/{id}/proxy/{port}":    "redirect to /proxy/{port}/",
+	"GET /sandboxes/{id}/absproxy/{port}":  "redirect to /absproxy/{port}/",
+	"HEAD /sandboxes/{id}/absproxy/{port}": "redirect to /absproxy/{port}/",
 	// The web console (internal/console): static pages and its sign-in,
 	// which exchanges a key for a session; the console's actions are API
 	// calls that reach the dispatcher like any other.
@@ -98,6 +108,8 @@ var validRequests = map[string]struct {
 	"POST /v1/browser/page/upload_file":       {body: map[string]any{"selector": "s", "files": []string{"a.txt"}}},
 	"POST /v1/browser/page/wait":              {body: map[string]any{"type": "load"}},
 	"GET /v1/shell/ws": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
+		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
+	"GET /vnc/websockify": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
 		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -150,6 +151,8 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		InitArgs:    initArgs,
 		InitFile:    initFile,
 		Log:         d.log,
+		// The preview ports and the browser's (sandbox.LoopbackPorts).
+		LoopbackPorts: sandbox.LoopbackPorts(cfg.PreviewPorts),
 	}
 	auditFn := func(ctx context.Context, e sandbox.Event) {
 		if _, err := d.audit.Append(ctx, audit.Entry{Actor: e.Actor, Action: e.Action, Sandbox: e.Sandbox,
@@ -202,6 +205,9 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startCode(ctx); err != nil {
 		return err
 	}
+	if err := d.startBrowser(ctx); err != nil {
+		return err
+	}
 	if err := d.startTransfer(ctx); err != nil {
 		return err
 	}
@@ -211,7 +217,13 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startFiles(ctx); err != nil {
 		return err
 	}
-	d.startBrowserOps(noBrowserRuntime())
+	d.startBrowserOps(browserRuntime{
+		open: d.browser.DevTools,
+		restart: func(ctx context.Context, c auth.Caller, id string) error {
+			_, err := d.browser.Restart(ctx, c, id, nil)
+			return err
+		},
+	})
 	return d.startAIOCaps(ctx)
 }
 

@@ -62,6 +62,9 @@ type Config struct {
 	DiskBudget int64
 	AllowSudo  bool
 	Insecure   bool
+	// LoopbackPorts are the ports inside a sandbox that its code may bind
+	// and DialPort reaches (reach.go): LoopbackPorts(preview ports).
+	LoopbackPorts []uint16
 	// InitExe and InitArgs start the init; default: this binary, "init".
 	InitExe  string
 	InitArgs []string

@@ -47,6 +47,9 @@ type Sandbox struct {
 	// vol is the mounted workspace file system (quota_linux.go), kept
 	// across init restarts until the sandbox is deleted.
 	vol *os.File
+	// relay are the connections relayed into the sandbox's loopback
+	// (reach.go); pause and shutdown close them.
+	relay relays
 }
 
 func newSandbox(m *Manager, rec Record) *Sandbox {
@@ -201,6 +204,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			ShmBytes:      min(cfg.TmpBytes, 64<<20),
 			CgroupVersion: s.m.cg.Info().Version,
 			Insecure:      cfg.Insecure,
+			LoopbackPorts: cfg.LoopbackPorts,
 		},
 		Log: &initLog{m: s.m, id: s.rec.ID},
 	}
@@ -319,6 +323,7 @@ func (s *Sandbox) shutdown() {
 		_ = g.Thaw()
 	}
 	s.killExecs("sandbox stopped")
+	s.relay.closeAll()
 	s.mu.Lock()
 	inst, group, home := s.inst, s.group, s.home
 	s.inst, s.group, s.user, s.home, s.state = nil, nil, nil, nil, Stopped
@@ -361,6 +366,7 @@ func (s *Sandbox) pause() error {
 		return fmt.Errorf("freeze: %w", err)
 	}
 	s.state = Paused
+	s.relay.closeAll()
 	return nil
 }
 

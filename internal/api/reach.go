@@ -1,0 +1,364 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/browser"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// Reaching into a sandbox over HTTP: the preview proxy of its own web
+// servers (/proxy/{port}/, /absproxy/{port}/), its browser's DevTools
+// (/cdp/) and its desktop's VNC server (/vnc/websockify).
+//
+// Every request (every WebSocket: once) is authenticated by the
+// middleware (key header or one-time ticket), then opens its connection
+// through the dispatcher (preview.connect, browser.cdp, browser.vnc): the
+// role, HALT, policy and rate limit apply and the call is audited, and the
+// sandbox lookup is owner-scoped (another key's sandbox is 404). The
+// connection itself comes from the sandbox's init (sandbox.DialPort): the
+// sandbox keeps its network namespace with only lo.
+//
+// A WebSocket relay ends when either side closes, when the sandbox pauses
+// (an owner's pause or the operator's HALT) or stops, and when its key is
+// revoked (Reach.Revoke); its end is audited with its duration.
+
+// Caps and timeouts with their reasons.
+const (
+	// maxJSONRewrite caps a DevTools /json answer read to rewrite its URLs
+	// (a page list is a few KiB per tab).
+	maxJSONRewrite = 4 << 20
+	// vncIdle closes a desktop session nobody has typed into or watched
+	// for this long: an abandoned noVNC tab should not hold the relay.
+	vncIdle = 10 * time.Minute
+	// relayHeaderTimeout bounds the wait for a relayed server's response
+	// headers (a hung dev server must not hold a request forever).
+	relayHeaderTimeout = 60 * time.Second
+)
+
+// credentialHeaders never reach a sandbox: the key authenticated the
+// request here and is no business of the sandbox's servers.
+var credentialHeaders = []string{"Authorization", "X-API-Key", "X-AIO-API-Key", "Cookie", "Proxy-Authorization"}
+
+// unsafeResponseHeaders never leave a preview: the proxied page shares
+// this server's origin, and these would let it act beyond its own path —
+// a service worker claiming the whole origin (the console included), or
+// wiping the origin's storage.
+var unsafeResponseHeaders = []string{"Service-Worker-Allowed", "Clear-Site-Data"}
+
+// previewSandbox puts every preview page in an opaque origin of its own
+// (a CSP sandbox without allow-same-origin): the page shares this server's
+// host, and the web console signs people in with a cookie, so a page the
+// sandbox serves must not act as this origin — read the API with a
+// signed-in person's session, or reach the console's storage. Scripts,
+// forms and popups still work; a page's own cookies and localStorage do
+// not (serve such an app under its own host name through a reverse proxy).
+const previewSandbox = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads allow-pointer-lock"
+
+// Reach serves the relay routes; Revoke is the daemon's revocation hook.
+type Reach struct {
+	s      *Server
+	d      *dispatch.Dispatcher
+	relays browser.Relays
+}
+
+// ReachRoutes mounts the preview proxy, the DevTools relay and the VNC
+// relay. Call before serving.
+func (s *Server) ReachRoutes(d *dispatch.Dispatcher) *Reach {
+	h := &Reach{s: s, d: d}
+	for _, prefix := range []string{"", "/sandboxes/{id}"} {
+		for _, kind := range []string{"proxy", "absproxy"} {
+			pattern := prefix + "/" + kind + "/{port}/*"
+			s.router.HandleFunc(pattern, h.preview(kind == "absproxy"))
+			s.router.Get(prefix+"/"+kind+"/{port}", h.slash)
+			s.router.Head(prefix+"/"+kind+"/{port}", h.slash)
+			s.rawBodyPatterns = append(s.rawBodyPatterns, pattern)
+		}
+	}
+	s.router.Get("/sandboxes/{id}/cdp/*", h.cdp)
+	s.router.Put("/sandboxes/{id}/cdp/*", h.cdp)
+	s.router.Get("/sandboxes/{id}/vnc/websockify", h.vnc)
+	return h
+}
+
+// rawBody reports whether r's route relays its body as sent.
+func (s *Server) rawBody(r *http.Request) bool {
+	return s.RelaysBody(s.routePattern(r))
+}
+
+// RelaysBody reports whether the route pattern relays request bodies as
+// sent, whatever their media type (the preview proxy): no 415 there.
+func (s *Server) RelaysBody(pattern string) bool {
+	return pattern != "" && slices.Contains(s.rawBodyPatterns, pattern)
+}
+
+// Revoke closes every relay key id holds.
+func (h *Reach) Revoke(keyID string) { h.relays.Revoke(keyID) }
+
+// OpenRelays is how many relays are open (tests).
+func (h *Reach) OpenRelays() int { return h.relays.Open() }
+
+// slash sends /proxy/{port} to /proxy/{port}/, so relative links resolve
+// below the prefix.
+func (h *Reach) slash(w http.ResponseWriter, r *http.Request) {
+	u := *r.URL
+	u.Path += "/"
+	u.RawPath = ""
+	http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect) //nolint:gosec // G710: the target is this request's own path plus "/", matched by a route beginning /proxy/, /absproxy/ or /sandboxes/: never another host
+}
+
+func isWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// open calls a relay tool for the request's caller.
+func (h *Reach) open(r *http.Request, tool string, args any) (auth.Caller, *browser.Relay, error) {
+	c, err := MustCaller(r.Context())
+	if err != nil {
+		return c, nil, err
+	}
+	rel, err := dispatch.Invoke[*browser.Relay](browser.WithEdge(r.Context()), h.d, c, tool, args)
+	if err != nil {
+		return c, nil, err
+	}
+	if rel == nil || rel.Conn == nil {
+		return c, nil, fault.New(fault.Internal, "relay without a connection")
+	}
+	return c, rel, nil
+}
+
+func (h *Reach) preview(abs bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		// Not a number: 0, which the tool refuses (audited like any
+		// other invalid call).
+		port, err := strconv.Atoi(chi.URLParam(r, "port"))
+		if err != nil {
+			port = 0
+		}
+		id := chi.URLParam(r, "id")
+		ws := isWebSocket(r)
+		c, rel, err := h.open(r, browser.ToolPreview, browser.PreviewArgs{Sandbox: id, Port: port, Method: r.Method, Path: r.URL.Path, WebSocket: ws})
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		path := "/" + chi.URLParam(r, "*")
+		if abs {
+			path = r.URL.Path
+		}
+		h.relay(w, r, c, rel, "preview", path, "localhost:"+strconv.Itoa(port), nil)
+	}
+}
+
+// cdp relays DevTools' HTTP endpoints (/json/version, /json/list, …) and
+// its WebSockets (/devtools/browser/…, /devtools/page/…), with the URLs in
+// /json answers rewritten to point here.
+func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
+	rest := chi.URLParam(r, "*")
+	id := chi.URLParam(r, "id")
+	c, rel, err := h.open(r, browser.ToolCDP, browser.ConnectArgs{Sandbox: id, Path: "/" + rest})
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	scheme := "ws"
+	if r.TLS != nil {
+		scheme = "wss"
+	}
+	base := r.Host + "/sandboxes/" + url.PathEscape(id) + "/cdp/"
+	inside := "127.0.0.1:" + strconv.Itoa(rel.Port)
+	rewrite := func(resp *http.Response) error {
+		if !strings.HasPrefix(rest, "json") {
+			return nil
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONRewrite+1))
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if len(b) > maxJSONRewrite {
+			return errors.New("DevTools answer too large to rewrite")
+		}
+		b = bytes.ReplaceAll(b, []byte("ws://"+inside+"/"), []byte(scheme+"://"+base))
+		b = bytes.ReplaceAll(b, []byte(inside+"/"), []byte(base))
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	// DevTools answers only Host: an IP or localhost (its own DNS
+	// rebinding defence), and refuses WebSockets with an Origin it was not
+	// told to allow; the request was authenticated here.
+	h.relay(w, r, c, rel, "cdp", "/"+rest, inside, rewrite)
+}
+
+// relay serves one request (or WebSocket) over rel with a reverse proxy.
+func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel *browser.Relay, kind, path, host string, modify func(*http.Response) error) {
+	var once sync.Once
+	conn := rel.Conn
+	closeRel := func() { once.Do(func() { _ = rel.Close() }) }
+	defer closeRel()
+	forget := h.relays.Track(c.KeyID, rel)
+	defer forget()
+	started := time.Now()
+	ws := isWebSocket(r)
+	var dialed atomic.Bool
+	tr := &http.Transport{
+		DialContext: func(context.Context, string, string) (net.Conn, error) {
+			if dialed.Swap(true) {
+				return nil, errors.New("relay connection used already")
+			}
+			return conn, nil
+		},
+		DisableKeepAlives:     true,
+		ResponseHeaderTimeout: relayHeaderTimeout,
+		// Relayed as the server sent it; a gzip answer stays gzip.
+		DisableCompression: true,
+	}
+	rp := &httputil.ReverseProxy{
+		Transport:     tr,
+		FlushInterval: -1, // server-sent events and streamed answers pass at once
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			out := pr.Out
+			out.URL.Scheme, out.URL.Host = "http", host
+			out.URL.Path, out.URL.RawPath = path, ""
+			q := out.URL.Query()
+			if q.Has(auth.TicketParam) {
+				q.Del(auth.TicketParam)
+				out.URL.RawQuery = q.Encode()
+			}
+			out.Host = host
+			for _, hd := range credentialHeaders {
+				out.Header.Del(hd)
+			}
+			if kind == "cdp" {
+				out.Header.Del("Origin")
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			for _, hd := range unsafeResponseHeaders {
+				resp.Header.Del(hd)
+			}
+			if kind == "preview" {
+				// Added beside any policy of the page's own (both apply).
+				resp.Header.Add("Content-Security-Policy", previewSandbox)
+			}
+			if modify != nil && resp.StatusCode != http.StatusSwitchingProtocols {
+				return modify(resp)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			h.s.log.Warn("relay", "kind", kind, "sandbox", rel.Sandbox, "port", rel.Port, "err", err, "request_id", RequestID(r.Context()))
+			WriteError(w, r, fault.New(fault.Unavailable, "the server in the sandbox did not answer"))
+		},
+	}
+	rp.ServeHTTP(w, r)
+	if ws {
+		h.auditEnd(r, c, kind, rel, started)
+	}
+}
+
+// auditEnd records the end of a WebSocket relay.
+func (h *Reach) auditEnd(r *http.Request, c auth.Caller, kind string, rel *browser.Relay, started time.Time) {
+	ctx := context.WithoutCancel(r.Context())
+	if _, err := h.s.audit.Append(ctx, audit.Entry{
+		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr, Action: kind + ".disconnect",
+		Target: fmt.Sprintf("port %d", rel.Port), Sandbox: sandboxOf(r, rel), Verdict: audit.Allow,
+		Detail: map[string]any{"seconds": int64(time.Since(started).Seconds())},
+	}); err != nil {
+		h.s.log.Error("audit relay end", "kind", kind, "err", err)
+	}
+}
+
+func sandboxOf(r *http.Request, rel *browser.Relay) string {
+	if id := chi.URLParam(r, "id"); id != "" {
+		return id
+	}
+	return rel.Sandbox
+}
+
+// vnc relays noVNC's WebSocket (binary frames carrying RFB) to the
+// sandbox's x11vnc, which speaks plain RFB over TCP.
+func (h *Reach) vnc(w http.ResponseWriter, r *http.Request) {
+	if !isWebSocket(r) {
+		WriteError(w, r, fault.New(fault.Invalid, "this route needs a WebSocket upgrade"))
+		return
+	}
+	id := chi.URLParam(r, "id")
+	c, rel, err := h.open(r, browser.ToolVNC, browser.ConnectArgs{Sandbox: id})
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	defer func() { _ = rel.Close() }()
+	forget := h.relays.Track(c.KeyID, rel)
+	defer forget()
+	started := time.Now()
+	wsc, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{"binary"}, CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	client := websocket.NetConn(ctx, wsc, websocket.MessageBinary)
+	idle := newIdleTimer(vncIdle, func() { _ = client.Close(); _ = rel.Close() })
+	defer idle.stop()
+	done := make(chan struct{}, 2)
+	pump := func(dst io.Writer, src io.Reader) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				idle.touch()
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		done <- struct{}{}
+	}
+	go pump(rel, client)
+	go pump(client, rel)
+	<-done
+	_ = client.Close()
+	_ = rel.Close()
+	<-done
+	h.auditEnd(r, c, "vnc", rel, started)
+}
+
+// idleTimer calls fire after d without touch.
+type idleTimer struct {
+	t *time.Timer
+	d time.Duration
+}
+
+func newIdleTimer(d time.Duration, fire func()) *idleTimer {
+	return &idleTimer{t: time.AfterFunc(d, fire), d: d}
+}
+
+func (i *idleTimer) touch() { i.t.Reset(i.d) }
+func (i *idleTimer) stop()  { i.t.Stop() }

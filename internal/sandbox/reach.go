@@ -1,0 +1,195 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"syscall"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// Reaching a sandbox's own loopback: the preview proxy, the browser's
+// DevTools port and its desktop's VNC server are servers listening on
+// 127.0.0.1 inside a network namespace that holds only lo. The server never
+// joins that namespace: the init connects there and passes the socket back
+// (agent.OpDial), and the server relays bytes over it.
+//
+// Bounds: only Config.LoopbackPorts (which landlock also lets sandboxed
+// code bind and connect; everything else stays closed), at most
+// maxRelayConns open connections per sandbox, and only while the sandbox
+// runs. Pausing (an owner's pause, an operator's HALT) and stopping (delete,
+// idle stop, the owner's key revoked) close every relayed connection, so a
+// DevTools or preview session never outlives the state that allowed it.
+
+// maxRelayConns caps the relayed connections open into one sandbox at a
+// time: each holds a socket and two relay goroutines on the server, and a
+// page with many WebSockets or a client in a loop must not exhaust them.
+const maxRelayConns = 64
+
+// BrowserPorts are the loopback ports the browser runtime uses inside every
+// sandbox (package browser): Chromium's DevTools and the desktop's VNC
+// server. They are reachable through DialPort but never through the
+// preview proxy, whose ports are Config.PreviewPorts.
+var BrowserPorts = []uint16{DevToolsPort, VNCPort}
+
+// The browser runtime's fixed ports inside a sandbox.
+const (
+	DevToolsPort = 9222
+	VNCPort      = 5900
+)
+
+// relays are a sandbox's open relayed connections.
+type relays struct {
+	// mu guards open.
+	mu   sync.Mutex
+	open map[*relayConn]struct{}
+}
+
+// relayConn is one relayed connection; Close releases its place.
+type relayConn struct {
+	net.Conn
+	r    *relays
+	once sync.Once
+}
+
+func (c *relayConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.r.mu.Lock()
+		delete(c.r.open, c)
+		c.r.mu.Unlock()
+	})
+	return err
+}
+
+// closeAll closes every open relayed connection (pause, HALT, stop).
+func (r *relays) closeAll() {
+	r.mu.Lock()
+	open := make([]*relayConn, 0, len(r.open))
+	for c := range r.open {
+		open = append(open, c)
+	}
+	r.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
+}
+
+// OpenRelays is how many relayed connections into the sandbox are open.
+func (s *Sandbox) OpenRelays() int {
+	s.relay.mu.Lock()
+	defer s.relay.mu.Unlock()
+	return len(s.relay.open)
+}
+
+// LoopbackPorts are the ports a sandbox's code may bind and the server may
+// dial: the preview ports and the browser's.
+func LoopbackPorts(preview []uint16) []uint16 {
+	out := slices.Clone(preview)
+	for _, p := range BrowserPorts {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DialPort opens a TCP connection to 127.0.0.1:port inside a running
+// sandbox's network namespace. It does not start a stopped sandbox (no
+// server can be listening in it) and refuses a paused one.
+func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, fault.InvalidField("port", "port must be within 1-65535")
+	}
+	if !slices.Contains(s.m.cfg.LoopbackPorts, uint16(port)) { //nolint:gosec // G115: checked within 1-65535 above
+		return nil, fault.Errorf(fault.Forbidden, "port %d is not one of the ports this server reaches inside a sandbox", port)
+	}
+	s.mu.Lock()
+	state, inst, mode := s.state, s.inst, s.rec.Spec.Network.Mode
+	s.mu.Unlock()
+	switch {
+	case mode == NetworkHost:
+		return nil, fault.New(fault.Unsupported, "this sandbox shares the host's network (network.mode host); its loopback is the host's and is not reached through the sandbox")
+	case state == Paused:
+		return nil, fault.New(fault.Conflict, "sandbox is paused; resume it first")
+	case state != Running || inst == nil:
+		return nil, fault.New(fault.Conflict, "sandbox is not running")
+	}
+	s.relay.mu.Lock()
+	if len(s.relay.open) >= maxRelayConns {
+		s.relay.mu.Unlock()
+		return nil, fault.Errorf(fault.Conflict, "%d connections into this sandbox are open already (the cap)", maxRelayConns)
+	}
+	if s.relay.open == nil {
+		s.relay.open = make(map[*relayConn]struct{})
+	}
+	// The place is held while dialling, so concurrent dials cannot pass
+	// the cap together.
+	rc := &relayConn{r: &s.relay}
+	s.relay.open[rc] = struct{}{}
+	s.relay.mu.Unlock()
+	release := func() {
+		s.relay.mu.Lock()
+		delete(s.relay.open, rc)
+		s.relay.mu.Unlock()
+	}
+	f, err := inst.Dial(ctx, port)
+	if err != nil {
+		release()
+		return nil, dialFault(port, err)
+	}
+	c, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("relayed connection: %w", err)
+	}
+	rc.Conn = c
+	// A pause or stop between the state check and now closed the
+	// connections it saw, not this one: check again.
+	s.mu.Lock()
+	still := s.state == Running && s.inst == inst
+	s.mu.Unlock()
+	if !still {
+		_ = rc.Close()
+		return nil, fault.New(fault.Conflict, "sandbox is not running")
+	}
+	s.touch()
+	return rc, nil
+}
+
+// dialFault maps the init's dial errors to what a client may see.
+func dialFault(port int, err error) error {
+	var ae *agent.Error
+	errno := syscall.Errno(0)
+	if errors.As(err, &ae) {
+		errno = ae.Errno()
+	}
+	switch {
+	case errno == syscall.ECONNREFUSED:
+		return fault.Errorf(fault.Unavailable, "nothing listens on port %d in the sandbox", port)
+	case errno == syscall.ETIMEDOUT:
+		return fault.Errorf(fault.Timeout, "port %d in the sandbox did not accept the connection in time", port)
+	case errors.Is(err, agent.ErrGone):
+		return fault.New(fault.Conflict, "sandbox is not running")
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return fault.Wrap(fault.Internal, err, "the connection into the sandbox failed")
+}
+
+// DialPort is Sandbox.DialPort for the sandbox id the caller may see
+// (another key's sandbox is NotFound).
+func (m *Manager) DialPort(ctx context.Context, c Caller, id string, port int) (net.Conn, error) {
+	s, err := m.Get(c, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.DialPort(ctx, port)
+}
