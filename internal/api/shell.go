@@ -130,7 +130,7 @@ func setSandbox(args any, r *http.Request) {
 
 // dispatch checks args and calls tool for the request's caller.
 func (h *shellHandlers) dispatch(r *http.Request, tool string, args shell.Checker) (any, error) {
-	if err := args.Check(); err != nil {
+	if err := args.Validate(); err != nil {
 		return nil, err
 	}
 	c, err := MustCaller(r.Context())
@@ -167,13 +167,20 @@ func (h *shellHandlers) shellExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setSandbox(&args, r)
-	args.Stream = strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		r = r.WithContext(dispatch.WithStreaming(r.Context()))
+	}
 	res, err := h.dispatch(r, shell.ToolShellExec, args)
 	if err != nil {
 		writeShellError(w, r, err)
 		return
 	}
-	if run, ok := res.(*shell.Running); ok {
+	out, err := dispatch.ResultAs[shell.Result](shell.ToolShellExec, res)
+	if err != nil {
+		writeShellError(w, r, err)
+		return
+	}
+	if run := out.Running(); run != nil {
 		h.streamShell(w, r, run)
 		return
 	}
