@@ -209,7 +209,7 @@ func (h *codeHandlers) execute(w http.ResponseWriter, r *http.Request) {
 		writeCodeValidation(w, b.errs)
 		return
 	}
-	res, err := h.call(r.Context(), coderun.ToolExecute, coderun.ExecuteArgs{Sandbox: chi.URLParam(r, "id"), Req: req})
+	res, err := h.call(r.Context(), coderun.ToolExecute, coderun.ArgsOf(chi.URLParam(r, "id"), req))
 	if err != nil {
 		writeCodeError(w, r, err)
 		return
@@ -281,7 +281,7 @@ func (h *codeHandlers) jupyterExecute(w http.ResponseWriter, r *http.Request) {
 		writeCodeValidation(w, b.errs)
 		return
 	}
-	res, err := h.call(r.Context(), coderun.ToolExecute, coderun.ExecuteArgs{Sandbox: chi.URLParam(r, "id"), Req: req})
+	res, err := h.call(r.Context(), coderun.ToolExecute, coderun.ArgsOf(chi.URLParam(r, "id"), req))
 	if err != nil {
 		writeCodeError(w, r, err)
 		return

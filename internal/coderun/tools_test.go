@@ -1,6 +1,8 @@
 package coderun
 
 import (
+	"github.com/sandhold/sandhold/internal/dispatch"
+
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/guard"
@@ -40,11 +42,14 @@ func FuzzDecodeExecute(f *testing.F) {
 	f.Add([]byte(`{"language":"javascript","code":"x","stateful":true,"session_id":"../x"}`))
 	f.Add([]byte(`{"language":"python","code":"1","timeout":-1,"cwd":"relative"}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		v, err := decodeExecute(raw)
-		if err != nil {
+		a, err := dispatch.DecodeArgs[ExecuteArgs](raw, true)
+		if err != nil || a.Validate() != nil {
 			return
 		}
-		r := v.(ExecuteArgs).Req
+		r := a.Request()
+		if err := CheckRequest(&r); err != nil {
+			t.Fatalf("Validate accepted what CheckRequest refuses: %v", err)
+		}
 		if r.Timeout <= 0 || r.Timeout > MaxTimeout || len(r.Code) > MaxCodeBytes {
 			t.Fatalf("accepted out-of-range request: %+v", r)
 		}

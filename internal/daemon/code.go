@@ -15,7 +15,9 @@ func (d *Daemon) startCode(_ context.Context) error {
 	svc := coderun.New(coderun.Config{Log: d.log}, d.sandboxes)
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
 	d.onRevoke(svc.Revoke)
-	coderun.RegisterTools(d.dispatch, svc, d.guard)
+	for _, t := range coderun.Tools(svc, d.guard) {
+		d.dispatch.MustRegister(t)
+	}
 	d.api.CodeRoutes(d.dispatch, api.CodeConfig{IdleTimeout: svc.IdleTimeout(), MaxSessions: svc.MaxSessions()})
 	return nil
 }
