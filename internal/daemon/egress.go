@@ -67,7 +67,9 @@ func (d *Daemon) startEgress(ctx context.Context) error {
 	// other loosenings (config.Loosenings); it makes mode host available to
 	// admins. The default mode of a sandbox stays none either way.
 	d.sandboxes.OnExecutionEnd(func(status string) { met.execs.WithLabelValues(status).Inc() })
-	sandbox.RegisterNetworkTools(d.dispatch, d.sandboxes)
+	for _, t := range sandbox.NetworkTools(d.sandboxes) {
+		d.dispatch.MustRegister(t)
+	}
 	d.dispatch.MustRegister(rateRulesTool(d.limiter, d.cfg.DisableRateLimit))
 	d.api.NetworkRoutes(d.dispatch)
 	return nil
