@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sessions"
 )
 
 // The argument types below are both the JSON bodies of AIO's routes (field
@@ -220,10 +221,7 @@ func checkID(field, id string, required bool) error {
 		}
 		return nil
 	}
-	if !sessionID.MatchString(id) {
-		return fault.InvalidField(field, "a session id is 1-64 letters, digits, '.', '_' or '-'")
-	}
-	return nil
+	return sessions.CheckID(field, id)
 }
 
 // Validate implements dispatch.Validator.

@@ -28,12 +28,7 @@ func (t toolset) bashExec() dispatch.Tool {
 			if err != nil {
 				return BashExecResult{}, err
 			}
-			var b *BashSession
-			if str(a.SessionID) == "" {
-				b, err = t.Service.CreateBash(c, sb, "", str(a.ExecDir))
-			} else {
-				b, err = t.Service.Bash(c, sb, *a.SessionID)
-			}
+			b, err := t.Service.ExecBash(c, sb, str(a.SessionID), str(a.ExecDir))
 			if err != nil {
 				return BashExecResult{}, err
 			}

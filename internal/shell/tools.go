@@ -223,12 +223,7 @@ func (t toolset) shellExec() dispatch.Tool {
 		if err != nil {
 			return Result{}, err
 		}
-		var x *Session
-		if str(a.ID) == "" {
-			x, err = t.Service.createSession(ctx, c, sb, "", KindExec, "", 0, 0, 0, true)
-		} else {
-			x, err = t.Service.Session(c, sb, *a.ID)
-		}
+		x, err := t.Service.ExecSession(ctx, c, sb, str(a.ID))
 		if err != nil {
 			return Result{}, err
 		}
