@@ -31,7 +31,8 @@ import (
 // wrong role gets 403 before validation.
 //
 // Keys are "METHOD pattern" with the per-sandbox prefix /sandboxes/{id}
-// removed (routeKey).
+// removed (routeKey). The AIO routes are not listed here: their rows in
+// the AIO route table (aiotable.go) name their tools.
 var routeTools = map[string]string{
 	// Operator-only tools.
 	"GET /v1/keys":                         ToolKeysList,
@@ -49,24 +50,14 @@ var routeTools = map[string]string{
 
 	// Tools a viewer may call too.
 	"GET /v1/approvals/{id}":                   "approvals.get",
-	"GET /v1/artifacts":                        "artifact.list",
 	"GET /v1/audit":                            ToolAuditQuery,
-	"GET /v1/bash/sessions":                    "bash.sessions",
-	"GET /v1/code/info":                        "code.info",
 	"GET /v1/control":                          "control.get",
-	"GET /v1/jupyter/info":                     "code.sessions",
-	"GET /v1/jupyter/sessions":                 "code.sessions",
 	"GET /v1/sandbox/resources":                "sandbox.resources",
 	"GET /v1/sandbox/security":                 "sandbox.list",
 	"GET /v1/sandboxes":                        "sandbox.list",
 	"GET /v1/sandboxes/{id}":                   "sandbox.get",
 	"GET /v1/sandboxes/{id}/exec/{command_id}": "exec.read",
-	"GET /v1/shell/sessions":                   "shell.sessions",
-	"GET /v1/shell/sessions/stats":             "shell.stats",
 	"GET /v1/tools":                            "tools.list",
-	"POST /v1/bash/output":                     "bash.output",
-	"POST /v1/shell/view":                      "shell.view",
-	"POST /v1/shell/wait":                      "shell.wait",
 	"POST /v1/tickets":                         ToolTicketsCreate,
 }
 
@@ -89,6 +80,16 @@ var defaultRoles = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
 // RouteTool is the tool the edge checks for method on pattern ("" when the
 // route is not listed).
 func (s *Server) RouteTool(method, pattern string) string {
+	return routeTool(method, pattern)
+}
+
+func routeTool(method, pattern string) string {
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	if rt := aioRow(method, pattern); rt != nil {
+		return rt.Tool
+	}
 	return routeTools[accessKey(method, pattern)]
 }
 
@@ -99,7 +100,7 @@ func (s *Server) RouteRoles(method, pattern string) []auth.Role {
 	if r, ok := routeRolesFixed[key]; ok {
 		return r
 	}
-	if name, ok := routeTools[key]; ok && s.disp != nil {
+	if name := routeTool(method, pattern); name != "" && s.disp != nil {
 		if t, ok := s.disp.Tool(name); ok && len(t.Roles) > 0 {
 			return t.Roles
 		}

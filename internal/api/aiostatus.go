@@ -24,17 +24,11 @@ import (
 // a body over the limit, an approval to wait for (202), unavailable and
 // internal errors (5xx), and unknown routes or methods (404/405).
 
-// aioBinaryRoutes stream a file: the download answers one (a client
-// saves the body; AIO documents 409 there) and the upload takes one
-// (multipart or raw, refused before or while streaming with the native
-// error envelope). Their failures keep real statuses.
-var aioBinaryRoutes = map[string]bool{
-	"GET /v1/file/download": true,
-	"POST /v1/file/upload":  true,
-}
-
 // isAIOPath says whether path is one of AIO's operations (aioPaths), at
-// /v1/... or at /sandboxes/{id}/v1/...
+// /v1/... or at /sandboxes/{id}/v1/..., whose row does not keep real
+// statuses: the download answers a file (a client saves the body; AIO
+// documents 409 there) and the upload takes one (multipart or raw,
+// refused before or while streaming with the native error envelope).
 func isAIOPath(method, path string) bool {
 	if rest, ok := strings.CutPrefix(path, "/sandboxes/"); ok {
 		_, after, found := strings.Cut(rest, "/")
@@ -48,7 +42,8 @@ func isAIOPath(method, path string) bool {
 	}
 	for _, tmpl := range aioPaths {
 		if matchTemplate(tmpl, path) {
-			return !aioBinaryRoutes[method+" "+tmpl]
+			rt := aioRow(method, tmpl)
+			return rt == nil || !rt.RealStatus
 		}
 	}
 	return false

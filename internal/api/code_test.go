@@ -1,8 +1,7 @@
 package api
 
 import (
-	"net/http/httptest"
-	"strings"
+	"errors"
 	"testing"
 	"time"
 )
@@ -31,28 +30,37 @@ func TestAIOBodyValidation(t *testing.T) {
 		{"unknown-fields-ignored", `{"language":"python","code":"1","extra":{"a":1}}`, "", "", 0},
 	}
 	for _, c := range cases {
-		r := httptest.NewRequest("POST", "/v1/code/execute", strings.NewReader(c.body))
-		b, errs := readAIOBody(r)
-		if errs != nil {
-			t.Errorf("%s: body refused: %v", c.name, errs)
+		in, err := decodeAIO[CodeExecuteRequest]([]byte(c.body), nil)
+		var inv *aioInvalid
+		if err != nil && !errors.As(err, &inv) {
+			t.Errorf("%s: error %v is not AIO's 422", c.name, err)
 			continue
 		}
-		_ = b.str("language", true)
-		_ = b.str("code", true)
-		_ = b.boolean("stateful")
-		got := b.timeout("timeout", 300)
 		switch {
-		case c.wantTyp == "" && b.errs != nil:
-			t.Errorf("%s: unexpected errors %v", c.name, b.errs)
-		case c.wantTyp != "" && (len(b.errs) != 1 || b.errs[0].Type != c.wantTyp || b.errs[0].Loc[1] != c.wantLoc):
-			t.Errorf("%s: errors %v, want one %s at %s", c.name, b.errs, c.wantTyp, c.wantLoc)
-		case c.wantTyp == "" && got != c.timeout:
-			t.Errorf("%s: timeout %s, want %s", c.name, got, c.timeout)
+		case c.wantTyp == "" && err != nil:
+			t.Errorf("%s: unexpected errors %v", c.name, inv.Detail)
+		case c.wantTyp != "" && (inv == nil || len(inv.Detail) != 1 || inv.Detail[0].Type != c.wantTyp || inv.Detail[0].Loc[1] != c.wantLoc):
+			t.Errorf("%s: errors %v, want one %s at %s", c.name, inv, c.wantTyp, c.wantLoc)
+		case c.wantTyp == "" && seconds(in.Timeout) != c.timeout:
+			t.Errorf("%s: timeout %s, want %s", c.name, seconds(in.Timeout), c.timeout)
 		}
 	}
-	for _, body := range []string{`[]`, `"x"`, `{`, ``, `null`} {
-		if _, errs := readAIOBody(httptest.NewRequest("POST", "/", strings.NewReader(body))); len(errs) != 1 {
-			t.Errorf("body %q: %v, want one error", body, errs)
+	for _, body := range []string{`[]`, `"x"`, `{`, `null`, `{} {}`} {
+		_, err := decodeAIO[CodeExecuteRequest]([]byte(body), nil)
+		var inv *aioInvalid
+		if !errors.As(err, &inv) || len(inv.Detail) != 1 || len(inv.Detail[0].Loc) != 1 {
+			t.Errorf("body %q: %v, want one error at body", body, err)
 		}
+	}
+	// No body is {}: the required fields are missing, each named.
+	_, err := decodeAIO[CodeExecuteRequest](nil, nil)
+	var inv *aioInvalid
+	if !errors.As(err, &inv) || len(inv.Detail) != 2 || inv.Detail[0].Type != "missing" {
+		t.Errorf("empty body: %v, want code and language missing", err)
+	}
+	// An enum names its values.
+	_, err = decodeAIO[CodeExecuteRequest]([]byte(`{"language":"cobol","code":"1"}`), nil)
+	if !errors.As(err, &inv) || inv.Detail[0].Type != "enum" || inv.Detail[0].Msg != "Input should be 'python', 'javascript' or 'bash'" {
+		t.Errorf("enum: %v", err)
 	}
 }

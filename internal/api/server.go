@@ -74,6 +74,10 @@ type Server struct {
 	// disp is the dispatcher the foundation routes call (keys, tickets,
 	// audit); set by FoundationTools before serving.
 	disp *dispatch.Dispatcher
+
+	// codeCfg is what GET /v1/jupyter/info reports; set by CodeRoutes
+	// before serving.
+	codeCfg CodeConfig
 }
 
 // humaDefaultMaxBody is what huma gives an operation with a body that left

@@ -1,0 +1,732 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/transfer"
+	"github.com/sandhold/sandhold/internal/workspace"
+)
+
+// The AIO edge: one table of routes (aiotable.go), one function that
+// mounts a row at /v1/... (the caller's default sandbox) and at
+// /sandboxes/{id}/v1/... (a given one) and documents it in /openapi.json,
+// one body decoder (AIO's pydantic rules), one 422 shape and one error
+// writer. access.go reads the table for the role check before the body,
+// and the router-walk and conformance tests read it through the router.
+
+// aioRoute is one row of the AIO route table.
+type aioRoute struct {
+	Method string
+	// Path is the /v1/... form; the row is served under /sandboxes/{id}
+	// too.
+	Path string
+	// Tool is the tool the route calls (first): access.go admits the
+	// tool's roles before the body is read.
+	Tool    string
+	Tag     string
+	Summary string
+	// Group is the entry point that mounts the row (FileRoutes,
+	// ShellRoutes, CodeRoutes, TransferRoutes): each is called with the
+	// dependencies its rows need.
+	Group string
+	// Req is the JSON body (nil: none); Answer the body of a 200 (nil:
+	// not JSON, Doc says what).
+	Req, Answer reflect.Type
+	// Required are body fields AIO requires beyond Req's required:"true"
+	// tags.
+	Required []string
+	// Streams: the tool streams (SSE, a byte stream, a streamed body);
+	// the dispatcher sees dispatch.WithStreaming.
+	Streams bool
+	// SSE: the answer is text/event-stream.
+	SSE bool
+	// RealStatus: an AIO operation whose failures keep their real
+	// status (the upload and download stream a file; aiostatus.go).
+	RealStatus bool
+	// Native rows are sandhold's own additions under the AIO prefixes
+	// (archive, extract, artifacts, the terminal WebSocket): strict
+	// bodies (sandhold's decoder) and real statuses.
+	Native bool
+	// Fail is what a failure carries in data.
+	Fail failShape
+	// FileOp names the operation in a file row's FileOperationError.
+	FileOp string
+	// BodyTypes are the media types of a body that is not JSON.
+	BodyTypes []string
+	// MaxBody caps a JSON body below SANDBOX_MAX_BODY (0: that cap).
+	MaxBody int64
+	// Doc completes the operation (parameters, binary answers).
+	Doc func(*huma.Operation)
+
+	serve func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
+}
+
+// failShape is what the data of a failed AIO call holds.
+type failShape int
+
+const (
+	// failError: ErrorData {code, request_id, field}.
+	failError failShape = iota
+	// failFile: AIO's FileOperationError.
+	failFile
+	// failNull: null (the code and jupyter schemas allow only the result
+	// or null there).
+	failNull
+)
+
+// key is the row's access key ("METHOD /v1/...").
+func (rt *aioRoute) key() string { return rt.Method + " " + rt.Path }
+
+// aioEdge serves the rows.
+type aioEdge struct {
+	s *Server
+	d *dispatch.Dispatcher
+}
+
+// aioRow finds the row of method and pattern (with or without the
+// /sandboxes/{id} prefix; HEAD falls back to GET).
+func aioRow(method, pattern string) *aioRoute {
+	p := routeKey(pattern)
+	for _, m := range []string{method, http.MethodGet} {
+		for i := range aioTable {
+			if aioTable[i].Method == m && aioTable[i].Path == p {
+				return &aioTable[i]
+			}
+		}
+		if method != http.MethodHead {
+			break
+		}
+	}
+	return nil
+}
+
+// mountAIO mounts and documents the table's rows of group, at both
+// prefixes: the one route-mounting loop of the AIO edge.
+func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
+	e := &aioEdge{s: s, d: d}
+	for i := range aioTable {
+		rt := &aioTable[i]
+		if rt.Group != group {
+			continue
+		}
+		h := func(w http.ResponseWriter, r *http.Request) { rt.serve(e, rt, w, r) }
+		for _, prefix := range []string{"", sandboxPrefix} {
+			s.router.Method(rt.Method, prefix+rt.Path, http.HandlerFunc(h))
+			if rt.BodyTypes != nil {
+				// A streamed body: its tool caps it (upload cap, quota).
+				below, _, _ := strings.Cut(rt.Path, "{")
+				s.AllowLargeBodies(strings.ReplaceAll(prefix, "{id}", "*") + below)
+			}
+			s.documentAIO(rt, prefix)
+		}
+	}
+}
+
+// aioBodyTypes are the media types a row takes when its body is not JSON
+// (nil: JSON only).
+func aioBodyTypes(method, pattern string) []string {
+	if rt := aioRow(method, pattern); rt != nil && rt.Method == method {
+		return rt.BodyTypes
+	}
+	return nil
+}
+
+// caller dispatches tool for the request's caller.
+func (e *aioEdge) call(ctx context.Context, rt *aioRoute, args any) (any, error) {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rt.Streams {
+		ctx = transfer.WithStreaming(dispatch.WithStreaming(ctx))
+	}
+	return e.d.Dispatch(ctx, c, rt.Tool, args)
+}
+
+// check applies the tool's field rules before the call, so a value the
+// rules refuse is AIO's 422 (a request error), not a tool-level failure:
+// the tool's Check (Define: the argument type's Validate), else the
+// argument's own Check or Validate method.
+func (e *aioEdge) check(tool string, args any) error {
+	if t, ok := e.d.Tool(tool); ok && t.Check != nil {
+		return t.Check(args)
+	}
+	switch v := args.(type) {
+	case dispatch.Validator:
+		return v.Validate()
+	case interface{ Check() error }:
+		return v.Check()
+	}
+	return nil
+}
+
+// jsonRow is a row whose body (POST, PUT, PATCH) or nothing (GET,
+// DELETE) is the tool's argument A and whose answer R is the envelope's
+// data. The sandbox comes from the URL, never from the body.
+func jsonRow[A, R any](group, method, path, tool, tag, summary string, opts ...rowOpt) aioRoute {
+	return jsonRowAs[A, R, R](group, method, path, tool, tag, summary,
+		func(r *http.Request, a A) (any, error) { setSandbox(&a, r); return a, nil },
+		func(_ *http.Request, _ A, res R) (R, error) { return res, nil }, opts...)
+}
+
+// jsonRowAs is a row whose body In (AIO's request shape) becomes the
+// tool's arguments by args, and whose tool answer R becomes the
+// envelope's data Out by answer. args returning a fault.Invalid is a 422.
+func jsonRowAs[In, R, Out any](group, method, path, tool, tag, summary string,
+	args func(*http.Request, In) (any, error), answer func(*http.Request, In, R) (Out, error), opts ...rowOpt,
+) aioRoute {
+	rt := aioRoute{Group: group, Method: method, Path: path, Tool: tool, Tag: tag, Summary: summary,
+		Answer: reflect.TypeFor[Envelope[Out]]()}
+	// A body only where the method has one and In has fields (a POST
+	// with nothing to say, like a session's close, reads none).
+	takesBody := hasBody(method) && !isEmptyStruct(reflect.TypeFor[In]())
+	if takesBody {
+		rt.Req = reflect.TypeFor[In]()
+	}
+	rt.serve = func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
+		var in In
+		if takesBody {
+			var err error
+			if in, err = decodeRow[In](rt, r); err != nil {
+				e.fail(w, r, rt, "", err)
+				return
+			}
+		}
+		a, err := args(r, in)
+		if err == nil {
+			err = e.check(rt.Tool, a)
+		}
+		if err != nil {
+			e.fail(w, r, rt, targetOf(a), requestError(rt, err))
+			return
+		}
+		res, err := e.call(r.Context(), rt, a)
+		if err != nil {
+			e.fail(w, r, rt, targetOf(a), err)
+			return
+		}
+		typed, err := resultOf[R](rt.Tool, res)
+		if err != nil {
+			e.fail(w, r, rt, "", err)
+			return
+		}
+		out, err := answer(r, in, typed)
+		if err != nil {
+			e.fail(w, r, rt, targetOf(a), err)
+			return
+		}
+		WriteData(w, http.StatusOK, out)
+	}
+	for _, o := range opts {
+		o(&rt)
+	}
+	return rt
+}
+
+// plainRow is a row served by its own handler (streams, WebSockets,
+// uploads, headers of a protocol); it still decodes, dispatches and fails
+// through the edge's helpers.
+func plainRow(group, method, path, tool, tag, summary string, answer reflect.Type,
+	serve func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request), opts ...rowOpt,
+) aioRoute {
+	rt := aioRoute{Group: group, Method: method, Path: path, Tool: tool, Tag: tag, Summary: summary, Answer: answer, serve: serve}
+	for _, o := range opts {
+		o(&rt)
+	}
+	return rt
+}
+
+// rowOpt sets a row's specifics.
+type rowOpt func(*aioRoute)
+
+func required(fields ...string) rowOpt { return func(rt *aioRoute) { rt.Required = fields } }
+func fileOp(op string) rowOpt          { return func(rt *aioRoute) { rt.Fail, rt.FileOp = failFile, op } }
+func nullOnFailure() rowOpt            { return func(rt *aioRoute) { rt.Fail = failNull } }
+func native() rowOpt                   { return func(rt *aioRoute) { rt.Native = true } }
+func streams() rowOpt                  { return func(rt *aioRoute) { rt.Streams = true } }
+func sse() rowOpt                      { return func(rt *aioRoute) { rt.Streams, rt.SSE = true, true } }
+func realStatus() rowOpt               { return func(rt *aioRoute) { rt.RealStatus = true } }
+func takes(t ...string) rowOpt         { return func(rt *aioRoute) { rt.BodyTypes = t } }
+func maxBody(n int64) rowOpt           { return func(rt *aioRoute) { rt.MaxBody = n } }
+func reqType[T any]() rowOpt           { return func(rt *aioRoute) { rt.Req = reflect.TypeFor[T]() } }
+func doc(f func(*huma.Operation)) rowOpt {
+	return func(rt *aioRoute) { rt.Doc = f }
+}
+
+func isEmptyStruct(t reflect.Type) bool { return t.Kind() == reflect.Struct && t.NumField() == 0 }
+
+func hasBody(method string) bool {
+	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+}
+
+// resultOf is the tool's answer as an R (dispatch.ResultAs); a tool that
+// answers nothing gives R's zero value when R is an interface.
+func resultOf[R any](tool string, res any) (R, error) {
+	var zero R
+	if res == nil && reflect.TypeFor[R]().Kind() == reflect.Interface {
+		return zero, nil
+	}
+	return dispatch.ResultAs[R](tool, res)
+}
+
+// setSandbox names the route's sandbox in args (a pointer to a struct with
+// a Sandbox string field); a body cannot choose it.
+func setSandbox(args any, r *http.Request) {
+	v := reflect.ValueOf(args)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return
+	}
+	f := v.Elem().FieldByName("Sandbox")
+	if f.IsValid() && f.Kind() == reflect.String && f.CanSet() {
+		f.SetString(chi.URLParam(r, "id"))
+	}
+}
+
+// targetOf is what a file error names: the argument's file, path or
+// watcher id.
+func targetOf(args any) string {
+	v := reflect.ValueOf(args)
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return ""
+	}
+	for _, name := range []string{"file", "path", "watcher_id"} {
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if n, _, _ := strings.Cut(f.Tag.Get("json"), ","); n == name && f.Type.Kind() == reflect.String {
+				if s := v.Field(i).String(); s != "" {
+					return s
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// decodeRow reads the request body of rt into an In: AIO's rules
+// (decodeAIO), or sandhold's strict decoder on its own rows.
+func decodeRow[In any](rt *aioRoute, r *http.Request) (In, error) {
+	var zero In
+	body := io.Reader(r.Body)
+	limit := rt.MaxBody
+	if limit > 0 {
+		body = io.LimitReader(r.Body, limit+1)
+	}
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return zero, fault.Wrap(fault.TooLarge, err, "request body over the limit")
+	}
+	if limit > 0 && int64(len(raw)) > limit {
+		return zero, fault.Errorf(fault.TooLarge, "request body over %d bytes", limit)
+	}
+	if rt.Native {
+		return dispatch.DecodeArgs[In](raw, false)
+	}
+	return decodeAIO[In](raw, rt.Required)
+}
+
+// aioDetail is one entry of AIO's (FastAPI's) 422 body.
+type aioDetail struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+}
+
+// aioInvalid is a request AIO's server refuses with 422.
+type aioInvalid struct{ Detail []aioDetail }
+
+func (e *aioInvalid) Error() string {
+	if len(e.Detail) == 0 {
+		return "invalid request"
+	}
+	return e.Detail[0].Msg
+}
+
+// AIOValidationError is AIO's 422 body (FastAPI's HTTPValidationError)
+// with the envelope's fields beside it, so AIO clients and sandhold's
+// both read it: the one 422 shape of the AIO routes.
+type AIOValidationError struct {
+	Detail  []aioDetail `json:"detail"`
+	Success bool        `json:"success"`
+	Message string      `json:"message"`
+	Data    ErrorData   `json:"data"`
+	Hint    *string     `json:"hint"`
+}
+
+// pydanticType carries the error type of a field rule (greater_than_equal,
+// enum, …) inside a fault, for the 422's detail.
+type pydanticType string
+
+func (p pydanticType) Error() string { return string(p) }
+
+// fieldError is a fault.Invalid naming field, with pydantic's error type.
+func fieldError(field, typ, msg string) error {
+	return &fault.Error{Kind: fault.Invalid, Msg: msg, Field: "body." + field, Err: pydanticType(typ)}
+}
+
+// requestError turns a field rule's refusal (a fault.Invalid before the
+// call) into AIO's 422 on AIO's rows; sandhold's own rows keep 400.
+func requestError(rt *aioRoute, err error) error {
+	if rt.Native || rt.RealStatus {
+		return err
+	}
+	var inv *aioInvalid
+	if errors.As(err, &inv) {
+		return err
+	}
+	if k := fault.KindOf(err); k != fault.Invalid && k != fault.Unprocessable {
+		return err
+	}
+	loc := []any{"body"}
+	if f := strings.TrimPrefix(fault.FieldOf(err), "body"); f != "" {
+		for _, p := range strings.Split(strings.TrimPrefix(f, "."), ".") {
+			loc = append(loc, p)
+		}
+	}
+	typ := "value_error"
+	var pt pydanticType
+	if errors.As(err, &pt) {
+		typ = string(pt)
+	}
+	return &aioInvalid{Detail: []aioDetail{{Loc: loc, Msg: fault.Public(err), Type: typ}}}
+}
+
+// decodeAIO reads raw the way AIO's pydantic models do: an object (a
+// missing body is {}), unknown fields ignored, null meaning absent, the
+// required fields present, every field of its type — integers in
+// pydantic's lax mode (5, 5.0 and "5" are 5; 5.5 is refused) — and
+// strings within their enum; then In's Validate. Errors are *aioInvalid.
+func decodeAIO[In any](raw []byte, req []string) (In, error) {
+	var v In
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	if !json.Valid(raw) {
+		return v, &aioInvalid{Detail: []aioDetail{{Loc: []any{"body"}, Msg: "JSON decode error", Type: "json_invalid"}}}
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return v, &aioInvalid{Detail: []aioDetail{{Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object to extract fields from", Type: "model_attributes_type"}}}
+	}
+	fields := jsonFields(reflect.TypeFor[In]())
+	var errs []aioDetail
+	names := slices.Clone(req)
+	for name, f := range fields {
+		if f.Tag.Get("required") == "true" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if val, ok := obj[name]; !ok || isNull(val) {
+			errs = append(errs, aioDetail{Loc: []any{"body", name}, Msg: "Field required", Type: "missing"})
+		}
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, name := range keys {
+		f, ok := fields[name]
+		if !ok || isNull(obj[name]) {
+			continue
+		}
+		norm, d := laxField(name, f, obj[name])
+		if d != nil {
+			errs = append(errs, *d)
+			continue
+		}
+		obj[name] = norm
+	}
+	if len(errs) > 0 {
+		return v, &aioInvalid{Detail: errs}
+	}
+	clean, err := json.Marshal(obj)
+	if err == nil {
+		err = json.Unmarshal(clean, &v)
+	}
+	if err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			loc := []any{"body"}
+			for _, p := range strings.Split(te.Field, ".") {
+				if p != "" {
+					loc = append(loc, p)
+				}
+			}
+			typ := pydanticTypeOf(te.Type, te.Value)
+			return v, &aioInvalid{Detail: []aioDetail{{Loc: loc, Msg: "Input should be a valid " + strings.TrimSuffix(typ, "_type"), Type: typ}}}
+		}
+		return v, &aioInvalid{Detail: []aioDetail{{Loc: []any{"body"}, Msg: "Input does not match the operation's schema", Type: "value_error"}}}
+	}
+	if err := validateIn(v); err != nil {
+		return v, requestError(&aioRoute{}, err)
+	}
+	return v, nil
+}
+
+func validateIn[In any](v In) error {
+	if x, ok := any(v).(dispatch.Validator); ok {
+		return x.Validate()
+	}
+	if x, ok := any(&v).(dispatch.Validator); ok {
+		return x.Validate()
+	}
+	return nil
+}
+
+func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+// jsonFields maps the JSON names of t's fields (embedded structs
+// flattened) to the fields.
+func jsonFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			for k, v := range jsonFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f
+	}
+	return out
+}
+
+// laxField checks one present field beyond its JSON type: integers the
+// lax way (returned rewritten as an integer) and enums.
+func laxField(name string, f reflect.StructField, val json.RawMessage) (json.RawMessage, *aioDetail) {
+	t := f.Type
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	loc := []any{"body", name}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		text := strings.TrimSpace(string(val))
+		if s, err := strconv.Unquote(text); err == nil && strings.HasPrefix(text, `"`) {
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+			if err != nil {
+				return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer", Type: "int_type"}
+			}
+			return json.RawMessage(strconv.FormatInt(n, 10)), nil
+		}
+		if text == "" || (text[0] != '-' && (text[0] < '0' || text[0] > '9')) {
+			return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer", Type: "int_type"}
+		}
+		x, err := strconv.ParseFloat(text, 64)
+		switch {
+		case err != nil || math.IsInf(x, 0) || math.IsNaN(x):
+			return nil, &aioDetail{Loc: loc, Msg: "Input should be a finite number", Type: "finite_number"}
+		case x != math.Trunc(x):
+			return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer, got a number with a fractional part", Type: "int_from_float"}
+		case math.Abs(x) > 1<<53:
+			return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer, unable to parse number as an integer", Type: "int_parsing_size"}
+		}
+		return json.RawMessage(strconv.FormatInt(int64(x), 10)), nil
+	case reflect.Float32, reflect.Float64:
+		var x json.Number
+		if json.Unmarshal(val, &x) == nil {
+			if f, err := x.Float64(); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+				return nil, &aioDetail{Loc: loc, Msg: "Input should be a finite number", Type: "finite_number"}
+			}
+		}
+	case reflect.String:
+		enum := f.Tag.Get("enum")
+		var s string
+		if enum == "" || json.Unmarshal(val, &s) != nil {
+			break
+		}
+		opts := strings.Split(enum, ",")
+		if !slices.Contains(opts, s) {
+			quoted := make([]string, len(opts))
+			for i, o := range opts {
+				quoted[i] = "'" + o + "'"
+			}
+			msg := "Input should be " + quoted[0]
+			if n := len(quoted); n > 1 {
+				msg = "Input should be " + strings.Join(quoted[:n-1], ", ") + " or " + quoted[n-1]
+			}
+			return nil, &aioDetail{Loc: loc, Msg: msg, Type: "enum"}
+		}
+	}
+	return val, nil
+}
+
+// pydanticTypeOf names a Go type the way pydantic's error types do.
+func pydanticTypeOf(t reflect.Type, value string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "bool_type"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if strings.HasPrefix(value, "number") {
+			return "int_parsing_size"
+		}
+		return "int_type"
+	case reflect.Float32, reflect.Float64:
+		if strings.HasPrefix(value, "number") {
+			return "finite_number"
+		}
+		return "float_type"
+	case reflect.Slice, reflect.Array:
+		return "list_type"
+	case reflect.Map, reflect.Struct:
+		return "dict_type"
+	}
+	return "string_type"
+}
+
+// fail is the one error writer of the AIO rows: AIO's 422 for a request
+// its schema refuses; the native envelope for an approval to wait for;
+// otherwise the status of the error's kind — 200 for a tool-level failure
+// on AIO's operations (aiostatus.go) — with the row's failure data.
+func (e *aioEdge) fail(w http.ResponseWriter, r *http.Request, rt *aioRoute, target string, err error) {
+	if rt.Fail == failError {
+		// The shell, bash and sandbox tools check some fields only as
+		// they run (an env name, a signal): their refusal is AIO's 422
+		// too. File and code rows answer it as a tool-level failure.
+		err = requestError(rt, err)
+	}
+	var inv *aioInvalid
+	if errors.As(err, &inv) && !rt.Native {
+		writeInvalid(w, r, inv)
+		return
+	}
+	var ar *dispatch.ApprovalRequired
+	if errors.As(err, &ar) {
+		WriteError(w, r, err)
+		return
+	}
+	b := errorBody(r.Context(), err)
+	for k, vs := range b.headers {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	switch rt.Fail {
+	case failFile:
+		fe := *workspace.FileErrorOf(rt.FileOp, target, err)
+		if k := fault.KindOf(err); k == fault.Internal || k == "" {
+			fe.Message = "internal error (request id " + RequestID(r.Context()) + ")"
+		}
+		writeJSON(w, b.status, FileErrorEnvelope{Success: false, Message: b.Message, Data: &fe, Hint: b.Hint})
+	case failNull:
+		writeJSON(w, b.status, Envelope[any]{Success: false, Message: b.Message, Data: nil, Hint: b.Hint})
+	default:
+		writeJSON(w, b.status, b)
+	}
+}
+
+// writeInvalid writes AIO's 422.
+func writeInvalid(w http.ResponseWriter, r *http.Request, inv *aioInvalid) {
+	field := ""
+	if len(inv.Detail) > 0 {
+		var parts []string
+		for _, l := range inv.Detail[0].Loc {
+			parts = append(parts, fmt.Sprint(l))
+		}
+		field = strings.Join(parts, ".")
+	}
+	writeJSON(w, http.StatusUnprocessableEntity, AIOValidationError{
+		Detail: inv.Detail, Message: inv.Error(),
+		Data: ErrorData{Code: string(fault.Unprocessable), RequestID: RequestID(r.Context()), Field: field},
+	})
+}
+
+// FileErrorEnvelope is a failed file call: AIO's envelope with a
+// FileOperationError as data.
+type FileErrorEnvelope struct {
+	Success bool                 `json:"success" example:"false"`
+	Message string               `json:"message"`
+	Data    *workspace.FileError `json:"data"`
+	Hint    *string              `json:"hint"`
+}
+
+// documentAIO adds rt at prefix to the OpenAPI document.
+func (s *Server) documentAIO(rt *aioRoute, prefix string) {
+	oa := s.api.OpenAPI()
+	schema := func(t reflect.Type) *huma.Schema { return oa.Components.Schemas.Schema(t, true, "") }
+	id := "aio-" + strings.ToLower(rt.Method) + strings.NewReplacer("/v1/", "-", "/", "-", "{", "", "}", "", "_", "-").Replace(rt.Path)
+	op := &huma.Operation{OperationID: id, Method: rt.Method, Path: prefix + rt.Path, Tags: []string{rt.Tag},
+		Summary: rt.Summary, Security: Security, Responses: map[string]*huma.Response{},
+		Description: "Acts on the caller's default sandbox; the same route under /sandboxes/{id} acts on sandbox id."}
+	if prefix != "" {
+		op.OperationID = id + "-in-sandbox"
+		op.Parameters = append(op.Parameters, &huma.Param{Name: "id", In: "path", Required: true,
+			Description: "the sandbox; /v1/... without this prefix acts on the caller's default sandbox", Schema: &huma.Schema{Type: "string"}})
+	}
+	for _, seg := range strings.Split(rt.Path, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			op.Parameters = append(op.Parameters, &huma.Param{Name: strings.TrimSuffix(name, "}"), In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
+		}
+	}
+	if rt.Req != nil {
+		op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: schema(rt.Req)}}}
+		if !rt.Native {
+			op.Responses["422"] = &huma.Response{Description: "invalid request (AIO's shape)",
+				Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[AIOValidationError]())}}}
+		}
+	}
+	if rt.Answer != nil {
+		ct := "application/json"
+		if rt.SSE {
+			ct = "text/event-stream"
+		}
+		op.Responses["200"] = &huma.Response{Description: "ok", Content: map[string]*huma.MediaType{ct: {Schema: schema(rt.Answer)}}}
+	}
+	switch rt.Fail {
+	case failFile:
+		op.Responses["default"] = &huma.Response{Description: "a FileOperationError; HTTP 200 for a tool-level failure",
+			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[FileErrorEnvelope]())}}}
+	case failNull:
+		op.Responses["default"] = &huma.Response{Description: "success false, data null; HTTP 200 for a tool-level failure"}
+	}
+	if rt.Doc != nil {
+		rt.Doc(op)
+	}
+	if len(op.Responses) == 0 {
+		op.Responses["200"] = &huma.Response{Description: "ok"}
+	}
+	oa.AddOperation(op)
+}
