@@ -115,7 +115,9 @@ type session struct {
 	// hadInterp: an interpreter ran before, so a missing one means lost
 	// state.
 	hadInterp bool
-	version   string
+	// cwd is where cells run when a call names no cwd ("" = /workspace).
+	cwd     string
+	version string
 }
 
 func (s *session) info() SessionInfo {
@@ -326,7 +328,13 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 	if ss.lang != r.Language {
 		return Result{}, fault.InvalidField("language", fmt.Sprintf("session %s runs %s, not %s", ss.id, ss.lang, r.Language))
 	}
-	res, err := s.runSession(ctx, c, sb, ss, r.Code, r.Cwd, l, start)
+	cwd := r.Cwd
+	if cwd == "" {
+		ss.mu.Lock()
+		cwd = ss.cwd
+		ss.mu.Unlock()
+	}
+	res, err := s.runSession(ctx, c, sb, ss, r.Code, cwd, l, start)
 	if err != nil && fresh {
 		// The session never ran a cell: do not leave it behind.
 		s.drop(ss)
@@ -527,7 +535,7 @@ func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sandboxID, l
 		in.close()
 		return SessionInfo{}, fault.New(fault.Conflict, "the session was ended while it started")
 	}
-	ss.in, ss.hadInterp, ss.version = in, true, in.version
+	ss.in, ss.hadInterp, ss.version, ss.cwd = in, true, in.version, cwd
 	ss.mu.Unlock()
 	return ss.info(), nil
 }

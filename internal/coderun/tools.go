@@ -134,13 +134,8 @@ func executeTool(s *Service, g *guard.Guard) dispatch.Tool {
 		func(ctx context.Context, c auth.Caller, a ExecuteArgs) (Result, error) {
 			return s.Execute(ctx, c, a.Sandbox, a.Request())
 		}, dispatch.Hooks[ExecuteArgs, Result]{
-			Assess: func(a ExecuteArgs) dispatch.Assessment { return Assess(g, a.Request()) },
-			Describe: func(a ExecuteArgs) dispatch.Target {
-				sum := sha256.Sum256([]byte(a.Code))
-				return dispatch.Target{Target: auditCode(a.Code), Sandbox: a.Sandbox, Detail: map[string]any{
-					"language": a.Language, "stateful": a.Stateful, "session_id": a.SessionID,
-					"code_bytes": len(a.Code), "code_sha256": hex.EncodeToString(sum[:])}}
-			},
+			Assess:   func(a ExecuteArgs) dispatch.Assessment { return Assess(g, a.Request()) },
+			Describe: describeExecute,
 			Summarize: func(_ ExecuteArgs, r Result) map[string]any {
 				out := map[string]any{"status": r.Status, "duration_ms": r.DurationMS, "cpu_ms": r.CPUMS}
 				if r.SessionID != "" {
@@ -169,6 +164,15 @@ func sessionsTool(s *Service) dispatch.Tool {
 		func(ctx context.Context, c auth.Caller, a SandboxArgs) ([]SessionInfo, error) {
 			return s.Sessions(ctx, c, a.Sandbox, a.Language)
 		}, dispatch.Hooks[SandboxArgs, []SessionInfo]{})
+}
+
+// describeExecute is what the audit record keeps of a cell: its code (up
+// to auditCodeBytes), size and SHA-256.
+func describeExecute(a ExecuteArgs) dispatch.Target {
+	sum := sha256.Sum256([]byte(a.Code))
+	return dispatch.Target{Target: auditCode(a.Code), Sandbox: a.Sandbox, Detail: map[string]any{
+		"language": a.Language, "stateful": a.Stateful, "session_id": a.SessionID,
+		"code_bytes": len(a.Code), "code_sha256": hex.EncodeToString(sum[:])}}
 }
 
 func describeSession(a SandboxArgs) dispatch.Target {

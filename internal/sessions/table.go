@@ -257,6 +257,32 @@ func (t *Table[S]) Find(kind, sandbox, id string) []Row[S] {
 	return rows
 }
 
+// SetIdle changes the idle timeout of the session at k (0 or above the
+// table's: the table's) and reports whether it is there.
+func (t *Table[S]) SetIdle(k Key, idle time.Duration) bool {
+	if idle <= 0 || idle > t.lim.Idle {
+		idle = t.lim.Idle
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.rows[k]
+	if e == nil || !e.ok {
+		return false
+	}
+	e.idle = idle
+	return true
+}
+
+// IdleOf is the idle timeout of the session at k (0 if absent).
+func (t *Table[S]) IdleOf(k Key) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.rows[k]; e != nil {
+		return e.idle
+	}
+	return 0
+}
+
 // Remove takes s out of the table if it is still at k; the caller closes it.
 func (t *Table[S]) Remove(k Key, s Session) bool {
 	t.mu.Lock()
