@@ -20,7 +20,7 @@ import (
 // aioTags are the AIO tags issue 5 and the file API implement; every
 // operation under them that the router serves must be called below.
 var aioTags = map[string]bool{"sandbox": true, "shell": true, "bash": true, "file": true, "code": true, "jupyter": true, "mcp": true, "auth": true,
-	"skills": true, "util": true}
+	"skills": true, "util": true, "nodejs": true}
 
 // step is one call of the conformance run. Path is AIO's path template;
 // {name} is filled from the captured state.
@@ -114,7 +114,21 @@ func steps() []step {
 		{method: "GET", path: "/v1/jupyter/sessions"},
 		{method: "DELETE", path: "/v1/jupyter/sessions/{session_id}", params: map[string]string{"session_id": "conf-nb"}},
 		{method: "DELETE", path: "/v1/jupyter/sessions"},
-		{method: "POST", path: "/v1/jupyter/execute", body: map[string]any{"code": "1", "session_id": "conf-nb"}, fail: true},
+		// A new (or deleted) id starts a session with that id (issue 14).
+		{method: "POST", path: "/v1/jupyter/execute", body: map[string]any{"code": "1", "session_id": "conf-nb"}},
+		{method: "DELETE", path: "/v1/jupyter/sessions/{session_id}", params: map[string]string{"session_id": "conf-nb"}},
+
+		{method: "GET", path: "/v1/nodejs/info"},
+		{method: "POST", path: "/v1/nodejs/execute", body: map[string]any{"code": "console.log('hi'); 6 * 7"}},
+		{method: "POST", path: "/v1/nodejs/execute", body: map[string]any{"code": "let n = 41", "stateful": true, "session_id": "conf-node"}},
+		{method: "POST", path: "/v1/nodejs/execute", body: map[string]any{"code": "n + 1", "stateful": true, "session_id": "conf-node"}},
+		{method: "POST", path: "/v1/nodejs/sessions", body: map[string]any{"session_id": "conf-node2", "cwd": "/tmp", "max_idle_time": 600}},
+		{method: "GET", path: "/v1/nodejs/sessions"},
+		{method: "GET", path: "/v1/nodejs/sessions/{session_id}", params: map[string]string{"session_id": "conf-node2"}},
+		{method: "PATCH", path: "/v1/nodejs/sessions/{session_id}", params: map[string]string{"session_id": "conf-node2"}, body: map[string]any{"max_idle_time": 120}},
+		{method: "DELETE", path: "/v1/nodejs/sessions/{session_id}", params: map[string]string{"session_id": "conf-node2"}},
+		{method: "DELETE", path: "/v1/nodejs/sessions/{session_id}", params: map[string]string{"session_id": "conf-node"}},
+		{method: "GET", path: "/v1/nodejs/sessions/{session_id}", params: map[string]string{"session_id": "conf-node"}, fail: true},
 
 		{method: "GET", path: "/v1/mcp/servers"},
 		{method: "GET", path: "/v1/mcp/{server_name}/tools", params: map[string]string{"server_name": "sandhold"}},

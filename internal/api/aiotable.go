@@ -40,6 +40,7 @@ var aioTable = slices.Concat(
 	aioAuthRows,
 	capsRows,
 	aioBrowserRows,
+	aioNodeRows,
 )
 
 // aioCoreRows are the file, shell, bash, sandbox, code, jupyter and
@@ -101,7 +102,7 @@ var aioCoreRows = []aioRoute{
 		"Stop a session's running command"),
 	jsonRow[shell.ShellCreateArgs, shell.CreateResult](groupShell, http.MethodPost, "/v1/shell/sessions/create", shell.ToolShellCreate, "shell",
 		"Start a shell session"),
-	jsonRow[shell.ShellUpdateArgs, map[string]any](groupShell, http.MethodPost, "/v1/shell/sessions/update", shell.ToolShellUpdate, "shell",
+	jsonRow[shell.ShellUpdateArgs, shell.UpdateResult](groupShell, http.MethodPost, "/v1/shell/sessions/update", shell.ToolShellUpdate, "shell",
 		"Change a session's no_change_timeout"),
 	jsonRowAs[struct{}, shell.SessionsResult, shell.SessionsResult](groupShell, http.MethodGet, "/v1/shell/sessions", shell.ToolShellList, "shell",
 		"Shell sessions with sandbox, owner, status and idle time (at /v1: every session the caller may see)",
@@ -133,7 +134,7 @@ var aioCoreRows = []aioRoute{
 		"Run a command as its own process (separate stdout/stderr, byte offsets)"),
 	jsonRow[shell.BashOutputArgs, shell.BashOutputResult](groupShell, http.MethodPost, "/v1/bash/output", shell.ToolBashOutput, "bash",
 		"Read a command's output from byte offsets, optionally long-polling"),
-	jsonRow[shell.BashWriteArgs, map[string]any](groupShell, http.MethodPost, "/v1/bash/write", shell.ToolBashWrite, "bash",
+	jsonRow[shell.BashWriteArgs, shell.BashWriteResult](groupShell, http.MethodPost, "/v1/bash/write", shell.ToolBashWrite, "bash",
 		"Write to a running command's stdin"),
 	jsonRow[shell.BashKillArgs, shell.BashCommandInfo](groupShell, http.MethodPost, "/v1/bash/kill", shell.ToolBashKill, "bash",
 		"Signal a session's current command (SIGTERM, SIGKILL, SIGINT, SIGHUP, SIGQUIT)"),

@@ -52,8 +52,8 @@ type CodeExecuteResponse struct {
 // codeExecute turns AIO's CodeExecuteRequest into code.execute's
 // arguments.
 func codeExecute(r *http.Request, in CodeExecuteRequest) (any, error) {
-	return coderun.ExecuteArgs{Sandbox: chi.URLParam(r, "id"), Req: coderun.Request{Language: in.Language, Code: in.Code,
-		Cwd: deref(in.Cwd), Stateful: in.Stateful, SessionID: deref(in.SessionID), Timeout: seconds(in.Timeout)}}, nil
+	return coderun.ArgsOf(chi.URLParam(r, "id"), coderun.Request{Language: in.Language, Code: in.Code,
+		Cwd: deref(in.Cwd), Stateful: in.Stateful, SessionID: deref(in.SessionID), Timeout: seconds(in.Timeout)}), nil
 }
 
 // codeExecuteAnswer is AIO's CodeExecuteResponse of a result.
@@ -144,8 +144,8 @@ type JupyterExecuteResponse struct {
 // jupyterExecute turns AIO's JupyterExecuteRequest into code.execute's
 // arguments: python, in a session.
 func jupyterExecute(r *http.Request, in JupyterExecuteRequest) (any, error) {
-	return coderun.ExecuteArgs{Sandbox: chi.URLParam(r, "id"), Req: coderun.Request{Language: coderun.Python, Code: in.Code,
-		Cwd: deref(in.Cwd), Stateful: true, SessionID: deref(in.SessionID), Timeout: seconds(in.Timeout)}}, nil
+	return coderun.ArgsOf(chi.URLParam(r, "id"), coderun.Request{Language: coderun.Python, Code: in.Code,
+		Cwd: deref(in.Cwd), Stateful: true, SessionID: deref(in.SessionID), Timeout: seconds(in.Timeout)}), nil
 }
 
 func jupyterExecuteAnswer(_ *http.Request, in JupyterExecuteRequest, out coderun.Result) (JupyterExecuteResponse, error) {

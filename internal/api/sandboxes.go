@@ -187,7 +187,7 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 }
 
 func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOutput, error) {
-	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, struct{}{})
+	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -275,30 +275,17 @@ func decodeJSON(r *http.Request, v any) error {
 	return nil
 }
 
-func (b ExecBody) request() (sandbox.ExecRequest, error) {
-	r := sandbox.ExecRequest{
-		Command: b.Command, Argv: b.Argv, Cwd: b.Cwd, Env: b.Env, Stdin: []byte(b.Stdin),
-		Background: b.Background, Sudo: b.Sudo, OutputLimit: b.OutputLimit,
-	}
-	if b.Timeout != nil {
-		t := *b.Timeout
-		if math.IsNaN(t) || math.IsInf(t, 0) || t <= 0 || t > sandbox.MaxTimeout.Seconds() {
-			return r, fault.InvalidField("timeout", fmt.Sprintf("timeout must be a number of seconds in (0, %d]", int(sandbox.MaxTimeout.Seconds())))
-		}
-		r.Timeout = time.Duration(t * float64(time.Second))
-	}
-	return r, nil
+// args is exec.run's arguments for sandbox id; their rules (the timeout's
+// range …) are checked by the tool, once, for every caller.
+func (b ExecBody) args(id string) sandbox.ExecArgs {
+	return sandbox.ExecArgs{ID: id, Command: b.Command, Argv: b.Argv, Cwd: b.Cwd, Env: b.Env, Timeout: b.Timeout,
+		Stdin: b.Stdin, Background: b.Background, Sudo: b.Sudo, OutputLimit: b.OutputLimit}
 }
 
 func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var body ExecBody
 	if err := decodeJSON(r, &body); err != nil {
-		WriteError(w, r, err)
-		return
-	}
-	req, err := body.request()
-	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
@@ -309,22 +296,24 @@ func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, fault.New(fault.NotFound, "sandbox not found"))
 		return
 	}
-	stream := strings.Contains(r.Header.Get("Accept"), "text/event-stream") && !req.Background
-	res, err := h.call(ctx, sandbox.ToolExec, sandbox.ExecArgs{ID: id, Req: req, Stream: stream})
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		ctx = dispatch.WithStreaming(ctx)
+	}
+	res, err := h.call(ctx, sandbox.ToolExec, body.args(id))
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	if stream {
-		e, err := dispatch.ResultAs[*sandbox.Execution](sandbox.ToolExec, res)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
+	out, err := dispatch.ResultAs[sandbox.ExecResult](sandbox.ToolExec, res)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if e := out.Running(); e != nil {
 		h.stream(w, r, e)
 		return
 	}
-	WriteData(w, http.StatusOK, res)
+	WriteData(w, http.StatusOK, out)
 }
 
 // stream runs the execution and sends its output as SSE events while it
@@ -485,7 +474,7 @@ type SecurityOutput struct {
 }
 
 func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityOutput, error) {
-	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, struct{}{})
+	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +518,7 @@ type ResourcesOutput struct {
 }
 
 func (h *sandboxHandlers) resources(ctx context.Context, _ *struct{}) (*ResourcesOutput, error) {
-	st, err := invokeOn[[]sandbox.Stats](ctx, h.d, sandbox.ToolResources, struct{}{})
+	st, err := invokeOn[[]sandbox.Stats](ctx, h.d, sandbox.ToolResources, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}

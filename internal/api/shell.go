@@ -31,13 +31,12 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	setSandbox(&args, r)
-	args.Stream = strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	if err := e.check(rt.Tool, args); err != nil {
 		e.fail(w, r, rt, "", requestError(rt, err))
 		return
 	}
 	ctx := r.Context()
-	if args.Stream {
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		ctx = dispatch.WithStreaming(ctx)
 	}
 	res, err := e.call(ctx, rt, args)
@@ -45,15 +44,13 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	if args.Stream {
-		if run, err := dispatch.ResultAs[*shell.Running](rt.Tool, res); err == nil {
-			streamShell(w, r, run)
-			return
-		}
-	}
 	out, err := dispatch.ResultAs[shell.Result](rt.Tool, res)
 	if err != nil {
 		e.fail(w, r, rt, "", err)
+		return
+	}
+	if run := out.Running(); run != nil {
+		streamShell(w, r, run)
 		return
 	}
 	WriteData(w, http.StatusOK, out)

@@ -329,8 +329,8 @@ func TestCodeEndToEnd(t *testing.T) {
 			{"not-json", "/v1/code/execute", `{"language":`, 422, ""},
 			{"array-body", "/v1/jupyter/execute", `[]`, 422, ""},
 			{"bad-kernel", "/v1/jupyter/execute", `{"code":"1","kernel_name":"ruby"}`, 422, ""},
-			{"unknown-session", "/v1/code/execute", `{"language":"python","code":"1","stateful":true,"session_id":"nope"}`, 200, "no such session"},
-			{"unknown-jupyter-session", "/v1/jupyter/execute", `{"code":"1","session_id":"nope"}`, 200, "no such session"},
+			{"bad-session-id", "/v1/code/execute", `{"language":"python","code":"1","stateful":true,"session_id":"../x"}`, 422, ""},
+			{"bad-jupyter-session-id", "/v1/jupyter/execute", `{"code":"1","session_id":"a b"}`, 422, ""},
 			{"unknown-sandbox", "/sandboxes/sb-nope/v1/code/execute", `{"language":"python","code":"1"}`, 200, "sandbox not found"},
 		}
 		for _, c := range cases {

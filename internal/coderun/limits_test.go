@@ -10,7 +10,6 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
-	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
 
@@ -81,23 +80,26 @@ func TestCodeLimitsAndIsolation(t *testing.T) {
 		d := s.exec(map[string]any{"language": "python", "code": "secret = 1", "stateful": true})
 		sid := d["session_id"].(string)
 		other := s.withKey(s.newKey("other-agent", "agent"))
-		for _, c := range []struct{ method, path string }{
-			{"POST", "/v1/code/execute"},
-			{"DELETE", "/v1/jupyter/sessions/" + sid},
-		} {
-			var body any
-			if c.method == "POST" {
-				body = map[string]any{"language": "python", "code": "secret", "stateful": true, "session_id": sid}
-			}
-			// Another key's session is unknown to this key: AIO's
-			// tool-level failure, 200 with success:false.
-			st, out := other.do(c.method, c.path, body)
-			requireToolFailure(t, c.method+" "+c.path+" by another key", st, out, "no such session")
+		// Another key's session is unknown to this key: AIO's tool-level
+		// failure, 200 with success:false.
+		st, out := other.do("DELETE", "/v1/jupyter/sessions/"+sid, nil)
+		requireToolFailure(t, "DELETE by another key", st, out, "no such session")
+		// Naming the id starts a session of the other key's own (issue
+		// 14): the first key's state is not in it.
+		d = other.exec(map[string]any{"language": "python", "code": "secret", "stateful": true, "session_id": sid})
+		if d["status"] != "error" || d["session_id"] != sid {
+			t.Fatalf("another key reached the session's state: %v", d)
+		}
+		if st, out := other.do("DELETE", "/v1/jupyter/sessions/"+sid, nil); st != 200 || out["success"] != true {
+			t.Fatalf("deleting its own session of that id: %d %v", st, out)
+		}
+		if d := s.exec(map[string]any{"language": "python", "code": "secret + 1", "stateful": true, "session_id": sid}); resultText(d) != "2" {
+			t.Fatalf("the first key's session was disturbed: %v", d)
 		}
 		if d := other.exec(map[string]any{"language": "python", "code": "6 * 7"}); resultText(d) != "42" {
 			t.Fatalf("plain python by an agent key: %v", d)
 		}
-		st, out := other.do("GET", "/v1/jupyter/sessions", nil)
+		st, out = other.do("GET", "/v1/jupyter/sessions", nil)
 		if sessions := out["data"].(map[string]any)["sessions"].(map[string]any); st != 200 || len(sessions) != 0 {
 			t.Fatalf("another key lists sessions: %v", out)
 		}
@@ -191,12 +193,14 @@ func TestSessionsServiceLevel(t *testing.T) {
 	if _, err := svc.CreateSession(ctx, a, "", coderun.Bash, "three", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run(a, "two", "echo $V"); fault.KindOf(err) != fault.NotFound {
-		t.Fatalf("evicted session: %v, want not found", err)
-	}
 	res, err := run(a, "one", "echo $V")
 	if err != nil || res.Stdout != "one\n" {
 		t.Fatalf("kept session: %v %+v", err, res)
+	}
+	// The evicted session's state is gone: its id now starts a new one
+	// (issue 14), which takes "three"'s place at the cap.
+	if res, err := run(a, "two", "echo $V"); err != nil || res.Stdout != "\n" {
+		t.Fatalf("evicted session: %v %+v, want a new session without V", err, res)
 	}
 	// Idle expiry: nothing expires early; everything after the timeout.
 	svc.ReapIdle(time.Now())
@@ -211,7 +215,7 @@ func TestSessionsServiceLevel(t *testing.T) {
 			t.Fatalf("sessions after expiry: %s", out)
 		}
 	}
-	if _, err := run(a, "one", "true"); fault.KindOf(err) != fault.NotFound {
-		t.Fatalf("expired session: %v, want not found", err)
+	if res, err := run(a, "one", "echo $V"); err != nil || res.Stdout != "\n" {
+		t.Fatalf("expired session: %v %+v, want a new session without V", err, res)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -36,13 +35,9 @@ const (
 	// DefaultOutputLimit is the bytes kept per stream of one execution
 	// (head and tail; the middle is dropped and marked).
 	DefaultOutputLimit = 1 << 20
-	// maxSessionID caps a client-chosen session id.
-	maxSessionID = 128
 	// reapEvery is how often idle sessions are looked for.
 	reapEvery = 30 * time.Second
 )
-
-var sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
 
 // Config configures the service; zero values take the defaults.
 type Config struct {
@@ -60,8 +55,9 @@ type Request struct {
 	Timeout time.Duration
 	// Cwd is where the cell runs (stateful: where the session moves to).
 	Cwd string
-	// Stateful runs the cell in session SessionID (a new session with a
-	// generated id when SessionID is empty).
+	// Stateful runs the cell in the caller's session SessionID (started
+	// with that id if the caller has none; a new session with a generated
+	// id when SessionID is empty).
 	Stateful  bool
 	SessionID string
 }
@@ -119,7 +115,9 @@ type session struct {
 	// hadInterp: an interpreter ran before, so a missing one means lost
 	// state.
 	hadInterp bool
-	version   string
+	// cwd is where cells run when a call names no cwd ("" = /workspace).
+	cwd     string
+	version string
 }
 
 func (s *session) info() SessionInfo {
@@ -279,13 +277,8 @@ func CheckRequest(r *Request) error {
 	return nil
 }
 
-// CheckSessionID validates a client-chosen session id.
-func CheckSessionID(id string) error {
-	if len(id) > maxSessionID || !sessionIDRe.MatchString(id) {
-		return fault.InvalidField("session_id", fmt.Sprintf("session_id must be 1-%d letters, digits or ._:-", maxSessionID))
-	}
-	return nil
-}
+// CheckSessionID validates a client-chosen session id (sessions.IDPattern).
+func CheckSessionID(id string) error { return sessions.CheckID("session_id", id) }
 
 // Execute runs r for caller c in sandbox sandboxID ("" = the caller's
 // default sandbox).
@@ -328,24 +321,49 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 		return res, nil
 	}
 
-	var ss *session
-	fresh := r.SessionID == ""
-	if fresh {
-		if ss, err = s.newSession(c, sb.ID(), r.Language, uuid.NewString()); err != nil {
-			return Result{}, err
-		}
-	} else if ss, err = s.lookup(c, sb.ID(), r.SessionID); err != nil {
+	ss, fresh, err := s.execSession(c, sb.ID(), r.Language, r.SessionID)
+	if err != nil {
 		return Result{}, err
 	}
 	if ss.lang != r.Language {
 		return Result{}, fault.InvalidField("language", fmt.Sprintf("session %s runs %s, not %s", ss.id, ss.lang, r.Language))
 	}
-	res, err := s.runSession(ctx, c, sb, ss, r.Code, r.Cwd, l, start)
+	cwd := r.Cwd
+	if cwd == "" {
+		ss.mu.Lock()
+		cwd = ss.cwd
+		ss.mu.Unlock()
+	}
+	res, err := s.runSession(ctx, c, sb, ss, r.Code, cwd, l, start)
 	if err != nil && fresh {
-		// The client never learnt the id: do not leave it behind.
+		// The session never ran a cell: do not leave it behind.
 		s.drop(ss)
 	}
 	return res, err
+}
+
+// execSession is the session a stateful execution runs in: the caller's
+// session id, or a new one with that id when the caller has none (AIO:
+// the id is "required when stateful=True to maintain state across
+// requests"), or a new one with a generated id when id is empty. Ids are
+// the caller's own: another key's session of the same id is never used.
+// fresh says the session was started by this call.
+func (s *Service) execSession(c auth.Caller, sandboxID, lang, id string) (ss *session, fresh bool, err error) {
+	if id == "" {
+		ss, err = s.newSession(c, sandboxID, lang, uuid.NewString())
+		return ss, true, err
+	}
+	for range 2 {
+		if ss, err = s.lookup(c, sandboxID, id); err == nil {
+			return ss, false, nil
+		}
+		ss, err = s.newSession(c, sandboxID, lang, id)
+		if !errors.Is(err, errSessionExists) {
+			return ss, err == nil, err
+		}
+		// Another call of the caller's started it meanwhile: use it.
+	}
+	return nil, false, errSessionExists
 }
 
 // runSession runs one cell in ss, starting its interpreter if needed.
@@ -453,26 +471,26 @@ func (s *Service) result(lang, sessionID string, cl cell, count int, took time.D
 
 // lookup finds the caller's session; anything else is not found.
 func (s *Service) lookup(c auth.Caller, sandboxID, id string) (*session, error) {
-	ss, owner, ok := s.sessions.Get(sessions.Key{Kind: kindCode, Sandbox: sandboxID, ID: id})
-	if !ok || owner != c.KeyID {
+	ss, _, ok := s.sessions.Get(sessions.Key{Kind: kindCode, Sandbox: sandboxID, Owner: c.KeyID, ID: id})
+	if !ok {
 		return nil, fault.New(fault.NotFound, "no such session")
 	}
 	return ss, nil
 }
+
+// errSessionExists: the caller already has a session of that id (ids
+// are scoped to their key, so another key's never collides).
+var errSessionExists = fault.New(fault.Conflict, "session already exists")
 
 // newSession registers a session; at the per-key or per-sandbox cap the
 // least recently used idle session is ended first.
 func (s *Service) newSession(c auth.Caller, sandboxID, lang, id string) (*session, error) {
 	now := time.Now()
 	ss := &session{id: id, owner: c.KeyID, sandbox: sandboxID, lang: lang, created: now, lastUsed: now}
-	k := sessions.Key{Kind: kindCode, Sandbox: sandboxID, ID: id}
+	k := sessions.Key{Kind: kindCode, Sandbox: sandboxID, Owner: c.KeyID, ID: id}
 	res, err := s.sessions.Reserve(c.KeyID, k, 0)
 	if errors.Is(err, sessions.ErrExists) {
-		if _, owner, ok := s.sessions.Get(k); ok && owner != c.KeyID {
-			// Do not reveal that another key uses the id.
-			return nil, fault.New(fault.Conflict, "session id not available; choose another")
-		}
-		return nil, fault.New(fault.Conflict, "session already exists")
+		return nil, errSessionExists
 	}
 	if err != nil {
 		return nil, err
@@ -517,13 +535,13 @@ func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sandboxID, l
 		in.close()
 		return SessionInfo{}, fault.New(fault.Conflict, "the session was ended while it started")
 	}
-	ss.in, ss.hadInterp, ss.version = in, true, in.version
+	ss.in, ss.hadInterp, ss.version, ss.cwd = in, true, in.version, cwd
 	ss.mu.Unlock()
 	return ss.info(), nil
 }
 
 func (s *Service) drop(ss *session) {
-	s.sessions.Remove(sessions.Key{Kind: kindCode, Sandbox: ss.sandbox, ID: ss.id}, ss)
+	s.sessions.Remove(sessions.Key{Kind: kindCode, Sandbox: ss.sandbox, Owner: ss.owner, ID: ss.id}, ss)
 	ss.shut()
 }
 

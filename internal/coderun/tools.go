@@ -4,8 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"strings"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/sandhold/sandhold/internal/auth"
@@ -24,75 +23,61 @@ const (
 	ToolSessionDelete = "code.session.delete"
 )
 
-// ExecuteArgs runs code in sandbox Sandbox ("" = the caller's default).
+// ExecuteArgs is code.execute's arguments: the code to run and how, in
+// sandbox Sandbox ("" = the caller's default). Its JSON is AIO's
+// CodeExecuteRequest (plus sandbox, and language bash).
 type ExecuteArgs struct {
-	Sandbox string
-	Req     Request
+	Sandbox  string   `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	Language string   `json:"language" required:"true" enum:"python,javascript,bash"`
+	Code     string   `json:"code" required:"true"`
+	Timeout  *float64 `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"wall timeout in seconds (default 30)"`
+	Cwd      string   `json:"cwd,omitempty"`
+	Stateful bool     `json:"stateful,omitempty" doc:"run in a session that keeps state between calls"`
+	// SessionID names the session of a stateful run; a new id starts a
+	// session with that id (the caller's own, within the per-key cap).
+	SessionID string `json:"session_id,omitempty" doc:"the session to run in (stateful): an existing one of the caller's, or a new one with this id; empty: a new session with a generated id"`
+}
+
+// ArgsOf is the ExecuteArgs of running r in sandbox sb.
+func ArgsOf(sb string, r Request) ExecuteArgs {
+	a := ExecuteArgs{Sandbox: sb, Language: r.Language, Code: r.Code, Cwd: r.Cwd, Stateful: r.Stateful, SessionID: r.SessionID}
+	if r.Timeout != 0 {
+		t := r.Timeout.Seconds()
+		a.Timeout = &t
+	}
+	return a
+}
+
+// Request is the execution a's fields describe (defaults filled in by
+// Validate's rules, see CheckRequest).
+func (a ExecuteArgs) Request() Request {
+	r := Request{Language: a.Language, Code: a.Code, Cwd: a.Cwd, Stateful: a.Stateful, SessionID: a.SessionID}
+	if a.Timeout != nil {
+		r.Timeout = seconds(*a.Timeout)
+	}
+	return r
+}
+
+// Validate implements dispatch.Validator: the rules of every field (the
+// timeout is 1..300 seconds, AIO's range).
+func (a ExecuteArgs) Validate() error {
+	if a.Timeout != nil && !(*a.Timeout >= 1 && *a.Timeout <= MaxTimeout.Seconds()) {
+		return fault.InvalidField("timeout", fmt.Sprintf("timeout must be between 1 and %d seconds", int(MaxTimeout.Seconds())))
+	}
+	r := a.Request()
+	return CheckRequest(&r)
 }
 
 // SandboxArgs names a sandbox ("" = the caller's default) and, for the
 // session tools, a language and a session.
 type SandboxArgs struct {
-	Sandbox   string `json:"sandbox,omitempty"`
-	Language  string `json:"language,omitempty"`
+	Sandbox   string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	Language  string `json:"language,omitempty" enum:",python,javascript,bash"`
 	SessionID string `json:"session_id,omitempty"`
 	Cwd       string `json:"cwd,omitempty"`
 	// All deletes every session of Language (code.session.delete).
 	All bool `json:"all,omitempty"`
 }
-
-// executeJSON is code.execute's JSON argument shape (MCP, /v1/tools/call).
-type executeJSON struct {
-	Sandbox   string   `json:"sandbox"`
-	Language  string   `json:"language"`
-	Code      string   `json:"code"`
-	Timeout   *float64 `json:"timeout"`
-	Cwd       string   `json:"cwd"`
-	Stateful  bool     `json:"stateful"`
-	SessionID string   `json:"session_id"`
-}
-
-const executeSchema = `{"type":"object","required":["language","code"],"properties":{` +
-	`"sandbox":{"type":"string","description":"sandbox id; empty: the caller's default sandbox"},` +
-	`"language":{"type":"string","enum":["python","javascript","bash"]},` +
-	`"code":{"type":"string"},` +
-	`"timeout":{"type":"integer","minimum":1,"maximum":300,"description":"wall timeout in seconds (default 30)"},` +
-	`"cwd":{"type":"string"},` +
-	`"stateful":{"type":"boolean","description":"run in a session that keeps state between calls"},` +
-	`"session_id":{"type":"string","description":"the session to run in; empty with stateful: a new session"}}}`
-
-func decodeStrict[T any](raw json.RawMessage) (T, error) {
-	var v T
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return v, fault.InvalidField("arguments", "arguments do not match the tool's schema: "+err.Error())
-	}
-	return v, nil
-}
-
-func decodeExecute(raw json.RawMessage) (any, error) {
-	j, err := decodeStrict[executeJSON](raw)
-	if err != nil {
-		return nil, err
-	}
-	r := Request{Language: j.Language, Code: j.Code, Cwd: j.Cwd, Stateful: j.Stateful, SessionID: j.SessionID}
-	if j.Timeout != nil {
-		if *j.Timeout < 1 || *j.Timeout > MaxTimeout.Seconds() {
-			return nil, fault.InvalidField("timeout", "timeout must be between 1 and 300 seconds")
-		}
-		r.Timeout = seconds(*j.Timeout)
-	}
-	if err := CheckRequest(&r); err != nil {
-		return nil, err
-	}
-	return ExecuteArgs{Sandbox: j.Sandbox, Req: r}, nil
-}
-
-func decodeSandboxArgs(raw json.RawMessage) (any, error) { return decodeStrict[SandboxArgs](raw) }
 
 // Assess rates code with the command guard, the way exec.run rates the
 // same program run by hand: bash is a command line; python and javascript
@@ -132,92 +117,88 @@ func auditCode(code string) string {
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
 
-// RegisterTools adds the code capabilities to d.
-func RegisterTools(d *dispatch.Dispatcher, s *Service, g *guard.Guard) {
-	d.MustRegister(dispatch.Tool{
-		Name:        ToolExecute,
-		Description: "Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: the command guard's verdict on the code as bash, python3 -c or node -e)",
-		// The declared tier is the floor; Assess raises it per call.
-		Risk: guard.Safe, Category: ratelimit.Exec,
-		InputSchema: json.RawMessage(executeSchema),
-		Decode:      decodeExecute,
-		Assess:      func(args any) dispatch.Assessment { return Assess(g, args.(ExecuteArgs).Req) },
-		Describe: func(args any) dispatch.Target {
-			a := args.(ExecuteArgs)
-			sum := sha256.Sum256([]byte(a.Req.Code))
-			return dispatch.Target{Target: auditCode(a.Req.Code), Sandbox: a.Sandbox, Detail: map[string]any{
-				"language": a.Req.Language, "stateful": a.Req.Stateful, "session_id": a.Req.SessionID,
-				"code_bytes": len(a.Req.Code), "code_sha256": hex.EncodeToString(sum[:])}}
-		},
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			a := args.(ExecuteArgs)
-			return s.Execute(ctx, c, a.Sandbox, a.Req)
-		},
-		Summarize: func(_, res any) map[string]any {
-			r, ok := res.(Result)
-			if !ok {
-				return nil
-			}
-			out := map[string]any{"status": r.Status, "duration_ms": r.DurationMS, "cpu_ms": r.CPUMS}
-			if r.SessionID != "" {
-				out["session_id"] = r.SessionID
-			}
-			if r.StateLost {
-				out["state_lost"] = true
-			}
-			if r.Reason != "" {
-				out["reason"] = r.Reason
-			}
-			return out
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolInfo, Description: "Supported code runtimes and their versions", Risk: guard.Safe, Roles: viewers,
-		Decode: decodeSandboxArgs,
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			return s.Info(ctx, c, args.(SandboxArgs).Sandbox)
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolSessions, Description: "List the caller's code sessions in a sandbox", Risk: guard.Safe, Roles: viewers,
-		Decode: decodeSandboxArgs,
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			a := args.(SandboxArgs)
+// Tools declares the code capabilities; the guard rates the code.
+// Arguments are read the AIO way (unknown fields ignored).
+func Tools(s *Service, g *guard.Guard) []dispatch.Tool {
+	return []dispatch.Tool{executeTool(s, g), infoTool(s), sessionsTool(s), sessionCreateTool(s), sessionDeleteTool(s)}
+}
+
+func spec(name, desc string, risk guard.Risk, cat ratelimit.Category, roles []auth.Role) dispatch.Spec {
+	return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: cat, Roles: roles, Lenient: true}
+}
+
+func executeTool(s *Service, g *guard.Guard) dispatch.Tool {
+	// The declared tier is the floor; Assess raises it per call.
+	return dispatch.Define(spec(ToolExecute, "Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: the command guard's verdict on the code as bash, python3 -c or node -e)",
+		guard.Safe, ratelimit.Exec, nil),
+		func(ctx context.Context, c auth.Caller, a ExecuteArgs) (Result, error) {
+			return s.Execute(ctx, c, a.Sandbox, a.Request())
+		}, dispatch.Hooks[ExecuteArgs, Result]{
+			Assess:   func(a ExecuteArgs) dispatch.Assessment { return Assess(g, a.Request()) },
+			Describe: describeExecute,
+			Summarize: func(_ ExecuteArgs, r Result) map[string]any {
+				out := map[string]any{"status": r.Status, "duration_ms": r.DurationMS, "cpu_ms": r.CPUMS}
+				if r.SessionID != "" {
+					out["session_id"] = r.SessionID
+				}
+				if r.StateLost {
+					out["state_lost"] = true
+				}
+				if r.Reason != "" {
+					out["reason"] = r.Reason
+				}
+				return out
+			},
+		})
+}
+
+func infoTool(s *Service) dispatch.Tool {
+	return dispatch.Define(spec(ToolInfo, "Supported code runtimes and their versions", guard.Safe, 0, viewers),
+		func(ctx context.Context, c auth.Caller, a SandboxArgs) ([]LanguageInfo, error) {
+			return s.Info(ctx, c, a.Sandbox)
+		}, dispatch.Hooks[SandboxArgs, []LanguageInfo]{})
+}
+
+func sessionsTool(s *Service) dispatch.Tool {
+	return dispatch.Define(spec(ToolSessions, "List the caller's code sessions in a sandbox", guard.Safe, 0, viewers),
+		func(ctx context.Context, c auth.Caller, a SandboxArgs) ([]SessionInfo, error) {
 			return s.Sessions(ctx, c, a.Sandbox, a.Language)
-		},
-	})
-	// Creating a session runs no code of the caller's, but it starts a
-	// resident interpreter: medium, and counted as an execution.
-	d.MustRegister(dispatch.Tool{
-		Name: ToolSessionCreate, Description: "Start a code session (a resident interpreter)", Risk: guard.Medium, Category: ratelimit.Exec,
-		Decode: decodeSandboxArgs,
-		Describe: func(args any) dispatch.Target {
-			a := args.(SandboxArgs)
-			return dispatch.Target{Target: a.SessionID, Sandbox: a.Sandbox, Detail: map[string]any{"language": a.Language}}
-		},
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			a := args.(SandboxArgs)
+		}, dispatch.Hooks[SandboxArgs, []SessionInfo]{})
+}
+
+// describeExecute is what the audit record keeps of a cell: its code (up
+// to auditCodeBytes), size and SHA-256.
+func describeExecute(a ExecuteArgs) dispatch.Target {
+	sum := sha256.Sum256([]byte(a.Code))
+	return dispatch.Target{Target: auditCode(a.Code), Sandbox: a.Sandbox, Detail: map[string]any{
+		"language": a.Language, "stateful": a.Stateful, "session_id": a.SessionID,
+		"code_bytes": len(a.Code), "code_sha256": hex.EncodeToString(sum[:])}}
+}
+
+func describeSession(a SandboxArgs) dispatch.Target {
+	return dispatch.Target{Target: a.SessionID, Sandbox: a.Sandbox, Detail: map[string]any{"language": a.Language, "all": a.All}}
+}
+
+// sessionCreateTool: creating a session runs no code of the caller's, but
+// it starts a resident interpreter: medium, and counted as an execution.
+func sessionCreateTool(s *Service) dispatch.Tool {
+	return dispatch.Define(spec(ToolSessionCreate, "Start a code session (a resident interpreter)", guard.Medium, ratelimit.Exec, nil),
+		func(ctx context.Context, c auth.Caller, a SandboxArgs) (SessionInfo, error) {
 			return s.CreateSession(ctx, c, a.Sandbox, a.Language, a.SessionID, a.Cwd)
-		},
-	})
-	// Ending one's own session only stops work: safe, and possible while
-	// the server is halted.
-	d.MustRegister(dispatch.Tool{
-		Name: ToolSessionDelete, Description: "End a code session (or all of a language's, with all)", Risk: guard.Safe,
-		Decode: decodeSandboxArgs,
-		Describe: func(args any) dispatch.Target {
-			a := args.(SandboxArgs)
-			return dispatch.Target{Target: a.SessionID, Sandbox: a.Sandbox, Detail: map[string]any{"all": a.All}}
-		},
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			a := args.(SandboxArgs)
+		}, dispatch.Hooks[SandboxArgs, SessionInfo]{Describe: describeSession})
+}
+
+// sessionDeleteTool: ending one's own session only stops work: safe, and
+// possible while the server is halted. It answers how many it ended.
+func sessionDeleteTool(s *Service) dispatch.Tool {
+	return dispatch.Define(spec(ToolSessionDelete, "End a code session (or all of a language's, with all)", guard.Safe, 0, nil),
+		func(ctx context.Context, c auth.Caller, a SandboxArgs) (int, error) {
 			if a.All {
 				return s.DeleteSessions(ctx, c, a.Sandbox, a.Language)
 			}
 			if a.SessionID == "" {
-				return nil, fault.InvalidField("session_id", "session_id is required")
+				return 0, fault.InvalidField("session_id", "session_id is required")
 			}
 			return 1, s.DeleteSession(ctx, c, a.Sandbox, a.SessionID)
-		},
-	})
+		}, dispatch.Hooks[SandboxArgs, int]{Describe: describeSession})
 }

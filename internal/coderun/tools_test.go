@@ -1,6 +1,9 @@
 package coderun
 
 import (
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/guard"
@@ -40,11 +43,14 @@ func FuzzDecodeExecute(f *testing.F) {
 	f.Add([]byte(`{"language":"javascript","code":"x","stateful":true,"session_id":"../x"}`))
 	f.Add([]byte(`{"language":"python","code":"1","timeout":-1,"cwd":"relative"}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		v, err := decodeExecute(raw)
-		if err != nil {
+		a, err := dispatch.DecodeArgs[ExecuteArgs](raw, true)
+		if err != nil || a.Validate() != nil {
 			return
 		}
-		r := v.(ExecuteArgs).Req
+		r := a.Request()
+		if err := CheckRequest(&r); err != nil {
+			t.Fatalf("Validate accepted what CheckRequest refuses: %v", err)
+		}
 		if r.Timeout <= 0 || r.Timeout > MaxTimeout || len(r.Code) > MaxCodeBytes {
 			t.Fatalf("accepted out-of-range request: %+v", r)
 		}
@@ -55,4 +61,28 @@ func FuzzDecodeExecute(f *testing.F) {
 			t.Fatalf("accepted session id %q", r.SessionID)
 		}
 	})
+}
+
+// TestNodeExecuteArgs: AIO's NodeJSExecuteRequest fields sandhold cannot
+// honour are refused by name, never silently ignored.
+func TestNodeExecuteArgs(t *testing.T) {
+	s := func(v string) *string { return &v }
+	for _, c := range []struct {
+		name  string
+		args  NodeExecuteArgs
+		field string
+	}{
+		{"plain", NodeExecuteArgs{Code: "1"}, ""},
+		{"empty-stdin", NodeExecuteArgs{Code: "1", Stdin: s("")}, ""},
+		{"version", NodeExecuteArgs{Code: "1", Version: "node20"}, ""},
+		{"stdin", NodeExecuteArgs{Code: "1", Stdin: s("x")}, "stdin"},
+		{"files", NodeExecuteArgs{Code: "1", Files: map[string]string{"a.js": "1"}}, "files"},
+		{"bad-version", NodeExecuteArgs{Code: "1", Version: "latest"}, "version"},
+		{"bad-session", NodeExecuteArgs{Code: "1", Stateful: true, SessionID: "../x"}, "session_id"},
+	} {
+		err := c.args.Validate()
+		if got := fault.FieldOf(err); (err == nil) != (c.field == "") || got != c.field {
+			t.Errorf("%s: %v (field %q), want field %q", c.name, err, got, c.field)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"slices"
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/coderun"
@@ -15,7 +16,10 @@ func (d *Daemon) startCode(_ context.Context) error {
 	svc := coderun.New(coderun.Config{Log: d.log}, d.sandboxes)
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
 	d.onRevoke(svc.Revoke)
-	coderun.RegisterTools(d.dispatch, svc, d.guard)
+	for _, t := range slices.Concat(coderun.Tools(svc, d.guard), coderun.NodeTools(svc, d.guard)) {
+		d.dispatch.MustRegister(t)
+	}
 	d.api.CodeRoutes(d.dispatch, api.CodeConfig{IdleTimeout: svc.IdleTimeout(), MaxSessions: svc.MaxSessions()})
+	d.api.NodeRoutes(d.dispatch)
 	return nil
 }

@@ -53,7 +53,7 @@ func (d *Daemon) startEgress(ctx context.Context, met *netMetrics) error {
 	// SANDBOX_NETWORK_RESTRICTED=false is logged and audited with the
 	// other loosenings (config.Loosenings); it makes mode host available to
 	// admins. The default mode of a sandbox stays none either way.
-	sandbox.RegisterNetworkTools(d.dispatch, d.sandboxes)
+	d.register(sandbox.NetworkTools(d.sandboxes))
 	d.api.NetworkRoutes(d.dispatch)
 	return nil
 }

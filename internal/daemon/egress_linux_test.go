@@ -416,13 +416,13 @@ func TestRateLimitAnswers429(t *testing.T) {
 	if rem, err := strconv.Atoi(r.header.Get("X-RateLimit-Remaining")); r.status != 200 || r.header.Get("X-RateLimit-Limit") != "60" || err != nil || rem < 59 {
 		t.Fatalf("exec after the code limit: %d %v %s", r.status, r.header, r.raw)
 	}
-	// Cheap bash commands (in an unknown session: AIO's 200 with
-	// success:false, nothing runs) drain the same bucket. It refills at
+	// Cheap bash commands (async, in one session the first call starts)
+	// drain the same bucket. It refills at
 	// 300/min, so the count is the burst left plus what refilled
 	// meanwhile: at least 59.
 	n := 0
 	for ; n < 600; n++ {
-		r = s.do("POST", "/sandboxes/"+id+"/v1/bash/exec", agent.Key, map[string]any{"session_id": "nope", "command": "true"}, nil)
+		r = s.do("POST", "/sandboxes/"+id+"/v1/bash/exec", agent.Key, map[string]any{"session_id": "drain", "command": "true", "async_mode": true}, nil)
 		if r.status != 200 {
 			break
 		}

@@ -26,6 +26,7 @@ func (d *Daemon) startFiles(_ context.Context) error {
 		},
 	})
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
+	d.onRevoke(svc.RevokeWatches)
 	d.register(workspace.Tools(svc))
 	d.api.FileRoutes(d.dispatch)
 	return nil

@@ -187,7 +187,9 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		return fmt.Errorf("sandbox manager: %w", err)
 	}
 	d.closers = append(d.closers, func() error { d.sandboxes.Close(); return nil })
-	sandbox.RegisterTools(d.dispatch, d.sandboxes, d.guard)
+	for _, t := range sandbox.Tools(d.sandboxes, d.guard) {
+		d.dispatch.MustRegister(t)
+	}
 	d.api.SandboxRoutes(d.dispatch, d.sandboxes, api.Posture{Insecure: insecure, Checks: report})
 	if err := d.startGovernance(ctx); err != nil {
 		return err

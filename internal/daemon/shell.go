@@ -22,7 +22,9 @@ func (d *Daemon) startShell(_ context.Context) error {
 		ImplicitIdle: d.sessionTimers[0], ReapEvery: d.sessionTimers[1]})
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
 	d.onRevoke(svc.Revoke)
-	shell.RegisterTools(d.dispatch, svc, d.sandboxes, d.guard, d.version)
+	for _, t := range shell.Tools(shell.Deps{Service: svc, Sandboxes: d.sandboxes, Guard: d.guard, Version: d.version}) {
+		d.dispatch.MustRegister(t)
+	}
 	d.api.ShellRoutes(d.dispatch)
 	return nil
 }

@@ -245,13 +245,10 @@ func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
 	if err := agent.CheckPath(r.Cwd); err != nil {
 		return nil, nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
 	}
-	switch {
-	case r.Timeout < 0:
-		return nil, nil, fault.InvalidField("timeout", "timeout must not be negative")
-	case r.Timeout == 0:
+	if r.Timeout == 0 {
 		r.Timeout = DefaultTimeout
-	case r.Timeout > MaxTimeout:
-		return nil, nil, fault.InvalidField("timeout", fmt.Sprintf("timeout above the maximum of %s", MaxTimeout))
+	} else if err := CheckTimeout(r.Timeout); err != nil {
+		return nil, nil, err
 	}
 	switch {
 	case r.OutputLimit < 0 || r.OutputLimit > MaxOutputLimit:

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -295,11 +294,11 @@ func (s *Sandbox) netEnv(user map[string]string) map[string]string {
 
 // NetworkUpdate changes a live sandbox's network.
 type NetworkUpdate struct {
-	ID string `json:"id"`
+	ID string `json:"id" required:"true"`
 	// Mode, when set and different from the current mode, changes the mode:
 	// the init must restart, so Restart must be true (running executions
 	// and sessions end).
-	Mode    string   `json:"mode,omitempty"`
+	Mode    string   `json:"mode,omitempty" enum:"none,proxy,host"`
 	Allow   []string `json:"allow"`
 	Restart bool     `json:"restart,omitempty"`
 }
@@ -416,28 +415,23 @@ const (
 // ToolNetworkUpdate changes a sandbox's network.
 const ToolNetworkUpdate = "network.update"
 
-// RegisterNetworkTools adds network.update to d.
-func RegisterNetworkTools(d *dispatch.Dispatcher, m *Manager) {
-	d.MustRegister(dispatch.Tool{
-		Name: ToolNetworkUpdate, Description: "Change a sandbox's egress allow list (or, with restart, its network mode)", Risk: guard.Medium,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"mode":{"type":"string","enum":["none","proxy","host"]},"allow":{"type":"array","items":{"type":"string"}},"restart":{"type":"boolean"}},"required":["id"]}`),
-		Decode:      decode[NetworkUpdate],
-		Assess: func(args any) dispatch.Assessment {
-			if args.(NetworkUpdate).Mode == NetworkHost {
+// NetworkTools declares network.update.
+func NetworkTools(m *Manager) []dispatch.Tool {
+	spec := dispatch.Spec{Name: ToolNetworkUpdate, Description: "Change a sandbox's egress allow list (or, with restart, its network mode)", Risk: guard.Medium}
+	return []dispatch.Tool{dispatch.Define(spec, func(ctx context.Context, c auth.Caller, u NetworkUpdate) (NetworkResult, error) {
+		return m.UpdateNetwork(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, u)
+	}, dispatch.Hooks[NetworkUpdate, NetworkResult]{
+		Assess: func(u NetworkUpdate) dispatch.Assessment {
+			if u.Mode == NetworkHost {
 				return dispatch.Assessment{Risk: guard.Dangerous, Reasons: []string{"shares the host's network"}}
 			}
 			return dispatch.Assessment{}
 		},
-		Describe: func(args any) dispatch.Target {
-			u := args.(NetworkUpdate)
+		Describe: func(u NetworkUpdate) dispatch.Target {
 			return dispatch.Target{Sandbox: u.ID, Target: strings.Join(u.Allow, " "), Detail: map[string]any{"mode": u.Mode, "restart": u.Restart}}
 		},
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			return m.UpdateNetwork(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, args.(NetworkUpdate))
-		},
-		Summarize: func(_, res any) map[string]any {
-			r := res.(NetworkResult)
+		Summarize: func(_ NetworkUpdate, r NetworkResult) map[string]any {
 			return map[string]any{"mode": r.Network.Mode, "allow": r.Network.Allow, "restarted": r.Restarted}
 		},
-	})
+	})}
 }

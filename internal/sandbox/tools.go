@@ -2,7 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -36,42 +37,86 @@ func CallerOf(c auth.Caller) Caller {
 
 // IDArgs names a sandbox.
 type IDArgs struct {
-	ID string `json:"id"`
+	ID string `json:"id" required:"true"`
 }
 
-// ExecArgs runs a command in sandbox ID (the caller's default sandbox when
-// ID is empty).
+// ExecArgs is exec.run's arguments: a command for sandbox ID (the
+// caller's default sandbox when ID is empty). Its JSON is the body of
+// POST /v1/sandboxes/{id}/exec plus id. A caller that streams
+// (dispatch.WithStreaming) gets the running Execution (ExecResult.Running).
 type ExecArgs struct {
-	ID  string      `json:"id,omitempty"`
-	Req ExecRequest `json:"-"`
-	// Stream starts the execution in the background and returns it, for a
-	// caller that streams its output and kills it when the client goes.
-	Stream bool `json:"-"`
+	ID          string            `json:"id,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	Command     string            `json:"command,omitempty" doc:"run with /bin/bash -c"`
+	Argv        []string          `json:"argv,omitempty" doc:"run as is (instead of command)"`
+	Cwd         string            `json:"cwd,omitempty" doc:"absolute path inside the sandbox; default /workspace"`
+	Env         map[string]string `json:"env,omitempty"`
+	Timeout     *float64          `json:"timeout,omitempty" doc:"wall timeout in seconds (default 60, max 600)"`
+	Stdin       string            `json:"stdin,omitempty"`
+	Background  bool              `json:"background,omitempty" doc:"return a command_id at once"`
+	Sudo        bool              `json:"sudo,omitempty" doc:"uid 0 inside the sandbox (needs SANDBOX_ENABLE_SUDO)"`
+	OutputLimit int               `json:"output_limit,omitempty" doc:"bytes kept per stream (default 50000)"`
 }
+
+// Validate implements dispatch.Validator: the timeout's rule
+// (CheckTimeout) lives here for every caller of exec.run.
+func (a ExecArgs) Validate() error {
+	if a.Timeout == nil {
+		return nil
+	}
+	t := *a.Timeout
+	if math.IsNaN(t) || math.IsInf(t, 0) {
+		return errTimeout
+	}
+	return CheckTimeout(secondsToDuration(t))
+}
+
+var errTimeout = fault.InvalidField("timeout", fmt.Sprintf("timeout must be a number of seconds in (0, %d]", int(MaxTimeout.Seconds())))
+
+// CheckTimeout is the one rule of an execution's wall timeout: above zero
+// and at most MaxTimeout. exec.run's arguments are checked with it, and
+// Sandbox.Exec applies it again for callers that do not come through the
+// dispatcher.
+func CheckTimeout(d time.Duration) error {
+	if d <= 0 || d > MaxTimeout {
+		return errTimeout
+	}
+	return nil
+}
+
+// Request is the ExecRequest a's fields describe.
+func (a ExecArgs) Request() ExecRequest {
+	r := ExecRequest{Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, Stdin: []byte(a.Stdin),
+		Background: a.Background, Sudo: a.Sudo, OutputLimit: a.OutputLimit}
+	if a.Timeout != nil {
+		r.Timeout = secondsToDuration(*a.Timeout)
+	}
+	return r
+}
+
+// ExecResult is exec.run's answer: the execution's Result, and the
+// running Execution for a caller that streams.
+type ExecResult struct {
+	Result
+	running *Execution
+}
+
+// Running is the execution, still running, when the caller streams
+// (dispatch.WithStreaming); nil otherwise.
+func (r ExecResult) Running() *Execution { return r.running }
 
 // ExecRef names an execution.
 type ExecRef struct {
-	ID        string `json:"id"`
-	CommandID string `json:"command_id"`
+	ID        string `json:"id" doc:"sandbox id; empty: the caller's default sandbox"`
+	CommandID string `json:"command_id" required:"true"`
 }
 
-var (
-	viewers  = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
-	idSchema = json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)
-)
+// NoArgs is the arguments of a tool that takes none.
+type NoArgs struct{}
 
-func decode[T any](raw json.RawMessage) (any, error) {
-	var v T
-	if len(raw) == 0 {
-		raw = json.RawMessage("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		return nil, fault.InvalidField("arguments", "arguments do not match the tool's schema: "+err.Error())
-	}
-	return v, nil
-}
+// Empty is the answer of a tool that answers nothing (JSON null).
+type Empty = *struct{}
+
+var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
 
 // Resolve returns the sandbox a call names: ID, or the caller's default
 // sandbox (created on first use) when ID is empty.
@@ -82,96 +127,99 @@ func (m *Manager) Resolve(ctx context.Context, c auth.Caller, id string) (*Sandb
 	return m.Get(CallerOf(c), id)
 }
 
-// RegisterTools adds the sandbox capabilities to d. The guard rates
-// commands.
-func RegisterTools(d *dispatch.Dispatcher, m *Manager, g *guard.Guard) {
-	d.MustRegister(dispatch.Tool{
-		Name: ToolCreate, Description: "Create a sandbox", Risk: guard.Medium,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"},"limits":{"type":"object"},"network":{"type":"object"},"ttl":{"type":"string"}}}`),
-		Decode:      decode[Spec],
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			return m.Create(ctx, CallerOf(c), args.(Spec))
-		},
-		Summarize: func(_, res any) map[string]any {
-			in := res.(Info)
-			return map[string]any{"sandbox": in.ID}
-		},
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolList, Description: "List sandboxes", Risk: guard.Safe, Roles: viewers,
-		Run: func(_ context.Context, c auth.Caller, _ any) (any, error) { return m.List(CallerOf(c)), nil },
-	})
-	byID := func(name, desc string, risk guard.Risk, roles []auth.Role, run func(ctx context.Context, c auth.Caller, id string) (any, error)) {
-		d.MustRegister(dispatch.Tool{
-			Name: name, Description: desc, Risk: risk, Roles: roles, InputSchema: idSchema, Decode: decode[IDArgs],
-			Describe: func(args any) dispatch.Target { return dispatch.Target{Sandbox: args.(IDArgs).ID} },
-			Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-				return run(ctx, c, args.(IDArgs).ID)
-			},
-		})
+// Tools declares the sandbox capabilities; the guard rates commands.
+// Arguments are read strictly (an unknown field is refused).
+func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
+	return []dispatch.Tool{
+		createTool(m), listTool(m),
+		byID(ToolGet, "Get a sandbox", guard.Safe, viewers, func(_ context.Context, c auth.Caller, id string) (Info, error) {
+			s, err := m.Get(CallerOf(c), id)
+			if err != nil {
+				return Info{}, err
+			}
+			return s.Info(), nil
+		}),
+		byID(ToolDelete, "Delete a sandbox and its workspace", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
+			return nil, m.Delete(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
+		}),
+		byID(ToolPause, "Freeze a sandbox", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
+			return nil, m.Pause(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
+		}),
+		// Resume only undoes a pause (and HALT keeps its own freeze: see
+		// HaltFreeze).
+		byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
+			return nil, m.Resume(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
+		}),
+		resourcesTool(m), execTool(m, g), execReadTool(m), execKillTool(m),
 	}
-	byID(ToolGet, "Get a sandbox", guard.Safe, viewers, func(_ context.Context, c auth.Caller, id string) (any, error) {
-		s, err := m.Get(CallerOf(c), id)
-		if err != nil {
-			return nil, err
-		}
-		return s.Info(), nil
-	})
-	byID(ToolDelete, "Delete a sandbox and its workspace", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (any, error) {
-		return nil, m.Delete(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
-	})
-	byID(ToolPause, "Freeze a sandbox", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (any, error) {
-		return nil, m.Pause(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
-	})
-	// Resume is safe: it only undoes a pause (and HALT keeps its own
-	// freeze: see HaltFreeze).
-	byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (any, error) {
-		return nil, m.Resume(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
-	})
-	d.MustRegister(dispatch.Tool{
-		Name: ToolResources, Description: "Live cgroup figures per sandbox", Risk: guard.Safe, Roles: viewers,
-		Run: func(_ context.Context, c auth.Caller, _ any) (any, error) { return m.Resources(CallerOf(c)), nil },
-	})
+}
 
-	d.MustRegister(dispatch.Tool{
-		Name: ToolExec, Description: "Run a command in a sandbox", Risk: guard.Safe, Category: ratelimit.Exec,
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"command":{"type":"string"},"argv":{"type":"array","items":{"type":"string"}},"cwd":{"type":"string"},"env":{"type":"object"},"timeout":{"type":"number"}}}`),
-		Decode:      decodeExec,
-		Assess: func(args any) dispatch.Assessment {
-			return assessCommand(g, args.(ExecArgs).Req)
+func createTool(m *Manager) dispatch.Tool {
+	return dispatch.Define(dispatch.Spec{Name: ToolCreate, Description: "Create a sandbox", Risk: guard.Medium},
+		func(ctx context.Context, c auth.Caller, spec Spec) (Info, error) {
+			return m.Create(ctx, CallerOf(c), spec)
+		}, dispatch.Hooks[Spec, Info]{
+			Summarize: func(_ Spec, in Info) map[string]any { return map[string]any{"sandbox": in.ID} },
+		})
+}
+
+func listTool(m *Manager) dispatch.Tool {
+	return dispatch.Define(dispatch.Spec{Name: ToolList, Description: "List sandboxes", Risk: guard.Safe, Roles: viewers},
+		func(_ context.Context, c auth.Caller, _ NoArgs) ([]Info, error) { return m.List(CallerOf(c)), nil },
+		dispatch.Hooks[NoArgs, []Info]{})
+}
+
+func resourcesTool(m *Manager) dispatch.Tool {
+	return dispatch.Define(dispatch.Spec{Name: ToolResources, Description: "Live cgroup figures per sandbox", Risk: guard.Safe, Roles: viewers},
+		func(_ context.Context, c auth.Caller, _ NoArgs) ([]Stats, error) {
+			return m.Resources(CallerOf(c)), nil
 		},
-		Describe: func(args any) dispatch.Target {
-			a := args.(ExecArgs)
-			cmd := a.Req.Command
+		dispatch.Hooks[NoArgs, []Stats]{})
+}
+
+// byID declares a tool whose one argument names a sandbox.
+func byID[R any](name, desc string, risk guard.Risk, roles []auth.Role, run func(context.Context, auth.Caller, string) (R, error)) dispatch.Tool {
+	return dispatch.Define(dispatch.Spec{Name: name, Description: desc, Risk: risk, Roles: roles},
+		func(ctx context.Context, c auth.Caller, a IDArgs) (R, error) { return run(ctx, c, a.ID) },
+		dispatch.Hooks[IDArgs, R]{Describe: func(a IDArgs) dispatch.Target { return dispatch.Target{Sandbox: a.ID} }})
+}
+
+func execTool(m *Manager, g *guard.Guard) dispatch.Tool {
+	spec := dispatch.Spec{Name: ToolExec, Description: "Run a command in a sandbox", Risk: guard.Safe, Category: ratelimit.Exec, Streams: true}
+	return dispatch.Define(spec, func(ctx context.Context, c auth.Caller, a ExecArgs) (ExecResult, error) {
+		s, err := m.Resolve(ctx, c, a.ID)
+		if err != nil {
+			return ExecResult{}, err
+		}
+		req := a.Request()
+		req.Actor = c.KeyID
+		req.PrivilegedEnv = c.IsAdmin()
+		stream := dispatch.Streaming(ctx) && !req.Background
+		if stream {
+			// The streaming caller reads the output as it comes and kills
+			// the execution when its client goes.
+			req.Background = true
+		}
+		e, err := s.Exec(ctx, req)
+		if err != nil {
+			return ExecResult{}, err
+		}
+		if stream {
+			return ExecResult{Result: Result{ID: e.ID, Status: e.Status()}, running: e}, nil
+		}
+		return ExecResult{Result: e.Result()}, nil
+	}, dispatch.Hooks[ExecArgs, ExecResult]{
+		Assess: func(a ExecArgs) dispatch.Assessment { return assessCommand(g, a.Request()) },
+		Describe: func(a ExecArgs) dispatch.Target {
+			cmd := a.Command
 			if cmd == "" {
-				cmd = strings.Join(a.Req.Argv, " ")
+				cmd = strings.Join(a.Argv, " ")
 			}
-			return dispatch.Target{Target: cmd, Sandbox: a.ID, Detail: map[string]any{"background": a.Req.Background, "sudo": a.Req.Sudo}}
+			return dispatch.Target{Target: cmd, Sandbox: a.ID, Detail: map[string]any{"background": a.Background, "sudo": a.Sudo}}
 		},
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			a := args.(ExecArgs)
-			s, err := m.Resolve(ctx, c, a.ID)
-			if err != nil {
-				return nil, err
-			}
-			a.Req.Actor = c.KeyID
-			a.Req.PrivilegedEnv = c.IsAdmin()
-			if a.Stream {
-				a.Req.Background = true
-			}
-			e, err := s.Exec(ctx, a.Req)
-			if err != nil {
-				return nil, err
-			}
-			if a.Stream {
-				return e, nil
-			}
-			return e.Result(), nil
-		},
-		Summarize: func(_, res any) map[string]any {
-			r, ok := res.(Result)
-			if !ok {
-				return nil
+		Summarize: func(_ ExecArgs, r ExecResult) map[string]any {
+			if r.running != nil {
+				return map[string]any{"status": r.Status, "command_id": r.ID, "streamed": true}
 			}
 			out := map[string]any{"status": r.Status, "duration_ms": r.DurationMS, "command_id": r.ID}
 			if r.ExitCode != nil {
@@ -183,62 +231,35 @@ func RegisterTools(d *dispatch.Dispatcher, m *Manager, g *guard.Guard) {
 			return out
 		},
 	})
-	execRef := func(ctx context.Context, c auth.Caller, ref ExecRef) (*Execution, error) {
-		s, err := m.Resolve(ctx, c, ref.ID)
-		if err != nil {
-			return nil, err
-		}
-		return s.Execution(ref.CommandID)
+}
+
+func execRef(ctx context.Context, m *Manager, c auth.Caller, ref ExecRef) (*Execution, error) {
+	s, err := m.Resolve(ctx, c, ref.ID)
+	if err != nil {
+		return nil, err
 	}
-	d.MustRegister(dispatch.Tool{
-		Name: ToolExecRead, Description: "Read an execution's status and output", Risk: guard.Safe, Roles: viewers,
-		Decode: decode[ExecRef],
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			return execRef(ctx, c, args.(ExecRef))
-		},
-	})
-	// Killing one's own execution is safe: it only stops work, and must
-	// stay possible while the server is halted.
-	d.MustRegister(dispatch.Tool{
-		Name: ToolExecKill, Description: "Kill an execution's process tree", Risk: guard.Safe,
-		Decode: decode[ExecRef],
-		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			e, err := execRef(ctx, c, args.(ExecRef))
+	return s.Execution(ref.CommandID)
+}
+
+func execReadTool(m *Manager) dispatch.Tool {
+	return dispatch.Define(dispatch.Spec{Name: ToolExecRead, Description: "Read an execution's status and output", Risk: guard.Safe, Roles: viewers},
+		func(ctx context.Context, c auth.Caller, a ExecRef) (*Execution, error) { return execRef(ctx, m, c, a) },
+		dispatch.Hooks[ExecRef, *Execution]{})
+}
+
+// execKillTool: killing one's own execution is safe: it only stops work,
+// and must stay possible while the server is halted.
+func execKillTool(m *Manager) dispatch.Tool {
+	return dispatch.Define(dispatch.Spec{Name: ToolExecKill, Description: "Kill an execution's process tree", Risk: guard.Safe},
+		func(ctx context.Context, c auth.Caller, a ExecRef) (Result, error) {
+			e, err := execRef(ctx, m, c, a)
 			if err != nil {
-				return nil, err
+				return Result{}, err
 			}
 			e.Kill()
 			<-e.Done()
 			return e.Result(), nil
-		},
-	})
-}
-
-// execJSON is exec.run's JSON argument shape (MCP, /v1/tools/call).
-type execJSON struct {
-	ID         string            `json:"id"`
-	Command    string            `json:"command"`
-	Argv       []string          `json:"argv"`
-	Cwd        string            `json:"cwd"`
-	Env        map[string]string `json:"env"`
-	Timeout    float64           `json:"timeout"`
-	Stdin      string            `json:"stdin"`
-	Background bool              `json:"background"`
-	Sudo       bool              `json:"sudo"`
-}
-
-func decodeExec(raw json.RawMessage) (any, error) {
-	v, err := decode[execJSON](raw)
-	if err != nil {
-		return nil, err
-	}
-	j := v.(execJSON)
-	r := ExecRequest{Command: j.Command, Argv: j.Argv, Cwd: j.Cwd, Env: j.Env, Stdin: []byte(j.Stdin), Background: j.Background, Sudo: j.Sudo}
-	if j.Timeout < 0 || j.Timeout > MaxTimeout.Seconds() {
-		return nil, fault.InvalidField("timeout", "timeout out of range")
-	}
-	r.Timeout = secondsToDuration(j.Timeout)
-	return ExecArgs{ID: j.ID, Req: r}, nil
+		}, dispatch.Hooks[ExecRef, Result]{})
 }
 
 // assessCommand rates a command with the guard: a command line as is, an

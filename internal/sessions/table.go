@@ -15,6 +15,8 @@ package sessions
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"sort"
 	"sync"
 	"time"
 
@@ -36,12 +38,31 @@ type Session interface {
 	Close()
 }
 
-// Key names a session: its kind ("shell", "bash", "python" …), its
-// sandbox and its id within them.
+// Key names a session: its kind ("shell", "bash", "code" …), its
+// sandbox, the key that owns it and its id. The owner is part of the name:
+// ids are scoped to their owner, so a key that names an id another key
+// uses gets (or starts) a session of its own, never the other's, and
+// cannot learn that the id is taken.
 type Key struct {
 	Kind    string
 	Sandbox string
+	Owner   string
 	ID      string
+}
+
+// IDRule says what a client-chosen session id may be (IDPattern).
+const IDRule = "a session id is 1-128 characters: letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
+
+// IDPattern is the one format of client-chosen session ids (shell, bash,
+// code, jupyter, nodejs).
+var IDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// CheckID refuses an id outside IDPattern, naming field.
+func CheckID(field, id string) error {
+	if !IDPattern.MatchString(id) {
+		return fault.InvalidField(field, IDRule)
+	}
+	return nil
 }
 
 // Limits of a Table. Zero values take the defaults below.
@@ -124,12 +145,14 @@ type Reservation[S Session] struct {
 // ErrExists: Reserve of a key already in the table.
 var ErrExists = fault.New(fault.Conflict, "a session with this id exists")
 
-// Reserve claims k for owner with idle timeout idle (0: the table's).
+// Reserve claims k for owner (k.Owner is set to owner) with idle timeout
+// idle (0: the table's).
 // At the per-key or per-sandbox cap it closes the least recently used
 // idle session of that key or sandbox; if all are busy it refuses with
 // a conflict naming the cap. The caller starts the session and then
 // calls Commit, or Cancel if starting failed.
 func (t *Table[S]) Reserve(owner string, k Key, idle time.Duration) (*Reservation[S], error) {
+	k.Owner = owner
 	if idle <= 0 || idle > t.lim.Idle {
 		idle = t.lim.Idle
 	}
@@ -223,6 +246,41 @@ func (t *Table[S]) Get(k Key) (s S, owner string, ok bool) {
 		return s, "", false
 	}
 	return e.s, e.owner, true
+}
+
+// Find returns the started sessions of any owner named kind, sandbox and
+// id (for callers that may see every key's sessions: admins), sorted by
+// owner so the answer is stable.
+func (t *Table[S]) Find(kind, sandbox, id string) []Row[S] {
+	rows := t.Select(func(k Key, _ string) bool { return k.Kind == kind && k.Sandbox == sandbox && k.ID == id })
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Owner < rows[j].Owner })
+	return rows
+}
+
+// SetIdle changes the idle timeout of the session at k (0 or above the
+// table's: the table's) and reports whether it is there.
+func (t *Table[S]) SetIdle(k Key, idle time.Duration) bool {
+	if idle <= 0 || idle > t.lim.Idle {
+		idle = t.lim.Idle
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.rows[k]
+	if e == nil || !e.ok {
+		return false
+	}
+	e.idle = idle
+	return true
+}
+
+// IdleOf is the idle timeout of the session at k (0 if absent).
+func (t *Table[S]) IdleOf(k Key) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.rows[k]; e != nil {
+		return e.idle
+	}
+	return 0
 }
 
 // Remove takes s out of the table if it is still at k; the caller closes it.

@@ -9,16 +9,18 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sessions"
 )
 
 // The argument types below are both the JSON bodies of AIO's routes (field
 // names as AIO spells them) and the typed arguments of the dispatcher's
-// tools; Sandbox names the sandbox ("" = the caller's default one). Check
-// validates them; its errors are Invalid faults naming the field.
+// tools; Sandbox names the sandbox ("" = the caller's default one).
+// Validate holds each field's rule (the dispatcher runs it for every
+// caller); its errors are Invalid faults naming the field.
 
 // ShellExecArgs is POST /v1/shell/exec.
 type ShellExecArgs struct {
-	Sandbox          string   `json:"sandbox,omitempty"`
+	Sandbox          string   `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	ID               *string  `json:"id,omitempty"`
 	ExecDir          *string  `json:"exec_dir,omitempty"`
 	Command          string   `json:"command"`
@@ -29,19 +31,17 @@ type ShellExecArgs struct {
 	HardTimeout      *float64 `json:"hard_timeout,omitempty"`
 	PreserveSymlinks *bool    `json:"preserve_symlinks,omitempty"`
 	Truncate         *bool    `json:"truncate,omitempty"`
-	// Stream returns the running command for an SSE response.
-	Stream bool `json:"-"`
 }
 
 // ShellSessionArgs names a session (view, kill, delete).
 type ShellSessionArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
+	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	ID      string `json:"id"`
 }
 
 // ShellWaitArgs is POST /v1/shell/wait.
 type ShellWaitArgs struct {
-	Sandbox        string `json:"sandbox,omitempty"`
+	Sandbox        string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	ID             string `json:"id"`
 	Seconds        *int   `json:"seconds,omitempty"`
 	MaxWaitSeconds *int   `json:"max_wait_seconds,omitempty"`
@@ -49,7 +49,7 @@ type ShellWaitArgs struct {
 
 // ShellWriteArgs is POST /v1/shell/write.
 type ShellWriteArgs struct {
-	Sandbox    string `json:"sandbox,omitempty"`
+	Sandbox    string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	ID         string `json:"id"`
 	Input      string `json:"input"`
 	PressEnter bool   `json:"press_enter"`
@@ -57,7 +57,7 @@ type ShellWriteArgs struct {
 
 // ShellCreateArgs is POST /v1/shell/sessions/create.
 type ShellCreateArgs struct {
-	Sandbox          string  `json:"sandbox,omitempty"`
+	Sandbox          string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	ID               string  `json:"id,omitempty"`
 	ExecDir          *string `json:"exec_dir,omitempty"`
 	NoChangeTimeout  *int    `json:"no_change_timeout,omitempty"`
@@ -69,7 +69,7 @@ type ShellCreateArgs struct {
 
 // ShellUpdateArgs is POST /v1/shell/sessions/update.
 type ShellUpdateArgs struct {
-	Sandbox         string `json:"sandbox,omitempty"`
+	Sandbox         string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	ID              string `json:"id"`
 	NoChangeTimeout *int   `json:"no_change_timeout,omitempty"`
 }
@@ -77,13 +77,13 @@ type ShellUpdateArgs struct {
 // ListArgs lists sessions: of Sandbox, or (All) of every sandbox the
 // caller may see.
 type ListArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
+	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	All     bool   `json:"all,omitempty"`
 }
 
 // TerminalArgs opens a live terminal (WS /v1/shell/ws).
 type TerminalArgs struct {
-	Sandbox   string `json:"sandbox,omitempty"`
+	Sandbox   string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	SessionID string `json:"session_id,omitempty"`
 	Rows      int    `json:"rows,omitempty"`
 	Cols      int    `json:"cols,omitempty"`
@@ -91,7 +91,7 @@ type TerminalArgs struct {
 
 // BashExecArgs is POST /v1/bash/exec.
 type BashExecArgs struct {
-	Sandbox         string            `json:"sandbox,omitempty"`
+	Sandbox         string            `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	SessionID       *string           `json:"session_id,omitempty"`
 	Command         string            `json:"command"`
 	ExecDir         *string           `json:"exec_dir,omitempty"`
@@ -104,7 +104,7 @@ type BashExecArgs struct {
 
 // BashOutputArgs is POST /v1/bash/output.
 type BashOutputArgs struct {
-	Sandbox      string   `json:"sandbox,omitempty"`
+	Sandbox      string   `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	SessionID    string   `json:"session_id"`
 	CommandID    *string  `json:"command_id,omitempty"`
 	Offset       int64    `json:"offset,omitempty"`
@@ -115,7 +115,7 @@ type BashOutputArgs struct {
 
 // BashWriteArgs is POST /v1/bash/write.
 type BashWriteArgs struct {
-	Sandbox   string  `json:"sandbox,omitempty"`
+	Sandbox   string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	SessionID string  `json:"session_id"`
 	CommandID *string `json:"command_id,omitempty"`
 	Input     string  `json:"input"`
@@ -123,7 +123,7 @@ type BashWriteArgs struct {
 
 // BashKillArgs is POST /v1/bash/kill.
 type BashKillArgs struct {
-	Sandbox   string  `json:"sandbox,omitempty"`
+	Sandbox   string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	SessionID string  `json:"session_id"`
 	CommandID *string `json:"command_id,omitempty"`
 	Signal    string  `json:"signal,omitempty"`
@@ -131,7 +131,7 @@ type BashKillArgs struct {
 
 // BashCreateArgs is POST /v1/bash/sessions/create.
 type BashCreateArgs struct {
-	Sandbox      string  `json:"sandbox,omitempty"`
+	Sandbox      string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	SessionID    *string `json:"session_id,omitempty"`
 	ExecDir      *string `json:"exec_dir,omitempty"`
 	SnapshotPath *string `json:"snapshot_path,omitempty"`
@@ -139,19 +139,19 @@ type BashCreateArgs struct {
 
 // BashSessionArgs names a bash session (close).
 type BashSessionArgs struct {
-	Sandbox   string `json:"sandbox,omitempty"`
+	Sandbox   string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	SessionID string `json:"session_id"`
 }
 
 // InfoArgs names the sandbox of GET /v1/sandbox (and Language that of
 // GET /v1/sandbox/packages/{python,nodejs}).
 type InfoArgs struct {
-	Sandbox  string `json:"sandbox,omitempty"`
+	Sandbox  string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	Language string `json:"language,omitempty"`
 }
 
-// Checker is implemented by every argument type.
-type Checker interface{ Check() error }
+// Checker is implemented by every argument type (dispatch.Validator).
+type Checker interface{ Validate() error }
 
 // seconds checks an optional number of seconds in (0, max].
 func seconds(field string, v *float64, max time.Duration) (time.Duration, error) {
@@ -174,6 +174,23 @@ func intSeconds(field string, v *int, max time.Duration) (time.Duration, error) 
 	}
 	return time.Duration(*v) * time.Second, nil
 }
+
+// secondsOf is a validated optional number of seconds (0 when absent).
+func secondsOf(v *float64) time.Duration {
+	d, _ := seconds("", v, MaxWait)
+	return d
+}
+
+// wholeSeconds is a validated optional whole number of seconds (0 when
+// absent).
+func wholeSeconds(v *int) time.Duration {
+	d, _ := intSeconds("", v, MaxWait)
+	return d
+}
+
+func (a ShellExecArgs) timeout() time.Duration     { return secondsOf(a.Timeout) }
+func (a ShellExecArgs) hardTimeout() time.Duration { return secondsOf(a.HardTimeout) }
+func (a ShellExecArgs) noChange() time.Duration    { return wholeSeconds(a.NoChangeTimeout) }
 
 func checkCommand(cmd string) error {
 	switch {
@@ -204,14 +221,11 @@ func checkID(field, id string, required bool) error {
 		}
 		return nil
 	}
-	if !sessionID.MatchString(id) {
-		return fault.InvalidField(field, "a session id is 1-64 letters, digits, '.', '_' or '-'")
-	}
-	return nil
+	return sessions.CheckID(field, id)
 }
 
-// Check implements Checker.
-func (a ShellExecArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a ShellExecArgs) Validate() error {
 	if err := checkCommand(a.Command); err != nil {
 		return err
 	}
@@ -233,11 +247,11 @@ func (a ShellExecArgs) Check() error {
 	return err
 }
 
-// Check implements Checker.
-func (a ShellSessionArgs) Check() error { return checkID("id", a.ID, true) }
+// Validate implements dispatch.Validator.
+func (a ShellSessionArgs) Validate() error { return checkID("id", a.ID, true) }
 
-// Check implements Checker.
-func (a ShellWaitArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a ShellWaitArgs) Validate() error {
 	if err := checkID("id", a.ID, true); err != nil {
 		return err
 	}
@@ -248,8 +262,8 @@ func (a ShellWaitArgs) Check() error {
 	return err
 }
 
-// Check implements Checker.
-func (a ShellWriteArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a ShellWriteArgs) Validate() error {
 	if err := checkID("id", a.ID, true); err != nil {
 		return err
 	}
@@ -259,8 +273,8 @@ func (a ShellWriteArgs) Check() error {
 	return nil
 }
 
-// Check implements Checker.
-func (a ShellCreateArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a ShellCreateArgs) Validate() error {
 	if err := checkID("id", a.ID, false); err != nil {
 		return err
 	}
@@ -271,8 +285,8 @@ func (a ShellCreateArgs) Check() error {
 	return err
 }
 
-// Check implements Checker.
-func (a ShellUpdateArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a ShellUpdateArgs) Validate() error {
 	if err := checkID("id", a.ID, true); err != nil {
 		return err
 	}
@@ -280,11 +294,11 @@ func (a ShellUpdateArgs) Check() error {
 	return err
 }
 
-// Check implements Checker.
-func (a ListArgs) Check() error { return nil }
+// Validate implements dispatch.Validator.
+func (a ListArgs) Validate() error { return nil }
 
-// Check implements Checker.
-func (a TerminalArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a TerminalArgs) Validate() error {
 	if err := checkID("session_id", a.SessionID, false); err != nil {
 		return err
 	}
@@ -294,8 +308,8 @@ func (a TerminalArgs) Check() error {
 	return nil
 }
 
-// Check implements Checker.
-func (a BashExecArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a BashExecArgs) Validate() error {
 	if err := checkCommand(a.Command); err != nil {
 		return err
 	}
@@ -319,8 +333,8 @@ func (a BashExecArgs) Check() error {
 	return nil
 }
 
-// Check implements Checker.
-func (a BashOutputArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a BashOutputArgs) Validate() error {
 	if err := checkID("session_id", a.SessionID, true); err != nil {
 		return err
 	}
@@ -331,8 +345,8 @@ func (a BashOutputArgs) Check() error {
 	return err
 }
 
-// Check implements Checker.
-func (a BashWriteArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a BashWriteArgs) Validate() error {
 	if err := checkID("session_id", a.SessionID, true); err != nil {
 		return err
 	}
@@ -351,8 +365,8 @@ var signals = map[string]syscall.Signal{
 	"SIGQUIT": syscall.SIGQUIT, "QUIT": syscall.SIGQUIT,
 }
 
-// Check implements Checker.
-func (a BashKillArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a BashKillArgs) Validate() error {
 	if err := checkID("session_id", a.SessionID, true); err != nil {
 		return err
 	}
@@ -362,8 +376,8 @@ func (a BashKillArgs) Check() error {
 	return nil
 }
 
-// Check implements Checker.
-func (a BashCreateArgs) Check() error {
+// Validate implements dispatch.Validator.
+func (a BashCreateArgs) Validate() error {
 	if a.SessionID != nil {
 		if err := checkID("session_id", *a.SessionID, false); err != nil {
 			return err
@@ -375,11 +389,11 @@ func (a BashCreateArgs) Check() error {
 	return checkDir("exec_dir", a.ExecDir)
 }
 
-// Check implements Checker.
-func (a BashSessionArgs) Check() error { return checkID("session_id", a.SessionID, true) }
+// Validate implements dispatch.Validator.
+func (a BashSessionArgs) Validate() error { return checkID("session_id", a.SessionID, true) }
 
-// Check implements Checker.
-func (a InfoArgs) Check() error { return nil }
+// Validate implements dispatch.Validator.
+func (a InfoArgs) Validate() error { return nil }
 
 func str(p *string) string {
 	if p == nil {

@@ -153,7 +153,10 @@ func TestBashPipe(t *testing.T) {
 		for _, path := range []string{"/v1/bash/output", "/v1/bash/write", "/v1/bash/kill"} {
 			toolFailed(t, path+" unknown session", s.do("POST", path, map[string]any{"session_id": "nope", "input": "x"}), "not_found")
 		}
-		toolFailed(t, "exec in unknown session", s.do("POST", "/v1/bash/exec", map[string]any{"session_id": "nope", "command": "true"}), "not_found")
+		r := s.do("POST", "/v1/bash/exec", map[string]any{"session_id": "a/b", "command": "true"})
+		if r.status != 422 {
+			t.Fatalf("exec with a malformed session id: %d %s", r.status, r.raw)
+		}
 	})
 
 	t.Run("other-keys-sessions-are-invisible", func(t *testing.T) {

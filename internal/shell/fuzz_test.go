@@ -1,6 +1,8 @@
 package shell
 
 import (
+	"github.com/sandhold/sandhold/internal/dispatch"
+
 	"encoding/json"
 	"strings"
 	"testing"
@@ -36,6 +38,21 @@ func FuzzFeed(f *testing.F) {
 			t.Fatalf("lost output: %q from %q", got, data)
 		}
 	})
+}
+
+// decoder reads and validates arguments as the dispatcher does for a
+// tool declared with Spec.Lenient.
+func decoder[T Checker]() func(json.RawMessage) (any, error) {
+	return func(raw json.RawMessage) (any, error) {
+		v, err := dispatch.DecodeArgs[T](raw, true)
+		if err != nil {
+			return nil, err
+		}
+		if err := v.Validate(); err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
 }
 
 // FuzzDecodeArgs checks that request decoding and validation never panic

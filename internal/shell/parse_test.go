@@ -221,7 +221,7 @@ func TestArgsCheck(t *testing.T) {
 		{"terminal-too-wide", TerminalArgs{Cols: 5000}, "rows"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := c.args.Check()
+			err := c.args.Validate()
 			switch {
 			case c.field == "" && err != nil:
 				t.Fatalf("unexpected %v", err)

@@ -17,8 +17,7 @@ func put(t *testing.T, svc *Service, kind, owner, id string, idle time.Duration,
 }
 
 func has(svc *Service, kind, id string) bool {
-	_, _, ok := svc.table.Get(sessions.Key{Kind: kind, Sandbox: "sb1", ID: id})
-	return ok
+	return len(svc.table.Find(kind, "sb1", id)) > 0
 }
 
 func TestReapExpiresIdleSessions(t *testing.T) {

@@ -2,8 +2,8 @@ package shell
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -50,9 +50,6 @@ const (
 	kindShell = "shell"
 	kindBash  = "bash"
 )
-
-// sessionID is what callers may name a session.
-var sessionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Options configures a Service.
 type Options struct {
@@ -188,23 +185,69 @@ func sees(c auth.Caller, owner string) bool {
 
 var errNoSession = fault.New(fault.NotFound, "session not found")
 
+// find returns the session of kind named id in sandbox sb that c may
+// see, and its key in the table: c's own, or for an admin (who sees every
+// key's sessions) another key's when c has none of that id.
+func (s *Service) find(c auth.Caller, kind string, sb *sandbox.Sandbox, id string) (sessions.Session, sessions.Key, bool) {
+	k := sessions.Key{Kind: kind, Sandbox: sb.ID(), Owner: c.KeyID, ID: id}
+	if v, _, ok := s.table.Get(k); ok {
+		return v, k, true
+	}
+	if sandbox.CallerOf(c).Admin {
+		if rows := s.table.Find(kind, sb.ID(), id); len(rows) > 0 {
+			return rows[0].Session, rows[0].Key, true
+		}
+	}
+	return nil, k, false
+}
+
 // Session returns a shell session of sandbox sb the caller may see.
 func (s *Service) Session(c auth.Caller, sb *sandbox.Sandbox, id string) (*Session, error) {
-	v, owner, ok := s.table.Get(sessions.Key{Kind: kindShell, Sandbox: sb.ID(), ID: id})
+	v, _, ok := s.find(c, kindShell, sb, id)
 	x, isShell := v.(*Session)
-	if !ok || !isShell || !sees(c, owner) {
+	if !ok || !isShell {
 		return nil, errNoSession
 	}
 	return x, nil
 }
 
+// ownSession returns the caller's own shell session id in sb, or nil.
+func (s *Service) ownSession(c auth.Caller, sb *sandbox.Sandbox, id string) *Session {
+	v, _, _ := s.table.Get(sessions.Key{Kind: kindShell, Sandbox: sb.ID(), Owner: c.KeyID, ID: id})
+	x, _ := v.(*Session)
+	return x
+}
+
+// ExecSession returns the caller's shell session id in sb, starting it
+// when the caller has none of that id (AIO: a new id on shell/exec starts
+// a session with it). Another key's session of the same id is never
+// used: the caller gets its own. An empty id starts an implicit session
+// with a generated id and the short idle timeout.
+func (s *Service) ExecSession(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, id string) (*Session, error) {
+	if id == "" {
+		return s.createSession(ctx, c, sb, "", KindExec, "", 0, 0, 0, true)
+	}
+	for range 2 {
+		if x := s.ownSession(c, sb, id); x != nil {
+			x.touch()
+			return x, nil
+		}
+		x, err := s.createSession(ctx, c, sb, id, KindExec, "", 0, 0, 0, false)
+		if !errors.Is(err, sessions.ErrExists) {
+			return x, err
+		}
+		// Another call of the caller's started it meanwhile: use it.
+	}
+	return nil, sessions.ErrExists
+}
+
 // newID checks a caller's id or makes one.
-func newID(id string) (string, error) {
+func newID(field, id string) (string, error) {
 	if id == "" {
 		return uuid.NewString(), nil
 	}
-	if !sessionID.MatchString(id) {
-		return "", fault.InvalidField("id", "a session id is 1-64 letters, digits, '.', '_' or '-'")
+	if err := sessions.CheckID(field, id); err != nil {
+		return "", err
 	}
 	return id, nil
 }
@@ -219,7 +262,7 @@ func (s *Service) CreateSession(ctx context.Context, c auth.Caller, sb *sandbox.
 }
 
 func (s *Service) createSession(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, id, kind, dir string, noChange time.Duration, rows, cols uint16, implicit bool) (*Session, error) {
-	id, err := newID(id)
+	id, err := newID("id", id)
 	if err != nil {
 		return nil, err
 	}
@@ -257,11 +300,12 @@ func (s *Service) createSession(ctx context.Context, c auth.Caller, sb *sandbox.
 
 // DeleteSession ends and forgets a session.
 func (s *Service) DeleteSession(c auth.Caller, sb *sandbox.Sandbox, id string) error {
-	x, err := s.Session(c, sb, id)
-	if err != nil {
-		return err
+	v, k, ok := s.find(c, kindShell, sb, id)
+	x, isShell := v.(*Session)
+	if !ok || !isShell {
+		return errNoSession
 	}
-	if s.table.Remove(sessions.Key{Kind: kindShell, Sandbox: sb.ID(), ID: id}, x) {
+	if s.table.Remove(k, x) {
 		x.Close()
 	}
 	return nil
@@ -328,19 +372,38 @@ func (s *Service) Stats(c auth.Caller, sb *sandbox.Sandbox) Stats {
 
 // Bash returns a bash session of sb the caller may see.
 func (s *Service) Bash(c auth.Caller, sb *sandbox.Sandbox, id string) (*BashSession, error) {
-	v, owner, ok := s.table.Get(sessions.Key{Kind: kindBash, Sandbox: sb.ID(), ID: id})
+	v, _, ok := s.find(c, kindBash, sb, id)
 	b, isBash := v.(*BashSession)
-	if !ok || !isBash || !sees(c, owner) {
+	if !ok || !isBash {
 		return nil, errNoSession
 	}
 	return b, nil
 }
 
+// ExecBash returns the caller's bash session id in sb, starting it (in
+// dir) when the caller has none of that id; see ExecSession.
+func (s *Service) ExecBash(c auth.Caller, sb *sandbox.Sandbox, id, dir string) (*BashSession, error) {
+	if id == "" {
+		return s.CreateBash(c, sb, "", dir)
+	}
+	for range 2 {
+		v, _, _ := s.table.Get(sessions.Key{Kind: kindBash, Sandbox: sb.ID(), Owner: c.KeyID, ID: id})
+		if b, ok := v.(*BashSession); ok {
+			return b, nil
+		}
+		b, err := s.CreateBash(c, sb, id, dir)
+		if !errors.Is(err, sessions.ErrExists) {
+			return b, err
+		}
+	}
+	return nil, sessions.ErrExists
+}
+
 // CreateBash makes a bash session in sb.
 func (s *Service) CreateBash(c auth.Caller, sb *sandbox.Sandbox, id, dir string) (*BashSession, error) {
-	id, err := newID(id)
+	id, err := newID("session_id", id)
 	if err != nil {
-		return nil, fault.InvalidField("session_id", fault.Public(err))
+		return nil, err
 	}
 	if dir == "" {
 		dir = "/workspace"
@@ -364,11 +427,12 @@ func (s *Service) CreateBash(c auth.Caller, sb *sandbox.Sandbox, id, dir string)
 
 // CloseBash closes and forgets a bash session.
 func (s *Service) CloseBash(c auth.Caller, sb *sandbox.Sandbox, id string) error {
-	b, err := s.Bash(c, sb, id)
-	if err != nil {
-		return err
+	v, k, ok := s.find(c, kindBash, sb, id)
+	b, isBash := v.(*BashSession)
+	if !ok || !isBash {
+		return errNoSession
 	}
-	if s.table.Remove(sessions.Key{Kind: kindBash, Sandbox: sb.ID(), ID: id}, b) {
+	if s.table.Remove(k, b) {
 		b.close()
 	}
 	return nil

@@ -598,7 +598,15 @@ type Result struct {
 	Output    *string         `json:"output"`
 	Console   []ConsoleRecord `json:"console"`
 	ExitCode  *int            `json:"exit_code"`
+
+	// running is the live command, for a caller that streams
+	// (dispatch.WithStreaming); never part of the JSON answer.
+	running *Running
 }
+
+// Running is the command still running, when the caller asked shell.exec
+// to stream (dispatch.WithStreaming); nil otherwise.
+func (r Result) Running() *Running { return r.running }
 
 // ConsoleRecord is AIO's console entry.
 type ConsoleRecord struct {

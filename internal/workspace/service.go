@@ -78,7 +78,7 @@ func New(cfg Config) *Service {
 		cfg.Policy = DefaultPolicy()
 	}
 	s := &Service{cfg: cfg, undo: make(map[string]*history)}
-	s.watches = newWatchTable(s)
+	s.watches = newWatchTable()
 	return s
 }
 

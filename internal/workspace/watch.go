@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sessions"
 )
 
 // Watches are implemented by polling: every interval the watcher walks
@@ -159,28 +161,64 @@ type Watch struct {
 	ended    bool
 }
 
-type watchTable struct {
-	s *Service
+// kindWatch is the sessions.Key kind of watches.
+const kindWatch = "watch"
 
-	// mu guards byID.
-	mu   sync.Mutex
-	byID map[string]*Watch
+// maxWatchesPerKey caps the watches of one key, all sandboxes.
+const maxWatchesPerKey = 32
+
+// watchTable holds the running watches in the one session table type
+// (owner, per-key and per-sandbox caps, revocation). A running watch is
+// busy (it polls its tree), so a cap refuses instead of ending another
+// watch; it ends itself after maxWatchIdle without a client's poll.
+type watchTable struct {
+	t *sessions.Table[*Watch]
 }
 
-func newWatchTable(s *Service) *watchTable { return &watchTable{s: s, byID: make(map[string]*Watch)} }
+func newWatchTable() *watchTable {
+	return &watchTable{t: sessions.New[*Watch](sessions.Limits{PerKey: maxWatchesPerKey, PerSandbox: maxWatchesPerSandbox, Idle: maxWatchIdle})}
+}
 
 func (wt *watchTable) closeAll() {
-	wt.mu.Lock()
-	all := make([]*Watch, 0, len(wt.byID))
-	for _, w := range wt.byID {
-		all = append(all, w)
-	}
-	wt.byID = make(map[string]*Watch)
-	wt.mu.Unlock()
-	for _, w := range all {
-		w.end("the server is shutting down")
-	}
+	sessions.CloseAll(wt.t.RemoveWhere(func(sessions.Key, string) bool { return true }))
 }
+
+// get returns the watch id of sandbox sb. Watch ids are random, made by
+// the server: whoever may use the sandbox may use its watches.
+func (wt *watchTable) get(sb, id string) *Watch {
+	if rows := wt.t.Find(kindWatch, sb, id); len(rows) > 0 {
+		return rows[0].Session
+	}
+	return nil
+}
+
+func (wt *watchTable) remove(w *Watch) {
+	wt.t.Remove(sessions.Key{Kind: kindWatch, Sandbox: w.sandbox, Owner: w.caller.KeyID, ID: w.id}, w)
+}
+
+// Busy is true: a running watch is working (sessions.Session).
+func (w *Watch) Busy() bool { return true }
+
+// LastUsed is the client's last poll (sessions.Session).
+func (w *Watch) LastUsed() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastUsed
+}
+
+// Ended reports the watch stopped (sessions.Session).
+func (w *Watch) Ended() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended
+}
+
+// Close stops the watch (sessions.Session): the server stops, or its
+// key was revoked.
+func (w *Watch) Close() { w.end("the watch was closed (server stopping or key revoked)") }
+
+// RevokeWatches stops every watch a revoked key started (auth.OnRevoke).
+func (s *Service) RevokeWatches(keyID string) { s.watches.t.Revoke(keyID) }
 
 func (w *Watch) end(why string) {
 	w.once.Do(func() {
@@ -238,20 +276,14 @@ func (s *Service) WatchCreate(ctx context.Context, c auth.Caller, a WatchCreateA
 		return WatchInfo{}, err
 	}
 	w.info.Truncated = truncated
-	s.watches.mu.Lock()
-	n := 0
-	for _, o := range s.watches.byID {
-		if o.sandbox == w.sandbox {
-			n++
-		}
-	}
-	if n >= maxWatchesPerSandbox {
-		s.watches.mu.Unlock()
+	res, err := s.watches.t.Reserve(c.KeyID, sessions.Key{Kind: kindWatch, Sandbox: w.sandbox, ID: w.id}, maxWatchIdle)
+	if err != nil {
 		return WatchInfo{}, newErr(fault.Conflict, op, t.given, TypeIO,
-			"a sandbox has at most 8 watches; stop one first", false, "watch_cap", nil)
+			fmt.Sprintf("a sandbox has at most %d watches (a key %d); stop one first", maxWatchesPerSandbox, maxWatchesPerKey), false, "watch_cap", nil)
 	}
-	s.watches.byID[w.id] = w
-	s.watches.mu.Unlock()
+	if !res.Commit(w) {
+		return WatchInfo{}, newErr(fault.Conflict, op, t.given, TypeIO, "the watch was closed while it started", false, "", nil)
+	}
 	// The watch outlives the request that made it: it polls with
 	// contexts of its own and ends on stop, idleness or the sandbox's end.
 	go s.runWatch(w, base) //nolint:gosec // G118: see above
@@ -301,13 +333,7 @@ func (s *Service) snapshot(ctx context.Context, f FS, w *Watch) (_ map[string]sn
 }
 
 func (s *Service) runWatch(w *Watch, prev map[string]snap) {
-	defer func() {
-		s.watches.mu.Lock()
-		if s.watches.byID[w.id] == w {
-			delete(s.watches.byID, w.id)
-		}
-		s.watches.mu.Unlock()
-	}()
+	defer s.watches.remove(w)
 	tick := time.NewTicker(w.interval)
 	defer tick.Stop()
 	for {
@@ -445,10 +471,8 @@ func (s *Service) WatchGet(ctx context.Context, c auth.Caller, sandbox, id strin
 	if err != nil {
 		return nil, fileErr(op, id, err)
 	}
-	s.watches.mu.Lock()
-	w := s.watches.byID[id]
-	s.watches.mu.Unlock()
-	if w == nil || w.sandbox != f.ID() {
+	w := s.watches.get(f.ID(), id)
+	if w == nil {
 		return nil, newErr(fault.NotFound, op, id, TypeNotFound, "no such watch", false, "", nil)
 	}
 	return w, nil
@@ -460,17 +484,9 @@ func (s *Service) WatchList(ctx context.Context, c auth.Caller, sandbox string) 
 	if err != nil {
 		return nil, fileErr("watch", "", err)
 	}
-	s.watches.mu.Lock()
-	var ws []*Watch
-	for _, w := range s.watches.byID {
-		if w.sandbox == f.ID() {
-			ws = append(ws, w)
-		}
-	}
-	s.watches.mu.Unlock()
 	out := []WatchInfo{}
-	for _, w := range ws {
-		out = append(out, w.snapshotInfo())
+	for _, r := range s.watches.t.Select(func(k sessions.Key, _ string) bool { return k.Kind == kindWatch && k.Sandbox == f.ID() }) {
+		out = append(out, r.Session.snapshotInfo())
 	}
 	for i := 1; i < len(out); i++ {
 		for j := i; j > 0 && out[j].CreatedAt < out[j-1].CreatedAt; j-- {
@@ -503,9 +519,7 @@ func (s *Service) WatchDelete(ctx context.Context, c auth.Caller, a WatchRef) (S
 		return StopResult{}, err
 	}
 	w.end("stopped by the client")
-	s.watches.mu.Lock()
-	delete(s.watches.byID, w.id)
-	s.watches.mu.Unlock()
+	s.watches.remove(w)
 	return StopResult{WatcherID: w.id, Stopped: true}, nil
 }
 

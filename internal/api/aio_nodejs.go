@@ -1,0 +1,58 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/coderun"
+	"github.com/sandhold/sandhold/internal/dispatch"
+)
+
+const groupNode = "nodejs"
+
+// nodeUpdateRequest is AIO's NodeJSUpdateSessionRequest.
+type nodeUpdateRequest struct {
+	MaxIdleTime *int    `json:"max_idle_time,omitempty" minimum:"60" maximum:"86400"`
+	Cwd         *string `json:"cwd,omitempty"`
+}
+
+// nodeSessionOf names the path's session of the route's sandbox.
+func nodeSessionOf(r *http.Request) coderun.NodeSessionArgs {
+	return coderun.NodeSessionArgs{Sandbox: chi.URLParam(r, "id"), SessionID: chi.URLParam(r, "session_id")}
+}
+
+func nodeAnswer[R any](_ *http.Request, _ struct{}, res R) (R, error) { return res, nil }
+
+// aioNodeRows are AIO's nodejs namespace (7 operations): the javascript
+// runtime of the code machinery (coderun.NodeTools). AIO's version query
+// parameter picks a node; the one installed is the only choice, and
+// nodejs.execute's version field refuses another.
+var aioNodeRows = []aioRoute{
+	jsonRow[coderun.NodeExecuteArgs, coderun.NodeExecuteResult](groupNode, http.MethodPost, "/v1/nodejs/execute", coderun.ToolNodeExecute, "nodejs",
+		"Run JavaScript with Node.js, statelessly or in a session (AIO)", nullOnFailure()),
+	jsonRow[coderun.NodeInfoArgs, coderun.NodeInfo](groupNode, http.MethodGet, "/v1/nodejs/info", coderun.ToolNodeInfo, "nodejs",
+		"Node.js runtime information (AIO)", nullOnFailure()),
+	jsonRow[coderun.NodeSessionArgs, coderun.NodeCreateResult](groupNode, http.MethodPost, "/v1/nodejs/sessions", coderun.ToolNodeSessionCreate, "nodejs",
+		"Start a Node.js session (AIO)", nullOnFailure()),
+	jsonRow[coderun.NodeInfoArgs, coderun.NodeSessionsResult](groupNode, http.MethodGet, "/v1/nodejs/sessions", coderun.ToolNodeSessions, "nodejs",
+		"List the caller's Node.js sessions (AIO)", nullOnFailure()),
+	jsonRowAs[struct{}, coderun.NodeSessionResult, coderun.NodeSessionResult](groupNode, http.MethodGet, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSession, "nodejs",
+		"Describe a Node.js session (AIO)", func(r *http.Request, _ struct{}) (any, error) { return nodeSessionOf(r), nil },
+		nodeAnswer[coderun.NodeSessionResult], nullOnFailure()),
+	jsonRowAs[nodeUpdateRequest, coderun.NodeUpdateResult, coderun.NodeUpdateResult](groupNode, http.MethodPatch, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionUpdate, "nodejs",
+		"Change a Node.js session's cwd or idle time (AIO)", func(r *http.Request, in nodeUpdateRequest) (any, error) {
+			a := nodeSessionOf(r)
+			a.MaxIdleTime, a.Cwd = in.MaxIdleTime, deref(in.Cwd)
+			return a, nil
+		}, func(_ *http.Request, _ nodeUpdateRequest, res coderun.NodeUpdateResult) (coderun.NodeUpdateResult, error) {
+			return res, nil
+		},
+		nullOnFailure()),
+	jsonRowAs[struct{}, coderun.NodeDeleteResult, coderun.NodeDeleteResult](groupNode, http.MethodDelete, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionDelete, "nodejs",
+		"End a Node.js session (AIO)", func(r *http.Request, _ struct{}) (any, error) { return nodeSessionOf(r), nil },
+		nodeAnswer[coderun.NodeDeleteResult], nullOnFailure()),
+}
+
+// NodeRoutes mounts AIO's nodejs routes at /v1/... and /sandboxes/{id}/v1/....
+func (s *Server) NodeRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupNode) }
