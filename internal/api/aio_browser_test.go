@@ -104,7 +104,7 @@ func newBrowserEdge(t *testing.T) *browserEdge {
 		Files:   &hostFiles{wrote: map[string][]byte{}},
 	})
 	t.Cleanup(bs.Close)
-	browserops.RegisterTools(d, bs)
+	registerBrowserOps(d, bs)
 	useFoundation(s, d)
 	s.BrowserRoutes(d)
 	return &browserEdge{s: s, key: key}
@@ -281,4 +281,10 @@ func TestAIOBrowserRoutesConform(t *testing.T) {
 			t.Fatalf("info: %s", body)
 		}
 	})
+}
+
+func registerBrowserOps(d *dispatch.Dispatcher, s *browserops.Service) {
+	for _, t := range browserops.Tools(s) {
+		d.MustRegister(t)
+	}
 }

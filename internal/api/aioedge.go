@@ -19,7 +19,6 @@ import (
 
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/transfer"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
 
@@ -175,7 +174,7 @@ func (e *aioEdge) call(ctx context.Context, rt *aioRoute, args any) (any, error)
 		return nil, fault.New(fault.Unavailable, "the server is still starting")
 	}
 	if rt.Streams {
-		ctx = transfer.WithStreaming(dispatch.WithStreaming(ctx))
+		ctx = dispatch.WithStreaming(ctx)
 	}
 	return d.Dispatch(ctx, c, rt.Tool, args)
 }
@@ -195,8 +194,7 @@ func (e *aioEdge) defaults(tool string, args any) (any, error) {
 
 // check applies the tool's field rules before the call, so a value the
 // rules refuse is AIO's 422 (a request error), not a tool-level failure:
-// the tool's Check (Define: the argument type's Validate), else the
-// argument's own Check or Validate method.
+// the tool's Check (Define: the argument type's Validate).
 func (e *aioEdge) check(tool string, args any) error {
 	d := e.dispatcher()
 	if d == nil {
@@ -204,12 +202,6 @@ func (e *aioEdge) check(tool string, args any) error {
 	}
 	if t, ok := d.Tool(tool); ok && t.Check != nil {
 		return t.Check(args)
-	}
-	switch v := args.(type) {
-	case dispatch.Validator:
-		return v.Validate()
-	case interface{ Check() error }:
-		return v.Check()
 	}
 	return nil
 }

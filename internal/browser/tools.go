@@ -79,16 +79,17 @@ func isEdge(ctx context.Context) bool { v, _ := ctx.Value(edgeKey{}).(bool); ret
 
 var errNotEdge = fault.New(fault.Invalid, "this tool opens a connection for an HTTP route (/sandboxes/{id}/cdp, /vnc/websockify, /proxy/{port}/); it cannot be called directly")
 
-// RegisterTools adds the relay tools. preview are the ports the preview
-// proxy may reach (SANDBOX_PREVIEW_PORTS).
-func RegisterTools(d *dispatch.Dispatcher, m *Manager, preview []uint16) {
+// Tools are the relay tools. preview are the ports the preview proxy may
+// reach (SANDBOX_PREVIEW_PORTS).
+func Tools(m *Manager, preview []uint16) []dispatch.Tool {
+	var ts []dispatch.Tool
 	target := func(id string, port int, detail map[string]any) dispatch.Target {
 		return dispatch.Target{Sandbox: id, Target: "port " + strconv.Itoa(port), Detail: detail}
 	}
 	// Raw DevTools is full control of the browser (any page, any script):
 	// the top tier, like evaluating arbitrary code. A connection counts
 	// once against the browser rate limit, however long it lasts.
-	d.MustRegister(dispatch.Define(dispatch.Spec{
+	ts = append(ts, dispatch.Define(dispatch.Spec{
 		Name: ToolCDP, Description: "Open a DevTools (CDP) connection to the sandbox's browser, starting it on first use (HTTP route /sandboxes/{id}/cdp/)",
 		Risk: guard.Dangerous, Category: ratelimit.Browser,
 	}, func(ctx context.Context, c auth.Caller, a ConnectArgs) (*Relay, error) {
@@ -109,7 +110,7 @@ func RegisterTools(d *dispatch.Dispatcher, m *Manager, preview []uint16) {
 		},
 	}))
 	// The desktop: watching and typing into the browser's screen.
-	d.MustRegister(dispatch.Define(dispatch.Spec{
+	ts = append(ts, dispatch.Define(dispatch.Spec{
 		Name: ToolVNC, Description: "Open a connection to the sandbox's desktop VNC server (HTTP route /sandboxes/{id}/vnc/websockify)",
 		Risk: guard.Medium, Category: ratelimit.Browser,
 	}, func(ctx context.Context, c auth.Caller, a ConnectArgs) (*Relay, error) {
@@ -127,7 +128,7 @@ func RegisterTools(d *dispatch.Dispatcher, m *Manager, preview []uint16) {
 	// The preview of a sandbox's own web server: reading what it serves
 	// is safe; other methods act on it (medium). Each request counts as a
 	// file operation (it reads what the sandbox serves), a WebSocket once.
-	d.MustRegister(dispatch.Define(dispatch.Spec{
+	ts = append(ts, dispatch.Define(dispatch.Spec{
 		Name: ToolPreview, Description: "Open a connection to a web server listening on a preview port of the sandbox's own loopback (HTTP route /sandboxes/{id}/proxy/{port}/)",
 		Risk: guard.Safe, RiskCeiling: guard.Medium, Category: ratelimit.File,
 	}, func(ctx context.Context, c auth.Caller, a PreviewArgs) (*Relay, error) {
@@ -158,6 +159,7 @@ func RegisterTools(d *dispatch.Dispatcher, m *Manager, preview []uint16) {
 			return target(a.Sandbox, a.Port, map[string]any{"method": a.Method, "path": a.Path, "websocket": a.WebSocket})
 		},
 	}))
+	return ts
 }
 
 // previewStartWait is how long a preview waits for a server that is not

@@ -124,7 +124,7 @@ func setup(t *testing.T) *fixture {
 	})
 	t.Cleanup(svc.Close)
 	d := dispatch.New(dispatch.Options{})
-	browserops.RegisterTools(d, svc)
+	registerBrowserOps(d, svc)
 	return &fixture{d: d, files: files, srv: testServer(t), agent: auth.Caller{KeyID: "k1", Role: auth.RoleAgent}}
 }
 
@@ -417,7 +417,7 @@ func TestOtherSandboxIsNotFound(t *testing.T) {
 // including the script hidden in a javascript: URL and a function wait.
 func TestRiskTiers(t *testing.T) {
 	d := dispatch.New(dispatch.Options{})
-	browserops.RegisterTools(d, browserops.New(browserops.Config{}))
+	registerBrowserOps(d, browserops.New(browserops.Config{}))
 	tier := func(name string, args any) guard.Risk {
 		t.Helper()
 		tool, ok := d.Tool(name)
@@ -467,7 +467,7 @@ func TestRiskTiers(t *testing.T) {
 // Arguments are checked before anything runs.
 func TestValidation(t *testing.T) {
 	d := dispatch.New(dispatch.Options{})
-	browserops.RegisterTools(d, browserops.New(browserops.Config{}))
+	registerBrowserOps(d, browserops.New(browserops.Config{}))
 	c := auth.Caller{KeyID: "k", Role: auth.RoleAgent}
 	cases := []struct {
 		name string
@@ -507,7 +507,7 @@ func TestValidation(t *testing.T) {
 func TestProxyPACAndRecord(t *testing.T) {
 	mode := "proxy"
 	d := dispatch.New(dispatch.Options{})
-	browserops.RegisterTools(d, browserops.New(browserops.Config{
+	registerBrowserOps(d, browserops.New(browserops.Config{
 		Resolve: func(_ context.Context, _ auth.Caller, id string) (string, error) {
 			if id != "" {
 				return "", fault.New(fault.NotFound, "sandbox not found")
@@ -530,5 +530,11 @@ func TestProxyPACAndRecord(t *testing.T) {
 	}
 	if _, err := callErr[map[string]any](f, browserops.ToolRecord, map[string]any{"action": "once"}); fault.KindOf(err) != fault.Unsupported {
 		t.Fatalf("record: %v", err)
+	}
+}
+
+func registerBrowserOps(d *dispatch.Dispatcher, s *browserops.Service) {
+	for _, t := range browserops.Tools(s) {
+		d.MustRegister(t)
 	}
 }

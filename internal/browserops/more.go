@@ -510,8 +510,8 @@ func (a RestartArgs) Validate() error {
 
 // ---- registration -------------------------------------------------------
 
-func registerMore(d *dispatch.Dispatcher, s *Service) {
-	define(d, ToolActions, "Perform one of AIO's low-level actions (MOVE_TO, CLICK, DRAG_TO, SCROLL, TYPING, HOTKEY, WAIT …) on the active tab", guard.Medium,
+func moreTools(ts *[]dispatch.Tool, s *Service) {
+	define(ts, ToolActions, "Perform one of AIO's low-level actions (MOVE_TO, CLICK, DRAG_TO, SCROLL, TYPING, HOTKEY, WAIT …) on the active tab", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ActionArgs) (ActionData, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) (ActionData, error) {
 				what, err := o.doAction(ctx, a)
@@ -521,25 +521,25 @@ func registerMore(d *dispatch.Dispatcher, s *Service) {
 				return ActionData{Status: "success", ActionPerformed: what}, nil
 			})
 		}, func(a ActionArgs) (string, map[string]any) { return a.ActionType, nil })
-	define(d, ToolUploadFile, "Set workspace files on a file input", guard.Medium,
+	define(ts, ToolUploadFile, "Set workspace files on a file input", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a UploadArgs) (Action, error) { return s.UploadFile(ctx, c, a) },
 		func(a UploadArgs) (string, map[string]any) {
 			return clipMsg(a.Selector), map[string]any{"files": a.Files}
 		})
-	define(d, ToolFillForm, "Fill several form fields at once (text, checkboxes, selects)", guard.Medium,
+	define(ts, ToolFillForm, "Fill several form fields at once (text, checkboxes, selects)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a FillFormArgs) (Action, error) { return s.FillForm(ctx, c, a) },
 		func(a FillFormArgs) (string, map[string]any) { return "", map[string]any{"items": len(a.Items)} })
-	define(d, ToolStateSave, "Save cookies and the active page's localStorage to a workspace file (Playwright's storage state)", guard.Medium,
+	define(ts, ToolStateSave, "Save cookies and the active page's localStorage to a workspace file (Playwright's storage state)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a PathArgs) (map[string]any, error) {
 			return s.SaveState(ctx, c, a)
 		},
 		func(a PathArgs) (string, map[string]any) { return clipMsg(a.Path), nil })
-	define(d, ToolStateLoad, "Load cookies and localStorage from a workspace file (Playwright's storage state)", guard.Medium,
+	define(ts, ToolStateLoad, "Load cookies and localStorage from a workspace file (Playwright's storage state)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a PathArgs) (map[string]any, error) {
 			return s.LoadState(ctx, c, a)
 		},
 		func(a PathArgs) (string, map[string]any) { return clipMsg(a.Path), nil })
-	define(d, ToolHeaders, "Send extra headers with every request of every tab", guard.Medium,
+	define(ts, ToolHeaders, "Send extra headers with every request of every tab", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a HeadersArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "set_headers", func(ctx context.Context, o *op) error {
 				o.b.headers = a.Headers
@@ -553,7 +553,7 @@ func registerMore(d *dispatch.Dispatcher, s *Service) {
 		}, func(a HeadersArgs) (string, map[string]any) {
 			return "", map[string]any{"names": headerNames(a.Headers)}
 		})
-	define(d, ToolScopedHeaders, "Send extra headers with the requests to one origin", guard.Medium,
+	define(ts, ToolScopedHeaders, "Send extra headers with the requests to one origin", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ScopedHeadersArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "set_scoped_headers", func(ctx context.Context, o *op) error {
 				u, _ := url.Parse(a.Origin)
@@ -572,7 +572,7 @@ func registerMore(d *dispatch.Dispatcher, s *Service) {
 		}, func(a ScopedHeadersArgs) (string, map[string]any) {
 			return clipMsg(a.Origin), map[string]any{"names": headerNames(a.Headers)}
 		})
-	define(d, ToolRouteAdd, "Mock or abort the requests whose URL matches a pattern", guard.Medium,
+	define(ts, ToolRouteAdd, "Mock or abort the requests whose URL matches a pattern", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a RouteArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "add_route", func(ctx context.Context, o *op) error {
 				re := globRegexp(a.URLPattern)
@@ -594,7 +594,7 @@ func registerMore(d *dispatch.Dispatcher, s *Service) {
 		}, func(a RouteArgs) (string, map[string]any) {
 			return urlTarget(a.URLPattern), map[string]any{"abort": a.Abort}
 		})
-	define(d, ToolRouteRemove, "Remove a network route", guard.Medium,
+	define(ts, ToolRouteRemove, "Remove a network route", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a RouteRemoveArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "remove_route", func(ctx context.Context, o *op) error {
 				o.b.rules.mu.Lock()
@@ -614,7 +614,7 @@ func registerMore(d *dispatch.Dispatcher, s *Service) {
 				return o.applyRoutesAll(ctx)
 			})
 		}, func(a RouteRemoveArgs) (string, map[string]any) { return urlTarget(a.URLPattern), nil })
-	define(d, ToolRequests, "The network requests the browser's pages made (the last 1000)", guard.Safe,
+	define(ts, ToolRequests, "The network requests the browser's pages made (the last 1000)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a RequestsArgs) ([]RequestEntry, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) ([]RequestEntry, error) {
 				out := o.b.requestLog(a.Filter, cmpInt(a.Limit, defaultRequestsLimit))
@@ -624,27 +624,27 @@ func registerMore(d *dispatch.Dispatcher, s *Service) {
 				return out, nil
 			})
 		}, nil)
-	define(d, ToolExportHAR, "Write the network log to a workspace file as HAR 1.2", guard.Medium,
+	define(ts, ToolExportHAR, "Write the network log to a workspace file as HAR 1.2", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ExportArgs) (map[string]any, error) {
 			return s.ExportHAR(ctx, c, a)
 		},
 		func(a ExportArgs) (string, map[string]any) { return clipMsg(a.SavePath), nil })
-	define(d, ToolCaptchaDetect, "Detect a CAPTCHA widget on the active page (detection only: sandhold solves none)", guard.Safe,
+	define(ts, ToolCaptchaDetect, "Detect a CAPTCHA widget on the active page (detection only: sandhold solves none)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) (map[string]any, error) {
 			return read[map[string]any](ctx, s, c, a.Sandbox, captchaJS, nil)
 		}, nil)
-	define(d, ToolCaptchaWait, "Wait until no CAPTCHA is detected on the active page (a person solves it, e.g. over VNC)", guard.Safe,
+	define(ts, ToolCaptchaWait, "Wait until no CAPTCHA is detected on the active page (a person solves it, e.g. over VNC)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a CaptchaWaitArgs) (CaptchaWaitResult, error) {
 			return s.CaptchaWait(ctx, c, a)
 		}, nil)
-	define(d, ToolRestart, "Restart the sandbox's browser (hard) or reconnect to it (soft)", guard.Medium,
+	define(ts, ToolRestart, "Restart the sandbox's browser (hard) or reconnect to it (soft)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a RestartArgs) (map[string]any, error) {
 			return s.RestartBrowser(ctx, c, a)
 		},
 		func(a RestartArgs) (string, map[string]any) { return cmpOr(a.Mode, "hard"), nil })
-	define(d, ToolProxyPAC, "The PAC file matching the sandbox's egress (its allow-list proxy in proxy mode)", guard.Safe,
+	define(ts, ToolProxyPAC, "The PAC file matching the sandbox's egress (its allow-list proxy in proxy mode)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) (string, error) { return s.ProxyPAC(ctx, c, a) }, nil)
-	define(d, ToolRecord, "Screencast recording (AIO's page/record): not supported by this server; take screenshots instead", guard.Medium,
+	define(ts, ToolRecord, "Screencast recording (AIO's page/record): not supported by this server; take screenshots instead", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a RecordArgs) (map[string]any, error) {
 			if _, err := s.cfg.Resolve(ctx, c, a.Sandbox); err != nil {
 				return nil, err

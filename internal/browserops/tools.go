@@ -108,7 +108,7 @@ type Action struct {
 
 // define registers one browser operation: rate-limited as a browser
 // call, audited with its sandbox and target.
-func define[A sandboxed, R any](d *dispatch.Dispatcher, name, desc string, risk guard.Risk,
+func define[A sandboxed, R any](ts *[]dispatch.Tool, name, desc string, risk guard.Risk,
 	run func(context.Context, auth.Caller, A) (R, error), describe func(A) (string, map[string]any), hooks ...dispatch.Hooks[A, R]) {
 	var h dispatch.Hooks[A, R]
 	if len(hooks) > 0 {
@@ -125,7 +125,7 @@ func define[A sandboxed, R any](d *dispatch.Dispatcher, name, desc string, risk 
 		}
 		return t
 	}
-	d.MustRegister(dispatch.Define(spec, run, h))
+	*ts = append(*ts, dispatch.Define(spec, run, h))
 }
 
 // ---- arguments -----------------------------------------------------------
@@ -569,10 +569,12 @@ type ConfigResult struct {
 
 // ---- registration --------------------------------------------------------
 
-// RegisterTools adds every browser operation to d.
-func RegisterTools(d *dispatch.Dispatcher, s *Service) {
-	registerPage(d, s)
-	registerMore(d, s)
+// Tools are every browser operation, as dispatcher tools.
+func Tools(s *Service) []dispatch.Tool {
+	var ts []dispatch.Tool
+	pageTools(&ts, s)
+	moreTools(&ts, s)
+	return ts
 }
 
 func urlTarget(u string) string {
@@ -592,19 +594,19 @@ func selTarget(sel *string, idx *int) string {
 	return ""
 }
 
-func registerPage(d *dispatch.Dispatcher, s *Service) {
-	define(d, ToolInfo, "The sandbox browser's user agent, display size and the cdp_url and vnc_url to reach it through sandhold", guard.Safe,
+func pageTools(ts *[]dispatch.Tool, s *Service) {
+	define(ts, ToolInfo, "The sandbox browser's user agent, display size and the cdp_url and vnc_url to reach it through sandhold", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a InfoArgs) (BrowserInfo, error) { return s.Info(ctx, c, a) }, nil)
-	define(d, ToolScreenshot, "Screenshot of the browser's display (the active tab at the display's size), PNG or JPEG", guard.Safe,
+	define(ts, ToolScreenshot, "Screenshot of the browser's display (the active tab at the display's size), PNG or JPEG", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a ScreenshotArgs) (Image, error) {
 			a.FullPage = false
 			return s.Screenshot(ctx, c, a)
 		}, nil)
-	define(d, ToolPageScreenshot, "Screenshot of the active page (full_page: all of it)", guard.Safe,
+	define(ts, ToolPageScreenshot, "Screenshot of the active page (full_page: all of it)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a ScreenshotArgs) (Image, error) {
 			return s.Screenshot(ctx, c, a)
 		}, nil)
-	define(d, ToolNavigate, "Open a URL in the active tab and wait for it to load (the sandbox's egress rules apply)", guard.Medium,
+	define(ts, ToolNavigate, "Open a URL in the active tab and wait for it to load (the sandbox's egress rules apply)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a NavigateArgs) (PageInfo, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) (PageInfo, error) {
 				return navigate(ctx, o.page(), a.URL, a.WaitUntil, seconds(a.Timeout, defaultWait))
@@ -619,7 +621,7 @@ func registerPage(d *dispatch.Dispatcher, s *Service) {
 			return dispatch.Assessment{Risk: guard.Medium}
 		}})
 	pageOp := func(name, desc string, f func(ctx context.Context, o *op) (PageInfo, error)) {
-		define(d, name, desc, guard.Medium, func(ctx context.Context, c auth.Caller, a PageArgs) (PageInfo, error) {
+		define(ts, name, desc, guard.Medium, func(ctx context.Context, c auth.Caller, a PageArgs) (PageInfo, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) (PageInfo, error) { return f(ctx, o) })
 		}, nil)
 	}
@@ -627,7 +629,7 @@ func registerPage(d *dispatch.Dispatcher, s *Service) {
 	pageOp(ToolForward, "Go forward in the active tab's history", func(ctx context.Context, o *op) (PageInfo, error) { return history(ctx, o.page(), 1) })
 	pageOp(ToolReload, "Reload the active tab", func(ctx context.Context, o *op) (PageInfo, error) { return reload(ctx, o.page()) })
 
-	define(d, ToolClick, "Click an element (CSS selector or index from get_clickable_elements) or a point", guard.Medium,
+	define(ts, ToolClick, "Click an element (CSS selector or index from get_clickable_elements) or a point", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ClickArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "click", func(ctx context.Context, o *op) error {
 				x, y, err := point(ctx, o.page(), elementRef{a.Selector, a.Index}, a.X, a.Y)
@@ -638,7 +640,7 @@ func registerPage(d *dispatch.Dispatcher, s *Service) {
 				return clickAt(ctx, o.page(), x, y, b, int64(max(a.ClickCount, 1)))
 			})
 		}, func(a ClickArgs) (string, map[string]any) { return selTarget(a.Selector, a.Index), nil })
-	define(d, ToolFill, "Clear a form field and type text into it", guard.Medium,
+	define(ts, ToolFill, "Clear a form field and type text into it", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a FillArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "fill", func(ctx context.Context, o *op) error {
 				return fill(ctx, o.page(), elementRef{a.Selector, a.Index}, a.Text)
@@ -647,7 +649,7 @@ func registerPage(d *dispatch.Dispatcher, s *Service) {
 			// The text may be a password: its length only.
 			return selTarget(a.Selector, a.Index), map[string]any{"text_chars": len([]rune(a.Text))}
 		})
-	define(d, ToolType, "Type text into the focused element", guard.Medium,
+	define(ts, ToolType, "Type text into the focused element", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a TypeArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "type", func(ctx context.Context, o *op) error {
 				return typeText(ctx, o.page(), a.Text, time.Duration(a.Delay*float64(time.Millisecond)))
@@ -655,19 +657,19 @@ func registerPage(d *dispatch.Dispatcher, s *Service) {
 		}, func(a TypeArgs) (string, map[string]any) {
 			return "", map[string]any{"text_chars": len([]rune(a.Text))}
 		})
-	define(d, ToolPressKey, "Press a key (or a combination like Control+a) in the active tab", guard.Medium,
+	define(ts, ToolPressKey, "Press a key (or a combination like Control+a) in the active tab", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a KeyArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "press_key", func(ctx context.Context, o *op) error {
 				return pressCombo(ctx, o.page(), splitCombo(a.Key))
 			})
 		}, func(a KeyArgs) (string, map[string]any) { return clipMsg(a.Key), nil })
-	define(d, ToolHotKey, "Press keys together (pressed in order, released in reverse)", guard.Medium,
+	define(ts, ToolHotKey, "Press keys together (pressed in order, released in reverse)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a HotKeyArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "hot_key", func(ctx context.Context, o *op) error {
 				return pressCombo(ctx, o.page(), a.Keys)
 			})
 		}, func(a HotKeyArgs) (string, map[string]any) { return clipMsg(strings.Join(a.Keys, "+")), nil })
-	define(d, ToolHover, "Move the mouse over an element or a point", guard.Medium,
+	define(ts, ToolHover, "Move the mouse over an element or a point", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a HoverArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "hover", func(ctx context.Context, o *op) error {
 				x, y, err := point(ctx, o.page(), elementRef{Selector: a.Selector}, a.X, a.Y)
@@ -677,7 +679,7 @@ func registerPage(d *dispatch.Dispatcher, s *Service) {
 				return mouseMove(ctx, o.page(), x, y, 0)
 			})
 		}, func(a HoverArgs) (string, map[string]any) { return selTarget(a.Selector, nil), nil })
-	define(d, ToolSelect, "Choose an option of a <select> by value, label or index", guard.Medium,
+	define(ts, ToolSelect, "Choose an option of a <select> by value, label or index", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a SelectArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "select_option", func(ctx context.Context, o *op) error {
 				return callJS(ctx, o.page(), `const el = H.find({selector: a.selector});
@@ -694,7 +696,7 @@ el.dispatchEvent(new Event('change', {bubbles: true}));`, map[string]any{"select
 			})
 		}, func(a SelectArgs) (string, map[string]any) { return clipMsg(a.Selector), nil })
 	checkOp := func(name, desc string, want bool) {
-		define(d, name, desc, guard.Medium, func(ctx context.Context, c auth.Caller, a SelectorArgs) (Action, error) {
+		define(ts, name, desc, guard.Medium, func(ctx context.Context, c auth.Caller, a SelectorArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, strings.TrimPrefix(name, "browser."), func(ctx context.Context, o *op) error {
 				return callJS(ctx, o.page(), `const el = H.find({selector: a.selector});
 if (!('checked' in el)) throw new Error('the element is not a checkbox or radio button');
@@ -705,7 +707,7 @@ if (el.checked !== a.want) throw new Error('the element did not change state');`
 	}
 	checkOp(ToolCheck, "Check a checkbox or radio button", true)
 	checkOp(ToolUncheck, "Uncheck a checkbox", false)
-	define(d, ToolScroll, "Scroll the page up, down, left or right by an amount of pixels", guard.Medium,
+	define(ts, ToolScroll, "Scroll the page up, down, left or right by an amount of pixels", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ScrollArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "scroll", func(ctx context.Context, o *op) error {
 				amount := defaultScrollAmount
@@ -724,32 +726,32 @@ if (el.checked !== a.want) throw new Error('the element did not change state');`
 				return callJS(ctx, o.page(), `window.scrollBy(a.dx, a.dy);`, map[string]int{"dx": dx, "dy": dy}, nil)
 			})
 		}, func(a ScrollArgs) (string, map[string]any) { return a.Direction, nil })
-	define(d, ToolScrollTo, "Scroll the page to a position", guard.Medium,
+	define(ts, ToolScrollTo, "Scroll the page to a position", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ScrollToArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "scroll_to", func(ctx context.Context, o *op) error {
 				return callJS(ctx, o.page(), `window.scrollTo(a.x, a.y);`, map[string]int{"x": a.X, "y": a.Y}, nil)
 			})
 		}, nil)
-	define(d, ToolScrollToElement, "Scroll an element into view", guard.Medium,
+	define(ts, ToolScrollToElement, "Scroll an element into view", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a SelectorArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "scroll_to_element", func(ctx context.Context, o *op) error {
 				return callJS(ctx, o.page(), `H.find({selector: a.selector}).scrollIntoView({block: 'center'});`, map[string]any{"selector": a.Selector}, nil)
 			})
 		}, func(a SelectorArgs) (string, map[string]any) { return clipMsg(a.Selector), nil })
 
-	define(d, ToolHTML, "The active page's HTML (the body's inner HTML, or the whole document with outer)", guard.Safe,
+	define(ts, ToolHTML, "The active page's HTML (the body's inner HTML, or the whole document with outer)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a HTMLArgs) (string, error) {
 			return read[string](ctx, s, c, a.Sandbox, `return a.outer ? document.documentElement.outerHTML : (document.body ? document.body.innerHTML : '');`, map[string]bool{"outer": a.Outer})
 		}, nil)
-	define(d, ToolText, "The active page's visible text", guard.Safe,
+	define(ts, ToolText, "The active page's visible text", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) (string, error) {
 			return read[string](ctx, s, c, a.Sandbox, `return document.body ? document.body.innerText : '';`, nil)
 		}, nil)
-	define(d, ToolMarkdown, "The active page's main content as Markdown", guard.Safe,
+	define(ts, ToolMarkdown, "The active page's main content as Markdown", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) (map[string]any, error) {
 			return read[map[string]any](ctx, s, c, a.Sandbox, markdownJS, nil)
 		}, nil)
-	define(d, ToolElements, "The interactive elements of the active page, with the index click and fill take", guard.Safe,
+	define(ts, ToolElements, "The interactive elements of the active page, with the index click and fill take", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) ([]map[string]any, error) {
 			out, err := read[[]map[string]any](ctx, s, c, a.Sandbox, `return H.interactive().slice(0, 500).map(H.describe);`, nil)
 			if out == nil && err == nil {
@@ -757,7 +759,7 @@ if (el.checked !== a.want) throw new Error('the element did not change state');`
 			}
 			return out, err
 		}, nil)
-	define(d, ToolEvaluate, "Run JavaScript in the active page and return its value (arbitrary script: dangerous tier)", guard.Dangerous,
+	define(ts, ToolEvaluate, "Run JavaScript in the active page and return its value (arbitrary script: dangerous tier)", guard.Dangerous,
 		func(ctx context.Context, c auth.Caller, a EvaluateArgs) (json.RawMessage, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) (json.RawMessage, error) {
 				v, err := evaluate(ctx, o.page(), a.Expression)
@@ -770,7 +772,7 @@ if (el.checked !== a.want) throw new Error('the element did not change state');`
 			sum := sha256.Sum256([]byte(a.Expression))
 			return clipAudit(a.Expression), map[string]any{"expression_bytes": len(a.Expression), "expression_sha256": hex.EncodeToString(sum[:])}
 		})
-	define(d, ToolFindText, "Find text on the active page", guard.Safe,
+	define(ts, ToolFindText, "Find text on the active page", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a FindTextArgs) ([]TextMatch, error) {
 			out, err := read[[]TextMatch](ctx, s, c, a.Sandbox, findTextJS, map[string]any{"keyword": a.Keyword, "max": maxFindText})
 			if out == nil && err == nil {
@@ -778,7 +780,7 @@ if (el.checked !== a.want) throw new Error('the element did not change state');`
 			}
 			return out, err
 		}, func(a FindTextArgs) (string, map[string]any) { return clipMsg(a.Keyword), nil })
-	define(d, ToolWait, "Wait for a selector, the load, a URL, network idle, a script condition, a request or response, or a time", guard.Medium,
+	define(ts, ToolWait, "Wait for a selector, the load, a URL, network idle, a script condition, a request or response, or a time", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a WaitArgs) (map[string]any, error) { return s.Wait(ctx, c, a) },
 		func(a WaitArgs) (string, map[string]any) { return a.Type, nil },
 		dispatch.Hooks[WaitArgs, map[string]any]{Assess: func(a WaitArgs) dispatch.Assessment {
@@ -788,11 +790,11 @@ if (el.checked !== a.want) throw new Error('the element did not change state');`
 			return dispatch.Assessment{Risk: guard.Medium}
 		}})
 
-	define(d, ToolTabList, "The browser's tabs", guard.Safe,
+	define(ts, ToolTabList, "The browser's tabs", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) ([]TabInfo, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) ([]TabInfo, error) { return o.listTabs(ctx) })
 		}, nil)
-	define(d, ToolTabNew, "Open a new tab (optionally at a URL) and make it active", guard.Medium,
+	define(ts, ToolTabNew, "Open a new tab (optionally at a URL) and make it active", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a NewTabArgs) ([]TabInfo, error) { return s.NewTab(ctx, c, a) },
 		func(a NewTabArgs) (string, map[string]any) {
 			if a.URL != nil {
@@ -806,39 +808,39 @@ if (el.checked !== a.want) throw new Error('the element did not change state');`
 			}
 			return dispatch.Assessment{Risk: guard.Medium}
 		}})
-	define(d, ToolTabSwitch, "Make a tab the active one", guard.Medium,
+	define(ts, ToolTabSwitch, "Make a tab the active one", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a TabArgs) ([]TabInfo, error) { return s.SwitchTab(ctx, c, a) },
 		func(a TabArgs) (string, map[string]any) { return fmt.Sprintf("tab %d", a.Index), nil })
-	define(d, ToolTabClose, "Close a tab", guard.Medium,
+	define(ts, ToolTabClose, "Close a tab", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a TabArgs) ([]TabInfo, error) { return s.CloseTab(ctx, c, a) },
 		func(a TabArgs) (string, map[string]any) { return fmt.Sprintf("tab %d", a.Index), nil })
 
-	define(d, ToolCookiesGet, "The browser's cookies (optionally only those for some URLs)", guard.Safe,
+	define(ts, ToolCookiesGet, "The browser's cookies (optionally only those for some URLs)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a CookiesGetArgs) ([]*network.Cookie, error) {
 			return s.Cookies(ctx, c, a)
 		}, nil)
-	define(d, ToolCookiesSet, "Set cookies in the browser", guard.Medium,
+	define(ts, ToolCookiesSet, "Set cookies in the browser", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a CookiesSetArgs) (Action, error) {
 			return s.SetCookies(ctx, c, a)
 		},
 		func(a CookiesSetArgs) (string, map[string]any) { return "", map[string]any{"cookies": len(a.Cookies)} })
-	define(d, ToolCookiesClear, "Delete all of the browser's cookies", guard.Medium,
+	define(ts, ToolCookiesClear, "Delete all of the browser's cookies", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a PageArgs) (Action, error) {
 			return act(ctx, s, c, a.Sandbox, "clear_cookies", func(ctx context.Context, o *op) error {
 				_, err := cdproto.Call(ctx, o.b.client.Browser(), storage.ClearCookies, storage.ClearCookiesParams{})
 				return err
 			})
 		}, nil)
-	define(d, ToolConsole, "The console messages and uncaught exceptions of the browser's pages (the last 1000)", guard.Safe,
+	define(ts, ToolConsole, "The console messages and uncaught exceptions of the browser's pages (the last 1000)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a ConsoleArgs) ([]ConsoleEntry, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) ([]ConsoleEntry, error) { return o.b.consoleLog(a.Clear), nil })
 		}, nil)
-	define(d, ToolConsoleExport, "Write the console log to a workspace file (JSON)", guard.Medium,
+	define(ts, ToolConsoleExport, "Write the console log to a workspace file (JSON)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ExportArgs) (map[string]any, error) {
 			return s.ExportConsole(ctx, c, a)
 		},
 		func(a ExportArgs) (string, map[string]any) { return clipMsg(a.SavePath), nil })
-	define(d, ToolConfig, "Set the display resolution (AIO's allowed values)", guard.Medium,
+	define(ts, ToolConfig, "Set the display resolution (AIO's allowed values)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a ConfigArgs) (ConfigResult, error) {
 			return s.Config(ctx, c, a)
 		},

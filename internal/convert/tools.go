@@ -40,5 +40,5 @@ func (s *Service) Tool() dispatch.Tool {
 	})
 }
 
-// Register adds the tool to d.
-func (s *Service) Register(d *dispatch.Dispatcher) { d.MustRegister(s.Tool()) }
+// Tools are the service's tools (one: util.convert_to_markdown).
+func (s *Service) Tools() []dispatch.Tool { return []dispatch.Tool{s.Tool()} }

@@ -23,15 +23,15 @@ const serverStopHooks = 30 * time.Second
 // its observation sessions and reports (internal/observe).
 func (d *Daemon) startAIOCaps(_ context.Context) error {
 	pol := workspace.DefaultPolicy()
-	convert.New(d.sandboxes.Resolve, pol).Register(d.dispatch)
-	skills.New(d.sandboxes.Resolve, pol).RegisterTools(d.dispatch)
+	d.register(convert.New(d.sandboxes.Resolve, pol).Tools())
+	d.register(skills.New(d.sandboxes.Resolve, pol).Tools())
 
 	hk := hooks.New(d.sandboxes.Resolve, d.audit)
-	hk.RegisterTools(d.dispatch, d.guard)
+	d.register(hk.Tools(d.guard))
 	d.onRevoke(hk.Revoke)
 
 	obs := observe.New(d.sandboxes.Resolve, d.cgroupStats, d.audit)
-	obs.RegisterTools(d.dispatch)
+	d.register(obs.Tools())
 	d.sandboxes.BeforeStop(func(ctx context.Context, s *sandbox.Sandbox, reason string) {
 		hk.Run(ctx, s, reason)
 		if reason == "delete" {

@@ -14,7 +14,7 @@ import (
 func (d *Daemon) startBrowser(_ context.Context) error {
 	d.browser = browser.New(d.sandboxes, browser.Config{Log: d.log})
 	d.closers = append(d.closers, func() error { d.browser.Close(); return nil })
-	browser.RegisterTools(d.dispatch, d.browser, d.cfg.PreviewPorts)
+	d.register(browser.Tools(d.browser, d.cfg.PreviewPorts))
 	reach := d.api.ReachRoutes(d.dispatch)
 	d.onRevoke(reach.Revoke)
 	if err := browser.Available(); err != nil {

@@ -45,7 +45,7 @@ func (d *Daemon) startBrowserOps(rt browserRuntime) *browserops.Service {
 		Log:       d.log,
 	})
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
-	browserops.RegisterTools(d.dispatch, svc)
+	d.register(browserops.Tools(svc))
 	d.api.BrowserRoutes(d.dispatch)
 	return svc
 }

@@ -41,10 +41,3 @@ func (s *Service) Tools(g *guard.Guard) []dispatch.Tool {
 			}),
 	}
 }
-
-// RegisterTools adds the tools to d.
-func (s *Service) RegisterTools(d *dispatch.Dispatcher, g *guard.Guard) {
-	for _, t := range s.Tools(g) {
-		d.MustRegister(t)
-	}
-}

@@ -68,10 +68,3 @@ func (s *Service) Tools() []dispatch.Tool {
 			}),
 	}
 }
-
-// RegisterTools adds the tools to d.
-func (s *Service) RegisterTools(d *dispatch.Dispatcher) {
-	for _, t := range s.Tools() {
-		d.MustRegister(t)
-	}
-}

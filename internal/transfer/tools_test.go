@@ -41,7 +41,7 @@ func TestToolsAreTypedAndMarkStreaming(t *testing.T) {
 			t.Errorf("%s without streaming: %v, want the HTTP-only refusal", name, err)
 		}
 	}
-	if !dispatch.Streaming(transfer.WithStreaming(ctx)) {
+	if !dispatch.Streaming(dispatch.WithStreaming(ctx)) {
 		t.Error("transfer.WithStreaming does not set the dispatcher's streaming mark")
 	}
 	_, err := d.Call(ctx, admin, transfer.ToolExtract, json.RawMessage(`{"path":"/workspace/a.zip","dst":"/tmp"}`))

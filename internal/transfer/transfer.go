@@ -236,13 +236,6 @@ func closeQuiet(f *os.File) {
 	}
 }
 
-// WithStreaming marks ctx as coming from a handler that streams request
-// and response bodies and closes what Run returns: it is
-// dispatch.WithStreaming, the one streaming mark, kept here for the AIO
-// edge (internal/api transfer.go) until it calls dispatch directly. The
-// streaming tools refuse calls without it (MCP, custom tools).
-func WithStreaming(ctx context.Context) context.Context { return dispatch.WithStreaming(ctx) }
-
 func requireStreaming(ctx context.Context, tool string) error {
 	if !dispatch.Streaming(ctx) {
 		return fault.New(fault.Invalid, tool+" streams its data and is only available over its HTTP route")
