@@ -68,7 +68,7 @@ func Start(t testing.TB) *Browser {
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, args...) // #nosec G204 -- a test launching the host's Chromium with fixed flags
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		t.Skipf("chromium does not start here: %v", err)
 	}
