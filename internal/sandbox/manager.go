@@ -577,6 +577,14 @@ type Stats struct {
 	State   State        `json:"state"`
 	Cgroup  cgroup.Stats `json:"cgroup"`
 	Network NetCounters  `json:"network" doc:"egress through the proxy (network.mode proxy)"`
+	Disk    DiskUsage    `json:"disk" doc:"the workspace file system (the kernel-enforced quota), as statfs reports it"`
+}
+
+// DiskUsage is the workspace file system's use: bytes in use and its size
+// (the quota). Zero while the sandbox's workspace is not mounted.
+type DiskUsage struct {
+	UsedBytes  int64 `json:"used_bytes"`
+	TotalBytes int64 `json:"total_bytes"`
 }
 
 // Resources returns live cgroup figures for the caller's running sandboxes.
@@ -586,7 +594,7 @@ func (m *Manager) Resources(c Caller) []Stats {
 		if !c.Admin && s.rec.Owner != c.KeyID {
 			continue
 		}
-		st := Stats{ID: s.rec.ID, State: s.State(), Network: m.NetStats(s.rec.ID)}
+		st := Stats{ID: s.rec.ID, State: s.State(), Network: m.NetStats(s.rec.ID), Disk: s.diskUsage()}
 		if g := s.cgroupGroup(); g != nil {
 			if cs, err := g.Stats(); err == nil {
 				st.Cgroup = cs

@@ -118,6 +118,22 @@ func (s *Sandbox) diskBytes() int64 {
 	return s.m.cfg.Default.DiskBytes
 }
 
+// diskUsage is statfs of the workspace file system the server holds
+// mounted (detached): what the quota counts, not the image file's size.
+func (s *Sandbox) diskUsage() DiskUsage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.vol == nil {
+		return DiskUsage{}
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(s.vol.Fd()), &st); err != nil {
+		return DiskUsage{}
+	}
+	bs := int64(st.Bsize) // #nosec G115 -- a block size, far below 2^63
+	return DiskUsage{UsedBytes: int64(st.Blocks-st.Bfree) * bs, TotalBytes: int64(st.Blocks) * bs} // #nosec G115 -- block counts of one image
+}
+
 // releaseVolume drops the server's hold on the workspace file system; it
 // goes away (and its loop device with it) once no init uses it.
 func (s *Sandbox) releaseVolume() {

@@ -360,3 +360,30 @@ func TestWorkspaceTemplatesAreCapped(t *testing.T) {
 	}
 	fsckClean(t, img)
 }
+
+// TestResourcesReportWorkspaceDisk: the live figures carry the workspace
+// file system's use as the kernel counts it against the quota.
+func TestResourcesReportWorkspaceDisk(t *testing.T) {
+	requireQuota(t)
+	m := newManager(t, testConfig(t), &memRecords{})
+	s := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	disk := func() DiskUsage {
+		for _, st := range m.Resources(Caller{Admin: true}) {
+			if st.ID == s.ID() {
+				return st.Disk
+			}
+		}
+		t.Fatal("sandbox missing from the figures")
+		return DiskUsage{}
+	}
+	run(t, s, ExecRequest{Command: "true"})
+	before := disk()
+	if before.TotalBytes > 64<<20 || before.TotalBytes < 48<<20 {
+		t.Fatalf("total %d for a 64 MiB quota", before.TotalBytes)
+	}
+	run(t, s, ExecRequest{Command: "dd if=/dev/urandom of=/workspace/f bs=1M count=8 2>/dev/null; sync"})
+	after := disk()
+	if grown := after.UsedBytes - before.UsedBytes; grown < 8<<20 || grown > 10<<20 {
+		t.Fatalf("used %d → %d after writing 8 MiB", before.UsedBytes, after.UsedBytes)
+	}
+}

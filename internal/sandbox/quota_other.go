@@ -22,6 +22,9 @@ func (s *Sandbox) diskBytes() int64 {
 
 func (s *Sandbox) releaseVolume() {}
 
+// diskUsage is zero: there is no workspace volume off Linux.
+func (s *Sandbox) diskUsage() DiskUsage { return DiskUsage{} }
+
 // wsTemplates holds pre-formatted workspace images on Linux.
 type wsTemplates struct{}
 

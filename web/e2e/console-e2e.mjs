@@ -70,7 +70,8 @@ try {
   const sbID = await row.getAttribute('data-id');
   await page.waitForFunction((id) => {
     const r = document.querySelector(`tr[data-id="${id}"]`);
-    return r && /\d+ %/.test(r.textContent ?? '');
+    // CPU from the cgroup, and the workspace's disk use against its quota.
+    return r && /\d+ %/.test(r.textContent ?? '') && / of [\d.]+/.test(r.textContent ?? '');
   }, sbID);
   await shot(page, '02-sandboxes');
   ok('create sandbox ' + sbID + ' and see live figures');

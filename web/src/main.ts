@@ -237,10 +237,11 @@ interface Stats {
   id: string;
   state: string;
   cgroup: { MemoryBytes: number; MemoryLimit: number; CPUUsage: number; Pids: number; PidsLimit: number };
+  disk?: { used_bytes: number; total_bytes: number };
 }
 
 // history of samples per sandbox: kept across page visits
-const samples = new Map<string, { t: number; cpu: number; mem: number; pids: number }[]>();
+const samples = new Map<string, { t: number; cpu: number; mem: number; pids: number; disk: number }[]>();
 const maxSamples = 40;
 
 function spark(values: number[], label: string, max?: number): SVGSVGElement {
@@ -309,8 +310,8 @@ function createForm(onDone: () => void): HTMLElement {
 async function sandboxesPage() {
   const tbody = h('tbody');
   const table = h('div', { class: 'scroll' }, h('table', {},
-    h('caption', { text: 'Sandboxes, with live CPU, memory and process counts from the cgroups' }),
-    h('thead', {}, h('tr', {}, ...['Name', 'State', 'Owner', 'Limits', 'CPU', 'Memory', 'Processes', 'Actions'].map((c) => h('th', { scope: 'col', text: c })))),
+    h('caption', { text: 'Sandboxes, with live CPU, memory and process counts from the cgroups, and workspace disk use' }),
+    h('thead', {}, h('tr', {}, ...['Name', 'State', 'Owner', 'Limits', 'CPU', 'Memory', 'Processes', 'Disk', 'Actions'].map((c) => h('th', { scope: 'col', text: c })))),
     tbody));
   const canWrite = me?.role !== 'viewer';
   page('Sandboxes', canWrite ? createForm(() => void refresh()) : null, table);
@@ -344,9 +345,10 @@ async function sandboxesPage() {
       h('td', {}, spark(hist.map((x) => x.cpu), 'CPU use over the last minute', 100), h('span', { text: last ? `${last.cpu.toFixed(0)} %` : '–' })),
       h('td', {}, spark(hist.map((x) => x.mem), 'memory over the last minute', st?.cgroup.MemoryLimit || undefined), h('span', { text: last ? bytes(last.mem) : '–' })),
       h('td', {}, spark(hist.map((x) => x.pids), 'processes over the last minute', st?.cgroup.PidsLimit || undefined), h('span', { text: last ? `${last.pids}` : '–' })),
+      h('td', {}, spark(hist.map((x) => x.disk), 'workspace disk use over the last minute', st?.disk?.total_bytes || undefined), h('span', { text: last && st?.disk?.total_bytes ? `${bytes(last.disk)} of ${bytes(st.disk.total_bytes)}` : '–' })),
       h('td', {}, actions));
   };
-  const render = () => tbody.replaceChildren(...(list.length ? list.map(rowFor) : [h('tr', {}, h('td', { colspan: '8', text: 'No sandboxes yet.' }))]));
+  const render = () => tbody.replaceChildren(...(list.length ? list.map(rowFor) : [h('tr', {}, h('td', { colspan: '9', text: 'No sandboxes yet.' }))]));
   const poll = async () => {
     try {
       const st = await call<Stats[]>('GET', '/v1/sandbox/resources');
@@ -357,7 +359,7 @@ async function sandboxesPage() {
         const prev = hist[hist.length - 1];
         const cpuNs = s.cgroup.CPUUsage;
         const cpu = prev ? Math.max(0, ((cpuNs - (prev as any).raw) / 1e6 / (now - prev.t)) * 100) : 0;
-        hist.push({ t: now, cpu, mem: s.cgroup.MemoryBytes, pids: s.cgroup.Pids, raw: cpuNs } as any);
+        hist.push({ t: now, cpu, mem: s.cgroup.MemoryBytes, pids: s.cgroup.Pids, disk: s.disk?.used_bytes ?? 0, raw: cpuNs } as any);
         if (hist.length > maxSamples) hist.shift();
         samples.set(s.id, hist);
       }
