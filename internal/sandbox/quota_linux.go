@@ -130,7 +130,7 @@ func (s *Sandbox) diskUsage() DiskUsage {
 	if err := unix.Fstatfs(int(s.vol.Fd()), &st); err != nil {
 		return DiskUsage{}
 	}
-	bs := int64(st.Bsize) // #nosec G115 -- a block size, far below 2^63
+	bs := int64(st.Bsize)                                                                          // #nosec G115 -- a block size, far below 2^63
 	return DiskUsage{UsedBytes: int64(st.Blocks-st.Bfree) * bs, TotalBytes: int64(st.Blocks) * bs} // #nosec G115 -- block counts of one image
 }
 
