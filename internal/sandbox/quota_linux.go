@@ -130,8 +130,9 @@ func (s *Sandbox) diskUsage() DiskUsage {
 	if err := unix.Fstatfs(int(s.vol.Fd()), &st); err != nil {
 		return DiskUsage{}
 	}
-	bs := int64(st.Bsize)                                                                          // #nosec G115 -- a block size, far below 2^63
-	return DiskUsage{UsedBytes: int64(st.Blocks-st.Bfree) * bs, TotalBytes: int64(st.Blocks) * bs} // #nosec G115 -- block counts of one image
+	// Bsize is an int64 on linux; the block counts are uint64 of one image.
+	used, total := int64(st.Blocks-st.Bfree), int64(st.Blocks) // #nosec G115 -- block counts of one image, far below 2^63
+	return DiskUsage{UsedBytes: used * st.Bsize, TotalBytes: total * st.Bsize}
 }
 
 // releaseVolume drops the server's hold on the workspace file system; it
