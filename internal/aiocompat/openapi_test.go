@@ -60,7 +60,9 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 		}
 	}
 	for r := range documented {
-		if !s.routes[r] {
+		// A documented path stands for its subtree when the router
+		// serves it with a trailing wildcard (the relays).
+		if !s.routes[r] && !s.routes[r+"/*"] {
 			extra = append(extra, r)
 		}
 	}

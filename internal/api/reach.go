@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/audit"
@@ -89,7 +90,10 @@ func (s *Server) ReachRoutes(d *dispatch.Dispatcher) *Reach {
 	for _, prefix := range []string{"", "/sandboxes/{id}"} {
 		for _, kind := range []string{"proxy", "absproxy"} {
 			pattern := prefix + "/" + kind + "/{port}/*"
-			s.router.HandleFunc(pattern, h.preview(kind == "absproxy"))
+			// The methods a web app uses; CONNECT and TRACE are not relayed.
+			for _, m := range previewMethods {
+				s.router.MethodFunc(m, pattern, h.preview(kind == "absproxy"))
+			}
 			s.router.Get(prefix+"/"+kind+"/{port}", h.slash)
 			s.router.Head(prefix+"/"+kind+"/{port}", h.slash)
 			s.rawBodyPatterns = append(s.rawBodyPatterns, pattern)
@@ -98,7 +102,77 @@ func (s *Server) ReachRoutes(d *dispatch.Dispatcher) *Reach {
 	s.router.Get("/sandboxes/{id}/cdp/*", h.cdp)
 	s.router.Put("/sandboxes/{id}/cdp/*", h.cdp)
 	s.router.Get("/sandboxes/{id}/vnc/websockify", h.vnc)
+	s.documentReach()
 	return h
+}
+
+// previewMethods are the methods the preview proxy relays.
+var previewMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// documentReach lists the relay routes in /openapi.json. Their bodies are
+// whatever the sandbox's server, DevTools or x11vnc speak, so only the
+// route, its parameters and its refusals are described.
+func (s *Server) documentReach() {
+	oa := s.api.OpenAPI()
+	str := &huma.Schema{Type: "string"}
+	param := func(name, doc string) *huma.Param {
+		return &huma.Param{Name: name, In: "path", Required: true, Schema: str, Description: doc}
+	}
+	refusals := map[string]*huma.Response{
+		"401": {Description: "no key, ticket or console session"},
+		"403": {Description: "a port outside SANDBOX_PREVIEW_PORTS, the caller's role, or policy"},
+		"404": {Description: "no such sandbox for this key"},
+		"429": {Description: "rate limited"},
+	}
+	with := func(ok string) map[string]*huma.Response {
+		r := map[string]*huma.Response{"200": {Description: ok}}
+		for k, v := range refusals {
+			r[k] = v
+		}
+		return r
+	}
+	for _, prefix := range []string{"", "/sandboxes/{id}"} {
+		for _, kind := range []string{"proxy", "absproxy"} {
+			params := []*huma.Param{param("port", "a port on the sandbox's own loopback (SANDBOX_PREVIEW_PORTS)")}
+			where := "the caller's default sandbox"
+			if prefix != "" {
+				params = append([]*huma.Param{param("id", "sandbox id")}, params...)
+				where = "the sandbox"
+			}
+			strip := "with the prefix removed"
+			if kind == "absproxy" {
+				strip = "with the whole path kept"
+			}
+			for _, m := range previewMethods {
+				if m == http.MethodHead || m == http.MethodOptions {
+					continue
+				}
+				oa.AddOperation(&huma.Operation{
+					OperationID: "preview-" + kind + "-" + strings.ToLower(m) + map[bool]string{true: "-in-sandbox"}[prefix != ""],
+					Method:      m, Path: prefix + "/" + kind + "/{port}", Tags: []string{"preview"}, Security: Security,
+					Summary: "Preview proxy: HTTP and WebSocket to a server listening in " + where + " (and every path below)",
+					Description: "Relayed through the init to 127.0.0.1:{port} inside the sandbox (its network namespace stays empty), " + strip +
+						". Keys, cookies and the ticket parameter are stripped before the request reaches the sandbox; answers carry a CSP sandbox policy.",
+					Parameters: params, Responses: with("whatever the sandbox's server answers"),
+				})
+			}
+		}
+	}
+	id := []*huma.Param{param("id", "sandbox id")}
+	for _, m := range []string{http.MethodGet, http.MethodPut} {
+		oa.AddOperation(&huma.Operation{
+			OperationID: "cdp-" + strings.ToLower(m), Method: m, Path: "/sandboxes/{id}/cdp", Tags: []string{"browser"}, Security: Security,
+			Summary:     "DevTools (CDP) relay to the sandbox's browser: /json/version, /json/list, … and the /devtools/… WebSocket below this path",
+			Description: "Starts the sandbox's Chromium on first use. Playwright's connectOverCDP and Puppeteer's connect take this URL (with the key header). One connection counts once against the browser rate limit; connect and disconnect are audited; HALT and revocation close it.",
+			Parameters:  id, Responses: with("DevTools' JSON, or 101 Switching Protocols"),
+		})
+	}
+	oa.AddOperation(&huma.Operation{
+		OperationID: "vnc-websockify", Method: http.MethodGet, Path: "/sandboxes/{id}/vnc/websockify", Tags: []string{"browser"}, Security: Security,
+		Summary:     "VNC relay (RFB over WebSocket, subprotocol binary) to the sandbox's desktop; the noVNC page at /sandboxes/{id}/vnc/index.html uses it",
+		Description: "Authenticated by a one-time ticket (?ticket=) or the key header; starts a headful browser on a virtual display if none runs; idle sessions close after 10 minutes.",
+		Parameters:  id, Responses: with("101 Switching Protocols"),
+	})
 }
 
 // rawBody reports whether r's route relays its body as sent.
