@@ -193,16 +193,7 @@ func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 	}
 	// Every field of AIO's form is optional, so the tool's own rules (a
 	// file or a path) are a tool-level failure, checked by the dispatcher.
-	res, err := e.call(r.Context(), rt, a)
-	var out skills.RegisterResult
-	if err == nil {
-		out, err = dispatch.ResultAs[skills.RegisterResult](rt.Tool, res)
-	}
-	if err != nil {
-		e.fail(w, r, rt, a.Path, err)
-		return
-	}
-	WriteData(w, http.StatusOK, out)
+	answer[skills.RegisterResult](e, rt, w, r, a, a.Path)
 }
 
 // observeReport serves a report's gzip bytes.

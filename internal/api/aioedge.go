@@ -179,6 +179,21 @@ func (e *aioEdge) call(ctx context.Context, rt *aioRoute, args any) (any, error)
 	return d.Dispatch(ctx, c, rt.Tool, args)
 }
 
+// answer dispatches args for a plain row and writes the tool's R as the
+// envelope's data, or the row's failure naming target.
+func answer[R any](e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, args any, target string) {
+	res, err := e.call(r.Context(), rt, args)
+	var out R
+	if err == nil {
+		out, err = dispatch.ResultAs[R](rt.Tool, res)
+	}
+	if err != nil {
+		e.fail(w, r, rt, target, err)
+		return
+	}
+	WriteData(w, http.StatusOK, out)
+}
+
 // defaults turns defaultArgs into the tool's decoding of {}.
 func (e *aioEdge) defaults(tool string, args any) (any, error) {
 	if _, ok := args.(defaultArgs); !ok {

@@ -167,16 +167,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 }
 
 func finishUpload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, a transfer.UploadArgs) {
-	res, err := e.call(r.Context(), rt, a)
-	var up transfer.UploadResult
-	if err == nil {
-		up, err = dispatch.ResultAs[transfer.UploadResult](rt.Tool, res)
-	}
-	if err != nil {
-		e.fail(w, r, rt, a.Path, err)
-		return
-	}
-	WriteData(w, http.StatusOK, up)
+	answer[transfer.UploadResult](e, rt, w, r, a, a.Path)
 }
 
 // download streams a regular file with Range support. change_policy=abort

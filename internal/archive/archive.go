@@ -73,6 +73,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/sandhold/sandhold/internal/fault"
 )
 
 // Format names an archive format. Detect finds it from magic bytes.
@@ -258,3 +260,23 @@ const specialBits = fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
 // stagingPrefix names the staging directory; archive entries may not use it.
 const stagingPrefix = ".sandhold-extract-"
+
+// Fault is e as the edge's error kind; its public message is prefix
+// followed by e's own message, which names the entry and the rule and
+// carries no host path.
+func (e *Error) Fault(prefix string) error {
+	kind := fault.Internal
+	switch e.Kind {
+	case KindInvalid:
+		kind = fault.Invalid
+	case KindForbidden:
+		kind = fault.Forbidden
+	case KindTooLarge:
+		kind = fault.TooLarge
+	case KindConflict:
+		kind = fault.Conflict
+	case KindCanceled:
+		kind = fault.Timeout
+	}
+	return fault.Wrap(kind, e, prefix+e.Error())
+}

@@ -323,28 +323,11 @@ func (s *Service) extract(ctx context.Context, sb *sandbox.Sandbox, dest string,
 	if err != nil {
 		var ae *archive.Error
 		if errors.As(err, &ae) {
-			return archiveFault(ae)
+			return ae.Fault("the zip is refused: ")
 		}
 		return workspace.FileErrorOf("register", "(zip)", err)
 	}
 	return nil
-}
-
-func archiveFault(ae *archive.Error) error {
-	kind := fault.Internal
-	switch ae.Kind {
-	case archive.KindInvalid:
-		kind = fault.Invalid
-	case archive.KindForbidden:
-		kind = fault.Forbidden
-	case archive.KindTooLarge:
-		kind = fault.TooLarge
-	case archive.KindConflict:
-		kind = fault.Conflict
-	case archive.KindCanceled:
-		kind = fault.Timeout
-	}
-	return fault.Wrap(kind, ae, "the zip is refused: "+ae.Error())
 }
 
 // find lists the directories below root (root included) that hold a

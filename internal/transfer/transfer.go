@@ -154,7 +154,7 @@ func fileError(op, p string, err error) error {
 	}
 	var ae *archive.Error
 	if errors.As(err, &ae) {
-		return archiveFault(ae)
+		return ae.Fault("")
 	}
 	if errors.Is(err, agent.ErrGone) {
 		return fault.Wrap(fault.Unavailable, err, "the sandbox stopped during the operation")
@@ -198,25 +198,6 @@ func fileError(op, p string, err error) error {
 		return fault.Wrap(fault.Invalid, err, msg("crosses file systems"))
 	}
 	return fault.Wrap(fault.Internal, err, msg("i/o error"))
-}
-
-// archiveFault maps a refusal of the archive code; its message names the
-// entry and the rule and carries no host path.
-func archiveFault(ae *archive.Error) error {
-	kind := fault.Internal
-	switch ae.Kind {
-	case archive.KindInvalid:
-		kind = fault.Invalid
-	case archive.KindForbidden:
-		kind = fault.Forbidden
-	case archive.KindTooLarge:
-		kind = fault.TooLarge
-	case archive.KindConflict:
-		kind = fault.Conflict
-	case archive.KindCanceled:
-		kind = fault.Timeout
-	}
-	return fault.Wrap(kind, ae, ae.Error())
 }
 
 // parentOf is the directory of a clean absolute path.
