@@ -177,7 +177,9 @@ func TestServeKeepsInheritedDescriptorsFromSandboxes(t *testing.T) {
 		Stderr   string `json:"stderr"`
 		ExitCode *int   `json:"exit_code"`
 	}
-	cmd := `ls /proc/$$/fd | sort -n | tr '\n' ' '; cat <&9; cat <&10; true`
+	// ls writes to a file, not a pipe: while bash builds a pipeline it
+	// holds the pipe's ends itself, and ls would list them.
+	cmd := `ls /proc/$$/fd > /tmp/fds; sort -n /tmp/fds | tr '\n' ' '; cat <&9; cat <&10; true`
 	body, _ := json.Marshal(map[string]any{"command": cmd, "timeout": 20})
 	call(t, "POST", fmt.Sprintf("%s/v1/sandboxes/%s/exec", base, sb.ID), key, string(body), &res)
 	if res.Stdout != "0 1 2 " {
