@@ -153,8 +153,12 @@ func TestKill9LeavesNothingUnaccountedFor(t *testing.T) {
 	sb := c.call(t, "POST", "/v1/sandboxes", map[string]any{})["data"].(map[string]any)["id"].(string)
 	c.call(t, "POST", "/v1/sandboxes/"+sb+"/exec", map[string]any{"command": "echo kept > /workspace/f"})
 	c.call(t, "POST", "/v1/sandboxes/"+sb+"/exec", map[string]any{"command": "setsid sleep 1000 & sleep 1000", "background": true})
-	if n := len(initsOf(base)); n < 2 {
-		t.Fatalf("%d inits running before the kill, want the sandbox's and the pool's", n)
+	// The pool refills in the background after the create took its
+	// sandbox: wait (bounded) until its new init runs too.
+	for deadline := time.Now().Add(30 * time.Second); len(initsOf(base)) < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d inits running before the kill, want the sandbox's and the pool's", len(initsOf(base)))
+		}
 	}
 
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
