@@ -63,8 +63,7 @@ func isTTY(w io.Writer) bool {
 // stdin is not a terminal, else from a prompt without echo.
 func readKey(stdin *os.File, prompt io.Writer, fromStdin bool, url string) (string, error) {
 	if !fromStdin && client.IsTerminal(stdin.Fd()) {
-		_, _ = fmt.Fprintf(prompt, "API key for %s: ", url)
-		b, err := client.ReadPassword(stdin.Fd())
+		b, err := client.ReadPassword(stdin.Fd(), func() { _, _ = fmt.Fprintf(prompt, "API key for %s: ", url) })
 		_, _ = fmt.Fprintln(prompt)
 		if err != nil {
 			return "", fmt.Errorf("read the key: %w", err)

@@ -45,8 +45,10 @@ func MakeRaw(fd uintptr) (restore func() error, err error) {
 	return func() error { return unix.IoctlSetTermios(f, unix.TCSETS, old) }, nil
 }
 
-// ReadPassword reads a line from the terminal fd without echo.
-func ReadPassword(fd uintptr) ([]byte, error) {
+// ReadPassword reads a line from the terminal fd without echo. prompt, if
+// set, is shown once echo is off, so nothing typed right after the prompt
+// appears can be echoed.
+func ReadPassword(fd uintptr, prompt func()) ([]byte, error) {
 	f := int(fd) // #nosec G115 -- a file descriptor fits an int
 	old, err := unix.IoctlGetTermios(f, unix.TCGETS)
 	if err != nil {
@@ -60,6 +62,9 @@ func ReadPassword(fd uintptr) ([]byte, error) {
 		return nil, err
 	}
 	defer func() { _ = unix.IoctlSetTermios(f, unix.TCSETS, old) }()
+	if prompt != nil {
+		prompt()
+	}
 	var line []byte
 	buf := make([]byte, 1)
 	const maxSecret = 4096 // a key is 47 bytes; anything this long is not one

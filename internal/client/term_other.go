@@ -18,4 +18,4 @@ func TermSize(uintptr) Size { return Size{} }
 func MakeRaw(uintptr) (func() error, error) { return nil, errNoTerminal }
 
 // ReadPassword fails: see errNoTerminal.
-func ReadPassword(uintptr) ([]byte, error) { return nil, errNoTerminal }
+func ReadPassword(uintptr, func()) ([]byte, error) { return nil, errNoTerminal }
