@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -28,12 +27,6 @@ const (
 	ToolWatchWait   = "file.watch_wait"
 	ToolWatchDelete = "file.watch_delete"
 )
-
-// Decode reads a file tool's JSON arguments the AIO (pydantic) way:
-// unknown fields are ignored, null means the default. It is
-// dispatch.DecodeArgs, lenient; it stays exported for the AIO edge
-// (internal/api files.go) until that edge decodes through its route table.
-func Decode[T any](raw json.RawMessage) (T, error) { return dispatch.DecodeArgs[T](raw, true) }
 
 // Tools are the file capabilities, for the dispatcher. Reads are Safe,
 // writes Medium; sudo: true raises a call to Dangerous. Arguments are read

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/dispatch"
 )
 
 // TestToolsAreTypedAndReadTheAIOWay: every file tool is declared with
@@ -31,7 +33,7 @@ func TestToolsAreTypedAndReadTheAIOWay(t *testing.T) {
 			t.Errorf("%s refuses an unknown field: %v", tl.Name, err)
 		}
 	}
-	a, err := Decode[ReadArgs](json.RawMessage(`{"file":"/workspace/a","start_line":"x"}`))
+	a, err := dispatch.DecodeArgs[ReadArgs](json.RawMessage(`{"file":"/workspace/a","start_line":"x"}`), true)
 	if err == nil {
 		t.Fatalf("a mistyped field decoded: %+v", a)
 	}
