@@ -7,6 +7,7 @@ package daemontest
 import (
 	"context"
 	"io"
+	"sync"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/config"
@@ -31,8 +32,14 @@ func Start(t testing.TB, mutate func(*config.Config), opts ...daemon.Option) *da
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	logs := &tail{max: logTail}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the server's warnings (last %d bytes):\n%s", logTail, logs)
+		}
+	})
 	opts = append([]daemon.Option{
-		daemon.WithLogger(daemon.NewLogger(io.Discard, "error")),
+		daemon.WithLogger(daemon.NewLogger(logs, "warn")),
 		daemon.WithStderr(io.Discard),
 		daemon.WithVersion("test"),
 	}, opts...)
@@ -56,4 +63,31 @@ func Start(t testing.TB, mutate func(*config.Config), opts ...daemon.Option) *da
 		}
 	})
 	return d
+}
+
+// logTail is how much of the server's warnings a failed test prints.
+const logTail = 16 << 10
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	// mu guards b.
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
 }
