@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -298,9 +299,10 @@ func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel
 	ws := isWebSocket(r)
 	var dialed atomic.Bool
 	tr := &http.Transport{
-		DialContext: func(context.Context, string, string) (net.Conn, error) {
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			if dialed.Swap(true) {
-				return nil, errors.New("relay connection used already")
+				// A replayed request (replayRelay): a fresh connection.
+				return rel.Redial(ctx)
 			}
 			return conn, nil
 		},
@@ -310,7 +312,7 @@ func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel
 		DisableCompression: true,
 	}
 	rp := &httputil.ReverseProxy{
-		Transport:     tr,
+		Transport:     replayRelay{tr: tr, log: h.s.log, kind: kind},
 		FlushInterval: -1, // server-sent events and streamed answers pass at once
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			out := pr.Out
@@ -436,3 +438,34 @@ func newIdleTimer(d time.Duration, fire func()) *idleTimer {
 
 func (i *idleTimer) touch() { i.t.Reset(i.d) }
 func (i *idleTimer) stop()  { i.t.Stop() }
+
+// relayReplays is how many times a relayed request without a body is
+// sent again after its connection failed before any answer.
+const relayReplays = 2
+
+// replayRelay sends a relayed GET or HEAD without a body (the DevTools
+// /json endpoints, a WebSocket upgrade) again over a fresh connection
+// when the first failed before any answer: DevTools resets connections
+// now and then while it starts or thaws. Nothing was answered, so
+// nothing is repeated for the client; other requests fail at once.
+type replayRelay struct {
+	tr   http.RoundTripper
+	log  *slog.Logger
+	kind string
+}
+
+func (rr replayRelay) RoundTrip(req *http.Request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := rr.tr.RoundTrip(req)
+		replayable := (req.Method == http.MethodGet || req.Method == http.MethodHead) && (req.Body == nil || req.Body == http.NoBody)
+		if err == nil || attempt == relayReplays || !replayable || rr.kind != "cdp" || req.Context().Err() != nil {
+			return resp, err
+		}
+		rr.log.Info("relay: sent again over a fresh connection", "kind", rr.kind, "attempt", attempt+1, "err", err)
+		select {
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+}

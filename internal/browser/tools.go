@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -66,6 +67,49 @@ type Relay struct {
 	net.Conn `json:"-"`
 	Sandbox  string `json:"sandbox"`
 	Port     int    `json:"port"`
+	// redial opens a fresh connection to the same port, for a request
+	// that may be replayed (nil: the relay cannot redial).
+	redial func(context.Context) (net.Conn, error)
+	// mu guards Conn once the relay is shared (Redial, Close) and closed.
+	mu     sync.Mutex
+	closed bool
+}
+
+// errRelayClosed is a redial after the relay was closed (revoked, HALT).
+var errRelayClosed = errors.New("relay closed")
+
+// Redial replaces the relay's connection with a fresh one to the same
+// port, closing the old one, so the edge can retry a request that failed
+// before any answer (DevTools may reset a connection while it starts).
+// A relay that was closed stays closed.
+func (r *Relay) Redial(ctx context.Context) (net.Conn, error) {
+	if r.redial == nil {
+		return nil, errors.New("this relay cannot redial")
+	}
+	conn, err := r.redial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		_ = conn.Close()
+		return nil, errRelayClosed
+	}
+	old := r.Conn
+	r.Conn = conn
+	r.mu.Unlock()
+	_ = old.Close()
+	return conn, nil
+}
+
+// Close closes the relay's current connection; a later Redial fails.
+func (r *Relay) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	conn := r.Conn
+	r.mu.Unlock()
+	return conn.Close()
 }
 
 type edgeKey struct{}
@@ -103,7 +147,8 @@ func Tools(m *Manager, preview []uint16) []dispatch.Tool {
 		if err != nil {
 			return nil, err
 		}
-		return &Relay{Conn: conn, Sandbox: a.Sandbox, Port: sandbox.DevToolsPort}, nil
+		redial := func(ctx context.Context) (net.Conn, error) { return m.DevTools(ctx, c, a.Sandbox) }
+		return &Relay{Conn: conn, Sandbox: a.Sandbox, Port: sandbox.DevToolsPort, redial: redial}, nil
 	}, dispatch.Hooks[ConnectArgs, *Relay]{
 		Describe: func(a ConnectArgs) dispatch.Target {
 			return target(a.Sandbox, sandbox.DevToolsPort, map[string]any{"path": a.Path})
