@@ -34,9 +34,16 @@
 // this project's machines against about 2 µs for the pwrite. An 86-byte
 // write at offset 0 lies in one disk sector, so a crash leaves the old or
 // the new head, not a mix; a reader that races a writer in another process
-// and sees a torn value re-reads it. Appends are
-// not fsynced one by one: SQLite's WAL with synchronous=NORMAL may lose the
-// last records on power loss, which Verify then reports as a head mismatch.
+// and sees a torn value re-reads it.
+//
+// Durability: Append returns only after the transaction holding the record
+// committed, and a commit is durable (SQLite's WAL with synchronous=FULL
+// fsyncs at every commit; PostgreSQL's default synchronous_commit). Appends
+// that arrive together share one transaction, so one flush (group.go). The
+// head file is not fsynced: it is written just before the commit, so a
+// crash or power loss between the two leaves it one batch ahead of the
+// records, never-acknowledged ones, which Verify reports as a truncation
+// (loudly, rather than a head that lags and silently stops sealing).
 package audit
 
 import (
@@ -121,8 +128,14 @@ type Log struct {
 	heads store.AuditHeadStore
 	now   func() time.Time
 
-	// mu serializes this process's appends so the head file is written in
-	// seq order (other processes are serialized by the store's transaction).
+	// The group commit (group.go).
+	maxBatch, maxPending int
+	group                group
+	stats                groupStats
+
+	// mu is held by the one batch committing and by Verify: this process
+	// writes the head file in seq order (other processes are serialized by
+	// the store's transaction).
 	mu sync.Mutex
 }
 
@@ -136,20 +149,24 @@ func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now 
 
 // New returns the log over st, keeping the head file in dataDir.
 func New(st store.Store, dataDir string, opts ...Option) *Log {
-	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), now: time.Now}
+	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), now: time.Now,
+		maxBatch: DefaultMaxBatch, maxPending: DefaultMaxPending}
 	if hs, ok := st.(store.AuditHeadStore); ok {
 		l.heads, l.headPath = hs, ""
 	}
 	for _, o := range opts {
 		o(l)
 	}
+	l.group.slots = make(chan struct{}, l.maxPending)
 	return l
 }
 
 // HeadPath returns the head file's path ("" when the store keeps the head).
 func (l *Log) HeadPath() string { return l.headPath }
 
-// Append redacts, chains and stores e.
+// Append redacts, chains and stores e, and returns once the transaction
+// holding it has committed (durably: see store). Concurrent appends share
+// one transaction (group.go). An error means e was not stored.
 func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	if e.Action == "" {
 		return Record{}, errors.New("audit: empty action")
@@ -158,66 +175,56 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("audit: %w", err)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t := l.now().UTC().Round(0)
-	// sealHead is decided inside the transaction: the head file moves only
-	// while it agrees with the store's last record. Once they disagree (a
-	// truncated or edited log) the head stays where it was, so appending
-	// more records can never paper over the damage; Verify keeps failing.
-	sealHead := true
-	rec, err := l.st.AppendAudit(ctx, func(last store.AuditRecord, ok bool) (store.AuditRecord, error) {
-		var hd head
-		var have bool
-		var herr error
-		if l.heads == nil {
-			hd, have, herr = l.readHead(ctx)
-		}
-		switch {
-		case l.heads != nil: // the store seals its own head
-			sealHead = false
-		case herr != nil && !errors.Is(herr, errMalformedHead):
-			return store.AuditRecord{}, herr
-		case herr != nil:
-			sealHead = false
-		case have != ok:
-			sealHead = false
-		case have && (hd.seq != last.Seq || hd.hash != last.Hash):
-			sealHead = false
-		}
-		r := store.AuditRecord{
-			Seq:        1,
-			Time:       time.Unix(0, t.UnixNano()).UTC(),
-			Actor:      clean(e.Actor),
-			Role:       clean(e.Role),
-			ClientAddr: clean(e.ClientAddr),
-			Action:     clean(e.Action),
-			Target:     clean(e.Target),
-			Sandbox:    clean(e.Sandbox),
-			Verdict:    clean(e.Verdict),
-			Detail:     detail,
-			PrevHash:   GenesisHash,
-		}
-		if ok {
-			r.Seq = last.Seq + 1
-			r.PrevHash = last.Hash
-		}
-		h, err := HashOf(r)
-		if err != nil {
-			return store.AuditRecord{}, err
-		}
-		r.Hash = h
-		return r, nil
-	}, func(r store.AuditRecord) error {
-		if !sealHead {
-			return nil
-		}
-		return l.writeHead(r)
-	})
-	if err != nil {
-		return Record{}, err
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("audit: %w", err)
 	}
-	return fromStore(rec), nil
+	select {
+	case l.group.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Record{}, fmt.Errorf("audit: %w", ctx.Err())
+	}
+	defer func() { <-l.group.slots }()
+	p := &pending{done: make(chan outcome, 1), rec: store.AuditRecord{
+		Actor:      clean(e.Actor),
+		Role:       clean(e.Role),
+		ClientAddr: clean(e.ClientAddr),
+		Action:     clean(e.Action),
+		Target:     clean(e.Target),
+		Sandbox:    clean(e.Sandbox),
+		Verdict:    clean(e.Verdict),
+		Detail:     detail,
+	}}
+	var o outcome
+	if l.group.enqueue(p) {
+		o = l.lead(ctx, p)
+	} else if o = l.group.await(ctx, p); o.lead {
+		o = l.lead(ctx, p)
+	}
+	if o.err != nil {
+		return Record{}, o.err
+	}
+	return fromStore(o.rec), nil
+}
+
+// headAgrees reports whether the head file may move on from last: it
+// names the store's last record (or neither exists). False when the store
+// keeps its own head, or the file is malformed or disagrees.
+func (l *Log) headAgrees(ctx context.Context, last store.AuditRecord, ok bool) (bool, error) {
+	if l.heads != nil {
+		return false, nil // the store seals its own head
+	}
+	hd, have, err := l.readHead(ctx)
+	switch {
+	case err != nil && !errors.Is(err, errMalformedHead):
+		return false, err
+	case err != nil:
+		return false, nil
+	case have != ok:
+		return false, nil
+	case have && (hd.seq != last.Seq || hd.hash != last.Hash):
+		return false, nil
+	}
+	return true, nil
 }
 
 // clean redacts and caps a field.
