@@ -23,10 +23,11 @@
 // Every string is passed through redact before it is hashed or written.
 //
 // The head file holds "<seq> <hash>\n" of the last record, seq zero-padded
-// to 20 digits so the record is always 86 bytes. It is rewritten inside the
-// append transaction (so appenders in several processes update it in seq
-// order), but only while it agrees with the store's last record: after a
-// truncation the head stays put, so later appends cannot hide the gap.
+// to 20 digits so the record is always 86 bytes. It is rewritten after each
+// append transaction commits, while the appender still holds the lock file
+// audit.lock (so appenders in several processes update it in seq order),
+// and only while it names a stored record: after a truncation the head
+// stays put, so later appends cannot hide the gap.
 //
 // The head is rewritten in place with one 86-byte pwrite rather than a temp
 // file and rename: on ext4 a rename over an existing file forces the new
@@ -40,10 +41,10 @@
 // committed, and a commit is durable (SQLite's WAL with synchronous=FULL
 // fsyncs at every commit; PostgreSQL's default synchronous_commit). Appends
 // that arrive together share one transaction, so one flush (group.go). The
-// head file is not fsynced: it is written just before the commit, so a
-// crash or power loss between the two leaves it one batch ahead of the
-// records, never-acknowledged ones, which Verify reports as a truncation
-// (loudly, rather than a head that lags and silently stops sealing).
+// head file is written after the commit and not fsynced: a crash or power
+// loss can leave it behind the records (Verify accepts a head that names a
+// stored record, and the next append moves it on), never ahead of them, so
+// a crash does not look like a truncation.
 package audit
 
 import (
@@ -66,6 +67,10 @@ import (
 
 // HeadFile is the name of the head file in the data dir.
 const HeadFile = "audit.head"
+
+// LockFile is the name of the lock file in the data dir that appenders in
+// every process hold while they append a batch and move the head file.
+const LockFile = "audit.lock"
 
 // GenesisHash is the prev_hash of the first record.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -207,8 +212,10 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 }
 
 // headAgrees reports whether the head file may move on from last: it
-// names the store's last record (or neither exists). False when the store
-// keeps its own head, or the file is malformed or disagrees.
+// names the store's last record (or neither exists), or a stored record
+// before it (a crash came between a batch's commit and its head write).
+// False when the store keeps its own head, or the file is malformed or
+// names a record that is not stored.
 func (l *Log) headAgrees(ctx context.Context, last store.AuditRecord, ok bool) (bool, error) {
 	if l.heads != nil {
 		return false, nil // the store seals its own head
@@ -221,10 +228,18 @@ func (l *Log) headAgrees(ctx context.Context, last store.AuditRecord, ok bool) (
 		return false, nil
 	case have != ok:
 		return false, nil
-	case have && (hd.seq != last.Seq || hd.hash != last.Hash):
-		return false, nil
+	case !have:
+		return true, nil
+	case hd.seq == last.Seq:
+		return hd.hash == last.Hash, nil
+	case hd.seq > last.Seq:
+		return false, nil // records were cut off the end
 	}
-	return true, nil
+	recs, err := l.st.QueryAudit(ctx, store.AuditFilter{AfterSeq: hd.seq - 1, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("read sealed record %d: %w", hd.seq, err)
+	}
+	return len(recs) == 1 && recs[0].Seq == hd.seq && recs[0].Hash == hd.hash, nil
 }
 
 // clean redacts and caps a field.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,17 +209,32 @@ func (l *Log) lead(ctx context.Context, p *pending) (mine outcome) {
 // errLeaderPanicked answers a batch whose commit panicked.
 var errLeaderPanicked = errors.New("audit: the batch's commit failed")
 
-// commit chains and stores one batch in one transaction.
+// commit chains and stores one batch in one transaction, then moves the
+// head file to the batch's last record.
+//
+// Order: with a head file, the batch holds the data dir's lock file from
+// before its transaction until the head is written, so appenders in other
+// processes (the CLI) write heads in seq order too. The head is written
+// only after the commit, so it never names a record that is not stored: a
+// crash between the two leaves it behind by one batch, which Verify accepts
+// and the next batch moves on from (headAgrees).
 func (l *Log) commit(ctx context.Context, batch []*pending) ([]store.AuditRecord, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
+	if l.headPath != "" {
+		unlock, err := lockFile(filepath.Join(filepath.Dir(l.headPath), LockFile))
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
 	// sealHead is decided inside the transaction: the head file moves only
-	// while it agrees with the store's last record. Once they disagree (a
-	// truncated or edited log) the head stays where it was, so appending
-	// more records can never paper over the damage; Verify keeps failing.
-	sealHead := true
+	// while it names a stored record. Once it does not (a truncated or
+	// edited log) it stays where it was, so appending more records can
+	// never paper over the damage; Verify keeps failing.
+	sealHead := false
 	recs, err := l.st.AppendAuditBatch(ctx, func(last store.AuditRecord, ok bool) ([]store.AuditRecord, error) {
 		var err error
 		if sealHead, err = l.headAgrees(ctx, last, ok); err != nil {
@@ -240,16 +256,19 @@ func (l *Log) commit(ctx context.Context, batch []*pending) ([]store.AuditRecord
 			last, ok = r, true
 		}
 		return out, nil
-	}, func(r store.AuditRecord) error {
-		if !sealHead {
-			return nil
-		}
-		return l.writeHead(r)
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
 	l.stats.batches.Add(1)
 	l.stats.records.Add(int64(len(recs)))
+	if sealHead {
+		// The records are stored, but a head that cannot move is a log
+		// whose end is no longer sealed: the calls fail closed, as they
+		// did when the head was written inside the transaction.
+		if err := l.writeHead(recs[len(recs)-1]); err != nil {
+			return nil, fmt.Errorf("audit: records %d..%d stored, but: %w", recs[0].Seq, recs[len(recs)-1].Seq, err)
+		}
+	}
 	return recs, nil
 }

@@ -456,7 +456,8 @@ func TestGroupCommitRandomCancellations(t *testing.T) {
 				for i := range per {
 					ctx, cancel := context.WithCancel(context.Background())
 					if rnd.IntN(3) == 0 {
-						go func() { time.Sleep(time.Duration(rnd.IntN(500)) * time.Microsecond); cancel() }()
+						d := time.Duration(rnd.IntN(500)) * time.Microsecond
+						go func() { time.Sleep(d); cancel() }()
 					}
 					e := entry(g*per + i)
 					e.Target = fmt.Sprintf("g%d-%d", g, i)
@@ -525,5 +526,66 @@ func TestGroupCommitTamperingDetected(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A head file one batch behind the records (a crash between a commit and
+// the head's write) is no tampering: Verify accepts it and the next append
+// moves it on to the new end.
+func TestHeadBehindAfterACrashMovesOn(t *testing.T) {
+	l, dir := newLog(t)
+	fill(t, l, 5)
+	recs, err := l.Query(context.Background(), Filter{})
+	if err != nil || len(recs) != 5 {
+		t.Fatalf("query: %d %v", len(recs), err)
+	}
+	head := filepath.Join(dir, HeadFile)
+	if err := os.WriteFile(head, fmt.Appendf(nil, "%020d %s\n", 3, recs[2].Hash), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, l, 5)
+	r, err := l.Append(context.Background(), entry(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(head); err != nil || string(b) != fmt.Sprintf("%020d %s\n", r.Seq, r.Hash) {
+		t.Fatalf("head = %q (%v), want record %d", b, err, r.Seq)
+	}
+	mustVerify(t, l, 6)
+}
+
+// Two logs on one data dir (two processes: the server and the CLI) write
+// the head file in seq order: at the end it names the last record.
+func TestHeadFileInSeqOrderAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	var logs []*Log
+	for range 2 {
+		st, err := store.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		logs = append(logs, New(st, dir))
+	}
+	var wg sync.WaitGroup
+	for _, l := range logs {
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 10 {
+					if _, err := l.Append(context.Background(), entry(g*10+i)); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	res, err := logs[1].Verify(context.Background())
+	if err != nil || !res.OK || res.Records != 160 {
+		t.Fatalf("verify = %+v %v", res, err)
+	}
+	hd, _, err := logs[0].readHead(context.Background())
+	if err != nil || hd.seq != 160 || hd.hash != res.HeadHash {
+		t.Fatalf("head = %+v (%v), want the last record 160", hd, err)
 	}
 }
