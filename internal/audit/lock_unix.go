@@ -3,6 +3,7 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -13,13 +14,13 @@ import (
 // other processes' appends; unlock releases it. The kernel drops the lock
 // when the process dies, so a crashed appender never wedges the others.
 func lockFile(path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // #nosec G304 -- the data dir's own lock file
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // #nosec G304 -- the lock file beside the head file in the configured data dir, not request input
 	if err != nil {
 		return nil, fmt.Errorf("audit lock: %w", err)
 	}
 	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX) // #nosec G115 -- a descriptor fits an int
-		if err != unix.EINTR {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
