@@ -23,10 +23,11 @@
 // Every string is passed through redact before it is hashed or written.
 //
 // The head file holds "<seq> <hash>\n" of the last record, seq zero-padded
-// to 20 digits so the record is always 86 bytes. It is rewritten inside the
-// append transaction (so appenders in several processes update it in seq
-// order), but only while it agrees with the store's last record: after a
-// truncation the head stays put, so later appends cannot hide the gap.
+// to 20 digits so the record is always 86 bytes. It is rewritten after each
+// append transaction commits, while the appender still holds the lock file
+// audit.lock (so appenders in several processes update it in seq order),
+// and only while it names a stored record: after a truncation the head
+// stays put, so later appends cannot hide the gap.
 //
 // The head is rewritten in place with one 86-byte pwrite rather than a temp
 // file and rename: on ext4 a rename over an existing file forces the new
@@ -34,9 +35,16 @@
 // this project's machines against about 2 µs for the pwrite. An 86-byte
 // write at offset 0 lies in one disk sector, so a crash leaves the old or
 // the new head, not a mix; a reader that races a writer in another process
-// and sees a torn value re-reads it. Appends are
-// not fsynced one by one: SQLite's WAL with synchronous=NORMAL may lose the
-// last records on power loss, which Verify then reports as a head mismatch.
+// and sees a torn value re-reads it.
+//
+// Durability: Append returns only after the transaction holding the record
+// committed, and a commit is durable (SQLite's WAL with synchronous=FULL
+// fsyncs at every commit; PostgreSQL's default synchronous_commit). Appends
+// that arrive together share one transaction, so one flush (group.go). The
+// head file is written after the commit and not fsynced: a crash or power
+// loss can leave it behind the records (Verify accepts a head that names a
+// stored record, and the next append moves it on), never ahead of them, so
+// a crash does not look like a truncation.
 package audit
 
 import (
@@ -59,6 +67,10 @@ import (
 
 // HeadFile is the name of the head file in the data dir.
 const HeadFile = "audit.head"
+
+// LockFile is the name of the lock file in the data dir that appenders in
+// every process hold while they append a batch and move the head file.
+const LockFile = "audit.lock"
 
 // GenesisHash is the prev_hash of the first record.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
@@ -121,8 +133,14 @@ type Log struct {
 	heads store.AuditHeadStore
 	now   func() time.Time
 
-	// mu serializes this process's appends so the head file is written in
-	// seq order (other processes are serialized by the store's transaction).
+	// The group commit (group.go).
+	maxBatch, maxPending int
+	group                group
+	stats                groupStats
+
+	// mu is held by the one batch committing and by Verify: this process
+	// writes the head file in seq order (other processes are serialized by
+	// the store's transaction).
 	mu sync.Mutex
 }
 
@@ -136,20 +154,24 @@ func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now 
 
 // New returns the log over st, keeping the head file in dataDir.
 func New(st store.Store, dataDir string, opts ...Option) *Log {
-	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), now: time.Now}
+	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), now: time.Now,
+		maxBatch: DefaultMaxBatch, maxPending: DefaultMaxPending}
 	if hs, ok := st.(store.AuditHeadStore); ok {
 		l.heads, l.headPath = hs, ""
 	}
 	for _, o := range opts {
 		o(l)
 	}
+	l.group.slots = make(chan struct{}, l.maxPending)
 	return l
 }
 
 // HeadPath returns the head file's path ("" when the store keeps the head).
 func (l *Log) HeadPath() string { return l.headPath }
 
-// Append redacts, chains and stores e.
+// Append redacts, chains and stores e, and returns once the transaction
+// holding it has committed (durably: see store). Concurrent appends share
+// one transaction (group.go). An error means e was not stored.
 func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	if e.Action == "" {
 		return Record{}, errors.New("audit: empty action")
@@ -158,66 +180,66 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("audit: %w", err)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t := l.now().UTC().Round(0)
-	// sealHead is decided inside the transaction: the head file moves only
-	// while it agrees with the store's last record. Once they disagree (a
-	// truncated or edited log) the head stays where it was, so appending
-	// more records can never paper over the damage; Verify keeps failing.
-	sealHead := true
-	rec, err := l.st.AppendAudit(ctx, func(last store.AuditRecord, ok bool) (store.AuditRecord, error) {
-		var hd head
-		var have bool
-		var herr error
-		if l.heads == nil {
-			hd, have, herr = l.readHead(ctx)
-		}
-		switch {
-		case l.heads != nil: // the store seals its own head
-			sealHead = false
-		case herr != nil && !errors.Is(herr, errMalformedHead):
-			return store.AuditRecord{}, herr
-		case herr != nil:
-			sealHead = false
-		case have != ok:
-			sealHead = false
-		case have && (hd.seq != last.Seq || hd.hash != last.Hash):
-			sealHead = false
-		}
-		r := store.AuditRecord{
-			Seq:        1,
-			Time:       time.Unix(0, t.UnixNano()).UTC(),
-			Actor:      clean(e.Actor),
-			Role:       clean(e.Role),
-			ClientAddr: clean(e.ClientAddr),
-			Action:     clean(e.Action),
-			Target:     clean(e.Target),
-			Sandbox:    clean(e.Sandbox),
-			Verdict:    clean(e.Verdict),
-			Detail:     detail,
-			PrevHash:   GenesisHash,
-		}
-		if ok {
-			r.Seq = last.Seq + 1
-			r.PrevHash = last.Hash
-		}
-		h, err := HashOf(r)
-		if err != nil {
-			return store.AuditRecord{}, err
-		}
-		r.Hash = h
-		return r, nil
-	}, func(r store.AuditRecord) error {
-		if !sealHead {
-			return nil
-		}
-		return l.writeHead(r)
-	})
-	if err != nil {
-		return Record{}, err
+	if err := ctx.Err(); err != nil {
+		return Record{}, fmt.Errorf("audit: %w", err)
 	}
-	return fromStore(rec), nil
+	select {
+	case l.group.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Record{}, fmt.Errorf("audit: %w", ctx.Err())
+	}
+	defer func() { <-l.group.slots }()
+	p := &pending{done: make(chan outcome, 1), rec: store.AuditRecord{
+		Actor:      clean(e.Actor),
+		Role:       clean(e.Role),
+		ClientAddr: clean(e.ClientAddr),
+		Action:     clean(e.Action),
+		Target:     clean(e.Target),
+		Sandbox:    clean(e.Sandbox),
+		Verdict:    clean(e.Verdict),
+		Detail:     detail,
+	}}
+	var o outcome
+	if l.group.enqueue(p) {
+		o = l.lead(ctx, p)
+	} else if o = l.group.await(ctx, p); o.lead {
+		o = l.lead(ctx, p)
+	}
+	if o.err != nil {
+		return Record{}, o.err
+	}
+	return fromStore(o.rec), nil
+}
+
+// headAgrees reports whether the head file may move on from last: it
+// names the store's last record (or neither exists), or a stored record
+// before it (a crash came between a batch's commit and its head write).
+// False when the store keeps its own head, or the file is malformed or
+// names a record that is not stored.
+func (l *Log) headAgrees(ctx context.Context, last store.AuditRecord, ok bool) (bool, error) {
+	if l.heads != nil {
+		return false, nil // the store seals its own head
+	}
+	hd, have, err := l.readHead(ctx)
+	switch {
+	case err != nil && !errors.Is(err, errMalformedHead):
+		return false, err
+	case err != nil:
+		return false, nil
+	case have != ok:
+		return false, nil
+	case !have:
+		return true, nil
+	case hd.seq == last.Seq:
+		return hd.hash == last.Hash, nil
+	case hd.seq > last.Seq:
+		return false, nil // records were cut off the end
+	}
+	recs, err := l.st.QueryAudit(ctx, store.AuditFilter{AfterSeq: hd.seq - 1, Limit: 1})
+	if err != nil {
+		return false, fmt.Errorf("read sealed record %d: %w", hd.seq, err)
+	}
+	return len(recs) == 1 && recs[0].Seq == hd.seq && recs[0].Hash == hd.hash, nil
 }
 
 // clean redacts and caps a field.

@@ -26,39 +26,76 @@ func scanAudit(row interface{ Scan(...any) error }) (AuditRecord, error) {
 	return r, nil
 }
 
+// oneRecord adapts AppendAudit's build to AppendAuditBatch's.
+func oneRecord(build func(last AuditRecord, ok bool) (AuditRecord, error)) func(AuditRecord, bool) ([]AuditRecord, error) {
+	return func(last AuditRecord, ok bool) ([]AuditRecord, error) {
+		r, err := build(last, ok)
+		if err != nil {
+			return nil, err
+		}
+		return []AuditRecord{r}, nil
+	}
+}
+
+// checkBatch holds a built batch to AppendAuditBatch's contract.
+func checkBatch(recs []AuditRecord) error {
+	if len(recs) == 0 || len(recs) > MaxAuditBatch {
+		return fmt.Errorf("audit batch of %d records (want 1 to %d)", len(recs), MaxAuditBatch)
+	}
+	for i := range recs {
+		if recs[i].Detail == nil {
+			recs[i].Detail = []byte{}
+		}
+	}
+	return nil
+}
+
 // AppendAudit appends one record inside a write transaction.
 func (s *SQLite) AppendAudit(ctx context.Context, build func(last AuditRecord, ok bool) (AuditRecord, error), beforeCommit func(AuditRecord) error) (AuditRecord, error) {
-	var rec AuditRecord
+	recs, err := s.AppendAuditBatch(ctx, oneRecord(build), beforeCommit)
+	if err != nil {
+		return AuditRecord{}, err
+	}
+	return recs[0], nil
+}
+
+// AppendAuditBatch appends records inside one write transaction (BEGIN
+// IMMEDIATE, so writers in other processes wait for it): one commit, and
+// with synchronous=FULL one fsync of the WAL, for the whole batch.
+func (s *SQLite) AppendAuditBatch(ctx context.Context, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) ([]AuditRecord, error) {
+	var recs []AuditRecord
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
 		last, err := scanAudit(tx.StmtContext(ctx, s.lastAuditStmt).QueryRowContext(ctx))
 		ok := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read last record: %w", err)
 		}
-		rec, err = build(last, ok)
-		if err != nil {
+		if recs, err = build(last, ok); err != nil {
 			return err
 		}
-		if rec.Detail == nil {
-			rec.Detail = []byte{}
+		if err := checkBatch(recs); err != nil {
+			return err
 		}
-		if _, err := tx.StmtContext(ctx, s.insertAuditStmt).ExecContext(ctx,
-			rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
-			rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
-			if isUnique(err) {
-				return ErrConflict
+		ins := tx.StmtContext(ctx, s.insertAuditStmt)
+		for _, rec := range recs {
+			if _, err := ins.ExecContext(ctx,
+				rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
+				rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
+				if isUnique(err) {
+					return ErrConflict
+				}
+				return fmt.Errorf("insert record %d: %w", rec.Seq, err)
 			}
-			return fmt.Errorf("insert record: %w", err)
 		}
 		if beforeCommit != nil {
-			return beforeCommit(rec)
+			return beforeCommit(recs[len(recs)-1])
 		}
 		return nil
 	})
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("append audit: %w", err)
+		return nil, fmt.Errorf("append audit: %w", err)
 	}
-	return rec, nil
+	return recs, nil
 }
 
 // QueryAudit returns matching records.

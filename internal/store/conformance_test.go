@@ -11,7 +11,12 @@ import (
 	"github.com/sandhold/sandhold/internal/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		os.Exit(auditCrashChild())
+	}
+	os.Exit(pgtest.Main(m))
+}
 
 func TestSQLiteConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Opener {

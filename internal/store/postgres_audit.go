@@ -15,12 +15,24 @@ import (
 // serialised, and the missing head keeps Verify failing.
 const auditLockKey int64 = 0x73616e6461756474
 
-// AppendAudit appends one record. Appenders on every node are serialised by
-// SELECT … FOR UPDATE on the audit_head row: the second appender waits for
-// the first to commit and then reads its record as the last one (READ
-// COMMITTED takes a fresh snapshot per statement), so the chain never forks.
+// AppendAudit appends one record (AppendAuditBatch with one).
 func (s *Postgres) AppendAudit(ctx context.Context, build func(last AuditRecord, ok bool) (AuditRecord, error), beforeCommit func(AuditRecord) error) (AuditRecord, error) {
-	var rec AuditRecord
+	recs, err := s.AppendAuditBatch(ctx, oneRecord(build), beforeCommit)
+	if err != nil {
+		return AuditRecord{}, err
+	}
+	return recs[0], nil
+}
+
+// AppendAuditBatch appends records in one transaction. Appenders on every
+// node are serialised by SELECT … FOR UPDATE on the audit_head row: the
+// second appender waits for the first to commit and then reads its last
+// record as the last one (READ COMMITTED takes a fresh snapshot per
+// statement), so the chain never forks. The inserts and the head's move go
+// to the server in one round trip, and the batch costs one commit (one WAL
+// flush) however many records it holds.
+func (s *Postgres) AppendAuditBatch(ctx context.Context, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) ([]AuditRecord, error) {
+	var recs []AuditRecord
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var head AuditHead
 		haveHead := true
@@ -37,36 +49,39 @@ func (s *Postgres) AppendAudit(ctx context.Context, build func(last AuditRecord,
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("read last record: %w", err)
 		}
-		rec, err = build(last, ok)
-		if err != nil {
+		if recs, err = build(last, ok); err != nil {
 			return err
 		}
-		if rec.Detail == nil {
-			rec.Detail = []byte{}
+		if err := checkBatch(recs); err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO audit(`+auditColumns+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
-			rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
-			rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
+		var b pgx.Batch
+		for _, rec := range recs {
+			b.Queue(`INSERT INTO audit(`+auditColumns+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
+				rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
+				rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash)
+		}
+		// The head moves only while it agrees with the last record (see
+		// AuditHeadStore).
+		end := recs[len(recs)-1]
+		if haveHead && ((!ok && head.Seq == 0) || (ok && head.Seq == last.Seq && head.Hash == last.Hash)) {
+			b.Queue(`UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, end.Seq, end.Hash)
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			if pgIsUnique(err) {
 				return ErrConflict
 			}
-			return fmt.Errorf("insert record: %w", err)
-		}
-		agrees := haveHead && ((!ok && head.Seq == 0) || (ok && head.Seq == last.Seq && head.Hash == last.Hash))
-		if agrees {
-			if _, err := tx.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, rec.Seq, rec.Hash); err != nil {
-				return fmt.Errorf("move chain head: %w", err)
-			}
+			return fmt.Errorf("insert records: %w", err)
 		}
 		if beforeCommit != nil {
-			return beforeCommit(rec)
+			return beforeCommit(end)
 		}
 		return nil
 	})
 	if err != nil {
-		return AuditRecord{}, fmt.Errorf("append audit: %w", err)
+		return nil, fmt.Errorf("append audit: %w", err)
 	}
-	return rec, nil
+	return recs, nil
 }
 
 // AuditHead returns the chain head row; ok=false when the chain is empty or

@@ -50,6 +50,11 @@ type Store interface {
 	// from it, inserts it, calls beforeCommit (which may fail to abort the
 	// append) and commits. Appenders are serialized across processes.
 	AppendAudit(ctx context.Context, build func(last AuditRecord, ok bool) (AuditRecord, error), beforeCommit func(AuditRecord) error) (AuditRecord, error)
+	// AppendAuditBatch is AppendAudit for several records in one
+	// transaction (one commit, one flush to disk): build makes the records
+	// (1 to MaxAuditBatch, in seq order) from the last one, beforeCommit
+	// gets the batch's last record. All of them are stored or none is.
+	AppendAuditBatch(ctx context.Context, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) ([]AuditRecord, error)
 	// QueryAudit returns records matching f, ordered by seq (descending when
 	// f.Descending), at most f.Limit (capped by MaxAuditPage).
 	QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, error)
@@ -107,6 +112,10 @@ type AuditRecord struct {
 	PrevHash   string
 	Hash       string
 }
+
+// MaxAuditBatch caps the records of one AppendAuditBatch: it bounds the
+// transaction's size and the statement parameters a batch sends.
+const MaxAuditBatch = 256
 
 // MaxAuditPage caps one QueryAudit answer so that a client cannot make the
 // server materialize the whole log in memory.

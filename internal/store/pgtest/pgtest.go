@@ -158,8 +158,23 @@ func runAs() (*syscall.Credential, error) {
 	return nil, errors.New("running as root and no unprivileged user (postgres, nobody) to run PostgreSQL as")
 }
 
+// StartOption configures Start.
+type StartOption func(*startConfig)
+
+type startConfig struct{ durable bool }
+
+// Durable keeps PostgreSQL's flushes on (fsync, synchronous_commit, full
+// page writes: the server's defaults), for benchmarks whose point is the
+// cost of a durable commit. The default turns them off: the tests' data is
+// thrown away.
+func Durable() StartOption { return func(c *startConfig) { c.durable = true } }
+
 // Start runs initdb in a new temp dir and starts the server from binDir.
-func Start(ctx context.Context, binDir string) (*Server, error) {
+func Start(ctx context.Context, binDir string, opts ...StartOption) (*Server, error) {
+	var cfg startConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	cred, err := runAs()
 	if err != nil {
 		return nil, err
@@ -189,18 +204,19 @@ func Start(ctx context.Context, binDir string) (*Server, error) {
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %w: %s", err, tail(out))
 	}
-	// Durability is off: this database is thrown away after the tests.
-	// #nosec G204 -- as above
-	s.cmd = exec.Command(filepath.Join(binDir, "postgres"), "-D", data,
+	args := []string{"-D", data,
 		"-c", "listen_addresses=",
-		"-c", "unix_socket_directories="+dir,
+		"-c", "unix_socket_directories=" + dir,
 		"-c", "max_connections=300",
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
 		"-c", "shared_buffers=32MB",
 		"-c", "log_min_messages=warning",
-	)
+	}
+	if !cfg.durable {
+		// Durability is off: this database is thrown away after the tests.
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	// #nosec G204 -- as above
+	s.cmd = exec.Command(filepath.Join(binDir, "postgres"), args...)
 	s.cmd.Dir = dir
 	s.cmd.SysProcAttr = procAttr(cred)
 	logf, err := os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600) // #nosec G304 -- our own temp dir

@@ -35,6 +35,8 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 	t.Run("AppendAuditAbortsOnBeforeCommitError", func(t *testing.T) { s, _ := open(t); testAppendAbort(t, s) })
 	t.Run("AppendAuditBuildErrorAborts", func(t *testing.T) { s, _ := open(t); testBuildAbort(t, s) })
 	t.Run("ConcurrentAppendersAcrossHandles", func(t *testing.T) { s, op := open(t); testConcurrentAppenders(t, s, op) })
+	t.Run("AppendAuditBatch", func(t *testing.T) { s, _ := open(t); testAppendBatch(t, s) })
+	t.Run("ConcurrentBatchesAcrossHandles", func(t *testing.T) { s, op := open(t); testConcurrentBatches(t, s, op) })
 	t.Run("SandboxRecords", func(t *testing.T) { s, _ := open(t); testSandboxRecords(t, s) })
 	t.Run("ReopenKeepsData", func(t *testing.T) { s, op := open(t); testReopen(t, s, op) })
 	t.Run("AuditHead", func(t *testing.T) {
@@ -343,5 +345,120 @@ func testAuditHead(t *testing.T, s store.AuditHeadStore) {
 	}, func(store.AuditRecord) error { return errors.New("abort") })
 	if h, _, _ := s.AuditHead(ctx); h.Seq != 3 {
 		t.Fatalf("aborted append moved the head to %d", h.Seq)
+	}
+}
+
+// chainOf builds n records that follow last, linked by PrevHash.
+func chainOf(last store.AuditRecord, n int, action string) []store.AuditRecord {
+	out := make([]store.AuditRecord, n)
+	for i := range out {
+		seq := last.Seq + 1
+		out[i] = store.AuditRecord{Seq: seq, Time: time.Now(), Action: action, PrevHash: last.Hash, Hash: fmt.Sprint(seq)}
+		last = out[i]
+	}
+	return out
+}
+
+func testAppendBatch(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	AppendN(t, s, "a")
+	var sealed store.AuditRecord
+	recs, err := s.AppendAuditBatch(ctx, func(last store.AuditRecord, ok bool) ([]store.AuditRecord, error) {
+		if !ok || last.Seq != 1 {
+			return nil, fmt.Errorf("last = %d ok=%v, want 1", last.Seq, ok)
+		}
+		return chainOf(last, 5, "batch"), nil
+	}, func(r store.AuditRecord) error { sealed = r; return nil })
+	if err != nil || len(recs) != 5 || recs[0].Seq != 2 || recs[4].Seq != 6 {
+		t.Fatalf("batch = %d records (%v)", len(recs), err)
+	}
+	if sealed.Seq != 6 || sealed.Hash != "6" {
+		t.Fatalf("beforeCommit saw %d, want the batch's last record 6", sealed.Seq)
+	}
+	// All or nothing: a batch whose fourth record takes a stored seq
+	// leaves no record of it behind; so does a failing beforeCommit.
+	boom := errors.New("boom")
+	tests := []struct {
+		name   string
+		build  func(last store.AuditRecord) []store.AuditRecord
+		before func(store.AuditRecord) error
+		want   error
+	}{
+		{"duplicate seq in the middle", func(last store.AuditRecord) []store.AuditRecord {
+			b := chainOf(last, 5, "dup")
+			b[3].Seq = 2
+			return b
+		}, nil, store.ErrConflict},
+		{"beforeCommit fails", func(last store.AuditRecord) []store.AuditRecord { return chainOf(last, 3, "x") },
+			func(store.AuditRecord) error { return boom }, boom},
+		{"empty batch", func(store.AuditRecord) []store.AuditRecord { return nil }, nil, nil},
+		{"batch over the cap", func(last store.AuditRecord) []store.AuditRecord {
+			return chainOf(last, store.MaxAuditBatch+1, "big")
+		}, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.AppendAuditBatch(ctx, func(last store.AuditRecord, _ bool) ([]store.AuditRecord, error) {
+				return tc.build(last), nil
+			}, tc.before)
+			if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if last, err := s.LastAudit(ctx); err != nil || last.Seq != 6 || last.Action != "batch" {
+				t.Fatalf("last = %d %q (%v): part of a failed batch was stored", last.Seq, last.Action, err)
+			}
+		})
+	}
+	if hs, ok := s.(store.AuditHeadStore); ok {
+		if h, _, err := hs.AuditHead(ctx); err != nil || h.Seq != 6 || h.Hash != "6" {
+			t.Fatalf("head = %+v (%v), want the last good batch's end", h, err)
+		}
+	}
+}
+
+func testConcurrentBatches(t *testing.T, a store.Store, open Opener) {
+	const handles, batches, size = 3, 10, 7
+	all := []store.Store{a}
+	for range handles - 1 {
+		b, err := open(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		all = append(all, b)
+	}
+	errc := make(chan error, handles)
+	for _, s := range all {
+		go func(s store.Store) {
+			for range batches {
+				if _, err := s.AppendAuditBatch(context.Background(), func(last store.AuditRecord, _ bool) ([]store.AuditRecord, error) {
+					return chainOf(last, size, "x"), nil
+				}, nil); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}(s)
+	}
+	for range handles {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int64
+	prev := ""
+	if err := a.ScanAudit(context.Background(), func(r store.AuditRecord) error {
+		n++
+		if r.Seq != n || r.PrevHash != prev {
+			return fmt.Errorf("record %d (#%d) links to %q, want %q", r.Seq, n, r.PrevHash, prev)
+		}
+		prev = r.Hash
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != handles*batches*size {
+		t.Fatalf("%d records, want %d", n, handles*batches*size)
 	}
 }

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package audit
+
+import "errors"
+
+// lockFile is unsupported here: without a lock between processes the head
+// file could be written out of order, so appends to a file-headed log fail.
+func lockFile(string) (func(), error) {
+	return nil, errors.New("audit lock: not supported on this platform")
+}
