@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -56,8 +57,9 @@ func listNode(t *testing.T, name string, created time.Time, gotAuth *string) *ht
 
 // GET /v1/sandboxes through any node lists the sandboxes of every live
 // node, asked with the caller's own key (each node filters by it); a dead
-// node is not asked, a live one that fails is named in a header; a
-// refusal by the receiving node is returned as it is.
+// node is not asked, its records the caller may see are listed as lost; a
+// live one that fails is named in a header; a refusal by the receiving
+// node is returned as it is.
 func TestListSpansNodes(t *testing.T) {
 	now := time.Now()
 	var authB, authC, authD string
@@ -76,13 +78,18 @@ func TestListSpansNodes(t *testing.T) {
 		{Name: "node-c", Address: addr(c), Heartbeat: now},
 		{Name: "node-d", Address: addr(d), Heartbeat: now},
 		{Name: "node-e", Address: addr(dead), Heartbeat: now.Add(-time.Hour)},
-	}}
+	}, rows: map[string][]store.SandboxRow{"node-e": {
+		{ID: "sb-lost", Owner: "key_1", Record: []byte(fmt.Sprintf(`{"id":"sb-lost","owner":"key_1","created":%q,"spec":{"limits":{"memory":1024}}}`,
+			now.Add(-4*time.Minute).Format(time.RFC3339Nano)))},
+		{ID: "sb-others", Owner: "key_2", Record: []byte(`{"id":"sb-others","owner":"key_2"}`)},
+	}}}
 	h := NewForwarder(nodes, secret, nil).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer k1" {
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = w.Write([]byte(`{"success":false}`))
 			return
 		}
+		_ = auth.WithCaller(r.Context(), auth.Caller{KeyID: "key_1", Role: auth.RoleAgent}) // the API's authentication
 		_, _ = fmt.Fprintf(w, `{"success":true,"message":"","data":[{"id":"sb-a","created":%q}],"hint":null}`, now.Add(-time.Minute).Format(time.RFC3339Nano))
 	}))
 	req := httptest.NewRequest("GET", "/v1/sandboxes", nil)
@@ -94,7 +101,7 @@ func TestListSpansNodes(t *testing.T) {
 	}
 	var env struct {
 		Success bool
-		Data    []struct{ ID string }
+		Data    []struct{ ID, State, Node string }
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
 		t.Fatal(err)
@@ -103,8 +110,11 @@ func TestListSpansNodes(t *testing.T) {
 	for _, s := range env.Data {
 		ids = append(ids, s.ID)
 	}
-	if got := strings.Join(ids, ","); !env.Success || got != "sb-node-c,sb-node-b,sb-a" {
-		t.Fatalf("list = %q (success %v), want every live node's sandboxes oldest first", got, env.Success)
+	if got := strings.Join(ids, ","); !env.Success || got != "sb-lost,sb-node-c,sb-node-b,sb-a" {
+		t.Fatalf("list = %q (success %v), want every live node's sandboxes and the caller's on the dead node, oldest first", got, env.Success)
+	}
+	if l := env.Data[0]; l.State != "lost" || l.Node != "node-e" {
+		t.Fatalf("the dead node's sandbox is listed as %+v, want state lost on node-e", l)
 	}
 	if authB != "Bearer k1" || authC != "Bearer k1" {
 		t.Fatalf("the other nodes were asked with %q / %q, want the caller's key", authB, authC)
