@@ -62,7 +62,7 @@ func serveNode() int {
 	cfg := config.Config{Listen: "127.0.0.1:0", DisableRateLimit: true, DataDir: nc.DataDir, DatabaseURL: nc.DatabaseURL,
 		APIKey: nc.APIKey, NodeName: nc.NodeName, ClusterSecret: nc.ClusterSecret, WarmPool: nc.WarmPool,
 		MaxDisk: config.Size(nc.MaxDisk)}
-	var logw io.Writer = io.Discard
+	logw := io.Discard
 	if nc.LogFile != "" {
 		f, err := os.OpenFile(nc.LogFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {

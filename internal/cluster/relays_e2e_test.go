@@ -76,11 +76,12 @@ func browserRelaysThroughAnotherNode(t *testing.T, via, revoker node, owner, adm
 	via.ok("POST", "/v1/tickets", bk.Key, nil, 201, &tk)
 	vnc, resp, err := websocket.Dial(ctx, "ws://"+host+"/sandboxes/"+id+"/vnc/websockify?ticket="+url.QueryEscape(tk.Ticket),
 		&websocket.DialOptions{Subprotocols: []string{"binary"}})
+	var body []byte
+	if resp != nil && resp.Body != nil {
+		body, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+	}
 	if err != nil {
-		var body []byte
-		if resp != nil && resp.Body != nil {
-			body, _ = io.ReadAll(resp.Body)
-		}
 		t.Fatalf("desktop through %s: %v %s", via.base, err, body)
 	}
 	defer func() { _ = vnc.CloseNow() }()
@@ -102,21 +103,21 @@ func browserRelaysThroughAnotherNode(t *testing.T, via, revoker node, owner, adm
 
 	// DevTools: the version answer's URL points at the node the client
 	// used, and a WebSocket to it runs a command.
-	code, body := via.raw("GET", "/sandboxes/"+id+"/cdp/json/version", bk.Key, nil, nil)
+	code, page := via.raw("GET", "/sandboxes/"+id+"/cdp/json/version", bk.Key, nil, nil)
 	var v struct {
 		WS string `json:"webSocketDebuggerUrl"`
 	}
-	if code != 200 || json.Unmarshal([]byte(body), &v) != nil {
-		t.Fatalf("DevTools version through %s: %d %s", via.base, code, body)
+	if code != 200 || json.Unmarshal([]byte(page), &v) != nil {
+		t.Fatalf("DevTools version through %s: %d %s", via.base, code, page)
 	}
 	want := "ws://" + host + "/sandboxes/" + id + "/cdp/devtools/browser/"
 	if !strings.HasPrefix(v.WS, want) {
 		t.Fatalf("debugger URL %q, want one under %s (the node the client used)", v.WS, want)
 	}
-	code, body = via.raw("GET", "/sandboxes/"+id+"/cdp/json/list", bk.Key, nil, nil)
-	if code != 200 || !strings.Contains(body, "ws://"+host+"/sandboxes/"+id+"/cdp/devtools/page/") ||
-		strings.Contains(strings.ReplaceAll(body, host+"/sandboxes/"+id+"/cdp/", ""), "127.0.0.1:") {
-		t.Fatalf("DevTools page list through %s: %d %s (an in-sandbox address leaked)", via.base, code, body)
+	code, page = via.raw("GET", "/sandboxes/"+id+"/cdp/json/list", bk.Key, nil, nil)
+	if code != 200 || !strings.Contains(page, "ws://"+host+"/sandboxes/"+id+"/cdp/devtools/page/") ||
+		strings.Contains(strings.ReplaceAll(page, host+"/sandboxes/"+id+"/cdp/", ""), "127.0.0.1:") {
+		t.Fatalf("DevTools page list through %s: %d %s (an in-sandbox address leaked)", via.base, code, page)
 	}
 	cdp, resp, err := websocket.Dial(ctx, v.WS, &websocket.DialOptions{HTTPHeader: http.Header{"X-API-Key": {bk.Key}}})
 	if resp != nil && resp.Body != nil {
