@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"sync"
@@ -199,6 +201,11 @@ func (f *Forwarder) askList(r *http.Request, n store.Node) ([]json.RawMessage, e
 	req.Header.Set(HeaderNodeAuth, f.sign(http.MethodGet, r.URL.RequestURI(), clientIP(r.RemoteAddr)))
 	res, err := f.client.Do(req) // #nosec G704 -- a registered node's address (see above)
 	if err != nil {
+		// Without the URL: its query is the client's, and may carry a
+		// (spent) ticket; the log names the node.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
 		return nil, err
 	}
 	defer func() { _ = res.Body.Close() }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -158,5 +159,31 @@ func TestOwnerIsRemembered(t *testing.T) {
 	}
 	if nodes.lookups != 6 {
 		t.Fatalf("%d owner lookups for 5 requests to a known and 5 to an unknown sandbox, want 1+5", nodes.lookups)
+	}
+}
+
+// A node that cannot be reached is logged by name and error, never with
+// the client's URL (whose query may carry a ticket).
+func TestListLogHoldsNoClientQuery(t *testing.T) {
+	now := time.Now()
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	var logs strings.Builder
+	nodes := &fakeNodes{self: "node-a", nodes: []store.Node{
+		{Name: "node-a", Address: "a:1", Heartbeat: now},
+		{Name: "node-b", Address: strings.TrimPrefix(down.URL, "http://"), Heartbeat: now},
+	}}
+	f := NewForwarder(nodes, secret, slog.New(slog.NewTextHandler(&logs, nil)))
+	h := f.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"success":true,"message":"","data":[],"hint":null}`))
+	}))
+	const ticket = "sht_NotInAnyLogNotInAnyLogNotInAnyLogNotInAnyLo"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes?ticket="+ticket, nil))
+	if got := rec.Header().Values(HeaderUnanswered); len(got) != 1 || got[0] != "node-b" {
+		t.Fatalf("unanswered = %v", got)
+	}
+	if !strings.Contains(logs.String(), "node-b") || strings.Contains(logs.String(), ticket) {
+		t.Fatalf("log %q: want node-b named and no ticket", logs.String())
 	}
 }
