@@ -222,6 +222,9 @@ func Verify(ctx context.Context, o VerifyOptions) error {
 		fail("source: %v", err)
 	} else {
 		logf("ok   %s is git archive of %s", prov.Source, prov.Commit)
+		if prov.ConsoleLock != "" {
+			logf("ok   the console was installed from %s's %s/package-lock.json", prov.Commit, consoleDir)
+		}
 	}
 	return errors.Join(errs...)
 }
