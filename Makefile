@@ -185,8 +185,10 @@ $(GOVULNCHECK):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
-## release: static linux/amd64+arm64 binaries, source archive, SBOMs
-## (CycloneDX, SPDX), provenance, SHA256SUMS signed with RELEASE_KEY, in dist/
+## release: static linux/amd64+arm64 binaries (web console embedded, built
+## offline from the npm cache: run `make console` once to fill it), source
+## archive, SBOMs (CycloneDX, SPDX), provenance, SHA256SUMS signed with
+## RELEASE_KEY, in dist/
 release: $(CYCLONEDX) $(RELEASE_KEY)
 	$(RELEASETOOL) make -out $(DIST) -key $(RELEASE_KEY) -cyclonedx $(CYCLONEDX) $(if $(RELEASE_VERSION),-version $(RELEASE_VERSION))
 

@@ -20,6 +20,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -58,9 +59,45 @@ func (c Caller) IsAdmin() bool { return c.Role == RoleAdmin }
 
 type callerKey struct{}
 
-// WithCaller returns ctx carrying c.
+// WithCaller returns ctx carrying c (and tells a sink of ctx, see
+// WithCallerSink).
 func WithCaller(ctx context.Context, c Caller) context.Context {
+	if s, ok := ctx.Value(callerSinkKey{}).(*callerSink); ok {
+		s.set(c)
+	}
 	return context.WithValue(ctx, callerKey{}, c)
+}
+
+type callerSinkKey struct{}
+
+// callerSink keeps the first caller put below it.
+type callerSink struct {
+	mu    sync.Mutex
+	c     Caller
+	isSet bool
+}
+
+func (s *callerSink) set(c Caller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.isSet {
+		s.c, s.isSet = c, true
+	}
+}
+
+// WithCallerSink returns a context for a request and a function that
+// reports the first caller a handler below put into it (WithCaller: the
+// API's authentication). A handler in front of the API (the cluster's
+// merged sandbox list) learns who the request authenticated as without
+// authenticating it a second time (which would spend a ticket twice and
+// audit twice). ok is false when nothing below authenticated the request.
+func WithCallerSink(ctx context.Context) (context.Context, func() (Caller, bool)) {
+	s := &callerSink{}
+	return context.WithValue(ctx, callerSinkKey{}, s), func() (Caller, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.c, s.isSet
+	}
 }
 
 // CallerFrom returns the caller stored by WithCaller.

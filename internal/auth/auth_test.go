@@ -417,3 +417,20 @@ func TestClientIP(t *testing.T) {
 		}
 	}
 }
+
+// A sink sees the first caller put below it, and nothing when nothing
+// authenticated.
+func TestCallerSink(t *testing.T) {
+	ctx, who := WithCallerSink(context.Background())
+	if _, ok := who(); ok {
+		t.Fatal("a caller before any was put")
+	}
+	inner := WithCaller(ctx, Caller{KeyID: "key_1", Role: RoleAgent})
+	_ = WithCaller(inner, Caller{KeyID: "key_system", Role: RoleAdmin}) // a nested call
+	if c, ok := who(); !ok || c.KeyID != "key_1" {
+		t.Fatalf("sink = %+v %v, want key_1", c, ok)
+	}
+	if c, ok := CallerFrom(inner); !ok || c.KeyID != "key_1" {
+		t.Fatalf("CallerFrom = %+v %v", c, ok)
+	}
+}

@@ -63,6 +63,9 @@ func NewService(st store.Store, a audit.Appender, opts ...Option) *Service {
 	for _, o := range opts {
 		o(s)
 	}
+	if sh, ok := st.(SharedTickets); ok { // a cluster: tickets work through every node
+		s.ticket.shared = sh
+	}
 	return s
 }
 
@@ -245,7 +248,12 @@ func (s *Service) IssueTicket(ctx context.Context, c Caller) (string, time.Time,
 	}
 	now := s.now()
 	exp := now.Add(TicketTTL)
-	if !s.ticket.add(t, c.KeyID, exp, now) {
+	added, err := s.ticket.add(ctx, t, c.KeyID, exp, now)
+	if err != nil {
+		s.log.Error("auth: store a ticket", "err", err)
+		return "", time.Time{}, fault.New(fault.Unavailable, "could not create a ticket")
+	}
+	if !added {
 		return "", time.Time{}, fault.WithRetryAfter(fault.RateLimited, ticks(TicketTTL), "too many outstanding tickets")
 	}
 	s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
@@ -256,7 +264,11 @@ func (s *Service) IssueTicket(ctx context.Context, c Caller) (string, time.Time,
 // redeemTicket consumes a ticket and re-reads its key (it may have been
 // revoked since the ticket was issued).
 func (s *Service) redeemTicket(ctx context.Context, t string, now time.Time) (Caller, string) {
-	keyID, ok := s.ticket.take(t, now)
+	keyID, ok, err := s.ticket.take(ctx, t, now)
+	if err != nil {
+		s.log.Error("auth: take a ticket", "err", err)
+		return Caller{}, "store"
+	}
 	if !ok {
 		return Caller{}, "unknown or expired ticket"
 	}
@@ -362,7 +374,11 @@ func (s *Service) RevokeKey(ctx context.Context, by Caller, id string) (KeyInfo,
 	if err != nil {
 		return KeyInfo{}, fault.Wrap(fault.Internal, err, "could not revoke the key")
 	}
-	s.ticket.dropKey(id)
+	if err := s.ticket.dropKey(ctx, id); err != nil {
+		// The key is revoked: a ticket of it left behind is refused when
+		// redeemed (redeemTicket re-reads the key) and expires in TicketTTL.
+		s.log.Error("auth: drop a revoked key's tickets", "key", id, "err", err)
+	}
 	s.appendAudit(ctx, audit.Entry{Actor: by.KeyID, Role: string(by.Role), ClientAddr: by.Addr,
 		Action: "key.revoke", Target: id, Verdict: audit.Allow, Detail: map[string]any{"name": k.Name}})
 	s.fireRevoke(id)
@@ -418,7 +434,9 @@ func (s *Service) WatchRevocations(ctx context.Context, interval time.Duration) 
 				if k.Revoked() && !known[k.ID] {
 					known[k.ID] = true
 					if !first {
-						s.ticket.dropKey(k.ID)
+						if err := s.ticket.dropKey(ctx, k.ID); err != nil && ctx.Err() == nil {
+							s.log.Error("auth: drop a revoked key's tickets", "key", k.ID, "err", err)
+						}
 						s.fireRevoke(k.ID)
 					}
 				}

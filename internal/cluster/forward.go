@@ -51,6 +51,9 @@ type Nodes interface {
 	NodeName() string
 	Nodes(ctx context.Context) ([]store.Node, error)
 	SandboxNode(ctx context.Context, id string) (string, error)
+	// NodeSandboxes returns node's sandbox records (a dead node's are
+	// listed as lost).
+	NodeSandboxes(ctx context.Context, node string) ([]store.SandboxRow, error)
 	Heartbeat(ctx context.Context, b store.Beat) error
 }
 

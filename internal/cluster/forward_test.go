@@ -15,6 +15,11 @@ type fakeNodes struct {
 	self  string
 	nodes []store.Node
 	owner map[string]string
+	rows  map[string][]store.SandboxRow // by node
+}
+
+func (f *fakeNodes) NodeSandboxes(_ context.Context, node string) ([]store.SandboxRow, error) {
+	return f.rows[node], nil
 }
 
 func (f *fakeNodes) NodeName() string                            { return f.self }

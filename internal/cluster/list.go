@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -21,7 +26,8 @@ const listTimeout = 5 * time.Second
 const maxListBody = 8 << 20
 
 // HeaderUnanswered names the live nodes that did not answer a
-// cluster-wide list (their sandboxes are missing from it).
+// cluster-wide list (their sandboxes are missing from it), and dead nodes
+// whose records could not be read.
 const HeaderUnanswered = "X-Sandhold-Nodes-Unanswered"
 
 func isList(r *http.Request) bool {
@@ -46,17 +52,19 @@ func (c *capture) Write(b []byte) (int, error) {
 	return c.body.Write(b)
 }
 
-// listAll answers GET /v1/sandboxes with the sandboxes of every live node:
+// listAll answers GET /v1/sandboxes with the sandboxes of every node:
 // this node's own answer (which authenticates the caller: a refusal is
 // returned as it is), then each other live node's, asked over the signed
 // node channel with the client's own credentials, so each node applies the
-// same visibility rule (a key sees its own sandboxes, admins all). A node
-// that does not answer in listTimeout is named in HeaderUnanswered; a dead
-// node's sandboxes are not listed (GET /v1/sandboxes/{id} reports them
-// lost).
+// same visibility rule (a key sees its own sandboxes, admins all). A live
+// node that does not answer in listTimeout is named in HeaderUnanswered
+// (its sandboxes are missing); a dead node's sandboxes are listed from the
+// shared store's records with state "lost", by the same visibility rule
+// applied here to the caller this node's API authenticated.
 func (f *Forwarder) listAll(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	local := &capture{header: http.Header{}}
-	next.ServeHTTP(local, r)
+	ctx, who := auth.WithCallerSink(r.Context())
+	next.ServeHTTP(local, r.WithContext(ctx))
 	var env map[string]json.RawMessage
 	var items []json.RawMessage
 	if local.status != http.StatusOK || json.Unmarshal(local.body.Bytes(), &env) != nil || json.Unmarshal(env["data"], &items) != nil {
@@ -64,13 +72,17 @@ func (f *Forwarder) listAll(w http.ResponseWriter, r *http.Request, next http.Ha
 		return
 	}
 	now := f.now()
-	var others []store.Node
+	var others, dead []store.Node
 	for _, n := range f.list(r.Context()) {
-		if n.Name != f.self && n.Address != "" && n.Alive(now, DeadAfter) {
+		switch {
+		case n.Name == f.self:
+		case n.Address != "" && n.Alive(now, DeadAfter):
 			others = append(others, n)
+		default:
+			dead = append(dead, n)
 		}
 	}
-	if len(others) == 0 { // one node: its answer as it is
+	if len(others) == 0 && len(dead) == 0 { // one node: its answer as it is
 		copyAnswer(w, local)
 		return
 	}
@@ -86,6 +98,15 @@ func (f *Forwarder) listAll(w http.ResponseWriter, r *http.Request, next http.Ha
 			}
 		})
 	}
+	var lost []json.RawMessage
+	var lostErr bool
+	if c, ok := who(); ok && len(dead) > 0 {
+		var err error
+		if lost, err = f.lostSandboxes(r.Context(), dead, c); err != nil {
+			lostErr = true
+			f.log.Warn("cluster: read dead nodes' sandbox records", "err", err)
+		}
+	}
 	wg.Wait()
 	var unanswered []string
 	for i, p := range parts {
@@ -94,6 +115,12 @@ func (f *Forwarder) listAll(w http.ResponseWriter, r *http.Request, next http.Ha
 			unanswered = append(unanswered, others[i].Name)
 		}
 	}
+	if lostErr { // their records could not be read: say whose are missing
+		for _, n := range dead {
+			unanswered = append(unanswered, n.Name)
+		}
+	}
+	items = append(items, lost...)
 	sortByCreated(items)
 	data, err := json.Marshal(items)
 	if err != nil {
@@ -118,6 +145,44 @@ func (f *Forwarder) listAll(w http.ResponseWriter, r *http.Request, next http.Ha
 	_, _ = w.Write(append(out, '\n'))
 }
 
+// StateLost is the state of a sandbox whose node is dead: it is not
+// recreated elsewhere (its workspace is on that node); the node reaps or
+// re-adopts it when it comes back.
+const StateLost sandbox.State = "lost"
+
+// lostSandboxes renders the sandbox records of the dead nodes that c may
+// see (its own; an admin's or viewer's: all) as list items in state lost.
+func (f *Forwarder) lostSandboxes(ctx context.Context, dead []store.Node, c auth.Caller) ([]json.RawMessage, error) {
+	all := c.IsAdmin() || c.Role == auth.RoleViewer
+	var out []json.RawMessage
+	for _, n := range dead {
+		rows, err := f.nodes.NodeSandboxes(ctx, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			if !all && row.Owner != c.KeyID {
+				continue
+			}
+			var rec sandbox.Record
+			if err := json.Unmarshal(row.Record, &rec); err != nil {
+				return nil, fmt.Errorf("sandbox record %s: %w", row.ID, err)
+			}
+			in := sandbox.Info{ID: rec.ID, Name: rec.Name, Owner: rec.Owner, Default: rec.Default, State: StateLost,
+				Created: rec.Created, Limits: rec.Spec.Limits, Network: rec.Spec.Network, Workspace: "/workspace", Node: n.Name}
+			if rec.Spec.TTL > 0 {
+				in.TTL = rec.Spec.TTL.String()
+			}
+			b, err := json.Marshal(in)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
 // askList asks node n for its own part of the list r asks for.
 func (f *Forwarder) askList(r *http.Request, n store.Node) ([]json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), listTimeout)
@@ -136,6 +201,11 @@ func (f *Forwarder) askList(r *http.Request, n store.Node) ([]json.RawMessage, e
 	req.Header.Set(HeaderNodeAuth, f.sign(http.MethodGet, r.URL.RequestURI(), clientIP(r.RemoteAddr)))
 	res, err := f.client.Do(req) // #nosec G704 -- a registered node's address (see above)
 	if err != nil {
+		// Without the URL: its query is the client's, and may carry a
+		// (spent) ticket; the log names the node.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
 		return nil, err
 	}
 	defer func() { _ = res.Body.Close() }()

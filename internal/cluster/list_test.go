@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -56,8 +58,9 @@ func listNode(t *testing.T, name string, created time.Time, gotAuth *string) *ht
 
 // GET /v1/sandboxes through any node lists the sandboxes of every live
 // node, asked with the caller's own key (each node filters by it); a dead
-// node is not asked, a live one that fails is named in a header; a
-// refusal by the receiving node is returned as it is.
+// node is not asked, its records the caller may see are listed as lost; a
+// live one that fails is named in a header; a refusal by the receiving
+// node is returned as it is.
 func TestListSpansNodes(t *testing.T) {
 	now := time.Now()
 	var authB, authC, authD string
@@ -76,13 +79,18 @@ func TestListSpansNodes(t *testing.T) {
 		{Name: "node-c", Address: addr(c), Heartbeat: now},
 		{Name: "node-d", Address: addr(d), Heartbeat: now},
 		{Name: "node-e", Address: addr(dead), Heartbeat: now.Add(-time.Hour)},
-	}}
+	}, rows: map[string][]store.SandboxRow{"node-e": {
+		{ID: "sb-lost", Owner: "key_1", Record: []byte(fmt.Sprintf(`{"id":"sb-lost","owner":"key_1","created":%q,"spec":{"limits":{"memory":1024}}}`,
+			now.Add(-4*time.Minute).Format(time.RFC3339Nano)))},
+		{ID: "sb-others", Owner: "key_2", Record: []byte(`{"id":"sb-others","owner":"key_2"}`)},
+	}}}
 	h := NewForwarder(nodes, secret, nil).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer k1" {
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = w.Write([]byte(`{"success":false}`))
 			return
 		}
+		_ = auth.WithCaller(r.Context(), auth.Caller{KeyID: "key_1", Role: auth.RoleAgent}) // the API's authentication
 		_, _ = fmt.Fprintf(w, `{"success":true,"message":"","data":[{"id":"sb-a","created":%q}],"hint":null}`, now.Add(-time.Minute).Format(time.RFC3339Nano))
 	}))
 	req := httptest.NewRequest("GET", "/v1/sandboxes", nil)
@@ -94,7 +102,7 @@ func TestListSpansNodes(t *testing.T) {
 	}
 	var env struct {
 		Success bool
-		Data    []struct{ ID string }
+		Data    []struct{ ID, State, Node string }
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
 		t.Fatal(err)
@@ -103,8 +111,11 @@ func TestListSpansNodes(t *testing.T) {
 	for _, s := range env.Data {
 		ids = append(ids, s.ID)
 	}
-	if got := strings.Join(ids, ","); !env.Success || got != "sb-node-c,sb-node-b,sb-a" {
-		t.Fatalf("list = %q (success %v), want every live node's sandboxes oldest first", got, env.Success)
+	if got := strings.Join(ids, ","); !env.Success || got != "sb-lost,sb-node-c,sb-node-b,sb-a" {
+		t.Fatalf("list = %q (success %v), want every live node's sandboxes and the caller's on the dead node, oldest first", got, env.Success)
+	}
+	if l := env.Data[0]; l.State != "lost" || l.Node != "node-e" {
+		t.Fatalf("the dead node's sandbox is listed as %+v, want state lost on node-e", l)
 	}
 	if authB != "Bearer k1" || authC != "Bearer k1" {
 		t.Fatalf("the other nodes were asked with %q / %q, want the caller's key", authB, authC)
@@ -148,5 +159,31 @@ func TestOwnerIsRemembered(t *testing.T) {
 	}
 	if nodes.lookups != 6 {
 		t.Fatalf("%d owner lookups for 5 requests to a known and 5 to an unknown sandbox, want 1+5", nodes.lookups)
+	}
+}
+
+// A node that cannot be reached is logged by name and error, never with
+// the client's URL (whose query may carry a ticket).
+func TestListLogHoldsNoClientQuery(t *testing.T) {
+	now := time.Now()
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	var logs strings.Builder
+	nodes := &fakeNodes{self: "node-a", nodes: []store.Node{
+		{Name: "node-a", Address: "a:1", Heartbeat: now},
+		{Name: "node-b", Address: strings.TrimPrefix(down.URL, "http://"), Heartbeat: now},
+	}}
+	f := NewForwarder(nodes, secret, slog.New(slog.NewTextHandler(&logs, nil)))
+	h := f.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"success":true,"message":"","data":[],"hint":null}`))
+	}))
+	const ticket = "sht_NotInAnyLogNotInAnyLogNotInAnyLogNotInAnyLo"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes?ticket="+ticket, nil))
+	if got := rec.Header().Values(HeaderUnanswered); len(got) != 1 || got[0] != "node-b" {
+		t.Fatalf("unanswered = %v", got)
+	}
+	if !strings.Contains(logs.String(), "node-b") || strings.Contains(logs.String(), ticket) {
+		t.Fatalf("log %q: want node-b named and no ticket", logs.String())
 	}
 }

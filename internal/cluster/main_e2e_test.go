@@ -41,6 +41,9 @@ type nodeConfig struct {
 	DataDir, DatabaseURL, APIKey, NodeName, ClusterSecret string
 	WarmPool                                              int
 	MaxDisk                                               int64
+	// LogFile receives the node's log (debug level) and its stderr,
+	// appended: the test reads it for secrets.
+	LogFile string
 }
 
 func childConfig(c config.Config) nodeConfig {
@@ -59,7 +62,17 @@ func serveNode() int {
 	cfg := config.Config{Listen: "127.0.0.1:0", DisableRateLimit: true, DataDir: nc.DataDir, DatabaseURL: nc.DatabaseURL,
 		APIKey: nc.APIKey, NodeName: nc.NodeName, ClusterSecret: nc.ClusterSecret, WarmPool: nc.WarmPool,
 		MaxDisk: config.Size(nc.MaxDisk)}
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
+	logw := io.Discard
+	if nc.LogFile != "" {
+		f, err := os.OpenFile(nc.LogFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cluster-node:", err)
+			return 2
+		}
+		defer func() { _ = f.Close() }()
+		logw = f
+	}
+	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(logw, "debug")), daemon.WithStderr(logw))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster-node:", err)
 		return 1
@@ -84,10 +97,13 @@ type childNode struct {
 	exited <-chan struct{}
 }
 
-// startChildNode starts a node process on cfg and waits until it listens.
-func startChildNode(t *testing.T, cfg config.Config) childNode {
+// startChildNode starts a node process on cfg and waits until it listens;
+// its log goes to logFile (appended) when that is set.
+func startChildNode(t *testing.T, cfg config.Config, logFile string) childNode {
 	t.Helper()
-	b, err := json.Marshal(childConfig(cfg)) // #nosec G117 -- the test's own fixed key, to its own child process
+	nc := childConfig(cfg)
+	nc.LogFile = logFile
+	b, err := json.Marshal(nc) // #nosec G117 -- the test's own fixed key, to its own child process
 	if err != nil {
 		t.Fatal(err)
 	}

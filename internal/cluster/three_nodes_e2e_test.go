@@ -8,6 +8,9 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,9 +34,11 @@ type stoppable struct {
 	stop func()
 }
 
-func startNode(t *testing.T, cfg config.Config) stoppable {
+// startNode starts a daemon in this process; its log (debug level) and
+// stderr go to logs.
+func startNode(t *testing.T, cfg config.Config, logs io.Writer) stoppable {
 	t.Helper()
-	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
+	d, err := daemon.New(cfg, daemon.WithLogger(daemon.NewLogger(logs, "debug")), daemon.WithStderr(logs))
 	if err != nil {
 		t.Fatalf("start %s: %v", cfg.NodeName, err)
 	}
@@ -93,8 +98,10 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 			MaxDisk: 256 << 20}
 	}
 	cfgC := cfgOf("node-c")
+	// Every node's log, at debug level, is searched for secrets at the end.
+	logA, logB, logC := &logBuf{}, &logBuf{}, filepath.Join(t.TempDir(), "node-c.log")
 	// c runs in a process of its own: it is killed with SIGKILL below.
-	a, b, c := startNode(t, cfgOf("node-a")), startNode(t, cfgOf("node-b")), startChildNode(t, cfgC)
+	a, b, c := startNode(t, cfgOf("node-a"), logA), startNode(t, cfgOf("node-b"), logB), startChildNode(t, cfgC, logC)
 	st, err := store.OpenPostgres(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +180,15 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	// both directions pass the forwarder.
 	wsTerminal(t, a.node, onC, key.Key)
 
+	// The browser's relays through a, for a sandbox on b; c revokes.
+	var browserKey string
+	t.Run("DevTools and VNC through a node that does not run the sandbox", func(t *testing.T) {
+		browserKey = browserRelaysThroughAnotherNode(t, a.node, c.node, "node-b", admin, st)
+	})
+
+	// An approval asked through a for c's sandbox, decided through b.
+	approvalAcrossNodes(t, a.node, b.node, []node{a.node, b.node, c.node}, onC, key.Key, admin)
+
 	// Figures: exec round trip through a forwarding node vs direct, and
 	// creates per second through all three nodes.
 	rtt := func(n node, sb string) time.Duration {
@@ -234,11 +250,23 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	}
 	<-c.exited
 	t0 = time.Now()
+	// At once: c's sandbox is never silently missing from the list: c is
+	// named as not answering until it counts as dead, then its sandbox is
+	// listed as lost.
+	if items, unanswered := listThrough(t, a.node, key.Key); items[onC] == "" && !slices.Contains(unanswered, "node-c") {
+		t.Fatalf("right after c died, the list through a neither has c's sandbox nor names c: %v %v", items, unanswered)
+	}
 	d := until(t, "c's sandbox lost", t0, func() bool {
 		code, body := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)
 		return code == 503 && strings.Contains(body, `"lost"`)
 	})
 	t.Logf("node c killed: its sandbox reported lost after %v (dead after %v without a heartbeat)", d, cluster.DeadAfter)
+	for _, n := range []node{a.node, b.node} {
+		items, unanswered := listThrough(t, n, key.Key)
+		if items[onC] != "lost@node-c" || items[onB] == "" || items[where["node-a"]] == "" || len(items) != 3 || len(unanswered) != 0 {
+			t.Fatalf("list through %s after c died = %v (unanswered %v), want c's sandbox lost and the others", n.base, items, unanswered)
+		}
+	}
 	until(t, "b serves after the unhalt", time.Now(), func() bool {
 		code, _ := a.raw("GET", "/v1/sandboxes/"+onB, admin, nil, nil)
 		return code == 200
@@ -258,7 +286,7 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	// killed run left (cgroups and their processes; TestKill9UnderLoad in
 	// internal/daemon proves that part) and serves the sandbox again from
 	// its record, workspace intact.
-	c = startChildNode(t, cfgC)
+	c = startChildNode(t, cfgC, logC)
 	until(t, "c back", time.Now(), func() bool {
 		code, _ := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)
 		return code == 200
@@ -277,6 +305,55 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	if err != nil || len(ns) != 3 || ns[2].Name != "node-c" || !ns[2].Draining {
 		t.Fatalf("after SIGTERM c is not marked draining: %+v %v", ns, err)
 	}
+
+	// No node logged a client's key, a ticket or the cluster secret, at
+	// debug level: neither the node a request came in through, nor the node
+	// it was forwarded to, nor the node that revoked a key.
+	cLog, err := os.ReadFile(logC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{"admin key": admin, "agent key": key.Key, "revoked key": doomed.Key, "cluster secret": secret}
+	if browserKey != "" {
+		secrets["browser key"] = browserKey
+	}
+	for name, log := range map[string]string{"a": logA.String(), "b": logB.String(), "c": string(cLog)} {
+		if len(log) == 0 {
+			t.Fatalf("node %s logged nothing: the search below would prove nothing", name)
+		}
+		for what, s := range secrets {
+			if strings.Contains(log, s) {
+				t.Errorf("node %s's log holds the %s", name, what)
+			}
+		}
+	}
+}
+
+// listThrough lists key's sandboxes through n: id → "state@node", and the
+// nodes named as not answering.
+func listThrough(t *testing.T, n node, key string) (map[string]string, []string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", n.base+"/v1/sandboxes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	var env struct {
+		Data []struct{ ID, State, Node string }
+	}
+	if err := json.NewDecoder(res.Body).Decode(&env); err != nil || res.StatusCode != 200 {
+		t.Fatalf("list through %s: %d %v", n.base, res.StatusCode, err)
+	}
+	items := map[string]string{}
+	for _, s := range env.Data {
+		items[s.ID] = s.State + "@" + s.Node
+	}
+	return items, res.Header.Values(cluster.HeaderUnanswered)
 }
 
 // wsTerminal opens the AIO terminal WebSocket of sandbox id through n,

@@ -86,6 +86,15 @@ func Make(ctx context.Context, o MakeOptions) error {
 		return err
 	}
 
+	// The web console, which the binaries embed (console.go).
+	consoleLock := ""
+	if HasConsole(tree) {
+		if consoleLock, err = BuildConsole(ctx, tree, o.Log); err != nil {
+			return err
+		}
+		logf("console  %s/ built offline from its lock file (sha256 %s)", consoleDir, consoleLock)
+	}
+
 	// SBOMs first: cyclonedx-gomod names the version of the commit by
 	// Go's rules (the vX.Y.Z tag on it, else a pseudo-version after the
 	// last tag), and the binaries are stamped with that same version.
@@ -133,6 +142,9 @@ func Make(ctx context.Context, o MakeOptions) error {
 	prov := Provenance{
 		Version: version, Commit: commit, SourceDateEpoch: epoch, Source: src,
 		BuildCommand: append([]string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=<arch>", "go"}, BuildArgs(BuildOptions{Version: version, Commit: commit, Out: "sandhold-linux-<arch>", LeanInit: HasLeanInit(tree)})...),
+	}
+	if consoleLock != "" {
+		prov.ConsoleLock, prov.ConsoleCommands = consoleLock, ConsoleCommands()
 	}
 	for _, arch := range Arches {
 		name := BinaryName(arch)

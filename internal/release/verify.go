@@ -40,6 +40,12 @@ type Provenance struct {
 	Source          string   `json:"source"` // the git archive of Commit
 	BuildCommand    []string `json:"build_command"`
 	Binaries        []string `json:"binaries"`
+	// ConsoleLock is the SHA-256 of web/package-lock.json the embedded
+	// web console was installed from (npm ci --offline), and
+	// ConsoleCommands how it was built (console.go); empty for a module
+	// without a console.
+	ConsoleLock     string     `json:"console_lock_sha256,omitempty"`
+	ConsoleCommands [][]string `json:"console_build_commands,omitempty"`
 }
 
 // BinaryName is the file name of the binary for one arch.
@@ -216,6 +222,9 @@ func Verify(ctx context.Context, o VerifyOptions) error {
 		fail("source: %v", err)
 	} else {
 		logf("ok   %s is git archive of %s", prov.Source, prov.Commit)
+		if prov.ConsoleLock != "" {
+			logf("ok   the console was installed from %s's %s/package-lock.json", prov.Commit, consoleDir)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -349,6 +358,17 @@ func verifySource(ctx context.Context, o VerifyOptions, prov Provenance, sums ma
 	sum := sha256.Sum256(buf.Bytes())
 	if got := hex.EncodeToString(sum[:]); got != want {
 		return fmt.Errorf("git archive of %s has sha256 %s, the release's %s is %s", prov.Commit, got, prov.Source, want)
+	}
+	if prov.ConsoleLock != "" {
+		// #nosec G204 -- the commit passed ValidateStamp (provenance), a fixed path
+		lock, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "show", prov.Commit+":"+consoleDir+"/package-lock.json").Output()
+		if err != nil {
+			return fmt.Errorf("console lock of %s: %w", prov.Commit, err)
+		}
+		ls := sha256.Sum256(lock)
+		if got := hex.EncodeToString(ls[:]); got != prov.ConsoleLock {
+			return fmt.Errorf("provenance says the console was installed from a lock file with sha256 %s; %s's is %s", prov.ConsoleLock, prov.Commit, got)
+		}
 	}
 	return nil
 }

@@ -86,6 +86,17 @@ CREATE TABLE approvals (
 	id  TEXT PRIMARY KEY,
 	doc BLOB NOT NULL
 );`},
+	// One-time tickets shared by the nodes of a cluster (a ticket minted
+	// through one node opens a WebSocket through any other). SQLite keeps
+	// the empty table so the histories match; one host holds tickets in
+	// memory.
+	{8, "tickets", `
+CREATE TABLE tickets (
+	hash       BLOB PRIMARY KEY,
+	key_id     TEXT NOT NULL,
+	expires_ns INTEGER NOT NULL
+);
+CREATE INDEX tickets_key ON tickets(key_id);`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

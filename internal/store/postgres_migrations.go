@@ -84,6 +84,13 @@ CREATE TABLE approvals (
 	id  TEXT PRIMARY KEY,
 	doc BYTEA NOT NULL
 );`},
+	{8, "tickets", `
+CREATE TABLE tickets (
+	hash       BYTEA PRIMARY KEY,
+	key_id     TEXT NOT NULL,
+	expires_ns BIGINT NOT NULL
+);
+CREATE INDEX tickets_key ON tickets(key_id);`},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations

@@ -102,3 +102,23 @@ func (s *Postgres) CountOwnedElsewhere(ctx context.Context, owner string) (int, 
 	}
 	return n, nil
 }
+
+// NodeSandboxes returns the sandbox records of node (any node's, unlike
+// ListSandboxes): the cluster's list reports a dead node's sandboxes as
+// lost from them.
+func (s *Postgres) NodeSandboxes(ctx context.Context, node string) ([]SandboxRow, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, owner, record FROM sandboxes WHERE node = $1 ORDER BY id`, node)
+	if err != nil {
+		return nil, fmt.Errorf("node sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []SandboxRow
+	for rows.Next() {
+		var r SandboxRow
+		if err := rows.Scan(&r.ID, &r.Owner, &r.Record); err != nil {
+			return nil, fmt.Errorf("node sandboxes: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
