@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -251,6 +250,3 @@ func (c *bufferedConn) CloseWrite() error {
 	closeWrite(c.Conn)
 	return nil
 }
-
-// errNoRoute is the probe's error when the plan refused.
-var errNoRoute = errors.New("refused")
