@@ -27,6 +27,11 @@ type proxyBypassRequest struct {
 	Pattern string `json:"pattern" required:"true" maxLength:"1024" doc:"the bypass pattern to remove"`
 }
 
+// ProxyUpstreamOrNull is GET /v1/proxy/upstream's data: the upstream or
+// null (a type of its own: the schema registry names it apart from PUT's
+// answer, which is never null).
+type ProxyUpstreamOrNull proxytools.UpstreamInfo
+
 func proxySandbox(r *http.Request, _ struct{}) (any, error) {
 	return proxytools.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
 }
@@ -69,8 +74,11 @@ var aioProxyRows = nullData([]aioRoute{
 		})),
 	jsonRowAs[struct{}, proxytools.HealthResult, proxytools.HealthResult](groupProxy, http.MethodGet, "/v1/proxy/health", proxytools.ToolHealth, "proxy",
 		"Whether the sandbox's proxy serves it, its routing agrees with the allow list, and its upstream answers a connect", proxySandbox, same[struct{}, proxytools.HealthResult]),
-	jsonRowAs[struct{}, *proxytools.UpstreamInfo, *proxytools.UpstreamInfo](groupProxy, http.MethodGet, "/v1/proxy/upstream", proxytools.ToolUpstreamGet, "proxy",
-		"The upstream proxy (password masked), or null", proxySandbox, same[struct{}, *proxytools.UpstreamInfo]),
+	jsonRowAs[struct{}, *proxytools.UpstreamInfo, *ProxyUpstreamOrNull](groupProxy, http.MethodGet, "/v1/proxy/upstream", proxytools.ToolUpstreamGet, "proxy",
+		"The upstream proxy (password masked), or null", proxySandbox,
+		func(_ *http.Request, _ struct{}, u *proxytools.UpstreamInfo) (*ProxyUpstreamOrNull, error) {
+			return (*ProxyUpstreamOrNull)(u), nil
+		}),
 	jsonRow[proxytools.UpstreamArgs, proxytools.UpstreamInfo](groupProxy, http.MethodPut, "/v1/proxy/upstream", proxytools.ToolUpstreamSet, "proxy",
 		"Chain the sandbox's connections through an upstream proxy (HTTP CONNECT or SOCKS5; host in the allow list); answers it with the password masked", required("server")),
 	jsonRowAs[struct{}, proxytools.Removed, proxytools.Removed](groupProxy, http.MethodDelete, "/v1/proxy/upstream", proxytools.ToolUpstreamRemove, "proxy",

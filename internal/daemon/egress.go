@@ -64,6 +64,7 @@ func (d *Daemon) startEgress(ctx context.Context, met *netMetrics) error {
 	opts.DialSandbox = func(ctx context.Context, id string, port uint16) (net.Conn, error) {
 		return d.sandboxes.DialPort(ctx, sandbox.Caller{Admin: true}, id, int(port))
 	}
+	opts.SandboxPorts = sandbox.LoopbackPorts(d.cfg.PreviewPorts)
 	proxy := egress.New(opts)
 	if err := d.sandboxes.EnableNetwork(sandbox.NetworkOptions{Egress: proxy, HostAllowed: d.cfg.NetworkUnrestricted}); err != nil {
 		return err

@@ -132,6 +132,9 @@ type Options struct {
 	// its init); mappings to the sandbox's loopback need it. It is trusted
 	// to refuse ports the server does not open into sandboxes.
 	DialSandbox func(ctx context.Context, sandboxID string, port uint16) (net.Conn, error)
+	// SandboxPorts, when set, are the ports DialSandbox reaches: a mapping
+	// to another port of the sandbox is refused when it is added.
+	SandboxPorts []uint16
 }
 
 // Proxy enforces per-sandbox allowlists. Safe for concurrent use.

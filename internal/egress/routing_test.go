@@ -474,6 +474,10 @@ func TestMappingIntoTheSandbox(t *testing.T) {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", "127.0.0.1:"+echo) // stands for the sandbox's port
 		}
 	})
+	h.proxy.opts.SandboxPorts = []uint16{3000}
+	if _, err := h.proxy.AddMapping(context.Background(), sandboxID, mustMapping(t, "dev.test", ":3128")); err == nil {
+		t.Fatal("a mapping to a port the server does not reach in the sandbox was accepted")
+	}
 	if _, err := h.proxy.AddMapping(context.Background(), sandboxID, mustMapping(t, "dev.test", ":3000")); err != nil {
 		t.Fatal(err)
 	}

@@ -151,6 +151,9 @@ func (p *Proxy) AddMapping(ctx context.Context, sandboxID string, m Mapping) (Ma
 		if p.opts.DialSandbox == nil {
 			return Mapping{}, &InputError{Field: "target", Err: errors.New("this server does not reach ports inside sandboxes; map to an allowed host:port")}
 		}
+		if p.opts.SandboxPorts != nil && !slices.Contains(p.opts.SandboxPorts, m.TargetPort) {
+			return Mapping{}, &InputError{Field: "target", Err: fmt.Errorf("port %d is not one of the ports the server reaches inside a sandbox (SANDBOX_PREVIEW_PORTS and the browser's)", m.TargetPort)}
+		}
 	} else if err := p.allowedNow(ctx, sandboxID, m.TargetHost, m.TargetPort, "the mapping's target"); err != nil {
 		return Mapping{}, err
 	}

@@ -125,9 +125,11 @@ func (a UpstreamArgs) Validate() error {
 	return nil
 }
 
+func (a UpstreamArgs) parsed() (egress.Upstream, error) { return egress.ParseUpstream(a.Server) }
+
 // masked is the upstream for audit records and approvals: no password.
 func (a UpstreamArgs) masked() string {
-	u, err := egress.ParseUpstream(a.Server)
+	u, err := a.parsed()
 	if err != nil {
 		return "(invalid upstream)"
 	}
