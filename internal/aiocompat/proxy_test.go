@@ -15,6 +15,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/aiocompat/aiotest"
 	"github.com/sandhold/sandhold/internal/config"
@@ -163,7 +166,7 @@ func TestAIOProxyConformance(t *testing.T) {
 	if len(ops) != 11 {
 		t.Fatalf("AIO's document has %d proxy operations, this test knows 11", len(ops))
 	}
-	s := startServer(t)
+	s := startProxyServer(t)
 	up := newRecordingProxy(t)
 	var created struct {
 		ID string `json:"id"`
@@ -210,6 +213,25 @@ func TestAIOProxyConformance(t *testing.T) {
 	if r.Success || !strings.Contains(r.Message, "network mode none") {
 		t.Errorf("mode none: %s", r.Raw)
 	}
+}
+
+// startProxyServer is startServer with port 3000 among the ports the
+// server reaches inside sandboxes (a zero config has none; the real
+// default lists 3000), for mappings to a sandbox's own dev server.
+func startProxyServer(t *testing.T) *server {
+	t.Helper()
+	d := daemontest.Start(t, func(c *config.Config) { c.PreviewPorts = []uint16{3000} })
+	c := daemontest.NewClient(t, d)
+	c.HTTP = &http.Client{Timeout: 2 * time.Minute}
+	s := &server{t: t, base: c.Base, key: c.Key, routes: map[string]bool{}, c: c}
+	err := chi.Walk(d.API().Router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		s.routes[method+" "+route] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk routes: %v", err)
+	}
+	return s
 }
 
 // TestAIOProxyUpstreamCarriesCurl: an upstream set over PUT
