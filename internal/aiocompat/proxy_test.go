@@ -246,7 +246,7 @@ func TestAIOProxyUpstreamCarriesCurl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	destSrv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	destSrv := &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "hello from the destination")
 	})}
 	go func() { _ = destSrv.Serve(dest) }()

@@ -200,7 +200,9 @@ func (p *Proxy) handshake(ctx context.Context, c *countConn, up *Upstream, dest 
 		if _, err := peekHead(br, p.opts.MaxHeaderBytes); err != nil {
 			return fail("no answer to CONNECT", "read CONNECT answer: "+err.Error())
 		}
-		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		// The answer's body, if any, is the tunnel itself: it is neither
+		// read nor closed here (closing could read from the tunnel).
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect}) //nolint:bodyclose // see above: the body is the tunnel
 		if err != nil {
 			return fail("malformed answer to CONNECT", "read CONNECT answer: "+err.Error())
 		}

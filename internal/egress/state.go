@@ -262,7 +262,8 @@ func (p *Proxy) saveRouting(sandboxID string, r Routing) error {
 	}
 	tmp := f.Name()
 	defer func() { _ = os.Remove(tmp) }() // after the rename: nothing left to remove
-	if _, err := f.Write(b); err == nil {
+	_, err = f.Write(b)
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

@@ -43,9 +43,8 @@ func TestUpstreamPasswordNotInAuditOrAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := infoOf(u)
-	b, _ := json.Marshal(in)
-	if strings.Contains(string(b), pw) || in.Password == nil || *in.Password != "********" || *in.Username != "bob" {
-		t.Fatalf("answer %s", b)
+	if in.Password == nil || *in.Password != "********" || in.Username == nil || *in.Username != "bob" || strings.Contains(in.Addr, pw) {
+		t.Fatalf("answer %+v", in)
 	}
 	// A malformed upstream is refused before the call, naming the field.
 	if err := set.Check(UpstreamArgs{Server: "no-port.example.com"}); err == nil || !strings.Contains(err.Error(), "port") {
