@@ -240,7 +240,7 @@ func startProxyServer(t *testing.T) *server {
 // its credentials; the answers, the audit and the event records never
 // show the password.
 func TestAIOProxyUpstreamCarriesCurl(t *testing.T) {
-	s := startServer(t)
+	s := startProxyServer(t)
 	up := newRecordingProxy(t)
 	dest, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -293,6 +293,18 @@ func TestAIOProxyUpstreamCarriesCurl(t *testing.T) {
 		t.Fatalf("an excluded destination: %+v, upstream saw %v", res, up.requests())
 	}
 
+	// A mapping to the sandbox's own port 3000: curl's request for
+	// myapp.test reaches a server listening inside the sandbox (the
+	// source is in no allow list; the upstream is not asked).
+	if r := s.c.Do("POST", base+"/mappings", map[string]any{"source": "myapp.test", "target": ":3000"}); !r.Success {
+		t.Fatalf("add mapping: %s", r.Raw)
+	}
+	res = s.c.Exec(id, "cd /tmp && echo served-inside > index.html && (python3 -m http.server 3000 --bind 127.0.0.1 >/dev/null 2>&1 &) && "+
+		"for i in $(seq 100); do curl -sSf "+proxy+" http://myapp.test/index.html 2>/dev/null && break; sleep 0.1; done")
+	if !strings.Contains(res.Stdout, "served-inside") || len(up.requests()) != 2 {
+		t.Fatalf("a mapping into the sandbox: %+v, upstream saw %v", res, up.requests())
+	}
+
 	// The audit holds the connections with their route and the upstream's
 	// address, and nowhere the password.
 	audit := s.c.Do("GET", "/v1/audit?sandbox="+url.QueryEscape(id), nil)
@@ -303,7 +315,8 @@ func TestAIOProxyUpstreamCarriesCurl(t *testing.T) {
 	if strings.Contains(body, password) {
 		t.Fatal("the audit records hold the upstream's password")
 	}
-	if !strings.Contains(body, fmt.Sprintf(`"via":"localhost:%d"`, up.port)) || !strings.Contains(body, `"route":"upstream"`) || !strings.Contains(body, "proxy.upstream.set") {
+	if !strings.Contains(body, fmt.Sprintf(`"via":"localhost:%d"`, up.port)) || !strings.Contains(body, `"route":"upstream"`) ||
+		!strings.Contains(body, `"route":"sandbox-loopback"`) || !strings.Contains(body, `"mapped_from":"myapp.test:80"`) || !strings.Contains(body, "proxy.upstream.set") {
 		t.Fatalf("audit lacks the routed connections or the upstream change: %s", trim(audit.Raw))
 	}
 }
