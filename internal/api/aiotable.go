@@ -41,6 +41,7 @@ var aioTable = slices.Concat(
 	capsRows,
 	aioBrowserRows,
 	aioNodeRows,
+	aioProxyRows,
 )
 
 // aioCoreRows are the file, shell, bash, sandbox, code, jupyter and

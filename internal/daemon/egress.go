@@ -3,11 +3,14 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net"
+	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/egress"
+	"github.com/sandhold/sandhold/internal/egress/proxytools"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
@@ -35,6 +38,13 @@ func (d *Daemon) startEgress(ctx context.Context, met *netMetrics) error {
 		if e.Reason != "" {
 			detail["reason"] = e.Reason
 		}
+		// The route (AIO's proxy namespace: upstream, mappings); the
+		// upstream is host:port, never its credentials.
+		for k, v := range map[string]string{"route": e.Route, "via": e.Via, "mapped_from": e.MappedFrom} {
+			if v != "" {
+				detail[k] = v
+			}
+		}
 		// The actor is the sandbox's owner, so an agent finds its own
 		// sandboxes' connections in GET /v1/audit.
 		actor := "system"
@@ -46,15 +56,29 @@ func (d *Daemon) startEgress(ctx context.Context, met *netMetrics) error {
 			d.log.Error("audit", "action", egressAction, "err", err)
 		}
 	}
+	// Each sandbox's proxy routing (upstream, mappings, excludes) is kept
+	// in the data dir, so a restart finds it when the policies are set.
+	opts.StateDir = filepath.Join(d.cfg.DataDir, "egress")
+	// Mappings to a sandbox's own port reach it through its init, on the
+	// ports the server opens into sandboxes (DialPort checks them).
+	opts.DialSandbox = func(ctx context.Context, id string, port uint16) (net.Conn, error) {
+		return d.sandboxes.DialPort(ctx, sandbox.Caller{Admin: true}, id, int(port))
+	}
+	opts.SandboxPorts = sandbox.LoopbackPorts(d.cfg.PreviewPorts)
 	proxy := egress.New(opts)
 	if err := d.sandboxes.EnableNetwork(sandbox.NetworkOptions{Egress: proxy, HostAllowed: d.cfg.NetworkUnrestricted}); err != nil {
 		return err
+	}
+	if err := proxy.PruneState(); err != nil {
+		d.log.Warn("egress routing state of removed sandboxes", "err", err)
 	}
 	// SANDBOX_NETWORK_RESTRICTED=false is logged and audited with the
 	// other loosenings (config.Loosenings); it makes mode host available to
 	// admins. The default mode of a sandbox stays none either way.
 	d.register(sandbox.NetworkTools(d.sandboxes))
 	d.api.NetworkRoutes(d.dispatch)
+	d.register(proxytools.Tools(d.sandboxes, proxy))
+	d.api.ProxyRoutes(d.dispatch)
 	return nil
 }
 

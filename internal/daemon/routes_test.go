@@ -66,6 +66,10 @@ var notCapabilities = map[string]string{
 	"PUT /v1/browser/tabs/{index}/activate":                "integer path parameter (called by the browser conformance test)",
 	"DELETE /sandboxes/{id}/v1/browser/tabs/{index}":       "integer path parameter (called by the browser conformance test)",
 	"PUT /sandboxes/{id}/v1/browser/tabs/{index}/activate": "integer path parameter (called by the browser conformance test)",
+	// A required query parameter the walk does not send: AIO's 422 before
+	// the tool runs. internal/aiocompat's TestAIOProxyConformance calls it.
+	"GET /v1/proxy/diagnose":                "required query parameter url (called by the proxy conformance test)",
+	"GET /sandboxes/{id}/v1/proxy/diagnose": "required query parameter url (called by the proxy conformance test)",
 }
 
 // pathValues fill path parameters whose value decides whether the route
@@ -107,6 +111,10 @@ var validRequests = map[string]struct {
 	"POST /v1/browser/page/select_option":     {body: map[string]any{"selector": "s", "value": "v"}},
 	"POST /v1/browser/page/upload_file":       {body: map[string]any{"selector": "s", "files": []string{"a.txt"}}},
 	"POST /v1/browser/page/wait":              {body: map[string]any{"type": "load"}},
+	// proxy: bodies that pass the operations' field rules.
+	"POST /v1/proxy/mappings":   {body: map[string]any{"source": "a.example", "target": ":3000"}},
+	"PUT /v1/proxy/upstream":    {body: map[string]any{"server": "proxy.example:3128"}},
+	"DELETE /v1/proxy/excludes": {body: map[string]any{"pattern": "a.example"}},
 	"GET /v1/shell/ws": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
 		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
 	"GET /vnc/websockify": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",

@@ -28,28 +28,28 @@ func (s *session) serveConnect(req *http.Request, hostHeaders []string) {
 		s.refuse(http.StatusBadRequest, "malformed CONNECT target: bad port")
 		return
 	}
-	t, ref := s.p.check(s.ctx, s.p.allowlist(s.sandbox), rawHost, port)
+	pl, ref := s.p.plan(s.ctx, s.sandbox, rawHost, port)
 	if ref == nil {
-		ref = checkHostHeaders(hostHeaders, t, 0)
+		ref = checkHostHeaders(hostHeaders, pl.asked, 0)
 	}
 	if ref != nil {
-		s.event(hostOr(t.host, rawHost), port, ref.verdict(), ref.audit, nil)
+		s.eventFor(&pl, rawHost, ref.verdict(), ref.audit, nil)
 		s.refuse(ref.status, ref.client)
 		return
 	}
-	conn, ref := s.p.dial(s.ctx, t, s.act)
+	conn, ref := s.p.open(s.ctx, s.sandbox, &pl, s.act, false)
 	if ref != nil {
-		s.event(t.host, port, VerdictAllowed, ref.audit, nil)
+		s.eventFor(&pl, rawHost, VerdictAllowed, ref.audit, nil)
 		s.refuse(ref.status, ref.client)
 		return
 	}
 	defer func() { _ = conn.Close() }()
 	if _, err := io.WriteString(s.client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		s.event(t.host, port, VerdictAllowed, "client went away", conn)
+		s.eventFor(&pl, rawHost, VerdictAllowed, "client went away", conn)
 		return
 	}
 	reason := tunnel(s.client, s.br, conn)
-	s.event(t.host, port, VerdictAllowed, reason, conn)
+	s.eventFor(&pl, rawHost, VerdictAllowed, reason, conn)
 }
 
 // tunnel copies both ways until both directions end, with fixed buffers;

@@ -38,30 +38,40 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		}
 		port = p
 	}
-	t, ref := s.p.check(s.ctx, s.p.allowlist(s.sandbox), u.Hostname(), port)
+	pl, ref := s.p.plan(s.ctx, s.sandbox, u.Hostname(), port)
 	if ref == nil {
-		ref = checkHostHeaders(hostHeaders, t, 80)
+		ref = checkHostHeaders(hostHeaders, pl.asked, 80)
 	}
 	if ref != nil {
-		s.event(hostOr(t.host, u.Hostname()), port, ref.verdict(), ref.audit, nil)
+		s.eventFor(&pl, u.Hostname(), ref.verdict(), ref.audit, nil)
 		s.refuse(ref.status, ref.client)
 		return false
 	}
+	// Through an HTTP upstream the request goes to it in absolute form
+	// with the upstream's credentials; otherwise in origin form over a
+	// connection to the destination (direct, a SOCKS5 tunnel, or the
+	// sandbox's loopback).
+	forward := pl.via != nil && pl.via.Scheme == SchemeHTTP
 
-	// The outgoing request: origin-form, Host from the checked target,
-	// no credentials for the proxy, no hop-by-hop headers.
+	// The outgoing request: Host from the checked (mapped) destination,
+	// no credentials of the client's for any proxy, no hop-by-hop headers.
 	out := req
 	out.URL.User = nil
-	out.URL.Scheme, out.URL.Host = "http", hostPort(t.host, port, 80)
+	out.URL.Scheme, out.URL.Host = "http", hostPort(pl.t.host, pl.t.port, 80)
 	out.Host = out.URL.Host
 	out.RequestURI = ""
 	removeHopByHop(out.Header)
+	if forward {
+		if h := proxyAuthorization(pl.via); h != "" {
+			out.Header.Set("Proxy-Authorization", h)
+		}
+	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // keep Go from adding its own
 	}
 	clientClose := req.Close
 
-	key := net.JoinHostPort(t.host, strconv.Itoa(int(port)))
+	key := pl.route + "|" + pl.viaAddr() + "|" + net.JoinHostPort(pl.t.host, strconv.Itoa(int(pl.t.port)))
 	var (
 		up       *upstream
 		resp     *http.Response
@@ -71,13 +81,13 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		reused := s.up != nil && s.up.key == key && s.up.reusable
 		if !reused {
 			s.closeUpstream("")
-			conn, ref := s.p.dial(s.ctx, t, s.act)
+			conn, ref := s.p.open(s.ctx, s.sandbox, &pl, s.act, true)
 			if ref != nil {
-				s.event(t.host, port, VerdictAllowed, ref.audit, nil)
+				s.eventFor(&pl, u.Hostname(), VerdictAllowed, ref.audit, nil)
 				s.refuse(ref.status, ref.client)
 				return false
 			}
-			s.up = &upstream{key: key, host: t.host, port: port, conn: conn, br: bufio.NewReaderSize(conn, s.p.opts.MaxHeaderBytes)}
+			s.up = &upstream{key: key, pl: pl, conn: conn, br: bufio.NewReaderSize(conn, s.p.opts.MaxHeaderBytes)}
 		}
 		up = s.up
 		up.reusable = false
@@ -86,7 +96,12 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		writeErr = make(chan error, 1)
 		go func() {
 			bw := bufio.NewWriterSize(up.conn, 4096)
-			err := out.Write(bw)
+			var err error
+			if forward {
+				err = out.WriteProxy(bw)
+			} else {
+				err = out.Write(bw)
+			}
 			if err == nil {
 				err = bw.Flush()
 			}
@@ -111,7 +126,7 @@ func (s *session) serveHTTP(req *http.Request, hostHeaders []string) bool {
 		retry := reused && attempt == 0 && safe && req.Body == http.NoBody && up.conn.down.Load() == downBefore
 		s.closeUpstream(reason)
 		if !retry {
-			s.refuse(http.StatusBadGateway, fmt.Sprintf("bad response from %s", quoteHost(key)))
+			s.refuse(http.StatusBadGateway, fmt.Sprintf("bad response from %s", quoteHost(hostPort(pl.t.host, pl.t.port, 0))))
 			return false
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 )
@@ -61,6 +62,15 @@ type Event struct {
 	// Time is when the attempt was decided: the refusal, or the opening of
 	// the upstream connection (the event itself is sent when it ends).
 	Time time.Time
+	// Route is RouteDirect, RouteUpstream or RouteSandbox ("" when the
+	// request was refused before a route was decided).
+	Route string
+	// Via is the upstream proxy's host:port (RouteUpstream); never its
+	// credentials.
+	Via string
+	// MappedFrom is the destination the client asked for when a mapping
+	// sent it to Host:Port instead.
+	MappedFrom string
 }
 
 // Resolver resolves host names; *net.Resolver satisfies it.
@@ -114,6 +124,17 @@ type Options struct {
 	MaxConnsPerSandbox int
 	// Now stamps events.
 	Now func() time.Time
+	// StateDir, when set, keeps each sandbox's routing (upstream,
+	// excludes, mappings) in a 0600 file of its own, so a restart finds it
+	// again. Empty: routing lives in memory only.
+	StateDir string
+	// DialSandbox connects to a port on the sandbox's own loopback (through
+	// its init); mappings to the sandbox's loopback need it. It is trusted
+	// to refuse ports the server does not open into sandboxes.
+	DialSandbox func(ctx context.Context, sandboxID string, port uint16) (net.Conn, error)
+	// SandboxPorts, when set, are the ports DialSandbox reaches: a mapping
+	// to another port of the sandbox is refused when it is added.
+	SandboxPorts []uint16
 }
 
 // Proxy enforces per-sandbox allowlists. Safe for concurrent use.
@@ -127,6 +148,8 @@ type Proxy struct {
 
 type sandboxState struct {
 	allow *Allowlist
+	// routes is the routing snapshot (never nil), replaced on each change.
+	routes *routes
 	// conns are the live client connections, closed by Remove.
 	conns map[net.Conn]struct{}
 }
@@ -164,7 +187,8 @@ func New(opts Options) *Proxy {
 // SetPolicy installs or replaces a sandbox's allowlist. It applies to every
 // request checked afterwards (new connections and the next request on a
 // keep-alive connection); established CONNECT tunnels are not cut. On
-// error the previous policy stays in force.
+// error the previous policy stays in force. The first policy of a sandbox
+// brings back its saved routing (Options.StateDir).
 func (p *Proxy) SetPolicy(sandboxID string, pol Policy) error {
 	a, err := ParsePolicy(pol)
 	if err != nil {
@@ -174,14 +198,23 @@ func (p *Proxy) SetPolicy(sandboxID string, pol Policy) error {
 	defer p.mu.Unlock()
 	st := p.sandboxes[sandboxID]
 	if st == nil {
-		st = &sandboxState{conns: make(map[net.Conn]struct{})}
+		rt, err := p.loadRouting(sandboxID)
+		if err != nil {
+			// Neither drop the routing silently nor let connections
+			// bypass an upstream the sandbox relied on: the sandbox's
+			// connections are refused, saying why, until its routing is
+			// set again (Health reports it too).
+			rt = &routes{r: Routing{}.clone(), broken: err.Error()}
+		}
+		st = &sandboxState{conns: make(map[net.Conn]struct{}), routes: rt}
 		p.sandboxes[sandboxID] = st
 	}
 	st.allow = a
 	return nil
 }
 
-// Remove forgets a sandbox's policy and closes its live connections.
+// Remove forgets a sandbox's policy and routing (its saved state too) and
+// closes its live connections.
 func (p *Proxy) Remove(sandboxID string) {
 	p.mu.Lock()
 	var conns []net.Conn
@@ -191,6 +224,9 @@ func (p *Proxy) Remove(sandboxID string) {
 		}
 	}
 	delete(p.sandboxes, sandboxID)
+	if path, err := p.statePath(sandboxID); err == nil && path != "" {
+		_ = os.Remove(path) // absent when there was no routing
+	}
 	p.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Close() // ends the connection's ServeConn; nothing to report
@@ -286,9 +322,8 @@ type session struct {
 }
 
 type upstream struct {
-	key      string // canonical "host:port"
-	host     string
-	port     uint16
+	key      string // route, upstream proxy and canonical "host:port"
+	pl       plan
 	conn     *countConn
 	br       *bufio.Reader
 	reusable bool
@@ -342,7 +377,7 @@ func (s *session) closeUpstream(reason string) {
 		return
 	}
 	_ = s.up.conn.Close()
-	s.event(s.up.host, s.up.port, VerdictAllowed, reason, s.up.conn)
+	s.eventFor(&s.up.pl, "", VerdictAllowed, reason, s.up.conn)
 	s.up = nil
 }
 
@@ -354,6 +389,30 @@ func (s *session) event(host string, port uint16, verdict, reason string, c *cou
 		Verdict: verdict,
 		Reason:  reason,
 		Time:    s.p.opts.Now(),
+	}
+	if c != nil {
+		e.BytesUp, e.BytesDown = c.up.Load(), c.down.Load()
+		e.Time = c.start
+	}
+	s.p.opts.OnEvent(e)
+}
+
+// eventFor reports an attempt along a plan; raw names the target when it
+// could not be read.
+func (s *session) eventFor(pl *plan, raw, verdict, reason string, c *countConn) {
+	e := Event{
+		Sandbox:    s.sandbox,
+		Host:       hostOr(pl.t.host, raw),
+		Port:       int(pl.t.port),
+		Verdict:    verdict,
+		Reason:     reason,
+		Time:       s.p.opts.Now(),
+		Route:      pl.route,
+		Via:        pl.viaAddr(),
+		MappedFrom: pl.mappedFrom(),
+	}
+	if verdict != VerdictAllowed {
+		e.Route = ""
 	}
 	if c != nil {
 		e.BytesUp, e.BytesDown = c.up.Load(), c.down.Load()
