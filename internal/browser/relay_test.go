@@ -5,8 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
-	"time"
 	"testing"
+	"time"
 )
 
 func TestRelayRedialReplacesAndCloseEndsIt(t *testing.T) {
