@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"regexp"
@@ -401,9 +400,19 @@ func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
 	defer func() { _ = src.Close() }()
 	buf := copyBufs.Get().(*[]byte) //nolint:forcetypeassert // the pool holds only *[]byte
 	defer copyBufs.Put(buf)
+	// A plain read loop: io.CopyBuffer would hand the copy to
+	// (*os.File).WriteTo, which ignores the buffer and allocates its own.
 	// Output.Write copies what it keeps, so the buffer is free again
-	// once CopyBuffer returns.
-	_, _ = io.CopyBuffer(dst, src, *buf)
+	// once the loop ends.
+	for {
+		n, err := src.Read(*buf)
+		if n > 0 {
+			_, _ = dst.Write((*buf)[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // supervise waits for the end, enforces the wall and CPU limits, kills
@@ -460,7 +469,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	}
 	// The main process is gone; whatever it left running in its group
 	// goes too, which also closes the output pipes.
-	if populated, err := slot.g.Populated(); err != nil || populated {
+	if populated, err := slot.populated(); err != nil || populated {
 		s.killSlot(slot)
 		slot.dirty = true // checked again before reuse (releaseSlot)
 	}

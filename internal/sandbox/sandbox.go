@@ -391,6 +391,9 @@ type slot struct {
 	// attach are the files the init needs to place a process in g,
 	// opened once (they stay private to the server and the init).
 	attach []*os.File
+	// probe answers "is anything left in g?" after every command with one
+	// pread (cgroup.Group.OpenProbe).
+	probe cgroup.Probe
 	// memory is the limit last written to g.
 	memory int64
 	// oom is the OOM-kill count of g last seen.
@@ -403,7 +406,37 @@ type slot struct {
 	dirty bool
 }
 
-func (sl *slot) close() { closeFiles(sl.attach) }
+func (sl *slot) close() {
+	closeFiles(sl.attach)
+	if sl.probe != nil {
+		_ = sl.probe.Close()
+	}
+}
+
+// populated reports whether a task is left in the slot's group.
+func (sl *slot) populated() (bool, error) { return sl.probe.Populated() }
+
+// errNotEmpty: a released execution group still holds a live task.
+var errNotEmpty = errors.New("a task is left in the group")
+
+// checkEmpty tells whether the slot's group holds no live task. The probe
+// (pids.current on v1) also counts a killed task until its parent, the
+// init, has reaped it; only when it says populated is the group's task
+// list read, which lists live tasks only.
+func (sl *slot) checkEmpty() error {
+	populated, err := sl.populated()
+	if err == nil && !populated {
+		return nil
+	}
+	procs, err := sl.g.Procs()
+	if err != nil {
+		return err
+	}
+	if len(procs) > 0 {
+		return fmt.Errorf("%w: pids %v", errNotEmpty, procs)
+	}
+	return nil
+}
 
 // acquireSlot returns an empty execution group with the given memory limit.
 func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
@@ -438,7 +471,13 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, memory: memory, gen: s.gen}, nil
+	probe, err := g.OpenProbe()
+	if err != nil {
+		closeFiles(attach)
+		_ = g.Destroy()
+		return nil, fmt.Errorf("open execution cgroup: %w", err)
+	}
+	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: s.gen}, nil
 }
 
 // maxFreeSlots caps the execution groups a sandbox keeps ready: as many
@@ -457,7 +496,7 @@ func (s *Sandbox) maxFreeSlots() int { return max(s.m.cfg.MaxExecsPerSandbox, 1)
 // never delegated), so empty is clean.
 func (s *Sandbox) releaseSlot(sl *slot) {
 	if sl.dirty {
-		if populated, err := sl.g.Populated(); err != nil || populated {
+		if err := sl.checkEmpty(); err != nil {
 			s.dropSlot(sl, "not empty after its execution", err)
 			return
 		}
