@@ -21,11 +21,6 @@ const (
 	maxArgBytes = 1 << 20 // argv + env bytes, below the kernel's ARG_MAX
 )
 
-type spawnResult struct {
-	pid int
-	err error
-}
-
 // spawn starts one command. It runs on forkLoop's thread (see there), so
 // nothing between the request and its reply hops to another thread.
 func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*os.File, error) {
@@ -112,7 +107,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	}
 	fds := make([]uintptr, len(childFDs))
 	for i, fd := range childFDs {
-		fds[i] = uintptr(fd) //nolint:gosec // G115: descriptors are small non-negative ints
+		fds[i] = uintptr(fd)
 	}
 	return s.forkSpawn(id, path, r, attr, fds, parentFiles, cgroups, home)
 }

@@ -88,7 +88,8 @@ func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 		t.Fatalf("a group holding a task was pooled: %v", pooled)
 	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		t.Logf("the dirty group's task ended: %v", err)
 	case <-time.After(15 * time.Second):
 		t.Fatal("the dirty group's task survived")
 	}
