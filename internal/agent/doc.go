@@ -65,8 +65,9 @@
 // cgroup of its own below the sandbox's. Go cannot run code between fork and
 // exec, so the init moves the forking thread instead: its main thread, the
 // one that made the sandbox's cgroup namespace (a namespace belongs to a
-// thread, and a child is born in its forking thread's), writes its thread id
-// into the execution group's "tasks" files (cgroup v1; the server opened
+// thread, and a child is born in its forking thread's), moves itself ("0"
+// written to a "tasks" file names the writing thread) into the execution
+// group's "tasks" files (cgroup v1; the server opened
 // them as host root and attached them to the spawn request, and v1 checks
 // the opener's credentials), forks and execs (the child inherits the
 // thread's cgroups and namespace), and returns to the sandbox's own group

@@ -93,6 +93,13 @@ func Main() error {
 	}
 	s := newServer(conn, *req.Setup)
 	layers, egress, err := setup(*req.Setup, hostNS)
+	if err == nil {
+		// Opened after the root is built, so it is the sandbox's own.
+		s.devNull, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			err = fmt.Errorf("open /dev/null: %w", err)
+		}
+	}
 	if err != nil {
 		_ = conn.Send(Response{ID: req.ID, Err: toError(err)})
 		return err
@@ -241,13 +248,24 @@ type server struct {
 	mu       sync.Mutex
 	children map[int]uint64 // pid → spawn request id
 
-	// forks carries spawns to forkLoop, on the thread in the sandbox's
-	// cgroup namespace.
-	forks chan forkJob
+	// forks carries spawn requests to forkLoop, on the thread in the
+	// sandbox's cgroup namespace.
+	forks chan spawnJob
+	// lost is set, on forkLoop's thread only, when that thread could not
+	// return from an execution's group; forkLoop then ends the init.
+	lost error
+	// devNull is /dev/null, opened once (close-on-exec): the stdin of
+	// every command that gets none.
+	devNull int
 }
 
+// spawnQueue is how many spawn requests may wait for forkLoop before the
+// protocol loop stops reading: enough for the server's concurrent
+// executions per sandbox, small enough to be no buffer of note.
+const spawnQueue = 32
+
 func newServer(conn *Conn, st Setup) *server {
-	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan forkJob)}
+	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), devNull: -1}
 }
 
 func (s *server) serve() error {
@@ -266,6 +284,11 @@ func (s *server) serve() error {
 				return nil
 			}
 			return err
+		}
+		if req.Op == OpSpawn {
+			// Served whole on forkLoop's thread (see there).
+			s.forks <- spawnJob{req: req, files: files}
+			continue
 		}
 		go s.handle(req, files)
 	}

@@ -21,11 +21,8 @@ const (
 	maxArgBytes = 1 << 20 // argv + env bytes, below the kernel's ARG_MAX
 )
 
-type spawnResult struct {
-	pid int
-	err error
-}
-
+// spawn starts one command. It runs on forkLoop's thread (see there), so
+// nothing between the request and its reply hops to another thread.
 func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*os.File, error) {
 	if err := checkSpawn(r); err != nil {
 		return Response{}, nil, err
@@ -57,93 +54,114 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 		Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}},
 	}
 
-	var childFiles, parentFiles []*os.File
-	defer func() { closeAll(childFiles) }()
+	// The child's ends are plain descriptors (dup2'ed into the child,
+	// closed here after the fork); the parent's ends only travel to the
+	// server. Neither needs the runtime's poller.
+	var childFDs []int
+	var parentFiles []*os.File
+	defer func() {
+		for _, fd := range childFDs {
+			if fd != s.devNull {
+				closeFD(fd)
+			}
+		}
+	}()
 	if r.TTY {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
 			return Response{}, nil, fmt.Errorf("open pty: %w", err)
 		}
+		defer func() { _ = tty.Close() }()
 		rows, cols := r.Rows, r.Cols
 		if rows == 0 || cols == 0 {
 			rows, cols = 24, 80
 		}
 		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
 			_ = ptmx.Close()
-			_ = tty.Close()
 			return Response{}, nil, fmt.Errorf("size pty: %w", err)
 		}
-		childFiles = []*os.File{tty, tty, tty}
-		parentFiles = []*os.File{ptmx}
+		fd := int(tty.Fd())
 		attr.Setctty = true
 		attr.Ctty = 0
+		parentFiles = []*os.File{ptmx}
+		return s.forkSpawn(id, path, r, attr, []uintptr{uintptr(fd), uintptr(fd), uintptr(fd)}, parentFiles, cgroups, home)
+	}
+	if r.Stdin {
+		rd, wr, err := pipe()
+		if err != nil {
+			return Response{}, nil, err
+		}
+		childFDs = append(childFDs, rd)
+		parentFiles = append(parentFiles, os.NewFile(uintptr(wr), "stdin"))
 	} else {
-		var stdin *os.File
-		if r.Stdin {
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				return Response{}, nil, err
-			}
-			stdin = pr
-			parentFiles = append(parentFiles, pw)
-		} else {
-			stdin, err = os.Open("/dev/null")
-			if err != nil {
-				return Response{}, nil, err
-			}
+		childFDs = append(childFDs, s.devNull)
+	}
+	for _, name := range [2]string{"stdout", "stderr"} {
+		rd, wr, err := pipe()
+		if err != nil {
+			closeAll(parentFiles)
+			return Response{}, nil, err
 		}
-		childFiles = append(childFiles, stdin)
-		for range 2 {
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				closeAll(parentFiles)
-				return Response{}, nil, err
-			}
-			childFiles = append(childFiles, pw)
-			parentFiles = append(parentFiles, pr)
-		}
+		childFDs = append(childFDs, wr)
+		parentFiles = append(parentFiles, os.NewFile(uintptr(rd), name))
 	}
-	fds := make([]uintptr, len(childFiles))
-	for i, f := range childFiles {
-		fds[i] = f.Fd()
+	fds := make([]uintptr, len(childFDs))
+	for i, fd := range childFDs {
+		fds[i] = uintptr(fd)
 	}
-	proc := &syscall.ProcAttr{Dir: r.Cwd, Env: r.Env, Files: fds, Sys: attr}
-
-	done := make(chan spawnResult, 1)
-	s.forks <- forkJob{id: id, path: path, argv: r.Argv, proc: proc, cgroups: cgroups, home: home, done: done}
-	res := <-done
-	if res.err != nil {
-		closeAll(parentFiles)
-		return Response{}, nil, res.err
-	}
-	setLimits(res.pid, r.Limits)
-	return Response{Spawn: &SpawnResp{Pid: res.pid}}, parentFiles, nil
+	return s.forkSpawn(id, path, r, attr, fds, parentFiles, cgroups, home)
 }
 
-// forkJob is one spawn for forkLoop.
-type forkJob struct {
-	id            uint64
-	path          string
-	argv          []string
-	proc          *syscall.ProcAttr
-	cgroups, home []*os.File
-	done          chan<- spawnResult
+// pipe makes a close-on-exec pipe (blocking, as the command expects).
+func pipe() (rd, wr int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, -1, fmt.Errorf("pipe: %w", err)
+	}
+	return p[0], p[1], nil
+}
+
+// forkSpawn forks the prepared command and answers with its pid and the
+// parent's descriptors. A failure to bring the forking thread home after
+// the fork ends forkLoop (errThreadLost).
+func (s *server) forkSpawn(id uint64, path string, r *SpawnReq, attr *syscall.SysProcAttr, fds []uintptr,
+	parentFiles []*os.File, cgroups, home []*os.File) (Response, []*os.File, error) {
+	proc := &syscall.ProcAttr{Dir: r.Cwd, Env: r.Env, Files: fds, Sys: attr}
+	pid, err, homeErr := s.forkInGroup(id, path, r.Argv, proc, cgroups, home)
+	if homeErr != nil {
+		s.lost = homeErr
+	}
+	if err != nil {
+		closeAll(parentFiles)
+		return Response{}, nil, err
+	}
+	setLimits(pid, r.Limits)
+	return Response{Spawn: &SpawnResp{Pid: pid}}, parentFiles, nil
+}
+
+// spawnJob is one spawn request for forkLoop.
+type spawnJob struct {
+	req   Request
+	files []*os.File
 }
 
 // forkLoop runs on Main's locked thread, the one in the sandbox's cgroup
-// namespace (see enterCgroupNS), and forks every command there until
-// served delivers the end of the protocol loop. It returns an error only
-// when the thread could not leave an execution's group: it cannot be
-// replaced, and left there a kill of that group would take the init with
-// it, so the init ends (and the sandbox with it) instead.
+// namespace (see enterCgroupNS), and serves every spawn request there —
+// checks, pipes, fork, reply — until served delivers the end of the
+// protocol loop. Doing the whole request on this thread saves two thread
+// hand-offs per command (to a handler goroutine and back). It returns an
+// error only when the thread could not leave an execution's group: it
+// cannot be replaced, and left there a kill of that group would take the
+// init with it, so the init ends (and the sandbox with it) instead.
 func (s *server) forkLoop(served <-chan error) error {
 	for {
 		select {
 		case err := <-served:
 			return err
 		case job := <-s.forks:
-			if err := s.forkInGroup(job); err != nil {
-				return err
+			s.handle(job.req, job.files)
+			if s.lost != nil {
+				return s.lost
 			}
 		}
 	}
@@ -152,24 +170,22 @@ func (s *server) forkLoop(served <-chan error) error {
 // forkInGroup forks one command. On cgroup v1 the thread first joins the
 // execution's group through the attached "tasks" files, so the child
 // starts there, and afterwards returns to the sandbox's own group through
-// the home files; an error means it could not return.
-func (s *server) forkInGroup(job forkJob) error {
+// the home files; homeErr means it could not return.
+func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscall.ProcAttr, cgroups, home []*os.File) (pid int, err, homeErr error) {
 	v1 := s.setup.CgroupVersion != 2
-	tid := []byte(strconv.Itoa(unix.Gettid()))
 	joined := 0
 	if v1 {
-		for _, f := range job.cgroups {
-			if _, err := unix.Write(int(f.Fd()), tid); err != nil {
-				job.done <- spawnResult{err: fmt.Errorf("join execution cgroup: %w", err)}
-				return s.goHome(job.home, tid, joined)
+		for _, f := range cgroups {
+			if _, err := unix.Write(int(f.Fd()), thisThread); err != nil {
+				return 0, fmt.Errorf("join execution cgroup: %w", err), s.goHome(home, joined)
 			}
 			joined++
 		}
 	}
 	s.mu.Lock()
-	pid, err := syscall.ForkExec(job.path, job.argv, job.proc) //nolint:gosec // G204: running the client's command inside the sandbox is this function's purpose
+	pid, err = syscall.ForkExec(path, argv, proc) //nolint:gosec // G204: running the client's command inside the sandbox is this function's purpose
 	if err == nil {
-		s.children[pid] = job.id
+		s.children[pid] = id
 	}
 	s.mu.Unlock()
 	if err == nil && !v1 {
@@ -177,7 +193,7 @@ func (s *server) forkInGroup(job forkJob) error {
 		// cgroup.procs, opened by the server (v2 checks the opener's
 		// credentials too). The child is moved right after fork; see the
 		// package doc for the window this leaves.
-		for _, f := range job.cgroups {
+		for _, f := range cgroups {
 			if _, werr := unix.Write(int(f.Fd()), []byte(strconv.Itoa(pid))); werr != nil {
 				_ = unix.Kill(pid, unix.SIGKILL)
 				err = fmt.Errorf("join execution cgroup: %w", werr)
@@ -187,14 +203,18 @@ func (s *server) forkInGroup(job forkJob) error {
 	// Back home before the reply leaves: once the server knows the
 	// process, it may kill the execution's group, and the init's thread
 	// must not be in it then.
-	homeErr := s.goHome(job.home, tid, joined)
-	job.done <- spawnResult{pid: pid, err: err}
-	return homeErr
+	return pid, err, s.goHome(home, joined)
 }
+
+// thisThread is what a v1 "tasks" write names to move the writing thread
+// itself: "0" is the calling thread, looked up without a pid (and, on
+// kernels since 5.18, moved without the global threadgroup lock a write of
+// a tid takes).
+var thisThread = []byte("0")
 
 // goHome moves the forking thread back to the sandbox's own groups after
 // it joined an execution's groups (joined of them, cgroup v1).
-func (s *server) goHome(home []*os.File, tid []byte, joined int) error {
+func (s *server) goHome(home []*os.File, joined int) error {
 	if joined == 0 {
 		return nil
 	}
@@ -202,7 +222,7 @@ func (s *server) goHome(home []*os.File, tid []byte, joined int) error {
 		return fmt.Errorf("return to the sandbox's cgroups: %d home files for %d groups", len(home), joined)
 	}
 	for _, f := range home {
-		if _, err := unix.Write(int(f.Fd()), tid); err != nil {
+		if _, err := unix.Write(int(f.Fd()), thisThread); err != nil {
 			return fmt.Errorf("return to the sandbox's cgroups: %w", err)
 		}
 	}

@@ -32,10 +32,7 @@ func (m *Manager) reserveDisk(p *pool, n int64) (release func(), err error) {
 		pooled = p.diskBytes()
 	}
 	m.mu.Lock()
-	committed := pooled + m.diskPending
-	for _, s := range m.sandboxes {
-		committed += s.diskBytes()
-	}
+	committed := pooled + m.diskPending + m.idx.disk
 	if committed+n > budget {
 		m.mu.Unlock()
 		return nil, &fault.Error{Kind: fault.Conflict, Field: "limits.disk", Msg: fmt.Sprintf(
@@ -61,11 +58,7 @@ func (m *Manager) DiskCommitted() int64 {
 	pooled := m.pool.diskBytes()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := pooled + m.diskPending
-	for _, s := range m.sandboxes {
-		n += s.diskBytes()
-	}
-	return n
+	return pooled + m.diskPending + m.idx.disk
 }
 
 // diskBytes sums the quotas of the ready pool sandboxes.

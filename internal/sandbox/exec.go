@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"regexp"
@@ -302,6 +301,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFiles())
 	if err != nil {
 		s.killSlot(slot)
+		slot.dirty = true
 		s.releaseSlot(slot)
 		return nil, s.spawnFault(err)
 	}
@@ -386,11 +386,33 @@ func (s *Sandbox) spawnFault(err error) error {
 	return err
 }
 
+// copyBufSize is the read size of an execution's output pipes: a pipe's
+// default capacity is 64 KiB, and 32 KiB reads keep the copies few.
+const copyBufSize = 32 << 10
+
+// copyBufs recycles copyOut's buffers: two per execution would otherwise be
+// 64 KiB allocated and zeroed per command, the largest allocation of the
+// exec path.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
 func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
 	defer wg.Done()
 	defer func() { _ = src.Close() }()
-	buf := make([]byte, 32<<10)
-	_, _ = io.CopyBuffer(dst, src, buf)
+	buf := copyBufs.Get().(*[]byte) //nolint:forcetypeassert // the pool holds only *[]byte
+	defer copyBufs.Put(buf)
+	// A plain read loop: io.CopyBuffer would hand the copy to
+	// (*os.File).WriteTo, which ignores the buffer and allocates its own.
+	// Output.Write copies what it keeps, so the buffer is free again
+	// once the loop ends.
+	for {
+		n, err := src.Read(*buf)
+		if n > 0 {
+			_, _ = dst.Write((*buf)[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // supervise waits for the end, enforces the wall and CPU limits, kills
@@ -447,8 +469,9 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	}
 	// The main process is gone; whatever it left running in its group
 	// goes too, which also closes the output pipes.
-	if populated, err := slot.g.Populated(); err != nil || populated {
+	if populated, err := slot.populated(); err != nil || populated {
 		s.killSlot(slot)
+		slot.dirty = true // checked again before reuse (releaseSlot)
 	}
 	drained := make(chan struct{})
 	go func() { copies.Wait(); close(drained) }()
@@ -711,6 +734,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	}, slot.attach, s.homeFiles())
 	if err != nil {
 		s.killSlot(slot)
+		slot.dirty = true
 		s.releaseSlot(slot)
 		return nil, s.spawnFault(err)
 	}
@@ -740,6 +764,8 @@ func (p *Proc) Release() {
 		p.mu.Lock()
 		p.released = true
 		p.s.killSlot(p.slot)
+		// A long-lived process may have left anything behind.
+		p.slot.dirty = true
 		p.mu.Unlock()
 		p.Close()
 		p.s.mu.Lock()

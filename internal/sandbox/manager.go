@@ -112,7 +112,8 @@ type Manager struct {
 	// mu guards the maps; each sandbox has its own lock for its life.
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
-	slots     map[int]bool
+	idx       sandboxIndex // kept with sandboxes (index.go)
+	slots     slotAlloc
 	closed    bool
 	// diskPending are the quotas of sandboxes being made (reserveDisk).
 	diskPending int64
@@ -142,7 +143,8 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 		cg:        cg,
 		log:       cfg.Log,
 		sandboxes: make(map[string]*Sandbox),
-		slots:     make(map[int]bool),
+		idx:       newSandboxIndex(),
+		slots:     newSlotAlloc(maxSlots),
 		stop:      make(chan struct{}),
 	}
 	for _, d := range []string{m.workspaceRoot()} {
@@ -164,8 +166,8 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	}
 	known := make(map[string]bool)
 	for _, r := range recs {
-		m.sandboxes[r.ID] = newSandbox(m, r)
-		m.slots[r.Slot] = true
+		m.listLocked(newSandbox(m, r))
+		m.slots.mark(r.Slot)
 		known[r.ID] = true
 	}
 	if err := m.reapWorkspaces(known); err != nil {
@@ -232,18 +234,12 @@ func newID() string {
 func (m *Manager) allocSlot() (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i := range maxSlots {
-		if !m.slots[i] {
-			m.slots[i] = true
-			return i, nil
-		}
-	}
-	return 0, fault.New(fault.Unavailable, "no free sandbox id range")
+	return m.slots.alloc()
 }
 
 func (m *Manager) freeSlot(i int) {
 	m.mu.Lock()
-	delete(m.slots, i)
+	m.slots.release(i)
 	m.mu.Unlock()
 }
 
@@ -328,7 +324,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 		m.log.Error("egress policy", "id", s.rec.ID, "err", err)
 	}
 	m.mu.Lock()
-	m.sandboxes[s.rec.ID] = s
+	m.listLocked(s)
 	m.mu.Unlock()
 	m.log.Debug("sandbox created", "id", s.rec.ID, "ms", time.Since(start).Milliseconds())
 	if dflt {
@@ -340,15 +336,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 }
 
 // countOwned counts the caller's sandboxes. Callers hold mu.
-func (m *Manager) countOwned(owner string) int {
-	n := 0
-	for _, s := range m.sandboxes {
-		if s.rec.Owner == owner {
-			n++
-		}
-	}
-	return n
-}
+func (m *Manager) countOwned(owner string) int { return m.idx.owned[owner] }
 
 // cold builds a sandbox from scratch: id range, workspace, cgroup, init.
 func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
@@ -472,24 +460,20 @@ func (m *Manager) All() []*Sandbox {
 // Default returns the caller's default sandbox, creating it on first use.
 func (m *Manager) Default(ctx context.Context, c Caller) (*Sandbox, error) {
 	m.mu.Lock()
-	for _, s := range m.sandboxes {
-		if s.rec.Default && s.rec.Owner == c.KeyID {
-			m.mu.Unlock()
-			return s, nil
-		}
-	}
+	s := m.idx.defaults[c.KeyID]
 	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
 	// Two first requests at once must not make two defaults.
 	m.pool.defaultMu.Lock()
 	defer m.pool.defaultMu.Unlock()
 	m.mu.Lock()
-	for _, s := range m.sandboxes {
-		if s.rec.Default && s.rec.Owner == c.KeyID {
-			m.mu.Unlock()
-			return s, nil
-		}
-	}
+	s = m.idx.defaults[c.KeyID]
 	m.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
 	info, err := m.create(ctx, c, Spec{Name: "default"}, true)
 	if err != nil {
 		return nil, err
@@ -505,7 +489,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 	}
 	m.beforeStop(s, "delete") // sandbox hooks (stophook.go)
 	m.mu.Lock()
-	delete(m.sandboxes, id)
+	m.unlistLocked(id)
 	m.mu.Unlock()
 	m.netDetach(id)
 	s.shutdown()

@@ -391,15 +391,52 @@ type slot struct {
 	// attach are the files the init needs to place a process in g,
 	// opened once (they stay private to the server and the init).
 	attach []*os.File
+	// probe answers "is anything left in g?" after every command with one
+	// pread (cgroup.Group.OpenProbe).
+	probe cgroup.Probe
 	// memory is the limit last written to g.
 	memory int64
 	// oom is the OOM-kill count of g last seen.
 	oom int64
 	// gen is the sandbox's init generation the slot was made under.
 	gen int
+	// dirty marks a slot whose group was killed or whose last user may
+	// have left something in it: releaseSlot checks it is empty before
+	// it is pooled again.
+	dirty bool
 }
 
-func (sl *slot) close() { closeFiles(sl.attach) }
+func (sl *slot) close() {
+	closeFiles(sl.attach)
+	if sl.probe != nil {
+		_ = sl.probe.Close()
+	}
+}
+
+// populated reports whether a task is left in the slot's group.
+func (sl *slot) populated() (bool, error) { return sl.probe.Populated() }
+
+// errNotEmpty: a released execution group still holds a live task.
+var errNotEmpty = errors.New("a task is left in the group")
+
+// checkEmpty tells whether the slot's group holds no live task. The probe
+// (pids.current on v1) also counts a killed task until its parent, the
+// init, has reaped it; only when it says populated is the group's task
+// list read, which lists live tasks only.
+func (sl *slot) checkEmpty() error {
+	populated, err := sl.populated()
+	if err == nil && !populated {
+		return nil
+	}
+	procs, err := sl.g.Procs()
+	if err != nil {
+		return err
+	}
+	if len(procs) > 0 {
+		return fmt.Errorf("%w: pids %v", errNotEmpty, procs)
+	}
+	return nil
+}
 
 // acquireSlot returns an empty execution group with the given memory limit.
 func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
@@ -434,20 +471,70 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, memory: memory, gen: s.gen}, nil
+	probe, err := g.OpenProbe()
+	if err != nil {
+		closeFiles(attach)
+		_ = g.Destroy()
+		return nil, fmt.Errorf("open execution cgroup: %w", err)
+	}
+	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: s.gen}, nil
 }
 
-// releaseSlot returns an execution group the caller has emptied.
+// maxFreeSlots caps the execution groups a sandbox keeps ready: as many
+// as it may run at once is the most it can use, and each idle one is a
+// directory in every hierarchy and a few open files.
+func (s *Sandbox) maxFreeSlots() int { return max(s.m.cfg.MaxExecsPerSandbox, 1) }
+
+// releaseSlot returns an execution group its user is done with to the
+// sandbox's pool. A slot is pooled only when it is known empty: a clean
+// exit (supervise saw no task left), or, for a dirty one (killed, a
+// spawn that failed, a long-lived process), a fresh check that no task is
+// left. A group that is not empty is destroyed, never handed out: the next
+// command would share its accounting and its kill with what is left.
+// Nothing inside a sandbox can make sub-groups or change the group's
+// limits (cgroupfs is not mounted in a sandbox, and execution groups are
+// never delegated), so empty is clean.
 func (s *Sandbox) releaseSlot(sl *slot) {
+	if sl.dirty {
+		if err := sl.checkEmpty(); err != nil {
+			s.dropSlot(sl, "not empty after its execution", err)
+			return
+		}
+		sl.dirty = false
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.group == nil || sl.gen != s.gen {
 		// The sandbox's group (and this child) is gone, or was made
 		// again under the same names by a later init.
+		s.mu.Unlock()
 		sl.close()
 		return
 	}
+	if len(s.freeSlot) >= s.maxFreeSlots() {
+		s.mu.Unlock()
+		s.dropSlot(sl, "", nil)
+		return
+	}
 	s.freeSlot = append(s.freeSlot, sl)
+	s.mu.Unlock()
+}
+
+// dropSlot closes a slot's files and destroys its group (kill, rmdir),
+// logging why when it was not simply surplus.
+func (s *Sandbox) dropSlot(sl *slot, why string, err error) {
+	sl.close()
+	s.mu.Lock()
+	stale := s.group == nil || sl.gen != s.gen
+	s.mu.Unlock()
+	if stale {
+		return
+	}
+	if why != "" {
+		s.m.log.Warn("execution cgroup destroyed instead of reused", "sandbox", s.rec.ID, "group", sl.g.Name(), "why", why, "err", err)
+	}
+	if derr := sl.g.Destroy(); derr != nil {
+		s.m.log.Error("destroy execution cgroup", "sandbox", s.rec.ID, "group", sl.g.Name(), "err", derr)
+	}
 }
 
 // dropSlots closes every idle execution group's files. Callers hold mu.

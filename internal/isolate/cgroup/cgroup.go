@@ -138,6 +138,10 @@ type Group interface {
 	// Populated reports whether any task is in the group or below it,
 	// with one file read (the exec hot path asks it after every command).
 	Populated() (bool, error)
+	// OpenProbe holds the file Populated reads open, for a caller that
+	// asks after every command of a reused group: each question is then
+	// one pread. The caller closes it.
+	OpenProbe() (Probe, error)
 	SetLimits(Limits) error
 	// Freeze stops every task of the group and its descendants and
 	// waits (bounded) until the kernel reports the group frozen.
@@ -166,6 +170,13 @@ type Group interface {
 	// Delegate gives host uid/gid (a user namespace's root) what it needs
 	// to manage this subtree itself, and no more.
 	Delegate(uid, gid int) error
+}
+
+// Probe answers Group.Populated from a control file held open (see
+// OpenProbe).
+type Probe interface {
+	Populated() (bool, error)
+	Close() error
 }
 
 // Errors callers branch on.

@@ -34,10 +34,11 @@
 // process runs in the sandbox's group, the server opens the sub-group's
 // `tasks` files itself (Group.OpenThreadAttach, opened O_WRONLY by host
 // root) and passes the descriptors to the init. The init locks a goroutine
-// to its OS thread, writes that thread's TID through each descriptor (which
-// moves only that one thread, in every hierarchy), forks/execs the command
-// (the child is born in the cgroups of the forking thread), then writes the
-// TID to its own group's `tasks` descriptors to move the thread back.
+// to its OS thread, writes "0" (the writing thread itself) through each
+// descriptor (which moves only that one thread, in every hierarchy),
+// forks/execs the command (the child is born in the cgroups of the forking
+// thread), then writes "0" to its own group's `tasks` descriptors to move
+// the thread back.
 //
 // This works because cgroup v1 checks the credentials saved when the file
 // was OPENED, not those of the writer: kernel/cgroup/cgroup-v1.c
@@ -54,10 +55,11 @@
 // same commit made the v2 writer use the opener's credentials), which closed
 // the hole where an unprivileged process wrote through an fd inherited from
 // a privileged one. Here we rely on the same rule deliberately: the fd was
-// opened by global root, so the write is allowed whoever performs it. The
-// TID written is looked up in the WRITER's pid namespace
-// (cgroup_procs_write_start → find_task_by_vpid), so the init writes its own
-// in-namespace TID (gettid()).
+// opened by global root, so the write is allowed whoever performs it. A TID
+// written would be looked up in the WRITER's pid namespace
+// (cgroup_procs_write_start → find_task_by_vpid); "0" names the writing
+// thread with no lookup (and, since Linux 5.18, moves it without the global
+// threadgroup lock that a TID write takes).
 //
 // The init must lock the goroutine to its thread (runtime.LockOSThread)
 // before moving it: the Go runtime then starts new threads from a

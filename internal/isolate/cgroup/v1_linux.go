@@ -245,13 +245,30 @@ func (g *v1Group) SetLimits(l Limits) error {
 	if l.CPUMilli > 0 {
 		quota = strconv.FormatInt(l.CPUMilli*cpuPeriodUs/1000, 10)
 	}
-	if err := writeString(cpu+"/cpu.cfs_period_us", strconv.Itoa(cpuPeriodUs)); err != nil {
+	// Written only when they differ (see cpuWrite): the period first, so
+	// the quota is read against it.
+	if err := cpuWrite(cpu+"/cpu.cfs_period_us", strconv.Itoa(cpuPeriodUs)); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 	}
-	if err := writeString(cpu+"/cpu.cfs_quota_us", quota); err != nil {
+	if err := cpuWrite(cpu+"/cpu.cfs_quota_us", quota); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 	}
 	return nil
+}
+
+// cpuWrite writes a CFS bandwidth file (v1 cpu.cfs_period_us and
+// cpu.cfs_quota_us, v2 cpu.max) only when it does not already hold want.
+// Every such write makes the kernel check the bandwidth of every task
+// group on the host (tg_set_cfs_bandwidth → __cfs_schedulable walks the
+// whole tree from the root), so with three groups per sandbox and a
+// thousand sandboxes each write costs hundreds of microseconds and grows
+// with the count; a fresh group already holds the unlimited defaults, and
+// a read walks nothing.
+func cpuWrite(path, want string) error {
+	if cur, err := readString(path); err == nil && strings.TrimSpace(cur) == want {
+		return nil
+	}
+	return writeString(path, want)
 }
 
 // freezerState reads freezer.state: THAWED, FREEZING or FROZEN.

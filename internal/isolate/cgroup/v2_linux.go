@@ -334,7 +334,11 @@ func (g *v2Group) SetLimits(l Limits) error {
 		return fmt.Errorf("limits of cgroup %q: no cpu controller", g.rel)
 	}
 	for _, w := range writes {
-		if err := writeString(d+"/"+w[0], w[1]); err != nil {
+		write := writeString
+		if w[0] == "cpu.max" {
+			write = cpuWrite // see there: a write walks every task group
+		}
+		if err := write(d+"/"+w[0], w[1]); err != nil {
 			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 		}
 	}
