@@ -104,7 +104,7 @@ func browserBench(ctx context.Context, o options, bo browserOpts) error {
 	var res browserResult
 	res.Pids = bo.pids
 	res.LoadAvg[0] = loadAvg()
-	if out, err := exec.CommandContext(ctx, chromiumBin, "--version").Output(); err == nil { // #nosec G204 -- a constant path
+	if out, err := exec.CommandContext(ctx, chromiumBin, "--version").Output(); err == nil {
 		res.Chromium = strings.TrimSpace(string(out))
 	}
 	// The sandboxes get a pids budget in which Chromium runs
@@ -413,8 +413,11 @@ func (s *server) openDesktop(ctx context.Context, id string) error {
 	}
 	defer func() { _ = c.CloseNow() }()
 	_, msg, err := c.Read(ctx)
-	if err != nil || !strings.HasPrefix(string(msg), "RFB ") {
-		return fmt.Errorf("no RFB greeting: %q %v", msg, err)
+	if err != nil {
+		return fmt.Errorf("read the RFB greeting: %w", err)
+	}
+	if !strings.HasPrefix(string(msg), "RFB ") {
+		return fmt.Errorf("no RFB greeting: %q", msg)
 	}
 	return nil
 }
@@ -473,7 +476,7 @@ func startPeer(ctx context.Context, n int) (*peer, time.Duration, error) {
 		script = `echo $$ > "$0/cgroup.procs" && exec "$@"`
 	}
 	args := append([]string{"-c", script, p.cg, chromiumBin}, peerArgs(port, profile)...)
-	p.cmd = exec.CommandContext(ctx, "/bin/sh", args...) // #nosec G204 -- fixed binary and flags
+	p.cmd = exec.CommandContext(ctx, "/bin/sh", args...) // #nosec G204 -- a fixed script exec-ing Debian's chromium with fixed flags; the only variables are a port and directories this bench made
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, io.Discard
 	t0 := time.Now()
@@ -599,7 +602,7 @@ type cdpPage struct {
 
 // dialPage connects to the first page target of the browser on port.
 func dialPage(ctx context.Context, port int) (*cdpPage, error) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/json/list", port)) // #nosec G107 -- the peer's loopback port
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/json/list", port)) // #nosec G107 -- the loopback DevTools port of the Chromium this bench started
 	if err != nil {
 		return nil, err
 	}
