@@ -41,6 +41,9 @@ type conformStep struct {
 	unsupportedToday bool
 	// check looks at the envelope's data of a successful answer.
 	check func(t *testing.T, data json.RawMessage)
+	// alongside is a page/click body sent once the step's call is under
+	// way (a wait that needs something to happen meanwhile).
+	alongside string
 }
 
 // TestAIOBrowserRoutesConformInSandbox calls each of AIO's 52 browser
@@ -113,6 +116,23 @@ func runConformStep(t *testing.T, v *aiotest.Validator, c *daemontest.Client, pr
 	var body any
 	if sp.body != "" {
 		body = json.RawMessage(sp.body)
+	}
+	if sp.alongside != "" {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			time.Sleep(time.Second) // the wait is under way by then
+			req, err := http.NewRequest("POST", c.Base+prefix+"/v1/browser/page/click", strings.NewReader(sp.alongside))
+			if err != nil {
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+c.Key)
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}()
 	}
 	r := c.Do(sp.method, prefix+target, body)
 	if r.Status != http.StatusOK {
@@ -270,10 +290,10 @@ func conformSteps(origin string) []conformStep {
 		{method: "POST", path: "/v1/browser/page/find_text", body: `{"keyword":"find me"}`},
 		{method: "POST", path: "/v1/browser/page/wait", body: `{"type":"selector","selector":"h1"}`},
 		// Unsupported today: waiting for a download (h-browser is adding
-		// it). Nothing starts a download here, so a working wait times
-		// out — the step accepts "not supported" or success only, so it
-		// must be revisited with the download work.
-		{method: "POST", path: "/v1/browser/page/wait", target: "/v1/browser/page/wait#download", body: `{"type":"download","timeout":1}`, unsupportedToday: true},
+		// it). A click on the page's download link a second into the
+		// wait gives a working wait its download.
+		{method: "POST", path: "/v1/browser/page/wait", target: "/v1/browser/page/wait#download", body: `{"type":"download","timeout":15}`,
+			alongside: `{"selector":"#dl"}`, unsupportedToday: true},
 		{method: "GET", path: "/v1/browser/tabs"},
 		{method: "POST", path: "/v1/browser/tabs", body: `{"url":"about:blank"}`},
 		{method: "PUT", path: "/v1/browser/tabs/{index}/activate", target: "/v1/browser/tabs/0/activate"},
