@@ -24,7 +24,7 @@ type closeOnSecondWrite struct {
 
 func (c *closeOnSecondWrite) Write(p []byte) (int, error) {
 	if c.writes.Add(1) == 2 {
-		_ = c.Conn.Close()
+		_ = c.Close()
 		return 0, net.ErrClosed
 	}
 	return c.Conn.Write(p)
