@@ -37,45 +37,7 @@ var desktopColor = [3]uint8{30, 144, 255}
 // forged one, a spent one, or another key's, the page shows no desktop:
 // not connected, and not one pixel of the colour on the screen.
 func TestNoVNCPageShowsTheDesktop(t *testing.T) {
-	node, chrome, web := requireBrowserRun(t)
-	if err := browser.Available(); err != nil {
-		t.Skip(err)
-	}
-	d := daemontest.Start(t, nil)
-	if !console.EmbeddedBuilt() {
-		t.Skip("this test binary was built without the console's assets: run `make console` (make build and make test do) before go test")
-	}
-	admin := daemontest.NewClient(t, d)
-	ka := admin.NewKey("agent-a", "agent")
-	kb := admin.NewKey("agent-b", "agent")
-	a := admin.As(ka.Key)
-	id := a.NewSandbox(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-
-	// Opening the desktop starts a headful browser; then it shows the
-	// coloured page.
-	openDesktop(t, ctx, a, d.Addr(), id)
-	page := fmt.Sprintf(`data:text/html,<body style="margin:0;background:rgb(%d,%d,%d)"><h1 style="color:white;font:bold 64px sans-serif;padding:40px">sandbox desktop</h1>`,
-		desktopColor[0], desktopColor[1], desktopColor[2])
-	if r := a.Do("POST", "/sandboxes/"+id+"/v1/browser/page/navigate", map[string]any{"url": page}); r.Status != http.StatusOK || !r.Success {
-		t.Fatalf("navigate the desktop's browser: %d %s", r.Status, r.Raw)
-	}
-
-	shots := filepath.Join(t.ArtifactDir(), "vnc")
-	if err := os.MkdirAll(shots, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "vnc-desktop.mjs"))
-	cmd.Dir = web
-	cmd.Env = append(os.Environ(), "BASE_URL=http://"+d.Addr(), "SANDBOX="+id, "KEY_A="+ka.Key, "KEY_B="+kb.Key,
-		"CHROMIUM="+chrome, "OUT_DIR="+shots, fmt.Sprintf("COLOR=%d,%d,%d", desktopColor[0], desktopColor[1], desktopColor[2]))
-	out, err := cmd.CombinedOutput()
-	t.Logf("node e2e/vnc-desktop.mjs:\n%s", out)
-	t.Logf("screenshots: %s", shots)
-	if err != nil || !strings.Contains(string(out), "\nPASS") {
-		t.Fatalf("the browser run failed: %v", err)
-	}
+	shots, out := desktopRun(t, false)
 	results := map[string]struct {
 		Status string  `json:"status"`
 		Share  float64 `json:"share"`
@@ -127,6 +89,77 @@ func TestNoVNCPageShowsTheDesktop(t *testing.T) {
 		if r.Status == "Connected" || r.Share > 0 || share > 0.001 {
 			t.Errorf("%s: the page shows the desktop (status %q, canvas %.2f, screenshot %.2f%% colour)", name, r.Status, r.Share, 100*share)
 		}
+	}
+}
+
+// desktopRun starts a server and a sandbox whose headful browser shows
+// the one-colour page, and runs web/e2e/vnc-desktop.mjs against it (only
+// the owner's desktop when onlyDesktop); it returns the screenshots'
+// directory and the script's output.
+func desktopRun(t *testing.T, onlyDesktop bool) (string, []byte) {
+	t.Helper()
+	node, chrome, web := requireBrowserRun(t)
+	if err := browser.Available(); err != nil {
+		t.Skip(err)
+	}
+	d := daemontest.Start(t, nil)
+	if !console.EmbeddedBuilt() {
+		t.Skip("this test binary was built without the console's assets: run `make console` (make build and make test do) before go test")
+	}
+	admin := daemontest.NewClient(t, d)
+	ka := admin.NewKey("agent-a", "agent")
+	kb := admin.NewKey("agent-b", "agent")
+	a := admin.As(ka.Key)
+	id := a.NewSandbox(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	// Opening the desktop starts a headful browser; then it shows the
+	// coloured page.
+	openDesktop(t, ctx, a, d.Addr(), id)
+	page := fmt.Sprintf(`data:text/html,<body style="margin:0;background:rgb(%d,%d,%d)"><h1 style="color:white;font:bold 64px sans-serif;padding:40px">sandbox desktop</h1>`,
+		desktopColor[0], desktopColor[1], desktopColor[2])
+	if r := a.Do("POST", "/sandboxes/"+id+"/v1/browser/page/navigate", map[string]any{"url": page}); r.Status != http.StatusOK || !r.Success {
+		t.Fatalf("navigate the desktop's browser: %d %s", r.Status, r.Raw)
+	}
+
+	shots := filepath.Join(t.ArtifactDir(), "vnc")
+	if err := os.MkdirAll(shots, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "vnc-desktop.mjs"))
+	cmd.Dir = web
+	cmd.Env = append(os.Environ(), "BASE_URL=http://"+d.Addr(), "SANDBOX="+id, "KEY_A="+ka.Key, "KEY_B="+kb.Key,
+		"CHROMIUM="+chrome, "OUT_DIR="+shots, fmt.Sprintf("COLOR=%d,%d,%d", desktopColor[0], desktopColor[1], desktopColor[2]))
+	if onlyDesktop {
+		cmd.Env = append(cmd.Env, "ONLY_DESKTOP=1")
+	}
+	out, err := cmd.CombinedOutput()
+	t.Logf("node e2e/vnc-desktop.mjs:\n%s", out)
+	t.Logf("screenshots: %s", shots)
+	if err != nil || !strings.Contains(string(out), "\nPASS") {
+		t.Fatalf("the browser run failed: %v", err)
+	}
+	return shots, out
+}
+
+// TestNoVNCDesktopShowsThePageInTheWholeWindow: a person who takes over
+// the desktop sees the page fill the browser's window. Today the browser
+// operations give every tab a 1280x720 viewport override (AIO's default
+// resolution) also in a headful browser, whose window is 1280x1024: the
+// page ends at 720 px and the window's lower part stays white.
+func TestNoVNCDesktopShowsThePageInTheWholeWindow(t *testing.T) {
+	t.Skip("bug: internal/browserops applies its default 1280x720 viewport override to a headful browser's tabs, so over VNC the page fills only the upper 720 px of the 1280x1024 window; the fix is internal/browserops' (or internal/browser's window size)")
+	shots, _ := desktopRun(t, true)
+	img := decodePNG(t, filepath.Join(shots, "vnc-desktop.png"))
+	b := img.Bounds()
+	// The bottom tenth of the desktop, where the window's page area ends.
+	band := image.Rect(b.Min.X, b.Max.Y-b.Dy()/10, b.Max.X, b.Max.Y)
+	_, share := pixelStats(img.(interface {
+		SubImage(image.Rectangle) image.Image
+	}).SubImage(band))
+	if share < 0.5 {
+		t.Fatalf("the bottom tenth of the desktop is %.0f%% the page's colour: the page does not fill the window", 100*share)
 	}
 }
 
