@@ -109,6 +109,12 @@ bench-load: build
 bench-cluster: build
 	$(GO) run ./bench cluster -server $(BIN)
 
+## bench-browser: the in-sandbox browser against the same Chromium on the host: cold start,
+## navigate+screenshot, screenshots/s, idle headless and headful memory (BENCHMARKS.md)
+.PHONY: bench-browser
+bench-browser: build
+	$(GO) run ./bench browser -server $(BIN)
+
 ## bench-density: 1,000 idle sandboxes: memory added and create latency
 bench-density: build
 	$(GO) run ./bench density -server $(BIN)

@@ -69,6 +69,10 @@ func run(ctx context.Context, args []string) error {
 	var creates int
 	fs.StringVar(&dbURL, "database-url", "", "PostgreSQL for bench cluster (default: a throw-away server in a temp dir)")
 	fs.IntVar(&creates, "creates", 30, "sandboxes created through the 3 nodes (cluster)")
+	bo := browserOpts{}
+	fs.IntVar(&bo.starts, "starts", 5, "cold starts per side (browser)")
+	fs.IntVar(&bo.rounds, "rounds", 30, "navigate+screenshot round trips per side (browser)")
+	fs.IntVar(&bo.pids, "browser-pids", 256, "the browser sandboxes' limits.pids; 160 or more runs Chromium multi-process, like the host peer (browser)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,8 +89,10 @@ func run(ctx context.Context, args []string) error {
 		return loadBench(ctx, o, lo)
 	case "soak":
 		return soak(ctx, o, lo)
+	case "browser":
+		return browserBench(ctx, o, bo)
 	}
-	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster)", mode)
+	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster, browser)", mode)
 }
 
 // latency holds samples of one figure.
