@@ -86,6 +86,10 @@ CREATE TABLE approvals (
 	id  TEXT PRIMARY KEY,
 	doc BLOB NOT NULL
 );`},
+	// A key's own rate limits, set by an admin at creation (ParseRules
+	// syntax, canonical; '' = the server's limits).
+	{8, "key_rate_limits", `
+ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -84,6 +84,8 @@ CREATE TABLE approvals (
 	id  TEXT PRIMARY KEY,
 	doc BYTEA NOT NULL
 );`},
+	{8, "key_rate_limits", `
+ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations
