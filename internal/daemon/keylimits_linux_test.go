@@ -80,3 +80,50 @@ func TestKeyOwnRateLimits(t *testing.T) {
 	expectError(t, r, 429, "rate_limited")
 	checkLimitHeaders(t, r, "2")
 }
+
+// TestAIORateLimitCategories (issue 14, "rate limits a real agent can live
+// with"): on AIO's routes /v1/code, /v1/jupyter and /v1/nodejs share the
+// code bucket, commands (bash) have their own, successful answers carry
+// X-RateLimit-*, and a refusal keeps its real status (429, and 403 for a
+// role refusal) instead of AIO's 200 with success:false. A key limited to
+// code=3/m keeps the test short.
+func TestAIORateLimitCategories(t *testing.T) {
+	testenv.RequireSandboxes(t)
+	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0 })
+	var k struct{ Key string }
+	expectOK(t, s.do("POST", "/v1/keys", s.d.AdminKey(), map[string]string{"name": "coder", "role": "agent", "rate_limits": "code=3/m"}, nil), 201, &k)
+	id := s.createSandbox(k.Key, nil)
+	p := "/sandboxes/" + id + "/v1/"
+	for i, call := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"code/execute", map[string]any{"language": "python", "code": "print(1)"}},
+		{"jupyter/execute", map[string]any{"code": "1 + 1"}},
+		{"nodejs/execute", map[string]any{"code": "1 + 1"}},
+	} {
+		r := s.do("POST", p+call.path, k.Key, call.body, nil)
+		if r.status != 200 || r.env.Success == nil || !*r.env.Success {
+			t.Fatalf("%s: %d %s", call.path, r.status, r.raw)
+		}
+		if r.header.Get("X-RateLimit-Limit") != "3" || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(2-i) || r.header.Get("X-RateLimit-Reset") == "" {
+			t.Fatalf("%s: rate-limit headers %v, want limit 3, remaining %d", call.path, r.header, 2-i)
+		}
+	}
+	r := s.do("POST", p+"code/execute", k.Key, map[string]any{"language": "python", "code": "print(1)"}, nil)
+	if r.status != 429 || r.env.Success == nil || *r.env.Success {
+		t.Fatalf("4th code execution: %d %s, want 429", r.status, r.raw)
+	}
+	checkLimitHeaders(t, r, "3")
+	// Commands count apart: the code bucket being empty does not touch them.
+	r = s.do("POST", p+"bash/exec", k.Key, map[string]any{"command": "echo ok"}, nil)
+	if r.status != 200 || r.header.Get("X-RateLimit-Limit") != "60" {
+		t.Fatalf("bash after the code limit: %d %v %s", r.status, r.header, r.raw)
+	}
+	// A role refusal on an AIO route is a real 403, not success:false.
+	viewer := s.createKey("viewer", "viewer")
+	r = s.do("POST", "/v1/bash/exec", viewer.Key, map[string]any{"command": "echo no"}, nil)
+	if r.status != 403 || r.env.Success == nil || *r.env.Success {
+		t.Fatalf("viewer on bash/exec: %d %s, want 403", r.status, r.raw)
+	}
+}
