@@ -203,6 +203,11 @@ func (s *Service) checkKey(ctx context.Context, key string) (c Caller, actor, re
 	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, RateLimits: limits}, "", ""
 }
 
+// KeyRateLimits reads a stored key's own rate limits, for a Caller built
+// from a key row outside Authenticate (the console's sessions). An error
+// must refuse the key: it must not run without its limits.
+func KeyRateLimits(k store.Key) (ratelimit.Rules, error) { return keyLimits(k) }
+
 // keyLimits reads a stored key's own rate limits. A row that does not
 // parse refuses the key (fail closed: it must not run unlimited).
 func keyLimits(k store.Key) (ratelimit.Rules, error) {
