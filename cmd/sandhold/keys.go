@@ -10,6 +10,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/daemon"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -37,12 +38,14 @@ func openLocal(ctx context.Context, e *env) (store.Store, *audit.Log, *auth.Serv
 		return nil, nil, nil, err
 	}
 	lg := audit.New(st, cfg.DataDir)
-	return st, lg, auth.NewService(st, lg), nil
+	return st, lg, auth.NewService(st, lg, auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))), nil
 }
 
 type keysCreateCmd struct {
 	Name string `required:"" help:"Label for the key."`
 	Role string `required:"" enum:"admin,agent,viewer" help:"admin, agent or viewer."`
+	// RateLimits are the key's own limits, at or below the server's.
+	RateLimits string `name:"rate-limits" help:"The key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser), e.g. command=60/m,code=5/m; each at or below the server's."`
 }
 
 func (k *keysCreateCmd) Run(ctx context.Context, e *env) error {
@@ -51,7 +54,7 @@ func (k *keysCreateCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	defer func() { _ = st.Close() }()
-	info, secret, err := svc.CreateKey(ctx, cliCaller, k.Name, auth.Role(k.Role))
+	info, secret, err := svc.CreateKeyWithLimits(ctx, cliCaller, k.Name, auth.Role(k.Role), k.RateLimits)
 	if err != nil {
 		return fmt.Errorf("create key: %s", fault.Public(err))
 	}
@@ -73,7 +76,7 @@ func (keysListCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	if _, err := fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED"); err != nil {
+	if _, err := fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED\tRATE LIMITS"); err != nil {
 		return err
 	}
 	for _, k := range keys {
@@ -81,7 +84,11 @@ func (keysListCmd) Run(ctx context.Context, e *env) error {
 		if k.RevokedAt != nil {
 			revoked = k.RevokedAt.Format(time.RFC3339)
 		}
-		if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.Format(time.RFC3339), revoked); err != nil {
+		limits := k.RateLimits
+		if limits == "" {
+			limits = "server's"
+		}
+		if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.Format(time.RFC3339), revoked, limits); err != nil {
 			return err
 		}
 	}

@@ -30,6 +30,23 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
+// TestKeysCreateWithRateLimits: a key's own rate limits are stored and
+// listed; above the server's they are refused.
+func TestKeysCreateWithRateLimits(t *testing.T) {
+	t.Setenv("SANDBOX_DATA_DIR", t.TempDir())
+	t.Setenv("SANDBOX_RATE_LIMITS", "command=100/m")
+	// A key's own rate limits: stored, listed; above the server's refused.
+	if _, _, code := runCLI(t, "keys", "create", "--name", "slow", "--role", "agent", "--rate-limits", "command=2/m"); code != 0 {
+		t.Fatalf("create with rate limits: code %d", code)
+	}
+	if list, _, _ := runCLI(t, "keys", "list"); !strings.Contains(list, "command=2/m:2") {
+		t.Fatalf("list lacks the key's limits: %q", list)
+	}
+	if _, errOut, code := runCLI(t, "keys", "create", "--name", "fast", "--role", "agent", "--rate-limits", "command=101/m"); code == 0 || !strings.Contains(errOut, "above the server's limit") {
+		t.Fatalf("limits above the server's: %q %d", errOut, code)
+	}
+}
+
 func TestKeysAndAuditVerify(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("SANDBOX_DATA_DIR", dir)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 )
 
@@ -21,9 +22,13 @@ type server struct {
 
 // startServer runs the real daemon on 127.0.0.1:0 with a fresh data dir;
 // it skips (with the reason) where sandboxes cannot run.
-func startServer(t *testing.T) *server {
+func startServer(t *testing.T, mutate ...func(*config.Config)) *server {
 	t.Helper()
-	d := daemontest.Start(t, nil)
+	d := daemontest.Start(t, func(c *config.Config) {
+		for _, m := range mutate {
+			m(c)
+		}
+	})
 	c := daemontest.NewClient(t, d)
 	c.HTTP = &http.Client{Timeout: 2 * time.Minute}
 	s := &server{t: t, base: c.Base, key: c.Key, routes: map[string]bool{}, c: c}

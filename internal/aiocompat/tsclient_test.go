@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/aiocompat/aiotest"
+	"github.com/sandhold/sandhold/internal/config"
 )
 
 // tsDir finds test/aio-ts from the module root.
@@ -36,7 +37,9 @@ func tsDir(t *testing.T) string {
 // (runtime) — generators nobody here wrote — type-checks test/aio-ts's
 // script against it with tsc, and runs it with node against the real
 // server: code execution (stateless, stateful at /sandboxes/{id}),
-// jupyter, shell, bash and files when served.
+// jupyter, shell, bash, files, then one call per further namespace —
+// nodejs, mcp, skills, util, sandbox hooks/observe, tickets/auth, the
+// preview proxy, and the browser where Chromium runs in the sandbox.
 func TestGeneratedTypeScriptClient(t *testing.T) {
 	dir := tsDir(t)
 	node, err := exec.LookPath("node")
@@ -69,7 +72,8 @@ func TestGeneratedTypeScriptClient(t *testing.T) {
 	run(2*time.Minute, nil, filepath.Join(dir, "node_modules/.bin/openapi-typescript"), spec, "--default-non-nullable", "false", "-o", "generated/aio.ts")
 	run(2*time.Minute, nil, filepath.Join(dir, "node_modules/.bin/tsc"), "-p", ".")
 
-	s := startServer(t)
+	// 8005: the port the client's preview check serves on.
+	s := startServer(t, func(c *config.Config) { c.PreviewPorts = []uint16{8005} })
 	st, _, body := s.call("POST", "/v1/sandboxes", "application/json", []byte(`{"name":"ts-client"}`))
 	var created struct {
 		Data struct {
@@ -82,7 +86,7 @@ func TestGeneratedTypeScriptClient(t *testing.T) {
 	out := run(3*time.Minute, []string{"SANDHOLD_URL=" + s.base, "SANDHOLD_KEY=" + s.key, "SANDHOLD_SANDBOX=" + created.Data.ID},
 		node, "build/client.js")
 	t.Logf("client output:\n%s", out)
-	if !strings.Contains(out, "ok code/execute stateful x + 1") {
+	if !strings.Contains(out, "ok code/execute stateful x + 1") || !strings.Contains(out, "ok preview proxy") {
 		t.Fatalf("the client did not reach the stateful check:\n%s", out)
 	}
 }

@@ -1,17 +1,13 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"reflect"
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -457,75 +453,26 @@ func requestError(rt *aioRoute, err error) error {
 	return &aioInvalid{Detail: []aioDetail{{Loc: loc, Msg: fault.Public(err), Type: typ}}}
 }
 
-// decodeAIO reads raw the way AIO's pydantic models do: an object (a
-// missing body is {}), unknown fields ignored, null meaning absent, the
-// required fields present, every field of its type — integers in
-// pydantic's lax mode (5, 5.0 and "5" are 5; 5.5 is refused) — and
-// strings within their enum; then In's Validate. Errors are *aioInvalid.
+// decodeAIO reads raw the way AIO's pydantic models do —
+// dispatch.DecodeAIO, the decoder of the tools' lenient mode, so a type
+// reads the same here as over MCP and /v1/tools/call — then In's Validate.
+// Errors are *aioInvalid (AIO's 422).
 func decodeAIO[In any](raw []byte, req []string) (In, error) {
-	var v In
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		raw = []byte("{}")
-	}
-	if !json.Valid(raw) {
-		return v, &aioInvalid{Detail: []aioDetail{{Loc: []any{"body"}, Msg: "JSON decode error", Type: "json_invalid"}}}
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		return v, &aioInvalid{Detail: []aioDetail{{Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object to extract fields from", Type: "model_attributes_type"}}}
-	}
-	fields := jsonFields(reflect.TypeFor[In]())
-	var errs []aioDetail
-	names := slices.Clone(req)
-	for name, f := range fields {
-		if f.Tag.Get("required") == "true" && !slices.Contains(names, name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if val, ok := obj[name]; !ok || isNull(val) {
-			errs = append(errs, aioDetail{Loc: []any{"body", name}, Msg: "Field required", Type: "missing"})
-		}
-	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, name := range keys {
-		f, ok := fields[name]
-		if !ok || isNull(obj[name]) {
-			continue
-		}
-		norm, d := laxField(name, f, obj[name])
-		if d != nil {
-			errs = append(errs, *d)
-			continue
-		}
-		obj[name] = norm
-	}
-	if len(errs) > 0 {
-		return v, &aioInvalid{Detail: errs}
-	}
-	clean, err := json.Marshal(obj)
-	if err == nil {
-		err = json.Unmarshal(clean, &v)
-	}
+	v, err := dispatch.DecodeAIO[In](raw, req)
 	if err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			loc := []any{"body"}
-			for _, p := range strings.Split(te.Field, ".") {
-				if p != "" {
-					loc = append(loc, p)
-				}
-			}
-			typ := pydanticTypeOf(te.Type, te.Value)
-			return v, &aioInvalid{Detail: []aioDetail{{Loc: loc, Msg: "Input should be a valid " + strings.TrimSuffix(typ, "_type"), Type: typ}}}
+		var problems dispatch.ArgErrors
+		if !errors.As(err, &problems) {
+			return v, requestError(&aioRoute{}, err)
 		}
-		return v, &aioInvalid{Detail: []aioDetail{{Loc: []any{"body"}, Msg: "Input does not match the operation's schema", Type: "value_error"}}}
+		inv := &aioInvalid{Detail: make([]aioDetail, 0, len(problems))}
+		for _, p := range problems {
+			loc := []any{"body"}
+			for _, l := range p.Loc {
+				loc = append(loc, l)
+			}
+			inv.Detail = append(inv.Detail, aioDetail{Loc: loc, Msg: p.Msg, Type: p.Type})
+		}
+		return v, inv
 	}
 	if err := validateIn(v); err != nil {
 		return v, requestError(&aioRoute{}, err)
@@ -541,128 +488,6 @@ func validateIn[In any](v In) error {
 		return x.Validate()
 	}
 	return nil
-}
-
-func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
-
-// jsonFields maps the JSON names of t's fields (embedded structs
-// flattened) to the fields.
-func jsonFields(t reflect.Type) map[string]reflect.StructField {
-	out := map[string]reflect.StructField{}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct {
-		return out
-	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		if f.Anonymous && name == "" {
-			for k, v := range jsonFields(f.Type) {
-				out[k] = v
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f
-	}
-	return out
-}
-
-// laxField checks one present field beyond its JSON type: integers the
-// lax way (returned rewritten as an integer) and enums.
-func laxField(name string, f reflect.StructField, val json.RawMessage) (json.RawMessage, *aioDetail) {
-	t := f.Type
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	loc := []any{"body", name}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		text := strings.TrimSpace(string(val))
-		if s, err := strconv.Unquote(text); err == nil && strings.HasPrefix(text, `"`) {
-			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer", Type: "int_type"}
-			}
-			return json.RawMessage(strconv.FormatInt(n, 10)), nil
-		}
-		if text == "" || (text[0] != '-' && (text[0] < '0' || text[0] > '9')) {
-			return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer", Type: "int_type"}
-		}
-		x, err := strconv.ParseFloat(text, 64)
-		switch {
-		case err != nil || math.IsInf(x, 0) || math.IsNaN(x):
-			return nil, &aioDetail{Loc: loc, Msg: "Input should be a finite number", Type: "finite_number"}
-		case x != math.Trunc(x):
-			return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer, got a number with a fractional part", Type: "int_from_float"}
-		case math.Abs(x) > 1<<53:
-			return nil, &aioDetail{Loc: loc, Msg: "Input should be a valid integer, unable to parse number as an integer", Type: "int_parsing_size"}
-		}
-		return json.RawMessage(strconv.FormatInt(int64(x), 10)), nil
-	case reflect.Float32, reflect.Float64:
-		var x json.Number
-		if json.Unmarshal(val, &x) == nil {
-			if f, err := x.Float64(); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-				return nil, &aioDetail{Loc: loc, Msg: "Input should be a finite number", Type: "finite_number"}
-			}
-		}
-	case reflect.String:
-		enum := f.Tag.Get("enum")
-		var s string
-		if enum == "" || json.Unmarshal(val, &s) != nil {
-			break
-		}
-		opts := strings.Split(enum, ",")
-		if !slices.Contains(opts, s) {
-			quoted := make([]string, len(opts))
-			for i, o := range opts {
-				quoted[i] = "'" + o + "'"
-			}
-			msg := "Input should be " + quoted[0]
-			if n := len(quoted); n > 1 {
-				msg = "Input should be " + strings.Join(quoted[:n-1], ", ") + " or " + quoted[n-1]
-			}
-			return nil, &aioDetail{Loc: loc, Msg: msg, Type: "enum"}
-		}
-	}
-	return val, nil
-}
-
-// pydanticTypeOf names a Go type the way pydantic's error types do.
-func pydanticTypeOf(t reflect.Type, value string) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "bool_type"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if strings.HasPrefix(value, "number") {
-			return "int_parsing_size"
-		}
-		return "int_type"
-	case reflect.Float32, reflect.Float64:
-		if strings.HasPrefix(value, "number") {
-			return "finite_number"
-		}
-		return "float_type"
-	case reflect.Slice, reflect.Array:
-		return "list_type"
-	case reflect.Map, reflect.Struct:
-		return "dict_type"
-	}
-	return "string_type"
 }
 
 // fail is the one error writer of the AIO rows: AIO's 422 for a request

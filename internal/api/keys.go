@@ -20,6 +20,8 @@ type KeyCreateInput struct {
 	Body struct {
 		Name string `json:"name" minLength:"1" maxLength:"64" doc:"a label for the key" example:"ci-agent"`
 		Role string `json:"role" enum:"admin,agent,viewer" doc:"what the key may do" example:"agent"`
+		// RateLimits: see auth.KeyCreateArgs.
+		RateLimits string `json:"rate_limits,omitempty" maxLength:"1024" doc:"the key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser), each at or below the server's (above: 422)" example:"command=60/m,code=5/m"`
 	}
 }
 
@@ -63,7 +65,7 @@ func (s *Server) listKeys(ctx context.Context, _ *struct{}) (*KeyListOutput, err
 }
 
 func (s *Server) createKey(ctx context.Context, in *KeyCreateInput) (*KeyCreateOutput, error) {
-	k, err := invoke[auth.CreatedKey](ctx, s, auth.ToolKeysCreate, auth.KeyCreateArgs{Name: in.Body.Name, Role: in.Body.Role})
+	k, err := invoke[auth.CreatedKey](ctx, s, auth.ToolKeysCreate, auth.KeyCreateArgs{Name: in.Body.Name, Role: in.Body.Role, RateLimits: in.Body.RateLimits})
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // Role is what a key may do.
@@ -52,6 +54,10 @@ type Caller struct {
 	Addr string
 	// ViaTicket is true when the request authenticated with a one-time ticket.
 	ViaTicket bool
+	// RateLimits are the key's own rate limits, set by an admin when the
+	// key was created (nil: the server's). The dispatcher applies them over
+	// every other rule for this key. Read-only: shared by copies.
+	RateLimits ratelimit.Rules
 }
 
 // IsAdmin reports whether the caller has the admin role.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -31,6 +32,9 @@ type Service struct {
 	now    func() time.Time
 	lock   *lockout
 	ticket *tickets
+	// maxima are the server's rate limits: a key's own limits may not be
+	// above them (CreateKeyWithLimits).
+	maxima ratelimit.Rules
 
 	mu          sync.Mutex
 	onRevoke    []func(keyID string)
@@ -49,6 +53,10 @@ func WithLockout(limit int, window time.Duration) Option {
 	return func(s *Service) { s.lock = newLockout(limit, window) }
 }
 
+// WithRateMaxima sets the server's configured rate limits, the ceiling of
+// a key's own limits (default: ratelimit.DefaultRules()).
+func WithRateMaxima(r ratelimit.Rules) Option { return func(s *Service) { s.maxima = r } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
@@ -59,6 +67,7 @@ func NewService(st store.Store, a audit.Appender, opts ...Option) *Service {
 		lock:        newLockout(DefaultLockoutLimit, DefaultLockoutWindow),
 		ticket:      newTickets(),
 		successSeen: map[string]time.Time{},
+		maxima:      ratelimit.DefaultRules(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -189,7 +198,26 @@ func (s *Service) checkKey(ctx context.Context, key string) (c Caller, actor, re
 	if err != nil {
 		return Caller{}, k.ID, "bad role"
 	}
-	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role}, "", ""
+	limits, err := keyLimits(k)
+	if err != nil {
+		s.log.Error("auth: a stored key's rate limits do not parse; the key is refused", "key", k.ID, "err", err)
+		return Caller{}, k.ID, "bad rate limits"
+	}
+	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, RateLimits: limits}, "", ""
+}
+
+// KeyRateLimits reads a stored key's own rate limits, for a Caller built
+// from a key row outside Authenticate (the console's sessions). An error
+// must refuse the key: it must not run without its limits.
+func KeyRateLimits(k store.Key) (ratelimit.Rules, error) { return keyLimits(k) }
+
+// keyLimits reads a stored key's own rate limits. A row that does not
+// parse refuses the key (fail closed: it must not run unlimited).
+func keyLimits(k store.Key) (ratelimit.Rules, error) {
+	if k.RateLimits == "" {
+		return nil, nil
+	}
+	return ratelimit.ParseKeyRules(k.RateLimits)
 }
 
 func (s *Service) auditSuccess(ctx context.Context, c Caller, now time.Time) {
@@ -287,7 +315,12 @@ func (s *Service) redeemTicket(ctx context.Context, t string, now time.Time) (Ca
 	if err != nil {
 		return Caller{}, "bad role"
 	}
-	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, ViaTicket: true}, ""
+	limits, err := keyLimits(k)
+	if err != nil {
+		s.log.Error("auth: a stored key's rate limits do not parse; the key is refused", "key", k.ID, "err", err)
+		return Caller{}, "bad rate limits"
+	}
+	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, ViaTicket: true, RateLimits: limits}, ""
 }
 
 // KeyInfo is a key as shown to operators: never the secret or its hash.
@@ -297,10 +330,13 @@ type KeyInfo struct {
 	Role      Role       `json:"role"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// RateLimits are the key's own limits (SANDBOX_RATE_LIMITS syntax);
+	// absent when the key has the server's.
+	RateLimits string `json:"rate_limits,omitempty" doc:"the key's own rate limits, e.g. command=2/m:2; absent: the server's"`
 }
 
 func infoOf(k store.Key) KeyInfo {
-	ki := KeyInfo{ID: k.ID, Name: k.Name, Role: Role(k.Role), CreatedAt: k.CreatedAt}
+	ki := KeyInfo{ID: k.ID, Name: k.Name, Role: Role(k.Role), CreatedAt: k.CreatedAt, RateLimits: k.RateLimits}
 	if k.Revoked() {
 		t := k.RevokedAt
 		ki.RevokedAt = &t
@@ -314,6 +350,33 @@ const maxKeyNameLen = 64
 // CreateKey creates a key and returns it with its secret, which is never
 // retrievable again. by is who asked (audited as the actor).
 func (s *Service) CreateKey(ctx context.Context, by Caller, name string, role Role) (KeyInfo, string, error) {
+	return s.CreateKeyWithLimits(ctx, by, name, role, "")
+}
+
+// CreateKeyWithLimits is CreateKey for a key with its own rate limits,
+// limits in the syntax of SANDBOX_RATE_LIMITS ("command=2/m,code=5/m"):
+// only file, code, command and browser, each at or below the server's
+// limit of that category (WithRateMaxima) — an admin may hold a key
+// tighter than the server, not looser. Only admins reach this (keys.create
+// is an admin tool; the CLI is the operator).
+func (s *Service) CreateKeyWithLimits(ctx context.Context, by Caller, name string, role Role, limits string) (KeyInfo, string, error) {
+	var stored string
+	if limits != "" {
+		// keys.create is an admin tool already; this holds for any other
+		// caller of the Service too.
+		if by.Role != RoleAdmin {
+			return KeyInfo{}, "", fault.New(fault.Forbidden, "only an admin sets a key's rate limits")
+		}
+		r, err := ratelimit.ParseKeyRules(limits)
+		if err == nil {
+			err = r.Within(s.maxima)
+		}
+		if err != nil {
+			// 422: well-formed JSON whose value the server will not take.
+			return KeyInfo{}, "", &fault.Error{Kind: fault.Unprocessable, Field: "body.rate_limits", Msg: "rate_limits: " + err.Error()}
+		}
+		stored = r.String()
+	}
 	if name == "" || len(name) > maxKeyNameLen || !validName(name) {
 		return KeyInfo{}, "", fault.InvalidField("body.name", fmt.Sprintf("name must be 1-%d characters of letters, digits, space, dot, dash or underscore", maxKeyNameLen))
 	}
@@ -328,12 +391,12 @@ func (s *Service) CreateKey(ctx context.Context, by Caller, name string, role Ro
 	if err != nil {
 		return KeyInfo{}, "", fault.Wrap(fault.Internal, err, "could not create a key")
 	}
-	k := store.Key{ID: id, Name: name, Role: string(role), Hash: HashKey(secret), CreatedAt: s.now().UTC()}
+	k := store.Key{ID: id, Name: name, Role: string(role), Hash: HashKey(secret), CreatedAt: s.now().UTC(), RateLimits: stored}
 	if err := s.st.CreateKey(ctx, k); err != nil {
 		return KeyInfo{}, "", fault.Wrap(fault.Internal, err, "could not store the key")
 	}
 	s.appendAudit(ctx, audit.Entry{Actor: by.KeyID, Role: string(by.Role), ClientAddr: by.Addr,
-		Action: "key.create", Target: id, Verdict: audit.Allow, Detail: map[string]any{"name": name, "role": string(role)}})
+		Action: "key.create", Target: id, Verdict: audit.Allow, Detail: map[string]any{"name": name, "role": string(role), "rate_limits": stored}})
 	return infoOf(k), secret, nil
 }
 

@@ -17,6 +17,8 @@ const (
 type KeyCreateArgs struct {
 	Name string `json:"name" required:"true" minLength:"1" maxLength:"64" doc:"a label for the key"`
 	Role string `json:"role" required:"true" enum:"admin,agent,viewer" doc:"what the key may do"`
+	// RateLimits are the key's own limits; see Service.CreateKeyWithLimits.
+	RateLimits string `json:"rate_limits,omitempty" maxLength:"1024" doc:"the key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser), e.g. command=60/m,code=5/m; each at or below the server's limit (above it: 422)"`
 }
 
 // KeyIDArgs name a key.
@@ -32,6 +34,8 @@ type CreatedKey struct {
 	Role      Role      `json:"role"`
 	Key       string    `json:"key" doc:"the secret; store it now, it is never shown again"`
 	CreatedAt time.Time `json:"created_at"`
+	// RateLimits echoes the key's own limits in canonical form.
+	RateLimits string `json:"rate_limits,omitempty" doc:"the key's own rate limits; absent: the server's"`
 }
 
 // Ticket is a one-time credential for browsers and WebSockets: pass it as

@@ -341,5 +341,11 @@ func (s *Sessions) authenticate(r *http.Request) (auth.Caller, string, error) {
 		s.end(id)
 		return auth.Caller{}, "", errNoSession
 	}
-	return auth.Caller{KeyID: k.ID, KeyName: k.Name, Role: role, Addr: auth.ClientIP(r.RemoteAddr)}, id, nil
+	// The key's own rate limits hold in the console too.
+	limits, err := auth.KeyRateLimits(k)
+	if err != nil {
+		s.end(id)
+		return auth.Caller{}, "", errNoSession
+	}
+	return auth.Caller{KeyID: k.ID, KeyName: k.Name, Role: role, Addr: auth.ClientIP(r.RemoteAddr), RateLimits: limits}, id, nil
 }

@@ -455,3 +455,23 @@ func TestKeyHeaderWinsOverCookie(t *testing.T) {
 		t.Fatalf("admin cookie + a bad ticket: %d, want the ticket's 401", rec.Code)
 	}
 }
+
+// TestCookieCallerKeepsKeyOwnLimits: a key created with its own rate
+// limits is held to them through a console session too.
+func TestCookieCallerKeepsKeyOwnLimits(t *testing.T) {
+	lim := ratelimit.New(ratelimit.Options{})
+	e := newEnvWith(t, nil, lim)
+	_, key, err := e.svc.CreateKeyWithLimits(context.Background(), auth.Caller{Role: auth.RoleAdmin}, "slow", auth.RoleAgent, "file=2/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.signIn(key)
+	for i := range 2 {
+		if rec := e.do(http.MethodPost, "/v1/test-limited", "", "Cookie", s.cookie, CSRFHeader, s.csrf); rec.Code != http.StatusOK {
+			t.Fatalf("call %d through the session: %d %s", i+1, rec.Code, rec.Body)
+		}
+	}
+	if rec := e.do(http.MethodPost, "/v1/test-limited", "", "Cookie", s.cookie, CSRFHeader, s.csrf); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("3rd call under file=2/m through the session: %d %s, want 429", rec.Code, rec.Body)
+	}
+}

@@ -195,7 +195,8 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 
 	// 4. Audit log and auth.
 	d.audit = audit.New(d.store, cfg.DataDir)
-	d.auth = auth.NewService(d.store, d.audit, append([]auth.Option{auth.WithLogger(d.log)}, o.authOpts...)...)
+	d.auth = auth.NewService(d.store, d.audit, append([]auth.Option{auth.WithLogger(d.log),
+		auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))}, o.authOpts...)...)
 
 	// 5. Admin key.
 	if d.adminKey, err = d.loadAdminKey(ctx); err != nil {

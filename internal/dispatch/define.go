@@ -25,9 +25,11 @@ type Spec struct {
 	Category    ratelimit.Category
 	Roles       []auth.Role
 	Visible     func(auth.Caller) bool
-	// Lenient reads arguments the AIO (pydantic) way: unknown fields are
-	// ignored. Without it an unknown field is refused, so a misspelt
-	// option never silently means its default.
+	// Lenient reads arguments the AIO (pydantic) way (DecodeArgs): unknown
+	// fields ignored, null as absent, lax integers ("5" is 5), enums and
+	// required fields checked — AIO's HTTP rows decode the same types with
+	// the same decoder. Without it an unknown field is refused, so a
+	// misspelt option never silently means its default.
 	Lenient bool
 	// Streams says the tool can send output while it runs to a caller that
 	// asked for it with WithStreaming; other callers get the whole answer.
@@ -138,19 +140,24 @@ func validate[A any](a A) error {
 }
 
 // DecodeArgs reads JSON arguments into an A. An empty body or null means
-// every field's default; anything after the first JSON value is refused;
-// unknown fields are refused unless lenient. Errors are fault.Invalid
-// naming the offending field where the decoder knows it.
+// every field's default; anything after the first JSON value is refused.
+// Strict (lenient false): unknown fields are refused and every field must
+// have exactly its JSON type. Lenient: AIO's pydantic rules (decodeLax) —
+// the same decoder AIO's HTTP rows use (DecodeAIO), so a type reads the
+// same from MCP, /v1/tools/call and AIO's routes ("5" is the integer 5).
+// Errors are fault.Invalid naming the offending field where the decoder
+// knows it; lenient errors carry every problem as ArgErrors.
 func DecodeArgs[A any](raw json.RawMessage, lenient bool) (A, error) {
+	if lenient {
+		return decodeLax[A](raw, nil, true)
+	}
 	var v A
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return v, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	if !lenient {
-		dec.DisallowUnknownFields()
-	}
+	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
 		return v, decodeFault(err)
 	}

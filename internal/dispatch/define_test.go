@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -49,10 +50,19 @@ func TestDefineDecodesStrictlyUnlessLenient(t *testing.T) {
 		raw          string
 		strictOK, ok bool
 	}{
-		{``, true, true},
-		{`null`, true, true},
+		// No body: every default for the strict reader; the lenient one
+		// (pydantic's rules) names the required field missing.
+		{``, true, false},
+		{`null`, true, false},
 		{`{"text":"a"}`, true, true},
 		{`{"text":"a","extra":1}`, false, true},
+		// Lax integers (AIO's rows and the tools' lenient mode agree).
+		{`{"text":"a","times":"2"}`, false, true},
+		{`{"text":"a","times":2.0}`, false, true},
+		{`{"text":"a","times":2.5}`, false, false},
+		{`{"text":"a","times":true}`, false, false},
+		{`{"text":"a","mode":"shout"}`, true, false},
+		{`{"text":"a","mode":null}`, true, true},
 		{`{"text":1}`, false, false},
 		{`{"text":"a"} {}`, false, false},
 		{`{"text":`, false, false},
@@ -71,6 +81,57 @@ func TestDefineDecodesStrictlyUnlessLenient(t *testing.T) {
 	_, err := strict.Decode(json.RawMessage(`{"text":1}`))
 	if fault.FieldOf(err) != "body.text" {
 		t.Errorf("field = %q", fault.FieldOf(err))
+	}
+}
+
+// TestLenientIsAIOsDecoder: the tools' lenient mode and AIO's rows
+// (DecodeAIO) read a type the same way, and a lenient error carries every
+// problem in pydantic's terms inside a fault.Invalid naming the first.
+func TestLenientIsAIOsDecoder(t *testing.T) {
+	for _, raw := range []string{`{"text":"a","times":" 3 "}`, `{"text":"a","times":3.0,"other":[1]}`} {
+		viaTool, err1 := DecodeArgs[echoArgs](json.RawMessage(raw), true)
+		viaAIO, err2 := DecodeAIO[echoArgs]([]byte(raw), nil)
+		if err1 != nil || err2 != nil || viaTool.Times != 3 || viaAIO != viaTool {
+			t.Fatalf("%s: tool %+v %v, AIO %+v %v", raw, viaTool, err1, viaAIO, err2)
+		}
+	}
+	_, err := DecodeArgs[echoArgs](json.RawMessage(`{"times":"x","mode":"shout"}`), true)
+	var problems ArgErrors
+	if fault.KindOf(err) != fault.Invalid || !errors.As(err, &problems) || len(problems) != 3 {
+		t.Fatalf("err %v, problems %+v", err, problems)
+	}
+	want := []string{"missing text", "enum mode", "int_type times"}
+	for i, p := range problems {
+		if got := p.Type + " " + strings.Join(p.Loc, "."); got != want[i] {
+			t.Errorf("problem %d = %q, want %q", i, got, want[i])
+		}
+	}
+	if fault.FieldOf(err) != "body.text" {
+		t.Errorf("field = %q", fault.FieldOf(err))
+	}
+	// AIO's rows refuse a body that is not an object, null included; the
+	// tools read null arguments as none.
+	if _, err := DecodeAIO[echoArgs]([]byte(`null`), nil); !errors.As(err, &problems) || problems[0].Type != "model_attributes_type" {
+		t.Fatalf("AIO null body: %v", err)
+	}
+	// A row's own required fields count beside the type's tags.
+	if _, err := DecodeAIO[echoArgs]([]byte(`{"text":"a"}`), []string{"mode"}); !errors.As(err, &problems) || problems[0].Type != "missing" {
+		t.Fatalf("row-required field: %v", err)
+	}
+}
+
+// TestCallDecodesLaxIntegers: /v1/tools/call and MCP (Dispatcher.Call) take
+// "2" for an integer of a lenient tool, as AIO's HTTP rows do.
+func TestCallDecodesLaxIntegers(t *testing.T) {
+	ran := 0
+	d := New(Options{})
+	d.MustRegister(echoTool(true, &ran))
+	res, err := d.Call(context.Background(), agent, "test.echo", json.RawMessage(`{"text":"ab","times":"2"}`))
+	if err != nil || res.(echoResult).Out != "abab" {
+		t.Fatalf("%v %v", res, err)
+	}
+	if _, err := d.Call(context.Background(), agent, "test.echo", json.RawMessage(`{"text":"ab","times":"two"}`)); fault.FieldOf(err) != "body.times" || ran != 1 {
+		t.Fatalf("err %v ran %d", err, ran)
 	}
 }
 

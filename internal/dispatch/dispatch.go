@@ -610,9 +610,17 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	// 3. Rate limit (a refused call is not counted).
 	if cat := ratelimit.ForTool(t.Name, t.Category); d.limiter != nil && cat != 0 {
 		var dec ratelimit.Decision
-		if st.rates != nil {
-			dec = d.limiter.AllowRule(c.KeyID, cat, d.limiter.Resolve(string(c.Role), st.rates(c))[cat])
-		} else {
+		switch {
+		case st.rates != nil || len(c.RateLimits) > 0:
+			// The key's own limits (set by an admin when it was created)
+			// are the most specific rule: over the policy's role and key
+			// overrides, over the server's.
+			var over ratelimit.Rules
+			if st.rates != nil {
+				over = st.rates(c)
+			}
+			dec = d.limiter.AllowRule(c.KeyID, cat, d.limiter.Resolve(string(c.Role), over.Merge(c.RateLimits))[cat])
+		default:
 			dec = d.limiter.Allow(c.KeyID, cat)
 		}
 		if !dec.Allowed {

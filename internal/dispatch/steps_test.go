@@ -174,3 +174,44 @@ func TestNestedCallsInsideAnApprovedCall(t *testing.T) {
 		t.Fatal("inner ran without approval")
 	}
 }
+
+// TestKeyOwnRateLimits: the limits an admin set on a key when creating it
+// (carried by the Caller) decide for that key, over the policy's overrides,
+// and leave other keys alone.
+func TestKeyOwnRateLimits(t *testing.T) {
+	lim := ratelimit.New(ratelimit.Options{})
+	d := New(Options{Limiter: lim, RateRules: func(auth.Caller) ratelimit.Rules {
+		// A policy override that would let the key run far more.
+		return ratelimit.Rules{ratelimit.Command: {PerMinute: 1000, Burst: 1000}}
+	}})
+	d.MustRegister(Tool{Name: "exec.run", Risk: guard.Safe, Category: ratelimit.Exec,
+		Run: func(context.Context, auth.Caller, any) (any, error) { return nil, nil }})
+	limited := auth.Caller{KeyID: "k-limited", Role: auth.RoleAgent,
+		RateLimits: ratelimit.Rules{ratelimit.Command: {PerMinute: 2, Burst: 2}}}
+	for i := range 2 {
+		if _, err := d.Dispatch(context.Background(), limited, "exec.run", nil); err != nil {
+			t.Fatalf("command %d of 2: %v", i+1, err)
+		}
+	}
+	_, err := d.Dispatch(context.Background(), limited, "exec.run", nil)
+	var rl *RateLimited
+	if fault.KindOf(err) != fault.RateLimited || !errors.As(err, &rl) || rl.Category != ratelimit.Command || rl.Decision.Limit != 2 {
+		t.Fatalf("3rd command under command=2/m: %v", err)
+	}
+	other := auth.Caller{KeyID: "k-other", Role: auth.RoleAgent}
+	for range 5 {
+		if _, err := d.Dispatch(context.Background(), other, "exec.run", nil); err != nil {
+			t.Fatalf("another key: %v", err)
+		}
+	}
+	// Without a policy step the key's limits still hold.
+	d2 := New(Options{Limiter: ratelimit.New(ratelimit.Options{})})
+	d2.MustRegister(Tool{Name: "exec.run", Risk: guard.Safe, Category: ratelimit.Exec,
+		Run: func(context.Context, auth.Caller, any) (any, error) { return nil, nil }})
+	for range 2 {
+		_, _ = d2.Dispatch(context.Background(), limited, "exec.run", nil)
+	}
+	if _, err := d2.Dispatch(context.Background(), limited, "exec.run", nil); fault.KindOf(err) != fault.RateLimited {
+		t.Fatalf("3rd command without a policy step: %v", err)
+	}
+}

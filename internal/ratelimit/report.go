@@ -29,13 +29,23 @@ type Report struct {
 // its resolved view, so they are not merged here.
 const ReportScope = "server base rules per key; per-role and per-key overrides in the policy (GET /v1/policy, rate_limits) replace them"
 
+// ReportScopeKey is ReportScope for a key created with its own limits.
+const ReportScopeKey = "server base rules with this key's own limits (set when it was created), which also decide over the policy's overrides"
+
 // Report lists the rules a key of role gets from the limiter (see
 // ReportScope), sorted by category. The sandbox and execution caps are
 // left out: the sandbox manager enforces them with its own settings, and
 // the security report shows those.
-func (l *Limiter) Report(role string) Report {
+func (l *Limiter) Report(role string) Report { return l.ReportFor(role, nil) }
+
+// ReportFor is Report for a key with its own limits (set when the key was
+// created), which replace the rules of their categories.
+func (l *Limiter) ReportFor(role string, keyRules Rules) Report {
 	out := Report{Enabled: !l.disabled, Role: role, Scope: ReportScope, Rules: []RuleInfo{}}
-	for cat, r := range l.Resolve(role, nil) {
+	if len(keyRules) > 0 {
+		out.Scope = ReportScopeKey
+	}
+	for cat, r := range l.Resolve(role, keyRules) {
 		if cat == Sandboxes || cat == Executions {
 			continue
 		}

@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-const keyColumns = `id, name, role, hash, created_ns, revoked_ns`
+const keyColumns = `id, name, role, hash, created_ns, revoked_ns, rate_limits`
 
 func scanKey(row interface{ Scan(...any) error }) (Key, error) {
 	var k Key
 	var created, revoked int64
-	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.Hash, &created, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.Name, &k.Role, &k.Hash, &created, &revoked, &k.RateLimits); err != nil {
 		return Key{}, err
 	}
 	k.CreatedAt, k.RevokedAt = fromNS(created), fromNS(revoked)
@@ -22,8 +22,8 @@ func scanKey(row interface{ Scan(...any) error }) (Key, error) {
 
 // CreateKey inserts a new key.
 func (s *SQLite) CreateKey(ctx context.Context, k Key) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt), k.RateLimits)
 	if isUnique(err) {
 		return ErrConflict
 	}
@@ -35,9 +35,9 @@ func (s *SQLite) CreateKey(ctx context.Context, k Key) error {
 
 // PutKey inserts or replaces the key with k.ID.
 func (s *SQLite) PutKey(ctx context.Context, k Key) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET name=excluded.name, role=excluded.role, hash=excluded.hash, revoked_ns=excluded.revoked_ns`,
-		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt))
+	_, err := s.db.ExecContext(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET name=excluded.name, role=excluded.role, hash=excluded.hash, revoked_ns=excluded.revoked_ns, rate_limits=excluded.rate_limits`,
+		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt), k.RateLimits)
 	if isUnique(err) {
 		return ErrConflict
 	}

@@ -97,6 +97,10 @@ CREATE TABLE tickets (
 	expires_ns INTEGER NOT NULL
 );
 CREATE INDEX tickets_key ON tickets(key_id);`},
+	// A key's own rate limits, set by an admin at creation (ParseRules
+	// syntax, canonical; '' = the server's limits).
+	{9, "key_rate_limits", `
+ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -101,8 +101,8 @@ func pgNotFound(err error) error {
 
 // CreateKey inserts a new key.
 func (s *Postgres) CreateKey(ctx context.Context, k Key) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES ($1, $2, $3, $4, $5, $6)`,
-		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt))
+	_, err := s.pool.Exec(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt), k.RateLimits)
 	if pgIsUnique(err) {
 		return ErrConflict
 	}
@@ -114,9 +114,9 @@ func (s *Postgres) CreateKey(ctx context.Context, k Key) error {
 
 // PutKey inserts or replaces the key with k.ID.
 func (s *Postgres) PutKey(ctx context.Context, k Key) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT(id) DO UPDATE SET name=excluded.name, role=excluded.role, hash=excluded.hash, revoked_ns=excluded.revoked_ns`,
-		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt))
+	_, err := s.pool.Exec(ctx, `INSERT INTO keys(`+keyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT(id) DO UPDATE SET name=excluded.name, role=excluded.role, hash=excluded.hash, revoked_ns=excluded.revoked_ns, rate_limits=excluded.rate_limits`,
+		k.ID, k.Name, k.Role, k.Hash, toNS(k.CreatedAt), toNS(k.RevokedAt), k.RateLimits)
 	if pgIsUnique(err) {
 		return ErrConflict
 	}

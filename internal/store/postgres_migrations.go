@@ -91,6 +91,8 @@ CREATE TABLE tickets (
 	expires_ns BIGINT NOT NULL
 );
 CREATE INDEX tickets_key ON tickets(key_id);`},
+	{9, "key_rate_limits", `
+ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations

@@ -90,6 +90,9 @@ type Key struct {
 	CreatedAt time.Time
 	// RevokedAt is zero for an active key.
 	RevokedAt time.Time
+	// RateLimits are the key's own rate limits in the syntax of
+	// SANDBOX_RATE_LIMITS (ratelimit.ParseKeyRules); "" for none.
+	RateLimits string
 }
 
 // Revoked reports whether the key has been revoked.

@@ -111,7 +111,116 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((e: unknown) => {
-  console.error("FAIL exception:", e);
-  process.exit(1);
-});
+// namespaces runs one call per further AIO namespace sandhold serves,
+// each checking what the call did, not only its status.
+async function namespaces(): Promise<void> {
+  // nodejs: a stateless run prints and returns a value.
+  {
+    const { data, response } = await client.POST("/v1/nodejs/execute", { body: { code: "console.log('node-ok'); 6 * 7" } });
+    const d = data?.data;
+    const outs = JSON.stringify(d?.outputs ?? []);
+    check("nodejs/execute", response.status === 200 && d?.status === "ok" && outs.includes("node-ok") && outs.includes("42"), data);
+  }
+  // mcp: the servers, their tools, and a tool call that reads the file
+  // written above.
+  {
+    const servers = await client.GET("/v1/mcp/servers");
+    check("mcp/servers", (servers.data?.data ?? []).includes("sandhold"), servers.data);
+    const tools = await scoped.GET("/v1/mcp/{server_name}/tools", { params: { path: { server_name: "sandhold" } } });
+    check("mcp/{server}/tools (/sandboxes/{id})", JSON.stringify(tools.data?.data ?? {}).includes("file_list"), tools.data);
+    const call = await client.POST("/v1/mcp/{server_name}/tools/{tool_name}", {
+      params: { path: { server_name: "sandhold", tool_name: "file_list" } },
+      body: { path: "/workspace" },
+    });
+    check("mcp/{server}/tools/file_list", call.data?.success === true && JSON.stringify(call.data?.data ?? {}).includes("ts-client.txt"), call.data);
+  }
+  // skills: register a directory by path (multipart, as AIO's form), read
+  // its metadata back, delete it.
+  {
+    const w = await client.POST("/v1/file/write", {
+      body: { file: "/workspace/ts-skill/SKILL.md", content: "---\nname: ts-skill\ndescription: from the TypeScript client\n---\nSay hi.\n" },
+    });
+    check("skills: write SKILL.md", w.data?.success === true, w.data);
+    const reg = await client.POST("/v1/skills/register", {
+      body: { path: "/workspace/ts-skill" },
+      bodySerializer: (b) => {
+        const f = new FormData();
+        f.append("path", String(b?.path ?? ""));
+        return f;
+      },
+    });
+    check("skills/register", reg.response.status === 200 && reg.data?.data?.count === 1 && reg.data?.data?.registered?.[0]?.name === "ts-skill", reg.data ?? reg.error);
+    const meta = await client.GET("/v1/skills/metadatas", { params: { query: { names: "ts-skill" } } });
+    const skill = meta.data?.data?.skills?.[0];
+    check("skills/metadatas", skill?.name === "ts-skill" && skill?.metadata?.description === "from the TypeScript client", meta.data);
+    const del = await client.DELETE("/v1/skills/{name}", { params: { path: { name: "ts-skill" } } });
+    check("skills/{name} delete", del.data?.success === true, del.data);
+  }
+  // util: HTML to Markdown inside the sandbox.
+  {
+    await client.POST("/v1/file/write", { body: { file: "/workspace/ts.html", content: "<h1>Title</h1><p>body text</p>" } });
+    const { data } = await client.POST("/v1/util/convert_to_markdown", { body: { uri: "/workspace/ts.html" } });
+    const md = JSON.stringify(data?.data ?? "");
+    check("util/convert_to_markdown", data?.success === true && md.includes("# Title") && md.includes("body text"), data);
+  }
+  // sandbox hooks and observe.
+  {
+    const add = await scoped.POST("/v1/sandbox/hooks", { body: { name: "ts-hook", command: "true", timeout: 5 } });
+    check("sandbox/hooks register (/sandboxes/{id})", add.data?.data?.name === "ts-hook", add.data);
+    const list = await scoped.GET("/v1/sandbox/hooks");
+    check("sandbox/hooks list", (list.data?.data ?? []).some((h) => h.name === "ts-hook" && h.command === "true"), list.data);
+    const rm = await scoped.DELETE("/v1/sandbox/hooks/{name}", { params: { path: { name: "ts-hook" } } });
+    const after = await scoped.GET("/v1/sandbox/hooks");
+    check("sandbox/hooks remove", rm.data?.success === true && !(after.data?.data ?? []).some((h) => h.name === "ts-hook"), rm.data);
+    const st = await scoped.GET("/v1/sandbox/observe/status");
+    check("sandbox/observe/status", st.response.status === 200 && typeof st.data?.data?.running === "boolean" && !!st.data?.data?.mode, st.data);
+  }
+  // tickets and auth: a ticket authenticates one GET /auth without a key.
+  {
+    const t = await client.POST("/tickets");
+    const ticket = String((t.data as Record<string, unknown> | undefined)?.ticket ?? "");
+    check("tickets", t.response.status === 200 && ticket !== "", t.data);
+    const bare = createClient<paths>({ baseUrl: base });
+    const who = await bare.GET("/auth", { params: { query: { ticket } } as never });
+    check("auth with the ticket", who.response.status === 200 && who.data?.status === "authenticated", who.data ?? who.error);
+    const again = await bare.GET("/auth", { params: { query: { ticket } } as never });
+    check("auth with a used ticket is 401", again.response.status === 401, again.error);
+  }
+  // The preview proxy (not in AIO's document: plain fetch): a web server
+  // started in the sandbox on its loopback is reached through the server.
+  {
+    const page = await scoped.POST("/v1/file/write", { body: { file: "/workspace/preview.txt", content: "from typescript\n" } });
+    check("preview: write a page (/sandboxes/{id})", page.data?.success === true, page.data);
+    const start = await scoped.POST("/v1/bash/exec", {
+      body: { command: "cd /workspace && exec python3 -m http.server 8005 --bind 127.0.0.1 >/dev/null 2>&1", async_mode: true },
+    });
+    check("preview: start a server in the sandbox", start.response.status === 200, start.data);
+    let body = "";
+    let status = 0;
+    for (let i = 0; i < 50 && body !== "from typescript\n"; i++) {
+      const res = await fetch(`${base}/sandboxes/${sandbox}/proxy/8005/preview.txt`, { headers });
+      status = res.status;
+      body = await res.text();
+      if (body !== "from typescript\n") {
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+    check("preview proxy /sandboxes/{id}/proxy/8005/", status === 200 && body === "from typescript\n", { status, body: body.slice(0, 200) });
+  }
+  // browser: only where Chromium runs inside the sandbox.
+  {
+    const { data, response } = await scoped.GET("/v1/browser/info");
+    if (response.status !== 200 || data?.success !== true) {
+      console.log(`skip browser/info: no browser in the sandbox here (${response.status}: ${data?.message ?? ""})`);
+    } else {
+      check("browser/info", (data?.data?.cdp_url ?? "").includes(`/sandboxes/${sandbox}/cdp`) && (data?.data?.user_agent ?? "").length > 0, data);
+    }
+  }
+}
+
+main()
+  .then(namespaces)
+  .catch((e: unknown) => {
+    console.error("FAIL exception:", e);
+    process.exit(1);
+  });

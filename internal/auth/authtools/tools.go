@@ -30,16 +30,16 @@ func Tools(s *auth.Service) []dispatch.Tool {
 		// mints no new keys.
 		dispatch.Define(dispatch.Spec{Name: auth.ToolKeysCreate, Description: "Create an API key", Risk: guard.Medium, Roles: admin},
 			func(ctx context.Context, c auth.Caller, a auth.KeyCreateArgs) (auth.CreatedKey, error) {
-				info, secret, err := s.CreateKey(ctx, c, a.Name, auth.Role(a.Role))
+				info, secret, err := s.CreateKeyWithLimits(ctx, c, a.Name, auth.Role(a.Role), a.RateLimits)
 				if err != nil {
 					return auth.CreatedKey{}, err
 				}
-				return auth.CreatedKey{ID: info.ID, Name: info.Name, Role: info.Role, Key: secret, CreatedAt: info.CreatedAt}, nil
+				return auth.CreatedKey{ID: info.ID, Name: info.Name, Role: info.Role, Key: secret, CreatedAt: info.CreatedAt, RateLimits: info.RateLimits}, nil
 			},
 			dispatch.Hooks[auth.KeyCreateArgs, auth.CreatedKey]{
 				Describe: func(a auth.KeyCreateArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
 				Summarize: func(_ auth.KeyCreateArgs, k auth.CreatedKey) map[string]any {
-					return map[string]any{"key_id": k.ID, "role": string(k.Role)}
+					return map[string]any{"key_id": k.ID, "role": string(k.Role), "rate_limits": k.RateLimits}
 				},
 			}),
 		// Revoking only takes capability away: Safe, so it works while halted.

@@ -20,7 +20,7 @@ func Tools(l *ratelimit.Limiter) []dispatch.Tool {
 		dispatch.Define(dispatch.Spec{Name: ratelimit.ToolRules, Description: "The rate-limit rules in force for the caller", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
 			func(_ context.Context, c auth.Caller, _ struct{}) (ratelimit.Report, error) {
-				return l.Report(string(c.Role)), nil
+				return l.ReportFor(string(c.Role), c.RateLimits), nil
 			},
 			dispatch.Hooks[struct{}, ratelimit.Report]{}),
 	}

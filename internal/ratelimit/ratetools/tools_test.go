@@ -45,3 +45,22 @@ func TestRulesReportsTheCallersRules(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesReportsTheKeysOwnLimits: a key created with its own limits sees
+// them in the report (GET /v1/sandbox/security's rate_limits).
+func TestRulesReportsTheKeysOwnLimits(t *testing.T) {
+	l := ratelimit.New(ratelimit.Options{})
+	d := dispatch.New(dispatch.Options{})
+	for _, tl := range ratetools.Tools(l) {
+		d.MustRegister(tl)
+	}
+	c := auth.Caller{KeyID: "key_a", Role: auth.RoleAgent, RateLimits: ratelimit.Rules{ratelimit.Command: {PerMinute: 2, Burst: 2}}}
+	rep, err := dispatch.Invoke[ratelimit.Report](context.Background(), d, c, ratelimit.ToolRules, struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(rep.Rules, func(r ratelimit.RuleInfo) bool { return r.Category == "command" })
+	if i < 0 || rep.Rules[i].PerMinute != 2 || rep.Rules[i].Burst != 2 || rep.Scope != ratelimit.ReportScopeKey {
+		t.Fatalf("report %+v", rep)
+	}
+}

@@ -39,6 +39,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 	t.Run("ConcurrentBatchesAcrossHandles", func(t *testing.T) { s, op := open(t); testConcurrentBatches(t, s, op) })
 	t.Run("SandboxRecords", func(t *testing.T) { s, _ := open(t); testSandboxRecords(t, s) })
 	t.Run("ReopenKeepsData", func(t *testing.T) { s, op := open(t); testReopen(t, s, op) })
+	t.Run("KeyRateLimits", func(t *testing.T) { s, op := open(t); testKeyRateLimits(t, s, op) })
 	t.Run("AuditHead", func(t *testing.T) {
 		s, _ := open(t)
 		hs, ok := s.(store.AuditHeadStore)
