@@ -151,10 +151,57 @@ func (m *Manager) entry(id string) *entry {
 	defer m.mu.Unlock()
 	e := m.byID[id]
 	if e == nil {
+		m.pruneLocked()
 		e = &entry{}
 		m.byID[id] = e
 	}
 	return e
+}
+
+// pruneLocked drops the entries of sandboxes that no longer exist
+// (deleted, expired), so the map holds at most the live sandboxes: a
+// server that creates and deletes sandboxes all day does not grow. An
+// entry still holding a browser is stopped first (its sandbox's delete
+// has killed it already; this frees its groups). Called with m.mu held,
+// when a new entry is added, so its cost is paid by creation only.
+func (m *Manager) pruneLocked() {
+	for id, e := range m.byID {
+		if _, err := m.sb.Get(sandbox.Caller{Admin: true}, id); err == nil {
+			continue
+		}
+		delete(m.byID, id)
+		go e.forget()
+	}
+}
+
+// Forget drops a sandbox's entry at once (the daemon calls it when a
+// sandbox is deleted), stopping its browser and recordings.
+func (m *Manager) Forget(id string) {
+	m.mu.Lock()
+	e := m.byID[id]
+	delete(m.byID, id)
+	m.mu.Unlock()
+	if e != nil {
+		e.forget()
+	}
+}
+
+// forget ends whatever the entry still runs.
+func (e *entry) forget() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.run != nil {
+		e.run.stop()
+		e.run = nil
+	}
+}
+
+// Entries is how many sandboxes the manager keeps state for (tests, and
+// the bound pruneLocked keeps).
+func (m *Manager) Entries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID)
 }
 
 // DevTools ensures the sandbox's browser runs (the caller must be allowed
