@@ -128,6 +128,10 @@ type entry struct {
 	mu       sync.Mutex
 	run      *running
 	lastExit string
+	// display is the desktop's recording while it runs; lastDisplay
+	// describes the one that ended last (display.go).
+	display     *Encoder
+	lastDisplay *Recorded
 }
 
 // running is one started browser (and, headful, its display and VNC
@@ -144,6 +148,24 @@ type running struct {
 	done chan struct{}
 	why  string
 	tail *tailBuffer
+
+	// encMu guards encoders: the recordings of this browser's page or
+	// desktop, which end with it.
+	encMu    sync.Mutex
+	encoders []*Encoder
+}
+
+// addEncoder ties a recording to the browser's life.
+func (r *running) addEncoder(e *Encoder) {
+	r.encMu.Lock()
+	defer r.encMu.Unlock()
+	kept := r.encoders[:0]
+	for _, x := range r.encoders {
+		if !x.exited() {
+			kept = append(kept, x)
+		}
+	}
+	r.encoders = append(kept, e)
 }
 
 func (m *Manager) entry(id string) *entry {
@@ -687,6 +709,12 @@ func (r *running) reason() string {
 
 // stop ends the browser and its helpers and frees their groups.
 func (r *running) stop() {
+	r.encMu.Lock()
+	for _, e := range r.encoders {
+		e.Kill()
+	}
+	r.encoders = nil
+	r.encMu.Unlock()
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		r.procs[i].Kill()
 	}
