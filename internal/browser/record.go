@@ -125,7 +125,7 @@ type Recorded struct {
 	Path string `json:"save_path"`
 	// Bytes is the file's size (0 while unknown).
 	Bytes int64 `json:"file_size_bytes"`
-	// Seconds is how long it recorded.
+	// Seconds is the video's length.
 	Seconds float64 `json:"duration"`
 	// Frames is how many frames the encoder has encoded.
 	Frames int64 `json:"frames,omitempty"`
@@ -299,7 +299,16 @@ func (e *Encoder) Status() Recorded {
 	if e.final != nil {
 		return *e.final
 	}
-	return Recorded{Path: e.spec.Output, Seconds: time.Since(e.started).Seconds(), Frames: e.encoded.Load()}
+	return Recorded{Path: e.spec.Output, Seconds: e.seconds(), Frames: e.encoded.Load()}
+}
+
+// seconds is the video's length: the frames encoded at the constant
+// frame rate (the wall time while ffmpeg has reported none).
+func (e *Encoder) seconds() float64 {
+	if n := e.encoded.Load(); n > 0 {
+		return float64(n) / float64(e.spec.FPS)
+	}
+	return time.Since(e.started).Seconds()
 }
 
 // Finish stops the recording, lets ffmpeg write its end (bounded), and
@@ -330,8 +339,13 @@ func (e *Encoder) Finish(ctx context.Context) (Recorded, error) {
 		<-e.done
 	}
 	e.p.Release()
-	e.log.Info("recording ended", "sandbox", e.s.ID(), "code", e.exit.Code, "signal", e.exit.Signal, "own_end", ownEnd, "frames", frames, "output", e.tail.String())
-	r := Recorded{Path: e.spec.Output, Seconds: time.Since(e.started).Seconds(), Frames: e.encoded.Load()}
+	lvl := slog.LevelInfo
+	if e.exit.Code != 0 {
+		lvl = slog.LevelWarn
+	}
+	e.log.Log(ctx, lvl, "recording ended", "sandbox", e.s.ID(), "code", e.exit.Code, "signal", e.exit.Signal, "own_end", ownEnd,
+		"frames_written", frames, "frames_encoded", e.encoded.Load(), "output", e.tail.String())
+	r := Recorded{Path: e.spec.Output, Seconds: e.seconds(), Frames: e.encoded.Load()}
 	if ownEnd {
 		r.Ended = e.endReason()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/storage"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/browser/cdp"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -644,23 +646,40 @@ func moreTools(ts *[]dispatch.Tool, s *Service) {
 		func(a RestartArgs) (string, map[string]any) { return cmpOr(a.Mode, "hard"), nil })
 	define(ts, ToolProxyPAC, "The PAC file matching the sandbox's egress (its allow-list proxy in proxy mode)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) (string, error) { return s.ProxyPAC(ctx, c, a) }, nil)
-	define(ts, ToolRecord, "Screencast recording (AIO's page/record): not supported by this server; take screenshots instead", guard.Medium,
+	define(ts, ToolRecord, "Record the active page (AIO's page/record: once, start, pause, resume, stop, status) to an MP4 made inside the sandbox (default /workspace/recordings)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a RecordArgs) (map[string]any, error) {
-			if _, err := s.cfg.Resolve(ctx, c, a.Sandbox); err != nil {
-				return nil, err
+			return s.Record(ctx, c, a)
+		}, func(a RecordArgs) (string, map[string]any) {
+			d := map[string]any{}
+			if a.SavePath != nil {
+				d["save_path"] = clipMsg(*a.SavePath)
 			}
-			return nil, fault.New(fault.Unsupported, "page recording is not supported by this server; use screenshots")
-		}, func(a RecordArgs) (string, map[string]any) { return a.Action, nil })
+			return cmpOr(a.Action, "once"), d
+		})
 }
 
 // RecordArgs is AIO's RecordRequest.
 type RecordArgs struct {
 	On
-	Action   string  `json:"action,omitempty" enum:"once,start,pause,resume,stop,status"`
-	SavePath *string `json:"save_path,omitempty"`
-	Duration float64 `json:"duration,omitempty"`
-	FPS      int     `json:"fps,omitempty"`
-	Quality  *int    `json:"quality,omitempty" minimum:"0" maximum:"100"`
+	Action   string  `json:"action,omitempty" enum:"once,start,pause,resume,stop,status" doc:"once (default): record duration seconds and answer with the file"`
+	SavePath *string `json:"save_path,omitempty" doc:"an .mp4 below /workspace or /tmp (default /workspace/recordings/page_{time}.mp4)"`
+	Duration float64 `json:"duration,omitempty" doc:"seconds of a once recording (default 10, at most 600); start records until stop or 600 s"`
+	FPS      int     `json:"fps,omitempty" doc:"frames per second (default 15, at most 30)"`
+	Quality  *int    `json:"quality,omitempty" minimum:"0" maximum:"100" doc:"JPEG quality of the captured frames (default 80)"`
+}
+
+// Validate bounds the numbers (AIO's ranges, and sandhold's recording
+// limits).
+func (a RecordArgs) Validate() error {
+	switch {
+	case a.FPS < 0 || a.FPS > browser.MaxRecordFPS:
+		return fault.InvalidField("body.fps", "fps must be within 1-30")
+	case math.IsNaN(a.Duration) || a.Duration < 0 || a.Duration > browser.MaxRecordDuration.Seconds():
+		return fault.InvalidField("body.duration", "duration must be within (0, 600] seconds")
+	case a.Quality != nil && (*a.Quality < 0 || *a.Quality > 100):
+		return fault.InvalidField("body.quality", "quality must be within 0-100")
+	}
+	return nil
 }
 
 // proxyPort is where the in-sandbox end of the egress proxy listens

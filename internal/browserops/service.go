@@ -70,6 +70,8 @@ type Config struct {
 	// Network may be nil: it says a sandbox's egress mode (none, proxy,
 	// host) for proxy.pac, which then answers unsupported.
 	Network func(ctx context.Context, c auth.Caller, sandboxID string) (string, error)
+	// Encode may be nil: page recording then answers unsupported.
+	Encode Encode
 	// PublicURL is the server's URL as clients reach it
 	// ("http://127.0.0.1:8080"), for info's cdp_url and vnc_url when
 	// the call does not say which host it came in on.
@@ -177,6 +179,11 @@ type browserState struct {
 	reqByID  map[string]*RequestEntry
 	inflight int
 	sessions map[string]string // session id → target id, for the logs
+
+	// recMu guards rec, the page recording (running or the last one),
+	// which outlives the operations (record.go).
+	recMu sync.Mutex
+	rec   *pageRecording
 }
 
 type tab struct {
@@ -304,9 +311,13 @@ func (o *op) connect(ctx context.Context) error {
 		return fault.Wrap(fault.Unavailable, err, "the sandbox's browser is not reachable")
 	}
 	client.OnEvent(func(session, method string, params jsonv2.Value) {
-		if method == "Fetch.requestPaused" {
+		switch method {
+		case "Fetch.requestPaused":
 			// Answering calls the browser: not on the reader goroutine.
 			go b.onPaused(client, session, params)
+			return
+		case "Page.screencastFrame":
+			go b.onFrame(client, session, params)
 			return
 		}
 		b.onEvent(session, method, params)

@@ -14,6 +14,8 @@ import (
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/browser"
+	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -224,6 +226,13 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		restart: func(ctx context.Context, c auth.Caller, id string) error {
 			_, err := d.browser.Restart(ctx, c, id, nil)
 			return err
+		},
+		encode: func(ctx context.Context, c auth.Caller, id string, spec browser.EncodeSpec) (browserops.PageEncoder, error) {
+			enc, err := d.browser.EncodeFrames(ctx, c, id, spec)
+			if err != nil {
+				return nil, err // not a typed nil in the interface
+			}
+			return enc, nil
 		},
 	})
 	return d.startAIOCaps(ctx)
