@@ -184,6 +184,11 @@ type browserState struct {
 	// which outlives the operations (record.go).
 	recMu sync.Mutex
 	rec   *pageRecording
+
+	// downloads is the download log and downloadDir where they go
+	// (download.go); both under logMu.
+	downloads   []*Download
+	downloadDir string
 }
 
 type tab struct {
@@ -319,12 +324,18 @@ func (o *op) connect(ctx context.Context) error {
 		case "Page.screencastFrame":
 			go b.onFrame(client, session, params)
 			return
+		case "Browser.downloadWillBegin", "Browser.downloadProgress":
+			b.onDownload(method, params)
+			return
 		}
 		b.onEvent(session, method, params)
 	})
 	b.client = client
 	b.tabs = nil
 	b.active = 0
+	if err := o.allowDownloads(ctx); err != nil {
+		return err
+	}
 	return o.refreshTabs(ctx)
 }
 

@@ -21,6 +21,11 @@ const changingPage = `<html><body style="font-size:96px"><div id="n">0</div><scr
 let i = 0; setInterval(() => { i++; document.getElementById("n").textContent = i; document.body.style.background = i % 2 ? "#fff" : "#fc0"; }, 100);
 </script></body></html>`
 
+// offerPage offers a file for download.
+const offerPage = `<html><body><a id="dl" href="/report.csv" download>report</a></body></html>`
+
+var reportCSV = strings.Repeat("day,visits\n2026-01-01,42\n", 2000)
+
 // serveInSandbox writes files into the sandbox's site/ and serves them on
 // 127.0.0.1:8000 inside it; it waits until the server answers.
 func serveInSandbox(t *testing.T, c *daemontest.Client, id string, files map[string]string) {
@@ -53,12 +58,13 @@ func ffprobeFrames(t *testing.T, c *daemontest.Client, id, file string) int {
 	return n
 }
 
-// TestBrowserSandboxRecordsAChangingPage: a sandbox created with
-// "browser": true runs its browser before any browser call and has the
-// browser's pids default; page/record once makes an MP4 in the workspace
-// that ffprobe, inside the sandbox, reads with more than one frame, and
-// the file routes serve it.
-func TestBrowserSandboxRecordsAChangingPage(t *testing.T) {
+// TestBrowserSandboxRecordsAChangingPageAndSavesADownload: a sandbox
+// created with "browser": true runs its browser before any browser call
+// and has the browser's pids default; page/record once makes an MP4 in the
+// workspace that ffprobe, inside the sandbox, reads with more than one
+// frame, and the file routes serve it; a download the page offers lands in
+// the workspace and page/wait type=download answers its path and size.
+func TestBrowserSandboxRecordsAChangingPageAndSavesADownload(t *testing.T) {
 	requireChromium(t)
 	if err := browser.RecorderAvailable(); err != nil {
 		t.Skip(err)
@@ -91,7 +97,7 @@ func TestBrowserSandboxRecordsAChangingPage(t *testing.T) {
 		t.Fatal("info has no cdp_url")
 	}
 
-	serveInSandbox(t, a, sb.ID, map[string]string{"index.html": changingPage})
+	serveInSandbox(t, a, sb.ID, map[string]string{"index.html": changingPage, "offer.html": offerPage, "report.csv": reportCSV})
 	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/navigate", map[string]any{"url": "http://127.0.0.1:8000/"}); !r.Success {
 		t.Fatalf("navigate: %s", r.Raw)
 	}
@@ -154,5 +160,37 @@ func TestBrowserSandboxRecordsAChangingPage(t *testing.T) {
 	// A path outside the workspace is refused before anything runs.
 	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/record", map[string]any{"action": "start", "save_path": "/etc/x.mp4"}); r.Success {
 		t.Fatalf("a recording into /etc: %s", r.Raw)
+	}
+
+	// A download: the page offers report.csv; the click starts it, the
+	// wait answers once it has completed.
+	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/navigate", map[string]any{"url": "http://127.0.0.1:8000/offer.html"}); !r.Success {
+		t.Fatalf("navigate: %s", r.Raw)
+	}
+	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/click", map[string]any{"selector": "#dl"}); !r.Success {
+		t.Fatalf("click: %s", r.Raw)
+	}
+	var dlw struct {
+		Path string `json:"path"`
+		Size int64  `json:"size"`
+	}
+	r = a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/wait", map[string]any{"type": "download", "timeout": 60})
+	if !r.Success || json.Unmarshal(r.Data, &dlw) != nil {
+		t.Fatalf("wait download: %s", r.Raw)
+	}
+	if dlw.Path != "/workspace/downloads/report.csv" || dlw.Size != int64(len(reportCSV)) {
+		t.Fatalf("wait download: %s (want %d bytes)", r.Raw, len(reportCSV))
+	}
+	got := a.Do("GET", "/sandboxes/"+sb.ID+"/v1/file/download?path="+url.QueryEscape(dlw.Path), nil)
+	if got.Status != http.StatusOK || string(got.Raw) != reportCSV {
+		t.Fatalf("the downloaded file: status %d, %d bytes", got.Status, len(got.Raw))
+	}
+	// Nothing more to wait for: the next wait times out; a directory
+	// outside the workspace is refused.
+	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/wait", map[string]any{"type": "download", "timeout": 1}); r.Success {
+		t.Fatalf("a second wait found a download: %s", r.Raw)
+	}
+	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/wait", map[string]any{"type": "download", "save_path": "/etc"}); r.Success || r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("downloads into /etc: %d %s", r.Status, r.Raw)
 	}
 }
