@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,9 @@ type Options struct {
 	Headful bool
 	// Width and Height of the window or virtual display (0: default).
 	Width, Height int
+	// Locale is the browser's UI language and Accept-Language (--lang,
+	// --accept-lang), a checked language tag; "" the default.
+	Locale string
 }
 
 // Status describes a sandbox's browser.
@@ -301,24 +305,44 @@ func (m *Manager) Start(ctx context.Context, c auth.Caller, sandboxID string, op
 // Restart stops the sandbox's browser and starts it again (with opts, or
 // the previous options when nil).
 func (m *Manager) Restart(ctx context.Context, c auth.Caller, sandboxID string, opts *Options) (Status, error) {
+	return m.RestartWith(ctx, c, sandboxID, func(o *Options) {
+		if opts != nil {
+			*o = *opts
+		}
+	})
+}
+
+// RestartWith stops the sandbox's browser and starts it again with its
+// previous options (the defaults when none ran) changed by edit.
+func (m *Manager) RestartWith(ctx context.Context, c auth.Caller, sandboxID string, edit func(*Options)) (Status, error) {
 	s, err := m.sb.Resolve(ctx, c, sandboxID)
 	if err != nil {
 		return Status{}, err
 	}
 	e := m.entry(s.ID())
 	e.mu.Lock()
+	var o Options
 	if e.run != nil {
-		if opts == nil {
-			o := e.run.opts
-			opts = &o
-		}
+		o = e.run.opts
+	}
+	edit(&o)
+	if o.Locale != "" && !localeTag.MatchString(o.Locale) {
+		// It becomes a command-line flag: only a plain tag passes.
+		e.mu.Unlock()
+		return Status{}, fault.InvalidField("locale", "locale must be a language tag like en-US")
+	}
+	if e.run != nil {
 		e.run.stop()
 		e.lastExit = "restarted"
 		e.run = nil
 	}
 	e.mu.Unlock()
-	return m.ensure(ctx, s, opts)
+	return m.ensure(ctx, s, &o)
 }
+
+// localeTag is a language tag and up to three subtags (en, en-US,
+// zh-Hant-TW).
+var localeTag = regexp.MustCompile(`^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$`)
 
 // Stop ends the sandbox's browser, if it runs.
 func (m *Manager) Stop(ctx context.Context, c auth.Caller, sandboxID string) error {
@@ -528,6 +552,11 @@ func chromiumArgs(netMode, mode string, o Options) []string {
 	}
 	if !o.Headful {
 		args = append(args, "--headless=new")
+	}
+	if o.Locale != "" {
+		// The UI language and what pages are told (Accept-Language,
+		// navigator.language); RestartWith checked the tag.
+		args = append(args, "--lang="+o.Locale, "--accept-lang="+o.Locale)
 	}
 	if mode == "single-process" {
 		// Fits a small pids budget (see the package doc).

@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/fault"
@@ -82,5 +83,22 @@ func TestPrepareSpecStaysWithinTheMaxima(t *testing.T) {
 	plain := sandbox.Spec{}
 	if err := PrepareSpec(&plain, sandbox.Limits{Pids: 50}, sandbox.Limits{Pids: 512}); err != nil || plain.Limits.Pids != 0 {
 		t.Fatalf("a spec without browser changed: %+v, %v", plain.Limits, err)
+	}
+}
+
+func TestChromiumArgsCarryTheLocale(t *testing.T) {
+	args := chromiumArgs(sandbox.NetworkNone, "multi-process", Options{Width: 800, Height: 600, Locale: "de-DE"})
+	var lang, accept bool
+	for _, a := range args {
+		lang = lang || a == "--lang=de-DE"
+		accept = accept || a == "--accept-lang=de-DE"
+	}
+	if !lang || !accept {
+		t.Fatalf("no locale flags in %v", args)
+	}
+	for _, a := range chromiumArgs(sandbox.NetworkNone, "multi-process", Options{Width: 800, Height: 600}) {
+		if strings.HasPrefix(a, "--lang") {
+			t.Fatalf("a locale flag without a locale: %s", a)
+		}
 	}
 }

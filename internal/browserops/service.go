@@ -47,8 +47,9 @@ type Opener func(ctx context.Context, c auth.Caller, sandboxID string) (net.Conn
 // sandbox) into its id, refusing sandboxes the caller may not see.
 type Resolver func(ctx context.Context, c auth.Caller, id string) (string, error)
 
-// Restarter restarts a sandbox's browser (the runtime's restart).
-type Restarter func(ctx context.Context, c auth.Caller, sandboxID string) error
+// Restarter restarts a sandbox's browser process (the runtime's restart)
+// with opts.
+type Restarter func(ctx context.Context, c auth.Caller, sandboxID string, opts RestartOptions) error
 
 // Files reads and writes files of a sandbox's workspace for the caller,
 // under the workspace's policy (sensitive paths, size caps, quota). Paths
@@ -114,9 +115,20 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
-	// mu guards browsers.
+	// mu guards browsers and noDialogs.
 	mu       sync.Mutex
 	browsers map[string]*browserState
+	// noDialogs are the sandboxes whose last restart said
+	// allow_file_selection_dialogs: false.
+	noDialogs map[string]bool
+}
+
+// dialogsIntercepted reports whether sandbox id's tabs intercept file
+// choosers.
+func (s *Service) dialogsIntercepted(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noDialogs[id]
 }
 
 // New returns a service; Config.Open and Config.Resolve are required.
@@ -125,7 +137,7 @@ func New(cfg Config) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, log: log, browsers: make(map[string]*browserState)}
+	return &Service{cfg: cfg, log: log, browsers: make(map[string]*browserState), noDialogs: make(map[string]bool)}
 }
 
 // Close ends every browser connection (the browsers keep running; they
@@ -144,6 +156,7 @@ func (s *Service) Forget(sandboxID string) {
 	s.mu.Lock()
 	b := s.browsers[sandboxID]
 	delete(s.browsers, sandboxID)
+	delete(s.noDialogs, sandboxID)
 	s.mu.Unlock()
 	if b != nil {
 		b.closeClient()
@@ -428,6 +441,14 @@ func (o *op) attach(ctx context.Context, id target.ID) (*tab, error) {
 	}
 	if len(b.headers) > 0 {
 		steps = append(steps, func() error { return setHeaders(ctx, sess, b.headers) })
+	}
+	if o.s.dialogsIntercepted(b.sandbox) {
+		// allow_file_selection_dialogs false: the chooser is intercepted
+		// and nobody answers it, so no picker opens.
+		steps = append(steps, func() error {
+			_, err := cdproto.Call(ctx, sess, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: true})
+			return err
+		})
 	}
 	for _, f := range steps {
 		if err := f(); err != nil {

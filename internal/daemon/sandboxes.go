@@ -223,8 +223,8 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	}
 	d.startBrowserOps(browserRuntime{
 		open: d.browser.DevTools,
-		restart: func(ctx context.Context, c auth.Caller, id string) error {
-			_, err := d.browser.Restart(ctx, c, id, nil)
+		restart: func(ctx context.Context, c auth.Caller, id string, opts browserops.RestartOptions) error {
+			_, err := d.browser.RestartWith(ctx, c, id, func(o *browser.Options) { o.Locale = opts.Locale })
 			return err
 		},
 		encode: func(ctx context.Context, c auth.Caller, id string, spec browser.EncodeSpec) (browserops.PageEncoder, error) {
