@@ -758,6 +758,7 @@ type HostReport struct {
 	Chromium bool
 	Version  string // `chromium --version`, when it ran
 	Desktop  bool   // Xvfb and x11vnc, for the headful desktop
+	Recorder bool   // ffmpeg, for page and desktop recordings
 }
 
 // String is one line for the doctor's table.
@@ -765,10 +766,15 @@ func (h HostReport) String() string {
 	switch {
 	case !h.Chromium:
 		return "browser: chromium not installed (" + chromiumPath + "); the browser, DevTools and VNC routes answer 'unsupported' (make deps installs it)"
-	case !h.Desktop:
-		return "browser: " + h.Version + "; headful desktop unavailable (Xvfb or x11vnc missing)"
 	}
-	return "browser: " + h.Version + "; headful desktop: Xvfb + x11vnc"
+	line := "browser: " + h.Version + "; headful desktop: Xvfb + x11vnc"
+	if !h.Desktop {
+		line = "browser: " + h.Version + "; headful desktop unavailable (Xvfb or x11vnc missing)"
+	}
+	if !h.Recorder {
+		return line + "; recording unavailable (ffmpeg missing)"
+	}
+	return line + "; recording: ffmpeg"
 }
 
 // ProbeHost checks the browser binaries on the host (the sandbox sees the
@@ -787,5 +793,6 @@ func ProbeHost(ctx context.Context) HostReport {
 	_, errX := os.Stat(xvfbPath)
 	_, errV := os.Stat(x11vncPath)
 	h.Desktop = errX == nil && errV == nil
+	h.Recorder = RecorderAvailable() == nil
 	return h
 }
