@@ -149,11 +149,10 @@ type Encoder struct {
 	encoded atomic.Int64
 
 	// mu serialises writes to ffmpeg's stdin against closing it, and
-	// guards frames, closed and ended.
+	// guards frames, closed and final.
 	mu     sync.Mutex
 	frames int64 // written by WriteFrame
 	closed bool
-	ended  string
 	final  *Recorded
 }
 
