@@ -63,7 +63,9 @@ func ffprobeFrames(t *testing.T, c *daemontest.Client, id, file string) int {
 // and has the browser's pids default; page/record once makes an MP4 in the
 // workspace that ffprobe, inside the sandbox, reads with more than one
 // frame, and the file routes serve it; a download the page offers lands in
-// the workspace and page/wait type=download answers its path and size.
+// the workspace and page/wait type=download answers its path and size; a
+// hard restart with a locale gives pages that language, and a URL block
+// list is refused.
 func TestBrowserSandboxRecordsAChangingPageAndSavesADownload(t *testing.T) {
 	requireChromium(t)
 	if err := browser.RecorderAvailable(); err != nil {
@@ -97,7 +99,8 @@ func TestBrowserSandboxRecordsAChangingPageAndSavesADownload(t *testing.T) {
 		t.Fatal("info has no cdp_url")
 	}
 
-	serveInSandbox(t, a, sb.ID, map[string]string{"index.html": changingPage, "offer.html": offerPage, "report.csv": reportCSV})
+	serveInSandbox(t, a, sb.ID, map[string]string{"index.html": changingPage, "offer.html": offerPage, "report.csv": reportCSV,
+		"lang.html": `<html><body><script>document.body.textContent = "lang=" + navigator.language</script></body></html>`})
 	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/navigate", map[string]any{"url": "http://127.0.0.1:8000/"}); !r.Success {
 		t.Fatalf("navigate: %s", r.Raw)
 	}
@@ -192,5 +195,21 @@ func TestBrowserSandboxRecordsAChangingPageAndSavesADownload(t *testing.T) {
 	}
 	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/wait", map[string]any{"type": "download", "save_path": "/etc"}); r.Success || r.Status != http.StatusUnprocessableEntity {
 		t.Fatalf("downloads into /etc: %d %s", r.Status, r.Raw)
+	}
+
+	// A hard restart with a locale: the browser asks for pages in it.
+	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/restart", map[string]any{"mode": "hard", "locale": "de-DE"}); !r.Success {
+		t.Fatalf("restart with a locale: %s", r.Raw)
+	}
+	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/page/navigate", map[string]any{"url": "http://127.0.0.1:8000/lang.html"}); !r.Success {
+		t.Fatalf("navigate after the restart: %s", r.Raw)
+	}
+	var text string
+	a.JSON("GET", "/sandboxes/"+sb.ID+"/v1/browser/page/text", nil, http.StatusOK, &text)
+	if !strings.Contains(text, "lang=de-DE") {
+		t.Fatalf("navigator.language after a de-DE restart: %q", text)
+	}
+	if r := a.Do("POST", "/sandboxes/"+sb.ID+"/v1/browser/restart", map[string]any{"url_blocklist": []string{"example.com"}}); r.Success {
+		t.Fatalf("a URL block list was accepted: %s", r.Raw)
 	}
 }
