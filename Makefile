@@ -92,6 +92,8 @@ deps: mcp-ts console
 	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 	@# the browser in each sandbox (internal/browser): Chromium, and Xvfb + x11vnc for the headful desktop
 	@test -x /usr/lib/chromium/chromium && command -v Xvfb >/dev/null && command -v x11vnc >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium xvfb x11vnc fonts-liberation || { apt-get update -qq && apt-get install -y -qq chromium xvfb x11vnc fonts-liberation; }; }; } || echo "chromium not installed: the browser tests will skip"
+	@# page and desktop recordings (internal/browser): ffmpeg, run inside the sandbox
+	@command -v ffmpeg >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq --no-install-recommends ffmpeg || { apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg; }; }; } || echo "ffmpeg not installed: the recording tests will skip"
 	@# Playwright's connectOverCDP against the DevTools relay (internal/daemon, test/browser-ts)
 	@if command -v npm >/dev/null; then npm ci --prefix test/browser-ts --no-audit --no-fund; else echo "npm not found: the Playwright test will skip"; fi
 

@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
 )
@@ -92,6 +93,14 @@ func baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// aioDisplayRows is AIO's display namespace: the headful desktop's
+// recording, served by the browser runtime (mounted with the browser's
+// rows).
+var aioDisplayRows = []aioRoute{
+	jsonRow[browser.DisplayRecordArgs, browser.DisplayRecordResult](groupBrowser, http.MethodPost, "/v1/display/record", browser.ToolDisplayRecord, "display",
+		"Record the desktop (the headful browser's virtual display) to an MP4 made inside the sandbox: start, stop, status", required("action")),
+}
+
 var aioBrowserRows = []aioRoute{
 	jsonRowAs[struct{}, browserops.BrowserInfo, browserops.BrowserInfo](groupBrowser, http.MethodGet, "/v1/browser/info", browserops.ToolInfo, "browser",
 		"The browser's user agent and display size, and cdp_url / vnc_url through sandhold (send the key header)",
@@ -129,7 +138,7 @@ var aioBrowserRows = []aioRoute{
 	plainRow(groupBrowser, http.MethodGet, "/v1/browser/page/screenshot", browserops.ToolPageScreenshot, "browser",
 		"Screenshot of the active page (full_page: all of it)", nil, screenshotRoute(true), doc(imageDoc("full_page", "format", "quality"))),
 	jsonRow[browserops.RecordArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/page/record", browserops.ToolRecord, "browser",
-		"Screencast recording: not supported by this server (answers unsupported)"),
+		"Record the active page to an MP4 made inside the sandbox (once, start, pause, resume, stop, status; default /workspace/recordings)"),
 	jsonRowAs[struct{}, string, string](groupBrowser, http.MethodGet, "/v1/browser/page/html", browserops.ToolHTML, "browser",
 		"The active page's HTML (outer: the whole document)", func(r *http.Request, _ struct{}) (any, error) {
 			outer, err := bQueryBool(r, "outer")

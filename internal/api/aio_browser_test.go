@@ -174,7 +174,7 @@ func TestAIOBrowserRoutesConform(t *testing.T) {
 		{method: "POST", path: "/v1/browser/page/scroll_to", body: `{"x":0,"y":0}`},
 		{method: "POST", path: "/v1/browser/page/scroll_to_element", body: `{"selector":"#go"}`},
 		{method: "POST", path: "/v1/browser/actions", body: `{"action_type":"MOVE_TO","x":10,"y":10}`},
-		{method: "POST", path: "/v1/browser/page/record", body: `{"action":"status"}`, fail: true},
+		{method: "POST", path: "/v1/browser/page/record", body: `{"action":"status"}`},
 		{method: "GET", path: "/v1/browser/page/html", target: "/v1/browser/page/html?outer=true"},
 		{method: "GET", path: "/v1/browser/page/text"},
 		{method: "GET", path: "/v1/browser/page/markdown"},

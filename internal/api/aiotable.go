@@ -40,6 +40,7 @@ var aioTable = slices.Concat(
 	aioAuthRows,
 	capsRows,
 	aioBrowserRows,
+	aioDisplayRows,
 	aioNodeRows,
 	aioProxyRows,
 )

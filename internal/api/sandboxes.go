@@ -114,6 +114,7 @@ type SandboxCreateInput struct {
 		Limits  LimitsBody      `json:"limits,omitempty"`
 		Network sandbox.Network `json:"network,omitempty"`
 		TTL     string          `json:"ttl,omitempty" doc:"delete the sandbox this long after creation, e.g. 2h"`
+		Browser bool            `json:"browser,omitempty" doc:"start the sandbox's browser with it; unset limits get the browser's defaults (within the server's maxima)"`
 	}
 }
 
@@ -171,7 +172,7 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 	if err != nil {
 		return nil, err
 	}
-	spec := sandbox.Spec{Name: in.Body.Name, Limits: l, Network: in.Body.Network}
+	spec := sandbox.Spec{Name: in.Body.Name, Limits: l, Network: in.Body.Network, Browser: in.Body.Browser}
 	if in.Body.TTL != "" {
 		d, err := time.ParseDuration(in.Body.TTL)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,9 @@ type Options struct {
 	Headful bool
 	// Width and Height of the window or virtual display (0: default).
 	Width, Height int
+	// Locale is the browser's UI language and Accept-Language (--lang,
+	// --accept-lang), a checked language tag; "" the default.
+	Locale string
 }
 
 // Status describes a sandbox's browser.
@@ -128,6 +132,10 @@ type entry struct {
 	mu       sync.Mutex
 	run      *running
 	lastExit string
+	// display is the desktop's recording while it runs; lastDisplay
+	// describes the one that ended last (display.go).
+	display     *Encoder
+	lastDisplay *Recorded
 }
 
 // running is one started browser (and, headful, its display and VNC
@@ -144,6 +152,24 @@ type running struct {
 	done chan struct{}
 	why  string
 	tail *tailBuffer
+
+	// encMu guards encoders: the recordings of this browser's page or
+	// desktop, which end with it.
+	encMu    sync.Mutex
+	encoders []*Encoder
+}
+
+// addEncoder ties a recording to the browser's life.
+func (r *running) addEncoder(e *Encoder) {
+	r.encMu.Lock()
+	defer r.encMu.Unlock()
+	kept := r.encoders[:0]
+	for _, x := range r.encoders {
+		if !x.exited() {
+			kept = append(kept, x)
+		}
+	}
+	r.encoders = append(kept, e)
 }
 
 func (m *Manager) entry(id string) *entry {
@@ -151,10 +177,57 @@ func (m *Manager) entry(id string) *entry {
 	defer m.mu.Unlock()
 	e := m.byID[id]
 	if e == nil {
+		m.pruneLocked()
 		e = &entry{}
 		m.byID[id] = e
 	}
 	return e
+}
+
+// pruneLocked drops the entries of sandboxes that no longer exist
+// (deleted, expired), so the map holds at most the live sandboxes: a
+// server that creates and deletes sandboxes all day does not grow. An
+// entry still holding a browser is stopped first (its sandbox's delete
+// has killed it already; this frees its groups). Called with m.mu held,
+// when a new entry is added, so its cost is paid by creation only.
+func (m *Manager) pruneLocked() {
+	for id, e := range m.byID {
+		if _, err := m.sb.Get(sandbox.Caller{Admin: true}, id); err == nil {
+			continue
+		}
+		delete(m.byID, id)
+		go e.forget()
+	}
+}
+
+// Forget drops a sandbox's entry at once (the daemon calls it when a
+// sandbox is deleted), stopping its browser and recordings.
+func (m *Manager) Forget(id string) {
+	m.mu.Lock()
+	e := m.byID[id]
+	delete(m.byID, id)
+	m.mu.Unlock()
+	if e != nil {
+		e.forget()
+	}
+}
+
+// forget ends whatever the entry still runs.
+func (e *entry) forget() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.run != nil {
+		e.run.stop()
+		e.run = nil
+	}
+}
+
+// Entries is how many sandboxes the manager keeps state for (tests, and
+// the bound pruneLocked keeps).
+func (m *Manager) Entries() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.byID)
 }
 
 // DevTools ensures the sandbox's browser runs (the caller must be allowed
@@ -232,24 +305,44 @@ func (m *Manager) Start(ctx context.Context, c auth.Caller, sandboxID string, op
 // Restart stops the sandbox's browser and starts it again (with opts, or
 // the previous options when nil).
 func (m *Manager) Restart(ctx context.Context, c auth.Caller, sandboxID string, opts *Options) (Status, error) {
+	return m.RestartWith(ctx, c, sandboxID, func(o *Options) {
+		if opts != nil {
+			*o = *opts
+		}
+	})
+}
+
+// RestartWith stops the sandbox's browser and starts it again with its
+// previous options (the defaults when none ran) changed by edit.
+func (m *Manager) RestartWith(ctx context.Context, c auth.Caller, sandboxID string, edit func(*Options)) (Status, error) {
 	s, err := m.sb.Resolve(ctx, c, sandboxID)
 	if err != nil {
 		return Status{}, err
 	}
 	e := m.entry(s.ID())
 	e.mu.Lock()
+	var o Options
 	if e.run != nil {
-		if opts == nil {
-			o := e.run.opts
-			opts = &o
-		}
+		o = e.run.opts
+	}
+	edit(&o)
+	if o.Locale != "" && !localeTag.MatchString(o.Locale) {
+		// It becomes a command-line flag: only a plain tag passes.
+		e.mu.Unlock()
+		return Status{}, fault.InvalidField("locale", "locale must be a language tag like en-US")
+	}
+	if e.run != nil {
 		e.run.stop()
 		e.lastExit = "restarted"
 		e.run = nil
 	}
 	e.mu.Unlock()
-	return m.ensure(ctx, s, opts)
+	return m.ensure(ctx, s, &o)
 }
+
+// localeTag is a language tag and up to three subtags (en, en-US,
+// zh-Hant-TW).
+var localeTag = regexp.MustCompile(`^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$`)
 
 // Stop ends the sandbox's browser, if it runs.
 func (m *Manager) Stop(ctx context.Context, c auth.Caller, sandboxID string) error {
@@ -460,6 +553,11 @@ func chromiumArgs(netMode, mode string, o Options) []string {
 	if !o.Headful {
 		args = append(args, "--headless=new")
 	}
+	if o.Locale != "" {
+		// The UI language and what pages are told (Accept-Language,
+		// navigator.language); RestartWith checked the tag.
+		args = append(args, "--lang="+o.Locale, "--accept-lang="+o.Locale)
+	}
 	if mode == "single-process" {
 		// Fits a small pids budget (see the package doc).
 		args = append(args, "--single-process", "--no-zygote")
@@ -640,6 +738,12 @@ func (r *running) reason() string {
 
 // stop ends the browser and its helpers and frees their groups.
 func (r *running) stop() {
+	r.encMu.Lock()
+	for _, e := range r.encoders {
+		e.Kill()
+	}
+	r.encoders = nil
+	r.encMu.Unlock()
 	for i := len(r.procs) - 1; i >= 0; i-- {
 		r.procs[i].Kill()
 	}
@@ -654,6 +758,7 @@ type HostReport struct {
 	Chromium bool
 	Version  string // `chromium --version`, when it ran
 	Desktop  bool   // Xvfb and x11vnc, for the headful desktop
+	Recorder bool   // ffmpeg, for page and desktop recordings
 }
 
 // String is one line for the doctor's table.
@@ -661,10 +766,15 @@ func (h HostReport) String() string {
 	switch {
 	case !h.Chromium:
 		return "browser: chromium not installed (" + chromiumPath + "); the browser, DevTools and VNC routes answer 'unsupported' (make deps installs it)"
-	case !h.Desktop:
-		return "browser: " + h.Version + "; headful desktop unavailable (Xvfb or x11vnc missing)"
 	}
-	return "browser: " + h.Version + "; headful desktop: Xvfb + x11vnc"
+	line := "browser: " + h.Version + "; headful desktop: Xvfb + x11vnc"
+	if !h.Desktop {
+		line = "browser: " + h.Version + "; headful desktop unavailable (Xvfb or x11vnc missing)"
+	}
+	if !h.Recorder {
+		return line + "; recording unavailable (ffmpeg missing)"
+	}
+	return line + "; recording: ffmpeg"
 }
 
 // ProbeHost checks the browser binaries on the host (the sandbox sees the
@@ -683,5 +793,6 @@ func ProbeHost(ctx context.Context) HostReport {
 	_, errX := os.Stat(xvfbPath)
 	_, errV := os.Stat(x11vncPath)
 	h.Desktop = errX == nil && errV == nil
+	h.Recorder = RecorderAvailable() == nil
 	return h
 }

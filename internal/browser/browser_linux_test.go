@@ -104,13 +104,26 @@ var (
 func newManagers(t *testing.T, pids int64) (*sandbox.Manager, *Manager) {
 	t.Helper()
 	requireBrowser(t)
+	return newManagersWith(t, pids, 512)
+}
+
+// newManagersWith is newManagers without the Chromium requirement: the
+// default pids limit and the server's maximum.
+func newManagersWith(t *testing.T, pids, maxPids int64) (*sandbox.Manager, *Manager) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("sandboxes need root (id mappings and cgroups); run the tests as root")
+	}
+	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
+		t.Skip("user namespaces are not available:", err)
+	}
 	cg, err := cgroup.New(fmt.Sprintf("bt%d-%d", os.Getpid(), testSeq.Add(1)))
 	if err != nil {
 		t.Skip("cgroups unavailable:", err)
 	}
 	cfg := sandbox.Config{
 		DataDir:       t.TempDir(),
-		Max:           sandbox.Limits{MemoryBytes: 2 << 30, CPUMilli: 2000, Pids: 512, DiskBytes: 1 << 30, CPUTime: 30 * time.Second},
+		Max:           sandbox.Limits{MemoryBytes: 2 << 30, CPUMilli: 2000, Pids: maxPids, DiskBytes: 1 << 30, CPUTime: 30 * time.Second},
 		Default:       sandbox.Limits{MemoryBytes: 1 << 30, CPUMilli: 2000, Pids: pids, DiskBytes: 512 << 20, CPUTime: 30 * time.Second},
 		TmpBytes:      256 << 20,
 		InitExe:       "/proc/self/exe",

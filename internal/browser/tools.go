@@ -204,6 +204,7 @@ func Tools(m *Manager, preview []uint16) []dispatch.Tool {
 			return target(a.Sandbox, a.Port, map[string]any{"method": a.Method, "path": a.Path, "websocket": a.WebSocket})
 		},
 	}))
+	ts = append(ts, recordTool(m))
 	return ts
 }
 

@@ -396,8 +396,22 @@ func TestActionsUploadAndInfo(t *testing.T) {
 		t.Fatal("captcha wait on a page without one")
 	}
 	res := call[map[string]any](t, f, browserops.ToolRestart, map[string]any{"mode": "soft"})
-	if res["mode"] != "soft" {
+	if res["mode"] != "soft" || res["allow_file_selection_dialogs"] != true {
 		t.Fatalf("restart: %v", res)
+	}
+	res = call[map[string]any](t, f, browserops.ToolRestart, map[string]any{"mode": "soft", "allow_file_selection_dialogs": false})
+	if res["allow_file_selection_dialogs"] != false {
+		t.Fatalf("restart without file dialogs: %v", res)
+	}
+	// The tabs intercept the chooser now: a page's picker is reported,
+	// not opened (Page.fileChooserOpened instead of a dialog).
+	_ = call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": "data:text/html,<input type=file id=f>"})
+	if _, err := callErr[json.RawMessage](f, browserops.ToolEvaluate, map[string]any{"expression": "document.getElementById('f').click()"}); err != nil {
+		t.Fatalf("click the file input: %v", err)
+	}
+	res = call[map[string]any](t, f, browserops.ToolRestart, map[string]any{"mode": "soft", "allow_file_selection_dialogs": nil})
+	if res["allow_file_selection_dialogs"] != true {
+		t.Fatalf("restart restoring the default: %v", res)
 	}
 	if _, err := callErr[map[string]any](f, browserops.ToolRestart, map[string]any{}); fault.KindOf(err) != fault.Unsupported {
 		t.Fatalf("hard restart without a runtime: %v", err)
@@ -485,6 +499,13 @@ func TestValidation(t *testing.T) {
 		{"header injection", browserops.ToolHeaders, `{"headers":{"X":"a\r\nB: c"}}`},
 		{"host header", browserops.ToolHeaders, `{"headers":{"Host":"evil"}}`},
 		{"restart blocklist", browserops.ToolRestart, `{"url_blocklist":["x"]}`},
+		{"restart allowlist", browserops.ToolRestart, `{"url_allowlist":["x"]}`},
+		{"restart odd locale", browserops.ToolRestart, `{"locale":"de --no-sandbox"}`},
+		{"restart locale soft", browserops.ToolRestart, `{"mode":"soft","locale":"de-DE"}`},
+		{"record too fast", browserops.ToolRecord, `{"action":"start","fps":120}`},
+		{"record too long", browserops.ToolRecord, `{"action":"once","duration":3600}`},
+		{"downloads into etc", browserops.ToolWait, `{"type":"download","save_path":"/etc"}`},
+		{"downloads into a hidden dir", browserops.ToolWait, `{"type":"download","save_path":".ssh"}`},
 		{"unknown field", browserops.ToolText, `{"nope":1}`},
 		{"typing too slow", browserops.ToolType, `{"text":"abcdef","delay":20000}`},
 	}

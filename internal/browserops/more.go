@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/storage"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/browser/cdp"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -484,28 +487,49 @@ type CaptchaWaitResult struct {
 type RestartArgs struct {
 	On
 	Mode         string   `json:"mode,omitempty" enum:"soft,hard" doc:"soft: reconnect to the browser; hard (default): restart the browser process"`
-	URLBlocklist []string `json:"url_blocklist,omitempty" doc:"not supported: sandhold's egress allow-list decides what the browser reaches"`
-	URLAllowlist []string `json:"url_allowlist,omitempty" doc:"not supported: see url_blocklist"`
-	// AllowFileSelectionDialogs and Locale are AIO browser policies
-	// sandhold does not set; given, they are refused rather than ignored.
-	AllowFileSelectionDialogs *bool   `json:"allow_file_selection_dialogs,omitempty"`
-	Locale                    *string `json:"locale,omitempty"`
+	URLBlocklist []string `json:"url_blocklist,omitempty" doc:"refused: Chromium reads URL lists only as managed policies from /etc, which a sandbox cannot have; the sandbox's egress allow-list (network.allow) decides what the browser reaches"`
+	URLAllowlist []string `json:"url_allowlist,omitempty" doc:"refused: see url_blocklist"`
+	// AllowFileSelectionDialogs false intercepts every tab's file
+	// chooser (Page.setInterceptFileChooserDialog), so no page opens
+	// one; true or null is the browser's default.
+	AllowFileSelectionDialogs *bool `json:"allow_file_selection_dialogs,omitempty" doc:"false: no page can open a file picker (upload_file still sets files); true or null: the browser's default"`
+	// Locale is Chromium's --lang and --accept-lang (hard restarts).
+	Locale *string `json:"locale,omitempty" doc:"the browser's UI language and Accept-Language, e.g. de-DE (needs mode hard); empty or null: the default"`
 }
 
-// Validate refuses the policies this server does not apply.
+// localeRE is a BCP 47-like tag: a language and up to three subtags.
+var localeRE = regexp.MustCompile(`^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$`)
+
+// Validate refuses what cannot be applied: URL lists (no way to give
+// them to Chromium inside a sandbox), a malformed locale, a locale on a
+// soft restart (the process keeps its language).
 func (a RestartArgs) Validate() error {
 	switch a.Mode {
 	case "", "soft", "hard":
 	default:
 		return fault.InvalidField("body.mode", "mode must be soft or hard")
 	}
-	if len(a.URLBlocklist) > 0 || len(a.URLAllowlist) > 0 {
-		return fault.InvalidField("body.url_blocklist", "URL block/allow lists are not supported: the sandbox's egress allow-list (network.allow) decides what the browser reaches")
+	if len(a.URLBlocklist) > 0 {
+		return fault.InvalidField("body.url_blocklist", "URL block lists are not supported: Chromium reads them only as managed policies from /etc, which a sandbox cannot provide; use the sandbox's egress allow-list (network.allow) or network/route to abort requests")
 	}
-	if a.AllowFileSelectionDialogs != nil || a.Locale != nil {
-		return fault.InvalidField("body", "browser policies (file dialogs, locale) are not supported by this server")
+	if len(a.URLAllowlist) > 0 {
+		return fault.InvalidField("body.url_allowlist", "URL allow lists are not supported: Chromium reads them only as managed policies from /etc, which a sandbox cannot provide; the sandbox's egress allow-list (network.allow) decides what the browser reaches")
+	}
+	if a.Locale != nil && *a.Locale != "" {
+		if !localeRE.MatchString(strings.ReplaceAll(*a.Locale, "_", "-")) {
+			return fault.InvalidField("body.locale", "locale must be a language tag like en-US or de")
+		}
+		if a.Mode == "soft" {
+			return fault.InvalidField("body.locale", "a locale takes a hard restart (mode hard): the running browser keeps its language")
+		}
 	}
 	return nil
+}
+
+// RestartOptions are what a hard restart gives the browser process.
+type RestartOptions struct {
+	// Locale is --lang / --accept-lang ("" the default).
+	Locale string
 }
 
 // ---- registration -------------------------------------------------------
@@ -644,23 +668,40 @@ func moreTools(ts *[]dispatch.Tool, s *Service) {
 		func(a RestartArgs) (string, map[string]any) { return cmpOr(a.Mode, "hard"), nil })
 	define(ts, ToolProxyPAC, "The PAC file matching the sandbox's egress (its allow-list proxy in proxy mode)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a PageArgs) (string, error) { return s.ProxyPAC(ctx, c, a) }, nil)
-	define(ts, ToolRecord, "Screencast recording (AIO's page/record): not supported by this server; take screenshots instead", guard.Medium,
+	define(ts, ToolRecord, "Record the active page (AIO's page/record: once, start, pause, resume, stop, status) to an MP4 made inside the sandbox (default /workspace/recordings)", guard.Medium,
 		func(ctx context.Context, c auth.Caller, a RecordArgs) (map[string]any, error) {
-			if _, err := s.cfg.Resolve(ctx, c, a.Sandbox); err != nil {
-				return nil, err
+			return s.Record(ctx, c, a)
+		}, func(a RecordArgs) (string, map[string]any) {
+			d := map[string]any{}
+			if a.SavePath != nil {
+				d["save_path"] = clipMsg(*a.SavePath)
 			}
-			return nil, fault.New(fault.Unsupported, "page recording is not supported by this server; use screenshots")
-		}, func(a RecordArgs) (string, map[string]any) { return a.Action, nil })
+			return cmpOr(a.Action, "once"), d
+		})
 }
 
 // RecordArgs is AIO's RecordRequest.
 type RecordArgs struct {
 	On
-	Action   string  `json:"action,omitempty" enum:"once,start,pause,resume,stop,status"`
-	SavePath *string `json:"save_path,omitempty"`
-	Duration float64 `json:"duration,omitempty"`
-	FPS      int     `json:"fps,omitempty"`
-	Quality  *int    `json:"quality,omitempty" minimum:"0" maximum:"100"`
+	Action   string  `json:"action,omitempty" enum:"once,start,pause,resume,stop,status" doc:"once (default): record duration seconds and answer with the file"`
+	SavePath *string `json:"save_path,omitempty" doc:"an .mp4 below /workspace or /tmp (default /workspace/recordings/page_{time}.mp4)"`
+	Duration float64 `json:"duration,omitempty" doc:"seconds of a once recording (default 10, at most 600); start records until stop or 600 s"`
+	FPS      int     `json:"fps,omitempty" doc:"frames per second (default 15, at most 30)"`
+	Quality  *int    `json:"quality,omitempty" minimum:"0" maximum:"100" doc:"JPEG quality of the captured frames (default 80)"`
+}
+
+// Validate bounds the numbers (AIO's ranges, and sandhold's recording
+// limits).
+func (a RecordArgs) Validate() error {
+	switch {
+	case a.FPS < 0 || a.FPS > browser.MaxRecordFPS:
+		return fault.InvalidField("body.fps", "fps must be within 1-30")
+	case math.IsNaN(a.Duration) || a.Duration < 0 || a.Duration > browser.MaxRecordDuration.Seconds():
+		return fault.InvalidField("body.duration", "duration must be within (0, 600] seconds")
+	case a.Quality != nil && (*a.Quality < 0 || *a.Quality > 100):
+		return fault.InvalidField("body.quality", "quality must be within 0-100")
+	}
+	return nil
 }
 
 // proxyPort is where the in-sandbox end of the egress proxy listens
@@ -1014,12 +1055,24 @@ func (s *Service) RestartBrowser(ctx context.Context, c auth.Caller, a RestartAr
 		delete(s.browsers, id)
 	}
 	s.mu.Unlock()
+	s.mu.Lock()
+	s.noDialogs[id] = a.AllowFileSelectionDialogs != nil && !*a.AllowFileSelectionDialogs
+	s.mu.Unlock()
+	opts := RestartOptions{}
+	if a.Locale != nil {
+		opts.Locale = strings.ReplaceAll(*a.Locale, "_", "-")
+	}
 	if mode == "hard" {
-		if err := s.cfg.Restart(ctx, c, id); err != nil {
+		if err := s.cfg.Restart(ctx, c, id, opts); err != nil {
 			return nil, err
 		}
 	}
 	return run(ctx, s, c, id, func(o *op) (map[string]any, error) {
-		return map[string]any{"mode": mode, "user_agent": o.b.client.Version().UserAgent}, nil
+		out := map[string]any{"mode": mode, "user_agent": o.b.client.Version().UserAgent,
+			"allow_file_selection_dialogs": !o.s.dialogsIntercepted(id)}
+		if mode == "hard" {
+			out["locale"] = opts.Locale
+		}
+		return out, nil
 	})
 }

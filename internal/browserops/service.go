@@ -47,8 +47,9 @@ type Opener func(ctx context.Context, c auth.Caller, sandboxID string) (net.Conn
 // sandbox) into its id, refusing sandboxes the caller may not see.
 type Resolver func(ctx context.Context, c auth.Caller, id string) (string, error)
 
-// Restarter restarts a sandbox's browser (the runtime's restart).
-type Restarter func(ctx context.Context, c auth.Caller, sandboxID string) error
+// Restarter restarts a sandbox's browser process (the runtime's restart)
+// with opts.
+type Restarter func(ctx context.Context, c auth.Caller, sandboxID string, opts RestartOptions) error
 
 // Files reads and writes files of a sandbox's workspace for the caller,
 // under the workspace's policy (sensitive paths, size caps, quota). Paths
@@ -70,6 +71,8 @@ type Config struct {
 	// Network may be nil: it says a sandbox's egress mode (none, proxy,
 	// host) for proxy.pac, which then answers unsupported.
 	Network func(ctx context.Context, c auth.Caller, sandboxID string) (string, error)
+	// Encode may be nil: page recording then answers unsupported.
+	Encode Encode
 	// PublicURL is the server's URL as clients reach it
 	// ("http://127.0.0.1:8080"), for info's cdp_url and vnc_url when
 	// the call does not say which host it came in on.
@@ -112,9 +115,20 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
-	// mu guards browsers.
+	// mu guards browsers and noDialogs.
 	mu       sync.Mutex
 	browsers map[string]*browserState
+	// noDialogs are the sandboxes whose last restart said
+	// allow_file_selection_dialogs: false.
+	noDialogs map[string]bool
+}
+
+// dialogsIntercepted reports whether sandbox id's tabs intercept file
+// choosers.
+func (s *Service) dialogsIntercepted(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noDialogs[id]
 }
 
 // New returns a service; Config.Open and Config.Resolve are required.
@@ -123,7 +137,7 @@ func New(cfg Config) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, log: log, browsers: make(map[string]*browserState)}
+	return &Service{cfg: cfg, log: log, browsers: make(map[string]*browserState), noDialogs: make(map[string]bool)}
 }
 
 // Close ends every browser connection (the browsers keep running; they
@@ -142,6 +156,7 @@ func (s *Service) Forget(sandboxID string) {
 	s.mu.Lock()
 	b := s.browsers[sandboxID]
 	delete(s.browsers, sandboxID)
+	delete(s.noDialogs, sandboxID)
 	s.mu.Unlock()
 	if b != nil {
 		b.closeClient()
@@ -177,6 +192,16 @@ type browserState struct {
 	reqByID  map[string]*RequestEntry
 	inflight int
 	sessions map[string]string // session id → target id, for the logs
+
+	// recMu guards rec, the page recording (running or the last one),
+	// which outlives the operations (record.go).
+	recMu sync.Mutex
+	rec   *pageRecording
+
+	// downloads is the download log and downloadDir where they go
+	// (download.go); both under logMu.
+	downloads   []*Download
+	downloadDir string
 }
 
 type tab struct {
@@ -304,9 +329,16 @@ func (o *op) connect(ctx context.Context) error {
 		return fault.Wrap(fault.Unavailable, err, "the sandbox's browser is not reachable")
 	}
 	client.OnEvent(func(session, method string, params jsonv2.Value) {
-		if method == "Fetch.requestPaused" {
+		switch method {
+		case "Fetch.requestPaused":
 			// Answering calls the browser: not on the reader goroutine.
 			go b.onPaused(client, session, params)
+			return
+		case "Page.screencastFrame":
+			go b.onFrame(client, session, params)
+			return
+		case "Browser.downloadWillBegin", "Browser.downloadProgress":
+			b.onDownload(method, params)
 			return
 		}
 		b.onEvent(session, method, params)
@@ -314,6 +346,9 @@ func (o *op) connect(ctx context.Context) error {
 	b.client = client
 	b.tabs = nil
 	b.active = 0
+	if err := o.allowDownloads(ctx); err != nil {
+		return err
+	}
 	return o.refreshTabs(ctx)
 }
 
@@ -406,6 +441,14 @@ func (o *op) attach(ctx context.Context, id target.ID) (*tab, error) {
 	}
 	if len(b.headers) > 0 {
 		steps = append(steps, func() error { return setHeaders(ctx, sess, b.headers) })
+	}
+	if o.s.dialogsIntercepted(b.sandbox) {
+		// allow_file_selection_dialogs false: the chooser is intercepted
+		// and nobody answers it, so no picker opens.
+		steps = append(steps, func() error {
+			_, err := cdproto.Call(ctx, sess, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: true})
+			return err
+		})
 	}
 	for _, f := range steps {
 		if err := f(); err != nil {

@@ -420,7 +420,7 @@ type WaitArgs struct {
 	Selector   *string  `json:"selector,omitempty"`
 	State      *string  `json:"state,omitempty" enum:"attached,detached,visible,hidden" doc:"selector waits: visible by default"`
 	URL        *string  `json:"url,omitempty" doc:"url waits: the URL, or a glob with *"`
-	SavePath   *string  `json:"save_path,omitempty"`
+	SavePath   *string  `json:"save_path,omitempty" doc:"download waits: the directory downloads are saved in from this call on (below /workspace or /tmp; default /workspace/downloads); the file keeps the name the server suggests"`
 	Timeout    float64  `json:"timeout,omitempty" minimum:"0" doc:"seconds; 30 by default, at most 120; for type timeout, how long to wait"`
 	Expression *string  `json:"expression,omitempty" doc:"function waits: JavaScript that becomes truthy (runs script: dangerous tier)"`
 	Polling    *float64 `json:"polling,omitempty" doc:"milliseconds between checks"`
@@ -457,7 +457,13 @@ func (a WaitArgs) Validate() error {
 		if a.URL == nil && a.URLPattern == nil {
 			return fault.InvalidField("body.url_pattern", "url_pattern is required for type "+a.Type)
 		}
-	case "load", "network_idle", "timeout", "download":
+	case "download":
+		if a.SavePath != nil && *a.SavePath != "" {
+			if _, err := downloadDir(*a.SavePath); err != nil {
+				return err
+			}
+		}
+	case "load", "network_idle", "timeout":
 	default:
 		return fault.InvalidField("body.type", "type must be selector, load, url, network_idle, download, function, response, request or timeout")
 	}

@@ -37,8 +37,13 @@ func (s *Service) Wait(ctx context.Context, c auth.Caller, a WaitArgs) (map[stri
 		}
 		return map[string]any{"type": a.Type, "waited_ms": timeout.Milliseconds()}, nil
 	}
-	if a.Type == "download" {
-		return nil, fault.New(fault.Unsupported, "waiting for downloads is not supported by this server")
+	dir := ""
+	if a.Type == "download" && a.SavePath != nil && *a.SavePath != "" {
+		d, err := downloadDir(*a.SavePath)
+		if err != nil {
+			return nil, err
+		}
+		dir = d
 	}
 	poll := defaultPoll
 	if a.Polling != nil {
@@ -48,6 +53,14 @@ func (s *Service) Wait(ctx context.Context, c auth.Caller, a WaitArgs) (map[stri
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		start := time.Now()
+		if dir != "" {
+			o.b.logMu.Lock()
+			o.b.downloadDir = dir
+			o.b.logMu.Unlock()
+			if err := o.allowDownloads(wctx); err != nil {
+				return nil, err
+			}
+		}
 		check, err := o.waitCheck(a)
 		if err != nil {
 			return nil, err
@@ -133,6 +146,8 @@ default: return !!el && H.visible(el);
 				map[string]string{"expr": expr}, &ok)
 			return ok, nil, err
 		}, nil
+	case "download":
+		return o.waitDownload(), nil
 	case "request", "response":
 		pat := a.URLPattern
 		if pat == nil {

@@ -14,6 +14,9 @@ import (
 func (d *Daemon) startBrowser(_ context.Context) error {
 	d.browser = browser.New(d.sandboxes, browser.Config{Log: d.log})
 	d.closers = append(d.closers, func() error { d.browser.Close(); return nil })
+	// "browser": true on create: browser-sized limits, the browser
+	// started with the sandbox.
+	d.sandboxes.OnCreate(d.browser.CreateHook())
 	d.register(browser.Tools(d.browser, d.cfg.PreviewPorts))
 	reach := d.api.ReachRoutes(d.dispatch)
 	d.onRevoke(reach.Revoke)

@@ -16,6 +16,7 @@ import (
 type browserRuntime struct {
 	open    browserops.Opener
 	restart browserops.Restarter
+	encode  browserops.Encode
 }
 
 // startBrowserOps wires AIO's browser operations (browser.* tools) over
@@ -26,6 +27,7 @@ func (d *Daemon) startBrowserOps(rt browserRuntime) *browserops.Service {
 	svc := browserops.New(browserops.Config{
 		Open:    rt.open,
 		Restart: rt.restart,
+		Encode:  rt.encode,
 		Resolve: func(ctx context.Context, c auth.Caller, id string) (string, error) {
 			s, err := d.sandboxes.Resolve(ctx, c, id)
 			if err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/browser"
+	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -221,9 +223,16 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	}
 	d.startBrowserOps(browserRuntime{
 		open: d.browser.DevTools,
-		restart: func(ctx context.Context, c auth.Caller, id string) error {
-			_, err := d.browser.Restart(ctx, c, id, nil)
+		restart: func(ctx context.Context, c auth.Caller, id string, opts browserops.RestartOptions) error {
+			_, err := d.browser.RestartWith(ctx, c, id, func(o *browser.Options) { o.Locale = opts.Locale })
 			return err
+		},
+		encode: func(ctx context.Context, c auth.Caller, id string, spec browser.EncodeSpec) (browserops.PageEncoder, error) {
+			enc, err := d.browser.EncodeFrames(ctx, c, id, spec)
+			if err != nil {
+				return nil, err // not a typed nil in the interface
+			}
+			return enc, nil
 		},
 	})
 	return d.startAIOCaps(ctx)

@@ -327,6 +327,14 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 	m.listLocked(s)
 	m.mu.Unlock()
 	m.log.Debug("sandbox created", "id", s.rec.ID, "ms", time.Since(start).Milliseconds())
+	if h := m.createHook(); h.After != nil {
+		if err := h.After(ctx, c, s); err != nil {
+			if derr := m.Delete(context.WithoutCancel(ctx), Caller{Admin: true}, s.rec.ID); derr != nil {
+				m.log.Error("delete sandbox after a failed create hook", "id", s.rec.ID, "err", derr)
+			}
+			return Info{}, err
+		}
+	}
 	if dflt {
 		// The caller asked for something else; the default sandbox it
 		// got is worth its own record.
@@ -366,6 +374,11 @@ func (m *Manager) discard(s *Sandbox) {
 func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 	if len(spec.Name) > 128 {
 		return spec, fault.InvalidField("name", "name longer than 128 characters")
+	}
+	if h := m.createHook(); h.Prepare != nil {
+		if err := h.Prepare(&spec, m.cfg.Default, m.cfg.Max); err != nil {
+			return spec, err
+		}
 	}
 	type lim struct {
 		field      string

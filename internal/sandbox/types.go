@@ -45,6 +45,9 @@ type Spec struct {
 	Limits  Limits        `json:"limits"`
 	Network Network       `json:"network"`
 	TTL     time.Duration `json:"ttl,omitempty"`
+	// Browser starts the sandbox's browser with it and gives it
+	// browser-sized default limits (internal/browser's create hook).
+	Browser bool `json:"browser,omitempty"`
 }
 
 // State of a sandbox.
