@@ -221,7 +221,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startFiles(ctx); err != nil {
 		return err
 	}
-	d.startBrowserOps(browserRuntime{
+	ops := d.startBrowserOps(browserRuntime{
 		open: d.browser.DevTools,
 		restart: func(ctx context.Context, c auth.Caller, id string, opts browserops.RestartOptions) error {
 			_, err := d.browser.RestartWith(ctx, c, id, func(o *browser.Options) { o.Locale = opts.Locale })
@@ -235,7 +235,18 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 			return enc, nil
 		},
 	})
-	return d.startAIOCaps(ctx)
+	if err := d.startAIOCaps(ctx); err != nil {
+		return err
+	}
+	// After the sandbox's own shutdown hooks (registered by startAIOCaps):
+	// a deleted sandbox's browser state goes with it.
+	d.sandboxes.BeforeStop(func(_ context.Context, s *sandbox.Sandbox, reason string) {
+		if reason == "delete" {
+			ops.Forget(s.ID())
+			d.browser.Forget(s.ID())
+		}
+	})
+	return nil
 }
 
 // Sandboxes is the sandbox manager.

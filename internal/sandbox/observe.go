@@ -10,8 +10,8 @@ type observers struct {
 	// mu guards the hooks.
 	mu     sync.Mutex
 	exec   func(status string)
-	stop   func(ctx context.Context, s *Sandbox, reason string) // stophook.go
-	create CreateHook                                           // createhook.go
+	stop   []func(ctx context.Context, s *Sandbox, reason string) // stophook.go
+	create CreateHook                                             // createhook.go
 }
 
 // OnExecutionEnd calls fn with the status (completed, timed_out, killed)
