@@ -1067,8 +1067,10 @@ func (s *Service) ExportConsole(ctx context.Context, c auth.Caller, a ExportArgs
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Files.WriteFile(ctx, c, id, a.SavePath, data); err != nil {
+	// Relative paths are under /workspace, as for export_har.
+	p := workspacePath(a.SavePath)
+	if err := s.cfg.Files.WriteFile(ctx, c, id, p, data); err != nil {
 		return nil, err
 	}
-	return map[string]any{"path": a.SavePath, "count": len(entries)}, nil
+	return map[string]any{"path": p, "count": len(entries)}, nil
 }

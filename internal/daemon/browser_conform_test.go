@@ -345,7 +345,6 @@ func conformSteps(origin string) []conformStep {
 // the path on unresolved and the file tool refuses it (422, "path must be
 // absolute").
 func TestConsoleExportTakesARelativePath(t *testing.T) {
-	t.Skip("bug: internal/browserops' console export does not resolve a relative save_path under /workspace (tools.go passes a.SavePath, export_har uses workspacePath); the fix is internal/browserops'")
 	requireChromium(t)
 	d := daemontest.Start(t, nil)
 	admin := daemontest.NewClient(t, d)
