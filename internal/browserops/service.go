@@ -93,6 +93,11 @@ const (
 	// attachTimeout bounds preparing one tab (a tab that is closing
 	// never answers).
 	attachTimeout = 15 * time.Second
+	// attachRetries bounds the fresh connections tried when the DevTools
+	// connection ends while attaching; attachBackoff is the pause before
+	// the first (times the try number).
+	attachRetries = 2
+	attachBackoff = 250 * time.Millisecond
 )
 
 // Resolution is a display size.
@@ -243,11 +248,36 @@ func (s *Service) acquire(ctx context.Context, c auth.Caller, sandbox string) (*
 		return nil, fault.Wrap(fault.Timeout, ctx.Err(), "the browser is busy with another operation")
 	}
 	o := &op{s: s, c: c, b: b, sid: id}
-	if err := o.connect(ctx); err != nil {
+	err = o.connect(ctx)
+	for try := 1; try <= attachRetries && endedWhileAttaching(err) && ctx.Err() == nil; try++ {
+		// DevTools is seen to close or reset its connection right after
+		// the browser starts or thaws: attach again over a fresh one.
+		s.log.Warn("browser connection ended while attaching; reconnecting", "sandbox", id, "try", try, "err", err)
+		b.closeClient()
+		t := time.NewTimer(time.Duration(try) * attachBackoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		err = o.connect(ctx)
+	}
+	if err != nil {
+		err = o.public(err)
 		o.release()
 		return nil, err
 	}
 	return o, nil
+}
+
+// endedWhileAttaching reports whether connect failed because the DevTools
+// connection ended (not a dial that failed: that one has waited already).
+func endedWhileAttaching(err error) bool {
+	var fe *fault.Error
+	return err != nil && !errors.As(err, &fe) && errors.Is(err, cdp.ErrClosed)
 }
 
 func (o *op) release() { <-o.b.sem }
