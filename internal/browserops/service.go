@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,7 +180,13 @@ type browserState struct {
 	tabs       []*tab
 	active     int
 	resolution Resolution
-	headers    map[string]string
+	// resolutionSet says a caller chose resolution (config); headful
+	// says the connected browser has a window (not HeadlessChrome).
+	// A headful browser's tabs keep their window's size unless a caller
+	// chose one: a person on the desktop sees the page fill the window.
+	resolutionSet bool
+	headful       bool
+	headers       map[string]string
 	// closed are tabs closed by an operation that the browser may still
 	// list for a moment; they are never attached again.
 	closed map[target.ID]bool
@@ -376,6 +383,7 @@ func (o *op) connect(ctx context.Context) error {
 	b.client = client
 	b.tabs = nil
 	b.active = 0
+	b.headful = !strings.Contains(client.Version().UserAgent, "HeadlessChrome")
 	if err := o.allowDownloads(ctx); err != nil {
 		return err
 	}
@@ -467,7 +475,9 @@ func (o *op) attach(ctx context.Context, id target.ID) (*tab, error) {
 		},
 		func() error { _, err := cdproto.Call(ctx, sess, runtime.Enable, cdproto.Empty{}); return err },
 		func() error { _, err := cdproto.Call(ctx, sess, network.Enable, network.EnableParams{}); return err },
-		func() error { return setViewport(ctx, sess, b.resolution) },
+	}
+	if b.overridesViewport() {
+		steps = append(steps, func() error { return setViewport(ctx, sess, b.resolution) })
 	}
 	if len(b.headers) > 0 {
 		steps = append(steps, func() error { return setHeaders(ctx, sess, b.headers) })
@@ -491,6 +501,24 @@ func (o *op) attach(ctx context.Context, id target.ID) (*tab, error) {
 		}
 	}
 	return &tab{id: id, session: sess}, nil
+}
+
+// overridesViewport says whether tabs get the resolution as a viewport
+// override: always in a headless browser, in a headful one only when a
+// caller chose it (otherwise the page fills the window).
+func (b *browserState) overridesViewport() bool { return !b.headful || b.resolutionSet }
+
+// viewport is the active tab's display size: the resolution when it is
+// the override, else the page's window as the page sees it.
+func (o *op) viewport(ctx context.Context) Resolution {
+	if o.b.overridesViewport() {
+		return o.b.resolution
+	}
+	var vp Viewport
+	if err := callJS(ctx, o.page(), `return {width: innerWidth, height: innerHeight};`, nil, &vp); err != nil || vp.Width < 1 || vp.Height < 1 {
+		return o.b.resolution
+	}
+	return Resolution{vp.Width, vp.Height}
 }
 
 func setViewport(ctx context.Context, s *cdp.Session, r Resolution) error {
