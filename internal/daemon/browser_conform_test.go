@@ -43,8 +43,6 @@ type conformStep struct {
 	// alongside is a page/click body sent once the step's call is under
 	// way (a wait that needs something to happen meanwhile).
 	alongside string
-	// firstStart marks the call that starts the sandbox's browser.
-	firstStart bool
 }
 
 // TestAIOBrowserRoutesConformInSandbox calls each of AIO's 52 browser
@@ -137,16 +135,6 @@ func runConformStep(t *testing.T, v *aiotest.Validator, c *daemontest.Client, id
 		}()
 	}
 	r := c.Do(sp.method, prefix+target, body)
-	// Known, not conformance: the browser's DevTools connection sometimes
-	// ends while the operations attach to a just-started browser, which
-	// answers 500 and then 503 until the runtime has restarted it
-	// (TestBrowserConnectionEndingOnAttachIsUnavailable). The first call
-	// is retried, at most 3 times, 2 s apart, and says so.
-	for try := 0; sp.firstStart && try < 3 && (r.Status == http.StatusInternalServerError || r.Status == http.StatusServiceUnavailable); try++ {
-		t.Logf("KNOWN FLAKE on the first call after the browser's start, retrying: %d %s", r.Status, r.Raw)
-		time.Sleep(2 * time.Second)
-		r = c.Do(sp.method, prefix+target, body)
-	}
 	if r.Status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.Status, r.Raw)
 	}
@@ -287,7 +275,7 @@ func dataHas(want string) func(t *testing.T, data json.RawMessage) {
 func conformSteps(origin string) []conformStep {
 	page := origin + "/page.html"
 	return []conformStep{
-		{method: "GET", path: "/v1/browser/info", check: dataHas(`"cdp_url":"http://`), firstStart: true},
+		{method: "GET", path: "/v1/browser/info", check: dataHas(`"cdp_url":"http://`)},
 		{method: "POST", path: "/v1/browser/config", body: `{"resolution":{"width":800,"height":600}}`},
 		{method: "POST", path: "/v1/browser/page/navigate", body: fmt.Sprintf(`{"url":%q}`, page), check: dataHas(`Conf`)},
 		{method: "GET", path: "/v1/browser/screenshot", image: true},
