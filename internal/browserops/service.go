@@ -518,7 +518,7 @@ func (o *op) viewport(ctx context.Context) Resolution {
 	if err := callJS(ctx, o.page(), `return {width: innerWidth, height: innerHeight};`, nil, &vp); err != nil || vp.Width < 1 || vp.Height < 1 {
 		return o.b.resolution
 	}
-	return Resolution{vp.Width, vp.Height}
+	return Resolution(vp)
 }
 
 func setViewport(ctx context.Context, s *cdp.Session, r Resolution) error {

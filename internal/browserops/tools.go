@@ -900,7 +900,7 @@ func (s *Service) Info(ctx context.Context, c auth.Caller, a InfoArgs) (BrowserI
 		prefix := base + "/sandboxes/" + url.PathEscape(o.sid)
 		in := BrowserInfo{UserAgent: o.b.client.Version().UserAgent, CDPURL: prefix + "/cdp", VNCURL: prefix + "/vnc/index.html"}
 		res := o.viewport(ctx)
-		in.Viewport = Viewport{res.Width, res.Height}
+		in.Viewport = Viewport(res)
 		var vp Viewport
 		if err := callJS(ctx, o.page(), `return {width: innerWidth, height: innerHeight};`, nil, &vp); err == nil {
 			in.PageViewport = &vp
