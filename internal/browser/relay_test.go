@@ -11,7 +11,7 @@ import (
 
 func TestRelayRedialReplacesAndCloseEndsIt(t *testing.T) {
 	first, firstPeer := net.Pipe()
-	defer firstPeer.Close()
+	defer func() { _ = firstPeer.Close() }()
 	var opened []net.Conn
 	r := &Relay{Conn: first, redial: func(context.Context) (net.Conn, error) {
 		c, peer := net.Pipe()

@@ -228,7 +228,7 @@ func (s *Service) Record(ctx context.Context, c auth.Caller, a RecordArgs) (map[
 		}
 	}
 	rec, err := run(ctx, s, c, id, func(o *op) (*pageRecording, error) {
-		res := o.b.resolution
+		res := o.viewport(ctx)
 		enc, err := s.cfg.Encode(ctx, c, id, browser.EncodeSpec{Output: out, FPS: fps, CRF: recordCRF,
 			MaxDuration: limit, Width: res.Width, Height: res.Height})
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,11 @@ const (
 	// attachTimeout bounds preparing one tab (a tab that is closing
 	// never answers).
 	attachTimeout = 15 * time.Second
+	// attachRetries bounds the fresh connections tried when the DevTools
+	// connection ends while attaching; attachBackoff is the pause before
+	// the first (times the try number).
+	attachRetries = 2
+	attachBackoff = 250 * time.Millisecond
 )
 
 // Resolution is a display size.
@@ -174,7 +180,13 @@ type browserState struct {
 	tabs       []*tab
 	active     int
 	resolution Resolution
-	headers    map[string]string
+	// resolutionSet says a caller chose resolution (config); headful
+	// says the connected browser has a window (not HeadlessChrome).
+	// A headful browser's tabs keep their window's size unless a caller
+	// chose one: a person on the desktop sees the page fill the window.
+	resolutionSet bool
+	headful       bool
+	headers       map[string]string
 	// closed are tabs closed by an operation that the browser may still
 	// list for a moment; they are never attached again.
 	closed map[target.ID]bool
@@ -243,11 +255,36 @@ func (s *Service) acquire(ctx context.Context, c auth.Caller, sandbox string) (*
 		return nil, fault.Wrap(fault.Timeout, ctx.Err(), "the browser is busy with another operation")
 	}
 	o := &op{s: s, c: c, b: b, sid: id}
-	if err := o.connect(ctx); err != nil {
+	err = o.connect(ctx)
+	for try := 1; try <= attachRetries && endedWhileAttaching(err) && ctx.Err() == nil; try++ {
+		// DevTools is seen to close or reset its connection right after
+		// the browser starts or thaws: attach again over a fresh one.
+		s.log.Warn("browser connection ended while attaching; reconnecting", "sandbox", id, "try", try, "err", err)
+		b.closeClient()
+		t := time.NewTimer(time.Duration(try) * attachBackoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		err = o.connect(ctx)
+	}
+	if err != nil {
+		err = o.public(err)
 		o.release()
 		return nil, err
 	}
 	return o, nil
+}
+
+// endedWhileAttaching reports whether connect failed because the DevTools
+// connection ended (not a dial that failed: that one has waited already).
+func endedWhileAttaching(err error) bool {
+	var fe *fault.Error
+	return err != nil && !errors.As(err, &fe) && errors.Is(err, cdp.ErrClosed)
 }
 
 func (o *op) release() { <-o.b.sem }
@@ -346,6 +383,7 @@ func (o *op) connect(ctx context.Context) error {
 	b.client = client
 	b.tabs = nil
 	b.active = 0
+	b.headful = !strings.Contains(client.Version().UserAgent, "HeadlessChrome")
 	if err := o.allowDownloads(ctx); err != nil {
 		return err
 	}
@@ -437,7 +475,9 @@ func (o *op) attach(ctx context.Context, id target.ID) (*tab, error) {
 		},
 		func() error { _, err := cdproto.Call(ctx, sess, runtime.Enable, cdproto.Empty{}); return err },
 		func() error { _, err := cdproto.Call(ctx, sess, network.Enable, network.EnableParams{}); return err },
-		func() error { return setViewport(ctx, sess, b.resolution) },
+	}
+	if b.overridesViewport() {
+		steps = append(steps, func() error { return setViewport(ctx, sess, b.resolution) })
 	}
 	if len(b.headers) > 0 {
 		steps = append(steps, func() error { return setHeaders(ctx, sess, b.headers) })
@@ -461,6 +501,24 @@ func (o *op) attach(ctx context.Context, id target.ID) (*tab, error) {
 		}
 	}
 	return &tab{id: id, session: sess}, nil
+}
+
+// overridesViewport says whether tabs get the resolution as a viewport
+// override: always in a headless browser, in a headful one only when a
+// caller chose it (otherwise the page fills the window).
+func (b *browserState) overridesViewport() bool { return !b.headful || b.resolutionSet }
+
+// viewport is the active tab's display size: the resolution when it is
+// the override, else the page's window as the page sees it.
+func (o *op) viewport(ctx context.Context) Resolution {
+	if o.b.overridesViewport() {
+		return o.b.resolution
+	}
+	var vp Viewport
+	if err := callJS(ctx, o.page(), `return {width: innerWidth, height: innerHeight};`, nil, &vp); err != nil || vp.Width < 1 || vp.Height < 1 {
+		return o.b.resolution
+	}
+	return Resolution(vp)
 }
 
 func setViewport(ctx context.Context, s *cdp.Session, r Resolution) error {

@@ -898,8 +898,9 @@ func (s *Service) Info(ctx context.Context, c auth.Caller, a InfoArgs) (BrowserI
 	return run(ctx, s, c, a.Sandbox, func(o *op) (BrowserInfo, error) {
 		base := strings.TrimSuffix(cmpOr(a.BaseURL, s.cfg.PublicURL), "/")
 		prefix := base + "/sandboxes/" + url.PathEscape(o.sid)
-		in := BrowserInfo{UserAgent: o.b.client.Version().UserAgent, CDPURL: prefix + "/cdp", VNCURL: prefix + "/vnc/index.html",
-			Viewport: Viewport{o.b.resolution.Width, o.b.resolution.Height}}
+		in := BrowserInfo{UserAgent: o.b.client.Version().UserAgent, CDPURL: prefix + "/cdp", VNCURL: prefix + "/vnc/index.html"}
+		res := o.viewport(ctx)
+		in.Viewport = Viewport(res)
 		var vp Viewport
 		if err := callJS(ctx, o.page(), `return {width: innerWidth, height: innerHeight};`, nil, &vp); err == nil {
 			in.PageViewport = &vp
@@ -911,7 +912,7 @@ func (s *Service) Info(ctx context.Context, c auth.Caller, a InfoArgs) (BrowserI
 // Screenshot captures the active tab.
 func (s *Service) Screenshot(ctx context.Context, c auth.Caller, a ScreenshotArgs) (Image, error) {
 	return run(ctx, s, c, a.Sandbox, func(o *op) (Image, error) {
-		return screenshot(ctx, o.page(), a.Format, a.Quality, a.FullPage, o.b.resolution)
+		return screenshot(ctx, o.page(), a.Format, a.Quality, a.FullPage, o.viewport(ctx))
 	})
 }
 
@@ -925,6 +926,7 @@ func (s *Service) Config(ctx context.Context, c auth.Caller, a ConfigArgs) (Conf
 				}
 			}
 			o.b.resolution = *a.Resolution
+			o.b.resolutionSet = true
 		}
 		return ConfigResult{Resolution: o.b.resolution}, nil
 	})
@@ -1067,8 +1069,10 @@ func (s *Service) ExportConsole(ctx context.Context, c auth.Caller, a ExportArgs
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Files.WriteFile(ctx, c, id, a.SavePath, data); err != nil {
+	// Relative paths are under /workspace, as for export_har.
+	p := workspacePath(a.SavePath)
+	if err := s.cfg.Files.WriteFile(ctx, c, id, p, data); err != nil {
 		return nil, err
 	}
-	return map[string]any{"path": a.SavePath, "count": len(entries)}, nil
+	return map[string]any{"path": p, "count": len(entries)}, nil
 }

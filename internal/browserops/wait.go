@@ -49,41 +49,63 @@ func (s *Service) Wait(ctx context.Context, c auth.Caller, a WaitArgs) (map[stri
 	if a.Polling != nil {
 		poll = max(time.Duration(*a.Polling*float64(time.Millisecond)), minPoll)
 	}
+	if a.Type == "download" {
+		// A download comes from another call made meanwhile (a click on
+		// a link), which needs the browser's slot: the wait does not hold
+		// it. The download log is kept by the connection's reader.
+		start := time.Now()
+		var check checkFunc
+		_, err := run(ctx, s, c, a.Sandbox, func(o *op) (struct{}, error) {
+			if dir != "" {
+				o.b.logMu.Lock()
+				o.b.downloadDir = dir
+				o.b.logMu.Unlock()
+				if err := o.allowDownloads(ctx); err != nil {
+					return struct{}{}, err
+				}
+			}
+			check = o.waitDownload()
+			return struct{}{}, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return pollUntil(wctx, a.Type, start, poll, check)
+	}
 	return run(ctx, s, c, a.Sandbox, func(o *op) (map[string]any, error) {
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		start := time.Now()
-		if dir != "" {
-			o.b.logMu.Lock()
-			o.b.downloadDir = dir
-			o.b.logMu.Unlock()
-			if err := o.allowDownloads(wctx); err != nil {
-				return nil, err
-			}
-		}
 		check, err := o.waitCheck(a)
 		if err != nil {
 			return nil, err
 		}
-		for {
-			done, detail, err := check(wctx)
-			if err != nil && wctx.Err() == nil {
-				return nil, err
-			}
-			if done {
-				out := map[string]any{"type": a.Type, "waited_ms": time.Since(start).Milliseconds()}
-				for k, v := range detail {
-					out[k] = v
-				}
-				return out, nil
-			}
-			select {
-			case <-wctx.Done():
-				return nil, fault.Wrap(fault.Timeout, wctx.Err(), "the condition was not met within the timeout ("+a.Type+")")
-			case <-time.After(poll):
-			}
-		}
+		return pollUntil(wctx, a.Type, start, poll, check)
 	})
+}
+
+// pollUntil runs check every poll until it is done or ctx ends.
+func pollUntil(ctx context.Context, typ string, start time.Time, poll time.Duration, check checkFunc) (map[string]any, error) {
+	for {
+		done, detail, err := check(ctx)
+		if err != nil && ctx.Err() == nil {
+			return nil, err
+		}
+		if done {
+			out := map[string]any{"type": typ, "waited_ms": time.Since(start).Milliseconds()}
+			for k, v := range detail {
+				out[k] = v
+			}
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fault.Wrap(fault.Timeout, ctx.Err(), "the condition was not met within the timeout ("+typ+")")
+		case <-time.After(poll):
+		}
+	}
 }
 
 type checkFunc func(ctx context.Context) (bool, map[string]any, error)

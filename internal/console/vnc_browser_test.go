@@ -149,7 +149,6 @@ func desktopRun(t *testing.T, onlyDesktop bool) (string, []byte) {
 // resolution) also in a headful browser, whose window is 1280x1024: the
 // page ends at 720 px and the window's lower part stays white.
 func TestNoVNCDesktopShowsThePageInTheWholeWindow(t *testing.T) {
-	t.Skip("bug: internal/browserops applies its default 1280x720 viewport override to a headful browser's tabs, so over VNC the page fills only the upper 720 px of the 1280x1024 window; the fix is internal/browserops' (or internal/browser's window size)")
 	shots, _ := desktopRun(t, true)
 	img := decodePNG(t, filepath.Join(shots, "vnc-desktop.png"))
 	b := img.Bounds()

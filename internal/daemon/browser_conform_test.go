@@ -34,18 +34,15 @@ type conformStep struct {
 	image                      bool // the answer is a PNG
 	text                       bool // the answer is text (proxy.pac)
 	fail                       bool // a tool-level failure: 200, success false
-	// unsupportedToday marks an operation this server answers
-	// "unsupported" (a tool-level failure) at the time of writing; the
-	// answer must still fit AIO's schema, and either say so or succeed
-	// (the runtime's recording and download work is under way).
-	unsupportedToday bool
+	// file names the field of the answer's data holding a file the step
+	// made in the sandbox, which must exist and be non-empty; size, when
+	// set, names the field that must hold the file's size in bytes.
+	file, size string
 	// check looks at the envelope's data of a successful answer.
 	check func(t *testing.T, data json.RawMessage)
 	// alongside is a page/click body sent once the step's call is under
 	// way (a wait that needs something to happen meanwhile).
 	alongside string
-	// firstStart marks the call that starts the sandbox's browser.
-	firstStart bool
 }
 
 // TestAIOBrowserRoutesConformInSandbox calls each of AIO's 52 browser
@@ -93,7 +90,7 @@ func TestAIOBrowserRoutesConformInSandbox(t *testing.T) {
 					target = sp.path
 				}
 				t.Run(sp.method+" "+target, func(t *testing.T) {
-					runConformStep(t, v, daemontest.WithT(a, t), run.prefix, target, sp)
+					runConformStep(t, v, daemontest.WithT(a, t), run.id, run.prefix, target, sp)
 				})
 			}
 			for _, op := range aioBrowserOperations(t, v) {
@@ -112,8 +109,9 @@ func TestAIOBrowserRoutesConformInSandbox(t *testing.T) {
 	}
 }
 
-// runConformStep sends one step at prefix and checks its answer.
-func runConformStep(t *testing.T, v *aiotest.Validator, c *daemontest.Client, prefix, target string, sp conformStep) {
+// runConformStep sends one step at prefix (sandbox id's) and checks its
+// answer.
+func runConformStep(t *testing.T, v *aiotest.Validator, c *daemontest.Client, id, prefix, target string, sp conformStep) {
 	t.Helper()
 	var body any
 	if sp.body != "" {
@@ -137,16 +135,6 @@ func runConformStep(t *testing.T, v *aiotest.Validator, c *daemontest.Client, pr
 		}()
 	}
 	r := c.Do(sp.method, prefix+target, body)
-	// Known, not conformance: the browser's DevTools connection sometimes
-	// ends while the operations attach to a just-started browser, which
-	// answers 500 and then 503 until the runtime has restarted it
-	// (TestBrowserConnectionEndingOnAttachIsUnavailable). The first call
-	// is retried, at most 3 times, 2 s apart, and says so.
-	for try := 0; sp.firstStart && try < 3 && (r.Status == http.StatusInternalServerError || r.Status == http.StatusServiceUnavailable); try++ {
-		t.Logf("KNOWN FLAKE on the first call after the browser's start, retrying: %d %s", r.Status, r.Raw)
-		time.Sleep(2 * time.Second)
-		r = c.Do(sp.method, prefix+target, body)
-	}
 	if r.Status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.Status, r.Raw)
 	}
@@ -171,15 +159,37 @@ func runConformStep(t *testing.T, v *aiotest.Validator, c *daemontest.Client, pr
 	}
 	v.Check(t, sp.method, sp.path, r.Status, r.Raw)
 	switch {
-	case sp.unsupportedToday:
-		if !r.Success && !strings.Contains(r.Message, "not supported") {
-			t.Fatalf("failed, and not as unsupported: %s", r.Raw)
-		}
-		t.Logf("success %v: %s", r.Success, r.Message)
 	case r.Success == sp.fail:
 		t.Fatalf("success %v: %s", r.Success, r.Raw)
 	case sp.check != nil:
 		sp.check(t, r.Data)
+	}
+	if sp.file != "" {
+		checkMadeFile(t, c, id, sp, r.Data)
+	}
+}
+
+// checkMadeFile checks that the file a step's answer names exists in
+// sandbox id, is not empty and has the size the answer says.
+func checkMadeFile(t *testing.T, c *daemontest.Client, id string, sp conformStep, data json.RawMessage) {
+	t.Helper()
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatalf("data is not an object: %s", data)
+	}
+	p, _ := fields[sp.file].(string)
+	if !strings.HasPrefix(p, "/") {
+		t.Fatalf("data's %s is not a sandbox path: %s", sp.file, data)
+	}
+	out := c.Exec(id, "stat -c %s "+p)
+	var got int64
+	if _, err := fmt.Sscan(out.Stdout, &got); err != nil || got <= 0 {
+		t.Fatalf("%s in the sandbox: %+v", p, out)
+	}
+	if sp.size != "" {
+		if want, _ := fields[sp.size].(float64); int64(want) != got {
+			t.Fatalf("data's %s is %v, the file has %d bytes: %s", sp.size, fields[sp.size], got, data)
+		}
 	}
 }
 
@@ -265,7 +275,7 @@ func dataHas(want string) func(t *testing.T, data json.RawMessage) {
 func conformSteps(origin string) []conformStep {
 	page := origin + "/page.html"
 	return []conformStep{
-		{method: "GET", path: "/v1/browser/info", check: dataHas(`"cdp_url":"http://`), firstStart: true},
+		{method: "GET", path: "/v1/browser/info", check: dataHas(`"cdp_url":"http://`)},
 		{method: "POST", path: "/v1/browser/config", body: `{"resolution":{"width":800,"height":600}}`},
 		{method: "POST", path: "/v1/browser/page/navigate", body: fmt.Sprintf(`{"url":%q}`, page), check: dataHas(`Conf`)},
 		{method: "GET", path: "/v1/browser/screenshot", image: true},
@@ -290,22 +300,22 @@ func conformSteps(origin string) []conformStep {
 		{method: "POST", path: "/v1/browser/page/scroll_to", body: `{"x":0,"y":0}`},
 		{method: "POST", path: "/v1/browser/page/scroll_to_element", body: `{"selector":"#go"}`},
 		{method: "POST", path: "/v1/browser/actions", body: `{"action_type":"MOVE_TO","x":10,"y":10}`},
-		// Unsupported today: screencast recording (h-browser is adding it).
-		{method: "POST", path: "/v1/browser/page/record", body: `{"action":"status"}`, unsupportedToday: true},
+		// A short recording of the page, answered with its file.
+		{method: "POST", path: "/v1/browser/page/record", body: `{"action":"once","duration":2,"save_path":"/workspace/rec.mp4"}`,
+			check: dataHas(`"status":"stopped"`), file: "save_path", size: "file_size_bytes"},
+		{method: "POST", path: "/v1/browser/page/record", target: "/v1/browser/page/record#status", body: `{"action":"status"}`,
+			check: dataHas(`"status":"stopped"`)},
 		{method: "GET", path: "/v1/browser/page/html", target: "/v1/browser/page/html?outer=true", check: dataHas("Conformance")},
 		{method: "GET", path: "/v1/browser/page/markdown", check: dataHas("Conformance")},
 		{method: "GET", path: "/v1/browser/page/elements", check: dataHas("go")},
 		{method: "GET", path: "/v1/browser/page/console", check: dataHas("conf-log")},
-		// An absolute path: a relative one is refused today (see
-		// TestConsoleExportTakesARelativePath).
-		{method: "POST", path: "/v1/browser/page/console/export", body: `{"save_path":"/workspace/console.json"}`},
+		{method: "POST", path: "/v1/browser/page/console/export", body: `{"save_path":"console.json"}`, file: "path"},
 		{method: "POST", path: "/v1/browser/page/find_text", body: `{"keyword":"find me"}`},
 		{method: "POST", path: "/v1/browser/page/wait", body: `{"type":"selector","selector":"h1"}`},
-		// Unsupported today: waiting for a download (h-browser is adding
-		// it). A click on the page's download link a second into the
-		// wait gives a working wait its download.
+		// A click on the page's download link a second into the wait
+		// gives the wait its download (file.bin, 16 bytes).
 		{method: "POST", path: "/v1/browser/page/wait", target: "/v1/browser/page/wait#download", body: `{"type":"download","timeout":15}`,
-			alongside: `{"selector":"#dl"}`, unsupportedToday: true},
+			alongside: `{"selector":"#dl"}`, check: dataHas(`"size":16`), file: "path", size: "size"},
 		{method: "GET", path: "/v1/browser/tabs"},
 		{method: "POST", path: "/v1/browser/tabs", body: `{"url":"about:blank"}`},
 		{method: "PUT", path: "/v1/browser/tabs/{index}/activate", target: "/v1/browser/tabs/0/activate"},
@@ -345,7 +355,6 @@ func conformSteps(origin string) []conformStep {
 // the path on unresolved and the file tool refuses it (422, "path must be
 // absolute").
 func TestConsoleExportTakesARelativePath(t *testing.T) {
-	t.Skip("bug: internal/browserops' console export does not resolve a relative save_path under /workspace (tools.go passes a.SavePath, export_har uses workspacePath); the fix is internal/browserops'")
 	requireChromium(t)
 	d := daemontest.Start(t, nil)
 	admin := daemontest.NewClient(t, d)
