@@ -28,8 +28,10 @@ func BenchmarkExecRTT(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = d.Run(ctx) }()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	// Stop the server (unmounting its sandboxes) before the data dir is removed.
+	b.Cleanup(func() { cancel(); <-done })
 	<-d.Ready()
 	base := "http://" + d.Addr()
 	call := func(path string, body any) map[string]any {
@@ -53,8 +55,36 @@ func BenchmarkExecRTT(b *testing.B) {
 	for range 10 {
 		call("/v1/sandboxes/"+id+"/exec", map[string]any{"argv": []string{"/bin/true"}})
 	}
-	b.ResetTimer()
-	for range b.N {
-		call("/v1/sandboxes/"+id+"/exec", map[string]any{"argv": []string{"/bin/true"}})
+	get := func(path string, auth bool) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if auth {
+			req.Header.Set("Authorization", "Bearer "+d.AdminKey())
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s: %d", path, resp.StatusCode)
+		}
 	}
+	// The parts of a round trip: HTTP alone, HTTP with the key check and a
+	// dispatched read, and the whole exec.
+	b.Run("healthz", func(b *testing.B) {
+		for range b.N {
+			get("/healthz", false)
+		}
+	})
+	b.Run("info", func(b *testing.B) {
+		for range b.N {
+			get("/v1/sandboxes/"+id, true)
+		}
+	})
+	b.Run("exec", func(b *testing.B) {
+		for range b.N {
+			call("/v1/sandboxes/"+id+"/exec", map[string]any{"argv": []string{"/bin/true"}})
+		}
+	})
 }
