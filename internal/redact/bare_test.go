@@ -112,3 +112,24 @@ func FuzzBareCredentials(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBarePrefilter: the cheap check never skips text the regexp would
+// match (it is a necessary condition, so skipping cannot keep a secret).
+func FuzzBarePrefilter(f *testing.F) {
+	for _, tc := range bareCases {
+		f.Add(tc.in)
+	}
+	f.Add("a:b\v@c")
+	f.Fuzz(func(t *testing.T, s string) {
+		if !mayHoldBareUserinfo(s) && bareUserinfo.MatchString(s) {
+			t.Fatalf("prefilter skips %q, which the regexp matches", s)
+		}
+	})
+}
+
+func BenchmarkStringWithAt(b *testing.B) {
+	s := "git clone git@github.com:org/repo.git && mail alice@example.com"
+	for b.Loop() {
+		_ = String(s)
+	}
+}

@@ -162,6 +162,9 @@ func bareEnd(s string, i int) bool {
 // one: a mail address after a scheme or header name, an image digest
 // (name:tag@sha256:…), a time (12:30@room).
 func redactBareUserinfo(s string) string {
+	if !mayHoldBareUserinfo(s) {
+		return s
+	}
 	ms := bareUserinfo.FindAllStringSubmatchIndex(s, -1)
 	if ms == nil {
 		return s
@@ -186,6 +189,32 @@ func redactBareUserinfo(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// maxBarePassword is the longest password bareUserinfo takes (its
+// {1,256}); mayHoldBareUserinfo looks no further back from an '@'.
+const maxBarePassword = 256
+
+// mayHoldBareUserinfo is a cheap necessary condition for bareUserinfo: an
+// '@' with a ':' before it and only password bytes between them. Most
+// text with an '@' (e-mail addresses, git@host:repo, ssh user@host) has
+// none, and skips the regexp (String is on the audit hot path).
+func mayHoldBareUserinfo(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '@' {
+			continue
+		}
+		for j := i - 1; j >= 0 && j >= i-maxBarePassword-1; j-- {
+			c := s[j]
+			if c == ':' {
+				return true
+			}
+			if strings.IndexByte(" \t\n\f\r/\"'`<>", c) >= 0 {
+				break
+			}
+		}
+	}
+	return false
 }
 
 func allDigits(s string) bool {
