@@ -96,6 +96,8 @@ deps: mcp-ts console
 	@command -v ffmpeg >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq --no-install-recommends ffmpeg || { apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg; }; }; } || echo "ffmpeg not installed: the recording tests will skip"
 	@# Playwright's connectOverCDP against the DevTools relay (internal/daemon, test/browser-ts)
 	@if command -v npm >/dev/null; then npm ci --prefix test/browser-ts --no-audit --no-fund; else echo "npm not found: the Playwright test will skip"; fi
+	@# Puppeteer's connect against the DevTools relay (internal/daemon, test/puppeteer-ts; puppeteer-core, no browser download)
+	@if command -v npm >/dev/null; then npm ci --prefix test/puppeteer-ts --no-audit --no-fund; else echo "npm not found: the Puppeteer test will skip"; fi
 
 ## bench: exec/create benchmarks against bare fork/exec and bwrap (see BENCHMARKS.md)
 bench: build

@@ -39,7 +39,8 @@ func tsDir(t *testing.T) string {
 // server: code execution (stateless, stateful at /sandboxes/{id}),
 // jupyter, shell, bash, files, then one call per further namespace —
 // nodejs, mcp, skills, util, sandbox hooks/observe, tickets/auth, the
-// preview proxy, and the browser where Chromium runs in the sandbox.
+// preview proxy, proxy (excludes and a masked upstream on a sandbox in
+// network mode proxy), and the browser where Chromium runs in the sandbox.
 func TestGeneratedTypeScriptClient(t *testing.T) {
 	dir := tsDir(t)
 	node, err := exec.LookPath("node")
@@ -86,7 +87,8 @@ func TestGeneratedTypeScriptClient(t *testing.T) {
 	out := run(3*time.Minute, []string{"SANDHOLD_URL=" + s.base, "SANDHOLD_KEY=" + s.key, "SANDHOLD_SANDBOX=" + created.Data.ID},
 		node, "build/client.js")
 	t.Logf("client output:\n%s", out)
-	if !strings.Contains(out, "ok code/execute stateful x + 1") || !strings.Contains(out, "ok preview proxy") {
+	if !strings.Contains(out, "ok code/execute stateful x + 1") || !strings.Contains(out, "ok preview proxy") ||
+		!strings.Contains(out, "ok proxy/upstream get is masked") {
 		t.Fatalf("the client did not reach the stateful check:\n%s", out)
 	}
 }

@@ -164,7 +164,7 @@ func (s *Server) documentReach() {
 		oa.AddOperation(&huma.Operation{
 			OperationID: "cdp-" + strings.ToLower(m), Method: m, Path: "/sandboxes/{id}/cdp", Tags: []string{"browser"}, Security: Security,
 			Summary:     "DevTools (CDP) relay to the sandbox's browser: /json/version, /json/list, … and the /devtools/… WebSocket below this path",
-			Description: "Starts the sandbox's Chromium on first use. Playwright's connectOverCDP and Puppeteer's connect take this URL (with the key header). One connection counts once against the browser rate limit; connect and disconnect are audited; HALT and revocation close it.",
+			Description: "Starts the sandbox's Chromium on first use. Playwright's connectOverCDP takes this URL (with the key header); Puppeteer's connect takes the webSocketDebuggerUrl of /json/version as browserWSEndpoint (with the key header, or ?ticket=). One connection counts once against the browser rate limit; connect and disconnect are audited; HALT and revocation close it.",
 			Parameters:  id, Responses: with("DevTools' JSON, or 101 Switching Protocols"),
 		})
 	}

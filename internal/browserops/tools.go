@@ -158,7 +158,7 @@ type Viewport struct {
 // BrowserInfo is AIO's BrowserInfoResult.
 type BrowserInfo struct {
 	UserAgent    string    `json:"user_agent"`
-	CDPURL       string    `json:"cdp_url" doc:"the DevTools endpoint through sandhold (send the key header); Playwright connectOverCDP and Puppeteer connect({browserURL}) take it"`
+	CDPURL       string    `json:"cdp_url" doc:"the DevTools endpoint through sandhold (send the key header): Playwright's connectOverCDP takes it; Puppeteer's connect takes the webSocketDebuggerUrl of its /json/version as browserWSEndpoint (browserURL drops the path)"`
 	VNCURL       string    `json:"vnc_url"`
 	CDPUIURL     *string   `json:"cdp_ui_url"`
 	Viewport     Viewport  `json:"viewport"`

@@ -5,7 +5,8 @@
 //
 // The rules are the SECURITY-RULES.md list: sandhold keys and tickets,
 // Authorization / X-API-Key values, AWS access key ids, GitHub tokens, sk-
-// style API keys, Slack tokens, JWTs, credentials in URLs, PEM blocks and
+// style API keys, Slack tokens, JWTs, credentials in URLs (user:pass@host,
+// with or without a scheme), PEM blocks and
 // NAME_TOKEN=/SECRET=/PASSWORD= assignments. Matching is by shape, so it errs
 // towards redacting; it is a second line of defence, not a reason to log
 // secrets.
@@ -76,6 +77,11 @@ var rules = []rule{
 	{name: "jwt", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*`), repl: Mark, hints: []string{"eyj"}},
 	// user:password@ in URLs: keep scheme and host.
 	{name: "url credentials", re: regexp.MustCompile(`(\b[A-Za-z][A-Za-z0-9+.-]{0,31}://)[^/\s:@]{0,256}:[^/\s@]{1,256}@`), repl: "${1}" + Mark + "@", hints: []string{"://"}},
+	// user:password@host[:port] without a scheme, the way a proxy upstream
+	// or a connection string is often written (curl -x alice:pw@proxy:3128,
+	// UPSTREAM=alice:pw@proxy). Runs after the URL rule, which already
+	// handled the scheme'd form.
+	{name: "bare credentials", hints: []string{"@"}, fn: redactBareUserinfo},
 	// mysql and friends take the password glued to -p (`-phunter5`; a bare
 	// -p prompts). -P (port) is another option: the match is case-sensitive.
 	{name: "mysql -p", re: regexp.MustCompile(`(\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mysqlsh|mariadb|mariadb-dump)\b[^\n;|&]*?\s-p)("[^"]*"|'[^']*'|[^\s"']+)`), repl: "${1}" + Mark,
@@ -120,6 +126,104 @@ func redactAWSPair(s string) string {
 		s = out
 	}
 	return s
+}
+
+// bareUserinfo is user:password@host[:port] standing as its own token:
+// group 1 is what precedes it (the start, a space, a quote, =, ( …; Go's
+// regexp has no look-behind), group 2 the user, group 3 the password,
+// group 4 the host (a name, an IPv4 or a bracketed IPv6 address), group 5
+// the port. The user holds no ':' (the first ':' splits user from
+// password, as in a URL), the password no '/' or whitespace, neither an
+// '@'. What follows the host is checked by redactBareUserinfo.
+var bareUserinfo = regexp.MustCompile(`(^|[\s"'` + "`" + `=(<\[{,;|])([A-Za-z0-9._~%+!$*-]{1,128}):([^\s/"'` + "`" + `<>]{1,256})@([A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252}[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]{2,45}(?:%[A-Za-z0-9._~-]{1,32})?\])(:[0-9]{1,5})?`)
+
+// notCredentialUser: a "user" that is a URI scheme written without // or a
+// mail header's name; what follows its ':' is an address, not a password
+// (mailto:alice@example.com, sip:bob@pbx, To:carol@example.com).
+var notCredentialUser = map[string]bool{
+	"mailto": true, "sip": true, "sips": true, "xmpp": true, "im": true, "pres": true, "acct": true, "tel": true,
+	"email": true, "e-mail": true, "mail": true, "to": true, "from": true, "cc": true, "bcc": true,
+	"reply-to": true, "sender": true, "contact": true, "author": true, "committer": true,
+}
+
+// bareEnd reports whether the byte at i may follow a bare user:pass@host
+// token. ':' not taken as a port, '@', or a host character mean the host
+// did not end there (name:tag@sha256:…, a:b@c:d); sentence punctuation
+// after the host is fine.
+func bareEnd(s string, i int) bool {
+	if i >= len(s) {
+		return true
+	}
+	return strings.IndexByte(":@_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", s[i]) < 0
+}
+
+// redactBareUserinfo replaces user:password of each bare credential token
+// with Mark, keeping host and port, and leaves alone what only looks like
+// one: a mail address after a scheme or header name, an image digest
+// (name:tag@sha256:…), a time (12:30@room).
+func redactBareUserinfo(s string) string {
+	if !mayHoldBareUserinfo(s) {
+		return s
+	}
+	ms := bareUserinfo.FindAllStringSubmatchIndex(s, -1)
+	if ms == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range ms {
+		user, pass, host := s[m[4]:m[5]], s[m[6]:m[7]], s[m[8]:m[9]]
+		switch {
+		case !bareEnd(s, m[1]),
+			notCredentialUser[strings.ToLower(user)],
+			strings.HasPrefix(strings.ToLower(host), "sha256") || strings.HasPrefix(strings.ToLower(host), "sha512"),
+			allDigits(user) && allDigits(pass):
+			continue
+		}
+		b.WriteString(s[last:m[4]])
+		b.WriteString(Mark)
+		last = m[7] // from the '@' on: host and port stay
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// maxBarePassword is the longest password bareUserinfo takes (its
+// {1,256}); mayHoldBareUserinfo looks no further back from an '@'.
+const maxBarePassword = 256
+
+// mayHoldBareUserinfo is a cheap necessary condition for bareUserinfo: an
+// '@' with a ':' before it and only password bytes between them. Most
+// text with an '@' (e-mail addresses, git@host:repo, ssh user@host) has
+// none, and skips the regexp (String is on the audit hot path).
+func mayHoldBareUserinfo(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '@' {
+			continue
+		}
+		for j := i - 1; j >= 0 && j >= i-maxBarePassword-1; j-- {
+			c := s[j]
+			if c == ':' {
+				return true
+			}
+			if strings.IndexByte(" \t\n\f\r/\"'`<>", c) >= 0 {
+				break
+			}
+		}
+	}
+	return false
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // String returns s with every secret-shaped substring replaced by Mark.

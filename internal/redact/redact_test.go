@@ -89,6 +89,8 @@ func TestValue(t *testing.T) {
 func FuzzString(f *testing.F) {
 	f.Add("Authorization: Bearer shk_abcdefghijklmnop")
 	f.Add("https://u:p@h/")
+	f.Add("curl -x alice:s3cret@proxy.example:3128 x")
+	f.Add("nginx:1.25@sha256:0123 mailto:a@b.c bob:p@ss@[::1]:80.")
 	f.Add("AWS_SECRET_ACCESS_KEY=abc eyJhbGciOi.eyJzdWIiOi.x")
 	f.Fuzz(func(t *testing.T, s string) {
 		out := String(s)

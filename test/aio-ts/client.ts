@@ -207,6 +207,60 @@ async function namespaces(): Promise<void> {
     }
     check("preview proxy /sandboxes/{id}/proxy/8005/", status === 200 && body === "from typescript\n", { status, body: body.slice(0, 200) });
   }
+  // proxy: AIO's proxy namespace on a sandbox in network mode proxy (made
+  // with sandhold's own POST /v1/sandboxes, not in AIO's document): the
+  // exclude list set and read back, an upstream with credentials set and
+  // read back masked, the health check's shape, the upstream removed. On
+  // the default sandbox (mode none) the same call is a tool-level failure.
+  {
+    const none = await client.GET("/v1/proxy/excludes");
+    check("proxy/excludes in mode none is 200 success:false", none.response.status === 200 && none.data?.success === false && none.data?.data === null &&
+      (none.data?.message ?? "").includes("network mode none"), none.data ?? none.error);
+
+    const upstreamPort = 3999;
+    const made = await fetch(`${base}/v1/sandboxes`, {
+      method: "POST",
+      headers: { ...headers, "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "ts-proxy", network: { mode: "proxy", allow: [`localhost:${upstreamPort}`] } }),
+    });
+    const madeBody = (await made.json()) as { data?: { id?: string } };
+    const proxyID = madeBody.data?.id ?? "";
+    check("proxy: create a sandbox in network mode proxy", made.status === 201 && proxyID !== "", madeBody);
+    const px = createClient<paths>({ baseUrl: `${base}/sandboxes/${proxyID}`, headers });
+
+    const empty = await px.GET("/v1/proxy/excludes");
+    check("proxy/excludes empty", empty.data?.success === true && Array.isArray(empty.data?.data) && empty.data?.data?.length === 0, empty.data);
+    const add = await px.POST("/v1/proxy/excludes", { body: { pattern: "*.internal.example" } });
+    check("proxy/excludes add", add.response.status === 200 && add.data?.success === true, add.data ?? add.error);
+    const add2 = await px.POST("/v1/proxy/excludes", { body: { pattern: "10.0.0.0/8" } });
+    check("proxy/excludes add a CIDR", add2.data?.success === true, add2.data ?? add2.error);
+    const listed = await px.GET("/v1/proxy/excludes");
+    const ex = listed.data?.data ?? [];
+    check("proxy/excludes lists both", listed.data?.success === true && ex.length === 2 && ex.some((e) => e.includes("internal.example")) && ex.includes("10.0.0.0/8"), listed.data);
+    const del = await px.DELETE("/v1/proxy/excludes", { body: { pattern: "10.0.0.0/8" } });
+    const after = await px.GET("/v1/proxy/excludes");
+    check("proxy/excludes remove", del.data?.success === true && !(after.data?.data ?? []).includes("10.0.0.0/8") && (after.data?.data ?? []).length === 1, [del.data, after.data]);
+    const bad = await px.POST("/v1/proxy/excludes", { body: {} as never });
+    check("proxy/excludes without pattern is 422", bad.response.status === 422 && Array.isArray(bad.error?.detail), bad.error);
+
+    const password = "ts-fake-pw";
+    const set = await px.PUT("/v1/proxy/upstream", { body: { server: `alice:${password}@localhost:${upstreamPort}` } });
+    const info = set.data?.data;
+    check("proxy/upstream set", set.response.status === 200 && set.data?.success === true && info?.addr === `localhost:${upstreamPort}` &&
+      info?.username === "alice" && info?.password === "********" && !JSON.stringify(set.data).includes(password), set.data ?? set.error);
+    const got = await px.GET("/v1/proxy/upstream");
+    check("proxy/upstream get is masked", got.data?.success === true && got.data?.data?.addr === `localhost:${upstreamPort}` &&
+      got.data?.data?.password === "********" && !JSON.stringify(got.data).includes(password), got.data);
+    const refused = await px.PUT("/v1/proxy/upstream", { body: { server: "elsewhere.example:3128" } });
+    check("proxy/upstream outside the allow list is refused", refused.data?.success !== true && !JSON.stringify(refused.data ?? refused.error).includes(password), refused.data ?? refused.error);
+    const health = await px.GET("/v1/proxy/health");
+    const h = health.data?.data;
+    check("proxy/health", health.data?.success === true && typeof h?.healthy === "boolean" && h?.gost_alive === true && typeof h?.config_consistent === "boolean" &&
+      Array.isArray(h?.inconsistencies) && typeof h?.nginx_alive === "boolean" && !JSON.stringify(health.data).includes(password), health.data);
+    const rm = await px.DELETE("/v1/proxy/upstream");
+    const gone = await px.GET("/v1/proxy/upstream");
+    check("proxy/upstream remove", rm.data?.success === true && gone.data?.success === true && gone.data?.data === null, [rm.data, gone.data]);
+  }
   // browser: only where Chromium runs inside the sandbox.
   {
     const { data, response } = await scoped.GET("/v1/browser/info");

@@ -76,7 +76,7 @@ type SourceArgs struct {
 // Validate checks the source is present.
 func (a SourceArgs) Validate() error {
 	if a.Source == "" {
-		return fault.InvalidField("source", "source is required")
+		return fault.InvalidField("body.source", "source is required")
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ type DiagnoseArgs struct {
 // Validate checks the URL is present.
 func (a DiagnoseArgs) Validate() error {
 	if a.URL == "" {
-		return fault.InvalidField("url", "url is required")
+		return fault.InvalidField("body.url", "url is required")
 	}
 	return nil
 }
@@ -298,7 +298,9 @@ func (s *service) proxied(ctx context.Context, c auth.Caller, id string) (string
 	}
 }
 
-// failure maps the proxy's errors to faults.
+// failure maps the proxy's errors to faults. An input error names its
+// field the way the dispatcher's decoder does (body.<field>, the field of
+// the tool's arguments), whichever tool and route it came through.
 func failure(err error) error {
 	var ie *egress.InputError
 	switch {
@@ -404,10 +406,6 @@ func (s *service) diagnose(ctx context.Context, c auth.Caller, a DiagnoseArgs) (
 	}
 	d, err := s.p.Diagnose(ctx, sid, a.URL)
 	if err != nil {
-		var ie *egress.InputError
-		if errors.As(err, &ie) {
-			return DiagnoseResult{}, fault.InvalidField("url", ie.Error())
-		}
 		return DiagnoseResult{}, failure(err)
 	}
 	out := DiagnoseResult{URL: d.URL, TargetReachable: d.Reachable, Route: d.Route, Via: d.Via, Reason: d.Reason}

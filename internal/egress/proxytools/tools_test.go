@@ -2,9 +2,13 @@ package proxytools
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/egress"
+	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 )
 
@@ -49,5 +53,44 @@ func TestUpstreamPasswordNotInAuditOrAnswers(t *testing.T) {
 	// A malformed upstream is refused before the call, naming the field.
 	if err := set.Check(UpstreamArgs{Server: "no-port.example.com"}); err == nil || !strings.Contains(err.Error(), "port") {
 		t.Fatalf("Check: %v", err)
+	}
+}
+
+// TestInvalidFieldsNameTheBodyField: every refusal of a tool's arguments
+// names the field as the dispatcher's decoder does (body.<field>), so a
+// client sees the same field name from every tool, route and MCP.
+func TestInvalidFieldsNameTheBodyField(t *testing.T) {
+	tools := Tools(nil, nil)
+	byName := map[string]dispatch.Tool{}
+	for _, tl := range tools {
+		byName[tl.Name] = tl
+	}
+	for _, tc := range []struct {
+		name, tool string
+		args       any
+		field      string
+	}{
+		{"mapping remove without source", ToolMappingRemove, SourceArgs{}, "body.source"},
+		{"diagnose without url", ToolDiagnose, DiagnoseArgs{}, "body.url"},
+		{"exclude without pattern", ToolExcludeAdd, ExcludeArgs{}, "body.pattern"},
+		{"exclude remove without pattern", ToolExcludeRemove, ExcludeArgs{}, "body.pattern"},
+		{"mapping with a bad source", ToolMappingAdd, MappingArgs{Source: "ftp://x y", Target: "3000"}, "body.source"},
+		{"mapping with a bad target", ToolMappingAdd, MappingArgs{Source: "myapp.example", Target: "not a port"}, "body.target"},
+		{"upstream without a port", ToolUpstreamSet, UpstreamArgs{Server: "proxy.example"}, "body.server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := byName[tc.tool].Check(tc.args)
+			if fault.KindOf(err) != fault.Invalid || fault.FieldOf(err) != tc.field {
+				t.Fatalf("Check = %v (kind %q, field %q), want field %q", err, fault.KindOf(err), fault.FieldOf(err), tc.field)
+			}
+		})
+	}
+	// The proxy's own refusals (a diagnose URL, a pattern, a target
+	// outside the allow list) get the same prefix.
+	for _, f := range []string{"url", "pattern", "source", "target", "server"} {
+		err := failure(&egress.InputError{Field: f, Err: errors.New("no")})
+		if fault.FieldOf(err) != "body."+f || fault.KindOf(err) != fault.Invalid {
+			t.Errorf("failure(%s) = %v, field %q", f, err, fault.FieldOf(err))
+		}
 	}
 }
