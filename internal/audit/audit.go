@@ -39,8 +39,9 @@
 //
 // Durability: Append returns only after the transaction holding the record
 // committed, and a commit is durable (SQLite's WAL with synchronous=FULL
-// fsyncs at every commit; PostgreSQL's default synchronous_commit). Appends
-// that arrive together share one transaction, so one flush (group.go). The
+// syncs, with fdatasync, at every commit; PostgreSQL's default
+// synchronous_commit). Appends that arrive together share one
+// transaction, so one flush (group.go). The
 // head file is written after the commit and not fsynced: a crash or power
 // loss can leave it behind the records (Verify accepts a head that names a
 // stored record, and the next append moves it on), never ahead of them, so
