@@ -47,7 +47,7 @@ func (k *keptFile) current(create bool) (*os.File, os.FileInfo, error) {
 	}
 	f, err := os.OpenFile(k.path, flag, 0o600) // #nosec G304 -- a fixed name in the configured data dir, not request input
 	if !create && errors.Is(err, os.ErrPermission) {
-		f, err = os.Open(k.path) // #nosec G304 -- as above
+		f, err = os.Open(k.path) // #nosec G304 -- a fixed name in the configured data dir, not request input (read-only fallback)
 		writable = false
 	}
 	if errors.Is(err, os.ErrNotExist) && !create {
