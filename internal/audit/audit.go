@@ -39,8 +39,9 @@
 //
 // Durability: Append returns only after the transaction holding the record
 // committed, and a commit is durable (SQLite's WAL with synchronous=FULL
-// fsyncs at every commit; PostgreSQL's default synchronous_commit). Appends
-// that arrive together share one transaction, so one flush (group.go). The
+// syncs, with fdatasync, at every commit; PostgreSQL's default
+// synchronous_commit). Appends that arrive together share one
+// transaction, so one flush (group.go). The
 // head file is written after the commit and not fsynced: a crash or power
 // loss can leave it behind the records (Verify accepts a head that names a
 // stored record, and the next append moves it on), never ahead of them, so
@@ -54,7 +55,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -142,6 +142,9 @@ type Log struct {
 	// writes the head file in seq order (other processes are serialized by
 	// the store's transaction).
 	mu sync.Mutex
+	// lockF and headF are the data dir's lock and head files, kept open
+	// between batches (keptfile.go). Guarded by mu.
+	lockF, headF keptFile
 }
 
 var _ Appender = (*Log)(nil)
@@ -159,6 +162,8 @@ func New(st store.Store, dataDir string, opts ...Option) *Log {
 	if hs, ok := st.(store.AuditHeadStore); ok {
 		l.heads, l.headPath = hs, ""
 	}
+	l.headF.path = l.headPath
+	l.lockF.path = filepath.Join(dataDir, LockFile)
 	for _, o := range opts {
 		o(l)
 	}
@@ -168,6 +173,17 @@ func New(st store.Store, dataDir string, opts ...Option) *Log {
 
 // HeadPath returns the head file's path ("" when the store keeps the head).
 func (l *Log) HeadPath() string { return l.headPath }
+
+// Close releases the lock and head files the log keeps open between
+// batches. It does not close the store. The log stays usable: a later
+// append or verify opens the files again.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lockF.close()
+	l.headF.close()
+	return nil
+}
 
 // Append redacts, chains and stores e, and returns once the transaction
 // holding it has committed (durably: see store). Concurrent appends share
@@ -308,25 +324,13 @@ const headLen = 20 + 1 + 64 + 1
 // writeHead rewrites the head file in place (see the package doc). Called
 // inside the append transaction, so a failure aborts the append.
 func (l *Log) writeHead(r store.AuditRecord) error {
-	buf := fmt.Appendf(nil, "%020d %s\n", r.Seq, r.Hash)
+	var b [headLen + 16]byte
+	buf := fmt.Appendf(b[:0], "%020d %s\n", r.Seq, r.Hash)
 	if len(buf) != headLen {
 		return fmt.Errorf("write audit head: record %d has a malformed hash", r.Seq)
 	}
-	f, err := os.OpenFile(l.headPath, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("write audit head: %w", err)
-	}
-	fi, err := f.Stat()
-	if err == nil && fi.Size() != headLen {
-		err = f.Truncate(headLen) // first write, or an old/odd file: once
-	}
-	if err == nil {
-		_, err = f.WriteAt(buf, 0)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := l.headF.writeHeadAt(buf); err != nil {
+		l.headF.close() // the next batch opens the path afresh
 		return fmt.Errorf("write audit head: %w", err)
 	}
 	return nil
@@ -364,12 +368,16 @@ func (l *Log) readHead(ctx context.Context) (head, bool, error) {
 }
 
 func (l *Log) readHeadOnce() (head, bool, error) {
-	b, err := os.ReadFile(l.headPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return head{}, false, nil
+	b, have, err := l.headF.readAll()
+	if errors.Is(err, errMalformedHead) {
+		return head{}, true, err
 	}
 	if err != nil {
+		l.headF.close()
 		return head{}, false, fmt.Errorf("read audit head: %w", err)
+	}
+	if !have {
+		return head{}, false, nil
 	}
 	f := strings.Fields(string(b))
 	if len(f) != 2 {

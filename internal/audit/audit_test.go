@@ -249,23 +249,3 @@ func TestAppendWithMissingHeadDoesNotHideIt(t *testing.T) {
 		t.Fatalf("verify = %+v %v", res, err)
 	}
 }
-
-// BenchmarkAppend measures one audit append (the exec hot path): a write
-// transaction in WAL mode plus the head file replacement.
-func BenchmarkAppend(b *testing.B) {
-	dir := b.TempDir()
-	st, err := store.Open(context.Background(), dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
-	l := New(st, dir)
-	e := Entry{Actor: "key_a", Role: "agent", ClientAddr: "127.0.0.1", Action: "exec.run", Target: "echo hi", Sandbox: "sb_1", Verdict: Allow,
-		Detail: map[string]any{"cmd": "echo hi", "exit": 0}}
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := l.Append(context.Background(), e); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,7 +223,7 @@ func (l *Log) commit(ctx context.Context, batch []*pending) ([]store.AuditRecord
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	if l.headPath != "" {
-		unlock, err := lockFile(filepath.Join(filepath.Dir(l.headPath), LockFile))
+		unlock, err := l.lockF.lock()
 		if err != nil {
 			return nil, err
 		}

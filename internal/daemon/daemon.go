@@ -195,6 +195,7 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 
 	// 4. Audit log and auth.
 	d.audit = audit.New(d.store, cfg.DataDir)
+	d.closers = append(d.closers, d.audit.Close) // the kept lock and head files
 	d.auth = auth.NewService(d.store, d.audit, append([]auth.Option{auth.WithLogger(d.log),
 		auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))}, o.authOpts...)...)
 
@@ -205,7 +206,13 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 
 	// 6. Metrics registry.
 	d.registry = prometheus.NewRegistry()
-	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sandhold", Subsystem: "audit", Name: "batches_total",
+			Help: "Audit transactions committed (concurrent appends share one: group commit)."},
+			func() float64 { return float64(d.audit.Stats().Batches) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sandhold", Subsystem: "audit", Name: "records_total",
+			Help: "Audit records committed by this server."},
+			func() float64 { return float64(d.audit.Stats().Records) }))
 
 	// 7. HTTP API.
 	if d.api, err = api.New(api.Deps{Config: cfg, Auth: d.auth, Audit: d.audit, Logger: d.log,

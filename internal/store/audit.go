@@ -61,40 +61,76 @@ func (s *SQLite) AppendAudit(ctx context.Context, build func(last AuditRecord, o
 
 // AppendAuditBatch appends records inside one write transaction (BEGIN
 // IMMEDIATE, so writers in other processes wait for it): one commit, and
-// with synchronous=FULL one fsync of the WAL, for the whole batch.
+// with synchronous=FULL one sync of the WAL, for the whole batch.
+//
+// It runs on the store's own audit connection (auditConn) with a context
+// that cannot be cancelled, so no watcher goroutines start: the wait for
+// the write lock is bounded by busy_timeout, and ctx is checked before the
+// commit (a batch whose context ended is rolled back).
 func (s *SQLite) AppendAuditBatch(ctx context.Context, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) ([]AuditRecord, error) {
-	var recs []AuditRecord
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
-		last, err := scanAudit(tx.StmtContext(ctx, s.lastAuditStmt).QueryRowContext(ctx))
-		ok := err == nil
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read last record: %w", err)
-		}
-		if recs, err = build(last, ok); err != nil {
-			return err
-		}
-		if err := checkBatch(recs); err != nil {
-			return err
-		}
-		ins := tx.StmtContext(ctx, s.insertAuditStmt)
-		for _, rec := range recs {
-			if _, err := ins.ExecContext(ctx,
-				rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
-				rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
-				if isUnique(err) {
-					return ErrConflict
-				}
-				return fmt.Errorf("insert record %d: %w", rec.Seq, err)
-			}
-		}
-		if beforeCommit != nil {
-			return beforeCommit(recs[len(recs)-1])
-		}
-		return nil
-	})
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("append audit: %w", err)
+	}
+	s.auditMu.Lock()
+	defer s.auditMu.Unlock()
+	a := &s.audit
+	if a.conn == nil {
+		return nil, fmt.Errorf("append audit: %w", sql.ErrConnDone) // closed
+	}
+	recs, err := s.appendAuditTx(ctx, a, build, beforeCommit)
 	if err != nil {
 		return nil, fmt.Errorf("append audit: %w", err)
 	}
+	return recs, nil
+}
+
+// appendAuditTx is AppendAuditBatch's transaction. Caller holds auditMu.
+// It is rolled back on every way out but a commit, a panic of build or
+// beforeCommit included, so the connection never stays inside it.
+func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) (recs []AuditRecord, err error) {
+	bg := context.WithoutCancel(ctx)
+	if _, err := a.begin.ExecContext(bg); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_, _ = a.rollback.ExecContext(bg)
+		}
+	}()
+	last, err := scanAudit(a.last.QueryRowContext(bg))
+	ok := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read last record: %w", err)
+	}
+	if recs, err = build(last, ok); err != nil {
+		return nil, err
+	}
+	if err := checkBatch(recs); err != nil {
+		return nil, err
+	}
+	for _, rec := range recs {
+		if _, err := a.insert.ExecContext(bg,
+			rec.Seq, toNS(rec.Time), rec.Actor, rec.Role, rec.ClientAddr, rec.Action, rec.Target, rec.Sandbox,
+			rec.Verdict, rec.Detail, rec.PrevHash, rec.Hash); err != nil {
+			if isUnique(err) {
+				return nil, ErrConflict
+			}
+			return nil, fmt.Errorf("insert record %d: %w", rec.Seq, err)
+		}
+	}
+	if beforeCommit != nil {
+		if err := beforeCommit(recs[len(recs)-1]); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := a.commit.ExecContext(bg); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	committed = true
 	return recs, nil
 }
 
