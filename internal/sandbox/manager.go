@@ -120,6 +120,10 @@ type Manager struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// onStart, set by benchmarks before any sandbox starts, receives the
+	// timed steps of every init start (steps.go).
+	onStart func([]step)
 }
 
 // New starts the manager: it reaps what a previous run left behind (cgroups

@@ -91,10 +91,10 @@ func runTool(ctx context.Context, name string, args ...string) error {
 // workspaceVolume returns a clone of the sandbox's workspace mount for an
 // init to attach, creating and mounting the image on first use in this
 // server run. Callers hold s.mu.
-func (s *Sandbox) workspaceVolume(dir string, uid int) (*os.File, error) {
+func (s *Sandbox) workspaceVolume(dir string, uid int, clk *stepClock) (*os.File, error) {
 	if s.vol == nil {
 		size := max(s.diskBytes(), minVolumeBytes)
-		mnt, err := openVolume(filepath.Join(dir, imageName), size, uid, &s.m.wst, s.m.templateDir(), s.m.log)
+		mnt, err := openVolume(filepath.Join(dir, imageName), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
 		if err != nil {
 			return nil, err
 		}
@@ -150,13 +150,13 @@ func (s *Sandbox) releaseVolume() {
 // openVolume makes the image if it does not exist (a copy of the size's
 // template from tm, kept in tmplDir; formatted with mkfs.ext4 when tm is nil
 // or has no template for it) and mounts it detached.
-func openVolume(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger) (*os.File, error) {
+func openVolume(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger, clk *stepClock) (*os.File, error) {
 	fresh := false
 	_, err := os.Lstat(img)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		fresh = true
-		if err := makeImage(img, size, uid, tm, tmplDir, log); err != nil {
+		if err := makeImage(img, size, uid, tm, tmplDir, log, clk); err != nil {
 			return nil, err
 		}
 	case err == nil:
@@ -183,18 +183,20 @@ func openVolume(img string, size int64, uid int, tm *wsTemplates, tmplDir string
 	default:
 		return nil, fmt.Errorf("open workspace image: %w", err)
 	}
-	mnt, err := mountImage(img)
+	mnt, err := mountImage(img, clk)
 	if err != nil {
 		return nil, err
 	}
 	if fresh {
 		// mkfs makes lost+found; the sandbox's /workspace starts empty.
 		_ = unix.Unlinkat(int(mnt.Fd()), "lost+found", unix.AT_REMOVEDIR)
+		clk.mark("workspace_rmdir")
 		// A template's root belongs to root; the copy is the sandbox's.
 		if err := unix.Fchownat(int(mnt.Fd()), "", uid, uid, unix.AT_EMPTY_PATH); err != nil {
 			_ = mnt.Close()
 			return nil, fmt.Errorf("own workspace: %w", err)
 		}
+		clk.mark("workspace_own")
 	}
 	return mnt, nil
 }
@@ -202,9 +204,9 @@ func openVolume(img string, size int64, uid int, tm *wsTemplates, tmplDir string
 // makeImage writes a new image at img: a copy of the template, else a
 // fresh mkfs.ext4. Either way the image appears under its name only once
 // complete and on disk.
-func makeImage(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger) error {
+func makeImage(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger, clk *stepClock) error {
 	if tm != nil {
-		err := tm.clone(tmplDir, img, size)
+		err := tm.clone(tmplDir, img, size, clk)
 		if err == nil {
 			return nil
 		}
@@ -212,7 +214,7 @@ func makeImage(img string, size int64, uid int, tm *wsTemplates, tmplDir string,
 			log.Warn("workspace template unusable; formatting the image instead", "err", err)
 		}
 	}
-	err := writeCopy(img, size, true, func(f *os.File) error {
+	err := writeCopy(img, size, true, clk, func(f *os.File) error {
 		return runTool(context.Background(), "mkfs.ext4", mkfsArgs(f.Name(), uid, false)...)
 	})
 	if err != nil {
@@ -238,7 +240,7 @@ func imageClean(img string) (bool, error) {
 
 // mountImage attaches img to a free loop device (autoclear) and mounts it
 // detached, nosuid and nodev.
-func mountImage(img string) (*os.File, error) {
+func mountImage(img string, clk *stepClock) (*os.File, error) {
 	f, err := os.OpenFile(img, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0) //nolint:gosec // G304: the image in the server's own data dir
 	if err != nil {
 		return nil, fmt.Errorf("open workspace image: %w", err)
@@ -251,6 +253,7 @@ func mountImage(img string) (*os.File, error) {
 	// The loop descriptor is closed once the file system holds the device;
 	// autoclear then detaches it when the file system goes.
 	defer func() { _ = loop.Close() }()
+	clk.mark("loop_attach")
 	fs, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("fsopen ext4: %w", err)
@@ -278,6 +281,7 @@ func mountImage(img string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fsmount workspace: %w", err)
 	}
+	clk.mark("mount")
 	return os.NewFile(uintptr(mfd), "workspace-volume"), nil
 }
 

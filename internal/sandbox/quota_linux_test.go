@@ -196,7 +196,7 @@ func testTemplateCopies(t *testing.T, size int64) {
 	seen := map[string]bool{}
 	for i := range 3 {
 		img := filepath.Join(ws, strconv.Itoa(i)+".img")
-		if err := tm.clone(dir, img, size); err != nil {
+		if err := tm.clone(dir, img, size, nil); err != nil {
 			t.Fatal(err)
 		}
 		fsckClean(t, img)
@@ -218,7 +218,7 @@ func testTemplateCopies(t *testing.T, size int64) {
 	}
 	// A new server run verifies the template on disk and reuses it.
 	tm2 := &wsTemplates{}
-	if err := tm2.clone(dir, filepath.Join(ws, "again.img"), size); err != nil {
+	if err := tm2.clone(dir, filepath.Join(ws, "again.img"), size, nil); err != nil {
 		t.Fatal(err)
 	}
 	if tm2.builds.Load() != 0 {
@@ -238,7 +238,7 @@ func TestWorkspaceTemplateIsRebuiltWhenBroken(t *testing.T) {
 		t.Helper()
 		n++
 		img := filepath.Join(ws, strconv.Itoa(n)+".img")
-		if err := tm.clone(dir, img, size); err != nil {
+		if err := tm.clone(dir, img, size, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := tm.builds.Load(); got != wantBuilds {
@@ -297,7 +297,7 @@ func TestWorkspaceImageIsNeverHalfWritten(t *testing.T) {
 	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
 	img := filepath.Join(ws, imageName)
 
-	err := writeCopy(img, size, true, func(f *os.File) error {
+	err := writeCopy(img, size, true, nil, func(f *os.File) error {
 		if _, err := f.WriteAt([]byte("half"), 0); err != nil {
 			return err
 		}
@@ -315,7 +315,7 @@ func TestWorkspaceImageIsNeverHalfWritten(t *testing.T) {
 	if err := os.WriteFile(img+tmpSuffix, []byte("torn"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := tm.clone(dir, img, size); err != nil {
+	if err := tm.clone(dir, img, size, nil); err != nil {
 		t.Fatal(err)
 	}
 	fsckClean(t, img)
@@ -324,7 +324,7 @@ func TestWorkspaceImageIsNeverHalfWritten(t *testing.T) {
 	}
 
 	before := imageUUID(t, img, size)
-	if err := tm.clone(dir, img, size); err == nil {
+	if err := tm.clone(dir, img, size, nil); err == nil {
 		t.Fatal("a copy replaced an existing image")
 	}
 	if imageUUID(t, img, size) != before {
@@ -343,19 +343,19 @@ func TestWorkspaceTemplatesAreCapped(t *testing.T) {
 		}
 	}
 	tm := &wsTemplates{}
-	if err := tm.clone(dir, filepath.Join(ws, "a.img"), 64<<20); !errors.Is(err, errNoTemplate) {
+	if err := tm.clone(dir, filepath.Join(ws, "a.img"), 64<<20, nil); !errors.Is(err, errNoTemplate) {
 		t.Fatalf("template past the cap on disk: %v", err)
 	}
 	tm = &wsTemplates{bySize: map[int64]*wsTemplate{}}
 	for i := range maxTemplates {
 		tm.bySize[int64(i)] = &wsTemplate{}
 	}
-	if err := tm.clone(t.TempDir(), filepath.Join(ws, "b.img"), 64<<20); !errors.Is(err, errNoTemplate) {
+	if err := tm.clone(t.TempDir(), filepath.Join(ws, "b.img"), 64<<20, nil); !errors.Is(err, errNoTemplate) {
 		t.Fatalf("template past the cap in memory: %v", err)
 	}
 	// The image is still made, by mkfs, and is a good file system.
 	img := filepath.Join(ws, "c.img")
-	if err := makeImage(img, 64<<20, 1000, tm, dir, nil); err != nil {
+	if err := makeImage(img, 64<<20, 1000, tm, dir, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	fsckClean(t, img)

@@ -163,8 +163,9 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	if err := s.m.checkStart(s.rec.Spec.Network); err != nil {
 		return err
 	}
+	clk := newStepClock()
 	base := hostBase(s.rec.Slot)
-	ws, err := s.prepareWorkspace(base)
+	ws, err := s.prepareWorkspace(base, clk)
 	if err != nil {
 		return err
 	}
@@ -186,6 +187,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		_ = group.Destroy()
 		return fmt.Errorf("create user cgroup: %w", err)
 	}
+	clk.mark("cgroups")
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
 		Exe:       cfg.InitExe,
@@ -194,7 +196,12 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		HostUID:   base,
 		HostGID:   base,
 		Workspace: ws,
-		Place:     group.AddProc,
+		Place: func(pid int) error {
+			clk.mark("init_clone_exec")
+			err := group.AddProc(pid)
+			clk.mark("init_place")
+			return err
+		},
 		Setup: agent.Setup{
 			Hostname:      "sandbox",
 			UID:           sandboxUID,
@@ -216,6 +223,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		_ = group.Destroy()
 		return fault.Wrap(fault.Unavailable, err, "the sandbox could not be started")
 	}
+	clk.mark("init_setup")
 	home, err := group.OpenThreadAttach()
 	if err != nil {
 		inst.Kill()
@@ -229,6 +237,11 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
+	clk.mark("attach_files")
+	s.m.log.Debug("sandbox init started", append([]any{"id", s.rec.ID}, clk.attrs()...)...)
+	if s.m.onStart != nil {
+		s.m.onStart(clk.steps)
+	}
 	return nil
 }
 
@@ -261,7 +274,7 @@ func closeFiles(fs []*os.File) {
 
 // prepareWorkspace creates the persistent directory owned by the sandbox
 // user's host id and opens it for the init.
-func (s *Sandbox) prepareWorkspace(base uint32) (*os.File, error) {
+func (s *Sandbox) prepareWorkspace(base uint32, clk *stepClock) (*os.File, error) {
 	dir := s.workspaceDir()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("create workspace: %w", err)
@@ -269,7 +282,7 @@ func (s *Sandbox) prepareWorkspace(base uint32) (*os.File, error) {
 	uid := int(base) + sandboxUID
 	if s.diskBytes() > 0 {
 		// The quota is a file system of its own (quota_linux.go).
-		ws, err := s.workspaceVolume(dir, uid)
+		ws, err := s.workspaceVolume(dir, uid, clk)
 		if err == nil || !s.m.cfg.Insecure {
 			return ws, err
 		}

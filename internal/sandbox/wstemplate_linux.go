@@ -131,13 +131,14 @@ func statID(f *os.File) (fileID, error) {
 // clone makes the image img (which must not exist) of the given size, a
 // copy of the size's template in dir (built first if needed), with a fresh
 // UUID. It returns errNoTemplate when the size gets no template.
-func (t *wsTemplates) clone(dir, img string, size int64) error {
+func (t *wsTemplates) clone(dir, img string, size int64, clk *stepClock) error {
 	src, v, err := t.open(dir, size)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = src.Close() }()
-	if err := writeCopy(img, size, true, func(dst *os.File) error { return copyTemplate(dst, src, v) }); err != nil {
+	clk.mark("template_open")
+	if err := writeCopy(img, size, true, clk, func(dst *os.File) error { return copyTemplate(dst, src, v) }); err != nil {
 		return err
 	}
 	t.clones.Add(1)
@@ -219,7 +220,7 @@ func (t *wsTemplates) build(dir, path string, size int64) error {
 	} else if n >= maxTemplates {
 		return errNoTemplate
 	}
-	err := writeCopy(path, size, false, func(f *os.File) error {
+	err := writeCopy(path, size, false, nil, func(f *os.File) error {
 		// mkfs writes through its own descriptor; the copy's is only
 		// used to fsync the result.
 		return runTool(context.Background(), "mkfs.ext4", mkfsArgs(f.Name(), 0, true)...)
@@ -236,7 +237,7 @@ func (t *wsTemplates) build(dir, path string, size int64) error {
 	if err != nil {
 		return err
 	}
-	if err := writeCopy(path+".sha256", -1, false, func(d *os.File) error {
+	if err := writeCopy(path+".sha256", -1, false, nil, func(d *os.File) error {
 		_, err := d.WriteString(sum + "\n")
 		return err
 	}); err != nil {
@@ -283,7 +284,7 @@ func mkfsArgs(img string, uid int, template bool) []string {
 // and renamed into place and its directory fsynced. An existing path is
 // replaced, or with noReplace an error (RENAME_NOREPLACE: a workspace image
 // is never overwritten).
-func writeCopy(path string, size int64, noReplace bool, fill func(*os.File) error) (err error) {
+func writeCopy(path string, size int64, noReplace bool, clk *stepClock, fill func(*os.File) error) (err error) {
 	tmp := path + tmpSuffix
 	// A copy left by a server that died mid-write is never used.
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -309,6 +310,7 @@ func writeCopy(path string, size int64, noReplace bool, fill func(*os.File) erro
 	if err := fill(f); err != nil {
 		return err
 	}
+	clk.mark("image_copy")
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", filepath.Base(tmp), err)
 	}
@@ -324,7 +326,9 @@ func writeCopy(path string, size int64, noReplace bool, fill func(*os.File) erro
 	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, flags); err != nil {
 		return fmt.Errorf("rename %s into place: %w", filepath.Base(tmp), err)
 	}
-	return syncDir(filepath.Dir(path))
+	err = syncDir(filepath.Dir(path))
+	clk.mark("image_sync")
+	return err
 }
 
 func syncDir(dir string) error {
