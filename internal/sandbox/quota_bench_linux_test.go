@@ -65,8 +65,11 @@ func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		v, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil, nil)
+		v, finish, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil, nil)
 		if err != nil {
+			b.Fatal(err)
+		}
+		if err := finish(); err != nil {
 			b.Fatal(err)
 		}
 		vols = append(vols, v)
@@ -156,7 +159,7 @@ func BenchmarkWorkspaceVolumeScale(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		v, err := mountImage(img, nil)
+		v, _, err := mountImage(img, true, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

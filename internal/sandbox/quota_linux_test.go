@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 func requireQuota(t *testing.T) {
@@ -355,7 +357,11 @@ func TestWorkspaceTemplatesAreCapped(t *testing.T) {
 	}
 	// The image is still made, by mkfs, and is a good file system.
 	img := filepath.Join(ws, "c.img")
-	if err := makeImage(img, 64<<20, 1000, tm, dir, nil, nil); err != nil {
+	st, err := makeImage(img, 64<<20, 1000, tm, dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.commit(); err != nil {
 		t.Fatal(err)
 	}
 	fsckClean(t, img)
@@ -385,5 +391,110 @@ func TestResourcesReportWorkspaceDisk(t *testing.T) {
 	after := disk()
 	if grown := after.UsedBytes - before.UsedBytes; grown < 8<<20 || grown > 10<<20 {
 		t.Fatalf("used %d → %d after writing 8 MiB", before.UsedBytes, after.UsedBytes)
+	}
+}
+
+// loopDIO reads whether the loop device holding img does direct I/O.
+func loopDIO(t *testing.T, img string) string {
+	t.Helper()
+	left, err := loopBackings(filepath.Dir(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dev, p := range left {
+		if p == img {
+			b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop", "dio"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("no loop device holds %s (bound: %v)", img, left)
+	return ""
+}
+
+// A new image is mounted before it is durable, under its temporary name:
+// until finish has run nothing is found under the image's name (a crash
+// then leaves no image; the next start makes a new one), and after it the
+// image is in place, no temporary copy is left, and the loop device has
+// gone from buffered to direct I/O.
+func TestNewImageIsNamedOnlyOnceDurable(t *testing.T) {
+	requireQuota(t)
+	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
+	img := filepath.Join(ws, imageName)
+	mnt, finish, err := openVolume(img, 64<<20, 1<<30+1000, tm, dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mnt.Close() }()
+	if finish == nil {
+		t.Fatal("a new image came without its durability step")
+	}
+	if _, err := os.Lstat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("image under its name before it is durable: %v", err)
+	}
+	if got := loopDIO(t, img+tmpSuffix); got != "0" {
+		t.Fatalf("loop device dio %s while the image is written back, want 0 (buffered)", got)
+	}
+	// The mounted file system is usable before it is durable.
+	if fd, err := unix.Openat(int(mnt.Fd()), "probe", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600); err != nil {
+		t.Fatal("write to the new workspace:", err)
+	} else {
+		_ = unix.Close(fd)
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(img); err != nil {
+		t.Fatal("image not in place after finish:", err)
+	}
+	if _, err := os.Lstat(img + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary copy left: %v", err)
+	}
+	if got := loopDIO(t, img); got != "1" {
+		t.Fatalf("loop device dio %s after finish, want 1", got)
+	}
+	_ = mnt.Close()
+	waitDetached(t, ws)
+	// A second server run finds the image and mounts it as it is (direct
+	// I/O at once), with what was written before.
+	mnt2, finish2, err := openVolume(img, 64<<20, 1<<30+1000, tm, dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mnt2.Close() }()
+	if finish2 != nil {
+		t.Fatal("an existing image came with a durability step")
+	}
+	if err := unix.Faccessat(int(mnt2.Fd()), "probe", unix.F_OK, 0); err != nil {
+		t.Fatal("the file written before finish is gone:", err)
+	}
+	if got := loopDIO(t, img); got != "1" {
+		t.Fatalf("existing image's loop device dio %s, want 1", got)
+	}
+}
+
+// A sandbox whose init cannot start leaves nothing behind: no workspace
+// directory, no loop device (the volume was released, not left to the
+// garbage collector), no slot.
+func TestFailedStartReleasesTheWorkspaceVolume(t *testing.T) {
+	requireQuota(t)
+	cfg := testConfig(t)
+	cfg.InitExe, cfg.InitArgs = "/bin/false", []string{}
+	m := newManager(t, cfg, nil)
+	// No collection may close a forgotten descriptor for the manager.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	_, err := m.Create(context.Background(), owner, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	if err == nil {
+		t.Fatal("a sandbox whose init exits at once was created")
+	}
+	waitDetached(t, m.workspaceRoot())
+	entries, err := os.ReadDir(m.workspaceRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("workspace directories left: %v", entries)
 	}
 }

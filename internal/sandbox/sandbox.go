@@ -165,11 +165,17 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	}
 	clk := newStepClock()
 	base := hostBase(s.rec.Slot)
-	ws, err := s.prepareWorkspace(base, clk)
+	ws, durable, err := s.prepareWorkspace(base, clk)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = ws.Close() }()
+	// A new workspace image is made durable (fsync, rename, directory
+	// fsync) beside the init's start; the start waits for it before it
+	// reports success, and every way out waits too, so that a failed
+	// start's cleanup never races the rename.
+	waitDurable := beside(durable)
+	defer func() { _, _ = waitDurable() }()
 	group, err := s.m.cg.Create(s.rec.ID, s.cgLimits())
 	if errors.Is(err, os.ErrExist) {
 		// A group of this name left over (a crash between reap and now):
@@ -230,6 +236,18 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		_ = group.Destroy()
 		return fmt.Errorf("open sandbox cgroup: %w", err)
 	}
+	took, derr := waitDurable()
+	clk.mark("image_durable_wait")
+	clk.add("image_durable_beside", took)
+	if derr != nil {
+		inst.Kill()
+		closeFiles(home)
+		_ = group.Destroy()
+		// The image never reached its name: the next start makes it again.
+		_ = s.vol.Close()
+		s.vol = nil
+		return fmt.Errorf("workspace image: %w", derr)
+	}
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
@@ -273,25 +291,53 @@ func closeFiles(fs []*os.File) {
 }
 
 // prepareWorkspace creates the persistent directory owned by the sandbox
-// user's host id and opens it for the init.
-func (s *Sandbox) prepareWorkspace(base uint32, clk *stepClock) (*os.File, error) {
+// user's host id and opens it for the init. A new workspace image comes
+// with durable, the step that makes it durable (workspaceVolume).
+func (s *Sandbox) prepareWorkspace(base uint32, clk *stepClock) (ws *os.File, durable func() error, err error) {
 	dir := s.workspaceDir()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("create workspace: %w", err)
+		return nil, nil, fmt.Errorf("create workspace: %w", err)
 	}
 	uid := int(base) + sandboxUID
 	if s.diskBytes() > 0 {
 		// The quota is a file system of its own (quota_linux.go).
-		ws, err := s.workspaceVolume(dir, uid, clk)
+		ws, durable, err := s.workspaceVolume(dir, uid, clk)
 		if err == nil || !s.m.cfg.Insecure {
-			return ws, err
+			return ws, durable, err
 		}
 		s.m.log.Warn("INSECURE: workspace quota unavailable; the workspace is a plain directory without a disk limit", "id", s.rec.ID, "err", err)
 	}
 	if err := os.Lchown(dir, uid, uid); err != nil {
-		return nil, fmt.Errorf("own workspace: %w", err)
+		return nil, nil, fmt.Errorf("own workspace: %w", err)
 	}
-	return rootfs.DetachedMount(dir)
+	ws, err = rootfs.DetachedMount(dir)
+	return ws, nil, err
+}
+
+// beside runs fn on its own goroutine; the returned wait gives its
+// duration and error (the first call waits, later calls return 0, nil).
+func beside(fn func() error) (wait func() (time.Duration, error)) {
+	if fn == nil {
+		return func() (time.Duration, error) { return 0, nil }
+	}
+	done := make(chan struct{})
+	var ferr error
+	var took time.Duration
+	go func() {
+		t0 := time.Now()
+		ferr = fn()
+		took = time.Since(t0)
+		close(done)
+	}()
+	waited := false
+	return func() (time.Duration, error) {
+		<-done
+		if waited {
+			return 0, nil
+		}
+		waited = true
+		return took, ferr
+	}
 }
 
 // applyLimits sets the cgroup limits from the record (a pool sandbox gets
