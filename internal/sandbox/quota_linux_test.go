@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/testenv"
 	"golang.org/x/sys/unix"
 )
@@ -477,7 +478,7 @@ func TestNewImageIsNamedOnlyOnceDurable(t *testing.T) {
 
 // A sandbox whose init cannot start leaves nothing behind: no workspace
 // directory, no loop device (the volume was released, not left to the
-// garbage collector), no slot.
+// garbage collector), no cgroup.
 func TestFailedStartReleasesTheWorkspaceVolume(t *testing.T) {
 	requireQuota(t)
 	cfg := testConfig(t)
@@ -496,5 +497,10 @@ func TestFailedStartReleasesTheWorkspaceVolume(t *testing.T) {
 	}
 	if len(entries) != 0 {
 		t.Fatalf("workspace directories left: %v", entries)
+	}
+	// Nor a cgroup: the sandbox group, its user group and the first
+	// execution group made beside the init's start.
+	if left, err := cgroup.Reap(m.cg, func(string) bool { return false }); err != nil || len(left) != 0 {
+		t.Fatalf("cgroups left after a failed start: %v (%v)", left, err)
 	}
 }

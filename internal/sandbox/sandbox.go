@@ -165,8 +165,27 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	}
 	clk := newStepClock()
 	base := hostBase(s.rec.Slot)
+	// The cgroups are made beside the workspace: neither needs the other.
+	var group, user cgroup.Group
+	waitGroups := beside(func() (err error) {
+		group, user, err = s.makeGroups()
+		return err
+	})
 	ws, durable, err := s.prepareWorkspace(base, clk)
-	if err != nil {
+	cgTook, cgErr := waitGroups()
+	clk.mark("cgroups_wait")
+	clk.add("cgroups_beside", cgTook)
+	if err != nil || cgErr != nil {
+		if cgErr == nil {
+			_ = group.Destroy()
+		}
+		if err == nil {
+			_ = ws.Close()
+			if durable != nil {
+				_ = durable() // never left half done; the image is kept
+			}
+			return cgErr
+		}
 		return err
 	}
 	defer func() { _ = ws.Close() }()
@@ -176,24 +195,23 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// start's cleanup never races the rename.
 	waitDurable := beside(durable)
 	defer func() { _, _ = waitDurable() }()
-	group, err := s.m.cg.Create(s.rec.ID, s.cgLimits())
-	if errors.Is(err, os.ErrExist) {
-		// A group of this name left over (a crash between reap and now):
-		// destroy it and start clean.
-		if old, oerr := s.m.cg.Open(s.rec.ID); oerr == nil {
-			_ = old.Destroy()
+	// The first execution group is made beside the init's start too:
+	// the first command would otherwise make it, after the create.
+	gen := s.gen + 1
+	var first *slot
+	waitFirst := beside(func() (err error) {
+		first, err = s.makeSlot(user, 1, s.rec.Spec.Limits.MemoryBytes, gen)
+		return err
+	})
+	// destroy ends a failed start's groups, once the first execution
+	// group is made (or failed): removing the tree while a child is
+	// being made in it would leave that child behind.
+	destroy := func() {
+		if _, err := waitFirst(); err == nil {
+			first.close()
 		}
-		group, err = s.m.cg.Create(s.rec.ID, s.cgLimits())
-	}
-	if err != nil {
-		return fmt.Errorf("create cgroup: %w", err)
-	}
-	user, err := group.Sub(userGroupName, s.userLimits())
-	if err != nil {
 		_ = group.Destroy()
-		return fmt.Errorf("create user cgroup: %w", err)
 	}
-	clk.mark("cgroups")
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
 		Exe:       cfg.InitExe,
@@ -226,14 +244,14 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	defer cancel()
 	inst, err := agent.Launch(lctx, spec)
 	if err != nil {
-		_ = group.Destroy()
+		destroy()
 		return fault.Wrap(fault.Unavailable, err, "the sandbox could not be started")
 	}
 	clk.mark("init_setup")
 	home, err := group.OpenThreadAttach()
 	if err != nil {
 		inst.Kill()
-		_ = group.Destroy()
+		destroy()
 		return fmt.Errorf("open sandbox cgroup: %w", err)
 	}
 	took, derr := waitDurable()
@@ -242,7 +260,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	if derr != nil {
 		inst.Kill()
 		closeFiles(home)
-		_ = group.Destroy()
+		destroy()
 		// The image never reached its name: the next start makes it again.
 		_ = s.vol.Close()
 		s.vol = nil
@@ -251,7 +269,15 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
-	s.gen++
+	s.gen = gen
+	firstTook, ferr := waitFirst()
+	clk.add("first_slot_beside", firstTook)
+	if ferr == nil {
+		s.freeSlot = append(s.freeSlot, first)
+		s.slotSeq = 1
+	} else {
+		s.m.log.Debug("first execution cgroup not made at start", "id", s.rec.ID, "err", ferr)
+	}
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
@@ -261,6 +287,28 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		s.m.onStart(clk.steps)
 	}
 	return nil
+}
+
+// makeGroups makes the sandbox's cgroup and its user child.
+func (s *Sandbox) makeGroups() (group, user cgroup.Group, err error) {
+	group, err = s.m.cg.Create(s.rec.ID, s.cgLimits())
+	if errors.Is(err, os.ErrExist) {
+		// A group of this name left over (a crash between reap and now):
+		// destroy it and start clean.
+		if old, oerr := s.m.cg.Open(s.rec.ID); oerr == nil {
+			_ = old.Destroy()
+		}
+		group, err = s.m.cg.Create(s.rec.ID, s.cgLimits())
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	user, err = group.Sub(userGroupName, s.userLimits())
+	if err != nil {
+		_ = group.Destroy()
+		return nil, nil, fmt.Errorf("create user cgroup: %w", err)
+	}
+	return group, user, nil
 }
 
 // watch notices an init that died on its own (OOM of the init, a crash)
@@ -521,7 +569,13 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		return sl, nil
 	}
 	s.slotSeq++
-	g, err := s.user.Sub("x"+strconv.Itoa(s.slotSeq), cgroup.Limits{MemoryBytes: memory})
+	return s.makeSlot(s.user, s.slotSeq, memory, s.gen)
+}
+
+// makeSlot makes execution group number seq below user, for init
+// generation gen. It takes no lock.
+func (s *Sandbox) makeSlot(user cgroup.Group, seq int, memory int64, gen int) (*slot, error) {
+	g, err := user.Sub("x"+strconv.Itoa(seq), cgroup.Limits{MemoryBytes: memory})
 	if err != nil {
 		return nil, err
 	}
@@ -536,7 +590,7 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: s.gen}, nil
+	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: gen}, nil
 }
 
 // maxFreeSlots caps the execution groups a sandbox keeps ready: as many

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"testing"
@@ -136,5 +137,44 @@ func TestReaperFindsPooledExecutionGroups(t *testing.T) {
 	}
 	if _, err := m.cg.Open(s.ID()); !errors.Is(err, cgroup.ErrNotFound) {
 		t.Fatalf("sandbox group after the reap: %v, want not found", err)
+	}
+}
+
+// TestFirstExecutionGroupIsMadeAtStart: a started sandbox already holds one
+// empty execution group (made beside the init's start), its first command
+// runs in it, and it is pooled again afterwards; a restart of the init
+// makes a fresh one under the new generation.
+func TestFirstExecutionGroupIsMadeAtStart(t *testing.T) {
+	m := newManager(t, testConfig(t), nil)
+	s := create(t, m, Spec{})
+	pooled := freeSlots(s)
+	if len(pooled) != 1 {
+		t.Fatalf("execution groups ready at start %v, want one", pooled)
+	}
+	s.mu.Lock()
+	gen, sl := s.gen, s.freeSlot[0]
+	s.mu.Unlock()
+	if sl.gen != gen {
+		t.Fatalf("first group made under generation %d, the init's is %d", sl.gen, gen)
+	}
+	if procs, err := sl.g.Procs(); err != nil || len(procs) != 0 {
+		t.Fatalf("first group holds %v (%v)", procs, err)
+	}
+	if r := run(t, s, ExecRequest{Command: "cat /proc/self/cgroup"}); !contains(r.Stdout, "/"+pooled[0]) {
+		t.Fatalf("first command ran outside the group made at start (%s): %q", pooled[0], r.Stdout)
+	}
+	if after := freeSlots(s); len(after) != 1 || after[0] != pooled[0] {
+		t.Fatalf("pooled groups after the first command %v, want [%s]", after, pooled[0])
+	}
+	s.shutdown()
+	if _, err := s.ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	gen2, n := s.gen, len(s.freeSlot)
+	fresh := n == 1 && s.freeSlot[0].gen == gen2
+	s.mu.Unlock()
+	if gen2 == gen || !fresh {
+		t.Fatalf("after a restart: generation %d→%d, %d groups ready (fresh %v)", gen, gen2, n, fresh)
 	}
 }
