@@ -61,6 +61,27 @@ func TestWorkspaceQuotaIsEnforcedByTheKernel(t *testing.T) {
 	if r := run(t, s, ExecRequest{Command: "ls -A /workspace; stat -c %u /workspace"}); strings.TrimSpace(r.Stdout) != "1000" {
 		t.Fatalf("fresh workspace: %q", r.Stdout)
 	}
+	// Its file system does not prefetch every group's bitmap (memory
+	// kept per idle sandbox); seen from the init's mount table.
+	s.mu.Lock()
+	pid := s.inst.Pid
+	s.mu.Unlock()
+	mi, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "mountinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == "/workspace" {
+			found = true
+			if !strings.Contains(line, "ext4") || !strings.Contains(line, "no_prefetch_block_bitmaps") {
+				t.Fatalf("workspace mount: %s", line)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no /workspace in the init's mount table:\n%s", mi)
+	}
 	// Writing past the quota fails with ENOSPC, whatever writes.
 	r := run(t, s, ExecRequest{Command: "dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1; echo rc=$?"})
 	if !strings.Contains(r.Stdout, "No space left") || !strings.Contains(r.Stdout, "rc=1") {
