@@ -195,23 +195,12 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// start's cleanup never races the rename.
 	waitDurable := beside(durable)
 	defer func() { _, _ = waitDurable() }()
-	// The first execution group is made beside the init's start too:
-	// the first command would otherwise make it, after the create.
-	gen := s.gen + 1
-	var first *slot
-	waitFirst := beside(func() (err error) {
-		first, err = s.makeSlot(user, 1, s.rec.Spec.Limits.MemoryBytes, gen)
-		return err
-	})
-	// destroy ends a failed start's groups, once the first execution
-	// group is made (or failed): removing the tree while a child is
-	// being made in it would leave that child behind.
-	destroy := func() {
-		if _, err := waitFirst(); err == nil {
-			first.close()
-		}
-		_ = group.Destroy()
-	}
+	// No execution group is made before the first command: each v1
+	// memory cgroup costs the kernel ~1 KB per 64 shrinkers registered
+	// on the host (one per mounted file system, so it grows with the
+	// sandboxes: ~135 KB each on a host that ran a few thousand), which
+	// an idle sandbox should not pay (TestIdleSandboxHoldsNoExecutionGroup).
+	destroy := func() { _ = group.Destroy() }
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
 		Exe:       cfg.InitExe,
@@ -269,15 +258,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
-	s.gen = gen
-	firstTook, ferr := waitFirst()
-	clk.add("first_slot_beside", firstTook)
-	if ferr == nil {
-		s.freeSlot = append(s.freeSlot, first)
-		s.slotSeq = 1
-	} else {
-		s.m.log.Debug("first execution cgroup not made at start", "id", s.rec.ID, "err", ferr)
-	}
+	s.gen++
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
