@@ -215,6 +215,8 @@ func openVolume(img string, size int64, uid int, tm *wsTemplates, tmplDir string
 	}
 	{
 		// mkfs makes lost+found; the sandbox's /workspace starts empty.
+		// (Templates have none: this is for images formatted per
+		// sandbox, where it costs a removal and a discard.)
 		_ = unix.Unlinkat(int(mnt.Fd()), "lost+found", unix.AT_REMOVEDIR)
 		clk.mark("workspace_rmdir")
 		// A template's root belongs to root; the copy is the sandbox's.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
@@ -224,6 +225,11 @@ func testTemplateCopies(t *testing.T, size int64) {
 			t.Fatal(err)
 		}
 		fsckClean(t, img)
+		// The copy's root is empty before any mount: the template
+		// has no lost+found for each sandbox to remove.
+		if ls := debugfsLs(t, img); strings.Contains(ls, "lost+found") {
+			t.Fatalf("copy %d has a lost+found: %s", i, ls)
+		}
 		u := imageUUID(t, img, size)
 		if seen[u] {
 			t.Fatalf("copy %d reuses a UUID", i)
@@ -524,4 +530,18 @@ func TestFailedStartReleasesTheWorkspaceVolume(t *testing.T) {
 	if left, err := cgroup.Reap(m.cg, func(string) bool { return false }); err != nil || len(left) != 0 {
 		t.Fatalf("cgroups left after a failed start: %v (%v)", left, err)
 	}
+}
+
+// debugfsLs lists an image's root directory without mounting it.
+func debugfsLs(t *testing.T, img string) string {
+	t.Helper()
+	p, err := e2tool("debugfs")
+	if err != nil {
+		t.Skip(err)
+	}
+	out, err := exec.Command(p, "-R", "ls -p /", img).CombinedOutput() //nolint:gosec // G204: e2fsprogs on a test image
+	if err != nil {
+		t.Fatalf("debugfs: %v: %s", err, out)
+	}
+	return string(out)
 }
