@@ -122,7 +122,12 @@ func TestReaperFindsPooledExecutionGroups(t *testing.T) {
 		t.Fatalf("pooled group: %v", err)
 	}
 	// What New does on the next start, with this run's sandbox still there
-	// (as if the server had died).
+	// (as if the server had died). A dead server's sandbox no longer
+	// watches its init: here it would destroy its group when the reap
+	// kills the init, racing the reap's own removal of it.
+	s.mu.Lock()
+	s.inst = nil
+	s.mu.Unlock()
 	reaped, err := cgroup.Reap(m.cg, nil)
 	if err != nil {
 		t.Fatal(err)
