@@ -120,6 +120,10 @@ type Manager struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	// onStart, set by benchmarks before any sandbox starts, receives the
+	// timed steps of every init start (steps.go).
+	onStart func([]step)
 }
 
 // New starts the manager: it reaps what a previous run left behind (cgroups
@@ -355,6 +359,9 @@ func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
 	rec.Slot = slot
 	s := newSandbox(m, rec)
 	if err := s.start(ctx); err != nil {
+		// The workspace volume, if it was mounted, goes with the
+		// directory (its loop device detaches once closed).
+		s.releaseVolume()
 		m.freeSlot(slot)
 		_ = os.RemoveAll(s.workspaceDir())
 		return nil, err

@@ -44,7 +44,7 @@ func BenchmarkWorkspaceVolume(b *testing.B) {
 	b.Run("template", func(b *testing.B) {
 		tm, dir := &wsTemplates{}, b.TempDir()
 		// The first copy builds the template.
-		if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), 5_000_000_000); err != nil {
+		if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), 5_000_000_000, nil); err != nil {
 			b.Fatal(err)
 		}
 		benchVolumes(b, tm, dir)
@@ -65,8 +65,11 @@ func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		v, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil)
+		v, finish, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil, nil)
 		if err != nil {
+			b.Fatal(err)
+		}
+		if err := finish(); err != nil {
 			b.Fatal(err)
 		}
 		vols = append(vols, v)
@@ -137,7 +140,7 @@ func BenchmarkWorkspaceVolumeScale(b *testing.B) {
 	}
 	const size = 5_000_000_000
 	tm, dir, ws := &wsTemplates{}, b.TempDir(), b.TempDir()
-	if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), size); err != nil {
+	if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), size, nil); err != nil {
 		b.Fatal(err)
 	}
 	copies := make([]time.Duration, 0, b.N)
@@ -152,11 +155,11 @@ func BenchmarkWorkspaceVolumeScale(b *testing.B) {
 	for i := range b.N {
 		img := filepath.Join(ws, strconv.Itoa(i)+".img")
 		t0 := time.Now()
-		if err := tm.clone(dir, img, size); err != nil {
+		if err := tm.clone(dir, img, size, nil); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		v, err := mountImage(img)
+		v, _, err := mountImage(img, true, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 func requireQuota(t *testing.T) {
@@ -57,6 +61,27 @@ func TestWorkspaceQuotaIsEnforcedByTheKernel(t *testing.T) {
 	// A fresh workspace is empty (no lost+found), owned by the sandbox user.
 	if r := run(t, s, ExecRequest{Command: "ls -A /workspace; stat -c %u /workspace"}); strings.TrimSpace(r.Stdout) != "1000" {
 		t.Fatalf("fresh workspace: %q", r.Stdout)
+	}
+	// Its file system does not prefetch every group's bitmap (memory
+	// kept per idle sandbox); seen from the init's mount table.
+	s.mu.Lock()
+	pid := s.inst.Pid
+	s.mu.Unlock()
+	mi, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "mountinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == "/workspace" {
+			found = true
+			if !strings.Contains(line, "ext4") || !strings.Contains(line, "no_prefetch_block_bitmaps") {
+				t.Fatalf("workspace mount: %s", line)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no /workspace in the init's mount table:\n%s", mi)
 	}
 	// Writing past the quota fails with ENOSPC, whatever writes.
 	r := run(t, s, ExecRequest{Command: "dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1; echo rc=$?"})
@@ -196,10 +221,15 @@ func testTemplateCopies(t *testing.T, size int64) {
 	seen := map[string]bool{}
 	for i := range 3 {
 		img := filepath.Join(ws, strconv.Itoa(i)+".img")
-		if err := tm.clone(dir, img, size); err != nil {
+		if err := tm.clone(dir, img, size, nil); err != nil {
 			t.Fatal(err)
 		}
 		fsckClean(t, img)
+		// The copy's root is empty before any mount: the template
+		// has no lost+found for each sandbox to remove.
+		if ls := debugfsLs(t, img); strings.Contains(ls, "lost+found") {
+			t.Fatalf("copy %d has a lost+found: %s", i, ls)
+		}
 		u := imageUUID(t, img, size)
 		if seen[u] {
 			t.Fatalf("copy %d reuses a UUID", i)
@@ -218,7 +248,7 @@ func testTemplateCopies(t *testing.T, size int64) {
 	}
 	// A new server run verifies the template on disk and reuses it.
 	tm2 := &wsTemplates{}
-	if err := tm2.clone(dir, filepath.Join(ws, "again.img"), size); err != nil {
+	if err := tm2.clone(dir, filepath.Join(ws, "again.img"), size, nil); err != nil {
 		t.Fatal(err)
 	}
 	if tm2.builds.Load() != 0 {
@@ -238,7 +268,7 @@ func TestWorkspaceTemplateIsRebuiltWhenBroken(t *testing.T) {
 		t.Helper()
 		n++
 		img := filepath.Join(ws, strconv.Itoa(n)+".img")
-		if err := tm.clone(dir, img, size); err != nil {
+		if err := tm.clone(dir, img, size, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := tm.builds.Load(); got != wantBuilds {
@@ -297,7 +327,7 @@ func TestWorkspaceImageIsNeverHalfWritten(t *testing.T) {
 	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
 	img := filepath.Join(ws, imageName)
 
-	err := writeCopy(img, size, true, func(f *os.File) error {
+	err := writeCopy(img, size, true, nil, func(f *os.File) error {
 		if _, err := f.WriteAt([]byte("half"), 0); err != nil {
 			return err
 		}
@@ -315,7 +345,7 @@ func TestWorkspaceImageIsNeverHalfWritten(t *testing.T) {
 	if err := os.WriteFile(img+tmpSuffix, []byte("torn"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := tm.clone(dir, img, size); err != nil {
+	if err := tm.clone(dir, img, size, nil); err != nil {
 		t.Fatal(err)
 	}
 	fsckClean(t, img)
@@ -324,7 +354,7 @@ func TestWorkspaceImageIsNeverHalfWritten(t *testing.T) {
 	}
 
 	before := imageUUID(t, img, size)
-	if err := tm.clone(dir, img, size); err == nil {
+	if err := tm.clone(dir, img, size, nil); err == nil {
 		t.Fatal("a copy replaced an existing image")
 	}
 	if imageUUID(t, img, size) != before {
@@ -343,19 +373,23 @@ func TestWorkspaceTemplatesAreCapped(t *testing.T) {
 		}
 	}
 	tm := &wsTemplates{}
-	if err := tm.clone(dir, filepath.Join(ws, "a.img"), 64<<20); !errors.Is(err, errNoTemplate) {
+	if err := tm.clone(dir, filepath.Join(ws, "a.img"), 64<<20, nil); !errors.Is(err, errNoTemplate) {
 		t.Fatalf("template past the cap on disk: %v", err)
 	}
 	tm = &wsTemplates{bySize: map[int64]*wsTemplate{}}
 	for i := range maxTemplates {
 		tm.bySize[int64(i)] = &wsTemplate{}
 	}
-	if err := tm.clone(t.TempDir(), filepath.Join(ws, "b.img"), 64<<20); !errors.Is(err, errNoTemplate) {
+	if err := tm.clone(t.TempDir(), filepath.Join(ws, "b.img"), 64<<20, nil); !errors.Is(err, errNoTemplate) {
 		t.Fatalf("template past the cap in memory: %v", err)
 	}
 	// The image is still made, by mkfs, and is a good file system.
 	img := filepath.Join(ws, "c.img")
-	if err := makeImage(img, 64<<20, 1000, tm, dir, nil); err != nil {
+	st, err := makeImage(img, 64<<20, 1000, tm, dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.commit(); err != nil {
 		t.Fatal(err)
 	}
 	fsckClean(t, img)
@@ -386,4 +420,128 @@ func TestResourcesReportWorkspaceDisk(t *testing.T) {
 	if grown := after.UsedBytes - before.UsedBytes; grown < 8<<20 || grown > 10<<20 {
 		t.Fatalf("used %d → %d after writing 8 MiB", before.UsedBytes, after.UsedBytes)
 	}
+}
+
+// loopDIO reads whether the loop device holding img does direct I/O.
+func loopDIO(t *testing.T, img string) string {
+	t.Helper()
+	left, err := loopBackings(filepath.Dir(img))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dev, p := range left {
+		if p == img {
+			b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "loop", "dio"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("no loop device holds %s (bound: %v)", img, left)
+	return ""
+}
+
+// A new image is mounted before it is durable, under its temporary name:
+// until finish has run nothing is found under the image's name (a crash
+// then leaves no image; the next start makes a new one), and after it the
+// image is in place, no temporary copy is left, and the loop device has
+// gone from buffered to direct I/O.
+func TestNewImageIsNamedOnlyOnceDurable(t *testing.T) {
+	requireQuota(t)
+	tm, dir, ws := &wsTemplates{}, t.TempDir(), t.TempDir()
+	img := filepath.Join(ws, imageName)
+	mnt, finish, err := openVolume(img, 64<<20, 1<<30+1000, tm, dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mnt.Close() }()
+	if finish == nil {
+		t.Fatal("a new image came without its durability step")
+	}
+	if _, err := os.Lstat(img); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("image under its name before it is durable: %v", err)
+	}
+	if got := loopDIO(t, img+tmpSuffix); got != "0" {
+		t.Fatalf("loop device dio %s while the image is written back, want 0 (buffered)", got)
+	}
+	// The mounted file system is usable before it is durable.
+	if fd, err := unix.Openat(int(mnt.Fd()), "probe", unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600); err != nil {
+		t.Fatal("write to the new workspace:", err)
+	} else {
+		_ = unix.Close(fd)
+	}
+	if err := finish(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(img); err != nil {
+		t.Fatal("image not in place after finish:", err)
+	}
+	if _, err := os.Lstat(img + tmpSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary copy left: %v", err)
+	}
+	if got := loopDIO(t, img); got != "1" {
+		t.Fatalf("loop device dio %s after finish, want 1", got)
+	}
+	_ = mnt.Close()
+	waitDetached(t, ws)
+	// A second server run finds the image and mounts it as it is (direct
+	// I/O at once), with what was written before.
+	mnt2, finish2, err := openVolume(img, 64<<20, 1<<30+1000, tm, dir, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mnt2.Close() }()
+	if finish2 != nil {
+		t.Fatal("an existing image came with a durability step")
+	}
+	if err := unix.Faccessat(int(mnt2.Fd()), "probe", unix.F_OK, 0); err != nil {
+		t.Fatal("the file written before finish is gone:", err)
+	}
+	if got := loopDIO(t, img); got != "1" {
+		t.Fatalf("existing image's loop device dio %s, want 1", got)
+	}
+}
+
+// A sandbox whose init cannot start leaves nothing behind: no workspace
+// directory, no loop device (the volume was released, not left to the
+// garbage collector), no cgroup.
+func TestFailedStartReleasesTheWorkspaceVolume(t *testing.T) {
+	requireQuota(t)
+	cfg := testConfig(t)
+	cfg.InitExe, cfg.InitArgs = "/bin/false", []string{}
+	m := newManager(t, cfg, nil)
+	// No collection may close a forgotten descriptor for the manager.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	_, err := m.Create(context.Background(), owner, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	if err == nil {
+		t.Fatal("a sandbox whose init exits at once was created")
+	}
+	waitDetached(t, m.workspaceRoot())
+	entries, err := os.ReadDir(m.workspaceRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 0 {
+		t.Fatalf("workspace directories left: %v", entries)
+	}
+	// Nor a cgroup: the sandbox group, its user group and the first
+	// execution group made beside the init's start.
+	if left, err := cgroup.Reap(m.cg, func(string) bool { return false }); err != nil || len(left) != 0 {
+		t.Fatalf("cgroups left after a failed start: %v (%v)", left, err)
+	}
+}
+
+// debugfsLs lists an image's root directory without mounting it.
+func debugfsLs(t *testing.T, img string) string {
+	t.Helper()
+	p, err := e2tool("debugfs")
+	if err != nil {
+		t.Skip(err)
+	}
+	out, err := exec.Command(p, "-R", "ls -p /", img).CombinedOutput() //nolint:gosec // G204: e2fsprogs on a test image
+	if err != nil {
+		t.Fatalf("debugfs: %v: %s", err, out)
+	}
+	return string(out)
 }

@@ -9,8 +9,8 @@ import (
 
 // workspaceVolume fails: the kernel-enforced workspace quota needs Linux
 // (loop devices, ext4, the new mount API).
-func (s *Sandbox) workspaceVolume(string, int) (*os.File, error) {
-	return nil, errors.New("workspace quota needs Linux")
+func (s *Sandbox) workspaceVolume(string, int, *stepClock) (*os.File, func() error, error) {
+	return nil, nil, errors.New("workspace quota needs Linux")
 }
 
 func (s *Sandbox) diskBytes() int64 {

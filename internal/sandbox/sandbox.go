@@ -163,29 +163,44 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	if err := s.m.checkStart(s.rec.Spec.Network); err != nil {
 		return err
 	}
+	clk := newStepClock()
 	base := hostBase(s.rec.Slot)
-	ws, err := s.prepareWorkspace(base)
-	if err != nil {
+	// The cgroups are made beside the workspace: neither needs the other.
+	var group, user cgroup.Group
+	waitGroups := beside(func() (err error) {
+		group, user, err = s.makeGroups()
+		return err
+	})
+	ws, durable, err := s.prepareWorkspace(base, clk)
+	cgTook, cgErr := waitGroups()
+	clk.mark("cgroups_wait")
+	clk.add("cgroups_beside", cgTook)
+	if err != nil || cgErr != nil {
+		if cgErr == nil {
+			_ = group.Destroy()
+		}
+		if err == nil {
+			_ = ws.Close()
+			if durable != nil {
+				_ = durable() // never left half done; the image is kept
+			}
+			return cgErr
+		}
 		return err
 	}
 	defer func() { _ = ws.Close() }()
-	group, err := s.m.cg.Create(s.rec.ID, s.cgLimits())
-	if errors.Is(err, os.ErrExist) {
-		// A group of this name left over (a crash between reap and now):
-		// destroy it and start clean.
-		if old, oerr := s.m.cg.Open(s.rec.ID); oerr == nil {
-			_ = old.Destroy()
-		}
-		group, err = s.m.cg.Create(s.rec.ID, s.cgLimits())
-	}
-	if err != nil {
-		return fmt.Errorf("create cgroup: %w", err)
-	}
-	user, err := group.Sub(userGroupName, s.userLimits())
-	if err != nil {
-		_ = group.Destroy()
-		return fmt.Errorf("create user cgroup: %w", err)
-	}
+	// A new workspace image is made durable (fsync, rename, directory
+	// fsync) beside the init's start; the start waits for it before it
+	// reports success, and every way out waits too, so that a failed
+	// start's cleanup never races the rename.
+	waitDurable := beside(durable)
+	defer func() { _, _ = waitDurable() }()
+	// No execution group is made before the first command: each v1
+	// memory cgroup costs the kernel ~1 KB per 64 shrinkers registered
+	// on the host (one per mounted file system, so it grows with the
+	// sandboxes: ~135 KB each on a host that ran a few thousand), which
+	// an idle sandbox should not pay (TestIdleSandboxHoldsNoExecutionGroup).
+	destroy := func() { _ = group.Destroy() }
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
 		Exe:       cfg.InitExe,
@@ -194,7 +209,12 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		HostUID:   base,
 		HostGID:   base,
 		Workspace: ws,
-		Place:     group.AddProc,
+		Place: func(pid int) error {
+			clk.mark("init_clone_exec")
+			err := group.AddProc(pid)
+			clk.mark("init_place")
+			return err
+		},
 		Setup: agent.Setup{
 			Hostname:      "sandbox",
 			UID:           sandboxUID,
@@ -213,14 +233,27 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	defer cancel()
 	inst, err := agent.Launch(lctx, spec)
 	if err != nil {
-		_ = group.Destroy()
+		destroy()
 		return fault.Wrap(fault.Unavailable, err, "the sandbox could not be started")
 	}
+	clk.mark("init_setup")
 	home, err := group.OpenThreadAttach()
 	if err != nil {
 		inst.Kill()
-		_ = group.Destroy()
+		destroy()
 		return fmt.Errorf("open sandbox cgroup: %w", err)
+	}
+	took, derr := waitDurable()
+	clk.mark("image_durable_wait")
+	clk.add("image_durable_beside", took)
+	if derr != nil {
+		inst.Kill()
+		closeFiles(home)
+		destroy()
+		// The image never reached its name: the next start makes it again.
+		_ = s.vol.Close()
+		s.vol = nil
+		return fmt.Errorf("workspace image: %w", derr)
 	}
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
@@ -229,7 +262,34 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
+	clk.mark("attach_files")
+	s.m.log.Debug("sandbox init started", append([]any{"id", s.rec.ID}, clk.attrs()...)...)
+	if s.m.onStart != nil {
+		s.m.onStart(clk.steps)
+	}
 	return nil
+}
+
+// makeGroups makes the sandbox's cgroup and its user child.
+func (s *Sandbox) makeGroups() (group, user cgroup.Group, err error) {
+	group, err = s.m.cg.Create(s.rec.ID, s.cgLimits())
+	if errors.Is(err, os.ErrExist) {
+		// A group of this name left over (a crash between reap and now):
+		// destroy it and start clean.
+		if old, oerr := s.m.cg.Open(s.rec.ID); oerr == nil {
+			_ = old.Destroy()
+		}
+		group, err = s.m.cg.Create(s.rec.ID, s.cgLimits())
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	user, err = group.Sub(userGroupName, s.userLimits())
+	if err != nil {
+		_ = group.Destroy()
+		return nil, nil, fmt.Errorf("create user cgroup: %w", err)
+	}
+	return group, user, nil
 }
 
 // watch notices an init that died on its own (OOM of the init, a crash)
@@ -260,25 +320,53 @@ func closeFiles(fs []*os.File) {
 }
 
 // prepareWorkspace creates the persistent directory owned by the sandbox
-// user's host id and opens it for the init.
-func (s *Sandbox) prepareWorkspace(base uint32) (*os.File, error) {
+// user's host id and opens it for the init. A new workspace image comes
+// with durable, the step that makes it durable (workspaceVolume).
+func (s *Sandbox) prepareWorkspace(base uint32, clk *stepClock) (ws *os.File, durable func() error, err error) {
 	dir := s.workspaceDir()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("create workspace: %w", err)
+		return nil, nil, fmt.Errorf("create workspace: %w", err)
 	}
 	uid := int(base) + sandboxUID
 	if s.diskBytes() > 0 {
 		// The quota is a file system of its own (quota_linux.go).
-		ws, err := s.workspaceVolume(dir, uid)
+		ws, durable, err := s.workspaceVolume(dir, uid, clk)
 		if err == nil || !s.m.cfg.Insecure {
-			return ws, err
+			return ws, durable, err
 		}
 		s.m.log.Warn("INSECURE: workspace quota unavailable; the workspace is a plain directory without a disk limit", "id", s.rec.ID, "err", err)
 	}
 	if err := os.Lchown(dir, uid, uid); err != nil {
-		return nil, fmt.Errorf("own workspace: %w", err)
+		return nil, nil, fmt.Errorf("own workspace: %w", err)
 	}
-	return rootfs.DetachedMount(dir)
+	ws, err = rootfs.DetachedMount(dir)
+	return ws, nil, err
+}
+
+// beside runs fn on its own goroutine; the returned wait gives its
+// duration and error (the first call waits, later calls return 0, nil).
+func beside(fn func() error) (wait func() (time.Duration, error)) {
+	if fn == nil {
+		return func() (time.Duration, error) { return 0, nil }
+	}
+	done := make(chan struct{})
+	var ferr error
+	var took time.Duration
+	go func() {
+		t0 := time.Now()
+		ferr = fn()
+		took = time.Since(t0)
+		close(done)
+	}()
+	waited := false
+	return func() (time.Duration, error) {
+		<-done
+		if waited {
+			return 0, nil
+		}
+		waited = true
+		return took, ferr
+	}
 }
 
 // applyLimits sets the cgroup limits from the record (a pool sandbox gets
@@ -462,7 +550,13 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		return sl, nil
 	}
 	s.slotSeq++
-	g, err := s.user.Sub("x"+strconv.Itoa(s.slotSeq), cgroup.Limits{MemoryBytes: memory})
+	return s.makeSlot(s.user, s.slotSeq, memory, s.gen)
+}
+
+// makeSlot makes execution group number seq below user, for init
+// generation gen. It takes no lock.
+func (s *Sandbox) makeSlot(user cgroup.Group, seq int, memory int64, gen int) (*slot, error) {
+	g, err := user.Sub("x"+strconv.Itoa(seq), cgroup.Limits{MemoryBytes: memory})
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +571,7 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: s.gen}, nil
+	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: gen}, nil
 }
 
 // maxFreeSlots caps the execution groups a sandbox keeps ready: as many

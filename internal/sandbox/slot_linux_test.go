@@ -122,7 +122,12 @@ func TestReaperFindsPooledExecutionGroups(t *testing.T) {
 		t.Fatalf("pooled group: %v", err)
 	}
 	// What New does on the next start, with this run's sandbox still there
-	// (as if the server had died).
+	// (as if the server had died). A dead server's sandbox no longer
+	// watches its init: here it would destroy its group when the reap
+	// kills the init, racing the reap's own removal of it.
+	s.mu.Lock()
+	s.inst = nil
+	s.mu.Unlock()
 	reaped, err := cgroup.Reap(m.cg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -136,5 +141,26 @@ func TestReaperFindsPooledExecutionGroups(t *testing.T) {
 	}
 	if _, err := m.cg.Open(s.ID()); !errors.Is(err, cgroup.ErrNotFound) {
 		t.Fatalf("sandbox group after the reap: %v, want not found", err)
+	}
+}
+
+// TestIdleSandboxHoldsNoExecutionGroup: a started sandbox that has run
+// nothing holds no execution group (each costs an idle sandbox a v1 memory
+// cgroup's kernel memory); its first command makes one, which is pooled.
+func TestIdleSandboxHoldsNoExecutionGroup(t *testing.T) {
+	m := newManager(t, testConfig(t), nil)
+	s := create(t, m, Spec{})
+	if pooled := freeSlots(s); len(pooled) != 0 {
+		t.Fatalf("execution groups held by an idle sandbox: %v", pooled)
+	}
+	u := s.userGroup()
+	if _, err := u.OpenSub("x1"); err == nil {
+		t.Fatal("an execution group exists before the first command")
+	}
+	if r := run(t, s, ExecRequest{Command: "true"}); r.Status != StatusCompleted {
+		t.Fatalf("first command: %+v", r)
+	}
+	if pooled := freeSlots(s); len(pooled) != 1 {
+		t.Fatalf("execution groups after the first command: %v, want one", pooled)
 	}
 }

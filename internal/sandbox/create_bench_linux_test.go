@@ -1,0 +1,110 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/initbin"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+)
+
+// BenchmarkColdCreate is one cold create (no warm pool) and its first
+// exec, as `bench` measures it without HTTP, with the lean init from a
+// sealed memfd and the server's default 5 GB workspace; besides the whole
+// it reports the p50 of each step of the init's start (steps.go) and of
+// the first exec, so one run says where the time goes.
+//
+//	go test -run '^$' -bench ColdCreate -benchtime 50x ./internal/sandbox/
+func BenchmarkColdCreate(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	if _, err := e2tool("mkfs.ext4"); err != nil {
+		b.Skip(err)
+	}
+	f, err := initbin.Memfd(buildLeanInit(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	cfg := Config{
+		DataDir:  b.TempDir(),
+		Max:      Limits{MemoryBytes: 1 << 30, Pids: 100, CPUTime: 30 * time.Second, CPUMilli: 2000, DiskBytes: 5_000_000_000},
+		Default:  Limits{MemoryBytes: 1 << 30, Pids: 50, CPUTime: 30 * time.Second, DiskBytes: 5_000_000_000},
+		TmpBytes: 64 << 20, InitFile: f,
+	}
+	cg, err := cgroup.New(fmt.Sprintf("sb%d-bench-create", os.Getpid()))
+	if err != nil {
+		b.Skip(err)
+	}
+	m, err := New(context.Background(), cfg, &memRecords{}, nil, cg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	var mu sync.Mutex
+	var last []step
+	m.onStart = func(st []step) {
+		mu.Lock()
+		last = slices.Clone(st)
+		mu.Unlock()
+	}
+	ctx := context.Background()
+	once := func() (time.Duration, []step) {
+		t0 := time.Now()
+		info, err := m.Create(ctx, owner, Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		s, _ := m.Get(owner, info.ID)
+		e, err := s.Exec(ctx, ExecRequest{Argv: []string{"/bin/true"}})
+		if err != nil || e.Status() != StatusCompleted {
+			b.Fatal("first exec:", err)
+		}
+		total := time.Since(t0)
+		mu.Lock()
+		st := append(last, step{"create_rest", 0}, step{"first_exec", time.Since(t1)})
+		mu.Unlock()
+		// Steps that ran beside others are not part of the sequence.
+		var inStart time.Duration
+		for _, x := range st[:len(st)-2] {
+			if !strings.HasSuffix(x.name, "_beside") {
+				inStart += x.d
+			}
+		}
+		st[len(st)-2].d = t1.Sub(t0) - inStart
+		b.StopTimer()
+		if err := m.Delete(ctx, owner, info.ID); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		return total, st
+	}
+	once() // the template is built here
+	totals := make([]time.Duration, 0, b.N)
+	per := map[string][]time.Duration{}
+	var order []string
+	b.ResetTimer()
+	for range b.N {
+		d, st := once()
+		totals = append(totals, d)
+		for _, x := range st {
+			if _, ok := per[x.name]; !ok {
+				order = append(order, x.name)
+			}
+			per[x.name] = append(per[x.name], x.d)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(p50ms(totals), "ms-p50-total")
+	for _, n := range order {
+		b.ReportMetric(p50ms(per[n]), "ms-p50-"+n)
+	}
+}
