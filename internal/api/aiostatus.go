@@ -31,11 +31,11 @@ import (
 // refused before or while streaming with the native error envelope).
 func isAIOPath(method, path string) bool {
 	if rest, ok := strings.CutPrefix(path, "/sandboxes/"); ok {
-		_, after, found := strings.Cut(rest, "/")
-		if !found {
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
 			return false
 		}
-		path = "/" + after
+		path = rest[i:] // "/" and what follows the sandbox id
 	}
 	if !strings.HasPrefix(path, "/v1/") {
 		return false
@@ -50,24 +50,25 @@ func isAIOPath(method, path string) bool {
 }
 
 // matchTemplate matches path against an OpenAPI path template, a {name}
-// segment matching any one non-empty segment.
+// segment matching any one non-empty segment. It runs for every /v1
+// request against every AIO template, so it walks both strings segment by
+// segment instead of splitting them (no allocation).
 func matchTemplate(tmpl, path string) bool {
-	ts, ps := strings.Split(tmpl, "/"), strings.Split(path, "/")
-	if len(ts) != len(ps) {
-		return false
-	}
-	for i, t := range ts {
-		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
-			if ps[i] == "" {
+	for {
+		t, tRest, tMore := strings.Cut(tmpl, "/")
+		p, pRest, pMore := strings.Cut(path, "/")
+		if len(t) >= 2 && t[0] == '{' && t[len(t)-1] == '}' {
+			if p == "" {
 				return false
 			}
-			continue
-		}
-		if t != ps[i] {
+		} else if t != p {
 			return false
 		}
+		if !tMore || !pMore {
+			return tMore == pMore
+		}
+		tmpl, path = tRest, pRest
 	}
-	return true
 }
 
 type aioRouteKey struct{}
