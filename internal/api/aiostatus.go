@@ -40,7 +40,14 @@ func isAIOPath(method, path string) bool {
 	if !strings.HasPrefix(path, "/v1/") {
 		return false
 	}
-	for _, tmpl := range aioPaths {
+	ns, _, _ := strings.Cut(path[len("/v1/"):], "/")
+	for _, tmpl := range aioPathIndex.byNamespace[ns] {
+		if matchTemplate(tmpl, path) {
+			rt := aioRow(method, tmpl)
+			return rt == nil || !rt.RealStatus
+		}
+	}
+	for _, tmpl := range aioPathIndex.anyNamespace {
 		if matchTemplate(tmpl, path) {
 			rt := aioRow(method, tmpl)
 			return rt == nil || !rt.RealStatus
@@ -48,6 +55,26 @@ func isAIOPath(method, path string) bool {
 	}
 	return false
 }
+
+// aioPathIndex is aioPaths grouped by the segment after /v1/ (the AIO
+// namespace: shell, file, browser, ...), so a request is matched against
+// its namespace's templates only; a template whose namespace segment is
+// a parameter would go to anyNamespace (AIO has none).
+var aioPathIndex = func() (ix struct {
+	byNamespace  map[string][]string
+	anyNamespace []string
+}) {
+	ix.byNamespace = map[string][]string{}
+	for _, tmpl := range aioPaths {
+		ns, _, _ := strings.Cut(strings.TrimPrefix(tmpl, "/v1/"), "/")
+		if strings.HasPrefix(ns, "{") || !strings.HasPrefix(tmpl, "/v1/") {
+			ix.anyNamespace = append(ix.anyNamespace, tmpl)
+			continue
+		}
+		ix.byNamespace[ns] = append(ix.byNamespace[ns], tmpl)
+	}
+	return ix
+}()
 
 // matchTemplate matches path against an OpenAPI path template, a {name}
 // segment matching any one non-empty segment. It runs for every /v1

@@ -125,3 +125,45 @@ func TestPathMatchersDoNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per request", n)
 	}
 }
+
+// isAIOPathLinear is isAIOPath before the namespace index: every template
+// in aioPaths order.
+func isAIOPathLinear(method, path string) bool {
+	if rest, ok := strings.CutPrefix(path, "/sandboxes/"); ok {
+		_, after, found := strings.Cut(rest, "/")
+		if !found {
+			return false
+		}
+		path = "/" + after
+	}
+	if !strings.HasPrefix(path, "/v1/") {
+		return false
+	}
+	for _, tmpl := range aioPaths {
+		if matchTemplateSplit(tmpl, path) {
+			rt := aioRow(method, tmpl)
+			return rt == nil || !rt.RealStatus
+		}
+	}
+	return false
+}
+
+// TestIsAIOPathAgreesWithTheLinearScan: every AIO template, filled in, at
+// both prefixes and with every method, is classified as the linear scan
+// over aioPaths classified it; so are near misses.
+func TestIsAIOPathAgreesWithTheLinearScan(t *testing.T) {
+	fill := strings.NewReplacer("{", "x", "}", "")
+	var paths []string
+	for _, tmpl := range aioPaths {
+		p := fill.Replace(tmpl)
+		paths = append(paths, p, p+"/", tmpl, strings.TrimPrefix(p, "/v1"), "/sandboxes/sb1"+p, "/sandboxes/"+p, "/sandboxes/sb1"+p+"/x")
+	}
+	paths = append(paths, "/v1/", "/v1", "/v1/sandboxes/sb1/exec", "/sandboxes/sb1", "/v1//shell/exec")
+	for _, m := range []string{"GET", "POST", "PUT", "DELETE", "HEAD"} {
+		for _, p := range paths {
+			if got, want := isAIOPath(m, p), isAIOPathLinear(m, p); got != want {
+				t.Fatalf("isAIOPath(%s %q) = %v, the linear scan says %v", m, p, got, want)
+			}
+		}
+	}
+}
