@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -38,7 +39,13 @@ func openLocal(ctx context.Context, e *env) (store.Store, *audit.Log, *auth.Serv
 		return nil, nil, nil, err
 	}
 	lg := audit.New(st, cfg.DataDir)
-	return st, lg, auth.NewService(st, lg, auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))), nil
+	opts := []auth.Option{auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))}
+	if cfg.DatabaseURL == "" {
+		// A running server caches keys: a revocation here tells it through
+		// the data dir's epoch file, so its next request is refused.
+		opts = append(opts, auth.WithKeyCache(filepath.Join(cfg.DataDir, auth.KeyEpochFile)))
+	}
+	return st, lg, auth.NewService(st, lg, opts...), nil
 }
 
 type keysCreateCmd struct {

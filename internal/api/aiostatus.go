@@ -31,16 +31,23 @@ import (
 // refused before or while streaming with the native error envelope).
 func isAIOPath(method, path string) bool {
 	if rest, ok := strings.CutPrefix(path, "/sandboxes/"); ok {
-		_, after, found := strings.Cut(rest, "/")
-		if !found {
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
 			return false
 		}
-		path = "/" + after
+		path = rest[i:] // "/" and what follows the sandbox id
 	}
 	if !strings.HasPrefix(path, "/v1/") {
 		return false
 	}
-	for _, tmpl := range aioPaths {
+	ns, _, _ := strings.Cut(path[len("/v1/"):], "/")
+	for _, tmpl := range aioPathIndex.byNamespace[ns] {
+		if matchTemplate(tmpl, path) {
+			rt := aioRow(method, tmpl)
+			return rt == nil || !rt.RealStatus
+		}
+	}
+	for _, tmpl := range aioPathIndex.anyNamespace {
 		if matchTemplate(tmpl, path) {
 			rt := aioRow(method, tmpl)
 			return rt == nil || !rt.RealStatus
@@ -49,25 +56,46 @@ func isAIOPath(method, path string) bool {
 	return false
 }
 
-// matchTemplate matches path against an OpenAPI path template, a {name}
-// segment matching any one non-empty segment.
-func matchTemplate(tmpl, path string) bool {
-	ts, ps := strings.Split(tmpl, "/"), strings.Split(path, "/")
-	if len(ts) != len(ps) {
-		return false
-	}
-	for i, t := range ts {
-		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
-			if ps[i] == "" {
-				return false
-			}
+// aioPathIndex is aioPaths grouped by the segment after /v1/ (the AIO
+// namespace: shell, file, browser, ...), so a request is matched against
+// its namespace's templates only; a template whose namespace segment is
+// a parameter would go to anyNamespace (AIO has none).
+var aioPathIndex = func() (ix struct {
+	byNamespace  map[string][]string
+	anyNamespace []string
+}) {
+	ix.byNamespace = map[string][]string{}
+	for _, tmpl := range aioPaths {
+		ns, _, _ := strings.Cut(strings.TrimPrefix(tmpl, "/v1/"), "/")
+		if strings.HasPrefix(ns, "{") || !strings.HasPrefix(tmpl, "/v1/") {
+			ix.anyNamespace = append(ix.anyNamespace, tmpl)
 			continue
 		}
-		if t != ps[i] {
+		ix.byNamespace[ns] = append(ix.byNamespace[ns], tmpl)
+	}
+	return ix
+}()
+
+// matchTemplate matches path against an OpenAPI path template, a {name}
+// segment matching any one non-empty segment. It runs for every /v1
+// request against every AIO template, so it walks both strings segment by
+// segment instead of splitting them (no allocation).
+func matchTemplate(tmpl, path string) bool {
+	for {
+		t, tRest, tMore := strings.Cut(tmpl, "/")
+		p, pRest, pMore := strings.Cut(path, "/")
+		if len(t) >= 2 && t[0] == '{' && t[len(t)-1] == '}' {
+			if p == "" {
+				return false
+			}
+		} else if t != p {
 			return false
 		}
+		if !tMore || !pMore {
+			return tMore == pMore
+		}
+		tmpl, path = tRest, pRest
 	}
-	return true
 }
 
 type aioRouteKey struct{}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -296,12 +297,29 @@ func init() {
 	}
 }
 
-// logger plumbing: the request-id middleware stores a request-scoped logger.
+// logger plumbing: the request-id middleware stores a request-scoped
+// logger, built on first use: most requests log only their access line,
+// which carries the request id itself (accessLogAndMetrics), so deriving
+// a logger (a handler clone per request) is spared for them.
 type loggerKey struct{}
 
+// requestLogger is the base logger and the request id, and the logger
+// with the id once someone asked for it.
+type requestLogger struct {
+	base *slog.Logger
+	id   string
+	once sync.Once
+	l    *slog.Logger
+}
+
+func (r *requestLogger) get() *slog.Logger {
+	r.once.Do(func() { r.l = r.base.With("request_id", r.id) })
+	return r.l
+}
+
 func loggerFrom(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
-		return l
+	if l, ok := ctx.Value(loggerKey{}).(*requestLogger); ok {
+		return l.get()
 	}
 	return slog.Default()
 }

@@ -56,7 +56,7 @@ func (s *Server) requestIDMiddleware(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
-		ctx = context.WithValue(ctx, loggerKey{}, s.log.With("request_id", id))
+		ctx = context.WithValue(ctx, loggerKey{}, &requestLogger{base: s.log, id: id})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -149,6 +149,7 @@ func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 			level = slog.LevelError
 		}
 		attrs := []any{
+			"request_id", RequestID(r.Context()),
 			"method", r.Method, "route", route, "path", redact.String(r.URL.Path),
 			"status", rec.code(), "bytes", rec.bytes, "duration_ms", float64(dur.Microseconds()) / 1000,
 			"client_addr", auth.ClientIP(r.RemoteAddr),
@@ -160,7 +161,9 @@ func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 			s.metrics.rateLimited.WithLabelValues(cc.limited).Inc()
 			attrs = append(attrs, "rate_limited", cc.limited)
 		}
-		loggerFrom(r.Context()).Log(r.Context(), level, "request", attrs...)
+		// The base logger with the request id as the first attribute: the
+		// same line as the request-scoped logger writes, without deriving it.
+		s.log.Log(r.Context(), level, "request", attrs...)
 	})
 }
 

@@ -68,25 +68,29 @@ func pathHasPrefix(p, prefix string) bool {
 	if !strings.Contains(prefix, "*") {
 		return strings.HasPrefix(p, prefix)
 	}
-	ps, qs := strings.Split(p, "/"), strings.Split(prefix, "/")
-	if len(ps) < len(qs) {
-		return false
-	}
-	for i, q := range qs {
+	// Segment by segment without splitting: it runs for every request
+	// (bodyLimitMiddleware), so it allocates nothing.
+	for {
+		q, qRest, qMore := strings.Cut(prefix, "/")
+		s, sRest, sMore := strings.Cut(p, "/")
 		switch {
 		case q == "*":
-			if ps[i] == "" {
+			if s == "" {
 				return false
 			}
-		case i == len(qs)-1:
-			if !strings.HasPrefix(ps[i], q) {
-				return false
-			}
-		case ps[i] != q:
+		case !qMore: // the pattern's last segment: a prefix of the path's
+			return strings.HasPrefix(s, q)
+		case s != q:
 			return false
 		}
+		if !qMore {
+			return true
+		}
+		if !sMore {
+			return false // the path has fewer segments than the pattern
+		}
+		prefix, p = qRest, sRest
 	}
-	return true
 }
 
 func queryBool(q url.Values, name string) (bool, error) {

@@ -9,7 +9,10 @@
 // of the full hash) and crashes on hostile bytes (every credential is
 // validated as printable ASCII before use and compared byte for byte: a
 // malformed credential is a plain 401). Revocation takes effect on the very
-// next request, because every request reads the key's row.
+// next request: every request reads the key's row, or — with WithKeyCache —
+// a cached row only while the data dir's epoch file, rewritten by every
+// process that revokes or changes a key, still holds the value the row was
+// read under (keycache.go).
 package auth
 
 import (

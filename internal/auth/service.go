@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -35,6 +36,11 @@ type Service struct {
 	// maxima are the server's rate limits: a key's own limits may not be
 	// above them (CreateKeyWithLimits).
 	maxima ratelimit.Rules
+	// keys caches the Callers of keys that authenticated (keycache.go);
+	// nil without WithKeyCache: every request reads the key's row.
+	keys *keyCache
+	// keyCachePath is WithKeyCache's path, opened by NewService.
+	keyCachePath string
 
 	mu          sync.Mutex
 	onRevoke    []func(keyID string)
@@ -57,6 +63,15 @@ func WithLockout(limit int, window time.Duration) Option {
 // a key's own limits (default: ratelimit.DefaultRules()).
 func WithRateMaxima(r ratelimit.Rules) Option { return func(s *Service) { s.maxima = r } }
 
+// WithKeyCache caches the Callers of keys that authenticated, kept honest
+// by the epoch file at path (keycache.go): every process that revokes or
+// changes a key over the same store must use the same path, so that the
+// next request after a revocation is refused. Only for a store no other
+// server shares (the embedded SQLite); the CLI passes it too, so that its
+// revocations reach a running server at once. If the file cannot be
+// opened, the Service runs without the cache.
+func WithKeyCache(path string) Option { return func(s *Service) { s.keyCachePath = path } }
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
@@ -75,7 +90,41 @@ func NewService(st store.Store, a audit.Appender, opts ...Option) *Service {
 	if sh, ok := st.(SharedTickets); ok { // a cluster: tickets work through every node
 		s.ticket.shared = sh
 	}
+	if s.keyCachePath != "" {
+		kc, err := openKeyCache(s.keyCachePath)
+		if err != nil {
+			s.log.Error("auth: the key cache is off; every request reads its key from the store", "err", err)
+		} else {
+			s.keys = kc
+		}
+	}
 	return s
+}
+
+// Close releases the key cache's file. The Service still works after it,
+// reading every key from the store.
+func (s *Service) Close() error {
+	if s.keys != nil {
+		s.keys.close()
+	}
+	return nil
+}
+
+// keyChanged is called after a key was changed in the store (revoked, the
+// admin key re-hashed): other processes' caches learn it from the epoch
+// file, this one drops its entries. If the epoch cannot be written this
+// process stops caching (another one may not learn of the change until its
+// revocation poll; the error says so).
+func (s *Service) keyChanged() {
+	if s.keys == nil {
+		return
+	}
+	if err := s.keys.bump(); err != nil {
+		s.keys.close()
+		s.log.Error("auth: could not signal a key change to other processes; a running server sees it at its next revocation poll", "err", err)
+		return
+	}
+	s.keys.forget()
 }
 
 // OnRevoke registers fn to run (synchronously, after the revocation is
@@ -177,7 +226,18 @@ func lockedErr(d time.Duration) error {
 
 // checkKey looks the key up by hash. reason is "" on success.
 func (s *Service) checkKey(ctx context.Context, key string) (c Caller, actor, reason string) {
-	h := HashKey(key)
+	sum := sha256.Sum256([]byte(key))
+	var (
+		epoch     uint64
+		cacheable bool
+	)
+	if s.keys != nil {
+		var hit bool
+		if c, hit, epoch, cacheable = s.keys.get(sum); hit {
+			return c, "", ""
+		}
+	}
+	h := sum[:]
 	k, err := s.st.KeyByHash(ctx, h)
 	if errors.Is(err, store.ErrNotFound) {
 		return Caller{}, "", "unknown key"
@@ -203,7 +263,11 @@ func (s *Service) checkKey(ctx context.Context, key string) (c Caller, actor, re
 		s.log.Error("auth: a stored key's rate limits do not parse; the key is refused", "key", k.ID, "err", err)
 		return Caller{}, k.ID, "bad rate limits"
 	}
-	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, RateLimits: limits}, "", ""
+	c = Caller{KeyID: k.ID, KeyName: k.Name, Role: role, RateLimits: limits}
+	if cacheable {
+		s.keys.put(sum, c, epoch)
+	}
+	return c, "", ""
 }
 
 // KeyRateLimits reads a stored key's own rate limits, for a Caller built
@@ -431,12 +495,17 @@ func (s *Service) RevokeKey(ctx context.Context, by Caller, id string) (KeyInfo,
 		return KeyInfo{}, fault.New(fault.Conflict, "the bootstrap admin key is managed by SANDBOX_API_KEY or its key file, not revoked through the API")
 	}
 	k, err := s.st.RevokeKey(ctx, id, s.now().UTC())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The write may have happened: no cache may keep the key.
+		s.keyChanged()
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return KeyInfo{}, fault.New(fault.NotFound, "no such key")
 	}
 	if err != nil {
 		return KeyInfo{}, fault.Wrap(fault.Internal, err, "could not revoke the key")
 	}
+	s.keyChanged()
 	if err := s.ticket.dropKey(ctx, id); err != nil {
 		// The key is revoked: a ticket of it left behind is refused when
 		// redeemed (redeemTicket re-reads the key) and expires in TicketTTL.
@@ -475,7 +544,9 @@ func (s *Service) EnsureAdmin(ctx context.Context, key string) error {
 	if err == nil {
 		created = k.CreatedAt
 	}
-	if err := s.st.PutKey(ctx, store.Key{ID: AdminKeyID, Name: "admin", Role: string(RoleAdmin), Hash: h, CreatedAt: created}); err != nil {
+	err = s.st.PutKey(ctx, store.Key{ID: AdminKeyID, Name: "admin", Role: string(RoleAdmin), Hash: h, CreatedAt: created})
+	s.keyChanged() // the previous admin key no longer authenticates
+	if err != nil {
 		return fmt.Errorf("store admin key: %w", err)
 	}
 	s.appendAudit(ctx, audit.Entry{Actor: "system", Action: "key.admin_set", Target: AdminKeyID, Verdict: audit.Allow})
@@ -491,12 +562,23 @@ func (s *Service) WatchRevocations(ctx context.Context, interval time.Duration) 
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		if s.keys != nil && s.keys.replaced() {
+			// Someone replaced or removed the epoch file: writers now
+			// signal through another file than the one this cache reads.
+			if err := s.keys.reopen(); err != nil {
+				s.keys.close()
+				s.log.Error("auth: the key cache is off; every request reads its key from the store", "err", err)
+			}
+		}
 		ks, err := s.st.ListKeys(ctx)
 		if err == nil {
 			for _, k := range ks {
 				if k.Revoked() && !known[k.ID] {
 					known[k.ID] = true
 					if !first {
+						if s.keys != nil {
+							s.keys.forget() // a revocation not signalled through the epoch file
+						}
 						if err := s.ticket.dropKey(ctx, k.ID); err != nil && ctx.Err() == nil {
 							s.log.Error("auth: drop a revoked key's tickets", "key", k.ID, "err", err)
 						}

@@ -196,8 +196,12 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	// 4. Audit log and auth.
 	d.audit = audit.New(d.store, cfg.DataDir)
 	d.closers = append(d.closers, d.audit.Close) // the kept lock and head files
-	d.auth = auth.NewService(d.store, d.audit, append([]auth.Option{auth.WithLogger(d.log),
-		auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))}, o.authOpts...)...)
+	authOpts := []auth.Option{auth.WithLogger(d.log), auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))}
+	if cfg.DatabaseURL == "" { // a shared store has no shared epoch file: no key cache
+		authOpts = append(authOpts, auth.WithKeyCache(filepath.Join(cfg.DataDir, auth.KeyEpochFile)))
+	}
+	d.auth = auth.NewService(d.store, d.audit, append(authOpts, o.authOpts...)...)
+	d.closers = append(d.closers, d.auth.Close)
 
 	// 5. Admin key.
 	if d.adminKey, err = d.loadAdminKey(ctx); err != nil {

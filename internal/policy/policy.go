@@ -134,6 +134,16 @@ func Default() Document {
 	}}
 }
 
+// defaultRoles is Default's role table, built once: effective reads the
+// default of a role on every call.
+var defaultRoles = func() map[auth.Role]Rules {
+	m := map[auth.Role]Rules{}
+	for r, rules := range Default().Roles {
+		m[auth.Role(r)] = rules
+	}
+	return m
+}()
+
 // Exempt are the management tools the policy never restricts: their
 // protection is the admin role (dispatch scope), and a policy that denied
 // them would lock the operator out of undoing it.
@@ -210,6 +220,13 @@ func (p *Policy) Set(ctx context.Context, doc Document) error {
 	if err != nil {
 		return fmt.Errorf("encode policy: %w", err)
 	}
+	// Keep a copy of our own: the caller's maps may change after Set,
+	// and effective hands out the document's maps without copying them.
+	var own Document
+	if err := json.Unmarshal(b, &own); err != nil {
+		return fmt.Errorf("copy policy: %w", err)
+	}
+	doc = own
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.st.PutSetting(ctx, SettingKey, b); err != nil {
@@ -357,7 +374,7 @@ func (r Rules) rateRules(at string) (ratelimit.Rules, error) {
 func (p *Policy) effective(c auth.Caller) Rules {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	base := Default().Roles[string(c.Role)]
+	base := defaultRoles[c.Role]
 	role, ok := p.doc.Roles[string(c.Role)]
 	if !ok {
 		role = base
@@ -389,7 +406,17 @@ func (p *Policy) effective(c auth.Caller) Rules {
 	return out
 }
 
+// mergeMap returns a's entries overlaid by b's. The result is only read
+// (Evaluate, rateRules), and a policy document is replaced, never changed
+// in place (Set, Load): so when one side is empty the other is returned
+// as it is, sparing every call an allocation.
 func mergeMap[V any](a, b map[string]V) map[string]V {
+	switch {
+	case len(b) == 0:
+		return a
+	case len(a) == 0:
+		return b
+	}
 	out := make(map[string]V, len(a)+len(b))
 	for k, v := range a {
 		out[k] = v
