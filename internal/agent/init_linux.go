@@ -46,6 +46,12 @@ func Main() error {
 	if err := closeInherited(fdWorkspace + 1); err != nil {
 		return err
 	}
+	// The runtime's watchdog thread polls every 20 µs after each wake-up;
+	// here that cost as much CPU per command as the fork (see
+	// sysmon_linux.go). Only speed depends on it.
+	if err := slowSysmon(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandhold init: runtime tuning skipped:", err)
+	}
 	hostNS, err := nsInode("/proc/thread-self/ns/cgroup")
 	if err != nil {
 		return err
