@@ -263,6 +263,8 @@ type server struct {
 	// devNull is /dev/null, opened once (close-on-exec): the stdin of
 	// every command that gets none.
 	devNull int
+	// release gives memory back once requests stop (release_linux.go).
+	release *idleRelease
 }
 
 // spawnQueue is how many spawn requests may wait for forkLoop before the
@@ -271,7 +273,8 @@ type server struct {
 const spawnQueue = 32
 
 func newServer(conn *Conn, st Setup) *server {
-	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), devNull: -1}
+	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), devNull: -1,
+		release: newIdleRelease()}
 }
 
 func (s *server) serve() error {
@@ -291,6 +294,7 @@ func (s *server) serve() error {
 			}
 			return err
 		}
+		s.release.note()
 		if req.Op == OpSpawn {
 			// Served whole on forkLoop's thread (see there).
 			s.forks <- spawnJob{req: req, files: files}
