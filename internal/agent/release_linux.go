@@ -14,7 +14,8 @@ import (
 // keeps freed pages for reuse, returning them only slowly (measured in
 // TestInitMaxProcsCost and TestIdleInitReturnsMemory). A host runs hundreds
 // of sandboxes that are mostly idle between bursts, so the init returns
-// that memory once calls stop: releaseAfter after the last request it runs
+// that memory once calls stop: one to two releaseAfter periods after the
+// last request (the timer checks once per period) it runs
 // debug.FreeOSMemory (one collection and a scavenge, about a millisecond
 // of CPU). No timer runs while nothing happens, and a busy init never
 // collects more often than the runtime's own pacing: the release waits for
