@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -65,12 +66,17 @@ func slowSysmon() error {
 // nsThread returns the id, as the directory tasks names it, of the thread
 // whose id in its innermost pid namespace is want.
 func nsThread(tasks string, want int) (int, error) {
-	ents, err := os.ReadDir(tasks)
+	root, err := os.OpenRoot(tasks)
+	if err != nil {
+		return 0, fmt.Errorf("open the thread list: %w", err)
+	}
+	defer func() { _ = root.Close() }()
+	ents, err := fs.ReadDir(root.FS(), ".")
 	if err != nil {
 		return 0, fmt.Errorf("list threads: %w", err)
 	}
 	for _, e := range ents {
-		b, err := os.ReadFile(tasks + "/" + e.Name() + "/status")
+		b, err := root.ReadFile(e.Name() + "/status")
 		if err != nil {
 			continue // the thread ended
 		}
