@@ -43,6 +43,13 @@ var testSlot = 0
 
 func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
 	t.Helper()
+	return launchWith(t, mutate, nil)
+}
+
+// launchWith is launch with changes to the launch spec (the init program,
+// its GOMAXPROCS).
+func launchWith(t *testing.T, mutate func(*Setup), spec func(*LaunchSpec)) *testSandbox {
+	t.Helper()
 	testenv.RequireSandboxes(t)
 	cg, err := cgroup.New("sandhold-test-agent")
 	if err != nil {
@@ -72,10 +79,14 @@ func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
 	var log strings.Builder
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	inst, err := Launch(ctx, LaunchSpec{
+	ls := LaunchSpec{
 		Exe: "/proc/self/exe", HostUID: base, HostGID: base, Workspace: wsf,
 		Place: group.AddProc, Setup: setup, Log: &log,
-	})
+	}
+	if spec != nil {
+		spec(&ls)
+	}
+	inst, err := Launch(ctx, ls)
 	if err != nil {
 		t.Fatalf("launch: %v (init said: %s)", err, log.String())
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/caps"
 	"github.com/sandhold/sandhold/internal/isolate/landlock"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
-	"github.com/sandhold/sandhold/internal/isolate/seccomp"
+	"github.com/sandhold/sandhold/internal/isolate/seccomp/compiled"
 )
 
 // Descriptors the init inherits from the server.
@@ -45,6 +45,12 @@ func Main() error {
 	// that started it left inheritable is closed before anything else.
 	if err := closeInherited(fdWorkspace + 1); err != nil {
 		return err
+	}
+	// The runtime's watchdog thread polls every 20 µs after each wake-up;
+	// here that cost as much CPU per command as the fork (see
+	// sysmon_linux.go). Only speed depends on it.
+	if err := slowSysmon(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandhold init: runtime tuning skipped:", err)
 	}
 	hostNS, err := nsInode("/proc/thread-self/ns/cgroup")
 	if err != nil {
@@ -220,7 +226,10 @@ func setupLayers(st Setup, hostNS uint64) ([]Layer, int, error) {
 	if err := add("capabilities (bounding set empty)", dropCaps()); err != nil {
 		return layers, egress, err
 	}
-	if err := add("seccomp", seccomp.Install()); err != nil {
+	// The policy's program from package seccomp, compiled at build time:
+	// the compiler's library costs every process that links it 190-260 kB
+	// (see package compiled).
+	if err := add("seccomp", compiled.Install()); err != nil {
 		return layers, egress, err
 	}
 	if st.Insecure {
@@ -257,6 +266,8 @@ type server struct {
 	// devNull is /dev/null, opened once (close-on-exec): the stdin of
 	// every command that gets none.
 	devNull int
+	// release gives memory back once requests stop (release_linux.go).
+	release *idleRelease
 }
 
 // spawnQueue is how many spawn requests may wait for forkLoop before the
@@ -265,7 +276,8 @@ type server struct {
 const spawnQueue = 32
 
 func newServer(conn *Conn, st Setup) *server {
-	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), devNull: -1}
+	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), devNull: -1,
+		release: newIdleRelease()}
 }
 
 func (s *server) serve() error {
@@ -285,6 +297,7 @@ func (s *server) serve() error {
 			}
 			return err
 		}
+		s.release.note()
 		if req.Op == OpSpawn {
 			// Served whole on forkLoop's thread (see there).
 			s.forks <- spawnJob{req: req, files: files}

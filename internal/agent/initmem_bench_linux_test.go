@@ -31,39 +31,7 @@ func BenchmarkInitStart(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("sandboxes need root")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		b.Skip("the go tool is not on PATH:", err)
-	}
-	// The re-executed binary must be reachable by the init's mapped ids
-	// (the test's own temp dirs are 0700).
-	dir, err := os.MkdirTemp("", "sandhold-bench-init-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // G302: binaries the init must execute
-		b.Fatal(err)
-	}
-	build := func(pkg, out string) string {
-		p := filepath.Join(dir, out)
-		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w", "-o", p, pkg) //nolint:gosec // G204: fixed arguments, a temp path
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if o, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("build %s: %v\n%s", pkg, err, o)
-		}
-		return p
-	}
-	server := build("github.com/sandhold/sandhold/cmd/sandhold", "sandhold")
-	lean, err := os.ReadFile(build("github.com/sandhold/sandhold/cmd/sandhold-init", "sandhold-init")) //nolint:gosec // G304: the benchmark's own temp file
-	if err != nil {
-		b.Fatal(err)
-	}
-	memfd, err := initbin.Memfd(lean)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = memfd.Close() }()
+	server, memfd := buildInits(b, true)
 	cg, err := cgroup.New("sandhold-bench-agent")
 	if err != nil {
 		b.Skip("cgroups unavailable:", err)
@@ -113,6 +81,50 @@ func BenchmarkInitStart(b *testing.B) {
 			b.ReportMetric(pss/float64(b.N), "PssAnon-kB")
 		})
 	}
+}
+
+// buildInits builds the lean init (as `make build` does: static, trimmed)
+// and, withServer, the server binary; it returns the server's path ("" if
+// not built) and the lean init in a sealed memfd.
+func buildInits(tb testing.TB, withServer bool) (string, *os.File) {
+	tb.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		tb.Skip("the go tool is not on PATH:", err)
+	}
+	// The re-executed binary must be reachable by the init's mapped ids
+	// (the test's own temp dirs are 0700).
+	dir, err := os.MkdirTemp("", "sandhold-bench-init-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // G302: binaries the init must execute
+		tb.Fatal(err)
+	}
+	build := func(pkg, out string) string {
+		p := filepath.Join(dir, out)
+		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w", "-o", p, pkg) //nolint:gosec // G204: fixed arguments, a temp path
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			tb.Fatalf("build %s: %v\n%s", pkg, err, o)
+		}
+		return p
+	}
+	server := ""
+	if withServer {
+		server = build("github.com/sandhold/sandhold/cmd/sandhold", "sandhold")
+	}
+	lean, err := os.ReadFile(build("github.com/sandhold/sandhold/cmd/sandhold-init", "sandhold-init")) //nolint:gosec // G304: the benchmark's own temp file
+	if err != nil {
+		tb.Fatal(err)
+	}
+	memfd, err := initbin.Memfd(lean)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = memfd.Close() })
+	return server, memfd
 }
 
 // smapsRollup reads /proc/PID/smaps_rollup into kB values by field.

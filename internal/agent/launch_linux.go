@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -48,7 +49,18 @@ type LaunchSpec struct {
 	// listener (Setup.EgressListen); it owns the file and must not block.
 	// Nil closes them.
 	OnConn func(*os.File)
+
+	// maxProcs and goGC, if > 0, replace initMaxProcs and initGOGC (the
+	// benchmark that chose them compares settings).
+	maxProcs, goGC int
 }
+
+// initMaxProcs is the init's GOMAXPROCS. See BENCHMARKS.md, "The init's
+// share of an exec", for the measurement that chose it.
+const initMaxProcs = 2
+
+// initGOGC is the init's GOGC. See the same section.
+const initGOGC = 100
 
 // Instance is a running init.
 type Instance struct {
@@ -94,7 +106,15 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	// memory limit near the init's live heap made the GC run on every
 	// spawn and doubled its cost; the init returns its start-up garbage
 	// with FreeOSMemory instead.)
-	cmd.Env = []string{"GOMAXPROCS=2", "GOTRACEBACK=none"}
+	procs := initMaxProcs
+	if spec.maxProcs > 0 {
+		procs = spec.maxProcs
+	}
+	gogc := initGOGC
+	if spec.goGC > 0 {
+		gogc = spec.goGC
+	}
+	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{child, spec.Workspace} // fd 3, fd 4
 	if spec.ExeFile != nil {

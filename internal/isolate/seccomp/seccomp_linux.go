@@ -1,40 +1,27 @@
 package seccomp
 
 import (
-	"errors"
 	"fmt"
-	"runtime"
-	"unsafe"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/isolate/seccomp/compiled"
 )
 
 // Available reports whether this kernel can enforce the filter: the seccomp
 // syscall exists and supports filter mode with the errno action. It changes
 // nothing, so `sandhold doctor` can call it.
-func Available() error {
-	action := uint32(unix.SECCOMP_RET_ERRNO)
-	_, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action))) //nolint:gosec // G103: seccomp(2) takes a pointer to the action; no libc wrapper exists
-	switch {
-	case errno == 0:
-		return nil
-	case errors.Is(errno, unix.ENOSYS):
-		return fmt.Errorf("seccomp: kernel has no seccomp syscall: %w", errno)
-	case errors.Is(errno, unix.EINVAL):
-		// SECCOMP_GET_ACTION_AVAIL appeared in 4.14; older kernels (or
-		// CONFIG_SECCOMP_FILTER=n) say EINVAL.
-		return fmt.Errorf("seccomp: filter mode unavailable (kernel too old or built without it): %w", errno)
-	default:
-		return fmt.Errorf("seccomp: probe: %w", errno)
-	}
-}
+func Available() error { return compiled.Available() }
 
 // Install sets no_new_privs and loads the policy on every thread of the
 // calling process (SECCOMP_FILTER_FLAG_TSYNC). Threads and processes created
 // afterwards inherit the filter. It refuses, changing nothing but possibly
 // no_new_privs, when seccomp is unavailable or any thread cannot be
 // synchronised. It cannot be undone.
+//
+// It compiles the policy first; package compiled installs the same program
+// from a generated literal, for the sandbox init (see there why).
 func Install() error {
 	if err := Available(); err != nil {
 		return err
@@ -47,38 +34,22 @@ func Install() error {
 }
 
 func load(prog []bpf.Instruction) error {
+	filter, err := encode(prog)
+	if err != nil {
+		return err
+	}
+	return compiled.Load(filter)
+}
+
+// encode turns the program into the kernel's instruction format.
+func encode(prog []bpf.Instruction) ([]unix.SockFilter, error) {
 	raw, err := bpf.Assemble(prog)
 	if err != nil {
-		return fmt.Errorf("seccomp: encode program: %w", err)
-	}
-	if len(raw) == 0 || len(raw) > unix.BPF_MAXINSNS {
-		return fmt.Errorf("seccomp: program has %d instructions (kernel limit %d)", len(raw), unix.BPF_MAXINSNS)
+		return nil, fmt.Errorf("seccomp: encode program: %w", err)
 	}
 	filter := make([]unix.SockFilter, len(raw))
 	for i, ins := range raw {
 		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
 	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]} //nolint:gosec // G115: 1 <= len <= BPF_MAXINSNS (4096), checked above
-
-	// no_new_privs is per thread, and an unprivileged seccomp() requires it
-	// on the calling thread, so both calls must run on the same OS thread.
-	// TSYNC then copies no_new_privs and the filter to every other thread.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("seccomp: set no_new_privs: %w", err)
-	}
-	// go-seccomp-bpf's own LoadFilter is not used: with TSYNC, a thread that
-	// cannot be synchronised is reported as a positive return value (its
-	// thread id) with no errno, which that function would take as success.
-	r1, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))) //nolint:gosec // G103: seccomp(2) takes a pointer to the program; filter is kept alive below
-	runtime.KeepAlive(filter)
-	if errno != 0 {
-		return fmt.Errorf("seccomp: load filter: %w", errno)
-	}
-	if r1 != 0 {
-		return fmt.Errorf("seccomp: thread %d could not be synchronised to the filter", r1)
-	}
-	return nil
+	return filter, nil
 }
