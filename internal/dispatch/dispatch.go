@@ -8,7 +8,8 @@
 // tier. Dispatch refuses in that order (a halted server refuses before it
 // counts a call against a rate limit; a refused call is not counted), runs
 // the tool, and writes one audit record with the verdict, whatever the
-// outcome. Nested calls (custom tools) re-enter Dispatch, so every step
+// outcome; a call whose record cannot be stored is answered Unavailable,
+// never with its result (no answer without its record). Nested calls (custom tools) re-enter Dispatch, so every step
 // applies at every level; the nesting depth travels in the context and is
 // capped.
 //
@@ -572,7 +573,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		if err == nil && t.Summarize != nil {
 			tgt.Detail = merge(tgt.Detail, t.Summarize(args, result))
 		}
-		d.record(ctx, c, t, a, tgt, depth, verdict, reason, err)
+		if aerr := d.record(ctx, c, t, a, tgt, depth, verdict, reason, err); aerr != nil && err == nil {
+			// No answer without its record: the call may have run, but
+			// its result is withheld rather than given unrecorded.
+			result = nil
+			err = fault.Wrap(fault.Unavailable, aerr, "the call's audit record could not be stored, so its result is withheld; the server's log says why")
+		}
 	}()
 
 	// 1. HALT: every non-safe call is refused, at every nesting level.
@@ -673,9 +679,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	return t.Run(context.WithValue(ctx, depthKey{}, depth+1), c, args)
 }
 
-func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Assessment, tgt Target, depth int, verdict, reason string, err error) {
+// record appends the call's audit record and returns the append's error.
+func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Assessment, tgt Target, depth int, verdict, reason string, err error) error {
 	if d.audit == nil {
-		return
+		return nil
 	}
 	detail := merge(map[string]any{"risk": a.Risk.String()}, tgt.Detail)
 	if len(a.Rules) > 0 {
@@ -700,11 +707,12 @@ func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Asses
 			detail["error"] = rl.Error()
 		}
 	}
-	_, _ = d.audit.Append(context.WithoutCancel(ctx), audit.Entry{
+	_, aerr := d.audit.Append(context.WithoutCancel(ctx), audit.Entry{
 		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
 		Action: t.Name, Target: tgt.Target, Sandbox: tgt.Sandbox,
 		Verdict: verdict, Detail: detail,
 	})
+	return aerr
 }
 
 func merge(a, b map[string]any) map[string]any {

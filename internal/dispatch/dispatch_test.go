@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -183,5 +184,38 @@ func TestRegisterRefusesBadTools(t *testing.T) {
 	d.MustRegister(Tool{Name: "dup.x", Risk: guard.Safe, Run: run})
 	if err := d.Register(Tool{Name: "dup.x", Risk: guard.Safe, Run: run}); err == nil {
 		t.Fatal("registered a name twice")
+	}
+}
+
+// failingAudit is an audit log whose store refuses every record.
+type failingAudit struct{ calls int }
+
+func (f *failingAudit) Append(context.Context, audit.Entry) (audit.Record, error) {
+	f.calls++
+	return audit.Record{}, errors.New("disk full")
+}
+
+// A call whose audit record cannot be stored is not answered with its
+// result: the answer is Unavailable, never a success without a record.
+func TestNoResultWithoutItsAuditRecord(t *testing.T) {
+	au := &failingAudit{}
+	ran := 0
+	d := New(Options{Audit: au})
+	d.MustRegister(Tool{Name: "plain.echo", Risk: guard.Safe,
+		Run: func(context.Context, auth.Caller, any) (any, error) { ran++; return "secret result", nil }})
+	res, err := d.Dispatch(context.Background(), auth.Caller{KeyID: "k", Role: auth.RoleAgent}, "plain.echo", nil)
+	if ran != 1 || au.calls != 1 {
+		t.Fatalf("ran %d, audit appends %d; want 1 and 1", ran, au.calls)
+	}
+	if res != nil {
+		t.Fatalf("result %v given without its audit record", res)
+	}
+	if fault.KindOf(err) != fault.Unavailable || strings.Contains(fault.Public(err), "disk full") {
+		t.Fatalf("err = %v (kind %s); want Unavailable without the store's cause", err, fault.KindOf(err))
+	}
+	// A refusal stays the refusal it was.
+	_, err = d.Dispatch(context.Background(), auth.Caller{KeyID: "k", Role: auth.RoleAgent}, "no.such", nil)
+	if fault.KindOf(err) != fault.NotFound {
+		t.Fatalf("unknown tool: %v", err)
 	}
 }
