@@ -146,6 +146,11 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 		msg = "internal error"
 		loggerFrom(ctx).Error("internal error", "request_id", rid, "err", err)
 	}
+	if kind == fault.Unavailable && errors.Unwrap(err) != nil {
+		// The client hears the public message; the cause (a store that
+		// refused an audit record, a dependency down) is for the operator.
+		loggerFrom(ctx).Warn("unavailable", "request_id", rid, "err", err)
+	}
 	b := &ErrorBody{
 		status:  StatusOf(kind),
 		headers: http.Header{},
