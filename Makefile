@@ -2,10 +2,23 @@
 # commands a new developer needs (see README.md).
 
 GO               ?= go
+# The Go toolchain every target builds, vets, lints and tests with: go.mod's
+# toolchain line (else its go line). Exported, so it overrides a machine's
+# GOTOOLCHAIN=local (Debian-style go.env files set it) and reaches every go
+# command a target, a script or a test starts; the go command fetches it from
+# the module proxy on first use (~10 s) into the module cache. Older toolchains
+# ship standard-library vulnerabilities `make vuln` finds reachable.
+GO_TOOLCHAIN     := $(or $(shell sed -n 's/^toolchain[[:space:]]*//p' go.mod),go$(shell sed -n 's/^go[[:space:]]*//p' go.mod))
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 BIN              := bin/sandhold
 INIT_BIN         := internal/agent/initbin/sandhold-init
 TOOLS            := $(CURDIR)/.tools
-GOLANGCI         := $(TOOLS)/golangci-lint
+# Tools that load Go packages (type-check the standard library's source) must be
+# built by the toolchain they check: a golangci-lint built by go1.26 fails on
+# go1.27's standard library. They live in a directory per toolchain, so raising
+# the toolchain rebuilds them.
+GOTOOLS          := $(TOOLS)/$(GO_TOOLCHAIN)
+GOLANGCI         := $(GOTOOLS)/golangci-lint
 GOLANGCI_VERSION := v2.15.0
 DATA_DIR         := ./.data
 LISTEN           := 127.0.0.1:8080
@@ -65,8 +78,8 @@ lint: $(GOLANGCI)
 	$(GOLANGCI) run ./...
 
 $(GOLANGCI):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	@mkdir -p $(GOTOOLS)
+	GOBIN=$(GOTOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
 ## console: the web console's assets (web/, esbuild from npm) into
 ## internal/console/dist, which the Go build embeds; without npm the
@@ -165,7 +178,7 @@ GOVULNCHECK_VERSION := v1.9.0
 VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
 CYCLONEDX   := $(TOOLS)/cyclonedx-gomod
 GITLEAKS    := $(TOOLS)/gitleaks
-GOVULNCHECK := $(TOOLS)/govulncheck
+GOVULNCHECK := $(GOTOOLS)/govulncheck
 DIST           ?= dist
 RELEASE_KEY    ?= $(HOME)/.config/sandhold/release-signing-key
 RELEASE_PUBKEY ?= $(RELEASE_KEY).pub
@@ -190,8 +203,8 @@ $(GITLEAKS):
 	GOBIN=$(TOOLS) $(GO) install github.com/zricethezav/gitleaks/v8@$(GITLEAKS_VERSION)
 
 $(GOVULNCHECK):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	@mkdir -p $(GOTOOLS)
+	GOBIN=$(GOTOOLS) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
 ## release: static linux/amd64+arm64 binaries (web console embedded, built
 ## offline from the npm cache: run `make console` once to fill it), source
