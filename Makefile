@@ -4,7 +4,7 @@
 GO               ?= go
 # The Go toolchain every target builds, vets, lints and tests with: go.mod's
 # toolchain line (else its go line). Exported, so it overrides a machine's
-# GOTOOLCHAIN=local (Debian-style go.env files set it) and reaches every go
+# GOTOOLCHAIN=local (this project's machines set it in go.env) and reaches every go
 # command a target, a script or a test starts; the go command fetches it from
 # the module proxy on first use (~10 s) into the module cache. Older toolchains
 # ship standard-library vulnerabilities `make vuln` finds reachable.
