@@ -2,10 +2,23 @@
 # commands a new developer needs (see README.md).
 
 GO               ?= go
+# The Go toolchain every target builds, vets, lints and tests with: go.mod's
+# toolchain line (else its go line). Exported, so it overrides a machine's
+# GOTOOLCHAIN=local (this project's machines set it in go.env) and reaches every go
+# command a target, a script or a test starts; the go command fetches it from
+# the module proxy on first use (~10 s) into the module cache. Older toolchains
+# ship standard-library vulnerabilities `make vuln` finds reachable.
+GO_TOOLCHAIN     := $(or $(shell sed -n 's/^toolchain[[:space:]]*//p' go.mod),go$(shell sed -n 's/^go[[:space:]]*//p' go.mod))
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 BIN              := bin/sandhold
 INIT_BIN         := internal/agent/initbin/sandhold-init
 TOOLS            := $(CURDIR)/.tools
-GOLANGCI         := $(TOOLS)/golangci-lint
+# Tools that load Go packages (type-check the standard library's source) must be
+# built by the toolchain they check: a golangci-lint built by go1.26 fails on
+# go1.27's standard library. They live in a directory per toolchain, so raising
+# the toolchain rebuilds them.
+GOTOOLS          := $(TOOLS)/$(GO_TOOLCHAIN)
+GOLANGCI         := $(GOTOOLS)/golangci-lint
 GOLANGCI_VERSION := v2.15.0
 DATA_DIR         := ./.data
 LISTEN           := 127.0.0.1:8080
@@ -65,8 +78,8 @@ lint: $(GOLANGCI)
 	$(GOLANGCI) run ./...
 
 $(GOLANGCI):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	@mkdir -p $(GOTOOLS)
+	GOBIN=$(GOTOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
 ## console: the web console's assets (web/, esbuild from npm) into
 ## internal/console/dist, which the Go build embeds; without npm the
@@ -167,7 +180,7 @@ GOVULNCHECK_VERSION := v1.9.0
 VULNDB_VERSION      := v0.0.0-20261105234957-e22db6528018
 CYCLONEDX   := $(TOOLS)/cyclonedx-gomod
 GITLEAKS    := $(TOOLS)/gitleaks
-GOVULNCHECK := $(TOOLS)/govulncheck
+GOVULNCHECK := $(GOTOOLS)/govulncheck
 DIST           ?= dist
 RELEASE_KEY    ?= $(HOME)/.config/sandhold/release-signing-key
 RELEASE_PUBKEY ?= $(RELEASE_KEY).pub
@@ -177,9 +190,10 @@ RELEASETOOL := $(GO) run ./internal/release/releasetool
 
 .PHONY: gates tools release verify-release release-key secrets licenses vuln fuzz fuzz-short
 
-## gates: secrets scan, license allow list, every fuzz target briefly (the
-## gosec-suppression and dependency-budget gates are tests in internal/gates)
-gates: secrets licenses fuzz-short
+## gates: secrets scan, license allow list, reachable known vulnerabilities,
+## every fuzz target briefly (the gosec-suppression and dependency-budget gates
+## are tests in internal/gates)
+gates: secrets licenses vuln fuzz-short
 
 tools: $(CYCLONEDX) $(GITLEAKS) $(GOVULNCHECK)
 
@@ -192,8 +206,8 @@ $(GITLEAKS):
 	GOBIN=$(TOOLS) $(GO) install github.com/zricethezav/gitleaks/v8@$(GITLEAKS_VERSION)
 
 $(GOVULNCHECK):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	@mkdir -p $(GOTOOLS)
+	GOBIN=$(GOTOOLS) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
 ## release: static linux/amd64+arm64 binaries (web console embedded, built
 ## offline from the npm cache: run `make console` once to fill it), source
@@ -225,8 +239,11 @@ licenses: $(CYCLONEDX)
 	$(RELEASETOOL) licenses -cyclonedx $(CYCLONEDX)
 
 ## vuln: govulncheck against a local database built from the golang.org/x/vulndb module
+## (indexed once per machine into VULNDB_CACHE, default ~/.cache/sandhold); part
+## of make test: a reachable vulnerability fails it (exit 3), and so does a
+## database that cannot be fetched (NOT RUN, exit 2)
 vuln: $(GOVULNCHECK)
-	GO="$(GO)" TOOLS="$(TOOLS)" VULNDB_VERSION=$(VULNDB_VERSION) GOVULNCHECK=$(GOVULNCHECK) scripts/vuln.sh
+	GO="$(GO)" VULNDB_VERSION=$(VULNDB_VERSION) GOVULNCHECK=$(GOVULNCHECK) scripts/vuln.sh
 
 ## fuzz-short: every fuzz target for FUZZTIME (part of make test)
 fuzz-short:

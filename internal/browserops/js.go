@@ -118,7 +118,9 @@ func evaluate(ctx context.Context, s *cdp.Session, expr string) (json.RawMessage
 		return nil, fault.New(fault.TooLarge, fmt.Sprintf("the page's answer is larger than %d bytes", maxEvalResult))
 	}
 	if len(res.Result.Value) > 0 {
-		return json.RawMessage(res.Result.Value), nil
+		// Through []byte: on go1.27 jsonv2.Value is json.RawMessage, on
+		// go1.26 a distinct type; the return type takes []byte on both.
+		return []byte(res.Result.Value), nil
 	}
 	if res.Result.UnserializableValue != "" {
 		b, _ := json.Marshal(string(res.Result.UnserializableValue))

@@ -42,7 +42,51 @@ var (
 	versionRe = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
 	// commitRe: a full SHA-1 or SHA-256 object name.
 	commitRe = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+	// toolchainRe bounds a toolchain name from go.mod before it becomes
+	// GOTOOLCHAIN: a Go release (go1.27.3, go1.28rc1), nothing else.
+	toolchainRe = regexp.MustCompile(`^go1\.[0-9]+(\.[0-9]+|(rc|beta)[0-9]+)$`)
+	// goLineRe: a go line that names a release (1.26.8), not only a
+	// language version (1.26), so it can stand for a toolchain.
+	goLineRe = regexp.MustCompile(`^1\.[0-9]+\.[0-9]+$`)
 )
+
+// Toolchain is the Go toolchain the module at dir pins, which its
+// release binaries are built with whatever the caller's GOTOOLCHAIN says
+// (a machine's GOTOOLCHAIN=local would otherwise build with whatever Go
+// is installed, with its standard-library vulnerabilities): go.mod's
+// toolchain line, else its go line when that names a release. "" when
+// it pins none (`toolchain default`, or `go 1.26`); the caller's Go
+// builds then.
+func Toolchain(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod")) // #nosec G304 -- the module root the release is built from
+	if err != nil {
+		return "", err
+	}
+	var tc, goLine string
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = line[:i]
+		}
+		switch f := strings.Fields(line); {
+		case len(f) == 2 && f[0] == "toolchain":
+			tc = f[1]
+		case len(f) == 2 && f[0] == "go":
+			goLine = f[1]
+		}
+	}
+	switch {
+	case tc == "default":
+		return "", nil
+	case tc != "":
+		if !toolchainRe.MatchString(tc) {
+			return "", fmt.Errorf("go.mod: toolchain %q: want a Go release such as go1.27.3", tc)
+		}
+		return tc, nil
+	case goLineRe.MatchString(goLine):
+		return "go" + goLine, nil
+	}
+	return "", nil
+}
 
 // ValidateStamp checks a version and commit before they reach a linker
 // flag or a file name.
@@ -96,18 +140,28 @@ func BuildArgs(o BuildOptions) []string {
 
 // BuildEnv is the environment of a release build: the caller's (for
 // GOCACHE, GOPATH, GOPROXY), with the target and cgo fixed and flags from
-// the environment removed so they cannot change the bytes.
-func BuildEnv(base []string, arch string) []string {
-	env := make([]string, 0, len(base)+4)
+// the environment removed so they cannot change the bytes; and, when the
+// module pins a toolchain (Toolchain), GOTOOLCHAIN set to it, so the go
+// command fetches and runs that exact release.
+func BuildEnv(base []string, arch, toolchain string) []string {
+	env := make([]string, 0, len(base)+5)
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "CGO_ENABLED", "GOOS", "GOARCH", "GOFLAGS", "GOAMD64", "GOARM64", "GOEXPERIMENT":
 			continue
+		case "GOTOOLCHAIN":
+			if toolchain != "" {
+				continue
+			}
 		}
 		env = append(env, kv)
 	}
-	return append(env, "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-mod=readonly")
+	env = append(env, "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-mod=readonly")
+	if toolchain != "" {
+		env = append(env, "GOTOOLCHAIN="+toolchain)
+	}
+	return env
 }
 
 // Build runs one release build.
@@ -131,10 +185,14 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return err
 	}
 	o.Out = out
+	toolchain, err := Toolchain(o.SrcDir)
+	if err != nil {
+		return err
+	}
 	if HasLeanInit(o.SrcDir) {
 		ic := exec.CommandContext(ctx, goCmd, initArgs()...) // #nosec G204 -- fixed go subcommand and arguments
 		ic.Dir = o.SrcDir
-		ic.Env = BuildEnv(os.Environ(), o.Arch)
+		ic.Env = BuildEnv(os.Environ(), o.Arch, toolchain)
 		if b, err := ic.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build the init linux/%s: %w\n%s", o.Arch, err, b)
 		}
@@ -142,9 +200,20 @@ func Build(ctx context.Context, o BuildOptions) error {
 	}
 	cmd := exec.CommandContext(ctx, goCmd, BuildArgs(o)...) // #nosec G204 -- fixed go subcommand; version and commit validated by ValidateStamp
 	cmd.Dir = o.SrcDir
-	cmd.Env = BuildEnv(os.Environ(), o.Arch)
+	cmd.Env = BuildEnv(os.Environ(), o.Arch, toolchain)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build linux/%s: %w\n%s", o.Arch, err, b)
+	}
+	if toolchain == "" {
+		return nil
+	}
+	// Fail closed if the go command did not honour GOTOOLCHAIN.
+	_, _, got, err := BinaryModules(o.Out)
+	if err != nil {
+		return err
+	}
+	if got != toolchain {
+		return fmt.Errorf("go build linux/%s: built with %s, go.mod pins %s", o.Arch, got, toolchain)
 	}
 	return nil
 }

@@ -139,9 +139,17 @@ func Make(ctx context.Context, o MakeOptions) error {
 	}
 	logf("source   %s (%s, %s)", src, commit, time.Unix(epoch, 0).UTC().Format(time.RFC3339))
 
+	toolchain, err := Toolchain(tree)
+	if err != nil {
+		return err
+	}
+	prefix := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=<arch>", "go"}
+	if toolchain != "" {
+		prefix = append([]string{"GOTOOLCHAIN=" + toolchain}, prefix...)
+	}
 	prov := Provenance{
 		Version: version, Commit: commit, SourceDateEpoch: epoch, Source: src,
-		BuildCommand: append([]string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=<arch>", "go"}, BuildArgs(BuildOptions{Version: version, Commit: commit, Out: "sandhold-linux-<arch>", LeanInit: HasLeanInit(tree)})...),
+		BuildCommand: append(prefix, BuildArgs(BuildOptions{Version: version, Commit: commit, Out: "sandhold-linux-<arch>", LeanInit: HasLeanInit(tree)})...),
 	}
 	if consoleLock != "" {
 		prov.ConsoleLock, prov.ConsoleCommands = consoleLock, ConsoleCommands()
@@ -198,8 +206,12 @@ func cycloneDX(ctx context.Context, tool, tree, arch, out string) error {
 	if tool == "" {
 		return errors.New("no cyclonedx-gomod binary given")
 	}
+	toolchain, err := Toolchain(tree)
+	if err != nil {
+		return err
+	}
 	cmd := exec.CommandContext(ctx, tool, CycloneDXArgs(out, tree)...) // #nosec G204 -- the pinned tool from .tools, fixed arguments
-	cmd.Env = BuildEnv(os.Environ(), arch)
+	cmd.Env = BuildEnv(os.Environ(), arch, toolchain)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("cyclonedx-gomod linux/%s: %w\n%s", arch, err, b)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -86,12 +87,18 @@ var gitEnv = []string{
 // to release in a test.
 func tinyRepo(t *testing.T) (repo, commit string) {
 	t.Helper()
+	return tinyRepoMod(t, "module example.com/tiny\n\ngo 1.26\n")
+}
+
+// tinyRepoMod is tinyRepo with the given go.mod.
+func tinyRepoMod(t *testing.T, goMod string) (repo, commit string) {
+	t.Helper()
 	repo = filepath.Join(t.TempDir(), "tiny")
 	if err := os.MkdirAll(filepath.Join(repo, "cmd", "sandhold"), 0o750); err != nil {
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		"go.mod":               "module example.com/tiny\n\ngo 1.26\n",
+		"go.mod":               goMod,
 		"LICENSE":              "MIT License\n",
 		"cmd/sandhold/main.go": tinyMain,
 	}
@@ -157,7 +164,14 @@ func TestMakeAndVerify(t *testing.T) {
 	need(t, "git", "ssh-keygen", "tar")
 	cdx := tool(t, "cyclonedx-gomod")
 	ctx := context.Background()
-	repo, commit := tinyRepo(t)
+	// Pinned to the toolchain running the test (so nothing is fetched):
+	// the provenance must record the pin.
+	goMod := "module example.com/tiny\n\ngo 1.26\n"
+	pinned := toolchainRe.MatchString(runtime.Version())
+	if pinned {
+		goMod += "\ntoolchain " + runtime.Version() + "\n"
+	}
+	repo, commit := tinyRepoMod(t, goMod)
 	key := keyPair(t, "release")
 	dist := filepath.Join(t.TempDir(), "dist")
 	var log bytes.Buffer
@@ -174,6 +188,9 @@ func TestMakeAndVerify(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dist, ProvenanceFile))
 	if err := json.Unmarshal(b, &prov); err != nil || prov.Commit != commit || !strings.HasPrefix(prov.Version, "v0.0.0-20260102030405-"+commit[:12]) {
 		t.Fatalf("provenance %+v (%v), want commit %s and its pseudo-version", prov, err, commit)
+	}
+	if pinned && (prov.GoVersion != runtime.Version() || len(prov.BuildCommand) == 0 || prov.BuildCommand[0] != "GOTOOLCHAIN="+runtime.Version()) {
+		t.Fatalf("provenance records Go %s and the build command %q; want %s and GOTOOLCHAIN=%[3]s first", prov.GoVersion, prov.BuildCommand, runtime.Version())
 	}
 	ok := VerifyOptions{Dir: dist, PubKey: key + ".pub", Repo: repo, Commit: commit}
 	if err := Verify(ctx, ok); err != nil {

@@ -89,6 +89,13 @@ type message struct {
 	Error     *Error          `json:"error,omitempty"`
 }
 
+// rawValue hands a json.RawMessage on as a jsonv2.Value. On go1.27 the
+// two are the same type (encoding/json's RawMessage is jsontext.Value);
+// on go1.26 they are distinct named types. Both are assignable to and from
+// []byte, so this compiles on either without a conversion a linter flags
+// as unnecessary on one of them.
+func rawValue(b []byte) jsonv2.Value { return b }
+
 type subKey struct {
 	session string
 	method  string
@@ -257,11 +264,12 @@ func (c *Client) read() {
 		subs := append([]*subscription(nil), c.subs[subKey{m.SessionID, m.Method}]...)
 		handlers := c.handlers
 		c.mu.Unlock()
+		params := rawValue(m.Params)
 		for _, s := range subs {
-			s.deliver(jsonv2.Value(m.Params))
+			s.deliver(params)
 		}
 		for _, h := range handlers {
-			h(m.SessionID, m.Method, jsonv2.Value(m.Params))
+			h(m.SessionID, m.Method, params)
 		}
 	}
 }
@@ -356,7 +364,7 @@ func (s *Session) Call(ctx context.Context, method string, params, result any) e
 		if result == nil || len(r.Result) == 0 {
 			return nil
 		}
-		if err := jsonv2.Unmarshal(jsonv2.Value(r.Result), result); err != nil {
+		if err := jsonv2.Unmarshal(r.Result, result); err != nil {
 			return fmt.Errorf("cdp: decode %s result: %w", method, err)
 		}
 		return nil
