@@ -210,6 +210,35 @@ func TestKeyCacheReplacedEpochFile(t *testing.T) {
 	refused(t, server, key, "revoked after the file was replaced")
 }
 
+// TestKeyCacheWatchForgetsRevocationsBeforeItsFirstPoll: a key cached
+// before the watcher's first list, and revoked by hand before it too, is
+// refused once that list is read (the first list takes its revocations as
+// known, so it must not leave their cached keys behind).
+func TestKeyCacheWatchForgetsRevocationsBeforeItsFirstPoll(t *testing.T) {
+	server, _, counted, _ := cachedPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	info, key, _ := server.CreateKey(ctx, Caller{Role: RoleAdmin}, "a", RoleAgent)
+	mustAuth(t, server, key)
+	if _, err := counted.RevokeKey(ctx, info.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); server.WatchRevocations(ctx, time.Hour) }() // one list, then a long wait
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := server.Authenticate(ctx, "127.0.0.1", Credential{Key: key})
+		if fault.KindOf(err) == fault.Unauthorized {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a key revoked before the first poll stayed cached")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestKeyCacheWatchForgetsUnsignalledRevocations: a revocation written
 // to the store without the epoch (by hand) is refused after the next
 // revocation poll at the latest.

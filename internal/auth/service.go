@@ -586,6 +586,13 @@ func (s *Service) WatchRevocations(ctx context.Context, interval time.Duration) 
 					}
 				}
 			}
+			if first && s.keys != nil {
+				// Revocations before this first list are taken as known,
+				// but a request may have cached a key before it: forget
+				// every entry once, so none outlives a revocation the
+				// list already held (they refill from the store).
+				s.keys.forget()
+			}
 			first = false
 		}
 		select {
