@@ -28,7 +28,11 @@ func RequireSandboxes(t testing.TB) {
 func Start(t testing.TB, mutate func(*config.Config), opts ...daemon.Option) *daemon.Daemon {
 	t.Helper()
 	RequireSandboxes(t)
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true}
+	// The disk budget is lifted: by default it is a share of the data dir's
+	// free space, so how many sandboxes a test may hold would depend on the
+	// build machine's disk (the workspaces are sparse images and tests write
+	// little into them). Tests of the budget set their own.
+	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DisableRateLimit: true, DiskBudget: 1 << 40}
 	if mutate != nil {
 		mutate(&cfg)
 	}
