@@ -141,9 +141,13 @@ func GenerateKey() (string, error) { return newSecret(KeyPrefix) }
 
 // HashKey is the stored form of a key: SHA-256 of its full text.
 func HashKey(key string) []byte {
-	h := sha256.Sum256([]byte(key))
+	h := keySum(key)
 	return h[:]
 }
+
+// keySum is the key's stored hash as an array (the key cache's map key);
+// HashKey is its slice form. One definition, so the two cannot drift.
+func keySum(key string) [32]byte { return sha256.Sum256([]byte(key)) }
 
 // newKeyID returns a fresh public key id.
 func newKeyID() (string, error) {

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -226,7 +225,7 @@ func lockedErr(d time.Duration) error {
 
 // checkKey looks the key up by hash. reason is "" on success.
 func (s *Service) checkKey(ctx context.Context, key string) (c Caller, actor, reason string) {
-	sum := sha256.Sum256([]byte(key))
+	sum := keySum(key)
 	var (
 		epoch     uint64
 		cacheable bool
