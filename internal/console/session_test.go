@@ -66,7 +66,7 @@ func newEnvWith(t *testing.T, assets fstest.MapFS, lim *ratelimit.Limiter) *env 
 		t.Fatal(err)
 	}
 	e.agentID = agent.ID
-	cfg := config.Config{DataDir: dir, Listen: "127.0.0.1:0", MaxBody: 4096}.WithDefaults()
+	cfg := config.Config{DataDir: dir, Listen: "127.0.0.1:0", MaxBody: 4096, DiskBudget: 1 << 40}.WithDefaults()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.srv, err = api.New(api.Deps{Config: cfg, Auth: e.svc, Audit: lg, Logger: quiet, Registry: prometheus.NewRegistry()})
 	if err != nil {

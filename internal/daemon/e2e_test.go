@@ -48,7 +48,9 @@ type server struct {
 
 func start(t *testing.T, dir string, mutate func(*config.Config)) *server {
 	t.Helper()
-	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: dir, MaxBody: 64 << 10}
+	// The default disk budget is a share of the free space, which other work
+	// on a shared host moves; tests of the budget set their own.
+	cfg := config.Config{Listen: "127.0.0.1:0", DataDir: dir, MaxBody: 64 << 10, DiskBudget: 1 << 40}
 	if mutate != nil {
 		mutate(&cfg)
 	}

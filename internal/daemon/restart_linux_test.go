@@ -29,6 +29,7 @@ func serveForTest() int {
 	cfg.APIKey = os.Getenv("SANDHOLD_TEST_KEY")
 	cfg.WarmPool = 1
 	cfg.DisableRateLimit = true
+	cfg.DiskBudget = 1 << 40 // not a share of a shared host's free space
 	d, err := New(cfg, WithStderr(io.Discard), WithLogger(NewLogger(io.Discard, "error")))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serve-test:", err)

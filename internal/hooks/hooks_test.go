@@ -160,7 +160,7 @@ func TestHookRegistrationIsChecked(t *testing.T) {
 func TestShutdownHooksRunWhenTheServerStops(t *testing.T) {
 	daemontest.RequireSandboxes(t)
 	dir := t.TempDir()
-	d, err := daemon.New(config.Config{Listen: "127.0.0.1:0", DataDir: dir, DisableRateLimit: true},
+	d, err := daemon.New(config.Config{Listen: "127.0.0.1:0", DataDir: dir, DisableRateLimit: true, DiskBudget: 1 << 40},
 		daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
 	if err != nil {
 		t.Fatal(err)

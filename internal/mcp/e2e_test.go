@@ -474,7 +474,7 @@ func (s *syncBuffer) String() string {
 // the deadline error).
 func TestShutdownEndsSessions(t *testing.T) {
 	daemontest.RequireSandboxes(t)
-	d, err := daemon.New(config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir()},
+	d, err := daemon.New(config.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DiskBudget: 1 << 40},
 		daemon.WithLogger(daemon.NewLogger(io.Discard, "error")), daemon.WithStderr(io.Discard))
 	if err != nil {
 		t.Fatal(err)
