@@ -84,7 +84,7 @@ func (s *SQLite) openAuditConn(ctx context.Context) error {
 		q  string
 	}{
 		{&a.begin, "BEGIN IMMEDIATE"}, // writers in other processes wait for it
-		{&a.last, lastAuditQuery},
+		{&a.last, lastLinkQuery},
 		{&a.insert, insertAuditQuery},
 		{&a.commit, "COMMIT"},
 		{&a.rollback, "ROLLBACK"},
