@@ -42,7 +42,7 @@ func bQueryBool(r *http.Request, name string) (bool, error) {
 	case "0", "false", "off", "no", "f", "n":
 		return false, nil
 	}
-	return false, fieldError("query."+name, "bool_parsing", "Input should be a valid boolean, unable to interpret input")
+	return false, fieldError(inQuery, name, "bool_parsing", "Input should be a valid boolean, unable to interpret input")
 }
 
 // queryInt reads an optional integer query parameter.
@@ -53,7 +53,7 @@ func queryInt(r *http.Request, name string) (*int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil {
-		return nil, fieldError("query."+name, "int_parsing", "Input should be a valid integer, unable to parse string as an integer")
+		return nil, fieldError(inQuery, name, "int_parsing", "Input should be a valid integer, unable to parse string as an integer")
 	}
 	return &n, nil
 }
@@ -77,7 +77,7 @@ func bPageInfo(method, path, tool, summary string) aioRoute {
 func bTab(r *http.Request, _ struct{}) (any, error) {
 	i, err := strconv.Atoi(chi.URLParam(r, "index"))
 	if err != nil || i < 0 {
-		return nil, fieldError("path.index", "int_parsing", "Input should be a valid integer, unable to parse string as an integer")
+		return nil, fieldError(inPath, "index", "int_parsing", "Input should be a valid integer, unable to parse string as an integer")
 	}
 	return browserops.TabArgs{On: bOn(r), Index: i}, nil
 }
@@ -237,7 +237,7 @@ func screenshotRoute(page bool) func(e *aioEdge, rt *aioRoute, w http.ResponseWr
 			err = e.check(rt.Tool, a)
 		}
 		if err != nil {
-			e.fail(w, r, rt, "", requestError(rt, err))
+			e.fail(w, r, rt, "", e.requestError(rt, err))
 			return
 		}
 		res, err := e.call(r.Context(), rt, a)
@@ -277,7 +277,7 @@ func browserAction(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		in.On = bOn(r)
 		err = e.check(rt.Tool, in)
 		if err != nil {
-			err = requestError(rt, err)
+			err = e.requestError(rt, err)
 		}
 	}
 	if err != nil {
@@ -313,7 +313,7 @@ func routeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 	}
 	a.On = bOn(r)
 	if err := e.check(rt.Tool, a); err != nil {
-		e.fail(w, r, rt, "", requestError(rt, err))
+		e.fail(w, r, rt, "", e.requestError(rt, err))
 		return
 	}
 	res, err := e.call(r.Context(), rt, a)

@@ -92,7 +92,7 @@ var capsRows = nullData([]aioRoute{
 			if v := r.URL.Query().Get("top_rows"); v != "" {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return nil, fieldError("query.top_rows", "int_parsing", "top_rows must be an integer")
+					return nil, fieldError(inQuery, "top_rows", "int_parsing", "top_rows must be an integer")
 				}
 				a.TopRows = &n
 			}
@@ -173,7 +173,7 @@ func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 			case "path", "name":
 				b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
 				if err != nil || len(b) > maxFieldBytes {
-					e.fail(w, r, rt, "", fault.InvalidField(part.FormName(), "field "+part.FormName()+" is malformed or too long"))
+					e.fail(w, r, rt, "", fault.InvalidField(inBody+"."+part.FormName(), "field "+part.FormName()+" is malformed or too long"))
 					return
 				}
 				if part.FormName() == "path" {

@@ -66,7 +66,7 @@ var aioProxyRows = nullData([]aioRoute{
 		"How a URL is routed (mapping, allow list, upstream or direct), checked with a connect", func(r *http.Request, _ struct{}) (any, error) {
 			u := r.URL.Query().Get("url")
 			if u == "" {
-				return nil, fieldError("url", "missing", "url is required")
+				return nil, fieldError(inQuery, "url", "missing", "url is required")
 			}
 			return proxytools.DiagnoseArgs{Sandbox: chi.URLParam(r, "id"), URL: u}, nil
 		}, same[struct{}, proxytools.DiagnoseResult], doc(func(op *huma.Operation) {
@@ -94,7 +94,7 @@ func excludeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 	}
 	a := proxytools.ExcludeArgs{Sandbox: chi.URLParam(r, "id"), Pattern: in.Pattern}
 	if err := e.check(rt.Tool, a); err != nil {
-		e.fail(w, r, rt, "", requestError(rt, err))
+		e.fail(w, r, rt, "", e.requestError(rt, err))
 		return
 	}
 	answer[proxytools.Removed](e, rt, w, r, a, "")

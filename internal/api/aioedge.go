@@ -92,6 +92,9 @@ const (
 type aioEdge struct {
 	s *Server
 	d *dispatch.Dispatcher
+	// params are the query, path and header parameters each row
+	// documents (name → place), written by mountAIO before serving.
+	params map[*aioRoute]map[string]string
 }
 
 // aioRow finds the row of method and pattern (with or without the
@@ -117,7 +120,7 @@ func aioRow(method, pattern string) *aioRoute {
 // mountAIO mounts and documents the table's rows of group, at both
 // prefixes: the one route-mounting loop of the AIO edge.
 func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
-	e := &aioEdge{s: s, d: d}
+	e := &aioEdge{s: s, d: d, params: map[*aioRoute]map[string]string{}}
 	for i := range aioTable {
 		rt := &aioTable[i]
 		if rt.Group != group {
@@ -131,7 +134,10 @@ func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
 				below, _, _ := strings.Cut(rt.Path, "{")
 				s.AllowLargeBodies(strings.ReplaceAll(prefix, "{id}", "*") + below)
 			}
-			s.documentAIO(rt, prefix)
+			op := s.documentAIO(rt, prefix)
+			if prefix == "" {
+				e.params[rt] = paramPlaces(op)
+			}
 		}
 	}
 }
@@ -257,7 +263,7 @@ func jsonRowAs[In, R, Out any](group, method, path, tool, tag, summary string,
 			err = e.check(rt.Tool, a)
 		}
 		if err != nil {
-			e.fail(w, r, rt, targetOf(a), requestError(rt, err))
+			e.fail(w, r, rt, targetOf(a), e.requestError(rt, err))
 			return
 		}
 		res, err := e.call(r.Context(), rt, a)
@@ -421,9 +427,68 @@ type pydanticType string
 
 func (p pydanticType) Error() string { return string(p) }
 
-// fieldError is a fault.Invalid naming field, with pydantic's error type.
-func fieldError(field, typ, msg string) error {
-	return &fault.Error{Kind: fault.Invalid, Msg: msg, Field: "body." + field, Err: pydanticType(typ)}
+// The places a request's input comes from, named as huma names them in
+// its errors ("query.limit") and as the first element of FastAPI's loc
+// (["query", "limit"]). A refused field is reported as "<in>.<name>".
+const (
+	inBody   = "body"
+	inQuery  = "query"
+	inPath   = "path"
+	inHeader = "header"
+)
+
+// fieldError is a fault.Invalid naming the input name found in in (inBody,
+// inQuery, inPath, inHeader), with pydantic's error type.
+func fieldError(in, name, typ, msg string) error {
+	return &fault.Error{Kind: fault.Invalid, Msg: msg, Field: in + "." + name, Err: pydanticType(typ)}
+}
+
+// fieldLoc is FastAPI's loc of a refused field: a field that names its
+// place ("query.top_rows", "path.index", "header.Upload-Offset",
+// "body.timeout") keeps it; a bare one ("timeout", "limits.cpu": a tool's
+// Validate names its argument) is in the body.
+func fieldLoc(field string) []any {
+	in, rest, ok := strings.Cut(field, ".")
+	switch {
+	case field == "" || field == inBody:
+		return []any{inBody}
+	case ok && rest != "" && (in == inBody || in == inQuery || in == inPath || in == inHeader):
+	default:
+		in, rest = inBody, field
+	}
+	loc := []any{in}
+	for _, p := range strings.Split(rest, ".") {
+		loc = append(loc, p)
+	}
+	return loc
+}
+
+// placeField names a refused argument by where it came from on a row
+// that reads no body: a tool names its argument as in the body ("url",
+// "body.url"), but GET /v1/proxy/diagnose took it from ?url=, so the
+// client hears "query.url". Rows with a body keep the tool's name.
+func (e *aioEdge) placeField(rt *aioRoute, err error) error {
+	if k := fault.KindOf(err); k != fault.Invalid && k != fault.Unprocessable {
+		return err
+	}
+	f := fault.FieldOf(err)
+	if f == "" || rt.Req != nil || rt.BodyTypes != nil {
+		return err
+	}
+	if loc := fieldLoc(f); loc[0] != inBody || len(loc) != 2 {
+		return err // placed already, or not one parameter
+	}
+	name := strings.TrimPrefix(f, inBody+".")
+	if in, ok := e.params[rt][name]; ok {
+		return &fault.Error{Kind: fault.KindOf(err), Msg: fault.Public(err), Field: in + "." + name, Err: err}
+	}
+	return err
+}
+
+// requestError is the package's requestError for a row of this edge,
+// with the refused field placed first.
+func (e *aioEdge) requestError(rt *aioRoute, err error) error {
+	return requestError(rt, e.placeField(rt, err))
 }
 
 // requestError turns a field rule's refusal (a fault.Invalid before the
@@ -439,12 +504,7 @@ func requestError(rt *aioRoute, err error) error {
 	if k := fault.KindOf(err); k != fault.Invalid && k != fault.Unprocessable {
 		return err
 	}
-	loc := []any{"body"}
-	if f := strings.TrimPrefix(fault.FieldOf(err), "body"); f != "" {
-		for _, p := range strings.Split(strings.TrimPrefix(f, "."), ".") {
-			loc = append(loc, p)
-		}
-	}
+	loc := fieldLoc(fault.FieldOf(err))
 	typ := "value_error"
 	var pt pydanticType
 	if errors.As(err, &pt) {
@@ -495,11 +555,12 @@ func validateIn[In any](v In) error {
 // otherwise the status of the error's kind — 200 for a tool-level failure
 // on AIO's operations (aiostatus.go) — with the row's failure data.
 func (e *aioEdge) fail(w http.ResponseWriter, r *http.Request, rt *aioRoute, target string, err error) {
+	err = e.placeField(rt, err)
 	if rt.Fail == failError {
 		// The shell, bash and sandbox tools check some fields only as
 		// they run (an env name, a signal): their refusal is AIO's 422
 		// too. File and code rows answer it as a tool-level failure.
-		err = requestError(rt, err)
+		err = e.requestError(rt, err)
 	}
 	var inv *aioInvalid
 	if errors.As(err, &inv) && !rt.Native {
@@ -557,7 +618,7 @@ type FileErrorEnvelope struct {
 }
 
 // documentAIO adds rt at prefix to the OpenAPI document.
-func (s *Server) documentAIO(rt *aioRoute, prefix string) {
+func (s *Server) documentAIO(rt *aioRoute, prefix string) *huma.Operation {
 	oa := s.api.OpenAPI()
 	schema := func(t reflect.Type) *huma.Schema { return oa.Components.Schemas.Schema(t, true, "") }
 	id := "aio-" + strings.ToLower(rt.Method) + strings.NewReplacer("/v1/", "-", "/", "-", "{", "", "}", "", "_", "-").Replace(rt.Path)
@@ -602,4 +663,16 @@ func (s *Server) documentAIO(rt *aioRoute, prefix string) {
 		op.Responses["200"] = &huma.Response{Description: "ok"}
 	}
 	oa.AddOperation(op)
+	return op
+}
+
+// paramPlaces maps op's query, path and header parameters to their place.
+func paramPlaces(op *huma.Operation) map[string]string {
+	m := map[string]string{}
+	for _, p := range op.Parameters {
+		if p.In == inQuery || p.In == inPath || p.In == inHeader {
+			m[p.Name] = p.In
+		}
+	}
+	return m
 }

@@ -109,16 +109,16 @@ func timeoutRule(t *int) error {
 	switch {
 	case t == nil:
 	case *t < 1:
-		return fieldError("timeout", "greater_than_equal", "Input should be greater than or equal to 1")
+		return fieldError(inBody, "timeout", "greater_than_equal", "Input should be greater than or equal to 1")
 	case *t > maxSec:
-		return fieldError("timeout", "less_than_equal", fmt.Sprintf("Input should be less than or equal to %d", maxSec))
+		return fieldError(inBody, "timeout", "less_than_equal", fmt.Sprintf("Input should be less than or equal to %d", maxSec))
 	}
 	return nil
 }
 
 func kernelRule(k *string) error {
 	if k != nil && *k != "" && !kernelName.MatchString(*k) {
-		return fieldError("kernel_name", "value_error", "Input should be 'python3' or 'python3.N'")
+		return fieldError(inBody, "kernel_name", "value_error", "Input should be 'python3' or 'python3.N'")
 	}
 	return nil
 }
@@ -278,7 +278,7 @@ func (q JupyterCreateSessionRequest) Validate() error {
 		return err
 	}
 	if q.SessionID != nil && *q.SessionID != "" && coderun.CheckSessionID(*q.SessionID) != nil {
-		return fieldError("session_id", "value_error", "session_id must be 1-128 letters, digits or ._:-")
+		return fieldError(inBody, "session_id", "value_error", "session_id must be 1-128 letters, digits or ._:-")
 	}
 	return nil
 }

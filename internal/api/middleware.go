@@ -144,9 +144,15 @@ func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 		code := strconv.Itoa(rec.code())
 		s.metrics.requests.WithLabelValues(r.Method, route, code).Inc()
 		s.metrics.latency.WithLabelValues(r.Method, route, code).Observe(dur.Seconds())
+		if cc.limited != "" {
+			s.metrics.rateLimited.WithLabelValues(cc.limited).Inc()
+		}
 		level := slog.LevelInfo
 		if rec.code() >= 500 {
 			level = slog.LevelError
+		}
+		if !s.log.Enabled(r.Context(), level) {
+			return // a server logging warnings and up: no line to build
 		}
 		attrs := []any{
 			"request_id", RequestID(r.Context()),
@@ -158,7 +164,6 @@ func (s *Server) accessLogAndMetrics(next http.Handler) http.Handler {
 			attrs = append(attrs, "key_id", cc.c.KeyID)
 		}
 		if cc.limited != "" {
-			s.metrics.rateLimited.WithLabelValues(cc.limited).Inc()
 			attrs = append(attrs, "rate_limited", cc.limited)
 		}
 		// The base logger with the request id as the first attribute: the

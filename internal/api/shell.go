@@ -32,7 +32,7 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 	}
 	setSandbox(&args, r)
 	if err := e.check(rt.Tool, args); err != nil {
-		e.fail(w, r, rt, "", requestError(rt, err))
+		e.fail(w, r, rt, "", e.requestError(rt, err))
 		return
 	}
 	ctx := r.Context()
@@ -116,7 +116,7 @@ func terminal(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 		if v := q.Get(name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil {
-				e.fail(w, r, rt, "", fault.InvalidField(name, name+" must be a whole number"))
+				e.fail(w, r, rt, "", fault.InvalidField(inQuery+"."+name, name+" must be a whole number"))
 				return
 			}
 			*dst = n

@@ -93,14 +93,15 @@ func pathHasPrefix(p, prefix string) bool {
 	}
 }
 
-func queryBool(q url.Values, name string) (bool, error) {
-	v := q.Get(name)
+// boolField reads v, the input name found in in (inQuery, inBody for a
+// form field), as a boolean; empty is false.
+func boolField(in, name, v string) (bool, error) {
 	if v == "" {
 		return false, nil
 	}
 	b, err := strconv.ParseBool(v)
 	if err != nil {
-		return false, fault.InvalidField(name, name+" must be true or false")
+		return false, fault.InvalidField(in+"."+name, name+" must be true or false")
 	}
 	return b, nil
 }
@@ -114,7 +115,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	a := transfer.UploadArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path"), Format: archive.Format(q.Get("format")), Size: r.ContentLength}
 	var err error
-	if a.Extract, err = queryBool(q, "extract"); err != nil {
+	if a.Extract, err = boolField(inQuery, "extract", q.Get("extract")); err != nil {
 		e.fail(w, r, rt, "", err)
 		return
 	}
@@ -148,7 +149,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 		case "path", "extract", "format":
 			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
 			if err != nil || len(b) > maxFieldBytes {
-				e.fail(w, r, rt, "", fault.InvalidField(part.FormName(), "field "+part.FormName()+" is malformed or too long"))
+				e.fail(w, r, rt, "", fault.InvalidField(inBody+"."+part.FormName(), "field "+part.FormName()+" is malformed or too long"))
 				return
 			}
 			v := string(b)
@@ -158,7 +159,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 			case "format":
 				a.Format = archive.Format(v)
 			case "extract":
-				if a.Extract, err = queryBool(url.Values{"extract": {v}}, "extract"); err != nil {
+				if a.Extract, err = boolField(inBody, "extract", v); err != nil {
 					e.fail(w, r, rt, "", err)
 					return
 				}
@@ -167,7 +168,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, io.LimitReader(part, maxFieldBytes))
 		}
 	}
-	e.fail(w, r, rt, "", fault.InvalidField("file", "the form has no \"file\" field"))
+	e.fail(w, r, rt, "", fault.InvalidField(inBody+".file", "the form has no \"file\" field"))
 }
 
 func finishUpload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, a transfer.UploadArgs) {
@@ -186,7 +187,7 @@ func download(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 	case "abort":
 		abort = true
 	default:
-		e.fail(w, r, rt, "", fault.InvalidField("change_policy", "change_policy must be ignore or abort"))
+		e.fail(w, r, rt, "", fault.InvalidField(inQuery+".change_policy", "change_policy must be ignore or abort"))
 		return
 	}
 	res, err := e.call(r.Context(), rt, transfer.DownloadArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path")})
@@ -363,7 +364,7 @@ func artifactGet(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 func artifactPatch(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	off, err := strconv.ParseInt(r.Header.Get("Upload-Offset"), 10, 64)
 	if err != nil || off < 0 {
-		e.fail(w, r, rt, "", fault.InvalidField("Upload-Offset", "the Upload-Offset header must hold the upload's current offset"))
+		e.fail(w, r, rt, "", fault.InvalidField(inHeader+".Upload-Offset", "the Upload-Offset header must hold the upload's current offset"))
 		return
 	}
 	res, err := e.call(r.Context(), rt, transfer.ArtifactWriteArgs{Sandbox: chi.URLParam(r, "id"), ID: chi.URLParam(r, "ref"), Offset: off, Body: r.Body})

@@ -189,20 +189,37 @@ func (l *Log) Close() error {
 // holding it has committed (durably: see store). Concurrent appends share
 // one transaction (group.go). An error means e was not stored.
 func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
+	r, err := l.append(ctx, e)
+	if err != nil {
+		return Record{}, err
+	}
+	return fromStore(r), nil
+}
+
+// Write is Append for a caller that does not read the stored record back
+// (the dispatcher: one record per call, before the answer): the same
+// durable append, without decoding the record's detail into a map again.
+func (l *Log) Write(ctx context.Context, e Entry) error {
+	_, err := l.append(ctx, e)
+	return err
+}
+
+// append stores e (see Append) and returns the stored record.
+func (l *Log) append(ctx context.Context, e Entry) (store.AuditRecord, error) {
 	if e.Action == "" {
-		return Record{}, errors.New("audit: empty action")
+		return store.AuditRecord{}, errors.New("audit: empty action")
 	}
 	detail, err := encodeDetail(e.Detail)
 	if err != nil {
-		return Record{}, fmt.Errorf("audit: %w", err)
+		return store.AuditRecord{}, fmt.Errorf("audit: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return Record{}, fmt.Errorf("audit: %w", err)
+		return store.AuditRecord{}, fmt.Errorf("audit: %w", err)
 	}
 	select {
 	case l.group.slots <- struct{}{}:
 	case <-ctx.Done():
-		return Record{}, fmt.Errorf("audit: %w", ctx.Err())
+		return store.AuditRecord{}, fmt.Errorf("audit: %w", ctx.Err())
 	}
 	defer func() { <-l.group.slots }()
 	p := &pending{done: make(chan outcome, 1), rec: store.AuditRecord{
@@ -222,9 +239,9 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 		o = l.lead(ctx, p)
 	}
 	if o.err != nil {
-		return Record{}, o.err
+		return store.AuditRecord{}, o.err
 	}
-	return fromStore(o.rec), nil
+	return o.rec, nil
 }
 
 // headAgrees reports whether the head file may move on from last: it

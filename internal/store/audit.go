@@ -13,6 +13,10 @@ const auditColumns = `seq, time_ns, actor, role, client_addr, action, target, sa
 const (
 	lastAuditQuery   = `SELECT ` + auditColumns + ` FROM audit ORDER BY seq DESC LIMIT 1`
 	insertAuditQuery = `INSERT INTO audit(` + auditColumns + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`
+	// lastLinkQuery reads what an append chains onto: the last record's
+	// seq and hash, not its every column (the detail JSON and six strings
+	// were read, converted and dropped on every append).
+	lastLinkQuery = `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`
 )
 
 func scanAudit(row interface{ Scan(...any) error }) (AuditRecord, error) {
@@ -98,7 +102,8 @@ func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, build func(las
 			_, _ = a.rollback.ExecContext(bg)
 		}
 	}()
-	last, err := scanAudit(a.last.QueryRowContext(bg))
+	var last AuditRecord
+	err = a.last.QueryRowContext(bg).Scan(&last.Seq, &last.Hash)
 	ok := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read last record: %w", err)

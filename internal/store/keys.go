@@ -47,9 +47,12 @@ func (s *SQLite) PutKey(ctx context.Context, k Key) error {
 	return nil
 }
 
+// keyByHashQuery is KeyByHash's statement, prepared once per store.
+const keyByHashQuery = `SELECT ` + keyColumns + ` FROM keys WHERE hash = ?`
+
 // KeyByHash looks a key up by its SHA-256.
 func (s *SQLite) KeyByHash(ctx context.Context, hash []byte) (Key, error) {
-	k, err := scanKey(s.db.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE hash = ?`, hash))
+	k, err := scanKey(s.keyByHashStmt.QueryRowContext(ctx, hash))
 	if err != nil {
 		return Key{}, notFound(err)
 	}

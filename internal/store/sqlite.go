@@ -34,6 +34,10 @@ type SQLite struct {
 
 	// lastAuditStmt serves LastAudit on the pool.
 	lastAuditStmt *sql.Stmt
+	// keyByHashStmt serves KeyByHash on the pool: the key check's read
+	// on a key-cache miss, so SQLite does not parse and plan the query
+	// again on every one.
+	keyByHashStmt *sql.Stmt
 
 	// auditMu serializes this store's audit appends, which run on a
 	// connection of their own (the hottest write: one per call).
@@ -80,7 +84,7 @@ func (s *SQLite) openAuditConn(ctx context.Context) error {
 		q  string
 	}{
 		{&a.begin, "BEGIN IMMEDIATE"}, // writers in other processes wait for it
-		{&a.last, lastAuditQuery},
+		{&a.last, lastLinkQuery},
 		{&a.insert, insertAuditQuery},
 		{&a.commit, "COMMIT"},
 		{&a.rollback, "ROLLBACK"},
@@ -162,6 +166,9 @@ func openSQLite(ctx context.Context, path, sync string) (*SQLite, error) {
 		return nil, err
 	}
 	if s.lastAuditStmt, err = db.PrepareContext(ctx, lastAuditQuery); err == nil {
+		s.keyByHashStmt, err = db.PrepareContext(ctx, keyByHashQuery)
+	}
+	if err == nil {
 		err = s.openAuditConn(ctx)
 	}
 	if err != nil {
@@ -184,8 +191,10 @@ func (s *SQLite) Close() error {
 	s.auditMu.Lock()
 	s.audit.close()
 	s.auditMu.Unlock()
-	if s.lastAuditStmt != nil {
-		_ = s.lastAuditStmt.Close()
+	for _, st := range []*sql.Stmt{s.lastAuditStmt, s.keyByHashStmt} {
+		if st != nil {
+			_ = st.Close()
+		}
 	}
 	return s.db.Close()
 }

@@ -54,6 +54,9 @@ type Store interface {
 	// transaction (one commit, one flush to disk): build makes the records
 	// (1 to MaxAuditBatch, in seq order) from the last one, beforeCommit
 	// gets the batch's last record. All of them are stored or none is.
+	// The last record given to build (here and in AppendAudit) carries at
+	// least its Seq and Hash, the link the new records chain onto; a store
+	// may leave its other fields empty (LastAudit reads a whole record).
 	AppendAuditBatch(ctx context.Context, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) ([]AuditRecord, error)
 	// QueryAudit returns records matching f, ordered by seq (descending when
 	// f.Descending), at most f.Limit (capped by MaxAuditPage).
