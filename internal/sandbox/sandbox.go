@@ -284,7 +284,12 @@ func (s *Sandbox) makeGroups() (group, user cgroup.Group, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("create cgroup: %w", err)
 	}
-	user, err = group.Sub(userGroupName, s.userLimits())
+	// user exists for the pids limit (and holds the execution groups):
+	// on v1 it shares the sandbox group's memory group, which limits,
+	// accounts and OOM-kills every process of the sandbox anyway, and so
+	// costs no memory cgroup of its own (cgroup.Group.SubSharingMemory;
+	// TestUserGroupSharesTheSandboxMemoryGroup).
+	user, err = group.SubSharingMemory(userGroupName, s.userLimits())
 	if err != nil {
 		_ = group.Destroy()
 		return nil, nil, fmt.Errorf("create user cgroup: %w", err)
@@ -482,8 +487,6 @@ type slot struct {
 	// probe answers "is anything left in g?" after every command with one
 	// pread (cgroup.Group.OpenProbe).
 	probe cgroup.Probe
-	// memory is the limit last written to g.
-	memory int64
 	// oom is the OOM-kill count of g last seen.
 	oom int64
 	// gen is the sandbox's init generation the slot was made under.
@@ -526,8 +529,10 @@ func (sl *slot) checkEmpty() error {
 	return nil
 }
 
-// acquireSlot returns an empty execution group with the given memory limit.
-func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
+// acquireSlot returns an empty execution group. It has no memory limit of
+// its own: the sandbox group's covers it (on v1 it is not even a memory
+// group; see makeGroups).
+func (s *Sandbox) acquireSlot() (*slot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.group == nil {
@@ -539,24 +544,16 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 	if n := len(s.freeSlot); n > 0 {
 		sl := s.freeSlot[n-1]
 		s.freeSlot = s.freeSlot[:n-1]
-		if sl.memory != memory {
-			if err := sl.g.SetLimits(cgroup.Limits{MemoryBytes: memory}); err != nil {
-				sl.close()
-				_ = sl.g.Destroy()
-				return nil, err
-			}
-			sl.memory = memory
-		}
 		return sl, nil
 	}
 	s.slotSeq++
-	return s.makeSlot(s.user, s.slotSeq, memory, s.gen)
+	return s.makeSlot(s.user, s.slotSeq, s.gen)
 }
 
 // makeSlot makes execution group number seq below user, for init
 // generation gen. It takes no lock.
-func (s *Sandbox) makeSlot(user cgroup.Group, seq int, memory int64, gen int) (*slot, error) {
-	g, err := user.Sub("x"+strconv.Itoa(seq), cgroup.Limits{MemoryBytes: memory})
+func (s *Sandbox) makeSlot(user cgroup.Group, seq int, gen int) (*slot, error) {
+	g, err := user.Sub("x"+strconv.Itoa(seq), cgroup.Limits{})
 	if err != nil {
 		return nil, err
 	}
@@ -571,7 +568,7 @@ func (s *Sandbox) makeSlot(user cgroup.Group, seq int, memory int64, gen int) (*
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: gen}, nil
+	return &slot{g: g, attach: attach, probe: probe, gen: gen}, nil
 }
 
 // maxFreeSlots caps the execution groups a sandbox keeps ready: as many

@@ -113,6 +113,10 @@ type Stats struct {
 	Pids        int64         // tasks now in the group
 	PidsLimit   int64         // 0 = unlimited
 	Frozen      bool
+	// MemoryShared: the group has no memory group of its own (made by
+	// Group.SubSharingMemory); the memory figures above are left zero,
+	// and its tasks' memory and OOM kills show in the ancestor's Stats.
+	MemoryShared bool `json:"-"`
 }
 
 // Manager creates and re-adopts the groups below one base group.
@@ -157,6 +161,17 @@ type Group interface {
 	Destroy() error
 	// Sub creates the child group name (one per execution) with limits l.
 	Sub(name string, l Limits) (Group, error)
+	// SubSharingMemory creates the child group name like Sub, but, where
+	// the host allows it (v1 with the memory controller in a hierarchy of
+	// its own), without a memory group of its own: the child and its
+	// descendants are charged to, limited by and OOM-killed in this
+	// group's memory group, and a memory limit for them is refused
+	// (l.MemoryBytes must be 0). Every v1 memory group costs the kernel
+	// per-shrinker state that grows with the file systems ever mounted on
+	// the host; a child that exists for its pids limit, its CPU figures
+	// or its kill need not pay it. Elsewhere it is Sub (see the package
+	// doc for v2).
+	SubSharingMemory(name string, l Limits) (Group, error)
 	// OpenSub re-adopts the existing child group name (ErrNotFound if
 	// absent), and Subs names the existing children: after a restart the
 	// server finds the executions a re-adopted sandbox still runs.
