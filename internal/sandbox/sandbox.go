@@ -571,10 +571,18 @@ func (s *Sandbox) makeSlot(user cgroup.Group, seq int, gen int) (*slot, error) {
 	return &slot{g: g, attach: attach, probe: probe, gen: gen}, nil
 }
 
-// maxFreeSlots caps the execution groups a sandbox keeps ready: as many
-// as it may run at once is the most it can use, and each idle one is a
-// directory in every hierarchy and a few open files.
-func (s *Sandbox) maxFreeSlots() int { return max(s.m.cfg.MaxExecsPerSandbox, 1) }
+// maxIdleSlots caps the execution groups a sandbox keeps ready. One serves
+// commands run one after the other (the common case); a few more serve
+// small bursts. Each idle one is a directory in four hierarchies (its
+// kernel objects: a CPU task group with state per CPU, control-file
+// nodes) and five open files, held for as long as the sandbox lives; a
+// command beyond them makes its group (≈1.5 ms of kernel CPU) and drops
+// it at its end (BenchmarkIdleMemory, TestBurstLeavesFewIdleExecutionGroups).
+const maxIdleSlots = 4
+
+// maxFreeSlots is the number of execution groups the sandbox keeps ready:
+// maxIdleSlots, or fewer when the sandbox may not run that many at once.
+func (s *Sandbox) maxFreeSlots() int { return max(min(s.m.cfg.MaxExecsPerSandbox, maxIdleSlots), 1) }
 
 // releaseSlot returns an execution group its user is done with to the
 // sandbox's pool. A slot is pooled only when it is known empty: a clean

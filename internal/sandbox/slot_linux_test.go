@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -215,5 +217,45 @@ func TestUserGroupSharesTheSandboxMemoryGroup(t *testing.T) {
 	gst, err := s.cgroupGroup().Stats()
 	if err != nil || gst.OOMKills < 1 || gst.MemoryPeak > 128<<20 {
 		t.Fatalf("sandbox group %+v (%v): want the OOM kill under its limit", gst, err)
+	}
+}
+
+// TestBurstLeavesFewIdleExecutionGroups: a burst of concurrent commands
+// makes an execution group each, but the sandbox keeps at most
+// maxIdleSlots of them once the burst is over; the rest are destroyed.
+func TestBurstLeavesFewIdleExecutionGroups(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxExecsPerSandbox = 16
+	m := newManager(t, cfg, nil)
+	s := create(t, m, Spec{})
+	const burst = maxIdleSlots + 4
+	var wg sync.WaitGroup
+	results := make(chan Result, burst)
+	// Every command waits until all have started, so the burst is
+	// concurrent whatever the load.
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- run(t, s, ExecRequest{Command: fmt.Sprintf("touch /tmp/b%d; while [ $(ls /tmp | grep -c '^b') -lt %d ]; do sleep 0.05; done; echo ok", i, burst), Timeout: 60 * time.Second})
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if r.Stdout != "ok\n" {
+			t.Fatalf("burst command: %+v", r)
+		}
+	}
+	pooled := freeSlots(s)
+	if len(pooled) != maxIdleSlots {
+		t.Fatalf("pooled execution groups after a burst of %d: %v, want %d", burst, pooled, maxIdleSlots)
+	}
+	names, err := s.userGroup().Subs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != maxIdleSlots {
+		t.Fatalf("execution groups left below user: %v, want the %d pooled", names, maxIdleSlots)
 	}
 }
