@@ -106,24 +106,27 @@
 //   - The cpuset, devices, blkio, net_cls hierarchies are not used: sandboxes
 //     inherit the server's groups there.
 //
-// # Groups without a memory group of their own (v1)
+// # Groups without memory and CPU groups of their own (v1)
 //
 // Each v1 memory group costs the kernel far more than a group of the other
 // controllers: besides its own counters it carries per-shrinker state (a
 // shrinker_info of about 1 KB per 64 shrinker ids the host ever
 // registered; every mounted file system registers one), so on a host that
 // mounts a few file systems per sandbox each new memory group costs more
-// than the last. Group.SubSharingMemory makes a child that is in the pids,
-// cpu, cpuacct and freezer hierarchies but not in the memory one: its
-// tasks stay in its nearest ancestor's memory group, which limits them,
-// accounts them and OOM-kills among them (the limit is hierarchical, so
-// nothing is lost: the ancestor's limit already covered the child). AddProc
-// on such a group also puts the process in that memory group, so nothing
-// it holds is charged elsewhere. What is lost is only per-child memory
-// figures: the child's Stats leave them zero (MemoryShared), and an OOM
-// kill among its tasks is counted in the ancestor's oom_kill. This needs
-// the memory controller in a hierarchy of its own (the usual v1 mount); if
-// it is co-mounted with one the child needs, SubSharingMemory is Sub.
+// than the last. A CPU group carries scheduler state per CPU. Group.
+// SubSharingLimits makes a child that is in the pids, cpuacct and freezer
+// hierarchies but not in the memory one, nor in a cpu hierarchy of its
+// own: its tasks stay in its nearest ancestor's memory and CPU groups,
+// which limit them, account them and OOM-kill among them (the limits are
+// hierarchical, so nothing is lost: the ancestor's limits already covered
+// the child). AddProc on such a group also puts the process in those
+// groups, so nothing it holds is charged elsewhere. What is lost is only
+// per-child memory figures: the child's Stats leave them zero
+// (MemoryShared), and an OOM kill among its tasks is counted in the
+// ancestor's oom_kill; CPU time stays per child (cpuacct). This needs the
+// memory controller in a hierarchy of its own or with cpu only (the usual
+// v1 mounts); a cpu hierarchy co-mounted with cpuacct is kept. Elsewhere
+// SubSharingLimits is Sub.
 //
 // On v2 a child is in every controller its parent's cgroup.subtree_control
 // enables, for all its siblings alike. The same cut there would leave
@@ -132,7 +135,7 @@
 // group's memory.max and memory.events (hierarchical on v2) cover them;
 // that is the right shape, but it is not built: this project's hosts are
 // v1 and an untested v2 change to the sealing step would be a guess. On v2
-// SubSharingMemory is Sub.
+// SubSharingLimits is Sub.
 //
 // # v2 layout
 //

@@ -45,7 +45,7 @@ func BenchmarkGroupCreateScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		user, err := g.SubSharingMemory("user", Limits{Pids: 50})
+		user, err := g.SubSharingLimits("user", Limits{Pids: 50})
 		if err != nil {
 			b.Fatal(err)
 		}

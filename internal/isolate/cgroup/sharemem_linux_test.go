@@ -5,31 +5,32 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 )
 
 // requireSeparateMemory is requireV1 on a host whose memory controller has
-// a hierarchy of its own (where SubSharingMemory leaves a group out of it).
+// a hierarchy of its own (where SubSharingLimits leaves a group out of it).
 func requireSeparateMemory(t *testing.T) *v1Manager {
 	t.Helper()
 	m := requireV1(t)
-	if m.noMem == nil {
-		t.Skip("the memory controller is co-mounted with another one here: SubSharingMemory is Sub")
+	if m.lean == nil {
+		t.Skip("the memory controller is co-mounted with another one here: SubSharingLimits is Sub")
 	}
 	return m
 }
 
-// TestSubSharingMemoryHasNoMemoryGroup: a group made by SubSharingMemory,
+// TestSubSharingLimitsHasNoMemoryGroup: a group made by SubSharingLimits,
 // and every group below it, is in every hierarchy but the memory one; its
 // processes sit in the sandbox group's memory group (which limits them),
 // in their own group everywhere else; a memory limit of their own is
 // refused; and the group is found again, destroyed and reaped like any.
-func TestSubSharingMemoryHasNoMemoryGroup(t *testing.T) {
+func TestSubSharingLimitsHasNoMemoryGroup(t *testing.T) {
 	m := requireSeparateMemory(t)
 	sbx := mustCreate(t, m, "sbx", Limits{MemoryBytes: 256 << 20, Pids: 100})
-	user, err := sbx.SubSharingMemory("user", Limits{Pids: 20})
+	user, err := sbx.SubSharingLimits("user", Limits{Pids: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,9 +39,13 @@ func TestSubSharingMemoryHasNoMemoryGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	memDir := m.dir("memory", "")
+	cpuOwn := slices.ContainsFunc(m.lean, func(h v1Hier) bool { return slices.Contains(h.controllers, "cpu") })
 	for _, rel := range []string{"sbx/user", "sbx/user/x1"} {
 		if _, err := os.Stat(filepath.Join(memDir, rel)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("memory directory of %s: %v, want none", rel, err)
+		}
+		if _, err := os.Stat(filepath.Join(m.dir("cpu", ""), rel)); !cpuOwn && !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("cpu directory of %s: %v, want none (cpu has a hierarchy of its own here)", rel, err)
 		}
 		if _, err := os.Stat(filepath.Join(m.dir("pids", ""), rel)); err != nil {
 			t.Fatalf("pids directory of %s: %v", rel, err)
@@ -56,6 +61,12 @@ func TestSubSharingMemoryHasNoMemoryGroup(t *testing.T) {
 	if got := cgroupOf(t, pid, "pids"); filepath.Base(got) != "x1" {
 		t.Fatalf("pids cgroup of the process is %s, want the execution group", got)
 	}
+	if got := cgroupOf(t, pid, "cpu"); !cpuOwn && filepath.Base(got) != "sbx" {
+		t.Fatalf("cpu cgroup of the process is %s, want the sandbox group's", got)
+	}
+	if got := cgroupOf(t, pid, "cpuacct"); filepath.Base(got) != "x1" {
+		t.Fatalf("cpuacct cgroup of the process is %s, want the execution group", got)
+	}
 
 	if _, err := user.Sub("x2", Limits{MemoryBytes: 64 << 20}); err == nil {
 		t.Fatal("a memory limit below a shared group was accepted")
@@ -63,8 +74,14 @@ func TestSubSharingMemoryHasNoMemoryGroup(t *testing.T) {
 	if err := x.SetLimits(Limits{MemoryBytes: 64 << 20}); err == nil {
 		t.Fatal("SetLimits with memory on a shared group was accepted")
 	}
-	if _, err := sbx.SubSharingMemory("y", Limits{MemoryBytes: 64 << 20}); err == nil {
-		t.Fatal("SubSharingMemory with a memory limit was accepted")
+	if _, err := sbx.SubSharingLimits("y", Limits{MemoryBytes: 64 << 20}); err == nil {
+		t.Fatal("SubSharingLimits with a memory limit was accepted")
+	}
+	if _, err := sbx.SubSharingLimits("y", Limits{CPUMilli: 500}); err == nil {
+		t.Fatal("SubSharingLimits with a CPU limit was accepted")
+	}
+	if err := x.SetLimits(Limits{CPUMilli: 500}); !cpuOwn && err == nil {
+		t.Fatal("SetLimits with a CPU limit on a shared group was accepted")
 	}
 	if err := user.SetLimits(Limits{Pids: 30}); err != nil {
 		t.Fatal(err)
@@ -130,12 +147,12 @@ func TestSubSharingMemoryHasNoMemoryGroup(t *testing.T) {
 }
 
 // TestSharedMemoryGroupIsLimitedAndOOMKilled: a balloon in an execution
-// group below a SubSharingMemory group meets the sandbox group's limit,
+// group below a SubSharingLimits group meets the sandbox group's limit,
 // is OOM-killed, and the kill shows in the sandbox group's Stats.
 func TestSharedMemoryGroupIsLimitedAndOOMKilled(t *testing.T) {
 	m := requireSeparateMemory(t)
 	sbx := mustCreate(t, m, "sbx", Limits{MemoryBytes: 64 << 20})
-	user, err := sbx.SubSharingMemory("user", Limits{Pids: 20})
+	user, err := sbx.SubSharingLimits("user", Limits{Pids: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +190,7 @@ func TestSharedMemoryGroupIsLimitedAndOOMKilled(t *testing.T) {
 func TestSharedMemoryGroupFreezesAndHoldsPids(t *testing.T) {
 	m := requireSeparateMemory(t)
 	sbx := mustCreate(t, m, "sbx", Limits{MemoryBytes: 256 << 20})
-	user, err := sbx.SubSharingMemory("user", Limits{Pids: 5})
+	user, err := sbx.SubSharingLimits("user", Limits{Pids: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

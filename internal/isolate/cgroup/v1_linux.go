@@ -32,11 +32,21 @@ type v1Hier struct {
 type v1Manager struct {
 	info  Info
 	hiers []v1Hier // distinct hierarchies carrying v1Used controllers
-	// noMem are the hierarchies of hiers except the memory one, when the
-	// memory controller has a hierarchy of its own (nil otherwise): the
-	// directories of a group that shares its ancestor's memory group
-	// (SubSharingMemory).
-	noMem []v1Hier
+	// lean are the hierarchies of hiers a group made by SubSharingLimits
+	// has a directory in: all but those carrying only memory and cpu
+	// (nil when memory shares a hierarchy with another controller, where
+	// SubSharingLimits is Sub). A cpu hierarchy co-mounted with cpuacct
+	// stays: cpuacct gives per-execution CPU time.
+	lean []v1Hier
+}
+
+// sharable: controllers a SubSharingLimits group leaves to its ancestor.
+var sharable = []string{"memory", "cpu"}
+
+func onlySharable(h v1Hier) bool {
+	return !slices.ContainsFunc(h.controllers, func(c string) bool {
+		return slices.Contains(v1Used, c) && !slices.Contains(sharable, c)
+	})
 }
 
 var (
@@ -57,9 +67,13 @@ func newV1(lay layout, base string) (*v1Manager, error) {
 		}
 		m.hiers = append(m.hiers, v1Hier{controllers: h.controllers, ownDir: h.own, baseDir: filepath.Join(h.own, base)})
 	}
-	for i, h := range m.hiers {
-		if slices.Equal(h.controllers, []string{"memory"}) {
-			m.noMem = slices.Delete(slices.Clone(m.hiers), i, i+1)
+	for _, h := range m.hiers {
+		if slices.Contains(h.controllers, "memory") && onlySharable(h) {
+			for _, k := range m.hiers {
+				if !onlySharable(k) {
+					m.lean = append(m.lean, k)
+				}
+			}
 			break
 		}
 	}
@@ -90,16 +104,15 @@ func (m *v1Manager) Create(name string, l Limits) (Group, error) {
 	return m.create(name, name, name, l)
 }
 
-// create makes group rel; memRel is its place in the memory hierarchy:
-// rel for a memory group of its own, an existing ancestor's path for a
-// group that shares it.
-func (m *v1Manager) create(name, rel, memRel string, l Limits) (*v1Group, error) {
+// create makes group rel; sharedRel is its place in the hierarchies it
+// shares (see v1Group.sharedRel): rel for a group of its own everywhere.
+func (m *v1Manager) create(name, rel, sharedRel string, l Limits) (*v1Group, error) {
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
 	}
-	g := &v1Group{m: m, name: name, rel: rel, memRel: memRel}
-	if g.sharesMemory() && l.MemoryBytes != 0 {
-		return nil, fmt.Errorf("create cgroup %q: %w", rel, errSharedMemoryLimit)
+	g := &v1Group{m: m, name: name, rel: rel, sharedRel: sharedRel}
+	if g.shares() && (l.MemoryBytes != 0 || (l.CPUMilli != 0 && g.dropped("cpu"))) {
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, errSharedLimit)
 	}
 	hiers := g.hiers()
 	for i, h := range hiers {
@@ -113,7 +126,7 @@ func (m *v1Manager) create(name, rel, memRel string, l Limits) (*v1Group, error)
 	// Swap off for memory reclaim inside the group; memsw (below) makes it
 	// a hard rule where swap accounting exists. A group sharing its
 	// ancestor's memory group has the ancestor's setting.
-	if !g.sharesMemory() {
+	if !g.shares() {
 		if err := writeString(m.dir("memory", rel)+"/memory.swappiness", "0"); err != nil {
 			_ = g.Destroy()
 			return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
@@ -147,14 +160,14 @@ func (m *v1Manager) Open(name string) (Group, error) {
 		// trusted, so it is only good for Reap.
 		return nil, fmt.Errorf("open cgroup %q: missing in hierarchies %v; reap it", name, missing)
 	}
-	return &v1Group{m: m, name: name, rel: name, memRel: name}, nil
+	return &v1Group{m: m, name: name, rel: name, sharedRel: name}, nil
 }
 
 func (m *v1Manager) openAny(name string) (Group, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &v1Group{m: m, name: name, rel: name, memRel: name}, nil
+	return &v1Group{m: m, name: name, rel: name, sharedRel: name}, nil
 }
 
 func (m *v1Manager) List() ([]string, error) {
@@ -171,35 +184,46 @@ type v1Group struct {
 	m    *v1Manager
 	name string
 	rel  string // path below base: "sbx" or "sbx/exec1"
-	// memRel is the group's place in the memory hierarchy: rel for a
-	// memory group of its own; for a group made by SubSharingMemory (and
-	// its descendants), the nearest ancestor that has one, whose limit,
-	// accounting and OOM killer then cover the group's tasks.
-	memRel string
+	// sharedRel is the group's place in the memory hierarchy (and in a
+	// cpu hierarchy of its own): rel for a group of its own there; for a
+	// group made by SubSharingLimits (and its descendants), the nearest
+	// ancestor that has one, whose limits, accounting and OOM killer then
+	// cover the group's tasks.
+	sharedRel string
 }
 
-// errSharedMemoryLimit: a memory limit asked of a group that has no memory
-// group of its own; refused rather than silently not applied.
-var errSharedMemoryLimit = errors.New("the group shares its ancestor's memory group and cannot have a memory limit of its own")
+// errSharedLimit: a memory or CPU limit asked of a group that shares its
+// ancestor's memory and CPU groups; refused rather than silently not
+// applied.
+var errSharedLimit = errors.New("the group shares its ancestor's memory and CPU groups and cannot have memory or CPU limits of its own")
 
 func (g *v1Group) Name() string { return g.name }
 
-// sharesMemory reports whether the group is charged to an ancestor's
-// memory group instead of one of its own.
-func (g *v1Group) sharesMemory() bool { return g.memRel != g.rel }
+// shares reports whether the group is charged to an ancestor's memory
+// (and CPU) groups instead of its own.
+func (g *v1Group) shares() bool { return g.sharedRel != g.rel }
 
 // hiers are the hierarchies the group has a directory in: all of them, or
-// all but the memory one for a group that shares its ancestor's.
+// the manager's lean ones for a group that shares its ancestor's.
 func (g *v1Group) hiers() []v1Hier {
-	if g.sharesMemory() {
-		return g.m.noMem
+	if g.shares() {
+		return g.m.lean
 	}
 	return g.m.hiers
 }
 
+// dropped reports whether the group has no directory of its own in the
+// hierarchy carrying ctrl (it sits in its ancestor's there).
+func (g *v1Group) dropped(ctrl string) bool {
+	if !g.shares() {
+		return false
+	}
+	return !slices.ContainsFunc(g.m.lean, func(h v1Hier) bool { return slices.Contains(h.controllers, ctrl) })
+}
+
 func (g *v1Group) dir(ctrl string) string {
-	if ctrl == "memory" {
-		return g.m.dir(ctrl, g.memRel)
+	if g.dropped(ctrl) {
+		return g.m.dir(ctrl, g.sharedRel)
 	}
 	return g.m.dir(ctrl, g.rel)
 }
@@ -213,11 +237,16 @@ func (g *v1Group) AddProc(pid int) error {
 			return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
 		}
 	}
-	if g.sharesMemory() {
-		// The process must be charged to the memory group that stands
-		// for this one, wherever it was before.
-		if err := writeString(g.dir("memory")+"/cgroup.procs", strconv.Itoa(pid)); err != nil {
-			return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
+	if g.shares() {
+		// The process must be charged to the memory (and CPU) groups
+		// that stand for this one, wherever it was before.
+		for _, h := range g.m.hiers {
+			if slices.ContainsFunc(g.m.lean, func(k v1Hier) bool { return k.baseDir == h.baseDir }) {
+				continue
+			}
+			if err := writeString(filepath.Join(h.baseDir, g.sharedRel, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+				return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
+			}
 		}
 	}
 	return nil
@@ -262,9 +291,9 @@ func (g *v1Group) SetLimits(l Limits) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 	}
-	if g.sharesMemory() {
-		if l.MemoryBytes != 0 {
-			return fmt.Errorf("limits of cgroup %q: %w", g.rel, errSharedMemoryLimit)
+	if g.shares() {
+		if l.MemoryBytes != 0 || (l.CPUMilli != 0 && g.dropped("cpu")) {
+			return fmt.Errorf("limits of cgroup %q: %w", g.rel, errSharedLimit)
 		}
 		return g.setPidsCPU(l)
 	}
@@ -303,6 +332,9 @@ func (g *v1Group) setPidsCPU(l Limits) error {
 	}
 	if err := writeString(g.dir("pids")+"/pids.max", pids); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	if g.dropped("cpu") {
+		return nil // the ancestor's CPU group holds the quota
 	}
 
 	cpu := g.dir("cpu")
@@ -382,7 +414,7 @@ func (g *v1Group) Thaw() error { return wrapThaw(g.thaw()) }
 
 func (g *v1Group) Stats() (Stats, error) {
 	var s Stats
-	if g.sharesMemory() {
+	if g.shares() {
 		// Its memory is its ancestor's, shared with the ancestor's other
 		// tasks: none of those figures is this group's.
 		s.MemoryShared = true
@@ -485,34 +517,35 @@ func (g *v1Group) Sub(name string, l Limits) (Group, error) {
 		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
 	}
 	rel := g.rel + "/" + name
-	memRel := rel
-	if g.sharesMemory() {
-		// Below a group without a memory group of its own there is no
-		// directory to make one in.
-		memRel = g.memRel
+	sharedRel := rel
+	if g.shares() {
+		// Below a group without memory and CPU groups of its own there
+		// is no directory to make them in.
+		sharedRel = g.sharedRel
 	}
-	return g.m.create(name, rel, memRel, l)
+	return g.m.create(name, rel, sharedRel, l)
 }
 
-// SubSharingMemory makes a child without a memory group of its own where
-// the memory controller has a hierarchy of its own (this package's v1
-// hosts): the child's tasks are charged to, limited by and OOM-killed in
-// this group's memory group. Elsewhere (memory co-mounted with a
-// controller the child needs) it is Sub.
-func (g *v1Group) SubSharingMemory(name string, l Limits) (Group, error) {
+// SubSharingLimits makes a child without memory and CPU groups of its own
+// where the memory controller has a hierarchy of its own (alone or with
+// cpu, as on this package's v1 hosts): the child's tasks are charged to,
+// limited by and OOM-killed in this group's memory group, and run under
+// this group's CPU quota (a cpu hierarchy co-mounted with cpuacct is
+// kept: per-execution CPU time comes from cpuacct). Elsewhere it is Sub.
+func (g *v1Group) SubSharingLimits(name string, l Limits) (Group, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	if l.MemoryBytes != 0 {
-		return nil, fmt.Errorf("sub-group %q of %q: %w", name, g.rel, errSharedMemoryLimit)
+	if l.MemoryBytes != 0 || l.CPUMilli != 0 {
+		return nil, fmt.Errorf("sub-group %q of %q: %w", name, g.rel, errSharedLimit)
 	}
-	if g.m.noMem == nil {
+	if g.m.lean == nil {
 		return g.Sub(name, l)
 	}
 	if strings.Count(g.rel, "/")+1 >= maxWalkDepth {
 		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
 	}
-	return g.m.create(name, g.rel+"/"+name, g.memRel, l)
+	return g.m.create(name, g.rel+"/"+name, g.sharedRel, l)
 }
 
 func (g *v1Group) OpenSub(name string) (Group, error) {
@@ -520,14 +553,14 @@ func (g *v1Group) OpenSub(name string) (Group, error) {
 		return nil, err
 	}
 	rel := g.rel + "/" + name
-	sub := &v1Group{m: g.m, name: name, rel: rel, memRel: rel}
-	if g.sharesMemory() {
-		sub.memRel = g.memRel
-	} else if g.m.noMem != nil {
-		// A child made by SubSharingMemory has no memory directory.
+	sub := &v1Group{m: g.m, name: name, rel: rel, sharedRel: rel}
+	if g.shares() {
+		sub.sharedRel = g.sharedRel
+	} else if g.m.lean != nil {
+		// A child made by SubSharingLimits has no memory directory.
 		switch _, err := os.Stat(g.m.dir("memory", rel)); {
 		case errors.Is(err, fs.ErrNotExist):
-			sub.memRel = g.memRel
+			sub.sharedRel = g.sharedRel
 		case err != nil:
 			return nil, fmt.Errorf("open cgroup %q: %w", rel, err)
 		}

@@ -484,12 +484,12 @@ func (g *v2Group) Sub(name string, l Limits) (Group, error) {
 	return g.m.create(name, g.rel+"/"+name, l)
 }
 
-// SubSharingMemory is Sub on v2 (see the package doc): a child is in every
+// SubSharingLimits is Sub on v2 (see the package doc): a child is in every
 // controller its parent's cgroup.subtree_control enables, and the memory
-// limit it is asked for must be 0, as on v1.
-func (g *v2Group) SubSharingMemory(name string, l Limits) (Group, error) {
-	if l.MemoryBytes != 0 {
-		return nil, fmt.Errorf("sub-group %q of %q: %w", name, g.rel, errSharedMemoryLimit)
+// and CPU limits it is asked for must be 0, as on v1.
+func (g *v2Group) SubSharingLimits(name string, l Limits) (Group, error) {
+	if l.MemoryBytes != 0 || l.CPUMilli != 0 {
+		return nil, fmt.Errorf("sub-group %q of %q: %w", name, g.rel, errSharedLimit)
 	}
 	return g.Sub(name, l)
 }
