@@ -129,13 +129,14 @@
 // SubSharingLimits is Sub.
 //
 // On v2 a child is in every controller its parent's cgroup.subtree_control
-// enables, for all its siblings alike. The same cut there would leave
-// memory out of the sandbox group's subtree_control, so that neither the
-// init's leaf nor the execution groups are memory groups and the sandbox
-// group's memory.max and memory.events (hierarchical on v2) cover them;
-// that is the right shape, but it is not built: this project's hosts are
-// v1 and an untested v2 change to the sealing step would be a guess. On v2
-// SubSharingLimits is Sub.
+// enables, for all its siblings alike. The same cut there would enable
+// only pids in the sandbox group's subtree_control, so that neither the
+// init's leaf nor user nor the execution groups are memory or CPU groups,
+// and the sandbox group's memory.max, cpu.max and memory.events
+// (hierarchical on v2) cover them; CPU time per execution would come from
+// cpu.stat, which v2 keeps in every group. That is the right shape, but
+// it is not built: this project's hosts are v1 and an untested v2 change
+// to the sealing step would be a guess. On v2 SubSharingLimits is Sub.
 //
 // # v2 layout
 //
