@@ -174,6 +174,12 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 		{"unshare refused", []string{"unshare", "-U", "true"}, "", true},
 		{"mount refused", []string{"sh", "-c", "mount -t tmpfs x /tmp"}, "", true},
 		{"environment from scratch", []string{"sh", "-c", "env | cut -d= -f1 | grep -v '^PWD$' | sort | tr '\\n' ' '"}, "HOME LANG PATH ", false},
+		{"masked /proc directory is empty", []string{"sh", "-c", "ls -A /proc/acpi 2>/dev/null | wc -l"}, "0\n", false},
+		// The mask is a read-only bind of the root's file system, no
+		// superblock of its own (each costs every v1 memory cgroup).
+		{"masked /proc directory is read-only, on the root's superblock", []string{"sh", "-c", `m=$(awk '$5=="/proc/acpi"{print $3, $6}' /proc/self/mountinfo); r=$(awk '$5=="/"{print $3}' /proc/self/mountinfo); if [ -z "$m" ]; then echo "same ro"; else set -- $m; if [ "$1" = "$r" ]; then echo "same ${2%%,*}"; else echo "own $1 (root $r) $2"; fi; fi`}, "same ro\n", false},
+		{"/dev has no file system of its own", []string{"sh", "-c", `awk '$5=="/dev"' /proc/self/mountinfo | wc -l`}, "0\n", false},
+		{"/dev read-only", []string{"sh", "-c", "touch /dev/x"}, "", true},
 		{"no signal starts ignored", []string{"sh", "-c", "grep '^SigIgn:' /proc/self/status"}, "SigIgn:\t0000000000000000\n", false},
 	}
 	for _, tc := range cases {

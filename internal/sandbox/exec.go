@@ -281,7 +281,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	slot, err := s.acquireSlot(s.rec.Spec.Limits.MemoryBytes)
+	slot, err := s.acquireSlot()
 	if err != nil {
 		return nil, err
 	}
@@ -696,6 +696,21 @@ type Proc struct {
 	// another process's, so a late Kill must not touch it.
 	mu       sync.Mutex
 	released bool
+	// oom0 is the sandbox group's OOM-kill count before the spawn (-1:
+	// unknown), for Stats when the execution group has no memory group of
+	// its own.
+	oom0 int64
+}
+
+// sandboxOOMKills reads the sandbox group's OOM-kill count (-1 if it
+// cannot be read).
+func (s *Sandbox) sandboxOOMKills() int64 {
+	if g := s.cgroupGroup(); g != nil {
+		if st, err := g.Stats(); err == nil {
+			return st.OOMKills
+		}
+	}
+	return -1
 }
 
 // Spawn starts a process in its own execution group.
@@ -720,7 +735,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	slot, err := s.acquireSlot(s.rec.Spec.Limits.MemoryBytes)
+	slot, err := s.acquireSlot()
 	if err != nil {
 		return nil, err
 	}
@@ -728,6 +743,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if cpu == 0 {
 		cpu = s.rec.Spec.Limits.CPUTime
 	}
+	oom0 := s.sandboxOOMKills()
 	p, err := inst.Spawn(ctx, agent.SpawnReq{
 		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
 		Limits: agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
@@ -739,7 +755,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 		return nil, s.spawnFault(err)
 	}
 	s.touch()
-	proc := &Proc{Process: p, s: s, slot: slot}
+	proc := &Proc{Process: p, s: s, slot: slot, oom0: oom0}
 	s.mu.Lock()
 	s.procs[proc] = struct{}{}
 	s.mu.Unlock()
@@ -775,8 +791,20 @@ func (p *Proc) Release() {
 	})
 }
 
-// Stats reports the process tree's cgroup figures.
-func (p *Proc) Stats() (cgroup.Stats, error) { return p.slot.g.Stats() }
+// Stats reports the process tree's cgroup figures. Where its execution
+// group shares the sandbox's memory group (v1), OOM kills are counted
+// there: OOMKills is then the sandbox's kills since the process started,
+// which includes any other process of the sandbox killed meanwhile.
+func (p *Proc) Stats() (cgroup.Stats, error) {
+	st, err := p.slot.g.Stats()
+	if err != nil || !st.MemoryShared || p.oom0 < 0 {
+		return st, err
+	}
+	if now := p.s.sandboxOOMKills(); now > p.oom0 {
+		st.OOMKills = now - p.oom0
+	}
+	return st, nil
+}
 
 // File runs one file primitive inside the sandbox (see agent.Client.File);
 // a stopped sandbox is started first.

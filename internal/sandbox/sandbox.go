@@ -284,7 +284,14 @@ func (s *Sandbox) makeGroups() (group, user cgroup.Group, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("create cgroup: %w", err)
 	}
-	user, err = group.Sub(userGroupName, s.userLimits())
+	// user exists for the pids limit (and holds the execution groups):
+	// on v1 it shares the sandbox group's memory and CPU groups, which
+	// limit, account and OOM-kill every process of the sandbox anyway, and
+	// so costs no memory cgroup and no CPU task group of its own; its
+	// execution groups share them too and keep their own CPU time
+	// (cpuacct) and kill (cgroup.Group.SubSharingLimits;
+	// TestUserGroupSharesTheSandboxMemoryGroup).
+	user, err = group.SubSharingLimits(userGroupName, s.userLimits())
 	if err != nil {
 		_ = group.Destroy()
 		return nil, nil, fmt.Errorf("create user cgroup: %w", err)
@@ -482,8 +489,6 @@ type slot struct {
 	// probe answers "is anything left in g?" after every command with one
 	// pread (cgroup.Group.OpenProbe).
 	probe cgroup.Probe
-	// memory is the limit last written to g.
-	memory int64
 	// oom is the OOM-kill count of g last seen.
 	oom int64
 	// gen is the sandbox's init generation the slot was made under.
@@ -526,8 +531,10 @@ func (sl *slot) checkEmpty() error {
 	return nil
 }
 
-// acquireSlot returns an empty execution group with the given memory limit.
-func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
+// acquireSlot returns an empty execution group. It has no memory or CPU
+// limit of its own: the sandbox group's cover it (on v1 it is not even in
+// those hierarchies; see makeGroups).
+func (s *Sandbox) acquireSlot() (*slot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.group == nil {
@@ -539,24 +546,16 @@ func (s *Sandbox) acquireSlot(memory int64) (*slot, error) {
 	if n := len(s.freeSlot); n > 0 {
 		sl := s.freeSlot[n-1]
 		s.freeSlot = s.freeSlot[:n-1]
-		if sl.memory != memory {
-			if err := sl.g.SetLimits(cgroup.Limits{MemoryBytes: memory}); err != nil {
-				sl.close()
-				_ = sl.g.Destroy()
-				return nil, err
-			}
-			sl.memory = memory
-		}
 		return sl, nil
 	}
 	s.slotSeq++
-	return s.makeSlot(s.user, s.slotSeq, memory, s.gen)
+	return s.makeSlot(s.user, s.slotSeq, s.gen)
 }
 
 // makeSlot makes execution group number seq below user, for init
 // generation gen. It takes no lock.
-func (s *Sandbox) makeSlot(user cgroup.Group, seq int, memory int64, gen int) (*slot, error) {
-	g, err := user.Sub("x"+strconv.Itoa(seq), cgroup.Limits{MemoryBytes: memory})
+func (s *Sandbox) makeSlot(user cgroup.Group, seq int, gen int) (*slot, error) {
+	g, err := user.Sub("x"+strconv.Itoa(seq), cgroup.Limits{})
 	if err != nil {
 		return nil, err
 	}
@@ -571,13 +570,21 @@ func (s *Sandbox) makeSlot(user cgroup.Group, seq int, memory int64, gen int) (*
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, probe: probe, memory: memory, gen: gen}, nil
+	return &slot{g: g, attach: attach, probe: probe, gen: gen}, nil
 }
 
-// maxFreeSlots caps the execution groups a sandbox keeps ready: as many
-// as it may run at once is the most it can use, and each idle one is a
-// directory in every hierarchy and a few open files.
-func (s *Sandbox) maxFreeSlots() int { return max(s.m.cfg.MaxExecsPerSandbox, 1) }
+// maxIdleSlots caps the execution groups a sandbox keeps ready. One serves
+// commands run one after the other (the common case); a few more serve
+// small bursts. Each idle one is a directory in the pids, cpuacct and
+// freezer hierarchies (≈19 KB of kernel objects on this project's hosts)
+// and four open files, held for as long as the sandbox lives; a
+// command beyond them makes its group (≈1.5 ms of kernel CPU) and drops
+// it at its end (BenchmarkIdleMemory, TestBurstLeavesFewIdleExecutionGroups).
+const maxIdleSlots = 4
+
+// maxFreeSlots is the number of execution groups the sandbox keeps ready:
+// maxIdleSlots, or fewer when the sandbox may not run that many at once.
+func (s *Sandbox) maxFreeSlots() int { return max(min(s.m.cfg.MaxExecsPerSandbox, maxIdleSlots), 1) }
 
 // releaseSlot returns an execution group its user is done with to the
 // sandbox's pool. A slot is pooled only when it is known empty: a clean

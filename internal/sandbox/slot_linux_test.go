@@ -1,11 +1,17 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
@@ -20,10 +26,11 @@ func freeSlots(s *Sandbox) []string {
 	return out
 }
 
-// TestExecutionGroupIsReusedEmptyWithFreshLimits: a command's execution
-// group goes back to the sandbox's pool when the command ends, the next
-// command gets the same group, empty, with the memory limit asked for then.
-func TestExecutionGroupIsReusedEmptyWithFreshLimits(t *testing.T) {
+// TestExecutionGroupIsReusedEmpty: a command's execution group goes back
+// to the sandbox's pool when the command ends, and the next command gets
+// the same group, empty. It has no memory limit of its own (the sandbox
+// group's covers it); on v1 it is not a memory group at all.
+func TestExecutionGroupIsReusedEmpty(t *testing.T) {
 	m := newManager(t, testConfig(t), nil)
 	s := create(t, m, Spec{})
 	// A command that leaves a detached child behind: the group is killed
@@ -35,7 +42,7 @@ func TestExecutionGroupIsReusedEmptyWithFreshLimits(t *testing.T) {
 	if len(pooled) != 1 {
 		t.Fatalf("pooled execution groups %v, want one", pooled)
 	}
-	sl, err := s.acquireSlot(64 << 20)
+	sl, err := s.acquireSlot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +53,8 @@ func TestExecutionGroupIsReusedEmptyWithFreshLimits(t *testing.T) {
 	if err != nil || len(procs) != 0 {
 		t.Fatalf("reused group holds %v (%v), want nothing", procs, err)
 	}
-	if st, err := sl.g.Stats(); err != nil || st.MemoryLimit != 64<<20 {
-		t.Fatalf("reused group limits %+v (%v), want memory %d", st, err, 64<<20)
+	if st, err := sl.g.Stats(); err != nil || (!st.MemoryShared && st.MemoryLimit != 0) {
+		t.Fatalf("reused group %+v (%v), want no memory limit of its own", st, err)
 	}
 	s.releaseSlot(sl)
 	if r := run(t, s, ExecRequest{Command: "echo again"}); r.Stdout != "again\n" {
@@ -65,7 +72,7 @@ func TestExecutionGroupIsReusedEmptyWithFreshLimits(t *testing.T) {
 func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 	m := newManager(t, testConfig(t), nil)
 	s := create(t, m, Spec{})
-	sl, err := s.acquireSlot(s.rec.Spec.Limits.MemoryBytes)
+	sl, err := s.acquireSlot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +104,7 @@ func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 	if _, err := user.OpenSub(dirtyName); !errors.Is(err, cgroup.ErrNotFound) {
 		t.Fatalf("dirty group %s still exists (%v)", dirtyName, err)
 	}
-	next, err := s.acquireSlot(s.rec.Spec.Limits.MemoryBytes)
+	next, err := s.acquireSlot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +169,93 @@ func TestIdleSandboxHoldsNoExecutionGroup(t *testing.T) {
 	}
 	if pooled := freeSlots(s); len(pooled) != 1 {
 		t.Fatalf("execution groups after the first command: %v, want one", pooled)
+	}
+}
+
+// TestUserGroupSharesTheSandboxMemoryGroup: where the memory controller
+// has a v1 hierarchy of its own, the user group and the execution groups
+// below it are not memory groups (each would cost the kernel per-shrinker
+// state); the sandbox group's limit still covers every process: a balloon
+// started with Spawn (the browser's and interpreters' path) is OOM-killed
+// at the sandbox's limit, and its Proc says so.
+func TestUserGroupSharesTheSandboxMemoryGroup(t *testing.T) {
+	m := newManager(t, testConfig(t), nil)
+	info := m.cg.Info()
+	separate := info.Version == 1
+	for _, c := range []string{"pids", "cpu", "freezer"} {
+		separate = separate && info.Mounts[c] != info.Mounts["memory"]
+	}
+	if !separate {
+		t.Skip("no v1 memory hierarchy of its own here: the user group is a memory group")
+	}
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("needs python3 for the balloon")
+	}
+	s := create(t, m, Spec{Limits: Limits{MemoryBytes: 128 << 20}})
+	ust, err := s.userGroup().Stats()
+	if err != nil || !ust.MemoryShared {
+		t.Fatalf("user group %+v (%v): want it without a memory group of its own", ust, err)
+	}
+	p, err := s.Spawn(context.Background(), SpawnSpec{Argv: []string{"python3", "-c", "b = bytearray(512 << 20); print(len(b))"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	var ex agent.Exit
+	select {
+	case ex = <-p.Exited():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the balloon did not end")
+	}
+	if ex.Signal != int(syscall.SIGKILL) {
+		t.Fatalf("balloon exit %+v, want SIGKILL", ex)
+	}
+	st, err := p.Stats()
+	if err != nil || !st.MemoryShared || st.OOMKills < 1 {
+		t.Fatalf("balloon's stats %+v (%v): want an OOM kill counted", st, err)
+	}
+	gst, err := s.cgroupGroup().Stats()
+	if err != nil || gst.OOMKills < 1 || gst.MemoryPeak > 128<<20 {
+		t.Fatalf("sandbox group %+v (%v): want the OOM kill under its limit", gst, err)
+	}
+}
+
+// TestBurstLeavesFewIdleExecutionGroups: a burst of concurrent commands
+// makes an execution group each, but the sandbox keeps at most
+// maxIdleSlots of them once the burst is over; the rest are destroyed.
+func TestBurstLeavesFewIdleExecutionGroups(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.MaxExecsPerSandbox = 16
+	m := newManager(t, cfg, nil)
+	s := create(t, m, Spec{})
+	const burst = maxIdleSlots + 4
+	var wg sync.WaitGroup
+	results := make(chan Result, burst)
+	// Every command waits until all have started, so the burst is
+	// concurrent whatever the load.
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- run(t, s, ExecRequest{Command: fmt.Sprintf("touch /tmp/b%d; while [ $(ls /tmp | grep -c '^b') -lt %d ]; do sleep 0.05; done; echo ok", i, burst), Timeout: 60 * time.Second})
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if r.Stdout != "ok\n" {
+			t.Fatalf("burst command: %+v", r)
+		}
+	}
+	pooled := freeSlots(s)
+	if len(pooled) != maxIdleSlots {
+		t.Fatalf("pooled execution groups after a burst of %d: %v, want %d", burst, pooled, maxIdleSlots)
+	}
+	names, err := s.userGroup().Subs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != maxIdleSlots {
+		t.Fatalf("execution groups left below user: %v, want the %d pooled", names, maxIdleSlots)
 	}
 }

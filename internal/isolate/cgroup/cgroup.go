@@ -113,6 +113,11 @@ type Stats struct {
 	Pids        int64         // tasks now in the group
 	PidsLimit   int64         // 0 = unlimited
 	Frozen      bool
+	// MemoryShared: the group has no memory group of its own (made by
+	// Group.SubSharingLimits); the memory figures above are left zero,
+	// and its tasks' memory and OOM kills show in the ancestor's Stats.
+	// CPUUsage stays the group's own (cpuacct).
+	MemoryShared bool `json:"-"`
 }
 
 // Manager creates and re-adopts the groups below one base group.
@@ -157,6 +162,19 @@ type Group interface {
 	Destroy() error
 	// Sub creates the child group name (one per execution) with limits l.
 	Sub(name string, l Limits) (Group, error)
+	// SubSharingLimits creates the child group name like Sub, but, where
+	// the host allows it (v1 with the memory controller in a hierarchy of
+	// its own, alone or with cpu), without memory and CPU groups of its
+	// own: the child and its descendants are charged to, limited by and
+	// OOM-killed in this group's memory group and run under this group's
+	// CPU quota, and memory or CPU limits for them are refused
+	// (l.MemoryBytes and l.CPUMilli must be 0). Every v1 memory group
+	// costs the kernel per-shrinker state that grows with the file
+	// systems ever mounted on the host, and a CPU group per-CPU scheduler
+	// state; a child that exists for its pids limit, its CPU time
+	// (cpuacct) or its kill need not pay them. Elsewhere it is Sub (see
+	// the package doc for v2).
+	SubSharingLimits(name string, l Limits) (Group, error)
 	// OpenSub re-adopts the existing child group name (ErrNotFound if
 	// absent), and Subs names the existing children: after a restart the
 	// server finds the executions a re-adopted sandbox still runs.

@@ -22,9 +22,11 @@
 // sub-group (Group.Sub) below the sandbox's group. Killing that sub-group on
 // a timeout, a client disconnect or a HALT ends that execution's whole tree,
 // setsid'd grandchildren included, and leaves the init and the sandbox's
-// other executions running. The sub-group also gives per-execution OOM
-// accounting (which execution was OOM-killed) and per-execution CPU usage.
-// Limits are hierarchical: a sub-group can never use more than its sandbox.
+// other executions running. The sub-group also gives per-execution CPU
+// usage, and, where it is a memory group of its own, per-execution OOM
+// accounting (sandhold's are not, on v1: see below; an OOM kill is then
+// counted in the sandbox's group). Limits are hierarchical: a sub-group
+// can never use more than its sandbox.
 //
 // # The thread-attach trick (v1) and CLONE_INTO_CGROUP (v2)
 //
@@ -103,6 +105,38 @@
 //     holds but global reclaim may swap the group's pages.
 //   - The cpuset, devices, blkio, net_cls hierarchies are not used: sandboxes
 //     inherit the server's groups there.
+//
+// # Groups without memory and CPU groups of their own (v1)
+//
+// Each v1 memory group costs the kernel far more than a group of the other
+// controllers: besides its own counters it carries per-shrinker state (a
+// shrinker_info of about 1 KB per 64 shrinker ids the host ever
+// registered; every mounted file system registers one), so on a host that
+// mounts a few file systems per sandbox each new memory group costs more
+// than the last. A CPU group carries scheduler state per CPU. Group.
+// SubSharingLimits makes a child that is in the pids, cpuacct and freezer
+// hierarchies but not in the memory one, nor in a cpu hierarchy of its
+// own: its tasks stay in its nearest ancestor's memory and CPU groups,
+// which limit them, account them and OOM-kill among them (the limits are
+// hierarchical, so nothing is lost: the ancestor's limits already covered
+// the child). AddProc on such a group also puts the process in those
+// groups, so nothing it holds is charged elsewhere. What is lost is only
+// per-child memory figures: the child's Stats leave them zero
+// (MemoryShared), and an OOM kill among its tasks is counted in the
+// ancestor's oom_kill; CPU time stays per child (cpuacct). This needs the
+// memory controller in a hierarchy of its own or with cpu only (the usual
+// v1 mounts); a cpu hierarchy co-mounted with cpuacct is kept. Elsewhere
+// SubSharingLimits is Sub.
+//
+// On v2 a child is in every controller its parent's cgroup.subtree_control
+// enables, for all its siblings alike. The same cut there would enable
+// only pids in the sandbox group's subtree_control, so that neither the
+// init's leaf nor user nor the execution groups are memory or CPU groups,
+// and the sandbox group's memory.max, cpu.max and memory.events
+// (hierarchical on v2) cover them; CPU time per execution would come from
+// cpu.stat, which v2 keeps in every group. That is the right shape, but
+// it is not built: this project's hosts are v1 and an untested v2 change
+// to the sealing step would be a guess. On v2 SubSharingLimits is Sub.
 //
 // # v2 layout
 //

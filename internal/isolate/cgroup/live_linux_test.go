@@ -193,7 +193,7 @@ func groupDirs(g Group) []string {
 	switch g := g.(type) {
 	case *v1Group:
 		var out []string
-		for _, h := range g.m.hiers {
+		for _, h := range g.hiers() {
 			out = append(out, filepath.Join(h.baseDir, g.rel))
 		}
 		return out

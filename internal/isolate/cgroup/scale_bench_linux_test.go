@@ -45,11 +45,11 @@ func BenchmarkGroupCreateScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		user, err := g.Sub("user", Limits{Pids: 50})
+		user, err := g.SubSharingLimits("user", Limits{Pids: 50})
 		if err != nil {
 			b.Fatal(err)
 		}
-		x, err := user.Sub("x1", Limits{MemoryBytes: lim.MemoryBytes})
+		x, err := user.Sub("x1", Limits{})
 		if err != nil {
 			b.Fatal(err)
 		}

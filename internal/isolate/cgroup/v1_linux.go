@@ -32,6 +32,21 @@ type v1Hier struct {
 type v1Manager struct {
 	info  Info
 	hiers []v1Hier // distinct hierarchies carrying v1Used controllers
+	// lean are the hierarchies of hiers a group made by SubSharingLimits
+	// has a directory in: all but those carrying only memory and cpu
+	// (nil when memory shares a hierarchy with another controller, where
+	// SubSharingLimits is Sub). A cpu hierarchy co-mounted with cpuacct
+	// stays: cpuacct gives per-execution CPU time.
+	lean []v1Hier
+}
+
+// sharable: controllers a SubSharingLimits group leaves to its ancestor.
+var sharable = []string{"memory", "cpu"}
+
+func onlySharable(h v1Hier) bool {
+	return !slices.ContainsFunc(h.controllers, func(c string) bool {
+		return slices.Contains(v1Used, c) && !slices.Contains(sharable, c)
+	})
 }
 
 var (
@@ -51,6 +66,16 @@ func newV1(lay layout, base string) (*v1Manager, error) {
 			continue
 		}
 		m.hiers = append(m.hiers, v1Hier{controllers: h.controllers, ownDir: h.own, baseDir: filepath.Join(h.own, base)})
+	}
+	for _, h := range m.hiers {
+		if slices.Contains(h.controllers, "memory") && onlySharable(h) {
+			for _, k := range m.hiers {
+				if !onlySharable(k) {
+					m.lean = append(m.lean, k)
+				}
+			}
+			break
+		}
 	}
 	for _, h := range m.hiers {
 		if err := os.MkdirAll(h.baseDir, 0o755); err != nil { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
@@ -76,27 +101,36 @@ func (m *v1Manager) Create(name string, l Limits) (Group, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return m.create(name, name, l)
+	return m.create(name, name, name, l)
 }
 
-func (m *v1Manager) create(name, rel string, l Limits) (*v1Group, error) {
+// create makes group rel; sharedRel is its place in the hierarchies it
+// shares (see v1Group.sharedRel): rel for a group of its own everywhere.
+func (m *v1Manager) create(name, rel, sharedRel string, l Limits) (*v1Group, error) {
 	if err := l.Validate(); err != nil {
 		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
 	}
-	g := &v1Group{m: m, name: name, rel: rel}
-	for i, h := range m.hiers {
+	g := &v1Group{m: m, name: name, rel: rel, sharedRel: sharedRel}
+	if g.shares() && (l.MemoryBytes != 0 || (l.CPUMilli != 0 && g.dropped("cpu"))) {
+		return nil, fmt.Errorf("create cgroup %q: %w", rel, errSharedLimit)
+	}
+	hiers := g.hiers()
+	for i, h := range hiers {
 		if err := os.Mkdir(filepath.Join(h.baseDir, rel), 0o755); err != nil { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
-			for _, done := range m.hiers[:i] {
+			for _, done := range hiers[:i] {
 				_ = unix.Rmdir(filepath.Join(done.baseDir, rel))
 			}
 			return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
 		}
 	}
 	// Swap off for memory reclaim inside the group; memsw (below) makes it
-	// a hard rule where swap accounting exists.
-	if err := writeString(m.dir("memory", rel)+"/memory.swappiness", "0"); err != nil {
-		_ = g.Destroy()
-		return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+	// a hard rule where swap accounting exists. A group sharing its
+	// ancestor's memory group has the ancestor's setting.
+	if !g.shares() {
+		if err := writeString(m.dir("memory", rel)+"/memory.swappiness", "0"); err != nil {
+			_ = g.Destroy()
+			return nil, fmt.Errorf("create cgroup %q: %w", rel, err)
+		}
 	}
 	if err := g.SetLimits(l); err != nil {
 		_ = g.Destroy()
@@ -126,14 +160,14 @@ func (m *v1Manager) Open(name string) (Group, error) {
 		// trusted, so it is only good for Reap.
 		return nil, fmt.Errorf("open cgroup %q: missing in hierarchies %v; reap it", name, missing)
 	}
-	return &v1Group{m: m, name: name, rel: name}, nil
+	return &v1Group{m: m, name: name, rel: name, sharedRel: name}, nil
 }
 
 func (m *v1Manager) openAny(name string) (Group, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
-	return &v1Group{m: m, name: name, rel: name}, nil
+	return &v1Group{m: m, name: name, rel: name, sharedRel: name}, nil
 }
 
 func (m *v1Manager) List() ([]string, error) {
@@ -150,19 +184,69 @@ type v1Group struct {
 	m    *v1Manager
 	name string
 	rel  string // path below base: "sbx" or "sbx/exec1"
+	// sharedRel is the group's place in the memory hierarchy (and in a
+	// cpu hierarchy of its own): rel for a group of its own there; for a
+	// group made by SubSharingLimits (and its descendants), the nearest
+	// ancestor that has one, whose limits, accounting and OOM killer then
+	// cover the group's tasks.
+	sharedRel string
 }
+
+// errSharedLimit: a memory or CPU limit asked of a group that shares its
+// ancestor's memory and CPU groups; refused rather than silently not
+// applied.
+var errSharedLimit = errors.New("the group shares its ancestor's memory and CPU groups and cannot have memory or CPU limits of its own")
 
 func (g *v1Group) Name() string { return g.name }
 
-func (g *v1Group) dir(ctrl string) string { return g.m.dir(ctrl, g.rel) }
+// shares reports whether the group is charged to an ancestor's memory
+// (and CPU) groups instead of its own.
+func (g *v1Group) shares() bool { return g.sharedRel != g.rel }
+
+// hiers are the hierarchies the group has a directory in: all of them, or
+// the manager's lean ones for a group that shares its ancestor's.
+func (g *v1Group) hiers() []v1Hier {
+	if g.shares() {
+		return g.m.lean
+	}
+	return g.m.hiers
+}
+
+// dropped reports whether the group has no directory of its own in the
+// hierarchy carrying ctrl (it sits in its ancestor's there).
+func (g *v1Group) dropped(ctrl string) bool {
+	if !g.shares() {
+		return false
+	}
+	return !slices.ContainsFunc(g.m.lean, func(h v1Hier) bool { return slices.Contains(h.controllers, ctrl) })
+}
+
+func (g *v1Group) dir(ctrl string) string {
+	if g.dropped(ctrl) {
+		return g.m.dir(ctrl, g.sharedRel)
+	}
+	return g.m.dir(ctrl, g.rel)
+}
 
 func (g *v1Group) AddProc(pid int) error {
 	if pid <= 0 {
 		return fmt.Errorf("add pid %d to cgroup %q: invalid pid", pid, g.rel)
 	}
-	for _, h := range g.m.hiers {
+	for _, h := range g.hiers() {
 		if err := writeString(filepath.Join(h.baseDir, g.rel, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
 			return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
+		}
+	}
+	if g.shares() {
+		// The process must be charged to the memory (and CPU) groups
+		// that stand for this one, wherever it was before.
+		for _, h := range g.m.hiers {
+			if slices.ContainsFunc(g.m.lean, func(k v1Hier) bool { return k.baseDir == h.baseDir }) {
+				continue
+			}
+			if err := writeString(filepath.Join(h.baseDir, g.sharedRel, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+				return fmt.Errorf("add pid %d to cgroup %q: %w", pid, g.rel, err)
+			}
 		}
 	}
 	return nil
@@ -171,7 +255,7 @@ func (g *v1Group) AddProc(pid int) error {
 // subtreeDirs lists the group and its descendants in every hierarchy.
 func (g *v1Group) subtreeDirs() ([]string, error) {
 	var all []string
-	for _, h := range g.m.hiers {
+	for _, h := range g.hiers() {
 		dirs, err := walkGroups(filepath.Join(h.baseDir, g.rel))
 		if err != nil {
 			return nil, err
@@ -207,6 +291,12 @@ func (g *v1Group) SetLimits(l Limits) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 	}
+	if g.shares() {
+		if l.MemoryBytes != 0 || (l.CPUMilli != 0 && g.dropped("cpu")) {
+			return fmt.Errorf("limits of cgroup %q: %w", g.rel, errSharedLimit)
+		}
+		return g.setPidsCPU(l)
+	}
 	mem := g.dir("memory")
 	limit := "-1"
 	if l.MemoryBytes > 0 {
@@ -231,13 +321,20 @@ func (g *v1Group) SetLimits(l Limits) error {
 			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 		}
 	}
+	return g.setPidsCPU(l)
+}
 
+// setPidsCPU writes the pids and CPU limits of l.
+func (g *v1Group) setPidsCPU(l Limits) error {
 	pids := "max"
 	if l.Pids > 0 {
 		pids = strconv.FormatInt(l.Pids, 10)
 	}
 	if err := writeString(g.dir("pids")+"/pids.max", pids); err != nil {
 		return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+	}
+	if g.dropped("cpu") {
+		return nil // the ancestor's CPU group holds the quota
 	}
 
 	cpu := g.dir("cpu")
@@ -317,37 +414,14 @@ func (g *v1Group) Thaw() error { return wrapThaw(g.thaw()) }
 
 func (g *v1Group) Stats() (Stats, error) {
 	var s Stats
+	if g.shares() {
+		// Its memory is its ancestor's, shared with the ancestor's other
+		// tasks: none of those figures is this group's.
+		s.MemoryShared = true
+	} else if err := g.memoryStats(&s); err != nil {
+		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
+	}
 	var err error
-	mem := g.dir("memory")
-	if s.MemoryBytes, err = readInt(mem + "/memory.usage_in_bytes"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	if s.MemoryPeak, err = readInt(mem + "/memory.max_usage_in_bytes"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	if s.MemoryLimit, err = readInt(mem + "/memory.limit_in_bytes"); err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	if s.MemoryLimit >= v1UnlimitedFloor {
-		s.MemoryLimit = 0
-	}
-	// v1 counts OOM kills per group only (memory.oom_control is not
-	// hierarchical, unlike v2's memory.events); sum the subtree so both
-	// back ends mean "this group and its live descendants".
-	memDirs, err := walkGroups(mem)
-	if err != nil {
-		return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-	}
-	for _, d := range memDirs {
-		n, err := readKeyed(d+"/memory.oom_control", "oom_kill")
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue // sub-group removed meanwhile
-			}
-			return s, fmt.Errorf("stats of cgroup %q: %w", g.rel, err)
-		}
-		s.OOMKills += n
-	}
 	if acct := g.dir("cpuacct"); acct != "" {
 		ns, err := readInt(acct + "/cpuacct.usage")
 		if err != nil {
@@ -373,6 +447,45 @@ func (g *v1Group) Stats() (Stats, error) {
 	return s, nil
 }
 
+// memoryStats fills the memory figures of a group with a memory group of
+// its own.
+func (g *v1Group) memoryStats(s *Stats) error {
+	var err error
+	mem := g.dir("memory")
+	if s.MemoryBytes, err = readInt(mem + "/memory.usage_in_bytes"); err != nil {
+		return err
+	}
+	if s.MemoryPeak, err = readInt(mem + "/memory.max_usage_in_bytes"); err != nil {
+		return err
+	}
+	if s.MemoryLimit, err = readInt(mem + "/memory.limit_in_bytes"); err != nil {
+		return err
+	}
+	if s.MemoryLimit >= v1UnlimitedFloor {
+		s.MemoryLimit = 0
+	}
+	// v1 counts OOM kills per group only (memory.oom_control is not
+	// hierarchical, unlike v2's memory.events); sum the subtree so both
+	// back ends mean "this group and its live descendants". Descendants
+	// that share this group's memory group have no directory here: their
+	// kills are counted in this group's own file.
+	memDirs, err := walkGroups(mem)
+	if err != nil {
+		return err
+	}
+	for _, d := range memDirs {
+		n, err := readKeyed(d+"/memory.oom_control", "oom_kill")
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // sub-group removed meanwhile
+			}
+			return err
+		}
+		s.OOMKills += n
+	}
+	return nil
+}
+
 func (g *v1Group) Kill() error {
 	if err := killByFreezing(g, "tasks"); err != nil {
 		return fmt.Errorf("cgroup %q: %w", g.rel, err)
@@ -385,7 +498,7 @@ func (g *v1Group) Destroy() error {
 		return fmt.Errorf("destroy: %w", err)
 	}
 	var errs []error
-	for _, h := range g.m.hiers {
+	for _, h := range g.hiers() {
 		if err := rmdirTree(filepath.Join(h.baseDir, g.rel)); err != nil {
 			errs = append(errs, err)
 		}
@@ -403,7 +516,36 @@ func (g *v1Group) Sub(name string, l Limits) (Group, error) {
 	if strings.Count(g.rel, "/")+1 >= maxWalkDepth {
 		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
 	}
-	return g.m.create(name, g.rel+"/"+name, l)
+	rel := g.rel + "/" + name
+	sharedRel := rel
+	if g.shares() {
+		// Below a group without memory and CPU groups of its own there
+		// is no directory to make them in.
+		sharedRel = g.sharedRel
+	}
+	return g.m.create(name, rel, sharedRel, l)
+}
+
+// SubSharingLimits makes a child without memory and CPU groups of its own
+// where the memory controller has a hierarchy of its own (alone or with
+// cpu, as on this package's v1 hosts): the child's tasks are charged to,
+// limited by and OOM-killed in this group's memory group, and run under
+// this group's CPU quota (a cpu hierarchy co-mounted with cpuacct is
+// kept: per-execution CPU time comes from cpuacct). Elsewhere it is Sub.
+func (g *v1Group) SubSharingLimits(name string, l Limits) (Group, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if l.MemoryBytes != 0 || l.CPUMilli != 0 {
+		return nil, fmt.Errorf("sub-group %q of %q: %w", name, g.rel, errSharedLimit)
+	}
+	if g.m.lean == nil {
+		return g.Sub(name, l)
+	}
+	if strings.Count(g.rel, "/")+1 >= maxWalkDepth {
+		return nil, fmt.Errorf("sub-group of %q: nested deeper than %d", g.rel, maxWalkDepth)
+	}
+	return g.m.create(name, g.rel+"/"+name, g.sharedRel, l)
 }
 
 func (g *v1Group) OpenSub(name string) (Group, error) {
@@ -411,7 +553,19 @@ func (g *v1Group) OpenSub(name string) (Group, error) {
 		return nil, err
 	}
 	rel := g.rel + "/" + name
-	for _, h := range g.m.hiers {
+	sub := &v1Group{m: g.m, name: name, rel: rel, sharedRel: rel}
+	if g.shares() {
+		sub.sharedRel = g.sharedRel
+	} else if g.m.lean != nil {
+		// A child made by SubSharingLimits has no memory directory.
+		switch _, err := os.Stat(g.m.dir("memory", rel)); {
+		case errors.Is(err, fs.ErrNotExist):
+			sub.sharedRel = g.sharedRel
+		case err != nil:
+			return nil, fmt.Errorf("open cgroup %q: %w", rel, err)
+		}
+	}
+	for _, h := range sub.hiers() {
 		if _, err := os.Stat(filepath.Join(h.baseDir, rel)); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, fmt.Errorf("open cgroup %q: %w", rel, ErrNotFound)
@@ -419,12 +573,12 @@ func (g *v1Group) OpenSub(name string) (Group, error) {
 			return nil, fmt.Errorf("open cgroup %q: %w", rel, err)
 		}
 	}
-	return &v1Group{m: g.m, name: name, rel: rel}, nil
+	return sub, nil
 }
 
 func (g *v1Group) Subs() ([]string, error) {
 	set := map[string]bool{}
-	for _, h := range g.m.hiers {
+	for _, h := range g.hiers() {
 		if err := listNames(filepath.Join(h.baseDir, g.rel), set); err != nil {
 			return nil, fmt.Errorf("sub-groups of %q: %w", g.rel, err)
 		}
@@ -432,9 +586,14 @@ func (g *v1Group) Subs() ([]string, error) {
 	return sortedNames(set), nil
 }
 
+// OpenThreadAttach opens the group's tasks file in every hierarchy it has
+// a directory in. A group sharing its ancestor's memory group has none in
+// the memory hierarchy: a thread attached to it keeps its memory group, so
+// the caller attaches only threads already in that ancestor's memory group
+// (the init's threads, which live in the sandbox's group).
 func (g *v1Group) OpenThreadAttach() ([]*os.File, error) {
 	var files []*os.File
-	for _, h := range g.m.hiers {
+	for _, h := range g.hiers() {
 		f, err := os.OpenFile(filepath.Join(h.baseDir, g.rel, "tasks"), os.O_WRONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			for _, o := range files {
@@ -455,7 +614,7 @@ func (g *v1Group) Delegate(uid, gid int) error {
 	if uid < 0 || gid < 0 {
 		return fmt.Errorf("delegate cgroup %q: invalid owner %d:%d", g.rel, uid, gid)
 	}
-	for _, h := range g.m.hiers {
+	for _, h := range g.hiers() {
 		d := filepath.Join(h.baseDir, g.rel)
 		for _, p := range []string{d, d + "/tasks", d + "/cgroup.procs"} {
 			if err := unix.Lchown(p, uid, gid); err != nil {

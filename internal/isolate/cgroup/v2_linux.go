@@ -484,6 +484,16 @@ func (g *v2Group) Sub(name string, l Limits) (Group, error) {
 	return g.m.create(name, g.rel+"/"+name, l)
 }
 
+// SubSharingLimits is Sub on v2 (see the package doc): a child is in every
+// controller its parent's cgroup.subtree_control enables, and the memory
+// and CPU limits it is asked for must be 0, as on v1.
+func (g *v2Group) SubSharingLimits(name string, l Limits) (Group, error) {
+	if l.MemoryBytes != 0 || l.CPUMilli != 0 {
+		return nil, fmt.Errorf("sub-group %q of %q: %w", name, g.rel, errSharedLimit)
+	}
+	return g.Sub(name, l)
+}
+
 func (g *v2Group) OpenSub(name string) (Group, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
