@@ -15,7 +15,7 @@ import (
 )
 
 func main() {
-	if err := agent.Main(); err != nil {
+	if err := agent.Entry(); err != nil {
 		fmt.Fprintln(os.Stderr, "sandhold init:", err)
 		os.Exit(1)
 	}

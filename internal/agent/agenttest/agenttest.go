@@ -18,7 +18,7 @@ import (
 // it exits with their status.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := agent.Main(); err != nil {
+		if err := agent.Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			os.Exit(1)
 		}
