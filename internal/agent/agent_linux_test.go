@@ -22,6 +22,11 @@ import (
 // TestMain lets the test binary serve as the init: Launch re-executes it
 // with the argument "init".
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "fds" {
+		// TestLauncherInitGetsTheSameDescriptors: what an init receives.
+		fmt.Fprintln(os.Stderr, "fds:", describeFDs())
+		os.Exit(3)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "init" {
 		if err := Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
@@ -60,12 +65,12 @@ func launchWith(t *testing.T, mutate func(*Setup), spec func(*LaunchSpec)) *test
 
 // prepareLaunch makes a sandbox's cgroup and workspace and returns the
 // launch itself, which may run on another goroutine.
-func prepareLaunch(t *testing.T, spec func(*LaunchSpec)) func() (*testSandbox, error) {
+func prepareLaunch(t testing.TB, spec func(*LaunchSpec)) func() (*testSandbox, error) {
 	t.Helper()
 	return prepareLaunchSetup(t, nil, spec)
 }
 
-func prepareLaunchSetup(t *testing.T, mutate func(*Setup), spec func(*LaunchSpec)) func() (*testSandbox, error) {
+func prepareLaunchSetup(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec)) func() (*testSandbox, error) {
 	t.Helper()
 	testenv.RequireSandboxes(t)
 	cg, err := cgroup.New("sandhold-test-agent")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -337,4 +338,102 @@ func TestInitDiesWithTheServer(t *testing.T) {
 			t.Fatalf("%s %d outlived the killed server (poll %d, %v)", []string{"launcher", "init"}[i], []int{launcher, init}[i], n, err)
 		}
 	}
+}
+
+// describeFDs lists this process's descriptors with their kinds (inode
+// numbers and paths left out, so two launches compare).
+func describeFDs() string {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return err.Error()
+	}
+	defer func() { _ = d.Close() }()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, n := range names {
+		if n == strconv.Itoa(int(d.Fd())) {
+			continue
+		}
+		target, err := os.Readlink("/proc/self/fd/" + n)
+		if err != nil {
+			continue
+		}
+		kind, _, _ := strings.Cut(target, ":")
+		switch {
+		case target == "/dev/null", strings.HasPrefix(target, "anon_inode:"):
+			kind = target
+		case strings.HasPrefix(target, "/memfd:"):
+			kind = "memfd"
+		case strings.HasPrefix(target, "/"):
+			kind = "path"
+		}
+		out = append(out, n+"="+kind)
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		x, _ := strconv.Atoi(strings.Split(a, "=")[0])
+		y, _ := strconv.Atoi(strings.Split(b, "=")[0])
+		return x - y
+	})
+	return strings.Join(out, " ")
+}
+
+// TestLauncherInitGetsTheSameDescriptors: an init cloned by the launcher
+// starts with exactly the descriptors one cloned by the server does (the
+// program here lists them and exits instead of serving).
+func TestLauncherInitGetsTheSameDescriptors(t *testing.T) {
+	l := startLauncher(t)
+	got := map[string]string{}
+	for _, via := range []struct {
+		name string
+		l    *Launcher
+	}{{"server", nil}, {"launcher", l}} {
+		ws, err := os.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log syncBuilder
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = Launch(ctx, LaunchSpec{Exe: "/proc/self/exe", Args: []string{"fds"}, HostUID: 1 << 30, HostGID: 1 << 30,
+			Workspace: ws, Log: &log, Launcher: via.l})
+		cancel()
+		_ = ws.Close()
+		if err == nil {
+			t.Fatal("the listing program served as an init")
+		}
+		// The log copier may still be writing: it ends with the init.
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "\n") && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, list, ok := strings.Cut(log.String(), "fds: ")
+		if !ok {
+			t.Fatalf("%s: no listing in %q", via.name, log.String())
+		}
+		got[via.name] = strings.TrimSpace(list)
+	}
+	// The server passes on whatever the test process holds inheritable
+	// (go test's own descriptors; the daemon marks them close-on-exec at
+	// start); the launcher closed those when it started. Everything else
+	// must be the same.
+	server := map[string]bool{}
+	for _, f := range strings.Fields(got["server"]) {
+		server[f] = true
+	}
+	for _, f := range strings.Fields(got["launcher"]) {
+		if !server[f] {
+			t.Errorf("an init from the launcher holds %s, one from the server does not", f)
+		}
+	}
+	for _, f := range strings.Fields(got["server"]) {
+		if n, _ := strconv.Atoi(strings.Split(f, "=")[0]); n <= fdWorkspace && !strings.Contains(" "+got["launcher"]+" ", " "+f+" ") {
+			t.Errorf("an init from the launcher lacks %s", f)
+		}
+	}
+	t.Logf("from the server:   %s", got["server"])
+	if !strings.HasPrefix(got["launcher"], "0=/dev/null 1=/dev/null 2=pipe 3=socket 4=path") {
+		t.Fatalf("descriptors of an init: %s", got["launcher"])
+	}
+	t.Log(got["launcher"])
 }
