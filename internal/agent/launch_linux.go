@@ -241,8 +241,9 @@ func launchVia(ctx context.Context, spec LaunchSpec, exe string, argv, env []str
 	}
 	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: pid, exited: make(chan struct{}), signal: w.signal}
 	go func() {
-		inst.exit = w.wait()
-		spec.Launcher.forget(pid)
+		// Forgotten before the reap: once reaped, the pid may be a new
+		// init's, which must stay known.
+		inst.exit = w.wait(func() { spec.Launcher.forget(pid) })
 		<-copied
 		_ = conn.Close()
 		close(inst.exited)

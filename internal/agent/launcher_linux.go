@@ -237,7 +237,7 @@ func serveLaunch(b []byte, fds []int, null int) (launchReply, int) {
 		sys.UseCgroupFD = true
 		sys.CgroupFD = rest[0]
 	}
-	pid, err := syscall.ForkExec(path, req.Argv, &syscall.ProcAttr{Dir: "/", Env: req.Env, Files: files, Sys: sys})
+	pid, err := syscall.ForkExec(path, req.Argv, &syscall.ProcAttr{Dir: "/", Env: req.Env, Files: files, Sys: sys}) //nolint:gosec // G204: the init program the server named over its own inherited socket, never client input
 	if err != nil {
 		return launchReply{Err: "clone and exec the init: " + errnoText(err)}, -1
 	}
@@ -673,14 +673,15 @@ func newPidfdWaiter(pidfd, pid int) (*pidfdWaiter, error) {
 }
 
 // wait blocks until the process exited, reaps it and describes how it
-// ended; the pidfd is closed.
-func (w *pidfdWaiter) wait() string {
+// ended; the pidfd is closed. exited runs between the exit and the reap,
+// while the pid cannot yet belong to another process.
+func (w *pidfdWaiter) wait(exited func()) string {
 	defer func() { _ = w.f.Close() }()
 	rc, err := w.f.SyscallConn()
 	if err != nil {
+		exited()
 		return "unknown: " + err.Error()
 	}
-	exited := false
 	var werr error
 	err = rc.Read(func(fd uintptr) bool {
 		var info unix.Siginfo
@@ -694,9 +695,9 @@ func (w *pidfdWaiter) wait() string {
 		if werr != nil {
 			return true
 		}
-		exited = info.Signo != 0
-		return exited
+		return info.Signo != 0
 	})
+	exited()
 	if err != nil {
 		return "unknown: " + err.Error()
 	}

@@ -324,7 +324,7 @@ func TestInitDiesWithTheServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("pidfd of %d: %v", pid, err)
 		}
-		defer unix.Close(fd)
+		defer func() { _ = unix.Close(fd) }()
 		pidfds = append(pidfds, fd)
 	}
 	if err := cmd.Process.Kill(); err != nil {
