@@ -215,6 +215,11 @@ func serveLaunch(b []byte, fds []int, null int) (launchReply, int) {
 	if len(req.Argv) == 0 || (req.Path == "") == !req.ExeFile {
 		return launchReply{Err: "request names no program"}, -1
 	}
+	if req.HostUID < IDRange || req.HostGID < IDRange {
+		// A sandbox's range never starts among the host's own accounts:
+		// uid 0 inside would be one of them outside.
+		return launchReply{Err: "host id range overlaps the host's accounts"}, -1
+	}
 	sock, ws, rest := fds[0], fds[1], fds[2:]
 	stderr := null
 	if req.Stderr {

@@ -437,3 +437,23 @@ func TestLauncherInitGetsTheSameDescriptors(t *testing.T) {
 	}
 	t.Log(got["launcher"])
 }
+
+// TestLauncherRefusesHostAccountIDs: the launcher maps no sandbox onto the
+// host's own accounts (uid 0 inside would be host root or a system user).
+func TestLauncherRefusesHostAccountIDs(t *testing.T) {
+	l := startLauncher(t)
+	ws, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ws.Close() }()
+	for _, id := range []uint32{0, 1000, IDRange - 1} {
+		_, err := Launch(context.Background(), LaunchSpec{Exe: "/proc/self/exe", HostUID: id, HostGID: 1 << 30, Workspace: ws, Launcher: l})
+		if err == nil || !strings.Contains(err.Error(), "overlaps the host's accounts") {
+			t.Fatalf("host uid %d: %v, want a refusal", id, err)
+		}
+	}
+	if kids, err := l.children(); err != nil || len(kids) != 1 {
+		t.Fatalf("children after refusals: %v %v", kids, err)
+	}
+}
