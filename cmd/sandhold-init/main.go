@@ -4,7 +4,8 @@
 // metrics, store or CLI code, so an idle init costs little memory and
 // starts fast. It is not installed on its own: `make build` embeds it in
 // sandhold (package internal/agent/initbin), which runs it from a sealed
-// memfd.
+// memfd. Started once as "sandhold-launcher" (argv[0]) it is the launcher
+// that clones every init for the server (agent.Entry).
 package main
 
 import (
@@ -15,7 +16,7 @@ import (
 )
 
 func main() {
-	if err := agent.Main(); err != nil {
+	if err := agent.Entry(); err != nil {
 		fmt.Fprintln(os.Stderr, "sandhold init:", err)
 		os.Exit(1)
 	}

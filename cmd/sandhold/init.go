@@ -15,7 +15,7 @@ func isInit(args []string) bool { return len(args) > 1 && args[1] == "init" }
 
 // runInit runs the init and returns the exit code.
 func runInit() int {
-	if err := agent.Main(); err != nil {
+	if err := agent.Entry(); err != nil {
 		fmt.Fprintln(os.Stderr, "sandhold init:", err)
 		return 1
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +22,13 @@ import (
 // TestMain lets the test binary serve as the init: Launch re-executes it
 // with the argument "init".
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "fds" {
+		// TestLauncherInitGetsTheSameDescriptors: what an init receives.
+		fmt.Fprintln(os.Stderr, "fds:", describeFDs())
+		os.Exit(3)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := Main(); err != nil {
+		if err := Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			os.Exit(1)
 		}
@@ -50,6 +56,22 @@ func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
 // its GOMAXPROCS).
 func launchWith(t *testing.T, mutate func(*Setup), spec func(*LaunchSpec)) *testSandbox {
 	t.Helper()
+	ts, err := prepareLaunchSetup(t, mutate, spec)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+// prepareLaunch makes a sandbox's cgroup and workspace and returns the
+// launch itself, which may run on another goroutine.
+func prepareLaunch(t testing.TB, spec func(*LaunchSpec)) func() (*testSandbox, error) {
+	t.Helper()
+	return prepareLaunchSetup(t, nil, spec)
+}
+
+func prepareLaunchSetup(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec)) func() (*testSandbox, error) {
+	t.Helper()
 	testenv.RequireSandboxes(t)
 	cg, err := cgroup.New("sandhold-test-agent")
 	if err != nil {
@@ -71,32 +93,53 @@ func launchWith(t *testing.T, mutate func(*Setup), spec func(*LaunchSpec)) *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = wsf.Close() }()
 	setup := Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 64 << 20, ShmBytes: 16 << 20, CgroupVersion: cg.Info().Version}
 	if mutate != nil {
 		mutate(&setup)
 	}
-	var log strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	log := &syncBuilder{}
 	ls := LaunchSpec{
 		Exe: "/proc/self/exe", HostUID: base, HostGID: base, Workspace: wsf,
-		Place: group.AddProc, Setup: setup, Log: &log,
+		Place: group.AddProc, Setup: setup, Log: log,
 	}
 	if spec != nil {
 		spec(&ls)
 	}
-	inst, err := Launch(ctx, ls)
-	if err != nil {
-		t.Fatalf("launch: %v (init said: %s)", err, log.String())
+	return func() (*testSandbox, error) {
+		defer func() { _ = wsf.Close() }()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		inst, err := Launch(ctx, ls)
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w (init said: %s)", err, log.String())
+		}
+		t.Cleanup(inst.Kill)
+		home, err := group.OpenThreadAttach()
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { closeAll(home) })
+		return &testSandbox{Instance: inst, group: group, home: home, ws: ws}, nil
 	}
-	t.Cleanup(inst.Kill)
-	home, err := group.OpenThreadAttach()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeAll(home) })
-	return &testSandbox{Instance: inst, group: group, home: home, ws: ws}
+}
+
+// syncBuilder is a strings.Builder the init's log copier and the test can
+// share.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 type runResult struct {

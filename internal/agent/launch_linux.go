@@ -42,7 +42,10 @@ type LaunchSpec struct {
 	// CgroupDir, on cgroup v2, is the sandbox's group: the init is created
 	// inside it (clone3 CLONE_INTO_CGROUP) and Place may be nil.
 	CgroupDir *os.File
-	Setup     Setup
+	// Launcher, if set, clones the init (launcher_linux.go); else this
+	// process does, copying its whole address space to do it.
+	Launcher *Launcher
+	Setup    Setup
 	// Log receives the init's stderr (setup failures); nil discards it.
 	Log io.Writer
 	// OnConn receives each connection the init accepted on its egress
@@ -69,12 +72,16 @@ type Instance struct {
 	Pid   int
 	Ready *Ready
 
-	cmd    *exec.Cmd
+	signal func(syscall.Signal) error
 	exited chan struct{}
+	// exit says how the init ended; set before exited is closed.
+	exit string
 }
 
 // Launch starts an init in fresh namespaces, places it, sends the setup and
-// waits for it to be ready. On any failure the init is killed.
+// waits for it to be ready. On any failure the init is killed. With
+// spec.Launcher the launcher process clones it (see launcher_linux.go),
+// else this process does.
 func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if spec.Workspace == nil {
 		return nil, errors.New("launch: no workspace")
@@ -98,9 +105,6 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 		return nil, err
 	}
 	defer func() { _ = child.Close() }()
-
-	cmd := exec.Command(exe, args...) //nolint:gosec // G204: the server's own binary (or a test binary), never client input
-	cmd.Args[0] = "sandhold-init"
 	// The server's environment never passes in. GOMAXPROCS keeps the init's
 	// runtime small; GOTRACEBACK=none keeps its crash output short. (A soft
 	// memory limit near the init's live heap made the GC run on every
@@ -114,51 +118,23 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if spec.goGC > 0 {
 		gogc = spec.goGC
 	}
-	cmd.Env = []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none"}
-	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{child, spec.Workspace} // fd 3, fd 4
-	if spec.ExeFile != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.ExeFile) // fd 5
-	}
-	if spec.Log != nil {
-		cmd.Stderr = spec.Log
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// The cgroup namespace is made by the init itself once it sits
-		// in its group (see setup).
-		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
-			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | netns(spec.Setup),
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(spec.HostUID), Size: IDRange}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(spec.HostGID), Size: IDRange}},
-		GidMappingsEnableSetgroups: true,
-		// Become the namespace's root: without this the init keeps host
-		// uid 0, which is unmapped inside, and has no capabilities there.
-		Credential: &syscall.Credential{Uid: 0, Gid: 0},
-		Setsid:     true,
-		// If the server dies, its sandboxes die with it (and the pid
-		// namespace takes every process inside along); a restarted server
-		// reaps their cgroups and starts them again on demand.
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if spec.CgroupDir != nil {
-		cmd.SysProcAttr.UseCgroupFD = true
-		cmd.SysProcAttr.CgroupFD = int(spec.CgroupDir.Fd())
-	}
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none"}
+	argv := append([]string{"sandhold-init"}, args...)
 	conn, err := NewConn(srv)
 	_ = srv.Close() // NewConn holds its own descriptor
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("start init: %w", err)
+	var inst *Instance
+	if spec.Launcher != nil {
+		inst, err = launchVia(ctx, spec, exe, argv, env, child, conn)
+	} else {
+		inst, err = launchHere(spec, exe, argv, env, child, conn)
 	}
-	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: cmd.Process.Pid, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
+	if err != nil {
 		_ = conn.Close()
-		close(inst.exited)
-	}()
+		return nil, err
+	}
 	fail := func(err error) (*Instance, error) {
 		inst.Kill()
 		return nil, err
@@ -176,21 +152,122 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	return inst, nil
 }
 
+// launchHere clones the init from this process.
+func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *Conn) (*Instance, error) {
+	cmd := exec.Command(exe) //nolint:gosec // G204: the server's own binary (or a test binary), never client input
+	cmd.Args = argv
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{child, spec.Workspace} // fd 3, fd 4
+	if spec.ExeFile != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.ExeFile) // fd 5
+	}
+	if spec.Log != nil {
+		cmd.Stderr = spec.Log
+	}
+	cmd.SysProcAttr = initSysProcAttr(spec.HostUID, spec.HostGID, spec.Setup.HostNetwork)
+	if spec.CgroupDir != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(spec.CgroupDir.Fd())
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start init: %w", err)
+	}
+	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: cmd.Process.Pid, exited: make(chan struct{}),
+		signal: func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }}
+	go func() {
+		err := cmd.Wait()
+		inst.exit = "exit status 0"
+		if err != nil {
+			inst.exit = err.Error()
+		}
+		_ = conn.Close()
+		close(inst.exited)
+	}()
+	return inst, nil
+}
+
+// launchVia has the launcher clone the init as this process's child.
+func launchVia(ctx context.Context, spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *Conn) (*Instance, error) {
+	req := launchRequest{Argv: argv, Env: env, HostUID: spec.HostUID, HostGID: spec.HostGID,
+		HostNetwork: spec.Setup.HostNetwork}
+	files := []*os.File{child, spec.Workspace}
+	var logR, logW *os.File
+	if spec.Log != nil {
+		var err error
+		if logR, logW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("init stderr: %w", err)
+		}
+		req.Stderr = true
+		files = append(files, logW)
+	}
+	if spec.ExeFile != nil {
+		req.ExeFile = true
+		files = append(files, spec.ExeFile)
+	} else {
+		req.Path = exe
+	}
+	if spec.CgroupDir != nil {
+		req.Cgroup = true
+		files = append(files, spec.CgroupDir)
+	}
+	pid, pidfd, err := spec.Launcher.start(ctx, req, files)
+	if logW != nil {
+		_ = logW.Close() // the init holds the only writer now
+	}
+	if err != nil {
+		if logR != nil {
+			_ = logR.Close()
+		}
+		return nil, fmt.Errorf("start init: %w", err)
+	}
+	copied := make(chan struct{})
+	if logR != nil {
+		go func() {
+			_, _ = io.Copy(spec.Log, logR)
+			_ = logR.Close()
+			close(copied)
+		}()
+	} else {
+		close(copied)
+	}
+	w, err := newPidfdWaiter(pidfd, pid)
+	if err != nil {
+		// Without its pidfd the init cannot be supervised: end it.
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_, _ = unix.Wait4(pid, nil, 0, nil)
+		spec.Launcher.forget(pid)
+		return nil, err
+	}
+	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: pid, exited: make(chan struct{}), signal: w.signal}
+	go func() {
+		// Forgotten before the reap: once reaped, the pid may be a new
+		// init's, which must stay known.
+		inst.exit = w.wait(func() { spec.Launcher.forget(pid) })
+		<-copied
+		_ = conn.Close()
+		close(inst.exited)
+	}()
+	return inst, nil
+}
+
 // Kill ends the init (and with it every process of the sandbox) and waits
 // for it to be reaped.
 func (i *Instance) Kill() {
-	_ = i.cmd.Process.Signal(syscall.SIGKILL)
+	_ = i.signal(syscall.SIGKILL)
 	<-i.exited
 }
 
 // Exited is closed once the init has been reaped.
 func (i *Instance) Exited() <-chan struct{} { return i.exited }
 
-// netns is CLONE_NEWNET unless the sandbox shares the host's network
-// (network mode host, which only an admin may ask for).
-func netns(st Setup) uintptr {
-	if st.HostNetwork {
-		return 0
+// ExitStatus says how the init ended ("exit status 1", "signal: killed");
+// it is set once Exited is closed.
+func (i *Instance) ExitStatus() string {
+	select {
+	case <-i.exited:
+		return i.exit
+	default:
+		return ""
 	}
-	return unix.CLONE_NEWNET
 }

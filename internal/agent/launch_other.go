@@ -21,6 +21,7 @@ type LaunchSpec struct {
 	Workspace        *os.File
 	Place            func(pid int) error
 	CgroupDir        *os.File
+	Launcher         *Launcher
 	Setup            Setup
 	Log              io.Writer
 	OnConn           func(*os.File)
@@ -47,3 +48,34 @@ func (i *Instance) Exited() <-chan struct{} {
 	close(c)
 	return c
 }
+
+// ExitStatus is empty off Linux.
+func (i *Instance) ExitStatus() string { return "" }
+
+// LauncherName is argv[0] of the launcher process.
+const LauncherName = "sandhold-launcher"
+
+// Entry runs the init, which fails off Linux.
+func Entry() error { return Main() }
+
+// LauncherSpec says how to start the launcher.
+type LauncherSpec struct {
+	Exe     string
+	ExeFile *os.File
+	Args    []string
+	Log     io.Writer
+}
+
+// Launcher is the launcher process; there is none off Linux.
+type Launcher struct{}
+
+// StartLauncher fails: sandboxes need Linux.
+func StartLauncher(LauncherSpec) (*Launcher, error) {
+	return nil, errors.New("the launcher needs Linux")
+}
+
+// Pid is 0 off Linux.
+func (l *Launcher) Pid() int { return 0 }
+
+// Close does nothing off Linux.
+func (l *Launcher) Close() error { return nil }

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 
+	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
@@ -129,6 +131,19 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		d.closers = append(d.closers, choice.Close)
 		initFile, initRow.Detail = choice.File, choice.Detail
 	}
+	// The launcher clones every init, so this process (with its large
+	// heap) never forks itself for a sandbox. Its closer runs after the
+	// manager's. If it cannot start, the server clones the inits itself:
+	// as isolated and supervised, only slower, and the report says so.
+	launcher, lerr := agent.StartLauncher(agent.LauncherSpec{Exe: initExe, Args: initArgs, ExeFile: initFile,
+		Log: launcherLog{d.log}})
+	if lerr != nil {
+		d.log.Warn("init launcher unavailable: the server clones each init itself (slower cold starts)", "err", lerr)
+		initRow.Detail += "; cloned by the server (launcher unavailable)"
+	} else {
+		d.closers = append(d.closers, launcher.Close)
+		initRow.Detail += "; cloned by the launcher"
+	}
 	d.log.Info("sandbox init", "detail", initRow.Detail)
 	report.Checks = append(report.Checks, initRow)
 	mcfg := sandbox.Config{
@@ -152,6 +167,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		InitExe:     initExe,
 		InitArgs:    initArgs,
 		InitFile:    initFile,
+		Launcher:    launcher,
 		Log:         d.log,
 		// The preview ports and the browser's (sandbox.LoopbackPorts).
 		LoopbackPorts: sandbox.LoopbackPorts(cfg.PreviewPorts),
@@ -273,4 +289,12 @@ func nodeName(st store.Store) string {
 		return pg.NodeName()
 	}
 	return ""
+}
+
+// launcherLog passes the init launcher's stderr to the server log.
+type launcherLog struct{ log *slog.Logger }
+
+func (l launcherLog) Write(p []byte) (int, error) {
+	l.log.Warn("init launcher", "msg", string(p))
+	return len(p), nil
 }

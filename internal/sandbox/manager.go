@@ -71,6 +71,9 @@ type Config struct {
 	// InitFile, if set, is the lean init in a sealed memfd (package
 	// initbin); it is run instead of InitExe. The caller owns it.
 	InitFile *os.File
+	// Launcher, if set, clones the inits (agent.Launcher) so this process
+	// never forks its whole address space; the caller owns it.
+	Launcher *agent.Launcher
 	Log      *slog.Logger
 }
 

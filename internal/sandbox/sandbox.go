@@ -206,6 +206,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		Exe:       cfg.InitExe,
 		Args:      cfg.InitArgs,
 		ExeFile:   cfg.InitFile,
+		Launcher:  cfg.Launcher,
 		HostUID:   base,
 		HostGID:   base,
 		Workspace: ws,

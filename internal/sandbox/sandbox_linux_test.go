@@ -21,7 +21,7 @@ import (
 // TestMain lets the test binary serve as the sandboxes' init.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := agent.Main(); err != nil {
+		if err := agent.Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			os.Exit(1)
 		}

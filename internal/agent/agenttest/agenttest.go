@@ -14,11 +14,11 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 )
 
-// Main runs the init when the binary was started as one, else the tests;
-// it exits with their status.
+// Main runs the init (or the init launcher, agent.Entry) when the binary
+// was started as one, else the tests; it exits with their status.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := agent.Main(); err != nil {
+		if err := agent.Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			os.Exit(1)
 		}
