@@ -78,8 +78,7 @@ lint: $(GOLANGCI)
 	$(GOLANGCI) run ./...
 
 $(GOLANGCI):
-	@mkdir -p $(GOTOOLS)
-	GOBIN=$(GOTOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
 ## console: the web console's assets (web/, esbuild from npm) into
 ## internal/console/dist, which the Go build embeds; without npm the
@@ -159,12 +158,10 @@ helm-check: $(HELM) $(KUBECONFORM) $(K8S_SCHEMAS)
 	$(KUBECONFORM) -strict -summary -schema-location '$(K8S_SCHEMAS)/{{.ResourceKind}}{{.KindSuffix}}.json' $(TOOLS)/chart.yaml
 
 $(HELM):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 $(KUBECONFORM):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
 
 $(K8S_SCHEMAS): deploy/kubernetes/schemagen/main.go
 	$(GO) run ./deploy/kubernetes/schemagen -out $@.tmp && rm -rf $@ && mv $@.tmp $@
@@ -198,16 +195,13 @@ gates: secrets licenses vuln fuzz-short
 tools: $(CYCLONEDX) $(GITLEAKS) $(GOVULNCHECK)
 
 $(CYCLONEDX):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
 
 $(GITLEAKS):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/zricethezav/gitleaks/v8@$(GITLEAKS_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/zricethezav/gitleaks/v8@$(GITLEAKS_VERSION)
 
 $(GOVULNCHECK):
-	@mkdir -p $(GOTOOLS)
-	GOBIN=$(GOTOOLS) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
 ## release: static linux/amd64+arm64 binaries (web console embedded, built
 ## offline from the npm cache: run `make console` once to fill it), source
