@@ -10,6 +10,12 @@ GO               ?= go
 # ship standard-library vulnerabilities `make vuln` finds reachable.
 GO_TOOLCHAIN     := $(or $(shell sed -n 's/^toolchain[[:space:]]*//p' go.mod),go$(shell sed -n 's/^go[[:space:]]*//p' go.mod))
 export GOTOOLCHAIN := $(GO_TOOLCHAIN)
+# Compiled packages are keyed by their content, not by the clone's directory
+# (-trimpath): a fresh clone on a machine that built the project before
+# reuses the build cache instead of compiling every package of the module
+# again for vet, each cross build and the tests. No test result is taken from
+# that cache: e2e runs with -count=1.
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 BIN              := bin/sandhold
 INIT_BIN         := internal/agent/initbin/sandhold-init
 TOOLS            := $(CURDIR)/.tools
@@ -61,10 +67,11 @@ vet:
 unit: $(CYCLONEDX)
 	$(GO) test -short -timeout $(TEST_TIMEOUT) ./...
 
-## e2e: every test, with real sandboxes (run as root on Linux); the release
-## tests need cyclonedx-gomod
+## e2e: every test, with real sandboxes (run as root on Linux), every time
+## (-count=1: never a result cached by an earlier run); the release tests
+## need cyclonedx-gomod
 e2e: $(CYCLONEDX)
-	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## cross: vet and build for darwin and linux/arm64 (stubs must compile and fail closed)
 cross:
@@ -87,8 +94,17 @@ $(GOLANGCI):
 console:
 	@if command -v npm >/dev/null; then cd web && npm ci --no-audit --no-fund && npm run build; else echo "npm not found: the console is not built (the binary serves a page saying how)"; fi
 
-## deps: whatever the tests need on the machine (system packages go here)
-deps: mcp-ts console
+## deps: whatever the tests need on the machine (system packages go here);
+## the npm installs (the console's and the TypeScript clients' of the tests)
+## run side by side (scripts/npm-ci.sh: they wait on the registry, not the CPU)
+deps:
+	@# the web console (built into internal/console/dist, embedded by the Go build);
+	@# the official TypeScript MCP SDK (internal/mcp, test/mcp-ts); the generated AIO
+	@# TypeScript client (internal/aiocompat, test/aio-ts); Playwright's connectOverCDP
+	@# and Puppeteer's connect against the DevTools relay (internal/daemon,
+	@# test/browser-ts, test/puppeteer-ts; puppeteer-core, no browser download)
+	@scripts/npm-ci.sh web test/mcp-ts test/aio-ts test/browser-ts test/puppeteer-ts
+	@if command -v npm >/dev/null; then cd web && npm run build; fi
 	@$(GO) version
 	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq python3-matplotlib || { apt-get update -qq && apt-get install -y -qq python3-matplotlib; }; }; } || echo "python3-matplotlib not installed: the image test will skip"
@@ -100,16 +116,10 @@ deps: mcp-ts console
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq postgresql || { apt-get update -qq && apt-get install -y -qq postgresql; }; }; } || echo "postgresql not installed: the PostgreSQL store tests will skip"
 	@# the console's browser test (internal/console): Debian's Chromium, driven by playwright-core
 	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || echo "chromium not installed: the console browser test will skip"
-	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
-	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 	@# the browser in each sandbox (internal/browser): Chromium, and Xvfb + x11vnc for the headful desktop
 	@test -x /usr/lib/chromium/chromium && command -v Xvfb >/dev/null && command -v x11vnc >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium xvfb x11vnc fonts-liberation || { apt-get update -qq && apt-get install -y -qq chromium xvfb x11vnc fonts-liberation; }; }; } || echo "chromium not installed: the browser tests will skip"
 	@# page and desktop recordings (internal/browser): ffmpeg, run inside the sandbox
 	@command -v ffmpeg >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq --no-install-recommends ffmpeg || { apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg; }; }; } || echo "ffmpeg not installed: the recording tests will skip"
-	@# Playwright's connectOverCDP against the DevTools relay (internal/daemon, test/browser-ts)
-	@if command -v npm >/dev/null; then npm ci --prefix test/browser-ts --no-audit --no-fund; else echo "npm not found: the Playwright test will skip"; fi
-	@# Puppeteer's connect against the DevTools relay (internal/daemon, test/puppeteer-ts; puppeteer-core, no browser download)
-	@if command -v npm >/dev/null; then npm ci --prefix test/puppeteer-ts --no-audit --no-fund; else echo "npm not found: the Puppeteer test will skip"; fi
 
 ## bench: exec/create benchmarks against bare fork/exec and bwrap (see BENCHMARKS.md)
 bench: build
