@@ -29,6 +29,8 @@ GOLANGCI_VERSION := v2.15.0
 DATA_DIR         := ./.data
 LISTEN           := 127.0.0.1:8080
 TEST_TIMEOUT     := 20m
+# more go test flags for unit and e2e (TESTFLAGS=-json for per-test durations)
+TESTFLAGS        ?=
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -65,13 +67,13 @@ vet:
 
 ## unit: the fast tests, no root needed (-short skips real sandboxes and servers)
 unit: $(CYCLONEDX)
-	$(GO) test -short -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -short $(TESTFLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 ## e2e: every test, with real sandboxes (run as root on Linux), every time
 ## (-count=1: never a result cached by an earlier run); the release tests
 ## need cyclonedx-gomod
 e2e: $(CYCLONEDX)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 $(TESTFLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 ## cross: vet and build for darwin and linux/arm64 (stubs must compile and fail closed)
 cross:
