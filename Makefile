@@ -59,8 +59,15 @@ run: build
 	./$(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 ## test: everything CI runs: deps, go vet, the cross-platform build, the Helm
-## chart, every test (e2e is a superset of unit), golangci-lint, the gates
-test: deps vet cross helm-check e2e lint gates
+## chart, every test (e2e is a superset of unit), golangci-lint, the gates.
+## The secrets scan, the license check and govulncheck run beside the tests,
+## one at a time (each reads the tree, none needs another's output; the tests
+## leave most of a core idle while they wait on sandboxes and browsers); the
+## rest runs in order, and any failure fails make test as before.
+test:
+	@$(MAKE) --no-print-directory deps vet cross helm-check
+	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e secrets licenses vuln
+	@$(MAKE) --no-print-directory lint fuzz-short
 
 vet:
 	$(GO) vet ./...
