@@ -10,6 +10,12 @@ GO               ?= go
 # ship standard-library vulnerabilities `make vuln` finds reachable.
 GO_TOOLCHAIN     := $(or $(shell sed -n 's/^toolchain[[:space:]]*//p' go.mod),go$(shell sed -n 's/^go[[:space:]]*//p' go.mod))
 export GOTOOLCHAIN := $(GO_TOOLCHAIN)
+# Compiled packages are keyed by their content, not by the clone's directory
+# (-trimpath): a fresh clone on a machine that built the project before
+# reuses the build cache instead of compiling every package of the module
+# again for vet, each cross build and the tests. No test result is taken from
+# that cache: e2e runs with -count=1.
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 BIN              := bin/sandhold
 INIT_BIN         := internal/agent/initbin/sandhold-init
 TOOLS            := $(CURDIR)/.tools
@@ -23,6 +29,8 @@ GOLANGCI_VERSION := v2.15.0
 DATA_DIR         := ./.data
 LISTEN           := 127.0.0.1:8080
 TEST_TIMEOUT     := 20m
+# more go test flags for unit and e2e (TESTFLAGS=-json for per-test durations)
+TESTFLAGS        ?=
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -51,20 +59,28 @@ run: build
 	./$(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 ## test: everything CI runs: deps, go vet, the cross-platform build, the Helm
-## chart, every test (e2e is a superset of unit), golangci-lint, the gates
-test: deps vet cross helm-check e2e lint gates
+## chart, every test (e2e is a superset of unit), golangci-lint, the gates.
+## The secrets scan, the license check and govulncheck run beside the tests,
+## one at a time (each reads the tree, none needs another's output; the tests
+## leave most of a core idle while they wait on sandboxes and browsers); the
+## rest runs in order, and any failure fails make test as before.
+test:
+	@$(MAKE) --no-print-directory deps vet cross helm-check
+	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e secrets licenses vuln
+	@$(MAKE) --no-print-directory lint fuzz-short
 
 vet:
 	$(GO) vet ./...
 
 ## unit: the fast tests, no root needed (-short skips real sandboxes and servers)
 unit: $(CYCLONEDX)
-	$(GO) test -short -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -short $(TESTFLAGS) -timeout $(TEST_TIMEOUT) ./...
 
-## e2e: every test, with real sandboxes (run as root on Linux); the release
-## tests need cyclonedx-gomod
+## e2e: every test, with real sandboxes (run as root on Linux), every time
+## (-count=1: never a result cached by an earlier run); the release tests
+## need cyclonedx-gomod
 e2e: $(CYCLONEDX)
-	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 $(TESTFLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 ## cross: vet and build for darwin and linux/arm64 (stubs must compile and fail closed)
 cross:
@@ -73,13 +89,14 @@ cross:
 	GOOS=linux GOARCH=arm64 $(GO) vet ./...
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build ./...
 
-## lint: golangci-lint v2 with gosec (installed into .tools on first use)
+## lint: golangci-lint v2 with gosec (installed into .tools on first use);
+## another golangci-lint on the machine (another clone's make test) is waited
+## for, not a failure ("parallel golangci-lint is running")
 lint: $(GOLANGCI)
-	$(GOLANGCI) run ./...
+	$(GOLANGCI) run --allow-serial-runners ./...
 
 $(GOLANGCI):
-	@mkdir -p $(GOTOOLS)
-	GOBIN=$(GOTOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
 
 ## console: the web console's assets (web/, esbuild from npm) into
 ## internal/console/dist, which the Go build embeds; without npm the
@@ -88,8 +105,17 @@ $(GOLANGCI):
 console:
 	@if command -v npm >/dev/null; then cd web && npm ci --no-audit --no-fund && npm run build; else echo "npm not found: the console is not built (the binary serves a page saying how)"; fi
 
-## deps: whatever the tests need on the machine (system packages go here)
-deps: mcp-ts console
+## deps: whatever the tests need on the machine (system packages go here);
+## the npm installs (the console's and the TypeScript clients' of the tests)
+## run side by side (scripts/npm-ci.sh: they wait on the registry, not the CPU)
+deps:
+	@# the web console (built into internal/console/dist, embedded by the Go build);
+	@# the official TypeScript MCP SDK (internal/mcp, test/mcp-ts); the generated AIO
+	@# TypeScript client (internal/aiocompat, test/aio-ts); Playwright's connectOverCDP
+	@# and Puppeteer's connect against the DevTools relay (internal/daemon,
+	@# test/browser-ts, test/puppeteer-ts; puppeteer-core, no browser download)
+	@scripts/npm-ci.sh web test/mcp-ts test/aio-ts test/browser-ts test/puppeteer-ts
+	@if command -v npm >/dev/null; then cd web && npm run build; fi
 	@$(GO) version
 	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq python3-matplotlib || { apt-get update -qq && apt-get install -y -qq python3-matplotlib; }; }; } || echo "python3-matplotlib not installed: the image test will skip"
@@ -101,16 +127,10 @@ deps: mcp-ts console
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq postgresql || { apt-get update -qq && apt-get install -y -qq postgresql; }; }; } || echo "postgresql not installed: the PostgreSQL store tests will skip"
 	@# the console's browser test (internal/console): Debian's Chromium, driven by playwright-core
 	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || echo "chromium not installed: the console browser test will skip"
-	@# the generated AIO TypeScript client test (internal/aiocompat, test/aio-ts)
-	@if command -v npm >/dev/null; then cd test/aio-ts && npm ci --no-audit --no-fund; else echo "npm not found: the TypeScript client test will skip"; fi
 	@# the browser in each sandbox (internal/browser): Chromium, and Xvfb + x11vnc for the headful desktop
 	@test -x /usr/lib/chromium/chromium && command -v Xvfb >/dev/null && command -v x11vnc >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium xvfb x11vnc fonts-liberation || { apt-get update -qq && apt-get install -y -qq chromium xvfb x11vnc fonts-liberation; }; }; } || echo "chromium not installed: the browser tests will skip"
 	@# page and desktop recordings (internal/browser): ffmpeg, run inside the sandbox
 	@command -v ffmpeg >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq --no-install-recommends ffmpeg || { apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg; }; }; } || echo "ffmpeg not installed: the recording tests will skip"
-	@# Playwright's connectOverCDP against the DevTools relay (internal/daemon, test/browser-ts)
-	@if command -v npm >/dev/null; then npm ci --prefix test/browser-ts --no-audit --no-fund; else echo "npm not found: the Playwright test will skip"; fi
-	@# Puppeteer's connect against the DevTools relay (internal/daemon, test/puppeteer-ts; puppeteer-core, no browser download)
-	@if command -v npm >/dev/null; then npm ci --prefix test/puppeteer-ts --no-audit --no-fund; else echo "npm not found: the Puppeteer test will skip"; fi
 
 ## bench: exec/create benchmarks against bare fork/exec and bwrap (see BENCHMARKS.md)
 bench: build
@@ -159,12 +179,10 @@ helm-check: $(HELM) $(KUBECONFORM) $(K8S_SCHEMAS)
 	$(KUBECONFORM) -strict -summary -schema-location '$(K8S_SCHEMAS)/{{.ResourceKind}}{{.KindSuffix}}.json' $(TOOLS)/chart.yaml
 
 $(HELM):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 $(KUBECONFORM):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
 
 $(K8S_SCHEMAS): deploy/kubernetes/schemagen/main.go
 	$(GO) run ./deploy/kubernetes/schemagen -out $@.tmp && rm -rf $@ && mv $@.tmp $@
@@ -198,16 +216,13 @@ gates: secrets licenses vuln fuzz-short
 tools: $(CYCLONEDX) $(GITLEAKS) $(GOVULNCHECK)
 
 $(CYCLONEDX):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
 
 $(GITLEAKS):
-	@mkdir -p $(TOOLS)
-	GOBIN=$(TOOLS) $(GO) install github.com/zricethezav/gitleaks/v8@$(GITLEAKS_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ github.com/zricethezav/gitleaks/v8@$(GITLEAKS_VERSION)
 
 $(GOVULNCHECK):
-	@mkdir -p $(GOTOOLS)
-	GOBIN=$(GOTOOLS) $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+	GO="$(GO)" scripts/gotool.sh $@ golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
 ## release: static linux/amd64+arm64 binaries (web console embedded, built
 ## offline from the npm cache: run `make console` once to fill it), source

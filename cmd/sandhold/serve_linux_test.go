@@ -55,6 +55,12 @@ func startServer(t *testing.T, extra []*os.File) (addr, key string, pid int) {
 			_ = cmd.Process.Kill()
 			<-exited
 		}
+		// A server asked to stop exits 0 by itself. Killed, it would
+		// leave its own children and temp dirs behind (the cleanup of
+		// the data dir below still runs, theirs would not).
+		if st := cmd.ProcessState; st == nil || !st.Success() {
+			t.Errorf("the server did not exit 0 on SIGTERM: %v", st)
+		}
 	})
 	addrc := make(chan string, 1)
 	var logBuf bytes.Buffer
