@@ -288,7 +288,9 @@ func TestLauncherHelperServer(t *testing.T) {
 func TestInitDiesWithTheServer(t *testing.T) {
 	testenv.RequireSandboxes(t)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLauncherHelperServer$", "-test.v") //nolint:gosec // G204: re-executes this test binary as the helper
-	cmd.Env = append(os.Environ(), launcherHelperEnv+"=1")
+	// The helper is killed, so its own temp dirs are never removed: they
+	// go under this test's, which is.
+	cmd.Env = append(os.Environ(), launcherHelperEnv+"=1", "TMPDIR="+t.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
