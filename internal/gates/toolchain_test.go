@@ -41,10 +41,19 @@ func TestMakeUsesThePinnedToolchain(t *testing.T) {
 	// variables and exports, as every target does.
 	make := exec.Command("make", "-s", "--no-print-directory", "-C", root,
 		"--eval", "gates-go-version: ; @$(GO) env GOVERSION", "gates-go-version")
-	make.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	got, err := make.CombinedOutput()
+	// Under `make test -j2` this test's environment carries the outer
+	// make's jobserver flags; the inner make is a separate run.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
+			make.Env = append(make.Env, kv)
+		}
+	}
+	make.Env = append(make.Env, "GOTOOLCHAIN=local")
+	var stderr strings.Builder
+	make.Stderr = &stderr
+	got, err := make.Output()
 	if err != nil {
-		t.Fatalf("make: %v\n%s", err, got)
+		t.Fatalf("make: %v\n%s%s", err, got, stderr.String())
 	}
 	if v := strings.TrimSpace(string(got)); v != mf.Toolchain {
 		t.Fatalf("make runs %q with GOTOOLCHAIN=local in the environment; want go.mod's %s", v, mf.Toolchain)
