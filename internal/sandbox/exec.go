@@ -706,8 +706,8 @@ type Proc struct {
 // cannot be read).
 func (s *Sandbox) sandboxOOMKills() int64 {
 	if g := s.cgroupGroup(); g != nil {
-		if st, err := g.Stats(); err == nil {
-			return st.OOMKills
+		if n, err := g.OOMKills(); err == nil {
+			return n
 		}
 	}
 	return -1

@@ -524,6 +524,14 @@ func TestMemoryBalloonIsOOMKilled(t *testing.T) {
 	if pst.OOMKills < st.OOMKills {
 		t.Fatalf("sandbox OOMKills %d < execution's %d", pst.OOMKills, st.OOMKills)
 	}
+	for _, c := range []struct {
+		g    Group
+		want int64
+	}{{g, st.OOMKills}, {sbx, pst.OOMKills}} {
+		if n, err := c.g.OOMKills(); err != nil || n != c.want {
+			t.Fatalf("OOMKills() = %d, %v; Stats says %d", n, err, c.want)
+		}
+	}
 }
 
 func TestFreezeStopsCPU(t *testing.T) {

@@ -180,6 +180,9 @@ func TestSharedMemoryGroupIsLimitedAndOOMKilled(t *testing.T) {
 	if st.OOMKills < 1 {
 		t.Fatalf("sandbox OOMKills = %d after its execution's OOM kill", st.OOMKills)
 	}
+	if n, err := sbx.OOMKills(); err != nil || n != st.OOMKills {
+		t.Fatalf("sandbox OOMKills() = %d, %v; Stats says %d", n, err, st.OOMKills)
+	}
 	if st.MemoryPeak > 64<<20 {
 		t.Fatalf("peak %d above the sandbox's limit", st.MemoryPeak)
 	}

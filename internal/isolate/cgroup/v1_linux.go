@@ -469,21 +469,40 @@ func (g *v1Group) memoryStats(s *Stats) error {
 	// back ends mean "this group and its live descendants". Descendants
 	// that share this group's memory group have no directory here: their
 	// kills are counted in this group's own file.
+	s.OOMKills, err = oomKillsV1(mem)
+	return err
+}
+
+func (g *v1Group) OOMKills() (int64, error) {
+	if g.shares() {
+		return 0, nil // as Stats: the ancestor's figure, not this group's
+	}
+	n, err := oomKillsV1(g.dir("memory"))
+	if err != nil {
+		return 0, fmt.Errorf("OOM kills of cgroup %q: %w", g.rel, err)
+	}
+	return n, nil
+}
+
+// oomKillsV1 sums memory.oom_control's oom_kill over the memory group mem
+// and its live descendants (see memoryStats).
+func oomKillsV1(mem string) (int64, error) {
 	memDirs, err := walkGroups(mem)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	var total int64
 	for _, d := range memDirs {
 		n, err := readKeyed(d+"/memory.oom_control", "oom_kill")
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // sub-group removed meanwhile
 			}
-			return err
+			return 0, err
 		}
-		s.OOMKills += n
+		total += n
 	}
-	return nil
+	return total, nil
 }
 
 func (g *v1Group) Kill() error {

@@ -377,6 +377,18 @@ func (g *v2Group) Freeze() error { return freezeChecked(g.rel, g.Procs, g.freeze
 
 func (g *v2Group) Thaw() error { return wrapThaw(g.thaw()) }
 
+func (g *v2Group) OOMKills() (int64, error) {
+	if !g.m.has("memory") {
+		return 0, nil
+	}
+	// Hierarchical, as in Stats.
+	n, err := readKeyed(g.dir()+"/memory.events", "oom_kill")
+	if err != nil {
+		return 0, fmt.Errorf("OOM kills of cgroup %q: %w", g.rel, err)
+	}
+	return n, nil
+}
+
 func (g *v2Group) Stats() (Stats, error) {
 	var s Stats
 	var err error
