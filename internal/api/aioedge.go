@@ -560,7 +560,8 @@ func (e *aioEdge) fail(w http.ResponseWriter, r *http.Request, rt *aioRoute, tar
 		// The shell, bash and sandbox tools check some fields only as
 		// they run (an env name, a signal): their refusal is AIO's 422
 		// too. File and code rows answer it as a tool-level failure.
-		err = e.requestError(rt, err)
+		// (err is placed already, above.)
+		err = requestError(rt, err)
 	}
 	var inv *aioInvalid
 	if errors.As(err, &inv) && !rt.Native {
