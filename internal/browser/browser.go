@@ -46,11 +46,13 @@ const (
 	// multiProcessPids is the pids budget from which Chromium runs in its
 	// normal multi-process mode (~80 threads at rest, more per tab).
 	multiProcessPids = 160
-	// minPids is the least pids budget a browser starts with: one
-	// --single-process Chromium is ~45 threads with one page.
-	minPids = 44
+	// singleProcessPids is the pids allowance a --single-process browser
+	// brings with it (sandbox.GrantPids): Chromium 156 is 44-50 threads
+	// at rest with one page, a recording's encoder a few more; the
+	// sandbox's commands keep their own limit beside it.
+	singleProcessPids = 64
 	// headfulExtraPids is what Xvfb and x11vnc add.
-	headfulExtraPids = 6
+	headfulExtraPids = 8
 	// stderrTail is how much of the browser's last output is kept for the
 	// log when it dies.
 	stderrTail = 8 << 10
@@ -157,6 +159,9 @@ type running struct {
 	// desktop, which end with it.
 	encMu    sync.Mutex
 	encoders []*Encoder
+	// release returns the pids allowance the browser was granted
+	// (single-process mode; idempotent).
+	release func()
 }
 
 // addEncoder ties a recording to the browser's life.
@@ -443,18 +448,24 @@ func (m *Manager) start(ctx context.Context, s *sandbox.Sandbox, o Options) (*ru
 		return nil, err
 	}
 	pids := info.Limits.Pids
-	need := int64(minPids)
-	if o.Headful {
-		need += headfulExtraPids
-	}
-	if pids > 0 && pids < need {
-		return nil, fault.Errorf(fault.Conflict, "the browser needs a process limit of at least %d (threads count); this sandbox's limits.pids is %d", need, pids)
-	}
 	mode := "multi-process"
 	if pids > 0 && pids < multiProcessPids {
 		mode = "single-process"
 	}
-	r := &running{s: s, opts: o, mode: mode, done: make(chan struct{}), tail: &tailBuffer{max: stderrTail}}
+	r := &running{s: s, opts: o, mode: mode, done: make(chan struct{}), tail: &tailBuffer{max: stderrTail}, release: func() {}}
+	if mode == "single-process" {
+		// The browser's threads would fill a small sandbox's limit; it
+		// brings its own allowance, returned when it ends (stop).
+		grant := int64(singleProcessPids)
+		if o.Headful {
+			grant += headfulExtraPids
+		}
+		release, err := s.GrantPids(grant)
+		if err != nil {
+			return nil, fault.Wrap(fault.Unavailable, err, "the browser's process allowance could not be set")
+		}
+		r.release = release
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -750,6 +761,7 @@ func (r *running) stop() {
 	for _, p := range r.procs {
 		p.Release()
 	}
+	r.release()
 }
 
 // HostReport says what of the browser runtime this host has, for

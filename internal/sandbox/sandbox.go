@@ -50,6 +50,9 @@ type Sandbox struct {
 	// relay are the connections relayed into the sandbox's loopback
 	// (reach.go); pause and shutdown close them.
 	relay relays
+	// extraPids is the pids allowance granted to companions the server
+	// runs in the sandbox (allowance.go), on top of the spec's limit.
+	extraPids int64
 }
 
 func newSandbox(m *Manager, rec Record) *Sandbox {
@@ -137,7 +140,7 @@ func (s *Sandbox) cgLimits() cgroup.Limits {
 	l := s.rec.Spec.Limits
 	pids := l.Pids
 	if pids > 0 {
-		pids += initPidsReserve
+		pids += initPidsReserve + s.extraPids
 	}
 	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: pids, CPUMilli: l.CPUMilli}
 }
@@ -146,7 +149,11 @@ func (s *Sandbox) cgLimits() cgroup.Limits {
 // command, background job, interpreter and session shell, and nothing of
 // the init.
 func (s *Sandbox) userLimits() cgroup.Limits {
-	return cgroup.Limits{Pids: s.rec.Spec.Limits.Pids}
+	pids := s.rec.Spec.Limits.Pids
+	if pids > 0 {
+		pids += s.extraPids
+	}
+	return cgroup.Limits{Pids: pids}
 }
 
 // start launches the init. Callers hold no lock; start takes s.mu.
