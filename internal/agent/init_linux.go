@@ -260,8 +260,6 @@ type server struct {
 	// forks carries spawn requests to forkLoop, on the thread in the
 	// sandbox's cgroup namespace.
 	forks chan spawnJob
-	// forked wakes reap, when it had no child to wait for, after a fork.
-	forked chan struct{}
 	// lost is set, on forkLoop's thread only, when that thread could not
 	// return from an execution's group; forkLoop then ends the init.
 	lost error
@@ -278,18 +276,18 @@ type server struct {
 const spawnQueue = 32
 
 func newServer(conn *Conn, st Setup) *server {
-	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), forked: make(chan struct{}, 1), devNull: -1,
+	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), devNull: -1,
 		release: newIdleRelease()}
 }
 
 func (s *server) serve() error {
-	// Exits are collected by reap's blocking wait, not through SIGCHLD
-	// (spawn_linux.go); the signal goes back to its default, which wakes
-	// no thread.
-	if err := defaultChildSignal(); err != nil {
-		return fmt.Errorf("SIGCHLD disposition: %w", err)
-	}
-	go s.reap()
+	// SIGCHLD is subscribed to before the first request is read: a child
+	// that exits before a subscription exists is never reported (Go drops
+	// an unsubscribed SIGCHLD), and its execution would hang to its
+	// timeout.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGCHLD)
+	go s.reap(sigs)
 	for {
 		var req Request
 		files, err := s.conn.Recv(&req)

@@ -42,19 +42,3 @@ func resetIgnoredSignals() {
 		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0) //nolint:gosec // G103: the kernel ABI needs the pointer
 	}
 }
-
-// defaultChildSignal gives SIGCHLD back its default disposition: ignored,
-// with no automatic reaping (that needs SIG_IGN or SA_NOCLDWAIT), so
-// children still become zombies for reap's waitid. The runtime installed
-// its handler at start; with nothing subscribed it only dropped the
-// signal, after the kernel had woken a thread to run it. With the default
-// the kernel discards SIGCHLD when it is generated and wakes no thread.
-// Commands start with every handler at its default either way.
-func defaultChildSignal() error {
-	dfl := sigaction{}
-	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGCHLD), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0) //nolint:gosec // G103: the kernel ABI needs the pointer
-	if errno != 0 {
-		return errno
-	}
-	return nil
-}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -189,13 +188,6 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 		s.children[pid] = id
 	}
 	s.mu.Unlock()
-	if err == nil {
-		// Wake reap if it found no child to wait for.
-		select {
-		case s.forked <- struct{}{}:
-		default:
-		}
-	}
 	if err == nil && !v1 {
 		// cgroup v2: the attached file is the execution group's
 		// cgroup.procs, opened by the server (v2 checks the opener's
@@ -330,39 +322,12 @@ func (s *server) signal(r *SignalReq) error {
 
 // reap is PID 1's duty: it collects every child that ends — the ones it
 // spawned, whose exits it reports, and the orphans the kernel hands it.
-//
-// It waits in the kernel, not for SIGCHLD: a blocking waitid wakes this
-// one thread when a child becomes a zombie, where the signal took three
-// (the thread the kernel interrupted, the runtime's signal goroutine, the
-// reaper behind os/signal's channel) before the exit could be sent. WNOWAIT
-// only reports that something can be reaped; reapAll reaps under mu, so a
-// pid is never freed (and reused by a fork) before its entry in children
-// is settled. With no child at all waitid fails with ECHILD at once; reap
-// then waits for the next fork (forked). An orphan only ever arrives while
-// its parent, a descendant of ours, still exists, so no exit is missed.
-func (s *server) reap() {
-	s.reapAll() // anything that ended before the first wait
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT|unix.WALL, nil)
-		switch {
-		case err == nil:
-			s.reapAll()
-		case errors.Is(err, unix.EINTR):
-		case errors.Is(err, unix.ECHILD):
-			<-s.forked
-		default:
-			// Not expected (the options are fixed); keep reaping,
-			// slowly, rather than leave exits unreported.
-			time.Sleep(reapRetry)
-			s.reapAll()
-		}
+func (s *server) reap(sigs <-chan os.Signal) {
+	s.reapAll() // anything that ended before the first signal
+	for range sigs {
+		s.reapAll()
 	}
 }
-
-// reapRetry paces reap if waitid ever fails for another reason than
-// ECHILD or EINTR.
-const reapRetry = 10 * time.Millisecond
 
 func (s *server) reapAll() {
 	for {
