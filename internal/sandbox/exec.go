@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -298,7 +299,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 			OpenFiles:     defaultOpenFiles,
 		},
 	}
-	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFiles())
+	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFor(slot.attach))
 	if err != nil {
 		s.killSlot(slot)
 		slot.dirty = true
@@ -547,6 +548,51 @@ func (s *Sandbox) homeFiles() []*os.File {
 	return s.home
 }
 
+// homeFor returns the sandbox's home files (homeFiles) the init needs to
+// bring its forking thread back after joining a slot's group through
+// attach: on v1 only those of the hierarchies attach names. The execution
+// group has no directory of its own in some hierarchies (memory: it shares
+// the sandbox's), the thread never leaves the sandbox's group there, and a
+// write to those tasks files moves nothing. Each attach file must match
+// exactly one home file, in the same hierarchy; anything else returns every
+// home file, which is what was passed before (the init refuses a spawn with
+// fewer home than execution files, so a mismatch cannot leave the thread
+// behind). On v2 the home files are passed unchanged (the init does not
+// move its thread there).
+func (s *Sandbox) homeFor(attach []*os.File) []*os.File {
+	home := s.homeFiles()
+	if s.m.cg.Info().Version == 2 || len(attach) >= len(home) {
+		return home
+	}
+	return matchHome(attach, home)
+}
+
+// matchHome picks, for every v1 tasks file in attach, the one in home
+// whose group directory contains it (the same hierarchy: the execution
+// group lies below the sandbox's group); it returns home whole if any
+// attach file has no such match, or more than one.
+func matchHome(attach, home []*os.File) []*os.File {
+	out := make([]*os.File, 0, len(attach))
+	for _, a := range attach {
+		var match *os.File
+		for _, h := range home {
+			dir := strings.TrimSuffix(h.Name(), "/tasks")
+			if dir == h.Name() || !strings.HasSuffix(a.Name(), "/tasks") || !strings.HasPrefix(a.Name(), dir+"/") {
+				continue
+			}
+			if match != nil {
+				return home
+			}
+			match = h
+		}
+		if match == nil || slices.Contains(out, match) {
+			return home
+		}
+		out = append(out, match)
+	}
+	return out
+}
+
 // oomSince reports whether the OOM killer struck the execution's group,
 // or the sandbox as a whole, since last asked. Read only after a SIGKILL:
 // it costs a few cgroup file reads.
@@ -747,7 +793,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	p, err := inst.Spawn(ctx, agent.SpawnReq{
 		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
 		Limits: agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
-	}, slot.attach, s.homeFiles())
+	}, slot.attach, s.homeFor(slot.attach))
 	if err != nil {
 		s.killSlot(slot)
 		slot.dirty = true
