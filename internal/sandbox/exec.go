@@ -335,19 +335,14 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 			_ = p.Stdin.Close()
 		}()
 	}
-	waitCtx := ctx
 	if r.Background {
-		waitCtx = context.WithoutCancel(ctx)
+		go s.supervise(context.WithoutCancel(ctx), e, p, slot, kill, &copies, r)
+		return e, nil
 	}
-	go s.supervise(waitCtx, e, p, slot, kill, &copies, r)
-	if !r.Background {
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			e.cancel(ReasonClient)
-			<-e.done
-		}
-	}
+	// A foreground execution is supervised on the caller's goroutine: a
+	// cancelled ctx kills it there (StatusKilled, ReasonClient), as a
+	// kill does, and the exit reaches the caller without a hand-off.
+	s.supervise(ctx, e, p, slot, kill, &copies, r)
 	return e, nil
 }
 
