@@ -325,10 +325,9 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	}
 	s.register(e)
 
-	var copies sync.WaitGroup
-	copies.Add(2)
-	go copyOut(&copies, e.Stdout, p.Stdout)
-	go copyOut(&copies, e.Stderr, p.Stderr)
+	copies := newOutputCopies(2)
+	go copyOut(copies, e.Stdout, p.Stdout)
+	go copyOut(copies, e.Stderr, p.Stderr)
 	if p.Stdin != nil {
 		go func() {
 			_, _ = p.Stdin.Write(r.Stdin)
@@ -336,13 +335,13 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 		}()
 	}
 	if r.Background {
-		go s.supervise(context.WithoutCancel(ctx), e, p, slot, kill, &copies, r)
+		go s.supervise(context.WithoutCancel(ctx), e, p, slot, kill, copies, r)
 		return e, nil
 	}
 	// A foreground execution is supervised on the caller's goroutine: a
 	// cancelled ctx kills it there (StatusKilled, ReasonClient), as a
 	// kill does, and the exit reaches the caller without a hand-off.
-	s.supervise(ctx, e, p, slot, kill, &copies, r)
+	s.supervise(ctx, e, p, slot, kill, copies, r)
 	return e, nil
 }
 
@@ -391,7 +390,46 @@ const copyBufSize = 32 << 10
 // exec path.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
-func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
+// outputCopies counts an execution's output copies down. Unlike a
+// WaitGroup it can be asked without blocking: when the copies are done,
+// as they are by the time a short command's exit is handled, supervise
+// waits for them without a goroutine of its own or a timer.
+type outputCopies struct {
+	done chan struct{}
+	n    int
+}
+
+func newOutputCopies(n int) *outputCopies {
+	return &outputCopies{done: make(chan struct{}, n), n: n}
+}
+
+// Done reports one copy finished.
+func (c *outputCopies) Done() { c.done <- struct{}{} }
+
+// wait waits for every copy. If they are not all done within grace, it
+// calls expire (which must make the copies end) and waits on.
+func (c *outputCopies) wait(grace time.Duration, expire func()) {
+	var timer *time.Timer
+	for range c.n {
+		select {
+		case <-c.done:
+			continue
+		default:
+		}
+		if timer == nil {
+			timer = time.NewTimer(grace)
+			defer timer.Stop()
+		}
+		select {
+		case <-c.done:
+		case <-timer.C:
+			expire()
+			<-c.done
+		}
+	}
+}
+
+func copyOut(wg interface{ Done() }, dst *process.Output, src *os.File) {
 	defer wg.Done()
 	defer func() { _ = src.Close() }()
 	buf := copyBufs.Get().(*[]byte) //nolint:forcetypeassert // the pool holds only *[]byte
@@ -414,7 +452,7 @@ func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
 // supervise waits for the end, enforces the wall and CPU limits, kills
 // the tree and records the result.
 func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *slot, kill chan string,
-	copies *sync.WaitGroup, r ExecRequest) {
+	copies *outputCopies, r ExecRequest) {
 	timer := time.NewTimer(r.Timeout)
 	defer timer.Stop()
 	poll := time.NewTicker(cpuPoll)
@@ -469,14 +507,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		s.killSlot(slot)
 		slot.dirty = true // checked again before reuse (releaseSlot)
 	}
-	drained := make(chan struct{})
-	go func() { copies.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		p.Close()
-		<-drained
-	}
+	copies.wait(drainGrace, p.Close)
 	if status == "" {
 		status = StatusCompleted
 		switch {
