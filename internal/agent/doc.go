@@ -71,7 +71,9 @@
 // them as host root and attached them to the spawn request, and v1 checks
 // the opener's credentials), forks and execs (the child inherits the
 // thread's cgroups and namespace), and returns to the sandbox's own group
-// through the home files before the reply leaves. If it cannot return, the
+// through the home files before the reply leaves (the server attaches those
+// of the hierarchies the execution group has: the thread never leaves the
+// sandbox's group in the others). If it cannot return, the
 // init ends: that thread cannot be replaced, and a kill of the execution's
 // group would otherwise take the init along at a random later moment.
 //

@@ -92,7 +92,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 			return Response{}, nil, err
 		}
 		childFDs = append(childFDs, rd)
-		parentFiles = append(parentFiles, os.NewFile(uintptr(wr), "stdin"))
+		parentFiles = append(parentFiles, serverEnd(wr, "stdin"))
 	} else {
 		childFDs = append(childFDs, s.devNull)
 	}
@@ -103,7 +103,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 			return Response{}, nil, err
 		}
 		childFDs = append(childFDs, wr)
-		parentFiles = append(parentFiles, os.NewFile(uintptr(rd), name))
+		parentFiles = append(parentFiles, serverEnd(rd, name))
 	}
 	fds := make([]uintptr, len(childFDs))
 	for i, fd := range childFDs {
@@ -119,6 +119,22 @@ func pipe() (rd, wr int, err error) {
 		return -1, -1, fmt.Errorf("pipe: %w", err)
 	}
 	return p[0], p[1], nil
+}
+
+// serverEnd wraps the server's end of a command's pipe and makes it
+// non-blocking. The two ends of a pipe are separate open files, so the
+// command's end stays blocking; the server's arrives with O_NONBLOCK and
+// its runtime serves it from the poller: a copy waiting for output parks a
+// goroutine instead of holding a thread (and a P) in read(2) for the
+// command's whole life, which also kept the server's sysmon polling, and
+// closing the file wakes a copy that waits. The flag is set after the
+// wrapping, so this process's runtime neither polls the descriptor nor
+// (in Send's Fd) turns it back to blocking. Should the flag not take, the
+// server reads it blocking, as before.
+func serverEnd(fd int, name string) *os.File {
+	f := os.NewFile(uintptr(fd), name)
+	_ = unix.SetNonblock(fd, true)
+	return f
 }
 
 // forkSpawn forks the prepared command and answers with its pid and the

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -298,7 +299,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 			OpenFiles:     defaultOpenFiles,
 		},
 	}
-	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFiles())
+	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFor(slot.attach))
 	if err != nil {
 		s.killSlot(slot)
 		slot.dirty = true
@@ -324,29 +325,23 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	}
 	s.register(e)
 
-	var copies sync.WaitGroup
-	copies.Add(2)
-	go copyOut(&copies, e.Stdout, p.Stdout)
-	go copyOut(&copies, e.Stderr, p.Stderr)
+	copies := newOutputCopies(2)
+	go copyOut(copies, e.Stdout, p.Stdout)
+	go copyOut(copies, e.Stderr, p.Stderr)
 	if p.Stdin != nil {
 		go func() {
 			_, _ = p.Stdin.Write(r.Stdin)
 			_ = p.Stdin.Close()
 		}()
 	}
-	waitCtx := ctx
 	if r.Background {
-		waitCtx = context.WithoutCancel(ctx)
+		go s.supervise(context.WithoutCancel(ctx), e, p, slot, kill, copies, r)
+		return e, nil
 	}
-	go s.supervise(waitCtx, e, p, slot, kill, &copies, r)
-	if !r.Background {
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			e.cancel(ReasonClient)
-			<-e.done
-		}
-	}
+	// A foreground execution is supervised on the caller's goroutine: a
+	// cancelled ctx kills it there (StatusKilled, ReasonClient), as a
+	// kill does, and the exit reaches the caller without a hand-off.
+	s.supervise(ctx, e, p, slot, kill, copies, r)
 	return e, nil
 }
 
@@ -395,7 +390,46 @@ const copyBufSize = 32 << 10
 // exec path.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
-func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
+// outputCopies counts an execution's output copies down. Unlike a
+// WaitGroup it can be asked without blocking: when the copies are done,
+// as they are by the time a short command's exit is handled, supervise
+// waits for them without a goroutine of its own or a timer.
+type outputCopies struct {
+	done chan struct{}
+	n    int
+}
+
+func newOutputCopies(n int) *outputCopies {
+	return &outputCopies{done: make(chan struct{}, n), n: n}
+}
+
+// Done reports one copy finished.
+func (c *outputCopies) Done() { c.done <- struct{}{} }
+
+// wait waits for every copy. If they are not all done within grace, it
+// calls expire (which must make the copies end) and waits on.
+func (c *outputCopies) wait(grace time.Duration, expire func()) {
+	var timer *time.Timer
+	for range c.n {
+		select {
+		case <-c.done:
+			continue
+		default:
+		}
+		if timer == nil {
+			timer = time.NewTimer(grace)
+			defer timer.Stop()
+		}
+		select {
+		case <-c.done:
+		case <-timer.C:
+			expire()
+			<-c.done
+		}
+	}
+}
+
+func copyOut(wg interface{ Done() }, dst *process.Output, src *os.File) {
 	defer wg.Done()
 	defer func() { _ = src.Close() }()
 	buf := copyBufs.Get().(*[]byte) //nolint:forcetypeassert // the pool holds only *[]byte
@@ -418,7 +452,7 @@ func copyOut(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
 // supervise waits for the end, enforces the wall and CPU limits, kills
 // the tree and records the result.
 func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *slot, kill chan string,
-	copies *sync.WaitGroup, r ExecRequest) {
+	copies *outputCopies, r ExecRequest) {
 	timer := time.NewTimer(r.Timeout)
 	defer timer.Stop()
 	poll := time.NewTicker(cpuPoll)
@@ -473,14 +507,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		s.killSlot(slot)
 		slot.dirty = true // checked again before reuse (releaseSlot)
 	}
-	drained := make(chan struct{})
-	go func() { copies.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		p.Close()
-		<-drained
-	}
+	copies.wait(drainGrace, p.Close)
 	if status == "" {
 		status = StatusCompleted
 		switch {
@@ -545,6 +572,51 @@ func (s *Sandbox) homeFiles() []*os.File {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.home
+}
+
+// homeFor returns the sandbox's home files (homeFiles) the init needs to
+// bring its forking thread back after joining a slot's group through
+// attach: on v1 only those of the hierarchies attach names. The execution
+// group has no directory of its own in some hierarchies (memory: it shares
+// the sandbox's), the thread never leaves the sandbox's group there, and a
+// write to those tasks files moves nothing. Each attach file must match
+// exactly one home file, in the same hierarchy; anything else returns every
+// home file, which is what was passed before (the init refuses a spawn with
+// fewer home than execution files, so a mismatch cannot leave the thread
+// behind). On v2 the home files are passed unchanged (the init does not
+// move its thread there).
+func (s *Sandbox) homeFor(attach []*os.File) []*os.File {
+	home := s.homeFiles()
+	if s.m.cg.Info().Version == 2 || len(attach) >= len(home) {
+		return home
+	}
+	return matchHome(attach, home)
+}
+
+// matchHome picks, for every v1 tasks file in attach, the one in home
+// whose group directory contains it (the same hierarchy: the execution
+// group lies below the sandbox's group); it returns home whole if any
+// attach file has no such match, or more than one.
+func matchHome(attach, home []*os.File) []*os.File {
+	out := make([]*os.File, 0, len(attach))
+	for _, a := range attach {
+		var match *os.File
+		for _, h := range home {
+			dir := strings.TrimSuffix(h.Name(), "/tasks")
+			if dir == h.Name() || !strings.HasSuffix(a.Name(), "/tasks") || !strings.HasPrefix(a.Name(), dir+"/") {
+				continue
+			}
+			if match != nil {
+				return home
+			}
+			match = h
+		}
+		if match == nil || slices.Contains(out, match) {
+			return home
+		}
+		out = append(out, match)
+	}
+	return out
 }
 
 // oomSince reports whether the OOM killer struck the execution's group,
@@ -747,7 +819,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	p, err := inst.Spawn(ctx, agent.SpawnReq{
 		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
 		Limits: agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
-	}, slot.attach, s.homeFiles())
+	}, slot.attach, s.homeFor(slot.attach))
 	if err != nil {
 		s.killSlot(slot)
 		slot.dirty = true
