@@ -1,0 +1,265 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/initbin"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+)
+
+// The tests of an idle init's sleep (sleep_linux.go) run the lean init as
+// `make build` links it: with the keeper as its entry point (amd64).
+
+var keeperInit struct {
+	once sync.Once
+	prog []byte
+	err  error
+}
+
+// keeperMemfd builds cmd/sandhold-init with -E main.keeperEntry (once per
+// test binary) and returns it in a sealed memfd.
+func keeperMemfd(t testing.TB) *os.File {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the keeper exists on amd64 only")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go tool is not on PATH:", err)
+	}
+	keeperInit.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sandhold-keeper-init-")
+		if err != nil {
+			keeperInit.err = err
+			return
+		}
+		defer func() { _ = os.RemoveAll(dir) }()
+		out := filepath.Join(dir, "sandhold-init")
+		cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags", "-s -w -E main.keeperEntry", "-o", out, "github.com/sandhold/sandhold/cmd/sandhold-init") //nolint:gosec // G204: fixed arguments, a temp path
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			keeperInit.err = fmt.Errorf("build the lean init: %w\n%s", err, b)
+			return
+		}
+		keeperInit.prog, keeperInit.err = os.ReadFile(out) //nolint:gosec // G304: the test's own temp file
+	})
+	if keeperInit.err != nil {
+		t.Fatal(keeperInit.err)
+	}
+	f, err := initbin.Memfd(keeperInit.prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// testSleepAfter is the tests' quiet period.
+const testSleepAfter = 200 * time.Millisecond
+
+// launchSleepy starts a lean init with the keeper and a short quiet period.
+func launchSleepy(t *testing.T, mutate func(*Setup)) *testSandbox {
+	t.Helper()
+	memfd := keeperMemfd(t)
+	return launchWith(t, func(st *Setup) {
+		st.SleepAfterMs = int(testSleepAfter / time.Millisecond)
+		if mutate != nil {
+			mutate(st)
+		}
+	}, func(ls *LaunchSpec) { ls.ExeFile = memfd })
+}
+
+// procStatus reads fields of the host's /proc/<pid>/status.
+func procStatus(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = strings.TrimSpace(v)
+		}
+	}
+	return m
+}
+
+// waitState waits until the init's name is want ("sandhold-keeper" asleep,
+// "sandhold-init" awake) and returns its status then.
+func waitState(t *testing.T, pid int, want string, within time.Duration) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		st := procStatus(t, pid)
+		if st["Name"] == want && (want != keeperName || st["Threads"] == "1") {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("init %d still %q (%s threads) after %v, want %q", pid, st["Name"], st["Threads"], within, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitAsleep(t *testing.T, ts *testSandbox) map[string]string {
+	t.Helper()
+	return waitState(t, ts.Pid, keeperName, 20*time.Second)
+}
+
+// TestIdleInitSleeps: an idle init execs its keeper (one thread, tens of
+// kB of its own), a call wakes it and is served, and it sleeps again.
+func TestIdleInitSleeps(t *testing.T) {
+	ts := launchSleepy(t, nil)
+	for _, l := range ts.Ready.Layers {
+		if !l.Active {
+			t.Errorf("layer %s inactive: %s", l.Name, l.Detail)
+		}
+		if strings.HasPrefix(l.Name, "capabilities") && !strings.Contains(l.Detail, "in a keeper") {
+			t.Errorf("capabilities layer does not say the init sleeps: %q", l.Detail)
+		}
+	}
+	for round := range 3 {
+		st := waitAsleep(t, ts)
+		m, err := smapsRollup(ts.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d asleep: Pss_Anon %d kB, Rss %d kB, threads %s, VmPTE %s", round, m["Pss_Anon"], m["Rss"], st["Threads"], st["VmPTE"])
+		if m["Pss_Anon"] > 100 {
+			t.Errorf("asleep, the init holds %d kB of Pss_Anon, want tens of kB", m["Pss_Anon"])
+		}
+		r := ts.run(t, "sh", "-c", "echo woke")
+		if r.exit.Code != 0 || r.stdout != "woke\n" {
+			t.Fatalf("round %d: call after sleep: exit %d, stdout %q, stderr %q", round, r.exit.Code, r.stdout, r.stderr)
+		}
+		if got := procStatus(t, ts.Pid)["Name"]; got != "sandhold-init" {
+			t.Errorf("round %d: after the call the init is %q, want sandhold-init", round, got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if _, _, err := ts.File(ctx, OpReadDir, FileReq{Path: "/usr/bin", Limit: 5}); err != nil {
+			t.Fatalf("round %d: file call: %v", round, err)
+		}
+		cancel()
+	}
+}
+
+// TestWokenInitKeepsIsolation: every layer a command sees holds after the
+// init slept and woke, and the init itself is non-dumpable, filtered and
+// without new privileges again.
+func TestWokenInitKeepsIsolation(t *testing.T) {
+	ts := launchSleepy(t, func(st *Setup) { st.AllowRoot = true })
+	before := ts.run(t, "sh", "-c", "cat /proc/self/timerslack_ns")
+	waitAsleep(t, ts)
+	// The keeper itself: seccomp, no_new_privs and the bounding set of
+	// the init's non-forking threads.
+	st := procStatus(t, ts.Pid)
+	if st["Seccomp"] != "2" || st["NoNewPrivs"] != "1" {
+		t.Errorf("keeper: Seccomp %s NoNewPrivs %s, want 2 and 1", st["Seccomp"], st["NoNewPrivs"])
+	}
+	cases := []struct {
+		name    string
+		argv    []string
+		want    string
+		wantErr bool
+	}{
+		{"runs as the sandbox user", []string{"id", "-u"}, "1000\n", false},
+		{"bounding set empty", []string{"sh", "-c", "grep CapBnd /proc/self/status"}, "CapBnd:\t0000000000000000\n", false},
+		{"no capabilities", []string{"sh", "-c", "grep CapEff /proc/self/status"}, "CapEff:\t0000000000000000\n", false},
+		{"no_new_privs", []string{"sh", "-c", "grep NoNewPrivs /proc/self/status"}, "NoNewPrivs:\t1\n", false},
+		{"seccomp on", []string{"sh", "-c", "grep '^Seccomp:' /proc/self/status"}, "Seccomp:\t2\n", false},
+		{"landlock: root read-only", []string{"sh", "-c", "touch /x"}, "", true},
+		{"landlock: etc read-only", []string{"sh", "-c", "echo x >> /etc/passwd"}, "", true},
+		{"workspace writable", []string{"sh", "-c", "echo hi > /workspace/f && cat /workspace/f"}, "hi\n", false},
+		{"unshare refused", []string{"unshare", "-U", "true"}, "", true},
+		{"the init is closed to the sandbox", []string{"cat", "/proc/1/environ"}, "", true},
+		{"the cgroup view is the sandbox's", []string{"sh", "-c", "cut -d: -f3 /proc/self/cgroup | sort -u"}, "/\n", false},
+		{"no signal starts ignored", []string{"sh", "-c", "grep '^SigIgn:' /proc/self/status"}, "SigIgn:\t0000000000000000\n", false},
+		{"no signal starts blocked", []string{"sh", "-c", "grep '^SigBlk:' /proc/self/status"}, "SigBlk:\t0000000000000000\n", false},
+		{"the timer slack as before the sleep", []string{"sh", "-c", "cat /proc/self/timerslack_ns"}, before.stdout, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Each case wakes a sleeping init.
+			waitAsleep(t, ts)
+			r := ts.run(t, tc.argv...)
+			if tc.wantErr {
+				if r.exit.Code == 0 {
+					t.Fatalf("%v succeeded, want failure; stdout %q", tc.argv, r.stdout)
+				}
+				return
+			}
+			if r.exit.Code != 0 {
+				t.Fatalf("%v exit %d, stderr %q", tc.argv, r.exit.Code, r.stderr)
+			}
+			if r.stdout != tc.want {
+				t.Fatalf("%v = %q, want %q", tc.argv, r.stdout, tc.want)
+			}
+		})
+	}
+	t.Run("root command: bounding set empty", func(t *testing.T) {
+		waitAsleep(t, ts)
+		r := ts.runAs(t, true, "sh", "-c", "id -u; grep CapBnd /proc/self/status")
+		if r.exit.Code != 0 {
+			t.Fatalf("exit %d, stderr %q", r.exit.Code, r.stderr)
+		}
+		if r.stdout != "0\nCapBnd:\t0000000000000000\n" {
+			t.Fatalf("root command: %q, want uid 0 with an empty bounding set", r.stdout)
+		}
+	})
+	t.Run("the woken init", func(t *testing.T) {
+		st := procStatus(t, ts.Pid)
+		if st["Name"] != "sandhold-init" || st["Seccomp"] != "2" || st["NoNewPrivs"] != "1" {
+			t.Fatalf("woken init: Name %s Seccomp %s NoNewPrivs %s", st["Name"], st["Seccomp"], st["NoNewPrivs"])
+		}
+	})
+}
+
+// runAs is testSandbox.run with the spawn's Root flag.
+func (ts *testSandbox) runAs(t *testing.T, root bool, argv ...string) runResult {
+	t.Helper()
+	sub, err := ts.group.Sub(fmt.Sprintf("r%d", time.Now().UnixNano()%1e9), cgroup.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Destroy() }()
+	attach, err := sub.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := ts.Spawn(ctx, SpawnReq{
+		Argv: argv,
+		Env:  []string{"PATH=/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8"},
+		Cwd:  "/workspace",
+		Root: root,
+	}, attach, ts.home)
+	closeAll(attach)
+	if err != nil {
+		t.Fatalf("spawn %v: %v", argv, err)
+	}
+	defer p.Close()
+	outc := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(p.Stdout); outc <- string(b) }()
+	errc := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(p.Stderr); errc <- string(b) }()
+	var ex Exit
+	select {
+	case ex = <-p.Exited():
+	case <-ctx.Done():
+		t.Fatalf("%v did not exit", argv)
+	}
+	_ = sub.Kill()
+	return runResult{stdout: <-outc, stderr: <-errc, exit: ex}
+}
