@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // The tests of an idle init's sleep (sleep_linux.go) run the lean init as
@@ -405,4 +409,94 @@ func (ts *testSandbox) spawnIn(t *testing.T, r SpawnReq) (*Process, cgroup.Group
 		t.Fatalf("spawn %v: %v", r.Argv, err)
 	}
 	return p, sub
+}
+
+const sleepyHelperEnv = "SANDHOLD_SLEEPY_HELPER"
+
+// TestSleepyHelperServer is the server of TestSleepingInitDiesWithTheServer
+// when run as its child: it starts a launcher and an init that can sleep,
+// waits until the init sleeps, hands a copy of its end of the protocol
+// socket to a process of its own (so the keeper sees no hang-up when the
+// server dies), prints the pids and waits to be killed.
+func TestSleepyHelperServer(t *testing.T) {
+	if os.Getenv(sleepyHelperEnv) != "1" {
+		t.Skip("helper of TestSleepingInitDiesWithTheServer")
+	}
+	l := startLauncher(t)
+	memfd := keeperMemfd(t)
+	ts := launchWith(t, func(st *Setup) { st.SleepAfterMs = 100 }, func(ls *LaunchSpec) {
+		viaLauncher(l)(ls)
+		ls.ExeFile = memfd
+	})
+	waitAsleep(t, ts)
+	end, err := ts.conn.c.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("sleep", "120")
+	holder.ExtraFiles = []*os.File{end}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("pids %d %d %d %d\n", l.Pid(), ts.Pid, holder.Process.Pid, testSlot)
+	select {}
+}
+
+// TestSleepingInitDiesWithTheServer: a sleeping init (its keeper) dies with
+// the server by its parent-death signal, not only when its socket hangs
+// up: the socket stays open in another process here.
+func TestSleepingInitDiesWithTheServer(t *testing.T) {
+	testenv.RequireSandboxes(t)
+	keeperMemfd(t) // built once here, not in the helper
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSleepyHelperServer$", "-test.v") //nolint:gosec // G204: re-executes this test binary as the helper
+	cmd.Env = append(os.Environ(), sleepyHelperEnv+"=1", "TMPDIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	helper := cmd.Process.Pid
+	var launcher, init, holder, slot int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "pids %d %d %d %d", &launcher, &init, &holder, &slot); err == nil {
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if init == 0 {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatal("the helper server started no sleeping init (see its output above)")
+	}
+	t.Cleanup(func() {
+		_ = unix.Kill(holder, unix.SIGKILL)
+		if cg, err := cgroup.New("sandhold-test-agent"); err == nil {
+			if g, err := cg.Open(fmt.Sprintf("t%d-%d", helper, slot)); err == nil {
+				_ = g.Destroy()
+			}
+		}
+	})
+	if name := procStatus(t, init)["Name"]; name != keeperName {
+		t.Fatalf("the helper's init is %q, want it asleep", name)
+	}
+	fd, err := unix.PidfdOpen(init, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", holder)); err != nil {
+		t.Fatal("the socket's holder died with the server; the test proves nothing")
+	}
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} //nolint:gosec // G115: a descriptor
+	if n, err := unix.Poll(pfd, 20_000); err != nil || n != 1 {
+		t.Fatalf("the sleeping init %d outlived the killed server (poll %d, %v)", init, n, err)
+	}
 }
