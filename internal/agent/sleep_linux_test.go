@@ -500,3 +500,73 @@ func TestSleepingInitDiesWithTheServer(t *testing.T) {
 		t.Fatalf("the sleeping init %d outlived the killed server (poll %d, %v)", init, n, err)
 	}
 }
+
+// TestFrozenSleepingInit: a sleeping sandbox paused (cgroup freezer) and
+// resumed answers the call that came while it was frozen.
+func TestFrozenSleepingInit(t *testing.T) {
+	ts := launchSleepy(t, nil)
+	waitAsleep(t, ts)
+	if err := ts.group.Freeze(); err != nil {
+		t.Skip("freezer unavailable:", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		done <- ts.Ping(ctx)
+	}()
+	select {
+	case err := <-done:
+		_ = ts.group.Thaw()
+		t.Fatalf("a frozen sandbox answered (%v)", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := ts.group.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal("the call made while frozen:", err)
+	}
+	r := ts.run(t, "sh", "-c", "echo thawed")
+	if r.stdout != "thawed\n" {
+		t.Fatalf("after thaw: %q %q", r.stdout, r.stderr)
+	}
+}
+
+// TestSleepWithEgressListener: an init with an egress listener sleeps with
+// it (descriptor 4 in the keeper) and relays connections after a wake.
+func TestSleepWithEgressListener(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no python3 to connect from inside the sandbox")
+	}
+	conns := make(chan *os.File, 4)
+	memfd := keeperMemfd(t)
+	ts := launchWith(t, func(st *Setup) {
+		st.SleepAfterMs = int(testSleepAfter / time.Millisecond)
+		st.EgressListen = true
+		st.TCPConnect = []uint16{EgressPort}
+	}, func(ls *LaunchSpec) {
+		ls.ExeFile = memfd
+		ls.OnConn = func(f *os.File) { conns <- f }
+	})
+	for round := range 2 {
+		waitAsleep(t, ts)
+		if n := fdCount(t, ts.Pid); n != 6 {
+			t.Errorf("round %d: the keeper holds %d descriptors, want 6 (0-2, 3, 4, 5)", round, n)
+		}
+		r := ts.run(t, "python3", "-c", fmt.Sprintf("import socket; s = socket.create_connection(('127.0.0.1', %d)); s.sendall(b'hi'); print('sent')", EgressPort))
+		if r.exit.Code != 0 || r.stdout != "sent\n" {
+			t.Fatalf("round %d: connect: exit %d %q %q", round, r.exit.Code, r.stdout, r.stderr)
+		}
+		select {
+		case f := <-conns:
+			buf := make([]byte, 2)
+			if _, err := io.ReadFull(f, buf); err != nil || string(buf) != "hi" {
+				t.Errorf("round %d: relayed connection read %q, %v", round, buf, err)
+			}
+			_ = f.Close()
+		case <-time.After(20 * time.Second):
+			t.Fatalf("round %d: no connection relayed", round)
+		}
+	}
+}
