@@ -232,7 +232,7 @@ func TestWokenInitKeepsIsolation(t *testing.T) {
 }
 
 // runAs is testSandbox.run with the spawn's Root flag.
-func (ts *testSandbox) runAs(t *testing.T, root bool, argv ...string) runResult {
+func (ts *testSandbox) runAs(t testing.TB, root bool, argv ...string) runResult {
 	t.Helper()
 	sub, err := ts.group.Sub(fmt.Sprintf("r%d", time.Now().UnixNano()%1e9), cgroup.Limits{})
 	if err != nil {
