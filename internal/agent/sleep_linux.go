@@ -70,7 +70,7 @@ const fdEgressSleep = 4
 // sleepAfter is the default quiet period before an idle init sleeps. See
 // BENCHMARKS.md "An idle init sleeps in a one-page keeper" for the wake
 // cost that chose it.
-const sleepAfter = 10 * time.Second
+const sleepAfter = 30 * time.Second
 
 // keeperLinked is set by cmd/sandhold-init when its entry point is the
 // keeper (SetKeeper).
@@ -370,12 +370,12 @@ func keptExe(fd int) int {
 	return nfd
 }
 
-// threadSecurity reads the "Seccomp" and "NoNewPrivs" fields of the
-// calling thread's status.
-func threadSecurity() (seccomp, nnp string, err error) {
+// threadSecurity reads the "Seccomp", "NoNewPrivs" and "CapAmb" fields of
+// the calling thread's status.
+func threadSecurity() (seccomp, nnp, ambient string, err error) {
 	b, err := os.ReadFile("/proc/thread-self/status")
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
@@ -384,8 +384,11 @@ func threadSecurity() (seccomp, nnp string, err error) {
 		if v, ok := strings.CutPrefix(line, "NoNewPrivs:"); ok {
 			nnp = strings.TrimSpace(v)
 		}
+		if v, ok := strings.CutPrefix(line, "CapAmb:"); ok {
+			ambient = strings.TrimSpace(v)
+		}
 	}
-	return seccomp, nnp, nil
+	return seccomp, nnp, ambient, nil
 }
 
 func newSleeper(s *server, exe int, bset uint64, slack int) *sleeper {
@@ -445,7 +448,10 @@ func resume() error {
 	if err != nil {
 		return err
 	}
-	if err := dropCaps(); err != nil && !st.Insecure {
+	// The ambient sets were cleared on every thread at setup and a root
+	// exec keeps them as they were (checkResumed checked): only the
+	// forking thread's bounding set is to drop again.
+	if err := caps.DropBoundingSetThread(); err != nil && !st.Insecure {
 		return fmt.Errorf("resume: %w", err)
 	}
 	if rs.Slack > 0 {
@@ -479,12 +485,12 @@ func checkResumed(st Setup) error {
 	if st.Insecure {
 		return nil
 	}
-	mode, nnp, err := threadSecurity()
+	mode, nnp, amb, err := threadSecurity()
 	if err != nil {
 		return fmt.Errorf("resume: read own status: %w", err)
 	}
-	if mode != "2" || nnp != "1" {
-		return fmt.Errorf("resume: seccomp mode %q and no_new_privs %q, want 2 and 1", mode, nnp)
+	if mode != "2" || nnp != "1" || amb != "0000000000000000" {
+		return fmt.Errorf("resume: seccomp mode %q, no_new_privs %q, ambient capabilities %q; want 2, 1 and none", mode, nnp, amb)
 	}
 	return nil
 }
