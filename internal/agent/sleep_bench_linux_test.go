@@ -125,3 +125,30 @@ func waitAsleepB(b *testing.B, pid int) {
 	}
 	b.Fatal("the init did not sleep")
 }
+
+// BenchmarkColdInitCPU is the lean init's CPU (every live thread's
+// schedstat) from its start to 300 ms after it is ready, and then for its
+// first command (`true`): the cold path of a create and its first exec.
+//
+//	go test -run '^$' -bench ColdInitCPU -benchtime 20x ./internal/agent/
+func BenchmarkColdInitCPU(b *testing.B) {
+	memfd := keeperMemfd(b)
+	var start, first time.Duration
+	for range b.N {
+		ts, err := prepareLaunchSetup(b, nil, func(ls *LaunchSpec) { ls.ExeFile = memfd })()
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		c0 := threadsCPU(b, ts.Pid)
+		if r := ts.runAs(b, false, "true"); r.exit.Code != 0 {
+			b.Fatalf("true: %+v %q", r.exit, r.stderr)
+		}
+		c1 := threadsCPU(b, ts.Pid)
+		start += time.Duration(c0)
+		first += time.Duration(c1 - c0)
+		ts.Kill()
+	}
+	b.ReportMetric(float64(start.Microseconds())/float64(b.N)/1000, "start-cpu-ms/op")
+	b.ReportMetric(float64(first.Microseconds())/float64(b.N)/1000, "first-exec-cpu-ms/op")
+}
