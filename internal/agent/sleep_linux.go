@@ -102,8 +102,6 @@ type sleeper struct {
 	// reaped is the reaper's channel: two sends in a row prove that a
 	// reap that was under way has sent its exit event.
 	reaped chan<- os.Signal
-	// attempts and slept count for the tests' and benchmarks' sake.
-	attempts atomic.Uint64
 }
 
 // sleepDisabled reports why an init cannot sleep, "" if it can.
@@ -173,7 +171,6 @@ var errNotIdle = errors.New("not idle")
 // idle it executes the keeper and does not return; otherwise it returns
 // why not, with everything as it was.
 func (sl *sleeper) trySleep() error {
-	sl.attempts.Add(1)
 	if !sl.idle() {
 		return errNotIdle
 	}
