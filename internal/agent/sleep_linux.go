@@ -95,10 +95,9 @@ type sleeper struct {
 	// resumed init's forking thread gets it back (commands inherit it).
 	slack int
 
-	calls atomic.Uint64
+	// last is when the last request was read (Unix ns).
+	last  atomic.Int64
 	armed atomic.Bool
-	// busy counts requests read and not yet answered (spawns included).
-	busy atomic.Int64
 	// reaped is the reaper's channel: two sends in a row prove that a
 	// reap that was under way has sent its exit event.
 	reaped chan<- os.Signal
@@ -119,29 +118,33 @@ func sleepDisabled(st Setup, exe int) string {
 
 // note records a request and arms the timer unless it is armed.
 func (sl *sleeper) note() {
-	sl.calls.Add(1)
+	sl.last.Store(time.Now().UnixNano())
 	if sl.armed.CompareAndSwap(false, true) {
-		sl.arm()
+		sl.arm(sl.after)
 	}
 }
 
-func (sl *sleeper) arm() {
-	seen := sl.calls.Load()
-	time.AfterFunc(sl.after, func() { sl.fire(seen) })
+func (sl *sleeper) arm(d time.Duration) {
+	time.AfterFunc(d, sl.fire)
 }
 
-// fire, after a quiet period, makes the protocol loop stop reading when
-// nothing is under way; the loop then tries to sleep (serve). Otherwise it
-// waits another period.
-func (sl *sleeper) fire(seen uint64) {
-	if sl.calls.Load() != seen || !sl.idle() {
-		sl.arm()
+// fire, once the quiet period has passed since the last request, makes
+// the protocol loop stop reading when nothing is under way; the loop then
+// tries to sleep (serve). Otherwise it waits: for the rest of the period
+// after a newer request, a whole period if something is under way.
+func (sl *sleeper) fire() {
+	if quiet := time.Duration(time.Now().UnixNano() - sl.last.Load()); quiet < sl.after {
+		sl.arm(sl.after - quiet)
+		return
+	}
+	if !sl.idle() {
+		sl.arm(sl.after)
 		return
 	}
 	// The loop's read returns at once, between two messages (a
 	// SEQPACKET message is read whole or not at all).
 	if err := sl.s.conn.c.SetReadDeadline(time.Now()); err != nil {
-		sl.arm()
+		sl.arm(sl.after)
 	}
 }
 
@@ -149,13 +152,13 @@ func (sl *sleeper) fire(seen uint64) {
 // another period.
 func (sl *sleeper) resumeReading() {
 	_ = sl.s.conn.c.SetReadDeadline(time.Time{})
-	sl.arm()
+	sl.arm(sl.after)
 }
 
 // idle is the cheap part of the check: nothing read is unanswered, no
 // spawn is queued, no child of the init is alive or unreported.
 func (sl *sleeper) idle() bool {
-	if sl.busy.Load() != 0 || len(sl.s.forks) != 0 {
+	if sl.s.busy.Load() != 0 || len(sl.s.forks) != 0 {
 		return false
 	}
 	sl.s.mu.Lock()
