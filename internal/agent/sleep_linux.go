@@ -116,7 +116,8 @@ func sleepDisabled(st Setup, exe int) string {
 	return ""
 }
 
-// note records a request and arms the timer unless it is armed.
+// note records a request; the first one starts the timer, which re-arms
+// itself until the init sleeps.
 func (sl *sleeper) note() {
 	sl.last.Store(time.Now().UnixNano())
 	if sl.armed.CompareAndSwap(false, true) {
