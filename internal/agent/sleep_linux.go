@@ -288,7 +288,11 @@ func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
 	if err != nil {
 		return err
 	}
-	// Copies above any target first, so no move overwrites a source.
+	// Copies above any target first, so no move overwrites a source. A
+	// target may hold one of the init's own close-on-exec descriptors
+	// (/dev/null, say), which the exec would close anyway; not the
+	// runtime's poller: it was created while 3-5 were still the
+	// inherited ones (Main, resume).
 	type move struct{ from, to int }
 	moves := []move{{int(fdOf(sl.s.conn)), fdProto}, {sl.exe, fdExeFile}}
 	if eg != nil {
