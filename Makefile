@@ -18,6 +18,10 @@ export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 BIN              := bin/sandhold
 INIT_BIN         := internal/agent/initbin/sandhold-init
+# On amd64 the lean init's entry point is its keeper (cmd/sandhold-init/
+# keeper_amd64.s): the program an idle init sleeps in. Elsewhere there is no
+# keeper, the entry stays the Go runtime's and sandboxes do not sleep.
+INIT_ENTRY        = $(if $(filter amd64,$(shell $(GO) env GOARCH)),-E main.keeperEntry)
 TOOLS            := $(CURDIR)/.tools
 # Tools that load Go packages (type-check the standard library's source) must be
 # built by the toolchain they check: a golangci-lint built by go1.26 fails on
@@ -43,7 +47,7 @@ all: build
 ## build: static binary in bin/sandhold, carrying the lean sandbox init
 ## (cmd/sandhold-init, embedded with -tags leaninit, run from a sealed memfd)
 build: console
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(INIT_BIN) ./cmd/sandhold-init
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(INIT_ENTRY)' -o $(INIT_BIN) ./cmd/sandhold-init
 	CGO_ENABLED=0 $(GO) build -trimpath -tags leaninit -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandhold
 
 ## run: build, then serve on 127.0.0.1:8080 with the data dir ./.data

@@ -5,7 +5,9 @@
 // starts fast. It is not installed on its own: `make build` embeds it in
 // sandhold (package internal/agent/initbin), which runs it from a sealed
 // memfd. Started once as "sandhold-launcher" (argv[0]) it is the launcher
-// that clones every init for the server (agent.Entry).
+// that clones every init for the server (agent.Entry). Linked with
+// -ldflags '-E main.keeperEntry' (amd64), its entry point is also the
+// keeper an idle init sleeps in (keeper_amd64.s).
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 )
 
 func main() {
+	agent.SetKeeper(keeperLinked())
 	if err := agent.Entry(); err != nil {
 		fmt.Fprintln(os.Stderr, "sandhold init:", err)
 		os.Exit(1)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+	"kernel.org/pub/linux/libs/security/libcap/psx"
 )
 
 // The sandbox's cgroup namespace.
@@ -30,12 +31,23 @@ import (
 // measured as a second start of the whole binary (tens of ms of CPU per
 // sandbox).
 
+// An init that can sleep (sleep_linux.go) moves every thread instead
+// (enterCgroupNSAll): the thread that executes its keeper is not the
+// forking one, and the keeper and the resumed init keep that thread's
+// namespace; the seccomp filter forbids unshare and setns afterwards. psx
+// makes the call on every thread at once (libpsx in cgo builds), each
+// thread getting a namespace of its own rooted at the same group.
+
 // enterCgroupNS makes the sandbox's cgroup namespace on the calling
 // (locked) thread and checks it: the thread's namespace is no longer hostNS,
 // the one it started in, and /proc/thread-self/cgroup shows the namespace
 // root "/" in every hierarchy, so no host path is visible.
-func enterCgroupNS(hostNS uint64) (string, error) {
-	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+func enterCgroupNS(hostNS uint64, allThreads bool) (string, error) {
+	if allThreads {
+		if _, _, errno := psx.Syscall3(unix.SYS_UNSHARE, unix.CLONE_NEWCGROUP, 0, 0); errno != 0 {
+			return "", fmt.Errorf("unshare(CLONE_NEWCGROUP) on every thread: %w", errno)
+		}
+	} else if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return "", fmt.Errorf("unshare(CLONE_NEWCGROUP): %w", err)
 	}
 	own, err := nsInode("/proc/thread-self/ns/cgroup")
@@ -51,6 +63,9 @@ func enterCgroupNS(hostNS uint64) (string, error) {
 	}
 	if p, ok := hostCgroupPath(string(b)); ok {
 		return "", fmt.Errorf("/proc/thread-self/cgroup shows %q, want the namespace root", p)
+	}
+	if allThreads {
+		return "own namespace rooted at the sandbox's group, on every thread of the init", nil
 	}
 	return "own namespace rooted at the sandbox's group; every command is forked by the init's thread inside it", nil
 }

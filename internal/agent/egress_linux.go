@@ -2,7 +2,9 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,24 +51,78 @@ func listenEgress() (int, error) {
 	return fd, nil
 }
 
-// serveEgress accepts connections until the listener fails and hands each
-// to the server. It runs for the init's life.
-func (s *server) serveEgress(fd int) {
+// egressRelay accepts connections on the egress listener and hands each
+// to the server. It can be stopped between connections (an init that goes
+// to sleep leaves the rest queued in the listener, where its keeper sees
+// them) and started again.
+type egressRelay struct {
+	s  *server
+	fd int // the listener, non-blocking; f owns it
+	f  *os.File
+	rc syscall.RawConn
+	// done is closed when the accept loop ended and every connection it
+	// accepted was handed over.
+	done chan struct{}
+}
+
+// newEgressRelay takes over the listener fd (close-on-exec) and starts it.
+func newEgressRelay(s *server, fd int) (*egressRelay, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("egress listener: %w", err)
+	}
+	// A non-blocking descriptor gives a file the runtime's poller waits
+	// on, with deadlines; f.Fd() is never called (it would make the
+	// descriptor blocking again).
+	f := os.NewFile(uintptr(fd), "egress-listener")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("egress listener: %w", err)
+	}
+	e := &egressRelay{s: s, fd: fd, f: f, rc: rc}
+	e.start()
+	return e, nil
+}
+
+func (e *egressRelay) start() {
+	_ = e.f.SetReadDeadline(time.Time{})
+	e.done = make(chan struct{})
+	go e.serve(e.done)
+}
+
+// stop ends the accept loop and waits until the connections it accepted
+// are with the server.
+func (e *egressRelay) stop() {
+	_ = e.f.SetReadDeadline(time.Now())
+	<-e.done
+}
+
+// serve accepts connections until stopped or the listener fails.
+func (e *egressRelay) serve(done chan struct{}) {
 	pending := make(chan *os.File, maxPendingConns)
+	sent := make(chan struct{})
 	go func() {
+		defer close(sent)
 		for f := range pending {
 			// A send fails only when the server is gone; the init then
 			// exits anyway. The descriptor is the server's now.
-			_ = s.conn.Send(Response{Kind: EventConn}, f)
+			_ = e.s.conn.Send(Response{Kind: EventConn}, f)
 			_ = f.Close()
 		}
 	}()
-	defer close(pending)
+	defer func() {
+		close(pending)
+		<-sent
+		close(done)
+	}()
 	for {
-		nfd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC)
+		nfd, err := e.accept()
 		switch {
 		case err == nil:
 			pending <- os.NewFile(uintptr(nfd), "egress-conn")
+		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, os.ErrClosed):
+			return
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.ECONNABORTED):
 		case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOBUFS), errors.Is(err, unix.ENOMEM):
 			time.Sleep(acceptBackoff)
@@ -74,4 +130,19 @@ func (s *server) serveEgress(fd int) {
 			return
 		}
 	}
+}
+
+// accept waits for one connection; the connection's descriptor is
+// blocking and close-on-exec.
+func (e *egressRelay) accept() (int, error) {
+	nfd := -1
+	var aerr error
+	err := e.rc.Read(func(fd uintptr) bool {
+		nfd, _, aerr = unix.Accept4(int(fd), unix.SOCK_CLOEXEC)
+		return !errors.Is(aerr, unix.EAGAIN)
+	})
+	if err != nil {
+		return -1, err
+	}
+	return nfd, aerr
 }

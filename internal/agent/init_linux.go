@@ -7,8 +7,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -41,10 +41,29 @@ func Main() error {
 	// the sandbox's cgroup namespace and forks every command (see
 	// forkLoop).
 	runtime.LockOSThread()
+	if len(os.Args) > 0 && os.Args[0] == resumeName {
+		// Woken from the keeper (sleep_linux.go).
+		return resume()
+	}
+	// The init's own program, kept for the keeper when one is linked.
+	exe := -1
+	if keeperLinked {
+		exe = keptExe(fdExeFile)
+	}
 	// Only descriptors 0-4 are the init's; whatever else the process
 	// that started it left inheritable is closed before anything else.
 	if err := closeInherited(fdWorkspace + 1); err != nil {
 		return err
+	}
+	// What the keeper's exec must hand on (sleep_linux.go): the
+	// bounding set and timer slack this thread starts with.
+	bset, err := caps.ThreadBounding()
+	if err != nil {
+		return err
+	}
+	slack, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("read timer slack: %w", err)
 	}
 	// The runtime's watchdog thread polls every 20 µs after each wake-up;
 	// here that cost as much CPU per command as the fork (see
@@ -63,19 +82,8 @@ func Main() error {
 	// default in the child.
 	// The channel is never read: signal.Notify never blocks on a full
 	// channel, it drops the signal, so no goroutine has to drain it.
-	dropped := make(chan os.Signal, 1)
-	signal.Notify(dropped, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
-		unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
-	resetIgnoredSignals()
-	// Run from a memfd, the kernel names the process after its path
-	// ("5"); ps and top should say what it is.
-	if name, err := unix.BytePtrFromString("sandhold-init"); err == nil {
-		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0) //nolint:gosec // G103: a NUL-terminated constant for prctl
-	}
-	// Not dumpable: /proc/1 is then closed to every process in the sandbox,
-	// root included, since none has CAP_SYS_PTRACE.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("set non-dumpable: %w", err)
+	if err := processSettings(); err != nil {
+		return err
 	}
 	// NewConn holds a close-on-exec duplicate; the inherited descriptor
 	// (not close-on-exec) is closed at once, so no command can inherit
@@ -98,7 +106,8 @@ func Main() error {
 		return fmt.Errorf("first request is %q, want setup", req.Op)
 	}
 	s := newServer(conn, *req.Setup)
-	layers, egress, err := setup(*req.Setup, hostNS)
+	noSleep := sleepDisabled(*req.Setup, exe)
+	layers, egress, err := setup(*req.Setup, hostNS, noSleep)
 	if err == nil {
 		// Opened after the root is built, so it is the sandbox's own.
 		s.devNull, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -113,16 +122,62 @@ func Main() error {
 	if err := conn.Send(Response{ID: req.ID, Ready: &Ready{Layers: layers}}); err != nil {
 		return err
 	}
+	if noSleep == "" {
+		s.sleep = newSleeper(s, exe, bset, slack)
+	} else if exe >= 0 {
+		_ = unix.Close(exe)
+	}
+	return s.run(egress)
+}
+
+// run starts the egress relay (egress >= 0), arms the idle paths and
+// serves until the protocol socket closes.
+func (s *server) run(egress int) error {
 	if egress >= 0 {
-		go s.serveEgress(egress)
+		eg, err := newEgressRelay(s, egress)
+		if err != nil {
+			return err
+		}
+		s.egress = eg
 	}
 	// What the binary's package initialisation and the setup allocated is
-	// garbage now; give it back, so an idle sandbox costs little memory
-	// (a host runs hundreds of them).
-	debug.FreeOSMemory()
+	// garbage now. It is not given back at once (the first command would
+	// fault much of it in again): the idle paths are armed as by a
+	// request, and an init that stays idle returns it or sleeps.
+	s.release.note()
+	if s.sleep != nil {
+		s.sleep.note()
+	}
 	served := make(chan error, 1)
 	go func() { served <- s.serve() }()
 	return s.forkLoop(served)
+}
+
+// processSettings are what the init sets on itself as a process, at start
+// and again after a wake (execve resets them).
+func processSettings() error {
+	// PID 1 gets only the signals it handles; none from inside may stop
+	// it. They are caught and dropped, not ignored: an ignored signal stays
+	// ignored across exec, and every command would inherit that (no Ctrl-C,
+	// no traps, `yes | head` getting EPIPE); a caught one reverts to its
+	// default in the child.
+	// The channel is never read: signal.Notify never blocks on a full
+	// channel, it drops the signal, so no goroutine has to drain it.
+	dropped := make(chan os.Signal, 1)
+	signal.Notify(dropped, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+		unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	resetIgnoredSignals()
+	// Run from a memfd, the kernel names the process after its path
+	// ("5"); ps and top should say what it is.
+	if name, err := unix.BytePtrFromString("sandhold-init"); err == nil {
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(name)), 0, 0, 0) //nolint:gosec // G103: a NUL-terminated constant for prctl
+	}
+	// Not dumpable: /proc/1 is then closed to every process in the sandbox,
+	// root included, since none has CAP_SYS_PTRACE.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("set non-dumpable: %w", err)
+	}
+	return nil
 }
 
 // setup builds the sandbox and applies the layers in order. The order
@@ -135,8 +190,10 @@ func Main() error {
 //
 // It runs on the thread that forks every command: hostNS is the inode of
 // the cgroup namespace that thread started in.
-func setup(st Setup, hostNS uint64) ([]Layer, int, error) {
-	layers, egress, err := setupLayers(st, hostNS)
+//
+// noSleep says why the init cannot sleep ("" if it can).
+func setup(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) {
+	layers, egress, err := setupLayers(st, hostNS, noSleep)
 	if err != nil && egress >= 0 {
 		_ = unix.Close(egress)
 		egress = -1
@@ -144,7 +201,7 @@ func setup(st Setup, hostNS uint64) ([]Layer, int, error) {
 	return layers, egress, err
 }
 
-func setupLayers(st Setup, hostNS uint64) ([]Layer, int, error) {
+func setupLayers(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) {
 	egress := -1
 	// The init is PID 1 of namespaces the server created for it.
 	nsDetail := "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"
@@ -167,7 +224,7 @@ func setupLayers(st Setup, hostNS uint64) ([]Layer, int, error) {
 	// process in the sandbox's group, so the sandbox sees that group as
 	// its root and learns nothing of the host's hierarchy (see
 	// enterCgroupNS for why one thread is enough).
-	nsDetail, nsErr := enterCgroupNS(hostNS)
+	nsDetail, nsErr := enterCgroupNS(hostNS, noSleep == "")
 	if err := add("cgroup namespace", nsErr); err != nil {
 		return layers, egress, err
 	}
@@ -226,6 +283,15 @@ func setupLayers(st Setup, hostNS uint64) ([]Layer, int, error) {
 	if err := add("capabilities (bounding set empty)", dropCaps()); err != nil {
 		return layers, egress, err
 	}
+	if layers[len(layers)-1].Active {
+		d := "empty on the init's thread that forks every command, so every command starts with none; idle sleep: "
+		if noSleep == "" {
+			d += "in a keeper, exec'd from another thread of the init, which keeps the init's set for it"
+		} else {
+			d += noSleep
+		}
+		layers[len(layers)-1].Detail = d
+	}
 	// The policy's program from package seccomp, compiled at build time:
 	// the compiler's library costs every process that links it 190-260 kB
 	// (see package compiled).
@@ -240,8 +306,12 @@ func setupLayers(st Setup, hostNS uint64) ([]Layer, int, error) {
 	return layers, egress, nil
 }
 
+// dropCaps empties the bounding set of the calling thread, the one that
+// forks every command (forkLoop), and the ambient set of every thread.
+// The init's other threads keep their bounding set: they fork nothing, and
+// one of them executes the keeper (sleep_linux.go).
 func dropCaps() error {
-	if err := caps.DropBoundingSet(); err != nil {
+	if err := caps.DropBoundingSetThread(); err != nil {
 		return err
 	}
 	return caps.ClearAmbient()
@@ -268,6 +338,13 @@ type server struct {
 	devNull int
 	// release gives memory back once requests stop (release_linux.go).
 	release *idleRelease
+	// sleep makes an idle init sleep in its keeper (sleep_linux.go); nil
+	// when it cannot.
+	sleep *sleeper
+	// egress relays the egress listener's connections; nil without one.
+	egress *egressRelay
+	// busy counts requests read and not yet answered.
+	busy atomic.Int64
 }
 
 // spawnQueue is how many spawn requests may wait for forkLoop before the
@@ -287,17 +364,41 @@ func (s *server) serve() error {
 	// timeout.
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGCHLD)
-	go s.reap(sigs)
+	if s.sleep != nil {
+		// Through an unbuffered channel, so the sleeper can tell when a
+		// reap under way has finished (trySleep).
+		reaped := make(chan os.Signal)
+		s.sleep.reaped = reaped
+		go func() {
+			for sig := range sigs {
+				reaped <- sig
+			}
+		}()
+		go s.reap(reaped)
+	} else {
+		go s.reap(sigs)
+	}
 	for {
 		var req Request
 		files, err := s.conn.Recv(&req)
 		if err != nil {
+			if s.sleep != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+				// The sleeper stopped the read (sleeper.fire): sleep,
+				// or carry on if something is under way.
+				_ = s.sleep.trySleep()
+				s.sleep.resumeReading()
+				continue
+			}
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
+		s.busy.Add(1)
 		s.release.note()
+		if s.sleep != nil {
+			s.sleep.note()
+		}
 		if req.Op == OpSpawn {
 			// Served whole on forkLoop's thread (see there).
 			s.forks <- spawnJob{req: req, files: files}
@@ -308,6 +409,7 @@ func (s *server) serve() error {
 }
 
 func (s *server) handle(req Request, files []*os.File) {
+	defer s.busy.Add(-1)
 	resp, out, err := s.dispatch(req, files)
 	closeAll(files)
 	resp.ID = req.ID

@@ -127,6 +127,10 @@ type Setup struct {
 	// network namespace of its own, so it leaves lo alone and landlock
 	// leaves TCP unrestricted.
 	HostNetwork bool `json:"host_network,omitempty"`
+	// SleepAfterMs is the quiet period, in milliseconds, after which an
+	// idle init sleeps in its keeper (sleep_linux.go): 0 is the default,
+	// below 0 never.
+	SleepAfterMs int `json:"sleep_after_ms,omitempty"`
 	// LoopbackPorts are the TCP ports sandboxed code may bind and connect
 	// on the sandbox's own loopback (landlock), and the only ports OpDial
 	// reaches: the preview ports and the browser's. Ignored with

@@ -74,7 +74,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 		sbs = append(sbs, s)
 	}
 	b.StopTimer()
-	time.Sleep(2 * time.Second) // the inits settle (FreeOSMemory after setup)
+	time.Sleep(2 * time.Second) // the inits settle (awake: the idle release comes 3-6 s after the last call)
 	after := meminfo(b, fields)
 	slabAfter := slabBytes(b)
 	n := float64(b.N)
@@ -112,6 +112,46 @@ func BenchmarkIdleMemory(b *testing.B) {
 		fmt.Fprintf(&sb, "%s %.1f KB/sb; ", g.name, float64(g.d)/1024/n)
 	}
 	b.Log("slab growth per sandbox: ", sb.String())
+
+	// The same sandboxes asleep: the inits exec their keepers after the
+	// quiet period (internal/agent/sleep_linux.go).
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		asleep := 0
+		for _, s := range sbs {
+			s.mu.Lock()
+			pid := s.inst.Pid
+			s.mu.Unlock()
+			if c, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm")); err == nil && strings.TrimSpace(string(c)) == "sandhold-keeper" {
+				asleep++
+			}
+		}
+		if asleep == len(sbs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Logf("only %d of %d inits asleep after 90 s; no asleep figures", asleep, len(sbs))
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	after = meminfo(b, fields)
+	for _, fl := range fields {
+		d := after[fl] - before[fl]
+		if fl == "MemAvailable" {
+			d = -d
+		}
+		b.ReportMetric(float64(d)/n, "KB-asleep-"+fl+"/sb")
+	}
+	pss = 0
+	for _, s := range sbs {
+		s.mu.Lock()
+		pid := s.inst.Pid
+		s.mu.Unlock()
+		pss += rollupKB(b, pid, "Pss_Anon")
+	}
+	b.ReportMetric(float64(pss)/n, "KB-asleep-init-Pss_Anon/sb")
 }
 
 func meminfo(b *testing.B, fields []string) map[string]int64 {

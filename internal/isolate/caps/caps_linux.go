@@ -73,6 +73,41 @@ func DropBoundingSet() error {
 	return nil
 }
 
+// DropBoundingSetThread removes every capability, up to cap_last_cap, from
+// the bounding set of the calling thread only: one prctl per capability,
+// no stop-the-world. The caller's goroutine must be locked to its thread
+// (runtime.LockOSThread) for good, and every child that must start with an
+// empty bounding set must be forked from that thread (a child gets the
+// forking thread's set; threads the calling thread creates get it too).
+// The process's other threads keep theirs: Bounding, the union over all
+// threads, does not fall to zero. It needs CAP_SETPCAP.
+func DropBoundingSetThread() error {
+	last, err := LastCap()
+	if err != nil {
+		return err
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d from the thread's bounding set: %w", c, err)
+		}
+	}
+	b, err := ThreadBounding()
+	if err != nil {
+		return err
+	}
+	if b != 0 {
+		return fmt.Errorf("thread's bounding set still %#016x after dropping all capabilities", b)
+	}
+	return nil
+}
+
+// ThreadBounding returns the bounding set of the calling thread
+// (/proc/thread-self/status). The caller's goroutine should be locked to
+// its thread, or the answer may be another thread's.
+func ThreadBounding() (uint64, error) {
+	return statusField("/proc/thread-self/status", "CapBnd")
+}
+
 // ClearAmbient empties the ambient capability set of every thread.
 func ClearAmbient() error {
 	if err := allThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {

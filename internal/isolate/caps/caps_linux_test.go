@@ -79,6 +79,32 @@ func runHelper(mode string) error {
 			return fmt.Errorf("exec after drop: %w: %s", err, out)
 		}
 		fmt.Printf("before %016x\nafter %016x\nold_thread %s\nexec %s\n", before, after, ask(), strings.Fields(out)[1])
+	case "thread":
+		// The calling goroutine keeps its thread; the drop is that
+		// thread's alone.
+		runtime.LockOSThread()
+		ask := oldThread("CapBnd")
+		before, err := ThreadBounding()
+		if err != nil {
+			return err
+		}
+		if err := DropBoundingSetThread(); err != nil {
+			return err
+		}
+		self, err := ThreadBounding()
+		if err != nil {
+			return err
+		}
+		union, err := Bounding()
+		if err != nil {
+			return err
+		}
+		// os/exec forks from the calling (locked) thread.
+		out, err := shell("grep CapBnd /proc/self/status")
+		if err != nil {
+			return fmt.Errorf("exec after drop: %w: %s", err, out)
+		}
+		fmt.Printf("before %016x\nself %016x\nunion %016x\nold_thread %s\nexec %s\n", before, self, union, ask(), strings.Fields(out)[1])
 	case "ambient":
 		// Raise CAP_NET_BIND_SERVICE into this thread's ambient set first,
 		// so there is something to clear.
@@ -155,6 +181,28 @@ func TestDropBoundingSet(t *testing.T) {
 		if res[k] != "0000000000000000" {
 			t.Errorf("%s: CapBnd %s, want 0000000000000000", k, res[k])
 		}
+	}
+}
+
+// TestDropBoundingSetThread: the per-thread drop empties the calling
+// thread's bounding set and that of a command it forks, and leaves the
+// process's other threads theirs (the init execs its keeper from one).
+func TestDropBoundingSetThread(t *testing.T) {
+	requireRoot(t)
+	res := runChild(t, "thread")
+	if res["before"] == "0000000000000000" || res["before"] == "" {
+		t.Fatalf("bounding set empty before the drop: the test proves nothing (%v)", res)
+	}
+	for _, k := range []string{"self", "exec"} {
+		if res[k] != "0000000000000000" {
+			t.Errorf("%s: CapBnd %s, want 0000000000000000", k, res[k])
+		}
+	}
+	if res["old_thread"] != res["before"] {
+		t.Errorf("another thread's CapBnd %s after the drop, want it untouched (%s)", res["old_thread"], res["before"])
+	}
+	if res["union"] != res["before"] {
+		t.Errorf("union over threads %s, want %s: only one thread dropped", res["union"], res["before"])
 	}
 }
 

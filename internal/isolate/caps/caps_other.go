@@ -14,6 +14,12 @@ func LastCap() (int, error) { return 0, errUnsupported }
 // DropBoundingSet fails off Linux.
 func DropBoundingSet() error { return errUnsupported }
 
+// DropBoundingSetThread fails off Linux.
+func DropBoundingSetThread() error { return errUnsupported }
+
+// ThreadBounding fails off Linux.
+func ThreadBounding() (uint64, error) { return 0, errUnsupported }
+
 // ClearAmbient fails off Linux.
 func ClearAmbient() error { return errUnsupported }
 

@@ -1,0 +1,501 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/isolate/caps"
+)
+
+// An idle init sleeps in a one-page keeper.
+//
+// A Go program cannot get much below 2 MB of private memory while it runs
+// (runtime metadata, heap, stacks of ~10 threads, their kernel stacks and
+// page tables; BENCHMARKS.md "Idle sandbox memory, field by field"), and a
+// host runs hundreds of mostly idle sandboxes. So when an init has been
+// quiet for its quiet period (Setup.SleepAfterMs, default sleepAfter) with
+// nothing to do — no request being served, no spawn queued, no child, no
+// process in the sandbox but itself, no egress connection on its way — it
+// executes its keeper: the same sealed memfd program, started under the
+// name keeperName, whose ELF entry point (cmd/sandhold-init/keeper_amd64.s)
+// runs a few dozen instructions before the Go runtime would: it waits in
+// ppoll on the protocol socket (and the egress listener) and, on any event,
+// executes the Go init again under resumeName. The message or connection
+// that woke it is still queued; the resumed init reads it. Both programs
+// are PID 1 of the sandbox: execve keeps the pid, the namespaces, the
+// cgroups, the seccomp filter, no_new_privs and the landlock domain, none
+// of which can be undone from inside. The keeper has one thread and a few
+// pages of its own (measured in TestIdleInitSleeps).
+//
+// Capabilities. Commands start with an empty bounding set because the one
+// thread that forks them (Main's locked thread, forkLoop) dropped its own
+// (caps.DropBoundingSetThread). The init's other threads keep the set the
+// init started with, so the exec into the keeper — made from one of them,
+// checked before it happens — gives the keeper, and the keeper's exec gives
+// the resumed init, the same capabilities of its user namespace the init
+// had when it started (a root exec gets bounding ∪ inheritable). An empty
+// bounding set on every thread would leave the resumed init unable to run
+// commands as the sandbox user. The resumed init drops its forking thread's
+// set again before it serves.
+//
+// The cgroup namespace is per thread, and the exec'ing thread's is the
+// one the keeper and the resumed init keep; setup therefore moves every
+// thread of an init that can sleep into a namespace rooted at the sandbox's
+// group (enterCgroupNSAll), and the resumed init checks its view.
+
+// Names in argv[0] that tell the programs apart (Entry; keeper_amd64.s
+// compares keeperName byte by byte; keeperName+"+" also polls the egress
+// listener on descriptor fdEgressSleep).
+const (
+	keeperName = "sandhold-keeper"
+	resumeName = "sandhold-init-resume"
+)
+
+// Descriptors across the keeper: the protocol socket stays fdProto and the
+// program fdExeFile, as when the server started the init.
+const fdEgressSleep = 4
+
+// sleepAfter is the default quiet period before an idle init sleeps. See
+// BENCHMARKS.md "An idle init sleeps in a one-page keeper" for the wake
+// cost that chose it.
+const sleepAfter = 30 * time.Second
+
+// keeperLinked is set by cmd/sandhold-init when its entry point is the
+// keeper (SetKeeper).
+var keeperLinked bool
+
+// SetKeeper tells the init whether its program was linked with the keeper
+// as its entry point (cmd/sandhold-init, amd64, `make build`). Without one
+// an idle init never sleeps; it only returns free memory (idleRelease).
+func SetKeeper(linked bool) { keeperLinked = linked }
+
+// sleeper decides when an idle init sleeps and makes it sleep.
+type sleeper struct {
+	s     *server
+	after time.Duration
+	// exe is the init's own program (a close-on-exec duplicate of the
+	// memfd it was started from).
+	exe int
+	// bset is the bounding set the init started with: the thread that
+	// execs the keeper must hold exactly that.
+	bset uint64
+	// slack is the forking thread's timer slack at start (ns): the
+	// resumed init's forking thread gets it back (commands inherit it).
+	slack int
+
+	// last is when the last request was read (Unix ns).
+	last  atomic.Int64
+	armed atomic.Bool
+	// reaped is the reaper's channel: two sends in a row prove that a
+	// reap that was under way has sent its exit event.
+	reaped chan<- os.Signal
+}
+
+// sleepDisabled reports why an init cannot sleep, "" if it can.
+func sleepDisabled(st Setup, exe int) string {
+	switch {
+	case !keeperLinked:
+		return "no keeper linked (amd64 lean init only)"
+	case exe < 0:
+		return "the init's program is not a sealed memfd"
+	case st.SleepAfterMs < 0:
+		return "off (sleep_after_ms < 0)"
+	}
+	return ""
+}
+
+// note records a request; the first one starts the timer, which re-arms
+// itself until the init sleeps.
+func (sl *sleeper) note() {
+	sl.last.Store(time.Now().UnixNano())
+	if sl.armed.CompareAndSwap(false, true) {
+		sl.arm(sl.after)
+	}
+}
+
+func (sl *sleeper) arm(d time.Duration) {
+	time.AfterFunc(d, sl.fire)
+}
+
+// fire, once the quiet period has passed since the last request, makes
+// the protocol loop stop reading when nothing is under way; the loop then
+// tries to sleep (serve). Otherwise it waits: for the rest of the period
+// after a newer request, a whole period if something is under way.
+func (sl *sleeper) fire() {
+	if quiet := time.Duration(time.Now().UnixNano() - sl.last.Load()); quiet < sl.after {
+		sl.arm(sl.after - quiet)
+		return
+	}
+	if !sl.idle() {
+		sl.arm(sl.after)
+		return
+	}
+	// The loop's read returns at once, between two messages (a
+	// SEQPACKET message is read whole or not at all).
+	if err := sl.s.conn.c.SetReadDeadline(time.Now()); err != nil {
+		sl.arm(sl.after)
+	}
+}
+
+// resumeReading undoes fire after an attempt that did not sleep and waits
+// another period.
+func (sl *sleeper) resumeReading() {
+	_ = sl.s.conn.c.SetReadDeadline(time.Time{})
+	sl.arm(sl.after)
+}
+
+// idle is the cheap part of the check: nothing read is unanswered, no
+// spawn is queued, no child of the init is alive or unreported.
+func (sl *sleeper) idle() bool {
+	if sl.s.busy.Load() != 0 || len(sl.s.forks) != 0 {
+		return false
+	}
+	sl.s.mu.Lock()
+	defer sl.s.mu.Unlock()
+	return len(sl.s.children) == 0
+}
+
+// errNotIdle: something is under way; the init stays awake.
+var errNotIdle = errors.New("not idle")
+
+// trySleep runs on the protocol loop's goroutine after its read stopped
+// at fire's deadline, so no request is read meanwhile. If everything is
+// idle it executes the keeper and does not return; otherwise it returns
+// why not, with everything as it was.
+func (sl *sleeper) trySleep() error {
+	if !sl.idle() {
+		return errNotIdle
+	}
+	alone, err := aloneInPidNS("/proc")
+	if err != nil {
+		return err
+	}
+	if !alone {
+		return errNotIdle
+	}
+	// A child that ended before the check was reaped (zombies are listed
+	// in /proc); its exit event may still be on its way: wait until the
+	// reaper is back at its channel twice.
+	sl.reaped <- unix.SIGCHLD
+	sl.reaped <- unix.SIGCHLD
+	eg := sl.s.egress
+	if eg != nil {
+		eg.stop()
+	}
+	resume := func() {
+		if eg != nil {
+			eg.start()
+		}
+	}
+	// Anything that arrived meanwhile is served awake.
+	fds := []unix.PollFd{{Fd: fdOf(sl.s.conn), Events: unix.POLLIN}}
+	if eg != nil {
+		fds = append(fds, unix.PollFd{Fd: int32(eg.fd), Events: unix.POLLIN}) //nolint:gosec // G115: a descriptor
+	}
+	if n, err := unix.Poll(fds, 0); err != nil || n != 0 || !sl.idle() {
+		resume()
+		return errNotIdle
+	}
+	// The exec happens on this goroutine's thread, which must not be the
+	// forking thread (its bounding set is empty) and must hold the set
+	// the init started with. The lock is never undone on the way to the
+	// exec: the thread is not handed back to the runtime.
+	runtime.LockOSThread()
+	if err := sl.execThreadOK(); err != nil {
+		runtime.UnlockOSThread()
+		resume()
+		return err
+	}
+	argv, err := sl.argv()
+	if err != nil {
+		runtime.UnlockOSThread()
+		resume()
+		return err
+	}
+	err = sl.exec(keeperArgv0(eg != nil), argv, eg)
+	// exec only returns on failure, after it moved descriptors: the
+	// init's state is no longer sound. Fail closed: the server sees its
+	// init end.
+	fmt.Fprintln(os.Stderr, "sandhold init: sleep:", err)
+	os.Exit(1)
+	return nil
+}
+
+func keeperArgv0(egress bool) string {
+	if egress {
+		return keeperName + "+"
+	}
+	return keeperName
+}
+
+// execThreadOK checks the calling (locked) thread may exec the keeper.
+func (sl *sleeper) execThreadOK() error {
+	if unix.Gettid() == unix.Getpid() {
+		return errors.New("sleep: on the forking thread")
+	}
+	b, err := caps.ThreadBounding()
+	if err != nil {
+		return fmt.Errorf("sleep: %w", err)
+	}
+	if b != sl.bset {
+		return fmt.Errorf("sleep: this thread's bounding set is %#x, not the init's %#x", b, sl.bset)
+	}
+	return nil
+}
+
+// resumeState is what the resumed init needs of the one that slept (its
+// argv[1], JSON).
+type resumeState struct {
+	Setup Setup `json:"setup"`
+	// Slack is the forking thread's timer slack to restore.
+	Slack int `json:"slack"`
+}
+
+// argv is the keeper's argv after argv[0]: the resumed init's argv.
+func (sl *sleeper) argv() ([]string, error) {
+	b, err := json.Marshal(resumeState{Setup: sl.s.setup, Slack: sl.slack})
+	if err != nil {
+		return nil, fmt.Errorf("sleep: encode state: %w", err)
+	}
+	return []string{resumeName, string(b)}, nil
+}
+
+// exec moves the descriptors the keeper needs to their numbers, without
+// close-on-exec, and executes the keeper. Every other descriptor of the
+// init is close-on-exec. It returns only on failure.
+func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
+	argvp, err := syscall.SlicePtrFromStrings(append([]string{argv0}, rest...))
+	if err != nil {
+		return err
+	}
+	envp, err := syscall.SlicePtrFromStrings(os.Environ())
+	if err != nil {
+		return err
+	}
+	empty, err := unix.BytePtrFromString("")
+	if err != nil {
+		return err
+	}
+	// Copies above any target first, so no move overwrites a source. A
+	// target may hold one of the init's own close-on-exec descriptors
+	// (/dev/null, say), which the exec would close anyway; not the
+	// runtime's poller: it was created while 3-5 were still the
+	// inherited ones (Main, resume).
+	type move struct{ from, to int }
+	moves := []move{{int(fdOf(sl.s.conn)), fdProto}, {sl.exe, fdExeFile}}
+	if eg != nil {
+		moves = append(moves, move{eg.fd, fdEgressSleep})
+	}
+	for i, m := range moves {
+		fd, err := unix.FcntlInt(uintptr(m.from), unix.F_DUPFD_CLOEXEC, fdExeFile+1)
+		if err != nil {
+			return fmt.Errorf("copy descriptor %d: %w", m.from, err)
+		}
+		moves[i].from = fd
+	}
+	for _, m := range moves {
+		if err := unix.Dup3(m.from, m.to, 0); err != nil {
+			return fmt.Errorf("move descriptor to %d: %w", m.to, err)
+		}
+	}
+	// The forking thread's timer slack is restored after the wake; this
+	// thread's is inherited by the resumed init's threads, sysmon among
+	// them (see sysmon_linux.go: the sandbox's /proc is read-only to the
+	// resumed init, so it cannot set sysmon's as Main does).
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, sysmonSlack, 0, 0, 0)
+	// A clean signal mask: the resumed runtime keeps the one it starts
+	// with for every child it forks.
+	var none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
+		return fmt.Errorf("clear the signal mask: %w", err)
+	}
+	_, _, errno := unix.RawSyscall6(unix.SYS_EXECVEAT, uintptr(fdExeFile), uintptr(unsafe.Pointer(empty)), //nolint:gosec // G103: execveat(2) takes pointers
+		uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])), unix.AT_EMPTY_PATH, 0) //nolint:gosec // G103: execveat(2) takes pointers
+	runtime.KeepAlive(argvp)
+	runtime.KeepAlive(envp)
+	return fmt.Errorf("execveat keeper: %w", errno)
+}
+
+// fdOf is the protocol socket's descriptor.
+func fdOf(c *Conn) int32 {
+	var fd int32 = -1
+	if rc, err := c.c.SyscallConn(); err == nil {
+		_ = rc.Control(func(u uintptr) { fd = int32(u) }) //nolint:gosec // G115: a descriptor
+	}
+	return fd
+}
+
+// aloneInPidNS reports whether the pid namespace whose proc is mounted at
+// dir holds no process but 1. Zombies are listed too.
+func aloneInPidNS(dir string) (bool, error) {
+	d, err := os.Open(dir) //nolint:gosec // G304: the sandbox's own /proc
+	if err != nil {
+		return false, fmt.Errorf("sleep: list processes: %w", err)
+	}
+	defer func() { _ = d.Close() }()
+	for {
+		names, err := d.Readdirnames(64)
+		for _, n := range names {
+			if pid, perr := strconv.Atoi(n); perr == nil && pid != 1 {
+				return false, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("sleep: list processes: %w", err)
+		}
+	}
+}
+
+// keptExe returns a close-on-exec duplicate of descriptor fd if it is this
+// process's own program (the memfd the server started it from), else -1.
+func keptExe(fd int) int {
+	var a, b unix.Stat_t
+	if unix.Fstat(fd, &a) != nil || unix.Stat("/proc/self/exe", &b) != nil || a.Dev != b.Dev || a.Ino != b.Ino {
+		return -1
+	}
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return nfd
+}
+
+// threadSecurity reads the "Seccomp", "NoNewPrivs" and "CapAmb" fields of
+// the calling thread's status.
+func threadSecurity() (seccomp, nnp, ambient string, err error) {
+	b, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		return "", "", "", err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "Seccomp:"); ok {
+			seccomp = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "NoNewPrivs:"); ok {
+			nnp = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "CapAmb:"); ok {
+			ambient = strings.TrimSpace(v)
+		}
+	}
+	return seccomp, nnp, ambient, nil
+}
+
+func newSleeper(s *server, exe int, bset uint64, slack int) *sleeper {
+	after := sleepAfter
+	if s.setup.SleepAfterMs > 0 {
+		after = time.Duration(s.setup.SleepAfterMs) * time.Millisecond
+	}
+	return &sleeper{s: s, after: after, exe: exe, bset: bset, slack: slack}
+}
+
+// resume is Main for an init the keeper woke: the sandbox was set up by the
+// init that slept (namespaces, root, landlock, seccomp and no_new_privs
+// survive execve and cannot be undone from inside); what belongs to the
+// process and is reset by execve is set again, and the forking thread drops
+// its bounding set again. Then it serves the message that woke it.
+func resume() error {
+	if len(os.Args) != 2 {
+		return errors.New("resume: want one argument")
+	}
+	var rs resumeState
+	if err := json.Unmarshal([]byte(os.Args[1]), &rs); err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	st := rs.Setup
+	exe := keptExe(fdExeFile)
+	egress := -1
+	if st.EgressListen && !st.HostNetwork {
+		fd, err := unix.FcntlInt(fdEgressSleep, unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("resume: egress listener: %w", err)
+		}
+		egress = fd
+	}
+	protoFile := os.NewFile(fdProto, "proto")
+	conn, err := NewConn(protoFile)
+	_ = protoFile.Close()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	// The originals of what was kept above, and anything else.
+	if err := closeInherited(fdProto); err != nil {
+		return err
+	}
+	if err := processSettings(); err != nil {
+		return err
+	}
+	// The exec from the keeper's only thread kept it; the resumed init
+	// sets it for itself all the same (it is cheap and this is PID 1).
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		return fmt.Errorf("resume: parent-death signal: %w", err)
+	}
+	if err := checkResumed(st); err != nil {
+		return err
+	}
+	bset, err := caps.ThreadBounding()
+	if err != nil {
+		return err
+	}
+	// The ambient sets were cleared on every thread at setup and a root
+	// exec keeps them as they were (checkResumed checked): only the
+	// forking thread's bounding set is to drop again.
+	if err := caps.DropBoundingSetThread(); err != nil && !st.Insecure {
+		return fmt.Errorf("resume: %w", err)
+	}
+	if rs.Slack > 0 {
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(rs.Slack), 0, 0, 0) //nolint:gosec // G115: a positive slack in ns
+	}
+	s := newServer(conn, st)
+	s.devNull, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("resume: open /dev/null: %w", err)
+	}
+	if sleepDisabled(st, exe) == "" {
+		s.sleep = newSleeper(s, exe, bset, rs.Slack)
+	} else if exe >= 0 {
+		_ = unix.Close(exe)
+	}
+	return s.run(egress)
+}
+
+// checkResumed checks, before the resumed init serves, that the layers it
+// inherited are there: the cgroup namespace shows the sandbox's group as
+// its root, and seccomp (filter mode) and no_new_privs hold (unless the
+// sandbox runs without isolation).
+func checkResumed(st Setup) error {
+	b, err := os.ReadFile("/proc/thread-self/cgroup")
+	if err != nil {
+		return fmt.Errorf("resume: read the cgroup view: %w", err)
+	}
+	if _, leaked := hostCgroupPath(string(b)); leaked {
+		return errors.New("resume: the cgroup namespace is not the sandbox's")
+	}
+	if st.Insecure {
+		return nil
+	}
+	mode, nnp, amb, err := threadSecurity()
+	if err != nil {
+		return fmt.Errorf("resume: read own status: %w", err)
+	}
+	if mode != "2" || nnp != "1" || amb != "0000000000000000" {
+		return fmt.Errorf("resume: seccomp mode %q, no_new_privs %q, ambient capabilities %q; want 2, 1 and none", mode, nnp, amb)
+	}
+	return nil
+}
