@@ -114,12 +114,31 @@ func (p *pool) take(spec Spec) *Sandbox {
 		p.ready = p.ready[1:]
 		p.wake()
 		if s.State() == Running {
+			wakeInit(s)
 			return s
 		}
 		// Its init died while waiting; throw it away.
 		go func() { s.shutdown(); p.m.discard(s) }()
 	}
 	return nil
+}
+
+// wakeInit pings a pool sandbox's init as it is handed out, beside the
+// rest of the create: an init idle for its quiet period sleeps in its
+// keeper (internal/agent, sleep_linux.go), and the wake (a Go runtime
+// start, ≈17 ms) should not fall on the owner's first command.
+func wakeInit(s *Sandbox) {
+	s.mu.Lock()
+	inst := s.inst
+	s.mu.Unlock()
+	if inst == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = inst.Ping(ctx) // a dead init is the sandbox's own restart's business
+	}()
 }
 
 // warmUp runs one command in a fresh pool sandbox, so its init has paged
