@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // startTimeout bounds initdb plus the server's start.
@@ -224,11 +226,14 @@ func Start(ctx context.Context, binDir string, opts ...StartOption) (*Server, er
 		return nil, err
 	}
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
+	// Started from a thread held for the server's life: its Pdeathsig
+	// follows that thread (testenv.StartHeld says why).
+	waited, err := testenv.StartHeld(s.cmd)
+	if err != nil {
 		_ = logf.Close()
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	go func() { _ = s.cmd.Wait(); _ = logf.Close(); close(s.exited) }()
+	go func() { <-waited; _ = logf.Close(); close(s.exited) }()
 	for {
 		c, err := pgx.Connect(ctx, s.url("postgres"))
 		if err == nil {

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // startWait caps how long Chromium may take to write its DevTools port.
@@ -69,11 +71,12 @@ func Start(t testing.TB) *Browser {
 	cmd := exec.Command(bin, args...) // #nosec G204 -- a test launching the host's Chromium with fixed flags
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+	// Started from a thread held for the browser's life: its Pdeathsig
+	// follows that thread (testenv.StartHeld says why).
+	exited, err := testenv.StartHeld(cmd)
+	if err != nil {
 		t.Skipf("chromium does not start here: %v", err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
