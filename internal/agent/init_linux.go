@@ -280,15 +280,14 @@ func setupLayers(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) 
 		layers[len(layers)-1].Detail = fmt.Sprintf("ABI %d; writable: %v; TCP restricted: %v; signals scoped: %v; abstract unix sockets scoped: %v",
 			llStatus.ABI, rules.ReadWrite, llStatus.TCPRestricted, llStatus.ScopedSignals, llStatus.ScopedAbstractUnix)
 	}
-	if err := add("capabilities (bounding set empty)", dropCaps()); err != nil {
+	if err := add("capabilities (bounding set empty)", dropCaps(noSleep == "")); err != nil {
 		return layers, egress, err
 	}
 	if layers[len(layers)-1].Active {
-		d := "empty on the init's thread that forks every command, so every command starts with none; idle sleep: "
-		if noSleep == "" {
-			d += "in a keeper, exec'd from another thread of the init, which keeps the init's set for it"
-		} else {
-			d += noSleep
+		d := "empty on the init's thread that forks every command, so every command starts with none; idle sleep: " +
+			"in a keeper, exec'd from another thread of the init, which keeps the init's set for it"
+		if noSleep != "" {
+			d = "empty on every thread of the init; idle sleep: " + noSleep
 		}
 		layers[len(layers)-1].Detail = d
 	}
@@ -306,12 +305,17 @@ func setupLayers(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) 
 	return layers, egress, nil
 }
 
-// dropCaps empties the bounding set of the calling thread, the one that
-// forks every command (forkLoop), and the ambient set of every thread.
-// The init's other threads keep their bounding set: they fork nothing, and
-// one of them executes the keeper (sleep_linux.go).
-func dropCaps() error {
-	if err := caps.DropBoundingSetThread(); err != nil {
+// dropCaps empties the ambient set of every thread and the bounding set
+// of the calling thread, the one that forks every command (forkLoop). An
+// init that can sleep keeps its other threads' bounding set: they fork
+// nothing, and one of them executes the keeper (sleep_linux.go). One that
+// cannot sleep has no use for it and empties every thread's.
+func dropCaps(canSleep bool) error {
+	drop := caps.DropBoundingSet
+	if canSleep {
+		drop = caps.DropBoundingSetThread
+	}
+	if err := drop(); err != nil {
 		return err
 	}
 	return caps.ClearAmbient()
