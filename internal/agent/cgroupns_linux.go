@@ -32,7 +32,7 @@ import (
 // sandbox).
 
 // An init that can sleep (sleep_linux.go) moves every thread instead
-// (enterCgroupNSAll): the thread that executes its keeper is not the
+// (enterCgroupNS with allThreads): the thread that executes its keeper is not the
 // forking one, and the keeper and the resumed init keep that thread's
 // namespace; the seccomp filter forbids unshare and setns afterwards. psx
 // makes the call on every thread at once (libpsx in cgo builds), each

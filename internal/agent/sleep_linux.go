@@ -53,7 +53,7 @@ import (
 // The cgroup namespace is per thread, and the exec'ing thread's is the
 // one the keeper and the resumed init keep; setup therefore moves every
 // thread of an init that can sleep into a namespace rooted at the sandbox's
-// group (enterCgroupNSAll), and the resumed init checks its view.
+// group (enterCgroupNS with allThreads), and the resumed init checks its view.
 
 // Names in argv[0] that tell the programs apart (Entry; keeper_amd64.s
 // compares keeperName byte by byte; keeperName+"+" also polls the egress
