@@ -64,8 +64,16 @@ const (
 )
 
 // Descriptors across the keeper: the protocol socket stays fdProto and the
-// program fdExeFile, as when the server started the init.
+// program fdExeFile, as when the server started the init; the egress
+// listener is fdEgressSleep. The resumed init's state (resumeState, in a
+// sealed memfd) keeps whatever number above fdExeFile it has (the Go
+// runtime holds descriptors of its own from its start, at numbers that
+// depend on what the process inherited), and argv[1] names it.
 const fdEgressSleep = 4
+
+// maxResumeState caps the state the resumed init reads (a Setup is a few
+// hundred bytes; its port lists are bounded by 65535 entries each).
+const maxResumeState = 1 << 20
 
 // sleepAfter is the default quiet period before an idle init sleeps. See
 // BENCHMARKS.md "An idle init sleeps in a one-page keeper" for the wake
@@ -218,13 +226,20 @@ func (sl *sleeper) trySleep() error {
 		resume()
 		return err
 	}
-	argv, err := sl.argv()
+	state, err := sl.state()
 	if err != nil {
 		runtime.UnlockOSThread()
 		resume()
 		return err
 	}
-	err = sl.exec(keeperArgv0(eg != nil), argv, eg)
+	moves := sl.moves(eg)
+	if err := sl.targetsSafe(moves); err != nil {
+		_ = unix.Close(state)
+		runtime.UnlockOSThread()
+		resume()
+		return err
+	}
+	err = sl.exec(keeperArgv0(eg != nil), []string{resumeName, strconv.Itoa(state)}, moves, state)
 	// exec only returns on failure, after it moved descriptors: the
 	// init's state is no longer sound. Fail closed: the server sees its
 	// init end.
@@ -255,27 +270,148 @@ func (sl *sleeper) execThreadOK() error {
 	return nil
 }
 
-// resumeState is what the resumed init needs of the one that slept (its
-// argv[1], JSON).
+// resumeState is what the resumed init needs of the one that slept: JSON
+// in a sealed memfd whose descriptor number alone is the resumed init's
+// argv[1]. Not in argv itself: /proc/1/cmdline is readable to every
+// process in the sandbox, non-dumpable or not, and would show the
+// sandbox's configuration. The memfd is close-on-exec in the sleeping init
+// until the last moment before the exec (nothing is forked then), is held
+// without it only by the keeper and by the resumed init until it has read
+// it — while no other process is in the sandbox, and PID 1 is non-dumpable
+// so its /proc/1/fd is closed to the sandbox anyway — and the resumed init
+// closes it before it serves.
 type resumeState struct {
 	Setup Setup `json:"setup"`
 	// Slack is the forking thread's timer slack to restore.
 	Slack int `json:"slack"`
 }
 
-// argv is the keeper's argv after argv[0]: the resumed init's argv.
-func (sl *sleeper) argv() ([]string, error) {
+// state writes the resumed init's state into a sealed, close-on-exec memfd
+// numbered above every descriptor the keeper needs at a fixed number.
+func (sl *sleeper) state() (int, error) {
 	b, err := json.Marshal(resumeState{Setup: sl.s.setup, Slack: sl.slack})
 	if err != nil {
-		return nil, fmt.Errorf("sleep: encode state: %w", err)
+		return -1, fmt.Errorf("sleep: encode state: %w", err)
 	}
-	return []string{resumeName, string(b)}, nil
+	fd, err := sealedMemfd("sandhold-resume", b)
+	if err != nil {
+		return -1, fmt.Errorf("sleep: state: %w", err)
+	}
+	if fd > fdExeFile {
+		return fd, nil
+	}
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, fdExeFile+1) //nolint:gosec // G115: a descriptor
+	_ = unix.Close(fd)
+	if err != nil {
+		return -1, fmt.Errorf("sleep: state: %w", err)
+	}
+	return high, nil
+}
+
+// sealedMemfd returns a close-on-exec memfd holding b, sealed against any
+// change.
+func sealedMemfd(name string, b []byte) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	if errors.Is(err, unix.EINVAL) {
+		// Before Linux 6.3 there is no MFD_NOEXEC_SEAL.
+		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create: %w", err)
+	}
+	for off := 0; off < len(b); {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
+		if err != nil {
+			_ = unix.Close(fd)
+			return -1, fmt.Errorf("write memfd: %w", err)
+		}
+		off += n
+	}
+	const seals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		_ = unix.Close(fd)
+		return -1, fmt.Errorf("seal memfd: %w", err)
+	}
+	return fd, nil
+}
+
+// readResumeState reads and closes the state the init that slept left on
+// descriptor arg (the resumed init's argv[1]): a sealed memfd.
+func readResumeState(arg string) (resumeState, error) {
+	var rs resumeState
+	fd, err := strconv.Atoi(arg)
+	if err != nil || fd <= fdExeFile {
+		return rs, fmt.Errorf("resume: state descriptor %q, want a number above %d", arg, fdExeFile)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	const want = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0) //nolint:gosec // G115: a descriptor
+	if err != nil || seals&want != want {
+		return rs, fmt.Errorf("resume: descriptor %d is not a sealed memfd (seals %#x, %v)", fd, seals, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return rs, fmt.Errorf("resume: state: %w", err)
+	}
+	if st.Size <= 0 || st.Size > maxResumeState {
+		return rs, fmt.Errorf("resume: state of %d bytes", st.Size)
+	}
+	b := make([]byte, st.Size)
+	for off := 0; off < len(b); {
+		n, err := unix.Pread(fd, b[off:], int64(off))
+		if err != nil {
+			return rs, fmt.Errorf("resume: read state: %w", err)
+		}
+		if n == 0 {
+			return rs, errors.New("resume: state cut short")
+		}
+		off += n
+	}
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return rs, fmt.Errorf("resume: %w", err)
+	}
+	return rs, nil
+}
+
+// fdMove is a descriptor the keeper needs and the number it needs it at.
+type fdMove struct{ from, to int }
+
+// moves lists what the keeper holds at fixed numbers: the protocol socket,
+// the program and the egress listener.
+func (sl *sleeper) moves(eg *egressRelay) []fdMove {
+	m := []fdMove{{int(fdOf(sl.s.conn)), fdProto}, {sl.exe, fdExeFile}}
+	if eg != nil {
+		m = append(m, fdMove{eg.fd, fdEgressSleep})
+	}
+	return m
+}
+
+// targetsSafe checks that the moves overwrite nothing the init still uses
+// until the exec: every target is free, one of the moved descriptors (they
+// are copied first), or /dev/null. Anything else — the runtime's poller,
+// say — would be closed under a running thread's feet.
+func (sl *sleeper) targetsSafe(moves []fdMove) error {
+	for _, m := range moves {
+		ok := m.to == sl.s.devNull
+		for _, o := range moves {
+			ok = ok || m.to == o.from
+		}
+		if ok {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(m.to), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+			what, _ := os.Readlink("/proc/thread-self/fd/" + strconv.Itoa(m.to))
+			return fmt.Errorf("sleep: descriptor %d, which the keeper needs, holds %q", m.to, what)
+		}
+	}
+	return nil
 }
 
 // exec moves the descriptors the keeper needs to their numbers, without
-// close-on-exec, and executes the keeper. Every other descriptor of the
-// init is close-on-exec. It returns only on failure.
-func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
+// close-on-exec, clears close-on-exec on the state (above them all) and
+// executes the keeper. Every other descriptor of the init is
+// close-on-exec. It returns only on failure.
+func (sl *sleeper) exec(argv0 string, rest []string, moves []fdMove, state int) error {
 	argvp, err := syscall.SlicePtrFromStrings(append([]string{argv0}, rest...))
 	if err != nil {
 		return err
@@ -289,15 +425,8 @@ func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
 		return err
 	}
 	// Copies above any target first, so no move overwrites a source. A
-	// target may hold one of the init's own close-on-exec descriptors
-	// (/dev/null, say), which the exec would close anyway; not the
-	// runtime's poller: it was created while 3-5 were still the
-	// inherited ones (Main, resume).
-	type move struct{ from, to int }
-	moves := []move{{int(fdOf(sl.s.conn)), fdProto}, {sl.exe, fdExeFile}}
-	if eg != nil {
-		moves = append(moves, move{eg.fd, fdEgressSleep})
-	}
+	// target may hold /dev/null, which the exec would close anyway;
+	// targetsSafe checked it holds nothing else.
 	for i, m := range moves {
 		fd, err := unix.FcntlInt(uintptr(m.from), unix.F_DUPFD_CLOEXEC, fdExeFile+1)
 		if err != nil {
@@ -309,6 +438,9 @@ func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
 		if err := unix.Dup3(m.from, m.to, 0); err != nil {
 			return fmt.Errorf("move descriptor to %d: %w", m.to, err)
 		}
+	}
+	if _, err := unix.FcntlInt(uintptr(state), unix.F_SETFD, 0); err != nil { //nolint:gosec // G115: a descriptor
+		return fmt.Errorf("hand on the state: %w", err)
 	}
 	// The forking thread's timer slack is restored after the wake; this
 	// thread's is inherited by the resumed init's threads, sysmon among
@@ -413,9 +545,9 @@ func resume() error {
 	if len(os.Args) != 2 {
 		return errors.New("resume: want one argument")
 	}
-	var rs resumeState
-	if err := json.Unmarshal([]byte(os.Args[1]), &rs); err != nil {
-		return fmt.Errorf("resume: %w", err)
+	rs, err := readResumeState(os.Args[1])
+	if err != nil {
+		return err
 	}
 	st := rs.Setup
 	exe := keptExe(fdExeFile)

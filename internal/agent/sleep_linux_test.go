@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,13 @@ func waitState(t *testing.T, pid int, want string, within time.Duration) map[str
 
 func waitAsleep(t *testing.T, ts *testSandbox) map[string]string {
 	t.Helper()
+	if ts.log != nil {
+		defer func() {
+			if t.Failed() {
+				t.Logf("the init's log: %s", ts.log.String())
+			}
+		}()
+	}
 	return waitState(t, ts.Pid, keeperName, 20*time.Second)
 }
 
@@ -304,10 +312,85 @@ func TestSleepWakeRoundsLeakNoDescriptors(t *testing.T) {
 			t.Fatalf("round %d: the keeper holds %d descriptors, %d after the first sleep", round, n, asleep)
 		}
 	}
-	// 0-2, the protocol socket (3) and the program (5).
-	if asleep != 5 {
-		t.Errorf("the keeper holds %d descriptors, want 5 (0-2, 3, 5)", asleep)
+	// 0-2, the protocol socket (3), the program (5) and the resumed
+	// init's state.
+	if asleep != 6 {
+		t.Errorf("the keeper holds %d descriptors, want 6 (0-2, 3, 5, the state)", asleep)
 	}
+}
+
+// TestWokenInitHidesItsSetup: the sleeping init hands its Setup to the
+// resumed one in a sealed memfd, not on its command line, which every
+// process in the sandbox can read (/proc/1/cmdline is not guarded by
+// dumpability). After a sleep and a wake a command sees only the
+// descriptor's number there, cannot reach the memfd, and the sandbox
+// works.
+func TestWokenInitHidesItsSetup(t *testing.T) {
+	ts := launchSleepy(t, func(st *Setup) {
+		st.Hostname = "hidden-host-name"
+		st.LoopbackPorts = []uint16{31337}
+	})
+	for round := range 2 {
+		waitAsleep(t, ts)
+		host, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ts.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Split(strings.TrimSuffix(string(host), "\x00"), "\x00")
+		if len(args) != 3 || args[0] != keeperName || args[1] != resumeName {
+			t.Fatalf("round %d: the keeper's command line is %q, want %s %s <descriptor>", round, host, keeperName, resumeName)
+		}
+		fd, err := strconv.Atoi(args[2])
+		if err != nil || fd <= fdExeFile {
+			t.Fatalf("round %d: the state's descriptor is %q", round, args[2])
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", ts.Pid, fd)); err != nil || !strings.HasPrefix(l, "/memfd:sandhold-resume") {
+			t.Errorf("round %d: the keeper's descriptor %d is %q (%v), want the state's memfd", round, fd, l, err)
+		}
+		r := ts.run(t, "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo; hostname")
+		if r.exit.Code != 0 {
+			t.Fatalf("round %d: exit %d, stderr %q", round, r.exit.Code, r.stderr)
+		}
+		if want := resumeName + " " + args[2] + " \nhidden-host-name\n"; r.stdout != want {
+			t.Errorf("round %d: the woken init's command line and hostname read %q, want %q", round, r.stdout, want)
+		}
+		for _, leak := range []string{"setup", "31337", "{"} {
+			if strings.Contains(r.stdout, leak) {
+				t.Errorf("round %d: /proc/1/cmdline shows %q: %q", round, leak, r.stdout)
+			}
+		}
+		// The memfd is closed in the woken init and was never a
+		// command's: neither /proc/1/fd nor an inherited 6 reaches it.
+		for _, argv := range [][]string{
+			{"ls", "/proc/1/fd"},
+			{"cat", "/proc/1/fd/" + args[2]},
+			{"sh", "-c", "exec cat <&" + args[2]},
+		} {
+			if r := ts.run(t, argv...); r.exit.Code == 0 {
+				t.Errorf("round %d: %v succeeded: %q", round, argv, r.stdout)
+			}
+		}
+		if fds := hostFDLinks(t, ts.Pid); strings.Contains(fds, "sandhold-resume") {
+			t.Errorf("round %d: the woken init still holds its state: %s", round, fds)
+		}
+	}
+}
+
+// hostFDLinks lists where the init's descriptors point, as the host sees
+// them.
+func hostFDLinks(t *testing.T, pid int) string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		l, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		fmt.Fprintf(&b, "%s -> %s; ", e.Name(), l)
+	}
+	return b.String()
 }
 
 // TestRequestAtTheDeadlineIsNotLost: calls that arrive around the end of
@@ -553,8 +636,8 @@ func TestSleepWithEgressListener(t *testing.T) {
 	})
 	for round := range 2 {
 		waitAsleep(t, ts)
-		if n := fdCount(t, ts.Pid); n != 6 {
-			t.Errorf("round %d: the keeper holds %d descriptors, want 6 (0-2, 3, 4, 5)", round, n)
+		if n := fdCount(t, ts.Pid); n != 7 {
+			t.Errorf("round %d: the keeper holds %d descriptors, want 7 (0-2, 3, 4, 5, the state)", round, n)
 		}
 		r := ts.run(t, "python3", "-c", fmt.Sprintf("import socket; s = socket.create_connection(('127.0.0.1', %d)); s.sendall(b'hi'); print('sent')", EgressPort))
 		if r.exit.Code != 0 || r.stdout != "sent\n" {
