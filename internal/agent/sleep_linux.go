@@ -109,6 +109,63 @@ type sleeper struct {
 	// reaped is the reaper's channel: two sends in a row prove that a
 	// reap that was under way has sent its exit event.
 	reaped chan<- os.Signal
+
+	// The record of attempts (trySleep), on the protocol loop's goroutine
+	// only, handed on across sleeps (resumeState); report (the init's
+	// stderr: the server's log) hears of failures.
+	record sleepRecord
+	report io.Writer
+}
+
+// sleepRecord counts an init's attempts to sleep over its whole life (the
+// woken init carries on the count of the one that slept).
+type sleepRecord struct {
+	// Attempts counts the idle checks that ran; Slept the ones that
+	// ended in the keeper; Failed the ones that could not sleep for a
+	// reason other than work under way (errNotIdle): an error listing
+	// the processes, a thread with the wrong bounding set, no memfd for
+	// the state... Such an init stays awake and tries again a quiet
+	// period later.
+	Attempts int64 `json:"attempts"`
+	Slept    int64 `json:"slept"`
+	Failed   int64 `json:"failed"`
+	// LastFailure is the reason of the last failure.
+	LastFailure string `json:"last_failure,omitempty"`
+	// Logged is the reason last written to the log.
+	Logged string `json:"logged,omitempty"`
+}
+
+// note counts one attempt that ended in err (nil: it sleeps now) and says
+// whether the failure is to be logged: the first of each reason in a row,
+// and then the 2nd, 4th, 8th... failure, so a sandbox that can never sleep
+// writes a line every doubling of its failures rather than every period.
+func (r *sleepRecord) note(err error) bool {
+	r.Attempts++
+	switch {
+	case err == nil:
+		r.Slept++
+		return false
+	case errors.Is(err, errNotIdle):
+		return false
+	}
+	r.Failed++
+	r.LastFailure = err.Error()
+	if r.LastFailure != r.Logged || r.Failed&(r.Failed-1) == 0 {
+		r.Logged = r.LastFailure
+		return true
+	}
+	return false
+}
+
+// trySleep is one attempt (sleepOnce), counted and, if it failed, reported.
+func (sl *sleeper) trySleep() error {
+	err := sl.sleepOnce()
+	if sl.record.note(err) && sl.report != nil {
+		r := sl.record
+		_, _ = fmt.Fprintf(sl.report, "sandhold init: idle sleep failed, the init stays awake: %s (failed %d of %d attempts; slept %d)\n",
+			r.LastFailure, r.Failed, r.Attempts, r.Slept)
+	}
+	return err
 }
 
 // sleepDisabled reports why an init cannot sleep, "" if it can.
@@ -178,11 +235,11 @@ func (sl *sleeper) idle() bool {
 // errNotIdle: something is under way; the init stays awake.
 var errNotIdle = errors.New("not idle")
 
-// trySleep runs on the protocol loop's goroutine after its read stopped
+// sleepOnce runs on the protocol loop's goroutine after its read stopped
 // at fire's deadline, so no request is read meanwhile. If everything is
 // idle it executes the keeper and does not return; otherwise it returns
 // why not, with everything as it was.
-func (sl *sleeper) trySleep() error {
+func (sl *sleeper) sleepOnce() error {
 	if !sl.idle() {
 		return errNotIdle
 	}
@@ -226,7 +283,11 @@ func (sl *sleeper) trySleep() error {
 		resume()
 		return err
 	}
-	state, err := sl.state()
+	// Counted before the state is written: the woken init carries on
+	// with it.
+	rec := sl.record
+	rec.note(nil)
+	state, err := sl.state(rec)
 	if err != nil {
 		runtime.UnlockOSThread()
 		resume()
@@ -284,12 +345,14 @@ type resumeState struct {
 	Setup Setup `json:"setup"`
 	// Slack is the forking thread's timer slack to restore.
 	Slack int `json:"slack"`
+	// Record is the count of attempts to sleep, this one included.
+	Record sleepRecord `json:"record"`
 }
 
 // state writes the resumed init's state into a sealed, close-on-exec memfd
 // numbered above every descriptor the keeper needs at a fixed number.
-func (sl *sleeper) state() (int, error) {
-	b, err := json.Marshal(resumeState{Setup: sl.s.setup, Slack: sl.slack})
+func (sl *sleeper) state(rec sleepRecord) (int, error) {
+	b, err := json.Marshal(resumeState{Setup: sl.s.setup, Slack: sl.slack, Record: rec})
 	if err != nil {
 		return -1, fmt.Errorf("sleep: encode state: %w", err)
 	}
@@ -533,7 +596,7 @@ func newSleeper(s *server, exe int, bset uint64, slack int) *sleeper {
 	if s.setup.SleepAfterMs > 0 {
 		after = time.Duration(s.setup.SleepAfterMs) * time.Millisecond
 	}
-	return &sleeper{s: s, after: after, exe: exe, bset: bset, slack: slack}
+	return &sleeper{s: s, after: after, exe: exe, bset: bset, slack: slack, report: os.Stderr}
 }
 
 // resume is Main for an init the keeper woke: the sandbox was set up by the
@@ -601,6 +664,7 @@ func resume() error {
 	}
 	if sleepDisabled(st, exe) == "" {
 		s.sleep = newSleeper(s, exe, bset, rs.Slack)
+		s.sleep.record = rs.Record
 	} else if exe >= 0 {
 		_ = unix.Close(exe)
 	}

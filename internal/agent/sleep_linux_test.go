@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -704,5 +705,95 @@ func TestAloneInPidNS(t *testing.T) {
 	}
 	if _, err := aloneInPidNS(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("a missing directory reads as alone")
+	}
+}
+
+// TestFailedSleepIsReported: an idle init that cannot sleep says so in the
+// server's log (its stderr) with the reason and its counts, stays awake
+// and serves, sleeps once the cause is gone, and the woken init carries
+// the counts on. The failure is real: the host lowers the init's open
+// files limit to nothing, so it cannot list its processes.
+func TestFailedSleepIsReported(t *testing.T) {
+	ts := launchSleepy(t, nil)
+	waitAsleep(t, ts)
+	ctx := context.Background()
+	if err := ts.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var old unix.Rlimit
+	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog := func(want string) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			for line := range strings.Lines(ts.log.String()) {
+				if strings.Contains(line, want) {
+					return line
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the init's log: %s", want, ts.log.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	line := waitLog("failed 1 of ")
+	if !strings.Contains(line, "idle sleep failed") || !strings.Contains(line, "too many open files") || !strings.Contains(line, "slept 1)") {
+		t.Errorf("the report: %q", line)
+	}
+	if name := procStatus(t, ts.Pid)["Name"]; name != "sandhold-init" {
+		t.Fatalf("the init is %q, want it awake", name)
+	}
+	if err := ts.Ping(ctx); err != nil {
+		t.Fatal("an init that could not sleep does not answer:", err)
+	}
+	restore()
+	waitAsleep(t, ts)
+	if err := ts.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The woken init fails again: its count goes on from the one that
+	// slept, and a second failure of the same reason is logged (2 is a
+	// power of two).
+	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
+		t.Fatal(err)
+	}
+	line = waitLog("failed 2 of ")
+	restore()
+	if !strings.Contains(line, "slept 2)") {
+		t.Errorf("the woken init's report does not count the sleeps before: %q", line)
+	}
+	waitAsleep(t, ts)
+}
+
+// TestSleepRecord: attempts, sleeps and failures are counted; work under
+// way is no failure; a failure is logged when its reason changes and at
+// every doubling of the failures.
+func TestSleepRecord(t *testing.T) {
+	var r sleepRecord
+	a, b := errors.New("a"), errors.New("b")
+	var logged []int64
+	for i, err := range []error{errNotIdle, a, a, a, a, b, b, nil, a, a} {
+		if r.note(err) {
+			logged = append(logged, int64(i))
+		}
+	}
+	if r.Attempts != 10 || r.Slept != 1 || r.Failed != 8 || r.LastFailure != "a" {
+		t.Fatalf("record %+v", r)
+	}
+	// Logged: failures 1 (a, new), 2, 4, 5 (b, new), 7 (a, new), 8; not
+	// 3 and 6 (same reason, no power of two).
+	if want := []int64{1, 2, 4, 5, 8, 9}; fmt.Sprint(logged) != fmt.Sprint(want) {
+		t.Errorf("logged at attempts %v, want %v", logged, want)
 	}
 }
