@@ -37,7 +37,6 @@
 //     sees it) and descriptors: stdin writer (when asked), stdout and stderr
 //     readers — or the PTY master. The server reads output straight from
 //     those descriptors; the protocol never copies command output.
-//   - signal: deliver a signal to a process (or its process group).
 //   - exit (event, id = the spawn request's id): exit code or signal and the
 //     rusage of the process.
 //   - open: open a file inside the sandbox view and pass the descriptor back;

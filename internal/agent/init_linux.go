@@ -435,11 +435,6 @@ func (s *server) dispatch(req Request, files []*os.File) (Response, []*os.File, 
 			return Response{}, nil, invalidf("spawn without arguments")
 		}
 		return s.spawn(req.ID, req.Spawn, files)
-	case OpSignal:
-		if req.Signal == nil {
-			return Response{}, nil, invalidf("signal without arguments")
-		}
-		return Response{}, nil, s.signal(req.Signal)
 	case OpOpen, OpStat, OpLstat, OpReadDir, OpMkdir, OpRename, OpRemove, OpSymlink, OpReadlink:
 		if req.File == nil {
 			return Response{}, nil, invalidf("%s without arguments", req.Op)
