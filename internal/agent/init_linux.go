@@ -85,12 +85,7 @@ func Main() error {
 	if err := processSettings(); err != nil {
 		return err
 	}
-	// NewConn holds a close-on-exec duplicate; the inherited descriptor
-	// (not close-on-exec) is closed at once, so no command can inherit
-	// the protocol socket.
-	protoFile := os.NewFile(fdProto, "proto")
-	conn, err := NewConn(protoFile)
-	_ = protoFile.Close()
+	conn, err := adoptProto()
 	if err != nil {
 		return err
 	}
@@ -151,6 +146,17 @@ func (s *server) run(egress int) error {
 	served := make(chan error, 1)
 	go func() { served <- s.serve() }()
 	return s.forkLoop(served)
+}
+
+// adoptProto takes the protocol socket inherited on fdProto (Main, and
+// resume after a wake): NewConn holds a close-on-exec duplicate, and the
+// inherited descriptor (not close-on-exec) is closed at once, so no
+// command can inherit the protocol socket.
+func adoptProto() (*Conn, error) {
+	f := os.NewFile(fdProto, "proto")
+	conn, err := NewConn(f)
+	_ = f.Close()
+	return conn, err
 }
 
 // processSettings are what the init sets on itself as a process, at start

@@ -507,7 +507,7 @@ func (sl *sleeper) exec(argv0 string, rest []string, moves []fdMove, state int) 
 	}
 	// The forking thread's timer slack is restored after the wake; this
 	// thread's is inherited by the resumed init's threads, sysmon among
-	// them (see sysmon_linux.go: the sandbox's /proc is read-only to the
+	// them (see sysmon_linux.go: landlock keeps /proc read-only to the
 	// resumed init, so it cannot set sysmon's as Main does).
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, sysmonSlack, 0, 0, 0)
 	// A clean signal mask: the resumed runtime keeps the one it starts
@@ -622,9 +622,7 @@ func resume() error {
 		}
 		egress = fd
 	}
-	protoFile := os.NewFile(fdProto, "proto")
-	conn, err := NewConn(protoFile)
-	_ = protoFile.Close()
+	conn, err := adoptProto()
 	if err != nil {
 		return err
 	}

@@ -797,3 +797,43 @@ func TestSleepRecord(t *testing.T) {
 		t.Errorf("logged at attempts %v, want %v", logged, want)
 	}
 }
+
+// TestWokenInitSysmonKeepsItsSlack: after a wake, the runtime's sysmon (the
+// first thread the resumed runtime starts: the lowest id after 1 in the
+// sandbox's pid namespace) has sysmonSlack, inherited from the thread that
+// exec'd the keeper, and the forking thread (1) its slack from before.
+func TestWokenInitSysmonKeepsItsSlack(t *testing.T) {
+	ts := launchSleepy(t, nil)
+	def := readSlack(t, "/proc/self/timerslack_ns") // the init inherits ours
+	waitAsleep(t, ts)
+	if err := ts.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", ts.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slack := map[int]int64{}
+	sysmon := 0
+	for _, e := range ents {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", ts.Pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		inner, ok := innermostNSpid(string(st))
+		if !ok {
+			t.Fatalf("thread %s: no NSpid", e.Name())
+		}
+		slack[inner] = readSlack(t, "/proc/"+e.Name()+"/timerslack_ns")
+		if inner > 1 && (sysmon == 0 || inner < sysmon) {
+			sysmon = inner
+		}
+	}
+	t.Logf("the woken init's threads (id in the sandbox: slack ns): %v", slack)
+	if slack[1] != def {
+		t.Errorf("the forking thread's slack is %d ns, want %d", slack[1], def)
+	}
+	if sysmon == 0 || slack[sysmon] != sysmonSlack {
+		t.Errorf("sysmon (thread %d) has a slack of %d ns, want %d", sysmon, slack[sysmon], sysmonSlack)
+	}
+}
