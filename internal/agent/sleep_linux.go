@@ -80,6 +80,20 @@ const maxResumeState = 1 << 20
 // cost that chose it.
 const sleepAfter = 30 * time.Second
 
+// init keeps an init's main goroutine on the process's first thread: the
+// runtime runs package initialisation there, locked, and a lock taken now
+// holds into main.main; without it the goroutine may be moved to another
+// thread before Main's LockOSThread, under load. Main and resume expect the
+// thread they lock to be the thread group leader: its name is the
+// process's (ps, /proc/1/status, the tests), and the sleep's exec checks it
+// is not on the forking thread by comparing with the pid. Only a sandbox's
+// PID 1 (Main refuses to run otherwise).
+func init() {
+	if os.Getpid() == 1 {
+		runtime.LockOSThread()
+	}
+}
+
 // keeperLinked is set by cmd/sandhold-init when its entry point is the
 // keeper (SetKeeper).
 var keeperLinked bool

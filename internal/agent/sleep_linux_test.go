@@ -427,7 +427,7 @@ func TestBusySandboxDoesNotSleep(t *testing.T) {
 		t.Helper()
 		time.Sleep(5 * testSleepAfter)
 		if name := procStatus(t, ts.Pid)["Name"]; name != "sandhold-init" {
-			t.Fatalf("with %s, the init is %q, want it awake", what, name)
+			t.Fatalf("with %s, the init is %q, want it awake (its log: %s)", what, name, ts.log.String())
 		}
 	}
 	// A running command.
