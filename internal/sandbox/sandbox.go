@@ -202,12 +202,26 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// start's cleanup never races the rename.
 	waitDurable := beside(durable)
 	defer func() { _, _ = waitDurable() }()
-	// No execution group is made before the first command: each v1
-	// memory cgroup costs the kernel ~1 KB per 64 shrinkers registered
-	// on the host (one per mounted file system, so it grows with the
-	// sandboxes: ~135 KB each on a host that ran a few thousand), which
-	// an idle sandbox should not pay (TestIdleSandboxHoldsNoExecutionGroup).
-	destroy := func() { _ = group.Destroy() }
+	// The first command's execution group is made beside the init's start
+	// too, so the first exec does not make it (≈1.5 ms of kernel CPU). It
+	// is what every sandbox keeps after its first command anyway: a
+	// directory in the pids, cpuacct and freezer hierarchies, no memory
+	// cgroup (makeGroups; TestStartedSandboxHoldsOneExecutionGroup). A
+	// failure here only costs speed: the first command makes its own.
+	var first *slot
+	gen := s.gen + 1
+	waitFirst := beside(func() (err error) {
+		first, err = s.makeSlot(user, 1, gen)
+		return err
+	})
+	destroy := func() {
+		// Waited for before the group goes: no mkdir may race the removal.
+		_, _ = waitFirst()
+		if first != nil {
+			first.close()
+		}
+		_ = group.Destroy()
+	}
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
 		Exe:       cfg.InitExe,
@@ -263,10 +277,19 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		s.vol = nil
 		return fmt.Errorf("workspace image: %w", derr)
 	}
+	firstTook, ferr := waitFirst()
+	clk.mark("exec_group_wait")
+	clk.add("exec_group_beside", firstTook)
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
-	s.gen++
+	s.gen = gen
+	if ferr != nil {
+		s.m.log.Warn("first execution cgroup not made ahead; the first command makes it", "id", s.rec.ID, "err", ferr)
+	} else {
+		s.freeSlot = append(s.freeSlot, first)
+		s.slotSeq = 1
+	}
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
