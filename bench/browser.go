@@ -479,6 +479,14 @@ func startPeer(ctx context.Context, n int) (*peer, time.Duration, error) {
 	p.cmd = exec.CommandContext(ctx, "/bin/sh", args...) // #nosec G204 -- a fixed script exec-ing Debian's chromium with fixed flags; the only variables are a port and directories this bench made
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, io.Discard
+	// Chromium's singleton directory (TMPDIR/org.chromium.Chromium.*)
+	// outlives a SIGKILL (stop): it goes in the profile, removed there.
+	tmp := filepath.Join(profile, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		p.stop()
+		return nil, 0, err
+	}
+	p.cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	t0 := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		p.stop()

@@ -12,9 +12,10 @@
 // "sandhold-keeper+", on the egress listener (descriptor 4). On any event
 // on either (a message, a connection, the server hanging up) it executes
 // descriptor 5, the init's own sealed memfd, with argv[1:] and the same
-// environment: the Go init resumes and reads what woke it. Anything that
-// fails ends the process with status 127: the server then sees its init
-// die (fail closed).
+// environment: the Go init resumes and reads what woke it. The resumed
+// init's state (a sealed memfd, the descriptor argv[2] names) is only
+// carried across. Anything that fails ends the process with status 127:
+// the server then sees its init die (fail closed).
 //
 // Any other argv[0] is the Go program: the entry marks that it ran
 // (goEntered, so the init knows a keeper is linked) and jumps to the Go

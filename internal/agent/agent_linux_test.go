@@ -43,6 +43,8 @@ type testSandbox struct {
 	group cgroup.Group
 	home  []*os.File
 	ws    string
+	// log is what the init wrote to its stderr (the server's log).
+	log *syncBuilder
 }
 
 var testSlot = 0
@@ -119,7 +121,7 @@ func prepareLaunchSetup(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec
 			return nil, err
 		}
 		t.Cleanup(func() { closeAll(home) })
-		return &testSandbox{Instance: inst, group: group, home: home, ws: ws}, nil
+		return &testSandbox{Instance: inst, group: group, home: home, ws: ws, log: log}, nil
 	}
 }
 

@@ -235,13 +235,6 @@ func (c *Client) Spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles [
 	return p, nil
 }
 
-// Signal delivers sig to pid (or its process group) inside the sandbox.
-func (c *Client) Signal(ctx context.Context, pid, sig int, group bool) error {
-	_, files, err := c.call(ctx, Request{Op: OpSignal, Signal: &SignalReq{Pid: pid, Signal: sig, Group: group}}, nil, nil)
-	closeAll(files)
-	return err
-}
-
 // File runs one file primitive. For OpOpen and OpOpenRead the opened file
 // is returned.
 func (c *Client) File(ctx context.Context, op Op, r FileReq) (*FileResp, *os.File, error) {

@@ -37,7 +37,6 @@
 //     sees it) and descriptors: stdin writer (when asked), stdout and stderr
 //     readers — or the PTY master. The server reads output straight from
 //     those descriptors; the protocol never copies command output.
-//   - signal: deliver a signal to a process (or its process group).
 //   - exit (event, id = the spawn request's id): exit code or signal and the
 //     rusage of the process.
 //   - open: open a file inside the sandbox view and pass the descriptor back;
@@ -90,7 +89,8 @@
 //
 // A command starts with exactly 0, 1 and 2 (its pipes, /dev/null or its
 // terminal). The init closes every descriptor it inherited beyond its own
-// 0-4 before it does anything else (closeInherited), closes the inherited
+// 0-4 before it does anything else (closeInherited; 4 is not open: the
+// workspace comes with the setup request, close-on-exec), closes the inherited
 // protocol descriptor once it holds a close-on-exec duplicate, and opens
 // everything else close-on-exec; the server marks what it inherited
 // close-on-exec at start (CloseOnExecFrom).

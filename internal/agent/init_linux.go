@@ -21,8 +21,11 @@ import (
 
 // Descriptors the init inherits from the server.
 const (
-	fdProto     = 3 // the protocol socket
-	fdWorkspace = 4 // the workspace directory (O_PATH)
+	fdProto = 3 // the protocol socket
+	// fdWorkspace is not open: the workspace comes with the setup request
+	// (so the server can make it while the init starts), and the slot is
+	// left closed to keep the program's memfd at 5.
+	fdWorkspace = 4
 	// fdExeFile is the init program's memfd when the server runs the lean
 	// init (LaunchSpec.ExeFile): the exec needs it, the init does not, and
 	// closeInherited closes it with everything else above fdWorkspace.
@@ -85,12 +88,7 @@ func Main() error {
 	if err := processSettings(); err != nil {
 		return err
 	}
-	// NewConn holds a close-on-exec duplicate; the inherited descriptor
-	// (not close-on-exec) is closed at once, so no command can inherit
-	// the protocol socket.
-	protoFile := os.NewFile(fdProto, "proto")
-	conn, err := NewConn(protoFile)
-	_ = protoFile.Close()
+	conn, err := adoptProto()
 	if err != nil {
 		return err
 	}
@@ -98,16 +96,19 @@ func Main() error {
 
 	var req Request
 	files, err := conn.Recv(&req)
-	closeAll(files)
 	if err != nil {
 		return fmt.Errorf("read setup: %w", err)
 	}
-	if req.Op != OpSetup || req.Setup == nil {
-		return fmt.Errorf("first request is %q, want setup", req.Op)
+	if req.Op != OpSetup || req.Setup == nil || len(files) != 1 {
+		closeAll(files)
+		return fmt.Errorf("first request is %q with %d descriptors, want setup with the workspace", req.Op, len(files))
 	}
+	// The workspace (close-on-exec, as everything Recv returns); setup
+	// closes it once it is bound.
+	ws := files[0]
 	s := newServer(conn, *req.Setup)
 	noSleep := sleepDisabled(*req.Setup, exe)
-	layers, egress, err := setup(*req.Setup, hostNS, noSleep)
+	layers, egress, err := setup(*req.Setup, hostNS, noSleep, ws)
 	if err == nil {
 		// Opened after the root is built, so it is the sandbox's own.
 		s.devNull, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -153,6 +154,17 @@ func (s *server) run(egress int) error {
 	return s.forkLoop(served)
 }
 
+// adoptProto takes the protocol socket inherited on fdProto (Main, and
+// resume after a wake): NewConn holds a close-on-exec duplicate, and the
+// inherited descriptor (not close-on-exec) is closed at once, so no
+// command can inherit the protocol socket.
+func adoptProto() (*Conn, error) {
+	f := os.NewFile(fdProto, "proto")
+	conn, err := NewConn(f)
+	_ = f.Close()
+	return conn, err
+}
+
 // processSettings are what the init sets on itself as a process, at start
 // and again after a wake (execve resets them).
 func processSettings() error {
@@ -189,11 +201,13 @@ func processSettings() error {
 // landlock, which forbids binding), else -1.
 //
 // It runs on the thread that forks every command: hostNS is the inode of
-// the cgroup namespace that thread started in.
+// the cgroup namespace that thread started in. ws is the workspace the
+// setup request carried; setup closes it.
 //
 // noSleep says why the init cannot sleep ("" if it can).
-func setup(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) {
-	layers, egress, err := setupLayers(st, hostNS, noSleep)
+func setup(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer, int, error) {
+	layers, egress, err := setupLayers(st, hostNS, noSleep, ws)
+	_ = ws.Close() // a no-op once bound
 	if err != nil && egress >= 0 {
 		_ = unix.Close(egress)
 		egress = -1
@@ -201,7 +215,7 @@ func setup(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) {
 	return layers, egress, err
 }
 
-func setupLayers(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) {
+func setupLayers(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer, int, error) {
 	egress := -1
 	// The init is PID 1 of namespaces the server created for it.
 	nsDetail := "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"
@@ -235,11 +249,11 @@ func setupLayers(st Setup, hostNS uint64, noSleep string) ([]Layer, int, error) 
 		Hostname:    st.Hostname,
 		UID:         st.UID,
 		GID:         st.GID,
-		WorkspaceFD: fdWorkspace,
+		WorkspaceFD: int(ws.Fd()), //nolint:gosec // G115: a descriptor number
 		TmpBytes:    st.TmpBytes,
 		ShmBytes:    st.ShmBytes,
 	})
-	_ = unix.Close(fdWorkspace)
+	_ = ws.Close()
 	if err != nil {
 		// Without its root a sandbox is nothing; insecure or not.
 		return layers, egress, fmt.Errorf("root file system: %w", err)
@@ -435,11 +449,6 @@ func (s *server) dispatch(req Request, files []*os.File) (Response, []*os.File, 
 			return Response{}, nil, invalidf("spawn without arguments")
 		}
 		return s.spawn(req.ID, req.Spawn, files)
-	case OpSignal:
-		if req.Signal == nil {
-			return Response{}, nil, invalidf("signal without arguments")
-		}
-		return Response{}, nil, s.signal(req.Signal)
 	case OpOpen, OpStat, OpLstat, OpReadDir, OpMkdir, OpRename, OpRemove, OpSymlink, OpReadlink:
 		if req.File == nil {
 			return Response{}, nil, invalidf("%s without arguments", req.Op)

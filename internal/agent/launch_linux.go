@@ -34,8 +34,15 @@ type LaunchSpec struct {
 	// other sandbox and no host account may use that range.
 	HostUID, HostGID uint32
 	// Workspace is the sandbox's persistent directory, opened by the
-	// server (it is bound at /workspace).
+	// server (it is bound at /workspace). It goes to the init with the
+	// setup request, not at the clone, so it may be made while the init
+	// starts: then Workspace is nil and AwaitWorkspace gives it.
 	Workspace *os.File
+	// AwaitWorkspace, if set (and Workspace nil), runs once the init is
+	// cloned and before Place: it waits for what the server made beside
+	// the init's start (the workspace, the cgroups Place needs) and
+	// returns the workspace, which stays the caller's.
+	AwaitWorkspace func() (*os.File, error)
 	// Place puts the new init into the sandbox's cgroups. It runs before
 	// the setup request is sent, so no sandbox code runs outside them.
 	Place func(pid int) error
@@ -83,16 +90,16 @@ type Instance struct {
 // spec.Launcher the launcher process clones it (see launcher_linux.go),
 // else this process does.
 func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
-	if spec.Workspace == nil {
-		return nil, errors.New("launch: no workspace")
+	if (spec.Workspace == nil) == (spec.AwaitWorkspace == nil) {
+		return nil, errors.New("launch: a workspace or a way to await it, not both")
 	}
 	exe := spec.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
 	}
 	if spec.ExeFile != nil {
-		// The child's descriptor table is set up (dup2 onto 3, 4, 5)
-		// before execve, so this name always means the memfd, whatever
+		// The child's descriptor table is set up (dup2 onto 3 and 5, 4
+		// closed) before execve, so this name always means the memfd, whatever
 		// number it has in the server.
 		exe = fmt.Sprintf("/proc/self/fd/%d", fdExeFile)
 	}
@@ -139,17 +146,37 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 		inst.Kill()
 		return nil, err
 	}
+	ws := spec.Workspace
+	if ws == nil {
+		if ws, err = spec.AwaitWorkspace(); err != nil {
+			return fail(err)
+		}
+	}
 	if spec.Place != nil {
 		if err := spec.Place(inst.Pid); err != nil {
 			return fail(fmt.Errorf("place init in its cgroups: %w", err))
 		}
 	}
-	ready, err := inst.Setup(ctx, spec.Setup)
+	ready, err := setupWith(ctx, inst.Client, spec.Setup, ws)
 	if err != nil {
 		return fail(fmt.Errorf("init setup: %w", err))
 	}
 	inst.Ready = ready
 	return inst, nil
+}
+
+// setupWith sends the setup request with the workspace attached (the
+// init binds it at /workspace) and returns the layers in force.
+func setupWith(ctx context.Context, c *Client, s Setup, ws *os.File) (*Ready, error) {
+	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, []*os.File{ws}, nil)
+	closeAll(files)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Ready == nil {
+		return nil, errors.New("setup reply without layers")
+	}
+	return resp.Ready, nil
 }
 
 // launchHere clones the init from this process.
@@ -158,9 +185,9 @@ func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File,
 	cmd.Args = argv
 	cmd.Env = env
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{child, spec.Workspace} // fd 3, fd 4
+	cmd.ExtraFiles = []*os.File{child} // fd 3
 	if spec.ExeFile != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, spec.ExeFile) // fd 5
+		cmd.ExtraFiles = append(cmd.ExtraFiles, nil, spec.ExeFile) // fd 4 closed, fd 5
 	}
 	if spec.Log != nil {
 		cmd.Stderr = spec.Log
@@ -191,7 +218,7 @@ func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File,
 func launchVia(ctx context.Context, spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *Conn) (*Instance, error) {
 	req := launchRequest{Argv: argv, Env: env, HostUID: spec.HostUID, HostGID: spec.HostGID,
 		HostNetwork: spec.Setup.HostNetwork}
-	files := []*os.File{child, spec.Workspace}
+	files := []*os.File{child}
 	var logR, logW *os.File
 	if spec.Log != nil {
 		var err error

@@ -64,8 +64,9 @@ const (
 	// few short strings.
 	maxLaunchRequest = 16 << 10
 	// maxLaunchFiles is the most descriptors one request carries: the
-	// init's socket, the workspace, stderr, the program, the cgroup.
-	maxLaunchFiles = 5
+	// init's socket, stderr, the program, the cgroup. (The workspace goes
+	// to the init with its setup request.)
+	maxLaunchFiles = 4
 )
 
 // Entry runs the launcher when the process was started as one (argv[0]
@@ -79,8 +80,8 @@ func Entry() error {
 }
 
 // launchRequest asks the launcher for one init. The descriptors come with
-// it, in this order: the init's socket end, the workspace, then stderr,
-// the program and the cgroup directory when the flags say so.
+// it, in this order: the init's socket end, then stderr, the program and
+// the cgroup directory when the flags say so.
 type launchRequest struct {
 	// Path is the program to execute when it is not a descriptor.
 	Path        string   `json:"path,omitempty"`
@@ -95,7 +96,7 @@ type launchRequest struct {
 }
 
 func (r launchRequest) files() int {
-	n := 2
+	n := 1
 	for _, b := range []bool{r.Stderr, r.ExeFile, r.Cgroup} {
 		if b {
 			n++
@@ -220,15 +221,16 @@ func serveLaunch(b []byte, fds []int, null int) (launchReply, int) {
 		// uid 0 inside would be one of them outside.
 		return launchReply{Err: "host id range overlaps the host's accounts"}, -1
 	}
-	sock, ws, rest := fds[0], fds[1], fds[2:]
+	sock, rest := fds[0], fds[1:]
 	stderr := null
 	if req.Stderr {
 		stderr, rest = rest[0], rest[1:]
 	}
-	files := []uintptr{uintptr(null), uintptr(null), uintptr(stderr), uintptr(sock), uintptr(ws)} //nolint:gosec // G115: descriptors are small and non-negative
+	files := []uintptr{uintptr(null), uintptr(null), uintptr(stderr), uintptr(sock)} //nolint:gosec // G115: descriptors are small and non-negative
 	path := req.Path
 	if req.ExeFile {
-		files = append(files, uintptr(rest[0])) //nolint:gosec // G115: as above
+		// Descriptor 4 is closed in the child (-1); the program is 5.
+		files = append(files, ^uintptr(0), uintptr(rest[0])) //nolint:gosec // G115: as above
 		rest = rest[1:]
 		path = "/proc/self/fd/" + strconv.Itoa(fdExeFile)
 	}

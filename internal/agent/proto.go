@@ -28,7 +28,6 @@ const (
 	OpSetup    Op = "setup"
 	OpPing     Op = "ping"
 	OpSpawn    Op = "spawn"
-	OpSignal   Op = "signal"
 	OpOpen     Op = "open"
 	OpStat     Op = "stat"
 	OpLstat    Op = "lstat"
@@ -52,12 +51,11 @@ const (
 
 // Request is one message from the server to the init.
 type Request struct {
-	ID     uint64     `json:"id"`
-	Op     Op         `json:"op"`
-	Setup  *Setup     `json:"setup,omitempty"`
-	Spawn  *SpawnReq  `json:"spawn,omitempty"`
-	Signal *SignalReq `json:"signal,omitempty"`
-	File   *FileReq   `json:"file,omitempty"`
+	ID    uint64    `json:"id"`
+	Op    Op        `json:"op"`
+	Setup *Setup    `json:"setup,omitempty"`
+	Spawn *SpawnReq `json:"spawn,omitempty"`
+	File  *FileReq  `json:"file,omitempty"`
 	// Transfer is the argument of the transfer ops (transfer.go).
 	Transfer *TransferReq `json:"transfer,omitempty"`
 	// Dial is the argument of OpDial.
@@ -182,13 +180,6 @@ type SpawnReq struct {
 // writer (when asked), stdout reader, stderr reader — or the PTY master.
 type SpawnResp struct {
 	Pid int `json:"pid"`
-}
-
-// SignalReq delivers Signal to Pid, or to its process group when Group.
-type SignalReq struct {
-	Pid    int  `json:"pid"`
-	Signal int  `json:"signal"`
-	Group  bool `json:"group,omitempty"`
 }
 
 // Exit reports how a spawned process ended.

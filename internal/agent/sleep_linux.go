@@ -64,13 +64,35 @@ const (
 )
 
 // Descriptors across the keeper: the protocol socket stays fdProto and the
-// program fdExeFile, as when the server started the init.
+// program fdExeFile, as when the server started the init; the egress
+// listener is fdEgressSleep. The resumed init's state (resumeState, in a
+// sealed memfd) keeps whatever number above fdExeFile it has (the Go
+// runtime holds descriptors of its own from its start, at numbers that
+// depend on what the process inherited), and argv[1] names it.
 const fdEgressSleep = 4
+
+// maxResumeState caps the state the resumed init reads (a Setup is a few
+// hundred bytes; its port lists are bounded by 65535 entries each).
+const maxResumeState = 1 << 20
 
 // sleepAfter is the default quiet period before an idle init sleeps. See
 // BENCHMARKS.md "An idle init sleeps in a one-page keeper" for the wake
 // cost that chose it.
 const sleepAfter = 30 * time.Second
+
+// init keeps an init's main goroutine on the process's first thread: the
+// runtime runs package initialisation there, locked, and a lock taken now
+// holds into main.main; without it the goroutine may be moved to another
+// thread before Main's LockOSThread, under load. Main and resume expect the
+// thread they lock to be the thread group leader: its name is the
+// process's (ps, /proc/1/status, the tests), and the sleep's exec checks it
+// is not on the forking thread by comparing with the pid. Only a sandbox's
+// PID 1 (Main refuses to run otherwise).
+func init() {
+	if os.Getpid() == 1 {
+		runtime.LockOSThread()
+	}
+}
 
 // keeperLinked is set by cmd/sandhold-init when its entry point is the
 // keeper (SetKeeper).
@@ -101,6 +123,63 @@ type sleeper struct {
 	// reaped is the reaper's channel: two sends in a row prove that a
 	// reap that was under way has sent its exit event.
 	reaped chan<- os.Signal
+
+	// The record of attempts (trySleep), on the protocol loop's goroutine
+	// only, handed on across sleeps (resumeState); report (the init's
+	// stderr: the server's log) hears of failures.
+	record sleepRecord
+	report io.Writer
+}
+
+// sleepRecord counts an init's attempts to sleep over its whole life (the
+// woken init carries on the count of the one that slept).
+type sleepRecord struct {
+	// Attempts counts the idle checks that ran; Slept the ones that
+	// ended in the keeper; Failed the ones that could not sleep for a
+	// reason other than work under way (errNotIdle): an error listing
+	// the processes, a thread with the wrong bounding set, no memfd for
+	// the state... Such an init stays awake and tries again a quiet
+	// period later.
+	Attempts int64 `json:"attempts"`
+	Slept    int64 `json:"slept"`
+	Failed   int64 `json:"failed"`
+	// LastFailure is the reason of the last failure.
+	LastFailure string `json:"last_failure,omitempty"`
+	// Logged is the reason last written to the log.
+	Logged string `json:"logged,omitempty"`
+}
+
+// note counts one attempt that ended in err (nil: it sleeps now) and says
+// whether the failure is to be logged: the first of each reason in a row,
+// and then the 2nd, 4th, 8th... failure, so a sandbox that can never sleep
+// writes a line every doubling of its failures rather than every period.
+func (r *sleepRecord) note(err error) bool {
+	r.Attempts++
+	switch {
+	case err == nil:
+		r.Slept++
+		return false
+	case errors.Is(err, errNotIdle):
+		return false
+	}
+	r.Failed++
+	r.LastFailure = err.Error()
+	if r.LastFailure != r.Logged || r.Failed&(r.Failed-1) == 0 {
+		r.Logged = r.LastFailure
+		return true
+	}
+	return false
+}
+
+// trySleep is one attempt (sleepOnce), counted and, if it failed, reported.
+func (sl *sleeper) trySleep() error {
+	err := sl.sleepOnce()
+	if sl.record.note(err) && sl.report != nil {
+		r := sl.record
+		_, _ = fmt.Fprintf(sl.report, "sandhold init: idle sleep failed, the init stays awake: %s (failed %d of %d attempts; slept %d)\n",
+			r.LastFailure, r.Failed, r.Attempts, r.Slept)
+	}
+	return err
 }
 
 // sleepDisabled reports why an init cannot sleep, "" if it can.
@@ -170,11 +249,11 @@ func (sl *sleeper) idle() bool {
 // errNotIdle: something is under way; the init stays awake.
 var errNotIdle = errors.New("not idle")
 
-// trySleep runs on the protocol loop's goroutine after its read stopped
+// sleepOnce runs on the protocol loop's goroutine after its read stopped
 // at fire's deadline, so no request is read meanwhile. If everything is
 // idle it executes the keeper and does not return; otherwise it returns
 // why not, with everything as it was.
-func (sl *sleeper) trySleep() error {
+func (sl *sleeper) sleepOnce() error {
 	if !sl.idle() {
 		return errNotIdle
 	}
@@ -218,13 +297,24 @@ func (sl *sleeper) trySleep() error {
 		resume()
 		return err
 	}
-	argv, err := sl.argv()
+	// Counted before the state is written: the woken init carries on
+	// with it.
+	rec := sl.record
+	rec.note(nil)
+	state, err := sl.state(rec)
 	if err != nil {
 		runtime.UnlockOSThread()
 		resume()
 		return err
 	}
-	err = sl.exec(keeperArgv0(eg != nil), argv, eg)
+	moves := sl.moves(eg)
+	if err := sl.targetsSafe(moves); err != nil {
+		_ = unix.Close(state)
+		runtime.UnlockOSThread()
+		resume()
+		return err
+	}
+	err = sl.exec(keeperArgv0(eg != nil), []string{resumeName, strconv.Itoa(state)}, moves, state)
 	// exec only returns on failure, after it moved descriptors: the
 	// init's state is no longer sound. Fail closed: the server sees its
 	// init end.
@@ -255,27 +345,150 @@ func (sl *sleeper) execThreadOK() error {
 	return nil
 }
 
-// resumeState is what the resumed init needs of the one that slept (its
-// argv[1], JSON).
+// resumeState is what the resumed init needs of the one that slept: JSON
+// in a sealed memfd whose descriptor number alone is the resumed init's
+// argv[1]. Not in argv itself: /proc/1/cmdline is readable to every
+// process in the sandbox, non-dumpable or not, and would show the
+// sandbox's configuration. The memfd is close-on-exec in the sleeping init
+// until the last moment before the exec (nothing is forked then), is held
+// without it only by the keeper and by the resumed init until it has read
+// it — while no other process is in the sandbox, and PID 1 is non-dumpable
+// so its /proc/1/fd is closed to the sandbox anyway — and the resumed init
+// closes it before it serves.
 type resumeState struct {
 	Setup Setup `json:"setup"`
 	// Slack is the forking thread's timer slack to restore.
 	Slack int `json:"slack"`
+	// Record is the count of attempts to sleep, this one included.
+	Record sleepRecord `json:"record"`
 }
 
-// argv is the keeper's argv after argv[0]: the resumed init's argv.
-func (sl *sleeper) argv() ([]string, error) {
-	b, err := json.Marshal(resumeState{Setup: sl.s.setup, Slack: sl.slack})
+// state writes the resumed init's state into a sealed, close-on-exec memfd
+// numbered above every descriptor the keeper needs at a fixed number.
+func (sl *sleeper) state(rec sleepRecord) (int, error) {
+	b, err := json.Marshal(resumeState{Setup: sl.s.setup, Slack: sl.slack, Record: rec})
 	if err != nil {
-		return nil, fmt.Errorf("sleep: encode state: %w", err)
+		return -1, fmt.Errorf("sleep: encode state: %w", err)
 	}
-	return []string{resumeName, string(b)}, nil
+	fd, err := sealedMemfd("sandhold-resume", b)
+	if err != nil {
+		return -1, fmt.Errorf("sleep: state: %w", err)
+	}
+	if fd > fdExeFile {
+		return fd, nil
+	}
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, fdExeFile+1) //nolint:gosec // G115: a descriptor
+	_ = unix.Close(fd)
+	if err != nil {
+		return -1, fmt.Errorf("sleep: state: %w", err)
+	}
+	return high, nil
+}
+
+// sealedMemfd returns a close-on-exec memfd holding b, sealed against any
+// change.
+func sealedMemfd(name string, b []byte) (int, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_NOEXEC_SEAL)
+	if errors.Is(err, unix.EINVAL) {
+		// Before Linux 6.3 there is no MFD_NOEXEC_SEAL.
+		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("memfd_create: %w", err)
+	}
+	for off := 0; off < len(b); {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
+		if err != nil {
+			_ = unix.Close(fd)
+			return -1, fmt.Errorf("write memfd: %w", err)
+		}
+		off += n
+	}
+	const seals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		_ = unix.Close(fd)
+		return -1, fmt.Errorf("seal memfd: %w", err)
+	}
+	return fd, nil
+}
+
+// readResumeState reads and closes the state the init that slept left on
+// descriptor arg (the resumed init's argv[1]): a sealed memfd.
+func readResumeState(arg string) (resumeState, error) {
+	var rs resumeState
+	fd, err := strconv.Atoi(arg)
+	if err != nil || fd <= fdExeFile {
+		return rs, fmt.Errorf("resume: state descriptor %q, want a number above %d", arg, fdExeFile)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	const want = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0) //nolint:gosec // G115: a descriptor
+	if err != nil || seals&want != want {
+		return rs, fmt.Errorf("resume: descriptor %d is not a sealed memfd (seals %#x, %v)", fd, seals, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return rs, fmt.Errorf("resume: state: %w", err)
+	}
+	if st.Size <= 0 || st.Size > maxResumeState {
+		return rs, fmt.Errorf("resume: state of %d bytes", st.Size)
+	}
+	b := make([]byte, st.Size)
+	for off := 0; off < len(b); {
+		n, err := unix.Pread(fd, b[off:], int64(off))
+		if err != nil {
+			return rs, fmt.Errorf("resume: read state: %w", err)
+		}
+		if n == 0 {
+			return rs, errors.New("resume: state cut short")
+		}
+		off += n
+	}
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return rs, fmt.Errorf("resume: %w", err)
+	}
+	return rs, nil
+}
+
+// fdMove is a descriptor the keeper needs and the number it needs it at.
+type fdMove struct{ from, to int }
+
+// moves lists what the keeper holds at fixed numbers: the protocol socket,
+// the program and the egress listener.
+func (sl *sleeper) moves(eg *egressRelay) []fdMove {
+	m := []fdMove{{int(fdOf(sl.s.conn)), fdProto}, {sl.exe, fdExeFile}}
+	if eg != nil {
+		m = append(m, fdMove{eg.fd, fdEgressSleep})
+	}
+	return m
+}
+
+// targetsSafe checks that the moves overwrite nothing the init still uses
+// until the exec: every target is free, one of the moved descriptors (they
+// are copied first), or /dev/null. Anything else — the runtime's poller,
+// say — would be closed under a running thread's feet.
+func (sl *sleeper) targetsSafe(moves []fdMove) error {
+	for _, m := range moves {
+		ok := m.to == sl.s.devNull
+		for _, o := range moves {
+			ok = ok || m.to == o.from
+		}
+		if ok {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(m.to), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+			what, _ := os.Readlink("/proc/thread-self/fd/" + strconv.Itoa(m.to))
+			return fmt.Errorf("sleep: descriptor %d, which the keeper needs, holds %q", m.to, what)
+		}
+	}
+	return nil
 }
 
 // exec moves the descriptors the keeper needs to their numbers, without
-// close-on-exec, and executes the keeper. Every other descriptor of the
-// init is close-on-exec. It returns only on failure.
-func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
+// close-on-exec, clears close-on-exec on the state (above them all) and
+// executes the keeper. Every other descriptor of the init is
+// close-on-exec. It returns only on failure.
+func (sl *sleeper) exec(argv0 string, rest []string, moves []fdMove, state int) error {
 	argvp, err := syscall.SlicePtrFromStrings(append([]string{argv0}, rest...))
 	if err != nil {
 		return err
@@ -289,15 +502,8 @@ func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
 		return err
 	}
 	// Copies above any target first, so no move overwrites a source. A
-	// target may hold one of the init's own close-on-exec descriptors
-	// (/dev/null, say), which the exec would close anyway; not the
-	// runtime's poller: it was created while 3-5 were still the
-	// inherited ones (Main, resume).
-	type move struct{ from, to int }
-	moves := []move{{int(fdOf(sl.s.conn)), fdProto}, {sl.exe, fdExeFile}}
-	if eg != nil {
-		moves = append(moves, move{eg.fd, fdEgressSleep})
-	}
+	// target may hold /dev/null, which the exec would close anyway;
+	// targetsSafe checked it holds nothing else.
 	for i, m := range moves {
 		fd, err := unix.FcntlInt(uintptr(m.from), unix.F_DUPFD_CLOEXEC, fdExeFile+1)
 		if err != nil {
@@ -310,9 +516,12 @@ func (sl *sleeper) exec(argv0 string, rest []string, eg *egressRelay) error {
 			return fmt.Errorf("move descriptor to %d: %w", m.to, err)
 		}
 	}
+	if _, err := unix.FcntlInt(uintptr(state), unix.F_SETFD, 0); err != nil { //nolint:gosec // G115: a descriptor
+		return fmt.Errorf("hand on the state: %w", err)
+	}
 	// The forking thread's timer slack is restored after the wake; this
 	// thread's is inherited by the resumed init's threads, sysmon among
-	// them (see sysmon_linux.go: the sandbox's /proc is read-only to the
+	// them (see sysmon_linux.go: landlock keeps /proc read-only to the
 	// resumed init, so it cannot set sysmon's as Main does).
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, sysmonSlack, 0, 0, 0)
 	// A clean signal mask: the resumed runtime keeps the one it starts
@@ -401,7 +610,7 @@ func newSleeper(s *server, exe int, bset uint64, slack int) *sleeper {
 	if s.setup.SleepAfterMs > 0 {
 		after = time.Duration(s.setup.SleepAfterMs) * time.Millisecond
 	}
-	return &sleeper{s: s, after: after, exe: exe, bset: bset, slack: slack}
+	return &sleeper{s: s, after: after, exe: exe, bset: bset, slack: slack, report: os.Stderr}
 }
 
 // resume is Main for an init the keeper woke: the sandbox was set up by the
@@ -413,9 +622,9 @@ func resume() error {
 	if len(os.Args) != 2 {
 		return errors.New("resume: want one argument")
 	}
-	var rs resumeState
-	if err := json.Unmarshal([]byte(os.Args[1]), &rs); err != nil {
-		return fmt.Errorf("resume: %w", err)
+	rs, err := readResumeState(os.Args[1])
+	if err != nil {
+		return err
 	}
 	st := rs.Setup
 	exe := keptExe(fdExeFile)
@@ -427,9 +636,7 @@ func resume() error {
 		}
 		egress = fd
 	}
-	protoFile := os.NewFile(fdProto, "proto")
-	conn, err := NewConn(protoFile)
-	_ = protoFile.Close()
+	conn, err := adoptProto()
 	if err != nil {
 		return err
 	}
@@ -469,6 +676,7 @@ func resume() error {
 	}
 	if sleepDisabled(st, exe) == "" {
 		s.sleep = newSleeper(s, exe, bset, rs.Slack)
+		s.sleep.record = rs.Record
 	} else if exe >= 0 {
 		_ = unix.Close(exe)
 	}

@@ -3,12 +3,14 @@ package agent
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +120,13 @@ func waitState(t *testing.T, pid int, want string, within time.Duration) map[str
 
 func waitAsleep(t *testing.T, ts *testSandbox) map[string]string {
 	t.Helper()
+	if ts.log != nil {
+		defer func() {
+			if t.Failed() {
+				t.Logf("the init's log: %s", ts.log.String())
+			}
+		}()
+	}
 	return waitState(t, ts.Pid, keeperName, 20*time.Second)
 }
 
@@ -304,10 +313,85 @@ func TestSleepWakeRoundsLeakNoDescriptors(t *testing.T) {
 			t.Fatalf("round %d: the keeper holds %d descriptors, %d after the first sleep", round, n, asleep)
 		}
 	}
-	// 0-2, the protocol socket (3) and the program (5).
-	if asleep != 5 {
-		t.Errorf("the keeper holds %d descriptors, want 5 (0-2, 3, 5)", asleep)
+	// 0-2, the protocol socket (3), the program (5) and the resumed
+	// init's state.
+	if asleep != 6 {
+		t.Errorf("the keeper holds %d descriptors, want 6 (0-2, 3, 5, the state)", asleep)
 	}
+}
+
+// TestWokenInitHidesItsSetup: the sleeping init hands its Setup to the
+// resumed one in a sealed memfd, not on its command line, which every
+// process in the sandbox can read (/proc/1/cmdline is not guarded by
+// dumpability). After a sleep and a wake a command sees only the
+// descriptor's number there, cannot reach the memfd, and the sandbox
+// works.
+func TestWokenInitHidesItsSetup(t *testing.T) {
+	ts := launchSleepy(t, func(st *Setup) {
+		st.Hostname = "hidden-host-name"
+		st.LoopbackPorts = []uint16{31337}
+	})
+	for round := range 2 {
+		waitAsleep(t, ts)
+		host, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ts.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Split(strings.TrimSuffix(string(host), "\x00"), "\x00")
+		if len(args) != 3 || args[0] != keeperName || args[1] != resumeName {
+			t.Fatalf("round %d: the keeper's command line is %q, want %s %s <descriptor>", round, host, keeperName, resumeName)
+		}
+		fd, err := strconv.Atoi(args[2])
+		if err != nil || fd <= fdExeFile {
+			t.Fatalf("round %d: the state's descriptor is %q", round, args[2])
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", ts.Pid, fd)); err != nil || !strings.HasPrefix(l, "/memfd:sandhold-resume") {
+			t.Errorf("round %d: the keeper's descriptor %d is %q (%v), want the state's memfd", round, fd, l, err)
+		}
+		r := ts.run(t, "sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo; hostname")
+		if r.exit.Code != 0 {
+			t.Fatalf("round %d: exit %d, stderr %q", round, r.exit.Code, r.stderr)
+		}
+		if want := resumeName + " " + args[2] + " \nhidden-host-name\n"; r.stdout != want {
+			t.Errorf("round %d: the woken init's command line and hostname read %q, want %q", round, r.stdout, want)
+		}
+		for _, leak := range []string{"setup", "31337", "{"} {
+			if strings.Contains(r.stdout, leak) {
+				t.Errorf("round %d: /proc/1/cmdline shows %q: %q", round, leak, r.stdout)
+			}
+		}
+		// The memfd is closed in the woken init and was never a
+		// command's: neither /proc/1/fd nor an inherited 6 reaches it.
+		for _, argv := range [][]string{
+			{"ls", "/proc/1/fd"},
+			{"cat", "/proc/1/fd/" + args[2]},
+			{"sh", "-c", "exec cat <&" + args[2]},
+		} {
+			if r := ts.run(t, argv...); r.exit.Code == 0 {
+				t.Errorf("round %d: %v succeeded: %q", round, argv, r.stdout)
+			}
+		}
+		if fds := hostFDLinks(t, ts.Pid); strings.Contains(fds, "sandhold-resume") {
+			t.Errorf("round %d: the woken init still holds its state: %s", round, fds)
+		}
+	}
+}
+
+// hostFDLinks lists where the init's descriptors point, as the host sees
+// them.
+func hostFDLinks(t *testing.T, pid int) string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		l, _ := os.Readlink(filepath.Join(dir, e.Name()))
+		fmt.Fprintf(&b, "%s -> %s; ", e.Name(), l)
+	}
+	return b.String()
 }
 
 // TestRequestAtTheDeadlineIsNotLost: calls that arrive around the end of
@@ -343,7 +427,7 @@ func TestBusySandboxDoesNotSleep(t *testing.T) {
 		t.Helper()
 		time.Sleep(5 * testSleepAfter)
 		if name := procStatus(t, ts.Pid)["Name"]; name != "sandhold-init" {
-			t.Fatalf("with %s, the init is %q, want it awake", what, name)
+			t.Fatalf("with %s, the init is %q, want it awake (its log: %s)", what, name, ts.log.String())
 		}
 	}
 	// A running command.
@@ -553,8 +637,8 @@ func TestSleepWithEgressListener(t *testing.T) {
 	})
 	for round := range 2 {
 		waitAsleep(t, ts)
-		if n := fdCount(t, ts.Pid); n != 6 {
-			t.Errorf("round %d: the keeper holds %d descriptors, want 6 (0-2, 3, 4, 5)", round, n)
+		if n := fdCount(t, ts.Pid); n != 7 {
+			t.Errorf("round %d: the keeper holds %d descriptors, want 7 (0-2, 3, 4, 5, the state)", round, n)
 		}
 		r := ts.run(t, "python3", "-c", fmt.Sprintf("import socket; s = socket.create_connection(('127.0.0.1', %d)); s.sendall(b'hi'); print('sent')", EgressPort))
 		if r.exit.Code != 0 || r.stdout != "sent\n" {
@@ -621,5 +705,135 @@ func TestAloneInPidNS(t *testing.T) {
 	}
 	if _, err := aloneInPidNS(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("a missing directory reads as alone")
+	}
+}
+
+// TestFailedSleepIsReported: an idle init that cannot sleep says so in the
+// server's log (its stderr) with the reason and its counts, stays awake
+// and serves, sleeps once the cause is gone, and the woken init carries
+// the counts on. The failure is real: the host lowers the init's open
+// files limit to nothing, so it cannot list its processes.
+func TestFailedSleepIsReported(t *testing.T) {
+	ts := launchSleepy(t, nil)
+	waitAsleep(t, ts)
+	ctx := context.Background()
+	if err := ts.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var old unix.Rlimit
+	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLog := func(want string) string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			for line := range strings.Lines(ts.log.String()) {
+				if strings.Contains(line, want) {
+					return line
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the init's log: %s", want, ts.log.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	line := waitLog("failed 1 of ")
+	if !strings.Contains(line, "idle sleep failed") || !strings.Contains(line, "too many open files") || !strings.Contains(line, "slept 1)") {
+		t.Errorf("the report: %q", line)
+	}
+	if name := procStatus(t, ts.Pid)["Name"]; name != "sandhold-init" {
+		t.Fatalf("the init is %q, want it awake", name)
+	}
+	if err := ts.Ping(ctx); err != nil {
+		t.Fatal("an init that could not sleep does not answer:", err)
+	}
+	restore()
+	waitAsleep(t, ts)
+	if err := ts.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The woken init fails again: its count goes on from the one that
+	// slept, and a second failure of the same reason is logged (2 is a
+	// power of two).
+	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
+		t.Fatal(err)
+	}
+	line = waitLog("failed 2 of ")
+	restore()
+	if !strings.Contains(line, "slept 2)") {
+		t.Errorf("the woken init's report does not count the sleeps before: %q", line)
+	}
+	waitAsleep(t, ts)
+}
+
+// TestSleepRecord: attempts, sleeps and failures are counted; work under
+// way is no failure; a failure is logged when its reason changes and at
+// every doubling of the failures.
+func TestSleepRecord(t *testing.T) {
+	var r sleepRecord
+	a, b := errors.New("a"), errors.New("b")
+	var logged []int64
+	for i, err := range []error{errNotIdle, a, a, a, a, b, b, nil, a, a} {
+		if r.note(err) {
+			logged = append(logged, int64(i))
+		}
+	}
+	if r.Attempts != 10 || r.Slept != 1 || r.Failed != 8 || r.LastFailure != "a" {
+		t.Fatalf("record %+v", r)
+	}
+	// Logged: failures 1 (a, new), 2, 4, 5 (b, new), 7 (a, new), 8; not
+	// 3 and 6 (same reason, no power of two).
+	if want := []int64{1, 2, 4, 5, 8, 9}; fmt.Sprint(logged) != fmt.Sprint(want) {
+		t.Errorf("logged at attempts %v, want %v", logged, want)
+	}
+}
+
+// TestWokenInitSysmonKeepsItsSlack: after a wake, the runtime's sysmon (the
+// first thread the resumed runtime starts: the lowest id after 1 in the
+// sandbox's pid namespace) has sysmonSlack, inherited from the thread that
+// exec'd the keeper, and the forking thread (1) its slack from before.
+func TestWokenInitSysmonKeepsItsSlack(t *testing.T) {
+	ts := launchSleepy(t, nil)
+	def := readSlack(t, "/proc/self/timerslack_ns") // the init inherits ours
+	waitAsleep(t, ts)
+	if err := ts.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", ts.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slack := map[int]int64{}
+	sysmon := 0
+	for _, e := range ents {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", ts.Pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		inner, ok := innermostNSpid(string(st))
+		if !ok {
+			t.Fatalf("thread %s: no NSpid", e.Name())
+		}
+		slack[inner] = readSlack(t, "/proc/"+e.Name()+"/timerslack_ns")
+		if inner > 1 && (sysmon == 0 || inner < sysmon) {
+			sysmon = inner
+		}
+	}
+	t.Logf("the woken init's threads (id in the sandbox: slack ns): %v", slack)
+	if slack[1] != def {
+		t.Errorf("the forking thread's slack is %d ns, want %d", slack[1], def)
+	}
+	if sysmon == 0 || slack[sysmon] != sysmonSlack {
+		t.Errorf("sysmon (thread %d) has a slack of %d ns, want %d", sysmon, slack[sysmon], sysmonSlack)
 	}
 }

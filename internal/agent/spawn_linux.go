@@ -322,20 +322,6 @@ func lookPath(name string, env []string) (string, error) {
 	return "", &Error{Code: "ENOENT", Msg: fmt.Sprintf("%s: command not found", name)}
 }
 
-func (s *server) signal(r *SignalReq) error {
-	if r.Pid <= 1 {
-		return invalidf("pid %d may not be signalled", r.Pid)
-	}
-	if r.Signal <= 0 || r.Signal > 64 {
-		return invalidf("signal %d out of range", r.Signal)
-	}
-	target := r.Pid
-	if r.Group {
-		target = -r.Pid
-	}
-	return unix.Kill(target, unix.Signal(r.Signal))
-}
-
 // reap is PID 1's duty: it collects every child that ends — the ones it
 // spawned, whose exits it reports, and the orphans the kernel hands it.
 func (s *server) reap(sigs <-chan os.Signal) {

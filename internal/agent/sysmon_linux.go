@@ -39,6 +39,21 @@ import (
 // fresh pid namespace it is thread 2, PID 1 being the init's main thread.
 // The init finds it by that number in the NSpid line of its threads'
 // status files (the host's /proc is still mounted when this runs).
+//
+// An init woken from its keeper (sleep_linux.go) cannot do the same, and
+// there is no other selective way: another thread's slack is set only
+// through /proc/<tid>/timerslack_ns, which landlock (everything under /
+// read-only) forbids the init to write once it has set the sandbox up;
+// prctl(PR_SET_TIMERSLACK) sets the calling thread's only, and
+// AllThreadsSyscall would set sysmon's the same as every other's. So the
+// thread that execs the keeper takes sysmonSlack before the exec: the
+// resumed runtime's first thread starts with it and sysmon, cloned from
+// it first, inherits it, as do the other threads the runtime starts
+// before resume runs (and their clones); resume gives the forking thread
+// its own slack back, so commands keep theirs (TestWokenInitKeepsIsolation,
+// TestWokenInitSysmonKeepsItsSlack). What the others' 1 ms delays is only
+// timed waits (a timer, a poll with a timeout), never a wake-up by an
+// event such as a request arriving.
 const sysmonSlack = 1_000_000 // ns
 
 // sysmonTID is sysmon's thread id inside the sandbox's pid namespace.

@@ -190,53 +190,95 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.genMu.Unlock()
 	clk := newStepClock()
 	base := hostBase(s.rec.Slot)
-	// The cgroups are made beside the workspace: neither needs the other.
+	// The init is cloned at once and starts (its runtime, its own
+	// settings) while the server makes what it needs: the workspace, which
+	// goes to it with the setup request, and the cgroups, which Place
+	// needs; the first command's execution group comes after them, beside
+	// the rest of the start. None of them needs another but the execution
+	// group its parents. An init runs none of the sandbox's code before
+	// Place and setup (agent.Launch), so nothing runs outside them.
 	var group, user cgroup.Group
+	// The first execution group is what every sandbox keeps after its
+	// first command anyway: a directory in the pids, cpuacct and freezer
+	// hierarchies, no memory cgroup (makeGroups;
+	// TestStartedSandboxHoldsOneExecutionGroup). A failure to make it only
+	// costs speed: the first command makes its own.
+	var first *slot
+	gen := s.gen // bumped above
+	waitFirst := beside(nil)
 	waitGroups := beside(func() (err error) {
-		group, user, err = s.makeGroups()
-		return err
+		if group, user, err = s.makeGroups(); err != nil {
+			return err
+		}
+		waitFirst = beside(func() (err error) {
+			first, err = s.makeSlot(user, 1, gen)
+			return err
+		})
+		return nil
 	})
-	ws, durable, err := s.prepareWorkspace(base, clk)
-	cgTook, cgErr := waitGroups()
-	clk.mark("cgroups_wait")
-	clk.add("cgroups_beside", cgTook)
-	if err != nil || cgErr != nil {
-		if cgErr == nil {
+	// A new workspace image is made durable (fsync, rename, directory
+	// fsync) beside the rest of the start; the start waits for it before
+	// it reports success, and every way out waits too, so that a failed
+	// start's cleanup never races the rename.
+	wsClk := newStepClock()
+	var ws *os.File
+	waitDurable := beside(nil)
+	waitWS := beside(func() error {
+		w, durable, err := s.prepareWorkspace(base, wsClk)
+		if err != nil {
+			return err
+		}
+		ws, waitDurable = w, beside(durable)
+		return nil
+	})
+	var wsErr, cgErr error
+	await := func() (*os.File, error) {
+		clk.mark("init_clone_exec")
+		var wsTook, cgTook time.Duration
+		wsTook, wsErr = waitWS()
+		cgTook, cgErr = waitGroups()
+		clk.mark("workspace_cgroups_wait")
+		for _, st := range wsClk.steps {
+			clk.add(st.name+"_beside", st.d)
+		}
+		clk.add("workspace_beside", wsTook)
+		clk.add("cgroups_beside", cgTook)
+		if wsErr != nil {
+			return nil, wsErr
+		}
+		return ws, cgErr
+	}
+	// cleanup undoes a start that failed, once what ran beside it ended.
+	cleanup := func() {
+		_, _ = waitWS()
+		if ws != nil {
+			_ = ws.Close()
+		}
+		if _, derr := waitDurable(); derr != nil && s.vol != nil {
+			// The image never reached its name: the next start makes it again.
+			_ = s.vol.Close()
+			s.vol = nil
+		}
+		_, _ = waitGroups()
+		// Waited for before the group goes: no mkdir may race the removal.
+		_, _ = waitFirst()
+		if first != nil {
+			first.close()
+		}
+		if group != nil {
 			_ = group.Destroy()
 		}
-		if err == nil {
-			_ = ws.Close()
-			if durable != nil {
-				_ = durable() // never left half done; the image is kept
-			}
-			return cgErr
-		}
-		return err
 	}
-	defer func() { _ = ws.Close() }()
-	// A new workspace image is made durable (fsync, rename, directory
-	// fsync) beside the init's start; the start waits for it before it
-	// reports success, and every way out waits too, so that a failed
-	// start's cleanup never races the rename.
-	waitDurable := beside(durable)
-	defer func() { _, _ = waitDurable() }()
-	// No execution group is made before the first command: each v1
-	// memory cgroup costs the kernel ~1 KB per 64 shrinkers registered
-	// on the host (one per mounted file system, so it grows with the
-	// sandboxes: ~135 KB each on a host that ran a few thousand), which
-	// an idle sandbox should not pay (TestIdleSandboxHoldsNoExecutionGroup).
-	destroy := func() { _ = group.Destroy() }
 	cfg := s.m.cfg
 	spec := agent.LaunchSpec{
-		Exe:       cfg.InitExe,
-		Args:      cfg.InitArgs,
-		ExeFile:   cfg.InitFile,
-		Launcher:  cfg.Launcher,
-		HostUID:   base,
-		HostGID:   base,
-		Workspace: ws,
+		Exe:            cfg.InitExe,
+		Args:           cfg.InitArgs,
+		ExeFile:        cfg.InitFile,
+		Launcher:       cfg.Launcher,
+		HostUID:        base,
+		HostGID:        base,
+		AwaitWorkspace: await,
 		Place: func(pid int) error {
-			clk.mark("init_clone_exec")
 			err := group.AddProc(pid)
 			clk.mark("init_place")
 			return err
@@ -259,14 +301,23 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	defer cancel()
 	inst, err := agent.Launch(lctx, spec)
 	if err != nil {
-		destroy()
+		cleanup()
+		// What failed beside the start says more than the init's end.
+		if wsErr != nil {
+			return wsErr
+		}
+		if cgErr != nil {
+			return cgErr
+		}
 		return fault.Wrap(fault.Unavailable, err, "the sandbox could not be started")
 	}
 	clk.mark("init_setup")
+	// The init holds its own clone of the workspace mount now.
+	_ = ws.Close()
 	home, err := group.OpenThreadAttach()
 	if err != nil {
 		inst.Kill()
-		destroy()
+		cleanup()
 		return fmt.Errorf("open sandbox cgroup: %w", err)
 	}
 	took, derr := waitDurable()
@@ -275,15 +326,26 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	if derr != nil {
 		inst.Kill()
 		closeFiles(home)
-		destroy()
+		cleanup()
 		// The image never reached its name: the next start makes it again.
-		_ = s.vol.Close()
-		s.vol = nil
+		if s.vol != nil {
+			_ = s.vol.Close()
+			s.vol = nil
+		}
 		return fmt.Errorf("workspace image: %w", derr)
 	}
+	firstTook, ferr := waitFirst()
+	clk.mark("exec_group_wait")
+	clk.add("exec_group_beside", firstTook)
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
+	if ferr != nil {
+		s.m.log.Warn("first execution cgroup not made ahead; the first command makes it", "id", s.rec.ID, "err", ferr)
+	} else {
+		s.freeSlot = append(s.freeSlot, first)
+		s.slotSeq = 1
+	}
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)

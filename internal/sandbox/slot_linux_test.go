@@ -151,24 +151,29 @@ func TestReaperFindsPooledExecutionGroups(t *testing.T) {
 	}
 }
 
-// TestIdleSandboxHoldsNoExecutionGroup: a started sandbox that has run
-// nothing holds no execution group (each costs an idle sandbox a v1 memory
-// cgroup's kernel memory); its first command makes one, which is pooled.
-func TestIdleSandboxHoldsNoExecutionGroup(t *testing.T) {
+// TestStartedSandboxHoldsOneExecutionGroup: a started sandbox holds the
+// first command's execution group, made beside the init's start (not a
+// memory cgroup: TestUserGroupSharesTheSandboxMemoryGroup), and no other;
+// the first command runs in it instead of making one, and it is all the
+// sandbox keeps afterwards.
+func TestStartedSandboxHoldsOneExecutionGroup(t *testing.T) {
 	m := newManager(t, testConfig(t), nil)
 	s := create(t, m, Spec{})
-	if pooled := freeSlots(s); len(pooled) != 0 {
-		t.Fatalf("execution groups held by an idle sandbox: %v", pooled)
+	if pooled := freeSlots(s); len(pooled) != 1 || pooled[0] != "x1" {
+		t.Fatalf("execution groups held by a started sandbox: %v, want [x1]", pooled)
 	}
 	u := s.userGroup()
-	if _, err := u.OpenSub("x1"); err == nil {
-		t.Fatal("an execution group exists before the first command")
+	if _, err := u.OpenSub("x1"); err != nil {
+		t.Fatal("the first execution group does not exist:", err)
 	}
 	if r := run(t, s, ExecRequest{Command: "true"}); r.Status != StatusCompleted {
 		t.Fatalf("first command: %+v", r)
 	}
-	if pooled := freeSlots(s); len(pooled) != 1 {
-		t.Fatalf("execution groups after the first command: %v, want one", pooled)
+	if _, err := u.OpenSub("x2"); err == nil {
+		t.Fatal("the first command made an execution group of its own")
+	}
+	if pooled := freeSlots(s); len(pooled) != 1 || pooled[0] != "x1" {
+		t.Fatalf("execution groups after the first command: %v, want [x1]", pooled)
 	}
 }
 

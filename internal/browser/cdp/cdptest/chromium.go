@@ -1,8 +1,8 @@
 // Package cdptest starts a headless Chromium on the host for tests of the
 // CDP client and the browser operations: loopback only, a temporary
-// profile, killed with its whole process group when the test ends. A host
-// without Chromium (or where it cannot start) skips the test with the
-// reason; it never fails or crashes the test binary.
+// profile and a temporary TMPDIR, killed with its whole process group when
+// the test ends. A host without Chromium (or where it cannot start) skips
+// the test with the reason; it never fails or crashes the test binary.
 package cdptest
 
 import (
@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -53,7 +54,19 @@ func Start(t testing.TB) *Browser {
 	if bin == "" {
 		t.Skip("no chromium on this host (make deps installs it)")
 	}
+	cleanStaleOnce.Do(func() { cleanStale(os.TempDir(), staleAge) })
 	dir := t.TempDir()
+	// Chromium makes a directory for its singleton socket in TMPDIR
+	// (org.chromium.Chromium.XXXXXX) and removes it only on a clean exit;
+	// killed, as here, it leaves it behind. Its own TMPDIR goes with the
+	// test (removed after the kill: cleanups run last first). Not a
+	// t.TempDir: a socket's path must fit in 108 bytes, and those carry
+	// the test's name.
+	tmp, err := os.MkdirTemp("", "cdp-")
+	if err != nil {
+		t.Skipf("no TMPDIR for chromium: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
 	args := []string{
 		"--headless=new", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
 		"--user-data-dir=" + dir, "--no-first-run", "--no-default-browser-check", "--disable-gpu",
@@ -70,6 +83,7 @@ func Start(t testing.TB) *Browser {
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, args...) // #nosec G204 -- a test launching the host's Chromium with fixed flags
 	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.SysProcAttr = procAttr()
 	// Started from a thread held for the browser's life: its Pdeathsig
 	// follows that thread (testenv.StartHeld says why).
@@ -106,4 +120,53 @@ func tail(s string) string {
 		return s[len(s)-400:]
 	}
 	return s
+}
+
+// staleAge is how old a singleton directory must be before cleanStale
+// may take it: a starting Chromium binds its socket within moments of
+// making the directory.
+const staleAge = 10 * time.Minute
+
+var cleanStaleOnce sync.Once
+
+// cleanStale removes what Chromiums killed by earlier test runs (before
+// each had its own TMPDIR) left in dir: org.chromium.Chromium.*
+// directories of this user, older than minAge, holding nothing but a
+// SingletonSocket and SingletonCookie, whose socket no process listens on
+// (a live Chromium's is bound: it is listed in /proc/net/unix). Anything
+// else is left alone.
+func cleanStale(dir string, minAge time.Duration) {
+	matches, err := filepath.Glob(filepath.Join(dir, "org.chromium.Chromium.*"))
+	if err != nil || len(matches) == 0 {
+		return
+	}
+	bound, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return
+	}
+	for _, d := range matches {
+		if staleSingleton(d, minAge, string(bound)) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+func staleSingleton(d string, minAge time.Duration, bound string) bool {
+	fi, err := os.Lstat(d)
+	if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < minAge {
+		return false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return false
+	}
+	ents, err := os.ReadDir(d)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Name() != "SingletonSocket" && e.Name() != "SingletonCookie" {
+			return false
+		}
+	}
+	return !strings.Contains(bound, " "+filepath.Join(d, "SingletonSocket")+"\n")
 }
