@@ -113,7 +113,11 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	}
 	defer func() { _ = child.Close() }()
 	// The server's environment never passes in. GOMAXPROCS keeps the init's
-	// runtime small; GOTRACEBACK=none keeps its crash output short. (A soft
+	// runtime small; GOTRACEBACK=none keeps its crash output short;
+	// GODEBUG keeps the runtime from opening its cgroup's CPU files to
+	// track a CPU limit it would not follow anyway (GOMAXPROCS is set):
+	// those descriptors took the lowest free numbers, which the idle
+	// sleep's keeper needs (it refused to sleep while they held them). (A soft
 	// memory limit near the init's live heap made the GC run on every
 	// spawn and doubled its cost; the init returns its start-up garbage
 	// with FreeOSMemory instead.)
@@ -125,7 +129,8 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if spec.goGC > 0 {
 		gogc = spec.goGC
 	}
-	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none"}
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none",
+		"GODEBUG=containermaxprocs=0,updatemaxprocs=0"}
 	argv := append([]string{"sandhold-init"}, args...)
 	conn, err := NewConn(srv)
 	_ = srv.Close() // NewConn holds its own descriptor

@@ -130,10 +130,12 @@ func pipe() (rd, wr int, err error) {
 // closing the file wakes a copy that waits. The flag is set after the
 // wrapping, so this process's runtime neither polls the descriptor nor
 // (in Send's Fd) turns it back to blocking. Should the flag not take, the
-// server reads it blocking, as before.
+// server reads it blocking, as before. The pipe was made here without any
+// status flag (pipe2 with O_CLOEXEC only, a descriptor flag), so the flags
+// are set outright, with no F_GETFL first: one fcntl per end, not two.
 func serverEnd(fd int, name string) *os.File {
 	f := os.NewFile(uintptr(fd), name)
-	_ = unix.SetNonblock(fd, true)
+	_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_NONBLOCK)
 	return f
 }
 
