@@ -42,7 +42,6 @@ func hostIPv4() string {
 // the end of the test; the refusal side is
 // TestBrowserInProxyModeGoesThroughTheAllowList).
 func TestBrowserFormFlowThroughTheAllowListProxy(t *testing.T) {
-	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	requireChromium(t)
 	ip := hostIPv4()
 	if ip == "" {
