@@ -33,6 +33,8 @@ GOLANGCI_VERSION := v2.15.0
 DATA_DIR         := ./.data
 LISTEN           := 127.0.0.1:8080
 TEST_TIMEOUT     := 20m
+# e2e's output, written as it comes (progress during a make test)
+E2E_LOG          := .e2e.log
 # more go test flags for unit and e2e (TESTFLAGS=-json for per-test durations)
 TESTFLAGS        ?=
 
@@ -82,9 +84,13 @@ unit: $(CYCLONEDX)
 
 ## e2e: every test, with real sandboxes (run as root on Linux), every time
 ## (-count=1: never a result cached by an earlier run); the release tests
-## need cyclonedx-gomod
+## need cyclonedx-gomod. Its output also goes to $(E2E_LOG) as it comes (a
+## line per package as each ends): under make test's --output-sync the
+## terminal sees it only at the end, so `tail -f .e2e.log` shows progress.
 e2e: $(CYCLONEDX)
-	$(GO) test -count=1 $(TESTFLAGS) -timeout $(TEST_TIMEOUT) ./...
+	@echo '$(GO) test -count=1 $(TESTFLAGS) -timeout $(TEST_TIMEOUT) ./...  (progress: tail -f $(E2E_LOG))'
+	@{ $(GO) test -count=1 $(TESTFLAGS) -timeout $(TEST_TIMEOUT) ./... 2>&1; echo $$? >$(E2E_LOG).rc; } | tee $(E2E_LOG); \
+		rc=$$(cat $(E2E_LOG).rc 2>/dev/null || echo 1); rm -f $(E2E_LOG).rc; exit $$rc
 
 ## cross: vet and build for darwin and linux/arm64 (stubs must compile and fail closed)
 cross:

@@ -49,14 +49,14 @@ type testSandbox struct {
 
 var testSlot = 0
 
-func launch(t *testing.T, mutate func(*Setup)) *testSandbox {
+func launch(t testing.TB, mutate func(*Setup)) *testSandbox {
 	t.Helper()
 	return launchWith(t, mutate, nil)
 }
 
 // launchWith is launch with changes to the launch spec (the init program,
 // its GOMAXPROCS).
-func launchWith(t *testing.T, mutate func(*Setup), spec func(*LaunchSpec)) *testSandbox {
+func launchWith(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec)) *testSandbox {
 	t.Helper()
 	ts, err := prepareLaunchSetup(t, mutate, spec)()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// TestInitMaxProcsCost compares runtime settings of the lean init
+// BenchmarkInitMaxProcs compares runtime settings of the lean init
 // (cmd/sandhold-init from a sealed memfd, as `make build` ships it):
 // GOMAXPROCS 2 and 1 at GOGC 100, and GOGC 25 at GOMAXPROCS 2, in rounds
 // that alternate between them so all see the same machine (informational:
@@ -21,13 +21,17 @@ import (
 // per operation (its threads' schedstat run time; a loaded host distorts
 // it less than wall time); the throughput of both at once (4 clients
 // spawning, 4 making file calls); and its Pss_Anon right after the load
-// and once quiet (release_linux.go).
+// and once quiet (release_linux.go). It is one measurement of fixed size
+// (about two and a half minutes), whatever b.N: run it once.
 //
-//	go test -run 'TestInitMaxProcsCost$' -v ./internal/agent/
-func TestInitMaxProcsCost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("informational")
+//	go test -run '^$' -bench 'InitMaxProcs$' -benchtime 1x ./internal/agent/
+func BenchmarkInitMaxProcs(b *testing.B) {
+	for range b.N {
+		measureInitMaxProcs(b)
 	}
+}
+
+func measureInitMaxProcs(b *testing.B) {
 	const (
 		rounds  = 3
 		clients = 8
@@ -42,9 +46,9 @@ func TestInitMaxProcsCost(t *testing.T) {
 		execCPU, fileCPU   []time.Duration // init CPU per op
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go tool is not on PATH:", err)
+		b.Skip("the go tool is not on PATH:", err)
 	}
-	_, memfd := buildInits(t, false)
+	_, memfd := buildInits(b, false)
 	type setting struct{ procs, gogc int }
 	procs := []setting{{2, 100}, {1, 100}, {2, 25}}
 	figs := map[setting]*figure{}
@@ -54,18 +58,18 @@ func TestInitMaxProcsCost(t *testing.T) {
 	ctx := context.Background()
 	for range rounds {
 		for _, p := range procs {
-			ts := launchWith(t, nil, func(ls *LaunchSpec) { ls.ExeFile, ls.maxProcs, ls.goGC = memfd, p.procs, p.gogc })
+			ts := launchWith(b, nil, func(ls *LaunchSpec) { ls.ExeFile, ls.maxProcs, ls.goGC = memfd, p.procs, p.gogc })
 			f := figs[p]
 			time.Sleep(300 * time.Millisecond) // let it settle (FreeOSMemory)
 			m, err := smapsRollup(ts.Pid)
 			if err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 			f.pss = append(f.pss, m["Pss_Anon"])
 			// work runs op in every client at once and returns the
 			// init's CPU time meanwhile.
 			work := func(op func() error) time.Duration {
-				before := initCPU(t, ts.Pid)
+				before := initCPU(b, ts.Pid)
 				var wg sync.WaitGroup
 				errs := make(chan error, clients)
 				for range clients {
@@ -80,9 +84,9 @@ func TestInitMaxProcsCost(t *testing.T) {
 				wg.Wait()
 				close(errs)
 				for err := range errs {
-					t.Fatal(err)
+					b.Fatal(err)
 				}
-				return time.Duration(initCPU(t, ts.Pid) - before)
+				return time.Duration(initCPU(b, ts.Pid) - before)
 			}
 			// exec
 			t0 := time.Now()
@@ -139,7 +143,7 @@ func TestInitMaxProcsCost(t *testing.T) {
 							}
 							pr, err := ts.Spawn(ctx, SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, nil, nil)
 							if err != nil {
-								t.Error(err)
+								b.Error(err)
 								return
 							}
 							<-pr.Exited()
@@ -148,7 +152,7 @@ func TestInitMaxProcsCost(t *testing.T) {
 							continue
 						}
 						if _, _, err := ts.File(ctx, OpStat, FileReq{Path: "/workspace"}); err != nil {
-							t.Error(err)
+							b.Error(err)
 							return
 						}
 						nFile.Add(1)
@@ -161,20 +165,24 @@ func TestInitMaxProcsCost(t *testing.T) {
 			f.mixFile = append(f.mixFile, float64(nFile.Load())/el)
 			m, err = smapsRollup(ts.Pid)
 			if err != nil {
-				t.Fatal(err)
+				b.Fatal(err)
 			}
 			f.pssAfter = append(f.pssAfter, m["Pss_Anon"])
 			time.Sleep(2*releaseAfter + time.Second) // a release comes 1-2 periods after the last call
-			f.pssQuiet = append(f.pssQuiet, pssAnon(t, ts.Pid))
+			m, err = smapsRollup(ts.Pid)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.pssQuiet = append(f.pssQuiet, m["Pss_Anon"])
 			ts.Kill()
 		}
 	}
 	for _, p := range procs {
 		f := figs[p]
-		t.Logf("GOMAXPROCS=%d GOGC=%d: idle Pss_Anon %v kB (after the load %v kB, once quiet %v kB); exec %s/s, init CPU %v per spawn; files %s/s, init CPU %v per call; at once: exec %s/s with files %s/s",
+		b.Logf("GOMAXPROCS=%d GOGC=%d: idle Pss_Anon %v kB (after the load %v kB, once quiet %v kB); exec %s/s, init CPU %v per spawn; files %s/s, init CPU %v per call; at once: exec %s/s with files %s/s",
 			p.procs, p.gogc, f.pss, f.pssAfter, f.pssQuiet, fmtRates(f.execPerS), f.execCPU, fmtRates(f.filePerS), f.fileCPU, fmtRates(f.mixExec), fmtRates(f.mixFile))
 	}
-	t.Logf("(%d clients in one sandbox; rounds alternate; load average %s)", clients, loadAverage())
+	b.Logf("(%d clients in one sandbox; rounds alternate; load average %s)", clients, loadAverage())
 }
 
 func fmtRates(r []float64) string {
@@ -189,7 +197,7 @@ func fmtRates(r []float64) string {
 }
 
 // initCPU is the CPU time the init's threads have run, in ns (schedstat).
-func initCPU(t *testing.T, pid int) int64 {
+func initCPU(t testing.TB, pid int) int64 {
 	t.Helper()
 	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // a burst of calls holds 5.5-6 MB for as long as it lives: the Go heap grows
 // to its 4 MB minimum goal before the first collection, and the runtime
 // keeps freed pages for reuse, returning them only slowly (measured in
-// TestInitMaxProcsCost and TestIdleInitReturnsMemory). A host runs hundreds
+// BenchmarkInitMaxProcs and TestIdleInitReturnsMemory). A host runs hundreds
 // of sandboxes that are mostly idle between bursts, so the init returns
 // that memory once calls stop: one to two releaseAfter periods after the
 // last request (the timer checks once per period) it runs

@@ -13,39 +13,45 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
-// TestSpawnCost logs what a spawn of /bin/true costs, with and without the
+// BenchmarkSpawnCost logs what a spawn of /bin/true costs, with and without the
 // move into an execution group, beside a bare fork/exec of /bin/true from
 // this process, interleaved so both see the same machine (informational:
 // no assertion on durations). Besides wall time it logs CPU time, which a
 // loaded host distorts less: the server side is this process's own CPU,
-// the sandbox side the sandbox group's (init and command).
-func TestSpawnCost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("informational")
+// the sandbox side the sandbox group's (init and command). It is one
+// measurement of fixed size (300 of each kind), whatever b.N: run it once.
+//
+//	go test -run '^$' -bench 'SpawnCost$' -benchtime 1x ./internal/agent/
+func BenchmarkSpawnCost(b *testing.B) {
+	for range b.N {
+		spawnCost(b)
 	}
-	ts := launch(t, nil)
+}
+
+func spawnCost(b *testing.B) {
+	ts := launch(b, nil)
 	sub, err := ts.group.Sub("cost", cgroup.Limits{})
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	defer func() { _ = sub.Destroy() }()
 	attach, err := sub.OpenThreadAttach()
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	defer closeAll(attach)
 	ctx := context.Background()
 	spawn := func(a, h []*os.File) {
 		p, err := ts.Spawn(ctx, SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, a, h)
 		if err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 		<-p.Exited()
 		p.Close()
 	}
 	bare := func() {
 		if err := exec.Command("/bin/true").Run(); err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 	}
 	type figure struct {
@@ -90,10 +96,10 @@ func TestSpawnCost(t *testing.T) {
 	}
 	for k, f := range figs {
 		sort.Slice(f.wall, func(i, j int) bool { return f.wall[i] < f.wall[j] })
-		t.Logf("%-27s wall p50 %8v  p90 %8v   CPU per op: this process %7v, %s %7v",
+		b.Logf("%-27s wall p50 %8v  p90 %8v   CPU per op: this process %7v, %s %7v",
 			kinds[k], f.wall[n/2], f.wall[n*9/10], f.self/n, map[bool]string{true: "child", false: "sandbox"}[k == 0], f.sandbox/n)
 	}
-	t.Logf("(%d hierarchies; load average %s)", len(attach), loadAverage())
+	b.Logf("(%d hierarchies; load average %s)", len(attach), loadAverage())
 }
 
 func cpuOf(r unix.Rusage) time.Duration {

@@ -21,7 +21,7 @@ import (
 // so it polls continuously: measured on this project's VM (nested
 // virtualisation, where a timer and two context switches cost ≈20 µs of
 // CPU), sysmon used as much CPU per spawn as the forking thread itself,
-// about 1 ms (TestSpawnCost, BENCHMARKS.md "The init's share of an exec").
+// about 1 ms (BenchmarkSpawnCost, BENCHMARKS.md "The init's share of an exec").
 //
 // A timer slack of sysmonSlack on that one thread lets the kernel stretch
 // each of those 20 µs sleeps to up to 1 ms, so a burst costs a handful of

@@ -633,6 +633,7 @@ func TestBadConfigRefused(t *testing.T) {
 // TestTamperingDetected runs real traffic, stops the server, tampers with
 // the SQLite file and the head file directly, restarts, and asks the API.
 func TestTamperingDetected(t *testing.T) {
+	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	cases := []struct {
 		name   string
 		tamper func(t *testing.T, db *sql.DB, dir string, last int64)

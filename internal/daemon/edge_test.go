@@ -33,6 +33,7 @@ var bodyNamedTool = map[string]bool{"POST /v1/tools/call": true, "POST /mcp": tr
 //   - as the admin, a text/plain body gets 415 and no dispatcher call;
 //   - with no key, the same malformed body gets 401.
 func TestRoutesAuthorizeBeforeValidation(t *testing.T) {
+	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), nil)
 	ctx := context.Background()

@@ -225,6 +225,7 @@ print(s.recv(4096).split(b"\r\n")[0].decode())
 `
 
 func TestNetworkProxy(t *testing.T) {
+	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), func(c *config.Config) { c.WarmPool = 0; c.DisableRateLimit = true })
 	var portB int

@@ -128,6 +128,7 @@ var pathParam = regexp.MustCompile(`\{([^}/]+)\}`)
 // counts the calls per request id. A route whose request never reaches the
 // dispatcher fails the test unless notCapabilities names it.
 func TestEveryRouteReachesTheDispatcher(t *testing.T) {
+	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	testenv.RequireSandboxes(t)
 	s := start(t, t.TempDir(), nil)
 	var mu sync.Mutex

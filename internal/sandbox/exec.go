@@ -643,14 +643,14 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 
 // killSlot kills the execution's process tree.
 func (s *Sandbox) killSlot(sl *slot) {
-	s.mu.Lock()
-	stale := sl.gen != s.gen
-	s.mu.Unlock()
-	if stale {
+	s.genMu.RLock() // the check and the kill, before any next start
+	defer s.genMu.RUnlock()
+	if sl.gen != s.gen {
 		// Its tree died with the init it ran under; the group's name may
 		// now be a later execution's.
 		return
 	}
+	slotOpHook()
 	if err := sl.g.Kill(); err != nil {
 		s.m.log.Error("kill execution tree", "sandbox", s.rec.ID, "err", err)
 	}

@@ -41,7 +41,20 @@ type Sandbox struct {
 	slotSeq  int
 	// gen counts init starts: a slot made under an earlier init (whose
 	// cgroup tree is gone, its names reused) is never reused or killed.
-	gen     int
+	// It is written with both mu and genMu held, so either lock reads it.
+	gen int
+	// genMu orders operations that reach a cgroup by its path (an
+	// execution group's kill or destroy, the sandbox group's destroy at
+	// a stop) against the next init start, which makes the same paths
+	// again: such an operation holds it for reading across its check of
+	// gen and the operation itself; a start bumps gen holding it for
+	// writing before it makes the groups. So a late kill of an earlier
+	// init's execution group (a revoked key's stream or background
+	// command, a shell's release) either ends before the new groups
+	// exist or sees itself stale, and never reaches the next init's
+	// first command (TestLateSlotKillSparesTheNextInit). Lock order: mu,
+	// then genMu; never mu while holding genMu.
+	genMu   sync.RWMutex
 	execSeq int
 	oom     int64 // the sandbox group's OOM-kill count last seen
 	// vol is the mounted workspace file system (quota_linux.go), kept
@@ -170,6 +183,11 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	if err := s.m.checkStart(s.rec.Spec.Network); err != nil {
 		return err
 	}
+	// From here on every slot of the earlier init is stale; a kill or
+	// destroy of one that is under way ends first (genMu).
+	s.genMu.Lock()
+	s.gen++
+	s.genMu.Unlock()
 	clk := newStepClock()
 	base := hostBase(s.rec.Slot)
 	// The init is cloned at once and starts (its runtime, its own
@@ -186,7 +204,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// TestStartedSandboxHoldsOneExecutionGroup). A failure to make it only
 	// costs speed: the first command makes its own.
 	var first *slot
-	gen := s.gen + 1
+	gen := s.gen // bumped above
 	waitFirst := beside(nil)
 	waitGroups := beside(func() (err error) {
 		if group, user, err = s.makeGroups(); err != nil {
@@ -322,7 +340,6 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
-	s.gen = gen
 	if ferr != nil {
 		s.m.log.Warn("first execution cgroup not made ahead; the first command makes it", "id", s.rec.ID, "err", ferr)
 	} else {
@@ -490,7 +507,7 @@ func (s *Sandbox) shutdown() {
 	s.killExecs("sandbox stopped")
 	s.relay.closeAll()
 	s.mu.Lock()
-	inst, group, home := s.inst, s.group, s.home
+	inst, group, home, gen := s.inst, s.group, s.home, s.gen
 	s.inst, s.group, s.user, s.home, s.state = nil, nil, nil, nil, Stopped
 	s.dropSlotsLocked()
 	s.mu.Unlock()
@@ -499,9 +516,16 @@ func (s *Sandbox) shutdown() {
 		inst.Kill()
 	}
 	if group != nil {
-		if err := group.Destroy(); err != nil {
-			s.m.log.Error("destroy sandbox cgroup", "id", s.rec.ID, "err", err)
+		// A start that came meanwhile destroyed this group itself
+		// (makeGroups) and made one of the same name: not this one to
+		// destroy.
+		s.genMu.RLock()
+		if s.gen == gen {
+			if err := group.Destroy(); err != nil {
+				s.m.log.Error("destroy sandbox cgroup", "id", s.rec.ID, "err", err)
+			}
 		}
+		s.genMu.RUnlock()
 	}
 }
 
@@ -695,11 +719,17 @@ func (s *Sandbox) releaseSlot(sl *slot) {
 func (s *Sandbox) dropSlot(sl *slot, why string, err error) {
 	sl.close()
 	s.mu.Lock()
-	stale := s.group == nil || sl.gen != s.gen
+	stopped := s.group == nil
 	s.mu.Unlock()
-	if stale {
+	if stopped {
 		return
 	}
+	s.genMu.RLock() // the check and the destroy, before any next start
+	defer s.genMu.RUnlock()
+	if sl.gen != s.gen {
+		return
+	}
+	slotOpHook()
 	if why != "" {
 		s.m.log.Warn("execution cgroup destroyed instead of reused", "sandbox", s.rec.ID, "group", sl.g.Name(), "why", why, "err", err)
 	}
@@ -726,3 +756,7 @@ func (l *initLog) Write(p []byte) (int, error) {
 	l.m.log.Warn("sandbox init", "id", l.id, "msg", string(p))
 	return len(p), nil
 }
+
+// slotOpHook runs between the generation check and the cgroup operation
+// of killSlot and dropSlot: a test's window into the race genMu closes.
+var slotOpHook = func() {}
