@@ -19,6 +19,7 @@ type LaunchSpec struct {
 	Args             []string
 	HostUID, HostGID uint32
 	Workspace        *os.File
+	AwaitWorkspace   func() (*os.File, error)
 	Place            func(pid int) error
 	CgroupDir        *os.File
 	Launcher         *Launcher
