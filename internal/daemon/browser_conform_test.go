@@ -55,7 +55,6 @@ type conformStep struct {
 // drives a Chromium on the host); a browser route of AIO's document that
 // no step calls fails the test.
 func TestAIOBrowserRoutesConformInSandbox(t *testing.T) {
-	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	requireChromium(t)
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("the in-sandbox web server needs /usr/bin/python3")
@@ -356,7 +355,6 @@ func conformSteps(origin string) []conformStep {
 // the path on unresolved and the file tool refuses it (422, "path must be
 // absolute").
 func TestConsoleExportTakesARelativePath(t *testing.T) {
-	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	requireChromium(t)
 	d := daemontest.Start(t, nil)
 	admin := daemontest.NewClient(t, d)

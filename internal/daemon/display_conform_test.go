@@ -16,7 +16,6 @@ import (
 // sandbox and a named one — and checks every answer against AIO's schema;
 // the recording is a real file in the sandbox that ffprobe reads.
 func TestAIODisplayRecordConforms(t *testing.T) {
-	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	requireChromium(t)
 	if err := browser.RecorderAvailable(); err != nil {
 		t.Skip(err)

@@ -67,7 +67,6 @@ func ffprobeFrames(t *testing.T, c *daemontest.Client, id, file string) int {
 // hard restart with a locale gives pages that language, and a URL block
 // list is refused.
 func TestBrowserSandboxRecordsAChangingPageAndSavesADownload(t *testing.T) {
-	t.Parallel() // its own server, data dir and cgroup base; nothing shared
 	requireChromium(t)
 	if err := browser.RecorderAvailable(); err != nil {
 		t.Skip(err)
