@@ -423,8 +423,11 @@ func readResumeState(arg string) (resumeState, error) {
 	defer func() { _ = unix.Close(fd) }()
 	const want = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0) //nolint:gosec // G115: a descriptor
-	if err != nil || seals&want != want {
-		return rs, fmt.Errorf("resume: descriptor %d is not a sealed memfd (seals %#x, %v)", fd, seals, err)
+	if err != nil {
+		return rs, fmt.Errorf("resume: descriptor %d is not a sealed memfd: %w", fd, err)
+	}
+	if seals&want != want {
+		return rs, fmt.Errorf("resume: descriptor %d is not a sealed memfd (seals %#x)", fd, seals)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
