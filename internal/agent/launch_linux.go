@@ -119,8 +119,8 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	// those descriptors took the lowest free numbers, which the idle
 	// sleep's keeper needs (it refused to sleep while they held them). (A soft
 	// memory limit near the init's live heap made the GC run on every
-	// spawn and doubled its cost; the init returns its start-up garbage
-	// with FreeOSMemory instead.)
+	// spawn and doubled its cost; an idle init returns its memory with
+	// FreeOSMemory instead, release_linux.go.)
 	procs := initMaxProcs
 	if spec.maxProcs > 0 {
 		procs = spec.maxProcs
