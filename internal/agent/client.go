@@ -160,9 +160,11 @@ func (c *Client) call(ctx context.Context, req Request, files []*os.File, exit c
 	}
 }
 
-// Setup sends the one setup request and returns the layers in force.
-func (c *Client) Setup(ctx context.Context, s Setup) (*Ready, error) {
-	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, nil, nil)
+// Setup sends the one setup request with the workspace attached (the init
+// binds it at /workspace; a request without exactly that one descriptor
+// ends the init) and returns the layers in force.
+func (c *Client) Setup(ctx context.Context, s Setup, workspace ...*os.File) (*Ready, error) {
+	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, workspace, nil)
 	closeAll(files)
 	if err != nil {
 		return nil, err

@@ -162,26 +162,12 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 			return fail(fmt.Errorf("place init in its cgroups: %w", err))
 		}
 	}
-	ready, err := setupWith(ctx, inst.Client, spec.Setup, ws)
+	ready, err := inst.Setup(ctx, spec.Setup, ws)
 	if err != nil {
 		return fail(fmt.Errorf("init setup: %w", err))
 	}
 	inst.Ready = ready
 	return inst, nil
-}
-
-// setupWith sends the setup request with the workspace attached (the
-// init binds it at /workspace) and returns the layers in force.
-func setupWith(ctx context.Context, c *Client, s Setup, ws *os.File) (*Ready, error) {
-	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, []*os.File{ws}, nil)
-	closeAll(files)
-	if err != nil {
-		return nil, err
-	}
-	if resp.Ready == nil {
-		return nil, errors.New("setup reply without layers")
-	}
-	return resp.Ready, nil
 }
 
 // launchHere clones the init from this process.
