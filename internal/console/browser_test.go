@@ -29,36 +29,7 @@ var chromiumPaths = []string{"chromium", "chromium-browser", "google-chrome"}
 // $SANDHOLD_CONSOLE_SHOTS if set, else to the test's artifact directory
 // (t.ArtifactDir: kept with -artifacts); the test logs where.
 func TestConsoleInBrowser(t *testing.T) {
-	daemontest.RequireSandboxes(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the browser test needs Node.js 18+ and playwright-core (make deps)")
-	}
-	var chrome string
-	for _, name := range chromiumPaths {
-		if p, err := exec.LookPath(name); err == nil {
-			chrome = p
-			break
-		}
-	}
-	if chrome == "" {
-		t.Skip("Chromium is not installed (apt-get install chromium; make deps does)")
-	}
-	web, err := filepath.Abs(filepath.Join("..", "..", "web"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(web, "node_modules", "playwright-core", "package.json")); err != nil {
-		t.Skip("playwright-core is not installed: run `npm ci --prefix web` (make deps does)")
-	}
-	// Chromium must start here at all (a container without /dev/shm or
-	// the needed libraries): probe it in a child, skip with its words.
-	probe, cancelProbe := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancelProbe()
-	if out, err := exec.CommandContext(probe, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "about:blank").CombinedOutput(); err != nil {
-		t.Skipf("Chromium does not start on this host: %v: %s", err, lastLine(out))
-	}
-
+	node, chrome, web, tmp := requireBrowserRun(t)
 	d := daemontest.Start(t, nil)
 	if !console.EmbeddedBuilt() {
 		t.Skip("this test binary was built without the console's assets: run `make console` (make build and make test do) before go test")
@@ -76,7 +47,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "console-e2e.mjs"))
 	cmd.Dir = web
-	cmd.Env = append(os.Environ(), "BASE_URL=http://"+d.Addr(), "ADMIN_KEY="+d.AdminKey(), "CHROMIUM="+chrome, "OUT_DIR="+shots)
+	cmd.Env = browserEnv(tmp, "BASE_URL=http://"+d.Addr(), "ADMIN_KEY="+d.AdminKey(), "CHROMIUM="+chrome, "OUT_DIR="+shots)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node e2e/console-e2e.mjs:\n%s", out)
 	t.Logf("screenshots: %s", shots)

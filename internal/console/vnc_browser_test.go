@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestNoVNCPageShowsTheDesktop(t *testing.T) {
 // directory and the script's output.
 func desktopRun(t *testing.T, onlyDesktop bool) (string, []byte) {
 	t.Helper()
-	node, chrome, web := requireBrowserRun(t)
+	node, chrome, web, tmp := requireBrowserRun(t)
 	if err := browser.Available(); err != nil {
 		t.Skip(err)
 	}
@@ -129,7 +130,7 @@ func desktopRun(t *testing.T, onlyDesktop bool) (string, []byte) {
 	}
 	cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "vnc-desktop.mjs"))
 	cmd.Dir = web
-	cmd.Env = append(os.Environ(), "BASE_URL=http://"+d.Addr(), "SANDBOX="+id, "KEY_A="+ka.Key, "KEY_B="+kb.Key,
+	cmd.Env = browserEnv(tmp, "BASE_URL=http://"+d.Addr(), "SANDBOX="+id, "KEY_A="+ka.Key, "KEY_B="+kb.Key,
 		"CHROMIUM="+chrome, "OUT_DIR="+shots, fmt.Sprintf("COLOR=%d,%d,%d", desktopColor[0], desktopColor[1], desktopColor[2]))
 	if onlyDesktop {
 		cmd.Env = append(cmd.Env, "ONLY_DESKTOP=1")
@@ -227,8 +228,14 @@ func pixelStats(img image.Image) (sd, share float64) {
 
 // requireBrowserRun skips unless this host can drive its Chromium with
 // playwright-core: node, Chromium that starts, web/node_modules. It
-// returns node's and Chromium's paths and the web directory.
-func requireBrowserRun(t *testing.T) (node, chrome, web string) {
+// returns node's and Chromium's paths, the web directory and the TMPDIR
+// that every Chromium of the test (the probe and playwright's) runs with.
+//
+// Chromium makes a directory for its singleton socket in TMPDIR
+// (org.chromium.Chromium.XXXXXX) and does not always remove it; a TMPDIR
+// of the test's own goes with the test. Not a t.TempDir: a socket's path
+// must fit in 108 bytes, and those carry the test's name.
+func requireBrowserRun(t *testing.T) (node, chrome, web, tmp string) {
 	t.Helper()
 	daemontest.RequireSandboxes(t)
 	node, err := exec.LookPath("node")
@@ -251,10 +258,26 @@ func requireBrowserRun(t *testing.T) (node, chrome, web string) {
 	if _, err := os.Stat(filepath.Join(web, "node_modules", "playwright-core", "package.json")); err != nil {
 		t.Skip("playwright-core is not installed: run `npm ci --prefix web` (make deps does)")
 	}
+	tmp, err = os.MkdirTemp("", "console-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	// Chromium must start here at all (a container without /dev/shm or
+	// the needed libraries): probe it in a child, skip with its words.
 	probe, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(probe, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "about:blank").CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(probe, chrome, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", "about:blank")
+	cmd.Env = browserEnv(tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Skipf("Chromium does not start on this host: %v: %s", err, lastLine(out))
 	}
-	return node, chrome, web
+	return node, chrome, web, tmp
+}
+
+// browserEnv is this process's environment with TMPDIR set to tmp, for
+// node and the Chromium it starts.
+func browserEnv(tmp string, more ...string) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") })
+	return append(append(env, "TMPDIR="+tmp), more...)
 }
