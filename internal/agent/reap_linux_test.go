@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,9 +60,10 @@ func TestInitReapsOrphans(t *testing.T) {
 	defer closeAll(attach)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	// The orphan outlives its parent by 300 ms and closes no pipe of ours.
+	// The orphan outlives its parent until the test kills it (no timer to
+	// race on a loaded host) and closes no pipe of ours.
 	p, err := ts.Spawn(ctx, SpawnReq{
-		Argv: []string{"sh", "-c", "sleep 0.3 </dev/null >/dev/null 2>&1 & exit 7"},
+		Argv: []string{"sh", "-c", "sleep 600 </dev/null >/dev/null 2>&1 & exit 7"},
 		Env:  []string{"PATH=/usr/bin:/bin"},
 		Cwd:  "/workspace",
 	}, attach, ts.home)
@@ -81,6 +83,16 @@ func TestInitReapsOrphans(t *testing.T) {
 	// the init can reap.
 	if len(childrenOf(t, ts.Pid, "")) == len(zombiesOf(t, ts.Pid)) {
 		t.Fatal("the orphan is not (or no longer) a live child of the init")
+	}
+	// Now it ends, long after its parent.
+	orphans, err := sub.Procs()
+	if err != nil || len(orphans) == 0 {
+		t.Fatalf("the orphan's group holds %v (%v)", orphans, err)
+	}
+	for _, pid := range orphans {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill the orphan %d: %v", pid, err)
+		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
