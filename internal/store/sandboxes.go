@@ -37,17 +37,11 @@ const putSandboxQuery = `INSERT INTO sandboxes(id, owner, record, updated_ns) VA
 		ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, record=excluded.record, updated_ns=excluded.updated_ns`
 
 // DeleteSandbox removes a sandbox record; a missing one is not an error.
-// Inside a call's flush window its flush is left to the call's audit commit.
+// It always syncs itself, also inside a flush window: the manager removes
+// the workspace right after it, and a record must never outlive its
+// workspace on disk.
 func (s *SQLite) DeleteSandbox(ctx context.Context, id string) error {
-	const q = `DELETE FROM sandboxes WHERE id = ?`
-	deferred, err := s.deferredFlush(ctx, func(c *sql.Conn) error {
-		_, err := c.ExecContext(ctx, q, id)
-		return err
-	})
-	if !deferred {
-		_, err = s.db.ExecContext(ctx, q, id)
-	}
-	if err != nil {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete sandbox: %w", err)
 	}
 	return nil
