@@ -12,9 +12,9 @@ import (
 
 // BenchmarkAuditQuery1M times the audit queries the API makes (GET
 // /v1/audit's since, actor, action and sandbox filters, both orders) on a
-// log of 1,000,000 records, and prints each query's plan: which index
-// each filter needs. SANDHOLD_BENCH_AUDIT_DB names a data dir to keep the
-// filled database between runs (it takes a while to fill).
+// log of 1,000,000 records (TestAuditQueryPlans checks which index each
+// filter is planned with). SANDHOLD_BENCH_AUDIT_DB names a data dir to
+// keep the filled database between runs (it takes a while to fill).
 func BenchmarkAuditQuery1M(b *testing.B) {
 	ctx := context.Background()
 	dir := os.Getenv("SANDHOLD_BENCH_AUDIT_DB")

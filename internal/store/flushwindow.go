@@ -21,7 +21,9 @@ import (
 // once the call's run has returned) and syncs the file, so the write is on
 // disk before the answer, exactly as if it had synced itself. A crash
 // before that sync loses the write and leaves the call unanswered, which is
-// the same as a crash before the write.
+// the same as a crash before the write. If the record's commit fails, the
+// dispatcher withholds the call's result and answers with an error; the
+// write, already visible, reaches the disk with the next sync.
 //
 // The window is closed before the record is appended, and closing waits for
 // writes still in flight, so a write that a call leaves behind (a goroutine
