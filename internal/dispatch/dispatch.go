@@ -300,6 +300,9 @@ type Dispatcher struct {
 	approvals Approvals
 	rates     RateRules
 	observers []Observer
+
+	// flushWindow is Options.FlushWindow.
+	flushWindow func(context.Context) (context.Context, func())
 }
 
 // Options configures a Dispatcher. Nil Policy allows every call its role
@@ -313,12 +316,19 @@ type Options struct {
 	// RateRules gives per-role/per-key rate-limit overrides; nil uses the
 	// limiter's base rules.
 	RateRules RateRules
+	// FlushWindow, if set, wraps each tool's run: the writes the run makes
+	// under the context it returns may leave their flush to the durable
+	// commit of the call's audit record, which follows before the answer
+	// (store.SQLite.OpenFlushWindow). Set it only when Audit commits to
+	// that same database. The dispatcher calls the returned close before
+	// it appends the record; with no Audit it opens no window.
+	FlushWindow func(context.Context) (context.Context, func())
 }
 
 // New returns a dispatcher with no tools.
 func New(o Options) *Dispatcher {
 	return &Dispatcher{limiter: o.Limiter, audit: o.Audit, policy: o.Policy, halt: o.Halt, approvals: o.Approvals,
-		rates: o.RateRules, tools: make(map[string]*Tool)}
+		rates: o.RateRules, tools: make(map[string]*Tool), flushWindow: o.FlushWindow}
 }
 
 // SetPolicy installs the policy step (the daemon builds the policy after
@@ -566,7 +576,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	}
 	verdict := "allowed"
 	var reason string
+	var closeWindow func()
 	defer func() {
+		if closeWindow != nil {
+			// Before the record: its commit is the sync the run's
+			// deferred writes wait for (Options.FlushWindow).
+			closeWindow()
+		}
 		if err != nil && (verdict == "allowed" || verdict == "approved") {
 			verdict = "error"
 		}
@@ -676,6 +692,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		ctx = context.WithValue(ctx, approvedKey{}, c.KeyID)
 	}
 	// 6. Run.
+	if d.flushWindow != nil && d.audit != nil {
+		ctx, closeWindow = d.flushWindow(ctx)
+	}
 	return t.Run(context.WithValue(ctx, depthKey{}, depth+1), c, args)
 }
 

@@ -141,49 +141,7 @@ func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, build func(las
 
 // QueryAudit returns matching records.
 func (s *SQLite) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
-	var where []string
-	var args []any
-	if !f.Since.IsZero() {
-		where, args = append(where, "time_ns >= ?"), append(args, toNS(f.Since))
-	}
-	if f.AfterSeq > 0 {
-		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)
-	}
-	if f.Actor != "" {
-		where, args = append(where, "actor = ?"), append(args, f.Actor)
-	}
-	actions := f.Actions
-	if f.Action != "" {
-		actions = append([]string{f.Action}, actions...)
-	}
-	if len(actions) > 0 {
-		var any []string
-		for _, a := range actions {
-			any = append(any, `action = ? OR action LIKE ? ESCAPE '\'`)
-			args = append(args, a, escapeLike(a)+".%")
-		}
-		// #nosec G202 -- constant fragments; every value is a bound parameter
-		where = append(where, "("+strings.Join(any, " OR ")+")")
-	}
-	if f.Sandbox != "" {
-		where, args = append(where, "sandbox = ?"), append(args, f.Sandbox)
-	}
-	q := `SELECT ` + auditColumns + ` FROM audit`
-	if len(where) > 0 {
-		// #nosec G202 -- only the constant fragments above are joined; every value is a bound parameter
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	if f.Descending {
-		q += ` ORDER BY seq DESC`
-	} else {
-		q += ` ORDER BY seq`
-	}
-	limit := f.Limit
-	if limit <= 0 || limit > MaxAuditPage {
-		limit = MaxAuditPage
-	}
-	q += ` LIMIT ?`
-	args = append(args, limit)
+	q, args := auditQuery(f)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query audit: %w", err)
@@ -250,4 +208,52 @@ func (s *SQLite) LastAudit(ctx context.Context) (AuditRecord, error) {
 func escapeLike(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(s)
+}
+
+// auditQuery is QueryAudit's statement for f and its arguments.
+func auditQuery(f AuditFilter) (string, []any) {
+	var where []string
+	var args []any
+	if !f.Since.IsZero() {
+		where, args = append(where, "time_ns >= ?"), append(args, toNS(f.Since))
+	}
+	if f.AfterSeq > 0 {
+		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)
+	}
+	if f.Actor != "" {
+		where, args = append(where, "actor = ?"), append(args, f.Actor)
+	}
+	actions := f.Actions
+	if f.Action != "" {
+		actions = append([]string{f.Action}, actions...)
+	}
+	if len(actions) > 0 {
+		var any []string
+		for _, a := range actions {
+			any = append(any, `action = ? OR action LIKE ? ESCAPE '\'`)
+			args = append(args, a, escapeLike(a)+".%")
+		}
+		// #nosec G202 -- constant fragments; every value is a bound parameter
+		where = append(where, "("+strings.Join(any, " OR ")+")")
+	}
+	if f.Sandbox != "" {
+		where, args = append(where, "sandbox = ?"), append(args, f.Sandbox)
+	}
+	q := `SELECT ` + auditColumns + ` FROM audit`
+	if len(where) > 0 {
+		// #nosec G202 -- only the constant fragments above are joined; every value is a bound parameter
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	if f.Descending {
+		q += ` ORDER BY seq DESC`
+	} else {
+		q += ` ORDER BY seq`
+	}
+	limit := f.Limit
+	if limit <= 0 || limit > MaxAuditPage {
+		limit = MaxAuditPage
+	}
+	q += ` LIMIT ?`
+	args = append(args, limit)
+	return q, args
 }

@@ -101,6 +101,15 @@ CREATE INDEX tickets_key ON tickets(key_id);`},
 	// syntax, canonical; '' = the server's limits).
 	{9, "key_rate_limits", `
 ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
+	// Two audit indexes no query used (TestAuditQueryPlans): every call's
+	// record wrote a page of each. A since filter and an action filter
+	// (always "= a OR LIKE 'a.%'") were planned as a scan in seq order
+	// with or without them, so their pages were pure cost on every append.
+	// BENCHMARKS.md "The create above the manager" has the query times on
+	// 1M records with and without them.
+	{10, "audit_unused_indexes", `
+DROP INDEX IF EXISTS audit_time;
+DROP INDEX IF EXISTS audit_action;`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 )
@@ -15,17 +16,30 @@ type SandboxRow struct {
 }
 
 // PutSandbox inserts or replaces a sandbox record.
+// Inside a call's flush window (see FlushWindow) its flush is left to the
+// call's audit commit.
 func (s *SQLite) PutSandbox(ctx context.Context, r SandboxRow) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes(id, owner, record, updated_ns) VALUES (?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, record=excluded.record, updated_ns=excluded.updated_ns`,
-		r.ID, r.Owner, r.Record, time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	deferred, err := s.deferredFlush(ctx, func(c *sql.Conn) error {
+		_, err := c.ExecContext(ctx, putSandboxQuery, r.ID, r.Owner, r.Record, now)
+		return err
+	})
+	if !deferred {
+		_, err = s.db.ExecContext(ctx, putSandboxQuery, r.ID, r.Owner, r.Record, now)
+	}
 	if err != nil {
 		return fmt.Errorf("put sandbox: %w", err)
 	}
 	return nil
 }
 
+const putSandboxQuery = `INSERT INTO sandboxes(id, owner, record, updated_ns) VALUES (?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, record=excluded.record, updated_ns=excluded.updated_ns`
+
 // DeleteSandbox removes a sandbox record; a missing one is not an error.
+// It always syncs itself, also inside a flush window: the manager removes
+// the workspace right after it, and a record must never outlive its
+// workspace on disk.
 func (s *SQLite) DeleteSandbox(ctx context.Context, id string) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete sandbox: %w", err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // the pure-Go "sqlite" driver (registers itself)
@@ -43,6 +44,10 @@ type SQLite struct {
 	// connection of their own (the hottest write: one per call).
 	auditMu sync.Mutex
 	audit   auditConn
+
+	// deferredWrites counts the writes that left their flush to a call's
+	// audit commit (FlushWindow); tests read it.
+	deferredWrites atomic.Int64
 }
 
 // auditConn is the connection the audit appends run on, with their
