@@ -275,9 +275,17 @@ type coreResult struct {
 	// BarePerSecond is bare fork/exec of /bin/true by 16 goroutines for
 	// as long as the sustained run, in the same process tree.
 	BarePerSecond float64 `json:"bare_fork_exec_per_second_16_goroutines"`
-	LoadBefore    string  `json:"load_average_before"`
-	LoadAfter     string  `json:"load_average_after"`
-	Ratios        struct {
+	// Interleaved is the exec round trip and the bare fork/exec measured
+	// alternately in one loop (the figures above are measured one after
+	// the other, each in its own loop).
+	Interleaved struct {
+		BareForkExec    figure  `json:"bare_fork_exec"`
+		ExecRTT         figure  `json:"exec_rtt"`
+		ExecRTTOverBare float64 `json:"exec_rtt_over_bare_fork_exec"`
+	} `json:"interleaved"`
+	LoadBefore string `json:"load_average_before"`
+	LoadAfter  string `json:"load_average_after"`
+	Ratios     struct {
 		ExecRTTOverBare  float64  `json:"exec_rtt_over_bare_fork_exec"`
 		BwrapOverExecRTT *float64 `json:"bwrap_over_exec_rtt,omitempty"`
 		// SustainedOverBare is exec/s of 16 clients over bare fork/exec/s
@@ -334,6 +342,23 @@ func core(ctx context.Context, o options) error {
 		return fmt.Errorf("exec: %w", err)
 	}
 	res.ExecRTT = fig(rtt)
+	// The same two again, alternating one bare fork/exec and one exec
+	// in a single loop, so drift in the machine (other load, the pool's
+	// refill after the take above) falls on both alike.
+	var ib, ie latency
+	for range o.n {
+		b, err := sample(1, func() error { return exec.Command("/bin/true").Run() })
+		if err != nil {
+			return fmt.Errorf("bare fork/exec: %w", err)
+		}
+		e, err := sample(1, func() error { return srv.exec(id) })
+		if err != nil {
+			return fmt.Errorf("exec: %w", err)
+		}
+		ib, ie = append(ib, b...), append(ie, e...)
+	}
+	res.Interleaved.BareForkExec, res.Interleaved.ExecRTT = fig(ib), fig(ie)
+	res.Interleaved.ExecRTTOverBare = res.Interleaved.ExecRTT.P50ms / res.Interleaved.BareForkExec.P50ms
 
 	// The bare side of the sustained ratio, measured right before the
 	// sandhold side so both see the same machine.
@@ -463,6 +488,7 @@ func printCore(r coreResult) {
 	fmt.Printf("%-42s %8.0f exec/s\n", "sustained, 16 concurrent clients", r.ExecPerSecond)
 	fmt.Printf("%-42s %8.0f exec/s\n", "bare fork/exec, 16 goroutines", r.BarePerSecond)
 	fmt.Printf("\nratio exec RTT / bare fork/exec (p50):      %.2fx   (target <= 1.5x)\n", r.Ratios.ExecRTTOverBare)
+	fmt.Printf("  the same, alternating in one loop:        %.2fx   (%.2f / %.2f ms)\n", r.Interleaved.ExecRTTOverBare, r.Interleaved.ExecRTT.P50ms, r.Interleaved.BareForkExec.P50ms)
 	if r.Ratios.BwrapOverExecRTT != nil {
 		fmt.Printf("ratio bwrap / exec RTT (p50):               %.2fx   (target >= 4x)\n", *r.Ratios.BwrapOverExecRTT)
 	}
@@ -475,81 +501,160 @@ func printCore(r coreResult) {
 // density creates many idle sandboxes and reports the memory they add
 // (MemAvailable before and after: every process, page cache of the
 // tmpfs roots and kernel objects included) and create latency at the
-// first and the last.
+// first and the last. A second server then makes as many with the idle
+// sleep off (SANDBOX_IDLE_SLEEP=0), so creation is measured also without
+// the first sandboxes going to sleep (≈4 ms of CPU each) on the same CPUs
+// while the last are made.
 func density(ctx context.Context, o options) error {
-	// Every sandbox gets the default 5 GB workspace quota, as in use; the
-	// images are sparse (≈100 KB on disk each), so the budget that keeps a
-	// host from promising more than its free space is lifted for the run.
-	srv, err := startServer(ctx, o.server, 0, "SANDBOX_DISK_BUDGET=100TB")
+	loadBefore := loadAvg()
+	run, err := createMany(ctx, o, true)
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
-	loadBefore := loadAvg()
-	before, err := memAvailable()
+	// Give the kernel a moment to finish tearing down the first run's
+	// namespaces and mounts before the second starts.
+	settle(30 * time.Second)
+	held, err := createMany(ctx, o, false)
 	if err != nil {
 		return err
+	}
+	out := map[string]any{
+		"sandboxes":              o.count,
+		"added_memory_mb":        run.added >> 20,
+		"per_sandbox_kb":         run.added / int64(o.count) >> 10,
+		"create_first10_ms":      run.first10,
+		"create_last10_ms":       run.last10,
+		"create_last_over_first": run.last10 / run.first10,
+		"create_tenths_p50_ms":   run.tenths,
+		"inits_asleep_by_tenth":  run.asleepByTenth,
+		"added_memory_idle_mb":   run.addedIdle >> 20,
+		"per_sandbox_idle_kb":    run.addedIdle / int64(o.count) >> 10,
+		"inits_asleep":           run.keepers,
+		"idle_wait_s":            run.waited.Seconds(),
+		"sleep_off": map[string]any{
+			"create_first10_ms":      held.first10,
+			"create_last10_ms":       held.last10,
+			"create_last_over_first": held.last10 / held.first10,
+			"create_tenths_p50_ms":   held.tenths,
+			"last_tenth_over_first":  held.tenths[9] / held.tenths[0],
+		},
+		"last_tenth_over_first": run.tenths[9] / run.tenths[0],
+		"load_average_before":   loadBefore,
+		"load_average_after":    loadAvg(),
+	}
+	if o.json {
+		return json.NewEncoder(os.Stdout).Encode(out)
+	}
+	n := int64(o.count)
+	fmt.Printf("load average before %s, after %s\n", loadBefore, loadAvg())
+	fmt.Printf("%d idle sandboxes, 1 s after the last create (inits awake): %d MB added (%d KB each; goal <= 1,500 MB for 1,000, 1.5 MB each)\n", o.count, run.added>>20, run.added/n>>10)
+	fmt.Printf("%d idle sandboxes after %.0f s idle (%d of %d inits asleep in their keepers): %d MB added (%d KB each)\n",
+		o.count, run.waited.Seconds(), run.keepers, o.count, run.addedIdle>>20, run.addedIdle/n>>10)
+	fmt.Printf("create latency p50, first 10: %.2f ms; last 10: %.2f ms (last/first %.2fx; goal <= 1.2x)\n",
+		run.first10, run.last10, run.last10/run.first10)
+	fmt.Printf("create latency p50 per tenth of the run (ms): %.1f (last/first tenth %.2fx)\n", run.tenths, run.tenths[9]/run.tenths[0])
+	fmt.Printf("inits asleep at the end of each tenth: %d\n", run.asleepByTenth)
+	fmt.Printf("the same with the idle sleep off (SANDBOX_IDLE_SLEEP=0): first 10: %.2f ms; last 10: %.2f ms (last/first %.2fx)\n",
+		held.first10, held.last10, held.last10/held.first10)
+	fmt.Printf("  per tenth (ms): %.1f (last/first tenth %.2fx)\n", held.tenths, held.tenths[9]/held.tenths[0])
+	return nil
+}
+
+// manyRun is what createMany measured.
+type manyRun struct {
+	first10, last10 float64   // ms, p50
+	tenths          []float64 // ms, p50 of each tenth
+	asleepByTenth   []int     // inits asleep when each tenth ended
+	added           int64     // bytes, 1 s after the last create
+	addedIdle       int64     // bytes, once the inits slept (withSleep)
+	keepers         int
+	waited          time.Duration
+}
+
+// createMany starts a server (with the idle sleep at its default, or
+// off), creates o.count sandboxes one after another and measures; with
+// the sleep it then waits for the inits to sleep and measures memory
+// again. The server is stopped before it returns.
+func createMany(ctx context.Context, o options, withSleep bool) (manyRun, error) {
+	var r manyRun
+	// Every sandbox gets the default 5 GB workspace quota, as in use; the
+	// images are sparse (≈100 KB on disk each), so the budget that keeps a
+	// host from promising more than its free space is lifted for the run.
+	env := []string{"SANDBOX_DISK_BUDGET=100TB"}
+	if !withSleep {
+		env = append(env, "SANDBOX_IDLE_SLEEP=0")
+	}
+	srv, err := startServer(ctx, o.server, 0, env...)
+	if err != nil {
+		return r, err
+	}
+	defer srv.stop()
+	before, err := memAvailable()
+	if err != nil {
+		return r, err
 	}
 	var lat latency
 	for i := range o.count {
 		t0 := time.Now()
 		if _, err := srv.create(); err != nil {
-			return fmt.Errorf("sandbox #%d: %w", i+1, err)
+			return r, fmt.Errorf("sandbox #%d: %w", i+1, err)
 		}
 		lat = append(lat, time.Since(t0))
+		if withSleep && (i+1)%max(o.count/10, 1) == 0 && len(r.asleepByTenth) < 10 {
+			r.asleepByTenth = append(r.asleepByTenth, countProcs("sandhold-keeper"))
+		}
 	}
 	time.Sleep(time.Second)
 	after, err := memAvailable()
 	if err != nil {
-		return err
+		return r, err
 	}
-	added := before - after
+	r.added = before - after
+	r.first10 = ms(lat[:min(10, len(lat))].pct(50))
+	r.last10 = ms(lat[max(0, len(lat)-10):].pct(50))
+	// p50 of each tenth of the run, to see where creation starts to grow.
+	for i := range 10 {
+		part := lat[i*len(lat)/10 : (i+1)*len(lat)/10]
+		r.tenths = append(r.tenths, ms(part.pct(50)))
+	}
+	if !withSleep {
+		return r, nil
+	}
 	// Then the same sandboxes once idle: their inits return free memory
 	// after a few seconds and sleep in their keepers after the quiet
-	// period (internal/agent/sleep_linux.go). Both figures are printed.
+	// period (internal/agent/sleep_linux.go).
 	asleep, keepers, waited := idleFigure(o.count, 90*time.Second)
 	afterIdle, err := memAvailable()
 	if err != nil {
-		return err
+		return r, err
 	}
-	addedIdle := before - afterIdle
+	r.addedIdle, r.keepers, r.waited = before-afterIdle, keepers, waited
 	if !asleep {
 		fmt.Fprintf(os.Stderr, "only %d of %d inits slept within the wait\n", keepers, o.count)
 	}
-	firstN := lat[:min(10, len(lat))]
-	lastN := lat[max(0, len(lat)-10):]
-	// p50 of each tenth of the run, to see where creation starts to grow.
-	var tenths []float64
-	for i := range 10 {
-		part := lat[i*len(lat)/10 : (i+1)*len(lat)/10]
-		tenths = append(tenths, ms(part.pct(50)))
+	return r, nil
+}
+
+// settle waits until no sandbox init or keeper is left on the host and
+// the 1-minute load average is below 1.5, or limit passes.
+func settle(limit time.Duration) {
+	t0 := time.Now()
+	for time.Since(t0) < limit {
+		if countProcs("sandhold-init")+countProcs("sandhold-keeper") == 0 && load1() < 1.5 {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	out := map[string]any{
-		"create_tenths_p50_ms":   tenths,
-		"sandboxes":              o.count,
-		"added_memory_mb":        added >> 20,
-		"per_sandbox_kb":         added / int64(o.count) >> 10,
-		"create_first10_ms":      ms(firstN.pct(50)),
-		"create_last10_ms":       ms(lastN.pct(50)),
-		"create_last_over_first": ms(lastN.pct(50)) / ms(firstN.pct(50)),
-		"added_memory_idle_mb":   addedIdle >> 20,
-		"per_sandbox_idle_kb":    addedIdle / int64(o.count) >> 10,
-		"inits_asleep":           keepers,
-		"idle_wait_s":            waited.Seconds(),
-		"load_average_before":    loadBefore,
-		"load_average_after":     loadAvg(),
+}
+
+// load1 is the 1-minute load average (0 if unknown).
+func load1() float64 {
+	f := strings.Fields(loadAvg())
+	if len(f) == 0 {
+		return 0
 	}
-	if o.json {
-		return json.NewEncoder(os.Stdout).Encode(out)
-	}
-	fmt.Printf("load average before %s, after %s\n", loadBefore, loadAvg())
-	fmt.Printf("%d idle sandboxes, 1 s after the last create (inits awake): %d MB added (%d KB each; goal <= 1,500 MB for 1,000, 1.5 MB each)\n", o.count, added>>20, added/int64(o.count)>>10)
-	fmt.Printf("%d idle sandboxes after %.0f s idle (%d of %d inits asleep in their keepers): %d MB added (%d KB each)\n",
-		o.count, waited.Seconds(), keepers, o.count, addedIdle>>20, addedIdle/int64(o.count)>>10)
-	fmt.Printf("create latency p50, first 10: %.2f ms; last 10: %.2f ms (last/first %.2fx; goal <= 1.2x)\n",
-		ms(firstN.pct(50)), ms(lastN.pct(50)), ms(lastN.pct(50))/ms(firstN.pct(50)))
-	fmt.Printf("create latency p50 per tenth of the run (ms): %.1f\n", tenths)
-	return nil
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
 
 // idleFigure waits until want sandbox inits sleep in their keepers

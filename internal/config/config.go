@@ -76,6 +76,10 @@ type Config struct {
 	MaxSandboxesPerKey int
 	// SandboxTTL is the idle time after which a sandbox is reaped (SANDBOX_SANDBOX_TTL, 24h).
 	SandboxTTL time.Duration
+	// IdleSleep is the quiet period after which an idle sandbox's init
+	// sleeps in its one-page keeper (SANDBOX_IDLE_SLEEP, 30s); negative:
+	// never (the setting's 0).
+	IdleSleep time.Duration
 	// MaxBody caps a JSON request body (SANDBOX_MAX_BODY, 16MB).
 	MaxBody Size
 
@@ -217,6 +221,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.SandboxTTL == 0 {
 		c.SandboxTTL = d.SandboxTTL
+	}
+	if c.IdleSleep == 0 {
+		c.IdleSleep = d.IdleSleep
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = d.MaxBody

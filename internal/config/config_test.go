@@ -94,6 +94,7 @@ func TestBadValuesNameTheSetting(t *testing.T) {
 		{"bad bool", map[string]string{"SANDBOX_RATE_LIMIT": "maybe"}, "SANDBOX_RATE_LIMIT"},
 		{"bad int", map[string]string{"SANDBOX_WARM_POOL": "two"}, "SANDBOX_WARM_POOL"},
 		{"bad duration", map[string]string{"SANDBOX_MAX_CPU_TIME": "30"}, "SANDBOX_MAX_CPU_TIME"},
+		{"negative idle sleep", map[string]string{"SANDBOX_IDLE_SLEEP": "-5s"}, "SANDBOX_IDLE_SLEEP"},
 		{"bad rate limits", map[string]string{"SANDBOX_RATE_LIMITS": "code=lots"}, "SANDBOX_RATE_LIMITS"},
 	}
 	for _, tc := range tests {
@@ -132,6 +133,7 @@ func TestValidateChecks(t *testing.T) {
 		{"zero processes", func(c *Config) { c.MaxProcesses = 0 }, "SANDBOX_MAX_PROCESSES"},
 		{"huge body", func(c *Config) { c.MaxBody = 2 << 30 }, "SANDBOX_MAX_BODY"},
 		{"tiny ttl", func(c *Config) { c.SandboxTTL = time.Second }, "SANDBOX_SANDBOX_TTL"},
+		{"tiny idle sleep", func(c *Config) { c.IdleSleep = 10 * time.Millisecond }, "SANDBOX_IDLE_SLEEP"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, "SANDBOX_LOG_LEVEL"},
 		{"cors star", func(c *Config) { c.CORSOrigins = []string{"*"} }, "SANDBOX_CORS_ORIGINS"},
 		{"cors path", func(c *Config) { c.CORSOrigins = []string{"https://a.example/x"} }, "SANDBOX_CORS_ORIGINS"},
@@ -243,6 +245,28 @@ func TestRateLimitsSetting(t *testing.T) {
 	for _, cat := range []ratelimit.Category{ratelimit.Exec, ratelimit.File, ratelimit.Browser, ratelimit.Terminal, ratelimit.Command} {
 		if d.RateLimits[cat] != want[cat] {
 			t.Errorf("default %s: %+v, want %+v", cat, d.RateLimits[cat], want[cat])
+		}
+	}
+}
+
+// SANDBOX_IDLE_SLEEP: unset is the 30 s default, "0" is never (a negative
+// period, as the sandbox manager reads it), a duration is that period.
+func TestIdleSleepSetting(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want time.Duration
+	}{
+		{map[string]string{}, 30 * time.Second},
+		{map[string]string{"SANDBOX_IDLE_SLEEP": "0"}, -1},
+		{map[string]string{"SANDBOX_IDLE_SLEEP": "2m"}, 2 * time.Minute},
+	} {
+		tc.env["SANDBOX_DATA_DIR"] = t.TempDir()
+		c, err := Load(LoadOptions{LookupEnv: env(tc.env)})
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		if c.IdleSleep != tc.want {
+			t.Errorf("%v: IdleSleep %v, want %v", tc.env, c.IdleSleep, tc.want)
 		}
 	}
 }

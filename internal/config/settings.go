@@ -71,6 +71,19 @@ var settings = []setting{
 		set: intField(func(c *Config, n int) { c.MaxSandboxesPerKey = n })},
 	{key: "sandbox_ttl", env: "SANDBOX_SANDBOX_TTL", def: "24h", doc: "idle time after which a sandbox is reaped",
 		set: durationField(func(c *Config, d time.Duration) { c.SandboxTTL = d })},
+	{key: "idle_sleep", env: "SANDBOX_IDLE_SLEEP", def: "30s", doc: "quiet period after which an idle sandbox's init sleeps in a one-page keeper and wakes on the next call (0: never)",
+		set: func(c *Config, v string) error {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			switch {
+			case strings.TrimSpace(v) == "0":
+				c.IdleSleep = -1 // never; the zero value means "the default"
+			case err != nil || d <= 0:
+				return fmt.Errorf("want 0 (never) or a duration like 30s or 5m, got %q", v)
+			default:
+				c.IdleSleep = d
+			}
+			return nil
+		}},
 	{key: "max_body", env: "SANDBOX_MAX_BODY", def: "16MB", doc: "JSON request body cap",
 		set: sizeField(func(c *Config, s Size) { c.MaxBody = s })},
 	{key: "allowed_hosts", env: "SANDBOX_ALLOWED_HOSTS", doc: "extra Host header names accepted (comma separated)",

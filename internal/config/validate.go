@@ -123,6 +123,7 @@ const (
 	maxBodyCap      = Size(1 << 30)  // 1 GiB for a JSON body is already absurd
 	maxCPUTimeCap   = 24 * time.Hour // per execution
 	minTTL          = time.Minute    // a shorter TTL reaps sandboxes mid-use
+	minIdleSleep    = time.Second    // shorter: an init would sleep and wake between a client's calls
 	maxTTL          = 365 * 24 * time.Hour
 )
 
@@ -142,6 +143,9 @@ func checkUpperBounds(c Config) error {
 	}
 	if c.MaxCPUTime > maxCPUTimeCap {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_CPU_TIME: at most %s, got %s", maxCPUTimeCap, c.MaxCPUTime))
+	}
+	if c.IdleSleep > 0 && (c.IdleSleep < minIdleSleep || c.IdleSleep > maxTTL) {
+		errs = append(errs, fmt.Errorf("SANDBOX_IDLE_SLEEP: 0 (never) or between %s and %s, got %s", minIdleSleep, maxTTL, c.IdleSleep))
 	}
 	if c.SandboxTTL > 0 && (c.SandboxTTL < minTTL || c.SandboxTTL > maxTTL) {
 		errs = append(errs, fmt.Errorf("SANDBOX_SANDBOX_TTL: between %s and %s, got %s", minTTL, maxTTL, c.SandboxTTL))

@@ -168,6 +168,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		TmpBytes:    tmpBytes,
 		WarmPool:    cfg.WarmPool,
 		IdleTTL:     cfg.SandboxTTL,
+		IdleSleep:   cfg.IdleSleep,
 		MaxPerOwner: cfg.MaxSandboxesPerKey,
 		AllowSudo:   cfg.EnableSudo,
 		Insecure:    insecure,

@@ -55,7 +55,10 @@ type Config struct {
 	TmpBytes     int64
 	WarmPool     int
 	// IdleTTL stops (not deletes) a sandbox idle that long; 0 never.
-	IdleTTL            time.Duration
+	IdleTTL time.Duration
+	// IdleSleep is the quiet period after which an idle init sleeps in
+	// its keeper: 0 the init's default (30 s), below 0 never.
+	IdleSleep          time.Duration
 	MaxPerOwner        int
 	MaxExecsPerSandbox int
 	// DiskBudget caps the sum of all workspace quotas (disk.go); 0: none.

@@ -293,6 +293,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			CgroupVersion: s.m.cg.Info().Version,
 			Insecure:      cfg.Insecure,
 			LoopbackPorts: cfg.LoopbackPorts,
+			SleepAfterMs:  sleepAfterMs(cfg.IdleSleep),
 		},
 		Log: &initLog{m: s.m, id: s.rec.ID},
 	}
@@ -760,3 +761,15 @@ func (l *initLog) Write(p []byte) (int, error) {
 // slotOpHook runs between the generation check and the cgroup operation
 // of killSlot and dropSlot: a test's window into the race genMu closes.
 var slotOpHook = func() {}
+
+// sleepAfterMs is Config.IdleSleep as agent.Setup.SleepAfterMs: 0 the
+// init's default, below 0 never, else whole milliseconds (at least 1).
+func sleepAfterMs(d time.Duration) int {
+	switch {
+	case d < 0:
+		return -1
+	case d == 0:
+		return 0
+	}
+	return int(max(d.Milliseconds(), 1))
+}

@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/testenv"
+)
+
+// TestIdleSleepReachesTheInit: Config.IdleSleep (SANDBOX_IDLE_SLEEP) is the
+// quiet period the init sleeps after — a short one puts an idle init in its
+// keeper within seconds — and a negative one turns the sleep off, which the
+// init says in its capabilities layer.
+func TestIdleSleepReachesTheInit(t *testing.T) {
+	testenv.RequireSandboxes(t)
+	prog := buildLeanInit(t)
+
+	// Each manager in its own subtest: a manager reaps every cgroup below
+	// its test's base when it starts.
+	t.Run("short", func(t *testing.T) { idleSleepShort(t, prog) })
+	t.Run("off", func(t *testing.T) { idleSleepOff(t, prog) })
+}
+
+func idleSleepShort(t *testing.T, prog []byte) {
+	cfg := leanConfig(t, prog)
+	cfg.IdleSleep = time.Second
+	s := create(t, newManager(t, cfg, nil), Spec{})
+	if r := run(t, s, ExecRequest{Argv: []string{"true"}}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	comm := func(s *Sandbox) string {
+		s.mu.Lock()
+		pid := s.inst.Pid
+		s.mu.Unlock()
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		return strings.TrimSpace(string(b))
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for comm(s) != "sandhold-keeper" {
+		if time.Now().After(deadline) {
+			t.Fatalf("init not asleep 20 s after its last call with a 1 s quiet period (comm %q)", comm(s))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// It wakes for the next call.
+	if r := run(t, s, ExecRequest{Argv: []string{"true"}}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec after the sleep: %+v", r)
+	}
+}
+
+func idleSleepOff(t *testing.T, prog []byte) {
+	cfg := leanConfig(t, prog)
+	cfg.IdleSleep = -1
+	off := create(t, newManager(t, cfg, nil), Spec{})
+	off.mu.Lock()
+	layers := off.inst.Ready.Layers
+	off.mu.Unlock()
+	said := false
+	for _, l := range layers {
+		said = said || strings.Contains(l.Detail, "idle sleep: off")
+	}
+	if !said {
+		t.Errorf("with IdleSleep < 0 no layer says the idle sleep is off: %+v", layers)
+	}
+}
+
+func TestSleepAfterMs(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int
+	}{{0, 0}, {-1, -1}, {-time.Hour, -1}, {time.Microsecond, 1}, {30 * time.Second, 30000}} {
+		if got := sleepAfterMs(tc.d); got != tc.want {
+			t.Errorf("sleepAfterMs(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
