@@ -211,6 +211,10 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 		{"usr read-only", []string{"sh", "-c", "touch /usr/x"}, "", true},
 		{"etc read-only", []string{"sh", "-c", "echo x >> /etc/passwd"}, "", true},
 		{"no host shadow", []string{"cat", "/etc/shadow"}, "", true},
+		{"etc host entry read-only", []string{"sh", "-c", "echo x >> /etc/ld.so.cache"}, "", true},
+		// /etc and every host entry bound into it: one recursive
+		// mount_setattr makes all of them ro, nosuid, nodev (rootfs.buildEtc).
+		{"every mount under /etc ro, nosuid, nodev", []string{"sh", "-c", `awk '$5=="/etc" || $5 ~ /^\/etc\// {n++; o=","$6","; if (o !~ /,ro,/ || o !~ /,nosuid,/ || o !~ /,nodev,/) bad=bad" "$5":"$6} END {if (n < 2) print "only " n " mounts"; else if (bad != "") print "writable:" bad; else print "ok"}' /proc/self/mountinfo`}, "ok\n", false},
 		{"no root home contents", []string{"ls", "/root"}, "", true},
 		{"only loopback", []string{"sh", "-c", "ls /proc/sys/net/ipv4/conf | sort | tr '\\n' ' '"}, "all default lo ", false},
 		{"bounding set empty", []string{"sh", "-c", "grep CapBnd /proc/self/status"}, "CapBnd:\t0000000000000000\n", false},

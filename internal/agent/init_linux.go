@@ -78,13 +78,7 @@ func Main() error {
 	if err != nil {
 		return err
 	}
-	// PID 1 gets only the signals it handles; none from inside may stop
-	// it. They are caught and dropped, not ignored: an ignored signal stays
-	// ignored across exec, and every command would inherit that (no Ctrl-C,
-	// no traps, `yes | head` getting EPIPE); a caught one reverts to its
-	// default in the child.
-	// The channel is never read: signal.Notify never blocks on a full
-	// channel, it drops the signal, so no goroutine has to drain it.
+	// The signals PID 1 catches and drops, and its name: processSettings.
 	if err := processSettings(); err != nil {
 		return err
 	}

@@ -163,6 +163,17 @@ func buildEtc(root string, s Spec) error {
 			return err
 		}
 	}
+	// /etc is a mount of its own (a bind of the root tmpfs's directory on
+	// itself), so that one recursive mount_setattr makes it and every host
+	// entry bound into it read-only, nosuid and nodev: one call instead of
+	// a statfs and a remount per entry (≈ 20 of each per sandbox start).
+	// The attributes are only set, never cleared, so the flags the kernel
+	// locks on the host's mounts stay. A kernel without mount_setattr
+	// (before 5.12) gets the remount of each entry, as before.
+	if err := unix.Mount(etc, etc, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind %s on itself: %w", etc, err)
+	}
+	perEntry := !haveMountSetattr(etc)
 	for _, name := range etcBinds {
 		host := filepath.Join("/etc", name)
 		fi, err := os.Lstat(host)
@@ -187,7 +198,7 @@ func buildEtc(root string, s Spec) error {
 			}
 			continue
 		}
-		if err := bindRO(host, dst, fi.IsDir()); err != nil {
+		if err := bind(host, dst, fi.IsDir(), perEntry); err != nil {
 			// An entry the namespace root may not read (mode 0700 of
 			// the host's root) is skipped: it is not ours to show.
 			if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
@@ -197,7 +208,22 @@ func buildEtc(root string, s Spec) error {
 			return err
 		}
 	}
+	if perEntry {
+		// /etc's own mount is not under the root's read-only remount.
+		return remount(etc, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(unix.AT_FDCWD, etc, unix.AT_RECURSIVE, &attr); err != nil {
+		return fmt.Errorf("make %s read-only: %w", etc, err)
+	}
 	return nil
+}
+
+// haveMountSetattr reports whether the kernel has mount_setattr, asking it
+// to set nothing on the mount at path (which changes nothing).
+func haveMountSetattr(path string) bool {
+	err := unix.MountSetattr(unix.AT_FDCWD, path, 0, &unix.MountAttr{})
+	return !errors.Is(err, unix.ENOSYS)
 }
 
 func buildDev(root string, s Spec) error {
@@ -357,6 +383,13 @@ func pivot(root string) error {
 // bindRO bind-mounts src on dst read-only, keeping the flags the kernel
 // locks on mounts inherited from a more privileged namespace.
 func bindRO(src, dst string, dir bool) error {
+	return bind(src, dst, dir, true)
+}
+
+// bind bind-mounts src on dst and, if ro, remounts it read-only, nosuid and
+// nodev. A caller passing ro false makes the mount read-only itself (buildEtc:
+// one recursive mount_setattr over all its binds).
+func bind(src, dst string, dir, ro bool) error {
 	if dst != src {
 		if dir {
 			if err := mkdirAllRoot(dst, 0o755); err != nil {
@@ -372,6 +405,9 @@ func bindRO(src, dst string, dir bool) error {
 	}
 	if err := unix.Mount(src, dst, "", flags, ""); err != nil {
 		return fmt.Errorf("bind %s: %w", src, err)
+	}
+	if !ro {
+		return nil
 	}
 	return remount(dst, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV)
 }
