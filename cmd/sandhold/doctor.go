@@ -79,6 +79,7 @@ func testSandbox(initFile *os.File) ([]agent.Layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer cg.Release() // after m.Close below: deferred calls run last first
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m, err := sandbox.New(ctx, sandbox.Config{

@@ -121,6 +121,7 @@ func newManagersWith(t *testing.T, pids, maxPids int64) (*sandbox.Manager, *Mana
 	if err != nil {
 		t.Skip("cgroups unavailable:", err)
 	}
+	t.Cleanup(cg.Release) // after the manager's Close (cleanups run last first)
 	cfg := sandbox.Config{
 		DataDir:       t.TempDir(),
 		Max:           sandbox.Limits{MemoryBytes: 2 << 30, CPUMilli: 2000, Pids: maxPids, DiskBytes: 1 << 30, CPUTime: 30 * time.Second},

@@ -212,7 +212,13 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if d.sandboxes, err = sandbox.New(ctx, mcfg, records{d.store}, auditFn, cg); err != nil {
 		return fmt.Errorf("sandbox manager: %w", err)
 	}
-	d.closers = append(d.closers, func() error { d.sandboxes.Close(); return nil })
+	d.closers = append(d.closers, func() error {
+		d.sandboxes.Close()
+		// The base group, empty once every sandbox is stopped, goes with
+		// the server (the next start makes it again).
+		cg.Release()
+		return nil
+	})
 	for _, t := range sandbox.Tools(d.sandboxes, d.guard) {
 		d.dispatch.MustRegister(t)
 	}

@@ -83,6 +83,7 @@ func newManager(t *testing.T, cfg Config, rec Records) *Manager {
 	if err != nil {
 		t.Skip("cgroups unavailable:", err)
 	}
+	t.Cleanup(cg.Release) // after m.Close (cleanups run last first)
 	if rec == nil {
 		rec = &memRecords{}
 	}

@@ -131,6 +131,14 @@ type Manager interface {
 	Open(name string) (Group, error)
 	// List names the groups under base: what a previous run left behind.
 	List() ([]string, error)
+	// Release removes the base group in every hierarchy (on v2 also the
+	// levels New made above it) where it holds no group and no task; a
+	// base still in use stays, as is. For an owner that is done with it:
+	// without it every server run on a fresh data dir and every test
+	// leaves an empty group per hierarchy behind, and the kernel keeps
+	// paying for each (an empty v1 memory cgroup holds its per-CPU
+	// statistics).
+	Release()
 }
 
 // Group is one cgroup (in every hierarchy used, on v1).

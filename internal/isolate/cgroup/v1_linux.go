@@ -87,6 +87,12 @@ func newV1(lay layout, base string) (*v1Manager, error) {
 
 func (m *v1Manager) Info() Info { return m.info }
 
+func (m *v1Manager) Release() {
+	for _, h := range m.hiers {
+		_ = os.Remove(h.baseDir) // rmdir: fails, harmlessly, while a group or task is left
+	}
+}
+
 // dir returns the directory of group rel in the hierarchy carrying ctrl.
 func (m *v1Manager) dir(ctrl, rel string) string {
 	for _, h := range m.hiers {

@@ -33,6 +33,8 @@ var v2Controllers = []string{"memory", "pids", "cpu"}
 type v2Manager struct {
 	info    Info
 	baseDir string
+	// made are the directories New made for base, outermost first.
+	made []string
 	// ctrls are the controllers groups get: v2Controllers in production
 	// (New refuses to run without them); tests on a host whose unified
 	// hierarchy has none use nil to exercise the core files alone.
@@ -73,6 +75,7 @@ func newV2(lay layout, base string) (*v2Manager, error) {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) { //nolint:gosec // G301: cgroupfs convention (systemd, runc): anyone may read a group's stats; control files stay root's 0644, and Delegate chowns what a delegate may write
 			return nil, fmt.Errorf("cgroup v2: create base: %w", err)
 		}
+		m.made = append(m.made, dir)
 		if err := enableControllers(dir, v2Controllers, false); err != nil {
 			return nil, fmt.Errorf("cgroup v2: %w", err)
 		}
@@ -192,6 +195,14 @@ func (m *v2Manager) openAny(name string) (Group, error) {
 		return nil, err
 	}
 	return &v2Group{m: m, name: name, rel: name}, nil
+}
+
+func (m *v2Manager) Release() {
+	for i := len(m.made) - 1; i >= 0; i-- {
+		if os.Remove(m.made[i]) != nil { // rmdir: fails while a group or task is left
+			return
+		}
+	}
 }
 
 func (m *v2Manager) List() ([]string, error) {
