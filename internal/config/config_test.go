@@ -258,6 +258,7 @@ func TestIdleSleepSetting(t *testing.T) {
 	}{
 		{map[string]string{}, 30 * time.Second},
 		{map[string]string{"SANDBOX_IDLE_SLEEP": "0"}, -1},
+		{map[string]string{"SANDBOX_IDLE_SLEEP": "0s"}, -1},
 		{map[string]string{"SANDBOX_IDLE_SLEEP": "2m"}, 2 * time.Minute},
 	} {
 		tc.env["SANDBOX_DATA_DIR"] = t.TempDir()

@@ -75,7 +75,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(v))
 			switch {
-			case strings.TrimSpace(v) == "0":
+			case strings.TrimSpace(v) == "0" || (err == nil && d == 0):
 				c.IdleSleep = -1 // never; the zero value means "the default"
 			case err != nil || d <= 0:
 				return fmt.Errorf("want 0 (never) or a duration like 30s or 5m, got %q", v)
