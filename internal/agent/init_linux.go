@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -162,16 +161,29 @@ func adoptProto() (*Conn, error) {
 // processSettings are what the init sets on itself as a process, at start
 // and again after a wake (execve resets them).
 func processSettings() error {
-	// PID 1 gets only the signals it handles; none from inside may stop
-	// it. They are caught and dropped, not ignored: an ignored signal stays
-	// ignored across exec, and every command would inherit that (no Ctrl-C,
-	// no traps, `yes | head` getting EPIPE); a caught one reverts to its
-	// default in the child.
-	// The channel is never read: signal.Notify never blocks on a full
-	// channel, it drops the signal, so no goroutine has to drain it.
-	dropped := make(chan os.Signal, 1)
-	signal.Notify(dropped, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
-		unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
+	// PID 1 takes no signal from anyone: the ones the runtime would act
+	// on (most end a Go program) get their default disposition back,
+	// and the kernel drops every signal with the default action that is
+	// sent to a pid namespace's init, from inside and from the host, but
+	// an ancestor's SIGKILL. Not ignored: an ignored signal stays ignored
+	// across exec and every command would inherit that (no Ctrl-C, no
+	// traps, `yes | head` getting EPIPE); a default one is what commands
+	// should start with. Not caught through os/signal either, which
+	// keeps two threads for as long as the process lives
+	// (threads_linux.go). TestInitIgnoresSignals.
+	// SIGCHLD too: the reaper waits in the kernel (reap), and a default
+	// SIGCHLD is dropped without interrupting a thread for the runtime's
+	// handler (not ignored: ignoring it would have the kernel collect
+	// children and lose their exit codes).
+	defaultSignals(unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+		unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGCHLD)
+	// The Go runtime turns an EPIPE on os.Stderr (descriptor 2) into an
+	// exit when SIGPIPE is not caught; the init's own messages go through
+	// a duplicate, where an EPIPE is only an error; above the numbers
+	// the keeper's exec needs free (sleeper.moves).
+	if fd, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, fdExeFile+1); err == nil {
+		os.Stderr = os.NewFile(uintptr(fd), "stderr")
+	}
 	resetIgnoredSignals()
 	// Run from a memfd, the kernel names the process after its path
 	// ("5"); ps and top should say what it is.
@@ -338,6 +350,10 @@ type server struct {
 	// reap a child before it is registered.
 	mu       sync.Mutex
 	children map[int]uint64 // pid → spawn request id
+	// forked wakes the reaper after a fork (reap); reapMu is held for
+	// each of its passes (reapAll).
+	forked chan struct{}
+	reapMu sync.Mutex
 
 	// forks carries spawn requests to forkLoop, on the thread in the
 	// sandbox's cgroup namespace.
@@ -365,31 +381,13 @@ type server struct {
 const spawnQueue = 32
 
 func newServer(conn *Conn, st Setup) *server {
-	return &server{conn: conn, setup: st, children: make(map[int]uint64), forks: make(chan spawnJob, spawnQueue), devNull: -1,
+	return &server{conn: conn, setup: st, children: make(map[int]uint64), forked: make(chan struct{}, 1), forks: make(chan spawnJob, spawnQueue), devNull: -1,
 		release: newIdleRelease()}
 }
 
 func (s *server) serve() error {
-	// SIGCHLD is subscribed to before the first request is read: a child
-	// that exits before a subscription exists is never reported (Go drops
-	// an unsubscribed SIGCHLD), and its execution would hang to its
-	// timeout.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGCHLD)
-	if s.sleep != nil {
-		// Through an unbuffered channel, so the sleeper can tell when a
-		// reap under way has finished (trySleep).
-		reaped := make(chan os.Signal)
-		s.sleep.reaped = reaped
-		go func() {
-			for sig := range sigs {
-				reaped <- sig
-			}
-		}()
-		go s.reap(reaped)
-	} else {
-		go s.reap(sigs)
-	}
+	// The reaper runs before the first request is read (reap).
+	go s.reap()
 	for {
 		var req Request
 		files, err := s.conn.Recv(&req)

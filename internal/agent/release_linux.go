@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"runtime"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -17,9 +18,9 @@ import (
 // that memory once calls stop: one to two releaseAfter periods after the
 // last request (the timer checks once per period) it runs
 // debug.FreeOSMemory (one collection and a scavenge, about a millisecond
-// of CPU). No timer runs while nothing happens, and a busy init never
-// collects more often than the runtime's own pacing: the release waits for
-// a quiet period.
+// of CPU) and ends the runtime's idle threads (threads_linux.go). No timer
+// runs while nothing happens, and a busy init never collects more often
+// than the runtime's own pacing: the release waits for a quiet period.
 
 // releaseAfter is the quiet period after the last request before the init
 // returns its free memory.
@@ -29,17 +30,34 @@ const releaseAfter = 3 * time.Second
 type idleRelease struct {
 	calls atomic.Uint64
 	armed atomic.Bool
-	// free returns the memory; debug.FreeOSMemory outside tests.
-	free  func()
-	after time.Duration
+	// free returns the memory; outside tests releaseIdle, with threads.
+	free func()
+	// threads ends idle threads; restored before each request.
+	threads threadTrim
+	after   time.Duration
 }
 
 func newIdleRelease() *idleRelease {
-	return &idleRelease{free: debug.FreeOSMemory, after: releaseAfter}
+	r := &idleRelease{after: releaseAfter}
+	r.free = r.releaseIdle
+	return r
+}
+
+// releaseIdle gives back the free heap and the idle threads. It runs on
+// the goroutine time.AfterFunc started for fire, which ends soon after:
+// locked to its thread, it takes that thread with it, the last idle one
+// (threads_linux.go).
+func (r *idleRelease) releaseIdle() {
+	debug.FreeOSMemory()
+	r.threads.trim()
+	runtime.LockOSThread()
 }
 
 // note records a request and arms the release timer unless it is armed.
+// A request is noted before it is served: it gets the GOMAXPROCS a
+// release took away back first.
 func (r *idleRelease) note() {
+	r.threads.restore()
 	r.calls.Add(1)
 	if r.armed.CompareAndSwap(false, true) {
 		r.arm()

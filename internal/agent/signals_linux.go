@@ -17,6 +17,17 @@ type sigaction struct {
 // sigIgn is SIG_IGN; SIG_DFL is 0.
 const sigIgn = 1
 
+// defaultSignals gives each signal its default disposition, whatever
+// handler the runtime installed. The runtime still counts them as its own,
+// so a forked child resets them to the default as before (they are
+// already), and nothing in the init asks os/signal for them.
+func defaultSignals(sigs ...unix.Signal) {
+	for _, sig := range sigs {
+		dfl := sigaction{}
+		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), 0, 8, 0, 0) //nolint:gosec // G103: the kernel ABI needs the pointer
+	}
+}
+
 // resetIgnoredSignals sets every signal still ignored to its default. The
 // init inherits its dispositions from the server, and ignored signals
 // survive exec: a signal the server's parent ignored (a CI runner, a

@@ -120,9 +120,6 @@ type sleeper struct {
 	// last is when the last request was read (Unix ns).
 	last  atomic.Int64
 	armed atomic.Bool
-	// reaped is the reaper's channel: two sends in a row prove that a
-	// reap that was under way has sent its exit event.
-	reaped chan<- os.Signal
 
 	// The record of attempts (trySleep), on the protocol loop's goroutine
 	// only, handed on across sleeps (resumeState); report (the init's
@@ -266,9 +263,10 @@ func (sl *sleeper) sleepOnce() error {
 	}
 	// A child that ended before the check was reaped (zombies are listed
 	// in /proc); its exit event may still be on its way: wait until the
-	// reaper is back at its channel twice.
-	sl.reaped <- unix.SIGCHLD
-	sl.reaped <- unix.SIGCHLD
+	// reaper's pass under way, if any, has sent it.
+	sl.s.reapMu.Lock()
+	//nolint:staticcheck // SA2001: an empty critical section: waiting for the pass is the point
+	sl.s.reapMu.Unlock()
 	eg := sl.s.egress
 	if eg != nil {
 		eg.stop()

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -204,6 +205,11 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 	pid, err = syscall.ForkExec(path, argv, proc) //nolint:gosec // G204: running the client's command inside the sandbox is this function's purpose
 	if err == nil {
 		s.children[pid] = id
+		// Wakes a reaper that found no child (reap).
+		select {
+		case s.forked <- struct{}{}:
+		default:
+		}
 	}
 	s.mu.Unlock()
 	if err == nil && !v1 {
@@ -326,14 +332,39 @@ func lookPath(name string, env []string) (string, error) {
 
 // reap is PID 1's duty: it collects every child that ends — the ones it
 // spawned, whose exits it reports, and the orphans the kernel hands it.
-func (s *server) reap(sigs <-chan os.Signal) {
-	s.reapAll() // anything that ended before the first signal
-	for range sigs {
+//
+// It waits in waitid for any child to end, without collecting it
+// (WNOWAIT), and then collects under s.mu (reapAll), which fork holds
+// until the child is registered. With no child at all (ECHILD) it waits
+// for the next fork: orphans are only ever a command's descendants, so
+// none can appear before then. No signal is involved: SIGCHLD through
+// os/signal took a signal handler, the runtime's signal thread, os/signal's
+// goroutine and a channel hop for each exit, and two threads for the
+// process's life (threads_linux.go). While a child lives this goroutine
+// holds a thread in the kernel; an idle init with no process holds none.
+func (s *server) reap() {
+	for {
 		s.reapAll()
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT|unix.WALL, nil)
+		switch {
+		case err == nil, errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.ECHILD):
+			<-s.forked
+		default:
+			// Not seen on a kernel this runs on; no busy loop if it is.
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
+// reapAll collects every child that has ended and reports the exits of
+// those the init spawned. reapMu is held for the whole pass, so whoever
+// takes it next knows every exit collected before is reported (the
+// sleeper, sleepOnce).
 func (s *server) reapAll() {
+	s.reapMu.Lock()
+	defer s.reapMu.Unlock()
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
