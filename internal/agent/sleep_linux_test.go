@@ -282,7 +282,13 @@ func (ts *testSandbox) runAs(t testing.TB, root bool, argv ...string) runResult 
 // fdCount is how many descriptors the host sees the init hold.
 func fdCount(t *testing.T, pid int) int {
 	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return procEntries(t, pid, "fd")
+}
+
+// procEntries counts the entries of the host's /proc/<pid>/<dir>.
+func procEntries(t *testing.T, pid int, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/%s", pid, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

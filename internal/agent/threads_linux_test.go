@@ -125,11 +125,7 @@ func TestInitIgnoresSignals(t *testing.T) {
 // taskCount is the number of threads of the host's process pid.
 func taskCount(t *testing.T, pid int) int {
 	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
+	return procEntries(t, pid, "task")
 }
 
 // taskStatuses reads every thread's status fields of the host's process pid.
