@@ -509,6 +509,25 @@ func mkdirAllRoot(p string, mode os.FileMode) error {
 	return os.MkdirAll(p, mode) //nolint:gosec // G301: see above
 }
 
+// writeRoot is os.WriteFile without the os package's poller check: for
+// each file opened os asks the runtime's poller to take it (an epoll_ctl
+// that fails for a regular file, and four fcntls around it), 5 system
+// calls of ≈28 files' 140 per sandbox start.
 func writeRoot(p string, data []byte, mode os.FileMode) error {
-	return os.WriteFile(p, data, mode) //nolint:gosec // G306: see above
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, uint32(mode.Perm()))
+	if err != nil {
+		return &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if err != nil {
+			_ = unix.Close(fd)
+			return &os.PathError{Op: "write", Path: p, Err: err}
+		}
+		data = data[n:]
+	}
+	if err := unix.Close(fd); err != nil {
+		return &os.PathError{Op: "close", Path: p, Err: err}
+	}
+	return nil
 }
