@@ -5,6 +5,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Ending an idle init's spare threads.
@@ -52,8 +53,16 @@ import (
 // are ended by the next quiet period's walk.
 const trimLimit = 64
 
-// trimWalks is how many walks one trim makes.
-const trimWalks = 3
+// trimWalks is the most walks one trim makes, trimPause apart.
+const (
+	trimWalks = 5
+	trimPause = 20 * time.Millisecond
+)
+
+// trimFloor is the fewest threads a walk can leave: the forking thread,
+// sysmon, the template thread, the one waiting in the network poller and
+// the walk's own.
+const trimFloor = 5
 
 // threadTrim ends idle threads and holds GOMAXPROCS at 1 until the next
 // request.
@@ -76,11 +85,17 @@ func (t *threadTrim) trim() (before, after int) {
 	t.procs = runtime.GOMAXPROCS(1)
 	t.trimmed.Store(true)
 	// A walk can leave an idle thread behind: the one it stopped at, or
-	// one busy (spinning, leaving a system call) when the walk passed.
-	// Each walk costs at most one new thread, which it ends again, so a
-	// few more are cheap.
-	for range trimWalks {
-		after = endIdleThreads()
+	// one busy (spinning, leaving a system call) when the walk passed,
+	// which on a loaded host may take a while to park. Each walk costs at
+	// most one new thread, which it ends again, so a few more, a moment
+	// apart, are cheap; they stop at the floor (trimFloor).
+	for i := range trimWalks {
+		if i > 0 {
+			time.Sleep(trimPause)
+		}
+		if after = endIdleThreads(); after <= trimFloor {
+			break
+		}
 	}
 	return before, after
 }

@@ -58,16 +58,29 @@ func TestIdleInitEndsSpareThreads(t *testing.T) {
 			}
 		}
 	}
+	// Within two quiet periods: on a loaded host a thread may still be
+	// on its way to park when a trim passes; the next one ends it.
 	settle := func(peak int) int {
-		deadline := time.Now().Add(4*releaseAfter + 10*time.Second)
 		n := taskCount(t, ts.Pid)
-		for n > idleThreads && time.Now().Before(deadline) {
-			time.Sleep(200 * time.Millisecond)
-			n = taskCount(t, ts.Pid)
+		for round := range 2 {
+			if round > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := ts.Ping(ctx)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(4*releaseAfter + 10*time.Second)
+			for n > idleThreads && time.Now().Before(deadline) {
+				time.Sleep(200 * time.Millisecond)
+				n = taskCount(t, ts.Pid)
+			}
+			if n <= idleThreads {
+				return n
+			}
 		}
-		if n > idleThreads {
-			t.Fatalf("the init keeps %d threads once quiet (%d in the burst), want at most %d", n, peak, idleThreads)
-		}
+		t.Fatalf("the init keeps %d threads after two quiet periods (%d in the burst), want at most %d", n, peak, idleThreads)
 		return n
 	}
 	peak := burst()
