@@ -24,7 +24,7 @@ import (
 // start pays for them (BENCHMARKS.md "Where creation grows at 1,000
 // sandboxes").
 //
-// Two changes bring an idle init to 5 (TestIdleInitEndsSpareThreads):
+// Two changes bring an idle init to 4-5 (TestIdleInitEndsSpareThreads):
 // the init no longer uses os/signal (processSettings, reap), and once
 // calls stop it ends its idle threads. The one way a Go program ends a
 // thread is a goroutine that exits while locked to it. threadTrim.trim,
@@ -38,7 +38,7 @@ import (
 // would start a thread for the new P straight away. The release's own
 // goroutine then ends locked too, taking its thread. What stays: the
 // forking thread (locked to the main goroutine), sysmon, the template
-// thread, the one waiting in the network poller, and usually one idle.
+// thread, the one waiting in the network poller, and at times one idle.
 // Threads not idle are never touched (those in a system call, the locked
 // ones).
 //
