@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 
-	"github.com/sandhold/sandhold/internal/archive"
+	"github.com/sandhold/sandhold/internal/agent/initbin"
+	"github.com/sandhold/sandhold/internal/archive/spec"
 )
 
 // The transfer ops (extract_linux.go): archives are unpacked and packed BY
@@ -30,10 +32,10 @@ type TransferReq struct {
 	// Path is the destination directory (extract), the directory to pack,
 	// or any path on the file system to measure (statfs).
 	Path   string         `json:"path"`
-	Format archive.Format `json:"format,omitempty"`
+	Format spec.Format `json:"format,omitempty"`
 	// Limits are the caps; for extract, MaxTotalBytes is lowered further
 	// by the init to the free space of the destination's file system.
-	Limits archive.Limits `json:"limits"`
+	Limits spec.Limits `json:"limits"`
 	// Deny is the sensitive-path policy: pack refuses a tree holding a
 	// denied name (it would otherwise carry the file out).
 	Deny Deny `json:"deny"`
@@ -43,13 +45,13 @@ type TransferReq struct {
 type Refusal struct {
 	Entry  string       `json:"entry,omitempty"`
 	Reason string       `json:"reason"`
-	Kind   archive.Kind `json:"kind"`
+	Kind   spec.Kind `json:"kind"`
 	Detail string       `json:"detail,omitempty"`
 }
 
 // TransferResp is the reply to a transfer op.
 type TransferResp struct {
-	Result archive.Result `json:"result"`
+	Result spec.Result `json:"result"`
 	// Refused is set when the archive code refused (nothing was written).
 	Refused *Refusal `json:"refused,omitempty"`
 	// Total and Free are statfs's answer in bytes (free: available to the
@@ -59,7 +61,7 @@ type TransferResp struct {
 }
 
 func refusalError(r *Refusal) error {
-	return &archive.Error{Entry: r.Entry, Reason: r.Reason, Kind: r.Kind, Detail: r.Detail}
+	return &spec.Error{Entry: r.Entry, Reason: r.Reason, Kind: r.Kind, Detail: r.Detail}
 }
 
 func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File) (*TransferResp, error) {
@@ -69,6 +71,15 @@ func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File)
 	var attach []*os.File
 	if f != nil {
 		attach = []*os.File{f}
+	}
+	if op == OpExtract || op == OpPack {
+		// The init parses no archive: it runs this program for the
+		// request (see Extractor).
+		prog, err := Extractor()
+		if err != nil {
+			return nil, err
+		}
+		attach = append(attach, prog)
 	}
 	resp, files, err := c.call(ctx, Request{Op: op, Transfer: &r}, attach, nil)
 	closeAll(files)
@@ -85,14 +96,14 @@ func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File)
 }
 
 // Extract unpacks src (a regular file; it stays the caller's) into the
-// directory r.Path inside the sandbox. A refusal is an *archive.Error.
-func (c *Client) Extract(ctx context.Context, r TransferReq, src *os.File) (archive.Result, error) {
+// directory r.Path inside the sandbox. A refusal is an *spec.Error.
+func (c *Client) Extract(ctx context.Context, r TransferReq, src *os.File) (spec.Result, error) {
 	if src == nil {
-		return archive.Result{}, errors.New("extract: no archive")
+		return spec.Result{}, errors.New("extract: no archive")
 	}
 	resp, err := c.transfer(ctx, OpExtract, r, src)
 	if resp == nil {
-		return archive.Result{}, err
+		return spec.Result{}, err
 	}
 	return resp.Result, err
 }
@@ -100,13 +111,13 @@ func (c *Client) Extract(ctx context.Context, r TransferReq, src *os.File) (arch
 // Pack writes the tree under r.Path to w (the write end of a pipe; it
 // stays the caller's, who should close its copy once the request is sent).
 // It returns when the init has finished writing.
-func (c *Client) Pack(ctx context.Context, r TransferReq, w *os.File) (archive.Result, error) {
+func (c *Client) Pack(ctx context.Context, r TransferReq, w *os.File) (spec.Result, error) {
 	if w == nil {
-		return archive.Result{}, errors.New("pack: no writer")
+		return spec.Result{}, errors.New("pack: no writer")
 	}
 	resp, err := c.transfer(ctx, OpPack, r, w)
 	if resp == nil {
-		return archive.Result{}, err
+		return spec.Result{}, err
 	}
 	return resp.Result, err
 }
@@ -118,4 +129,39 @@ func (c *Client) StatFS(ctx context.Context, path string) (total, free int64, er
 		return 0, 0, err
 	}
 	return resp.Total, resp.Free, nil
+}
+
+// extractor is the program Extractor returns, opened once per process.
+var extractor struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+// Extractor is the extractor program the init runs for each extract or
+// pack (spec.ChildName): the embedded cmd/sandhold-archive in a sealed
+// memfd when the server was built with it (`make build`), else this very
+// binary when it links package archive (the server built without the lean
+// init, a test binary; agent.Entry hands such a start to package
+// archive), opened once. A binary with neither cannot extract: the
+// request is refused, never served another way.
+func Extractor() (*os.File, error) {
+	extractor.once.Do(func() {
+		switch {
+		case initbin.ArchiveEmbedded():
+			extractor.f, extractor.err = initbin.ArchiveMemfd()
+		case spec.Child != nil:
+			// A copy in a sealed memfd: landlock lets a sandbox execute
+			// no file of the host's tree, only what the sandbox sees
+			// and a memfd.
+			var prog []byte
+			prog, extractor.err = os.ReadFile("/proc/self/exe")
+			if extractor.err == nil {
+				extractor.f, extractor.err = initbin.MemfdNamed(spec.ChildName, prog)
+			}
+		default:
+			extractor.err = errors.New("extract: this program carries no extractor")
+		}
+	})
+	return extractor.f, extractor.err
 }
