@@ -31,7 +31,7 @@ const (
 type TransferReq struct {
 	// Path is the destination directory (extract), the directory to pack,
 	// or any path on the file system to measure (statfs).
-	Path   string         `json:"path"`
+	Path   string      `json:"path"`
 	Format spec.Format `json:"format,omitempty"`
 	// Limits are the caps; for extract, MaxTotalBytes is lowered further
 	// by the init to the free space of the destination's file system.
@@ -43,10 +43,10 @@ type TransferReq struct {
 
 // Refusal is an archive refusal as it crosses the protocol.
 type Refusal struct {
-	Entry  string       `json:"entry,omitempty"`
-	Reason string       `json:"reason"`
+	Entry  string    `json:"entry,omitempty"`
+	Reason string    `json:"reason"`
 	Kind   spec.Kind `json:"kind"`
-	Detail string       `json:"detail,omitempty"`
+	Detail string    `json:"detail,omitempty"`
 }
 
 // TransferResp is the reply to a transfer op.
