@@ -264,7 +264,7 @@ func (s *server) runExtractor(req *spec.ChildReq, f, prog *os.File) (spec.Result
 	path := "/proc/self/fd/" + strconv.Itoa(len(fds)-1)
 	attr := &syscall.SysProcAttr{
 		Setsid:     true,
-		Credential: &syscall.Credential{Uid: uint32(s.setup.UID), Gid: uint32(s.setup.GID), Groups: []uint32{}}, //nolint:gosec // G115: ids of the sandbox's mapping
+		Credential: &syscall.Credential{Uid: uint32(s.setup.UID), Gid: uint32(s.setup.GID), Groups: []uint32{}},
 	}
 	proc := &syscall.ProcAttr{Dir: "/", Env: []string{"GOTRACEBACK=none", "GOMAXPROCS=2"}, Files: fds, Sys: attr}
 	type forked struct {
