@@ -96,7 +96,7 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 }
 
 // extract checks the request and the archive's descriptor, then runs the
-// extractor on them (see runExtractor): the init never parses an spec.
+// extractor on them (see runExtractor): the init never parses an archive.
 func (s *server) extract(r *TransferReq, src, prog *os.File, resp *TransferResp) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {

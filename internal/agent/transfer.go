@@ -11,12 +11,14 @@ import (
 	"github.com/sandhold/sandhold/internal/archive/spec"
 )
 
-// The transfer ops (extract_linux.go): archives are unpacked and packed BY
-// THE INIT, inside the sandbox, so the archive code only ever sees the
-// sandbox's view through an *os.Root, with the sandbox user's permissions.
-// Archive bytes travel as descriptors: the archive to extract is attached
-// to the request (a regular file, read twice), and the pipe a packed
-// archive is written to likewise.
+// The transfer ops (extract_linux.go): archives are unpacked and packed
+// inside the sandbox, by the extractor program the init runs as its child
+// for each request (like a command, as the sandbox user), so the archive
+// code only ever sees the sandbox's view through an *os.Root, and the
+// init itself links no archive code. Archive bytes travel as descriptors:
+// the archive to extract is attached to the request (a regular file, read
+// twice), and the pipe a packed archive is written to likewise; the
+// extractor program (Extractor) is attached after it.
 const (
 	// OpExtract unpacks the attached archive into Transfer.Path.
 	OpExtract Op = "extract"
@@ -96,7 +98,7 @@ func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File)
 }
 
 // Extract unpacks src (a regular file; it stays the caller's) into the
-// directory r.Path inside the sandbox. A refusal is an *spec.Error.
+// directory r.Path inside the sandbox. A refusal is an *archive.Error (= *spec.Error).
 func (c *Client) Extract(ctx context.Context, r TransferReq, src *os.File) (spec.Result, error) {
 	if src == nil {
 		return spec.Result{}, errors.New("extract: no archive")
