@@ -224,6 +224,9 @@ func blocksBytes(n uint64, size int64) int64 {
 	return int64(n) * size //nolint:gosec // G115: bounded by the check above
 }
 
+// extractorEnv is the extractor's whole environment.
+var extractorEnv = []string{"GOMAXPROCS=1", "GOTRACEBACK=none", "GODEBUG=containermaxprocs=0,updatemaxprocs=0"}
+
 // maxExtractorReply bounds the extractor's reply (a result and a refusal:
 // well under a KiB).
 const maxExtractorReply = 64 << 10
@@ -266,7 +269,10 @@ func (s *server) runExtractor(req *spec.ChildReq, f, prog *os.File) (spec.Result
 		Setsid:     true,
 		Credential: &syscall.Credential{Uid: uint32(s.setup.UID), Gid: uint32(s.setup.GID), Groups: []uint32{}},
 	}
-	proc := &syscall.ProcAttr{Dir: "/", Env: []string{"GOTRACEBACK=none", "GOMAXPROCS=2"}, Files: fds, Sys: attr}
+	// One P: extraction and packing are one stream each, and a second P
+	// cost the start ≈ 40 page faults (BENCHMARKS.md, "The extractor out
+	// of the init"); GODEBUG as for the init (launch_linux.go).
+	proc := &syscall.ProcAttr{Dir: "/", Env: extractorEnv, Files: fds, Sys: attr}
 	type forked struct {
 		pid int
 		err error
