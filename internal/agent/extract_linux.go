@@ -71,16 +71,16 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 			resp.Free = blocksBytes(st.Bavail, st.Bsize)
 			return nil
 		})
-	case OpExtract:
-		if len(files) != 2 {
-			return Response{}, nil, invalidf("extract needs an archive descriptor and the extractor's")
+	case OpExtract, OpPack:
+		var g *extractorGroups
+		if g, err = s.extractorFiles(r, files); err != nil {
+			return Response{}, nil, err
 		}
-		err = s.extract(r, files[0], files[1], &resp)
-	case OpPack:
-		if len(files) != 2 {
-			return Response{}, nil, invalidf("pack needs a pipe descriptor and the extractor's")
+		if op == OpExtract {
+			err = s.extract(r, files[0], g, &resp)
+		} else {
+			err = s.pack(r, files[0], g, &resp)
 		}
-		err = s.pack(r, files[0], files[1], &resp)
 	default:
 		return Response{}, nil, invalidf("unknown transfer op %q", op)
 	}
@@ -97,7 +97,7 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 
 // extract checks the request and the archive's descriptor, then runs the
 // extractor on them (see runExtractor): the init never parses an archive.
-func (s *server) extract(r *TransferReq, src, prog *os.File, resp *TransferResp) error {
+func (s *server) extract(r *TransferReq, src *os.File, g *extractorGroups, resp *TransferResp) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
 		return err
@@ -110,12 +110,12 @@ func (s *server) extract(r *TransferReq, src, prog *os.File, resp *TransferResp)
 		return &Error{Code: "EROFS", Msg: "archives can only be extracted below /workspace, /tmp or /dev/shm"}
 	}
 	req := spec.ChildReq{Op: spec.ChildExtract, Top: top, Rel: rel, Path: r.Path, Format: r.Format, Limits: r.Limits, Deny: r.Deny}
-	res, err := s.runExtractor(&req, src, prog)
+	res, err := s.runExtractor(&req, src, g)
 	resp.Result = res
 	return err
 }
 
-func (s *server) pack(r *TransferReq, w, prog *os.File, resp *TransferResp) error {
+func (s *server) pack(r *TransferReq, w *os.File, g *extractorGroups, resp *TransferResp) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(w.Fd()), &st); err != nil {
 		return err
@@ -138,9 +138,29 @@ func (s *server) pack(r *TransferReq, w, prog *os.File, resp *TransferResp) erro
 		rel = "."
 	}
 	req := spec.ChildReq{Op: spec.ChildPack, Top: "/", Rel: rel, Path: r.Path, Format: r.Format, Limits: lim, Deny: r.Deny}
-	res, err := s.runExtractor(&req, w, prog)
+	res, err := s.runExtractor(&req, w, g)
 	resp.Result = res
 	return err
+}
+
+// extractorGroups is the extractor's program and the cgroup files it is
+// started with (none: the sandbox's own groups).
+type extractorGroups struct {
+	prog          *os.File
+	cgroups, home []*os.File
+}
+
+// extractorFiles splits an extract or pack request's descriptors: the
+// archive or pipe, the program, then the cgroup files as a spawn's.
+func (s *server) extractorFiles(r *TransferReq, files []*os.File) (*extractorGroups, error) {
+	if r.CgroupFDs < 0 || r.HomeFDs < 0 || len(files) != 2+r.CgroupFDs+r.HomeFDs {
+		return nil, invalidf("an archive or pipe descriptor, the extractor's and %d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
+	}
+	if s.setup.CgroupVersion != 2 && r.HomeFDs < r.CgroupFDs {
+		// As for a spawn: the forking thread must be able to come back.
+		return nil, invalidf("%d execution cgroup descriptors but only %d to return home", r.CgroupFDs, r.HomeFDs)
+	}
+	return &extractorGroups{prog: files[1], cgroups: files[2 : 2+r.CgroupFDs], home: files[2+r.CgroupFDs:]}, nil
 }
 
 // entryPolicy: see spec.PackPolicy.
@@ -233,15 +253,15 @@ const maxExtractorReply = 64 << 10
 
 // runExtractor runs one extraction or packing in the extractor program
 // (spec.ChildReq on its stdin, f as spec.ChildFD, its reply on stdout)
-// and returns its result or refusal. prog is the program: the sealed
+// and returns its result or refusal. g.prog is the program: the sealed
 // memfd of cmd/sandhold-archive the server attaches, or a binary that
 // links package archive. It is forked on forkLoop's thread like a
 // command: in the sandbox's namespaces, under the init's landlock ruleset
 // and seccomp filter with no_new_privs, with that thread's empty bounding
-// set, as the sandbox user (so no capabilities), in its own session. It
-// stays in the sandbox's own cgroups, under the sandbox's limits. A
-// timeout (transferTimeout) kills it.
-func (s *server) runExtractor(req *spec.ChildReq, f, prog *os.File) (spec.Result, error) {
+// set, as the sandbox user (so no capabilities), in its own session; in
+// the execution group g.cgroups names, else in the sandbox's own groups.
+// A timeout (transferTimeout) kills it.
+func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups) (spec.Result, error) {
 	req.TimeoutMS = transferTimeout.Milliseconds()
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -263,7 +283,7 @@ func (s *server) runExtractor(req *spec.ChildReq, f, prog *os.File) (spec.Result
 	// The child's descriptors: stdin, stdout, stderr (/dev/null), the
 	// archive at spec.ChildFD, the program after it (executed by its
 	// /proc/self/fd name in the child, whose table ForkExec set up).
-	fds := []uintptr{uintptr(inR), uintptr(outW), uintptr(s.devNull), f.Fd(), prog.Fd()}
+	fds := []uintptr{uintptr(inR), uintptr(outW), uintptr(s.devNull), f.Fd(), g.prog.Fd()}
 	path := "/proc/self/fd/" + strconv.Itoa(len(fds)-1)
 	attr := &syscall.SysProcAttr{
 		Setsid:     true,
@@ -279,7 +299,7 @@ func (s *server) runExtractor(req *spec.ChildReq, f, prog *os.File) (spec.Result
 	}
 	done := make(chan forked, 1)
 	s.forks <- spawnJob{run: func() {
-		pid, err, homeErr := s.forkInGroup(noReport, path, []string{spec.ChildName, "init"}, proc, nil, nil)
+		pid, err, homeErr := s.forkInGroup(noReport, path, []string{spec.ChildName, "init"}, proc, g.cgroups, g.home)
 		if homeErr != nil {
 			s.lost = homeErr
 		}

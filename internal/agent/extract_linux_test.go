@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/archive"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
 // tarGz writes a tar.gz of the given names and bodies to a temporary file.
@@ -92,12 +93,32 @@ func TestExtractorRefusalReachesTheClient(t *testing.T) {
 }
 
 // TestExtractorRunsLikeACommand: while a pack is blocked on a pipe nobody
-// reads, the extractor is a process of the sandbox's cgroup other than
-// the init, running as the sandbox user with no capabilities (effective
-// and bounding), no_new_privs and the seccomp filter, in the init's
-// namespaces. Then the pack completes once read.
+// reads, the extractor is a process other than the init — in the
+// execution group PackIn names, or without one in the sandbox's own
+// group — running as the sandbox user with no capabilities (effective,
+// permitted and bounding), no_new_privs and the seccomp filter, in the
+// init's namespaces. Then the pack completes once read.
 func TestExtractorRunsLikeACommand(t *testing.T) {
 	ts := launch(t, nil)
+	t.Run("sandbox group", func(t *testing.T) { extractorLikeACommand(t, ts, false) })
+	t.Run("execution group", func(t *testing.T) { extractorLikeACommand(t, ts, true) })
+}
+
+func extractorLikeACommand(t *testing.T, ts *testSandbox, inGroup bool) {
+	group := ts.group
+	var attach, home []*os.File
+	if inGroup {
+		sub, err := ts.group.Sub(fmt.Sprintf("x%d", time.Now().UnixNano()%1e9), cgroup.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Destroy() }()
+		if attach, err = sub.OpenThreadAttach(); err != nil {
+			t.Fatal(err)
+		}
+		defer closeAll(attach)
+		group, home = sub, ts.home
+	}
 	// The sandbox user on the host: the workspace's owner.
 	var st syscall.Stat_t
 	if err := syscall.Stat(ts.ws, &st); err != nil {
@@ -124,13 +145,13 @@ func TestExtractorRunsLikeACommand(t *testing.T) {
 	}
 	done := make(chan packed, 1)
 	go func() {
-		res, err := ts.Pack(ctx, TransferReq{Path: "/workspace", Format: archive.FormatTar, Limits: archive.DefaultLimits()}, w)
+		res, err := ts.PackIn(ctx, TransferReq{Path: "/workspace", Format: archive.FormatTar, Limits: archive.DefaultLimits()}, w, attach, home)
 		_ = w.Close()
 		done <- packed{res, err}
 	}()
 	var child int
 	for deadline := time.Now().Add(20 * time.Second); child == 0 && time.Now().Before(deadline); {
-		procs, err := ts.group.Procs()
+		procs, err := group.Procs()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +165,7 @@ func TestExtractorRunsLikeACommand(t *testing.T) {
 		}
 	}
 	if child == 0 {
-		t.Fatal("no process besides the init appeared in the sandbox's cgroup while packing")
+		t.Fatalf("no process besides the init appeared in the cgroup %s while packing", group.Name())
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", child))
 	if err != nil {

@@ -41,6 +41,13 @@ type TransferReq struct {
 	// Deny is the sensitive-path policy: pack refuses a tree holding a
 	// denied name (it would otherwise carry the file out).
 	Deny Deny `json:"deny"`
+	// CgroupFDs and HomeFDs (extract, pack) count the execution group's
+	// and the sandbox's own cgroup files attached after the archive and
+	// the program, as SpawnReq's: the extractor then starts in that
+	// execution group like a command; with none it stays in the
+	// sandbox's own groups. Set by ExtractIn and PackIn.
+	CgroupFDs int `json:"cgroup_fds,omitempty"`
+	HomeFDs   int `json:"home_fds,omitempty"`
 }
 
 // Refusal is an archive refusal as it crosses the protocol.
@@ -66,7 +73,7 @@ func refusalError(r *Refusal) error {
 	return &spec.Error{Entry: r.Entry, Reason: r.Reason, Kind: r.Kind, Detail: r.Detail}
 }
 
-func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File) (*TransferResp, error) {
+func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File, cgroupFiles, homeFiles []*os.File) (*TransferResp, error) {
 	if err := CheckPath(r.Path); err != nil {
 		return nil, err
 	}
@@ -82,6 +89,8 @@ func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File)
 			return nil, err
 		}
 		attach = append(attach, prog)
+		r.CgroupFDs, r.HomeFDs = len(cgroupFiles), len(homeFiles)
+		attach = append(append(attach, cgroupFiles...), homeFiles...)
 	}
 	resp, files, err := c.call(ctx, Request{Op: op, Transfer: &r}, attach, nil)
 	closeAll(files)
@@ -100,10 +109,17 @@ func (c *Client) transfer(ctx context.Context, op Op, r TransferReq, f *os.File)
 // Extract unpacks src (a regular file; it stays the caller's) into the
 // directory r.Path inside the sandbox. A refusal is an *archive.Error (= *spec.Error).
 func (c *Client) Extract(ctx context.Context, r TransferReq, src *os.File) (spec.Result, error) {
+	return c.ExtractIn(ctx, r, src, nil, nil)
+}
+
+// ExtractIn is Extract with the extractor started in an execution group:
+// cgroupFiles are that group's, homeFiles the sandbox's own (as Spawn's);
+// they stay the caller's.
+func (c *Client) ExtractIn(ctx context.Context, r TransferReq, src *os.File, cgroupFiles, homeFiles []*os.File) (spec.Result, error) {
 	if src == nil {
 		return spec.Result{}, errors.New("extract: no archive")
 	}
-	resp, err := c.transfer(ctx, OpExtract, r, src)
+	resp, err := c.transfer(ctx, OpExtract, r, src, cgroupFiles, homeFiles)
 	if resp == nil {
 		return spec.Result{}, err
 	}
@@ -114,10 +130,16 @@ func (c *Client) Extract(ctx context.Context, r TransferReq, src *os.File) (spec
 // stays the caller's, who should close its copy once the request is sent).
 // It returns when the init has finished writing.
 func (c *Client) Pack(ctx context.Context, r TransferReq, w *os.File) (spec.Result, error) {
+	return c.PackIn(ctx, r, w, nil, nil)
+}
+
+// PackIn is Pack with the extractor started in an execution group (see
+// ExtractIn).
+func (c *Client) PackIn(ctx context.Context, r TransferReq, w *os.File, cgroupFiles, homeFiles []*os.File) (spec.Result, error) {
 	if w == nil {
 		return spec.Result{}, errors.New("pack: no writer")
 	}
-	resp, err := c.transfer(ctx, OpPack, r, w)
+	resp, err := c.transfer(ctx, OpPack, r, w, cgroupFiles, homeFiles)
 	if resp == nil {
 		return spec.Result{}, err
 	}
@@ -126,7 +148,7 @@ func (c *Client) Pack(ctx context.Context, r TransferReq, w *os.File) (spec.Resu
 
 // StatFS reports the size and free bytes of the file system holding path.
 func (c *Client) StatFS(ctx context.Context, path string) (total, free int64, err error) {
-	resp, err := c.transfer(ctx, OpStatFS, TransferReq{Path: path}, nil)
+	resp, err := c.transfer(ctx, OpStatFS, TransferReq{Path: path}, nil, nil, nil)
 	if err != nil {
 		return 0, 0, err
 	}
