@@ -18,6 +18,8 @@ export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
 BIN              := bin/sandhold
 INIT_BIN         := internal/agent/initbin/sandhold-init
+# the extractor the init runs for each extract or pack (cmd/sandhold-archive)
+ARCHIVE_BIN      := internal/agent/initbin/sandhold-archive
 # On amd64 the lean init's entry point is its keeper (cmd/sandhold-init/
 # keeper_amd64.s): the program an idle init sleeps in. Elsewhere there is no
 # keeper, the entry stays the Go runtime's and sandboxes do not sleep.
@@ -49,6 +51,7 @@ all: build
 ## build: static binary in bin/sandhold, carrying the lean sandbox init
 ## (cmd/sandhold-init, embedded with -tags leaninit, run from a sealed memfd)
 build: console
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(ARCHIVE_BIN) ./cmd/sandhold-archive
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(INIT_ENTRY)' -o $(INIT_BIN) ./cmd/sandhold-init
 	CGO_ENABLED=0 $(GO) build -trimpath -tags leaninit -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sandhold
 
@@ -167,7 +170,7 @@ bench-density: build
 	$(GO) run ./bench density -server $(BIN)
 
 clean:
-	rm -rf bin $(INIT_BIN)
+	rm -rf bin $(INIT_BIN) $(ARCHIVE_BIN)
 
 ## mcp-ts: the official TypeScript MCP SDK for internal/mcp's client test (test/mcp-ts)
 .PHONY: mcp-ts

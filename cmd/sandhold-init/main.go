@@ -1,7 +1,9 @@
 // Command sandhold-init is the lean sandbox init: PID 1 of every sandbox.
 // It imports only what PID 1 needs (internal/agent: the protocol, spawn,
-// files, extraction, the egress relay), none of the server's HTTP, OpenAPI,
-// metrics, store or CLI code, so an idle init costs little memory and
+// files, the egress relay), none of the server's HTTP, OpenAPI, metrics,
+// store or CLI code and none of the archive codecs (archives are
+// extracted and packed by cmd/sandhold-archive, which the init runs as
+// its child for each request), so an idle init costs little memory and
 // starts fast. It is not installed on its own: `make build` embeds it in
 // sandhold (package internal/agent/initbin), which runs it from a sealed
 // memfd. Started once as "sandhold-launcher" (argv[0]) it is the launcher

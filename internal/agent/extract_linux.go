@@ -1,20 +1,24 @@
 package agent
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandhold/sandhold/internal/archive"
+	"github.com/sandhold/sandhold/internal/archive/deny"
+	"github.com/sandhold/sandhold/internal/archive/spec"
 )
 
 // Bounds of the transfer ops, with their reasons.
@@ -22,6 +26,13 @@ const (
 	// transferTimeout bounds one extraction or packing so a stuck client
 	// (a pipe nobody reads) cannot pin an init goroutine forever.
 	transferTimeout = 30 * time.Minute
+)
+
+// reasonSensitive and reasonHardLinked are the refusals of the
+// sensitive-path policy in archives.
+const (
+	reasonSensitive  = deny.ReasonSensitive
+	reasonHardLinked = deny.ReasonHardLinked
 )
 
 // writableTops are the trees an extraction may write into: the ones
@@ -60,21 +71,21 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 			resp.Free = blocksBytes(st.Bavail, st.Bsize)
 			return nil
 		})
-	case OpExtract:
-		if len(files) != 1 {
-			return Response{}, nil, invalidf("extract needs exactly one archive descriptor")
+	case OpExtract, OpPack:
+		var g *extractorGroups
+		if g, err = s.extractorFiles(r, files); err != nil {
+			return Response{}, nil, err
 		}
-		err = s.asUser(false, func() error { return extract(r, files[0], &resp) })
-	case OpPack:
-		if len(files) != 1 {
-			return Response{}, nil, invalidf("pack needs exactly one pipe descriptor")
+		if op == OpExtract {
+			err = s.extract(r, files[0], g, &resp)
+		} else {
+			err = s.pack(r, files[0], g, &resp)
 		}
-		err = s.asUser(false, func() error { return pack(r, files[0], &resp) })
 	default:
 		return Response{}, nil, invalidf("unknown transfer op %q", op)
 	}
 	if err != nil {
-		var ae *archive.Error
+		var ae *spec.Error
 		if errors.As(err, &ae) {
 			resp.Refused = &Refusal{Entry: ae.Entry, Reason: ae.Reason, Kind: ae.Kind, Detail: ae.Detail}
 			return Response{Transfer: &resp}, nil, nil
@@ -84,7 +95,9 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 	return Response{Transfer: &resp}, nil, nil
 }
 
-func extract(r *TransferReq, src *os.File, resp *TransferResp) error {
+// extract checks the request and the archive's descriptor, then runs the
+// extractor on them (see runExtractor): the init never parses an archive.
+func (s *server) extract(r *TransferReq, src *os.File, g *extractorGroups, resp *TransferResp) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
 		return err
@@ -96,52 +109,13 @@ func extract(r *TransferReq, src *os.File, resp *TransferResp) error {
 	if !ok {
 		return &Error{Code: "EROFS", Msg: "archives can only be extracted below /workspace, /tmp or /dev/shm"}
 	}
-	root, err := os.OpenRoot(top)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = root.Close() }()
-	lim := r.Limits
-	var fs unix.Statfs_t
-	if err := unix.Statfs(top, &fs); err != nil {
-		return err
-	}
-	// The extraction may write at most what the file system has left
-	// (the workspace quota); the kernel refuses any byte more anyway, but
-	// refusing here names the rule and leaves nothing staged.
-	lim.MaxTotalBytes = min(lim.MaxTotalBytes, blocksBytes(fs.Bavail, fs.Bsize))
-	format := r.Format
-	if format == "" {
-		format, err = archive.Detect(src, st.Size)
-		if err != nil {
-			return err
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
-	defer cancel()
-	// Each target is judged by the sensitive-path policy before a byte
-	// is written: an archive must not plant .ssh/authorized_keys or .env
-	// where no file call may write.
-	check := func(name string) error {
-		if r.Deny.Denied(path.Join(r.Path, name)) {
-			return &archive.Error{Entry: name, Reason: reasonSensitive, Kind: archive.KindForbidden,
-				Detail: "the archive writes a path the sensitive-path policy refuses"}
-		}
-		return nil
-	}
-	res, err := archive.ExtractChecked(ctx, src, format, root, rel, lim, check)
+	req := spec.ChildReq{Op: spec.ChildExtract, Top: top, Rel: rel, Path: r.Path, Format: r.Format, Limits: r.Limits, Deny: r.Deny}
+	res, err := s.runExtractor(&req, src, g)
 	resp.Result = res
 	return err
 }
 
-// reasonSensitive and reasonHardLinked are the refusals of the
-// sensitive-path policy in archives.
-const (
-	reasonSensitive  = "sensitive_path"
-	reasonHardLinked = "hard_linked_file"
-)
-
-func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
+func (s *server) pack(r *TransferReq, w *os.File, g *extractorGroups, resp *TransferResp) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(w.Fd()), &st); err != nil {
 		return err
@@ -156,49 +130,42 @@ func pack(r *TransferReq, w *os.File, resp *TransferResp) error {
 	// The check walk first: a refusal (sensitive or hard-linked file, a
 	// tree too deep or too large, the time budget) comes before the first
 	// byte, so the client gets a clear 4xx instead of a cut stream.
-	if err := checkTree(r.Path, r.Deny, lim); err != nil {
+	if err := s.asUser(false, func() error { return checkTree(r.Path, r.Deny, lim) }); err != nil {
 		return err
 	}
-	root, err := os.OpenRoot("/")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = root.Close() }()
 	rel := strings.TrimPrefix(r.Path, "/")
 	if rel == "" {
 		rel = "."
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), transferTimeout)
-	defer cancel()
-	// And the same policy on every entry as it is packed, judged on its
-	// descriptor: a file renamed or linked after the check walk is
-	// caught here (the stream is then cut, never completed).
-	check := func(name string, fi fs.FileInfo) error {
-		return entryPolicy(path.Join(r.Path, name), name, fi, r.Deny)
-	}
-	res, err := archive.PackChecked(ctx, w, root, rel, r.Format, lim, check)
+	req := spec.ChildReq{Op: spec.ChildPack, Top: "/", Rel: rel, Path: r.Path, Format: r.Format, Limits: lim, Deny: r.Deny}
+	res, err := s.runExtractor(&req, w, g)
 	resp.Result = res
-	// The reader learns of the end from EOF (this descriptor and the
-	// server's copy closed) and of a failure from the reply.
-	_ = w.Close()
 	return err
 }
 
-// entryPolicy is the sensitive-path policy for one object an archive
-// would carry out: its absolute path p, its name in the archive and what
-// its descriptor (or fstatat without following) says.
+// extractorGroups is the extractor's program and the cgroup files it is
+// started with (none: the sandbox's own groups).
+type extractorGroups struct {
+	prog          *os.File
+	cgroups, home []*os.File
+}
+
+// extractorFiles splits an extract or pack request's descriptors: the
+// archive or pipe, the program, then the cgroup files as a spawn's.
+func (s *server) extractorFiles(r *TransferReq, files []*os.File) (*extractorGroups, error) {
+	if r.CgroupFDs < 0 || r.HomeFDs < 0 || len(files) != 2+r.CgroupFDs+r.HomeFDs {
+		return nil, invalidf("an archive or pipe descriptor, the extractor's and %d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
+	}
+	if s.setup.CgroupVersion != 2 && r.HomeFDs < r.CgroupFDs {
+		// As for a spawn: the forking thread must be able to come back.
+		return nil, invalidf("%d execution cgroup descriptors but only %d to return home", r.CgroupFDs, r.HomeFDs)
+	}
+	return &extractorGroups{prog: files[1], cgroups: files[2 : 2+r.CgroupFDs], home: files[2+r.CgroupFDs:]}, nil
+}
+
+// entryPolicy: see spec.PackPolicy.
 func entryPolicy(p, name string, fi fs.FileInfo, deny Deny) error {
-	if deny.Denied(p) {
-		return &archive.Error{Entry: name, Reason: reasonSensitive, Kind: archive.KindForbidden,
-			Detail: "the directory holds a file the sensitive-path policy refuses; archive a directory without it"}
-	}
-	if !deny.AllowHardLinked && fi.Mode().IsRegular() && WritableTree(p) != "" {
-		if sys, ok := fi.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
-			return &archive.Error{Entry: name, Reason: reasonHardLinked, Kind: archive.KindForbidden,
-				Detail: "the directory holds a file with more than one hard link (it may be a second name of a sensitive file); archive a directory without it"}
-		}
-	}
-	return nil
+	return spec.PackPolicy(p, name, fi, deny)
 }
 
 // checkTree walks the tree at p (never following symlinks, one open
@@ -208,7 +175,7 @@ func entryPolicy(p, name string, fi fs.FileInfo, deny Deny) error {
 // lim.MaxDepth or longer than lim.MaxPathLen, more than lim.MaxEntries
 // objects, or when the walk runs past MaxWalkTime. Every refusal names
 // the rule; none of them needs the whole tree in memory.
-func checkTree(p string, deny Deny, lim archive.Limits) error {
+func checkTree(p string, deny Deny, lim spec.Limits) error {
 	fd, root, err := openRoot(p, true)
 	if err != nil {
 		return err
@@ -223,13 +190,13 @@ func checkTree(p string, deny Deny, lim archive.Limits) error {
 		seen++
 		switch {
 		case seen > lim.MaxEntries:
-			refusal = &archive.Error{Entry: rel, Reason: archive.ReasonTooManyEntries, Kind: archive.KindTooLarge,
+			refusal = &spec.Error{Entry: rel, Reason: spec.ReasonTooManyEntries, Kind: spec.KindTooLarge,
 				Detail: fmt.Sprintf("the directory holds more than %d entries", lim.MaxEntries)}
 		case strings.Count(rel, "/")+1 > lim.MaxDepth:
-			refusal = &archive.Error{Entry: rel, Reason: archive.ReasonTooDeep, Kind: archive.KindTooLarge,
+			refusal = &spec.Error{Entry: rel, Reason: spec.ReasonTooDeep, Kind: spec.KindTooLarge,
 				Detail: fmt.Sprintf("the directory is more than %d levels deep", lim.MaxDepth)}
 		case len(rel) > lim.MaxPathLen:
-			refusal = &archive.Error{Entry: rel, Reason: archive.ReasonNameTooLong, Kind: archive.KindTooLarge}
+			refusal = &spec.Error{Entry: rel, Reason: spec.ReasonNameTooLong, Kind: spec.KindTooLarge}
 		default:
 			refusal = entryPolicy(path.Join(root, rel), rel, statInfo{rel, st}, deny)
 		}
@@ -242,7 +209,7 @@ func checkTree(p string, deny Deny, lim archive.Limits) error {
 	if w.cut {
 		// Neither a refusal above nor the depth (checked by name):
 		// the visit cap or the time budget ended the walk.
-		return &archive.Error{Reason: reasonTreeTooSlow, Kind: archive.KindTooLarge,
+		return &spec.Error{Reason: reasonTreeTooSlow, Kind: spec.KindTooLarge,
 			Detail: fmt.Sprintf("the directory could not be checked within %s or %d entries; archive a smaller one", MaxWalkTime, MaxWalkVisit)}
 	}
 	return nil
@@ -275,4 +242,115 @@ func blocksBytes(n uint64, size int64) int64 {
 		return math.MaxInt64
 	}
 	return int64(n) * size //nolint:gosec // G115: bounded by the check above
+}
+
+// extractorEnv is the extractor's whole environment.
+var extractorEnv = []string{"GOMAXPROCS=1", "GOTRACEBACK=none", "GODEBUG=containermaxprocs=0,updatemaxprocs=0"}
+
+// maxExtractorReply bounds the extractor's reply (a result and a refusal:
+// well under a KiB).
+const maxExtractorReply = 64 << 10
+
+// runExtractor runs one extraction or packing in the extractor program
+// (spec.ChildReq on its stdin, f as spec.ChildFD, its reply on stdout)
+// and returns its result or refusal. g.prog is the program: the sealed
+// memfd of cmd/sandhold-archive the server attaches, or a binary that
+// links package archive. It is forked on forkLoop's thread like a
+// command: in the sandbox's namespaces, under the init's landlock ruleset
+// and seccomp filter with no_new_privs, with that thread's empty bounding
+// set, as the sandbox user (so no capabilities), in its own session; in
+// the execution group g.cgroups names, else in the sandbox's own groups.
+// A timeout (transferTimeout) kills it.
+func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups) (spec.Result, error) {
+	req.TimeoutMS = transferTimeout.Milliseconds()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return spec.Result{}, err
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return spec.Result{}, err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeFD(inR)
+		closeFD(inW)
+		return spec.Result{}, err
+	}
+	in := os.NewFile(uintptr(inW), "extractor stdin")
+	out := os.NewFile(uintptr(outR), "extractor stdout")
+	defer func() { _ = in.Close(); _ = out.Close() }()
+	// The child's descriptors: stdin, stdout, stderr (/dev/null), the
+	// archive at spec.ChildFD, the program after it (executed by its
+	// /proc/self/fd name in the child, whose table ForkExec set up).
+	fds := []uintptr{uintptr(inR), uintptr(outW), uintptr(s.devNull), f.Fd(), g.prog.Fd()}
+	path := "/proc/self/fd/" + strconv.Itoa(len(fds)-1)
+	attr := &syscall.SysProcAttr{
+		Setsid:     true,
+		Credential: &syscall.Credential{Uid: uint32(s.setup.UID), Gid: uint32(s.setup.GID), Groups: []uint32{}},
+	}
+	// One P: extraction and packing are one stream each, and a second P
+	// cost the start ≈ 40 page faults (BENCHMARKS.md, "The extractor out
+	// of the init"); GODEBUG as for the init (launch_linux.go).
+	proc := &syscall.ProcAttr{Dir: "/", Env: extractorEnv, Files: fds, Sys: attr}
+	type forked struct {
+		pid int
+		err error
+	}
+	done := make(chan forked, 1)
+	s.forks <- spawnJob{run: func() {
+		pid, err, homeErr := s.forkInGroup(noReport, path, []string{spec.ChildName, "init"}, proc, g.cgroups, g.home)
+		if homeErr != nil {
+			s.lost = homeErr
+		}
+		done <- forked{pid, err}
+	}}
+	fk := <-done
+	closeFD(inR)
+	closeFD(outW)
+	if fk.err != nil {
+		return spec.Result{}, fmt.Errorf("start the extractor: %w", fk.err)
+	}
+	// The request may exceed the pipe's buffer; it is written beside the
+	// wait for the reply.
+	go func() {
+		_, _ = in.Write(body)
+		_ = in.Close()
+	}()
+	// The timeout kills the extractor only while its reply is still
+	// open: its stdout closes when it exits, before the reaper can
+	// collect it and its pid be reused.
+	var mu sync.Mutex
+	finished := false
+	timer := time.AfterFunc(transferTimeout+10*time.Second, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			_ = unix.Kill(fk.pid, unix.SIGKILL)
+		}
+	})
+	reply, rerr := io.ReadAll(io.LimitReader(out, maxExtractorReply))
+	mu.Lock()
+	finished = true
+	mu.Unlock()
+	timer.Stop()
+	if rerr != nil {
+		return spec.Result{}, fmt.Errorf("read the extractor's reply: %w", rerr)
+	}
+	var resp spec.ChildResp
+	if len(reply) == 0 {
+		return spec.Result{}, errors.New("the extractor ended without a reply")
+	}
+	if err := json.Unmarshal(reply, &resp); err != nil {
+		return spec.Result{}, fmt.Errorf("the extractor's reply: %w", err)
+	}
+	switch {
+	case resp.Refused != nil:
+		return resp.Result, resp.Refused
+	case resp.Failed && resp.Code != "":
+		return resp.Result, &Error{Code: resp.Code, Msg: resp.Msg}
+	case resp.Failed:
+		return resp.Result, &Error{Code: CodeInternal, Msg: resp.Msg}
+	}
+	return resp.Result, nil
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/archive/spec"
 )
 
 // The launcher.
@@ -75,6 +77,15 @@ const (
 func Entry() error {
 	if filepath.Base(os.Args[0]) == LauncherName {
 		return ServeLauncher()
+	}
+	if len(os.Args) > 0 && os.Args[0] == spec.ChildName {
+		// The extractor, run by an init from a binary that links package
+		// archive (the server or a test binary in place of
+		// cmd/sandhold-archive); the lean init has no spec.Child.
+		if spec.Child == nil {
+			return errors.New("this program carries no extractor")
+		}
+		os.Exit(spec.Child())
 	}
 	return Main()
 }

@@ -162,6 +162,9 @@ func (s *server) forkSpawn(id uint64, path string, r *SpawnReq, attr *syscall.Sy
 type spawnJob struct {
 	req   Request
 	files []*os.File
+	// run, if set, is run instead of the request: the extractor's fork
+	// (extract_linux.go), on this thread for the same reasons as a command.
+	run func()
 }
 
 // forkLoop runs on Main's locked thread, the one in the sandbox's cgroup
@@ -178,7 +181,11 @@ func (s *server) forkLoop(served <-chan error) error {
 		case err := <-served:
 			return err
 		case job := <-s.forks:
-			s.handle(job.req, job.files)
+			if job.run != nil {
+				job.run()
+			} else {
+				s.handle(job.req, job.files)
+			}
 			if s.lost != nil {
 				return s.lost
 			}
@@ -203,7 +210,7 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 	}
 	s.mu.Lock()
 	pid, err = syscall.ForkExec(path, argv, proc) //nolint:gosec // G204: running the client's command inside the sandbox is this function's purpose
-	if err == nil {
+	if err == nil && id != noReport {
 		s.children[pid] = id
 		// Wakes a reaper that found no child (reap).
 		select {
@@ -229,6 +236,10 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 	// must not be in it then.
 	return pid, err, s.goHome(home, joined)
 }
+
+// noReport is the request id of a child whose exit is not reported (the
+// extractor: its caller reads its reply instead); request ids start at 1.
+const noReport = 0
 
 // thisThread is what a v1 "tasks" write names to move the writing thread
 // itself: "0" is the calling thread, looked up without a pid (and, on

@@ -37,7 +37,7 @@ type NameCheck func(name string) error
 // ExtractChecked is Extract with check applied to every entry's name in
 // pass one (nil: none).
 func ExtractChecked(ctx context.Context, src *os.File, format Format, dst *os.Root, dir string, lim Limits, check NameCheck) (Result, error) {
-	if err := lim.validate(); err != nil {
+	if err := lim.Validate(); err != nil {
 		return Result{}, err
 	}
 	if !filepath.IsLocal(dir) {

@@ -46,7 +46,7 @@ type EntryCheck func(name string, fi fs.FileInfo) error
 // PackChecked is Pack with check applied to every directory and regular
 // file before it is emitted (nil: none).
 func PackChecked(ctx context.Context, w io.Writer, src *os.Root, dir string, format Format, lim Limits, check EntryCheck) (Result, error) {
-	if err := lim.validate(); err != nil {
+	if err := lim.Validate(); err != nil {
 		return Result{}, err
 	}
 	if dir == "" {

@@ -9,3 +9,9 @@ import _ "embed" // the lean init program
 //
 //go:embed sandhold-init
 var program []byte
+
+// archiveProgram is cmd/sandhold-archive, the extractor the init runs for
+// each extract or pack, built by `make build` beside it.
+//
+//go:embed sandhold-archive
+var archiveProgram []byte

@@ -66,3 +66,20 @@ func Select() (Choice, error) {
 	}
 	return Choice{File: f, Kind: KindLean, Detail: fmt.Sprintf("lean init (%d KiB) executed from a sealed memfd", len(program)>>10)}, nil
 }
+
+// ArchiveEmbedded reports whether the extractor program (cmd/sandhold-archive)
+// was built in.
+func ArchiveEmbedded() bool { return len(archiveProgram) > 0 }
+
+// MemfdNamed is Memfd with the memfd's name (seen in /proc/*/maps).
+func MemfdNamed(name string, program []byte) (*os.File, error) { return memfd(name, program) }
+
+// ArchiveMemfd returns the embedded extractor program in a new sealed
+// memfd, like the init's (Memfd).
+func ArchiveMemfd() (*os.File, error) {
+	f, err := memfd("sandhold-archive", archiveProgram)
+	if err != nil {
+		return nil, fmt.Errorf("extractor: %w", err)
+	}
+	return f, nil
+}

@@ -19,19 +19,21 @@ const mfdExec = 0x10 // MFD_EXEC
 
 // Memfd returns a close-on-exec memfd holding program, sealed, positioned
 // at 0. It checks the seals it set rather than trusting the calls.
-func Memfd(program []byte) (*os.File, error) {
+func Memfd(program []byte) (*os.File, error) { return memfd("sandhold-init", program) }
+
+func memfd(name string, program []byte) (*os.File, error) {
 	if len(program) == 0 {
 		return nil, errors.New("empty program")
 	}
 	const flags = unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
-	fd, err := unix.MemfdCreate("sandhold-init", flags|mfdExec)
+	fd, err := unix.MemfdCreate(name, flags|mfdExec)
 	if errors.Is(err, unix.EINVAL) {
-		fd, err = unix.MemfdCreate("sandhold-init", flags)
+		fd, err = unix.MemfdCreate(name, flags)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "memfd:sandhold-init")
+	f := os.NewFile(uintptr(fd), "memfd:"+name)
 	fail := func(err error) (*os.File, error) {
 		_ = f.Close()
 		return nil, err
