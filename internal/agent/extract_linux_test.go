@@ -90,6 +90,24 @@ func TestExtractorRefusalReachesTheClient(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != "EROFS" {
 		t.Fatalf("extract to /usr: %v, want EROFS", err)
 	}
+	// No command ever ran here, so the reaper had no child before the
+	// first extractor: each must still be collected when it ends (a
+	// zombie would hold a pid and keep the init from sleeping).
+	children := fmt.Sprintf("/proc/%d/task/%d/children", ts.Pid, ts.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(children)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(strings.TrimSpace(string(b))) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the init still has children %q after its extractors ended", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestExtractorRunsLikeACommand: while a pack is blocked on a pipe nobody

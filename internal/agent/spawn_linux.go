@@ -210,9 +210,12 @@ func (s *server) forkInGroup(id uint64, path string, argv []string, proc *syscal
 	}
 	s.mu.Lock()
 	pid, err = syscall.ForkExec(path, argv, proc) //nolint:gosec // G204: running the client's command inside the sandbox is this function's purpose
-	if err == nil && id != noReport {
-		s.children[pid] = id
-		// Wakes a reaper that found no child (reap).
+	if err == nil {
+		if id != noReport {
+			s.children[pid] = id
+		}
+		// Wakes a reaper that found no child (reap): every child, the
+		// extractor too, must be collected when it ends.
 		select {
 		case s.forked <- struct{}{}:
 		default:
