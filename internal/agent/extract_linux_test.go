@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/archive"
+	"github.com/sandhold/sandhold/internal/archive/spec"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
@@ -174,7 +175,11 @@ func extractorLikeACommand(t *testing.T, ts *testSandbox, inGroup bool) {
 			t.Fatal(err)
 		}
 		for _, p := range procs {
-			if p != ts.Pid {
+			// Once it has executed the program: between its fork and
+			// the exec, the child is still the init's copy (root of the
+			// namespace, the init's capabilities).
+			cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+			if p != ts.Pid && strings.HasPrefix(string(cmd), spec.ChildName+"\x00") {
 				child = p
 			}
 		}
