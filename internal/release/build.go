@@ -108,16 +108,30 @@ func LDFlags(version, commit string) string {
 }
 
 // leanInitPkg is the in-sandbox init's own program; a module that has it
-// ships it embedded (`-tags leaninit`), as `make build` does.
+// ships it embedded (`-tags leaninit`), as `make build` does, with the
+// extractor the init runs for each extract or pack (archivePkg) beside it.
 const (
 	leanInitPkg = "./cmd/sandhold-init"
 	leanInitOut = "internal/agent/initbin/sandhold-init"
+	archivePkg  = "./cmd/sandhold-archive"
+	archiveOut  = "internal/agent/initbin/sandhold-archive"
 )
 
 // initArgs is the go command line that builds the lean init for the
-// server to embed: the same reproducibility flags, no stamps.
-func initArgs() []string {
-	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", leanInitOut, leanInitPkg}
+// server to embed: the same reproducibility flags, no stamps. On amd64
+// its entry point is the keeper an idle init sleeps in, as in `make
+// build` (cmd/sandhold-init/keeper_amd64.s).
+func initArgs(arch string) []string {
+	ld := "-s -w -buildid="
+	if arch == "amd64" {
+		ld += " -E main.keeperEntry"
+	}
+	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", ld, "-o", leanInitOut, leanInitPkg}
+}
+
+// archiveArgs builds the extractor the same way.
+func archiveArgs() []string {
+	return []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", "-s -w -buildid=", "-o", archiveOut, archivePkg}
 }
 
 // HasLeanInit says whether the module at dir has the lean init program.
@@ -190,11 +204,17 @@ func Build(ctx context.Context, o BuildOptions) error {
 		return err
 	}
 	if HasLeanInit(o.SrcDir) {
-		ic := exec.CommandContext(ctx, goCmd, initArgs()...) // #nosec G204 -- fixed go subcommand and arguments
-		ic.Dir = o.SrcDir
-		ic.Env = BuildEnv(os.Environ(), o.Arch, toolchain)
-		if b, err := ic.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build the init linux/%s: %w\n%s", o.Arch, err, b)
+		steps := [][]string{initArgs(o.Arch)}
+		if st, err := os.Stat(filepath.Join(o.SrcDir, archivePkg)); err == nil && st.IsDir() {
+			steps = append(steps, archiveArgs())
+		}
+		for _, args := range steps {
+			ic := exec.CommandContext(ctx, goCmd, args...) // #nosec G204 -- fixed go subcommand and arguments
+			ic.Dir = o.SrcDir
+			ic.Env = BuildEnv(os.Environ(), o.Arch, toolchain)
+			if b, err := ic.CombinedOutput(); err != nil {
+				return fmt.Errorf("go build %s linux/%s: %w\n%s", args[len(args)-1], o.Arch, err, b)
+			}
 		}
 		o.LeanInit = true
 	}
