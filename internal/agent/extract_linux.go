@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"strconv"
@@ -67,8 +66,8 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 			if err := unix.Statfs(r.Path, &st); err != nil {
 				return err
 			}
-			resp.Total = blocksBytes(st.Blocks, st.Bsize)
-			resp.Free = blocksBytes(st.Bavail, st.Bsize)
+			resp.Total = spec.BlocksBytes(st.Blocks, st.Bsize)
+			resp.Free = spec.BlocksBytes(st.Bavail, st.Bsize)
 			return nil
 		})
 	case OpExtract, OpPack:
@@ -231,17 +230,6 @@ func (s statInfo) ModTime() time.Time { return time.Unix(0, s.st.Mtim.Nano()) }
 func (s statInfo) IsDir() bool        { return s.Mode().IsDir() }
 func (s statInfo) Sys() any {
 	return &syscall.Stat_t{Nlink: s.st.Nlink, Mode: s.st.Mode, Size: s.st.Size}
-}
-
-// blocksBytes is n blocks of size bytes, saturating instead of overflowing.
-func blocksBytes(n uint64, size int64) int64 {
-	if size <= 0 {
-		return 0
-	}
-	if n > uint64(math.MaxInt64/size) { //nolint:gosec // G115: size > 0 was checked
-		return math.MaxInt64
-	}
-	return int64(n) * size //nolint:gosec // G115: bounded by the check above
 }
 
 // extractorEnv is the extractor's whole environment.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"syscall"
@@ -103,7 +102,7 @@ func childExtract(ctx context.Context, req *spec.ChildReq, src *os.File, root *o
 	// The extraction may write at most what the file system has left
 	// (the workspace quota); the kernel refuses any byte more anyway, but
 	// refusing here names the rule and leaves nothing staged.
-	lim.MaxTotalBytes = min(lim.MaxTotalBytes, blocksBytes(sfs.Bavail, sfs.Bsize))
+	lim.MaxTotalBytes = min(lim.MaxTotalBytes, spec.BlocksBytes(sfs.Bavail, sfs.Bsize))
 	format := req.Format
 	if format == "" {
 		var err error
@@ -135,15 +134,4 @@ func childPack(ctx context.Context, req *spec.ChildReq, w *os.File, root *os.Roo
 	// The reader learns of the end from EOF and of a failure from the reply.
 	_ = w.Close()
 	return res, err
-}
-
-// blocksBytes is n blocks of size bytes, saturating instead of overflowing.
-func blocksBytes(n uint64, size int64) int64 {
-	if size <= 0 {
-		return 0
-	}
-	if n > uint64(math.MaxInt64/size) { //nolint:gosec // G115: size > 0 was checked
-		return math.MaxInt64
-	}
-	return int64(n) * size //nolint:gosec // G115: bounded by the check above
 }

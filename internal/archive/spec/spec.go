@@ -9,6 +9,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/sandhold/sandhold/internal/fault"
 )
@@ -189,4 +190,16 @@ func (e *Error) Fault(prefix string) error {
 		kind = fault.Timeout
 	}
 	return fault.Wrap(kind, e, prefix+e.Error())
+}
+
+// BlocksBytes is n blocks of size bytes (a statfs count), saturating
+// instead of overflowing.
+func BlocksBytes(n uint64, size int64) int64 {
+	if size <= 0 {
+		return 0
+	}
+	if n > uint64(math.MaxInt64/size) { //nolint:gosec // G115: size > 0 was checked
+		return math.MaxInt64
+	}
+	return int64(n) * size //nolint:gosec // G115: bounded by the check above
 }
