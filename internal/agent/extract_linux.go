@@ -275,7 +275,7 @@ func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups
 	path := "/proc/self/fd/" + strconv.Itoa(len(fds)-1)
 	attr := &syscall.SysProcAttr{
 		Setsid:     true,
-		Credential: &syscall.Credential{Uid: uint32(s.setup.UID), Gid: uint32(s.setup.GID), Groups: []uint32{}},
+		Credential: &syscall.Credential{Uid: uint32(s.setup.UID), Gid: uint32(s.setup.GID), Groups: []uint32{}}, //nolint:gosec // G115: the sandbox user's ids from the server's setup, 1000 by default
 	}
 	// One P: extraction and packing are one stream each, and a second P
 	// cost the start ≈ 40 page faults (BENCHMARKS.md, "The extractor out
