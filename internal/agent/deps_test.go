@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,14 +12,7 @@ import (
 // link the compiler's library, whose package initialisation keeps 190-260
 // kB in every process that links it.
 func TestLeanInitLinksNoSeccompCompiler(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go tool is not on PATH:", err)
-	}
-	out, err := exec.Command("go", "list", "-deps", "github.com/sandhold/sandhold/cmd/sandhold-init").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, pkg := range strings.Fields(string(out)) {
+	for _, pkg := range goListDeps(t, "github.com/sandhold/sandhold/cmd/sandhold-init") {
 		switch pkg {
 		case "github.com/elastic/go-seccomp-bpf", "github.com/elastic/go-seccomp-bpf/arch",
 			"golang.org/x/net/bpf", "github.com/sandhold/sandhold/internal/isolate/seccomp":
@@ -33,15 +27,7 @@ func TestLeanInitLinksNoSeccompCompiler(t *testing.T) {
 // that package archive brings (BENCHMARKS.md, "The extractor out of the
 // init": ≈ 28 package inits and ≈ 40 page faults per start).
 func TestLeanInitLinksNoArchiveCodecs(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go tool is not on PATH:", err)
-	}
-	out, err := exec.Command("go", "list", "-deps", "github.com/sandhold/sandhold/cmd/sandhold-init").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	pkgs := strings.Fields(string(out))
-	for _, pkg := range pkgs {
+	for _, pkg := range goListDeps(t, "github.com/sandhold/sandhold/cmd/sandhold-init") {
 		switch {
 		case pkg == "archive/tar", pkg == "archive/zip", pkg == "compress/gzip", pkg == "compress/flate",
 			pkg == "math/big", pkg == "os/user", pkg == "crypto", strings.HasPrefix(pkg, "crypto/"),
@@ -52,14 +38,25 @@ func TestLeanInitLinksNoArchiveCodecs(t *testing.T) {
 	}
 	// The other side: the extractor does link the codecs (this test
 	// would pass vacuously if cmd/sandhold-archive were not the program).
-	out, err = exec.Command("go", "list", "-deps", "github.com/sandhold/sandhold/cmd/sandhold-archive").CombinedOutput()
+	deps := goListDeps(t, "github.com/sandhold/sandhold/cmd/sandhold-archive")
+	if !slices.Contains(deps, "github.com/sandhold/sandhold/internal/archive") {
+		t.Error("cmd/sandhold-archive does not link package archive")
+	}
+	if slices.Contains(deps, "github.com/sandhold/sandhold/internal/agent") {
+		t.Error("cmd/sandhold-archive links package agent (the init's code)")
+	}
+}
+
+// goListDeps is every package pkg links (go list -deps); the test skips
+// without the go tool.
+func goListDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go tool is not on PATH:", err)
+	}
+	out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "github.com/sandhold/sandhold/internal/archive\n") {
-		t.Error("cmd/sandhold-archive does not link package archive")
-	}
-	if strings.Contains(string(out), "github.com/sandhold/sandhold/internal/agent\n") {
-		t.Error("cmd/sandhold-archive links package agent (the init's code)")
-	}
+	return strings.Fields(string(out))
 }
