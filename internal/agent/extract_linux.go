@@ -233,7 +233,7 @@ func (s statInfo) Sys() any {
 }
 
 // extractorEnv is the extractor's whole environment.
-var extractorEnv = []string{"GOMAXPROCS=1", "GOTRACEBACK=none", "GODEBUG=containermaxprocs=0,updatemaxprocs=0"}
+var extractorEnv = []string{"GOMAXPROCS=1", "GOTRACEBACK=none", sandboxGODEBUG}
 
 // maxExtractorReply bounds the extractor's reply (a result and a refusal:
 // well under a KiB).

@@ -65,6 +65,10 @@ type LaunchSpec struct {
 	maxProcs, goGC int
 }
 
+// sandboxGODEBUG is the GODEBUG of the Go programs run in a sandbox (the
+// init, the extractor): no tracking of the cgroup's CPU limit (see Launch).
+const sandboxGODEBUG = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
+
 // initMaxProcs is the init's GOMAXPROCS. See BENCHMARKS.md, "The init's
 // share of an exec", for the measurement that chose it.
 const initMaxProcs = 2
@@ -129,8 +133,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if spec.goGC > 0 {
 		gogc = spec.goGC
 	}
-	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none",
-		"GODEBUG=containermaxprocs=0,updatemaxprocs=0"}
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none", sandboxGODEBUG}
 	argv := append([]string{"sandhold-init"}, args...)
 	conn, err := NewConn(srv)
 	_ = srv.Close() // NewConn holds its own descriptor
