@@ -162,11 +162,6 @@ func (s *server) extractorFiles(r *TransferReq, files []*os.File) (*extractorGro
 	return &extractorGroups{prog: files[1], cgroups: files[2 : 2+r.CgroupFDs], home: files[2+r.CgroupFDs:]}, nil
 }
 
-// entryPolicy: see spec.PackPolicy.
-func entryPolicy(p, name string, fi fs.FileInfo, deny Deny) error {
-	return spec.PackPolicy(p, name, fi, deny)
-}
-
 // checkTree walks the tree at p (never following symlinks, one open
 // directory per level) and refuses to pack it when it holds a name of the
 // sensitive-path policy or a hard-linked file (the archive would carry it
@@ -197,7 +192,7 @@ func checkTree(p string, deny Deny, lim spec.Limits) error {
 		case len(rel) > lim.MaxPathLen:
 			refusal = &spec.Error{Entry: rel, Reason: spec.ReasonNameTooLong, Kind: spec.KindTooLarge}
 		default:
-			refusal = entryPolicy(path.Join(root, rel), rel, statInfo{rel, st}, deny)
+			refusal = spec.PackPolicy(path.Join(root, rel), rel, statInfo{rel, st}, deny)
 		}
 		return refusal == nil
 	}
