@@ -34,15 +34,14 @@ const (
 	reasonHardLinked = deny.ReasonHardLinked
 )
 
-// writableTops are the trees an extraction may write into: the ones
-// landlock leaves writable. The destination is opened as an *os.Root on
-// its top, so nothing — not a symlink on the way, not one planted during
-// the extraction — leads a write out of that tree.
-var writableTops = [...]string{"/workspace", "/tmp", "/dev/shm"}
+// An extraction may write only into the writable trees (WritableTrees:
+// the ones landlock leaves writable). The destination is opened as an
+// *os.Root on its top, so nothing — not a symlink on the way, not one
+// planted during the extraction — leads a write out of that tree.
 
 // splitTop returns the writable top holding p and p relative to it.
 func splitTop(p string) (top, rel string, ok bool) {
-	for _, t := range writableTops {
+	for _, t := range WritableTrees {
 		if p == t {
 			return t, ".", true
 		}
