@@ -156,9 +156,11 @@ func TestIdleInitSleeps(t *testing.T) {
 		if r.exit.Code != 0 || r.stdout != "woke\n" {
 			t.Fatalf("round %d: call after sleep: exit %d, stdout %q, stderr %q", round, r.exit.Code, r.stdout, r.stderr)
 		}
+		release := ts.holdAwake(t)
 		if got := procStatus(t, ts.Pid)["Name"]; got != "sandhold-init" {
 			t.Errorf("round %d: after the call the init is %q, want sandhold-init", round, got)
 		}
+		release()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if _, _, err := ts.File(ctx, OpReadDir, FileReq{Path: "/usr/bin", Limit: 5}); err != nil {
 			t.Fatalf("round %d: file call: %v", round, err)
@@ -233,6 +235,8 @@ func TestWokenInitKeepsIsolation(t *testing.T) {
 		}
 	})
 	t.Run("the woken init", func(t *testing.T) {
+		waitAsleep(t, ts)
+		defer ts.holdAwake(t)()
 		st := procStatus(t, ts.Pid)
 		if st["Name"] != "sandhold-init" || st["Seccomp"] != "2" || st["NoNewPrivs"] != "1" {
 			t.Fatalf("woken init: Name %s Seccomp %s NoNewPrivs %s", st["Name"], st["Seccomp"], st["NoNewPrivs"])
@@ -499,6 +503,21 @@ func (ts *testSandbox) spawnIn(t *testing.T, r SpawnReq) (*Process, cgroup.Group
 		t.Fatalf("spawn %v: %v", r.Argv, err)
 	}
 	return p, sub
+}
+
+// holdAwake wakes the init with a command that keeps it awake while it
+// runs (TestBusySandboxDoesNotSleep) and returns what ends the command. A
+// status read in between sees the awake init however long the test
+// takes to get there; right after a short call, a loaded machine can let
+// the quiet period pass and the init sleep again first.
+func (ts *testSandbox) holdAwake(t *testing.T) (release func()) {
+	t.Helper()
+	p, group := ts.spawnIn(t, SpawnReq{Argv: []string{"sleep", "60"}})
+	return func() {
+		_ = group.Kill()
+		<-p.Exited()
+		p.Close()
+	}
 }
 
 const sleepyHelperEnv = "SANDHOLD_SLEEPY_HELPER"
