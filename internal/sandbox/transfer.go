@@ -42,7 +42,25 @@ func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Forma
 		return archive.Result{}, err
 	}
 	s.touch()
-	return inst.Extract(ctx, agent.TransferReq{Path: dest, Format: format, Limits: lim, Deny: deny}, src)
+	// The extractor runs in an execution group of its own, as a command:
+	// it counts against the sandbox's pids limit with the commands, not
+	// against the init's reserve.
+	slot, err := s.acquireSlot()
+	if err != nil {
+		return archive.Result{}, err
+	}
+	defer s.endSlot(slot)
+	return inst.ExtractIn(ctx, agent.TransferReq{Path: dest, Format: format, Limits: lim, Deny: deny}, src, slot.attach, s.homeFor(slot.attach))
+}
+
+// endSlot gives back the execution group of an extractor that ended:
+// whatever it left running is killed before the group serves again.
+func (s *Sandbox) endSlot(slot *slot) {
+	if populated, err := slot.populated(); err != nil || populated {
+		s.killSlot(slot)
+		slot.dirty = true // checked again before reuse (releaseSlot)
+	}
+	s.releaseSlot(slot)
 }
 
 // Pack streams the tree under dir as an archive, written by the init into
@@ -55,15 +73,21 @@ func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, l
 		return nil, err
 	}
 	s.touch()
+	slot, err := s.acquireSlot() // as Extract's
+	if err != nil {
+		return nil, err
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
+		s.releaseSlot(slot)
 		return nil, err
 	}
 	p := &packStream{r: r, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		p.res, p.err = inst.Pack(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim, Deny: deny}, w)
+		p.res, p.err = inst.PackIn(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim, Deny: deny}, w, slot.attach, s.homeFor(slot.attach))
 		_ = w.Close()
+		s.endSlot(slot)
 	}()
 	return p, nil
 }
