@@ -78,17 +78,25 @@ func BenchmarkColdCreate(b *testing.B) {
 			b.Fatal("first exec:", err)
 		}
 		total := time.Since(t0)
+		first := time.Since(t1)
+		// A second command says what the first one paid for being first.
+		t2 := time.Now()
+		e, err = s.Exec(ctx, ExecRequest{Argv: []string{"/bin/true"}})
+		if err != nil || e.Status() != StatusCompleted {
+			b.Fatal("second exec:", err)
+		}
+		second := time.Since(t2)
 		mu.Lock()
-		st := append(last, step{"create_rest", 0}, step{"first_exec", time.Since(t1)})
+		st := append(last, step{"create_rest", 0}, step{"first_exec", first}, step{"second_exec", second})
 		mu.Unlock()
 		// Steps that ran beside others are not part of the sequence.
 		var inStart time.Duration
-		for _, x := range st[:len(st)-2] {
+		for _, x := range st[:len(st)-3] {
 			if !strings.HasSuffix(x.name, "_beside") {
 				inStart += x.d
 			}
 		}
-		st[len(st)-2].d = t1.Sub(t0) - inStart
+		st[len(st)-3].d = t1.Sub(t0) - inStart
 		b.StopTimer()
 		if err := m.Delete(ctx, owner, info.ID); err != nil {
 			b.Fatal(err)
