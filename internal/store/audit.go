@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -18,6 +19,36 @@ const (
 	// were read, converted and dropped on every append).
 	lastLinkQuery = `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`
 )
+
+// auditMarkEvery is how many records an audit mark covers: each record
+// whose seq is a multiple of it gets a mark, in the transaction that
+// appends it (one small row per this many records).
+const auditMarkEvery = 1024
+
+// insertAuditMarkQuery marks seq ?1: the latest time of the records after
+// the mark before it and up to ?1, and that mark's own (with no mark
+// before, every record up to ?1). A mark is so the latest time of every
+// record up to its seq, whatever order the clock gave them, and marks
+// never decrease with seq.
+const insertAuditMarkQuery = `INSERT INTO audit_marks(seq, max_time_ns)
+SELECT ?1, COALESCE(MAX(t), 0) FROM (
+	SELECT max_time_ns AS t FROM audit_marks WHERE seq = (SELECT MAX(seq) FROM audit_marks WHERE seq < ?1)
+	UNION ALL
+	SELECT time_ns FROM audit WHERE seq <= ?1 AND seq > COALESCE((SELECT MAX(seq) FROM audit_marks WHERE seq < ?1), -9223372036854775808)
+)`
+
+// auditMarksFill marks a log written before the marks (migration 11), in
+// one pass: the running latest time at every auditMarkEvery-th seq.
+var auditMarksFill = `
+INSERT INTO audit_marks(seq, max_time_ns)
+SELECT seq, m FROM (SELECT seq, MAX(time_ns) OVER (ORDER BY seq ROWS UNBOUNDED PRECEDING) AS m FROM audit)
+WHERE seq % ` + strconv.Itoa(auditMarkEvery) + ` = 0;`
+
+// auditSinceBound is the seq a query with a since filter starts after:
+// the last mark whose latest time is before since. Every record up to it
+// is older than since. Marks never decrease with seq, so the newest-first
+// walk stops at the first it finds (a recent since reads a few marks).
+const auditSinceBound = `(SELECT COALESCE((SELECT seq FROM audit_marks WHERE max_time_ns < ? ORDER BY seq DESC LIMIT 1), -9223372036854775808))`
 
 func scanAudit(row interface{ Scan(...any) error }) (AuditRecord, error) {
 	var r AuditRecord
@@ -124,6 +155,13 @@ func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, build func(las
 			return nil, fmt.Errorf("insert record %d: %w", rec.Seq, err)
 		}
 	}
+	for _, rec := range recs {
+		if rec.Seq%auditMarkEvery == 0 {
+			if _, err := a.mark.ExecContext(bg, rec.Seq); err != nil {
+				return nil, fmt.Errorf("mark record %d: %w", rec.Seq, err)
+			}
+		}
+	}
 	if beforeCommit != nil {
 		if err := beforeCommit(recs[len(recs)-1]); err != nil {
 			return nil, err
@@ -215,7 +253,8 @@ func auditQuery(f AuditFilter) (string, []any) {
 	var where []string
 	var args []any
 	if !f.Since.IsZero() {
-		where, args = append(where, "time_ns >= ?"), append(args, toNS(f.Since))
+		ns := toNS(f.Since)
+		where, args = append(where, "seq > "+auditSinceBound, "time_ns >= ?"), append(args, ns, ns)
 	}
 	if f.AfterSeq > 0 {
 		where, args = append(where, "seq > ?"), append(args, f.AfterSeq)

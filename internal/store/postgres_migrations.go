@@ -99,6 +99,9 @@ ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
 	// for a since filter, and neither was measured here. The step exists
 	// so the two histories keep the same versions.
 	{10, "audit_unused_indexes", `SELECT 1;`},
+	// SQLite's step 11 adds audit_marks, a seq bound for since filters;
+	// PostgreSQL has its audit_time index for them. The same versions.
+	{11, "audit_marks", `SELECT 1;`},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations

@@ -59,13 +59,13 @@ type SQLite struct {
 // switch) costs more than the statement. The connection stays open, so
 // the WAL is never deleted by a last close and is rewritten in place.
 type auditConn struct {
-	conn                                  *sql.Conn
-	begin, last, insert, commit, rollback *sql.Stmt
+	conn                                        *sql.Conn
+	begin, last, insert, mark, commit, rollback *sql.Stmt
 }
 
 // close releases the statements and the connection.
 func (a *auditConn) close() {
-	for _, st := range []*sql.Stmt{a.begin, a.last, a.insert, a.commit, a.rollback} {
+	for _, st := range []*sql.Stmt{a.begin, a.last, a.insert, a.mark, a.commit, a.rollback} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -91,6 +91,7 @@ func (s *SQLite) openAuditConn(ctx context.Context) error {
 		{&a.begin, "BEGIN IMMEDIATE"}, // writers in other processes wait for it
 		{&a.last, lastLinkQuery},
 		{&a.insert, insertAuditQuery},
+		{&a.mark, insertAuditMarkQuery},
 		{&a.commit, "COMMIT"},
 		{&a.rollback, "ROLLBACK"},
 	} {

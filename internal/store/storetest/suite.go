@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 	t.Run("Keys", func(t *testing.T) { s, _ := open(t); testKeys(t, s) })
 	t.Run("Settings", func(t *testing.T) { s, _ := open(t); testSettings(t, s) })
 	t.Run("AuditQuery", func(t *testing.T) { s, _ := open(t); testAuditQuery(t, s) })
+	t.Run("AuditSinceWithTheClockOutOfOrder", func(t *testing.T) { s, _ := open(t); testAuditSinceOutOfOrder(t, s) })
 	t.Run("AppendAuditAbortsOnBeforeCommitError", func(t *testing.T) { s, _ := open(t); testAppendAbort(t, s) })
 	t.Run("AppendAuditBuildErrorAborts", func(t *testing.T) { s, _ := open(t); testBuildAbort(t, s) })
 	t.Run("ConcurrentAppendersAcrossHandles", func(t *testing.T) { s, op := open(t); testConcurrentAppenders(t, s, op) })
@@ -463,3 +465,74 @@ func testConcurrentBatches(t *testing.T, a store.Store, open Opener) {
 		t.Fatalf("%d records, want %d", n, handles*batches*size)
 	}
 }
+
+// testAuditSinceOutOfOrder: a since filter returns exactly the records at
+// or after its time, in either order, with other filters and pages, on a
+// log long enough for the SQLite back end's seq bound (audit_marks) and
+// whose times are not monotonic in seq: the clock steps back, and one
+// early record is from the future.
+func testAuditSinceOutOfOrder(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	base := time.Unix(1_800_000_000, 0)
+	at := func(seq int64) time.Time {
+		switch {
+		case seq == 700:
+			return base.Add(48 * time.Hour) // a clock far ahead, once
+		case seq%97 == 0:
+			return base.Add(time.Duration(seq)*time.Second - 2*time.Hour) // stepped back
+		}
+		return base.Add(time.Duration(seq) * time.Second)
+	}
+	const n = 3*1024 + 300
+	for next := int64(1); next <= n; {
+		_, err := s.AppendAuditBatch(ctx, func(last store.AuditRecord, ok bool) ([]store.AuditRecord, error) {
+			var recs []store.AuditRecord
+			for len(recs) < store.MaxAuditBatch && next+int64(len(recs)) <= n {
+				seq := next + int64(len(recs))
+				recs = append(recs, store.AuditRecord{Seq: seq, Time: at(seq), Actor: fmt.Sprintf("key_%d", seq%3), Action: "sandbox.exec", Hash: fmt.Sprint(seq)})
+			}
+			return recs, nil
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next += store.MaxAuditBatch
+	}
+	want := func(f store.AuditFilter) []int64 {
+		var out []int64
+		for seq := int64(1); seq <= n; seq++ {
+			if at(seq).Before(f.Since) || seq <= f.AfterSeq || (f.Actor != "" && f.Actor != fmt.Sprintf("key_%d", seq%3)) {
+				continue
+			}
+			out = append(out, seq)
+		}
+		if f.Descending {
+			slices.Reverse(out)
+		}
+		if f.Limit > 0 && len(out) > f.Limit {
+			out = out[:f.Limit]
+		}
+		return out
+	}
+	for _, since := range []time.Duration{0, 500 * time.Second, 1500 * time.Second, 2500 * time.Second, 3000 * time.Second, 3100 * time.Second, 3395 * time.Second, 47 * time.Hour, 49 * time.Hour, -time.Hour} {
+		for _, f := range []store.AuditFilter{
+			{Limit: 50}, {Limit: 50, Descending: true}, {Limit: store.MaxAuditPage}, {Limit: store.MaxAuditPage, Descending: true},
+			{Limit: 20, Actor: "key_1"}, {Limit: 20, AfterSeq: 2000}, {Limit: 20, AfterSeq: 3200, Descending: true},
+		} {
+			f.Since = base.Add(since)
+			recs, err := s.QueryAudit(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for _, r := range recs {
+				got = append(got, r.Seq)
+			}
+			if w := want(f); fmt.Sprint(got) != fmt.Sprint(w) {
+				t.Errorf("since base%+v %+v: got %d records %v…, want %d %v…", since, f, len(got), head(got), len(w), head(w))
+			}
+		}
+	}
+}
+
+func head(s []int64) []int64 { return s[:min(len(s), 8)] }
