@@ -100,6 +100,20 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	cfgC := cfgOf("node-c")
 	// Every node's log, at debug level, is searched for secrets at the end.
 	logA, logB, logC := &logBuf{}, &logBuf{}, filepath.Join(t.TempDir(), "node-c.log")
+	// A failure says what the nodes logged as errors (a 500's cause).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		cLog, _ := os.ReadFile(logC)
+		for name, log := range map[string]string{"a": logA.String(), "b": logB.String(), "c": string(cLog)} {
+			for line := range strings.Lines(log) {
+				if strings.Contains(line, `"level":"ERROR"`) {
+					t.Logf("node %s: %s", name, strings.TrimSpace(line))
+				}
+			}
+		}
+	})
 	// c runs in a process of its own: it is killed with SIGKILL below.
 	a, b, c := startNode(t, cfgOf("node-a"), logA), startNode(t, cfgOf("node-b"), logB), startChildNode(t, cfgC, logC)
 	st, err := store.OpenPostgres(context.Background(), url)
