@@ -29,11 +29,12 @@ const auditMarkEvery = 1024
 // before, every record up to ?1). A mark is so the latest time of every
 // record up to its seq, whatever order the clock gave them, and marks
 // never decrease with seq.
-const insertAuditMarkQuery = `INSERT INTO audit_marks(seq, max_time_ns)
+const insertAuditMarkQuery = `WITH prev AS (SELECT seq, max_time_ns FROM audit_marks WHERE seq < ?1 ORDER BY seq DESC LIMIT 1)
+INSERT INTO audit_marks(seq, max_time_ns)
 SELECT ?1, COALESCE(MAX(t), 0) FROM (
-	SELECT max_time_ns AS t FROM audit_marks WHERE seq = (SELECT MAX(seq) FROM audit_marks WHERE seq < ?1)
+	SELECT max_time_ns AS t FROM prev
 	UNION ALL
-	SELECT time_ns FROM audit WHERE seq <= ?1 AND seq > COALESCE((SELECT MAX(seq) FROM audit_marks WHERE seq < ?1), -9223372036854775808)
+	SELECT time_ns FROM audit WHERE seq <= ?1 AND seq > COALESCE((SELECT seq FROM prev), -9223372036854775808)
 )`
 
 // auditMarksFill marks a log written before the marks (migration 11), in
@@ -154,8 +155,6 @@ func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, build func(las
 			}
 			return nil, fmt.Errorf("insert record %d: %w", rec.Seq, err)
 		}
-	}
-	for _, rec := range recs {
 		if rec.Seq%auditMarkEvery == 0 {
 			if _, err := a.mark.ExecContext(bg, rec.Seq); err != nil {
 				return nil, fmt.Errorf("mark record %d: %w", rec.Seq, err)
