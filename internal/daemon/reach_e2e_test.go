@@ -43,6 +43,19 @@ while True:
     c,_=s.accept(); threading.Thread(target=serve,args=(c,),daemon=True).start()
 `
 
+// fileServer serves the directory site on the port in argv[1] and answers
+// a POST with the body it read, prefixed "form:". It reads every body: a
+// server that answers before reading a body it was sent (http.server's
+// 501 to a POST) and closes makes the kernel reset the connection, which
+// could cut the relayed answer short and made the form case flaky.
+const fileServer = `import functools,http.server,sys
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_POST(self):
+        b=b"form:"+self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200); self.send_header("Content-Type","text/plain"); self.send_header("Content-Length",str(len(b))); self.end_headers(); self.wfile.write(b)
+http.server.ThreadingHTTPServer(("127.0.0.1",int(sys.argv[1])),functools.partial(H,directory="site")).serve_forever()
+`
+
 func TestPreviewProxyReachesTheSandboxsServer(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("the test servers need /usr/bin/python3")
@@ -56,7 +69,7 @@ func TestPreviewProxyReachesTheSandboxsServer(t *testing.T) {
 		t.Fatalf("prepare: %+v", r)
 	}
 	for _, cmd := range []string{
-		"exec python3 -m http.server 8000 --bind 127.0.0.1 --directory site",
+		"exec python3 -c '" + strings.ReplaceAll(fileServer, "'", `'"'"'`) + "' 8000",
 		"exec python3 -c '" + strings.ReplaceAll(wsEchoServer, "'", `'"'"'`) + "' 8001",
 	} {
 		a.JSON("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"command": cmd, "background": true, "timeout": 600}, http.StatusOK, nil)
@@ -91,24 +104,29 @@ func TestPreviewProxyReachesTheSandboxsServer(t *testing.T) {
 		body   any
 		hdr    []string
 		want   int
+		// wantBody, when set, is the whole answer's body.
+		wantBody string
 	}{
-		{"no key", a.As(""), "GET", page, nil, nil, http.StatusUnauthorized},
-		{"another key's sandbox", b, "GET", page, nil, nil, http.StatusNotFound},
-		{"port not in the list", a, "GET", "/sandboxes/" + id + "/proxy/8002/", nil, nil, http.StatusForbidden},
-		{"browser port", a, "GET", "/sandboxes/" + id + "/proxy/9222/json/version", nil, nil, http.StatusForbidden},
-		{"port zero", a, "GET", "/sandboxes/" + id + "/proxy/0/", nil, nil, http.StatusBadRequest},
-		// A form body is relayed as sent (http.server has no POST: 501),
-		// not refused as a non-JSON body.
-		{"form body relayed", a, "POST", page, strings.NewReader("a=1"), []string{"Content-Type", "application/x-www-form-urlencoded"}, http.StatusNotImplemented},
-		{"no trailing slash", a, "GET", "/sandboxes/" + id + "/proxy/8000", nil, nil, http.StatusPermanentRedirect},
+		{"no key", a.As(""), "GET", page, nil, nil, http.StatusUnauthorized, ""},
+		{"another key's sandbox", b, "GET", page, nil, nil, http.StatusNotFound, ""},
+		{"port not in the list", a, "GET", "/sandboxes/" + id + "/proxy/8002/", nil, nil, http.StatusForbidden, ""},
+		{"browser port", a, "GET", "/sandboxes/" + id + "/proxy/9222/json/version", nil, nil, http.StatusForbidden, ""},
+		{"port zero", a, "GET", "/sandboxes/" + id + "/proxy/0/", nil, nil, http.StatusBadRequest, ""},
+		// A form body is relayed as sent, not refused as a non-JSON body.
+		{"form body relayed", a, "POST", page, strings.NewReader("a=1"), []string{"Content-Type", "application/x-www-form-urlencoded"}, http.StatusOK, "form:a=1"},
+		{"no trailing slash", a, "GET", "/sandboxes/" + id + "/proxy/8000", nil, nil, http.StatusPermanentRedirect, ""},
 	}
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := *tc.c
 			c.HTTP = noRedirect
-			if r := daemontest.WithT(&c, t).Do(tc.method, tc.path, tc.body, tc.hdr...); r.Status != tc.want {
+			r := daemontest.WithT(&c, t).Do(tc.method, tc.path, tc.body, tc.hdr...)
+			if r.Status != tc.want {
 				t.Fatalf("status %d, want %d: %s", r.Status, tc.want, r.Raw)
+			}
+			if tc.wantBody != "" && string(r.Raw) != tc.wantBody {
+				t.Fatalf("body %q, want %q", r.Raw, tc.wantBody)
 			}
 		})
 	}
