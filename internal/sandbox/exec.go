@@ -503,10 +503,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	}
 	// The main process is gone; whatever it left running in its group
 	// goes too, which also closes the output pipes.
-	if populated, err := slot.populated(); err != nil || populated {
-		s.killSlot(slot)
-		slot.dirty = true // checked again before reuse (releaseSlot)
-	}
+	s.killLeftovers(slot)
 	copies.wait(drainGrace, p.Close)
 	if status == "" {
 		status = StatusCompleted
@@ -639,6 +636,16 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 		}
 	}
 	return hit
+}
+
+// killLeftovers kills whatever is still running in the group of an
+// execution whose main process ended; a group found populated (or not
+// read) is checked again before reuse (releaseSlot).
+func (s *Sandbox) killLeftovers(sl *slot) {
+	if populated, err := sl.populated(); err != nil || populated {
+		s.killSlot(sl)
+		sl.dirty = true
+	}
 }
 
 // killSlot kills the execution's process tree.

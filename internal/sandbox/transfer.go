@@ -56,10 +56,7 @@ func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Forma
 // endSlot gives back the execution group of an extractor that ended:
 // whatever it left running is killed before the group serves again.
 func (s *Sandbox) endSlot(slot *slot) {
-	if populated, err := slot.populated(); err != nil || populated {
-		s.killSlot(slot)
-		slot.dirty = true // checked again before reuse (releaseSlot)
-	}
+	s.killLeftovers(slot)
 	s.releaseSlot(slot)
 }
 
