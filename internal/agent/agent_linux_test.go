@@ -223,6 +223,8 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 		{"unshare refused", []string{"unshare", "-U", "true"}, "", true},
 		{"mount refused", []string{"sh", "-c", "mount -t tmpfs x /tmp"}, "", true},
 		{"environment from scratch", []string{"sh", "-c", "env | cut -d= -f1 | grep -v '^PWD$' | sort | tr '\\n' ' '"}, "HOME LANG PATH ", false},
+		// Host-wide state about other tenants and the host (rootfs.procMaskFiles).
+		{"host-wide /proc files read empty", []string{"sh", "-c", "cat /proc/diskstats /proc/partitions /proc/cmdline /proc/locks /proc/interrupts | wc -c"}, "0\n", false},
 		{"masked /proc directory is empty", []string{"sh", "-c", "ls -A /proc/acpi 2>/dev/null | wc -l"}, "0\n", false},
 		// The mask is a read-only bind of the root's file system, no
 		// superblock of its own (each costs every v1 memory cgroup).

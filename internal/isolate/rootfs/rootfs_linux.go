@@ -48,8 +48,15 @@ var etcBinds = []string{
 // devNodes are the host device nodes bound into the sandbox's /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-// procMaskFiles hide kernel state a sandbox has no business reading.
-var procMaskFiles = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "sysrq-trigger"}
+// procMaskFiles hide kernel state a sandbox has no business reading. The
+// second line is host-wide state that tells one tenant about the others
+// and the host: diskstats and partitions list every loop device with its
+// I/O counters (how many workspaces exist, when other tenants write),
+// cmdline the host's boot parameters, locks every file lock on the host
+// (with inode numbers and pids of other namespaces), interrupts the
+// host's devices and their activity.
+var procMaskFiles = []string{"kcore", "keys", "timer_list", "sched_debug", "kallsyms", "sysrq-trigger",
+	"diskstats", "partitions", "cmdline", "locks", "interrupts"}
 
 // procReadOnly are /proc trees bound read-only over themselves.
 var procReadOnly = []string{"sys", "irq", "bus", "fs"}
