@@ -211,6 +211,13 @@ func alternative(alt []Cond, act bpf.Instruction) ([]bpf.Instruction, error) {
 			}
 			emit(lo, failNone)
 			emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: vlo}, failFalse)
+		case MaskedEqualLow32:
+			if c.Mask == 0 || vhi != 0 || vlo&^c.Mask != 0 {
+				return nil, errors.New("MaskedEqualLow32 with an empty mask or a value outside it never holds")
+			}
+			emit(lo, failNone)
+			emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: c.Mask}, failNone)
+			emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: vlo}, failFalse)
 		case BitsClear:
 			if c.Value == 0 {
 				return nil, errors.New("BitsClear with an empty mask always holds")

@@ -45,6 +45,11 @@ const (
 	// the kernel truncates (an ioctl request): a deny row must not be
 	// dodged by setting high bits the kernel then drops.
 	EqualLow32
+	// MaskedEqualLow32: the low 32 bits of arg, masked with Mask, ==
+	// value. For a field packed with flags into an int argument (the type
+	// of socket(2) beside SOCK_NONBLOCK and SOCK_CLOEXEC): the field must
+	// be exactly one value, whatever flag bits ride along.
+	MaskedEqualLow32
 )
 
 // Cond is one argument condition of a table row.
@@ -52,6 +57,9 @@ type Cond struct {
 	Arg   uint32 // argument index, 0..5
 	Op    Op
 	Value uint64
+	// Mask is the field MaskedEqualLow32 compares; other operations
+	// ignore it.
+	Mask uint32
 }
 
 // Rule is one row of the policy table.
@@ -95,6 +103,14 @@ const (
 	// ipprotoMPTCPBit is the bit that sets IPPROTO_MPTCP (262 = 0x106)
 	// apart from every real IP protocol number (all below 256).
 	ipprotoMPTCPBit = 0x100
+
+	// sockTypeMask is SOCK_TYPE_MASK: the socket type is the low nibble
+	// of socket(2)'s type word, the flags (SOCK_NONBLOCK, SOCK_CLOEXEC)
+	// sit above it and the kernel refuses any other bit.
+	sockTypeMask  = 0xf
+	sockStream    = 1
+	sockDgram     = 2
+	sockSeqpacket = 5
 )
 
 // Flag words used by conditioned rows.
@@ -256,23 +272,10 @@ func Policy() Table {
 					"Raw and packet sockets need CAP_NET_RAW, which commands lack, but the sandbox's user namespace owns its " +
 					"network namespace, so its root could hold it; AF_PACKET's CVE history is why we close it here too",
 				Names: []string{"socket"},
-				When: [][]Cond{
+				When: append([][]Cond{
 					{{Arg: 0, Op: Equal, Value: afUNIX}},
 					{{Arg: 0, Op: Equal, Value: afNETLINK}},
-					// type & SOCK_RAW(3) != 3, written as "bit 0 clear or
-					// bit 1 clear": STREAM(1), DGRAM(2), SEQPACKET(5) pass
-					// with any SOCK_NONBLOCK/SOCK_CLOEXEC bits, RAW(3) does not.
-					// protocol & 0x100 == 0 refuses IPPROTO_MPTCP (262):
-					// landlock's TCP port rules do not cover Multipath TCP
-					// sockets, so allowing them would let a sandbox bind and
-					// connect to any port. Go's net package and curl fall
-					// back to plain TCP. Testing only the low word keeps the
-					// check immune to high bits the kernel truncates away.
-					{{Arg: 0, Op: Equal, Value: afINET}, {Arg: 1, Op: BitsClear, Value: 1}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
-					{{Arg: 0, Op: Equal, Value: afINET}, {Arg: 1, Op: BitsClear, Value: 2}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
-					{{Arg: 0, Op: Equal, Value: afINET6}, {Arg: 1, Op: BitsClear, Value: 1}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
-					{{Arg: 0, Op: Equal, Value: afINET6}, {Arg: 1, Op: BitsClear, Value: 2}, {Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit}},
-				},
+				}, inetSocketTypes()...),
 			},
 			{
 				Action: Allow,
@@ -340,4 +343,30 @@ func Policy() Table {
 			}},
 		},
 	}
+}
+
+// inetSocketTypes are the alternatives of the socket row for AF_INET and
+// AF_INET6: the type's low nibble (SOCK_TYPE_MASK) is exactly STREAM (1),
+// DGRAM (2) or SEQPACKET (5), with any SOCK_NONBLOCK/SOCK_CLOEXEC bits
+// beside it; RAW (3), RDM (4), DCCP (6), the obsolete SOCK_PACKET (10) and
+// every other value fall through to EPERM. (A test of single bits, as
+// before, let SOCK_PACKET through: 10 has bit 0 clear; the kernel's
+// CAP_NET_RAW check was all that stopped it.) protocol & 0x100 == 0
+// refuses IPPROTO_MPTCP (262): landlock's TCP port rules do not cover
+// Multipath TCP sockets, so allowing them would let a sandbox bind and
+// connect to any port; Go's net package and curl fall back to plain TCP.
+// Testing only the low words keeps the checks immune to high bits the
+// kernel truncates away.
+func inetSocketTypes() [][]Cond {
+	var alts [][]Cond
+	for _, family := range []uint64{afINET, afINET6} {
+		for _, typ := range []uint64{sockStream, sockDgram, sockSeqpacket} {
+			alts = append(alts, []Cond{
+				{Arg: 0, Op: Equal, Value: family},
+				{Arg: 1, Op: MaskedEqualLow32, Mask: sockTypeMask, Value: typ},
+				{Arg: 2, Op: BitsClear, Value: ipprotoMPTCPBit},
+			})
+		}
+	}
+	return alts
 }

@@ -140,12 +140,12 @@ func TestDecisions(t *testing.T) {
 	requireAMD64(t)
 	vm := newVM(t)
 	const (
-		cloneVM, cloneFS, cloneFiles, cloneSighand, cloneThread = 0x100, 0x200, 0x400, 0x800, 0x10000
-		cloneVfork, clonePidfd, sigchld                         = 0x4000, 0x1000, 17
-		goThreadFlags                                           = cloneVM | cloneFS | cloneFiles | cloneSighand | cloneThread | 0x80000 | 0x40000
-		sockStream, sockDgram, sockRaw, sockSeqpacket           = 1, 2, 3, 5
-		sockNonblock, sockCloexec                               = 0x800, 0x80000
-		afPacket, afVsock, afALG                                = 17, 40, 38
+		cloneVM, cloneFS, cloneFiles, cloneSighand, cloneThread   = 0x100, 0x200, 0x400, 0x800, 0x10000
+		cloneVfork, clonePidfd, sigchld                           = 0x4000, 0x1000, 17
+		goThreadFlags                                             = cloneVM | cloneFS | cloneFiles | cloneSighand | cloneThread | 0x80000 | 0x40000
+		sockStream, sockDgram, sockRaw, sockSeqpacket, sockPacket = 1, 2, 3, 5, 10
+		sockNonblock, sockCloexec                                 = 0x800, 0x80000
+		afPacket, afVsock, afALG                                  = 17, 40, 38
 	)
 	cases := []struct {
 		name string
@@ -202,6 +202,21 @@ func TestDecisions(t *testing.T) {
 		{name: "socket-inet-raw", call: "socket", args: []uint64{afINET, sockRaw}, want: retErrnoEPERM},
 		{name: "socket-inet-raw-cloexec", call: "socket", args: []uint64{afINET, sockRaw | sockCloexec}, want: retErrnoEPERM},
 		{name: "socket-inet6-raw-nonblock", call: "socket", args: []uint64{afINET6, sockRaw | sockNonblock}, want: retErrnoEPERM},
+		// The type's low nibble must be exactly 1, 2 or 5: SOCK_PACKET (10)
+		// and the other odd types have one of the two low bits clear, which
+		// the old bit test took for STREAM or DGRAM.
+		{name: "socket-inet-sock-packet", call: "socket", args: []uint64{afINET, sockPacket}, want: retErrnoEPERM},
+		{name: "socket-inet-sock-packet-cloexec", call: "socket", args: []uint64{afINET, sockPacket | sockCloexec}, want: retErrnoEPERM},
+		{name: "socket-inet6-sock-packet-nonblock", call: "socket", args: []uint64{afINET6, sockPacket | sockNonblock}, want: retErrnoEPERM},
+		{name: "socket-inet-rdm", call: "socket", args: []uint64{afINET, 4}, want: retErrnoEPERM},
+		{name: "socket-inet-dccp", call: "socket", args: []uint64{afINET, 6, 33}, want: retErrnoEPERM},
+		{name: "socket-inet-type-0", call: "socket", args: []uint64{afINET, 0}, want: retErrnoEPERM},
+		{name: "socket-inet-type-9", call: "socket", args: []uint64{afINET, 9}, want: retErrnoEPERM},
+		{name: "socket-inet6-type-13", call: "socket", args: []uint64{afINET6, 13}, want: retErrnoEPERM},
+		{name: "socket-inet-type-15", call: "socket", args: []uint64{afINET, 15 | sockCloexec}, want: retErrnoEPERM},
+		{name: "socket-inet-stream-in-high-half", call: "socket", args: []uint64{afINET, 1<<32 | sockPacket}, want: retErrnoEPERM},
+		{name: "socket-inet-stream-high-half-ignored", call: "socket", args: []uint64{afINET, 1<<32 | sockStream}, want: retAllow},
+		{name: "socket-inet6-seqpacket-cloexec-nonblock", call: "socket", args: []uint64{afINET6, sockSeqpacket | sockCloexec | sockNonblock}, want: retAllow},
 		{name: "socket-packet", call: "socket", args: []uint64{afPacket, sockRaw}, want: retErrnoEPERM},
 		{name: "socket-packet-dgram", call: "socket", args: []uint64{afPacket, sockDgram}, want: retErrnoEPERM},
 		{name: "socket-vsock", call: "socket", args: []uint64{afVsock, sockStream}, want: retErrnoEPERM},
@@ -379,6 +394,8 @@ func referenceVerdict(t Table, nr uint32, args [6]uint64) Action {
 					holds = holds && a&c.Value != 0
 				case EqualLow32:
 					holds = holds && uint32(a) == uint32(c.Value) && c.Value>>32 == 0 //nolint:gosec // G115: comparing low halves is the rule
+				case MaskedEqualLow32:
+					holds = holds && uint32(a)&c.Mask == uint32(c.Value) && c.Value>>32 == 0 //nolint:gosec // G115: comparing low halves is the rule
 				}
 			}
 			if holds {

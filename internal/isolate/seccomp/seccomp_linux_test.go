@@ -420,6 +420,13 @@ func helperDeny() error {
 		{"socket_inet_mptcp", func() error {
 			return closeIfFD(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 262))
 		}},
+		// SOCK_PACKET (10): bit 0 clear, which a test of single type bits
+		// took for DGRAM. Root of this helper holds CAP_NET_RAW, so only
+		// the filter refuses it. (Protocol 0: a packet socket that receives
+		// nothing, should it be made.)
+		{"socket_inet_sock_packet", func() error {
+			return closeIfFD(unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_PACKET|unix.SOCK_CLOEXEC, 0))
+		}},
 		{"ioctl_tiocsti", func() error { return ptyIoctl(unix.TIOCSTI) }},
 		{"ioctl_tioclinux", func() error { return ptyIoctl(unix.TIOCLINUX) }},
 		// i386_getpid runs in a child of its own: TestInstallDeniesInt80.
@@ -462,6 +469,7 @@ func TestInstallDenies(t *testing.T) {
 		{"acct", eperm}, {"settimeofday", eperm}, {"clock_settime", eperm}, {"adjtimex_read", eperm},
 		{"syslog_size", eperm}, {"personality_addr_no_randomize", eperm},
 		{"personality_read_implies_exec", eperm}, {"socket_packet", eperm}, {"socket_inet_raw", eperm}, {"socket_inet_mptcp", eperm},
+		{"socket_inet_sock_packet", eperm},
 		{"ioctl_tiocsti", eperm}, {"ioctl_tioclinux", eperm}, {"x32_getpid", enosys}, {"iopl", eperm},
 		{"personality_query", 0}, {"socket_inet_stream", 0}, {"socket_netlink_raw", 0},
 	}
