@@ -254,7 +254,7 @@ func makeImage(img string, size int64, uid int, tm *wsTemplates, tmplDir string,
 		if err == nil {
 			return st, nil
 		}
-		if !errors.Is(err, errNoTemplate) && log != nil {
+		if !errors.Is(err, errNoTemplate) && !errors.Is(err, errTemplateBusy) && log != nil {
 			log.Warn("workspace template unusable; formatting the image instead", "err", err)
 		}
 	}
@@ -353,8 +353,12 @@ func attachLoop(f *os.File, direct bool) (string, *os.File, error) {
 	}
 	defer func() { _ = ctl.Close() }()
 	// Another process may take the free device between GET_FREE and
-	// CONFIGURE (EBUSY); a few retries settle it.
-	const maxLoopTries = 8
+	// CONFIGURE (EBUSY). GET_FREE names the lowest free device to every
+	// caller at once, so each round settles at least one of the racers:
+	// the tries must outnumber the starts at once (creates beside the warm
+	// pool's refill; 12 creates at once on a 2-CPU host ran out of 8 tries
+	// and answered 500).
+	const maxLoopTries = 64
 	var lastErr error
 	for range maxLoopTries {
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
