@@ -89,7 +89,8 @@ const (
 	idBase = 1 << 30
 	// sandboxUID is the sandbox user inside.
 	sandboxUID = 1000
-	// launchTimeout bounds one init's start and setup.
+	// launchTimeout bounds one init's start and setup, counted from when
+	// its workspace is ready (Sandbox.startLocked).
 	launchTimeout = 30 * time.Second
 	// defaultExecsPerSandbox caps concurrent executions per sandbox when
 	// the configuration names no cap: each holds an execution cgroup and

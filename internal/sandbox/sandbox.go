@@ -232,11 +232,21 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		return nil
 	})
 	var wsErr, cgErr error
+	// The init's start and setup have launchTimeout from the moment its
+	// workspace and cgroups are ready: making the workspace (a template
+	// copy, or a format while the template is being built) is not charged
+	// to the init, whose setup otherwise ran out of time behind a slow
+	// disk and was reported as its own failure.
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	setupTimer := time.AfterFunc(launchTimeout, func() { cancel(errInitSetupTimeout) })
+	defer setupTimer.Stop()
 	await := func() (*os.File, error) {
 		clk.mark("init_clone_exec")
 		var wsTook, cgTook time.Duration
 		wsTook, wsErr = waitWS()
 		cgTook, cgErr = waitGroups()
+		setupTimer.Reset(launchTimeout)
 		clk.mark("workspace_cgroups_wait")
 		for _, st := range wsClk.steps {
 			clk.add(st.name+"_beside", st.d)
@@ -298,8 +308,6 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		Log: &initLog{m: s.m, id: s.rec.ID},
 	}
 	s.m.netLaunch(&spec, s.rec.ID, s.rec.Spec.Network)
-	lctx, cancel := context.WithTimeout(ctx, launchTimeout)
-	defer cancel()
 	inst, err := agent.Launch(lctx, spec)
 	if err != nil {
 		cleanup()
@@ -309,6 +317,9 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		}
 		if cgErr != nil {
 			return cgErr
+		}
+		if cause := context.Cause(lctx); errors.Is(cause, errInitSetupTimeout) {
+			err = fmt.Errorf("%w (%w)", cause, err)
 		}
 		return fault.Wrap(fault.Unavailable, err, "the sandbox could not be started")
 	}
@@ -357,6 +368,10 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	}
 	return nil
 }
+
+// errInitSetupTimeout ends an init's start that took launchTimeout after
+// its workspace was ready.
+var errInitSetupTimeout = fmt.Errorf("the sandbox's init did not finish its setup within %s of its workspace being ready", launchTimeout)
 
 // makeGroups makes the sandbox's cgroup and its user child.
 func (s *Sandbox) makeGroups() (group, user cgroup.Group, err error) {

@@ -81,6 +81,13 @@ const (
 // caller formats the image itself.
 var errNoTemplate = errors.New("no workspace template for this size")
 
+// errTemplateBusy says another start is verifying or building the size's
+// template; the caller formats the image itself rather than wait. A
+// template's first build (mkfs.ext4, fsync) is the warm pool's first step
+// and, on a loaded disk, took long enough that a create waiting for it ran
+// out of its init's setup deadline.
+var errTemplateBusy = errors.New("workspace template being verified or built")
+
 // wsTemplates is the server's set of templates; its zero value is ready.
 type wsTemplates struct {
 	// mu guards bySize; each template has its own lock.
@@ -94,10 +101,13 @@ type wsTemplates struct {
 
 // wsTemplate is one size's template.
 type wsTemplate struct {
-	// mu serialises verifying and rebuilding; the verified layout it
-	// guards is replaced, never changed, so a copy uses a snapshot.
+	// mu guards v and busy; it is never held across I/O. The verified
+	// layout is replaced, never changed, so a copy uses a snapshot.
 	mu sync.Mutex
 	v  *verifiedTemplate
+	// busy is set while one caller verifies or (re)builds the template;
+	// the others do not wait for it (errTemplateBusy).
+	busy bool
 }
 
 // verifiedTemplate is a template file checked against its digest.
@@ -166,37 +176,72 @@ func (t *wsTemplates) stage(dir, img string, size int64, clk *stepClock) (*stage
 }
 
 // open returns the size's template file, verified (rebuilt if missing or
-// corrupt), and its layout.
+// corrupt), and its layout. It never waits for another caller's
+// verification or build: it answers errTemplateBusy instead.
 func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate, error) {
 	t.mu.Lock()
 	if t.bySize == nil {
 		t.bySize = make(map[int64]*wsTemplate)
 	}
 	tp := t.bySize[size]
+	claimed := false
 	if tp == nil {
 		if len(t.bySize) >= maxTemplates {
 			t.mu.Unlock()
 			return nil, nil, errNoTemplate
 		}
-		tp = &wsTemplate{}
+		// The first caller for a size claims it as it makes the entry.
+		tp = &wsTemplate{busy: true}
 		t.bySize[size] = tp
+		claimed = true
 	}
 	t.mu.Unlock()
 
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
 	path := filepath.Join(dir, "ext4-"+templateVersion+"-"+strconv.FormatInt(size, 10)+".img")
-	f, err := openTemplate(path)
-	if err == nil && tp.v != nil {
-		if id, err := statID(f); err == nil && id == tp.v.id {
-			return f, tp.v, nil
+	if !claimed {
+		tp.mu.Lock()
+		v, busy := tp.v, tp.busy
+		if v == nil && !busy {
+			tp.busy = true // claimed: verify or build below
+		}
+		tp.mu.Unlock()
+		switch {
+		case busy:
+			return nil, nil, errTemplateBusy
+		case v != nil:
+			f, err := openTemplate(path)
+			if err == nil {
+				if id, err := statID(f); err == nil && id == v.id {
+					return f, v, nil
+				}
+				_ = f.Close()
+			}
+			// Changed or gone since it was verified: check it again,
+			// unless another caller is at it already.
+			tp.mu.Lock()
+			if tp.busy {
+				tp.mu.Unlock()
+				return nil, nil, errTemplateBusy
+			}
+			tp.busy = true
+			tp.mu.Unlock()
 		}
 	}
+	f, v, err := t.verifyOrBuild(dir, path, size)
+	tp.mu.Lock()
+	tp.v, tp.busy = v, false
+	tp.mu.Unlock()
+	return f, v, err
+}
+
+// verifyOrBuild checks the template file at path, (re)building it when it
+// is missing or corrupt. The caller has claimed the size (wsTemplate.busy).
+func (t *wsTemplates) verifyOrBuild(dir, path string, size int64) (*os.File, *verifiedTemplate, error) {
+	f, err := openTemplate(path)
 	if err == nil {
 		// First use in this run, or the file changed: check it.
 		v, verr := verifyTemplate(f, path, size)
 		if verr == nil {
-			tp.v = v
 			return f, v, nil
 		}
 		_ = f.Close()
@@ -204,7 +249,6 @@ func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate,
 		return nil, nil, err
 	}
 	// Missing or corrupt: (re)build it.
-	tp.v = nil
 	if err := t.build(dir, path, size); err != nil {
 		return nil, nil, err
 	}
@@ -216,7 +260,6 @@ func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate,
 		_ = f.Close()
 		return nil, nil, fmt.Errorf("workspace template just built: %w", err)
 	}
-	tp.v = v
 	return f, v, nil
 }
 
