@@ -64,10 +64,17 @@ type Config struct {
 	MaxCPUTime time.Duration
 	// MaxDisk is the per-sandbox workspace quota (SANDBOX_MAX_DISK, 5GB).
 	MaxDisk Size
-	// DiskBudget caps the sum of all sandboxes' workspace quotas
-	// (SANDBOX_DISK_BUDGET). 0 (default): DefaultDiskBudgetShare of the
-	// data dir's free space at start, computed by the server.
+	// DiskBudget is what the workspace images may take on the host
+	// together (SANDBOX_DISK_BUDGET): the disk guard stops their growth
+	// there. 0 (default): DefaultDiskBudgetPercent of the data dir's free
+	// space at start, computed by the server.
 	DiskBudget Size
+	// DiskOvercommit is how many times DiskBudget the workspace quotas may
+	// promise together (SANDBOX_DISK_OVERCOMMIT, 25; 1: no over-commit):
+	// images are sparse and most workspaces fill a small part of their
+	// quota, so promises are admitted beyond the bytes there are, and the
+	// guard keeps the bytes actually written within the budget.
+	DiskOvercommit int
 	// MaxProcesses is the per-sandbox pids limit (SANDBOX_MAX_PROCESSES, 50).
 	MaxProcesses int
 	// WarmPool is the number of pre-started sandboxes kept ready (SANDBOX_WARM_POOL, 2).
@@ -212,6 +219,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxDisk == 0 {
 		c.MaxDisk = d.MaxDisk
+	}
+	if c.DiskOvercommit == 0 {
+		c.DiskOvercommit = d.DiskOvercommit
 	}
 	if c.MaxProcesses == 0 {
 		c.MaxProcesses = d.MaxProcesses

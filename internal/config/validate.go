@@ -104,6 +104,7 @@ func checkPositive(c Config) error {
 	pos("SANDBOX_MAX_MEMORY", c.MaxMemory.Bytes())
 	pos("SANDBOX_MAX_CPU_TIME", int64(c.MaxCPUTime))
 	pos("SANDBOX_MAX_DISK", c.MaxDisk.Bytes())
+	pos("SANDBOX_DISK_OVERCOMMIT", int64(c.DiskOvercommit))
 	pos("SANDBOX_MAX_PROCESSES", int64(c.MaxProcesses))
 	pos("SANDBOX_MAX_SANDBOXES_PER_KEY", int64(c.MaxSandboxesPerKey))
 	pos("SANDBOX_SANDBOX_TTL", int64(c.SandboxTTL))
@@ -117,7 +118,10 @@ func checkPositive(c Config) error {
 // Upper bounds catch unit mistakes (SANDBOX_MAX_MEMORY=1TB, a TTL in years)
 // rather than express policy.
 const (
-	maxWarmPool     = 256
+	maxWarmPool = 256
+	// maxOvercommit: past this the budget no longer bounds what a create
+	// may promise in any useful way.
+	maxOvercommit   = 1000
 	maxProcesses    = 1 << 16
 	maxSandboxesKey = 10000
 	maxBodyCap      = Size(1 << 30)  // 1 GiB for a JSON body is already absurd
@@ -131,6 +135,9 @@ func checkUpperBounds(c Config) error {
 	var errs []error
 	if c.WarmPool > maxWarmPool {
 		errs = append(errs, fmt.Errorf("SANDBOX_WARM_POOL: at most %d, got %d", maxWarmPool, c.WarmPool))
+	}
+	if c.DiskOvercommit > maxOvercommit {
+		errs = append(errs, fmt.Errorf("SANDBOX_DISK_OVERCOMMIT: at most %d, got %d", maxOvercommit, c.DiskOvercommit))
 	}
 	if c.MaxProcesses > maxProcesses {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_PROCESSES: at most %d, got %d", maxProcesses, c.MaxProcesses))

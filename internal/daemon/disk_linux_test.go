@@ -8,15 +8,18 @@ import (
 
 func TestDiskBudgetDefaultsToAShareOfFreeSpace(t *testing.T) {
 	dir := t.TempDir()
-	budget, free, err := diskBudget(config.Config{DataDir: dir})
+	d, err := diskBudget(config.Config{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if free <= 0 || budget <= 0 || budget > free/100*config.DefaultDiskBudgetPercent+1 {
-		t.Fatalf("budget %d for %d free bytes, want %d%% of it", budget, free, config.DefaultDiskBudgetPercent)
+	if d.Free <= 0 || d.Budget <= 0 || d.Budget > d.Free/100*config.DefaultDiskBudgetPercent+1 {
+		t.Fatalf("budget %d for %d free bytes, want %d%% of it", d.Budget, d.Free, config.DefaultDiskBudgetPercent)
 	}
-	set, _, err := diskBudget(config.Config{DataDir: dir, DiskBudget: 12345})
-	if err != nil || set != 12345 {
-		t.Fatalf("configured budget: %d, %v", set, err)
+	if d.Floor < diskFloorMin {
+		t.Fatalf("floor %d, want at least %d", d.Floor, diskFloorMin)
+	}
+	set, err := diskBudget(config.Config{DataDir: dir, DiskBudget: 12345})
+	if err != nil || set.Budget != 12345 {
+		t.Fatalf("configured budget: %+v, %v", set, err)
 	}
 }

@@ -8,7 +8,10 @@ import (
 	"github.com/sandhold/sandhold/internal/config"
 )
 
+// hostDisk is the data dir's file system as the disk budget sees it.
+type hostDisk struct{ Budget, Free, Floor int64 }
+
 // diskBudget needs statfs; sandboxes need Linux anyway.
-func diskBudget(config.Config) (budget, free int64, err error) {
-	return 0, 0, errors.New("the disk budget needs Linux")
+func diskBudget(config.Config) (hostDisk, error) {
+	return hostDisk{}, errors.New("the disk budget needs Linux")
 }

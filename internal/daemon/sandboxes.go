@@ -116,14 +116,15 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	d.dispatch = dispatch.New(dopts)
 
 	initExe, initArgs := o.initExe, o.initArgs
-	budget, free, err := diskBudget(cfg)
+	disk, err := diskBudget(cfg)
 	if err != nil {
 		return fmt.Errorf("disk budget: %w", err)
 	}
-	d.log.Info("disk budget for workspace quotas", "budget_bytes", budget, "free_bytes", free, "configured", cfg.DiskBudget > 0)
-	if cfg.DiskBudget > 0 && budget > free {
-		d.log.Warn("SANDBOX_DISK_BUDGET is above the data dir's free space: full workspaces can fill the disk the store and audit log live on",
-			"budget_bytes", budget, "free_bytes", free)
+	d.log.Info("disk budget for workspace images", "budget_bytes", disk.Budget, "overcommit", cfg.DiskOvercommit,
+		"free_bytes", disk.Free, "floor_bytes", disk.Floor, "configured", cfg.DiskBudget > 0)
+	if cfg.DiskBudget > 0 && disk.Budget > disk.Free {
+		d.log.Warn("SANDBOX_DISK_BUDGET is above the data dir's free space: the disk guard stops workspace growth at its floor instead",
+			"budget_bytes", disk.Budget, "free_bytes", disk.Free, "floor_bytes", disk.Floor)
 	}
 	// The init: the lean one from a sealed memfd when this binary carries
 	// it (`make build`), else this binary re-executed; tests set their own.
@@ -154,9 +155,11 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	d.log.Info("sandbox init", "detail", initRow.Detail)
 	report.Checks = append(report.Checks, initRow)
 	mcfg := sandbox.Config{
-		DiskBudget: budget,
-		DataDir:    cfg.DataDir,
-		Node:       nodeName(d.store),
+		DiskBudget:     disk.Budget,
+		DiskOvercommit: cfg.DiskOvercommit,
+		DiskFloor:      disk.Floor,
+		DataDir:        cfg.DataDir,
+		Node:           nodeName(d.store),
 		Max: sandbox.Limits{
 			MemoryBytes: cfg.MaxMemory.Bytes(), Pids: int64(cfg.MaxProcesses), DiskBytes: cfg.MaxDisk.Bytes(),
 			CPUTime: cfg.MaxCPUTime, CPUMilli: int64(runtime.NumCPU()) * 1000,
@@ -190,7 +193,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	// with no pool, so a broken host fails fast and leaves nothing.
 	probe := mcfg
 	probe.WarmPool = 0
-	probe.DiskBudget = 0 // the self-test's sandbox is gone before anything else is made
+	probe.DiskBudget, probe.DiskFloor = 0, 0 // the self-test's sandbox is gone before anything else is made
 	pm, err := sandbox.New(ctx, probe, records{d.store}, auditFn, cg)
 	if err != nil {
 		return fmt.Errorf("sandbox manager: %w", err)

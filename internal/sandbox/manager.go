@@ -61,10 +61,16 @@ type Config struct {
 	IdleSleep          time.Duration
 	MaxPerOwner        int
 	MaxExecsPerSandbox int
-	// DiskBudget caps the sum of all workspace quotas (disk.go); 0: none.
-	DiskBudget int64
-	AllowSudo  bool
-	Insecure   bool
+	// DiskBudget bounds what the workspace images may hold on the host
+	// (the guard, diskguard.go); DiskOvercommit times it caps the sum of
+	// their quotas (disk.go; below 1: 1). 0: neither.
+	DiskBudget     int64
+	DiskOvercommit int
+	// DiskFloor is the data dir's free space under which the guard stops
+	// workspace growth; 0: none.
+	DiskFloor int64
+	AllowSudo bool
+	Insecure  bool
 	// LoopbackPorts are the ports inside a sandbox that its code may bind
 	// and DialPort reaches (reach.go): LoopbackPorts(preview ports).
 	LoopbackPorts []uint16
@@ -124,6 +130,8 @@ type Manager struct {
 	closed    bool
 	// diskPending are the quotas of sandboxes being made (reserveDisk).
 	diskPending int64
+	// guard stops workspace growth when the disk fills (diskguard.go).
+	guard diskGuard
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -187,6 +195,11 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	m.pool = newPool(m, cfg.WarmPool)
 	m.wg.Add(1)
 	go m.janitor()
+	if cfg.DiskBudget > 0 || cfg.DiskFloor > 0 {
+		m.checkDisk()
+		m.wg.Add(1)
+		go m.watchDisk()
+	}
 	return m, nil
 }
 

@@ -147,7 +147,7 @@ func (s *Sandbox) diskUsage() DiskUsage {
 func (s *Sandbox) releaseVolume() {
 	s.mu.Lock()
 	vol := s.vol
-	s.vol = nil
+	s.vol, s.clamp = nil, nil // the clamp goes with the file system
 	s.mu.Unlock()
 	if vol != nil {
 		_ = vol.Close()

@@ -60,6 +60,8 @@ type Sandbox struct {
 	// vol is the mounted workspace file system (quota_linux.go), kept
 	// across init restarts until the sandbox is deleted.
 	vol *os.File
+	// clamp is set while the disk guard stops vol's growth (diskguard.go).
+	clamp *volClamp
 	// relay are the connections relayed into the sandbox's loopback
 	// (reach.go); pause and shutdown close them.
 	relay relays
