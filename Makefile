@@ -134,6 +134,8 @@ deps:
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq python3-matplotlib || { apt-get update -qq && apt-get install -y -qq python3-matplotlib; }; }; } || echo "python3-matplotlib not installed: the image test will skip"
 	@# workspace quotas: mkfs.ext4 and e2fsck (internal/sandbox)
 	@test -x /usr/sbin/mkfs.ext4 || test -x /sbin/mkfs.ext4 || { apt-get update -qq && apt-get install -y -qq e2fsprogs; }
+	@# templates (internal/template, internal/agent): a static busybox and mmdebstrap build the test images offline from Debian's packages
+	@{ test -x /bin/busybox && command -v mmdebstrap >/dev/null; } || { command -v apt-get >/dev/null && { apt-get install -y -qq busybox-static mmdebstrap || { apt-get update -qq && apt-get install -y -qq busybox-static mmdebstrap; }; }; } || echo "busybox-static/mmdebstrap not installed: the template tests will skip"
 	@# util/convert_to_markdown: pandoc (HTML, DOCX, ODT, EPUB, …) and pdftotext (PDF), run inside sandboxes (internal/convert)
 	@{ command -v pandoc >/dev/null && command -v pdftotext >/dev/null; } || { command -v apt-get >/dev/null && { apt-get install -y -qq pandoc poppler-utils || { apt-get update -qq && apt-get install -y -qq pandoc poppler-utils; }; }; } || echo "pandoc/poppler-utils not installed: the conversion tests will skip"
 	@# PostgreSQL store tests: Debian's server binaries (internal/store/pgtest runs initdb + postgres in a temp dir)

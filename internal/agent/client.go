@@ -161,10 +161,11 @@ func (c *Client) call(ctx context.Context, req Request, files []*os.File, exit c
 }
 
 // Setup sends the one setup request with the workspace attached (the init
-// binds it at /workspace; a request without exactly that one descriptor
-// ends the init) and returns the layers in force.
-func (c *Client) Setup(ctx context.Context, s Setup, workspace ...*os.File) (*Ready, error) {
-	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, workspace, nil)
+// binds it at /workspace), and after it a template root's writable layer
+// and layers (Setup.Root); a request without exactly those descriptors
+// ends the init. It returns the layers in force.
+func (c *Client) Setup(ctx context.Context, s Setup, files ...*os.File) (*Ready, error) {
+	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, files, nil)
 	closeAll(files)
 	if err != nil {
 		return nil, err

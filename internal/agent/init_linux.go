@@ -97,16 +97,16 @@ func Main() error {
 	if err != nil {
 		return fmt.Errorf("read setup: %w", err)
 	}
-	if req.Op != OpSetup || req.Setup == nil || len(files) != 1 {
+	if req.Op != OpSetup || req.Setup == nil || len(files) != req.Setup.setupFiles() {
 		closeAll(files)
-		return fmt.Errorf("first request is %q with %d descriptors, want setup with the workspace", req.Op, len(files))
+		return fmt.Errorf("first request is %q with %d descriptors, want setup with the workspace (and a template root's)", req.Op, len(files))
 	}
-	// The workspace (close-on-exec, as everything Recv returns); setup
-	// closes it once it is bound.
-	ws := files[0]
+	// The workspace, and a template root's writable layer and layers
+	// (close-on-exec, as everything Recv returns); setup closes them once
+	// they are attached.
 	s := newServer(conn, *req.Setup)
 	noSleep := sleepDisabled(*req.Setup, exe)
-	layers, egress, err := setup(*req.Setup, hostNS, noSleep, ws)
+	layers, egress, err := setup(*req.Setup, hostNS, noSleep, files)
 	if err == nil {
 		// Opened after the root is built, so it is the sandbox's own.
 		s.devNull, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -240,13 +240,13 @@ func processSettings() error {
 // landlock, which forbids binding), else -1.
 //
 // It runs on the thread that forks every command: hostNS is the inode of
-// the cgroup namespace that thread started in. ws is the workspace the
-// setup request carried; setup closes it.
+// the cgroup namespace that thread started in. files are the descriptors
+// the setup request carried (Setup.setupFiles); setup closes them.
 //
 // noSleep says why the init cannot sleep ("" if it can).
-func setup(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer, int, error) {
-	layers, egress, err := setupLayers(st, hostNS, noSleep, ws)
-	_ = ws.Close() // a no-op once bound
+func setup(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]Layer, int, error) {
+	layers, egress, err := setupLayers(st, hostNS, noSleep, files)
+	closeAll(files) // a no-op for those attached
 	if err != nil && egress >= 0 {
 		_ = unix.Close(egress)
 		egress = -1
@@ -254,7 +254,7 @@ func setup(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer, int, 
 	return layers, egress, err
 }
 
-func setupLayers(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer, int, error) {
+func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]Layer, int, error) {
 	egress := -1
 	// The init is PID 1 of namespaces the server created for it.
 	nsDetail := "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"
@@ -288,16 +288,25 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer,
 		Hostname:    st.Hostname,
 		UID:         st.UID,
 		GID:         st.GID,
-		WorkspaceFD: int(ws.Fd()), //nolint:gosec // G115: a descriptor number
+		WorkspaceFD: int(files[0].Fd()), //nolint:gosec // G115: a descriptor number
 		TmpBytes:    st.TmpBytes,
 		ShmBytes:    st.ShmBytes,
+		Overlay:     overlayOf(st, files),
 	})
-	_ = ws.Close()
+	closeAll(files)
 	if err != nil {
 		// Without its root a sandbox is nothing; insecure or not.
 		return layers, egress, fmt.Errorf("root file system: %w", err)
 	}
-	layers = append(layers, Layer{Name: "root file system", Active: true, Detail: "tmpfs root, read-only /usr, synthetic /etc, pivot_root"})
+	rootDetail := "tmpfs root, read-only /usr, synthetic /etc, pivot_root"
+	writable := []string{rootfs.Workspace, "/tmp", "/dev/shm", "/dev/pts"}
+	if st.Root != nil {
+		rootDetail = fmt.Sprintf("overlay root of template %s: %d read-only id-mapped layers, writable layer in the workspace image (limits.disk); the host's /usr not visible; pivot_root", st.Root.Template, st.Root.Layers)
+		if writable, err = rootfs.OverlayWritable(); err != nil {
+			return layers, egress, fmt.Errorf("root file system: %w", err)
+		}
+	}
+	layers = append(layers, Layer{Name: "root file system", Active: true, Detail: rootDetail})
 	if st.HostNetwork {
 		// An admin chose to share the host's network: say so in the
 		// layers rather than pretend.
@@ -319,7 +328,7 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer,
 	}
 	rules := landlock.Rules{
 		ReadOnly:       []string{"/"},
-		ReadWrite:      []string{rootfs.Workspace, "/tmp", "/dev/shm", "/dev/pts"},
+		ReadWrite:      writable,
 		ReadWriteFiles: []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"},
 		TCPConnect:     loopbackTCP(st.TCPConnect, st),
 		TCPBind:        loopbackTCP(st.TCPBind, st),
@@ -356,6 +365,19 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, ws *os.File) ([]Layer,
 	}
 	layers = append(layers, Layer{Name: "no_new_privs", Active: true})
 	return layers, egress, nil
+}
+
+// overlayOf is the template root the setup's descriptors make, or nil for
+// a host-template sandbox.
+func overlayOf(st Setup, files []*os.File) *rootfs.Overlay {
+	if st.Root == nil {
+		return nil
+	}
+	o := &rootfs.Overlay{WritableFD: int(files[1].Fd())} //nolint:gosec // G115: a descriptor number
+	for _, f := range files[2:] {
+		o.LayerFDs = append(o.LayerFDs, int(f.Fd())) //nolint:gosec // G115: a descriptor number
+	}
+	return o
 }
 
 // dropCaps empties the ambient set of every thread and the bounding set

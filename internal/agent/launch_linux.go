@@ -43,6 +43,12 @@ type LaunchSpec struct {
 	// the init's start (the workspace, the cgroups Place needs) and
 	// returns the workspace, which stays the caller's.
 	AwaitWorkspace func() (*os.File, error)
+	// RootFiles, if set (with Setup.Root), runs once the init is cloned:
+	// it returns the template root's writable layer and layer mounts
+	// (rootfs.DetachedSubtree, rootfs.DetachedLayer), id-mapped through
+	// the new init's user namespace, which pid names. They go with the
+	// setup request; Launch closes them.
+	RootFiles func(pid int) ([]*os.File, error)
 	// Place puts the new init into the sandbox's cgroups. It runs before
 	// the setup request is sent, so no sandbox code runs outside them.
 	Place func(pid int) error
@@ -160,12 +166,21 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 			return fail(err)
 		}
 	}
+	files := []*os.File{ws}
+	if spec.RootFiles != nil {
+		root, err := spec.RootFiles(inst.Pid)
+		if err != nil {
+			return fail(fmt.Errorf("template root: %w", err))
+		}
+		defer closeAll(root) // sent (duplicated) with the setup, or not at all
+		files = append(files, root...)
+	}
 	if spec.Place != nil {
 		if err := spec.Place(inst.Pid); err != nil {
 			return fail(fmt.Errorf("place init in its cgroups: %w", err))
 		}
 	}
-	ready, err := inst.Setup(ctx, spec.Setup, ws)
+	ready, err := inst.Setup(ctx, spec.Setup, files...)
 	if err != nil {
 		return fail(fmt.Errorf("init setup: %w", err))
 	}

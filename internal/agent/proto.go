@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/isolate/rootfs"
 )
 
 // MaxMessage caps one protocol message. Everything bulky travels as file
@@ -17,8 +19,9 @@ import (
 const MaxMessage = 1 << 20
 
 // maxFDs caps the descriptors accepted with one message: a spawn carries at
-// most one cgroup file per v1 hierarchy, a reply at most three pipes.
-const maxFDs = 16
+// most one cgroup file per v1 hierarchy, a reply at most three pipes; a
+// setup the workspace and a template root's writable layer and layers.
+const maxFDs = 2 + rootfs.MaxLayers
 
 // Op names a request.
 type Op string
@@ -134,6 +137,31 @@ type Setup struct {
 	// reaches: the preview ports and the browser's. Ignored with
 	// HostNetwork, where nothing is dialled.
 	LoopbackPorts []uint16 `json:"loopback_ports,omitempty"`
+	// Root, if set, makes the root an overlay of a template's layers
+	// (rootfs.Overlay) instead of the host's /usr. Its descriptors come
+	// with the setup request after the workspace: the writable layer, then
+	// Root.Layers layer mounts, the lowest first.
+	Root *RootSetup `json:"root,omitempty"`
+}
+
+// RootSetup describes a template sandbox's root.
+type RootSetup struct {
+	// Template names the template and its digest, for the layers report.
+	Template string `json:"template"`
+	// Layers is how many layer mounts the setup request carries.
+	Layers int `json:"layers"`
+}
+
+// setupFiles is how many descriptors a setup request carries: the
+// workspace, and a template root's writable layer and layers.
+func (s *Setup) setupFiles() int {
+	switch {
+	case s.Root == nil:
+		return 1
+	case s.Root.Layers < 1 || s.Root.Layers > rootfs.MaxLayers:
+		return -1 // no count of descriptors matches
+	}
+	return 2 + s.Root.Layers
 }
 
 // Layer is one isolation layer and whether it is in force.

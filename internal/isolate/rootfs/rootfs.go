@@ -12,6 +12,10 @@
 // After pivot_root and a lazy unmount of the old root, no host path is
 // reachable by name; the root itself is remounted read-only.
 //
+// A template sandbox's root is an overlay instead (overlay_linux.go): the
+// template's read-only layers below, the sandbox's writable layer above, so
+// that it sees the template's userland and not the host's.
+//
 // What it does not stop on its own: reading what /usr holds (it is the
 // host's, read-only), kernel attack surface (seccomp), writes the mount
 // flags allow (landlock narrows them further), resource exhaustion
@@ -29,7 +33,34 @@ type Spec struct {
 	WorkspaceFD int
 	// TmpBytes and ShmBytes cap /tmp and /dev/shm.
 	TmpBytes, ShmBytes int64
+	// Overlay, if set, makes the root an overlay of a template's layers
+	// instead of the host's /usr (overlay_linux.go).
+	Overlay *Overlay
 }
+
+// Overlay is a template root: read-only layers shared by every sandbox of
+// the template, and the sandbox's own writable layer.
+type Overlay struct {
+	// LayerFDs are detached mounts of the template's layers, the lowest
+	// first (DetachedLayer: read-only, nosuid, nodev, id-mapped into the
+	// sandbox's user namespace). At most MaxLayers.
+	LayerFDs []int
+	// WritableFD is a detached mount of a directory holding "upper" and
+	// "work", the overlay's upper and work directories, owned by the
+	// namespace's root (the sandbox's writable layer, in its quota'd
+	// workspace image: WritableDirs).
+	WritableFD int
+}
+
+// MaxLayers caps the layers of one overlay root: each is a descriptor of
+// the setup message and a path in the overlay's mount options (one page).
+const MaxLayers = 120
+
+// Names of the writable layer's directories inside Overlay.WritableFD.
+const (
+	UpperDir = "upper"
+	WorkDir  = "work"
+)
 
 // Workspace is where the persistent directory appears in the sandbox.
 const Workspace = "/workspace"

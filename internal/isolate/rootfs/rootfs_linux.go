@@ -70,6 +70,9 @@ var procMaskDirs = []string{"acpi", "scsi"}
 // its user namespace), before any sandboxed code runs. On return the
 // working directory is /workspace.
 func Build(s Spec) error {
+	if s.Overlay != nil {
+		return buildOverlay(s)
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -148,24 +151,7 @@ func buildEtc(root string, s Spec) error {
 	if err := mkdirRoot(etc, 0o755); err != nil {
 		return err
 	}
-	files := map[string]string{
-		"passwd": "root:x:0:0:root:/root:/bin/bash\n" +
-			fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/bash\n", s.UID, s.GID, Workspace) +
-			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		"group": "root:x:0:\ntty:x:5:\n" +
-			fmt.Sprintf("sandbox:x:%d:\n", s.GID) +
-			"nogroup:x:65534:\n",
-		"hostname": s.Hostname + "\n",
-		"hosts": "127.0.0.1\tlocalhost " + s.Hostname + "\n" +
-			"::1\tlocalhost ip6-localhost ip6-loopback\n",
-		// No DNS inside: the only way out is the egress proxy, which
-		// resolves names on the host. A resolver asking 127.0.0.1 fails
-		// fast instead of timing out.
-		"resolv.conf":   "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
-		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
-		"shells":        "/bin/sh\n/bin/bash\n/usr/bin/bash\n",
-	}
-	for name, content := range files {
+	for name, content := range etcFiles(s) {
 		if err := writeRoot(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
 			return err
 		}
@@ -224,6 +210,28 @@ func buildEtc(root string, s Spec) error {
 		return fmt.Errorf("make %s read-only: %w", etc, err)
 	}
 	return nil
+}
+
+// etcFiles are the synthetic /etc of a host-template sandbox; a template
+// sandbox gets only overlayEtc of them.
+func etcFiles(s Spec) map[string]string {
+	return map[string]string{
+		"passwd": "root:x:0:0:root:/root:/bin/bash\n" +
+			fmt.Sprintf("sandbox:x:%d:%d:sandbox:%s:/bin/bash\n", s.UID, s.GID, Workspace) +
+			"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		"group": "root:x:0:\ntty:x:5:\n" +
+			fmt.Sprintf("sandbox:x:%d:\n", s.GID) +
+			"nogroup:x:65534:\n",
+		"hostname": s.Hostname + "\n",
+		"hosts": "127.0.0.1\tlocalhost " + s.Hostname + "\n" +
+			"::1\tlocalhost ip6-localhost ip6-loopback\n",
+		// No DNS inside: the only way out is the egress proxy, which
+		// resolves names on the host. A resolver asking 127.0.0.1 fails
+		// fast instead of timing out.
+		"resolv.conf":   "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n",
+		"shells":        "/bin/sh\n/bin/bash\n/usr/bin/bash\n",
+	}
 }
 
 // haveMountSetattr reports whether the kernel has mount_setattr, asking it
@@ -508,8 +516,17 @@ func DetachedMount(dir string) (*os.File, error) {
 // the host: the sandbox user must be able to read and traverse them, so
 // gosec's host-file permission rules (G301, G306) do not apply.
 
+// mkdirRoot makes a directory; one that is there already is fine (a
+// template root has /tmp and /workspace of its own: buildOverlay checked
+// they are directories).
 func mkdirRoot(p string, mode os.FileMode) error {
-	return os.Mkdir(p, mode) //nolint:gosec // G301: see above
+	err := os.Mkdir(p, mode) //nolint:gosec // G301: see above
+	if errors.Is(err, os.ErrExist) {
+		if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
+			return nil
+		}
+	}
+	return err
 }
 
 func mkdirAllRoot(p string, mode os.FileMode) error {
