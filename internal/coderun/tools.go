@@ -96,8 +96,12 @@ func Assess(g *guard.Guard, r Request) dispatch.Assessment {
 	case JavaScript:
 		line = "node -e " + shellQuote(r.Code)
 	}
-	v := g.Classify(line)
-	return dispatch.Assessment{Risk: v.Risk, Rules: v.Rules, Reasons: v.Reasons, Dynamic: v.Dynamic, Guard: dispatch.FromVerdict(v).Guard}
+	// Everything the guard saw, as for exec.run: the command names (the
+	// policy's commands lists see `curl` in execSync('curl …')) and the
+	// words that may name files, in the cell's directory (paths lists).
+	a := dispatch.FromVerdict(g.Classify(line))
+	a.Paths = guard.InDir(a.Paths, r.Cwd)
+	return a
 }
 
 // auditCodeBytes caps the code kept in an audit record; the record keeps

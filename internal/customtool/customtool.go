@@ -600,6 +600,7 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 		a.Reasons = appendNew(a.Reasons, sub.Reasons...)
 		a.Names = appendNew(a.Names, sub.Names...)
 		a.Paths = appendNew(a.Paths, sub.Paths...)
+		a.Trees = appendNew(a.Trees, sub.Trees...)
 		a.Guard = a.Guard.Merge(sub.Guard)
 	}
 	if c.risk > a.Risk {

@@ -52,6 +52,10 @@ type Assessment struct {
 	// Paths are the paths a call touches (guard.Paths for a command line;
 	// a file tool's path), for the policy's path rules.
 	Paths []string
+	// Trees are directories whose whole subtree a call walks (grep, find,
+	// glob, a recursive list or watch, an archive): a path rule denies
+	// the walk when the path it names lies below one of them.
+	Trees []string
 	// Guard is the command guard's verdict when the call runs a command
 	// line or inline code (exec, shell, bash, code; a custom tool that
 	// calls them); nil for calls that run none. Every audit record of such
@@ -549,7 +553,7 @@ func (t *Tool) AssessArgs(args any) Assessment {
 	a := Assessment{Risk: t.Risk}
 	if t.Assess != nil {
 		got := t.Assess(args)
-		a.Rules, a.Reasons, a.Dynamic, a.Names, a.Paths, a.Guard = got.Rules, got.Reasons, got.Dynamic, got.Names, got.Paths, got.Guard
+		a.Rules, a.Reasons, a.Dynamic, a.Names, a.Paths, a.Trees, a.Guard = got.Rules, got.Reasons, got.Dynamic, got.Names, got.Paths, got.Trees, got.Guard
 		a.Risk = max(a.Risk, got.Risk)
 		if !a.Risk.Valid() {
 			a.Risk = guard.Dangerous

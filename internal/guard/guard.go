@@ -2,6 +2,8 @@ package guard
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -76,6 +78,10 @@ type Verdict struct {
 	// substitution before the command that uses its output). At most 4096;
 	// more make the line too-complex.
 	Commands []Command `json:"commands,omitempty"`
+	// Redirects are the files the line's redirections name (`< /etc/hostname`,
+	// `> out.txt`, `2>>log`), in first-seen order, without duplicates; a
+	// non-literal target is shown as its source text. At most maxCommands.
+	Redirects []string `json:"redirects,omitempty"`
 }
 
 // Command is one simple command.
@@ -173,14 +179,23 @@ func Names(v Verdict) []string {
 	return out
 }
 
-// Paths returns the distinct arguments of v's commands that look like paths
-// (contain a slash, or start with ~ or .), including the value of
-// --opt=PATH options, in first-seen order. Redirection targets are not
-// included. It is a heuristic for path allow/deny lists, not a parser of
-// every program's options.
+// Paths returns what v's commands may name as a file, for the policy's
+// path lists: every argument word that is not an option (the value of
+// --opt=V options included) and every redirection target, distinct, in
+// first-seen order. A word need not look like a path: `cat key.pem` names
+// key.pem, which a base-name pattern (*.pem) matches. It is a heuristic
+// over the words the guard sees, not a parser of every program's options;
+// options that take a separate value (`-f FILE`) count because FILE is a
+// word of its own.
 func Paths(v Verdict) []string {
 	seen := map[string]bool{}
 	var out []string
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
 	for _, c := range v.Commands {
 		for _, a := range c.Args {
 			if strings.HasPrefix(a, "-") {
@@ -190,14 +205,36 @@ func Paths(v Verdict) []string {
 				}
 				a = after
 			}
-			if a == "" || (!strings.Contains(a, "/") && a[0] != '~' && a[0] != '.') {
-				continue
-			}
-			if !seen[a] {
-				seen[a] = true
-				out = append(out, a)
-			}
+			add(a)
 		}
+	}
+	for _, r := range v.Redirects {
+		add(r)
+	}
+	return out
+}
+
+// InDir adds what a command run in directory cwd names: cwd itself (a
+// command run in /etc touches /etc) and each relative path resolved
+// against it (`cat hostname` in /etc names /etc/hostname; `../etc/x` in
+// /workspace names /etc/x). The words as written stay in the list, so a
+// base-name pattern still sees them. An empty or relative cwd adds nothing.
+func InDir(paths []string, cwd string) []string {
+	if cwd == "" || !strings.HasPrefix(cwd, "/") {
+		return paths
+	}
+	out := slices.Clip(paths)
+	add := func(p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	add(path.Clean(cwd))
+	for _, p := range paths {
+		if p == "" || p[0] == '/' || p[0] == '~' || p[0] == '$' {
+			continue
+		}
+		add(path.Join(cwd, p))
 	}
 	return out
 }

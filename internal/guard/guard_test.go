@@ -494,10 +494,34 @@ func TestCommandsUnwrapped(t *testing.T) {
 }
 
 func TestPaths(t *testing.T) {
-	v := New(Config{}).Classify("cp -r ./src /tmp/out --target-directory=/srv/x && cat ~/notes README && ls .")
-	want := []string{"./src", "/tmp/out", "/srv/x", "~/notes", "."}
+	v := New(Config{}).Classify("cp -r ./src /tmp/out --target-directory=/srv/x && cat ~/notes README < in.txt 2>&1 >> /tmp/log && ls .")
+	want := []string{"./src", "/tmp/out", "/srv/x", "~/notes", "README", ".", "in.txt", "/tmp/log"}
 	if got := Paths(v); !slices.Equal(got, want) {
 		t.Fatalf("Paths = %v, want %v", got, want)
+	}
+	if got, want := v.Redirects, []string{"in.txt", "/tmp/log"}; !slices.Equal(got, want) {
+		t.Fatalf("Redirects = %v, want %v", got, want)
+	}
+}
+
+func TestInDir(t *testing.T) {
+	cases := []struct {
+		name  string
+		paths []string
+		cwd   string
+		want  []string
+	}{
+		{"no cwd", []string{"a"}, "", []string{"a"}},
+		{"relative cwd ignored", []string{"a"}, "etc", []string{"a"}},
+		{"cwd and relative words", []string{"hostname", "/tmp/x", "~/y", "../etc/z"}, "/etc", []string{"hostname", "/tmp/x", "~/y", "../etc/z", "/etc", "/etc/hostname", "/etc/z"}},
+		{"no duplicates", []string{"/w", "."}, "/w", []string{"/w", "."}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := InDir(tc.paths, tc.cwd); !slices.Equal(got, tc.want) {
+				t.Fatalf("InDir(%q, %q) = %q, want %q", tc.paths, tc.cwd, got, tc.want)
+			}
+		})
 	}
 }
 

@@ -354,6 +354,7 @@ func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
 	default: // > >> >| &> &>> …
 		write = true
 	}
+	w.redirected(t)
 	switch {
 	case isNetDevice(t.val):
 		w.flag(RuleReverseShell, Dangerous, "redirection to "+printable(t.val)+" opens a network connection")
@@ -368,6 +369,24 @@ func (w *walker) redirect(r *syntax.Redirect, c *ctx) {
 			c.writes = append(slices.Clip(c.writes), t.val)
 		}
 	}
+}
+
+// redirected records a redirection's target file for Verdict.Redirects
+// (file descriptor duplications return before it), within maxCommands.
+func (w *walker) redirected(t field) {
+	name := t.val
+	if !t.lit && t.src != nil {
+		name = w.show(t)
+	}
+	if name == "" || slices.Contains(w.v.Redirects, name) {
+		return
+	}
+	if len(w.v.Redirects) >= maxCommands {
+		w.flag(RuleTooComplex, Dangerous, fmt.Sprintf("more than %d redirections", maxCommands))
+		w.stopped = true
+		return
+	}
+	w.v.Redirects = append(w.v.Redirects, name)
 }
 
 // fd1 reports a redirection of standard output.

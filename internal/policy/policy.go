@@ -462,6 +462,11 @@ func Evaluate(r Rules, tool string, a dispatch.Assessment) (dispatch.Decision, s
 			return dispatch.Deny, fmt.Sprintf("path %q is denied (%s)", pth, pat)
 		}
 	}
+	for _, tree := range a.Trees {
+		if pat, ok := matchTree(r.Paths.Deny, tree); ok {
+			return dispatch.Deny, fmt.Sprintf("a walk of %q reaches a denied path (%s)", tree, pat)
+		}
+	}
 	toolAct, hasToolAct := toolAction(r.Tools, tool)
 	if hasToolAct && toolAct == ActDeny {
 		return dispatch.Deny, "tool " + tool + " is denied"
@@ -510,6 +515,11 @@ func Evaluate(r Rules, tool string, a dispatch.Assessment) (dispatch.Decision, s
 			raise(dispatch.NeedsApproval, fmt.Sprintf("path %q needs approval (%s)", pth, pat))
 		}
 	}
+	for _, tree := range a.Trees {
+		if pat, ok := matchTree(r.Paths.Approve, tree); ok {
+			raise(dispatch.NeedsApproval, fmt.Sprintf("a walk of %q reaches a path that needs approval (%s)", tree, pat))
+		}
+	}
 	return dec, why
 }
 
@@ -529,31 +539,102 @@ func toolAction(m map[string]Action, tool string) (Action, bool) {
 }
 
 // matchAny reports the first pattern of pats matching v. Paths are cleaned
-// first, and "dir/**" matches everything below dir.
+// first, "dir/**" matches dir and everything below it, a pattern without
+// a slash matches the base name, and ~ is the sandbox's home, /workspace.
 func matchAny(pats []string, v string, isPath bool) (string, bool) {
 	if isPath {
-		v = path.Clean(v)
+		v = expandHome(path.Clean(v))
 	}
 	for _, p := range pats {
 		if isPath {
-			if dir, ok := strings.CutSuffix(p, "/**"); ok {
-				if v == dir || strings.HasPrefix(v, strings.TrimSuffix(dir, "/")+"/") {
-					return p, true
-				}
-				continue
-			}
-			if ok, _ := path.Match(p, v); ok {
+			if matchPath(expandHome(p), v) {
 				return p, true
-			}
-			// A pattern without a slash matches the base name (id_rsa).
-			if !strings.Contains(p, "/") {
-				if ok, _ := path.Match(p, path.Base(v)); ok {
-					return p, true
-				}
 			}
 			continue
 		}
 		if ok, _ := path.Match(p, v); ok {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+// maxPathDepth bounds the ancestors of a path tried against a "dir/**"
+// pattern (a path from a caller may be long).
+const maxPathDepth = 64
+
+// matchPath reports whether the cleaned path v matches pattern p.
+func matchPath(p, v string) bool {
+	if dir, ok := strings.CutSuffix(p, "/**"); ok {
+		dir = strings.TrimSuffix(dir, "/")
+		if !strings.ContainsAny(dir, "*?[\\") {
+			return v == dir || strings.HasPrefix(v, dir+"/") || dir == ""
+		}
+		// A glob directory (/home/*/.ssh/**): v or one of its ancestors.
+		for i, a := 0, v; i < maxPathDepth; i++ {
+			if ok, _ := path.Match(dir, a); ok {
+				return true
+			}
+			next := path.Dir(a)
+			if next == a {
+				break
+			}
+			a = next
+		}
+		return false
+	}
+	if ok, _ := path.Match(p, v); ok {
+		return true
+	}
+	// A pattern without a slash matches the base name (id_rsa, *.pem).
+	if !strings.Contains(p, "/") {
+		ok, _ := path.Match(p, path.Base(v))
+		return ok
+	}
+	return false
+}
+
+// home is the sandbox's home directory (HOME=/workspace): ~ in a pattern
+// or a path means it.
+const home = "/workspace"
+
+func expandHome(p string) string {
+	if p == "~" {
+		return home
+	}
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		return home + "/" + rest
+	}
+	return p
+}
+
+// matchTree reports the first pattern of pats that a walk of directory
+// tree reaches: one matching tree itself or a directory above it, or one
+// whose fixed directory part (/etc of /etc/** or /etc/*.conf) lies below
+// tree. A base-name pattern (*.pem) has no fixed part: it is matched
+// against the walk's root only, not against each file the walk finds
+// (the workspace's sensitive-path policy filters walks file by file).
+func matchTree(pats []string, tree string) (string, bool) {
+	if pat, ok := matchAny(pats, tree, true); ok {
+		return pat, true
+	}
+	tree = expandHome(path.Clean(tree))
+	for _, p := range pats {
+		fixed := strings.TrimSuffix(expandHome(p), "/**")
+		if i := strings.IndexAny(fixed, "*?[\\"); i >= 0 {
+			fixed = fixed[:max(0, strings.LastIndexByte(fixed[:i], '/'))]
+		}
+		if !strings.HasPrefix(fixed, "/") && fixed != "" {
+			continue
+		}
+		if fixed == "" {
+			if strings.HasPrefix(expandHome(p), "/") && tree == "/" {
+				return p, true // /*/x: below the root
+			}
+			continue
+		}
+		fixed = path.Clean(fixed)
+		if fixed == tree || tree == "/" || strings.HasPrefix(fixed, tree+"/") {
 			return p, true
 		}
 	}

@@ -190,3 +190,77 @@ func TestCorruptStoredPolicyFailsClosed(t *testing.T) {
 type failing struct{ memSettings }
 
 func (*failing) GetSetting(context.Context, string) ([]byte, error) { return nil, errors.New("disk") }
+
+// TestPathDeniesSeeEveryWord: issue 38 row 7. A path deny matched only
+// words that looked like paths: `cat key.pem` under *.pem (SECURITY.md's
+// own example), a redirection (`cat < /etc/hostname`) and a cwd
+// ({"command":"cat hostname","cwd":"/etc"}) all ran.
+func TestPathDeniesSeeEveryWord(t *testing.T) {
+	g := guard.New(guard.Config{})
+	r := Default().Roles["agent"]
+	r.Paths = Lists{Deny: []string{"*.pem", "/etc/**"}}
+	r.Commands = Lists{Deny: []string{"curl"}}
+	cases := []struct {
+		name, line, cwd string
+		want            dispatch.Decision
+	}{
+		{"bare name", "cat key.pem", "", dispatch.Deny},
+		{"bare name in a subdirectory", "cat keys/server.pem", "", dispatch.Deny},
+		{"option value", "openssl x509 -in=key.pem", "", dispatch.Deny},
+		{"redirection read", "cat < /etc/hostname", "", dispatch.Deny},
+		{"redirection write", "echo x > /etc/motd", "", dispatch.Deny},
+		{"redirection of a pem", "base64 < key.pem", "", dispatch.Deny},
+		{"cwd", "cat hostname", "/etc", dispatch.Deny},
+		{"cwd below", "ls", "/etc/ssl", dispatch.Deny},
+		{"relative escape", "cat ../etc/hostname", "/workspace", dispatch.Deny},
+		{"nested bash -c", `bash -c "cat < key.pem"`, "", dispatch.Deny},
+		{"plain word still allowed", "cat notes.txt", "/workspace", dispatch.Allow},
+		{"fd duplication is no file", "ls 2>&1", "/workspace", dispatch.Allow},
+		{"here-string is no file", "cat <<< hello.pem.txt", "/workspace", dispatch.Allow},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := dispatch.FromVerdict(g.Classify(tc.line))
+			a.Paths = guard.InDir(a.Paths, tc.cwd)
+			got, why := Evaluate(r, "exec.run", a)
+			if got != tc.want {
+				t.Fatalf("%q in %q: decision %v (%s), want %v; paths %q", tc.line, tc.cwd, got, why, tc.want, a.Paths)
+			}
+		})
+	}
+}
+
+func TestPathPatterns(t *testing.T) {
+	cases := []struct {
+		name, pat, v string
+		tree, want   bool
+	}{
+		{"dir/** matches the dir", "/etc/**", "/etc", false, true},
+		{"dir/** matches below", "/etc/**", "/etc/ssl/x", false, true},
+		{"dir/** not a sibling", "/etc/**", "/etcetera", false, false},
+		{"glob dir", "/home/*/.ssh/**", "/home/u/.ssh/id", false, true},
+		{"glob dir not elsewhere", "/home/*/.ssh/**", "/home/u/x", false, false},
+		{"base name", "*.pem", "/a/b/k.pem", false, true},
+		{"home in pattern", "~/.ssh/**", "/workspace/.ssh/id_rsa", false, true},
+		{"home in path", "/workspace/secret/**", "~/secret/x", false, true},
+		{"tree above a denied dir", "/etc/**", "/", true, true},
+		{"tree above a denied glob", "/etc/*.conf", "/etc", true, true},
+		{"tree beside", "/etc/**", "/workspace", true, false},
+		{"tree below", "/etc/**", "/etc/ssl", true, true},
+		{"tree and a base name", "*.pem", "/workspace", true, false},
+		{"home tree", "~/.ssh/**", "/workspace", true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var ok bool
+			if tc.tree {
+				_, ok = matchTree([]string{tc.pat}, tc.v)
+			} else {
+				_, ok = matchAny([]string{tc.pat}, tc.v, true)
+			}
+			if ok != tc.want {
+				t.Fatalf("%q against %q (tree %v): %v, want %v", tc.pat, tc.v, tc.tree, ok, tc.want)
+			}
+		})
+	}
+}

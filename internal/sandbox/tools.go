@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -275,6 +276,9 @@ func assessCommand(g *guard.Guard, r ExecRequest) dispatch.Assessment {
 	}
 	v := g.Classify(line)
 	a := dispatch.FromVerdict(v)
+	// The directory it runs in is a path it touches, and relative words
+	// name files there (policy paths: `cat hostname` with cwd /etc).
+	a.Paths = guard.InDir(a.Paths, cmp.Or(r.Cwd, "/workspace"))
 	if r.Sudo {
 		a.Risk = max(a.Risk, guard.Dangerous)
 		a.Reasons = append(a.Reasons, "runs as root inside the sandbox")

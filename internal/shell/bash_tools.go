@@ -64,7 +64,7 @@ func (t toolset) bashExec() dispatch.Tool {
 			}
 			return res, nil
 		}, dispatch.Hooks[BashExecArgs, BashExecResult]{
-			Assess: func(a BashExecArgs) dispatch.Assessment { return t.assess(a.Command) },
+			Assess: func(a BashExecArgs) dispatch.Assessment { return t.assessIn(a.Command, str(a.ExecDir)) },
 			Describe: func(a BashExecArgs) dispatch.Target {
 				return target(a.Sandbox, a.Command, map[string]any{"session": str(a.SessionID), "async": a.AsyncMode})
 			},

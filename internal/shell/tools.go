@@ -199,8 +199,12 @@ func (t toolset) session(ctx context.Context, c auth.Caller, sbID, id string) (*
 }
 
 // assess rates a command line with the command guard.
-func (t toolset) assess(cmd string) dispatch.Assessment {
-	return sandbox.AssessCommand(t.Guard, sandbox.ExecRequest{Command: cmd})
+func (t toolset) assess(cmd string) dispatch.Assessment { return t.assessIn(cmd, "") }
+
+// assessIn rates cmd run in directory cwd (the policy's paths see cwd and
+// the relative words resolved in it; "": the sandbox's /workspace).
+func (t toolset) assessIn(cmd, cwd string) dispatch.Assessment {
+	return sandbox.AssessCommand(t.Guard, sandbox.ExecRequest{Command: cmd, Cwd: cwd})
 }
 
 func target(sb, cmd string, detail map[string]any) dispatch.Target {

@@ -90,7 +90,11 @@ func Tools(s *Service) []dispatch.Tool {
 		dispatch.Define(spec(ToolArchive, "Stream a directory of a sandbox out as tar.gz or zip", guard.Safe, true),
 			streamed(ToolArchive, s.Archive),
 			dispatch.Hooks[ArchiveArgs, *Packed]{
-				Assess: func(a ArchiveArgs) dispatch.Assessment { return paths(guard.Safe, a.Path) },
+				Assess: func(a ArchiveArgs) dispatch.Assessment {
+					as := paths(guard.Safe, a.Path)
+					as.Trees = as.Paths // packs the whole directory
+					return as
+				},
 				Describe: func(a ArchiveArgs) dispatch.Target {
 					return dispatch.Target{Target: a.Path, Sandbox: a.Sandbox, Detail: map[string]any{"format": a.Format}}
 				},

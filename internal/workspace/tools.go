@@ -2,6 +2,8 @@ package workspace
 
 import (
 	"context"
+	"path"
+	"strings"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -35,19 +37,26 @@ func Tools(s *Service) []dispatch.Tool {
 	spec := func(name, desc string, risk guard.Risk) dispatch.Spec {
 		return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: ratelimit.File, Lenient: true}
 	}
+	// observe is the Spec of a read that only names paths: its Assess
+	// adds them for the policy and never raises its tier.
+	observe := func(name, desc string) dispatch.Spec {
+		sp := spec(name, desc, guard.Safe)
+		sp.RiskCeiling = guard.Safe
+		return sp
+	}
 	tgt := func(sandbox, p string, detail map[string]any) dispatch.Target {
 		return dispatch.Target{Target: p, Sandbox: sandbox, Detail: detail}
 	}
 	return []dispatch.Tool{
 		dispatch.Define(spec(ToolRead, "Read a text file (optionally a line range) in a sandbox", guard.Safe), s.Read,
 			dispatch.Hooks[ReadArgs, ReadResult]{
-				Assess:    func(a ReadArgs) dispatch.Assessment { return sudoRisk(a.Sudo) },
+				Assess:    func(a ReadArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe:  func(a ReadArgs) dispatch.Target { return tgt(a.Sandbox, a.File, nil) },
 				Summarize: func(_ ReadArgs, r ReadResult) map[string]any { return map[string]any{"bytes_read": len(r.Content)} },
 			}),
 		dispatch.Define(spec(ToolWrite, "Write or append to a file atomically (utf-8 or base64)", guard.Medium), s.Write,
 			dispatch.Hooks[WriteArgs, WriteResult]{
-				Assess: func(a WriteArgs) dispatch.Assessment { return sudoRisk(a.Sudo) },
+				Assess: func(a WriteArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe: func(a WriteArgs) dispatch.Target {
 					return tgt(a.Sandbox, a.File, map[string]any{"encoding": strOr(a.Encoding, "utf-8"), "append": boolOr(a.Append, false)})
 				},
@@ -61,7 +70,7 @@ func Tools(s *Service) []dispatch.Tool {
 			}),
 		dispatch.Define(spec(ToolReplace, "Replace every occurrence of a string in a file", guard.Medium), s.Replace,
 			dispatch.Hooks[ReplaceArgs, ReplaceResult]{
-				Assess:   func(a ReplaceArgs) dispatch.Assessment { return sudoRisk(a.Sudo) },
+				Assess:   func(a ReplaceArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe: func(a ReplaceArgs) dispatch.Target { return tgt(a.Sandbox, a.File, nil) },
 				Summarize: func(_ ReplaceArgs, r ReplaceResult) map[string]any {
 					return map[string]any{"replaced_count": r.ReplacedCount}
@@ -69,19 +78,21 @@ func Tools(s *Service) []dispatch.Tool {
 			}),
 		dispatch.Define(spec(ToolSearch, "Lines of one file matching a regular expression", guard.Safe), s.Search,
 			dispatch.Hooks[SearchArgs, SearchResult]{
-				Assess:    func(a SearchArgs) dispatch.Assessment { return sudoRisk(a.Sudo) },
+				Assess:    func(a SearchArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe:  func(a SearchArgs) dispatch.Target { return tgt(a.Sandbox, a.File, nil) },
 				Summarize: func(_ SearchArgs, r SearchResult) map[string]any { return map[string]any{"matches": len(r.Matches)} },
 			}),
-		dispatch.Define(spec(ToolFind, "Find files below a directory by name pattern", guard.Safe), s.Find,
+		dispatch.Define(observe(ToolFind, "Find files below a directory by name pattern"), s.Find,
 			dispatch.Hooks[FindArgs, FindResult]{
+				Assess:   func(a FindArgs) dispatch.Assessment { return walks(true, a.Path) },
 				Describe: func(a FindArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
 				Summarize: func(_ FindArgs, r FindResult) map[string]any {
 					return map[string]any{"count": len(r.Files), "truncated": r.Truncated}
 				},
 			}),
-		dispatch.Define(spec(ToolGrep, "Search file contents below a directory (regex or fixed string)", guard.Safe), s.Grep,
+		dispatch.Define(observe(ToolGrep, "Search file contents below a directory (regex or fixed string)"), s.Grep,
 			dispatch.Hooks[GrepArgs, GrepResult]{
+				Assess:   func(a GrepArgs) dispatch.Assessment { return walks(true, a.Path) },
 				Describe: func(a GrepArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
 				Summarize: func(_ GrepArgs, r GrepResult) map[string]any {
 					searched := 0
@@ -91,15 +102,17 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"match_count": r.MatchCount, "files_searched": searched, "truncated": r.Truncated}
 				},
 			}),
-		dispatch.Define(spec(ToolGlob, "Match a glob pattern (**, *, ?, [...]) below a directory", guard.Safe), s.Glob,
+		dispatch.Define(observe(ToolGlob, "Match a glob pattern (**, *, ?, [...]) below a directory"), s.Glob,
 			dispatch.Hooks[GlobArgs, GlobResult]{
+				Assess:   func(a GlobArgs) dispatch.Assessment { return walks(true, a.Path) },
 				Describe: func(a GlobArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
 				Summarize: func(_ GlobArgs, r GlobResult) map[string]any {
 					return map[string]any{"count": len(r.Files), "total_count": r.TotalCount, "truncated": r.Truncated}
 				},
 			}),
-		dispatch.Define(spec(ToolList, "List a directory, optionally recursively", guard.Safe), s.List,
+		dispatch.Define(observe(ToolList, "List a directory, optionally recursively"), s.List,
 			dispatch.Hooks[ListArgs, ListResult]{
+				Assess:   func(a ListArgs) dispatch.Assessment { return walks(boolOr(a.Recursive, false), a.Path) },
 				Describe: func(a ListArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
 				Summarize: func(_ ListArgs, r ListResult) map[string]any {
 					return map[string]any{"count": r.TotalCount, "truncated": r.Truncated}
@@ -110,9 +123,9 @@ func Tools(s *Service) []dispatch.Tool {
 				// view only reads; every other command writes.
 				Assess: func(a EditorArgs) dispatch.Assessment {
 					if a.Command == "view" {
-						return dispatch.Assessment{Risk: guard.Safe}
+						return touches(dispatch.Assessment{Risk: guard.Safe}, a.Path)
 					}
-					return dispatch.Assessment{Risk: guard.Medium}
+					return touches(dispatch.Assessment{Risk: guard.Medium}, a.Path)
 				},
 				Describe: func(a EditorArgs) dispatch.Target {
 					return tgt(a.Sandbox, a.Path, map[string]any{"command": a.Command})
@@ -127,8 +140,9 @@ func Tools(s *Service) []dispatch.Tool {
 			}),
 
 		// Watches only observe: Safe, so they keep working while HALTed.
-		dispatch.Define(spec(ToolWatchCreate, "Watch a file or directory for changes", guard.Safe), s.WatchCreate,
+		dispatch.Define(observe(ToolWatchCreate, "Watch a file or directory for changes"), s.WatchCreate,
 			dispatch.Hooks[WatchCreateArgs, WatchInfo]{
+				Assess:    func(a WatchCreateArgs) dispatch.Assessment { return walks(boolOr(a.Recursive, false), a.Path) },
 				Describe:  func(a WatchCreateArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
 				Summarize: func(_ WatchCreateArgs, r WatchInfo) map[string]any { return map[string]any{"watcher_id": r.WatcherID} },
 			}),
@@ -151,8 +165,11 @@ func Tools(s *Service) []dispatch.Tool {
 			dispatch.Hooks[WatchRef, *Watch]{
 				Describe: func(a WatchRef) dispatch.Target { return tgt(a.Sandbox, a.WatcherID, nil) },
 			}),
-		dispatch.Define(spec(ToolWatchWait, "Wait until a path is created, written, removed or chmodded", guard.Safe), s.WatchWait,
+		dispatch.Define(observe(ToolWatchWait, "Wait until a path is created, written, removed or chmodded"), s.WatchWait,
 			dispatch.Hooks[WatchWaitArgs, WaitResult]{
+				Assess: func(a WatchWaitArgs) dispatch.Assessment {
+					return touches(dispatch.Assessment{Risk: guard.Safe}, a.Path)
+				},
 				Describe: func(a WatchWaitArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
 				Summarize: func(_ WatchWaitArgs, r WaitResult) map[string]any {
 					return map[string]any{"matched": r.Matched, "timed_out": r.TimedOut}
@@ -163,6 +180,33 @@ func Tools(s *Service) []dispatch.Tool {
 				Describe: func(a WatchRef) dispatch.Target { return tgt(a.Sandbox, a.WatcherID, nil) },
 			}),
 	}
+}
+
+// touches adds the files a call names to its assessment, for the policy's
+// path lists (file.read /etc/passwd under paths.deny ["/etc/**"]). A
+// relative path is also given as the file under /workspace it names.
+func touches(a dispatch.Assessment, paths ...string) dispatch.Assessment {
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		a.Paths = append(a.Paths, p)
+		if !strings.HasPrefix(p, "/") {
+			a.Paths = append(a.Paths, path.Join("/workspace", p))
+		}
+	}
+	return a
+}
+
+// walks is the assessment of a Safe call that reads below dir: the
+// whole subtree when recursive (a path rule denies a walk that reaches
+// what it names), else dir itself.
+func walks(recursive bool, dir string) dispatch.Assessment {
+	a := touches(dispatch.Assessment{Risk: guard.Safe}, dir)
+	if recursive {
+		a.Trees = a.Paths
+	}
+	return a
 }
 
 // sudoRisk raises a call that acts as root inside the sandbox to
