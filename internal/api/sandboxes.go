@@ -244,7 +244,7 @@ type ExecBody struct {
 	Argv        []string          `json:"argv,omitempty" doc:"run as is (instead of command)"`
 	Cwd         string            `json:"cwd,omitempty" doc:"absolute path inside the sandbox; default /workspace"`
 	Env         map[string]string `json:"env,omitempty"`
-	Timeout     *float64          `json:"timeout,omitempty" doc:"wall timeout in seconds (default 60, max 600)"`
+	Timeout     *float64          `json:"timeout,omitempty" doc:"wall timeout in seconds (default 60, max 600; a background command in a sandbox with a ttl has none unless given: the ttl bounds it)"`
 	Stdin       string            `json:"stdin,omitempty"`
 	Background  bool              `json:"background,omitempty" doc:"return a command_id at once"`
 	Sudo        bool              `json:"sudo,omitempty" doc:"uid 0 inside the sandbox (needs SANDBOX_ENABLE_SUDO)"`

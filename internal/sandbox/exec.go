@@ -77,6 +77,8 @@ type ExecRequest struct {
 	Argv    []string
 	Cwd     string
 	Env     map[string]string
+	// Timeout is the wall limit; 0 is DefaultTimeout, or none for a
+	// Background command in a sandbox with a TTL (checkExec).
 	Timeout time.Duration
 	Stdin   []byte
 	// Sudo runs as uid 0 inside the namespace (needs SANDBOX_ENABLE_SUDO).
@@ -245,10 +247,17 @@ func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
 	if err := agent.CheckPath(r.Cwd); err != nil {
 		return nil, nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
 	}
-	if r.Timeout == 0 {
+	switch {
+	case r.Timeout != 0:
+		if err := CheckTimeout(r.Timeout); err != nil {
+			return nil, nil, err
+		}
+	case r.Background && s.rec.Spec.TTL > 0:
+		// A detached command asked for no timeout in a sandbox whose TTL
+		// deletes it: the TTL bounds it (a dev server, a long build), and
+		// its CPU time limit still applies. Timeout 0: no wall timer.
+	default:
 		r.Timeout = DefaultTimeout
-	} else if err := CheckTimeout(r.Timeout); err != nil {
-		return nil, nil, err
 	}
 	switch {
 	case r.OutputLimit < 0 || r.OutputLimit > MaxOutputLimit:
@@ -453,8 +462,12 @@ func copyOut(wg interface{ Done() }, dst *process.Output, src *os.File) {
 // the tree and records the result.
 func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *slot, kill chan string,
 	copies *outputCopies, r ExecRequest) {
-	timer := time.NewTimer(r.Timeout)
-	defer timer.Stop()
+	var wall <-chan time.Time // nil: no wall limit (checkExec)
+	if r.Timeout > 0 {
+		timer := time.NewTimer(r.Timeout)
+		defer timer.Stop()
+		wall = timer.C
+	}
 	poll := time.NewTicker(cpuPoll)
 	defer poll.Stop()
 	cpuLimit := s.rec.Spec.Limits.CPUTime
@@ -469,7 +482,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		select {
 		case ex = <-p.Exited():
 			exited = true
-		case <-timer.C:
+		case <-wall:
 			status, reason = StatusTimedOut, ReasonTimeout
 			s.killSlot(slot)
 		case rsn := <-kill:
