@@ -43,14 +43,17 @@ const (
 	// relistenWait is how long a running browser whose port refuses
 	// connections gets before it is restarted.
 	relistenWait = 5 * time.Second
-	// multiProcessPids is the pids budget from which Chromium runs in its
-	// normal multi-process mode (~80 threads at rest, more per tab).
-	multiProcessPids = 160
-	// singleProcessPids is the pids allowance a --single-process browser
-	// brings with it (sandbox.GrantPids): Chromium 156 is 44-50 threads
-	// at rest with one page, a recording's encoder a few more; the
-	// sandbox's commands keep their own limit beside it.
-	singleProcessPids = 64
+	// browserPids is what a browser needs of a pids limit, and the
+	// allowance it brings with it (sandbox.GrantPids) into a sandbox whose
+	// own limit is smaller: Chromium 156, multi-process, is 79 threads at
+	// rest and about 9 more per browser context with a page (124 with six,
+	// measured 2026-12-06), so 192 holds a dozen contexts and a
+	// recording's encoder; the sandbox's commands keep their own limit
+	// beside it.
+	browserPids = 192
+	// processMode is what Status reports: the browser runs as Chromium's
+	// usual tree of processes.
+	processMode = "multi-process"
 	// headfulExtraPids is what Xvfb and x11vnc add.
 	headfulExtraPids = 8
 	// stderrTail is how much of the browser's last output is kept for the
@@ -82,7 +85,7 @@ type Options struct {
 type Status struct {
 	Running bool   `json:"running"`
 	Headful bool   `json:"headful"`
-	Mode    string `json:"process_mode,omitempty"` // multi-process or single-process
+	Mode    string `json:"process_mode,omitempty"` // always multi-process (processMode)
 	Width   int    `json:"width,omitempty"`
 	Height  int    `json:"height,omitempty"`
 	Version string `json:"version,omitempty"`
@@ -160,7 +163,7 @@ type running struct {
 	encMu    sync.Mutex
 	encoders []*Encoder
 	// release returns the pids allowance the browser was granted
-	// (single-process mode; idempotent).
+	// (in a sandbox with a small pids limit; idempotent).
 	release func()
 }
 
@@ -447,16 +450,11 @@ func (m *Manager) start(ctx context.Context, s *sandbox.Sandbox, o Options) (*ru
 	if err := checkSize(&o); err != nil {
 		return nil, err
 	}
-	pids := info.Limits.Pids
-	mode := "multi-process"
-	if pids > 0 && pids < multiProcessPids {
-		mode = "single-process"
-	}
-	r := &running{s: s, opts: o, mode: mode, done: make(chan struct{}), tail: &tailBuffer{max: stderrTail}, release: func() {}}
-	if mode == "single-process" {
+	r := &running{s: s, opts: o, mode: processMode, done: make(chan struct{}), tail: &tailBuffer{max: stderrTail}, release: func() {}}
+	if pids := info.Limits.Pids; pids > 0 && pids < browserPids {
 		// The browser's threads would fill a small sandbox's limit; it
 		// brings its own allowance, returned when it ends (stop).
-		grant := int64(singleProcessPids)
+		grant := int64(browserPids)
 		if o.Headful {
 			grant += headfulExtraPids
 		}
@@ -488,7 +486,7 @@ func (m *Manager) start(ctx context.Context, s *sandbox.Sandbox, o Options) (*ru
 			return nil, err
 		}
 	}
-	p, err := s.Spawn(sctx, sandbox.SpawnSpec{Argv: chromiumArgs(info.Network.Mode, mode, o), Env: env, Cwd: "/tmp", CPUTime: browserCPU})
+	p, err := s.Spawn(sctx, sandbox.SpawnSpec{Argv: chromiumArgs(info.Network.Mode, o), Env: env, Cwd: "/tmp", CPUTime: browserCPU})
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "the browser could not be started in the sandbox")
 	}
@@ -520,7 +518,7 @@ func (m *Manager) start(ctx context.Context, s *sandbox.Sandbox, o Options) (*ru
 	}
 	r.started = time.Now()
 	ok = true
-	m.cfg.Log.Info("browser started", "sandbox", s.ID(), "mode", mode, "headful", o.Headful, "version", r.version)
+	m.cfg.Log.Info("browser started", "sandbox", s.ID(), "headful", o.Headful, "version", r.version)
 	return r, nil
 }
 
@@ -539,7 +537,7 @@ func checkSize(o *Options) error {
 }
 
 // chromiumArgs is the browser's command line. Every flag has a reason.
-func chromiumArgs(netMode, mode string, o Options) []string {
+func chromiumArgs(netMode string, o Options) []string {
 	args := []string{
 		chromiumPath,
 		// Chromium's own sandbox cannot start under sandhold's seccomp
@@ -569,12 +567,9 @@ func chromiumArgs(netMode, mode string, o Options) []string {
 		// navigator.language); RestartWith checked the tag.
 		args = append(args, "--lang="+o.Locale, "--accept-lang="+o.Locale)
 	}
-	if mode == "single-process" {
-		// Fits a small pids budget (see the package doc).
-		args = append(args, "--single-process", "--no-zygote")
-	} else {
-		args = append(args, "--no-zygote", "--renderer-process-limit=4")
-	}
+	// Multi-process always: --single-process fits fewer pids, but a
+	// second browser context (Playwright's browser.newContext) closes it.
+	args = append(args, "--no-zygote", "--renderer-process-limit=4")
 	if netMode == sandbox.NetworkProxy {
 		// Every request through the init's egress listener to the
 		// server's allow-list proxy; the sandbox's own loopback stays

@@ -12,8 +12,8 @@ import (
 // never below the server's default.
 const (
 	// BrowserPids fits a multi-process Chromium (about 80 threads at
-	// rest, more per tab; multiProcessPids is where that mode starts)
-	// with room for a few tabs, a recording's encoder and the shell.
+	// rest, more per context; browserPids) with room for a few contexts,
+	// a recording's encoder and the shell, without an allowance.
 	BrowserPids = 256
 	// BrowserMemory fits Chromium with a few tabs plus its shared memory,
 	// which lives in /tmp (--disable-dev-shm-usage: a sandbox's /dev/shm

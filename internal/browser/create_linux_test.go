@@ -87,7 +87,7 @@ func TestPrepareSpecStaysWithinTheMaxima(t *testing.T) {
 }
 
 func TestChromiumArgsCarryTheLocale(t *testing.T) {
-	args := chromiumArgs(sandbox.NetworkNone, "multi-process", Options{Width: 800, Height: 600, Locale: "de-DE"})
+	args := chromiumArgs(sandbox.NetworkNone, Options{Width: 800, Height: 600, Locale: "de-DE"})
 	var lang, accept bool
 	for _, a := range args {
 		lang = lang || a == "--lang=de-DE"
@@ -96,7 +96,7 @@ func TestChromiumArgsCarryTheLocale(t *testing.T) {
 	if !lang || !accept {
 		t.Fatalf("no locale flags in %v", args)
 	}
-	for _, a := range chromiumArgs(sandbox.NetworkNone, "multi-process", Options{Width: 800, Height: 600}) {
+	for _, a := range chromiumArgs(sandbox.NetworkNone, Options{Width: 800, Height: 600}) {
 		if strings.HasPrefix(a, "--lang") {
 			t.Fatalf("a locale flag without a locale: %s", a)
 		}

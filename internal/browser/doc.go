@@ -34,14 +34,16 @@
 //
 // # Limits
 //
-// A browser is many threads, and cgroup pids count threads: a full
-// multi-process Chromium needs about 80 at rest, more per tab. Below
-// multiProcessPids the browser runs as one process (--single-process, 44-50
-// threads on Chromium 156), which alone would fill the default
-// SANDBOX_MAX_PROCESSES of 50: it then brings an allowance of its own
-// (singleProcessPids, more when headful; sandbox.GrantPids) that raises the
-// sandbox's pids limits while it runs and is returned when it ends, so the
-// sandbox's commands keep their own limit beside it.
+// A browser is many threads, and cgroup pids count threads: Chromium runs
+// multi-process (79 threads at rest on Chromium 156, about 9 more per
+// browser context), which alone would overflow the default
+// SANDBOX_MAX_PROCESSES of 50. In a sandbox whose limit is below
+// browserPids it brings an allowance of its own (browserPids, more when
+// headful; sandbox.GrantPids) that raises the sandbox's pids limits while
+// it runs and is returned when it ends, so the sandbox's commands keep
+// their own limit beside it. It never runs --single-process: that fits
+// fewer pids, but a second browser context (Playwright's newContext)
+// closes such a browser.
 // /dev/shm is small in a sandbox, so Chromium keeps its shared memory in
 // /tmp (--disable-dev-shm-usage), within the sandbox's /tmp cap. A browser
 // that dies of the memory limit, the process limit or anything else is

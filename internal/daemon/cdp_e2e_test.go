@@ -214,7 +214,9 @@ func TestVNCRelayCarriesTheDesktop(t *testing.T) {
 
 // TestPlaywrightOverTheCDPRelay drives the sandbox's browser with
 // Playwright's connectOverCDP (test/browser-ts): the relay URL plus the key
-// header fills a form and reads the result; without the key it is refused.
+// header fills a form and reads the result, then opens a page in a context
+// of its own (browser.newContext, which closed a --single-process browser);
+// without the key it is refused. The sandbox has the default limits.
 func TestPlaywrightOverTheCDPRelay(t *testing.T) {
 	requireChromium(t)
 	node, err := exec.LookPath("node")
@@ -241,7 +243,8 @@ func TestPlaywrightOverTheCDPRelay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("playwright: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), `"text":"hello sandhold"`) || !strings.Contains(string(out), `"withoutKey":"refused"`) {
+	if !strings.Contains(string(out), `"text":"hello sandhold"`) || !strings.Contains(string(out), `"withoutKey":"refused"`) ||
+		!strings.Contains(string(out), `"newContext":"second:2:800"`) {
 		t.Fatalf("playwright said: %s", out)
 	}
 }

@@ -8,8 +8,8 @@ import (
 // A pids allowance for a companion the server runs in a sandbox.
 //
 // cgroup pids count threads. The sandbox's browser (internal/browser) is
-// one process of 44-50 threads at rest (Chromium 156, --single-process,
-// measured 2026-12-04), which alone nearly fills the default limit of 50:
+// 79 threads at rest and about 9 more per browser context (Chromium 156,
+// multi-process, measured 2026-12-06), more than the default limit of 50:
 // with it running, a command, a recording's encoder or a page's own web
 // server could no longer start. While such a companion runs, the server
 // raises the sandbox's limits by the companion's allowance, so the

@@ -2,7 +2,8 @@
 // Playwright's connectOverCDP, as an agent would: the cdp_url plus the key
 // header. Run by internal/daemon's TestPlaywrightOverTheCDPRelay with
 // SANDHOLD_CDP_URL and SANDHOLD_KEY set; prints one JSON line and exits 0
-// when every check held.
+// when every check held: the default context's page, then a new context's
+// (newContext → newPage → goto → evaluate).
 import { chromium } from "playwright-core";
 
 const url = process.env.SANDHOLD_CDP_URL;
@@ -36,7 +37,15 @@ out.text = await page.textContent("#out");
 out.title = await page.title();
 out.userAgent = await page.evaluate(() => navigator.userAgent);
 await page.close();
+
+// A context of its own, as Playwright's own examples do: with the browser
+// run --single-process, newPage() in a new context closed the browser.
+const own = await browser.newContext({ viewport: { width: 800, height: 600 } });
+const p2 = await own.newPage();
+await p2.goto("data:text/html," + encodeURIComponent("<!doctype html><title>second</title><p id=x>2</p>"));
+out.newContext = await p2.evaluate(() => document.title + ":" + document.getElementById("x").textContent + ":" + innerWidth);
+await own.close();
 await browser.close();
 
 console.log(JSON.stringify(out));
-process.exit(out.withoutKey === "refused" && out.text === "hello sandhold" ? 0 : 1);
+process.exit(out.withoutKey === "refused" && out.text === "hello sandhold" && out.newContext === "second:2:800" ? 0 : 1);
