@@ -61,6 +61,14 @@ type Assessment struct {
 	// calls them); nil for calls that run none. Every audit record of such
 	// a call carries it.
 	Guard *GuardVerdict
+	// Digest identifies the definition that will run, for a tool whose
+	// behaviour is data (a custom tool: its steps, templates and the
+	// definitions of the custom tools it calls): an approval binds it, so
+	// a redefinition voids the approval. Empty for built-ins.
+	Digest string
+	// Plan is what the call will run, step by step (a custom tool's
+	// rendered steps), for the operator who approves it.
+	Plan []PlannedStep
 }
 
 // GuardVerdict is what the command guard said about the command a call
@@ -514,15 +522,6 @@ func (d *Dispatcher) ToolsFor(c auth.Caller) []*Tool {
 
 type depthKey struct{}
 
-// approvedKey marks the context of a call that runs by an operator's
-// approval (its value is the caller's key id).
-type approvedKey struct{}
-
-func inApproved(ctx context.Context, c auth.Caller) bool {
-	id, ok := ctx.Value(approvedKey{}).(string)
-	return ok && id == c.KeyID
-}
-
 // Depth is the nesting depth of the call running in ctx (0 at the top).
 func Depth(ctx context.Context) int {
 	n, _ := ctx.Value(depthKey{}).(int)
@@ -554,6 +553,7 @@ func (t *Tool) AssessArgs(args any) Assessment {
 	if t.Assess != nil {
 		got := t.Assess(args)
 		a.Rules, a.Reasons, a.Dynamic, a.Names, a.Paths, a.Trees, a.Guard = got.Rules, got.Reasons, got.Dynamic, got.Names, got.Paths, got.Trees, got.Guard
+		a.Digest, a.Plan = got.Digest, got.Plan
 		a.Risk = max(a.Risk, got.Risk)
 		if !a.Risk.Valid() {
 			a.Risk = guard.Dangerous
@@ -602,11 +602,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	}()
 
 	// 1. HALT: every non-safe call is refused, at every nesting level.
-	if st.halt != nil {
-		if halted, why := st.halt.Halted(); halted && (a.Risk > guard.Safe || slices.Contains(haltedCategories, t.Category)) {
-			verdict, reason = "denied", "halted"
-			return nil, fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only safe tools run", why)
-		}
+	if err := st.haltRefusal(t, a); err != nil {
+		verdict, reason = "denied", "halted"
+		return nil, err
 	}
 	if depth >= MaxDepth {
 		verdict, reason = "denied", "depth"
@@ -666,11 +664,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		return nil, fault.Errorf(fault.Forbidden, "policy refuses %s at risk %s: %s", t.Name, a.Risk, why)
 	case NeedsApproval:
 		verdict, reason = "pending", why
-		if inApproved(ctx, c) {
+		if inApproved(ctx, c, a) {
 			// A composite call an operator approved: its risk, shown to
 			// the operator, was derived from the calls it makes (custom
 			// tools flag arguments built at run time), so those calls
-			// need no approval of their own. A Deny still denies.
+			// need no approval of their own — as long as what this one
+			// is flagged for is what the operator saw. A Deny still
+			// denies.
 			verdict, reason = "approved", "inside an approved call"
 			break
 		}
@@ -691,9 +691,20 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 			}
 			return nil, err
 		}
-		// An operator approved this identical call; it runs once.
+		// An operator approved this identical call; it runs once — if
+		// what was approved is still what would run.
+		if err := d.stillApproved(t, a, args); err != nil {
+			verdict, reason = "denied", "redefined"
+			return nil, err
+		}
 		verdict = "approved"
-		ctx = context.WithValue(ctx, approvedKey{}, c.KeyID)
+		ctx = withApproved(ctx, c, shown)
+	}
+	// HALT again: the approval (or the policy's look-ups) may have kept
+	// the call waiting while an operator halted the server.
+	if err := st.haltRefusal(t, a); err != nil {
+		verdict, reason = "denied", "halted"
+		return nil, err
 	}
 	// 6. Run.
 	if d.flushWindow != nil && d.audit != nil {
@@ -726,8 +737,12 @@ func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Asses
 	if err != nil {
 		detail["error"] = fault.Public(err)
 		var rl *RateLimited
-		if errors.As(err, &rl) {
+		var ar *ApprovalRequired
+		switch {
+		case errors.As(err, &rl):
 			detail["error"] = rl.Error()
+		case errors.As(err, &ar):
+			detail["error"] = "waiting for an operator's approval (" + ar.ID + ")"
 		}
 	}
 	e := audit.Entry{

@@ -1,0 +1,101 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+)
+
+// PlannedStep is one call a composite tool will make, as the operator who
+// approves it sees it: the tool, what it touches (the rendered command
+// line for exec, a path for a file tool) and its rendered arguments.
+type PlannedStep struct {
+	// Depth is 0 for the tool's own steps, 1 for the steps of a custom
+	// tool it calls, and so on.
+	Depth  int    `json:"depth,omitempty"`
+	ID     string `json:"id,omitempty"`
+	Tool   string `json:"tool"`
+	Target string `json:"target,omitempty" doc:"what the step touches: the rendered command line for exec, a path for a file tool"`
+	// Arguments are the rendered arguments (capped; see Truncated).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Truncated bool            `json:"truncated,omitempty"`
+	// Late marks a step whose arguments are built at run time from
+	// earlier steps' results: nobody can see them before it runs.
+	Late bool `json:"late,omitempty"`
+}
+
+// haltRefusal is the HALT step: the error a halted server answers t's call
+// with, or nil. Dispatch asks it first and again after every wait, right
+// before the tool runs.
+func (st steps) haltRefusal(t *Tool, a Assessment) error {
+	if st.halt == nil {
+		return nil
+	}
+	if halted, why := st.halt.Halted(); halted && (a.Risk > guard.Safe || slices.Contains(haltedCategories, t.Category)) {
+		return fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only safe tools run", why)
+	}
+	return nil
+}
+
+// stillApproved checks, once an operator's approval let a call through,
+// that the tool would still run what was approved: a custom tool
+// redefined while the call waited (or between approval and re-send) has
+// another digest, and its approval is void.
+func (d *Dispatcher) stillApproved(t *Tool, a Assessment, args any) error {
+	cur, ok := d.Tool(t.Name)
+	if !ok {
+		return fault.Errorf(fault.NotFound, "no tool named %q", t.Name)
+	}
+	if a.Digest == "" && cur == t {
+		return nil
+	}
+	if now := cur.AssessArgs(args); now.Digest != a.Digest {
+		return fault.Errorf(fault.Conflict, "%s was redefined after this call was approved, so the approval is void; call again to ask for a new one", t.Name)
+	}
+	return nil
+}
+
+// approvedKey marks the context of a call that runs by an operator's
+// approval; its value is an approvedScope.
+type approvedKey struct{}
+
+// approvedScope is what the operator saw when approving a call: the key
+// that made it and its assessment (the rules, names and paths found in it
+// and the calls it makes).
+type approvedScope struct {
+	key  string
+	seen Assessment
+}
+
+func withApproved(ctx context.Context, c auth.Caller, seen Assessment) context.Context {
+	return context.WithValue(ctx, approvedKey{}, approvedScope{key: c.KeyID, seen: seen})
+}
+
+// inApproved reports whether a nested call that needs approval is covered
+// by the approved call it runs in: the same key, and nothing the operator
+// did not see — no rule, command name or path beyond the approved call's,
+// not dynamic unless that was, not riskier. A step whose arguments are
+// built at run time can name anything; when it reaches something the
+// operator was not shown, it needs an approval of its own.
+func inApproved(ctx context.Context, c auth.Caller, a Assessment) bool {
+	sc, ok := ctx.Value(approvedKey{}).(approvedScope)
+	if !ok || sc.key != c.KeyID {
+		return false
+	}
+	seen := sc.seen
+	return a.Risk <= seen.Risk && (!a.Dynamic || seen.Dynamic) &&
+		subset(a.Rules, seen.Rules) && subset(a.Names, seen.Names) && subset(a.Paths, seen.Paths) && subset(a.Trees, seen.Trees)
+}
+
+func subset(a, b []string) bool {
+	for _, v := range a {
+		if !slices.Contains(b, v) {
+			return false
+		}
+	}
+	return true
+}
