@@ -310,7 +310,7 @@ func TestPackRoundTrip(t *testing.T) {
 	must(os.MkdirAll(filepath.Join(up, "home/u"), 0o700))
 	must(os.Chown(filepath.Join(up, "home/u"), base+1000, base+1000))
 	must(os.Chown(filepath.Join(up, "usr/local/bin/tool"), base, base))
-	must(unix.Chmod(filepath.Join(up, "usr/local/bin/tool"), 0o4755)) // after chown, which clears it
+	must(unix.Chmod(filepath.Join(up, "usr/local/bin/tool"), 0o4755))      // after chown, which clears it
 	must(os.Lchown(filepath.Join(up, "usr/local/bin/link"), 12345, 12345)) // outside the range
 	f, err := os.Open(up)
 	must(err)

@@ -20,7 +20,9 @@ type PackSpec struct {
 }
 
 // Unpack fails off Linux.
-func Unpack(context.Context, io.Reader, string, Limits) (Stats, error) { return Stats{}, errUnsupported }
+func Unpack(context.Context, io.Reader, string, Limits) (Stats, error) {
+	return Stats{}, errUnsupported
+}
 
 // Pack fails off Linux.
 func Pack(context.Context, io.Writer, PackSpec) (Stats, error) { return Stats{}, errUnsupported }
