@@ -398,7 +398,7 @@ func (s *server) openDesktop(ctx context.Context, id string) error {
 	var tk struct {
 		Ticket string `json:"ticket"`
 	}
-	if err := s.call("POST", "/v1/tickets", nil, &tk); err != nil {
+	if err := s.call("POST", "/v1/tickets", map[string]string{"scope": "vnc"}, &tk); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*startLimit)

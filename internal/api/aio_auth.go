@@ -14,10 +14,11 @@ import (
 )
 
 // AIO's ticket flow mapped onto sandhold's tickets: POST /tickets mints
-// a one-time ticket (30 s, single use; the same as POST /v1/tickets) and
+// a one-time ticket (30 s, single use; the same as POST /v1/tickets, of
+// the scope in ?scope=, the terminal's when absent) and
 // GET /auth answers 200 for a request that authenticates — with a key in
-// a header, or with ?ticket=… on the request itself (a ticket is used up
-// by it) — and 401 otherwise, so it can serve as an auth_request
+// a header, or with ?ticket=… of any scope on the request itself (a
+// ticket is used up by it) — and 401 otherwise, so it can serve as an auth_request
 // subrequest. sandhold reads no JWT and no X-Original-URI: a ticket
 // travels on the request it authenticates.
 
@@ -29,8 +30,8 @@ const ToolAuthCheck = "auth.check"
 
 var aioAuthRows = []aioRoute{
 	plainRow(groupAuth, http.MethodPost, "/tickets", ToolTicketsCreate, "auth",
-		"Mint a one-time ticket (30 s, single use) for a WebSocket or browser request (AIO's ticket flow)",
-		reflect.TypeFor[AIOTicket](), aioTicket, native()),
+		"Mint a one-time ticket (30 s, single use) for a WebSocket or browser request (AIO's ticket flow); ?scope= terminal (default), cdp, vnc, preview or console",
+		reflect.TypeFor[AIOTicket](), aioTicket, native(), bQuery("scope")),
 	plainRow(groupAuth, http.MethodGet, "/auth", ToolAuthCheck, "auth",
 		"Authenticate this request (a key in a header, or ?ticket=…): 200 with the key's id and role, else 401",
 		reflect.TypeFor[map[string]string](), aioAuth, native()),
@@ -65,7 +66,13 @@ func AuthTools() []dispatch.Tool {
 }
 
 func aioTicket(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	args, err := e.defaults(rt.Tool, defaultArgs{})
+	// AIO's POST /tickets has no body: ?scope= names the routes the
+	// ticket opens, the terminal WebSocket when absent.
+	args := auth.TicketArgs{Scope: r.URL.Query().Get("scope")}
+	if args.Scope == "" {
+		args.Scope = string(auth.ScopeTerminal)
+	}
+	err := e.check(rt.Tool, args)
 	var res any
 	if err == nil {
 		res, err = e.call(r.Context(), rt, args)

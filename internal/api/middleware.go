@@ -322,6 +322,9 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 			return
 		}
 		cred.Local = localDirect(r)
+		if cred.Ticket != "" {
+			cred.Scopes = TicketScopes(r.Method, s.routePattern(r))
+		}
 		c, err := s.auth.Authenticate(r.Context(), addr, cred)
 		if err != nil {
 			WriteError(w, r, err)

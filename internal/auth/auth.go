@@ -55,8 +55,13 @@ type Caller struct {
 	Role    Role
 	// Addr is the client address (IP, no port).
 	Addr string
-	// ViaTicket is true when the request authenticated with a one-time ticket.
-	ViaTicket bool
+	// ViaTicket is true when the request authenticated with a one-time
+	// ticket; TicketScope is then the scope it was minted for.
+	ViaTicket   bool
+	TicketScope TicketScope
+	// ViaSession is true when the request authenticated with the web
+	// console's session cookie.
+	ViaSession bool
 	// RateLimits are the key's own rate limits, set by an admin when the
 	// key was created (nil: the server's). The dispatcher applies them over
 	// every other rule for this key. Read-only: shared by copies.

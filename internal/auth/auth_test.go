@@ -309,33 +309,33 @@ func TestTickets(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Caller{KeyID: info.ID, Role: RoleAgent}
-	tk, exp, err := s.IssueTicket(ctx, c)
+	tk, exp, err := s.IssueTicket(ctx, c, ScopeTerminal)
 	if err != nil || !strings.HasPrefix(tk, TicketPrefix) || exp.Sub(clk.now()) != TicketTTL {
 		t.Fatalf("issue: %q %v %v", tk, exp, err)
 	}
-	got, err := s.Authenticate(ctx, "a", Credential{Ticket: tk})
-	if err != nil || got.KeyID != info.ID || !got.ViaTicket {
+	got, err := s.Authenticate(ctx, "a", Credential{Ticket: tk, Scopes: []TicketScope{ScopeTerminal}})
+	if err != nil || got.KeyID != info.ID || !got.ViaTicket || got.TicketScope != ScopeTerminal {
 		t.Fatalf("redeem: %+v %v", got, err)
 	}
-	if _, err := s.Authenticate(ctx, "a", Credential{Ticket: tk}); fault.KindOf(err) != fault.Unauthorized {
+	if _, err := s.Authenticate(ctx, "a", Credential{Ticket: tk, Scopes: []TicketScope{ScopeTerminal}}); fault.KindOf(err) != fault.Unauthorized {
 		t.Fatalf("second use: %v", err)
 	}
-	tk2, _, _ := s.IssueTicket(ctx, c)
+	tk2, _, _ := s.IssueTicket(ctx, c, ScopeTerminal)
 	clk.add(TicketTTL)
-	if _, err := s.Authenticate(ctx, "a", Credential{Ticket: tk2}); fault.KindOf(err) != fault.Unauthorized {
+	if _, err := s.Authenticate(ctx, "a", Credential{Ticket: tk2, Scopes: []TicketScope{ScopeTerminal}}); fault.KindOf(err) != fault.Unauthorized {
 		t.Fatalf("expired: %v", err)
 	}
-	tk3, _, _ := s.IssueTicket(ctx, c)
+	tk3, _, _ := s.IssueTicket(ctx, c, ScopeTerminal)
 	if _, err := s.RevokeKey(ctx, Caller{}, info.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Authenticate(ctx, "a", Credential{Ticket: tk3}); fault.KindOf(err) != fault.Unauthorized {
+	if _, err := s.Authenticate(ctx, "a", Credential{Ticket: tk3, Scopes: []TicketScope{ScopeTerminal}}); fault.KindOf(err) != fault.Unauthorized {
 		t.Fatalf("ticket of revoked key: %v", err)
 	}
 	// Per-key cap.
 	var capErr error
 	for i := 0; i <= maxTicketsPerKey; i++ {
-		if _, _, err := s.IssueTicket(ctx, Caller{KeyID: "key_x"}); err != nil {
+		if _, _, err := s.IssueTicket(ctx, Caller{KeyID: "key_x"}, ScopeVNC); err != nil {
 			capErr = err
 			break
 		}

@@ -15,6 +15,10 @@ type Credential struct {
 	Key string
 	// Ticket is a one-time ticket (from the ticket query parameter), or "".
 	Ticket string
+	// Scopes are the ticket scopes the request's route takes, set by the
+	// HTTP layer from its route table; empty: the route takes no ticket,
+	// and a ticket presented there is refused (counted like a wrong key).
+	Scopes []TicketScope
 	// Local is set by the HTTP layer for a request from a loopback peer
 	// that carries no forwarding header (X-Forwarded-For, Forwarded,
 	// X-Real-IP): the operator at the console. While the address is locked

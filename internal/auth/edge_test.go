@@ -132,11 +132,11 @@ func TestLockoutSparesValidKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tk, _, err := s.IssueTicket(ctx, c)
+		tk, _, err := s.IssueTicket(ctx, c, ScopeCDP)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Authenticate(ctx, lo, Credential{Ticket: tk}); err != nil {
+		if _, err := s.Authenticate(ctx, lo, Credential{Ticket: tk, Scopes: []TicketScope{ScopeCDP}}); err != nil {
 			t.Fatalf("ticket refused: %v", err)
 		}
 	})

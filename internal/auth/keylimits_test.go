@@ -27,11 +27,11 @@ func TestCreateKeyWithLimits(t *testing.T) {
 	if err != nil || c.RateLimits[ratelimit.Command] != (ratelimit.Rule{PerMinute: 2, Burst: 2}) || len(c.RateLimits) != 2 {
 		t.Fatalf("caller = %+v, %v", c, err)
 	}
-	tk, _, err := s.IssueTicket(ctx, c)
+	tk, _, err := s.IssueTicket(ctx, c, ScopePreview)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tc, err := s.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk}); err != nil || tc.RateLimits[ratelimit.Exec].PerMinute != 1 {
+	if tc, err := s.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk, Scopes: []TicketScope{ScopePreview}}); err != nil || tc.RateLimits[ratelimit.Exec].PerMinute != 1 {
 		t.Fatalf("ticket caller = %+v, %v", tc, err)
 	}
 	// Listing shows them.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,7 +159,7 @@ func (s *Service) Authenticate(ctx context.Context, addr string, cred Credential
 	)
 	switch {
 	case cred.Ticket != "":
-		c, reason = s.redeemTicket(ctx, cred.Ticket, now)
+		c, reason = s.redeemTicket(ctx, cred.Ticket, cred.Scopes, now)
 	case cred.Key != "":
 		c, actor, reason = s.checkKey(ctx, cred.Key)
 	default:
@@ -174,7 +175,11 @@ func (s *Service) Authenticate(ctx context.Context, addr string, cred Credential
 			// nor audited (a hammering client would flood the log).
 			return Caller{}, lockedErr(locked)
 		}
-		return Caller{}, s.failed(ctx, addr, actor, reason, now)
+		err := s.failed(ctx, addr, actor, reason, now)
+		if cred.Ticket != "" && fault.KindOf(err) == fault.Unauthorized {
+			err = ticketRefusal(cred.Scopes)
+		}
+		return Caller{}, err
 	}
 	c.Addr = addr
 	s.auditSuccess(ctx, c, now)
@@ -217,6 +222,19 @@ func (s *Service) failed(ctx context.Context, addr, actor, reason string, now ti
 		return lockedErr(s.lock.window)
 	}
 	return fault.New(fault.Unauthorized, "invalid API key")
+}
+
+// ticketRefusal is the 401 for a ticket that did not authenticate: the
+// route's scopes say which tickets it would have taken.
+func ticketRefusal(scopes []TicketScope) error {
+	if len(scopes) == 0 {
+		return fault.New(fault.Unauthorized, "this route does not take tickets (a ticket opens only the routes of its scope); send the key in a header")
+	}
+	names := make([]string, len(scopes))
+	for i, sc := range scopes {
+		names[i] = string(sc)
+	}
+	return fault.Errorf(fault.Unauthorized, "invalid, used or expired ticket (this route takes a ticket of scope %s)", strings.Join(names, " or "))
 }
 
 func lockedErr(d time.Duration) error {
@@ -304,7 +322,7 @@ func (s *Service) auditSuccess(ctx context.Context, c Caller, now time.Time) {
 	s.mu.Unlock()
 	if fresh {
 		s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
-			Action: "auth.success", Verdict: audit.Allow, Detail: map[string]any{"ticket": c.ViaTicket}})
+			Action: "auth.success", Verdict: audit.Allow, Detail: map[string]any{"ticket": c.ViaTicket, "scope": string(c.TicketScope)}})
 	}
 }
 
@@ -331,15 +349,32 @@ func (s *Service) Require(ctx context.Context, c Caller, action string, roles ..
 	return fault.Errorf(fault.Forbidden, "the %s role may not %s", c.Role, action)
 }
 
-// IssueTicket mints a one-time ticket for c, valid for TicketTTL.
-func (s *Service) IssueTicket(ctx context.Context, c Caller) (string, time.Time, error) {
+// IssueTicket mints a one-time ticket of scope for c, valid for
+// TicketTTL. A caller that came with a ticket gets none: one leaked
+// ticket must not chain into the next.
+func (s *Service) IssueTicket(ctx context.Context, c Caller, scope TicketScope) (string, time.Time, error) {
+	if _, err := ParseTicketScope(string(scope)); err != nil {
+		return "", time.Time{}, fault.InvalidField("scope", err.Error())
+	}
+	if c.ViaTicket {
+		s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
+			Action: "ticket.create", Target: string(scope), Verdict: audit.Deny, Detail: map[string]any{"reason": "ticket"}})
+		return "", time.Time{}, fault.New(fault.Forbidden, "a ticket does not mint tickets; use the key or the console session")
+	}
+	if scope == ScopeConsole && c.ViaSession {
+		// A console ticket signs a browser in for up to a session's
+		// lifetime; a session minting them would renew itself forever.
+		s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
+			Action: "ticket.create", Target: string(scope), Verdict: audit.Deny, Detail: map[string]any{"reason": "session"}})
+		return "", time.Time{}, fault.New(fault.Forbidden, "console tickets are minted with the key, not by a console session")
+	}
 	t, err := newSecret(TicketPrefix)
 	if err != nil {
 		return "", time.Time{}, fault.Wrap(fault.Internal, err, "could not create a ticket")
 	}
 	now := s.now()
 	exp := now.Add(TicketTTL)
-	added, err := s.ticket.add(ctx, t, c.KeyID, exp, now)
+	added, err := s.ticket.add(ctx, scope, t, c.KeyID, exp, now)
 	if err != nil {
 		s.log.Error("auth: store a ticket", "err", err)
 		return "", time.Time{}, fault.New(fault.Unavailable, "could not create a ticket")
@@ -348,20 +383,33 @@ func (s *Service) IssueTicket(ctx context.Context, c Caller) (string, time.Time,
 		return "", time.Time{}, fault.WithRetryAfter(fault.RateLimited, ticks(TicketTTL), "too many outstanding tickets")
 	}
 	s.appendAudit(ctx, audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
-		Action: "ticket.create", Verdict: audit.Allow})
+		Action: "ticket.create", Target: string(scope), Verdict: audit.Allow})
 	return t, exp, nil
 }
 
-// redeemTicket consumes a ticket and re-reads its key (it may have been
-// revoked since the ticket was issued).
-func (s *Service) redeemTicket(ctx context.Context, t string, now time.Time) (Caller, string) {
-	keyID, ok, err := s.ticket.take(ctx, t, now)
-	if err != nil {
-		s.log.Error("auth: take a ticket", "err", err)
-		return Caller{}, "store"
+// redeemTicket consumes a ticket of one of scopes (the route's) and
+// re-reads its key (it may have been revoked since the ticket was issued).
+func (s *Service) redeemTicket(ctx context.Context, t string, scopes []TicketScope, now time.Time) (Caller, string) {
+	if len(scopes) == 0 {
+		return Caller{}, "ticket on a route that takes none"
 	}
-	if !ok {
-		return Caller{}, "unknown or expired ticket"
+	var (
+		keyID string
+		scope TicketScope
+	)
+	for _, sc := range scopes {
+		id, ok, err := s.ticket.take(ctx, sc, t, now)
+		if err != nil {
+			s.log.Error("auth: take a ticket", "err", err)
+			return Caller{}, "store"
+		}
+		if ok {
+			keyID, scope = id, sc
+			break
+		}
+	}
+	if keyID == "" {
+		return Caller{}, "unknown or expired ticket, or one of another scope"
 	}
 	k, err := s.st.KeyByID(ctx, keyID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -383,7 +431,7 @@ func (s *Service) redeemTicket(ctx context.Context, t string, now time.Time) (Ca
 		s.log.Error("auth: a stored key's rate limits do not parse; the key is refused", "key", k.ID, "err", err)
 		return Caller{}, "bad rate limits"
 	}
-	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, ViaTicket: true, RateLimits: limits}, ""
+	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, ViaTicket: true, TicketScope: scope, RateLimits: limits}, ""
 }
 
 // KeyInfo is a key as shown to operators: never the secret or its hash.

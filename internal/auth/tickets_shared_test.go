@@ -72,38 +72,38 @@ func TestTicketsSharedAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := Caller{KeyID: info.ID, Role: RoleAgent}
-	tk, _, err := a.IssueTicket(ctx, c)
+	tk, _, err := a.IssueTicket(ctx, c, ScopeTerminal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk})
+	got, err := b.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk, Scopes: []TicketScope{ScopeTerminal}})
 	if err != nil || got.KeyID != info.ID || !got.ViaTicket {
 		t.Fatalf("a ticket from node a redeemed on node b: %+v %v", got, err)
 	}
-	if _, err := a.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk}); fault.KindOf(err) != fault.Unauthorized {
+	if _, err := a.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk, Scopes: []TicketScope{ScopeTerminal}}); fault.KindOf(err) != fault.Unauthorized {
 		t.Fatalf("second use on the issuing node: %v", err)
 	}
 
-	tk2, _, _ := a.IssueTicket(ctx, c)
+	tk2, _, _ := a.IssueTicket(ctx, c, ScopeTerminal)
 	if _, err := b.RevokeKey(ctx, Caller{}, info.ID); err != nil {
 		t.Fatal(err)
 	}
 	if len(sh.m) != 0 {
 		t.Fatalf("a revocation on b left %d tickets in the shared store", len(sh.m))
 	}
-	if _, err := a.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk2}); fault.KindOf(err) != fault.Unauthorized {
+	if _, err := a.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk2, Scopes: []TicketScope{ScopeTerminal}}); fault.KindOf(err) != fault.Unauthorized {
 		t.Fatalf("ticket of a key revoked on another node: %v", err)
 	}
 
 	info2, _, _ := a.CreateKey(ctx, Caller{}, "k2", RoleAgent)
-	tk3, _, _ := a.IssueTicket(ctx, Caller{KeyID: info2.ID, Role: RoleAgent})
+	tk3, _, _ := a.IssueTicket(ctx, Caller{KeyID: info2.ID, Role: RoleAgent}, ScopeTerminal)
 	sh.mu.Lock()
 	sh.down = true
 	sh.mu.Unlock()
-	if _, err := b.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk3}); fault.KindOf(err) != fault.Unavailable {
+	if _, err := b.Authenticate(ctx, "10.0.0.1", Credential{Ticket: tk3, Scopes: []TicketScope{ScopeTerminal}}); fault.KindOf(err) != fault.Unavailable {
 		t.Fatalf("redeem with the store down: %v, want unavailable", err)
 	}
-	if _, _, err := a.IssueTicket(ctx, Caller{KeyID: info2.ID, Role: RoleAgent}); fault.KindOf(err) != fault.Unavailable {
+	if _, _, err := a.IssueTicket(ctx, Caller{KeyID: info2.ID, Role: RoleAgent}, ScopeTerminal); fault.KindOf(err) != fault.Unavailable {
 		t.Fatalf("issue with the store down: %v, want unavailable", err)
 	}
 }

@@ -38,9 +38,15 @@ type CreatedKey struct {
 	RateLimits string `json:"rate_limits,omitempty" doc:"the key's own rate limits; absent: the server's"`
 }
 
+// TicketArgs are tickets.create's arguments: the routes the ticket opens.
+type TicketArgs struct {
+	Scope string `json:"scope" required:"true" enum:"terminal,cdp,vnc,preview,console" doc:"the routes the ticket opens: terminal (the shell WebSocket), cdp (the DevTools relay), vnc (the desktop relay), preview (the preview proxy and content sessions), console (signing a browser in to the web console); any other route refuses it"`
+}
+
 // Ticket is a one-time credential for browsers and WebSockets: pass it as
-// ?ticket=… on one request within TicketTTL.
+// ?ticket=… on one request of its scope within TicketTTL.
 type Ticket struct {
 	Ticket    string    `json:"ticket"`
+	Scope     string    `json:"scope"`
 	ExpiresAt time.Time `json:"expires_at"`
 }

@@ -73,7 +73,7 @@ func browserRelaysThroughAnotherNode(t *testing.T, via, revoker node, owner, adm
 	var tk struct {
 		Ticket string `json:"ticket"`
 	}
-	via.ok("POST", "/v1/tickets", bk.Key, nil, 201, &tk)
+	via.ok("POST", "/v1/tickets", bk.Key, map[string]string{"scope": "vnc"}, 201, &tk)
 	vnc, resp, err := websocket.Dial(ctx, "ws://"+host+"/sandboxes/"+id+"/vnc/websockify?ticket="+url.QueryEscape(tk.Ticket),
 		&websocket.DialOptions{Subprotocols: []string{"binary"}})
 	var body []byte

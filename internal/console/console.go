@@ -117,7 +117,7 @@ func Mount(srv *api.Server, d Deps) (*Console, error) {
 func documentSession(oa *huma.OpenAPI) {
 	for _, op := range []struct{ method, id, summary, desc string }{
 		{http.MethodPost, "console-signin", "Console sign-in: exchange a key for a session cookie",
-			`Body {"key": "shk_…"}. Sets an HttpOnly, SameSite=Strict session cookie (Secure and __Host- over TLS) and answers the CSRF token every state-changing cookie request must send as X-CSRF-Token. The key is checked like a header key (lockout, audit) and never stored in the browser.`},
+			`Body {"key": "shk_…"}, or {"ticket": "sht_…"} with a one-time ticket of scope console (minted with the key; a console session mints none). Sets an HttpOnly, SameSite=Strict session cookie (Secure and __Host- over TLS) and answers the CSRF token every state-changing cookie request must send as X-CSRF-Token. The key is checked like a header key (lockout, audit) and never stored in the browser.`},
 		{http.MethodGet, "console-session", "Console session: who is signed in, and the CSRF token", "Needs the session cookie."},
 		{http.MethodDelete, "console-signout", "Console sign-out: end the session", "Needs the session cookie and X-CSRF-Token."},
 	} {
@@ -221,9 +221,10 @@ func (c *Console) asset(w http.ResponseWriter, r *http.Request) {
 // maxSignInBody bounds the sign-in body: a key is 47 characters.
 const maxSignInBody = 4096
 
-// signIn exchanges a key for a session: POST {"key": "shk_…"}. The key is
-// checked by auth.Service.Authenticate, so failures count towards the
-// address's lockout and are audited like any wrong key.
+// signIn exchanges a key (or a ticket of scope console) for a session:
+// POST {"key": "shk_…"} or {"ticket": "sht_…"}. The credential is checked
+// by auth.Service.Authenticate, so failures count towards the address's
+// lockout and are audited like any wrong key.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	if crossSite(r) {
 		api.WriteError(w, r, errCrossSite)
@@ -234,16 +235,23 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Key string `json:"key"`
+		Key    string `json:"key"`
+		Ticket string `json:"ticket"`
 	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxSignInBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil || body.Key == "" {
-		api.WriteError(w, r, fault.New(fault.Invalid, `send {"key": "<API key>"}`))
+	if err := dec.Decode(&body); err != nil || (body.Key == "") == (body.Ticket == "") {
+		api.WriteError(w, r, fault.New(fault.Invalid, `send {"key": "<API key>"} or {"ticket": "<console ticket>"}`))
 		return
 	}
 	addr := auth.ClientIP(r.RemoteAddr)
-	caller, err := c.auth.Authenticate(r.Context(), addr, auth.Credential{Key: body.Key})
+	// A ticket of scope console (minted with the key, e.g. by a CLI that
+	// opens the console) signs in without the key entering the browser.
+	cred := auth.Credential{Key: body.Key}
+	if body.Ticket != "" {
+		cred = auth.Credential{Ticket: body.Ticket, Scopes: []auth.TicketScope{auth.ScopeConsole}}
+	}
+	caller, err := c.auth.Authenticate(r.Context(), addr, cred)
 	if err != nil {
 		api.WriteError(w, r, err)
 		return

@@ -347,5 +347,5 @@ func (s *Sessions) authenticate(r *http.Request) (auth.Caller, string, error) {
 		s.end(id)
 		return auth.Caller{}, "", errNoSession
 	}
-	return auth.Caller{KeyID: k.ID, KeyName: k.Name, Role: role, Addr: auth.ClientIP(r.RemoteAddr), RateLimits: limits}, id, nil
+	return auth.Caller{KeyID: k.ID, KeyName: k.Name, Role: role, Addr: auth.ClientIP(r.RemoteAddr), RateLimits: limits, ViaSession: true}, id, nil
 }

@@ -257,7 +257,7 @@ func TestCookieCallerSameDispatcher(t *testing.T) {
 	if rec := e.do(http.MethodGet, "/v1/keys", "", "Cookie", s.cookie); rec.Code != http.StatusForbidden {
 		t.Fatalf("agent session on an admin route: %d %s", rec.Code, rec.Body)
 	}
-	rec := e.do(http.MethodPost, "/v1/tickets", "", "Cookie", s.cookie, CSRFHeader, s.csrf)
+	rec := e.do(http.MethodPost, "/v1/tickets", `{"scope":"terminal"}`, "Cookie", s.cookie, CSRFHeader, s.csrf)
 	if rec.Code != http.StatusOK && rec.Code != http.StatusCreated {
 		t.Fatalf("agent session ticket: %d %s", rec.Code, rec.Body)
 	}
@@ -307,7 +307,7 @@ func TestRevokedKeyEndsSession(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("revoke: %d %s", rec.Code, rec.Body)
 	}
-	if rec := e.do(http.MethodPost, "/v1/tickets", "", "Cookie", agent.cookie, CSRFHeader, agent.csrf); rec.Code != http.StatusUnauthorized {
+	if rec := e.do(http.MethodPost, "/v1/tickets", `{"scope":"terminal"}`, "Cookie", agent.cookie, CSRFHeader, agent.csrf); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("revoked key's session: %d %s", rec.Code, rec.Body)
 	}
 	if e.con.sessions.Len() != 1 {

@@ -170,7 +170,7 @@ func openDesktop(t *testing.T, ctx context.Context, a *daemontest.Client, addr, 
 	var tk struct {
 		Ticket string `json:"ticket"`
 	}
-	a.JSON("POST", "/v1/tickets", nil, http.StatusCreated, &tk)
+	a.JSON("POST", "/v1/tickets", map[string]string{"scope": "vnc"}, http.StatusCreated, &tk)
 	u := "ws://" + addr + "/sandboxes/" + id + "/vnc/websockify?ticket=" + url.QueryEscape(tk.Ticket)
 	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{"binary"}})
 	if resp != nil && resp.Body != nil {

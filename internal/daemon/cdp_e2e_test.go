@@ -150,7 +150,7 @@ func TestVNCRelayCarriesTheDesktop(t *testing.T) {
 	var tk struct {
 		Ticket string `json:"ticket"`
 	}
-	a.JSON("POST", "/v1/tickets", nil, http.StatusCreated, &tk)
+	a.JSON("POST", "/v1/tickets", map[string]string{"scope": "vnc"}, http.StatusCreated, &tk)
 	u := "ws://" + d.Addr() + "/sandboxes/" + id + "/vnc/websockify?ticket=" + url.QueryEscape(tk.Ticket)
 	c, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{Subprotocols: []string{"binary"}})
 	if err != nil {

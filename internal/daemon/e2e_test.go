@@ -290,7 +290,7 @@ func TestE2E(t *testing.T) {
 		}
 		// Every accepted header works.
 		for _, h := range []string{"X-API-Key", "X-AIO-API-Key"} {
-			expectOK(t, s.do("POST", "/v1/tickets", "", nil, map[string]string{h: agent.Key}), 201, nil)
+			expectOK(t, s.do("POST", "/v1/tickets", "", map[string]string{"scope": "terminal"}, map[string]string{h: agent.Key}), 201, nil)
 		}
 	})
 
@@ -329,9 +329,12 @@ func TestE2E(t *testing.T) {
 
 	t.Run("tickets are single use", func(t *testing.T) {
 		var tk struct{ Ticket string }
-		expectOK(t, s.do("POST", "/v1/tickets", agent.Key, nil, nil), 201, &tk)
-		expectOK(t, s.do("GET", "/v1/audit?ticket="+tk.Ticket, "", nil, nil), 200, nil)
-		expectError(t, s.do("GET", "/v1/audit?ticket="+tk.Ticket, "", nil, nil), 401, "unauthorized")
+		expectOK(t, s.do("POST", "/v1/tickets", agent.Key, map[string]string{"scope": "terminal"}, nil), 201, &tk)
+		r := s.do("GET", "/auth?ticket="+tk.Ticket, "", nil, nil)
+		if r.status != 200 {
+			t.Fatalf("first use: %d %s", r.status, r.raw)
+		}
+		expectError(t, s.do("GET", "/auth?ticket="+tk.Ticket, "", nil, nil), 401, "unauthorized")
 		s.clk.advance(2 * time.Minute)
 	})
 
@@ -481,7 +484,7 @@ func TestE2E(t *testing.T) {
 		victim := s.createKey("victim", "viewer")
 		expectOK(t, s.do("GET", "/v1/audit", victim.Key, nil, nil), 200, nil)
 		var tk struct{ Ticket string }
-		expectOK(t, s.do("POST", "/v1/tickets", victim.Key, nil, nil), 201, &tk)
+		expectOK(t, s.do("POST", "/v1/tickets", victim.Key, map[string]string{"scope": "cdp"}, nil), 201, &tk)
 		revoked := make(chan string, 4)
 		s.d.Auth().OnRevoke(func(id string) { revoked <- id })
 		var info struct {
@@ -496,7 +499,7 @@ func TestE2E(t *testing.T) {
 			t.Fatalf("hook got %q", id)
 		}
 		expectError(t, s.do("GET", "/v1/audit", victim.Key, nil, nil), 401, "unauthorized")
-		expectError(t, s.do("GET", "/v1/audit?ticket="+tk.Ticket, "", nil, nil), 401, "unauthorized")
+		expectError(t, s.do("GET", "/sandboxes/sb_nope/cdp/json/version?ticket="+tk.Ticket, "", nil, nil), 401, "unauthorized")
 		expectError(t, s.do("DELETE", "/v1/keys/key_nope", admin, nil, nil), 404, "not_found")
 		expectError(t, s.do("DELETE", "/v1/keys/key_admin", admin, nil, nil), 409, "conflict")
 		s.clk.advance(2 * time.Minute)

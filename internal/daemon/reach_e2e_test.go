@@ -135,7 +135,7 @@ func TestPreviewProxyReachesTheSandboxsServer(t *testing.T) {
 	var tk struct {
 		Ticket string `json:"ticket"`
 	}
-	a.JSON("POST", "/v1/tickets", nil, http.StatusCreated, &tk)
+	a.JSON("POST", "/v1/tickets", map[string]string{"scope": "preview"}, http.StatusCreated, &tk)
 	anon := a.As("")
 	if r := anon.Do("GET", page+"?ticket="+url.QueryEscape(tk.Ticket), nil); r.Status != http.StatusOK {
 		t.Fatalf("with a ticket: %d %s", r.Status, r.Raw)

@@ -142,7 +142,7 @@ func TestTerminal(t *testing.T) {
 	})
 
 	t.Run("ticket-auth-and-unknown-session", func(t *testing.T) {
-		rt := s.do("POST", "/v1/tickets", nil)
+		rt := s.do("POST", "/v1/tickets", map[string]string{"scope": "terminal"})
 		if rt.status != 201 {
 			t.Fatalf("ticket: %d %s", rt.status, rt.raw)
 		}

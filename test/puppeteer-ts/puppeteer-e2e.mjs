@@ -69,7 +69,7 @@ out.forgedTicket = await refused({ browserWSEndpoint: `${ws}?ticket=sht_${"B".re
 
 // With a one-time ticket, no header; the ticket is used up.
 {
-  const t = await fetch(`${base}/v1/tickets`, { method: "POST", headers: { "X-API-Key": key } });
+  const t = await fetch(`${base}/v1/tickets`, { method: "POST", headers: { "X-API-Key": key, "Content-Type": "application/json" }, body: JSON.stringify({ scope: "cdp" }) });
   const ticket = (await t.json()).data?.ticket ?? "";
   const endpoint = `${ws}?ticket=${encodeURIComponent(ticket)}`;
   const browser = await puppeteer.connect({ browserWSEndpoint: endpoint });

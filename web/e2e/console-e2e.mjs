@@ -208,7 +208,7 @@ try {
   await vnc.close();
   const tk = await page.evaluate(async () => {
     const s = (await (await fetch('/console/session')).json()).data;
-    return (await (await fetch('/v1/tickets', { method: 'POST', headers: { 'X-CSRF-Token': s.csrf_token } })).json()).data.ticket;
+    return (await (await fetch('/v1/tickets', { method: 'POST', headers: { 'X-CSRF-Token': s.csrf_token, 'Content-Type': 'application/json' }, body: JSON.stringify({ scope: 'vnc' }) })).json()).data.ticket;
   });
   const vctx = await browser.newContext(); // no console session at all
   vnc = await vctx.newPage();

@@ -22,7 +22,7 @@ const page = `${base}/sandboxes/${encodeURIComponent(sb)}/vnc/index.html`;
 
 // ticket asks the server for a one-time ticket (30 s) with key.
 async function ticket(key) {
-  const r = await fetch(base + '/v1/tickets', { method: 'POST', headers: { Authorization: 'Bearer ' + key } });
+  const r = await fetch(base + '/v1/tickets', { method: 'POST', headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'application/json' }, body: JSON.stringify({ scope: 'vnc' }) });
   const body = await r.json();
   if (!r.ok || !body.success) throw new Error('ticket: ' + r.status + ' ' + JSON.stringify(body));
   return body.data.ticket;

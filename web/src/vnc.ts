@@ -25,7 +25,8 @@ async function sessionTicket(): Promise<string> {
   const t = await fetch('/v1/tickets', {
     method: 'POST',
     credentials: 'same-origin',
-    headers: { 'X-CSRF-Token': info.csrf_token },
+    headers: { 'X-CSRF-Token': info.csrf_token, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ scope: 'vnc' }),
   });
   const body = await t.json();
   if (!t.ok || !body.success) throw new Error(body.message || 'could not get a ticket');

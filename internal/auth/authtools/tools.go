@@ -52,13 +52,15 @@ func Tools(s *auth.Service) []dispatch.Tool {
 			}),
 		dispatch.Define(dispatch.Spec{Name: auth.ToolTicketsCreate, Description: "Mint a one-time ticket for a WebSocket or browser request", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
-			func(ctx context.Context, c auth.Caller, _ struct{}) (auth.Ticket, error) {
-				t, exp, err := s.IssueTicket(ctx, c)
+			func(ctx context.Context, c auth.Caller, a auth.TicketArgs) (auth.Ticket, error) {
+				t, exp, err := s.IssueTicket(ctx, c, auth.TicketScope(a.Scope))
 				if err != nil {
 					return auth.Ticket{}, err
 				}
-				return auth.Ticket{Ticket: t, ExpiresAt: exp}, nil
+				return auth.Ticket{Ticket: t, Scope: a.Scope, ExpiresAt: exp}, nil
 			},
-			dispatch.Hooks[struct{}, auth.Ticket]{}),
+			dispatch.Hooks[auth.TicketArgs, auth.Ticket]{
+				Describe: func(a auth.TicketArgs) dispatch.Target { return dispatch.Target{Target: a.Scope} },
+			}),
 	}
 }

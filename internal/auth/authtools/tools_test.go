@@ -49,8 +49,8 @@ func TestKeyAndTicketToolsAreTyped(t *testing.T) {
 	if _, err := dispatch.Invoke[[]auth.KeyInfo](ctx, d, agent, auth.ToolKeysList, struct{}{}); fault.KindOf(err) != fault.Forbidden {
 		t.Fatalf("agent listing keys: %v, want forbidden", err)
 	}
-	tk, err := dispatch.Invoke[auth.Ticket](ctx, d, agent, auth.ToolTicketsCreate, struct{}{})
-	if err != nil || tk.Ticket == "" || tk.ExpiresAt.IsZero() {
+	tk, err := dispatch.Invoke[auth.Ticket](ctx, d, agent, auth.ToolTicketsCreate, auth.TicketArgs{Scope: "terminal"})
+	if err != nil || tk.Ticket == "" || tk.Scope != "terminal" || tk.ExpiresAt.IsZero() {
 		t.Fatalf("tickets.create: %+v, %v", tk, err)
 	}
 	info, err := dispatch.Invoke[auth.KeyInfo](ctx, d, admin, auth.ToolKeysRevoke, auth.KeyIDArgs{ID: k.ID})
