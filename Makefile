@@ -67,6 +67,17 @@ run: build
 	fi
 	./$(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
+## install: build, then put sandhold on PATH: $(BINDIR)/sandhold (PREFIX
+## /usr/local; `make install PREFIX=~/.local` without root). The systemd
+## unit is deploy/systemd/sandhold.service.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+.PHONY: install
+install: build
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/sandhold
+	@echo "installed $(DESTDIR)$(BINDIR)/sandhold"
+
 ## test: everything CI runs: deps, go vet, the cross-platform build, the Helm
 ## chart, every test (e2e is a superset of unit), golangci-lint, the gates.
 ## The secrets scan, the license check and govulncheck run beside the tests,

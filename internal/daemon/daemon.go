@@ -35,6 +35,7 @@ import (
 	"github.com/sandhold/sandhold/internal/console"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/redact"
@@ -82,6 +83,8 @@ type Daemon struct {
 	limiter   *ratelimit.Limiter
 	dispatch  *dispatch.Dispatcher
 	sandboxes *sandbox.Manager
+	// cg is the server's cgroup base, made before anything is written.
+	cg cgroup.Manager
 	// browser runs one Chromium per sandbox (browser.go).
 	browser *browser.Manager
 
@@ -181,6 +184,18 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		}
 		d.log.Warn("RUNNING WITHOUT ISOLATION: required kernel features are missing", "missing", missing)
 	}
+
+	// What serving sandboxes needs of this process, and its cgroups,
+	// before anything is written (no data dir, no admin key).
+	if err := checkPrivileges(); err != nil {
+		return nil, err
+	}
+	if d.cg, err = cgroup.New(cgroupBase(cfg.DataDir)); err != nil {
+		return nil, fmt.Errorf("cgroups: %w. %s", err, cgroupHint)
+	}
+	// Also released after the manager's own closer (harmless twice): a
+	// start that fails before the manager exists leaves no base group.
+	d.closers = append(d.closers, func() error { d.cg.Release(); return nil })
 
 	// 2. Data dir, private.
 	if err := EnsureDataDir(cfg.DataDir); err != nil {

@@ -20,7 +20,6 @@ import (
 	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
-	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
@@ -100,10 +99,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	cfg := d.cfg
 	insecure := cfg.InsecureNoIsolation
 	report := d.posture
-	cg, err := cgroup.New(cgroupBase(cfg.DataDir))
-	if err != nil {
-		return fmt.Errorf("cgroups: %w", err)
-	}
+	cg := d.cg // made by New before anything was written
 	d.guard = guard.New(guard.Config{})
 	d.limiter = ratelimit.New(ratelimit.Options{Disabled: cfg.DisableRateLimit, Rules: ratelimit.DefaultRules().Merge(cfg.RateLimits)})
 	dopts := dispatch.Options{Limiter: d.limiter, Audit: d.audit}
