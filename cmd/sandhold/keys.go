@@ -52,7 +52,7 @@ type keysCreateCmd struct {
 	Name string `required:"" help:"Label for the key."`
 	Role string `required:"" enum:"admin,agent,viewer" help:"admin, agent or viewer."`
 	// RateLimits are the key's own limits, at or below the server's.
-	RateLimits string `name:"rate-limits" help:"The key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser), e.g. command=60/m,code=5/m; each at or below the server's."`
+	RateLimits string `name:"rate-limits" help:"The key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser, read, manage), e.g. command=60/m,code=5/m; each at or below the server's."`
 }
 
 func (k *keysCreateCmd) Run(ctx context.Context, e *env) error {

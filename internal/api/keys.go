@@ -21,7 +21,7 @@ type KeyCreateInput struct {
 		Name string `json:"name" minLength:"1" maxLength:"64" doc:"a label for the key" example:"ci-agent"`
 		Role string `json:"role" enum:"admin,agent,viewer" doc:"what the key may do" example:"agent"`
 		// RateLimits: see auth.KeyCreateArgs.
-		RateLimits string `json:"rate_limits,omitempty" maxLength:"1024" doc:"the key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser), each at or below the server's (above: 422)" example:"command=60/m,code=5/m"`
+		RateLimits string `json:"rate_limits,omitempty" maxLength:"1024" doc:"the key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser, read, manage), each at or below the server's (above: 422)" example:"command=60/m,code=5/m"`
 	}
 }
 

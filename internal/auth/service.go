@@ -466,7 +466,7 @@ func (s *Service) CreateKey(ctx context.Context, by Caller, name string, role Ro
 
 // CreateKeyWithLimits is CreateKey for a key with its own rate limits,
 // limits in the syntax of SANDBOX_RATE_LIMITS ("command=2/m,code=5/m"):
-// only file, code, command and browser, each at or below the server's
+// only file, code, command, browser, read and manage, each at or below the server's
 // limit of that category (WithRateMaxima) — an admin may hold a key
 // tighter than the server, not looser. Only admins reach this (keys.create
 // is an admin tool; the CLI is the operator).

@@ -18,7 +18,7 @@ type KeyCreateArgs struct {
 	Name string `json:"name" required:"true" minLength:"1" maxLength:"64" doc:"a label for the key"`
 	Role string `json:"role" required:"true" enum:"admin,agent,viewer" doc:"what the key may do"`
 	// RateLimits are the key's own limits; see Service.CreateKeyWithLimits.
-	RateLimits string `json:"rate_limits,omitempty" maxLength:"1024" doc:"the key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser), e.g. command=60/m,code=5/m; each at or below the server's limit (above it: 422)"`
+	RateLimits string `json:"rate_limits,omitempty" maxLength:"1024" doc:"the key's own rate limits in SANDBOX_RATE_LIMITS syntax (file, code, command, browser, read, manage), e.g. command=60/m,code=5/m; each at or below the server's limit (above it: 422)"`
 }
 
 // KeyIDArgs name a key.

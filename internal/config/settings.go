@@ -37,8 +37,8 @@ var settings = []setting{
 		set: boolField(func(c *Config, b bool) { c.EnableSudo = b })},
 	{key: "rate_limit", env: "SANDBOX_RATE_LIMIT", def: "true", doc: "per-key rate limits on",
 		set: boolField(func(c *Config, b bool) { c.DisableRateLimit = !b })},
-	{key: "rate_limits", env: "SANDBOX_RATE_LIMITS", def: "code=10/m,command=300/m:60,file=100/m,browser=20/m,terminal=5",
-		doc: "per-key limits by category (category=N/s|m|h[:burst], terminal=N concurrent); code = /v1/code, /v1/jupyter, /v1/nodejs; command = exec, shell, bash",
+	{key: "rate_limits", env: "SANDBOX_RATE_LIMITS", def: "code=10/m,command=300/m:60,file=100/m,browser=20/m,read=600/m:120,manage=60/m:30,terminal=5",
+		doc: "per-key limits by category (category=N/s|m|h[:burst], terminal=N concurrent); code = /v1/code, /v1/jupyter, /v1/nodejs; command = exec, shell, bash; read = metadata and status reads; manage = sandbox lifecycle and configuration",
 		set: func(c *Config, v string) error {
 			r, err := ratelimit.ParseRules(v)
 			if err != nil {

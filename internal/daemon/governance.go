@@ -46,7 +46,7 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 		return fmt.Errorf("halt state: %w", err)
 	}
 	if st := ctl.State(); st.Halted {
-		d.log.Warn("HALTED: the server starts halted; only safe tools run until an admin unhalts", "reason", st.Reason, "since", st.Since)
+		d.log.Warn("HALTED: the server starts halted; only control and read-only views run until an admin unhalts", "reason", st.Reason, "since", st.Since)
 	}
 	d.dispatch.SetHalt(ctl)
 	d.register(control.Tools(ctl))

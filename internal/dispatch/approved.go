@@ -7,7 +7,6 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/guard"
 )
 
 // PlannedStep is one call a composite tool will make, as the operator who
@@ -35,8 +34,8 @@ func (st steps) haltRefusal(t *Tool, a Assessment) error {
 	if st.halt == nil {
 		return nil
 	}
-	if halted, why := st.halt.Halted(); halted && (a.Risk > guard.Safe || slices.Contains(haltedCategories, t.Category)) {
-		return fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only safe tools run", why)
+	if halted, why := st.halt.Halted(); halted && !runsWhileHalted(t, a) {
+		return fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only control and read-only views run", why)
 	}
 	return nil
 }

@@ -4,6 +4,9 @@
 //
 //	HALT → auth scope → rate limit → risk → policy → run → audit
 //
+// HALT is deny by default: while halted only the tools of one exempt
+// list run (halt.go).
+//
 // Each capability is a named Tool with an input schema and a declared risk
 // tier. Dispatch refuses in that order (a halted server refuses before it
 // counts a call against a rate limit; a refused call is not counted), runs
@@ -271,13 +274,6 @@ type RateRules func(c auth.Caller) ratelimit.Rules
 // Observer sees every call that reaches the dispatcher, before any step
 // (tests prove that every route goes through it).
 type Observer func(ctx context.Context, c auth.Caller, name string)
-
-// haltedCategories are the rate-limit categories whose tools run code,
-// drive a process or touch a sandbox's files: while halted they are
-// refused even when their arguments look safe (`ls` is Safe, but nothing
-// runs in a halted server; a file operation would start a stopped
-// sandbox, and a frozen one cannot answer it anyway).
-var haltedCategories = []ratelimit.Category{ratelimit.Exec, ratelimit.Terminal, ratelimit.Browser, ratelimit.File}
 
 // ApprovalRequired is returned when a call waits for an operator.
 type ApprovalRequired struct {
@@ -601,7 +597,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		}
 	}()
 
-	// 1. HALT: every non-safe call is refused, at every nesting level.
+	// 1. HALT: deny by default. Every call is refused, at every nesting
+	// level, unless its tool is on the exempt list (halt.go) and the call
+	// is Safe.
 	if err := st.haltRefusal(t, a); err != nil {
 		verdict, reason = "denied", "halted"
 		return nil, err
@@ -710,6 +708,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	if d.flushWindow != nil && d.audit != nil {
 		ctx, closeWindow = d.flushWindow(ctx)
 	}
+	ctx = context.WithValue(ctx, withinKey{}, within{d: d, c: c})
 	return t.Run(context.WithValue(ctx, depthKey{}, depth+1), c, args)
 }
 

@@ -12,7 +12,7 @@ import (
 // caps (terminal, sandboxes, executions) and the failed-auth lockout (per
 // client address) are held by other parts of the server and are not per-key
 // settings.
-func KeyCategories() []Category { return []Category{File, Exec, Command, Browser} }
+func KeyCategories() []Category { return []Category{File, Exec, Command, Browser, Read, Manage} }
 
 // ParseKeyRules reads a key's own limits in the syntax of
 // SANDBOX_RATE_LIMITS ("command=2/m,code=5/m:5") and checks that every
@@ -31,7 +31,7 @@ func ParseKeyRules(spec string) (Rules, error) {
 func (r Rules) checkKeyCategories() error {
 	for c := range r {
 		if !slices.Contains(KeyCategories(), c) {
-			return fmt.Errorf("a key's own limits name file, code, command or browser; %s is not settable per key", c)
+			return fmt.Errorf("a key's own limits name file, code, command, browser, read or manage; %s is not settable per key", c)
 		}
 	}
 	return nil

@@ -57,8 +57,14 @@ const (
 	// sandbox id).
 	Executions
 	// Command counts commands: exec.run, shell.* and bash.* (see ForTool).
-	// Declared last so the numbers of the others do not move.
+	// Declared after the others so their numbers do not move.
 	Command
+	// Read counts cheap calls that change nothing: metadata, listings,
+	// status polls (see categories.go for which tools).
+	Read
+	// Manage counts changes of configuration and lifecycle: sandboxes,
+	// their network and proxy settings, hooks, observation, custom tools.
+	Manage
 )
 
 // String returns the category's stable name (used in metrics labels and
@@ -81,16 +87,20 @@ func (c Category) String() string {
 		return "executions"
 	case Command:
 		return "command"
+	case Read:
+		return "read"
+	case Manage:
+		return "manage"
 	}
 	return fmt.Sprintf("category(%d)", uint8(c))
 }
 
 // Categories returns every category, in declaration order.
 func Categories() []Category {
-	return []Category{File, Exec, Browser, AuthFailure, Terminal, Sandboxes, Executions, Command}
+	return []Category{File, Exec, Browser, AuthFailure, Terminal, Sandboxes, Executions, Command, Read, Manage}
 }
 
-func (c Category) valid() bool { return c >= File && c <= Command }
+func (c Category) valid() bool { return c >= File && c <= Manage }
 
 // ParseCategory maps a name from String back to its Category.
 func ParseCategory(name string) (Category, error) {
@@ -108,31 +118,6 @@ func ParseCategory(name string) (Category, error) {
 // legacyExecName is Exec's name before commands got their own category;
 // policies written then still say "exec".
 const legacyExecName = "exec"
-
-// commandTools are the tools that run a command: exact names, or name
-// prefixes ending in ".". Their packages declare them with Exec; they count
-// as Command (a shell loop of an agent is many small commands, while code
-// execution keeps the seed's 10/min). A literal table so the split is
-// reviewable in one place.
-var commandTools = []string{
-	"exec.run", // POST /v1/sandboxes/{id}/exec
-	"shell.",   // AIO /v1/shell/* (PTY sessions)
-	"bash.",    // AIO /v1/bash/*
-}
-
-// ForTool returns the category a call of tool counts against: Command for
-// a command tool declared Exec, declared otherwise.
-func ForTool(tool string, declared Category) Category {
-	if declared != Exec {
-		return declared
-	}
-	for _, p := range commandTools {
-		if tool == p || (strings.HasSuffix(p, ".") && strings.HasPrefix(tool, p)) {
-			return Command
-		}
-	}
-	return declared
-}
 
 // Rule is the limit of one category.
 //
@@ -166,8 +151,20 @@ const (
 	// DefaultCommandBurst lets a batch of 60 quick commands pass at once.
 	DefaultCommandBurst     = 60
 	DefaultBrowserPerMinute = 20 // browser operations per minute
-	DefaultAuthFailures     = 10 // failed auth attempts per minute per client address
-	DefaultTerminals        = 5  // concurrent terminal sessions
+	// DefaultReadPerMinute: reads are what an agent polls (an execution's
+	// output, a shell's view) and what the console refreshes; 10/s
+	// sustained with a burst of 120 is above any polling loop that sleeps
+	// between polls, and bounds what a key can add to the audit by
+	// looping on them (every call is a record).
+	DefaultReadPerMinute = 600
+	DefaultReadBurst     = 120
+	// DefaultManagePerMinute: creating, deleting and reconfiguring
+	// sandboxes, hooks, proxies and tools is an agent's setup, not its
+	// loop: one a second sustained, 30 at once.
+	DefaultManagePerMinute = 60
+	DefaultManageBurst     = 30
+	DefaultAuthFailures    = 10 // failed auth attempts per minute per client address
+	DefaultTerminals       = 5  // concurrent terminal sessions
 	// DefaultSandboxesPerKey and DefaultExecutionsPerSandbox are not in the
 	// seed's table; the caller is expected to set them from its configuration.
 	// These values only keep a forgotten setting from meaning "unlimited".
@@ -182,6 +179,8 @@ func DefaultRules() Rules {
 		Exec:        {PerMinute: DefaultExecPerMinute, Burst: DefaultExecBurst},
 		Command:     {PerMinute: DefaultCommandPerMinute, Burst: DefaultCommandBurst},
 		Browser:     {PerMinute: DefaultBrowserPerMinute, Burst: DefaultBrowserPerMinute},
+		Read:        {PerMinute: DefaultReadPerMinute, Burst: DefaultReadBurst},
+		Manage:      {PerMinute: DefaultManagePerMinute, Burst: DefaultManageBurst},
 		AuthFailure: {PerMinute: DefaultAuthFailures, Burst: DefaultAuthFailures},
 		Terminal:    {Concurrent: DefaultTerminals},
 		Sandboxes:   {Concurrent: DefaultSandboxesPerKey},
@@ -653,7 +652,7 @@ func (l *Limiter) remove(b *bucket) {
 const maxRuleSpec = 1024
 
 // ParseRules reads a rule list such as SANDBOX_RATE_LIMITS:
-// "code=10/m,command=300/m:60,file=100/m,browser=20/m,terminal=5".
+// "code=10/m,command=300/m:60,file=100/m,browser=20/m,read=600/m:120,terminal=5".
 // Each item is category=N/unit[:burst] (unit s, m or h; burst defaults to
 // the per-minute count, at least 1) or, for a concurrency cap (terminal,
 // sandboxes, executions), category=N. A category named twice is an error.
