@@ -70,8 +70,11 @@ func (s *Server) SandboxRoutes(d *dispatch.Dispatcher, m *sandbox.Manager, p Pos
 	resSchema := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[Envelope[sandbox.Result]](), true, "ExecResponse")
 	s.api.OpenAPI().AddOperation(&huma.Operation{
 		OperationID: "exec", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/exec", Tags: []string{"exec"}, Security: Security,
-		Summary:     "Run a command in a sandbox",
-		Description: "Runs argv, or command with /bin/bash -c, inside the sandbox. With `Accept: text/event-stream` the output streams as SSE events (stdout, stderr, exit). With background: true it returns a command_id at once.",
+		Summary: "Run a command in a sandbox",
+		Description: "Runs argv, or command with /bin/bash -c, inside the sandbox. With `Accept: text/event-stream` the output streams as SSE events (stdout, stderr, exit). With background: true it returns a command_id at once.\n\n" +
+			"A one-shot execution ends what it started: when the command exits, every process it left running (`nohup python3 -m http.server 8000 &`, a daemon) is killed with it. " +
+			"With keep: true those processes run on, within the sandbox's limits, until they exit, are killed from inside the sandbox, or the sandbox stops; the answer's kept says some did. " +
+			"The call answers once the command exited and its output was read; what kept processes print later is discarded (redirect it to a file).",
 		Parameters:  []*huma.Param{{Name: "id", In: "path", Required: true, Schema: &huma.Schema{Type: "string"}}},
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: reqSchema}}},
 		Responses: map[string]*huma.Response{
@@ -247,6 +250,7 @@ type ExecBody struct {
 	Timeout     *float64          `json:"timeout,omitempty" doc:"wall timeout in seconds (default 60, max 600; a background command in a sandbox with a ttl has none unless given: the ttl bounds it)"`
 	Stdin       string            `json:"stdin,omitempty"`
 	Background  bool              `json:"background,omitempty" doc:"return a command_id at once"`
+	Keep        bool              `json:"keep,omitempty" doc:"let processes the command leaves running (nohup server &) outlive it; without keep the end of the command kills them"`
 	Sudo        bool              `json:"sudo,omitempty" doc:"uid 0 inside the sandbox (needs SANDBOX_ENABLE_SUDO)"`
 	OutputLimit int               `json:"output_limit,omitempty" doc:"bytes kept per stream (default 50000)"`
 }
@@ -280,7 +284,7 @@ func decodeJSON(r *http.Request, v any) error {
 // range …) are checked by the tool, once, for every caller.
 func (b ExecBody) args(id string) sandbox.ExecArgs {
 	return sandbox.ExecArgs{ID: id, Command: b.Command, Argv: b.Argv, Cwd: b.Cwd, Env: b.Env, Timeout: b.Timeout,
-		Stdin: b.Stdin, Background: b.Background, Sudo: b.Sudo, OutputLimit: b.OutputLimit}
+		Stdin: b.Stdin, Background: b.Background, Keep: b.Keep, Sudo: b.Sudo, OutputLimit: b.OutputLimit}
 }
 
 func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {

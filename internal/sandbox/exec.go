@@ -89,7 +89,10 @@ type ExecRequest struct {
 	PrivilegedEnv bool
 	// Background returns at once; the execution is polled by id.
 	Background bool
-	Actor      string
+	// Keep lets what the command leaves running outlive it (keep.go):
+	// without it, the end of the main process kills its whole group.
+	Keep  bool
+	Actor string
 }
 
 // Execution is a command started in a sandbox.
@@ -112,6 +115,7 @@ type Execution struct {
 	reason   string
 	exitCode int
 	signal   int
+	kept     bool
 	duration time.Duration
 	cpu      time.Duration
 }
@@ -128,6 +132,8 @@ type Result struct {
 	Truncated  bool   `json:"truncated"`
 	DurationMS int64  `json:"duration_ms"`
 	CPUMS      int64  `json:"cpu_ms"`
+	// Kept says processes the command started run on (keep).
+	Kept bool `json:"kept,omitempty"`
 }
 
 // Done is closed when the execution has finished.
@@ -152,7 +158,7 @@ func (e *Execution) Result() Result {
 	r := Result{
 		ID: e.ID, Status: e.status, Reason: e.reason, Signal: e.signal,
 		Stdout: out, Stderr: errOut, Truncated: t1 || t2,
-		DurationMS: e.duration.Milliseconds(), CPUMS: e.cpu.Milliseconds(),
+		DurationMS: e.duration.Milliseconds(), CPUMS: e.cpu.Milliseconds(), Kept: e.kept,
 	}
 	if e.status == StatusRunning {
 		r.DurationMS = time.Since(e.Started).Milliseconds()
@@ -291,6 +297,11 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Keep {
+		if err := s.checkKeep(); err != nil {
+			return nil, err
+		}
+	}
 	slot, err := s.acquireSlot()
 	if err != nil {
 		return nil, err
@@ -309,6 +320,11 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 		},
 	}
 	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFor(slot.attach))
+	if err == nil && r.Keep {
+		if err = keepStreams(p); err != nil {
+			p.Close()
+		}
+	}
 	if err != nil {
 		s.killSlot(slot)
 		slot.dirty = true
@@ -335,8 +351,12 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	s.register(e)
 
 	copies := newOutputCopies(2)
-	go copyOut(copies, e.Stdout, p.Stdout)
-	go copyOut(copies, e.Stderr, p.Stderr)
+	copyFn := copyOut
+	if r.Keep {
+		copyFn = copyKept
+	}
+	go copyFn(copies, e.Stdout, p.Stdout)
+	go copyFn(copies, e.Stderr, p.Stderr)
 	if p.Stdin != nil {
 		go func() {
 			_, _ = p.Stdin.Write(r.Stdin)
@@ -514,10 +534,20 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 			exited = true
 		}
 	}
-	// The main process is gone; whatever it left running in its group
-	// goes too, which also closes the output pipes.
-	s.killLeftovers(slot)
-	copies.wait(drainGrace, p.Close)
+	kept := false
+	if r.Keep && status == "" {
+		// The main process ended on its own: what it left running stays
+		// (keep.go), and the call's output is what the pipes hold now.
+		endCall(p.Stdout, p.Stderr)
+		copies.wait(drainGrace, func() { endCall(p.Stdout, p.Stderr) })
+		populated, err := slot.populated()
+		kept = err == nil && populated
+	} else {
+		// The main process is gone; whatever it left running in its group
+		// goes too, which also closes the output pipes.
+		s.killLeftovers(slot)
+		copies.wait(drainGrace, p.Close)
+	}
 	if status == "" {
 		status = StatusCompleted
 		switch {
@@ -527,11 +557,15 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 			status, reason = StatusKilled, ReasonCPU
 		}
 	}
-	s.releaseSlot(slot)
+	if kept {
+		s.keepSlot(slot)
+	} else {
+		s.releaseSlot(slot)
+	}
 	e.Stdout.Close()
 	e.Stderr.Close()
 	e.mu.Lock()
-	e.status, e.reason = status, reason
+	e.status, e.reason, e.kept = status, reason, kept
 	e.exitCode, e.signal = ex.Code, ex.Signal
 	e.duration = time.Since(e.Started)
 	e.cpu = time.Duration(ex.CPUms) * time.Millisecond

@@ -38,6 +38,7 @@ type Sandbox struct {
 	finished []*Execution          // oldest first, at most maxFinishedExecs
 	byID     map[string]*Execution
 	freeSlot []*slot // execution groups ready for reuse
+	kept     []*slot // execution groups holding kept processes (keep.go)
 	slotSeq  int
 	// gen counts init starts: a slot made under an earlier init (whose
 	// cgroup tree is gone, its names reused) is never reused or killed.
@@ -761,7 +762,10 @@ func (s *Sandbox) dropSlotsLocked() {
 	for _, sl := range s.freeSlot {
 		sl.close()
 	}
-	s.freeSlot = nil
+	for _, sl := range s.kept {
+		sl.close() // their processes died with the init before
+	}
+	s.freeSlot, s.kept = nil, nil
 }
 
 // initLog passes the init's stderr to the server log, line by line.

@@ -54,6 +54,7 @@ type ExecArgs struct {
 	Timeout     *float64          `json:"timeout,omitempty" doc:"wall timeout in seconds (default 60, max 600; a background command in a sandbox with a ttl has none unless given: the ttl bounds it)"`
 	Stdin       string            `json:"stdin,omitempty"`
 	Background  bool              `json:"background,omitempty" doc:"return a command_id at once"`
+	Keep        bool              `json:"keep,omitempty" doc:"let processes the command leaves running (nohup server &) outlive it; without keep the end of the command kills them"`
 	Sudo        bool              `json:"sudo,omitempty" doc:"uid 0 inside the sandbox (needs SANDBOX_ENABLE_SUDO)"`
 	OutputLimit int               `json:"output_limit,omitempty" doc:"bytes kept per stream (default 50000)"`
 }
@@ -87,7 +88,7 @@ func CheckTimeout(d time.Duration) error {
 // Request is the ExecRequest a's fields describe.
 func (a ExecArgs) Request() ExecRequest {
 	r := ExecRequest{Command: a.Command, Argv: a.Argv, Cwd: a.Cwd, Env: a.Env, Stdin: []byte(a.Stdin),
-		Background: a.Background, Sudo: a.Sudo, OutputLimit: a.OutputLimit}
+		Background: a.Background, Keep: a.Keep, Sudo: a.Sudo, OutputLimit: a.OutputLimit}
 	if a.Timeout != nil {
 		r.Timeout = secondsToDuration(*a.Timeout)
 	}
@@ -216,7 +217,7 @@ func execTool(m *Manager, g *guard.Guard) dispatch.Tool {
 			if cmd == "" {
 				cmd = strings.Join(a.Argv, " ")
 			}
-			return dispatch.Target{Target: cmd, Sandbox: a.ID, Detail: map[string]any{"background": a.Background, "sudo": a.Sudo}}
+			return dispatch.Target{Target: cmd, Sandbox: a.ID, Detail: map[string]any{"background": a.Background, "keep": a.Keep, "sudo": a.Sudo}}
 		},
 		Summarize: func(_ ExecArgs, r ExecResult) map[string]any {
 			if r.running != nil {
