@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -75,5 +78,41 @@ func TestAccessLogCarriesTheRequestID(t *testing.T) {
 		if strings.Contains(line, "ghp_0123") {
 			t.Fatalf("a token in the path reached the log: %s", line)
 		}
+	}
+}
+
+// TestAccessLogCountsASentFile: a download sent with sendfile (the
+// connection's ReadFrom, reached past the middleware's wrappers) is
+// counted in the access log's bytes; it was logged as 0.
+func TestAccessLogCountsASentFile(t *testing.T) {
+	content := bytes.Repeat([]byte("sandhold download\n"), 4096)
+	f, err := os.CreateTemp(t.TempDir(), "dl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int64, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			t.Error(err)
+		}
+		http.ServeContent(sendfileWriter{rec}, r, "", time.Time{}, f)
+		got <- rec.bytes
+	}))
+	defer srv.Close()
+	res, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if !bytes.Equal(body, content) {
+		t.Fatalf("the download sent %d bytes, want %d", len(body), len(content))
+	}
+	if n := <-got; n != int64(len(content)) {
+		t.Fatalf("the access log counts %d bytes of a %d-byte download", n, len(content))
 	}
 }

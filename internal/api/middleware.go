@@ -110,6 +110,18 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// ReadFrom passes a copy on to the next writer down that can read from
+// the reader itself (the connection: sendfile, for downloads) and counts
+// what it sent, so the access log's bytes are right for streamed files too.
+func (w *statusRecorder) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := sendfileWriter{w.ResponseWriter}.ReadFrom(r)
+	w.bytes += n
+	return n, err
+}
+
 func (w *statusRecorder) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()

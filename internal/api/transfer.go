@@ -219,9 +219,9 @@ func serveDownload(w http.ResponseWriter, r *http.Request, d *transfer.Download,
 
 // sendfileWriter lets http.ServeContent reach the connection's ReadFrom
 // (sendfile from the sandbox's file straight to the socket) through the
-// middleware's wrappers, which pass only Write. Headers still go through
-// the wrappers (status and access log); the body's bytes are not counted
-// by the size metric.
+// middleware's wrappers. Headers still go through the wrappers (status and
+// access log); the access log's recorder counts the body's bytes on the
+// way (statusRecorder.ReadFrom), the size metric does not.
 type sendfileWriter struct{ http.ResponseWriter }
 
 func (s sendfileWriter) ReadFrom(r io.Reader) (int64, error) {

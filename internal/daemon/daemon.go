@@ -38,7 +38,6 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
-	"github.com/sandhold/sandhold/internal/redact"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/store"
 )
@@ -143,15 +142,6 @@ func WithClock(now func() time.Time) Option {
 // sandboxes can be isolated here; tests that are about the API, not the
 // kernel, pass a fixed report so they run unprivileged.
 func WithPosture(probe func() posture.Report) Option { return func(o *options) { o.probe = probe } }
-
-// NewLogger returns the JSON, redacting logger for level.
-func NewLogger(w io.Writer, level string) *slog.Logger {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		lv = slog.LevelInfo
-	}
-	return slog.New(redact.NewHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv})))
-}
 
 // New validates cfg and builds every subsystem. Nothing listens until Run.
 func New(cfg config.Config, opts ...Option) (*Daemon, error) {
@@ -399,6 +389,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 
 	d.log.Info("sandhold listening", "addr", d.addr, "data_dir", d.cfg.DataDir, "version", d.version)
+	d.announce()
 	if _, err := d.audit.Append(ctx, audit.Entry{Actor: "system", Action: "server.start", Verdict: audit.Allow,
 		Detail: map[string]any{"listen": d.addr, "version": d.version}}); err != nil {
 		d.log.Error("audit server.start", "err", err)
