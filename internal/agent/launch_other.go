@@ -20,6 +20,7 @@ type LaunchSpec struct {
 	HostUID, HostGID uint32
 	Workspace        *os.File
 	AwaitWorkspace   func() (*os.File, error)
+	RootFiles        func(pid int) ([]*os.File, error)
 	Place            func(pid int) error
 	CgroupDir        *os.File
 	Launcher         *Launcher

@@ -197,10 +197,15 @@ func BaseEnv() map[string]string {
 
 // BuildEnv merges the caller's variables over BaseEnv after checking them.
 func BuildEnv(user map[string]string, privileged bool) ([]string, error) {
+	return buildEnv(BaseEnv(), user, privileged)
+}
+
+// buildEnv merges the caller's variables over env (which it changes)
+// after checking them.
+func buildEnv(env, user map[string]string, privileged bool) ([]string, error) {
 	if len(user) > maxEnvVars {
 		return nil, fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxEnvVars))
 	}
-	env := BaseEnv()
 	for k, v := range user {
 		if !envName.MatchString(k) {
 			return nil, fault.InvalidField("env", fmt.Sprintf("environment variable name %q is not valid", k))
@@ -235,7 +240,7 @@ func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
 	}
 	argv := r.Argv
 	if r.Command != "" {
-		argv = []string{"/bin/bash", "-c", r.Command}
+		argv = []string{s.shell(), "-c", r.Command}
 	}
 	total := 0
 	for _, a := range argv {
@@ -248,7 +253,7 @@ func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
 		return nil, nil, fault.InvalidField("argv", "argv is empty or too long")
 	}
 	if r.Cwd == "" {
-		r.Cwd = "/workspace"
+		r.Cwd = s.defaultCwd()
 	}
 	if err := agent.CheckPath(r.Cwd); err != nil {
 		return nil, nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
@@ -277,7 +282,7 @@ func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
 	if r.Sudo && !s.m.cfg.AllowSudo {
 		return nil, nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
 	}
-	env, err := BuildEnv(s.netEnv(r.Env), r.PrivilegedEnv)
+	env, err := buildEnv(s.baseEnv(), s.netEnv(r.Env), r.PrivilegedEnv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -845,7 +850,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 		return nil, fault.InvalidField("argv", "argv is empty")
 	}
 	if sp.Cwd == "" {
-		sp.Cwd = "/workspace"
+		sp.Cwd = s.defaultCwd()
 	}
 	if err := agent.CheckPath(sp.Cwd); err != nil {
 		return nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
@@ -853,7 +858,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if sp.Sudo && !s.m.cfg.AllowSudo {
 		return nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
 	}
-	env, err := BuildEnv(s.netEnv(sp.Env), sp.PrivilegedEnv)
+	env, err := buildEnv(s.baseEnv(), s.netEnv(sp.Env), sp.PrivilegedEnv)
 	if err != nil {
 		return nil, err
 	}

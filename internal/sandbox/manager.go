@@ -18,6 +18,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // Records persists sandbox records (the store implements it).
@@ -83,7 +84,10 @@ type Config struct {
 	// Launcher, if set, clones the inits (agent.Launcher) so this process
 	// never forks its whole address space; the caller owns it.
 	Launcher *agent.Launcher
-	Log      *slog.Logger
+	// Templates is the template store sandboxes may be made from
+	// (template.go); nil: only the host template.
+	Templates *template.Store
+	Log       *slog.Logger
 }
 
 // Caps with their reasons.
@@ -401,6 +405,9 @@ func (m *Manager) discard(s *Sandbox) {
 func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 	if len(spec.Name) > 128 {
 		return spec, fault.InvalidField("name", "name longer than 128 characters")
+	}
+	if err := m.resolveTemplate(c, &spec); err != nil {
+		return spec, err
 	}
 	if h := m.createHook(); h.Prepare != nil {
 		if err := h.Prepare(&spec, m.cfg.Default, m.cfg.Max); err != nil {

@@ -14,7 +14,7 @@ var (
 		Resize(rows, cols uint16) error
 	} = (*Proc)(nil)
 	_ interface {
-		workspaceVolume(dir string, uid int, clk *stepClock) (*os.File, func() error, error)
+		workspaceVolume(dir string, uid int, root *rootPlan, clk *stepClock) (*os.File, func() error, error)
 		diskBytes() int64
 		releaseVolume()
 	} = (*Sandbox)(nil)

@@ -104,7 +104,7 @@ func (p *pool) fill() {
 
 // take hands out a ready sandbox for spec, or nil.
 func (p *pool) take(spec Spec) *Sandbox {
-	if spec.Network.Mode != NetworkNone || !p.m.poolDisk(spec) {
+	if spec.Network.Mode != NetworkNone || !p.m.poolDisk(spec) || spec.Template != "" {
 		return nil
 	}
 	p.mu.Lock()

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/isolate/rootfs"
 )
 
 // The workspace quota (SANDBOX_MAX_DISK, a sandbox's limits.disk) is
@@ -95,7 +97,11 @@ func runTool(ctx context.Context, name string, args ...string) error {
 // durable under its name, which the caller runs (beside the init's start)
 // and waits for before the sandbox is used (see openVolume). Callers hold
 // s.mu.
-func (s *Sandbox) workspaceVolume(dir string, uid int, clk *stepClock) (ws *os.File, durable func() error, err error) {
+//
+// A template sandbox's image holds its workspace and its writable layer
+// side by side (templateLayout): the init gets a clone of the workspace's
+// tree only, and the writable layer's at its start (rootFiles).
+func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *stepClock) (ws *os.File, durable func() error, err error) {
 	if s.vol == nil {
 		size := max(s.diskBytes(), minVolumeBytes)
 		mnt, finish, err := openVolume(filepath.Join(dir, imageName), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
@@ -104,12 +110,26 @@ func (s *Sandbox) workspaceVolume(dir string, uid int, clk *stepClock) (ws *os.F
 		}
 		s.vol, durable = mnt, finish
 	}
-	fd, err := unix.OpenTree(int(s.vol.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
-	if err != nil {
+	fail := func(err error) (*os.File, func() error, error) {
 		if durable != nil {
 			_ = durable() // never left half done
 		}
-		return nil, nil, fmt.Errorf("clone workspace mount: %w", err)
+		return nil, nil, err
+	}
+	if root != nil {
+		base := hostBase(s.rec.Slot)
+		if err := templateLayout(s.vol, base, root.uid, root.gid); err != nil {
+			return fail(err)
+		}
+		w, err := rootfs.DetachedSubtree(s.vol, imageWorkspace)
+		if err != nil {
+			return fail(err)
+		}
+		return w, durable, nil
+	}
+	fd, err := unix.OpenTree(int(s.vol.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fail(fmt.Errorf("clone workspace mount: %w", err))
 	}
 	return os.NewFile(uintptr(fd), "workspace-mount"), durable, nil
 }

@@ -9,7 +9,7 @@ import (
 
 // workspaceVolume fails: the kernel-enforced workspace quota needs Linux
 // (loop devices, ext4, the new mount API).
-func (s *Sandbox) workspaceVolume(string, int, *stepClock) (*os.File, func() error, error) {
+func (s *Sandbox) workspaceVolume(string, int, *rootPlan, *stepClock) (*os.File, func() error, error) {
 	return nil, nil, errors.New("workspace quota needs Linux")
 }
 

@@ -113,6 +113,7 @@ func (s *Sandbox) Info() Info {
 		Limits: s.rec.Spec.Limits, Network: s.rec.Spec.Network, Workspace: "/workspace",
 		Node: s.m.cfg.Node,
 	}
+	in.Template, in.TemplateDigest = templateNames(s.rec.Spec.Template)
 	if s.rec.Spec.TTL > 0 {
 		in.TTL = s.rec.Spec.TTL.String()
 	}
@@ -193,6 +194,15 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.genMu.Unlock()
 	clk := newStepClock()
 	base := hostBase(s.rec.Slot)
+	// A template sandbox's root: its layers, user and writable layer
+	// (template.go); nil for the host template.
+	root, err := s.rootPlan()
+	if err != nil {
+		return err
+	}
+	if root != nil {
+		defer root.txn.Close()
+	}
 	// The init is cloned at once and starts (its runtime, its own
 	// settings) while the server makes what it needs: the workspace, which
 	// goes to it with the setup request, and the cgroups, which Place
@@ -227,7 +237,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	var ws *os.File
 	waitDurable := beside(nil)
 	waitWS := beside(func() error {
-		w, durable, err := s.prepareWorkspace(base, wsClk)
+		w, durable, err := s.prepareWorkspace(base, root, wsClk)
 		if err != nil {
 			return err
 		}
@@ -309,6 +319,9 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			SleepAfterMs:  sleepAfterMs(cfg.IdleSleep),
 		},
 		Log: &initLog{m: s.m, id: s.rec.ID},
+	}
+	if root != nil {
+		root.apply(s, &spec)
 	}
 	s.m.netLaunch(&spec, s.rec.ID, s.rec.Spec.Network)
 	inst, err := agent.Launch(lctx, spec)
@@ -435,16 +448,19 @@ func closeFiles(fs []*os.File) {
 // prepareWorkspace creates the persistent directory owned by the sandbox
 // user's host id and opens it for the init. A new workspace image comes
 // with durable, the step that makes it durable (workspaceVolume).
-func (s *Sandbox) prepareWorkspace(base uint32, clk *stepClock) (ws *os.File, durable func() error, err error) {
+func (s *Sandbox) prepareWorkspace(base uint32, root *rootPlan, clk *stepClock) (ws *os.File, durable func() error, err error) {
 	dir := s.workspaceDir()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, nil, fmt.Errorf("create workspace: %w", err)
 	}
 	uid := int(base) + sandboxUID
+	if root != nil {
+		uid = int(base) + root.uid
+	}
 	if s.diskBytes() > 0 {
 		// The quota is a file system of its own (quota_linux.go).
-		ws, durable, err := s.workspaceVolume(dir, uid, clk)
-		if err == nil || !s.m.cfg.Insecure {
+		ws, durable, err := s.workspaceVolume(dir, uid, root, clk)
+		if err == nil || !s.m.cfg.Insecure || root != nil {
 			return ws, durable, err
 		}
 		s.m.log.Warn("INSECURE: workspace quota unavailable; the workspace is a plain directory without a disk limit", "id", s.rec.ID, "err", err)

@@ -48,6 +48,11 @@ type Spec struct {
 	// Browser starts the sandbox's browser with it and gives it
 	// browser-sized default limits (internal/browser's create hook).
 	Browser bool `json:"browser,omitempty"`
+	// Template is the root the sandbox runs on: a template's name[:tag]
+	// or digest ("" or "host": the host's /usr, read-only). A create
+	// resolves it and keeps it as name:tag@digest, so the sandbox stays
+	// on the content it was made from (template.go).
+	Template string `json:"template,omitempty" doc:"template name[:tag] or sha256 digest to make the sandbox from; default host (the host's /usr, read-only)"`
 }
 
 // State of a sandbox.
@@ -91,4 +96,8 @@ type Info struct {
 	Workspace string    `json:"workspace"`
 	// Node is the cluster node that runs the sandbox (empty on one host).
 	Node string `json:"node,omitempty"`
+	// Template and TemplateDigest name the template the sandbox was made
+	// from ("host" and no digest for the host's /usr).
+	Template       string `json:"template"`
+	TemplateDigest string `json:"template_digest,omitempty"`
 }

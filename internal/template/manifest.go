@@ -34,6 +34,9 @@ type Config struct {
 	User string `json:"user,omitempty"`
 	UID  int    `json:"uid"`
 	GID  int    `json:"gid"`
+	// Shell runs a command line (exec's command): /bin/bash where the
+	// template has it, else /bin/sh (Txn.Put finds it).
+	Shell string `json:"shell,omitempty"`
 	// Entrypoint and Cmd are the image's start command.
 	Entrypoint []string `json:"entrypoint,omitempty"`
 	Cmd        []string `json:"cmd,omitempty"`

@@ -24,6 +24,21 @@ const resolveBeneath = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RE
 // /etc/passwd is not found): the server reads the store, never a
 // sandbox's view. At most max bytes.
 func (s *Store) ReadFile(layers []Layer, rel string, max int64) ([]byte, error) {
+	if max < 0 {
+		return nil, errors.New("read a template file: negative cap")
+	}
+	return s.find(layers, rel, max)
+}
+
+// Has says whether the template has the regular file rel (as ReadFile
+// finds it, without reading it).
+func (s *Store) Has(layers []Layer, rel string) bool {
+	_, err := s.find(layers, rel, -1)
+	return err == nil
+}
+
+// find is ReadFile; with max < 0 it only looks.
+func (s *Store) find(layers []Layer, rel string, max int64) ([]byte, error) {
 	parts := strings.Split(rel, "/")
 	for i := len(layers) - 1; i >= 0; i-- {
 		b, stop, err := readInLayer(s.layerPath(layers[i].Digest), parts, max)
@@ -73,6 +88,9 @@ func readInLayer(dir string, parts []string, max int64) ([]byte, bool, error) {
 		case i == len(parts)-1 && st.Mode&unix.S_IFMT != unix.S_IFREG:
 			return nil, true, errNotInTemplate
 		}
+	}
+	if max < 0 {
+		return nil, true, nil
 	}
 	fd, err := openat2(root, strings.Join(parts, "/"), unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {

@@ -198,6 +198,9 @@ func (t *Txn) Put(c Caller, name, tag string, m Manifest) (Template, error) {
 	if m.Created.IsZero() {
 		m.Created = time.Now().UTC().Truncate(time.Second)
 	}
+	if m.Config.Shell == "" {
+		m.Config.Shell = s.shellOf(m.Layers)
+	}
 	digest, b, err := m.Digest()
 	if err != nil {
 		return Template{}, err
@@ -238,4 +241,16 @@ func (t *Txn) Put(c Caller, name, tag string, m Manifest) (Template, error) {
 		return Template{}, err
 	}
 	return s.templateOf(e, s.manifests[digest]), nil
+}
+
+// shellOf is the shell a template's command lines run with: bash where it
+// has one (usr/bin/bash on a merged-/usr tree, bin/bash otherwise), else
+// sh.
+func (s *Store) shellOf(layers []Layer) string {
+	for _, p := range []string{"usr/bin/bash", "bin/bash"} {
+		if s.Has(layers, p) {
+			return "/bin/bash"
+		}
+	}
+	return "/bin/sh"
 }

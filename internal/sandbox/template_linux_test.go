@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/template"
+	"github.com/sandhold/sandhold/internal/template/templatetest"
+)
+
+// templateManager is a manager whose store holds the busybox template
+// "bb:1" (public) with cfg.
+func templateManager(t *testing.T, cfg template.Config) (*Manager, *template.Store, template.Template) {
+	t.Helper()
+	c := testConfig(t)
+	st, err := template.Open(filepath.Join(c.DataDir, "templates"), template.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := templatetest.BusyboxTar(t, templatetest.File{Name: "etc/motd", Body: "image motd\n"})
+	tp := templatetest.Put(t, st, template.Caller{KeyID: "admin", Admin: true}, "bb", "1", cfg, bytes.NewReader(layer))
+	c.Templates = st
+	m := newManager(t, c, nil)
+	st.SetInUse(m.TemplatesInUse)
+	return m, st, tp
+}
+
+func sh(t *testing.T, s *Sandbox, cmd string) Result {
+	t.Helper()
+	return run(t, s, ExecRequest{Command: cmd})
+}
+
+func TestTemplateSandboxRunsOnItsTemplate(t *testing.T) {
+	m, _, tp := templateManager(t, template.Config{Env: []string{"FROM_TEMPLATE=yes", "PATH=/bin"}})
+	s := create(t, m, Spec{Template: "bb:1"})
+	in := s.Info()
+	if in.Template != "bb:1" || in.TemplateDigest != tp.Digest {
+		t.Fatalf("info names template %q %q, want bb:1 %s", in.Template, in.TemplateDigest, tp.Digest)
+	}
+	cases := []struct{ name, cmd, want string }{
+		{"the template's files", "cat " + templatetest.Marker, templatetest.MarkerContent},
+		{"not the host's /usr", "ls /usr/lib 2>&1; test -e /usr/bin/python3 || echo no-python", "ls: /usr/lib: No such file or directory\nno-python\n"},
+		{"the template's env", "echo $FROM_TEMPLATE $PATH $HOME", "yes /bin /workspace\n"},
+		{"root of its user namespace", "id -u; cat /proc/self/uid_map | tr -s ' ' | cut -d' ' -f2-3", "0\n0 1073"},
+		{"starts in /workspace", "pwd", "/workspace\n"},
+		{"the workspace is writable", "echo w > /workspace/f && cat /workspace/f", "w\n"},
+		{"installing writes the writable layer", "mkdir -p /opt/tool && echo v1 > /opt/tool/VERSION && cat /opt/tool/VERSION && rm /etc/motd", "v1\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := sh(t, s, c.cmd)
+			if !strings.HasPrefix(r.Stdout, c.want) {
+				t.Errorf("%s: stdout %q stderr %q (%s), want %q", c.cmd, r.Stdout, r.Stderr, r.Status, c.want)
+			}
+		})
+	}
+	// The writable layer outlives the init: a stopped sandbox starts
+	// again with it.
+	s.shutdown()
+	if r := sh(t, s, "cat /opt/tool/VERSION /workspace/f; test -e /etc/motd || echo motd-gone"); r.Stdout != "v1\nw\nmotd-gone\n" {
+		t.Errorf("after a restart: %q %q", r.Stdout, r.Stderr)
+	}
+	// Another tenant's sandbox of the same template starts clean.
+	other, err := m.Create(context.Background(), Caller{KeyID: "key-b"}, Spec{Template: "bb:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := m.Get(Caller{KeyID: "key-b"}, other.ID)
+	if r := sh(t, o, "ls /opt; cat /etc/motd; ls /workspace"); r.Stdout != "image motd\n" {
+		t.Errorf("the second sandbox sees %q (stderr %q)", r.Stdout, r.Stderr)
+	}
+}
+
+func TestTemplateSandboxUserAndWorkdir(t *testing.T) {
+	m, _, _ := templateManager(t, template.Config{User: "user", WorkingDir: "/home/user"})
+	s := create(t, m, Spec{Template: "bb:1"})
+	r := sh(t, s, "id -u; id -g; pwd; echo $USER; touch /workspace/mine && stat -c %u /workspace/mine; echo x > /etc/passwd 2>/dev/null || echo refused")
+	if r.Stdout != "1000\n1000\n/home/user\nuser\n1000\nrefused\n" {
+		t.Errorf("got %q (stderr %q)", r.Stdout, r.Stderr)
+	}
+}
+
+func TestTemplateSandboxWriteLayerCountsAgainstTheQuota(t *testing.T) {
+	m, _, _ := templateManager(t, template.Config{})
+	s := create(t, m, Spec{Template: "bb:1", Limits: Limits{DiskBytes: 32 << 20}})
+	r := sh(t, s, "dd if=/dev/zero of=/opt/big bs=1M count=64 2>&1; echo rc=$?")
+	if !strings.Contains(r.Stdout, "No space left") {
+		t.Errorf("64 MB in /opt of a 32 MB quota: %q", r.Stdout)
+	}
+	if u := s.diskUsage(); u.UsedBytes < 16<<20 {
+		t.Errorf("the quota counts %d bytes after filling /opt", u.UsedBytes)
+	}
+}
+
+func TestTemplateRefusals(t *testing.T) {
+	m, st, _ := templateManager(t, template.Config{})
+	templatetest.Put(t, st, template.Caller{KeyID: "key-b"}, "private", "1", template.Config{}, bytes.NewReader(templatetest.Tar(t, templatetest.File{Name: "x", Body: "x"})))
+	cases := []struct {
+		name string
+		spec Spec
+		kind fault.Kind
+	}{
+		{"unknown template", Spec{Template: "nope:1"}, fault.NotFound},
+		{"another key's template", Spec{Template: "private:1"}, fault.NotFound},
+		{"bad reference", Spec{Template: "Bad Name"}, fault.Invalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := m.Create(context.Background(), owner, c.spec)
+			if fault.KindOf(err) != c.kind {
+				t.Errorf("got %v, want %s", err, c.kind)
+			}
+		})
+	}
+	// The host template is the default and is named so.
+	s := create(t, m, Spec{Template: "host"})
+	if in := s.Info(); in.Template != template.Host || in.TemplateDigest != "" {
+		t.Errorf("host sandbox info: %q %q", in.Template, in.TemplateDigest)
+	}
+}
+
+// TestTemplateKeptWhileUsed: removing a template's name does not take
+// its layers from a sandbox that runs on it.
+func TestTemplateKeptWhileUsed(t *testing.T) {
+	m, st, tp := templateManager(t, template.Config{})
+	s := create(t, m, Spec{Template: "bb:1"})
+	if _, err := st.Remove(template.Caller{KeyID: "admin", Admin: true}, "bb:1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.GC(context.Background()); err != nil || n != 0 {
+		t.Fatalf("GC removed %d layers of a used template: %v", n, err)
+	}
+	s.shutdown()
+	if r := sh(t, s, "cat "+templatetest.Marker); r.Stdout != templatetest.MarkerContent {
+		t.Errorf("after the name went: %q %q", r.Stdout, r.Stderr)
+	}
+	if err := m.Delete(context.Background(), owner, s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := st.GC(context.Background()); err != nil || n != 1 {
+		t.Errorf("GC removed %d layers once the last sandbox went: %v", n, err)
+	}
+	if _, err := st.LayerDirs(tp.Digest); err == nil {
+		t.Error("the template's layers are still there")
+	}
+}
