@@ -13,6 +13,7 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandhold/sandhold/internal/approvals"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -38,9 +39,10 @@ type ErrorData struct {
 	Code      string `json:"code" doc:"machine-readable error kind" example:"not_found"`
 	RequestID string `json:"request_id" doc:"quote this to the operator; the log has the detail"`
 	Field     string `json:"field,omitempty" doc:"the offending input, for invalid requests" example:"body.name"`
-	// ApprovalID and Status come with 202: the call waits for an operator.
-	ApprovalID string `json:"approval_id,omitempty" doc:"with 202: poll GET /v1/approvals/{approval_id}; once approved, send the identical request again"`
-	Status     string `json:"status,omitempty" doc:"with 202: pending" example:"pending"`
+	// ApprovalID and Status come with 202 (the call waits for an operator)
+	// and with 403 approval_denied (an operator denied this exact call).
+	ApprovalID string `json:"approval_id,omitempty" doc:"with 202: poll GET /v1/approvals/{approval_id}; once approved, send the identical request again. With 403 approval_denied: the approval an operator denied"`
+	Status     string `json:"status,omitempty" doc:"with 202: pending; with 403 approval_denied: denied" example:"pending"`
 }
 
 // ErrorBody is the error envelope. It implements huma.StatusError and
@@ -159,6 +161,13 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 	}
 	if h, ok := kindHints[kind]; ok {
 		b.Hint = &h
+	}
+	var dn *approvals.DeniedError
+	if errors.As(err, &dn) {
+		// An operator's decision, not a role or policy refusal.
+		b.Data.Code, b.Data.ApprovalID, b.Data.Status = "approval_denied", dn.ID, "denied"
+		hint := "an operator denied this exact call; change it, or ask the operator"
+		b.Hint = &hint
 	}
 	if toolLevel(ctx, err) {
 		// AIO's rule: the tool failed, the HTTP call did not (aiostatus.go).

@@ -224,7 +224,7 @@ func (s *Service) Request(ctx context.Context, c auth.Caller, t *dispatch.Tool, 
 	used := false
 	err := s.with(ctx, func(now time.Time) error {
 		s.expireLocked(now)
-		var pending *Approval
+		var pending, refused *Approval
 		for _, ap := range s.byID {
 			if ap.Actor != c.KeyID || ap.Tool != t.Name || ap.ArgsHash != hash {
 				continue
@@ -236,7 +236,20 @@ func (s *Service) Request(ctx context.Context, c auth.Caller, t *dispatch.Tool, 
 				return nil
 			case Pending:
 				pending = ap
+			case Denied:
+				if now.Sub(ap.DecidedAt) > retention {
+					continue // forgotten at the next eviction
+				}
+				if refused == nil || ap.DecidedAt.After(refused.DecidedAt) {
+					refused = ap
+				}
 			}
+		}
+		if pending == nil && refused != nil {
+			// The operator said no to this very call: the caller hears
+			// that, and the note, rather than queueing it again (for as
+			// long as the denial is kept, retention).
+			return denied(refused)
 		}
 		if pending == nil {
 			var err error
@@ -320,12 +333,22 @@ func (s *Service) afterWait(ctx context.Context, id string) error {
 	return answer
 }
 
+// DeniedError is the cause of a refusal by an operator's decision (wrapped
+// in a Forbidden fault): the edge names the approval, so a caller tells it
+// from a refusal by role or policy.
+type DeniedError struct {
+	ID   string
+	Note string
+}
+
+func (d *DeniedError) Error() string { return "approval " + d.ID + " denied" }
+
 func denied(ap *Approval) error {
 	msg := fmt.Sprintf("an operator denied approval %s", ap.ID)
 	if ap.Note != "" {
 		msg += ": " + ap.Note
 	}
-	return fault.New(fault.Forbidden, msg)
+	return &fault.Error{Kind: fault.Forbidden, Msg: msg, Err: &DeniedError{ID: ap.ID, Note: ap.Note}}
 }
 
 func (s *Service) addLocked(now time.Time, c auth.Caller, t *dispatch.Tool, a dispatch.Assessment, args any, hash string) (*Approval, error) {
