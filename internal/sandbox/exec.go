@@ -311,6 +311,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
+	slot.markCPUStart()
 	cpuLimit := s.rec.Spec.Limits.CPUTime
 	req := agent.SpawnReq{
 		Argv:  argv,
@@ -496,9 +497,10 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	poll := time.NewTicker(cpuPoll)
 	defer poll.Stop()
 	cpuLimit := s.rec.Spec.Limits.CPUTime
-	// cpuStart is the group's CPU time at the first poll, which is within
-	// cpuPoll of the start (the group is reused, its counter cumulative).
-	cpuStart := time.Duration(-1)
+	// cpuStart is the group's CPU time at the start (the group is
+	// reused, its counter cumulative); unread, the first poll's, within
+	// cpuPoll of the start.
+	cpuStart := slot.cpuStart
 
 	var ex agent.Exit
 	var status, reason string
@@ -562,6 +564,9 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 			status, reason = StatusKilled, ReasonCPU
 		}
 	}
+	// Before the group serves another; a kept execution's group goes on
+	// counting what it left running, which this figure leaves out.
+	cpu := slot.cpuSinceStart(time.Duration(ex.CPUms) * time.Millisecond)
 	if kept {
 		s.keepSlot(slot)
 	} else {
@@ -573,7 +578,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	e.status, e.reason, e.kept = status, reason, kept
 	e.exitCode, e.signal = ex.Code, ex.Signal
 	e.duration = time.Since(e.Started)
-	e.cpu = time.Duration(ex.CPUms) * time.Millisecond
+	e.cpu = cpu
 	res := Result{Status: status, Reason: reason, DurationMS: e.duration.Milliseconds()}
 	e.mu.Unlock()
 	s.finish(e)
@@ -688,6 +693,30 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 		}
 	}
 	return hit
+}
+
+// markCPUStart notes the group's CPU time before an execution starts in it.
+func (sl *slot) markCPUStart() {
+	sl.cpuStart = -1
+	if d, err := sl.g.CPUUsage(); err == nil {
+		sl.cpuStart = d
+	}
+}
+
+// cpuSinceStart is the CPU time of the whole execution: every process
+// that ran in its group (children that forked away or were left running
+// and killed included), read once its tree is gone. mainOnly, the main
+// process's own CPU time (with its waited-for children), stands in where
+// the group's counter cannot be read.
+func (sl *slot) cpuSinceStart(mainOnly time.Duration) time.Duration {
+	if sl.cpuStart < 0 {
+		return mainOnly
+	}
+	end, err := sl.g.CPUUsage()
+	if err != nil || end < sl.cpuStart {
+		return mainOnly
+	}
+	return max(end-sl.cpuStart, mainOnly)
 }
 
 // killLeftovers kills whatever is still running in the group of an

@@ -620,6 +620,10 @@ type slot struct {
 	probe cgroup.Probe
 	// oom is the OOM-kill count of g last seen.
 	oom int64
+	// cpuStart is g's CPU time when its current execution started, or
+	// -1 if it could not be read (the group is reused, its counter
+	// cumulative; see Sandbox.execCPU).
+	cpuStart time.Duration
 	// gen is the sandbox's init generation the slot was made under.
 	gen int
 	// dirty marks a slot whose group was killed or whose last user may

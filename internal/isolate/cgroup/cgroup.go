@@ -167,6 +167,12 @@ type Group interface {
 	// descendants; 0 for a group that shares its ancestor's memory group
 	// or where the memory controller is off.
 	OOMKills() (int64, error)
+	// CPUUsage is Stats' CPUUsage alone, with one file read (v1
+	// cpuacct.usage, v2 cpu.stat): the CPU time of every task that ran in
+	// the group and its descendants, children that forked away included.
+	// It fails with ErrNoCPUAccounting where no v1 cpuacct hierarchy is
+	// mounted.
+	CPUUsage() (time.Duration, error)
 	// Kill kills every process in the group and its descendants and
 	// waits (bounded) until they are gone.
 	Kill() error
@@ -228,6 +234,9 @@ var (
 	// its killed tasks cannot exit; the caller thaws the sandbox first
 	// (or destroys the whole sandbox).
 	ErrParentFrozen = errors.New("a parent cgroup is frozen")
+	// ErrNoCPUAccounting: a v1 host without a cpuacct hierarchy; callers
+	// fall back to the main process's own CPU time.
+	ErrNoCPUAccounting = errors.New("no cpuacct hierarchy")
 )
 
 // maxNameLen caps a group name: names become path components on every

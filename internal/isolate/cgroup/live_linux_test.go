@@ -572,6 +572,41 @@ func TestFreezeStopsCPU(t *testing.T) {
 	})
 }
 
+// TestCPUUsageCountsDetachedChildren: CPUUsage (an execution's cpu_ms)
+// counts a child that left its parent (setsid, double fork) and the
+// descendant groups, and agrees with Stats.
+func TestCPUUsageCountsDetachedChildren(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, m Manager) {
+		g := mustCreate(t, m, "cpu", Limits{})
+		sub, err := g.Sub("x1", Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = startIn(t, sub, `setsid sh -c 'while :; do :; done' & exit 0`)
+		waitFor(t, "the detached loop to use CPU", func() bool {
+			d, err := g.CPUUsage()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d >= 20*time.Millisecond
+		})
+		d, err := g.CPUUsage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := g.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CPUUsage < d {
+			t.Fatalf("Stats.CPUUsage %v below CPUUsage %v read before it", st.CPUUsage, d)
+		}
+		if err := g.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestKillCatchesSetsidDoubleFork(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, m Manager) {
 		g := mustCreate(t, m, "escape", Limits{})

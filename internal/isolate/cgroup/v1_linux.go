@@ -479,6 +479,18 @@ func (g *v1Group) memoryStats(s *Stats) error {
 	return err
 }
 
+func (g *v1Group) CPUUsage() (time.Duration, error) {
+	acct := g.dir("cpuacct")
+	if acct == "" {
+		return 0, ErrNoCPUAccounting
+	}
+	ns, err := readInt(acct + "/cpuacct.usage")
+	if err != nil {
+		return 0, fmt.Errorf("CPU usage of cgroup %q: %w", g.rel, err)
+	}
+	return time.Duration(ns), nil
+}
+
 func (g *v1Group) OOMKills() (int64, error) {
 	if g.shares() {
 		return 0, nil // as Stats: the ancestor's figure, not this group's

@@ -388,6 +388,14 @@ func (g *v2Group) Freeze() error { return freezeChecked(g.rel, g.Procs, g.freeze
 
 func (g *v2Group) Thaw() error { return wrapThaw(g.thaw()) }
 
+func (g *v2Group) CPUUsage() (time.Duration, error) {
+	us, err := readKeyed(g.dir()+"/cpu.stat", "usage_usec") // core file, no controller needed
+	if err != nil {
+		return 0, fmt.Errorf("CPU usage of cgroup %q: %w", g.rel, err)
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
 func (g *v2Group) OOMKills() (int64, error) {
 	if !g.m.has("memory") {
 		return 0, nil
