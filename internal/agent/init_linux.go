@@ -292,6 +292,7 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 		TmpBytes:    st.TmpBytes,
 		ShmBytes:    st.ShmBytes,
 		Overlay:     overlayOf(st, files),
+		MaxPTYs:     st.maxPTYs(),
 	})
 	closeAll(files)
 	if err != nil {
@@ -306,6 +307,7 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 			return layers, egress, fmt.Errorf("root file system: %w", err)
 		}
 	}
+	rootDetail += fmt.Sprintf("; devpts of its own, at most %d terminals", st.maxPTYs())
 	layers = append(layers, Layer{Name: "root file system", Active: true, Detail: rootDetail})
 	if st.HostNetwork {
 		// An admin chose to share the host's network: say so in the

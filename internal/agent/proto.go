@@ -142,6 +142,10 @@ type Setup struct {
 	// with the setup request after the workspace: the writable layer, then
 	// Root.Layers layer mounts, the lowest first.
 	Root *RootSetup `json:"root,omitempty"`
+	// MaxPTYs caps the terminals the sandbox's devpts instance hands out
+	// (its max= option); 0 is DefaultMaxPTYs. Every instance draws on
+	// the host's one pool, which the cap keeps one sandbox from emptying.
+	MaxPTYs int `json:"max_ptys,omitempty"`
 }
 
 // RootSetup describes a template sandbox's root.
@@ -162,6 +166,19 @@ func (s *Setup) setupFiles() int {
 		return -1 // no count of descriptors matches
 	}
 	return 2 + s.Root.Layers
+}
+
+// DefaultMaxPTYs is a sandbox's terminal cap when Setup names none: the
+// 16 shell sessions a sandbox may hold, with room for terminals its own
+// programs open (script, tmux, expect).
+const DefaultMaxPTYs = 64
+
+// maxPTYs is the sandbox's terminal cap.
+func (s Setup) maxPTYs() int {
+	if s.MaxPTYs > 0 {
+		return s.MaxPTYs
+	}
+	return DefaultMaxPTYs
 }
 
 // Layer is one isolation layer and whether it is in force.
@@ -280,6 +297,13 @@ const (
 	CodeInternal = "internal"
 	// CodeNotRegular is a read of a device, fifo or socket.
 	CodeNotRegular = "ENOTREG"
+	// CodePTYLimit: a spawn with a terminal found every terminal the
+	// sandbox may hold (Setup.MaxPTYs, its devpts's max=) open.
+	CodePTYLimit = "EPTYLIMIT"
+	// CodePTYHost: a spawn with a terminal found the host's terminal pool
+	// (kernel.pty.max less kernel.pty.reserve, shared by every devpts
+	// instance) exhausted, with the sandbox below its own limit.
+	CodePTYHost = "EPTYHOST"
 )
 
 func (e *Error) Error() string { return e.Msg }

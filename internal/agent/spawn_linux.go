@@ -70,7 +70,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	if r.TTY {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
-			return Response{}, nil, fmt.Errorf("open pty: %w", err)
+			return Response{}, nil, s.ptyError(err)
 		}
 		defer func() { _ = tty.Close() }()
 		rows, cols := r.Rows, r.Cols
@@ -405,4 +405,35 @@ func (s *server) reapAll() {
 		ex.CPUms = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
 		_ = s.conn.Send(Response{ID: id, Kind: EventExit, Exit: ex})
 	}
+}
+
+// ptyError says why no terminal could be opened. ENOSPC from /dev/ptmx
+// means the sandbox's devpts is at its max= (CodePTYLimit: the caller's
+// own sandbox is full) or the host's pool is empty (CodePTYHost); the
+// open terminals are counted in /dev/pts to tell which.
+func (s *server) ptyError(err error) error {
+	if !errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("open pty: %w", err)
+	}
+	limit := s.setup.maxPTYs()
+	if openPTYs() >= limit {
+		return &Error{Code: CodePTYLimit, Msg: fmt.Sprintf("all %d terminals of the sandbox are open", limit)}
+	}
+	return &Error{Code: CodePTYHost, Msg: "the host's terminal pool is exhausted (kernel.pty.max)"}
+}
+
+// openPTYs counts the terminals of the sandbox's devpts: /dev/pts holds one
+// numbered node per terminal whose master is open, beside ptmx.
+func openPTYs() int {
+	ents, err := os.ReadDir("/dev/pts")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -77,6 +77,8 @@ type Config struct {
 	DiskOvercommit int
 	// MaxProcesses is the per-sandbox pids limit (SANDBOX_MAX_PROCESSES, 50).
 	MaxProcesses int
+	// MaxPTYs caps each sandbox's terminals, its devpts max= (SANDBOX_MAX_PTYS, 64).
+	MaxPTYs int
 	// WarmPool is the number of pre-started sandboxes kept ready (SANDBOX_WARM_POOL, 2).
 	WarmPool int
 	// MaxSandboxesPerKey caps live sandboxes per API key (SANDBOX_MAX_SANDBOXES_PER_KEY, 10).
@@ -225,6 +227,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxProcesses == 0 {
 		c.MaxProcesses = d.MaxProcesses
+	}
+	if c.MaxPTYs == 0 {
+		c.MaxPTYs = d.MaxPTYs
 	}
 	if c.MaxSandboxesPerKey == 0 {
 		c.MaxSandboxesPerKey = d.MaxSandboxesPerKey

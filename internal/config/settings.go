@@ -67,6 +67,8 @@ var settings = []setting{
 		set: intField(func(c *Config, n int) { c.DiskOvercommit = n })},
 	{key: "max_processes", env: "SANDBOX_MAX_PROCESSES", def: "50", doc: "per sandbox pids",
 		set: intField(func(c *Config, n int) { c.MaxProcesses = n })},
+	{key: "max_ptys", env: "SANDBOX_MAX_PTYS", def: "64", doc: "per sandbox terminals (its devpts max=): shell sessions and the terminals its programs open",
+		set: intField(func(c *Config, n int) { c.MaxPTYs = n })},
 	{key: "warm_pool", env: "SANDBOX_WARM_POOL", def: "2", doc: "pre-started sandboxes kept ready",
 		set: intField(func(c *Config, n int) { c.WarmPool = n })},
 	{key: "max_sandboxes_per_key", env: "SANDBOX_MAX_SANDBOXES_PER_KEY", def: "10", doc: "live sandboxes per API key",

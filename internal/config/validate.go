@@ -106,6 +106,7 @@ func checkPositive(c Config) error {
 	pos("SANDBOX_MAX_DISK", c.MaxDisk.Bytes())
 	pos("SANDBOX_DISK_OVERCOMMIT", int64(c.DiskOvercommit))
 	pos("SANDBOX_MAX_PROCESSES", int64(c.MaxProcesses))
+	pos("SANDBOX_MAX_PTYS", int64(c.MaxPTYs))
 	pos("SANDBOX_MAX_SANDBOXES_PER_KEY", int64(c.MaxSandboxesPerKey))
 	pos("SANDBOX_SANDBOX_TTL", int64(c.SandboxTTL))
 	pos("SANDBOX_MAX_BODY", c.MaxBody.Bytes())
@@ -123,6 +124,7 @@ const (
 	// may promise in any useful way.
 	maxOvercommit   = 1000
 	maxProcesses    = 1 << 16
+	maxPTYs         = 4096 // the kernel's default kernel.pty.max: more than the host's whole pool
 	maxSandboxesKey = 10000
 	maxBodyCap      = Size(1 << 30)  // 1 GiB for a JSON body is already absurd
 	maxCPUTimeCap   = 24 * time.Hour // per execution
@@ -141,6 +143,9 @@ func checkUpperBounds(c Config) error {
 	}
 	if c.MaxProcesses > maxProcesses {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_PROCESSES: at most %d, got %d", maxProcesses, c.MaxProcesses))
+	}
+	if c.MaxPTYs > maxPTYs {
+		errs = append(errs, fmt.Errorf("SANDBOX_MAX_PTYS: at most %d, got %d", maxPTYs, c.MaxPTYs))
 	}
 	if c.MaxSandboxesPerKey > maxSandboxesKey {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_SANDBOXES_PER_KEY: at most %d, got %d", maxSandboxesKey, c.MaxSandboxesPerKey))

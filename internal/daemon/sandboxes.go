@@ -165,6 +165,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 			CPUTime: cfg.MaxCPUTime, CPUMilli: min(defaultCPUMilli, int64(runtime.NumCPU())*1000),
 		},
 		TmpBytes:    tmpBytes,
+		MaxPTYs:     cfg.MaxPTYs,
 		WarmPool:    cfg.WarmPool,
 		IdleTTL:     cfg.SandboxTTL,
 		IdleSleep:   cfg.IdleSleep,

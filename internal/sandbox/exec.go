@@ -406,6 +406,14 @@ func (s *Sandbox) spawnFault(err error) error {
 				Msg: fmt.Sprintf("the sandbox is at its process limit (pids %d): retry when its commands end, or close sessions", s.rec.Spec.Limits.Pids)}
 		case "ENOMEM":
 			return fault.Wrap(fault.Unavailable, err, "the sandbox is out of memory (its memory limit)")
+		case agent.CodePTYLimit:
+			// The sandbox's own devpts is full: its sessions and
+			// programs hold every terminal it may have.
+			return &fault.Error{Kind: fault.RateLimited, RetryAfter: int(pidsRetry / time.Second), Err: err,
+				Msg: "the sandbox has all its terminals open (SANDBOX_MAX_PTYS): close a shell session or a terminal in it"}
+		case agent.CodePTYHost:
+			return &fault.Error{Kind: fault.Unavailable, RetryAfter: int(pidsRetry / time.Second), Err: err,
+				Msg: "no terminal is free on this host: retry later"}
 		case agent.CodeInvalid:
 			return fault.Wrap(fault.Invalid, err, pe.Msg)
 		}

@@ -54,7 +54,10 @@ type Config struct {
 	// Max are the server's maxima; Default applies where a spec says 0.
 	Max, Default Limits
 	TmpBytes     int64
-	WarmPool     int
+	// MaxPTYs caps each sandbox's terminals (its devpts max=); 0:
+	// agent.DefaultMaxPTYs.
+	MaxPTYs  int
+	WarmPool int
 	// IdleTTL stops (not deletes) a sandbox idle that long; 0 never.
 	IdleTTL time.Duration
 	// IdleSleep is the quiet period after which an idle init sleeps in

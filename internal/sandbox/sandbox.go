@@ -313,6 +313,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			AllowRoot:     cfg.AllowSudo,
 			TmpBytes:      cfg.TmpBytes,
 			ShmBytes:      min(cfg.TmpBytes, 64<<20),
+			MaxPTYs:       cfg.MaxPTYs,
 			CgroupVersion: s.m.cg.Info().Version,
 			Insecure:      cfg.Insecure,
 			LoopbackPorts: cfg.LoopbackPorts,

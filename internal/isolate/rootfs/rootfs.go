@@ -36,6 +36,11 @@ type Spec struct {
 	// Overlay, if set, makes the root an overlay of a template's layers
 	// instead of the host's /usr (overlay_linux.go).
 	Overlay *Overlay
+	// MaxPTYs caps the terminals of the sandbox's devpts instance (its
+	// max= option): every instance draws on the host's one pool
+	// (kernel.pty.max), which one sandbox must not empty. 0: no cap of
+	// its own.
+	MaxPTYs int
 }
 
 // Overlay is a template root: read-only layers shared by every sandbox of

@@ -266,7 +266,11 @@ func buildDev(root string, s Spec) error {
 	if err := mkdirRoot(pts, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+	opts := "newinstance,ptmxmode=0666,mode=0620"
+	if s.MaxPTYs > 0 {
+		opts += ",max=" + strconv.Itoa(s.MaxPTYs)
+	}
+	if err := unix.Mount("devpts", pts, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, opts); err != nil {
 		return fmt.Errorf("mount devpts: %w", err)
 	}
 	shm := filepath.Join(dev, "shm")
