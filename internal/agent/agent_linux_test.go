@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -43,6 +44,9 @@ type testSandbox struct {
 	group cgroup.Group
 	home  []*os.File
 	ws    string
+	// base is the sandbox's first host id (its uid 0, the owner of its
+	// user namespace).
+	base uint32
 	// log is what the init wrote to its stderr (the server's log).
 	log *syncBuilder
 }
@@ -121,7 +125,7 @@ func prepareLaunchSetup(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec
 			return nil, err
 		}
 		t.Cleanup(func() { closeAll(home) })
-		return &testSandbox{Instance: inst, group: group, home: home, ws: ws, log: log}, nil
+		return &testSandbox{Instance: inst, group: group, home: home, ws: ws, base: base, log: log}, nil
 	}
 }
 
@@ -232,6 +236,11 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 		{"/dev has no file system of its own", []string{"sh", "-c", `awk '$5=="/dev"' /proc/self/mountinfo | wc -l`}, "0\n", false},
 		{"/dev read-only", []string{"sh", "-c", "touch /dev/x"}, "", true},
 		{"no signal starts ignored", []string{"sh", "-c", "grep '^SigIgn:' /proc/self/status"}, "SigIgn:\t0000000000000000\n", false},
+		// Per-user kernel counts (kernellimits_linux.go): the namespace's
+		// own maxima and the init's hard rlimits, which no command raises.
+		{"inotify maxima of the namespace", []string{"sh", "-c", "cat /proc/sys/user/max_inotify_instances /proc/sys/user/max_inotify_watches /proc/sys/user/max_user_namespaces"}, "128\n65536\n0\n", false},
+		{"queued signals, message queues, locked memory: hard rlimits", []string{"bash", "-c", "ulimit -Hi; ulimit -Hq; ulimit -Hl; ulimit -i"}, "4096\n819200\n8192\n4096\n", false},
+		{"an rlimit cannot be raised", []string{"bash", "-c", "ulimit -Hi 5000"}, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,6 +266,22 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 		}
 		if st.Uid < 1<<30 {
 			t.Fatalf("file owned by host uid %d, want one in the sandbox's range", st.Uid)
+		}
+	})
+	t.Run("user namespace owned by the sandbox's own host uid", func(t *testing.T) {
+		// Seen from the host: the owner every per-user count is charged
+		// to up the chain (kernel/ucount.c), not root.
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", ts.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = f.Close() }()
+		var uid uint32
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); e != 0 { //nolint:gosec // G103: the ioctl writes one uint32
+			t.Fatal(e)
+		}
+		if uid < 1<<30 {
+			t.Fatalf("the sandbox's user namespace is owned by host uid %d, want the sandbox's own (its range starts at 2^30)", uid)
 		}
 	})
 	t.Run("environment holds nothing of the server", func(t *testing.T) {

@@ -293,6 +293,7 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 		ShmBytes:    st.ShmBytes,
 		Overlay:     overlayOf(st, files),
 		MaxPTYs:     st.maxPTYs(),
+		Sysctls:     st.Kernel.sysctls(),
 	})
 	closeAll(files)
 	if err != nil {
@@ -309,6 +310,13 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 	}
 	rootDetail += fmt.Sprintf("; devpts of its own, at most %d terminals", st.maxPTYs())
 	layers = append(layers, Layer{Name: "root file system", Active: true, Detail: rootDetail})
+	kDetail, kErr := kernelCounts(st.Kernel, st.maxPTYs())
+	if err := add("shared kernel resources", kErr); err != nil {
+		return layers, egress, err
+	}
+	if kErr == nil {
+		layers[len(layers)-1].Detail = kDetail
+	}
 	if st.HostNetwork {
 		// An admin chose to share the host's network: say so in the
 		// layers rather than pretend.

@@ -206,7 +206,12 @@ func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File,
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(spec.CgroupDir.Fd())
 	}
-	if err := cmd.Start(); err != nil {
+	if err := asOwner(spec.HostUID, spec.HostGID, cmd.Start); err != nil {
+		if cmd.Process != nil {
+			// Started, but the cloning thread could not be given back.
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
 		return nil, fmt.Errorf("start init: %w", err)
 	}
 	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: cmd.Process.Pid, exited: make(chan struct{}),

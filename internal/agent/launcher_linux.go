@@ -255,7 +255,12 @@ func serveLaunch(b []byte, fds []int, null int) (launchReply, int) {
 		sys.UseCgroupFD = true
 		sys.CgroupFD = rest[0]
 	}
-	pid, err := syscall.ForkExec(path, req.Argv, &syscall.ProcAttr{Dir: "/", Env: req.Env, Files: files, Sys: sys}) //nolint:gosec // G204: the init program the server named over its own inherited socket, never client input
+	var pid int
+	err := asOwner(req.HostUID, req.HostGID, func() error {
+		var err error
+		pid, err = syscall.ForkExec(path, req.Argv, &syscall.ProcAttr{Dir: "/", Env: req.Env, Files: files, Sys: sys}) //nolint:gosec // G204: the init program the server named over its own inherited socket, never client input
+		return err
+	})
 	if err != nil {
 		return launchReply{Err: "clone and exec the init: " + errnoText(err)}, -1
 	}
@@ -280,7 +285,8 @@ func errnoText(err error) string {
 // initSysProcAttr is how every init is cloned: all namespaces but the
 // cgroup one (the init makes that itself once it sits in its group), its
 // id maps, root of the new user namespace, its own session, killed with
-// its parent.
+// its parent. The clone runs as the sandbox's own host uid (asOwner),
+// which then owns the user namespace.
 func initSysProcAttr(hostUID, hostGID uint32, hostNetwork bool) *syscall.SysProcAttr {
 	var netns uintptr = unix.CLONE_NEWNET
 	if hostNetwork {

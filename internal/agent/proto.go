@@ -146,6 +146,9 @@ type Setup struct {
 	// (its max= option); 0 is DefaultMaxPTYs. Every instance draws on
 	// the host's one pool, which the cap keeps one sandbox from emptying.
 	MaxPTYs int `json:"max_ptys,omitempty"`
+	// Kernel bounds what the kernel counts per user of the sandbox
+	// (kernellimits_linux.go); zero fields take the defaults.
+	Kernel KernelLimits `json:"kernel,omitzero"`
 }
 
 // RootSetup describes a template sandbox's root.

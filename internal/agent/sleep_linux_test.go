@@ -745,15 +745,22 @@ func TestFailedSleepIsReported(t *testing.T) {
 	if err := ts.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// As the sandbox's owner: host root has no capability over the
+	// sandbox's user namespace that it lacks on the host (here
+	// CAP_SYS_RESOURCE may be missing), and prlimit on a process of the
+	// same ids needs none.
+	prlimit := func(lim, old *unix.Rlimit) error {
+		return asOwner(ts.base, ts.base, func() error { return unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, lim, old) })
+	}
 	var old unix.Rlimit
-	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+	if err := prlimit(nil, &old); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
+	if err := prlimit(&unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
 		t.Fatal(err)
 	}
 	restore := func() {
-		if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &old, nil); err != nil {
+		if err := prlimit(&old, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -790,7 +797,7 @@ func TestFailedSleepIsReported(t *testing.T) {
 	// The woken init fails again: its count goes on from the one that
 	// slept, and a second failure of the same reason is logged (2 is a
 	// power of two).
-	if err := unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
+	if err := prlimit(&unix.Rlimit{Cur: 0, Max: old.Max}, nil); err != nil {
 		t.Fatal(err)
 	}
 	line = waitLog("failed 2 of ")

@@ -56,8 +56,11 @@ type Config struct {
 	TmpBytes     int64
 	// MaxPTYs caps each sandbox's terminals (its devpts max=); 0:
 	// agent.DefaultMaxPTYs.
-	MaxPTYs  int
-	WarmPool int
+	MaxPTYs int
+	// KernelLimits bound what the kernel counts per user of a sandbox
+	// (agent.KernelLimits); zero fields take the agent's defaults.
+	KernelLimits agent.KernelLimits
+	WarmPool     int
 	// IdleTTL stops (not deletes) a sandbox idle that long; 0 never.
 	IdleTTL time.Duration
 	// IdleSleep is the quiet period after which an idle init sleeps in

@@ -314,6 +314,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			TmpBytes:      cfg.TmpBytes,
 			ShmBytes:      min(cfg.TmpBytes, 64<<20),
 			MaxPTYs:       cfg.MaxPTYs,
+			Kernel:        cfg.KernelLimits,
 			CgroupVersion: s.m.cg.Info().Version,
 			Insecure:      cfg.Insecure,
 			LoopbackPorts: cfg.LoopbackPorts,

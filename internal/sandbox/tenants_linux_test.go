@@ -2,12 +2,18 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
+	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -100,3 +106,152 @@ func TestTenantCannotStarveOthersOfPTYs(t *testing.T) {
 	_ = ptmx.Close()
 	_ = tty.Close()
 }
+
+// inotifyHog holds inotify instances until the kernel refuses.
+const inotifyHog = `import ctypes, errno, time
+libc = ctypes.CDLL(None, use_errno=True)
+n = 0
+while libc.inotify_init1(0o2000000) >= 0:
+    n += 1
+print(n, errno.errorcode[ctypes.get_errno()], flush=True)
+time.sleep(600)`
+
+// inotifyOne makes one inotify instance and watch, as a tenant that did
+// not take them all would.
+const inotifyOne = `import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0o2000000)
+assert fd >= 0, os.strerror(ctypes.get_errno())
+assert libc.inotify_add_watch(fd, b"/tmp", 2) >= 0, os.strerror(ctypes.get_errno())
+print("ok")`
+
+// TestTenantCannotStarveOthersOfInotifyInstances: the instances are
+// counted per user up to the user namespace's owner. Owned by host root,
+// A's 128 were root's too: the server's and B's inotify_init1 got EMFILE.
+// Owned by A's own host uid, A has exactly its 128 and everyone else theirs.
+func TestTenantCannotStarveOthersOfInotifyInstances(t *testing.T) {
+	a, b := twoTenants(t, testConfig(t))
+	if got := hold(t, a, inotifyHog); got != fmt.Sprint(agent.DefaultInotifyInstances, " EMFILE") {
+		t.Fatalf("A held %q inotify instances, want all of its own: %d EMFILE", got, agent.DefaultInotifyInstances)
+	}
+	if r := run(t, b, ExecRequest{Argv: []string{"python3", "-c", inotifyOne}}); strings.TrimSpace(r.Stdout) != "ok" {
+		t.Fatalf("B's inotify while A holds all of its own: %+v", r)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatalf("the server's inotify while A holds all of its own: %v", err)
+	}
+	_ = unix.Close(fd)
+	requireOwnOwners(t, a, b)
+}
+
+// watchHog adds watches on files of its own until the kernel refuses.
+const watchHog = `import ctypes, errno, os, tempfile, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0o2000000)
+d = tempfile.mkdtemp()
+n = 0
+while True:
+    p = os.path.join(d, str(n))
+    open(p, "w").close()
+    if libc.inotify_add_watch(fd, p.encode(), 2) < 0:
+        break
+    n += 1
+print(n, errno.errorcode[ctypes.get_errno()], flush=True)
+time.sleep(600)`
+
+// TestTenantCannotStarveOthersOfInotifyWatches: A adds watches up to its
+// namespace's user/max_inotify_watches (lowered here to keep the test
+// short); B and the server add theirs.
+func TestTenantCannotStarveOthersOfInotifyWatches(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.KernelLimits.InotifyWatches = 1500
+	a, b := twoTenants(t, cfg)
+	if got := hold(t, a, watchHog); got != "1500 ENOSPC" {
+		t.Fatalf("A held %q inotify watches, want all of its own: 1500 ENOSPC", got)
+	}
+	if r := run(t, b, ExecRequest{Argv: []string{"python3", "-c", inotifyOne}}); strings.TrimSpace(r.Stdout) != "ok" {
+		t.Fatalf("B's inotify watch while A holds all of its own: %+v", r)
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if _, err := unix.InotifyAddWatch(fd, t.TempDir(), unix.IN_MODIFY); err != nil {
+		t.Fatalf("the server's inotify watch while A holds all of its own: %v", err)
+	}
+	requireOwnOwners(t, a, b)
+}
+
+// sigqueueHog queues real-time signals to itself (blocked, so they stay
+// queued) until the kernel refuses; with one argument it queues that many
+// and says ok.
+const sigqueueHog = `import ctypes, errno, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+sig = signal.SIGRTMIN
+signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+want = int(sys.argv[1]) if len(sys.argv) > 1 else None
+n = 0
+while want is None or n < want:
+    if libc.sigqueue(os.getpid(), sig, ctypes.c_void_p(0)) != 0:
+        break
+    n += 1
+if want is not None:
+    print("ok" if n == want else "%d %s" % (n, errno.errorcode[ctypes.get_errno()]))
+    sys.exit(0)
+print(n, errno.errorcode[ctypes.get_errno()], flush=True)
+time.sleep(600)`
+
+// TestTenantCannotStarveOthersOfQueuedSignals: queued signals count per
+// user up to the namespace's owner against RLIMIT_SIGPENDING. Unbounded,
+// A queued the host's whole limit (96,368 here) and the server's and B's
+// rt_sigqueueinfo got EAGAIN; now A stops at its own hard rlimit.
+func TestTenantCannotStarveOthersOfQueuedSignals(t *testing.T) {
+	a, b := twoTenants(t, testConfig(t))
+	if got := hold(t, a, sigqueueHog); got != fmt.Sprint(agent.DefaultSigPending, " EAGAIN") {
+		t.Fatalf("A queued %q signals, want all of its own: %d EAGAIN", got, agent.DefaultSigPending)
+	}
+	if r := run(t, b, ExecRequest{Argv: []string{"python3", "-c", sigqueueHog, "100"}}); strings.TrimSpace(r.Stdout) != "ok" {
+		t.Fatalf("B's queued signals while A holds all of its own: %+v", r)
+	}
+	// Host root: a process of the server's, outside any sandbox.
+	out, err := exec.Command("python3", "-c", sigqueueHog, "100").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("host root's queued signals while A holds all of its own: %v %s", err, out)
+	}
+	requireOwnOwners(t, a, b)
+}
+
+// requireOwnOwners checks, from the host, that each sandbox's user
+// namespace is owned by a host uid of its own, neither root nor the
+// other's: the owner every per-user count is charged to.
+func requireOwnOwners(t *testing.T, sbs ...*Sandbox) {
+	t.Helper()
+	seen := map[uint32]bool{}
+	for _, s := range sbs {
+		s.mu.Lock()
+		inst := s.inst
+		s.mu.Unlock()
+		if inst == nil {
+			t.Fatal("sandbox not running")
+		}
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", inst.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var uid uint32
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))) //nolint:gosec // G103: the ioctl writes one uint32
+		_ = f.Close()
+		if e != 0 {
+			t.Fatal(e)
+		}
+		if uid < idBase || seen[uid] {
+			t.Fatalf("sandbox %s's user namespace is owned by host uid %d, want one of its own in its range", s.rec.ID, uid)
+		}
+		seen[uid] = true
+	}
+}
+
+// nsGetOwnerUID is NS_GET_OWNER_UID (linux/nsfs.h).
+const nsGetOwnerUID = 0xb704

@@ -41,6 +41,21 @@ type Spec struct {
 	// (kernel.pty.max), which one sandbox must not empty. 0: no cap of
 	// its own.
 	MaxPTYs int
+	// Sysctls are written through the sandbox's fresh /proc before its
+	// /proc/sys is made read-only: settings of the sandbox's own
+	// namespaces (its user namespace's user/max_*, its network
+	// namespace's net/...), which the init may write as their owner.
+	Sysctls []Sysctl
+}
+
+// Sysctl is one setting under /proc/sys.
+type Sysctl struct {
+	// Name is the path below /proc/sys ("user/max_inotify_watches").
+	Name  string
+	Value string
+	// Optional settings are skipped where the kernel has none of that
+	// name (it predates them).
+	Optional bool
 }
 
 // Overlay is a template root: read-only layers shared by every sandbox of

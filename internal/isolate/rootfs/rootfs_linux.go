@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -295,7 +296,7 @@ func buildDev(root string, s Spec) error {
 	return nil
 }
 
-func buildProc(root string, _ Spec) error {
+func buildProc(root string, s Spec) error {
 	proc := filepath.Join(root, "proc")
 	if err := mkdirRoot(proc, 0o555); err != nil {
 		return err
@@ -319,6 +320,14 @@ func buildProc(root string, _ Spec) error {
 	defer func() { _ = unix.Close(emptyFD) }()
 	if err := unix.Mount("proc", proc, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount /proc: %w", err)
+	}
+	// Before /proc/sys becomes read-only below. A sysctl of a namespace
+	// resolves to the writer's own namespace whichever /proc it is
+	// written through.
+	for _, sc := range s.Sysctls {
+		if err := writeSysctl(proc, sc); err != nil {
+			return err
+		}
 	}
 	for _, f := range procMaskFiles {
 		p := filepath.Join(proc, f)
@@ -349,6 +358,26 @@ func buildProc(root string, _ Spec) error {
 		if err := bindRO(p, p, true); err != nil {
 			return fmt.Errorf("read-only /proc/%s: %w", d, err)
 		}
+	}
+	return nil
+}
+
+// writeSysctl writes one setting below proc/sys.
+func writeSysctl(proc string, sc Sysctl) error {
+	if sc.Name == "" || filepath.IsAbs(sc.Name) || filepath.Clean(sc.Name) != sc.Name || strings.HasPrefix(sc.Name, "..") {
+		return fmt.Errorf("sysctl %q: not a name below /proc/sys", sc.Name)
+	}
+	p := filepath.Join(proc, "sys", sc.Name)
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) && sc.Optional {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sysctl %s: %w", sc.Name, err)
+	}
+	defer func() { _ = unix.Close(fd) }()
+	if _, err := unix.Write(fd, []byte(sc.Value)); err != nil {
+		return fmt.Errorf("sysctl %s = %s: %w", sc.Name, sc.Value, err)
 	}
 	return nil
 }

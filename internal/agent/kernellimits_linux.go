@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"fmt"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+)
+
+// nsKinds are the namespaces a sandbox may not make (0 each), a second
+// wall behind seccomp, which refuses unshare, setns and clone with
+// CLONE_NEW* to every command; the init has made its own (the cgroup
+// namespace) before these are written. Mount namespaces are not among
+// them: the root's build goes on making anonymous ones (open_tree clones
+// for the /proc masks) after /proc is written, and seccomp refuses
+// open_tree, fsmount, unshare and clone's CLONE_NEWNS to every command.
+// Time namespaces are newer than some kernels (5.6).
+var nsKinds = []struct {
+	name     string
+	optional bool
+}{
+	{"user", false}, {"pid", false}, {"net", false}, {"ipc", false}, {"uts", false},
+	{"cgroup", false}, {"time", true},
+}
+
+// sysctls are the user namespace's own limits, written by the init as
+// its owner (rootfs.Spec.Sysctls). fanotify is refused by seccomp too;
+// its counts exist from 5.13.
+func (k KernelLimits) sysctls() []rootfs.Sysctl {
+	k = k.withDefaults()
+	out := []rootfs.Sysctl{
+		{Name: "user/max_inotify_instances", Value: strconv.Itoa(k.InotifyInstances)},
+		{Name: "user/max_inotify_watches", Value: strconv.Itoa(k.InotifyWatches)},
+		{Name: "user/max_fanotify_groups", Value: "0", Optional: true},
+		{Name: "user/max_fanotify_marks", Value: "0", Optional: true},
+	}
+	for _, ns := range nsKinds {
+		out = append(out, rootfs.Sysctl{Name: "user/max_" + ns.name + "_namespaces", Value: "0", Optional: ns.optional})
+	}
+	return out
+}
+
+// applyRlimits lowers the init's own hard and soft limits of the counts
+// the kernel keeps per user as rlimits; every command inherits them and
+// none can raise a hard limit (that needs CAP_SYS_RESOURCE in the host's
+// user namespace). A limit already lower stays.
+func (k KernelLimits) applyRlimits() error {
+	k = k.withDefaults()
+	for _, r := range []struct {
+		res  int
+		name string
+		v    uint64
+	}{
+		{unix.RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", k.SigPending},
+		{unix.RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", k.MsgQueue},
+		{unix.RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", k.MemLock},
+	} {
+		var cur unix.Rlimit
+		if err := unix.Getrlimit(r.res, &cur); err != nil {
+			return fmt.Errorf("read %s: %w", r.name, err)
+		}
+		v := min(r.v, cur.Max)
+		if err := unix.Setrlimit(r.res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
+			return fmt.Errorf("set %s: %w", r.name, err)
+		}
+	}
+	return nil
+}
+
+// kernelCounts checks that the sandbox's user namespace is owned by the
+// sandbox's own host uid (it sees its owner as its uid 0; host root would
+// be the overflow id) and applies the rlimits; it returns the layer's
+// detail.
+func kernelCounts(k KernelLimits, maxPTYs int) (string, error) {
+	owner, err := ownUserNSOwner()
+	if err != nil {
+		return "", err
+	}
+	if owner != 0 {
+		return "", fmt.Errorf("the user namespace is owned by an id it does not map (uid %d inside): its kernel counts are charged to another user", owner)
+	}
+	if err := k.applyRlimits(); err != nil {
+		return "", err
+	}
+	k = k.withDefaults()
+	return fmt.Sprintf("user namespace owned by the sandbox's own host uid, which every per-user kernel count is charged to (not root's, not another sandbox's); "+
+		"per sandbox user: %d inotify instances, %d inotify watches, %d queued signals, %d bytes of message queues, %d bytes of locked memory; "+
+		"no new namespaces; %d terminals", k.InotifyInstances, k.InotifyWatches, k.SigPending, k.MsgQueue, k.MemLock, maxPTYs), nil
+}
