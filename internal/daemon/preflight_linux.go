@@ -18,6 +18,7 @@ var needCaps = []struct {
 	{unix.CAP_SYS_ADMIN, "CAP_SYS_ADMIN"}, // mount each workspace image (a loop device), cgroups
 	{unix.CAP_SETUID, "CAP_SETUID"},       // map a sandbox's uids to its own host range
 	{unix.CAP_SETGID, "CAP_SETGID"},       // and its gids
+	{unix.CAP_SETPCAP, "CAP_SETPCAP"},     // clone each init as its sandbox's host id, keeping the capabilities the maps need (SECBIT_NO_SETUID_FIXUP)
 }
 
 // checkPrivileges says, before anything is written, whether this process
