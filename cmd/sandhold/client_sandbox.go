@@ -64,16 +64,17 @@ func orDashCLI(s string) string {
 }
 
 type clientCreateCmd struct {
-	Name    string   `help:"A name for the sandbox."`
-	Memory  string   `help:"Memory limit, e.g. 512MB."`
-	CPU     float64  `name:"cpu" help:"CPU quota in CPUs, e.g. 0.5."`
-	Pids    int64    `help:"Process/thread limit."`
-	Disk    string   `help:"Workspace quota, e.g. 1GB."`
-	CPUTime string   `name:"cpu-time" help:"CPU time per execution, e.g. 30s."`
-	Network string   `help:"Network mode: none (default), proxy or host (admin only)." enum:",none,proxy,host" default:""`
-	Allow   []string `help:"Egress allow-list entries for --network proxy (host, *.domain, host:port); repeatable."`
-	TTL     string   `name:"ttl" help:"Delete the sandbox this long after creation, e.g. 2h."`
-	JSON    bool     `name:"json" help:"Print the whole sandbox as JSON instead of its id."`
+	Name     string   `help:"A name for the sandbox."`
+	Memory   string   `help:"Memory limit, e.g. 512MB."`
+	CPU      float64  `name:"cpu" help:"CPU quota in CPUs, e.g. 0.5."`
+	Pids     int64    `help:"Process/thread limit."`
+	Disk     string   `help:"Workspace quota, e.g. 1GB."`
+	CPUTime  string   `name:"cpu-time" help:"CPU time per execution, e.g. 30s."`
+	Network  string   `help:"Network mode: none (default), proxy or host (admin only)." enum:",none,proxy,host" default:""`
+	Allow    []string `help:"Egress allow-list entries for --network proxy (host, *.domain, host:port); repeatable."`
+	TTL      string   `name:"ttl" help:"Delete the sandbox this long after creation, e.g. 2h."`
+	Template string   `name:"template" short:"t" help:"Template to make the sandbox from (name[:tag] or digest; sandhold template ls). Default: host."`
+	JSON     bool     `name:"json" help:"Print the whole sandbox as JSON instead of its id."`
 }
 
 func (cr *clientCreateCmd) Run(ctx context.Context, e *env) error {
@@ -81,7 +82,7 @@ func (cr *clientCreateCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	req := client.CreateRequest{Name: cr.Name, TTL: cr.TTL}
+	req := client.CreateRequest{Name: cr.Name, TTL: cr.TTL, Template: cr.Template}
 	if cr.Memory != "" || cr.CPU != 0 || cr.Pids != 0 || cr.Disk != "" || cr.CPUTime != "" {
 		req.Limits = &client.Limits{Memory: cr.Memory, CPU: cr.CPU, Pids: cr.Pids, Disk: cr.Disk, CPUTime: cr.CPUTime}
 	}

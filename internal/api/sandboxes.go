@@ -118,6 +118,8 @@ type SandboxCreateInput struct {
 		Network sandbox.Network `json:"network,omitempty"`
 		TTL     string          `json:"ttl,omitempty" doc:"delete the sandbox this long after creation, e.g. 2h"`
 		Browser bool            `json:"browser,omitempty" doc:"start the sandbox's browser with it; unset limits get the browser's defaults (within the server's maxima)"`
+		// Template is the root to run on (GET /v1/templates).
+		Template string `json:"template,omitempty" maxLength:"300" doc:"template name[:tag] or sha256 digest (GET /v1/templates); default host, the host's /usr read-only"`
 	}
 }
 
@@ -175,7 +177,7 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 	if err != nil {
 		return nil, err
 	}
-	spec := sandbox.Spec{Name: in.Body.Name, Limits: l, Network: in.Body.Network, Browser: in.Body.Browser}
+	spec := sandbox.Spec{Name: in.Body.Name, Limits: l, Network: in.Body.Network, Browser: in.Body.Browser, Template: in.Body.Template}
 	if in.Body.TTL != "" {
 		d, err := time.ParseDuration(in.Body.TTL)
 		if err != nil {
@@ -471,6 +473,10 @@ type SandboxSecurityRow struct {
 	State   sandbox.State   `json:"state"`
 	Network sandbox.Network `json:"network"`
 	Limits  sandbox.Limits  `json:"limits"`
+	// Template is the root the sandbox runs on: host (the host's /usr)
+	// or a template's name:tag, with its digest.
+	Template       string `json:"template"`
+	TemplateDigest string `json:"template_digest,omitempty"`
 }
 
 // SecurityOutput wraps SecurityReport.
@@ -512,7 +518,8 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 		rep.Warning = "INSECURE: started with --insecure-no-isolation; sandboxes may run without some isolation layers"
 	}
 	for _, in := range infos {
-		rep.Sandboxes = append(rep.Sandboxes, SandboxSecurityRow{ID: in.ID, State: in.State, Network: in.Network, Limits: in.Limits})
+		rep.Sandboxes = append(rep.Sandboxes, SandboxSecurityRow{ID: in.ID, State: in.State, Network: in.Network, Limits: in.Limits,
+			Template: in.Template, TemplateDigest: in.TemplateDigest})
 	}
 	return &SecurityOutput{Body: OK(rep)}, nil
 }

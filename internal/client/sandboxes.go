@@ -28,6 +28,9 @@ type Sandbox struct {
 		Allow []string `json:"allow"`
 	} `json:"network"`
 	TTL string `json:"ttl,omitempty"`
+	// Template is the template's name:tag ("host" for the host's /usr).
+	Template       string `json:"template,omitempty"`
+	TemplateDigest string `json:"template_digest,omitempty"`
 }
 
 // Limits are a new sandbox's limits as the API takes them.
@@ -51,6 +54,9 @@ type CreateRequest struct {
 	Limits  *Limits  `json:"limits,omitempty"`
 	Network *Network `json:"network,omitempty"`
 	TTL     string   `json:"ttl,omitempty"`
+	// Template is the template to make the sandbox from (name[:tag] or
+	// digest); empty: host.
+	Template string `json:"template,omitempty"`
 }
 
 func sandboxPath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) }

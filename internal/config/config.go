@@ -81,6 +81,19 @@ type Config struct {
 	MaxPTYs int
 	// WarmPool is the number of pre-started sandboxes kept ready (SANDBOX_WARM_POOL, 2).
 	WarmPool int
+	// WarmPools are pre-started sandboxes per template, by the template's
+	// public name:tag (SANDBOX_WARM_POOL's name=N entries).
+	WarmPools map[string]int
+	// Registries are the OCI registries templates may be pulled from
+	// (SANDBOX_REGISTRIES, comma separated hosts; default none: pulls are
+	// refused).
+	Registries []string
+	// RegistryAuthFile is a Docker config.json whose "auths" hold the
+	// server's credentials for those registries (SANDBOX_REGISTRY_AUTH_FILE);
+	// they are never shown to a client or put in a sandbox.
+	RegistryAuthFile string
+	// TemplateMaxSize caps one template's layers (SANDBOX_TEMPLATE_MAX_SIZE, 8GB).
+	TemplateMaxSize Size
 	// MaxSandboxesPerKey caps live sandboxes per API key (SANDBOX_MAX_SANDBOXES_PER_KEY, 10).
 	MaxSandboxesPerKey int
 	// SandboxTTL is the idle time after which a sandbox is reaped (SANDBOX_SANDBOX_TTL, 24h).
@@ -242,6 +255,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = d.MaxBody
+	}
+	if c.TemplateMaxSize == 0 {
+		c.TemplateMaxSize = d.TemplateMaxSize
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = d.LogLevel

@@ -69,8 +69,14 @@ var settings = []setting{
 		set: intField(func(c *Config, n int) { c.MaxProcesses = n })},
 	{key: "max_ptys", env: "SANDBOX_MAX_PTYS", def: "64", doc: "per sandbox terminals (its devpts max=): shell sessions and the terminals its programs open",
 		set: intField(func(c *Config, n int) { c.MaxPTYs = n })},
-	{key: "warm_pool", env: "SANDBOX_WARM_POOL", def: "2", doc: "pre-started sandboxes kept ready",
-		set: intField(func(c *Config, n int) { c.WarmPool = n })},
+	{key: "warm_pool", env: "SANDBOX_WARM_POOL", def: "2", doc: "pre-started sandboxes kept ready: N of the host template, and name:tag=N per template (\"2,python-data:3.12=1\")",
+		set: parseWarmPool},
+	{key: "registries", env: "SANDBOX_REGISTRIES", doc: "OCI registries templates may be pulled from (comma separated hosts, e.g. registry.example.com; default none: pulls are refused)",
+		set: func(c *Config, v string) error { c.Registries = splitList(v); return nil }},
+	{key: "registry_auth_file", env: "SANDBOX_REGISTRY_AUTH_FILE", doc: "a Docker config.json with the server's credentials for those registries (never shown to clients or sandboxes)",
+		set: func(c *Config, v string) error { c.RegistryAuthFile = strings.TrimSpace(v); return nil }},
+	{key: "template_max_size", env: "SANDBOX_TEMPLATE_MAX_SIZE", def: "8GB", doc: "bytes one template's layers may hold unpacked",
+		set: sizeField(func(c *Config, s Size) { c.TemplateMaxSize = s })},
 	{key: "max_sandboxes_per_key", env: "SANDBOX_MAX_SANDBOXES_PER_KEY", def: "10", doc: "live sandboxes per API key",
 		set: intField(func(c *Config, n int) { c.MaxSandboxesPerKey = n })},
 	{key: "sandbox_ttl", env: "SANDBOX_SANDBOX_TTL", def: "24h", doc: "idle time after which a sandbox is reaped",
@@ -128,6 +134,31 @@ func Settings() []Setting {
 		out = append(out, Setting{Key: s.key, Env: s.env, Default: s.def, Doc: s.doc})
 	}
 	return out
+}
+
+// parseWarmPool reads SANDBOX_WARM_POOL: a number for the host template,
+// and name:tag=N entries per template.
+func parseWarmPool(c *Config, v string) error {
+	c.WarmPool, c.WarmPools = 0, nil
+	for _, p := range splitList(v) {
+		name, n, per := strings.Cut(p, "=")
+		if !per {
+			n = name
+		}
+		k, err := strconv.Atoi(strings.TrimSpace(n))
+		if err != nil {
+			return fmt.Errorf("want N or name:tag=N entries, got %q", p)
+		}
+		if !per {
+			c.WarmPool = k
+			continue
+		}
+		if c.WarmPools == nil {
+			c.WarmPools = map[string]int{}
+		}
+		c.WarmPools[strings.TrimSpace(name)] = k
+	}
+	return nil
 }
 
 func boolField(f func(*Config, bool)) func(*Config, string) error {

@@ -113,6 +113,12 @@ func checkPositive(c Config) error {
 	if c.WarmPool < 0 {
 		errs = append(errs, fmt.Errorf("SANDBOX_WARM_POOL: must not be negative, got %d", c.WarmPool))
 	}
+	for name, n := range c.WarmPools {
+		if n < 0 || n > maxWarmPool {
+			errs = append(errs, fmt.Errorf("SANDBOX_WARM_POOL: %s=%d is not between 0 and %d", name, n, maxWarmPool))
+		}
+	}
+	pos("SANDBOX_TEMPLATE_MAX_SIZE", c.TemplateMaxSize.Bytes())
 	return errors.Join(errs...)
 }
 

@@ -39,6 +39,7 @@ import (
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/template"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -82,6 +83,7 @@ type Daemon struct {
 	limiter   *ratelimit.Limiter
 	dispatch  *dispatch.Dispatcher
 	sandboxes *sandbox.Manager
+	templates *template.Store
 	// cg is the server's cgroup base, made before anything is written.
 	cg cgroup.Manager
 	// browser runs one Chromium per sandbox (browser.go).

@@ -23,6 +23,7 @@ import (
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/template"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -150,7 +151,11 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	}
 	d.log.Info("sandbox init", "detail", initRow.Detail)
 	report.Checks = append(report.Checks, initRow)
+	if d.templates, err = d.openTemplates(); err != nil {
+		return err
+	}
 	mcfg := sandbox.Config{
+		Templates:      d.templates,
 		DiskBudget:     disk.Budget,
 		DiskOvercommit: cfg.DiskOvercommit,
 		DiskFloor:      disk.Floor,
@@ -222,6 +227,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	for _, t := range sandbox.Tools(d.sandboxes, d.guard) {
 		d.dispatch.MustRegister(t)
 	}
+	d.startTemplates(disk.Budget)
 	d.api.SandboxRoutes(d.dispatch, d.sandboxes, api.Posture{Insecure: insecure, Checks: report})
 	if err := d.startGovernance(ctx); err != nil {
 		return err
@@ -278,6 +284,9 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	})
 	return nil
 }
+
+// Templates is the template store.
+func (d *Daemon) Templates() *template.Store { return d.templates }
 
 // Sandboxes is the sandbox manager.
 func (d *Daemon) Sandboxes() *sandbox.Manager { return d.sandboxes }

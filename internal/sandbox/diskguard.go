@@ -127,6 +127,10 @@ func (m *Manager) checkDisk() {
 		m.log.Error("disk guard: read the disk", "err", err)
 		return
 	}
+	if m.cfg.Templates != nil {
+		// Templates' layers count against the budget with the images.
+		r.Images += m.cfg.Templates.Usage()
+	}
 	m.guard.mu.Lock()
 	was := m.guard.stopped
 	why := diskVerdict(r, m.cfg.DiskBudget, m.cfg.DiskFloor, was != "")

@@ -161,7 +161,12 @@ func createTool(m *Manager) dispatch.Tool {
 		func(ctx context.Context, c auth.Caller, spec Spec) (Info, error) {
 			return m.Create(ctx, CallerOf(c), spec)
 		}, dispatch.Hooks[Spec, Info]{
-			Summarize: func(_ Spec, in Info) map[string]any { return map[string]any{"sandbox": in.ID} },
+			Summarize: func(_ Spec, in Info) map[string]any {
+				if in.TemplateDigest == "" {
+					return map[string]any{"sandbox": in.ID}
+				}
+				return map[string]any{"sandbox": in.ID, "template": in.Template, "template_digest": in.TemplateDigest}
+			},
 		})
 }
 

@@ -15,7 +15,7 @@ const Host = "host"
 const DefaultTag = "latest"
 
 var (
-	namePattern   = regexp.MustCompile(`^[a-z0-9]+(?:[._/-][a-z0-9]+)*$`)
+	namePattern   = regexp.MustCompile(`^[a-z0-9]+(?:[._-][a-z0-9]+)*$`)
 	tagPattern    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 	digestPattern = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 )
@@ -65,14 +65,14 @@ func ParseRef(field, s string) (Ref, error) {
 		return Ref{}, fault.InvalidField(field, "a template name is required")
 	}
 	name, tag := s, ""
-	if i := strings.LastIndexByte(s, ':'); i >= 0 && !strings.Contains(s[i:], "/") {
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
 		name, tag = s[:i], s[i+1:]
 		if !tagPattern.MatchString(tag) {
 			return Ref{}, fault.InvalidField(field, "a template tag is 1 to 128 letters, digits, '_', '.' or '-'")
 		}
 	}
 	if len(name) > maxNameLen || !namePattern.MatchString(name) {
-		return Ref{}, fault.InvalidField(field, "a template name is lowercase letters and digits, separated by '.', '_', '-' or '/', at most 128 characters")
+		return Ref{}, fault.InvalidField(field, "a template name is lowercase letters and digits, separated by '.', '_' or '-', at most 128 characters")
 	}
 	if tag == "" {
 		tag = DefaultTag

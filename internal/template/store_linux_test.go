@@ -241,7 +241,8 @@ func TestParseRef(t *testing.T) {
 	}{
 		{"python", Ref{Name: "python", Tag: "latest"}, false},
 		{"python-data:3.12", Ref{Name: "python-data", Tag: "3.12"}, false},
-		{"team/py:1@" + d, Ref{Name: "team/py", Tag: "1", Digest: d}, false},
+		{"team.py:1@" + d, Ref{Name: "team.py", Tag: "1", Digest: d}, false},
+		{"team/py:1", Ref{}, true},
 		{d, Ref{Digest: d}, false},
 		{"Py", Ref{}, true},
 		{"a:", Ref{}, true},
