@@ -68,6 +68,12 @@ func steps() []step {
 		{method: "POST", path: "/v1/shell/write", body: map[string]any{"id": "conf-shell", "input": "", "press_enter": false}},
 		{method: "POST", path: "/v1/shell/kill", body: map[string]any{"id": "conf-shell"}},
 		{method: "POST", path: "/v1/shell/sessions/update", body: map[string]any{"id": "conf-shell", "no_change_timeout": 60}},
+		// An unknown session is a tool-level failure whose data is null:
+		// AIO's Python SDK refused {code, request_id} there (issue 33).
+		{method: "POST", path: "/v1/shell/view", body: map[string]any{"id": "no-such-shell"}, fail: true},
+		{method: "POST", path: "/v1/shell/wait", body: map[string]any{"id": "no-such-shell", "seconds": 1}, fail: true},
+		{method: "POST", path: "/v1/shell/write", body: map[string]any{"id": "no-such-shell", "input": "x"}, fail: true},
+		{method: "POST", path: "/v1/shell/kill", body: map[string]any{"id": "no-such-shell"}, fail: true},
 		{method: "GET", path: "/v1/shell/terminal-url"},
 		{method: "GET", path: "/v1/shell/sessions/stats"},
 		{method: "GET", path: "/v1/shell/sessions"},
@@ -84,6 +90,7 @@ func steps() []step {
 			return map[string]any{"session_id": "conf-bash", "command_id": st["command_id"]}
 		}},
 		{method: "POST", path: "/v1/bash/kill", body: map[string]any{"session_id": "conf-bash"}},
+		{method: "POST", path: "/v1/bash/output", body: map[string]any{"session_id": "no-such-bash", "command_id": "x"}, fail: true},
 		{method: "GET", path: "/v1/bash/sessions"},
 		{method: "POST", path: "/v1/bash/sessions/{session_id}/close", params: map[string]string{"session_id": "conf-bash"}},
 

@@ -117,7 +117,7 @@ var capsRows = nullData([]aioRoute{
 // nullData sets every row's failures to carry data null.
 func nullData(rows []aioRoute) []aioRoute {
 	for i := range rows {
-		nullOnFailure()(&rows[i])
+		lateInvalidFails()(&rows[i])
 	}
 	return rows
 }

@@ -38,10 +38,10 @@ var aioMCPRows = []aioRoute{
 		}),
 	jsonRowAs[struct{}, []customtool.Info, MCPToolList](groupMCP, http.MethodGet, "/v1/mcp/{server_name}/tools", customtool.ToolList, "mcp",
 		"The tools of an MCP server (sandhold: the dispatcher's tools the caller may call, by MCP name)",
-		func(r *http.Request, _ struct{}) (any, error) { return defaultArgs{}, checkMCPServer(r) }, mcpToolList, nullOnFailure()),
+		func(r *http.Request, _ struct{}) (any, error) { return defaultArgs{}, checkMCPServer(r) }, mcpToolList, lateInvalidFails()),
 	plainRow(groupMCP, http.MethodPost, "/v1/mcp/{server_name}/tools/{tool_name}", "", "mcp",
 		"Call a tool of an MCP server with the body as its arguments (through the dispatcher: roles, policy, HALT, limits, audit)",
-		reflect.TypeFor[Envelope[MCPCallResult]](), mcpCall, reqType[map[string]any](), namedTool(), nullOnFailure()),
+		reflect.TypeFor[Envelope[MCPCallResult]](), mcpCall, reqType[map[string]any](), namedTool(), lateInvalidFails()),
 }
 
 func namedTool() rowOpt { return func(rt *aioRoute) { rt.NamedTool = true } }

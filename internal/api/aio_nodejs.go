@@ -30,16 +30,16 @@ func nodeAnswer[R any](_ *http.Request, _ struct{}, res R) (R, error) { return r
 // nodejs.execute's version field refuses another.
 var aioNodeRows = []aioRoute{
 	jsonRow[coderun.NodeExecuteArgs, coderun.NodeExecuteResult](groupNode, http.MethodPost, "/v1/nodejs/execute", coderun.ToolNodeExecute, "nodejs",
-		"Run JavaScript with Node.js, statelessly or in a session (AIO)", nullOnFailure()),
+		"Run JavaScript with Node.js, statelessly or in a session (AIO)", lateInvalidFails()),
 	jsonRow[coderun.NodeInfoArgs, coderun.NodeInfo](groupNode, http.MethodGet, "/v1/nodejs/info", coderun.ToolNodeInfo, "nodejs",
-		"Node.js runtime information (AIO)", nullOnFailure()),
+		"Node.js runtime information (AIO)", lateInvalidFails()),
 	jsonRow[coderun.NodeSessionArgs, coderun.NodeCreateResult](groupNode, http.MethodPost, "/v1/nodejs/sessions", coderun.ToolNodeSessionCreate, "nodejs",
-		"Start a Node.js session (AIO)", nullOnFailure()),
+		"Start a Node.js session (AIO)", lateInvalidFails()),
 	jsonRow[coderun.NodeInfoArgs, coderun.NodeSessionsResult](groupNode, http.MethodGet, "/v1/nodejs/sessions", coderun.ToolNodeSessions, "nodejs",
-		"List the caller's Node.js sessions (AIO)", nullOnFailure()),
+		"List the caller's Node.js sessions (AIO)", lateInvalidFails()),
 	jsonRowAs[struct{}, coderun.NodeSessionResult, coderun.NodeSessionResult](groupNode, http.MethodGet, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSession, "nodejs",
 		"Describe a Node.js session (AIO)", func(r *http.Request, _ struct{}) (any, error) { return nodeSessionOf(r), nil },
-		nodeAnswer[coderun.NodeSessionResult], nullOnFailure()),
+		nodeAnswer[coderun.NodeSessionResult], lateInvalidFails()),
 	jsonRowAs[nodeUpdateRequest, coderun.NodeUpdateResult, coderun.NodeUpdateResult](groupNode, http.MethodPatch, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionUpdate, "nodejs",
 		"Change a Node.js session's cwd or idle time (AIO)", func(r *http.Request, in nodeUpdateRequest) (any, error) {
 			a := nodeSessionOf(r)
@@ -48,10 +48,10 @@ var aioNodeRows = []aioRoute{
 		}, func(_ *http.Request, _ nodeUpdateRequest, res coderun.NodeUpdateResult) (coderun.NodeUpdateResult, error) {
 			return res, nil
 		},
-		nullOnFailure()),
+		lateInvalidFails()),
 	jsonRowAs[struct{}, coderun.NodeDeleteResult, coderun.NodeDeleteResult](groupNode, http.MethodDelete, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionDelete, "nodejs",
 		"End a Node.js session (AIO)", func(r *http.Request, _ struct{}) (any, error) { return nodeSessionOf(r), nil },
-		nodeAnswer[coderun.NodeDeleteResult], nullOnFailure()),
+		nodeAnswer[coderun.NodeDeleteResult], lateInvalidFails()),
 }
 
 // NodeRoutes mounts AIO's nodejs routes at /v1/... and /sandboxes/{id}/v1/....

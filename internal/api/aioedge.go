@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
 
@@ -58,7 +59,8 @@ type aioRoute struct {
 	// (archive, extract, artifacts, the terminal WebSocket): strict
 	// bodies (sandhold's decoder) and real statuses.
 	Native bool
-	// Fail is what a failure carries in data.
+	// Fail is what a tool-level failure carries in data, and how a field
+	// rule the tool checks as it runs is answered.
 	Fail failShape
 	// FileOp names the operation in a file row's FileOperationError.
 	FileOp string
@@ -75,17 +77,21 @@ type aioRoute struct {
 	serve func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 }
 
-// failShape is what the data of a failed AIO call holds.
+// failShape is what the data of a tool-level failure (HTTP 200, success
+// false) holds; every other failure is sandhold's error envelope, data
+// {code, request_id, field}, the same on every route (aioEdge.fail).
 type failShape int
 
 const (
-	// failError: ErrorData {code, request_id, field}.
-	failError failShape = iota
+	// failNull: null — AIO's schemas allow only the result or null there
+	// (its SDKs refuse anything else). A field rule the tool checks as it
+	// runs (the shell's env names, bash's signals) is AIO's 422.
+	failNull failShape = iota
 	// failFile: AIO's FileOperationError.
 	failFile
-	// failNull: null (the code and jupyter schemas allow only the result
-	// or null there).
-	failNull
+	// failNullLate: null, and a field rule the tool checks as it runs is
+	// a tool-level failure too (code, jupyter, nodejs, skills, ...).
+	failNullLate
 )
 
 // aioEdge serves the rows.
@@ -126,7 +132,13 @@ func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
 		if rt.Group != group {
 			continue
 		}
-		h := func(w http.ResponseWriter, r *http.Request) { rt.serve(e, rt, w, r) }
+		h := func(w http.ResponseWriter, r *http.Request) {
+			if err := e.sandboxOfURL(r); err != nil {
+				e.fail(w, r, rt, "", err)
+				return
+			}
+			rt.serve(e, rt, w, r)
+		}
 		for _, prefix := range []string{"", sandboxPrefix} {
 			s.router.Method(rt.Method, prefix+rt.Path, http.HandlerFunc(h))
 			if rt.BodyTypes != nil {
@@ -150,6 +162,25 @@ func aioBodyTypes(method, pattern string) []string {
 		return rt.BodyTypes
 	}
 	return nil
+}
+
+// sandboxOfURL refuses a row at /sandboxes/{id}/v1/... whose sandbox the
+// caller cannot see — missing or another key's, the same 404 for both —
+// before anything else about the request is looked at: a bad argument or
+// an unknown session in a sandbox that is not there is not the tool's
+// failure (AIO's 200 with success:false) but a routing one. The tool
+// checks it again as it runs; this is a read of the manager's map.
+func (e *aioEdge) sandboxOfURL(r *http.Request) error {
+	id := chi.URLParam(r, "id")
+	if id == "" || e.s.sandboxes == nil {
+		return nil
+	}
+	c, err := MustCaller(r.Context())
+	if err != nil {
+		return err
+	}
+	_, err = e.s.sandboxes.Get(sandbox.CallerOf(c), id)
+	return err
 }
 
 // dispatcher is the edge's dispatcher: the one its entry point was given,
@@ -307,7 +338,7 @@ type rowOpt func(*aioRoute)
 
 func required(fields ...string) rowOpt { return func(rt *aioRoute) { rt.Required = fields } }
 func fileOp(op string) rowOpt          { return func(rt *aioRoute) { rt.Fail, rt.FileOp = failFile, op } }
-func nullOnFailure() rowOpt            { return func(rt *aioRoute) { rt.Fail = failNull } }
+func lateInvalidFails() rowOpt         { return func(rt *aioRoute) { rt.Fail = failNullLate } }
 func native() rowOpt                   { return func(rt *aioRoute) { rt.Native = true } }
 func streams() rowOpt                  { return func(rt *aioRoute) { rt.Streams = true } }
 func sse() rowOpt                      { return func(rt *aioRoute) { rt.Streams, rt.SSE = true, true } }
@@ -556,7 +587,7 @@ func validateIn[In any](v In) error {
 // on AIO's operations (aiostatus.go) — with the row's failure data.
 func (e *aioEdge) fail(w http.ResponseWriter, r *http.Request, rt *aioRoute, target string, err error) {
 	err = e.placeField(rt, err)
-	if rt.Fail == failError {
+	if rt.Fail == failNull {
 		// The shell, bash and sandbox tools check some fields only as
 		// they run (an env name, a signal): their refusal is AIO's 422
 		// too. File and code rows answer it as a tool-level failure.
@@ -579,18 +610,19 @@ func (e *aioEdge) fail(w http.ResponseWriter, r *http.Request, rt *aioRoute, tar
 			w.Header().Add(k, v)
 		}
 	}
-	switch rt.Fail {
-	case failFile:
+	if rt.Fail == failFile && b.toolLevel {
 		fe := *workspace.FileErrorOf(rt.FileOp, target, err)
 		if k := fault.KindOf(err); k == fault.Internal || k == "" {
 			fe.Message = "internal error (request id " + RequestID(r.Context()) + ")"
 		}
 		writeJSON(w, b.status, FileErrorEnvelope{Success: false, Message: b.Message, Data: &fe, Hint: b.Hint})
-	case failNull:
-		writeJSON(w, b.status, Envelope[any]{Success: false, Message: b.Message, Data: nil, Hint: b.Hint})
-	default:
-		writeJSON(w, b.status, b)
+		return
 	}
+	// A tool-level failure's data is null (ErrorBody.MarshalJSON); any
+	// other failure — auth, role, policy, HALT, a rate limit, a missing
+	// sandbox, the server's own trouble — is sandhold's error envelope
+	// with its real status, one shape on every route.
+	writeJSON(w, b.status, b)
 }
 
 // writeInvalid writes AIO's 422.
@@ -650,12 +682,16 @@ func (s *Server) documentAIO(rt *aioRoute, prefix string) *huma.Operation {
 		}
 		op.Responses["200"] = &huma.Response{Description: "ok", Content: map[string]*huma.MediaType{ct: {Schema: schema(rt.Answer)}}}
 	}
-	switch rt.Fail {
-	case failFile:
-		op.Responses["default"] = &huma.Response{Description: "a FileOperationError; HTTP 200 for a tool-level failure",
+	switch {
+	case rt.Native:
+		op.Responses["default"] = &huma.Response{Description: "the error envelope, with the real status",
+			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[ErrorBody]())}}}
+	case rt.Fail == failFile:
+		op.Responses["default"] = &huma.Response{Description: "a FileOperationError, HTTP 200 for a tool-level failure; any other failure is the error envelope with its real status",
 			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[FileErrorEnvelope]())}}}
-	case failNull:
-		op.Responses["default"] = &huma.Response{Description: "success false, data null; HTTP 200 for a tool-level failure"}
+	default:
+		op.Responses["default"] = &huma.Response{Description: "success false: data null, HTTP 200 for a tool-level failure; any other failure is the error envelope with its real status",
+			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[ErrorBody]())}}}
 	}
 	if rt.Doc != nil {
 		rt.Doc(op)

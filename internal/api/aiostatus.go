@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/transfer"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
@@ -15,14 +16,18 @@ import (
 // and 422 (one more, 409, on a download whose file changed). A failure of
 // the tool itself — a missing file, a bad regex, an unknown session — is
 // HTTP 200 with success:false, and file operations put a
-// FileOperationError in data. SDKs generated from that document check
+// FileOperationError in data, every other operation null (the schemas of
+// its answers allow nothing else). SDKs generated from that document check
 // result.success and raise on any other status, so the AIO routes answer
 // that way. sandhold's own routes (/v1/sandboxes, keys, audit, policy,
 // ...) keep real statuses, and so does everything that is not the tool's
 // answer on any route: authentication and role/policy/HALT refusals
 // (401/403), rate limits (429), schema validation (422), media type (415),
 // a body over the limit, an approval to wait for (202), unavailable and
-// internal errors (5xx), and unknown routes or methods (404/405).
+// internal errors (5xx), unknown routes or methods (404/405), and a
+// sandbox of the URL that is missing or another key's (404, the same
+// answer for both). Those carry sandhold's error envelope, data
+// {code, request_id, field}, on every route.
 
 // isAIOPath says whether path is one of AIO's operations (aioPaths), at
 // /v1/... or at /sandboxes/{id}/v1/..., whose row does not keep real
@@ -111,9 +116,10 @@ func aioRouteMiddleware(next http.Handler) http.Handler {
 }
 
 // toolLevel says whether err, on an AIO route, is the tool's own failure
-// (answered 200 with success:false): invalid argument values that passed
-// the schema, something not found (a file, a session, a watcher, the
-// sandbox of the URL), a conflict of state (exists, busy, not empty), an
+// (answered 200 with success:false and data null or a
+// FileOperationError): invalid argument values that passed the schema,
+// something not found (a file, a session, a watcher — not the sandbox of
+// the URL, which is a real 404), a conflict of state (exists, busy, not empty), an
 // operation past its deadline, a feature this host lacks, and — for file
 // operations, whose errors carry a FileOperationError — a path the
 // sensitive-path policy or the file system refuses and a file over a size
@@ -123,7 +129,11 @@ func toolLevel(ctx context.Context, err error) bool {
 	if on, _ := ctx.Value(aioRouteKey{}).(bool); !on {
 		return false
 	}
-	if errors.Is(err, errNotFound) || errors.Is(err, errMethod) || errors.Is(err, transfer.ErrChanged) {
+	if errors.Is(err, errNotFound) || errors.Is(err, errMethod) || errors.Is(err, transfer.ErrChanged) ||
+		errors.Is(err, sandbox.ErrNoSandbox) {
+		// A routing failure (no route, no such sandbox for this key: the
+		// same answer for a missing and another key's one), not the
+		// tool's.
 		return false
 	}
 	switch fault.KindOf(err) {

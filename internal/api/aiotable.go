@@ -160,18 +160,18 @@ var aioCoreRows = []aioRoute{
 
 	// code and jupyter (AIO): failures carry data null.
 	jsonRowAs[CodeExecuteRequest, coderun.Result, CodeExecuteResponse](groupCode, http.MethodPost, "/v1/code/execute", coderun.ToolExecute, "code",
-		"Run python, javascript or bash code, statelessly or in a session (AIO)", codeExecute, codeExecuteAnswer, nullOnFailure()),
+		"Run python, javascript or bash code, statelessly or in a session (AIO)", codeExecute, codeExecuteAnswer, lateInvalidFails()),
 	jsonRowAs[struct{}, []coderun.LanguageInfo, codeInfoData](groupCode, http.MethodGet, "/v1/code/info", coderun.ToolInfo, "code",
 		"Supported runtimes and versions (AIO)", func(r *http.Request, _ struct{}) (any, error) {
 			return coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
-		}, codeInfo, nullOnFailure()),
+		}, codeInfo, lateInvalidFails()),
 	jsonRowAs[JupyterExecuteRequest, coderun.Result, JupyterExecuteResponse](groupCode, http.MethodPost, "/v1/jupyter/execute", coderun.ToolExecute, "jupyter",
-		"Run python in a session with Jupyter-shaped outputs (AIO)", jupyterExecute, jupyterExecuteAnswer, nullOnFailure()),
+		"Run python in a session with Jupyter-shaped outputs (AIO)", jupyterExecute, jupyterExecuteAnswer, lateInvalidFails()),
 	plainRow(groupCode, http.MethodGet, "/v1/jupyter/info", coderun.ToolSessions, "jupyter",
-		"Python session service information (AIO)", reflect.TypeFor[Envelope[jupyterInfoData]](), jupyterInfo, nullOnFailure()),
+		"Python session service information (AIO)", reflect.TypeFor[Envelope[jupyterInfoData]](), jupyterInfo, lateInvalidFails()),
 	jsonRowAs[struct{}, []coderun.SessionInfo, jupyterSessionsData](groupCode, http.MethodGet, "/v1/jupyter/sessions", coderun.ToolSessions, "jupyter",
 		"The caller's python sessions in the sandbox (AIO)", func(r *http.Request, _ struct{}) (any, error) { return pythonSessions(r), nil },
-		jupyterSessions, nullOnFailure()),
+		jupyterSessions, lateInvalidFails()),
 	jsonRowAs[struct{}, int, map[string]int](groupCode, http.MethodDelete, "/v1/jupyter/sessions", coderun.ToolSessionDelete, "jupyter",
 		"End the caller's python sessions in the sandbox (AIO)", func(r *http.Request, _ struct{}) (any, error) {
 			a := pythonSessions(r)
@@ -179,13 +179,13 @@ var aioCoreRows = []aioRoute{
 			return a, nil
 		}, func(_ *http.Request, _ struct{}, n int) (map[string]int, error) {
 			return map[string]int{"deleted": n}, nil
-		}, nullOnFailure()),
+		}, lateInvalidFails()),
 	jsonRowAs[struct{}, any, map[string]string](groupCode, http.MethodDelete, "/v1/jupyter/sessions/{session_id}", coderun.ToolSessionDelete, "jupyter",
 		"End one session (AIO)", jupyterDelete, func(r *http.Request, _ struct{}, _ any) (map[string]string, error) {
 			return map[string]string{"session_id": chi.URLParam(r, "session_id")}, nil
-		}, nullOnFailure()),
+		}, lateInvalidFails()),
 	jsonRowAs[JupyterCreateSessionRequest, coderun.SessionInfo, jupyterCreateData](groupCode, http.MethodPost, "/v1/jupyter/sessions/create", coderun.ToolSessionCreate, "jupyter",
-		"Start a python session (AIO)", jupyterCreate, jupyterCreateAnswer, nullOnFailure()),
+		"Start a python session (AIO)", jupyterCreate, jupyterCreateAnswer, lateInvalidFails()),
 
 	// Streaming file routes: AIO's upload and download (real statuses:
 	// they stream a file), and sandhold's own extract, archive and

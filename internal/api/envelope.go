@@ -51,6 +51,9 @@ type ErrorData struct {
 type ErrorBody struct {
 	status  int
 	headers http.Header
+	// toolLevel: a tool's own failure on an AIO route (HTTP 200), whose
+	// data is null (MarshalJSON).
+	toolLevel bool
 
 	Success bool      `json:"success" example:"false"`
 	Message string    `json:"message" example:"no such key"`
@@ -60,6 +63,18 @@ type ErrorBody struct {
 
 // Error implements error.
 func (e *ErrorBody) Error() string { return e.Message }
+
+// MarshalJSON writes a tool-level failure on an AIO route with data null:
+// AIO's answer schemas allow only the result or null there, and its SDKs
+// refuse anything else (aiostatus.go). Every other failure carries
+// ErrorData.
+func (e *ErrorBody) MarshalJSON() ([]byte, error) {
+	type plain ErrorBody // the same fields, without this method
+	if !e.toolLevel {
+		return json.Marshal((*plain)(e))
+	}
+	return json.Marshal(Envelope[any]{Success: e.Success, Message: e.Message, Data: nil, Hint: e.Hint})
+}
 
 // GetStatus implements huma.StatusError.
 func (e *ErrorBody) GetStatus() int { return e.status }
@@ -171,7 +186,7 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 	}
 	if toolLevel(ctx, err) {
 		// AIO's rule: the tool failed, the HTTP call did not (aiostatus.go).
-		b.status = http.StatusOK
+		b.status, b.toolLevel = http.StatusOK, true
 	}
 	if ra := fault.RetryAfterOf(err); ra > 0 {
 		b.headers.Set("Retry-After", strconv.Itoa(ra))

@@ -37,6 +37,7 @@ type Posture struct {
 // directly only for the posture report's figures.
 func (s *Server) SandboxRoutes(d *dispatch.Dispatcher, m *sandbox.Manager, p Posture) {
 	h := &sandboxHandlers{s: s, d: d, m: m, posture: p}
+	s.sandboxes = m
 	reg := func(op huma.Operation, tag string) huma.Operation {
 		op.Tags = []string{tag}
 		op.Security = Security

@@ -38,6 +38,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
 // Deps are what the server needs; the daemon builds them.
@@ -82,6 +83,11 @@ type Server struct {
 	// codeCfg is what GET /v1/jupyter/info reports; set by CodeRoutes
 	// before serving.
 	codeCfg CodeConfig
+
+	// sandboxes resolves the sandbox of an AIO route's URL before its
+	// tool runs (aioEdge.sandboxOfURL); set by SandboxRoutes before
+	// serving, nil without sandboxes.
+	sandboxes *sandbox.Manager
 }
 
 // humaDefaultMaxBody is what huma gives an operation with a body that left

@@ -331,7 +331,9 @@ func TestCodeEndToEnd(t *testing.T) {
 			{"bad-kernel", "/v1/jupyter/execute", `{"code":"1","kernel_name":"ruby"}`, 422, ""},
 			{"bad-session-id", "/v1/code/execute", `{"language":"python","code":"1","stateful":true,"session_id":"../x"}`, 422, ""},
 			{"bad-jupyter-session-id", "/v1/jupyter/execute", `{"code":"1","session_id":"a b"}`, 422, ""},
-			{"unknown-sandbox", "/sandboxes/sb-nope/v1/code/execute", `{"language":"python","code":"1"}`, 200, "sandbox not found"},
+			// A sandbox of the URL that is not there is a routing failure
+			// (404), not the tool's (issue 29, row 10).
+			{"unknown-sandbox", "/sandboxes/sb-nope/v1/code/execute", `{"language":"python","code":"1"}`, 404, ""},
 		}
 		for _, c := range cases {
 			st, out := s.do("POST", c.path, c.body)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -469,6 +470,11 @@ func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 	return spec, nil
 }
 
+// ErrNoSandbox is the cause of Get's NotFound: the edge answers a route
+// whose sandbox is missing (or another key's) with a real 404, where a
+// tool's own "not found" on an AIO route is a tool-level failure.
+var ErrNoSandbox = errors.New("no such sandbox for this caller")
+
 // Get returns a sandbox the caller may see; anything else is NotFound, so
 // other keys' sandboxes are invisible.
 func (m *Manager) Get(c Caller, id string) (*Sandbox, error) {
@@ -476,7 +482,7 @@ func (m *Manager) Get(c Caller, id string) (*Sandbox, error) {
 	s := m.sandboxes[id]
 	m.mu.Unlock()
 	if s == nil || (!c.Admin && s.rec.Owner != c.KeyID) {
-		return nil, fault.New(fault.NotFound, "sandbox not found")
+		return nil, fault.Wrap(fault.NotFound, ErrNoSandbox, "sandbox not found")
 	}
 	return s, nil
 }
