@@ -7,21 +7,28 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/client"
 )
 
 type auditCmd struct {
-	Remote bool           `help:"Ask the server you logged in to (sandhold login, or SANDHOLD_URL/SANDHOLD_KEY) instead of reading the local data dir."`
-	Verify auditVerifyCmd `cmd:"" help:"Check the hash chain; exit 0 when intact, 1 naming the first bad record."`
-	Tail   auditTailCmd   `cmd:"" help:"Print the newest records as JSON lines (control and bidi characters shown escaped)."`
+	serverFlags `embed:""`
+	where       `embed:""`
+	Verify      auditVerifyCmd `cmd:"" help:"Check the hash chain; exit 0 when intact, 1 naming the first bad record."`
+	Tail        auditTailCmd   `cmd:"" help:"Print the newest records: a table on a terminal, else JSON lines (control and bidi characters shown escaped)."`
 }
 
 type auditVerifyCmd struct{}
 
 func (auditVerifyCmd) Run(ctx context.Context, e *env) error {
-	if e.global.Audit.Remote {
+	ac := e.global.Audit
+	remote, err := ac.remote(ac.serverFlags)
+	if err != nil {
+		return err
+	}
+	if remote {
 		return remoteAuditVerify(ctx, e)
 	}
-	st, lg, _, err := openLocal(ctx, e)
+	st, lg, _, err := openLocal(ctx, e, ac.serverFlags, false)
 	if err != nil {
 		return err
 	}
@@ -38,19 +45,26 @@ func (auditVerifyCmd) Run(ctx context.Context, e *env) error {
 }
 
 type auditTailCmd struct {
-	N      int    `short:"n" default:"20" help:"How many records."`
+	N      int    `short:"n" default:"20" help:"How many records (the server sends at most 1000)."`
 	Action string `help:"Only this action or dotted prefix (auth matches auth.*)."`
 	Follow bool   `short:"f" help:"Keep printing new records."`
+	Format string `enum:"auto,table,json" default:"auto" help:"table, json (one record per line), or auto: a table on a terminal, else json."`
 }
 
 // followPoll is how often --follow looks for new records.
 const followPoll = time.Second
 
 func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
-	if e.global.Audit.Remote {
-		return remoteAuditTail(ctx, e, a)
+	ac := e.global.Audit
+	remote, err := ac.remote(ac.serverFlags)
+	if err != nil {
+		return err
 	}
-	st, lg, _, err := openLocal(ctx, e)
+	out := newAuditPrinter(e.stdout, a.Format == "table" || (a.Format == "auto" && isTTY(e.stdout)))
+	if remote {
+		return remoteAuditTail(ctx, a, out)
+	}
+	st, lg, _, err := openLocal(ctx, e, ac.serverFlags, false)
 	if err != nil {
 		return err
 	}
@@ -60,9 +74,19 @@ func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	enc := json.NewEncoder(e.stdout)
+	print := func(r audit.Record) error {
+		if !out.table {
+			return enc.Encode(r.Display())
+		}
+		cr, err := clientRecord(r)
+		if err != nil {
+			return err
+		}
+		return out.print(cr)
+	}
 	var last int64
 	for i := len(recs) - 1; i >= 0; i-- {
-		if err := enc.Encode(recs[i].Display()); err != nil {
+		if err := print(recs[i]); err != nil {
 			return err
 		}
 		last = recs[i].Seq
@@ -78,11 +102,22 @@ func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
 			return err
 		}
 		for _, r := range more {
-			if err := enc.Encode(r.Display()); err != nil {
+			if err := print(r); err != nil {
 				return err
 			}
 			last = r.Seq
 		}
 	}
 	return nil
+}
+
+// clientRecord is a local record in the shape the server sends, for the
+// one table renderer (its cells escaped by client.Escape).
+func clientRecord(r audit.Record) (client.AuditRecord, error) {
+	var cr client.AuditRecord
+	b, err := json.Marshal(r)
+	if err == nil {
+		err = json.Unmarshal(b, &cr)
+	}
+	return cr, err
 }

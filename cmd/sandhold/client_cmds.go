@@ -42,16 +42,16 @@ func connect() (*client.Client, client.Config, error) {
 	return c, cfg, nil
 }
 
-// sandboxOf is the sandbox a command acts on: the one named, else the
-// login's default.
-func sandboxOf(named string, cfg client.Config) (string, error) {
-	if named != "" {
-		return named, nil
+// sandboxOf is the id of the sandbox a command acts on: the one named
+// (by name or id prefix, client.Resolve), else the login's default.
+func sandboxOf(ctx context.Context, c *client.Client, named string, cfg client.Config) (string, error) {
+	if named == "" {
+		named = cfg.Sandbox
 	}
-	if cfg.Sandbox != "" {
-		return cfg.Sandbox, nil
+	if named == "" {
+		return "", &exitError{code: exitUsage, err: errors.New("no sandbox named: give its name or id (see `sandhold ls`), or set a default with `sandhold login URL --sandbox SB` or SANDHOLD_SANDBOX")}
 	}
-	return "", &exitError{code: 2, err: errors.New("no sandbox named: give one (see `sandhold ls`), or set a default with `sandhold login URL --sandbox SB` or SANDHOLD_SANDBOX")}
+	return c.Resolve(ctx, named)
 }
 
 // isTTY reports whether w is a terminal.
@@ -107,12 +107,16 @@ func (l *clientLoginCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	// Check the key before keeping it.
-	if _, err := c.List(ctx); err != nil {
+	// Check the key before keeping it, and say whose it is.
+	who, err := c.WhoAmI(ctx)
+	if err != nil {
 		return err
 	}
+	sb := ""
 	if l.Sandbox != "" {
-		if _, err := c.Get(ctx, l.Sandbox); err != nil {
+		// Kept as given (a name is looked up at each use); it must name
+		// one sandbox now.
+		if sb, err = c.Resolve(ctx, l.Sandbox); err != nil {
 			return err
 		}
 	}
@@ -123,6 +127,34 @@ func (l *clientLoginCmd) Run(ctx context.Context, e *env) error {
 	if u.Scheme == "http" && !client.IsLoopback(u) {
 		_, _ = fmt.Fprintf(e.stderr, "warning: %s is plain http on a network: the key crosses it unencrypted; use https (a TLS reverse proxy)\n", u)
 	}
-	_, err = fmt.Fprintf(e.stdout, "logged in to %s (saved in %s)\n", u, p)
+	name := who.KeyName
+	if name == "" {
+		name = who.KeyID
+	}
+	_, err = fmt.Fprintf(e.stdout, "logged in to %s as %s (role %s, key %s); saved in %s\n", u,
+		client.Escape(name), client.Escape(who.Role), client.Escape(who.KeyID), p)
+	if err == nil && sb != "" {
+		_, err = fmt.Fprintf(e.stdout, "default sandbox: %s (%s)\n", client.Escape(l.Sandbox), client.Escape(sb))
+	}
 	return err
+}
+
+// flagErr names the flag behind an input the server refused: the server
+// names the field ("body.timeout", "query.limit"), the command knows which
+// of its flags carried it (flags maps the field, without its place, to
+// the flag).
+func flagErr(err error, flags map[string]string) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Field == "" {
+		return err
+	}
+	field := ce.Field
+	for _, place := range []string{"body.", "query.", "path.", "header."} {
+		field = strings.TrimPrefix(field, place)
+	}
+	flag, ok := flags[field]
+	if !ok {
+		return err
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s", flag, client.Escape(strings.TrimSpace(ce.Message)))}
 }

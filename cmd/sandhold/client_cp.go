@@ -13,7 +13,7 @@ import (
 type clientCpCmd struct {
 	Src       string `arg:"" name:"src" help:"./local/file or SB:/path/in/sandbox (:/path for the default sandbox)."`
 	Dst       string `arg:"" name:"dst" help:"SB:/path/in/sandbox (a directory with a trailing /; :/path for the default sandbox) or ./local/path."`
-	LimitRate string `name:"limit-rate" help:"Cap the transfer rate, e.g. 20MB (per second)."`
+	LimitRate string `name:"limit-rate" help:"Cap the transfer rate, e.g. 20MiB (per second)."`
 	Quiet     bool   `short:"q" help:"No progress report."`
 }
 
@@ -41,7 +41,7 @@ func (cp *clientCpCmd) Run(ctx context.Context, e *env) error {
 	if cp.LimitRate != "" {
 		sz, err := config.ParseSize(cp.LimitRate)
 		if err != nil || sz.Bytes() <= 0 {
-			return &exitError{code: 2, err: fmt.Errorf("--limit-rate: %q is not a size like 20MB", cp.LimitRate)}
+			return &exitError{code: exitUsage, err: fmt.Errorf("--limit-rate: %q is not a size like 20MiB", cp.LimitRate)}
 		}
 		o.LimitRate = sz.Bytes()
 	}
@@ -50,9 +50,9 @@ func (cp *clientCpCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	if dstRemote {
-		dstSB, err = sandboxOf(dstSB, cfg)
+		dstSB, err = sandboxOf(ctx, c, dstSB, cfg)
 	} else {
-		srcSB, err = sandboxOf(srcSB, cfg)
+		srcSB, err = sandboxOf(ctx, c, srcSB, cfg)
 	}
 	if err != nil {
 		return err
@@ -65,6 +65,9 @@ func (cp *clientCpCmd) Run(ctx context.Context, e *env) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
+			if dstRemote {
+				return &exitError{code: 130, err: errors.New("interrupted: run the same command again to resume (the bytes sent so far wait in the sandbox's /workspace/.artifacts/.uploads, counted against its disk quota, until then)")}
+			}
 			return &exitError{code: 130, err: errors.New("interrupted: run the same command again to resume")}
 		}
 		return err

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -37,10 +39,20 @@ type execFlags struct {
 	Sandbox    string            `name:"sandbox" short:"s" help:"Sandbox to run in (instead of the first argument)."`
 	Cwd        string            `help:"Working directory inside the sandbox (default /workspace)."`
 	Env        map[string]string `short:"e" help:"Environment variable KEY=VALUE; repeatable."`
-	Timeout    float64           `help:"Wall timeout in seconds (server default 60, max 600)."`
+	Timeout    float64           `help:"Wall timeout in seconds (server default 60, max 600; a -d command in a sandbox with a --ttl has none unless given)."`
 	Stdin      bool              `short:"i" name:"stdin" help:"Send this process's standard input to the command."`
 	Background bool              `short:"d" name:"detach" help:"Start the command in the background and print its command id (read it with sandhold logs)."`
+	// WaitApproval holds the call until an operator decides, where the
+	// policy sends it to one.
+	WaitApproval bool `name:"wait-approval" help:"If the call needs an operator's approval, wait for the decision (then run, or exit 77 with the operator's note) instead of exiting 75 with the approval id."`
 }
+
+// approvalHold is how long one request asks the server to hold a call for
+// an operator's decision (the server caps it; the client asks again).
+const approvalHold = 60 * time.Second
+
+// execFieldFlags name exec's flags by the request field the server names.
+var execFieldFlags = map[string]string{"timeout": "--timeout", "cwd": "--cwd", "env": "-e", "stdin": "-i", "argv": "the command"}
 
 // parseExecFlags reads exec's flags written between the sandbox and "--"
 // into f (flags given there win over ones given before the sandbox).
@@ -73,6 +85,7 @@ func parseExecFlags(args []string, f *execFlags) error {
 	}
 	f.Stdin = f.Stdin || l.Stdin
 	f.Background = f.Background || l.Background
+	f.WaitApproval = f.WaitApproval || l.WaitApproval
 	return nil
 }
 
@@ -126,13 +139,13 @@ func (x *clientExecCmd) Run(ctx context.Context, e *env) error {
 		}
 	}
 	if len(argv) == 0 {
-		return &exitError{code: 2, err: errors.New("no command given: sandhold exec SB -- CMD ARGS…")}
+		return &exitError{code: exitUsage, err: errors.New("no command given: sandhold exec SB -- CMD ARGS…")}
 	}
 	c, cfg, err := connect()
 	if err != nil {
 		return err
 	}
-	sb, err := sandboxOf(named, cfg)
+	sb, err := sandboxOf(ctx, c, named, cfg)
 	if err != nil {
 		return err
 	}
@@ -146,45 +159,96 @@ func (x *clientExecCmd) Run(ctx context.Context, e *env) error {
 			return fmt.Errorf("read stdin: %w", err)
 		}
 		if len(b) > maxExecStdin {
-			return &exitError{code: 2, err: fmt.Errorf("stdin is over %d bytes: copy it in with sandhold cp instead", maxExecStdin)}
+			return &exitError{code: exitUsage, err: fmt.Errorf("-i: stdin is over %s: copy it in with sandhold cp instead", client.IBytes(maxExecStdin))}
 		}
 		req.Stdin = string(b)
 	}
+	if x.WaitApproval {
+		c.ApprovalWait = approvalHold
+	}
 	if x.Background {
-		r, err := c.Start(ctx, sb, req)
+		var r client.ExecResult
+		err := x.untilDecided(ctx, e, func() (err error) { r, err = c.Start(ctx, sb, req); return err })
 		if err != nil {
-			return err
+			return execErr(err, argv, x.Cwd)
 		}
 		_, err = fmt.Fprintln(e.stdout, client.Escape(r.CommandID))
 		return err
 	}
-	r, err := c.Exec(ctx, sb, req, e.stdout, e.stderr)
+	var r client.ExecResult
+	err = x.untilDecided(ctx, e, func() (err error) { r, err = c.Exec(ctx, sb, req, e.stdout, e.stderr); return err })
 	if err != nil {
 		if ctx.Err() != nil {
 			// Interrupted here: the closed stream killed the command.
 			return &commandExit{code: 130}
 		}
-		return err
+		return execErr(err, argv, x.Cwd)
 	}
-	if r.Status == "timed_out" {
-		_, _ = fmt.Fprintln(e.stderr, "sandhold: the command ran past its timeout and was killed (raise it with --timeout)")
-	} else if r.Status == "killed" && r.Reason != "" && r.Reason != "client" {
-		_, _ = fmt.Fprintf(e.stderr, "sandhold: the command was killed (%s limit)\n", client.Escape(r.Reason))
+	timeout := client.DefaultTimeout
+	if x.Timeout > 0 {
+		timeout = time.Duration(x.Timeout * float64(time.Second))
 	}
+	explainEnd(ctx, e, c, sb, r, timeout)
 	if code := r.ExitStatus(); code != 0 {
 		return &commandExit{code: code}
 	}
 	return nil
 }
 
+// untilDecided runs call, and with --wait-approval runs it again while the
+// server answers that an operator has not decided yet (each try is held
+// by the server for the decision; the same pending approval answers).
+func (x *clientExecCmd) untilDecided(ctx context.Context, e *env, call func() error) error {
+	told := false
+	for {
+		err := call()
+		id, pending := client.IsApprovalPending(err)
+		if !pending || !x.WaitApproval || ctx.Err() != nil {
+			return err
+		}
+		if !told {
+			told = true
+			_, _ = fmt.Fprintf(e.stderr, "sandhold: waiting for an operator's decision on approval %s (Ctrl-C stops waiting)\n", client.Escape(id))
+		}
+	}
+}
+
+// execErr words a refused exec: a command that is not in the sandbox exits
+// 127 as in a shell; a refused input names its flag.
+func execErr(err error, argv []string, cwd string) error {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Status == http.StatusBadRequest && strings.Contains(ce.Message, "command not found") {
+		where := ""
+		if cwd != "" {
+			where = " (or --cwd " + client.Escape(cwd) + " does not exist)"
+		}
+		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: command not found in the sandbox%s", client.Escape(argv[0]), where)}
+	}
+	return flagErr(err, execFieldFlags)
+}
+
+// explainEnd says on stderr why a command that did not end by itself
+// ended: the limit, its value and how to raise it, or who killed it.
+func explainEnd(ctx context.Context, e *env, c *client.Client, sb string, r client.ExecResult, timeout time.Duration) {
+	var lim *client.SandboxLimits
+	if r.Reason == client.ReasonCPU || r.Reason == client.ReasonMemory {
+		if s, err := c.Get(ctx, sb); err == nil {
+			lim = &s.Limits
+		}
+	}
+	if why := client.Explain(r, timeout, lim); why != "" {
+		_, _ = fmt.Fprintf(e.stderr, "sandhold: %s\n", why)
+	}
+}
+
 type clientLogsCmd struct {
 	Args   []string `arg:"" name:"sandbox-and-command-id" help:"[SB] COMMAND_ID: the id exec -d printed (SB: default the login's)."`
-	Follow bool     `short:"f" help:"Keep printing until the command ends; exit with its status."`
+	Follow bool     `short:"f" help:"Keep printing until the command ends; exit with its status, and say why if it did not end by itself."`
 }
 
 func (l *clientLogsCmd) Run(ctx context.Context, e *env) error {
 	if len(l.Args) > 2 {
-		return &exitError{code: 2, err: errors.New("logs takes [SB] COMMAND_ID")}
+		return &exitError{code: exitUsage, err: errors.New("logs takes [SB] COMMAND_ID")}
 	}
 	c, cfg, err := connect()
 	if err != nil {
@@ -194,7 +258,7 @@ func (l *clientLogsCmd) Run(ctx context.Context, e *env) error {
 	if len(l.Args) == 2 {
 		named = l.Args[0]
 	}
-	sb, err := sandboxOf(named, cfg)
+	sb, err := sandboxOf(ctx, c, named, cfg)
 	if err != nil {
 		return err
 	}
@@ -205,6 +269,9 @@ func (l *clientLogsCmd) Run(ctx context.Context, e *env) error {
 		}
 		return err
 	}
+	if r.Finished() {
+		explainEnd(ctx, e, c, sb, r, 0)
+	}
 	if l.Follow && r.Finished() {
 		if code := r.ExitStatus(); code != 0 {
 			return &commandExit{code: code}
@@ -214,8 +281,8 @@ func (l *clientLogsCmd) Run(ctx context.Context, e *env) error {
 }
 
 type clientShellCmd struct {
-	Sandbox string `arg:"" optional:"" name:"sandbox" help:"Sandbox id (default: the login's)."`
-	Session string `name:"session" help:"Reattach to this shell session id."`
+	Sandbox string `arg:"" optional:"" name:"sandbox" help:"Sandbox name or id (default: the login's)."`
+	Session string `name:"session" help:"Reattach to this shell session id (printed when you detach)."`
 }
 
 func (s *clientShellCmd) Run(ctx context.Context, e *env) error {
@@ -223,13 +290,14 @@ func (s *clientShellCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	sb, err := sandboxOf(s.Sandbox, cfg)
+	sb, err := sandboxOf(ctx, c, s.Sandbox, cfg)
 	if err != nil {
 		return err
 	}
 	in, out := os.Stdin, os.Stdout
 	o := client.ShellOptions{Stdin: in, Stdout: e.stdout, SessionID: s.Session}
 	if client.IsTerminal(in.Fd()) {
+		o.DetachKeys = client.DefaultDetachKeys
 		restore, err := client.MakeRaw(in.Fd())
 		if err != nil {
 			return err
@@ -264,7 +332,16 @@ func (s *clientShellCmd) Run(ctx context.Context, e *env) error {
 			}
 		}()
 	}
-	err = c.Shell(ctx, sb, o)
+	end, err := c.Shell(ctx, sb, o)
+	if end.SessionID != "" && (end.Detached || err != nil) {
+		// The session goes on in the sandbox: say how to get back to it.
+		how := "detached from"
+		if !end.Detached {
+			how = "left"
+		}
+		_, _ = fmt.Fprintf(e.stderr, "\r\nsandhold: %s shell session %s; reattach with: sandhold shell %s --session %s\r\n",
+			how, client.Escape(end.SessionID), client.Escape(sb), client.Escape(end.SessionID))
+	}
 	if err != nil && ctx.Err() != nil {
 		return nil
 	}

@@ -64,15 +64,15 @@ func orDashCLI(s string) string {
 }
 
 type clientCreateCmd struct {
-	Name     string   `help:"A name for the sandbox."`
-	Memory   string   `help:"Memory limit, e.g. 512MB."`
-	CPU      float64  `name:"cpu" help:"CPU quota in CPUs, e.g. 0.5."`
-	Pids     int64    `help:"Process/thread limit."`
-	Disk     string   `help:"Workspace quota, e.g. 1GB."`
-	CPUTime  string   `name:"cpu-time" help:"CPU time per execution, e.g. 30s."`
+	Name     string   `help:"A name for the sandbox (other commands take it instead of the id)."`
+	Memory   string   `help:"Memory limit, e.g. 512MiB (default and maximum: the server's SANDBOX_MAX_MEMORY, 1GiB)."`
+	CPU      float64  `name:"cpu" help:"CPU quota in CPUs, e.g. 0.5 (default 1)."`
+	Pids     int64    `help:"Process/thread limit (default and maximum: SANDBOX_MAX_PROCESSES, 50)."`
+	Disk     string   `help:"Workspace quota, e.g. 1GiB (default and maximum: SANDBOX_MAX_DISK, 5GiB)."`
+	CPUTime  string   `name:"cpu-time" help:"CPU time per command, e.g. 2m (default and maximum: SANDBOX_MAX_CPU_TIME, 30s)."`
 	Network  string   `help:"Network mode: none (default), proxy or host (admin only)." enum:",none,proxy,host" default:""`
 	Allow    []string `help:"Egress allow-list entries for --network proxy (host, *.domain, host:port); repeatable."`
-	TTL      string   `name:"ttl" help:"Delete the sandbox this long after creation, e.g. 2h."`
+	TTL      string   `name:"ttl" help:"Delete the sandbox this long after creation, e.g. 2h (then exec -d commands have no wall limit)."`
 	Template string   `name:"template" short:"t" help:"Template to make the sandbox from (name[:tag] or digest; sandhold template ls). Default: host."`
 	JSON     bool     `name:"json" help:"Print the whole sandbox as JSON instead of its id."`
 }
@@ -91,7 +91,8 @@ func (cr *clientCreateCmd) Run(ctx context.Context, e *env) error {
 	}
 	sb, err := c.Create(ctx, req)
 	if err != nil {
-		return err
+		return flagErr(err, map[string]string{"name": "--name", "limits.memory": "--memory", "limits.cpu": "--cpu", "limits.pids": "--pids",
+			"limits.disk": "--disk", "limits.cpu_time": "--cpu-time", "network.mode": "--network", "network.allow": "--allow", "ttl": "--ttl"})
 	}
 	if cr.JSON {
 		enc := json.NewEncoder(e.stdout)
@@ -103,7 +104,7 @@ func (cr *clientCreateCmd) Run(ctx context.Context, e *env) error {
 }
 
 type clientRmCmd struct {
-	IDs []string `arg:"" name:"sandbox" help:"Sandbox ids."`
+	IDs []string `arg:"" name:"sandbox" help:"Sandbox names or ids (or unique id prefixes)."`
 }
 
 func (r *clientRmCmd) Run(ctx context.Context, e *env) error {
@@ -112,13 +113,21 @@ func (r *clientRmCmd) Run(ctx context.Context, e *env) error {
 		return err
 	}
 	failed := 0
-	for _, id := range r.IDs {
-		if err := c.Delete(ctx, id); err != nil {
+	for _, ref := range r.IDs {
+		id, err := c.Resolve(ctx, ref)
+		if err == nil {
+			err = c.Delete(ctx, id)
+		}
+		if err != nil {
 			_, _ = fmt.Fprintf(e.stderr, "sandhold: %v\n", err)
 			failed++
 			continue
 		}
-		_, _ = fmt.Fprintf(e.stdout, "deleted %s\n", client.Escape(id))
+		if ref != id {
+			_, _ = fmt.Fprintf(e.stdout, "deleted %s (%s)\n", client.Escape(ref), client.Escape(id))
+		} else {
+			_, _ = fmt.Fprintf(e.stdout, "deleted %s\n", client.Escape(id))
+		}
 	}
 	if failed > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d of %d sandboxes not deleted", failed, len(r.IDs))}

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/client"
 	"github.com/sandhold/sandhold/internal/daemon"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/ratelimit"
@@ -16,23 +20,55 @@ import (
 )
 
 type keysCmd struct {
-	Create keysCreateCmd `cmd:"" help:"Create a key and print it (shown only now)."`
-	List   keysListCmd   `cmd:"" help:"List keys (never their secrets)."`
-	Revoke keysRevokeCmd `cmd:"" help:"Revoke a key by id; a running server refuses it on its next request."`
+	serverFlags `embed:""`
+	where       `embed:""`
+	Create      keysCreateCmd `cmd:"" help:"Create a key and print it (shown only now)."`
+	List        keysListCmd   `cmd:"" help:"List keys (never their secrets)."`
+	Revoke      keysRevokeCmd `cmd:"" help:"Revoke a key by id; a running server refuses it on its next request."`
+}
+
+// where picks the server (logged in) or a local data dir for keys and
+// audit.
+type where struct {
+	Remote bool `help:"Ask the server you are logged in to (the default when logged in and no data dir is named)."`
+	Local  bool `help:"Read the local data dir (the default when --data-dir, --config or SANDBOX_DATA_DIR names one, or when not logged in)."`
+}
+
+// remote says whether a keys or audit command goes to the server: --remote,
+// else not when a local data dir is named (or --local), else when logged in.
+func (w where) remote(sf serverFlags) (bool, error) {
+	switch {
+	case w.Remote && w.Local:
+		return false, &exitError{code: exitUsage, err: errors.New("--remote and --local: choose one")}
+	case w.Remote:
+		return true, nil
+	case w.Local || sf.named():
+		return false, nil
+	}
+	_, err := client.LoadConfig()
+	return err == nil, nil
 }
 
 // cliCaller is the audit actor for local CLI actions: whoever can run the
 // binary against the data dir is the operator.
 var cliCaller = auth.Caller{KeyID: "cli", KeyName: "local operator", Role: auth.RoleAdmin, Addr: "local"}
 
-// openLocal opens the data dir's store with an auth service over it.
-func openLocal(ctx context.Context, e *env) (store.Store, *audit.Log, *auth.Service, error) {
-	cfg, err := e.loadConfig(nil)
+// openLocal opens the data dir's store with an auth service over it. A
+// read (write false) never makes a data dir or a store: it needs a
+// server's.
+func openLocal(ctx context.Context, e *env, sf serverFlags, write bool) (store.Store, *audit.Log, *auth.Service, error) {
+	cfg, err := e.loadConfig(sf, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := daemon.EnsureDataDir(cfg.DataDir); err != nil {
-		return nil, nil, nil, err
+	if write {
+		if err := daemon.EnsureDataDir(cfg.DataDir); err != nil {
+			return nil, nil, nil, err
+		}
+	} else if cfg.DatabaseURL == "" {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, store.FileName)); err != nil {
+			return nil, nil, nil, &exitError{code: 1, err: fmt.Errorf("no sandhold server's data in %s: name its data dir with --data-dir, or `sandhold login URL` to ask a server", cfg.DataDir)}
+		}
 	}
 	st, err := store.OpenConfigured(ctx, cfg.DataDir, cfg.DatabaseURL, cfg.NodeName)
 	if err != nil {
@@ -56,33 +92,73 @@ type keysCreateCmd struct {
 }
 
 func (k *keysCreateCmd) Run(ctx context.Context, e *env) error {
-	st, _, svc, err := openLocal(ctx, e)
+	kc := e.global.Keys
+	remote, err := kc.remote(kc.serverFlags)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.Close() }()
-	info, secret, err := svc.CreateKeyWithLimits(ctx, cliCaller, k.Name, auth.Role(k.Role), k.RateLimits)
-	if err != nil {
-		return fmt.Errorf("create key: %s", fault.Public(err))
+	var info client.Key
+	if remote {
+		c, _, err := connect()
+		if err != nil {
+			return err
+		}
+		if info, err = c.CreateKey(ctx, k.Name, k.Role, k.RateLimits); err != nil {
+			return flagErr(err, map[string]string{"name": "--name", "role": "--role", "rate_limits": "--rate-limits"})
+		}
+	} else {
+		st, _, svc, err := openLocal(ctx, e, kc.serverFlags, true)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Close() }()
+		ki, secret, err := svc.CreateKeyWithLimits(ctx, cliCaller, k.Name, auth.Role(k.Role), k.RateLimits)
+		if err != nil {
+			return fmt.Errorf("create key: %s", fault.Public(err))
+		}
+		info = client.Key{ID: ki.ID, Name: ki.Name, Role: string(ki.Role), Secret: secret}
 	}
-	_, _ = fmt.Fprintf(e.stderr, "created %s key %s (%s); the key is shown only now:\n", info.Role, info.ID, info.Name)
-	_, err = fmt.Fprintln(e.stdout, secret)
+	_, _ = fmt.Fprintf(e.stderr, "created %s key %s (%s); the key is shown only now:\n", client.Escape(info.Role), client.Escape(info.ID), client.Escape(info.Name))
+	_, err = fmt.Fprintln(e.stdout, info.Secret)
 	return err
 }
 
 type keysListCmd struct{}
 
 func (keysListCmd) Run(ctx context.Context, e *env) error {
-	st, _, svc, err := openLocal(ctx, e)
+	kc := e.global.Keys
+	remote, err := kc.remote(kc.serverFlags)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.Close() }()
-	keys, err := svc.ListKeys(ctx)
-	if err != nil {
-		return err
+	var keys []client.Key
+	if remote {
+		c, _, err := connect()
+		if err != nil {
+			return err
+		}
+		if keys, err = c.Keys(ctx); err != nil {
+			return err
+		}
+	} else {
+		st, _, svc, err := openLocal(ctx, e, kc.serverFlags, false)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Close() }()
+		local, err := svc.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		for _, k := range local {
+			keys = append(keys, client.Key{ID: k.ID, Name: k.Name, Role: string(k.Role), CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt, RateLimits: k.RateLimits})
+		}
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	return writeKeys(e.stdout, keys)
+}
+
+func writeKeys(w io.Writer, keys []client.Key) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if _, err := fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED\tRATE LIMITS"); err != nil {
 		return err
 	}
@@ -95,7 +171,8 @@ func (keysListCmd) Run(ctx context.Context, e *env) error {
 		if limits == "" {
 			limits = "server's"
 		}
-		if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.Format(time.RFC3339), revoked, limits); err != nil {
+		if _, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", client.Escape(k.ID), client.Escape(k.Name), client.Escape(k.Role),
+			k.CreatedAt.Format(time.RFC3339), revoked, client.Escape(limits)); err != nil {
 			return err
 		}
 	}
@@ -107,15 +184,32 @@ type keysRevokeCmd struct {
 }
 
 func (k *keysRevokeCmd) Run(ctx context.Context, e *env) error {
-	st, _, svc, err := openLocal(ctx, e)
+	kc := e.global.Keys
+	remote, err := kc.remote(kc.serverFlags)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.Close() }()
-	info, err := svc.RevokeKey(ctx, cliCaller, k.ID)
-	if err != nil {
-		return fmt.Errorf("revoke %s: %s", k.ID, fault.Public(err))
+	var info client.Key
+	if remote {
+		c, _, err := connect()
+		if err != nil {
+			return err
+		}
+		if info, err = c.RevokeKey(ctx, k.ID); err != nil {
+			return err
+		}
+	} else {
+		st, _, svc, err := openLocal(ctx, e, kc.serverFlags, true)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = st.Close() }()
+		ki, err := svc.RevokeKey(ctx, cliCaller, k.ID)
+		if err != nil {
+			return fmt.Errorf("revoke %s: %s", k.ID, fault.Public(err))
+		}
+		info = client.Key{ID: ki.ID, Name: ki.Name}
 	}
-	_, err = fmt.Fprintf(e.stdout, "revoked %s (%s)\n", info.ID, info.Name)
+	_, err = fmt.Fprintf(e.stdout, "revoked %s (%s)\n", client.Escape(info.ID), client.Escape(info.Name))
 	return err
 }

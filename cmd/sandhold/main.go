@@ -14,6 +14,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/sandhold/sandhold/internal/client"
 	"github.com/sandhold/sandhold/internal/config"
 )
 
@@ -23,22 +24,34 @@ var (
 	commit  = "unknown"
 )
 
-// cli is the command tree; one file per subcommand.
+// cli is the command tree; one file per subcommand. The server's flags
+// (--data-dir, --config) belong to the commands that read the server's
+// data dir, so the client commands' help shows none of them.
 type cli struct {
-	DataDir string `name:"data-dir" help:"Data directory (store, audit, keys). Default: $SANDBOX_DATA_DIR, else /var/lib/sandhold as root, else $XDG_DATA_HOME/sandhold." type:"path"`
-	Config  string `name:"config" help:"YAML config file (flat keys as in SECURITY.md)." type:"path"`
-
-	Serve   serveCmd   `cmd:"" help:"Run the API server."`
-	Keys    keysCmd    `cmd:"" help:"Manage API keys in the local data dir."`
-	Audit   auditCmd   `cmd:"" help:"Inspect and verify the audit log."`
-	Doctor  doctorCmd  `cmd:"" help:"Show which kernel isolation features this host offers."`
-	Version versionCmd `cmd:"" help:"Print the version."`
-	MCP     mcpCmd     `cmd:"" name:"mcp" help:"MCP over stdio for local MCP clients, bridged to a running server (key from SANDBOX_API_KEY)."`
-
 	clientCmds `embed:""` // login, ls, create, rm, exec, shell, cp, logs: client_*.go
+	MCP        mcpCmd     `cmd:"" name:"mcp" group:"Client (talk to a server)" help:"MCP over stdio for local MCP clients, bridged to the server you are logged in to."`
+
+	Serve   serveCmd   `cmd:"" group:"Server" help:"Run the API server."`
+	Keys    keysCmd    `cmd:"" group:"Server" help:"Manage API keys: on the server you are logged in to, or in a local data dir."`
+	Audit   auditCmd   `cmd:"" group:"Server" help:"Read and verify the audit log: of the server you are logged in to, or of a local data dir."`
+	Doctor  doctorCmd  `cmd:"" group:"Server" help:"Show which kernel isolation features this host offers."`
+	Version versionCmd `cmd:"" help:"Print the version."`
 }
 
-// env is what every subcommand gets: its streams and the global flags.
+// serverFlags name the server's data dir and config file, for the commands
+// that run on the server's machine.
+type serverFlags struct {
+	DataDir string `name:"data-dir" help:"Data directory (store, audit, keys). Default: $SANDBOX_DATA_DIR, else /var/lib/sandhold as root, else $XDG_DATA_HOME/sandhold." type:"path"`
+	Config  string `name:"config" help:"YAML config file (flat keys as in SECURITY.md)." type:"path"`
+}
+
+// named reports whether the flags or the environment name a data dir or a
+// config file: the operator means the local server.
+func (f serverFlags) named() bool {
+	return f.DataDir != "" || f.Config != "" || os.Getenv("SANDBOX_DATA_DIR") != ""
+}
+
+// env is what every subcommand gets: its streams and the command tree.
 type env struct {
 	stdout, stderr io.Writer
 	global         *cli
@@ -46,14 +59,14 @@ type env struct {
 
 // loadConfig resolves the configuration (flags > env > file > defaults)
 // and validates it, reporting every problem on one line.
-func (e *env) loadConfig(flags map[string]string) (config.Config, error) {
+func (e *env) loadConfig(sf serverFlags, flags map[string]string) (config.Config, error) {
 	if flags == nil {
 		flags = map[string]string{}
 	}
-	if e.global.DataDir != "" {
-		flags["data_dir"] = e.global.DataDir
+	if sf.DataDir != "" {
+		flags["data_dir"] = sf.DataDir
 	}
-	c, err := config.Load(config.LoadOptions{File: e.global.Config, Flags: flags})
+	c, err := config.Load(config.LoadOptions{File: sf.Config, Flags: flags})
 	if err != nil {
 		return config.Config{}, &exitError{code: 2, err: err}
 	}
@@ -86,12 +99,32 @@ func main() {
 			os.Exit(ce.code) // a remote command's status: it spoke for itself
 		}
 		fmt.Fprintf(os.Stderr, "sandhold: %v\n", err)
-		var ee *exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		os.Exit(1)
+		os.Exit(exitCodeOf(err))
 	}
+}
+
+// Exit statuses of the client beside a remote command's own (sysexits.h's
+// where one fits).
+const (
+	exitUsage           = 2
+	exitApprovalPending = 75  // EX_TEMPFAIL: an operator has not decided yet; try again
+	exitApprovalDenied  = 77  // EX_NOPERM: an operator denied this exact call
+	exitNotFound        = 127 // the command is not in the sandbox (a shell's)
+)
+
+// exitCodeOf is the exit status for a failure.
+func exitCodeOf(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if _, ok := client.IsApprovalPending(err); ok {
+		return exitApprovalPending
+	}
+	if client.IsApprovalDenied(err) {
+		return exitApprovalDenied
+	}
+	return 1
 }
 
 // run parses args and runs the chosen subcommand.

@@ -9,6 +9,7 @@ import (
 )
 
 type serveCmd struct {
+	serverFlags         `embed:""`
 	Listen              string `help:"Listen address (default 127.0.0.1:8080; SANDBOX_LISTEN)."`
 	InsecureNoIsolation bool   `name:"insecure-no-isolation" help:"Start even when sandboxes cannot be isolated (SANDBOX_INSECURE_NO_ISOLATION). Loud, audited."`
 }
@@ -27,7 +28,7 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	if s.InsecureNoIsolation {
 		flags["insecure_no_isolation"] = "true"
 	}
-	cfg, err := e.loadConfig(flags)
+	cfg, err := e.loadConfig(s.serverFlags, flags)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ var aioAuthRows = []aioRoute{
 		"Mint a one-time ticket (30 s, single use) for a WebSocket or browser request (AIO's ticket flow); ?scope= terminal (default), cdp, vnc, preview or console",
 		reflect.TypeFor[AIOTicket](), aioTicket, native(), bQuery("scope")),
 	plainRow(groupAuth, http.MethodGet, "/auth", ToolAuthCheck, "auth",
-		"Authenticate this request (a key in a header, or ?ticket=…): 200 with the key's id and role, else 401",
+		"Authenticate this request (a key in a header, or ?ticket=…): 200 with the key's id, name and role, else 401",
 		reflect.TypeFor[map[string]string](), aioAuth, native()),
 }
 
@@ -51,9 +51,10 @@ type AIOTicket struct {
 
 // AuthCheck is auth.check's answer.
 type AuthCheck struct {
-	Status string `json:"status"`
-	KeyID  string `json:"key_id"`
-	Role   string `json:"role"`
+	Status  string `json:"status"`
+	KeyID   string `json:"key_id"`
+	KeyName string `json:"key_name"`
+	Role    string `json:"role"`
 }
 
 // AuthTools are the tools of AIO's auth routes.
@@ -61,7 +62,7 @@ func AuthTools() []dispatch.Tool {
 	return []dispatch.Tool{dispatch.Define(dispatch.Spec{
 		Name: ToolAuthCheck, Description: "Say which key authenticated the request (AIO's GET /auth)", Risk: guard.Safe, Roles: allRoles,
 	}, func(_ context.Context, c auth.Caller, _ struct{}) (AuthCheck, error) {
-		return AuthCheck{Status: "authenticated", KeyID: c.KeyID, Role: string(c.Role)}, nil
+		return AuthCheck{Status: "authenticated", KeyID: c.KeyID, KeyName: c.KeyName, Role: string(c.Role)}, nil
 	}, dispatch.Hooks[struct{}, AuthCheck]{})}
 }
 
@@ -107,5 +108,5 @@ func aioAuth(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": a.Status, "key_id": a.KeyID, "role": a.Role})
+	writeJSON(w, http.StatusOK, map[string]string{"status": a.Status, "key_id": a.KeyID, "key_name": a.KeyName, "role": a.Role})
 }

@@ -36,6 +36,10 @@ type Client struct {
 	http *http.Client
 	// UserAgent is sent with every request.
 	UserAgent string
+	// ApprovalWait, when set, asks the server to hold a call that needs
+	// an operator's approval this long for the decision (X-Approval-Wait;
+	// the server caps it) instead of answering 202 at once.
+	ApprovalWait time.Duration
 }
 
 // New returns a client for c.
@@ -87,6 +91,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	}
 	req.Header.Set("Authorization", "Bearer "+c.key)
 	req.Header.Set("User-Agent", c.UserAgent)
+	if c.ApprovalWait > 0 {
+		req.Header.Set("X-Approval-Wait", strconv.Itoa(int(c.ApprovalWait/time.Second)))
+	}
 	return req, nil
 }
 
@@ -178,10 +185,12 @@ func decodeEnvelope(r io.Reader, out any) error {
 // Error is a refusal by the server: its status, kind and public message.
 // Error() is one line that says what to do.
 type Error struct {
-	Status     int
-	Code       string
-	Message    string
-	RequestID  string
+	Status    int
+	Code      string
+	Message   string
+	RequestID string
+	// Field names the refused input ("body.timeout", "query.limit").
+	Field      string
 	ApprovalID string
 	// RetryAfter is the wait a 429 asks for.
 	RetryAfter time.Duration
@@ -202,7 +211,9 @@ func (e *Error) Error() string {
 		}
 		return "rate limited (" + msg + "): wait " + wait + " and run the command again"
 	case e.Status == http.StatusAccepted && e.ApprovalID != "":
-		return "this call waits for an operator's approval (id " + e.ApprovalID + "): run the same command again once it is approved"
+		return "this call waits for an operator's approval (id " + e.ApprovalID + "): run the same command again once it is approved, or wait for the decision with `exec --wait-approval`"
+	case e.Code == CodeApprovalDenied:
+		return "denied: " + msg + " (an operator's decision on this exact call; change it or ask the operator)"
 	case e.Status == http.StatusNotFound && e.Resource != "":
 		return e.Resource + " not found (" + msg + "): it was deleted or never existed; see `sandhold ls`"
 	case e.Status == http.StatusForbidden:
@@ -246,14 +257,35 @@ func errorFrom(res *http.Response) error {
 		Data    struct {
 			Code       string `json:"code"`
 			RequestID  string `json:"request_id"`
+			Field      string `json:"field"`
 			ApprovalID string `json:"approval_id"`
 		} `json:"data"`
 	}
 	b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
 	if json.Unmarshal(b, &env) == nil && env.Message != "" {
 		e.Message, e.Code, e.RequestID, e.ApprovalID = env.Message, env.Data.Code, env.Data.RequestID, env.Data.ApprovalID
+		e.Field = env.Data.Field
 	}
 	return e
+}
+
+// CodeApprovalDenied is the error code of a call an operator denied.
+const CodeApprovalDenied = "approval_denied"
+
+// IsApprovalPending reports whether err is a call waiting for an
+// operator's approval (202), and its approval id.
+func IsApprovalPending(err error) (string, bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusAccepted && e.ApprovalID != "" {
+		return e.ApprovalID, true
+	}
+	return "", false
+}
+
+// IsApprovalDenied reports whether err is a call an operator denied.
+func IsApprovalDenied(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeApprovalDenied
 }
 
 // notFound labels a 404 with what was looked for.
@@ -269,4 +301,12 @@ func notFound(err error, resource string) error {
 func IsStatus(err error, status int) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Status == status
+}
+
+// decodeJSON reads a bare JSON answer (not an envelope), bounded.
+func decodeJSON(r io.Reader, out any) error {
+	if err := json.NewDecoder(io.LimitReader(r, maxJSONBody)).Decode(out); err != nil {
+		return fmt.Errorf("the server's answer is not JSON: %w", err)
+	}
+	return nil
 }

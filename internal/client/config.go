@@ -58,11 +58,27 @@ func ConfigPath() (string, error) {
 // and SANDHOLD_SANDBOX override its fields. A missing file is not an
 // error when the environment names both URL and key.
 func LoadConfig() (Config, error) {
+	c, err := LoadConfigPartial()
+	if err != nil {
+		return Config{}, err
+	}
+	if c.URL == "" || c.Key == "" {
+		return Config{}, ErrNotLoggedIn
+	}
+	if _, err := ParseURL(c.URL); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// LoadConfigPartial is LoadConfig for a command with defaults of its own
+// (sandhold mcp): whatever the login file and the environment name, the
+// URL or the key possibly empty. A login file others can read is still
+// refused.
+func LoadConfigPartial() (Config, error) {
 	var c Config
-	p, err := ConfigPath()
-	if err == nil {
-		c, err = readConfig(p)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if p, err := ConfigPath(); err == nil {
+		if c, err = readConfig(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return Config{}, err
 		}
 	}
@@ -74,12 +90,6 @@ func LoadConfig() (Config, error) {
 	}
 	if v := os.Getenv(EnvSandbox); v != "" {
 		c.Sandbox = v
-	}
-	if c.URL == "" || c.Key == "" {
-		return Config{}, ErrNotLoggedIn
-	}
-	if _, err := ParseURL(c.URL); err != nil {
-		return Config{}, err
 	}
 	return c, nil
 }

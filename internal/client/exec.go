@@ -50,12 +50,15 @@ func (r ExecResult) Finished() bool {
 }
 
 // ExitStatus is the exit status a shell would report: the command's
-// code; 124 on a timeout (as timeout(1)); 128+signal when a signal ended
-// it; 1 for any other end without a code.
+// code; 124 on a timeout (as timeout(1)); 152 (128+SIGXCPU) past its CPU
+// time, however the server ended it; 128+signal when a signal ended it; 1
+// for any other end without a code.
 func (r ExecResult) ExitStatus() int {
 	switch {
-	case r.Status == "timed_out" || r.Reason == "timeout":
-		return 124
+	case r.Status == "timed_out" || r.Reason == ReasonTimeout:
+		return ExitTimeout
+	case r.Reason == ReasonCPU:
+		return ExitCPU
 	case r.Signal > 0:
 		return 128 + r.Signal
 	case r.ExitCode != nil && *r.ExitCode >= 0:

@@ -9,21 +9,15 @@ import (
 
 // Sandbox is a sandbox as the server lists it.
 type Sandbox struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	Owner    string    `json:"owner"`
-	Default  bool      `json:"default"`
-	State    string    `json:"state"`
-	Created  time.Time `json:"created"`
-	LastUsed time.Time `json:"last_used"`
-	Limits   struct {
-		MemoryBytes int64 `json:"memory"`
-		CPUMilli    int64 `json:"cpu"`
-		Pids        int64 `json:"pids"`
-		DiskBytes   int64 `json:"disk"`
-		CPUTime     int64 `json:"cpu_time"` // nanoseconds
-	} `json:"limits"`
-	Network struct {
+	ID       string        `json:"id"`
+	Name     string        `json:"name"`
+	Owner    string        `json:"owner"`
+	Default  bool          `json:"default"`
+	State    string        `json:"state"`
+	Created  time.Time     `json:"created"`
+	LastUsed time.Time     `json:"last_used"`
+	Limits   SandboxLimits `json:"limits"`
+	Network  struct {
 		Mode  string   `json:"mode"`
 		Allow []string `json:"allow"`
 	} `json:"network"`
@@ -31,6 +25,15 @@ type Sandbox struct {
 	// Template is the template's name:tag ("host" for the host's /usr).
 	Template       string `json:"template,omitempty"`
 	TemplateDigest string `json:"template_digest,omitempty"`
+}
+
+// SandboxLimits are a sandbox's limits as the server reports them.
+type SandboxLimits struct {
+	MemoryBytes int64 `json:"memory"`
+	CPUMilli    int64 `json:"cpu"`
+	Pids        int64 `json:"pids"`
+	DiskBytes   int64 `json:"disk"`
+	CPUTime     int64 `json:"cpu_time"` // nanoseconds
 }
 
 // Limits are a new sandbox's limits as the API takes them.

@@ -34,6 +34,55 @@ type ShellOptions struct {
 	Resize <-chan Size
 	// SessionID reattaches to an existing session.
 	SessionID string
+	// DetachKeys, when set, are the input bytes that leave the session
+	// running and end the client (DefaultDetachKeys); they are not sent.
+	DetachKeys []byte
+}
+
+// DefaultDetachKeys are Ctrl-P Ctrl-Q, Docker's: leave the shell running
+// and return to the local terminal.
+var DefaultDetachKeys = []byte{0x10, 0x11}
+
+// ShellEnd is how a terminal session ended for the client.
+type ShellEnd struct {
+	// SessionID is the server's session (reattach with it).
+	SessionID string
+	// Detached is true when the user left it running (DetachKeys).
+	Detached bool
+}
+
+// errDetached ends the read loop when the user detaches.
+var errDetached = errors.New("detached")
+
+// detachScanner finds the detach keys in the input, holding back a partial
+// match until the next read shows whether it completes.
+type detachScanner struct {
+	keys []byte
+	held int
+}
+
+// feed returns the bytes to send and whether the keys were typed.
+func (d *detachScanner) feed(p []byte) ([]byte, bool) {
+	if len(d.keys) == 0 {
+		return p, false
+	}
+	var out []byte
+	for _, b := range p {
+		if b == d.keys[d.held] {
+			if d.held++; d.held == len(d.keys) {
+				return out, true
+			}
+			continue
+		}
+		out = append(out, d.keys[:d.held]...)
+		d.held = 0
+		if b == d.keys[0] {
+			d.held = 1
+			continue
+		}
+		out = append(out, b)
+	}
+	return out, false
 }
 
 // shellMsg is one message of AIO's terminal protocol.
@@ -44,10 +93,11 @@ type shellMsg struct {
 
 // Shell opens an interactive terminal in sandbox sb over the server's
 // WebSocket /v1/shell/ws (AIO's protocol) and runs it until the session
-// ends, the server closes it, or ctx is done. The key goes in the
-// Authorization header of the upgrade (a client that can send headers
-// needs no ticket, and nothing lands in a URL).
-func (c *Client) Shell(ctx context.Context, sb string, o ShellOptions) error {
+// ends, the server closes it, the user detaches, or ctx is done. The key
+// goes in the Authorization header of the upgrade (a client that can send
+// headers needs no ticket, and nothing lands in a URL). The session's id
+// is in the ShellEnd whatever the error.
+func (c *Client) Shell(ctx context.Context, sb string, o ShellOptions) (end ShellEnd, _ error) {
 	q := url.Values{}
 	if o.Size.Rows > 0 && o.Size.Cols > 0 {
 		q.Set("rows", strconv.Itoa(o.Size.Rows))
@@ -65,9 +115,9 @@ func (c *Client) Shell(ctx context.Context, sb string, o ShellOptions) error {
 	if err != nil {
 		if res != nil && res.StatusCode != http.StatusSwitchingProtocols {
 			defer func() { _ = res.Body.Close() }()
-			return notFound(errorFrom(res), "sandbox "+Escape(sb))
+			return end, notFound(errorFrom(res), "sandbox "+Escape(sb))
 		}
-		return c.transportError(err)
+		return end, c.transportError(err)
 	}
 	defer func() { _ = conn.CloseNow() }()
 	conn.SetReadLimit(maxShellMessage)
@@ -85,11 +135,19 @@ func (c *Client) Shell(ctx context.Context, sb string, o ShellOptions) error {
 	// as they are; no UTF-8 round trip).
 	go func() {
 		buf := make([]byte, 32<<10)
+		keys := &detachScanner{keys: o.DetachKeys}
 		for {
 			n, err := o.Stdin.Read(buf)
 			if n > 0 {
-				if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
-					cancel(werr)
+				in, detach := keys.feed(buf[:n])
+				if len(in) > 0 {
+					if werr := conn.Write(ctx, websocket.MessageBinary, in); werr != nil {
+						cancel(werr)
+						return
+					}
+				}
+				if detach {
+					cancel(errDetached)
 					return
 				}
 			}
@@ -119,32 +177,42 @@ func (c *Client) Shell(ctx context.Context, sb string, o ShellOptions) error {
 		if err != nil {
 			switch st := websocket.CloseStatus(err); {
 			case st == websocket.StatusNormalClosure:
-				return nil
+				return end, nil
 			case st != -1:
 				var ce websocket.CloseError
 				if errors.As(err, &ce) && ce.Reason != "" {
-					return fmt.Errorf("the server closed the terminal: %s", oneLine(ce.Reason))
+					return end, fmt.Errorf("the server closed the terminal: %s", oneLine(ce.Reason))
 				}
-				return fmt.Errorf("the server closed the terminal (status %d)", st)
+				return end, fmt.Errorf("the server closed the terminal (status %d)", st)
 			}
 			if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
-				if errors.Is(cause, context.Canceled) {
-					return cause
+				switch {
+				case errors.Is(cause, errDetached):
+					end.Detached = true
+					_ = conn.Close(websocket.StatusNormalClosure, "detached")
+					return end, nil
+				case errors.Is(cause, context.Canceled):
+					return end, cause
 				}
-				return fmt.Errorf("terminal input: %w", cause)
+				return end, fmt.Errorf("terminal input: %w", cause)
 			}
-			return fmt.Errorf("the terminal connection was lost: %w", err)
+			return end, fmt.Errorf("the terminal connection was lost: %w", err)
 		}
 		var m shellMsg
 		if err := json.Unmarshal(b, &m); err != nil {
 			continue // not ours to interpret
 		}
 		switch m.Type {
+		case "session_id":
+			var id string
+			if json.Unmarshal(m.Data, &id) == nil {
+				end.SessionID = id
+			}
 		case "output":
 			var s string
 			if json.Unmarshal(m.Data, &s) == nil {
 				if _, err := io.WriteString(o.Stdout, s); err != nil {
-					return err
+					return end, err
 				}
 			}
 		case "ping":
@@ -154,7 +222,7 @@ func (c *Client) Shell(ctx context.Context, sb string, o ShellOptions) error {
 			_ = json.Unmarshal(m.Data, &s)
 			// Shown in the terminal, escaped: it is the server's text.
 			if _, err := fmt.Fprintf(o.Stdout, "\r\n[sandhold: %s]\r\n", oneLine(s)); err != nil {
-				return err
+				return end, err
 			}
 		}
 	}

@@ -204,6 +204,12 @@ func (c *Client) Upload(ctx context.Context, sb, src, dest string, o CopyOptions
 	if err != nil {
 		return CopyResult{}, err
 	}
+	// Where it goes is checked (a directory ending in / made) before a
+	// byte is sent: an upload whose move fails at the end would sit in
+	// the workspace, counted against its quota.
+	if err := c.checkDest(ctx, sb, dest); err != nil {
+		return CopyResult{}, err
+	}
 	res := CopyResult{Bytes: size}
 	var up struct {
 		ID       string `json:"id"`
@@ -313,6 +319,12 @@ func (c *Client) Upload(ctx context.Context, sb, src, dest string, o CopyOptions
 				_ = os.Remove(sp)
 				return res, fmt.Errorf("the server's SHA-256 of the upload does not match %s (did it change during the copy?); run the command again to start over", src)
 			}
+			// A refusal a retry would meet again (the quota, the policy):
+			// the bytes sent so far would only hold the workspace's space.
+			if !IsStatus(err, http.StatusNotFound) {
+				c.dropUpload(context.WithoutCancel(ctx), sb, up.ID)
+				_ = os.Remove(sp)
+			}
 			return res, notFound(err, "upload "+Escape(up.ID)+" in sandbox "+Escape(sb))
 		}
 	}
@@ -320,7 +332,11 @@ func (c *Client) Upload(ctx context.Context, sb, src, dest string, o CopyOptions
 	_ = os.Remove(sp)
 	final, err := c.placeArtifact(ctx, sb, up.Path, dest, filepath.Base(src))
 	if err != nil {
-		return res, fmt.Errorf("the upload is complete and checked at %s, but moving it failed: %w", up.Path, err)
+		// Not left in .artifacts, where it would hold quota nobody sees.
+		if up.Name != "" {
+			_ = c.call(context.WithoutCancel(ctx), http.MethodDelete, artifactPath(sb, up.Name), nil, nil, nil)
+		}
+		return res, fmt.Errorf("the upload is complete and checked, but moving it to %s failed (it was removed): %w", Escape(dest), err)
 	}
 	res.Path = final
 	return res, nil
@@ -358,6 +374,32 @@ func (c *Client) uploadOffset(ctx context.Context, sb, id string) (int64, error)
 // prints where it went.
 // It runs as argv, so no value is ever parsed by a shell.
 const placeScript = `set -e; d=$2; case $d in */) mkdir -p -- "$d"; d=$d$3 ;; *) if [ -d "$d" ]; then d=$d/$3; fi ;; esac; mv -f -- "$1" "$d"; printf '%s' "$d"`
+
+// destScript checks, in the sandbox, the directory a copy lands in: made
+// when dest ends with /, else dest itself when it is a directory, else its
+// parent, which must exist; it must be writable. Exit 3: cannot be made,
+// 4: not a directory, 5: not writable. It runs as argv, so no value is
+// ever parsed by a shell.
+const destScript = `d=$1; case $d in */) mkdir -p -- "$d" 2>/dev/null || exit 3; dir=$d ;; *) if [ -d "$d" ]; then dir=$d; else dir=$(dirname -- "$d"); fi ;; esac; [ -d "$dir" ] || exit 4; [ -w "$dir" ] || exit 5; printf '%s' "$dir"`
+
+// checkDest runs destScript for dest in sandbox sb.
+func (c *Client) checkDest(ctx context.Context, sb, dest string) error {
+	r, err := c.execQuiet(ctx, sb, []string{"/bin/sh", "-c", destScript, "sh", dest})
+	if err != nil {
+		return err
+	}
+	switch r.ExitStatus() {
+	case 0:
+		return nil
+	case 3:
+		return fmt.Errorf("cannot make the directory %s in the sandbox (nothing was sent)", Escape(dest))
+	case 4:
+		return fmt.Errorf("the directory %s does not exist in the sandbox: make it, or end the destination with / to have cp make it (nothing was sent)", Escape(path.Dir(dest)))
+	case 5:
+		return fmt.Errorf("the sandbox's user cannot write to the directory of %s (nothing was sent)", Escape(dest))
+	}
+	return fmt.Errorf("checking %s in the sandbox failed (exit %d): %s", Escape(dest), r.ExitStatus(), oneLine(r.Stderr))
+}
 
 // placeArtifact moves the artifact at art to dest inside the sandbox.
 func (c *Client) placeArtifact(ctx context.Context, sb, art, dest, base string) (string, error) {

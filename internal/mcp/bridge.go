@@ -29,8 +29,10 @@ const (
 type BridgeOptions struct {
 	// Server is the sandhold server's base URL (http://127.0.0.1:8080).
 	Server string
-	// Key is the API key sent in the Authorization header.
-	Key string
+	// Key is the API key sent in the Authorization header; KeyFrom says
+	// where it came from, for messages ("SANDHOLD_KEY"; default "the key").
+	Key     string
+	KeyFrom string
 	// Version is reported to the stdio client.
 	Version string
 	Logger  *slog.Logger
@@ -50,7 +52,7 @@ func ServeStdio(ctx context.Context, o BridgeOptions, in io.ReadCloser, out io.W
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if strings.TrimSpace(o.Key) == "" {
-		return errors.New("no API key: set SANDBOX_API_KEY to a key of the server")
+		return errors.New("no API key: run `sandhold login URL` or set SANDHOLD_KEY")
 	}
 	endpoint, err := mcpEndpoint(o.Server)
 	if err != nil {
@@ -60,7 +62,13 @@ func ServeStdio(ctx context.Context, o BridgeOptions, in io.ReadCloser, out io.W
 	if o.HTTPClient != nil && o.HTTPClient.Transport != nil {
 		base = o.HTTPClient.Transport
 	}
-	rt := &keyedTransport{key: o.Key, base: base}
+	from := o.KeyFrom
+	if from == "" {
+		from = "the key"
+	} else if from != "the key" && !strings.HasPrefix(from, "the ") {
+		from = "the key in " + from
+	}
+	rt := &keyedTransport{key: o.Key, from: from, base: base}
 	hc := &http.Client{Transport: rt}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -116,7 +124,7 @@ func mcpEndpoint(server string) (string, error) {
 		return "", fmt.Errorf("--server %q: want a URL like http://127.0.0.1:8080", server)
 	}
 	if u.User != nil || u.RawQuery != "" {
-		return "", fmt.Errorf("--server %q: no credentials or query in the URL (the key comes from SANDBOX_API_KEY)", server)
+		return "", fmt.Errorf("--server %q: no credentials or query in the URL (the key comes from sandhold login or SANDHOLD_KEY)", server)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/mcp"
 	return u.String(), nil
@@ -126,6 +134,7 @@ func mcpEndpoint(server string) (string, error) {
 // remembers the server's last refusal, to explain a failed connect.
 type keyedTransport struct {
 	key  string
+	from string // where the key came from, for messages
 	base http.RoundTripper
 
 	// mu guards status.
@@ -152,7 +161,7 @@ func (k *keyedTransport) explain(server string, err error) error {
 	k.mu.Unlock()
 	switch status {
 	case http.StatusUnauthorized:
-		return fmt.Errorf("the server at %s refused the key in SANDBOX_API_KEY (401: unknown, revoked or malformed key)", server)
+		return fmt.Errorf("the server at %s refused %s (401: unknown, revoked or malformed key)", server, k.from)
 	case http.StatusForbidden:
 		return fmt.Errorf("the server at %s refused the request (403): check that the key's role may use MCP and that the URL's host is one the server answers for", server)
 	case http.StatusMisdirectedRequest:

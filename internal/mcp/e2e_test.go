@@ -339,7 +339,7 @@ func TestStdioBridgeEndToEnd(t *testing.T) {
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} },
 	})
 	cmd := exec.Command(bin, "mcp", "--server", s.base)
-	cmd.Env = append(os.Environ(), "SANDBOX_API_KEY="+agent.Key)
+	cmd.Env = append(cleanClientEnv(t), "SANDHOLD_KEY="+agent.Key)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -411,7 +411,7 @@ func stdioFailures(t *testing.T, s *server, bin string) {
 		name, server, key, want string
 		code                    int
 	}{
-		{name: "no key", server: s.base, key: "", want: "SANDBOX_API_KEY is not set", code: 2},
+		{name: "no key", server: s.base, key: "", want: "sandhold login", code: 2},
 		{name: "wrong key", server: s.base, key: "shk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", want: "refused the key", code: 1},
 		{name: "unreachable", server: "http://127.0.0.1:1", key: s.admin, want: "cannot reach the sandhold server", code: 1},
 		{name: "not a URL", server: "127.0.0.1:8080", key: s.admin, want: "want a URL", code: 1},
@@ -419,7 +419,8 @@ func stdioFailures(t *testing.T, s *server, bin string) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bin, "mcp", "--server", tc.server)
-			cmd.Env = append(os.Environ(), "SANDBOX_API_KEY="+tc.key)
+			// No login of the machine's user: only the key given here.
+			cmd.Env = append(cleanClientEnv(t), "SANDBOX_API_KEY="+tc.key)
 			cmd.Stdin = strings.NewReader("")
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -433,6 +434,18 @@ func stdioFailures(t *testing.T, s *server, bin string) {
 			}
 		})
 	}
+}
+
+// cleanClientEnv is this process's environment without a client login:
+// no SANDHOLD_* or SANDBOX_API_KEY, and an empty config dir.
+func cleanClientEnv(t *testing.T) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SANDHOLD_") && !strings.HasPrefix(kv, "SANDBOX_API_KEY=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "XDG_CONFIG_HOME="+t.TempDir())
 }
 
 // buildSandhold builds the real binary once per test into a temp dir.

@@ -11,8 +11,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -422,17 +425,20 @@ func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 		}
 	}
 	type lim struct {
-		field      string
-		v          *int64
-		def, max   int64
-		unitSuffix string
+		field    string
+		v        *int64
+		def, max int64
+		show     func(int64) string // in the unit people use (MiB/GiB, CPUs)
+		setting  string             // what raises the maximum
 	}
 	l := &spec.Limits
+	bytes := func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) } // #nosec G115 -- not negative
+	cpus := func(n int64) string { return strconv.FormatFloat(float64(n)/1000, 'f', -1, 64) + " CPUs" }
 	checks := []lim{
-		{"limits.memory", &l.MemoryBytes, m.cfg.Default.MemoryBytes, m.cfg.Max.MemoryBytes, " bytes"},
-		{"limits.cpu", &l.CPUMilli, m.cfg.Default.CPUMilli, m.cfg.Max.CPUMilli, " milli-CPUs"},
-		{"limits.pids", &l.Pids, m.cfg.Default.Pids, m.cfg.Max.Pids, ""},
-		{"limits.disk", &l.DiskBytes, m.cfg.Default.DiskBytes, m.cfg.Max.DiskBytes, " bytes"},
+		{"limits.memory", &l.MemoryBytes, m.cfg.Default.MemoryBytes, m.cfg.Max.MemoryBytes, bytes, "SANDBOX_MAX_MEMORY"},
+		{"limits.cpu", &l.CPUMilli, m.cfg.Default.CPUMilli, m.cfg.Max.CPUMilli, cpus, "the host's CPUs"},
+		{"limits.pids", &l.Pids, m.cfg.Default.Pids, m.cfg.Max.Pids, func(n int64) string { return strconv.FormatInt(n, 10) }, "SANDBOX_MAX_PROCESSES"},
+		{"limits.disk", &l.DiskBytes, m.cfg.Default.DiskBytes, m.cfg.Max.DiskBytes, bytes, "SANDBOX_MAX_DISK"},
 	}
 	for _, ck := range checks {
 		switch {
@@ -441,11 +447,11 @@ func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 		case *ck.v == 0:
 			*ck.v = ck.def
 		case ck.max > 0 && *ck.v > ck.max:
-			return spec, fault.InvalidField(ck.field, fmt.Sprintf("%s %d exceeds the server maximum of %d%s", ck.field, *ck.v, ck.max, ck.unitSuffix))
+			return spec, fault.InvalidField(ck.field, fmt.Sprintf("%s %s exceeds the server maximum of %s (%s)", ck.field, ck.show(*ck.v), ck.show(ck.max), ck.setting))
 		}
 	}
 	if l.MemoryBytes > 0 && l.MemoryBytes < 16<<20 {
-		return spec, fault.InvalidField("limits.memory", "limits.memory must be at least 16MB")
+		return spec, fault.InvalidField("limits.memory", "limits.memory must be at least 16 MiB")
 	}
 	if l.Pids > 0 && l.Pids < 4 {
 		return spec, fault.InvalidField("limits.pids", "limits.pids must be at least 4")
@@ -459,7 +465,7 @@ func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 	case l.CPUTime == 0:
 		l.CPUTime = m.cfg.Default.CPUTime
 	case m.cfg.Max.CPUTime > 0 && l.CPUTime > m.cfg.Max.CPUTime:
-		return spec, fault.InvalidField("limits.cpu_time", fmt.Sprintf("limits.cpu_time %s exceeds the server maximum of %s", l.CPUTime, m.cfg.Max.CPUTime))
+		return spec, fault.InvalidField("limits.cpu_time", fmt.Sprintf("limits.cpu_time %s exceeds the server maximum of %s (SANDBOX_MAX_CPU_TIME)", l.CPUTime, m.cfg.Max.CPUTime))
 	}
 	if spec.TTL < 0 {
 		return spec, fault.InvalidField("ttl", "ttl must not be negative")
