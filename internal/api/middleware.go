@@ -237,6 +237,11 @@ func (s *Server) hostOriginMiddleware(next http.Handler) http.Handler {
 // listen IP and any IP literal (a rebinding attack always carries the
 // attacker's domain name, never an IP).
 func (s *Server) hostAllowed(hostport string) bool {
+	return s.hostAllowedOn(hostport, s.loopbackBind)
+}
+
+// hostAllowedOn is the Host rule for a listener bound to loopback or not.
+func (s *Server) hostAllowedOn(hostport string, loopbackBind bool) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -256,7 +261,7 @@ func (s *Server) hostAllowed(hostport string) bool {
 			return true
 		}
 	}
-	if !s.loopbackBind {
+	if !loopbackBind {
 		return net.ParseIP(host) != nil
 	}
 	return false
@@ -309,52 +314,63 @@ func (s *Server) authMiddleware(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if s.serveSession(w, r, next) { // the console's cookie (console_hook.go)
+		pattern := s.routePattern(r)
+		// The console's cookie (console_hook.go) never opens a relay: what
+		// a sandbox serves must not run with a signed-in person's session
+		// (content.go: two origins). A relay takes a key or a ticket.
+		if !s.relayPattern(pattern) && s.serveSession(w, r, next) {
 			return
 		}
-		addr := auth.ClientIP(r.RemoteAddr)
-		cred, err := auth.ParseCredential(r.Header, r.URL.Query())
-		if err != nil {
-			if d := s.auth.Locked(addr); d > 0 {
-				// Locked and nothing usable presented: 429, not counted.
-				WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, int((d+time.Second-1)/time.Second), "too many failed authentication attempts; retry later"))
-				return
-			}
-			if auth.IsMissing(err) {
-				// Nothing presented: nothing to count, nothing to audit.
-				WriteError(w, r, err)
-				return
-			}
-			// Counted and audited like a wrong key; the client still learns
-			// what was wrong with it unless this failure locked it out.
-			if lerr := s.auth.RecordFailure(r.Context(), addr, fault.Public(err)); fault.KindOf(lerr) == fault.RateLimited {
-				err = lerr
-			}
-			WriteError(w, r, err)
-			return
-		}
-		cred.Local = localDirect(r)
-		if cred.Ticket != "" {
-			cred.Scopes = TicketScopes(r.Method, s.routePattern(r))
-		}
-		c, err := s.auth.Authenticate(r.Context(), addr, cred)
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		if cc, ok := r.Context().Value(callerCarrierKey{}).(*callerCarrier); ok {
-			cc.c = &c
-		}
-		// The route's roles, before any body is read or validated (see
-		// access.go). An unmatched route falls through to 404/405.
-		if pattern := s.routePattern(r); pattern != "" {
-			if err := s.authorizeRoute(r.Context(), c, r.Method, pattern); err != nil {
-				WriteError(w, r, err)
-				return
-			}
-		}
-		next.ServeHTTP(w, r.WithContext(auth.WithCaller(r.Context(), c)))
+		s.authenticate(w, r, next, pattern)
 	})
+}
+
+// authenticate authenticates r by its key header or ticket (for the route
+// pattern's ticket scopes), checks the route's roles and serves next with
+// the caller; it answers the refusal itself.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, next http.Handler, pattern string) {
+	addr := auth.ClientIP(r.RemoteAddr)
+	cred, err := auth.ParseCredential(r.Header, r.URL.Query())
+	if err != nil {
+		if d := s.auth.Locked(addr); d > 0 {
+			// Locked and nothing usable presented: 429, not counted.
+			WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, int((d+time.Second-1)/time.Second), "too many failed authentication attempts; retry later"))
+			return
+		}
+		if auth.IsMissing(err) {
+			// Nothing presented: nothing to count, nothing to audit.
+			WriteError(w, r, err)
+			return
+		}
+		// Counted and audited like a wrong key; the client still learns
+		// what was wrong with it unless this failure locked it out.
+		if lerr := s.auth.RecordFailure(r.Context(), addr, fault.Public(err)); fault.KindOf(lerr) == fault.RateLimited {
+			err = lerr
+		}
+		WriteError(w, r, err)
+		return
+	}
+	cred.Local = localDirect(r)
+	if cred.Ticket != "" {
+		cred.Scopes = TicketScopes(r.Method, pattern)
+	}
+	c, err := s.auth.Authenticate(r.Context(), addr, cred)
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	if cc, ok := r.Context().Value(callerCarrierKey{}).(*callerCarrier); ok {
+		cc.c = &c
+	}
+	// The route's roles, before any body is read or validated (see
+	// access.go). An unmatched route falls through to 404/405.
+	if pattern != "" {
+		if err := s.authorizeRoute(r.Context(), c, r.Method, pattern); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+	}
+	next.ServeHTTP(w, r.WithContext(auth.WithCaller(r.Context(), c)))
 }
 
 // forwardingHeaders mark a request relayed by a proxy: its loopback peer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -74,7 +75,8 @@ var unsafeResponseHeaders = []string{"Service-Worker-Allowed", "Clear-Site-Data"
 // sandbox serves must not act as this origin — read the API with a
 // signed-in person's session, or reach the console's storage. Scripts,
 // forms and popups still work; a page's own cookies and localStorage do
-// not (serve such an app under its own host name through a reverse proxy).
+// not here (on a content host {port}-{id}.<domain> the page has an origin
+// of its own: content.go).
 const previewSandbox = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads allow-pointer-lock"
 
 // Reach serves the relay routes; Revoke is the daemon's revocation hook.
@@ -85,26 +87,55 @@ type Reach struct {
 }
 
 // ReachRoutes mounts the preview proxy, the DevTools relay and the VNC
-// relay. Call before serving.
+// relay on both origins: the path forms on the console's origin (for API
+// clients with keys and tickets) and on the content listener, and the
+// content hosts (content.go). Call before serving.
 func (s *Server) ReachRoutes(d *dispatch.Dispatcher) *Reach {
 	h := &Reach{s: s, d: d}
+	s.reach = h
+	for _, r := range []chi.Router{s.router, s.contentPaths} {
+		h.mount(r)
+	}
+	s.documentReach()
+	return h
+}
+
+// mount adds the relay routes to r.
+func (h *Reach) mount(r chi.Router) {
+	s := h.s
+	first := r == s.router
+	relay := func(pattern string) {
+		if first {
+			s.relayPatterns = append(s.relayPatterns, pattern)
+		}
+	}
 	for _, prefix := range []string{"", "/sandboxes/{id}"} {
 		for _, kind := range []string{"proxy", "absproxy"} {
 			pattern := prefix + "/" + kind + "/{port}/*"
 			// The methods a web app uses; CONNECT and TRACE are not relayed.
 			for _, m := range previewMethods {
-				s.router.MethodFunc(m, pattern, h.preview(kind == "absproxy"))
+				r.MethodFunc(m, pattern, h.preview(kind == "absproxy"))
 			}
-			s.router.Get(prefix+"/"+kind+"/{port}", h.slash)
-			s.router.Head(prefix+"/"+kind+"/{port}", h.slash)
-			s.rawBodyPatterns = append(s.rawBodyPatterns, pattern)
+			r.Get(prefix+"/"+kind+"/{port}", h.slash)
+			r.Head(prefix+"/"+kind+"/{port}", h.slash)
+			relay(pattern)
+			relay(prefix + "/" + kind + "/{port}")
+			if first {
+				s.rawBodyPatterns = append(s.rawBodyPatterns, pattern)
+			}
 		}
 	}
-	s.router.Get("/sandboxes/{id}/cdp/*", h.cdp)
-	s.router.Put("/sandboxes/{id}/cdp/*", h.cdp)
-	s.router.Get("/sandboxes/{id}/vnc/websockify", h.vnc)
-	s.documentReach()
-	return h
+	r.Get("/sandboxes/{id}/cdp/*", h.cdp)
+	r.Put("/sandboxes/{id}/cdp/*", h.cdp)
+	r.Get("/sandboxes/{id}/vnc/websockify", h.vnc)
+	relay("/sandboxes/{id}/cdp/*")
+	relay("/sandboxes/{id}/vnc/websockify")
+}
+
+// relayPattern reports whether pattern is a relay route: the console's
+// cookie never authenticates one.
+func (s *Server) relayPattern(pattern string) bool {
+	return pattern != "" && slices.Contains(s.relayPatterns, pattern)
 }
 
 // previewMethods are the methods the preview proxy relays.
@@ -120,7 +151,7 @@ func (s *Server) documentReach() {
 		return &huma.Param{Name: name, In: "path", Required: true, Schema: str, Description: doc}
 	}
 	refusals := map[string]*huma.Response{
-		"401": {Description: "no key, ticket or console session"},
+		"401": {Description: "no key or ticket of the route's scope (the console's session cookie is never taken on a relay)"},
 		"403": {Description: "a port outside SANDBOX_PREVIEW_PORTS, the caller's role, or policy"},
 		"404": {Description: "no such sandbox for this key"},
 		"429": {Description: "rate limited"},
@@ -187,8 +218,11 @@ func (s *Server) RelaysBody(pattern string) bool {
 	return pattern != "" && slices.Contains(s.rawBodyPatterns, pattern)
 }
 
-// Revoke closes every relay key id holds.
-func (h *Reach) Revoke(keyID string) { h.relays.Revoke(keyID) }
+// Revoke closes every relay key id holds and ends its content sessions.
+func (h *Reach) Revoke(keyID string) {
+	h.s.sessions.endKey(keyID)
+	h.relays.Revoke(keyID)
+}
 
 // OpenRelays is how many relays are open (tests).
 func (h *Reach) OpenRelays() int { return h.relays.Open() }
@@ -251,6 +285,10 @@ func (h *Reach) preview(abs bool) http.HandlerFunc {
 func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
 	rest := chi.URLParam(r, "*")
 	id := chi.URLParam(r, "id")
+	if err := cdpPathAllowed(r, rest); err != nil {
+		WriteError(w, r, err)
+		return
+	}
 	c, rel, err := h.open(r, browser.ToolCDP, browser.ConnectArgs{Sandbox: id, Path: "/" + rest})
 	if err != nil {
 		WriteError(w, r, err)
@@ -261,10 +299,19 @@ func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
 		scheme = "wss"
 	}
 	base := r.Host + "/sandboxes/" + url.PathEscape(id) + "/cdp/"
+	if _, ok := contentFrom(r.Context()); ok {
+		base = r.Host + "/" // the content host 9222-{id} is the prefix
+	}
 	inside := "127.0.0.1:" + strconv.Itoa(rel.Port)
 	rewrite := func(resp *http.Response) error {
-		if !strings.HasPrefix(rest, "json") {
+		if !isJSONPath(rest) {
 			return nil
+		}
+		// What a sandbox's port 9222 answers is the sandbox's: only JSON
+		// passes, never a page a browser would render (issue 29, row 1).
+		if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			_ = resp.Body.Close()
+			return &notJSONError{status: resp.StatusCode}
 		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONRewrite+1))
 		_ = resp.Body.Close()
@@ -285,6 +332,49 @@ func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
 	// rebinding defence), and refuses WebSockets with an Origin it was not
 	// told to allow; the request was authenticated here.
 	h.relay(w, r, c, rel, "cdp", "/"+rest, inside, rewrite)
+}
+
+// isJSONPath: DevTools' HTTP endpoints are /json and /json/….
+func isJSONPath(rest string) bool { return rest == "json" || strings.HasPrefix(rest, "json/") }
+
+// cdpPathAllowed admits what a DevTools client needs and nothing else:
+// the /json… endpoints, and /devtools/… only as a WebSocket — the DevTools
+// front-end's pages are never served, on either origin.
+func cdpPathAllowed(r *http.Request, rest string) error {
+	switch {
+	case isJSONPath(rest):
+		return nil
+	case strings.HasPrefix(rest, "devtools/"):
+		if isWebSocket(r) {
+			return nil
+		}
+		return fault.New(fault.NotFound, "the DevTools front-end is not served; /devtools/… relays the protocol's WebSocket only")
+	}
+	return fault.New(fault.NotFound, "the DevTools relay serves /json… and the /devtools/… WebSocket")
+}
+
+// notJSONError is a DevTools HTTP answer that was not JSON: refused.
+type notJSONError struct{ status int }
+
+func (e *notJSONError) Error() string {
+	return fmt.Sprintf("DevTools answered %d with a body that is not JSON", e.status)
+}
+
+// Content-Security-Policy of relayed answers (beside the answer's own,
+// which also applies). sandboxCSP, for DevTools' JSON and anything else
+// that is not a page: an opaque origin with nothing allowed.
+const sandboxCSP = "sandbox; default-src 'none'; frame-ancestors 'none'"
+
+// previewPolicy is the CSP a preview answer gets: an opaque origin
+// (previewSandbox) where the origin is shared — the console's, or the
+// content listener's, which every sandbox shares — and its own origin on
+// a content host {port}-{id}.<domain>, which serves nothing but that
+// preview (content.go).
+func previewPolicy(ctx context.Context) string {
+	if _, ok := contentFrom(ctx); ok {
+		return previewSandbox + " allow-same-origin"
+	}
+	return previewSandbox
 }
 
 // relay serves one request (or WebSocket) over rel with a reverse proxy.
@@ -335,9 +425,14 @@ func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel
 			for _, hd := range unsafeResponseHeaders {
 				resp.Header.Del(hd)
 			}
+			// What the sandbox sent is never sniffed into something else,
+			// and never runs with this origin's authority: a CSP sandbox
+			// beside any policy of the answer's own (both apply).
+			resp.Header.Set("X-Content-Type-Options", "nosniff")
 			if kind == "preview" {
-				// Added beside any policy of the page's own (both apply).
-				resp.Header.Add("Content-Security-Policy", previewSandbox)
+				resp.Header.Add("Content-Security-Policy", previewPolicy(r.Context()))
+			} else {
+				resp.Header.Add("Content-Security-Policy", sandboxCSP)
 			}
 			if modify != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 				return modify(resp)
@@ -346,7 +441,15 @@ func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			h.s.log.Warn("relay", "kind", kind, "sandbox", rel.Sandbox, "port", rel.Port, "err", err, "request_id", RequestID(r.Context()))
-			WriteError(w, r, fault.New(fault.Unavailable, "the server in the sandbox did not answer"))
+			var nj *notJSONError
+			switch {
+			case errors.As(err, &nj) && nj.status == http.StatusNotFound:
+				WriteError(w, r, fault.New(fault.NotFound, "DevTools does not serve that path"))
+			case errors.As(err, &nj):
+				WriteError(w, r, fault.New(fault.Unavailable, "DevTools answered something other than JSON; refused"))
+			default:
+				WriteError(w, r, fault.New(fault.Unavailable, "the server in the sandbox did not answer"))
+			}
 		},
 	}
 	rp.ServeHTTP(w, r)

@@ -76,6 +76,19 @@ type Server struct {
 	// without the console. Set before serving.
 	session SessionAuth
 
+	// The sandbox-content origin (content.go), built by New; the relays
+	// are added by ReachRoutes. contentPages, contentAddr and reach are
+	// set before serving.
+	contentRoot  http.Handler
+	contentPaths chi.Router
+	contentPages ContentPages
+	contentAddr  string
+	sessions     *contentSessions
+	reach        *Reach
+	// relayPatterns are the relay routes' patterns (the console's cookie
+	// never opens them); set by ReachRoutes, read-only afterwards.
+	relayPatterns []string
+
 	// disp is the dispatcher the foundation routes call (keys, tickets,
 	// audit); set by UseDispatcher before serving.
 	disp *dispatch.Dispatcher
@@ -145,6 +158,7 @@ func New(d Deps) (*Server, error) {
 		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key"},
 	}
 	s.api = humachi.New(r, hc)
+	s.newContent()
 
 	s.routes()
 	return s, nil
@@ -158,7 +172,7 @@ func (s *Server) API() huma.API { return s.api }
 
 // Handler is the root handler to serve. It reads how long a caller is
 // willing to wait for an operator's approval (approvals.go).
-func (s *Server) Handler() http.Handler { return withApprovalWait(s.router) }
+func (s *Server) Handler() http.Handler { return withApprovalWait(s.originHandler(s.router)) }
 
 // MaxBody is the JSON body cap (SANDBOX_MAX_BODY) for huma operations.
 func (s *Server) MaxBody() int64 { return s.cfg.MaxBody.Bytes() }

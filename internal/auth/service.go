@@ -434,6 +434,32 @@ func (s *Service) redeemTicket(ctx context.Context, t string, scopes []TicketSco
 	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, ViaTicket: true, TicketScope: scope, RateLimits: limits}, ""
 }
 
+// ErrSessionEnded is a session's key that is gone: revoked, deleted or
+// unreadable; the holder of the session signs in again.
+var ErrSessionEnded = fault.New(fault.Unauthorized, "the session has ended (its key was revoked); open it again")
+
+// SessionCaller re-reads the key a server-side session (the content
+// origin's) was started for: the session is refused the moment its key is
+// revoked, on any node.
+func (s *Service) SessionCaller(ctx context.Context, keyID, addr string) (Caller, error) {
+	k, err := s.st.KeyByID(ctx, keyID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && k.Revoked()) {
+		return Caller{}, ErrSessionEnded
+	}
+	if err != nil {
+		return Caller{}, fault.Wrap(fault.Unavailable, err, "authentication is temporarily unavailable")
+	}
+	role, err := ParseRole(k.Role)
+	if err != nil {
+		return Caller{}, ErrSessionEnded
+	}
+	limits, err := keyLimits(k)
+	if err != nil {
+		return Caller{}, ErrSessionEnded
+	}
+	return Caller{KeyID: k.ID, KeyName: k.Name, Role: role, Addr: addr, RateLimits: limits, ViaSession: true}, nil
+}
+
 // KeyInfo is a key as shown to operators: never the secret or its hash.
 type KeyInfo struct {
 	ID        string     `json:"id"`

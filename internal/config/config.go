@@ -141,6 +141,17 @@ type Config struct {
 	// on its own loopback and that /sandboxes/{id}/proxy/{port}/ reaches
 	// (SANDBOX_PREVIEW_PORTS; ports.go).
 	PreviewPorts []uint16
+	// ContentDomain is the DNS domain of the sandbox-content origin
+	// (SANDBOX_CONTENT_DOMAIN): requests for {port}-{id}.<domain> (a
+	// wildcard DNS name pointing at this server) are served what the
+	// sandbox id controls — the preview of that port, the DevTools relay
+	// (9222), the desktop (5900) — on an origin of their own that never
+	// sees the console's cookie. Empty: none.
+	ContentDomain string
+	// ContentListen is the address of a second listener that serves only
+	// sandbox content, on the path forms (SANDBOX_CONTENT_LISTEN), for
+	// hosts without wildcard DNS. Empty: none.
+	ContentListen string
 }
 
 // DefaultDiskBudgetPercent is the share of the data dir's free space at
@@ -309,6 +320,9 @@ func (c Config) Loosenings() []string {
 	}
 	if len(c.AllowedHosts) > 0 {
 		out = append(out, fmt.Sprintf("SANDBOX_ALLOWED_HOSTS=%s: extra Host names are accepted", strings.Join(c.AllowedHosts, ",")))
+	}
+	if c.ContentListen != "" && !IsLoopbackListen(c.ContentListen) {
+		out = append(out, fmt.Sprintf("SANDBOX_CONTENT_LISTEN=%s: sandbox content is reachable from other hosts; put TLS (a reverse proxy) in front", c.ContentListen))
 	}
 	return out
 }

@@ -31,6 +31,7 @@ var checks = []check{
 	{"database url", checkDatabaseURL},
 	{"node name", checkNodeName},
 	{"cluster", checkCluster},
+	{"content origin", checkContent},
 }
 
 // Validate applies every named check and returns their failures joined, or
@@ -176,6 +177,53 @@ func checkLogLevel(c Config) error {
 		return fmt.Errorf("SANDBOX_LOG_LEVEL: want one of %s, got %q", strings.Join(validLogLevels, ", "), c.LogLevel)
 	}
 	return nil
+}
+
+// checkContent: the content domain is a DNS name (never an IP: a
+// wildcard of hosts is the point), and the content listener is an address
+// of its own.
+func checkContent(c Config) error {
+	var errs []error
+	if d := c.ContentDomain; d != "" {
+		if len(d) > 200 || net.ParseIP(d) != nil || !dnsName(d) {
+			errs = append(errs, fmt.Errorf("SANDBOX_CONTENT_DOMAIN: %q is not a DNS domain like sandbox.example.com", d))
+		}
+		for _, h := range c.AllowedHosts {
+			if strings.EqualFold(h, d) || strings.HasSuffix(strings.ToLower(h), "."+d) {
+				errs = append(errs, fmt.Errorf("SANDBOX_CONTENT_DOMAIN: %q is also an allowed host of the console's origin (SANDBOX_ALLOWED_HOSTS)", h))
+			}
+		}
+	}
+	if l := c.ContentListen; l != "" {
+		host, port, err := net.SplitHostPort(l)
+		p, perr := strconv.Atoi(port)
+		switch {
+		case err != nil || perr != nil || p < 0 || p > 65535:
+			errs = append(errs, fmt.Errorf("SANDBOX_CONTENT_LISTEN: %q is not host:port", l))
+		case host != "" && host != "localhost" && net.ParseIP(host) == nil:
+			errs = append(errs, fmt.Errorf("SANDBOX_CONTENT_LISTEN: host %q must be an IP address or localhost", host))
+		case p != 0 && l == c.Listen:
+			errs = append(errs, errors.New("SANDBOX_CONTENT_LISTEN: the content listener needs an address of its own, not SANDBOX_LISTEN's"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dnsName reports whether s is a lower-case DNS name of letters, digits
+// and hyphens (no wildcard, no port, no trailing dot).
+func dnsName(s string) bool {
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			b := label[i]
+			if (b < 'a' || b > 'z') && (b < '0' || b > '9') && b != '-' {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func checkAllowedHosts(c Config) error {

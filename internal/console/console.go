@@ -74,6 +74,8 @@ type Console struct {
 	log      *slog.Logger
 	assets   fs.FS // the bundle root (index.html, vnc.html, assets/…) or nil when not built
 	sessions *Sessions
+	// srv says where sandbox content lives (for the session's info).
+	srv *api.Server
 }
 
 // Mount adds the console's routes to srv, installs its session
@@ -106,6 +108,8 @@ func Mount(srv *api.Server, d Deps) (*Console, error) {
 	r.Get(SessionPath, c.sessionInfo)
 	r.Delete(SessionPath, c.signOut)
 	srv.UseSessionAuth(c)
+	srv.UseContentPages(c)
+	c.srv = srv
 	d.Auth.OnRevoke(c.sessions.EndKey)
 	documentSession(srv.API().OpenAPI())
 	return c, nil
@@ -161,6 +165,17 @@ func (c *Console) Authenticate(r *http.Request) (auth.Caller, error) {
 
 var _ api.SessionAuth = (*Console)(nil)
 
+// ServeVNCPage implements api.ContentPages: the noVNC page on the content
+// origin.
+func (c *Console) ServeVNCPage(w http.ResponseWriter, r *http.Request) { c.page("vnc.html")(w, r) }
+
+// ServeAsset implements api.ContentPages: a file of the bundle's assets.
+func (c *Console) ServeAsset(w http.ResponseWriter, r *http.Request, name string) {
+	c.serveAsset(w, r, name)
+}
+
+var _ api.ContentPages = (*Console)(nil)
+
 // pageCSP: scripts and styles from this origin only (xterm.js and noVNC
 // set inline styles, hence 'unsafe-inline' for styles alone), API calls
 // and WebSockets to this origin, no framing, no plugins, no base
@@ -197,7 +212,11 @@ func (c *Console) page(name string) http.HandlerFunc {
 // asset serves a file under assets/ of the bundle: regular files only, no
 // listing, no dot files.
 func (c *Console) asset(w http.ResponseWriter, r *http.Request) {
-	rel := chi.URLParam(r, "*")
+	c.serveAsset(w, r, chi.URLParam(r, "*"))
+}
+
+// serveAsset serves rel below assets/ of the bundle.
+func (c *Console) serveAsset(w http.ResponseWriter, r *http.Request, rel string) {
 	clean := path.Clean("/" + rel)[1:]
 	if c.assets == nil || rel == "" || clean != rel || strings.HasPrefix(path.Base(clean), ".") || !fs.ValidPath(clean) {
 		api.WriteError(w, r, fault.New(fault.NotFound, "not found"))
@@ -283,7 +302,7 @@ func (c *Console) sessionInfo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	api.WriteData(w, http.StatusOK, Info{KeyID: caller.KeyID, KeyName: caller.KeyName, Role: caller.Role,
-		CSRFToken: ss.csrf, ExpiresAt: ss.created.Add(SessionMax)})
+		CSRFToken: ss.csrf, ExpiresAt: ss.created.Add(SessionMax), Content: c.srv.ContentOrigin(r)})
 }
 
 // signOut ends the session (CSRF token required, as for any change).

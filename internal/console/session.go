@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/store"
@@ -111,6 +112,10 @@ type Info struct {
 	Role      auth.Role `json:"role"`
 	CSRFToken string    `json:"csrf_token"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Content is where sandbox content (previews, DevTools, desktops)
+	// lives; the console opens it there, with a ticket, never on its own
+	// origin. Empty: on the path forms of this origin.
+	Content api.ContentOrigin `json:"content"`
 }
 
 // create starts a session for c and returns its id and info.

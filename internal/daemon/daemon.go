@@ -96,9 +96,11 @@ type Daemon struct {
 
 	ready chan struct{}
 
-	mu      sync.Mutex
-	addr    string
-	closers []func() error // run in reverse order by Close
+	mu   sync.Mutex
+	addr string
+	// contentAddr is the content listener's address (SANDBOX_CONTENT_LISTEN).
+	contentAddr string
+	closers     []func() error // run in reverse order by Close
 	// revokers end a revoked key's sessions, one per capability (onRevoke).
 	revokers []func(keyID string)
 	closed   bool
@@ -357,25 +359,44 @@ func (d *Daemon) Run(ctx context.Context) error {
 		_ = d.Close()
 		return fmt.Errorf("listen: %w", err)
 	}
-	handler := d.api.Handler()
+	// The sandbox-content listener (SANDBOX_CONTENT_LISTEN): an origin of
+	// its own for what sandboxes serve (internal/api/content.go).
+	var cln net.Listener
+	if d.cfg.ContentListen != "" {
+		if cln, err = lc.Listen(ctx, "tcp", d.cfg.ContentListen); err != nil {
+			_ = ln.Close()
+			_ = d.Close()
+			return fmt.Errorf("listen (content): %w", err)
+		}
+		d.api.SetContentAddr(cln.Addr().String())
+	}
+	handler, content := d.api.Handler(), d.api.ContentHandler()
 	var fw *cluster.Forwarder
 	if pg, ok := d.store.(*store.Postgres); ok { // a cluster node: forward other nodes' sandboxes
 		fw = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log)
 		fw.SetCapacity(d.cfg.NodeCapacity)
-		handler = fw.Handler(handler)
+		handler, content = fw.Handler(handler), fw.Handler(content)
 	}
-	srv := &http.Server{
-		Handler:           d.inflight.track(handler),
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	server := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler:           d.inflight.track(h),
+			ReadHeaderTimeout: readHeaderTimeout,
+			ReadTimeout:       readTimeout,
+			WriteTimeout:      writeTimeout,
+			IdleTimeout:       idleTimeout,
+			MaxHeaderBytes:    maxHeaderBytes,
+			ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		}
 	}
+	srv := server(handler)
+	var csrv *http.Server
 	d.mu.Lock()
 	d.addr = ln.Addr().String()
+	if cln != nil {
+		csrv = server(content)
+		d.contentAddr = cln.Addr().String()
+	}
 	d.mu.Unlock()
 
 	// The background loops use the store: they end, and are waited for,
@@ -400,14 +421,32 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	cerrc := make(chan error, 1)
+	if csrv != nil {
+		go func() { cerrc <- csrv.Serve(cln) }()
+	}
 	select {
 	case err = <-errc:
+		if csrv != nil {
+			_ = csrv.Close()
+			<-cerrc
+		}
+	case err = <-cerrc:
+		_ = srv.Close()
+		<-errc
 	case <-ctx.Done():
 		d.log.Info("shutting down")
 		if fw != nil {
 			fw.Drain(context.WithoutCancel(ctx))
 		}
 		sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), cmp.Or(d.cfg.ShutdownGrace, shutdownTimeout))
+		if csrv != nil {
+			go func() {
+				if csrv.Shutdown(sctx) != nil {
+					_ = csrv.Close()
+				}
+			}()
+		}
 		err = srv.Shutdown(sctx)
 		scancel()
 		if err != nil {
@@ -415,6 +454,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
+		}
+		if csrv != nil {
+			_ = csrv.Close()
+			<-cerrc
 		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {
@@ -445,6 +488,14 @@ func (d *Daemon) Close() error {
 		errs = append(errs, d.closers[i]())
 	}
 	return errors.Join(errs...)
+}
+
+// ContentAddr is the address of the sandbox-content listener ("" without
+// one, or before Ready).
+func (d *Daemon) ContentAddr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.contentAddr
 }
 
 // Ready is closed once Run is listening.

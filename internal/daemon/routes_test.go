@@ -83,7 +83,12 @@ var pathValues = map[string]string{"server_name": "sandhold", "tool_name": "tool
 var validRequests = map[string]struct {
 	body   any
 	header map[string]string
+	// suffix replaces a trailing * of the pattern: the DevTools relay
+	// dispatches only for the paths it serves.
+	suffix string
 }{
+	"GET /cdp/*": {suffix: "json/version"},
+	"PUT /cdp/*": {suffix: "json/new"},
 	"POST /v1/shell/exec":            {body: map[string]any{"command": "true"}},
 	"POST /v1/shell/view":            {body: map[string]any{"id": "x"}},
 	"POST /v1/shell/wait":            {body: map[string]any{"id": "x"}},
@@ -175,6 +180,9 @@ func TestEveryRouteReachesTheDispatcher(t *testing.T) {
 				body = v.body
 			}
 			hdr = v.header
+			if strings.HasSuffix(rt.pattern, "*") {
+				path += v.suffix
+			}
 		}
 		rid, status := s.send(rt.method, path, body, hdr)
 		mu.Lock()
