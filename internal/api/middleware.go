@@ -473,7 +473,11 @@ func (s *Server) checkContentType(r *http.Request) error {
 	}
 	// Routes whose body is not JSON say so in their AIO row (the upload,
 	// artifact chunks); every other route takes JSON only.
-	allowed := aioBodyTypes(r.Method, s.routePattern(r))
+	pattern := s.routePattern(r)
+	allowed := aioBodyTypes(r.Method, pattern)
+	if allowed == nil {
+		allowed = nativeBodyTypes[r.Method+" "+pattern]
+	}
 	if raw == "" {
 		return nil // read as JSON (see requestShapeMiddleware); upload routes take raw bytes
 	}
@@ -491,6 +495,13 @@ func (s *Server) checkContentType(r *http.Request) error {
 		return nil
 	}
 	return fault.New(kindMediaType, "this route takes application/json")
+}
+
+// nativeBodyTypes are the native routes whose body is not JSON: uploads
+// the route's tool reads as a stream.
+var nativeBodyTypes = map[string][]string{
+	"POST /v1/templates/import": {"application/x-tar", "application/octet-stream"},
+	"POST /v1/templates/build":  {"application/x-tar", "application/gzip", "application/octet-stream"},
 }
 
 // isJSONType: application/json or a structured +json type.

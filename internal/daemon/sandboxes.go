@@ -227,7 +227,9 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	for _, t := range sandbox.Tools(d.sandboxes, d.guard) {
 		d.dispatch.MustRegister(t)
 	}
-	d.startTemplates(disk.Budget)
+	if err := d.startTemplates(disk.Budget); err != nil {
+		return err
+	}
 	d.api.SandboxRoutes(d.dispatch, d.sandboxes, api.Posture{Insecure: insecure, Checks: report})
 	if err := d.startGovernance(ctx); err != nil {
 		return err

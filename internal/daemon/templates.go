@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/template"
 	"github.com/sandhold/sandhold/internal/template/layer"
+	"github.com/sandhold/sandhold/internal/template/oci"
 )
 
 // gcEvery is how often unused template layers are collected besides the
@@ -30,7 +31,7 @@ func (d *Daemon) openTemplates() (*template.Store, error) {
 // use is kept; the disk budget bounds the layers, which the disk guard
 // counts with the workspace images), registers its tools and routes and
 // starts the collector.
-func (d *Daemon) startTemplates(budget int64) {
+func (d *Daemon) startTemplates(budget int64) error {
 	st := d.templates
 	st.SetInUse(d.sandboxes.TemplatesInUse)
 	st.SetRoom(func() int64 {
@@ -73,4 +74,16 @@ func (d *Daemon) startTemplates(budget int64) {
 		d.dispatch.MustRegister(t)
 	}
 	d.api.TemplateRoutes(d.dispatch)
+	puller, err := oci.NewPuller(st, oci.PullerOptions{Registries: d.cfg.Registries, AuthFile: d.cfg.RegistryAuthFile})
+	if err != nil {
+		return err
+	}
+	if len(d.cfg.Registries) > 0 {
+		d.log.Info("templates may be pulled from", "registries", d.cfg.Registries, "credentials", d.cfg.RegistryAuthFile != "")
+	}
+	for _, t := range oci.Tools(puller, oci.NewImporter(st, st.StagingDir(), d.cfg.TemplateMaxSize.Bytes())) {
+		d.dispatch.MustRegister(t)
+	}
+	d.api.TemplateSourceRoutes(d.dispatch)
+	return nil
 }

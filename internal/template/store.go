@@ -494,6 +494,10 @@ func (s *Store) removeLayerLocked(d string) error {
 	return nil
 }
 
+// StagingDir is the store's scratch directory (emptied at open), on the
+// same file system as its layers: uploads and builds stage there.
+func (s *Store) StagingDir() string { return filepath.Join(s.dir, "tmp") }
+
 // LogPath is where the log of build id is kept.
 func (s *Store) LogPath(id string) string {
 	return filepath.Join(s.dir, "logs", filepath.Base(id)+".log")

@@ -58,7 +58,7 @@ func put(t *testing.T, s *Store, c Caller, name, tag string, layers ...[]byte) T
 	defer txn.Close()
 	var m Manifest
 	for _, b := range layers {
-		l, err := txn.AddLayer(context.Background(), bytes.NewReader(b), digestOf(b))
+		l, err := txn.AddLayer(context.Background(), bytes.NewReader(b), LayerSource{DiffID: digestOf(b)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestStoreRefusesWrongDigest(t *testing.T) {
 	txn := s.Begin()
 	defer txn.Close()
 	b := layerTar(t, map[string]string{"a": "1"})
-	_, err := txn.AddLayer(context.Background(), bytes.NewReader(b), digestOf([]byte("something else")))
+	_, err := txn.AddLayer(context.Background(), bytes.NewReader(b), LayerSource{DiffID: digestOf([]byte("something else"))})
 	if fault.KindOf(err) != fault.Invalid {
 		t.Fatalf("got %v, want invalid", err)
 	}
@@ -168,7 +168,7 @@ func TestStoreGC(t *testing.T) {
 	}
 	// A transaction's layers are kept until it closes.
 	txn := s.Begin()
-	l, err := txn.AddLayer(context.Background(), bytes.NewReader(layerTar(t, map[string]string{"pending": "p"})), "")
+	l, err := txn.AddLayer(context.Background(), bytes.NewReader(layerTar(t, map[string]string{"pending": "p"})), LayerSource{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,12 +222,12 @@ func TestStoreRefusesWithoutRoom(t *testing.T) {
 	s.SetRoom(func() int64 { return 10 })
 	txn := s.Begin()
 	defer txn.Close()
-	_, err := txn.AddLayer(context.Background(), bytes.NewReader(layerTar(t, map[string]string{"big": "0123456789abcdef"})), "")
+	_, err := txn.AddLayer(context.Background(), bytes.NewReader(layerTar(t, map[string]string{"big": "0123456789abcdef"})), LayerSource{})
 	if fault.KindOf(err) != fault.TooLarge {
 		t.Fatalf("got %v, want too_large", err)
 	}
 	s.SetRoom(func() int64 { return 0 })
-	if _, err := txn.AddLayer(context.Background(), bytes.NewReader(layerTar(t, map[string]string{"a": "1"})), ""); fault.KindOf(err) != fault.Conflict {
+	if _, err := txn.AddLayer(context.Background(), bytes.NewReader(layerTar(t, map[string]string{"a": "1"})), LayerSource{}); fault.KindOf(err) != fault.Conflict {
 		t.Fatalf("got %v, want conflict", err)
 	}
 }

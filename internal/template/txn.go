@@ -84,13 +84,37 @@ func (t *Txn) HasLayer(digest string) (Layer, bool) {
 	return Layer{Digest: digest, Bytes: st.Bytes, Entries: st.Entries}, ok
 }
 
+// LayerSource says what a layer stream should be.
+type LayerSource struct {
+	// DiffID is the digest the uncompressed stream must have (an image's
+	// diff id); "" takes what it is.
+	DiffID string
+	// Compressed is the size of the compressed blob it came from (0: not
+	// compressed): the layer may unpack to at most MaxRatio times it
+	// (above RatioFloor), the archive rules' bomb check.
+	Compressed int64
+}
+
+// The compression ratio cap of a layer, with its floor: a small, very
+// compressible layer (a sparse database file, zeros) is no bomb.
+const (
+	MaxRatio   = 100
+	RatioFloor = 64 << 20
+)
+
 // AddLayer unpacks the uncompressed layer stream r into the store (the
-// archive rules of package layer), checks its digest against want (an
-// image's diff id; "" to take what it is) and holds it. A layer already in
-// the store is kept as it is. Refusals are faults a client may read.
-func (t *Txn) AddLayer(ctx context.Context, r io.Reader, want string) (Layer, error) {
+// archive rules of package layer), checks it against src and holds it. A
+// layer already in the store is kept as it is. Refusals are faults a
+// client may read.
+func (t *Txn) AddLayer(ctx context.Context, r io.Reader, src LayerSource) (Layer, error) {
 	s := t.s
+	want := src.DiffID
 	lim := s.opts.Layer
+	if src.Compressed > 0 {
+		if c := max(src.Compressed*MaxRatio, RatioFloor); c < lim.MaxBytes {
+			lim.MaxBytes = c
+		}
+	}
 	if room := s.roomNow(); room < lim.MaxBytes {
 		if room <= 0 {
 			return Layer{}, fault.New(fault.Conflict, "the server's disk budget (SANDBOX_DISK_BUDGET) has no room for another template layer")

@@ -553,7 +553,7 @@ func DetachedMount(dir string) (*os.File, error) {
 // template root has /tmp and /workspace of its own: buildOverlay checked
 // they are directories).
 func mkdirRoot(p string, mode os.FileMode) error {
-	err := os.Mkdir(p, mode) //nolint:gosec // G301: see above
+	err := os.Mkdir(p, mode) //nolint:gosec // G301: in the sandbox's own root, which its user must traverse
 	if errors.Is(err, os.ErrExist) {
 		if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
 			return nil
@@ -563,7 +563,7 @@ func mkdirRoot(p string, mode os.FileMode) error {
 }
 
 func mkdirAllRoot(p string, mode os.FileMode) error {
-	return os.MkdirAll(p, mode) //nolint:gosec // G301: see above
+	return os.MkdirAll(p, mode) //nolint:gosec // G301: in the sandbox's own root, which its user must traverse
 }
 
 // writeRoot is os.WriteFile without the os package's poller check: for

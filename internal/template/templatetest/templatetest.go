@@ -165,7 +165,7 @@ func Put(t testing.TB, s *template.Store, c template.Caller, name, tag string, c
 	defer txn.Close()
 	m := template.Manifest{Config: cfg, Source: template.Source{Kind: "upload"}}
 	for _, r := range layers {
-		l, err := txn.AddLayer(context.Background(), r, "")
+		l, err := txn.AddLayer(context.Background(), r, template.LayerSource{})
 		if err != nil {
 			t.Fatal(err)
 		}

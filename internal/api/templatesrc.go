@@ -1,0 +1,158 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/template"
+	"github.com/sandhold/sandhold/internal/template/oci"
+)
+
+// TemplateCreateBody is POST /v1/templates: pull an image (image) or build
+// a Dockerfile without a context (dockerfile).
+type TemplateCreateBody struct {
+	Name    string     `json:"name" maxLength:"128" doc:"the template's name"`
+	Tag     string     `json:"tag,omitempty" maxLength:"128" doc:"the template's tag (default latest)"`
+	Image   string     `json:"image,omitempty" maxLength:"512" doc:"pull this image from a registry the server allows (SANDBOX_REGISTRIES)"`
+	Limits  LimitsBody `json:"limits,omitempty" doc:"default limits of the template's sandboxes"`
+	Browser bool       `json:"browser,omitempty" doc:"the template carries a browser"`
+}
+
+// overrides are the body's template settings.
+func (b TemplateCreateBody) overrides() (oci.Overrides, error) {
+	l, err := b.Limits.limits()
+	if err != nil {
+		return oci.Overrides{}, err
+	}
+	return oci.Overrides{Limits: template.Limits{MemoryBytes: l.MemoryBytes, CPUMilli: l.CPUMilli, Pids: l.Pids, DiskBytes: l.DiskBytes},
+		Browser: b.Browser}, nil
+}
+
+// TemplateSourceRoutes mounts the routes that make templates from images:
+// POST /v1/templates (pull) and POST /v1/templates/import (an uploaded OCI
+// layout or docker save tarball, streamed and exempt from SANDBOX_MAX_BODY:
+// the import caps it). With Accept: text/event-stream both send their
+// steps as "progress" events and end with "done" (the template's
+// envelope) or "error".
+func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
+	s.router.Post("/v1/templates", func(w http.ResponseWriter, r *http.Request) {
+		var body TemplateCreateBody
+		if err := decodeJSON(r, &body); err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		ov, err := body.overrides()
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if body.Image == "" {
+			WriteError(w, r, fault.InvalidField("image", "give the image to pull (or POST a build to /v1/templates/build)"))
+			return
+		}
+		ps := newProgressStream(w, r)
+		args := oci.PullArgs{Image: body.Image, Name: body.Name, Tag: body.Tag, Overrides: ov, Progress: ps.progress()}
+		ps.finish(dispatchTemplate(r, d, oci.ToolPull, args, ps))
+	})
+	s.AllowLargeBodies("/v1/templates/import")
+	s.router.Post("/v1/templates/import", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		ps := newProgressStream(w, r)
+		args := oci.ImportArgs{Name: q.Get("name"), Tag: q.Get("tag"), Body: r.Body, Progress: ps.progress()}
+		ps.finish(dispatchTemplate(r, d, oci.ToolImport, args, ps))
+	})
+	doc := s.api.OpenAPI()
+	bodySchema := doc.Components.Schemas.Schema(reflect.TypeFor[TemplateCreateBody](), true, "TemplateCreateRequest")
+	resSchema := doc.Components.Schemas.Schema(reflect.TypeFor[Envelope[template.Template]](), true, "TemplateResponse")
+	answers := map[string]*huma.Response{"201": {Description: "the template made (or, with Accept: text/event-stream, progress events ending in done or error)",
+		Content: map[string]*huma.MediaType{"application/json": {Schema: resSchema}, "text/event-stream": {Schema: strSchema}}}}
+	doc.AddOperation(&huma.Operation{OperationID: "pull-template", Method: http.MethodPost, Path: "/v1/templates", Tags: []string{"templates"}, Security: Security,
+		Summary:     "Make a template by pulling an image from an allowed registry",
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: bodySchema}}},
+		Responses:   answers})
+	doc.AddOperation(&huma.Operation{OperationID: "import-template", Method: http.MethodPost, Path: "/v1/templates/import", Tags: []string{"templates"}, Security: Security,
+		Summary:     "Make a template of an uploaded OCI image layout (as a tar) or docker save tarball",
+		Parameters:  queryParams("name", "tag"),
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}, "application/octet-stream": {Schema: binarySchema}}},
+		Responses:   answers})
+}
+
+// dispatchTemplate runs a template-making tool for the request's caller.
+func dispatchTemplate(r *http.Request, d *dispatch.Dispatcher, tool string, args any, ps *progressStream) (template.Template, error) {
+	c, err := MustCaller(r.Context())
+	if err != nil {
+		return template.Template{}, err
+	}
+	res, err := d.Dispatch(dispatch.WithStreaming(r.Context()), c, tool, args)
+	if err != nil {
+		return template.Template{}, err
+	}
+	return dispatch.ResultAs[template.Template](tool, res)
+}
+
+// progressStream answers a template-making request: as JSON at the end,
+// or (Accept: text/event-stream) as SSE events while it runs.
+type progressStream struct {
+	w  http.ResponseWriter
+	r  *http.Request
+	fl http.Flusher
+	// mu serialises events (a build's output comes from its reader).
+	mu sync.Mutex
+	sse bool
+}
+
+func newProgressStream(w http.ResponseWriter, r *http.Request) *progressStream {
+	ps := &progressStream{w: w, r: r}
+	if fl, ok := w.(http.Flusher); ok && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		ps.fl, ps.sse = fl, true
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		fl.Flush()
+	}
+	return ps
+}
+
+// send writes one SSE event.
+func (ps *progressStream) send(event string, v any) {
+	b, _ := json.Marshal(v)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	_, _ = fmt.Fprintf(ps.w, "event: %s\ndata: %s\n\n", event, b)
+	ps.fl.Flush()
+}
+
+// progress is the tool's progress callback: events, or nil without SSE.
+func (ps *progressStream) progress() oci.Progress {
+	if !ps.sse {
+		return nil
+	}
+	return func(e oci.Event) { ps.send("progress", e) }
+}
+
+// finish writes the outcome.
+func (ps *progressStream) finish(t template.Template, err error) {
+	if !ps.sse {
+		if err != nil {
+			WriteError(ps.w, ps.r, err)
+			return
+		}
+		WriteData(ps.w, http.StatusCreated, t)
+		return
+	}
+	if err != nil {
+		b := errorBody(ps.r.Context(), err)
+		ps.send("error", b)
+		return
+	}
+	ps.send("done", OK(t))
+}
