@@ -19,7 +19,7 @@ import (
 func TestEveryKindHasAStatus(t *testing.T) {
 	kinds := []fault.Kind{fault.Invalid, fault.Unauthorized, fault.Forbidden, fault.NotFound, fault.Conflict,
 		fault.TooLarge, fault.RateLimited, fault.Unavailable, fault.Internal, fault.Timeout, fault.Unsupported,
-		fault.Misdirected, fault.Unprocessable, fault.MethodNotAllowed, kindMediaType}
+		fault.Misdirected, fault.Unprocessable, fault.MethodNotAllowed, fault.Gone, kindMediaType}
 	seen := map[int]fault.Kind{}
 	for _, k := range kinds {
 		s, ok := kindStatus[k]

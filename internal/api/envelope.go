@@ -98,6 +98,7 @@ var kindStatus = map[fault.Kind]int{
 	fault.Misdirected:      http.StatusMisdirectedRequest,
 	fault.Unprocessable:    http.StatusUnprocessableEntity,
 	fault.MethodNotAllowed: http.StatusMethodNotAllowed,
+	fault.Gone:             http.StatusGone,
 	kindMediaType:          http.StatusUnsupportedMediaType,
 }
 

@@ -56,7 +56,10 @@ func (s *Server) SandboxRoutes(d *dispatch.Dispatcher, m *sandbox.Manager, p Pos
 	huma.Register(s.api, reg(huma.Operation{OperationID: "resume-sandbox", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/resume",
 		Summary: "Thaw a paused sandbox"}, "sandboxes"), h.resume)
 	huma.Register(s.api, reg(huma.Operation{OperationID: "get-execution", Method: http.MethodGet, Path: "/v1/sandboxes/{id}/exec/{command_id}",
-		Summary: "Read a (background) execution's status and output by byte offsets"}, "exec"), h.getExec)
+		Summary: "Read a (background) execution's status and output by byte offsets",
+		Description: "Output the server no longer keeps answers 410 gone for offsets before a stream's end: the output budget " +
+			"(SANDBOX_OUTPUT_BUDGET, SANDBOX_OUTPUT_BUDGET_PER_KEY) evicts the oldest finished executions' output first.",
+		Errors: []int{http.StatusGone}}, "exec"), h.getExec)
 	huma.Register(s.api, reg(huma.Operation{OperationID: "kill-execution", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/exec/{command_id}/kill",
 		Summary: "Kill an execution's whole process tree"}, "exec"), h.killExec)
 	huma.Register(s.api, reg(huma.Operation{OperationID: "sandbox-security", Method: http.MethodGet, Path: "/v1/sandbox/security",
@@ -421,6 +424,9 @@ func (h *sandboxHandlers) getExec(ctx context.Context, in *ExecReadInput) (*Exec
 			case <-time.After(time.Duration(in.Wait) * time.Second):
 			}
 		}
+	}
+	if err := e.OutputGone(in.StdoutOffset, in.StderrOffset); err != nil {
+		return nil, err
 	}
 	const chunk = 1 << 20
 	r := e.Result()

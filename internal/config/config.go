@@ -79,6 +79,12 @@ type Config struct {
 	MaxProcesses int
 	// MaxPTYs caps each sandbox's terminals, its devpts max= (SANDBOX_MAX_PTYS, 64).
 	MaxPTYs int
+	// OutputBudget caps the command output the server keeps in memory in
+	// all (SANDBOX_OUTPUT_BUDGET, 1GB), OutputBudgetPerKey per sandbox
+	// owner (SANDBOX_OUTPUT_BUDGET_PER_KEY, 128MB): past them the oldest
+	// finished executions' output is evicted.
+	OutputBudget       Size
+	OutputBudgetPerKey Size
 	// WarmPool is the number of pre-started sandboxes kept ready (SANDBOX_WARM_POOL, 2).
 	WarmPool int
 	// WarmPools are pre-started sandboxes per template, by the template's
@@ -254,6 +260,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxPTYs == 0 {
 		c.MaxPTYs = d.MaxPTYs
+	}
+	if c.OutputBudget == 0 {
+		c.OutputBudget = d.OutputBudget
+	}
+	if c.OutputBudgetPerKey == 0 {
+		c.OutputBudgetPerKey = d.OutputBudgetPerKey
 	}
 	if c.MaxSandboxesPerKey == 0 {
 		c.MaxSandboxesPerKey = d.MaxSandboxesPerKey

@@ -108,6 +108,8 @@ func checkPositive(c Config) error {
 	pos("SANDBOX_DISK_OVERCOMMIT", int64(c.DiskOvercommit))
 	pos("SANDBOX_MAX_PROCESSES", int64(c.MaxProcesses))
 	pos("SANDBOX_MAX_PTYS", int64(c.MaxPTYs))
+	pos("SANDBOX_OUTPUT_BUDGET", c.OutputBudget.Bytes())
+	pos("SANDBOX_OUTPUT_BUDGET_PER_KEY", c.OutputBudgetPerKey.Bytes())
 	pos("SANDBOX_MAX_SANDBOXES_PER_KEY", int64(c.MaxSandboxesPerKey))
 	pos("SANDBOX_SANDBOX_TTL", int64(c.SandboxTTL))
 	pos("SANDBOX_MAX_BODY", c.MaxBody.Bytes())
@@ -150,6 +152,9 @@ func checkUpperBounds(c Config) error {
 	}
 	if c.MaxProcesses > maxProcesses {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_PROCESSES: at most %d, got %d", maxProcesses, c.MaxProcesses))
+	}
+	if c.OutputBudgetPerKey > c.OutputBudget {
+		errs = append(errs, fmt.Errorf("SANDBOX_OUTPUT_BUDGET_PER_KEY: at most SANDBOX_OUTPUT_BUDGET (%s), got %s", c.OutputBudget, c.OutputBudgetPerKey))
 	}
 	if c.MaxPTYs > maxPTYs {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_PTYS: at most %d, got %d", maxPTYs, c.MaxPTYs))

@@ -21,6 +21,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/posture"
+	"github.com/sandhold/sandhold/internal/process"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/template"
@@ -169,19 +170,22 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 			MemoryBytes: cfg.MaxMemory.Bytes(), Pids: int64(cfg.MaxProcesses), DiskBytes: cfg.MaxDisk.Bytes(),
 			CPUTime: cfg.MaxCPUTime, CPUMilli: min(defaultCPUMilli, int64(runtime.NumCPU())*1000),
 		},
-		TmpBytes:    tmpBytes,
-		MaxPTYs:     cfg.MaxPTYs,
-		WarmPool:    cfg.WarmPool,
-		IdleTTL:     cfg.SandboxTTL,
-		IdleSleep:   cfg.IdleSleep,
-		MaxPerOwner: cfg.MaxSandboxesPerKey,
-		AllowSudo:   cfg.EnableSudo,
-		Insecure:    insecure,
-		InitExe:     initExe,
-		InitArgs:    initArgs,
-		InitFile:    initFile,
-		Launcher:    launcher,
-		Log:         d.log,
+		TmpBytes: tmpBytes,
+		MaxPTYs:  cfg.MaxPTYs,
+		// One budget for every stream the server keeps: executions and
+		// shell sessions, per sandbox owner and in all.
+		OutputBudget: process.NewBudget(cfg.OutputBudget.Bytes(), cfg.OutputBudgetPerKey.Bytes()),
+		WarmPool:     cfg.WarmPool,
+		IdleTTL:      cfg.SandboxTTL,
+		IdleSleep:    cfg.IdleSleep,
+		MaxPerOwner:  cfg.MaxSandboxesPerKey,
+		AllowSudo:    cfg.EnableSudo,
+		Insecure:     insecure,
+		InitExe:      initExe,
+		InitArgs:     initArgs,
+		InitFile:     initFile,
+		Launcher:     launcher,
+		Log:          d.log,
 		// The preview ports and the browser's (sandbox.LoopbackPorts).
 		LoopbackPorts: sandbox.LoopbackPorts(cfg.PreviewPorts),
 	}

@@ -35,6 +35,7 @@ const (
 	Misdirected      Kind = "misdirected"        // the request named a host this server does not answer for
 	Unprocessable    Kind = "unprocessable"      // well-formed but failed schema validation
 	MethodNotAllowed Kind = "method_not_allowed" // the route exists, not with this method
+	Gone             Kind = "gone"               // existed, and is no longer kept (evicted output)
 )
 
 // Error is an error with a Kind, a public message and an optional cause.

@@ -5,6 +5,7 @@
 // bytes of each stream — the first half and the last half of the cap — and
 // counts the rest, so memory stays bounded whatever the command does while
 // readers still see the beginning, the end and where bytes were dropped.
+// A Budget bounds the bytes of all streams together, per key and in all.
 package process
 
 import (
@@ -12,19 +13,30 @@ import (
 	"sync"
 )
 
+// minGrow is the smallest buffer an Output allocates: most streams are a
+// few lines.
+const minGrow = 512
+
 // Output is one captured stream (stdout or stderr). It is an io.Writer;
 // readers read by byte offset into the whole stream and can wait for more.
 type Output struct {
-	headCap int
-	tailCap int
+	// budget and ent charge the buffers to a Budget; nil: unbudgeted.
+	budget *Budget
+	ent    *entry
 
 	// mu guards everything below.
-	mu      sync.Mutex
+	mu sync.Mutex
+	// headCap and tailCap are the bytes kept from the start and the end;
+	// a budget that cannot give more lowers them to what is held.
+	headCap int
+	tailCap int
 	head    []byte // the first headCap bytes
 	tail    []byte // ring of the last tailCap bytes after head
 	tailPos int    // next write position in tail once it is full
 	total   int64  // bytes written in all
 	closed  bool
+	// evicted: a Budget took the bytes of this finished stream.
+	evicted bool
 	changed chan struct{} // closed and replaced on every write and on Close
 }
 
@@ -38,18 +50,52 @@ func NewOutput(limit int) *Output {
 	return &Output{headCap: h, tailCap: limit - h, changed: make(chan struct{})}
 }
 
+// grow returns buf with room for want bytes (capacity at most limit),
+// charging the budget for the new capacity; with less budget it returns
+// what could be had, maybe buf itself. Callers hold mu.
+func (o *Output) grow(buf []byte, want, limit int) []byte {
+	if cap(buf) >= want {
+		return buf
+	}
+	n := min(max(want, 2*cap(buf), minGrow), limit)
+	if o.budget != nil {
+		n = cap(buf) + int(o.budget.reserve(o.ent, int64(n-cap(buf))))
+		if n <= cap(buf) {
+			return buf
+		}
+	}
+	nb := make([]byte, len(buf), n)
+	copy(nb, buf)
+	return nb
+}
+
 // Write records p. It never fails, so a command's output is always drained.
 func (o *Output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := len(p)
 	o.total += int64(n)
-	if room := o.headCap - len(o.head); room > 0 {
+	if room := o.headCap - len(o.head); room > 0 && len(p) > 0 {
 		k := min(room, len(p))
+		o.head = o.grow(o.head, len(o.head)+k, o.headCap)
+		if cap(o.head) < len(o.head)+k {
+			// The budget gave less: the head ends here, and gives half
+			// of what it holds to the ring, so the latest bytes are
+			// kept too.
+			k = 0
+			o.squeezeHead()
+		}
 		o.head = append(o.head, p[:k]...)
 		p = p[k:]
 	}
-	for len(p) > 0 {
+	if len(p) > 0 && len(o.tail) < o.tailCap {
+		o.tail = o.grow(o.tail, min(len(o.tail)+len(p), o.tailCap), o.tailCap)
+		if cap(o.tail) < o.tailCap && cap(o.tail) < len(o.tail)+len(p) {
+			// The budget gave less: the ring is what is held.
+			o.tailCap = cap(o.tail)
+		}
+	}
+	for len(p) > 0 && o.tailCap > 0 {
 		if len(o.tail) < o.tailCap {
 			k := min(o.tailCap-len(o.tail), len(p))
 			o.tail = append(o.tail, p[:k]...)
@@ -68,11 +114,65 @@ func (o *Output) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Close marks the stream complete and wakes waiting readers.
+// squeezeHead ends the head at half of what it holds and gives the rest
+// of its capacity back to the budget, for the ring. Callers hold mu.
+func (o *Output) squeezeHead() {
+	keep := len(o.head) / 2
+	freed := cap(o.head) - keep
+	o.head = trim(o.head[:keep])
+	o.headCap = keep
+	o.budget.unreserve(o.ent, int64(freed))
+}
+
+// Close marks the stream complete and wakes waiting readers. A budgeted
+// stream gives back the capacity it does not use and may be evicted from
+// now on.
 func (o *Output) Close() {
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	if o.closed {
+		o.mu.Unlock()
+		return
+	}
 	o.closed = true
+	o.notify()
+	var freed int
+	if o.budget != nil {
+		freed = cap(o.head) - len(o.head) + cap(o.tail) - len(o.tail)
+		o.head = trim(o.head)
+		o.tail = trim(o.tail)
+	}
+	o.mu.Unlock()
+	if o.budget != nil {
+		o.budget.finish(o.ent, int64(freed))
+	}
+}
+
+// trim returns buf without spare capacity.
+func trim(buf []byte) []byte {
+	if cap(buf) == len(buf) {
+		return buf
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	return append([]byte(nil), buf...)
+}
+
+// Release gives a budgeted stream's bytes back to its Budget at once (its
+// owner is done with it); it keeps them readable. Without it they go back
+// when the garbage collector takes the Output.
+func (o *Output) Release() {
+	if o.budget != nil {
+		o.budget.release(o.ent)
+	}
+}
+
+// drop empties an evicted stream (Budget.evictLocked).
+func (o *Output) drop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.head, o.tail, o.tailPos = nil, nil, 0
+	o.evicted = true
 	o.notify()
 }
 
@@ -88,11 +188,19 @@ func (o *Output) Total() int64 {
 	return o.total
 }
 
+// Evicted reports whether a Budget took the kept bytes of this finished
+// stream: none of it can be read any more.
+func (o *Output) Evicted() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.evicted
+}
+
 // Truncated reports whether bytes were dropped.
 func (o *Output) Truncated() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.total > int64(o.headCap+o.tailCap)
+	return o.evicted || o.total > int64(len(o.head)+len(o.tail))
 }
 
 // tailBytes returns the ring in order. Callers hold mu.
@@ -105,11 +213,17 @@ func (o *Output) tailBytes() []byte {
 	return append(out, o.tail[:o.tailPos]...)
 }
 
+// EvictedText is what Text returns for an evicted stream.
+const EvictedText = "[output evicted: the server's output budget needed the room]"
+
 // Text returns the kept output with a marker where the middle was dropped,
 // and whether anything was dropped.
 func (o *Output) Text() (string, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.evicted {
+		return EvictedText, true
+	}
 	dropped := o.total - int64(len(o.head)+len(o.tail))
 	if dropped <= 0 {
 		return string(o.head) + string(o.tailBytes()), false
@@ -120,13 +234,15 @@ func (o *Output) Text() (string, bool) {
 // ReadAt returns up to max bytes of the stream from offset, the offset to
 // read from next, and how many bytes before the returned data were dropped
 // (the caller asked for bytes that are no longer kept). It does not block.
+// An evicted stream returns nothing from any offset before its end (see
+// Evicted).
 func (o *Output) ReadAt(offset int64, max int) (data []byte, next int64, dropped int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if offset < 0 {
 		offset = 0
 	}
-	if offset >= o.total || max <= 0 {
+	if offset >= o.total || max <= 0 || o.evicted {
 		return nil, max64(offset, 0), 0
 	}
 	headLen := int64(len(o.head))

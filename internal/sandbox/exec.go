@@ -136,6 +136,24 @@ type Result struct {
 	Kept bool `json:"kept,omitempty"`
 }
 
+// OutputGone answers a read of the execution's output from these offsets:
+// a gone fault (410) when the bytes asked for were evicted by the output
+// budget (SANDBOX_OUTPUT_BUDGET, SANDBOX_OUTPUT_BUDGET_PER_KEY), else nil.
+// Offsets at or past a stream's end ask for nothing it lost.
+func (e *Execution) OutputGone(stdoutOffset, stderrOffset int64) error {
+	for _, st := range []struct {
+		name string
+		out  *process.Output
+		off  int64
+	}{{"stdout", e.Stdout, stdoutOffset}, {"stderr", e.Stderr, stderrOffset}} {
+		if st.out.Evicted() && st.off < st.out.Total() {
+			return fault.Errorf(fault.Gone, "the %s of command %s is no longer kept: the server's output budget evicted it (%d bytes) to make room for newer output; "+
+				"read output while the command runs or soon after it ends", st.name, e.ID, st.out.Total())
+		}
+	}
+	return nil
+}
+
 // Done is closed when the execution has finished.
 func (e *Execution) Done() <-chan struct{} { return e.done }
 
@@ -344,7 +362,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	s.mu.Unlock()
 	e := &Execution{
 		ID: id, Sandbox: s.rec.ID, Argv: argv, Started: time.Now(),
-		Stdout: process.NewOutput(r.OutputLimit), Stderr: process.NewOutput(r.OutputLimit),
+		Stdout: s.NewOutput(r.OutputLimit), Stderr: s.NewOutput(r.OutputLimit),
 		done: make(chan struct{}), status: StatusRunning, actor: r.Actor,
 	}
 	kill := make(chan string, 1)
@@ -703,6 +721,16 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 	return hit
 }
 
+// NewOutput makes a stream of at most limit kept bytes charged to the
+// sandbox owner's share of the server's output budget (Config.OutputBudget).
+func (s *Sandbox) NewOutput(limit int) *process.Output {
+	return s.m.cfg.OutputBudget.NewOutput(s.rec.Owner, limit)
+}
+
+// NewOutput is the sandbox's NewOutput, for a capability that keeps the
+// process's output itself (shell sessions).
+func (p *Proc) NewOutput(limit int) *process.Output { return p.s.NewOutput(limit) }
+
 // markCPUStart notes the group's CPU time before an execution starts in it.
 func (sl *slot) markCPUStart() {
 	sl.cpuStart = -1
@@ -769,6 +797,10 @@ func (s *Sandbox) finish(e *Execution) {
 		old := s.finished[0]
 		s.finished = s.finished[1:]
 		delete(s.byID, old.ID)
+		// Forgotten: its bytes leave the output budget now (a reader
+		// that still holds it reads them on).
+		old.Stdout.Release()
+		old.Stderr.Release()
 	}
 	s.lastUsed = time.Now()
 }

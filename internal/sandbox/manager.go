@@ -21,6 +21,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/posture"
+	"github.com/sandhold/sandhold/internal/process"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -64,6 +65,10 @@ type Config struct {
 	// KernelLimits bound what the kernel counts per user of a sandbox
 	// (agent.KernelLimits); zero fields take the agent's defaults.
 	KernelLimits agent.KernelLimits
+	// OutputBudget bounds the command output kept in server memory, per
+	// sandbox owner and in all (process.Budget); nil: each stream's own
+	// cap only.
+	OutputBudget *process.Budget
 	WarmPool     int
 	// IdleTTL stops (not deletes) a sandbox idle that long; 0 never.
 	IdleTTL time.Duration

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/process"
 )
 
 // Cross-tenant starvation: for every kernel resource counted per user or
@@ -255,3 +256,53 @@ func requireOwnOwners(t *testing.T, sbs ...*Sandbox) {
 
 // nsGetOwnerUID is NS_GET_OWNER_UID (linux/nsfs.h).
 const nsGetOwnerUID = 0xb704
+
+// TestTenantCannotStarveOthersOfKeptOutput: A's commands print until its
+// share of the output budget is spent; its own oldest finished output is
+// evicted (a read of it answers 410), B's stays whole, and the server
+// keeps no more than the budget.
+func TestTenantCannotStarveOthersOfKeptOutput(t *testing.T) {
+	const total, perKey = 3 << 20, 1 << 20
+	cfg := testConfig(t)
+	budget := process.NewBudget(total, perKey)
+	cfg.OutputBudget = budget
+	a, b := twoTenants(t, cfg)
+	printer := func(s *Sandbox, c string, n int) *Execution {
+		t.Helper()
+		e, err := s.Exec(context.Background(), ExecRequest{Command: fmt.Sprintf("head -c %d /dev/zero | tr '\\0' %s >&2", n, c), OutputLimit: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-e.Done()
+		if got := e.Stderr.Total(); got != int64(n) {
+			t.Fatalf("printed %d bytes, want %d", got, n)
+		}
+		return e
+	}
+	eb := printer(b, "b", 300_000)
+	var as []*Execution
+	for range 12 {
+		as = append(as, printer(a, "a", 400_000))
+		all, ofA := budget.Used("key-a")
+		if ofA > perKey || all > total {
+			t.Fatalf("kept %d bytes for A and %d in all, over %d and %d", ofA, all, perKey, total)
+		}
+	}
+	if budget.Evictions() == 0 || !as[0].Stderr.Evicted() {
+		t.Fatal("A printed 4.8 MB past its 1 MiB share and nothing was evicted")
+	}
+	err := as[0].OutputGone(0, 0)
+	if !fault.Is(err, fault.Gone) {
+		t.Fatalf("reading A's evicted output: %v, want gone", err)
+	}
+	if last := as[len(as)-1]; last.OutputGone(0, 0) != nil || len(last.Result().Stderr) != 400_000 {
+		t.Fatal("A's latest output is not kept whole")
+	}
+	if eb.OutputGone(0, 0) != nil || eb.Result().Stderr != strings.Repeat("b", 300_000) {
+		t.Fatal("B's output was evicted for A's")
+	}
+	// A new command of B's still keeps all it prints.
+	if e := printer(b, "c", 500_000); e.Result().Stderr != strings.Repeat("c", 500_000) {
+		t.Fatal("B's new output is not kept whole")
+	}
+}

@@ -128,7 +128,7 @@ func (b *BashSession) run(ctx context.Context, sb *sandbox.Sandbox, r BashRun) (
 	if err != nil {
 		return nil, err
 	}
-	c := &BashCommand{ID: id, Command: r.Command, Started: time.Now(), Stdout: process.NewOutput(BashKeep), Stderr: process.NewOutput(BashKeep),
+	c := &BashCommand{ID: id, Command: r.Command, Started: time.Now(), Stdout: sb.NewOutput(BashKeep), Stderr: sb.NewOutput(BashKeep),
 		proc: p, done: make(chan struct{}), kill: make(chan syscall.Signal, 1), stdin: make(chan struct{}, 1), status: BashRunning}
 	b.mu.Lock()
 	b.byID[id] = c

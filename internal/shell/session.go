@@ -183,7 +183,7 @@ func startSession(ctx context.Context, sb *sandbox.Sandbox, id, owner, kind, cwd
 	s := &Session{
 		ID: id, Sandbox: sb.ID(), Owner: owner, Kind: kind, Created: now,
 		proc: p, nonce: newNonce(), ready: make(chan struct{}), exited: make(chan struct{}), writing: make(chan struct{}, 1),
-		lastUsed: now, cwd: cwd, noChange: DefaultNoChange, scroll: process.NewOutput(scrollKeep),
+		lastUsed: now, cwd: cwd, noChange: DefaultNoChange, scroll: sb.NewOutput(scrollKeep),
 	}
 	if kind == KindTerminal {
 		s.isReady = true
@@ -515,7 +515,7 @@ func (s *Session) start(o ExecOptions) (*command, error) {
 	}
 	s.seq++
 	now := time.Now()
-	c := &command{id: strconv.Itoa(s.seq), text: o.Command, out: process.NewOutput(keep), started: now, done: make(chan struct{}),
+	c := &command{id: strconv.Itoa(s.seq), text: o.Command, out: s.proc.NewOutput(keep), started: now, done: make(chan struct{}),
 		lastOut: now, status: StatusRunning}
 	s.cur = c
 	s.lastUsed = now
