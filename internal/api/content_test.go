@@ -106,10 +106,14 @@ func newContentServer(t *testing.T, mutate func(*config.Config)) *contentServer 
 	}
 	agents := []auth.Role{auth.RoleAdmin, auth.RoleAgent}
 	d.MustRegister(dispatch.Define(dispatch.Spec{Name: browser.ToolPreview, Description: "fake", Risk: guard.Safe, Roles: agents},
-		func(_ context.Context, _ auth.Caller, a browser.PreviewArgs) (*browser.Relay, error) { return open(a.Sandbox, a.Port) },
+		func(_ context.Context, _ auth.Caller, a browser.PreviewArgs) (*browser.Relay, error) {
+			return open(a.Sandbox, a.Port)
+		},
 		dispatch.Hooks[browser.PreviewArgs, *browser.Relay]{}))
 	d.MustRegister(dispatch.Define(dispatch.Spec{Name: browser.ToolCDP, Description: "fake", Risk: guard.Safe, Roles: agents},
-		func(_ context.Context, _ auth.Caller, a browser.ConnectArgs) (*browser.Relay, error) { return open(a.Sandbox, 9222) },
+		func(_ context.Context, _ auth.Caller, a browser.ConnectArgs) (*browser.Relay, error) {
+			return open(a.Sandbox, 9222)
+		},
 		dispatch.Hooks[browser.ConnectArgs, *browser.Relay]{}))
 	cs.s.ReachRoutes(d)
 	cs.s.UseSessionAuth(cookieSessions{})

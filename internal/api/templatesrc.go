@@ -105,7 +105,7 @@ type progressStream struct {
 	r  *http.Request
 	fl http.Flusher
 	// mu serialises events (a build's output comes from its reader).
-	mu sync.Mutex
+	mu  sync.Mutex
 	sse bool
 }
 

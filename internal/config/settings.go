@@ -123,7 +123,10 @@ var settings = []setting{
 			return err
 		}},
 	{key: "content_domain", env: "SANDBOX_CONTENT_DOMAIN", doc: "DNS domain of the sandbox-content origin: {port}-{id}.<domain> serves what that sandbox controls (wildcard DNS to this server)",
-		set: func(c *Config, v string) error { c.ContentDomain = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(v), ".")); return nil }},
+		set: func(c *Config, v string) error {
+			c.ContentDomain = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(v), "."))
+			return nil
+		}},
 	{key: "content_listen", env: "SANDBOX_CONTENT_LISTEN", doc: "address of a second listener serving only sandbox content (its own origin), for hosts without wildcard DNS",
 		set: func(c *Config, v string) error { c.ContentListen = strings.TrimSpace(v); return nil }},
 	{key: "log_level", env: "SANDBOX_LOG_LEVEL", def: "info", doc: "debug, info, warn or error",

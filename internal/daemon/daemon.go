@@ -39,8 +39,8 @@ import (
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
-	"github.com/sandhold/sandhold/internal/template"
 	"github.com/sandhold/sandhold/internal/store"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // AdminKeyFile holds the generated admin key (0600) in the data dir.

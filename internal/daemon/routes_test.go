@@ -87,8 +87,8 @@ var validRequests = map[string]struct {
 	// dispatches only for the paths it serves.
 	suffix string
 }{
-	"GET /cdp/*": {suffix: "json/version"},
-	"PUT /cdp/*": {suffix: "json/new"},
+	"GET /cdp/*":                     {suffix: "json/version"},
+	"PUT /cdp/*":                     {suffix: "json/new"},
 	"POST /v1/shell/exec":            {body: map[string]any{"command": "true"}},
 	"POST /v1/shell/view":            {body: map[string]any{"id": "x"}},
 	"POST /v1/shell/wait":            {body: map[string]any{"id": "x"}},

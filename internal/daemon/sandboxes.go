@@ -24,8 +24,8 @@ import (
 	"github.com/sandhold/sandhold/internal/process"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
-	"github.com/sandhold/sandhold/internal/template"
 	"github.com/sandhold/sandhold/internal/store"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // Sandbox settings that are not (yet) configuration, with their reasons.

@@ -73,7 +73,9 @@ func Tools(s *Store, gc func()) []dispatch.Tool {
 				return out, nil
 			}, dispatch.Hooks[struct{}, []Summary]{}),
 		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Inspect a template: its layers, config and source", Risk: guard.Safe, Roles: viewers, Category: ratelimit.Read},
-			func(_ context.Context, c auth.Caller, a RefArgs) (Template, error) { return s.Resolve(CallerOf(c), a.Ref) },
+			func(_ context.Context, c auth.Caller, a RefArgs) (Template, error) {
+				return s.Resolve(CallerOf(c), a.Ref)
+			},
 			dispatch.Hooks[RefArgs, Template]{Describe: target, Summarize: func(_ RefArgs, t Template) map[string]any { return map[string]any{"digest": t.Digest} }}),
 		dispatch.Define(dispatch.Spec{Name: ToolDelete, Description: "Remove a template's name; its layers go once no template or sandbox uses them", Risk: guard.Medium, Category: ratelimit.Manage},
 			func(_ context.Context, c auth.Caller, a RefArgs) (Template, error) {

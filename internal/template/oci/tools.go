@@ -32,7 +32,9 @@ func Tools(p *Puller, im *Importer) []dispatch.Tool {
 	}
 	return []dispatch.Tool{
 		dispatch.Define(dispatch.Spec{Name: ToolPull, Description: "Pull an image from an allowed registry (SANDBOX_REGISTRIES) into a template", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
-			func(ctx context.Context, c auth.Caller, a PullArgs) (template.Template, error) { return p.Pull(ctx, owner(c), a) },
+			func(ctx context.Context, c auth.Caller, a PullArgs) (template.Template, error) {
+				return p.Pull(ctx, owner(c), a)
+			},
 			dispatch.Hooks[PullArgs, template.Template]{
 				Describe: func(a PullArgs) dispatch.Target {
 					return dispatch.Target{Target: a.Image, Detail: map[string]any{"name": a.Name, "tag": tagOr(a.Tag)}}
