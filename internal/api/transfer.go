@@ -107,10 +107,12 @@ func boolField(in, name, v string) (bool, error) {
 }
 
 // upload: multipart/form-data with AIO's fields "file" (and "path"); also
-// "extract" and "format". Fields after the file part cannot steer where
-// it goes (the file is streamed as it arrives), so "path" must come first
-// — as AIO's SDKs send it — or in the query. A raw body (any other content
-// type) with ?path= is accepted too.
+// "extract" and "format", in any order. A file whose path is known (a
+// field before it, as AIO's Python SDK sends it, or ?path=) is streamed
+// to it; a file that comes first (AIO's TypeScript SDK) is staged in the
+// sandbox and moved where the rest of the form says, each step a
+// dispatched file.upload (internal/transfer's staged.go). A raw body (any
+// other content type) with ?path= is accepted too.
 func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	a := transfer.UploadArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path"), Format: archive.Format(q.Get("format")), Size: r.ContentLength}
@@ -143,32 +145,56 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 		}
 		switch part.FormName() {
 		case "file":
-			a.Filename, a.Body = part.FileName(), part
-			finishUpload(e, rt, w, r, a)
-			return
-		case "path", "extract", "format":
-			b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
-			if err != nil || len(b) > maxFieldBytes {
-				e.fail(w, r, rt, "", fault.InvalidField(inBody+"."+part.FormName(), "field "+part.FormName()+" is malformed or too long"))
+			if a.Staged != "" {
+				e.fail(w, r, rt, "", fault.InvalidField(inBody+".file", "the form has two \"file\" fields"))
 				return
 			}
-			v := string(b)
-			switch part.FormName() {
-			case "path":
-				a.Path = v
-			case "format":
-				a.Format = archive.Format(v)
-			case "extract":
-				if a.Extract, err = boolField(inBody, "extract", v); err != nil {
-					e.fail(w, r, rt, "", err)
-					return
-				}
+			a.Filename, a.Body = part.FileName(), part
+			if a.Path != "" {
+				finishUpload(e, rt, w, r, a)
+				return
+			}
+			// The path, if the form has one, comes after the file.
+			st := transfer.UploadArgs{Sandbox: a.Sandbox, Filename: a.Filename, Stage: transfer.NewStageID(), Size: a.Size, Body: part}
+			if _, err := e.call(r.Context(), rt, st); err != nil {
+				e.fail(w, r, rt, "", err)
+				return
+			}
+			a.Staged, a.Body, a.Size = st.Stage, nil, 0
+		case "path", "extract", "format":
+			if err := formField(part, &a); err != nil {
+				e.fail(w, r, rt, "", err)
+				return
 			}
 		default:
 			_, _ = io.Copy(io.Discard, io.LimitReader(part, maxFieldBytes))
 		}
 	}
+	if a.Staged != "" {
+		finishUpload(e, rt, w, r, a)
+		return
+	}
 	e.fail(w, r, rt, "", fault.InvalidField(inBody+".file", "the form has no \"file\" field"))
+}
+
+// formField reads one of the upload form's small fields into a.
+func formField(part *multipart.Part, a *transfer.UploadArgs) error {
+	b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+	if err != nil || len(b) > maxFieldBytes {
+		return fault.InvalidField(inBody+"."+part.FormName(), "field "+part.FormName()+" is malformed or too long")
+	}
+	v := string(b)
+	switch part.FormName() {
+	case "path":
+		a.Path = v
+	case "format":
+		a.Format = archive.Format(v)
+	case "extract":
+		if a.Extract, err = boolField(inBody, "extract", v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func finishUpload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, a transfer.UploadArgs) {

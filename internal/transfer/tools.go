@@ -49,9 +49,13 @@ func Tools(s *Service) []dispatch.Tool {
 		dispatch.Define(spec(ToolUpload, "Upload a file into a sandbox (streamed; HTTP multipart only), optionally extracting an archive", guard.Medium, true),
 			streamed(ToolUpload, s.Upload),
 			dispatch.Hooks[UploadArgs, UploadResult]{
-				Assess: func(a UploadArgs) dispatch.Assessment { return paths(guard.Medium, a.Path) },
+				Assess: func(a UploadArgs) dispatch.Assessment { return paths(guard.Medium, a.writes()) },
 				Describe: func(a UploadArgs) dispatch.Target {
-					return dispatch.Target{Target: a.Path, Sandbox: a.Sandbox, Detail: map[string]any{"extract": a.Extract}}
+					d := map[string]any{"extract": a.Extract}
+					if a.Staged != "" {
+						d["staged"] = a.Staged
+					}
+					return dispatch.Target{Target: a.writes(), Sandbox: a.Sandbox, Detail: d}
 				},
 				Summarize: func(_ UploadArgs, u UploadResult) map[string]any {
 					m := map[string]any{"path": u.FilePath, "bytes": u.FileSize, "sandbox_id": u.SandboxID}

@@ -34,6 +34,12 @@ type UploadArgs struct {
 	// Extract unpacks the uploaded archive into Path instead of storing it.
 	Extract bool           `json:"extract,omitempty"`
 	Format  archive.Format `json:"format,omitempty"`
+	// Stage streams the body into the staging area under this id instead
+	// of to Path (staged.go): the form's path comes after its file.
+	Stage string `json:"stage,omitempty"`
+	// Staged moves (or, with Extract, unpacks) the file staged under this
+	// id to Path; there is no body.
+	Staged string `json:"staged,omitempty"`
 	// Size is the announced body size, or -1: a body that cannot fit is
 	// refused before a byte is written.
 	Size int64 `json:"-"`
@@ -84,33 +90,55 @@ func writableTop(p string) (string, bool) {
 // unnamed O_TMPFILE that the init unpacks and that vanishes with its
 // descriptor). Nothing partial is ever visible or left behind.
 func (s *Service) Upload(ctx context.Context, c auth.Caller, a UploadArgs) (UploadResult, error) {
-	if a.Body == nil {
+	if a.Staged != "" {
+		if a.Body != nil || a.Stage != "" {
+			return UploadResult{}, fault.InvalidField("staged", "a staged upload is committed without a body")
+		}
+	} else if a.Body == nil {
 		return UploadResult{}, fault.New(fault.Invalid, "an upload needs a request body (multipart field \"file\")")
 	}
 	sb, err := s.sandbox(ctx, c, a.Sandbox)
 	if err != nil {
 		return UploadResult{}, err
 	}
-	if a.Extract {
+	var target string
+	switch {
+	case a.Staged != "":
+		return s.commitStaged(ctx, sb, a)
+	case a.Stage != "":
+		if target, err = s.stageTarget(ctx, sb, a.Stage); err != nil {
+			return UploadResult{}, err
+		}
+	case a.Extract:
 		return s.uploadExtract(ctx, sb, a)
+	default:
+		if target, err = s.uploadTarget(ctx, sb, a); err != nil {
+			return UploadResult{}, err
+		}
 	}
-	target, err := s.uploadTarget(ctx, sb, a)
+	if err := s.fits(ctx, sb, parentOf(target), a.Size); err != nil {
+		return UploadResult{}, err
+	}
+	n, err := s.writeFile(ctx, sb, target, a.Body)
 	if err != nil {
 		return UploadResult{}, err
 	}
+	return UploadResult{FilePath: target, FileSize: n, Success: true, SandboxID: sb.ID()}, nil
+}
+
+// writeFile streams body into target: into a temp file next to it, made
+// durable, then renamed into place; on any failure the temp file goes.
+func (s *Service) writeFile(ctx context.Context, sb *sandbox.Sandbox, target string, body io.Reader) (int64, error) {
 	dir, base := parentOf(target), path.Base(target)
-	if err := s.fits(ctx, sb, dir, a.Size); err != nil {
-		return UploadResult{}, err
-	}
 	if len(base) > 100 {
 		base = base[:100]
 	}
 	tmp := path.Join(dir, "."+base+".sandhold-upload-"+randHex(8))
 	_, f, err := sb.File(ctx, agent.OpOpen, agent.FileReq{Path: tmp, Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL, Mode: 0o644, NoFollow: true})
 	if err != nil {
-		return UploadResult{}, fileError("upload", target, err)
+		return 0, fileError("upload", target, err)
 	}
-	n, err := copyCapped(ctx, f, a.Body, s.uploadCap(sb))
+	n, err := copyCapped(ctx, f, body, s.uploadCap(sb))
 	if err == nil {
 		// Durable before visible: a crash leaves the old file or the
 		// new one, never a torn one.
@@ -124,9 +152,9 @@ func (s *Service) Upload(ctx context.Context, c auth.Caller, a UploadArgs) (Uplo
 	}
 	if err != nil {
 		s.removeQuiet(ctx, sb, tmp)
-		return UploadResult{}, fileError("upload", target, err)
+		return 0, fileError("upload", target, err)
 	}
-	return UploadResult{FilePath: target, FileSize: n, Success: true, SandboxID: sb.ID()}, nil
+	return n, nil
 }
 
 // uploadTarget resolves where an upload goes.
@@ -191,22 +219,32 @@ func (s *Service) fits(ctx context.Context, sb *sandbox.Sandbox, dir string, siz
 	return nil
 }
 
-func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a UploadArgs) (UploadResult, error) {
-	dest := strings.TrimRight(a.Path, "/")
+// extractDest resolves an upload's extraction directory and its
+// writable tree.
+func (s *Service) extractDest(ctx context.Context, sb *sandbox.Sandbox, p string) (dest, top string, err error) {
+	dest = strings.TrimRight(p, "/")
 	if dest == "" {
 		dest = "/workspace"
 	}
 	if err := checkPath("path", dest); err != nil {
-		return UploadResult{}, err
+		return "", "", err
 	}
 	dl, err := s.resolve(ctx, sb, "extract", dest)
 	if err != nil {
-		return UploadResult{}, err
+		return "", "", err
 	}
 	dest = dl.Resolved
 	top, ok := writableTop(dest)
 	if !ok {
-		return UploadResult{}, fault.InvalidField("path", "archives can only be extracted below /workspace, /tmp or /dev/shm")
+		return "", "", fault.InvalidField("path", "archives can only be extracted below /workspace, /tmp or /dev/shm")
+	}
+	return dest, top, nil
+}
+
+func (s *Service) uploadExtract(ctx context.Context, sb *sandbox.Sandbox, a UploadArgs) (UploadResult, error) {
+	dest, top, err := s.extractDest(ctx, sb, a.Path)
+	if err != nil {
+		return UploadResult{}, err
 	}
 	if err := s.fits(ctx, sb, top, a.Size); err != nil {
 		return UploadResult{}, err

@@ -107,6 +107,23 @@ async function main(): Promise<void> {
       const md = miss.data?.data;
       check("file/read missing is 200 success:false (/sandboxes/{id})",
         miss.response.status === 200 && miss.data?.success === false && !!md && "error_type" in md && md.error_type === "not_found", miss.data ?? miss.error);
+      // An upload as AIO's TypeScript SDK sends it: the file part first,
+      // then the path. It lands at the path, never at a default place.
+      const up = await scoped.POST("/v1/file/upload", {
+        body: { file: "uploaded from typescript\n", path: "/workspace/ts-upload.txt" },
+        bodySerializer: (b) => {
+          const f = new FormData();
+          f.append("file", new Blob([String(b?.file ?? "")]), "blob");
+          f.append("path", String(b?.path ?? ""));
+          return f;
+        },
+      });
+      const ud = up.data?.data;
+      check("file/upload, file before path (/sandboxes/{id})",
+        up.response.status === 200 && up.data?.success === true && !!ud && "file_path" in ud && ud.file_path === "/workspace/ts-upload.txt", up.data ?? up.error);
+      const back = await scoped.POST("/v1/file/read", { body: { file: "/workspace/ts-upload.txt" } });
+      const bd = back.data?.data;
+      check("file/read of the upload", !!bd && "content" in bd && bd.content === "uploaded from typescript\n", back.data);
     }
   }
 }
