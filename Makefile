@@ -215,7 +215,7 @@ $(K8S_SCHEMAS): deploy/kubernetes/schemagen/main.go
 
 # ---------------------------------------------------------------------------
 # Release provenance and supply-chain gates (SECURITY.md, "Release and
-# supply-chain gates"; README, "Verifying a release"). Tools are installed
+# supply-chain gates"; docs/releases.md). Tools are installed
 # into .tools on first use from the Go module proxy, at pinned versions.
 CYCLONEDX_VERSION   := v1.10.0
 GITLEAKS_VERSION    := v8.30.1

@@ -65,11 +65,11 @@ func orDashCLI(s string) string {
 
 type clientCreateCmd struct {
 	Name     string   `help:"A name for the sandbox (other commands take it instead of the id)."`
-	Memory   string   `help:"Memory limit, e.g. 512MiB (default and maximum: the server's SANDBOX_MAX_MEMORY, 1GiB)."`
+	Memory   string   `help:"Memory limit, e.g. 512MiB (default and maximum: the server's SANDBOX_MAX_MEMORY)."`
 	CPU      float64  `name:"cpu" help:"CPU quota in CPUs, e.g. 0.5 (default 1)."`
-	Pids     int64    `help:"Process/thread limit (default and maximum: SANDBOX_MAX_PROCESSES, 50)."`
-	Disk     string   `help:"Workspace quota, e.g. 1GiB (default and maximum: SANDBOX_MAX_DISK, 5GiB)."`
-	CPUTime  string   `name:"cpu-time" help:"CPU time per command, e.g. 2m (default and maximum: SANDBOX_MAX_CPU_TIME, 30s)."`
+	Pids     int64    `help:"Process/thread limit (default and maximum: the server's SANDBOX_MAX_PROCESSES)."`
+	Disk     string   `help:"Workspace quota, e.g. 2GiB (default and maximum: the server's SANDBOX_MAX_DISK)."`
+	CPUTime  string   `name:"cpu-time" help:"CPU time per command, e.g. 10s (default and maximum: the server's SANDBOX_MAX_CPU_TIME)."`
 	Network  string   `help:"Network mode: none (default), proxy or host (admin only)." enum:",none,proxy,host" default:""`
 	Allow    []string `help:"Egress allow-list entries for --network proxy (host, *.domain, host:port); repeatable."`
 	TTL      string   `name:"ttl" help:"Delete the sandbox this long after creation, e.g. 2h (then exec -d commands have no wall limit)."`

@@ -211,7 +211,7 @@ var aioCoreRows = []aioRoute{
 				"application/gzip": {Schema: binarySchema}, "application/zip": {Schema: binarySchema}}}
 		})),
 	plainRow(groupTransfer, http.MethodPost, "/v1/artifacts", transfer.ToolArtifactCreate, "files",
-		"Start a resumable artifact upload (see the README's Artifacts section)", reflect.TypeFor[Envelope[transfer.ArtifactUpload]](), artifactCreate,
+		"Start a resumable artifact upload (docs/artifacts.md)", reflect.TypeFor[Envelope[transfer.ArtifactUpload]](), artifactCreate,
 		native(), streams(), maxBody(maxTransferJSON), reqType[transfer.ArtifactCreateArgs](), doc(func(op *huma.Operation) {
 			op.Responses["201"] = op.Responses["200"]
 			op.Responses["201"].Description = "the upload; Location names it"

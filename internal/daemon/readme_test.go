@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,10 +26,12 @@ import (
 
 // The README's examples, run as written.
 //
-// Every curl command in README.md's sh blocks is parsed with a real shell
-// parser (mvdan.cc/sh), its words expanded with the variables the README
-// sets up (B, KEY, H, J) and performed against a real server with default
-// settings (rate limits on), in README order. A JSON body must be valid
+// Every curl command in the sh blocks of README.md and the docs/ pages
+// (readmeFiles, in that order: the pages set up B, KEY, H and J, and later
+// pages use sandboxes and ids earlier ones made) is parsed with a real
+// shell parser (mvdan.cc/sh), its words expanded with the variables the
+// pages set up and performed against a real server with default settings
+// (rate limits on), in order. A JSON body must be valid
 // JSON and be accepted: 2xx and "success": true, unless the README's next
 // line shows the answer as `# {"success":false…`. The few things the
 // README leaves to the reader (an id "from the answer") are filled in from
@@ -36,6 +39,11 @@ import (
 // succeed on a fresh server, is listed below against the README's exact
 // text, and the test fails if that text is gone — so the README and the
 // server cannot drift apart unnoticed.
+
+// readmeFiles are the pages whose examples run, in the order they run;
+// a docs page with a curl example that is not listed fails the test.
+var readmeFiles = []string{"README.md", "docs/cli.md", "docs/api.md", "docs/aio.md", "docs/network.md", "docs/browser.md",
+	"docs/policy.md", "docs/artifacts.md", "docs/mcp.md", "docs/cluster.md"}
 
 // readmeExpect lists README lines (a substring of the curl command as
 // written) whose answer on a fresh server is not a 2xx, with the status
@@ -55,14 +63,16 @@ var readmeComputed = map[string]string{
 	"SUM": "$(sha256sum $F | cut -d' ' -f1)",
 	// The client CLI's lines are not curl examples; cmd/sandhold's
 	// client tests run those commands against a real server.
-	"CID": "$(sandhold exec -d SB -- make -j2)",
+	"CID": "$(sandhold exec -d demo -- make -j2)",
 }
 
 // readmeData is the content of the README's data.bin.
 var readmeData = bytes.Repeat([]byte("sandhold readme artifact\n"), 40)
 
 type readmeRun struct {
-	t      *testing.T
+	t *testing.T
+	// file is the page being run (messages name it with the line).
+	file   string
 	env    map[string]string
 	client *http.Client
 	// Answers the README tells the reader to copy from.
@@ -70,11 +80,42 @@ type readmeRun struct {
 }
 
 func TestReadmeExamplesRunAsWritten(t *testing.T) {
-	src, err := os.ReadFile("../../README.md")
+	var blocks []shBlock
+	var all strings.Builder
+	listed := map[string]bool{}
+	for _, name := range readmeFiles {
+		src, err := os.ReadFile(filepath.Join("..", "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed[name] = true
+		all.Write(src)
+		for _, b := range shBlocks(string(src)) {
+			b.file = name
+			blocks = append(blocks, b)
+		}
+	}
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(src)
+	for _, p := range pages {
+		name := "docs/" + filepath.Base(p)
+		if listed[name] {
+			continue
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range shBlocks(string(src)) {
+			if regexp.MustCompile(`(?m)^\s*curl `).MatchString(b.text) {
+				t.Errorf("%s has curl examples but is not in readmeFiles: add it where its examples can run", name)
+				break
+			}
+		}
+	}
+	readme := all.String()
 	for _, e := range readmeExpect {
 		if !strings.Contains(readme, e.text) {
 			t.Errorf("readmeExpect lists %q, which the README no longer holds: update the table", e.text)
@@ -85,9 +126,8 @@ func TestReadmeExamplesRunAsWritten(t *testing.T) {
 			t.Errorf("readmeComputed lists %s=%s, which the README no longer holds: update the table", name, cmd)
 		}
 	}
-	blocks := shBlocks(readme)
 	if len(blocks) == 0 {
-		t.Fatal("no sh blocks found in README.md")
+		t.Fatal("no sh blocks found in README.md and docs/")
 	}
 	d := daemontest.Start(t, func(c *config.Config) {
 		c.DisableRateLimit = false
@@ -102,11 +142,12 @@ func TestReadmeExamplesRunAsWritten(t *testing.T) {
 	}}
 	ran := 0
 	for _, b := range blocks {
-		f, err := syntax.NewParser().Parse(strings.NewReader(b.text), "README.md")
+		f, err := syntax.NewParser().Parse(strings.NewReader(b.text), b.file)
 		if err != nil {
-			t.Fatalf("README sh block at line %d does not parse: %v", b.line, err)
+			t.Fatalf("%s: sh block at line %d does not parse: %v", b.file, b.line, err)
 		}
 		lines := strings.Split(b.text, "\n")
+		r.file = b.file
 		for _, st := range f.Stmts {
 			ran += r.stmt(st, b.line, lines)
 		}
@@ -118,7 +159,8 @@ func TestReadmeExamplesRunAsWritten(t *testing.T) {
 }
 
 type shBlock struct {
-	line int // README line of the block's first line
+	file string // the page
+	line int    // the page's line of the block's first line
 	text string
 }
 
@@ -175,18 +217,18 @@ func (r *readmeRun) stmt(st *syntax.Stmt, blockLine int, lines []string) int {
 	}
 	if len(st.Redirs) > 0 {
 		// An unquoted <placeholder> is a redirection to a shell.
-		t.Errorf("README line %d: a shell reads this command as a redirection (quote the URL): %s", line, text)
+		t.Errorf("%s:%d: a shell reads this command as a redirection (quote the URL): %s", r.file, line, text)
 		return 1
 	}
 	if len(curls) > 1 {
-		t.Fatalf("README line %d: %d curls in one statement; the test runs one", line, len(curls))
+		t.Fatalf("%s:%d: %d curls in one statement; the test runs one", r.file, line, len(curls))
 	}
 	assignTo, header := "", ""
 	if call, ok := st.Cmd.(*syntax.CallExpr); ok && len(call.Args) == 0 && len(call.Assigns) == 1 {
 		assignTo = call.Assigns[0].Name.Value
 		m := regexp.MustCompile(`s/\^([A-Za-z-]+): //p`).FindStringSubmatch(text + strings.Join(lines[st.Pos().Line():st.End().Line()], "\n"))
 		if m == nil {
-			t.Fatalf("README line %d: %s=$(curl …) without a sed that picks a header", line, assignTo)
+			t.Fatalf("%s:%d: %s=$(curl …) without a sed that picks a header", r.file, line, assignTo)
 		}
 		header = m[1]
 	}
@@ -194,7 +236,7 @@ func (r *readmeRun) stmt(st *syntax.Stmt, blockLine int, lines []string) int {
 	if assignTo != "" {
 		v := resp.header.Get(header)
 		if v == "" {
-			t.Fatalf("README line %d: answer %d has no %s header: %s", line, resp.status, header, resp.body)
+			t.Fatalf("%s:%d: answer %d has no %s header: %s", r.file, line, resp.status, header, resp.body)
 		}
 		r.env[assignTo] = v
 	}
@@ -220,7 +262,7 @@ func (r *readmeRun) assign(a *syntax.Assign, line int) {
 	}
 	v, err := expand.Literal(r.expandCfg(), a.Value)
 	if err != nil {
-		r.t.Fatalf("README line %d: cannot evaluate %s=…: %v (add it to readmeComputed?)", line, name, err)
+		r.t.Fatalf("%s:%d: cannot evaluate %s=…: %v (add it to readmeComputed?)", r.file, line, name, err)
 	}
 	r.env[name] = v
 }
@@ -247,7 +289,7 @@ func (r *readmeRun) curl(c *syntax.CallExpr, line int, pipedFromTail bool) readm
 	for _, w := range c.Args[1:] {
 		s, err := expand.Literal(r.expandCfg(), w)
 		if err != nil {
-			t.Fatalf("README line %d: cannot expand a curl word: %v", line, err)
+			t.Fatalf("%s:%d: cannot expand a curl word: %v", r.file, line, err)
 		}
 		args = append(args, s)
 	}
@@ -259,7 +301,7 @@ func (r *readmeRun) curl(c *syntax.CallExpr, line int, pipedFromTail bool) readm
 		a := args[i]
 		needArg := func() string {
 			if i+1 >= len(args) {
-				t.Fatalf("README line %d: %s without its argument", line, a)
+				t.Fatalf("%s:%d: %s without its argument", r.file, line, a)
 			}
 			i++
 			return args[i]
@@ -270,7 +312,7 @@ func (r *readmeRun) curl(c *syntax.CallExpr, line int, pipedFromTail bool) readm
 		case a == "-H":
 			k, v, ok := strings.Cut(needArg(), ":")
 			if !ok {
-				t.Fatalf("README line %d: malformed header %q", line, args[i])
+				t.Fatalf("%s:%d: malformed header %q", r.file, line, args[i])
 			}
 			headers.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 		case a == "-d":
@@ -280,11 +322,11 @@ func (r *readmeRun) curl(c *syntax.CallExpr, line int, pipedFromTail bool) readm
 			}
 		case a == "-T":
 			if needArg() != "-" || !pipedFromTail {
-				t.Fatalf("README line %d: -T other than stdin from `tail -c +$((OFF+1)) $F`", line)
+				t.Fatalf("%s:%d: -T other than stdin from `tail -c +$((OFF+1)) $F`", r.file, line)
 			}
 			off, err := strconv.Atoi(r.env["OFF"])
 			if err != nil || off > len(readmeData) {
-				t.Fatalf("README line %d: OFF=%q", line, r.env["OFF"])
+				t.Fatalf("%s:%d: OFF=%q", r.file, line, r.env["OFF"])
 			}
 			body, hasBody = readmeData[off:], true
 			if method == "" {
@@ -299,12 +341,12 @@ func (r *readmeRun) curl(c *syntax.CallExpr, line int, pipedFromTail bool) readm
 				case 'I':
 					method = http.MethodHead
 				default:
-					t.Fatalf("README line %d: curl flag -%c the test does not know", line, f)
+					t.Fatalf("%s:%d: curl flag -%c the test does not know", r.file, line, f)
 				}
 			}
 		default:
 			if url != "" {
-				t.Fatalf("README line %d: two URLs (%q, %q)", line, url, a)
+				t.Fatalf("%s:%d: two URLs (%q, %q)", r.file, line, url, a)
 			}
 			url = a
 		}
@@ -314,7 +356,7 @@ func (r *readmeRun) curl(c *syntax.CallExpr, line int, pipedFromTail bool) readm
 	}
 	url = r.fill(url, line)
 	if hasBody && headers.Get("Content-Type") == "application/json" && !json.Valid(body) {
-		t.Fatalf("README line %d: the -d body is not valid JSON: %s", line, body)
+		t.Fatalf("%s:%d: the -d body is not valid JSON: %s", r.file, line, body)
 	}
 	if hasBody && headers.Get("Content-Type") == "" {
 		headers.Set("Content-Type", "application/x-www-form-urlencoded") // curl's default for -d
@@ -327,12 +369,12 @@ func (r *readmeRun) curl(c *syntax.CallExpr, line int, pipedFromTail bool) readm
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		t.Fatalf("README line %d: %v", line, err)
+		t.Fatalf("%s:%d: %v", r.file, line, err)
 	}
 	req.Header = headers
 	resp, err := r.client.Do(req)
 	if err != nil {
-		t.Fatalf("README line %d: %s %s: %v", line, method, url, err)
+		t.Fatalf("%s:%d: %s %s: %v", r.file, line, method, url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
@@ -344,7 +386,7 @@ func (r *readmeRun) fill(url string, line int) string {
 	for ph, val := range map[string]string{"key_…": r.keyID, "<command_id>": r.commandID} {
 		if strings.Contains(url, ph) {
 			if val == "" {
-				r.t.Fatalf("README line %d: %s before any answer gave one", line, ph)
+				r.t.Fatalf("%s:%d: %s before any answer gave one", r.file, line, ph)
 			}
 			url = strings.ReplaceAll(url, ph, val)
 		}
@@ -353,7 +395,7 @@ func (r *readmeRun) fill(url string, line int) string {
 		url = strings.ReplaceAll(url, "<id>", "apr_none")
 	}
 	if strings.Contains(url, "…") || strings.Contains(url, "<") {
-		r.t.Fatalf("README line %d: URL %q holds a placeholder the test cannot fill", line, url)
+		r.t.Fatalf("%s:%d: URL %q holds a placeholder the test cannot fill", r.file, line, url)
 	}
 	return url
 }
@@ -364,7 +406,7 @@ func (r *readmeRun) judge(resp readmeResp, line int, text, next string) {
 	for _, e := range readmeExpect {
 		if strings.Contains(text, e.text) {
 			if resp.status != e.status {
-				t.Errorf("README line %d: %s %s = %d, want %d (%s): %s", line, resp.method, resp.url, resp.status, e.status, e.why, resp.body)
+				t.Errorf("%s:%d: %s %s = %d, want %d (%s): %s", r.file, line, resp.method, resp.url, resp.status, e.status, e.why, resp.body)
 			}
 			return
 		}
@@ -380,14 +422,14 @@ func (r *readmeRun) judge(resp readmeResp, line int, text, next string) {
 	switch {
 	case !wantSuccess:
 		if resp.status < 400 || (isEnvelope && *env.Success) {
-			t.Errorf("README line %d: %s %s = %d, the README shows a failure: %s", line, resp.method, resp.url, resp.status, resp.body)
+			t.Errorf("%s:%d: %s %s = %d, the README shows a failure: %s", r.file, line, resp.method, resp.url, resp.status, resp.body)
 		}
 		return
 	case resp.status < 200 || resp.status > 299:
-		t.Errorf("README line %d: %s %s = %d: %.300s", line, resp.method, resp.url, resp.status, resp.body)
+		t.Errorf("%s:%d: %s %s = %d: %.300s", r.file, line, resp.method, resp.url, resp.status, resp.body)
 		return
 	case isEnvelope && !*env.Success:
-		t.Errorf("README line %d: %s %s answered success:false: %.300s", line, resp.method, resp.url, resp.body)
+		t.Errorf("%s:%d: %s %s answered success:false: %.300s", r.file, line, resp.method, resp.url, resp.body)
 		return
 	}
 	if !isEnvelope {
@@ -414,12 +456,12 @@ func (r *readmeRun) judge(resp readmeResp, line int, text, next string) {
 			if c.Name == posture.CgroupNSCommand {
 				found = true
 				if !c.OK {
-					t.Errorf("README line %d: %s: %s", line, c.Name, c.Detail)
+					t.Errorf("%s:%d: %s: %s", r.file, line, c.Name, c.Detail)
 				}
 			}
 		}
 		if !found {
-			t.Errorf("README line %d: the security report has no %q row", line, posture.CgroupNSCommand)
+			t.Errorf("%s:%d: the security report has no %q row", r.file, line, posture.CgroupNSCommand)
 		}
 	}
 }
