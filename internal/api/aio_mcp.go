@@ -11,7 +11,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/customtool"
-	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/mcp"
 )
@@ -80,11 +79,17 @@ func checkMCPServer(r *http.Request) error {
 	return nil
 }
 
-// mcpToolList maps the caller's tools to MCP's shape; a name two tools
-// would share goes to the first in name order (as on /mcp).
+// mcpToolList maps the caller's tools to MCP's shape, with the names of
+// the caller's own table on /mcp: built-ins first, custom tools under
+// mcp.CustomPrefix (so none takes a built-in's name).
 func mcpToolList(_ *http.Request, _ struct{}, infos []customtool.Info) (MCPToolList, error) {
 	slices.SortFunc(infos, func(a, b customtool.Info) int {
 		switch {
+		case a.Custom != b.Custom:
+			if a.Custom {
+				return 1
+			}
+			return -1
 		case a.Name < b.Name:
 			return -1
 		case a.Name > b.Name:
@@ -95,7 +100,13 @@ func mcpToolList(_ *http.Request, _ struct{}, infos []customtool.Info) (MCPToolL
 	out := MCPToolList{Tools: []MCPTool{}}
 	seen := map[string]bool{}
 	for _, in := range infos {
+		if in.Review {
+			continue // listed for an admin to review; not callable
+		}
 		name := mcp.ToolName(in.Name)
+		if in.Custom {
+			name = mcp.CustomPrefix + name
+		}
 		if seen[name] {
 			continue
 		}
@@ -135,13 +146,7 @@ func mcpCall(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	}
 	d := e.dispatcher()
 	name := chi.URLParam(r, "tool_name")
-	var tool *dispatch.Tool
-	for _, t := range d.ToolsFor(c) {
-		if t.Name == name || mcp.ToolName(t.Name) == name {
-			tool = t
-			break
-		}
-	}
+	tool := mcp.Lookup(d.ToolsFor(c), name)
 	if tool == nil {
 		e.fail(w, r, rt, "", fault.Errorf(fault.NotFound, "no tool named %q on MCP server %q", name, mcpServerName))
 		return

@@ -40,7 +40,7 @@ func withApprovalWait(next http.Handler) http.Handler {
 
 // ApprovalListInput filters GET /v1/approvals.
 type ApprovalListInput struct {
-	Status string `query:"status" enum:"pending,approved,denied,expired,used" doc:"only approvals in this state"`
+	Status string `query:"status" enum:"pending,approved,denied,expired,used,void" doc:"only approvals in this state"`
 }
 
 // ApprovalListOutput is GET /v1/approvals.

@@ -5,9 +5,12 @@
 // chose to wait). It implements dispatch.Approvals.
 //
 // What it stops: an approval being stretched to cover something else. An
-// approval is bound to the caller's key, the tool and a canonical hash of
-// the typed arguments (Hash); it is single use; it expires, pending or
-// unused (an expired approval counts as denied). Memory is bounded: pending
+// approval is bound to the caller's key, the tool, a canonical hash of the
+// typed arguments (Hash) and, for a tool whose behaviour is data (a custom
+// tool), the digest of its definition: a redefinition voids it (Void, and
+// the dispatcher checks the digest again before the call runs). It shows
+// the operator what will run, step by step. It is single use; it expires,
+// pending or unused (an expired approval counts as denied). Memory is bounded: pending
 // approvals per key and in all are capped, and decided ones are forgotten
 // after a retention time.
 //
@@ -25,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -45,6 +49,9 @@ const (
 	Denied   Status = "denied"
 	Expired  Status = "expired" // never decided, or granted and never used
 	Used     Status = "used"    // granted and run
+	// Void: the tool was redefined (or deleted) before the call ran; what
+	// was shown is no longer what would run.
+	Void Status = "void"
 )
 
 // Defaults; Options override them.
@@ -68,22 +75,25 @@ const (
 
 // Approval is one call waiting for (or past) an operator's decision.
 type Approval struct {
-	ID        string    `json:"id"`
-	Status    Status    `json:"status"`
-	Actor     string    `json:"actor" doc:"key id of the caller"`
-	Role      string    `json:"role"`
-	Tool      string    `json:"tool"`
-	Target    string    `json:"target,omitempty" doc:"what the call touches (the command line for exec)"`
-	Sandbox   string    `json:"sandbox,omitempty"`
-	Risk      string    `json:"risk"`
-	Rules     []string  `json:"rules,omitempty" doc:"the command guard's matched rules"`
-	Reasons   []string  `json:"reasons,omitempty" doc:"the guard's findings and the policy's reason"`
-	ArgsHash  string    `json:"args_hash" doc:"the approval is bound to these exact arguments"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	DecidedBy string    `json:"decided_by,omitempty"`
-	DecidedAt time.Time `json:"decided_at,omitzero"`
-	Note      string    `json:"note,omitempty"`
+	ID       string   `json:"id"`
+	Status   Status   `json:"status"`
+	Actor    string   `json:"actor" doc:"key id of the caller"`
+	Role     string   `json:"role"`
+	Tool     string   `json:"tool"`
+	Target   string   `json:"target,omitempty" doc:"what the call touches (the command line for exec)"`
+	Sandbox  string   `json:"sandbox,omitempty"`
+	Risk     string   `json:"risk"`
+	Rules    []string `json:"rules,omitempty" doc:"the command guard's matched rules"`
+	Reasons  []string `json:"reasons,omitempty" doc:"the guard's findings and the policy's reason"`
+	ArgsHash string   `json:"args_hash" doc:"the approval is bound to these exact arguments"`
+	Digest   string   `json:"digest,omitempty" doc:"for a custom tool: the digest of the definition approved (its steps, templates and the custom tools it calls); a redefinition voids the approval"`
+	// Steps are what the call will run (a custom tool's rendered steps).
+	Steps     []dispatch.PlannedStep `json:"steps,omitempty" doc:"what the call will run: each step's tool, its target (the rendered command line of exec) and rendered arguments"`
+	CreatedAt time.Time              `json:"created_at"`
+	ExpiresAt time.Time              `json:"expires_at"`
+	DecidedBy string                 `json:"decided_by,omitempty"`
+	DecidedAt time.Time              `json:"decided_at,omitzero"`
+	Note      string                 `json:"note,omitempty"`
 
 	done chan struct{} // closed on decision or expiry
 }
@@ -226,7 +236,7 @@ func (s *Service) Request(ctx context.Context, c auth.Caller, t *dispatch.Tool, 
 		s.expireLocked(now)
 		var pending, refused *Approval
 		for _, ap := range s.byID {
-			if ap.Actor != c.KeyID || ap.Tool != t.Name || ap.ArgsHash != hash {
+			if ap.Actor != c.KeyID || ap.Tool != t.Name || ap.ArgsHash != hash || ap.Digest != a.Digest {
 				continue
 			}
 			switch ap.Status {
@@ -322,6 +332,8 @@ func (s *Service) afterWait(ctx context.Context, id string) error {
 			answer = denied(ap)
 		case ap.Status == Expired:
 			answer = fault.Errorf(fault.Forbidden, "approval %s expired without a decision", ap.ID)
+		case ap.Status == Void:
+			answer = voided(ap)
 		default:
 			answer = &dispatch.ApprovalRequired{ID: id}
 		}
@@ -342,6 +354,10 @@ type DeniedError struct {
 }
 
 func (d *DeniedError) Error() string { return "approval " + d.ID + " denied" }
+
+func voided(ap *Approval) error {
+	return fault.Errorf(fault.Conflict, "approval %s is void: %s was redefined after it was asked for; call again to ask for a new one", ap.ID, ap.Tool)
+}
 
 func denied(ap *Approval) error {
 	msg := fmt.Sprintf("an operator denied approval %s", ap.ID)
@@ -374,7 +390,7 @@ func (s *Service) addLocked(now time.Time, c auth.Caller, t *dispatch.Tool, a di
 	}
 	ap := &Approval{
 		ID: id, Status: Pending, Actor: c.KeyID, Role: string(c.Role), Tool: t.Name,
-		Risk: a.Risk.String(), Rules: a.Rules, Reasons: a.Reasons, ArgsHash: hash,
+		Risk: a.Risk.String(), Rules: a.Rules, Reasons: a.Reasons, ArgsHash: hash, Digest: a.Digest, Steps: a.Plan,
 		CreatedAt: now.UTC(), ExpiresAt: now.Add(s.o.PendingTTL).UTC(), done: make(chan struct{}),
 	}
 	if t.Describe != nil {
@@ -427,6 +443,30 @@ func newID() (string, error) {
 	return "apr_" + hex.EncodeToString(b), nil
 }
 
+// Void ends every pending and granted approval of the named tools (a
+// custom tool was redefined or deleted, or one it calls was): what the
+// operator was or would be shown is no longer what would run. A caller
+// waiting for one of them is answered at once. It returns how many it
+// voided.
+func (s *Service) Void(tools ...string) (int, error) {
+	n := 0
+	err := s.withTimeout(func(now time.Time) error {
+		s.expireLocked(now)
+		for _, ap := range s.byID {
+			if (ap.Status != Pending && ap.Status != Approved) || !slices.Contains(tools, ap.Tool) {
+				continue
+			}
+			if ap.Status == Pending {
+				close(ap.done)
+			}
+			ap.Status = Void
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
 // Decide approves or denies a pending approval.
 func (s *Service) Decide(by auth.Caller, id string, approve bool, note string) (Approval, error) {
 	if len(note) > 512 {
@@ -441,6 +481,9 @@ func (s *Service) Decide(by auth.Caller, id string, approve bool, note string) (
 		}
 		if ap.Status != Pending {
 			out = ap.copy()
+			if ap.Status == Void {
+				return voided(ap)
+			}
 			return fault.Errorf(fault.Conflict, "approval %s is already %s", id, ap.Status)
 		}
 		ap.DecidedBy, ap.DecidedAt, ap.Note = by.KeyID, now.UTC(), note

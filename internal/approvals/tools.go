@@ -27,7 +27,7 @@ type IDArgs struct {
 
 // ListArgs filter approvals.list.
 type ListArgs struct {
-	Status Status `json:"status,omitempty" enum:"pending,approved,denied,expired,used" doc:"only approvals in this state"`
+	Status Status `json:"status,omitempty" enum:"pending,approved,denied,expired,used,void" doc:"only approvals in this state"`
 }
 
 // Validate refuses a status that is none of the states.

@@ -14,7 +14,21 @@
 // References must exist when a tool is defined (bottom-up), may not name
 // the tool itself or a management tool, and may not form a cycle or a
 // chain deeper than the dispatcher allows. A tool belongs to its creator:
-// others neither see nor call it until an admin publishes it.
+// others neither see nor call it until an admin publishes it — admins
+// included, who see it only to review it.
+//
+// It also stops a custom tool passing for something it is not:
+//   - names: a custom tool may not take a built-in's name in its dotted or
+//     its flat (MCP) form, nor another custom tool's flat form, and it is
+//     marked Custom (MCP lists it as custom_<name>);
+//   - approvals: each call's assessment carries the digest of the
+//     definition that will run (its steps, templates and the definitions
+//     of the custom tools it calls) and the rendered plan; an approval
+//     binds the digest, and a redefinition voids the approvals of the tool
+//     and of every tool that calls it (Registry.OnRedefine);
+//   - publishing: what an admin publishes is one version; a redefinition
+//     by the owner is unpublished until an admin publishes it again, and
+//     every call's audit record names the version and digest it ran.
 package customtool
 
 import (
@@ -86,11 +100,17 @@ type Def struct {
 	Call        *Step           `json:"call,omitempty"`
 	Steps       []Step          `json:"steps,omitempty"`
 	// Risk is the declared tier; below the derived one it is ignored.
-	Risk      string    `json:"risk,omitempty"`
-	Owner     string    `json:"owner"`
-	Published bool      `json:"published"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Risk      string `json:"risk,omitempty"`
+	Owner     string `json:"owner"`
+	Published bool   `json:"published"`
+	// Version counts the definitions of this name: 1 when created, one
+	// more at every redefinition.
+	Version int `json:"version,omitempty"`
+	// PublishedVersion is the version an admin published (0: none in
+	// force): a redefinition is a new version, unpublished.
+	PublishedVersion int       `json:"published_version,omitempty"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
 }
 
 // Info is a tool as GET /v1/tools lists it.
@@ -105,6 +125,13 @@ type Info struct {
 	Owner       string          `json:"owner,omitempty"`
 	Published   bool            `json:"published,omitempty"`
 	Calls       []string        `json:"calls,omitempty" doc:"the tools a custom tool calls"`
+	// The definition of a custom tool, for review.
+	Version          int    `json:"version,omitempty" doc:"custom tools: the definition's version (one more at every redefinition)"`
+	PublishedVersion int    `json:"published_version,omitempty" doc:"custom tools: the version an admin published; a redefinition is unpublished until an admin publishes again"`
+	Digest           string `json:"digest,omitempty" doc:"custom tools: digest of the definition in force, with those of the custom tools it calls (approvals bind it)"`
+	Call             *Step  `json:"call,omitempty"`
+	Steps            []Step `json:"steps,omitempty"`
+	Review           bool   `json:"review,omitempty" doc:"another key's unpublished tool, listed for an admin to review: no one but its owner may call it until it is published"`
 }
 
 // compiled is a definition checked and ready to run.
@@ -113,6 +140,9 @@ type compiled struct {
 	schema *Schema
 	steps  []compiledStep
 	risk   guard.Risk // declared (Safe when not declared)
+	// self is the digest of this definition alone (Digest adds the
+	// definitions of the custom tools it calls).
+	self string
 }
 
 type compiledStep struct {
@@ -152,6 +182,46 @@ type Registry struct {
 	// they are retried whenever the dispatcher's tools change, and kept
 	// in the store either way.
 	pending []Def
+
+	// redefined is told the tools whose definition in force changed (set
+	// once at start, before any call).
+	redefined func(names []string)
+}
+
+// OnRedefine sets fn to be told, after every change, the custom tools
+// whose definition in force changed — redefined, deleted, unpublished, or
+// calling one that was (the daemon voids their approvals). Set it once at
+// start.
+func (r *Registry) OnRedefine(fn func(names []string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.redefined = fn
+}
+
+// notify tells OnRedefine's fn about names and every tool that calls them.
+// Callers do not hold mu.
+func (r *Registry) notify(names ...string) {
+	r.mu.RLock()
+	fn := r.redefined
+	all := r.dependentsLocked(names)
+	r.mu.RUnlock()
+	if fn != nil && len(all) > 0 {
+		fn(all)
+	}
+}
+
+// dependentsLocked is names and every custom tool that calls one of them,
+// directly or through others. Callers hold mu.
+func (r *Registry) dependentsLocked(names []string) []string {
+	out := slices.Clone(names)
+	for i := 0; i < len(out) && i < maxTools+len(names); i++ {
+		for n, c := range r.defs {
+			if !slices.Contains(out, n) && slices.Contains(c.refs(), out[i]) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 var (
@@ -176,7 +246,7 @@ func Load(ctx context.Context, d *dispatch.Dispatcher, st Settings) (*Registry, 
 	if err := json.Unmarshal(b, &defs); err != nil {
 		return nil, nil, fmt.Errorf("stored custom tools: %w", err)
 	}
-	r.pending = defs
+	r.pending = upgrade(defs)
 	r.loadPendingLocked()
 	var problems []error
 	for _, def := range r.pending {
@@ -185,12 +255,30 @@ func Load(ctx context.Context, d *dispatch.Dispatcher, st Settings) (*Registry, 
 	}
 	d.OnChange(func() {
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		if len(r.pending) > 0 {
 			r.loadPendingLocked()
 		}
+		dropped := r.dropShadowingLocked()
+		r.mu.Unlock()
+		if len(dropped) > 0 {
+			r.notify(dropped...)
+		}
 	})
 	return r, problems, nil
+}
+
+// upgrade fills in what definitions stored before versions lack: the
+// version in force is 1, and a published one is published at it.
+func upgrade(defs []Def) []Def {
+	for i := range defs {
+		if defs[i].Version == 0 {
+			defs[i].Version = 1
+		}
+		if defs[i].Published && defs[i].PublishedVersion == 0 {
+			defs[i].PublishedVersion = defs[i].Version
+		}
+	}
+	return defs
 }
 
 // loadPendingLocked registers every pending definition that compiles now,
@@ -205,7 +293,7 @@ func (r *Registry) loadPendingLocked() {
 				next = append(next, def)
 				continue
 			}
-			if _, taken := r.d.Tool(def.Name); taken {
+			if r.reservedLocked(def.Name) != "" {
 				continue // a built-in took the name since: drop the definition from service
 			}
 			r.defs[def.Name] = c
@@ -217,6 +305,59 @@ func (r *Registry) loadPendingLocked() {
 		}
 		r.pending = next
 	}
+}
+
+// reservedLocked says whose name name is when a built-in has it in its
+// dotted or flat (MCP) form, or another custom tool has its flat form;
+// "" when it is free for def.Name's owner to take. Callers hold mu.
+func (r *Registry) reservedLocked(name string) string {
+	flat := dispatch.FlatName(name)
+	for _, t := range r.d.Tools() {
+		if t.Custom {
+			continue
+		}
+		if t.Name == name || dispatch.FlatName(t.Name) == flat {
+			return "built-in " + t.Name
+		}
+	}
+	for other := range r.defs {
+		if other != name && dispatch.FlatName(other) == flat {
+			return "custom " + other
+		}
+	}
+	for _, p := range r.pending {
+		if p.Name != name && dispatch.FlatName(p.Name) == flat {
+			return "custom " + p.Name
+		}
+	}
+	return ""
+}
+
+// dropShadowingLocked takes out of service every custom tool whose name a
+// built-in registered since has (in either form); the definitions stay
+// stored, pending. Callers hold mu.
+func (r *Registry) dropShadowingLocked() []string {
+	var dropped []string
+	for name, c := range r.defs {
+		if !strings.HasPrefix(r.reservedLocked(name), "built-in ") {
+			continue
+		}
+		if t, ok := r.d.Tool(name); ok && t.Custom {
+			r.d.Unregister(name)
+		}
+		delete(r.defs, name)
+		r.pending = append(r.pending, c.def)
+		dropped = append(dropped, name)
+	}
+	return dropped
+}
+
+// unavailable is the one answer for a name a caller may not take: the same
+// whether a built-in, a tool the caller can see or one it cannot holds it
+// (or its flat form), so the answer does not tell that another key's
+// unpublished tool exists.
+func unavailable(name string) error {
+	return fault.InvalidField("name", fmt.Sprintf("the name %q is not available (a built-in's or another tool's, in its dotted or MCP form); choose another", name))
 }
 
 // compileLocked checks def against the tools in force (callers hold mu or
@@ -283,7 +424,7 @@ func (r *Registry) compileLocked(def Def) (*compiled, error) {
 		}
 		var tmpl any = map[string]any{}
 		if len(s.Arguments) > 0 {
-			if err := json.Unmarshal(s.Arguments, &tmpl); err != nil {
+			if err := decodeExact(s.Arguments, &tmpl); err != nil {
 				return nil, fault.InvalidField(at+".arguments", "arguments are not valid JSON")
 			}
 		}
@@ -306,6 +447,7 @@ func (r *Registry) compileLocked(def Def) (*compiled, error) {
 		seen[s.ID] = true
 		c.steps = append(c.steps, compiledStep{id: s.ID, tool: s.Tool, tmpl: tmpl, late: late})
 	}
+	c.self = selfDigest(c)
 	return c, nil
 }
 
@@ -359,20 +501,39 @@ func (r *Registry) checkGraphLocked(defs map[string]*compiled) error {
 }
 
 // Define creates a tool, or replaces one the caller owns (an admin may
-// replace any). Only an admin may publish.
+// replace any). Only an admin may publish; a redefinition is a new
+// version, unpublished unless the admin who makes it publishes it.
 func (r *Registry) Define(ctx context.Context, c auth.Caller, def Def) (Info, error) {
 	if def.Published && !c.IsAdmin() {
 		return Info{}, fault.New(fault.Forbidden, "only an admin may publish a custom tool")
 	}
+	info, replaced, err := r.define(ctx, c, def)
+	if err == nil && replaced {
+		r.notify(def.Name)
+	}
+	return info, err
+}
+
+func (r *Registry) define(ctx context.Context, c auth.Caller, def Def) (Info, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	now := time.Now().UTC()
 	prev, exists := r.defs[def.Name]
-	if !exists {
-		if _, builtin := r.d.Tool(def.Name); builtin {
-			return Info{}, fault.InvalidField("name", fmt.Sprintf("%q is a built-in tool", def.Name))
+	switch {
+	case exists && prev.def.Owner != c.KeyID && !c.IsAdmin():
+		return Info{}, false, unavailable(def.Name)
+	case exists:
+		def.Owner, def.CreatedAt = prev.def.Owner, prev.def.CreatedAt
+		def.Version = prev.def.Version + 1
+	default:
+		if !nameRe.MatchString(def.Name) || len(def.Name) > 64 {
+			break // compileLocked names the problem
+		}
+		if r.reservedLocked(def.Name) != "" {
+			return Info{}, false, unavailable(def.Name)
 		}
 		if len(r.defs) >= maxTools {
-			return Info{}, fault.New(fault.Conflict, fmt.Sprintf("the server holds %d custom tools, the most it keeps", maxTools))
+			return Info{}, false, fault.New(fault.Conflict, fmt.Sprintf("the server holds %d custom tools, the most it keeps", maxTools))
 		}
 		owned := 0
 		for _, d := range r.defs {
@@ -381,22 +542,20 @@ func (r *Registry) Define(ctx context.Context, c auth.Caller, def Def) (Info, er
 			}
 		}
 		if owned >= maxToolsPerKey {
-			return Info{}, fault.New(fault.Conflict, fmt.Sprintf("this key owns %d custom tools, the most it may", maxToolsPerKey))
+			return Info{}, false, fault.New(fault.Conflict, fmt.Sprintf("this key owns %d custom tools, the most it may", maxToolsPerKey))
 		}
-		def.Owner, def.CreatedAt = c.KeyID, time.Now().UTC()
-	} else {
-		if prev.def.Owner != c.KeyID && !c.IsAdmin() {
-			return Info{}, fault.InvalidField("name", fmt.Sprintf("the name %q is taken", def.Name))
-		}
-		def.Owner, def.CreatedAt = prev.def.Owner, prev.def.CreatedAt
-		if !c.IsAdmin() {
-			def.Published = prev.def.Published
-		}
+		def.Owner, def.CreatedAt, def.Version = c.KeyID, now, 1
 	}
-	def.UpdatedAt = time.Now().UTC()
+	// What was published is the previous version: this one is published
+	// only when an admin says so now.
+	def.PublishedVersion = 0
+	if def.Published {
+		def.PublishedVersion = def.Version
+	}
+	def.UpdatedAt = now
 	comp, err := r.compileLocked(def)
 	if err != nil {
-		return Info{}, err
+		return Info{}, false, err
 	}
 	next := make(map[string]*compiled, len(r.defs)+1)
 	for k, v := range r.defs {
@@ -404,10 +563,10 @@ func (r *Registry) Define(ctx context.Context, c auth.Caller, def Def) (Info, er
 	}
 	next[def.Name] = comp
 	if err := r.checkGraphLocked(next); err != nil {
-		return Info{}, err
+		return Info{}, false, err
 	}
 	if err := r.saveLocked(ctx, next); err != nil {
-		return Info{}, err
+		return Info{}, false, err
 	}
 	r.defs = next
 	if exists {
@@ -416,18 +575,26 @@ func (r *Registry) Define(ctx context.Context, c auth.Caller, def Def) (Info, er
 		err = r.d.Register(r.tool(comp))
 	}
 	if err != nil {
-		return Info{}, fmt.Errorf("register custom tool: %w", err)
+		return Info{}, false, fmt.Errorf("register custom tool: %w", err)
 	}
-	return r.infoLocked(comp), nil
+	return r.infoLocked(comp), exists, nil
 }
 
 // Delete removes a tool the caller owns (an admin: any). A tool another
 // tool still calls is not deleted.
 func (r *Registry) Delete(ctx context.Context, c auth.Caller, name string) error {
+	if err := r.delete(ctx, c, name); err != nil {
+		return err
+	}
+	r.notify(name)
+	return nil
+}
+
+func (r *Registry) delete(ctx context.Context, c auth.Caller, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	comp, ok := r.defs[name]
-	if !ok || !visibleTo(comp, c) {
+	if !ok || !seeableBy(comp, c) {
 		return fault.New(fault.NotFound, "no custom tool named "+name)
 	}
 	if comp.def.Owner != c.KeyID && !c.IsAdmin() {
@@ -452,17 +619,38 @@ func (r *Registry) Delete(ctx context.Context, c auth.Caller, name string) error
 	return nil
 }
 
-// Publish makes a tool visible to (and callable by) every key, or hides it
-// again. Admin only (the tool's roles say so).
+// Publish makes the version in force of a tool visible to (and callable
+// by) every key, or hides it again. Admin only (the tool's roles say so).
+// A tool that calls custom tools is published only when they are: its
+// steps run as the caller, who could not call unpublished ones.
 func (r *Registry) Publish(ctx context.Context, name string, published bool) (Info, error) {
+	info, err := r.publish(ctx, name, published)
+	if err == nil && !published {
+		r.notify(name)
+	}
+	return info, err
+}
+
+func (r *Registry) publish(ctx context.Context, name string, published bool) (Info, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	comp, ok := r.defs[name]
 	if !ok {
 		return Info{}, fault.New(fault.NotFound, "no custom tool named "+name)
 	}
+	if published {
+		for _, ref := range comp.refs() {
+			if sub, ok := r.defs[ref]; ok && !sub.def.Published {
+				return Info{}, fault.Errorf(fault.Conflict, "%s calls the custom tool %s, which is not published; publish it first", name, ref)
+			}
+		}
+	}
 	def := comp.def
 	def.Published, def.UpdatedAt = published, time.Now().UTC()
+	def.PublishedVersion = 0
+	if published {
+		def.PublishedVersion = def.Version
+	}
 	nc := *comp
 	nc.def = def
 	next := make(map[string]*compiled, len(r.defs))
@@ -501,8 +689,19 @@ func (r *Registry) saveLocked(ctx context.Context, defs map[string]*compiled) er
 	return nil
 }
 
+// visibleTo reports whether caller may call c: its owner, or anyone once
+// it is published. An admin is no exception: an unpublished tool of
+// another key is code the admin has not vetted, and a call of it would
+// run with the admin's rights (the admin reviews it in the list, and
+// publishes it to call it).
 func visibleTo(c *compiled, caller auth.Caller) bool {
-	return caller.IsAdmin() || c.def.Published || c.def.Owner == caller.KeyID
+	return c.def.Published || c.def.Owner == caller.KeyID
+}
+
+// seeableBy reports whether caller may see c's definition: who may call
+// it, and admins (to review and publish it).
+func seeableBy(c *compiled, caller auth.Caller) bool {
+	return caller.IsAdmin() || visibleTo(c, caller)
 }
 
 // get returns the definition in force.
@@ -522,7 +721,7 @@ func (r *Registry) IsCustom(name string) bool {
 // Def returns a custom tool's definition if c may see it.
 func (r *Registry) Def(c auth.Caller, name string) (Def, bool) {
 	comp, ok := r.get(name)
-	if !ok || !visibleTo(comp, c) {
+	if !ok || !seeableBy(comp, c) {
 		return Def{}, false
 	}
 	return comp.def, true
@@ -551,7 +750,9 @@ func (r *Registry) potential(name string, depth int) guard.Risk {
 
 // assess is a custom tool's Assessment for one call: its potential risk,
 // raised and annotated by what each step's rendered arguments assess to
-// (steps that use earlier results are assessed when they run).
+// (steps that use earlier results are assessed when they run), with the
+// digest of the definitions that will run and the plan of what they will
+// run, for an approval.
 func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.Assessment {
 	a := dispatch.Assessment{Risk: r.potential(name, 0)}
 	c, ok := r.get(name)
@@ -559,8 +760,14 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 		a.Risk = guard.Dangerous
 		return a
 	}
+	if depth == 0 {
+		a.Digest = r.digest(name)
+	}
 	for _, s := range c.steps {
 		if s.late {
+			if len(a.Plan) < maxPlanSteps {
+				a.Plan = append(a.Plan, planStep(depth, s, s.tmpl, ""))
+			}
 			// Arguments built from earlier results at run time: like the
 			// guard's dynamic code, flagged when they reach a tool that
 			// assesses its arguments (exec), since no one can see them now.
@@ -579,6 +786,10 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 		if _, custom := r.get(s.tool); custom {
 			m, _ := rendered.(map[string]any)
 			sub = r.assess(s.tool, m, depth+1)
+			if len(a.Plan) < maxPlanSteps {
+				a.Plan = append(a.Plan, planStep(depth, s, rendered, ""))
+			}
+			a.Plan = append(a.Plan, sub.Plan[:min(len(sub.Plan), maxPlanSteps-len(a.Plan))]...)
 		} else {
 			t, ok := r.d.Tool(s.tool)
 			if !ok {
@@ -589,10 +800,20 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 			var targs any = json.RawMessage(raw)
 			if t.Decode != nil {
 				if targs, err = t.Decode(raw); err != nil {
+					if len(a.Plan) < maxPlanSteps {
+						a.Plan = append(a.Plan, planStep(depth, s, rendered, ""))
+					}
 					continue // the call will fail when it runs
 				}
 			}
 			sub = t.AssessArgs(targs)
+			if len(a.Plan) < maxPlanSteps {
+				target := ""
+				if t.Describe != nil {
+					target = t.Describe(targs).Target
+				}
+				a.Plan = append(a.Plan, planStep(depth, s, rendered, target))
+			}
 		}
 		a.Risk = max(a.Risk, sub.Risk)
 		a.Dynamic = a.Dynamic || sub.Dynamic
@@ -642,7 +863,7 @@ func (r *Registry) decode(name string, raw json.RawMessage) (any, error) {
 		return nil, err
 	}
 	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := decodeExact(raw, &m); err != nil {
 		return nil, fault.InvalidField("arguments", "arguments must be a JSON object")
 	}
 	return Args{Raw: raw, Values: m}, nil
@@ -669,10 +890,10 @@ func (r *Registry) run(ctx context.Context, caller auth.Caller, name string, arg
 		if err != nil {
 			return nil, stepError(c, i, err)
 		}
-		// Results travel between steps as JSON.
+		// Results travel between steps as JSON, numbers exact.
 		var generic any
 		if b, err := json.Marshal(res); err == nil {
-			_ = json.Unmarshal(b, &generic)
+			_ = decodeExact(b, &generic)
 		}
 		if s.id != "" {
 			results[s.id] = generic
@@ -711,7 +932,8 @@ func stepError(c *compiled, i int, err error) error {
 func (r *Registry) tool(c *compiled) dispatch.Tool {
 	name := c.def.Name
 	t := dispatch.Define(dispatch.Spec{Name: name, Description: c.def.Description, Risk: guard.Safe,
-		Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent},
+		Category: r.categoryLocked(c, 0),
+		Roles:    []auth.Role{auth.RoleAdmin, auth.RoleAgent},
 		Visible: func(caller auth.Caller) bool {
 			cur, ok := r.get(name)
 			return ok && visibleTo(cur, caller)
@@ -724,17 +946,23 @@ func (r *Registry) tool(c *compiled) dispatch.Tool {
 				if !ok {
 					return dispatch.Target{}
 				}
-				return dispatch.Target{Detail: map[string]any{"custom": true, "owner": cur.def.Owner, "calls": cur.refs()}}
+				// The version that runs, and the digest an approval of it
+				// binds: the audit names what each call ran.
+				return dispatch.Target{Detail: map[string]any{"custom": true, "owner": cur.def.Owner, "calls": cur.refs(),
+					"version": cur.def.Version, "published_version": cur.def.PublishedVersion, "digest": r.digest(name)}}
 			},
 		})
 	t.InputSchema = c.schema.Raw
 	t.Decode = func(raw json.RawMessage) (any, error) { return r.decode(name, raw) }
+	t.Custom = true
 	return t
 }
 
 func (r *Registry) infoLocked(c *compiled) Info {
 	return Info{Name: c.def.Name, Description: c.def.Description, Risk: r.potentialLocked(c).String(),
-		InputSchema: c.schema.Raw, Custom: true, Owner: c.def.Owner, Published: c.def.Published, Calls: c.refs()}
+		InputSchema: c.schema.Raw, Custom: true, Owner: c.def.Owner, Published: c.def.Published, Calls: c.refs(),
+		Version: c.def.Version, PublishedVersion: c.def.PublishedVersion, Digest: r.digestLocked(c, 0),
+		Call: c.def.Call, Steps: c.def.Steps}
 }
 
 // potentialLocked is potential for a caller that holds mu.
@@ -762,7 +990,8 @@ func (r *Registry) potentialLocked(c *compiled) guard.Risk {
 }
 
 // List returns the tools c may call: built-ins by role, custom tools c
-// owns or that are published (an admin: all), with risks derived now.
+// owns or that are published, with risks derived now. An admin also gets
+// every other key's unpublished tool, marked Review, to vet and publish.
 func (r *Registry) List(c auth.Caller) []Info {
 	tools := r.d.ToolsFor(c)
 	r.mu.RLock()
@@ -776,6 +1005,18 @@ func (r *Registry) List(c auth.Caller) []Info {
 		lr := t.Listed()
 		out = append(out, Info{Name: t.Name, Description: t.Description, Risk: lr.Risk, RiskFloor: lr.Floor,
 			RiskCeiling: lr.Ceiling, InputSchema: t.InputSchema})
+	}
+	if c.IsAdmin() {
+		var review []Info
+		for _, comp := range r.defs {
+			if !visibleTo(comp, c) {
+				in := r.infoLocked(comp)
+				in.Review = true
+				review = append(review, in)
+			}
+		}
+		sort.Slice(review, func(i, j int) bool { return review[i].Name < review[j].Name })
+		out = append(out, review...)
 	}
 	return out
 }

@@ -86,6 +86,7 @@ func builtins(f *fixture) {
 		Assess: func(args any) dispatch.Assessment {
 			return dispatch.FromVerdict(g.Classify(args.(execArgs).Command))
 		},
+		Describe: func(args any) dispatch.Target { return dispatch.Target{Target: args.(execArgs).Command} },
 		Run: func(_ context.Context, _ auth.Caller, args any) (any, error) {
 			f.mu.Lock()
 			f.ran = append(f.ran, args.(execArgs).Command)
@@ -93,12 +94,10 @@ func builtins(f *fixture) {
 			note("exec.run")
 			return map[string]any{"stdout": "out:" + args.(execArgs).Command, "exit_code": 0}, nil
 		}})
-	f.d.MustRegister(dispatch.Tool{Name: "file.read", Risk: guard.Safe,
+	f.d.MustRegister(dispatch.Tool{Name: "file.read", Risk: guard.Safe, Category: ratelimit.File,
 		Run: func(_ context.Context, _ auth.Caller, args any) (any, error) {
 			note("file.read")
-			var m map[string]any
-			_ = json.Unmarshal(args.(json.RawMessage), &m)
-			return map[string]any{"echo": m}, nil
+			return map[string]any{"echo": args.(json.RawMessage)}, nil
 		}})
 	f.d.MustRegister(dispatch.Tool{Name: "file.write", Risk: guard.Medium,
 		Run: func(context.Context, auth.Caller, any) (any, error) { note("file.write"); return "written", nil }})

@@ -26,11 +26,14 @@ func (r *Registry) Reload(ctx context.Context) error {
 		if err := json.Unmarshal(b, &defs); err != nil {
 			return fmt.Errorf("stored custom tools: %w", err)
 		}
+		defs = upgrade(defs)
 	}
 	want := make(map[string]Def, len(defs))
 	for _, d := range defs {
 		want[d.Name] = d
 	}
+	var changed []string
+	defer func() { r.notify(changed...) }() // after the Unlock below
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := make(map[string]*compiled, len(r.defs))
@@ -40,6 +43,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 			continue
 		}
 		r.d.Unregister(name) // gone, or changed: registered anew below
+		changed = append(changed, name)
 	}
 	r.defs = next
 	r.pending = r.pending[:0]

@@ -58,6 +58,15 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	for _, p := range problems {
 		d.log.Warn("custom tool not loaded", "err", p)
 	}
+	// An approval approves a definition: redefining a tool (or one it
+	// calls) voids its pending and granted approvals.
+	tools.OnRedefine(func(names []string) {
+		if n, err := apr.Void(names...); err != nil {
+			d.log.Error("void the approvals of redefined custom tools", "tools", names, "err", err)
+		} else if n > 0 {
+			d.log.Info("approvals voided: their custom tools were redefined", "tools", names, "voided", n)
+		}
+	})
 	d.register(customtool.Tools(tools))
 
 	// Nodes sharing a PostgreSQL store follow each other's HALT, policy and

@@ -178,6 +178,10 @@ type Tool struct {
 	// (a custom tool its owner has not published): they are told there is
 	// no such tool, and ToolsFor leaves it out.
 	Visible func(c auth.Caller) bool
+	// Custom marks a tool a key defined at run time (customtool), not a
+	// built-in: it lives in its own namespace where names are shown (MCP
+	// lists it as custom_<name>), so it can never pass for a built-in.
+	Custom bool
 
 	// typed marks a tool made by Define.
 	typed bool

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -282,7 +283,7 @@ func (h *Hub) refusedLocked(keyID string) error {
 }
 
 const instructions = "sandhold: secure Linux sandboxes. Tool names are sandhold's with dots written as underscores " +
-	"(exec_run is exec.run). The sandbox_* tools without a dotted counterpart follow AIO Sandbox's MCP tools and act on " +
+	"(exec_run is exec.run); tools that keys defined are custom_<name>, never a built-in's name. The sandbox_* tools without a dotted counterpart follow AIO Sandbox's MCP tools and act on " +
 	"your default sandbox (created on first use). Every call is authorized, rate limited, risk-rated and audited."
 
 // reserve checks the caps before a session opens. It counts initialized
@@ -422,21 +423,25 @@ type entry struct {
 	handler func(ks *keyServer) sdk.ToolHandler
 }
 
-// registry is the name table for one sync.
+// registry is the dispatcher's tools for one sync.
 type registry struct {
-	byMCP  map[string]*dispatch.Tool // listed tools by MCP name
+	tools  []*dispatch.Tool          // every tool, by name
 	byName map[string]*dispatch.Tool // every tool by dispatcher name
 }
 
-// table builds the name table and logs newly skipped names. Callers hold
-// syncMu.
+// table reads the dispatcher's tools. Callers hold syncMu.
 func (h *Hub) table() registry {
 	tools := h.d.Tools()
 	byName := make(map[string]*dispatch.Tool, len(tools))
 	for _, t := range tools {
 		byName[t.Name] = t
 	}
-	byMCP, skipped := nameTable(tools, aliasNames())
+	return registry{tools: tools, byName: byName}
+}
+
+// warnSkipped logs tools left out of a caller's list, once each. Callers
+// hold syncMu.
+func (h *Hub) warnSkipped(skipped []string) {
 	for _, n := range skipped {
 		if h.warned[n] {
 			continue
@@ -445,9 +450,8 @@ func (h *Hub) table() registry {
 			clear(h.warned)
 		}
 		h.warned[n] = true
-		h.log.Warn("mcp: tool left out: its MCP name is taken", "tool", n, "mcp_name", ToolName(n))
+		h.log.Warn("mcp: tool left out: its MCP name is taken", "tool", n)
 	}
-	return registry{byMCP: byMCP, byName: byName}
 }
 
 // sync brings every key's tool list up to date with the registry.
@@ -491,14 +495,21 @@ func (h *Hub) syncKey(ks *keyServer, reg registry) {
 	}
 }
 
-// entries is what c's server should list: the dispatcher tools c may call
-// and the aliases whose targets c may call.
+// entries is what c's server should list: the dispatcher tools c may call,
+// named from c's own table (never claimed for everyone: another key's
+// tools cannot take a name in c's list), and the aliases whose targets c
+// may call.
 func (h *Hub) entries(c auth.Caller, reg registry) map[string]entry {
-	out := make(map[string]entry, len(reg.byMCP)+len(aliases))
-	for name, t := range reg.byMCP {
-		if !h.visible(c, t) {
-			continue
+	visible := make([]*dispatch.Tool, 0, len(reg.tools))
+	for _, t := range reg.tools {
+		if h.visible(c, t) {
+			visible = append(visible, t)
 		}
+	}
+	byMCP, skipped := nameTable(visible, aliasNames())
+	h.warnSkipped(skipped)
+	out := make(map[string]entry, len(byMCP)+len(aliases))
+	for name, t := range byMCP {
 		out[name] = h.toolEntry(name, t)
 	}
 	for _, a := range aliases {
@@ -529,7 +540,7 @@ func (h *Hub) toolEntry(name string, t *dispatch.Tool) entry {
 	target := t.Name
 	return entry{
 		tool: tool,
-		sig:  "tool\x00" + t.Name + "\x00" + tool.Description + "\x00" + string(schema) + "\x00" + lr.Risk + lr.Ceiling,
+		sig:  "tool\x00" + t.Name + "\x00" + strconv.FormatBool(t.Custom) + "\x00" + tool.Description + "\x00" + string(schema) + "\x00" + lr.Risk + lr.Ceiling,
 		handler: func(ks *keyServer) sdk.ToolHandler {
 			return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 				c, err := h.callerOf(ctx, ks)
@@ -551,6 +562,9 @@ func describe(t *dispatch.Tool) string {
 	d := t.Description
 	if d == "" {
 		d = t.Name
+	}
+	if t.Custom {
+		return d + " (custom tool " + t.Name + ", defined by a key, not built into sandhold)"
 	}
 	return d + " (sandhold tool " + t.Name + ")"
 }
