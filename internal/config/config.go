@@ -158,6 +158,15 @@ type Config struct {
 	// sandbox content, on the path forms (SANDBOX_CONTENT_LISTEN), for
 	// hosts without wildcard DNS. Empty: none.
 	ContentListen string
+	// MaxConnections bounds the HTTP connections served at once
+	// (SANDBOX_MAX_CONNECTIONS; 0: half the process's open-file limit, at
+	// most 10000). Beyond it only /healthz and /v1/control are answered,
+	// on a small reserve; beyond that a connection gets 503 and is closed.
+	MaxConnections int
+	// MaxConnectionsPerKey bounds one API key's requests in progress, each
+	// holding a connection (SANDBOX_MAX_CONNECTIONS_PER_KEY, 256): beyond
+	// it a request is answered 429 and its connection closed.
+	MaxConnectionsPerKey int
 }
 
 // DefaultDiskBudgetPercent is the share of the data dir's free space at
@@ -281,6 +290,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.TemplateMaxSize == 0 {
 		c.TemplateMaxSize = d.TemplateMaxSize
+	}
+	if c.MaxConnectionsPerKey == 0 {
+		c.MaxConnectionsPerKey = d.MaxConnectionsPerKey
 	}
 	if c.LogLevel == "" {
 		c.LogLevel = d.LogLevel

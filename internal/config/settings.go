@@ -37,8 +37,8 @@ var settings = []setting{
 		set: boolField(func(c *Config, b bool) { c.EnableSudo = b })},
 	{key: "rate_limit", env: "SANDBOX_RATE_LIMIT", def: "true", doc: "per-key rate limits on",
 		set: boolField(func(c *Config, b bool) { c.DisableRateLimit = !b })},
-	{key: "rate_limits", env: "SANDBOX_RATE_LIMITS", def: "code=10/m,command=300/m:60,file=100/m,browser=20/m,read=600/m:120,manage=60/m:30,terminal=5",
-		doc: "per-key limits by category (category=N/s|m|h[:burst], terminal=N concurrent); code = /v1/code, /v1/jupyter, /v1/nodejs; command = exec, shell, bash; read = metadata and status reads; manage = sandbox lifecycle and configuration",
+	{key: "rate_limits", env: "SANDBOX_RATE_LIMITS", def: "code=10/m,command=300/m:60,file=100/m,browser=20/m,read=600/m:120,manage=60/m:30,terminal=5,approvals=20",
+		doc: "per-key limits by category (category=N/s|m|h[:burst]; terminal=N and approvals=N concurrent); code = /v1/code, /v1/jupyter, /v1/nodejs; command = exec, shell, bash (and custom tools that call several kinds); read = metadata and status reads; manage = sandbox lifecycle and configuration; approvals = calls waiting at once for an operator (X-Approval-Wait)",
 		set: func(c *Config, v string) error {
 			r, err := ratelimit.ParseRules(v)
 			if err != nil {
@@ -110,6 +110,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.NodeName = strings.TrimSpace(v); return nil }},
 	{key: "node_addr", env: "SANDBOX_NODE_ADDR", doc: "host:port the other nodes of a cluster reach this node at (default: the listen address)",
 		set: func(c *Config, v string) error { c.NodeAddr = strings.TrimSpace(v); return nil }},
+	{key: "max_connections", env: "SANDBOX_MAX_CONNECTIONS", def: "0", doc: "HTTP connections served at once; beyond it only /healthz and /v1/control answer (0: half the open-file limit, at most 10000)",
+		set: intField(func(c *Config, n int) { c.MaxConnections = n })},
+	{key: "max_connections_per_key", env: "SANDBOX_MAX_CONNECTIONS_PER_KEY", def: "256", doc: "one API key's requests in progress (each holds a connection); beyond it 429",
+		set: intField(func(c *Config, n int) { c.MaxConnectionsPerKey = n })},
 	{key: "node_capacity", env: "SANDBOX_NODE_CAPACITY", def: "0", doc: "sandboxes this cluster node takes before placement skips it (0: no limit)",
 		set: intField(func(c *Config, n int) { c.NodeCapacity = n })},
 	{key: "cluster_secret", env: "SANDBOX_CLUSTER_SECRET", secret: true, doc: "shared secret authenticating node-to-node forwarding (at least 32 characters)",

@@ -321,6 +321,9 @@ func checkCluster(c Config) error {
 	if c.NodeCapacity < 0 {
 		return errors.New("SANDBOX_NODE_CAPACITY: must not be negative")
 	}
+	if c.MaxConnections < 0 || c.MaxConnectionsPerKey < 0 {
+		return errors.New("SANDBOX_MAX_CONNECTIONS and SANDBOX_MAX_CONNECTIONS_PER_KEY: must not be negative")
+	}
 	if c.NodeAddr != "" {
 		if _, _, err := net.SplitHostPort(c.NodeAddr); err != nil {
 			return fmt.Errorf("SANDBOX_NODE_ADDR: %q is not host:port", c.NodeAddr)

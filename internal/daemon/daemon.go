@@ -32,6 +32,7 @@ import (
 	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/connlimit"
 	"github.com/sandhold/sandhold/internal/console"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
@@ -379,7 +380,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	server := func(h http.Handler) *http.Server {
 		return &http.Server{
-			Handler:           d.inflight.track(h),
+			Handler:           connlimit.Guard(d.inflight.track(h), controlPath, refuseOverflow),
+			ConnContext:       connlimit.ConnContext,
 			ReadHeaderTimeout: readHeaderTimeout,
 			ReadTimeout:       readTimeout,
 			WriteTimeout:      writeTimeout,
@@ -390,11 +392,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	srv := server(handler)
+	ln = d.limitConns(ln, srv)
 	var csrv *http.Server
 	d.mu.Lock()
 	d.addr = ln.Addr().String()
 	if cln != nil {
 		csrv = server(content)
+		cln = d.limitConns(cln, csrv) // counted apart from the API's
 		d.contentAddr = cln.Addr().String()
 	}
 	d.mu.Unlock()

@@ -2,13 +2,16 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/fault"
 )
 
 // inflight tracks the requests in progress by the key they present, so a
@@ -16,6 +19,10 @@ import (
 // long command. Requests are grouped by the SHA-256 of the key (what the
 // store keeps), so the table never holds a key itself.
 type inflight struct {
+	// max bounds one key's requests in progress (0: no bound); set
+	// before serving.
+	max int
+
 	// mu guards byHash.
 	mu     sync.Mutex
 	byHash map[string]*reqSet
@@ -61,6 +68,17 @@ func (in *inflight) track(next http.Handler) http.Handler {
 		if set == nil {
 			set = &reqSet{m: map[*context.CancelCauseFunc]struct{}{}}
 			in.byHash[h] = set
+		}
+		if in.max > 0 && len(set.m) >= in.max {
+			// One key's flood (thousands of calls waiting for approval)
+			// holds its own share of the server, not every connection:
+			// refused before any work, and the connection is closed.
+			in.mu.Unlock()
+			cancel(nil)
+			w.Header().Set("Connection", "close")
+			api.WriteError(w, r, fault.WithRetryAfter(fault.RateLimited, 1,
+				fmt.Sprintf("this key has %d requests in progress, the most it may (SANDBOX_MAX_CONNECTIONS_PER_KEY)", in.max)))
+			return
 		}
 		set.m[p] = struct{}{}
 		in.mu.Unlock()

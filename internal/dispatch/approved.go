@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // PlannedStep is one call a composite tool will make, as the operator who
@@ -38,6 +39,44 @@ func (st steps) haltRefusal(t *Tool, a Assessment) error {
 		return fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only control and read-only views run", why)
 	}
 	return nil
+}
+
+// overridden is c's rule for cat when the policy or the key itself
+// overrides the limiter's base rules (ok false: the base rule applies).
+// The key's own limits (set by an admin when it was created) are the most
+// specific rule: over the policy's role and key overrides, over the
+// server's.
+func (d *Dispatcher) overridden(st steps, c auth.Caller, cat ratelimit.Category) (ratelimit.Rule, bool) {
+	if st.rates == nil && len(c.RateLimits) == 0 {
+		return ratelimit.Rule{}, false
+	}
+	var over ratelimit.Rules
+	if st.rates != nil {
+		over = st.rates(c)
+	}
+	return d.limiter.Resolve(string(c.Role), over.Merge(c.RateLimits))[cat], true
+}
+
+// holdWait takes one of c's approval-wait slots (ratelimit.Approvals) for
+// a call that asked to wait for the operator's decision: each waiting call
+// holds a connection and a goroutine, identical calls sharing one pending
+// approval included. With every slot taken the call does not wait: it is
+// answered "pending" at once (the caller polls the approval). release
+// gives the slot back.
+func (d *Dispatcher) holdWait(ctx context.Context, st steps, c auth.Caller) (_ context.Context, release func()) {
+	if d.limiter == nil || ApprovalWait(ctx) == 0 {
+		return ctx, func() {}
+	}
+	var dec ratelimit.Decision
+	if rule, ok := d.overridden(st, c, ratelimit.Approvals); ok {
+		release, dec = d.limiter.AcquireRule(c.KeyID, ratelimit.Approvals, rule)
+	} else {
+		release, dec = d.limiter.Acquire(c.KeyID, ratelimit.Approvals)
+	}
+	if !dec.Allowed {
+		return WithApprovalWait(ctx, 0), func() {}
+	}
+	return ctx, release
 }
 
 // stillApproved checks, once an operator's approval let a call through,

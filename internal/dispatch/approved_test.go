@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // approvalsHook runs fn when asked, then approves (nil) or answers its
@@ -125,5 +127,62 @@ func TestPendingRecordSaysWhy(t *testing.T) {
 	e := au.last()
 	if e.Verdict != "pending" || e.Detail["error"] != "waiting for an operator's approval (apr_1)" {
 		t.Fatalf("pending record %+v", e)
+	}
+}
+
+// waitingApprovals holds every call that asks to wait until release is
+// closed, and answers pending.
+type waitingApprovals struct {
+	waiting chan struct{}
+	release chan struct{}
+}
+
+func (w *waitingApprovals) Request(ctx context.Context, _ auth.Caller, _ *Tool, _ Assessment, _ any) error {
+	if ApprovalWait(ctx) > 0 {
+		w.waiting <- struct{}{}
+		<-w.release
+	}
+	return &ApprovalRequired{ID: "apr_x"}
+}
+
+// TestApprovalWaitsAreCappedPerKey: issue 38 row 5. 2 × 9,990 waiting
+// calls of one flagged custom tool from one key took the server to its fd
+// limit: identical calls shared one pending approval, so the per-key
+// pending cap never applied. Each waiting call now holds one of the key's
+// approvals slots; beyond them a call is answered pending at once.
+func TestApprovalWaitsAreCappedPerKey(t *testing.T) {
+	lim := ratelimit.New(ratelimit.Options{Rules: ratelimit.Rules{ratelimit.Approvals: {Concurrent: 2}}})
+	w := &waitingApprovals{waiting: make(chan struct{}), release: make(chan struct{})}
+	d := New(Options{Limiter: lim, Approvals: w,
+		Policy: policyFunc(func(Assessment) (Decision, string) { return NeedsApproval, "test" })})
+	d.MustRegister(Tool{Name: "t2", Risk: guard.Dangerous, Custom: true, Run: func(context.Context, auth.Caller, any) (any, error) { return nil, nil }})
+	ctx := WithApprovalWait(context.Background(), time.Minute)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := d.Dispatch(ctx, agent, "t2", nil); errs <- err }()
+		<-w.waiting // the call holds a slot and waits
+	}
+	// The third identical call does not wait: it is answered pending at
+	// once (a test that hangs here is the bug).
+	if _, err := d.Dispatch(ctx, agent, "t2", nil); !errors.As(err, new(*ApprovalRequired)) {
+		t.Fatalf("third call: %v", err)
+	}
+	// Another key has slots of its own.
+	other := auth.Caller{KeyID: "k-other", Role: auth.RoleAgent}
+	go func() { _, err := d.Dispatch(ctx, other, "t2", nil); errs <- err }()
+	<-w.waiting
+	close(w.release)
+	for range 3 {
+		if err := <-errs; !errors.As(err, new(*ApprovalRequired)) {
+			t.Fatalf("waiting call: %v", err)
+		}
+	}
+	// The slots came back.
+	w.release = make(chan struct{})
+	go func() { _, err := d.Dispatch(ctx, agent, "t2", nil); errs <- err }()
+	<-w.waiting
+	close(w.release)
+	if err := <-errs; !errors.As(err, new(*ApprovalRequired)) {
+		t.Fatalf("a call after the slots came back: %v", err)
 	}
 }

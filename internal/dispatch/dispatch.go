@@ -636,17 +636,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	// 3. Rate limit (a refused call is not counted).
 	if cat := ratelimit.ForTool(t.Name, t.Category); d.limiter != nil && cat != 0 {
 		var dec ratelimit.Decision
-		switch {
-		case st.rates != nil || len(c.RateLimits) > 0:
-			// The key's own limits (set by an admin when it was created)
-			// are the most specific rule: over the policy's role and key
-			// overrides, over the server's.
-			var over ratelimit.Rules
-			if st.rates != nil {
-				over = st.rates(c)
-			}
-			dec = d.limiter.AllowRule(c.KeyID, cat, d.limiter.Resolve(string(c.Role), over.Merge(c.RateLimits))[cat])
-		default:
+		if rule, ok := d.overridden(st, c, cat); ok {
+			dec = d.limiter.AllowRule(c.KeyID, cat, rule)
+		} else {
 			dec = d.limiter.Allow(c.KeyID, cat)
 		}
 		if !dec.Allowed {
@@ -684,7 +676,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		if why != "" {
 			shown.Reasons = append(slices.Clip(a.Reasons), "policy: "+why)
 		}
-		if err := st.approvals.Request(ctx, c, t, shown, args); err != nil {
+		waitCtx, release := d.holdWait(ctx, st, c)
+		err := st.approvals.Request(waitCtx, c, t, shown, args)
+		release()
+		if err != nil {
 			var ar *ApprovalRequired
 			if !errors.As(err, &ar) {
 				verdict = "denied"

@@ -65,6 +65,11 @@ const (
 	// Manage counts changes of configuration and lifecycle: sandboxes,
 	// their network and proxy settings, hooks, observation, custom tools.
 	Manage
+	// Approvals caps the calls of one key that wait at once for an
+	// operator's decision (X-Approval-Wait): each holds a connection and
+	// a goroutine, so identical calls sharing one pending approval still
+	// count one each.
+	Approvals
 )
 
 // String returns the category's stable name (used in metrics labels and
@@ -91,16 +96,18 @@ func (c Category) String() string {
 		return "read"
 	case Manage:
 		return "manage"
+	case Approvals:
+		return "approvals"
 	}
 	return fmt.Sprintf("category(%d)", uint8(c))
 }
 
 // Categories returns every category, in declaration order.
 func Categories() []Category {
-	return []Category{File, Exec, Browser, AuthFailure, Terminal, Sandboxes, Executions, Command, Read, Manage}
+	return []Category{File, Exec, Browser, AuthFailure, Terminal, Sandboxes, Executions, Command, Read, Manage, Approvals}
 }
 
-func (c Category) valid() bool { return c >= File && c <= Manage }
+func (c Category) valid() bool { return c >= File && c <= Approvals }
 
 // ParseCategory maps a name from String back to its Category.
 func ParseCategory(name string) (Category, error) {
@@ -165,6 +172,11 @@ const (
 	DefaultManageBurst     = 30
 	DefaultAuthFailures    = 10 // failed auth attempts per minute per client address
 	DefaultTerminals       = 5  // concurrent terminal sessions
+	// DefaultApprovalWaits: calls of one key waiting at once for an
+	// operator (as many as it may have pending approvals): beyond it a
+	// call is answered "pending" at once instead of holding its
+	// connection open.
+	DefaultApprovalWaits = 20
 	// DefaultSandboxesPerKey and DefaultExecutionsPerSandbox are not in the
 	// seed's table; the caller is expected to set them from its configuration.
 	// These values only keep a forgotten setting from meaning "unlimited".
@@ -183,6 +195,7 @@ func DefaultRules() Rules {
 		Manage:      {PerMinute: DefaultManagePerMinute, Burst: DefaultManageBurst},
 		AuthFailure: {PerMinute: DefaultAuthFailures, Burst: DefaultAuthFailures},
 		Terminal:    {Concurrent: DefaultTerminals},
+		Approvals:   {Concurrent: DefaultApprovalWaits},
 		Sandboxes:   {Concurrent: DefaultSandboxesPerKey},
 		Executions:  {Concurrent: DefaultExecutionsPerSandbox},
 	}
@@ -654,7 +667,7 @@ const maxRuleSpec = 1024
 // ParseRules reads a rule list such as SANDBOX_RATE_LIMITS:
 // "code=10/m,command=300/m:60,file=100/m,browser=20/m,read=600/m:120,terminal=5".
 // Each item is category=N/unit[:burst] (unit s, m or h; burst defaults to
-// the per-minute count, at least 1) or, for a concurrency cap (terminal,
+// the per-minute count, at least 1) or, for a concurrency cap (terminal, approvals,
 // sandboxes, executions), category=N. A category named twice is an error.
 func ParseRules(spec string) (Rules, error) {
 	if len(spec) > maxRuleSpec {
@@ -690,7 +703,7 @@ func ParseRules(spec string) (Rules, error) {
 }
 
 func parseRule(cat Category, val string) (Rule, error) {
-	if cat == Terminal || cat == Sandboxes || cat == Executions {
+	if cat == Terminal || cat == Sandboxes || cat == Executions || cat == Approvals {
 		n, err := strconv.Atoi(val)
 		if err != nil || n < 1 {
 			return Rule{}, fmt.Errorf("%s is a concurrency cap: want a positive whole number", cat)
