@@ -279,14 +279,25 @@ type coreResult struct {
 	// alternately in one loop (the figures above are measured one after
 	// the other, each in its own loop).
 	Interleaved struct {
-		BareForkExec    figure  `json:"bare_fork_exec"`
-		ExecRTT         figure  `json:"exec_rtt"`
-		ExecRTTOverBare float64 `json:"exec_rtt_over_bare_fork_exec"`
+		BareForkExec     figure  `json:"bare_fork_exec"`
+		Fdatasync        figure  `json:"fdatasync_4k"`
+		Floor            figure  `json:"floor"`
+		ExecRTT          figure  `json:"exec_rtt"`
+		ExecRTTOverBare  float64 `json:"exec_rtt_over_bare_fork_exec"`
+		ExecRTTOverFloor float64 `json:"exec_rtt_over_floor"`
 	} `json:"interleaved"`
+	// Fdatasync is one 4 KB write + fdatasync of a file in the server's
+	// data dir; Floor is a bare fork/exec followed by that write, timed
+	// as one (floor.go).
+	Fdatasync  figure `json:"fdatasync_4k"`
+	Floor      figure `json:"floor"`
 	LoadBefore string `json:"load_average_before"`
 	LoadAfter  string `json:"load_average_after"`
 	Ratios     struct {
-		ExecRTTOverBare  float64  `json:"exec_rtt_over_bare_fork_exec"`
+		ExecRTTOverBare float64 `json:"exec_rtt_over_bare_fork_exec"`
+		// ExecRTTOverFloor is the exec round trip over the floor (bare
+		// fork/exec + one 4 KB fdatasync; goal <= 1.3).
+		ExecRTTOverFloor float64  `json:"exec_rtt_over_floor"`
 		BwrapOverExecRTT *float64 `json:"bwrap_over_exec_rtt,omitempty"`
 		// SustainedOverBare is exec/s of 16 clients over bare fork/exec/s
 		// of 16 goroutines (goal >= 0.5).
@@ -328,6 +339,13 @@ func core(ctx context.Context, o options) error {
 		return err
 	}
 	defer srv.stop()
+	// The floor's durable write goes to the server's data dir: the same
+	// file system and disk as its store.
+	fs, err := newSyncer(srv.dir)
+	if err != nil {
+		return err
+	}
+	defer fs.close()
 	id, err := srv.create()
 	if err != nil {
 		return err
@@ -342,23 +360,40 @@ func core(ctx context.Context, o options) error {
 		return fmt.Errorf("exec: %w", err)
 	}
 	res.ExecRTT = fig(rtt)
-	// The same two again, alternating one bare fork/exec and one exec
-	// in a single loop, so drift in the machine (other load, the pool's
-	// refill after the take above) falls on both alike.
-	var ib, ie latency
+	// The floor, in its own loop like the figures above.
+	syncs, err := sample(o.n, fs.sync)
+	if err != nil {
+		return err
+	}
+	res.Fdatasync = fig(syncs)
+	floor, err := sample(o.n, fs.floorOp)
+	if err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	res.Floor = fig(floor)
+	// The same again, alternating one bare fork/exec, one 4 KB
+	// fdatasync and one exec in a single loop, so drift in the machine
+	// (other load, the pool's refill after the take above) falls on all
+	// alike. The floor's sample is the fork/exec and the sync together.
+	var ib, is, ifl, ie latency
 	for range o.n {
 		b, err := sample(1, func() error { return exec.Command("/bin/true").Run() })
 		if err != nil {
 			return fmt.Errorf("bare fork/exec: %w", err)
 		}
+		y, err := sample(1, fs.sync)
+		if err != nil {
+			return err
+		}
 		e, err := sample(1, func() error { return srv.exec(id) })
 		if err != nil {
 			return fmt.Errorf("exec: %w", err)
 		}
-		ib, ie = append(ib, b...), append(ie, e...)
+		ib, is, ifl, ie = append(ib, b...), append(is, y...), append(ifl, b[0]+y[0]), append(ie, e...)
 	}
-	res.Interleaved.BareForkExec, res.Interleaved.ExecRTT = fig(ib), fig(ie)
+	res.Interleaved.BareForkExec, res.Interleaved.Fdatasync, res.Interleaved.Floor, res.Interleaved.ExecRTT = fig(ib), fig(is), fig(ifl), fig(ie)
 	res.Interleaved.ExecRTTOverBare = res.Interleaved.ExecRTT.P50ms / res.Interleaved.BareForkExec.P50ms
+	res.Interleaved.ExecRTTOverFloor = res.Interleaved.ExecRTT.P50ms / res.Interleaved.Floor.P50ms
 
 	// The bare side of the sustained ratio, measured right before the
 	// sandhold side so both see the same machine.
@@ -401,6 +436,7 @@ func core(ctx context.Context, o options) error {
 
 	res.LoadAfter = loadAvg()
 	res.Ratios.ExecRTTOverBare = res.ExecRTT.P50ms / res.BareForkExec.P50ms
+	res.Ratios.ExecRTTOverFloor = res.ExecRTT.P50ms / res.Floor.P50ms
 	if res.BarePerSecond > 0 {
 		res.Ratios.SustainedOverBare = res.ExecPerSecond / res.BarePerSecond
 	}
@@ -481,14 +517,19 @@ func printCore(r coreResult) {
 	if r.Bwrap != nil {
 		row("bwrap --unshare-all --ro-bind / / true", *r.Bwrap)
 	}
+	row("4 KB write + fdatasync in the data dir", r.Fdatasync)
+	row("floor: bare fork/exec + that fdatasync", r.Floor)
 	row("sandhold exec RTT (HTTP, live sandbox)", r.ExecRTT)
 	row("sandhold create, cold (+ first exec)", r.CreateCold)
 	row("sandhold create, warm pool", r.CreateWarmOnly)
 	row("sandhold create, warm pool (+ first exec)", r.CreateWarm)
 	fmt.Printf("%-42s %8.0f exec/s\n", "sustained, 16 concurrent clients", r.ExecPerSecond)
 	fmt.Printf("%-42s %8.0f exec/s\n", "bare fork/exec, 16 goroutines", r.BarePerSecond)
-	fmt.Printf("\nratio exec RTT / bare fork/exec (p50):      %.2fx   (target <= 1.5x)\n", r.Ratios.ExecRTTOverBare)
-	fmt.Printf("  the same, alternating in one loop:        %.2fx   (%.2f / %.2f ms)\n", r.Interleaved.ExecRTTOverBare, r.Interleaved.ExecRTT.P50ms, r.Interleaved.BareForkExec.P50ms)
+	fmt.Printf("\nratio exec RTT / floor (p50):               %.2fx   (target <= 1.3x)\n", r.Ratios.ExecRTTOverFloor)
+	fmt.Printf("  the same, alternating in one loop:        %.2fx   (%.2f / %.2f ms = %.2f fork/exec + %.2f fdatasync)\n",
+		r.Interleaved.ExecRTTOverFloor, r.Interleaved.ExecRTT.P50ms, r.Interleaved.Floor.P50ms, r.Interleaved.BareForkExec.P50ms, r.Interleaved.Fdatasync.P50ms)
+	fmt.Printf("ratio exec RTT / bare fork/exec (p50):      %.2fx\n", r.Ratios.ExecRTTOverBare)
+	fmt.Printf("  the same, alternating in one loop:        %.2fx\n", r.Interleaved.ExecRTTOverBare)
 	if r.Ratios.BwrapOverExecRTT != nil {
 		fmt.Printf("ratio bwrap / exec RTT (p50):               %.2fx   (target >= 4x)\n", *r.Ratios.BwrapOverExecRTT)
 	}
