@@ -4,22 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/client"
+	"github.com/sandhold/sandhold/internal/store"
 )
 
 type auditCmd struct {
 	serverFlags `embed:""`
 	where       `embed:""`
 	Verify      auditVerifyCmd `cmd:"" help:"Check the hash chain; exit 0 when intact, 1 naming the first bad record."`
-	Tail        auditTailCmd   `cmd:"" help:"Print the newest records: a table on a terminal, else JSON lines (control and bidi characters shown escaped)."`
+	Guard       auditGuardCmd  `cmd:"" name:"anchor-guard" help:"Print the SQL a PostgreSQL administrator runs once so that sandhold's role cannot delete or rewind the audit chain's head (SECURITY.md)."`
+	Tail        auditTailCmd   `cmd:"" help:"Print the newest records: a table on a terminal, else JSON lines: the stored strings, JSON-escaped (control and bidi characters as \\u escapes)."`
 }
 
-type auditVerifyCmd struct{}
+type auditVerifyCmd struct {
+	Archives bool `help:"Also check the archive files in the data dir (audit-archive/): each named by an anchor in the chain, unchanged, intact, and contiguous up to the stored records."`
+}
 
-func (auditVerifyCmd) Run(ctx context.Context, e *env) error {
+func (a auditVerifyCmd) Run(ctx context.Context, e *env) error {
 	ac := e.global.Audit
 	remote, err := ac.remote(ac.serverFlags)
 	if err != nil {
@@ -37,10 +42,58 @@ func (auditVerifyCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("verify: %w", err)}
 	}
-	if !res.OK {
-		return &exitError{code: 1, err: fmt.Errorf("audit chain broken at record %d: %s", res.FirstBad, res.Problem)}
+	if err := printVerify(e.stdout, res); err != nil || !a.Archives {
+		return err
 	}
-	_, err = fmt.Fprintf(e.stdout, "audit chain intact: %d records, head %d %s\n", res.Records, res.HeadSeq, res.HeadHash)
+	c, err := lg.VerifyArchives(ctx)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("verify archives: %w", err)}
+	}
+	if !c.OK {
+		return &exitError{code: 1, err: fmt.Errorf("audit archives broken: %s", audit.Escape(c.Problem))}
+	}
+	if c.Files == 0 {
+		_, err = fmt.Fprintln(e.stdout, "audit archives: none")
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "audit archives intact: %d files, records %d..%d\n", c.Files, c.From, c.From+c.Records-1)
+	return err
+}
+
+// printVerify prints a verification (local or the server's): one line
+// saying whether the chain is intact, then a line per anchor; exit 1 when
+// broken. Every string passes audit.Escape (a remote server's text).
+func printVerify(w io.Writer, res audit.Result) error {
+	anchors := func() {
+		for _, a := range res.Anchors {
+			line := fmt.Sprintf("  %s: record %d, %s", audit.Escape(a.Name), a.Seq, audit.Escape(a.State))
+			if a.Guarded != nil && *a.Guarded {
+				line += "; guarded: " + audit.Escape(a.Guard)
+			} else if a.Guarded != nil {
+				line += "; not guarded: " + audit.Escape(a.Guard)
+			}
+			_, _ = fmt.Fprintln(w, line)
+		}
+	}
+	if !res.OK {
+		anchors()
+		return &exitError{code: 1, err: fmt.Errorf("audit chain broken at record %d: %s", res.FirstBad, audit.Escape(res.Problem))}
+	}
+	archived := ""
+	if res.ArchivedThrough > 0 {
+		archived = fmt.Sprintf(" (records 1..%d archived)", res.ArchivedThrough)
+	}
+	_, err := fmt.Fprintf(w, "audit chain intact: %d records%s, head %d %s\n", res.Records, archived, res.HeadSeq, audit.Escape(res.HeadHash))
+	anchors()
+	return err
+}
+
+type auditGuardCmd struct {
+	Role string `required:"" help:"The PostgreSQL role sandhold connects as (the user of SANDBOX_DATABASE_URL)."`
+}
+
+func (a auditGuardCmd) Run(_ context.Context, e *env) error {
+	_, err := fmt.Fprint(e.stdout, store.PostgresAnchorGuard(a.Role))
 	return err
 }
 
@@ -73,10 +126,14 @@ func (a *auditTailCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	enc := json.NewEncoder(e.stdout)
 	print := func(r audit.Record) error {
 		if !out.table {
-			return enc.Encode(r.Display())
+			line, err := audit.JSONLine(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(e.stdout, line)
+			return err
 		}
 		cr, err := clientRecord(r)
 		if err != nil {

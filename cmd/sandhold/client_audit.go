@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/client"
 )
 
@@ -22,11 +23,7 @@ func remoteAuditVerify(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if !v.OK {
-		return &exitError{code: 1, err: fmt.Errorf("audit chain broken at record %d: %s", v.FirstBad, client.Escape(v.Problem))}
-	}
-	_, err = fmt.Fprintf(e.stdout, "audit chain intact: %d records, head %d %s\n", v.Records, v.HeadSeq, client.Escape(v.HeadHash))
-	return err
+	return printVerify(e.stdout, audit.Result(v))
 }
 
 // remoteAuditTail is `sandhold audit tail` against the server: the newest

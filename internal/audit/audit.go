@@ -1,12 +1,14 @@
 // Package audit is sandhold's tamper-evident record of security decisions:
-// an append-only, hash-chained stream of records in the store, with the head
-// (last seq and hash) also kept in <datadir>/audit.head so that cutting
-// records off the end is detected too.
+// an append-only, hash-chained stream of records in the store, whose head
+// (last seq and hash) is anchored in two places apart from the records: the
+// store's audit_head row and the head file <datadir>/audit.head.
 //
 // It stops silent after-the-fact editing of the record: changing, deleting,
 // reordering or truncating records breaks the chain and Verify names the first
-// bad seq. (Someone who can rewrite both the database and the head file and
-// recompute every hash is not stopped; ship records off-host for that.)
+// bad seq, and emptying the records (with one of the anchors) leaves the
+// other anchor naming the lost end. (Someone who can rewrite the records
+// and both anchors, recomputing every hash, is not stopped; ship records
+// off-host for that. SECURITY.md says what each kind of access can do.)
 //
 // # Canonical encoding
 //
@@ -20,14 +22,23 @@
 // escapes), T is the record time in UTC formatted with time.RFC3339Nano, D is
 // the detail object as stored (encoding/json of a map, so keys sorted; "{}"
 // when empty), and P is the previous record's hash, or 64 zeros for seq 1.
-// Every string is passed through redact before it is hashed or written.
+// Every string is passed through redact before it is hashed or written, and
+// is valid UTF-8 (an invalid byte is stored as U+FFFD, which is also what
+// the encoding always hashed), so the API returns each string exactly.
 //
-// The head file holds "<seq> <hash>\n" of the last record, seq zero-padded
-// to 20 digits so the record is always 86 bytes. It is rewritten after each
-// append transaction commits, while the appender still holds the lock file
-// audit.lock (so appenders in several processes update it in seq order),
-// and only while it names a stored record: after a truncation the head
-// stays put, so later appends cannot hide the gap.
+// # Anchors
+//
+// The store's anchor (store.AuditHead) moves inside the append
+// transaction, only while it names the last record. The head file holds
+// "<seq> <hash>\n" of the last record this data dir saw appended, seq
+// zero-padded to 20 digits so the record is always 86 bytes. It is
+// rewritten after each append transaction commits, while the appender
+// still holds the lock file audit.lock (so appenders in several processes
+// update it in seq order), and only while it names a stored record: after a
+// truncation it stays put, so later appends cannot hide the gap. On SQLite
+// it is created with the first record; on a cluster's shared store
+// (store.SharedAudit) each node's data dir starts its own at its first
+// append and anchors the chain up to there.
 //
 // The head is rewritten in place with one 86-byte pwrite rather than a temp
 // file and rename: on ext4 a rename over an existing file forces the new
@@ -127,16 +138,17 @@ type Appender interface {
 type Log struct {
 	st       store.Store
 	headPath string
-	// heads is st when the store keeps the chain head itself (PostgreSQL,
-	// shared by several nodes): then there is no head file, and the store
-	// moves the head inside its append transaction by the same rule.
-	heads store.AuditHeadStore
-	now   func() time.Time
+	// shared is st.SharedAudit(): the head file anchors the part of the
+	// chain this data dir saw, and is started at its first append.
+	shared bool
+	now    func() time.Time
 
 	// The group commit (group.go).
 	maxBatch, maxPending int
-	group                group
-	stats                groupStats
+	// Archive segment bounds (archive.go).
+	minSeg, maxSeg int64
+	group          group
+	stats          groupStats
 
 	// mu is held by the one batch committing and by Verify: this process
 	// writes the head file in seq order (other processes are serialized by
@@ -157,11 +169,8 @@ func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now 
 
 // New returns the log over st, keeping the head file in dataDir.
 func New(st store.Store, dataDir string, opts ...Option) *Log {
-	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), now: time.Now,
-		maxBatch: DefaultMaxBatch, maxPending: DefaultMaxPending}
-	if hs, ok := st.(store.AuditHeadStore); ok {
-		l.heads, l.headPath = hs, ""
-	}
+	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), shared: st.SharedAudit(), now: time.Now,
+		maxBatch: DefaultMaxBatch, maxPending: DefaultMaxPending, minSeg: minSegment, maxSeg: maxSegment}
 	l.headF.path = l.headPath
 	l.lockF.path = filepath.Join(dataDir, LockFile)
 	for _, o := range opts {
@@ -171,7 +180,7 @@ func New(st store.Store, dataDir string, opts ...Option) *Log {
 	return l
 }
 
-// HeadPath returns the head file's path ("" when the store keeps the head).
+// HeadPath returns the head file's path.
 func (l *Log) HeadPath() string { return l.headPath }
 
 // Close releases the lock and head files the log keeps open between
@@ -189,7 +198,7 @@ func (l *Log) Close() error {
 // holding it has committed (durably: see store). Concurrent appends share
 // one transaction (group.go). An error means e was not stored.
 func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
-	r, err := l.append(ctx, e)
+	r, err := l.appendEntry(ctx, e, false)
 	if err != nil {
 		return Record{}, err
 	}
@@ -200,14 +209,24 @@ func (l *Log) Append(ctx context.Context, e Entry) (Record, error) {
 // (the dispatcher: one record per call, before the answer): the same
 // durable append, without decoding the record's detail into a map again.
 func (l *Log) Write(ctx context.Context, e Entry) error {
-	_, err := l.append(ctx, e)
+	_, err := l.appendEntry(ctx, e, false)
 	return err
 }
 
-// append stores e (see Append) and returns the stored record.
-func (l *Log) append(ctx context.Context, e Entry) (store.AuditRecord, error) {
+// reserved reports an entry only sandhold itself writes (an archive's
+// anchor, RoleSystem): Append refuses it, so no caller can plant one.
+func reserved(e Entry) bool {
+	return e.Role == RoleSystem || e.Action == ActionArchive || strings.HasPrefix(e.Action, ActionArchive+".")
+}
+
+// appendEntry stores e (see Append) and returns the stored record; system
+// is set by retention's own records.
+func (l *Log) appendEntry(ctx context.Context, e Entry, system bool) (store.AuditRecord, error) {
 	if e.Action == "" {
 		return store.AuditRecord{}, errors.New("audit: empty action")
+	}
+	if reserved(e) != system {
+		return store.AuditRecord{}, fmt.Errorf("audit: action %q with role %q is reserved to sandhold's own records", e.Action, e.Role)
 	}
 	detail, err := encodeDetail(e.Detail)
 	if err != nil {
@@ -246,23 +265,22 @@ func (l *Log) append(ctx context.Context, e Entry) (store.AuditRecord, error) {
 
 // headAgrees reports whether the head file may move on from last: it
 // names the store's last record (or neither exists), or a stored record
-// before it (a crash came between a batch's commit and its head write).
-// False when the store keeps its own head, or the file is malformed or
-// names a record that is not stored.
+// before it (a crash came between a batch's commit and its head write; on a
+// shared store, other nodes appended since), or one the store no longer
+// holds because it was archived. With no head file it may start only on an
+// empty chain, or on a shared store (this node's first append). False when
+// the file is malformed or names a record that is not stored.
 func (l *Log) headAgrees(ctx context.Context, last store.AuditRecord, ok bool) (bool, error) {
-	if l.heads != nil {
-		return false, nil // the store seals its own head
-	}
-	hd, have, err := l.readHead(ctx)
+	hd, have, err := l.readHead()
 	switch {
 	case err != nil && !errors.Is(err, errMalformedHead):
 		return false, err
 	case err != nil:
 		return false, nil
-	case have != ok:
-		return false, nil
 	case !have:
-		return true, nil
+		return !ok || l.shared, nil
+	case !ok:
+		return false, nil // the file names a record; the store has none
 	case hd.seq == last.Seq:
 		return hd.hash == last.Hash, nil
 	case hd.seq > last.Seq:
@@ -272,12 +290,20 @@ func (l *Log) headAgrees(ctx context.Context, last store.AuditRecord, ok bool) (
 	if err != nil {
 		return false, fmt.Errorf("read sealed record %d: %w", hd.seq, err)
 	}
-	return len(recs) == 1 && recs[0].Seq == hd.seq && recs[0].Hash == hd.hash, nil
+	if len(recs) == 1 && recs[0].Seq == hd.seq {
+		return recs[0].Hash == hd.hash, nil
+	}
+	// Not stored: archived (every stored record is after it) or deleted.
+	first, err := l.st.FirstAudit(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read first record: %w", err)
+	}
+	return first.Seq > hd.seq, nil
 }
 
 // clean redacts and caps a field.
 func clean(s string) string {
-	s = redact.String(s)
+	s = strings.ToValidUTF8(redact.String(s), "\uFFFD")
 	if len(s) > maxFieldLen {
 		s = strings.ToValidUTF8(s[:maxFieldLen], "") + "…"
 	}
@@ -363,14 +389,8 @@ type head struct {
 // case it raced an in-place rewrite by another process.
 const headReadTries = 3
 
-func (l *Log) readHead(ctx context.Context) (head, bool, error) {
-	if l.heads != nil {
-		h, ok, err := l.heads.AuditHead(ctx)
-		if err == nil && ok && (h.Seq < 1 || len(h.Hash) != 64) {
-			return head{}, true, errMalformedHead
-		}
-		return head{seq: h.Seq, hash: h.Hash}, ok, err
-	}
+// readHead reads the head file.
+func (l *Log) readHead() (head, bool, error) {
 	var (
 		h    head
 		have bool

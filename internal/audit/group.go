@@ -205,15 +205,35 @@ func (l *Log) lead(ctx context.Context, p *pending) (mine outcome) {
 	return mine
 }
 
+// chain stamps recs (time, seq, links, hashes) to follow last, in order.
+func (l *Log) chain(recs []store.AuditRecord, last store.AuditRecord, ok bool) ([]store.AuditRecord, error) {
+	out := make([]store.AuditRecord, len(recs))
+	for i, r := range recs {
+		t := l.now().UTC().Round(0)
+		r.Time = time.Unix(0, t.UnixNano()).UTC()
+		r.Seq, r.PrevHash = 1, GenesisHash
+		if ok {
+			r.Seq, r.PrevHash = last.Seq+1, last.Hash
+		}
+		var err error
+		if r.Hash, err = HashOf(r); err != nil {
+			return nil, err
+		}
+		out[i] = r
+		last, ok = r, true
+	}
+	return out, nil
+}
+
 // errLeaderPanicked answers a batch whose commit panicked.
 var errLeaderPanicked = errors.New("audit: the batch's commit failed")
 
 // commit chains and stores one batch in one transaction, then moves the
 // head file to the batch's last record.
 //
-// Order: with a head file, the batch holds the data dir's lock file from
-// before its transaction until the head is written, so appenders in other
-// processes (the CLI) write heads in seq order too. The head is written
+// Order: the batch holds the data dir's lock file from before its
+// transaction until the head is written, so appenders in other processes
+// (the CLI) write heads in seq order too. The head is written
 // only after the commit, so it never names a record that is not stored: a
 // crash between the two leaves it behind by one batch, which Verify accepts
 // and the next batch moves on from (headAgrees).
@@ -222,13 +242,11 @@ func (l *Log) commit(ctx context.Context, batch []*pending) ([]store.AuditRecord
 	defer l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
-	if l.headPath != "" {
-		unlock, err := l.lockF.lock()
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
+	unlock, err := l.lockF.lock()
+	if err != nil {
+		return nil, err
 	}
+	defer unlock()
 	// sealHead is decided inside the transaction: the head file moves only
 	// while it names a stored record. Once it does not (a truncated or
 	// edited log) it stays where it was, so appending more records can
@@ -239,22 +257,11 @@ func (l *Log) commit(ctx context.Context, batch []*pending) ([]store.AuditRecord
 		if sealHead, err = l.headAgrees(ctx, last, ok); err != nil {
 			return nil, err
 		}
-		out := make([]store.AuditRecord, len(batch))
+		recs := make([]store.AuditRecord, len(batch))
 		for i, q := range batch {
-			r := q.rec
-			t := l.now().UTC().Round(0)
-			r.Time = time.Unix(0, t.UnixNano()).UTC()
-			r.Seq, r.PrevHash = 1, GenesisHash
-			if ok {
-				r.Seq, r.PrevHash = last.Seq+1, last.Hash
-			}
-			if r.Hash, err = HashOf(r); err != nil {
-				return nil, err
-			}
-			out[i] = r
-			last, ok = r, true
+			recs[i] = q.rec
 		}
-		return out, nil
+		return l.chain(recs, last, ok)
 	}, nil)
 	if err != nil {
 		return nil, err

@@ -2,8 +2,6 @@ package audit
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/store"
@@ -51,87 +49,4 @@ func (l *Log) Query(ctx context.Context, f Filter) ([]Record, error) {
 		out = append(out, fromStore(r))
 	}
 	return out, nil
-}
-
-// Result is the outcome of Verify.
-type Result struct {
-	OK bool `json:"ok"`
-	// Records is how many records were checked.
-	Records int64 `json:"records"`
-	// HeadSeq and HeadHash are the chain's last record as verified.
-	HeadSeq  int64  `json:"head_seq"`
-	HeadHash string `json:"head_hash"`
-	// FirstBad is the first seq found wrong (missing, edited, out of
-	// order, or cut off), 0 when OK.
-	FirstBad int64 `json:"first_bad,omitempty"`
-	// Problem says what is wrong, empty when OK.
-	Problem string `json:"problem,omitempty"`
-}
-
-// Verify walks the whole chain and checks it against the head file. Tampering
-// is reported in the Result (OK=false); an error means the check itself could
-// not run.
-func (l *Log) Verify(ctx context.Context) (Result, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// The head is read first: records appended by another process while
-	// we scan are then simply past the head, not a mismatch.
-	hd, haveHead, herr := l.readHead(ctx)
-	if herr != nil && !errors.Is(herr, errMalformedHead) {
-		return Result{}, herr
-	}
-
-	var res Result
-	prevSeq, prevHash := int64(0), GenesisHash
-	headMatched := false
-	errStop := errors.New("stop")
-	bad := func(seq int64, format string, args ...any) error {
-		res.FirstBad, res.Problem = seq, fmt.Sprintf(format, args...)
-		return errStop
-	}
-	err := l.st.ScanAudit(ctx, func(r store.AuditRecord) error {
-		want := prevSeq + 1
-		switch {
-		case r.Seq < want:
-			return bad(r.Seq, "record %d is out of order", r.Seq)
-		case r.Seq > want:
-			return bad(want, "record %d is missing", want)
-		}
-		if r.PrevHash != prevHash {
-			return bad(r.Seq, "record %d does not link to record %d (deleted, reordered or edited)", r.Seq, prevSeq)
-		}
-		h, err := HashOf(r)
-		if err != nil || h != r.Hash {
-			return bad(r.Seq, "record %d was modified (hash mismatch)", r.Seq)
-		}
-		res.Records++
-		prevSeq, prevHash = r.Seq, r.Hash
-		if haveHead && r.Seq == hd.seq {
-			if r.Hash != hd.hash {
-				return bad(r.Seq, "record %d does not match the head file", r.Seq)
-			}
-			headMatched = true
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errStop) {
-		return Result{}, err
-	}
-	res.HeadSeq, res.HeadHash = prevSeq, prevHash
-	if res.Problem != "" {
-		return res, nil
-	}
-	switch {
-	case errors.Is(herr, errMalformedHead):
-		res.FirstBad, res.Problem = prevSeq, "the head file is malformed"
-	case !haveHead && prevSeq > 0:
-		res.FirstBad, res.Problem = prevSeq, "the head file is missing"
-	case haveHead && hd.seq > prevSeq:
-		res.FirstBad, res.Problem = prevSeq+1, fmt.Sprintf("records %d..%d are missing (log truncated)", prevSeq+1, hd.seq)
-	case haveHead && !headMatched:
-		res.FirstBad, res.Problem = hd.seq, "the head file does not match the log"
-	default:
-		res.OK = true
-	}
-	return res, nil
 }

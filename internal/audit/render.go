@@ -1,22 +1,71 @@
 package audit
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // Rendering records for people.
 //
 // A record stores what happened byte for byte (the hash covers the real
-// bytes), so a command with a newline, an ESC sequence (\x1b[2J clears a
-// terminal) or a bidi override (U+202E reorders what follows) is stored as
-// given. Printed raw, such a record can clear the operator's screen, fake
-// further records on new lines or show a command other than the one that
-// ran. Every rendering — `sandhold audit tail`, GET /v1/audit, MCP and
-// tools/call's audit.query, a dashboard — therefore shows records through
-// Display, which makes every such character visible as an escape.
+// bytes), and the API returns it so: GET /v1/audit, MCP and tools/call's
+// audit.query answer the stored strings in JSON, whose escaping is lossless
+// (a tab is \t, a backslash followed by t is \\t). A command with a
+// newline, an ESC sequence (\x1b[2J clears a terminal) or a bidi override
+// (U+202E reorders what follows) printed raw could clear the operator's
+// screen, fake further records on new lines or show a command other than
+// the one that ran; so every rendering for a person — `sandhold audit
+// tail` (local and --remote), the CLI's other output, the console — shows
+// server text through Escape or JSONLine, which make every such character
+// visible as an escape and double the backslash, so an escape written by
+// the rendering and one that was in the record never look alike.
+
+// Escape is the unambiguous rendering of s for a person: every backslash
+// doubled, then Visible. `a<TAB>b` reads a\tb and the typed `a\tb` reads
+// a\\tb.
+func Escape(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return Visible(s)
+	}
+	return Visible(strings.ReplaceAll(s, `\`, `\\`))
+}
+
+// JSONLine renders v (a record) as one line of JSON whose every character
+// is printable: encoding/json escapes C0 controls (and the backslash, and
+// the quote) but leaves DEL, the C1 controls (U+0080–U+009F, which some
+// terminals obey as escape introducers) and bidirectional overrides raw;
+// those are \u-escaped here. Outside strings a JSON document is ASCII
+// punctuation, so every such rune is inside a string, where \uXXXX is valid
+// and decodes to the same string.
+func JSONLine(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	if !needsEscape(s) {
+		return s, nil
+	}
+	var out strings.Builder
+	out.Grow(len(s) + 16)
+	for _, r := range s {
+		if r != utf8.RuneError && !Hidden(r) {
+			out.WriteRune(r)
+			continue
+		}
+		if r > 0xFFFF {
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, `\u%04x\u%04x`, r1, r2)
+			continue
+		}
+		fmt.Fprintf(&out, `\u%04x`, r)
+	}
+	return out.String(), nil
+}
 
 // Visible returns s with every character that could change how the text
 // around it is shown escaped as visible text: C0 and C1 controls and DEL
@@ -24,8 +73,9 @@ import (
 // overrides and isolates U+202A–U+202E, U+2066–U+2069, marks U+200E/F and
 // U+061C, zero-width characters, the soft hyphen, the BOM, tag characters),
 // the line and paragraph separators U+2028/U+2029, and bytes that are not
-// UTF-8 (\xff). A backslash is left alone, so ordinary commands read as
-// typed; the stored record, not its rendering, is the evidence.
+// UTF-8 (\xff). A backslash is left alone, so Visible alone is ambiguous
+// (a tab and a typed backslash-t read alike): it is for text shown beside
+// its own source, not for records; Escape is the rendering of a record.
 func Visible(s string) string {
 	if !needsEscape(s) {
 		return s
@@ -81,47 +131,4 @@ func needsEscape(s string) bool {
 		i += size
 	}
 	return false
-}
-
-// Display returns a copy of r for showing to a person or a client: every
-// string, including the detail's keys and values at any depth, through
-// Visible. Hash and PrevHash are unchanged; they are verified against the
-// stored record (Verify), never against a rendering.
-func (r Record) Display() Record {
-	out := r
-	out.Actor, out.Role, out.ClientAddr = Visible(r.Actor), Visible(r.Role), Visible(r.ClientAddr)
-	out.Action, out.Target, out.Sandbox, out.Verdict = Visible(r.Action), Visible(r.Target), Visible(r.Sandbox), Visible(r.Verdict)
-	if r.Detail != nil {
-		out.Detail, _ = visibleValue(r.Detail, 0).(map[string]any)
-	}
-	return out
-}
-
-// maxRenderDepth bounds the walk of a detail object (they are JSON decoded
-// from the store, so finite, but a hostile nesting must not exhaust the
-// stack); deeper values are replaced by a marker.
-const maxRenderDepth = 32
-
-func visibleValue(v any, depth int) any {
-	if depth > maxRenderDepth {
-		return "…"
-	}
-	switch x := v.(type) {
-	case string:
-		return Visible(x)
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = visibleValue(e, depth+1)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[Visible(k)] = visibleValue(e, depth+1)
-		}
-		return out
-	default:
-		return v
-	}
 }

@@ -2,14 +2,10 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sandhold/sandhold/internal/audit"
 )
@@ -71,14 +67,7 @@ func (c *Client) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error
 }
 
 // AuditVerification is the chain's state as the server verified it.
-type AuditVerification struct {
-	OK       bool   `json:"ok"`
-	Records  int64  `json:"records"`
-	HeadSeq  int64  `json:"head_seq"`
-	HeadHash string `json:"head_hash"`
-	FirstBad int64  `json:"first_bad,omitempty"`
-	Problem  string `json:"problem,omitempty"`
-}
+type AuditVerification audit.Result
 
 // AuditVerify asks the server to verify its hash chain (admin, viewer).
 func (c *Client) AuditVerify(ctx context.Context) (AuditVerification, error) {
@@ -88,47 +77,12 @@ func (c *Client) AuditVerify(ctx context.Context) (AuditVerification, error) {
 }
 
 // AuditJSON renders a record as one JSON line whose every character is
-// printable: encoding/json escapes C0 controls but leaves DEL, the C1
-// controls (U+0080–U+009F, which some terminals obey as escape
-// introducers) and bidirectional overrides raw; they are \u-escaped here.
-func AuditJSON(r AuditRecord) (string, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return "", err
-	}
-	return escapeJSON(string(b)), nil
-}
+// printable (audit.JSONLine): the strings exactly as the server stored
+// them, with JSON's lossless escaping.
+func AuditJSON(r AuditRecord) (string, error) { return audit.JSONLine(r) }
 
-// escapeJSON \u-escapes the runes Escape would show escaped. Outside
-// strings a JSON document is ASCII punctuation, so every such rune is
-// inside a string, where \uXXXX is valid.
-func escapeJSON(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r != utf8.RuneError && !audit.Hidden(r) {
-			b.WriteRune(r)
-			continue
-		}
-		if r > 0xFFFF {
-			r1, r2 := utf16Surrogates(r)
-			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
-			continue
-		}
-		fmt.Fprintf(&b, `\u%04x`, r)
-	}
-	return b.String()
-}
-
-func utf16Surrogates(r rune) (rune, rune) {
-	r -= 0x10000
-	return 0xD800 + (r>>10)&0x3FF, 0xDC00 + r&0x3FF
-}
-
-// Escape shows s with every character audit.Visible escapes written as an
-// escape (\n, \x1b, \u202e; invalid UTF-8 as \xNN) and, unlike a
-// server-side rendering, backslashes doubled, so an escape the server
-// wrote and one typed by a user never look alike on the terminal. Text
+// Escape shows s for a person: backslashes doubled and every character
+// audit.Visible escapes written as an escape (audit.Escape), so an escape
+// and the characters a user typed never look alike on the terminal. Text
 // from the server (audit records, error messages) cannot drive it.
-func Escape(s string) string {
-	return audit.Visible(strings.ReplaceAll(s, `\`, `\\`))
-}
+func Escape(s string) string { return audit.Escape(s) }

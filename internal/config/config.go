@@ -75,6 +75,9 @@ type Config struct {
 	// quota, so promises are admitted beyond the bytes there are, and the
 	// guard keeps the bytes actually written within the budget.
 	DiskOvercommit int
+	// AuditRetention bounds what the audit keeps on this host
+	// (SANDBOX_AUDIT_RETENTION; retention.go).
+	AuditRetention AuditRetention
 	// MaxProcesses is the per-sandbox pids limit (SANDBOX_MAX_PROCESSES, 50).
 	MaxProcesses int
 	// MaxPTYs caps each sandbox's terminals, its devpts max= (SANDBOX_MAX_PTYS, 64).
@@ -341,6 +344,9 @@ func (c Config) Loosenings() []string {
 	}
 	if len(c.CORSOrigins) > 0 {
 		out = append(out, fmt.Sprintf("SANDBOX_CORS_ORIGINS=%s: browsers on these origins may call the API", strings.Join(c.CORSOrigins, ",")))
+	}
+	if c.AuditRetention.Off {
+		out = append(out, "SANDBOX_AUDIT_RETENTION=off: the audit log grows without a bound on the data dir's disk")
 	}
 	if len(c.AllowedHosts) > 0 {
 		out = append(out, fmt.Sprintf("SANDBOX_ALLOWED_HOSTS=%s: extra Host names are accepted", strings.Join(c.AllowedHosts, ",")))

@@ -65,6 +65,12 @@ var settings = []setting{
 		set: sizeField(func(c *Config, s Size) { c.DiskBudget = s })},
 	{key: "disk_overcommit", env: "SANDBOX_DISK_OVERCOMMIT", def: "25", doc: "workspace quotas may promise this many times the disk budget together (1: no over-commit)",
 		set: intField(func(c *Config, n int) { c.DiskOvercommit = n })},
+	{key: "audit_retention", env: "SANDBOX_AUDIT_RETENTION", doc: "what the audit keeps on this host: an age (720h, 90d) and/or a size of stored records and archives together (4GB), comma separated; older records and those beyond half the size move to archives (audit-archive/), archives beyond the size are deleted oldest first; off keeps everything (default: a size of 5% of the data dir's free space at start)",
+		set: func(c *Config, v string) error {
+			r, err := ParseAuditRetention(v)
+			c.AuditRetention = r
+			return err
+		}},
 	{key: "max_processes", env: "SANDBOX_MAX_PROCESSES", def: "50", doc: "per sandbox pids",
 		set: intField(func(c *Config, n int) { c.MaxProcesses = n })},
 	{key: "max_ptys", env: "SANDBOX_MAX_PTYS", def: "64", doc: "per sandbox terminals (its devpts max=): shell sessions and the terminals its programs open",

@@ -73,6 +73,8 @@ type Daemon struct {
 
 	store store.Store
 	audit *audit.Log
+	// retention is the audit's, resolved at start (auditretention.go).
+	retention audit.Retention
 	// endings tracks revocation hooks in flight; Run waits for them
 	// before it releases the store.
 	endings  sync.WaitGroup
@@ -206,6 +208,10 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 	// 4. Audit log and auth.
 	d.audit = audit.New(d.store, cfg.DataDir)
 	d.closers = append(d.closers, d.audit.Close) // the kept lock and head files
+	if d.retention, err = auditRetention(ctx, cfg, d.auditHeld); err != nil {
+		return nil, fmt.Errorf("audit retention: %w", err)
+	}
+	d.log.Info("audit retention", "max_age", d.retention.MaxAge, "budget_bytes", d.retention.Budget, "off", cfg.AuditRetention.Off)
 	authOpts := []auth.Option{auth.WithLogger(d.log), auth.WithRateMaxima(ratelimit.DefaultRules().Merge(cfg.RateLimits))}
 	if cfg.DatabaseURL == "" { // a shared store has no shared epoch file: no key cache
 		authOpts = append(authOpts, auth.WithKeyCache(filepath.Join(cfg.DataDir, auth.KeyEpochFile)))
@@ -226,7 +232,10 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 			func() float64 { return float64(d.audit.Stats().Batches) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "sandhold", Subsystem: "audit", Name: "records_total",
 			Help: "Audit records committed by this server."},
-			func() float64 { return float64(d.audit.Stats().Records) }))
+			func() float64 { return float64(d.audit.Stats().Records) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "sandhold", Subsystem: "audit", Name: "bytes",
+			Help: "What the audit takes on this host: its stored records (estimated) and archive files; SANDBOX_AUDIT_RETENTION bounds it."},
+			func() float64 { n, _ := d.auditHeld(context.Background()); return float64(n) }))
 
 	// 7. HTTP API.
 	if d.api, err = api.New(api.Deps{Config: cfg, Auth: d.auth, Audit: d.audit, Logger: d.log,
@@ -411,6 +420,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopBackground := func() { cancel(); bg.Wait() }
 	defer stopBackground()
 	bg.Go(func() { d.auth.WatchRevocations(runCtx, revocationPoll) })
+	bg.Go(func() { d.retainAudit(runCtx, d.retention) })
 	if fw != nil {
 		bg.Go(func() { fw.Beat(runCtx, cmp.Or(d.cfg.NodeAddr, d.addr)) })
 	}

@@ -44,3 +44,13 @@ func diskBudget(cfg config.Config) (hostDisk, error) {
 	}
 	return d, nil
 }
+
+// freeBytes is what the file system holding dir has free for an
+// unprivileged writer.
+func freeBytes(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("statfs data dir: %w", err)
+	}
+	return int64(st.Bavail) * st.Bsize, nil // #nosec G115 -- block counts of a real file system fit in int64
+}

@@ -123,6 +123,11 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if cfg.DiskBudget > 0 && disk.Budget > disk.Free {
 		d.log.Warn("SANDBOX_DISK_BUDGET is above the data dir's free space: the disk guard stops workspace growth at its floor instead",
 			"budget_bytes", disk.Budget, "free_bytes", disk.Free, "floor_bytes", disk.Floor)
+	} else if cfg.DiskBudget > 0 && disk.Budget+d.retention.Budget > disk.Free {
+		// The audit's budget is counted beside the workspaces': both are
+		// bytes on the same file system.
+		d.log.Warn("the workspaces' disk budget and the audit's (SANDBOX_AUDIT_RETENTION) together are above the data dir's free space",
+			"budget_bytes", disk.Budget, "audit_budget_bytes", d.retention.Budget, "free_bytes", disk.Free)
 	}
 	// The init: the lean one from a sealed memfd when this binary carries
 	// it (`make build`), else this binary re-executed; tests set their own.

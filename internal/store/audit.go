@@ -17,6 +17,11 @@ const (
 	// seq and hash, not its every column (the detail JSON and six strings
 	// were read, converted and dropped on every append).
 	lastLinkQuery = `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`
+	// moveHeadQuery moves the store's anchor to ?1/?2 only while it names
+	// the last record ?3/?4 (0 and '' for an empty chain): the agreement
+	// rule of head.go, checked by the statement itself.
+	moveHeadQuery   = `UPDATE audit_head SET seq = ?1, hash = ?2 WHERE id = 1 AND seq = ?3 AND hash = ?4`
+	firstAuditQuery = `SELECT ` + auditColumns + ` FROM audit ORDER BY seq LIMIT 1`
 )
 
 // auditMarkEvery is how many records an audit mark covers: each record
@@ -113,17 +118,67 @@ func (s *SQLite) AppendAuditBatch(ctx context.Context, build func(last AuditReco
 	if a.conn == nil {
 		return nil, fmt.Errorf("append audit: %w", sql.ErrConnDone) // closed
 	}
-	recs, err := s.appendAuditTx(ctx, a, build, beforeCommit)
+	recs, err := s.appendAuditTx(ctx, a, nil, build, beforeCommit)
 	if err != nil {
 		return nil, fmt.Errorf("append audit: %w", err)
 	}
 	return recs, nil
 }
 
+// trimRange is the records TrimAudit removes.
+type trimRange struct{ from, through int64 }
+
+// TrimAudit removes records from..through and appends build's records in
+// one transaction on the audit connection (see Store).
+func (s *SQLite) TrimAudit(ctx context.Context, from, through int64, build func(last AuditRecord, ok bool) ([]AuditRecord, error)) ([]AuditRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("trim audit: %w", err)
+	}
+	s.auditMu.Lock()
+	defer s.auditMu.Unlock()
+	a := &s.audit
+	if a.conn == nil {
+		return nil, fmt.Errorf("trim audit: %w", sql.ErrConnDone)
+	}
+	recs, err := s.appendAuditTx(ctx, a, &trimRange{from, through}, build, nil)
+	if err != nil {
+		return nil, fmt.Errorf("trim audit: %w", err)
+	}
+	return recs, nil
+}
+
+// trimTx removes the records of tr inside appendAuditTx's transaction,
+// after checking that from is the lowest stored seq and through lies
+// below the last record, and the marks of the removed records with them.
+func trimTx(ctx context.Context, c *sql.Conn, tr *trimRange, last AuditRecord, ok bool) error {
+	var first int64
+	if err := c.QueryRowContext(ctx, `SELECT seq FROM audit ORDER BY seq LIMIT 1`).Scan(&first); err != nil {
+		return fmt.Errorf("read first record: %w", notFound(err))
+	}
+	if first != tr.from || !ok || tr.through < tr.from || tr.through >= last.Seq {
+		return fmt.Errorf("records %d..%d (stored %d..%d): %w", tr.from, tr.through, first, last.Seq, ErrConflict)
+	}
+	res, err := c.ExecContext(ctx, `DELETE FROM audit WHERE seq <= ?`, tr.through)
+	if err != nil {
+		return fmt.Errorf("delete records %d..%d: %w", tr.from, tr.through, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("delete records %d..%d: %w", tr.from, tr.through, err)
+	}
+	if n != tr.through-tr.from+1 {
+		return fmt.Errorf("records %d..%d: %d deleted: %w", tr.from, tr.through, n, ErrConflict)
+	}
+	if _, err := c.ExecContext(ctx, `DELETE FROM audit_marks WHERE seq <= ?`, tr.through); err != nil {
+		return fmt.Errorf("delete marks: %w", err)
+	}
+	return nil
+}
+
 // appendAuditTx is AppendAuditBatch's transaction. Caller holds auditMu.
 // It is rolled back on every way out but a commit, a panic of build or
 // beforeCommit included, so the connection never stays inside it.
-func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) (recs []AuditRecord, err error) {
+func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, trim *trimRange, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) (recs []AuditRecord, err error) {
 	bg := context.WithoutCancel(ctx)
 	if _, err := a.begin.ExecContext(bg); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -140,11 +195,22 @@ func (s *SQLite) appendAuditTx(ctx context.Context, a *auditConn, build func(las
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("read last record: %w", err)
 	}
+	if trim != nil {
+		if err := trimTx(bg, a.conn, trim, last, ok); err != nil {
+			return nil, err
+		}
+	}
 	if recs, err = build(last, ok); err != nil {
 		return nil, err
 	}
 	if err := checkBatch(recs); err != nil {
 		return nil, err
+	}
+	// The head moves to the batch's end only while it names the last
+	// record (head.go); the statement's WHERE is that rule.
+	end := recs[len(recs)-1]
+	if _, err := a.moveHead.ExecContext(bg, end.Seq, end.Hash, last.Seq, last.Hash); err != nil {
+		return nil, fmt.Errorf("move the audit head: %w", err)
 	}
 	for _, rec := range recs {
 		if _, err := a.insert.ExecContext(bg,
@@ -231,6 +297,59 @@ func (s *SQLite) ScanAudit(ctx context.Context, fn func(AuditRecord) error) erro
 		}
 		after = page[len(page)-1].Seq
 	}
+}
+
+// FirstAudit returns the oldest stored record.
+func (s *SQLite) FirstAudit(ctx context.Context) (AuditRecord, error) {
+	r, err := scanAudit(s.db.QueryRowContext(ctx, firstAuditQuery))
+	if err != nil {
+		return AuditRecord{}, notFound(err)
+	}
+	return r, nil
+}
+
+// AuditHead returns the audit_head row.
+func (s *SQLite) AuditHead(ctx context.Context) (AuditHead, bool, error) {
+	var h AuditHead
+	err := s.db.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return AuditHead{}, false, nil
+	}
+	if err != nil {
+		return AuditHead{}, false, fmt.Errorf("read audit head: %w", err)
+	}
+	return h, true, nil
+}
+
+// SharedAudit: one host's file holds the chain.
+func (s *SQLite) SharedAudit() bool { return false }
+
+// AuditSize counts the stored records (seqs are contiguous: last - first
+// + 1, two index probes) and estimates their bytes from the newest ones.
+func (s *SQLite) AuditSize(ctx context.Context) (AuditSize, error) {
+	var first, last, sampled, bytes sql.NullInt64
+	err := s.db.QueryRowContext(ctx, auditSizeQuery("?"), auditSizeSample).Scan(&first, &last, &sampled, &bytes)
+	if err != nil {
+		return AuditSize{}, fmt.Errorf("audit size: %w", err)
+	}
+	return sizeOf(first, last, sampled, bytes), nil
+}
+
+// auditSizeQuery reads the first and last seq and the count and field
+// bytes of the newest records (the sample size bound to ph).
+func auditSizeQuery(ph string) string {
+	return `SELECT (SELECT seq FROM audit ORDER BY seq LIMIT 1), (SELECT seq FROM audit ORDER BY seq DESC LIMIT 1), COUNT(*),
+	SUM(length(actor) + length(role) + length(client_addr) + length(action) + length(target) + length(sandbox) + length(verdict) + length(detail) + length(prev_hash) + length(hash))
+FROM (SELECT actor, role, client_addr, action, target, sandbox, verdict, detail, prev_hash, hash FROM audit ORDER BY seq DESC LIMIT ` + ph + `) AS newest`
+}
+
+func sizeOf(first, last, sampled, bytes sql.NullInt64) AuditSize {
+	if !first.Valid || !last.Valid || sampled.Int64 == 0 {
+		return AuditSize{}
+	}
+	n := last.Int64 - first.Int64 + 1
+	mean := bytes.Int64/sampled.Int64 + auditRowOverhead
+	return AuditSize{Records: n, Bytes: n * mean}
 }
 
 // LastAudit returns the newest record.

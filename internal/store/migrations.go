@@ -121,6 +121,21 @@ CREATE TABLE audit_marks (
 	seq         INTEGER PRIMARY KEY,
 	max_time_ns INTEGER NOT NULL
 );` + auditMarksFill},
+	// The store's anchor of the audit chain (head.go): the head of an
+	// existing log starts at its last record. The triggers refuse to
+	// delete the row or move it back.
+	{12, "audit_head_anchor", `
+CREATE TABLE audit_head (
+	id   INTEGER PRIMARY KEY CHECK (id = 1),
+	seq  INTEGER NOT NULL,
+	hash TEXT NOT NULL
+);
+INSERT INTO audit_head(id, seq, hash)
+	SELECT 1, COALESCE((SELECT seq FROM audit ORDER BY seq DESC LIMIT 1), 0), COALESCE((SELECT hash FROM audit ORDER BY seq DESC LIMIT 1), '');
+CREATE TRIGGER audit_head_keep BEFORE DELETE ON audit_head
+	BEGIN SELECT RAISE(ABORT, 'the audit head is never deleted'); END;
+CREATE TRIGGER audit_head_forward BEFORE UPDATE ON audit_head WHEN NEW.seq < OLD.seq OR NEW.id <> OLD.id
+	BEGIN SELECT RAISE(ABORT, 'the audit head never moves back'); END;`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

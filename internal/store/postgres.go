@@ -35,10 +35,7 @@ type PostgresOption func(*Postgres)
 // reaps) another node's sandboxes.
 func WithNode(name string) PostgresOption { return func(s *Postgres) { s.node = name } }
 
-var (
-	_ Store          = (*Postgres)(nil)
-	_ AuditHeadStore = (*Postgres)(nil)
-)
+var _ Store = (*Postgres)(nil)
 
 // IsPostgresURL reports whether a SANDBOX_DATABASE_URL value names
 // PostgreSQL (the only non-default back end).

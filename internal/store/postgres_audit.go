@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,6 +33,45 @@ func (s *Postgres) AppendAudit(ctx context.Context, build func(last AuditRecord,
 // to the server in one round trip, and the batch costs one commit (one WAL
 // flush) however many records it holds.
 func (s *Postgres) AppendAuditBatch(ctx context.Context, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) ([]AuditRecord, error) {
+	recs, err := s.appendAuditTx(ctx, nil, build, beforeCommit)
+	if err != nil {
+		return nil, fmt.Errorf("append audit: %w", err)
+	}
+	return recs, nil
+}
+
+// TrimAudit removes records from..through and appends build's records in
+// one transaction (see Store), serialised with every node's appends by
+// the same lock.
+func (s *Postgres) TrimAudit(ctx context.Context, from, through int64, build func(last AuditRecord, ok bool) ([]AuditRecord, error)) ([]AuditRecord, error) {
+	recs, err := s.appendAuditTx(ctx, &trimRange{from, through}, build, nil)
+	if err != nil {
+		return nil, fmt.Errorf("trim audit: %w", err)
+	}
+	return recs, nil
+}
+
+// pgTrimTx is trimTx on PostgreSQL.
+func pgTrimTx(ctx context.Context, tx pgx.Tx, tr *trimRange, last AuditRecord, ok bool) error {
+	var first int64
+	if err := tx.QueryRow(ctx, `SELECT seq FROM audit ORDER BY seq LIMIT 1`).Scan(&first); err != nil {
+		return fmt.Errorf("read first record: %w", pgNotFound(err))
+	}
+	if first != tr.from || !ok || tr.through < tr.from || tr.through >= last.Seq {
+		return fmt.Errorf("records %d..%d (stored %d..%d): %w", tr.from, tr.through, first, last.Seq, ErrConflict)
+	}
+	tag, err := tx.Exec(ctx, `DELETE FROM audit WHERE seq <= $1`, tr.through)
+	if err != nil {
+		return fmt.Errorf("delete records %d..%d: %w", tr.from, tr.through, err)
+	}
+	if n := tag.RowsAffected(); n != tr.through-tr.from+1 {
+		return fmt.Errorf("records %d..%d: %d deleted: %w", tr.from, tr.through, n, ErrConflict)
+	}
+	return nil
+}
+
+// appendAuditTx is the transaction of AppendAuditBatch and TrimAudit.
+func (s *Postgres) appendAuditTx(ctx context.Context, trim *trimRange, build func(last AuditRecord, ok bool) ([]AuditRecord, error), beforeCommit func(last AuditRecord) error) ([]AuditRecord, error) {
 	var recs []AuditRecord
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var head AuditHead
@@ -49,6 +89,11 @@ func (s *Postgres) AppendAuditBatch(ctx context.Context, build func(last AuditRe
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("read last record: %w", err)
 		}
+		if trim != nil {
+			if err := pgTrimTx(ctx, tx, trim, last, ok); err != nil {
+				return err
+			}
+		}
 		if recs, err = build(last, ok); err != nil {
 			return err
 		}
@@ -64,7 +109,7 @@ func (s *Postgres) AppendAuditBatch(ctx context.Context, build func(last AuditRe
 		// The head moves only while it agrees with the last record (see
 		// AuditHeadStore).
 		end := recs[len(recs)-1]
-		if haveHead && ((!ok && head.Seq == 0) || (ok && head.Seq == last.Seq && head.Hash == last.Hash)) {
+		if haveHead && headAgrees(head, last, ok) {
 			b.Queue(`UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, end.Seq, end.Hash)
 		}
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
@@ -79,13 +124,12 @@ func (s *Postgres) AppendAuditBatch(ctx context.Context, build func(last AuditRe
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("append audit: %w", err)
+		return nil, err
 	}
 	return recs, nil
 }
 
-// AuditHead returns the chain head row; ok=false when the chain is empty or
-// the row is gone.
+// AuditHead returns the chain head row; ok=false when the row is gone.
 func (s *Postgres) AuditHead(ctx context.Context) (AuditHead, bool, error) {
 	var h AuditHead
 	err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash)
@@ -95,10 +139,31 @@ func (s *Postgres) AuditHead(ctx context.Context) (AuditHead, bool, error) {
 	if err != nil {
 		return AuditHead{}, false, fmt.Errorf("read audit head: %w", err)
 	}
-	if h.Seq == 0 && h.Hash == "" {
-		return AuditHead{}, false, nil
-	}
 	return h, true, nil
+}
+
+// SharedAudit: every node of the cluster appends to this chain.
+func (s *Postgres) SharedAudit() bool { return true }
+
+// FirstAudit returns the oldest stored record.
+func (s *Postgres) FirstAudit(ctx context.Context) (AuditRecord, error) {
+	r, err := scanAudit(s.pool.QueryRow(ctx, `SELECT `+auditColumns+` FROM audit ORDER BY seq LIMIT 1`))
+	if err != nil {
+		return AuditRecord{}, pgNotFound(err)
+	}
+	return r, nil
+}
+
+// AuditSize counts the stored records and estimates their bytes (see
+// SQLite's).
+func (s *Postgres) AuditSize(ctx context.Context) (AuditSize, error) {
+	var first, last, sampled, bytes sql.NullInt64
+	err := s.pool.QueryRow(ctx, strings.ReplaceAll(auditSizeQuery("$1"), "length(detail)", "octet_length(detail)"), auditSizeSample).
+		Scan(&first, &last, &sampled, &bytes)
+	if err != nil {
+		return AuditSize{}, fmt.Errorf("audit size: %w", err)
+	}
+	return sizeOf(first, last, sampled, bytes), nil
 }
 
 // QueryAudit returns matching records.

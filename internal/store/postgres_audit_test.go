@@ -81,8 +81,13 @@ func TestPostgresAuditOneChainAcrossNodes(t *testing.T) {
 	if err != nil || !ok || h.Seq != 3*per || h.Hash != last.Hash {
 		t.Fatalf("head = %+v ok=%v err=%v, last = %d %s", h, ok, err, last.Seq, last.Hash)
 	}
-	if nodes[0].log.HeadPath() != "" {
-		t.Fatalf("a PostgreSQL log names a head file: %q", nodes[0].log.HeadPath())
+	// Each node's data dir anchors the part of the chain it saw: its
+	// head file names a stored record, at most the last.
+	for i, n := range nodes {
+		res, _ := n.log.Verify(context.Background())
+		if f := res.Anchors[1]; f.State != audit.AnchorAgrees || f.Seq < per || f.Seq > 3*per {
+			t.Fatalf("node %d's head file = %+v, want one of its records", i, f)
+		}
 	}
 }
 
@@ -134,6 +139,10 @@ func TestPostgresAuditGroupCommitAcrossNodes(t *testing.T) {
 	t.Logf("%d appends from 3 nodes in %d transactions", total, batches)
 }
 
+// unguard lets the database's owner change audit_head as an attacker with
+// its rights would: the guard triggers first.
+const unguard = `ALTER TABLE audit_head DISABLE TRIGGER USER`
+
 func TestPostgresAuditVerifyDetectsTampering(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -146,18 +155,26 @@ func TestPostgresAuditVerifyDetectsTampering(t *testing.T) {
 		{"deleted record", []string{`DELETE FROM audit WHERE seq = 4`}, 0, 4, "missing"},
 		{"deleted newest records", []string{`DELETE FROM audit WHERE seq >= 9`}, 0, 9, "truncated"},
 		{"deleted newest records, then more appended", []string{`DELETE FROM audit WHERE seq >= 9`}, 3, 10, "does not match"},
-		{"head row deleted", []string{`DELETE FROM audit_head`}, 0, 10, "missing"},
-		{"head row deleted, then more appended", []string{`DELETE FROM audit_head`}, 2, 12, "missing"},
-		{"head row reset", []string{`UPDATE audit_head SET seq = 0, hash = ''`}, 0, 10, "missing"},
+		{"head row deleted", []string{unguard, `DELETE FROM audit_head`}, 0, 10, "audit_head) is missing"},
+		{"head row deleted, then more appended", []string{unguard, `DELETE FROM audit_head`}, 2, 12, "audit_head) is missing"},
+		{"head row reset", []string{unguard, `UPDATE audit_head SET seq = 0, hash = ''`}, 0, 1, "reset to an empty chain"},
 		{"head hash changed", []string{`UPDATE audit_head SET hash = repeat('0', 64)`}, 0, 10, "does not match"},
 		{"head malformed", []string{`UPDATE audit_head SET hash = 'x'`}, 0, 10, "malformed"},
 		{"head moved past the end", []string{`UPDATE audit_head SET seq = 12`}, 0, 11, "truncated"},
+		// Issue 38: emptying the log and its head row passed verify.
+		{"records emptied", []string{`DELETE FROM audit`}, 0, 1, "store's anchor (audit_head) names record 10"},
+		{"records emptied, head row deleted", []string{`DELETE FROM audit`, unguard, `DELETE FROM audit_head`}, 0, 1, "audit_head) is missing"},
+		{"records emptied, head row reset", []string{`DELETE FROM audit`, unguard, `UPDATE audit_head SET seq = 0, hash = ''`}, 0, 1, "the head file names record"},
+		{"records emptied, head row reset, then more appended", []string{`DELETE FROM audit`, unguard, `UPDATE audit_head SET seq = 0, hash = ''`}, 2, 3, "the head file names record 10"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			url := pgtest.URL(t)
 			nodes := openNodes(t, url, 2)
-			appendAudit(t, nodes[0].log, 10)
+			// Both nodes append, so each data dir anchors the chain
+			// (node 0 up to 5, node 1 up to 10).
+			appendAudit(t, nodes[0].log, 5)
+			appendAudit(t, nodes[1].log, 5)
 			if res, err := nodes[1].log.Verify(context.Background()); err != nil || !res.OK {
 				t.Fatalf("before tampering: %+v %v", res, err)
 			}
@@ -170,11 +187,39 @@ func TestPostgresAuditVerifyDetectsTampering(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res.OK || (tc.wantBad != 0 && res.FirstBad != tc.wantBad) || !strings.Contains(res.Problem, tc.problem) {
+				if res.OK || (tc.wantBad != 0 && i == 1 && res.FirstBad != tc.wantBad) || (i == 1 && !strings.Contains(res.Problem, tc.problem)) {
 					t.Fatalf("node %d: verify = %+v; want not OK at %d (%q)", i, res, tc.wantBad, tc.problem)
 				}
 			}
 		})
+	}
+}
+
+// The guard: the head row cannot be deleted, truncated or moved back by a
+// plain statement, even by its owner (who must disable the triggers first,
+// which TestPostgresAnchorGuardedRole keeps from the application's role).
+func TestPostgresAuditHeadTriggers(t *testing.T) {
+	url := pgtest.URL(t)
+	nodes := openNodes(t, url, 1)
+	appendAudit(t, nodes[0].log, 3)
+	for _, q := range []string{`DELETE FROM audit_head`, `TRUNCATE audit_head`, `UPDATE audit_head SET seq = 2`, `UPDATE audit_head SET seq = 0, hash = ''`} {
+		c, err := pgx.Connect(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Exec(context.Background(), q)
+		_ = c.Close(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "never deleted or moved back") {
+			t.Fatalf("%s: %v, want the guard's refusal", q, err)
+		}
+	}
+	mustVerifyPG(t, nodes[0].log, 3)
+}
+
+func mustVerifyPG(t *testing.T, l *audit.Log, n int64) {
+	t.Helper()
+	if res, err := l.Verify(context.Background()); err != nil || !res.OK || res.Records != n {
+		t.Fatalf("verify = %+v %v, want OK with %d", res, err, n)
 	}
 }
 
@@ -215,4 +260,58 @@ func BenchmarkSQLiteAuditAppend(b *testing.B) {
 	l := audit.New(st, dir)
 	b.ResetTimer()
 	appendAudit(b, l, b.N)
+}
+
+// Issue 38: with the application's role kept from audit_head
+// (PostgresAnchorGuard), that role cannot delete, truncate, rewind or
+// unguard the store's anchor at all, so emptying the records is reported
+// whatever it does; and the guard says it holds.
+func TestPostgresAnchorGuardedRole(t *testing.T) {
+	app, admin := pgtest.RoleURLs(t)
+	nodes := openNodes(t, app, 1) // the app role runs the migrations
+	appendAudit(t, nodes[0].log, 4)
+	if g, err := nodes[0].st.AuditHeadGuard(context.Background()); err != nil || g.Guarded {
+		t.Fatalf("guard before the statements = %+v (%v), want not guarded (the role owns the table)", g, err)
+	}
+	rawExec(t, admin, store.PostgresAnchorGuard(appRole(t, app)))
+	g, err := nodes[0].st.AuditHeadGuard(context.Background())
+	if err != nil || !g.Guarded {
+		t.Fatalf("guard after the statements = %+v (%v)", g, err)
+	}
+	// The application's role can still append (read, lock, move on).
+	appendAudit(t, nodes[0].log, 2)
+	mustVerifyPG(t, nodes[0].log, 6)
+	for _, q := range []string{
+		`DELETE FROM audit_head`, `TRUNCATE audit_head`, `UPDATE audit_head SET seq = 0, hash = ''`,
+		`ALTER TABLE audit_head DISABLE TRIGGER USER`, `DROP TABLE audit_head`, `DROP FUNCTION audit_head_guard() CASCADE`,
+		`CREATE OR REPLACE FUNCTION audit_head_guard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`,
+		`ALTER TABLE audit_head OWNER TO CURRENT_USER`, `GRANT sandhold_anchor TO CURRENT_USER`,
+		`DROP SCHEMA public CASCADE`, `CREATE SCHEMA shadow`, // a schema of its own could shadow audit_head
+	} {
+		c, err := pgx.Connect(context.Background(), app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Exec(context.Background(), q)
+		_ = c.Close(context.Background())
+		if err == nil {
+			t.Fatalf("the application's role ran %s", q)
+		}
+	}
+	// What it can do: empty the records. Verify names the anchor.
+	rawExec(t, app, `DELETE FROM audit`)
+	res, err := nodes[0].log.Verify(context.Background())
+	if err != nil || res.OK || res.FirstBad != 1 || !strings.Contains(res.Problem, "audit_head) names record 6") {
+		t.Fatalf("verify after emptying = %+v (%v)", res, err)
+	}
+}
+
+// appRole is the user name of a postgres:// URL.
+func appRole(t *testing.T, u string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.User
 }

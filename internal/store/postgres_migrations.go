@@ -102,6 +102,11 @@ ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
 	// SQLite's step 11 adds audit_marks, a seq bound for since filters;
 	// PostgreSQL has its audit_time index for them. The same versions.
 	{11, "audit_marks", `SELECT 1;`},
+	// Step 2 made audit_head; here it gets the guard: deleting the row,
+	// truncating the table or moving the head back fails. The table and
+	// the function belong to the role that ran the migration; handed to
+	// another role (PostgresAnchorGuard) they are out of sandhold's reach.
+	{12, "audit_head_anchor", pgAuditHeadGuard},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations

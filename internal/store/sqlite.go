@@ -59,13 +59,13 @@ type SQLite struct {
 // switch) costs more than the statement. The connection stays open, so
 // the WAL is never deleted by a last close and is rewritten in place.
 type auditConn struct {
-	conn                                        *sql.Conn
-	begin, last, insert, mark, commit, rollback *sql.Stmt
+	conn                                                  *sql.Conn
+	begin, last, insert, mark, moveHead, commit, rollback *sql.Stmt
 }
 
 // close releases the statements and the connection.
 func (a *auditConn) close() {
-	for _, st := range []*sql.Stmt{a.begin, a.last, a.insert, a.mark, a.commit, a.rollback} {
+	for _, st := range []*sql.Stmt{a.begin, a.last, a.insert, a.mark, a.moveHead, a.commit, a.rollback} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -92,6 +92,7 @@ func (s *SQLite) openAuditConn(ctx context.Context) error {
 		{&a.last, lastLinkQuery},
 		{&a.insert, insertAuditQuery},
 		{&a.mark, insertAuditMarkQuery},
+		{&a.moveHead, moveHeadQuery},
 		{&a.commit, "COMMIT"},
 		{&a.rollback, "ROLLBACK"},
 	} {

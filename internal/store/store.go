@@ -66,6 +66,29 @@ type Store interface {
 	ScanAudit(ctx context.Context, fn func(AuditRecord) error) error
 	// LastAudit returns the record with the highest seq; ErrNotFound if empty.
 	LastAudit(ctx context.Context) (AuditRecord, error)
+	// FirstAudit returns the record with the lowest seq (1, or the first
+	// after the records TrimAudit removed); ErrNotFound if empty.
+	FirstAudit(ctx context.Context) (AuditRecord, error)
+	// AuditHead returns the store's anchor of the chain (head.go), which
+	// AppendAuditBatch and TrimAudit move; ok=false when its row is
+	// missing (the schema creates it and sandhold never deletes it).
+	AuditHead(ctx context.Context) (h AuditHead, ok bool, err error)
+	// TrimAudit removes the oldest records, from (which must be the lowest
+	// stored seq, else ErrConflict: another trim came first) through
+	// through (below the last record), and appends the records build
+	// makes (the archive's anchor) in the same transaction, as
+	// AppendAuditBatch does. Appenders are serialized with it.
+	TrimAudit(ctx context.Context, from, through int64, build func(last AuditRecord, ok bool) ([]AuditRecord, error)) ([]AuditRecord, error)
+	// AuditSize estimates what the stored records take: their count and
+	// bytes (each record's fields plus a fixed overhead per row).
+	AuditSize(ctx context.Context) (AuditSize, error)
+	// AuditHeadGuard reports whether the role the store connects as is
+	// kept from deleting or rewinding the anchor AuditHead reads.
+	AuditHeadGuard(ctx context.Context) (HeadGuard, error)
+	// SharedAudit reports whether other hosts append to the same chain (a
+	// cluster's PostgreSQL): each host's data dir then anchors only the
+	// part of the chain it saw, from its own first append on.
+	SharedAudit() bool
 
 	// GetSetting returns a stored setting. ErrNotFound if absent.
 	GetSetting(ctx context.Context, key string) ([]byte, error)
@@ -118,6 +141,23 @@ type AuditRecord struct {
 	PrevHash   string
 	Hash       string
 }
+
+// AuditSize is what the stored audit records take (AuditSize).
+type AuditSize struct {
+	Records int64
+	// Bytes is an estimate: the records times the mean size of the newest
+	// ones (auditSizeSample), each its fields plus auditRowOverhead.
+	Bytes int64
+}
+
+// auditSizeSample is how many of the newest records AuditSize measures to
+// estimate the mean record; auditRowOverhead is what a row costs beyond
+// its fields (row header, seq and time, the index entries), measured on
+// SQLite's file.
+const (
+	auditSizeSample  = 1000
+	auditRowOverhead = 160
+)
 
 // MaxAuditBatch caps the records of one AppendAuditBatch: it bounds the
 // transaction's size and the statement parameters a batch sends.

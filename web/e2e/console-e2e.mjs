@@ -127,7 +127,7 @@ try {
     const s = (await (await fetch('/console/session')).json()).data;
     const r = await fetch(`/v1/sandboxes/${encodeURIComponent(id)}/exec`, {
       method: 'POST', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': s.csrf_token },
-      body: JSON.stringify({ command: "echo '\u001b[2J\u202eevil'" }),
+      body: JSON.stringify({ command: "echo '\u001b[2J\u202eevil' 'tab\there' 'typed\\there'" }),
     });
     return r.status;
   }, sbID);
@@ -141,8 +141,10 @@ try {
   await cell.waitFor();
   const raw = await cell.evaluate((td) => td.textContent);
   if (/[\u001b\u202e]/.test(raw)) throw new Error('raw control characters rendered: ' + JSON.stringify(raw));
+  // a tab reads \t, a typed backslash-t \\t (issue 29: they read alike)
+  if (!raw.includes("'tab\\there'") || !raw.includes("'typed\\\\there'")) throw new Error('tab and backslash-t not told apart: ' + JSON.stringify(raw));
   await shot(page, '05-audit');
-  ok('audit: records, a verified chain, control characters escaped');
+  ok('audit: records, a verified chain, control characters escaped, a backslash doubled');
 
   await page.getByRole('link', { name: 'Approvals' }).click();
   await page.getByRole('heading', { level: 1, name: 'Approvals' }).waitFor();

@@ -1,6 +1,7 @@
-// Reads a JSON array of strings on stdin and prints the console's
-// visible() of each as a JSON array: internal/console's
-// TestVisibleMatchesAudit compares it with audit.Visible.
+// Reads a JSON array of strings on stdin and prints, as a JSON object, the
+// console's visible(), escaped() and escapedJSON() of each:
+// internal/console's TestVisibleMatchesAudit compares them with
+// audit.Visible, audit.Escape and audit.JSONLine.
 import * as esbuild from 'esbuild';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,4 +11,9 @@ const res = await esbuild.build({ entryPoints: [join(here, '..', 'src', 'visible
 const mod = await import('data:text/javascript;base64,' + Buffer.from(res.outputFiles[0].text).toString('base64'));
 let input = '';
 for await (const chunk of process.stdin) input += chunk;
-process.stdout.write(JSON.stringify(JSON.parse(input).map((s) => mod.visible(s))));
+const cases = JSON.parse(input);
+process.stdout.write(JSON.stringify({
+  visible: cases.map((s) => mod.visible(s)),
+  escaped: cases.map((s) => mod.escaped(s)),
+  json: cases.map((s) => mod.escapedJSON(s)),
+}));

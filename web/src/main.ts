@@ -4,7 +4,7 @@
 // through visible(), the same escaping as the server's audit.Visible.
 import { Terminal } from '@xterm/xterm';
 import { FitAddon } from '@xterm/addon-fit';
-import { visible } from './visible';
+import { escaped, escapedJSON, visible } from './visible';
 
 // ---------------------------------------------------------------- helpers
 
@@ -607,7 +607,7 @@ async function auditPage(q: URLSearchParams) {
   });
   const verify = h('p', { id: 'audit-verify', role: 'status', text: 'Verifying the chain…' });
   const tbody = h('tbody');
-  page('Audit log', verify, form, h('div', { class: 'scroll' }, h('table', { class: 'audit' }, h('caption', { text: 'Audit records, newest first; control and bidi characters are shown escaped' }),
+  page('Audit log', verify, form, h('div', { class: 'scroll' }, h('table', { class: 'audit' }, h('caption', { text: 'Audit records, newest first; control and bidi characters are shown escaped, a backslash as \\\\' }),
     h('thead', {}, h('tr', {}, ...['Seq', 'Time', 'Actor', 'Action', 'Target', 'Sandbox', 'Verdict', 'Detail'].map((c) => h('th', { scope: 'col', text: c })))), tbody)));
   if (me?.role !== 'agent') {
     void call<{ ok: boolean; records: number; first_bad?: number; problem?: string }>('GET', '/v1/audit/verify').then(
@@ -621,11 +621,13 @@ async function auditPage(q: URLSearchParams) {
   for (const [k] of fields) if (q.get(k)) aq.set(k, q.get(k)!);
   await guarded('Audit', async () => {
     const res = await call<{ records: AuditRecord[] }>('GET', '/v1/audit?' + aq.toString());
+    // The API answers the stored strings; they are shown with escaped()
+    // (backslashes doubled), so a tab and a typed backslash-t differ.
     tbody.replaceChildren(...res.records.map((r) => h('tr', {},
-      h('td', { text: String(r.seq) }), h('td', { text: visible(r.time) }), h('td', {}, h('code', { text: visible(r.actor) })),
-      h('td', { text: visible(r.action) }), h('td', { class: 'target', text: visible(r.target) }), h('td', { text: visible(r.sandbox) }),
-      h('td', { class: 'verdict-' + visible(r.verdict), text: visible(r.verdict) }),
-      h('td', {}, r.detail ? h('details', {}, h('summary', { text: 'detail' }), h('pre', { text: visibleJSON(r.detail) })) : ''))));
+      h('td', { text: String(r.seq) }), h('td', { text: escaped(r.time) }), h('td', {}, h('code', { text: escaped(r.actor) })),
+      h('td', { text: escaped(r.action) }), h('td', { class: 'target', text: escaped(r.target) }), h('td', { text: escaped(r.sandbox) }),
+      h('td', { class: 'verdict-' + visible(r.verdict), text: escaped(r.verdict) }),
+      h('td', {}, r.detail ? h('details', {}, h('summary', { text: 'detail' }), h('pre', { text: escapedJSON(r.detail) })) : ''))));
     if (!res.records.length) tbody.append(h('tr', {}, h('td', { colspan: '8', text: 'No records match.' })));
   });
 }

@@ -21,3 +21,27 @@ export function visible(s: unknown): string {
   }
   return out;
 }
+
+// escaped is the unambiguous rendering of an audit record's string, by the
+// rules of internal/audit.Escape: every backslash doubled, then visible(),
+// so a tab (shown \t) and a typed backslash-t (shown \\t) never look alike.
+export function escaped(s: unknown): string {
+  const str = typeof s === 'string' ? s : s === undefined || s === null ? '' : String(s);
+  return visible(str.replace(/\\/g, '\\\\'));
+}
+
+// escapedJSON renders a value as indented JSON with its strings exact
+// (JSON's escaping is lossless), by the rules of internal/audit.JSONLine:
+// the characters JSON.stringify leaves raw (DEL, C1 controls, bidi and
+// other format characters, U+2028/U+2029) written as \u escapes. The only
+// raw newlines are the indentation's: inside strings JSON escapes them.
+const hiddenAll = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+export function escapedJSON(v: unknown): string {
+  const json = JSON.stringify(v, null, 2) ?? '';
+  return json.replace(hiddenAll, (ch) => {
+    if (ch === '\n') return ch;
+    let out = '';
+    for (let i = 0; i < ch.length; i++) out += '\\u' + ch.charCodeAt(i).toString(16).padStart(4, '0');
+    return out;
+  });
+}

@@ -43,11 +43,9 @@ func Tools(l *audit.Log) []dispatch.Tool {
 				if recs == nil {
 					recs = []audit.Record{}
 				}
-				// Every rendering escapes control and bidi characters; the
-				// stored bytes stay as they were (audit.Display).
-				for i := range recs {
-					recs[i] = recs[i].Display()
-				}
+				// The stored strings, exactly: JSON's escaping is
+				// lossless. Renderers for people escape them
+				// (audit.Escape, audit.JSONLine, the console).
 				return recs, nil
 			},
 			dispatch.Hooks[audit.QueryArgs, []audit.Record]{}),

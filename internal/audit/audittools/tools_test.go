@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/audit"
@@ -67,5 +68,52 @@ func TestQueryRulesLiveInTheArgumentType(t *testing.T) {
 	res, err := dispatch.Invoke[audit.Result](ctx, d, admin, audit.ToolVerify, struct{}{})
 	if err != nil || !res.OK || res.Records < 2 {
 		t.Fatalf("verify: %+v, %v", res, err)
+	}
+}
+
+// Issue 29 row 9: audit.query (GET /v1/audit, MCP, tools/call) answers the
+// stored strings exactly; in its JSON a tab is \t and a typed backslash-t
+// is \\t, so a client tells `echo a<TAB>b` from `echo "a\tb"`.
+func TestQueryAnswersTheExactStrings(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	lg := audit.New(st, dir)
+	targets := []string{"echo a\tb", `echo "a\tb"`, "clear\x1b[2J \u202eevil"}
+	for _, tg := range targets {
+		if _, err := lg.Append(ctx, audit.Entry{Actor: "key_a", Action: "exec.run", Target: tg, Verdict: audit.Allow,
+			Detail: map[string]any{"command": tg}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := dispatch.New(dispatch.Options{})
+	for _, tl := range audittools.Tools(lg) {
+		d.MustRegister(tl)
+	}
+	out, err := d.Call(ctx, auth.Caller{KeyID: "key_admin", Role: auth.RoleAdmin}, audit.ToolQuery, json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []audit.Record
+	if err := json.Unmarshal(b, &recs); err != nil || len(recs) != len(targets) {
+		t.Fatalf("answer %s: %v", b, err)
+	}
+	for i, r := range recs {
+		if r.Target != targets[i] || r.Detail["command"] != targets[i] {
+			t.Errorf("record %d: target %q, command %q; want exactly %q", r.Seq, r.Target, r.Detail["command"], targets[i])
+		}
+	}
+	for _, want := range []string{`"target":"echo a\tb"`, `"target":"echo \"a\\tb\""`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("answer lacks %s: %s", want, b)
+		}
 	}
 }

@@ -275,6 +275,43 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 	return s.url(name), nil
 }
 
+// RoleURLs returns the URLs of a new, empty database owned by a new login
+// role that is no superuser (nor CREATEROLE, nor BYPASSRLS): app connects
+// as that role, as a deployment that does not hand sandhold an
+// administrator would; admin connects to the same database as the
+// server's superuser. It skips t when PostgreSQL is not installed.
+func RoleURLs(t testing.TB) (app, admin string) {
+	t.Helper()
+	s := Shared(t)
+	app, admin, err := s.NewRoleDatabase(context.Background())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return app, admin
+}
+
+// NewRoleDatabase is RoleURLs on s.
+func (s *Server) NewRoleDatabase(ctx context.Context) (app, admin string, err error) {
+	c, err := pgx.Connect(ctx, s.url("postgres"))
+	if err != nil {
+		return "", "", err
+	}
+	defer func() { _ = c.Close(ctx) }()
+	n := s.dbs.Add(1)
+	role := fmt.Sprintf("app%d_%d", os.Getpid(), n)
+	name := fmt.Sprintf("r%d_%d", os.Getpid(), n)
+	for _, q := range []string{
+		"CREATE ROLE " + pgx.Identifier{role}.Sanitize() + " LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB NOBYPASSRLS",
+		"CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " OWNER " + pgx.Identifier{role}.Sanitize(),
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return "", "", fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	q := url.Values{"host": {s.dir}, "sslmode": {"disable"}}
+	return "postgres://" + url.PathEscape(role) + "@/" + name + "?" + q.Encode(), s.url(name), nil
+}
+
 // Stop shuts the server down (fast shutdown, then kill) and removes its dir.
 func (s *Server) Stop() {
 	if s.cmd != nil && s.cmd.Process != nil {

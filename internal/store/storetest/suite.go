@@ -42,14 +42,9 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 	t.Run("SandboxRecords", func(t *testing.T) { s, _ := open(t); testSandboxRecords(t, s) })
 	t.Run("ReopenKeepsData", func(t *testing.T) { s, op := open(t); testReopen(t, s, op) })
 	t.Run("KeyRateLimits", func(t *testing.T) { s, op := open(t); testKeyRateLimits(t, s, op) })
-	t.Run("AuditHead", func(t *testing.T) {
-		s, _ := open(t)
-		hs, ok := s.(store.AuditHeadStore)
-		if !ok {
-			t.Skip("this back end leaves the audit head to the audit package (a file in the data dir)")
-		}
-		testAuditHead(t, hs)
-	})
+	t.Run("AuditHead", func(t *testing.T) { s, _ := open(t); testAuditHead(t, s) })
+	t.Run("TrimAudit", func(t *testing.T) { s, _ := open(t); testTrimAudit(t, s) })
+	t.Run("AuditSize", func(t *testing.T) { s, _ := open(t); testAuditSize(t, s) })
 }
 
 func testKeys(t *testing.T, s store.Store) {
@@ -332,10 +327,10 @@ func testReopen(t *testing.T, s store.Store, open Opener) {
 	}
 }
 
-func testAuditHead(t *testing.T, s store.AuditHeadStore) {
+func testAuditHead(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	if _, ok, err := s.AuditHead(ctx); err != nil || ok {
-		t.Fatalf("empty chain has a head: ok=%v err=%v", ok, err)
+	if h, ok, err := s.AuditHead(ctx); err != nil || !ok || h != (store.AuditHead{}) {
+		t.Fatalf("empty chain's head = %+v ok=%v err=%v, want the row at 0", h, ok, err)
 	}
 	AppendN(t, s, "a", "b", "c")
 	h, ok, err := s.AuditHead(ctx)
@@ -412,10 +407,8 @@ func testAppendBatch(t *testing.T, s store.Store) {
 			}
 		})
 	}
-	if hs, ok := s.(store.AuditHeadStore); ok {
-		if h, _, err := hs.AuditHead(ctx); err != nil || h.Seq != 6 || h.Hash != "6" {
-			t.Fatalf("head = %+v (%v), want the last good batch's end", h, err)
-		}
+	if h, _, err := s.AuditHead(ctx); err != nil || h.Seq != 6 || h.Hash != "6" {
+		t.Fatalf("head = %+v (%v), want the last good batch's end", h, err)
 	}
 }
 
@@ -536,3 +529,66 @@ func testAuditSinceOutOfOrder(t *testing.T, s store.Store) {
 }
 
 func head(s []int64) []int64 { return s[:min(len(s), 8)] }
+
+func testTrimAudit(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	AppendN(t, s, "a", "b", "c", "d", "e", "f")
+	anchor := func(last store.AuditRecord, ok bool) ([]store.AuditRecord, error) {
+		if !ok {
+			return nil, errors.New("no last record")
+		}
+		return chainOf(last, 1, "anchor"), nil
+	}
+	tests := []struct {
+		name          string
+		from, through int64
+	}{
+		{"from is not the first record", 2, 3},
+		{"through the last record", 1, 6},
+		{"through before from", 1, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.TrimAudit(ctx, tc.from, tc.through, anchor); !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("TrimAudit(%d, %d) = %v, want ErrConflict", tc.from, tc.through, err)
+			}
+			if first, err := s.FirstAudit(ctx); err != nil || first.Seq != 1 {
+				t.Fatalf("first = %d (%v): a refused trim removed records", first.Seq, err)
+			}
+		})
+	}
+	recs, err := s.TrimAudit(ctx, 1, 4, anchor)
+	if err != nil || len(recs) != 1 || recs[0].Seq != 7 {
+		t.Fatalf("trim = %+v, %v", recs, err)
+	}
+	if first, err := s.FirstAudit(ctx); err != nil || first.Seq != 5 {
+		t.Fatalf("first after trim = %d (%v), want 5", first.Seq, err)
+	}
+	if h, ok, err := s.AuditHead(ctx); err != nil || !ok || h.Seq != 7 || h.Hash != "7" {
+		t.Fatalf("head after trim = %+v ok=%v (%v), want the anchor 7", h, ok, err)
+	}
+	if sz, err := s.AuditSize(ctx); err != nil || sz.Records != 3 {
+		t.Fatalf("size after trim = %+v (%v), want 3 records", sz, err)
+	}
+	// A failing build keeps every record.
+	if _, err := s.TrimAudit(ctx, 5, 5, func(store.AuditRecord, bool) ([]store.AuditRecord, error) {
+		return nil, errors.New("boom")
+	}); err == nil {
+		t.Fatal("a failed build trimmed")
+	}
+	if first, _ := s.FirstAudit(ctx); first.Seq != 5 {
+		t.Fatalf("first = %d after a failed trim, want 5", first.Seq)
+	}
+}
+
+func testAuditSize(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if sz, err := s.AuditSize(ctx); err != nil || sz != (store.AuditSize{}) {
+		t.Fatalf("empty: %+v %v", sz, err)
+	}
+	AppendN(t, s, "a", "b", "c")
+	sz, err := s.AuditSize(ctx)
+	if err != nil || sz.Records != 3 || sz.Bytes <= 3*int64(len("key_a")) {
+		t.Fatalf("size = %+v (%v), want 3 records and their bytes", sz, err)
+	}
+}
