@@ -122,12 +122,7 @@ func (l *Log) Verify(ctx context.Context) (Result, error) {
 	case (sh.Seq == 0) != (sh.Hash == "") || (sh.Seq > 0 && len(sh.Hash) != 64) || sh.Seq < 0:
 		st.State = AnchorMalformed
 		res.fail(v.prevSeq, "the store's anchor (audit_head) is malformed")
-	case sh.Seq > v.prevSeq:
-		st.State = AnchorAhead
-		res.fail(v.prevSeq+1, fmt.Sprintf("records %d..%d are missing (log truncated): the store's anchor (audit_head) names record %d", v.prevSeq+1, sh.Seq, sh.Seq))
-	case v.storeMismatch:
-		st.State = AnchorMismatch
-		res.fail(sh.Seq, fmt.Sprintf("record %d does not match the store's anchor (audit_head)", sh.Seq))
+	case res.judgeEnd(&st, "the store's anchor (audit_head)", v.prevSeq, v.storeMismatch):
 	case sh.Seq < v.prevSeq:
 		now, ok, err := l.st.AuditHead(ctx)
 		if err != nil {
@@ -160,12 +155,7 @@ func (l *Log) Verify(ctx context.Context) (Result, error) {
 	case !haveFile:
 		fl.State = AnchorMissing
 		res.fail(v.prevSeq, "the head file is missing")
-	case fa.seq > v.prevSeq:
-		fl.State = AnchorAhead
-		res.fail(v.prevSeq+1, fmt.Sprintf("records %d..%d are missing (log truncated): the head file names record %d", v.prevSeq+1, fa.seq, fa.seq))
-	case v.fileMismatch:
-		fl.State = AnchorMismatch
-		res.fail(fa.seq, fmt.Sprintf("record %d does not match the head file", fa.seq))
+	case res.judgeEnd(&fl, "the head file", v.prevSeq, v.fileMismatch):
 	case haveStore && fa.seq > sh.Seq:
 		fl.State = AnchorAgrees
 		st.State = AnchorBehind
@@ -181,6 +171,23 @@ func (l *Log) Verify(ctx context.Context) (Result, error) {
 	res.Anchors = []Anchor{st, fl}
 	res.OK = res.Problem == ""
 	return res, nil
+}
+
+// judgeEnd judges what both anchors may get wrong alike: naming records
+// past the chain's end (truncation), or a record whose hash differs. It
+// reports whether it found either.
+func (r *Result) judgeEnd(a *Anchor, label string, end int64, mismatch bool) bool {
+	switch {
+	case a.Seq > end:
+		a.State = AnchorAhead
+		r.fail(end+1, fmt.Sprintf("records %d..%d are missing (log truncated): %s names record %d", end+1, a.Seq, label, a.Seq))
+	case mismatch:
+		a.State = AnchorMismatch
+		r.fail(a.Seq, fmt.Sprintf("record %d does not match %s", a.Seq, label))
+	default:
+		return false
+	}
+	return true
 }
 
 // fail records a problem: the one at the lowest seq is reported (the
