@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 )
@@ -217,5 +221,62 @@ func TestClientApprovals(t *testing.T) {
 	admin.JSON(http.MethodPost, "/v1/approvals/"+pending[0].ID+"/approve", map[string]any{}, http.StatusOK, nil)
 	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), "ran") {
 		t.Fatalf("exec --wait-approval: %v, stdout %q", err, out.String())
+	}
+}
+
+// TestClientShellDetachesAndReattaches: Ctrl-P Ctrl-Q leaves the shell
+// running, ends the client (exit 0) and prints the session id with the
+// command to reattach; reattached, the shell still has its state.
+func TestClientShellDetachesAndReattaches(t *testing.T) {
+	d := daemontest.Start(t, nil)
+	c := newCLIEnv(t, d, d.AdminKey())
+	c.mustRun("create", "--name", "sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	open := func(args ...string) (*os.File, *ptyOutput, chan error) {
+		cmd := c.cmd(ctx, append([]string{"shell", "sh"}, args...)...)
+		ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
+		if err != nil {
+			t.Skip("no pseudo-terminal on this host:", err)
+		}
+		t.Cleanup(func() { _ = ptmx.Close() })
+		out := &ptyOutput{ch: make(chan struct{}, 1)}
+		go func() { _, _ = io.Copy(out, ptmx) }()
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		return ptmx, out, exited
+	}
+	ptmx, out, exited := open()
+	if _, err := ptmx.Write([]byte("export MARK=kept-$((40+2)); echo set-$((1+1))\r")); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, 0, regexp.MustCompile(`set-2`))
+	if _, err := ptmx.Write([]byte{0x10, 0x11}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("detach: %v: %q", err, out.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("the client did not end on Ctrl-P Ctrl-Q: %q", out.String())
+	}
+	m := regexp.MustCompile(`detached from shell session (\S+); reattach with: sandhold shell \S+ --session (\S+)`).FindStringSubmatch(out.String())
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("no session id on detach: %q", out.String())
+	}
+	ptmx, out, exited = open("--session", m[1])
+	if _, err := ptmx.Write([]byte("echo got-$MARK\r")); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, 0, regexp.MustCompile(`got-kept-42`))
+	if _, err := ptmx.Write([]byte("exit\r")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		t.Fatal("the reattached shell did not end on exit")
 	}
 }
