@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +33,7 @@ func TestLateSlotKillSparesTheNextInit(t *testing.T) {
 	oldName := old.g.Name()
 	s.shutdown()
 
+	ctx := callCtx(t, m)
 	started := make(chan *Execution, 1)
 	var once sync.Once
 	slotOpHook = func() {
@@ -41,7 +41,7 @@ func TestLateSlotKillSparesTheNextInit(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				e, err := s.Exec(context.Background(), ExecRequest{Command: "sleep 1; echo survived", Timeout: 60 * time.Second, Background: true})
+				e, err := s.Exec(ctx, ExecRequest{Command: "sleep 1; echo survived", Timeout: 60 * time.Second, Background: true})
 				if err != nil {
 					t.Error("exec after the restart:", err)
 					return

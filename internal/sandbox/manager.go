@@ -378,11 +378,6 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 			return Info{}, err
 		}
 	}
-	if dflt {
-		// The caller asked for something else; the default sandbox it
-		// got is worth its own record.
-		m.audit(ctx, Event{Actor: c.KeyID, Action: "sandbox.create_default", Sandbox: s.rec.ID, Verdict: "allowed"})
-	}
 	return s.Info(), nil
 }
 
@@ -527,21 +522,24 @@ func (m *Manager) All() []*Sandbox {
 	return out
 }
 
-// Default returns the caller's default sandbox, creating it on first use.
-func (m *Manager) Default(ctx context.Context, c Caller) (*Sandbox, error) {
+// defaultOf is the key's default sandbox, nil before its first use.
+func (m *Manager) defaultOf(owner string) *Sandbox {
 	m.mu.Lock()
-	s := m.idx.defaults[c.KeyID]
-	m.mu.Unlock()
-	if s != nil {
+	defer m.mu.Unlock()
+	return m.idx.defaults[owner]
+}
+
+// createDefault returns the caller's default sandbox, creating it if it
+// has none: sandbox.create_default's run (implicit.go), which Resolve
+// dispatches — nothing else creates one.
+func (m *Manager) createDefault(ctx context.Context, c Caller) (*Sandbox, error) {
+	if s := m.defaultOf(c.KeyID); s != nil {
 		return s, nil
 	}
 	// Two first requests at once must not make two defaults.
 	m.pool.defaultMu.Lock()
 	defer m.pool.defaultMu.Unlock()
-	m.mu.Lock()
-	s = m.idx.defaults[c.KeyID]
-	m.mu.Unlock()
-	if s != nil {
+	if s := m.defaultOf(c.KeyID); s != nil {
 		return s, nil
 	}
 	info, err := m.create(ctx, c, Spec{Name: "default"}, true)

@@ -517,20 +517,49 @@ func (s *Sandbox) applyLimits() error {
 	return nil
 }
 
-// ensure returns the running init, starting a stopped sandbox.
+// ensure returns the running init. A stopped sandbox is started only by a
+// call of its own: ensure dispatches sandbox.start for the caller of the
+// call ctx belongs to (implicit.go), so HALT, policy, the rate limit and
+// the audit see the restart; outside a dispatched call it is refused.
 func (s *Sandbox) ensure(ctx context.Context) (*agent.Instance, error) {
+	for started := false; ; started = true {
+		s.mu.Lock()
+		state, inst := s.state, s.inst
+		if state == Running {
+			s.lastUsed = time.Now()
+		}
+		s.mu.Unlock()
+		switch {
+		case state == Paused:
+			return nil, fault.New(fault.Conflict, "sandbox is paused; resume it first")
+		case state == Running:
+			return inst, nil
+		case started:
+			// Stopped again between its start and this use (a delete,
+			// a revocation): not started twice for one call.
+			return nil, fault.New(fault.Conflict, "sandbox was stopped while it started; try again")
+		}
+		if err := s.m.startImplicitly(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// startIfStopped starts the sandbox when it is stopped (sandbox.start's
+// run; nothing else starts a stopped sandbox).
+func (s *Sandbox) startIfStopped(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.state {
 	case Paused:
-		return nil, fault.New(fault.Conflict, "sandbox is paused; resume it first")
+		return fault.New(fault.Conflict, "sandbox is paused; resume it first")
 	case Stopped:
 		if err := s.startLocked(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	s.lastUsed = time.Now()
-	return s.inst, nil
+	return nil
 }
 
 // shutdown kills the init and destroys the cgroup. Running executions and

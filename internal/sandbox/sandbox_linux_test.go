@@ -112,7 +112,8 @@ func create(t *testing.T, m *Manager, spec Spec) *Sandbox {
 
 func run(t *testing.T, s *Sandbox, r ExecRequest) Result {
 	t.Helper()
-	e, err := s.Exec(context.Background(), r)
+	// Inside a dispatched call: a stopped sandbox is started by one.
+	e, err := s.Exec(callCtx(t, s.m), r)
 	if err != nil {
 		t.Fatalf("exec %q: %v", r.Command, err)
 	}

@@ -121,10 +121,11 @@ type Empty = *struct{}
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
 
 // Resolve returns the sandbox a call names: ID, or the caller's default
-// sandbox (created on first use) when ID is empty.
+// sandbox when ID is empty — created on first use by a call of its own,
+// sandbox.create_default (implicit.go).
 func (m *Manager) Resolve(ctx context.Context, c auth.Caller, id string) (*Sandbox, error) {
 	if id == "" {
-		return m.Default(ctx, Caller{KeyID: c.KeyID})
+		return m.resolveDefault(ctx, c)
 	}
 	return m.Get(CallerOf(c), id)
 }
@@ -153,6 +154,7 @@ func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
 			return nil, m.Resume(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
 		}),
 		resourcesTool(m), execTool(m, g), execReadTool(m), execKillTool(m),
+		createDefaultTool(m), startTool(m),
 	}
 }
 
