@@ -76,6 +76,9 @@ type BashCommand struct {
 	done  chan struct{}
 	kill  chan syscall.Signal
 	stdin chan struct{} // a one-slot semaphore for stdin writes
+	// in is what clients write to stdin (bash.write): what they submit
+	// is admitted line by line (inputgate.go).
+	in inputGate
 
 	// mu guards the outcome.
 	mu     sync.Mutex
@@ -130,6 +133,7 @@ func (b *BashSession) run(ctx context.Context, sb *sandbox.Sandbox, r BashRun) (
 	}
 	c := &BashCommand{ID: id, Command: r.Command, Started: time.Now(), Stdout: sb.NewOutput(BashKeep), Stderr: sb.NewOutput(BashKeep),
 		proc: p, done: make(chan struct{}), kill: make(chan syscall.Signal, 1), stdin: make(chan struct{}, 1), status: BashRunning}
+	c.in.d.mode = pipeInput
 	b.mu.Lock()
 	b.byID[id] = c
 	b.current = c

@@ -131,7 +131,9 @@ type BashWriteResult struct {
 }
 
 func (t toolset) bashWrite() dispatch.Tool {
-	return dispatch.Define(aio(ToolBashWrite, "Write to a running command's stdin", guard.Medium, 0, nil),
+	// Safe by itself: the lines it completes are admitted (assessed,
+	// recorded) by shell.input before they are written.
+	return dispatch.Define(aio(ToolBashWrite, "Write to a running command's stdin", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a BashWriteArgs) (BashWriteResult, error) {
 			b, err := t.bashSession(ctx, c, a.Sandbox, a.SessionID)
 			if err != nil {
@@ -141,7 +143,12 @@ func (t toolset) bashWrite() dispatch.Tool {
 			if err != nil {
 				return BashWriteResult{}, err
 			}
-			if err := cmd.WriteStdin([]byte(a.Input)); err != nil {
+			d, dc, ok := dispatch.Within(ctx)
+			if !ok {
+				return BashWriteResult{}, errOutsideCall
+			}
+			to := inputTarget{sandbox: b.Sandbox, session: b.ID, command: cmd.ID, via: ToolBashWrite}
+			if err := typeInto(ctx, d, dc, &cmd.in, to, []byte(a.Input), cmd.WriteStdin); err != nil {
 				return BashWriteResult{}, err
 			}
 			return BashWriteResult{CommandID: cmd.ID, BytesWritten: len(a.Input)}, nil

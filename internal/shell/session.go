@@ -108,6 +108,9 @@ type Session struct {
 
 	// writing is a one-slot semaphore: one write to the PTY at a time.
 	writing chan struct{}
+	// in is the raw input clients type (shell.write, the terminal):
+	// what they submit is admitted line by line (inputgate.go).
+	in inputGate
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -498,6 +501,10 @@ type ExecOptions struct {
 func (s *Session) start(o ExecOptions) (*command, error) {
 	if s.Kind != KindExec {
 		return nil, fault.New(fault.Conflict, "this session is an interactive terminal; send input to it instead")
+	}
+	if !s.in.idle() {
+		// The shell would run the command after that text, as one line.
+		return nil, fault.New(fault.Conflict, "a partial line of input waits in this session; end it with shell.write (Enter, or Ctrl-U to clear it) first")
 	}
 	keep := keepTruncated
 	if !o.Truncate {

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
@@ -42,9 +43,12 @@ type Terminal struct {
 	owner   string
 	sub     *subscriber
 	release func()
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	once    sync.Once
+	// input writes what the client types: its lines are admitted first
+	// (set by the shell.terminal tool; nil refuses input).
+	input  func(ctx context.Context, b []byte) error
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	once   sync.Once
 }
 
 // OpenTerminal attaches a live terminal to session id of sb (a new
@@ -250,9 +254,7 @@ func (t *Terminal) readLoop(ctx context.Context, cancel context.CancelCauseFunc,
 		}
 		if typ != websocket.MessageText {
 			// Binary frames are raw input.
-			if err := x.write(b); err != nil {
-				_ = send(outMessage{Type: "error", Data: fault.Public(err)})
-			}
+			t.typed(ctx, b, send)
 			continue
 		}
 		var m wsMessage
@@ -268,9 +270,7 @@ func (t *Terminal) readLoop(ctx context.Context, cancel context.CancelCauseFunc,
 				_ = send(outMessage{Type: "error", Data: "input data must be a string"})
 				continue
 			}
-			if err := x.write([]byte(in)); err != nil {
-				_ = send(outMessage{Type: "error", Data: fault.Public(err)})
-			}
+			t.typed(ctx, []byte(in), send)
 		case "resize":
 			var d struct {
 				Cols int `json:"cols"`
@@ -300,4 +300,23 @@ func (t *Terminal) readLoop(ctx context.Context, cancel context.CancelCauseFunc,
 			_ = send(outMessage{Type: "error", Data: "unknown message type"})
 		}
 	}
+}
+
+// typed writes what the client typed; a line that is refused (or waits
+// for an operator) is not written, and the client is told why.
+func (t *Terminal) typed(ctx context.Context, b []byte, send func(outMessage) error) {
+	if t.input == nil {
+		_ = send(outMessage{Type: "error", Data: "this terminal takes no input"})
+		return
+	}
+	err := t.input(ctx, b)
+	if err == nil {
+		return
+	}
+	msg := fault.Public(err)
+	var ar *dispatch.ApprovalRequired
+	if errors.As(err, &ar) {
+		msg = "the line waits for an operator's approval (" + ar.ID + "); press Enter again once it is approved, or Ctrl-U to clear it"
+	}
+	_ = send(outMessage{Type: "error", Data: msg})
 }

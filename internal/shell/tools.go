@@ -170,9 +170,13 @@ func Tools(d Deps) []dispatch.Tool {
 		t.shellCreate(), t.shellUpdate(), t.shellDelete(), t.shellDeleteAll(),
 		t.shellList(), t.shellStats(), t.terminal(),
 		t.bashExec(), t.bashOutput(), t.bashWrite(), t.bashKill(), t.bashList(), t.bashCreate(), t.bashClose(),
-		t.sandboxDetail(), t.packages(),
+		t.sandboxDetail(), t.packages(), t.inputTool(),
 	}
 }
+
+// errOutsideCall: input is written only inside a dispatched call, which
+// admits its lines.
+var errOutsideCall = fault.New(fault.Internal, "input written outside a dispatched call")
 
 // resolve returns the sandbox a call names ("" = the caller's default).
 func (t toolset) resolve(ctx context.Context, c auth.Caller, id string) (*sandbox.Sandbox, error) {
@@ -305,6 +309,8 @@ func (t toolset) shellWait() dispatch.Tool {
 		})
 }
 
+// shellWrite is Safe by itself: the lines its input completes are
+// admitted (assessed, recorded) by shell.input before they are written.
 func (t toolset) shellWrite() dispatch.Tool {
 	return dispatch.Define(aio(ToolShellWrite, "Write input to a shell session (its running program, or the shell itself)", guard.Safe, ratelimit.Exec, nil),
 		func(ctx context.Context, c auth.Caller, a ShellWriteArgs) (StatusResult, error) {
@@ -316,7 +322,12 @@ func (t toolset) shellWrite() dispatch.Tool {
 			if a.PressEnter {
 				in += "\r"
 			}
-			if err := x.write([]byte(in)); err != nil {
+			d, dc, ok := dispatch.Within(ctx)
+			if !ok {
+				return StatusResult{}, errOutsideCall
+			}
+			to := inputTarget{sandbox: x.Sandbox, session: x.ID, via: ToolShellWrite}
+			if err := typeInto(ctx, d, dc, &x.in, to, []byte(in), x.write); err != nil {
 				return StatusResult{}, err
 			}
 			st := StatusDone
@@ -325,9 +336,6 @@ func (t toolset) shellWrite() dispatch.Tool {
 			}
 			return StatusResult{Status: st}, nil
 		}, dispatch.Hooks[ShellWriteArgs, StatusResult]{
-			// Input reaches the shell itself when no command runs: rate it
-			// as a command line.
-			Assess: func(a ShellWriteArgs) dispatch.Assessment { return t.assess(a.Input) },
 			Describe: func(a ShellWriteArgs) dispatch.Target {
 				return target(a.Sandbox, a.Input, map[string]any{"session": a.ID})
 			},
@@ -476,7 +484,21 @@ func (t toolset) terminal() dispatch.Tool {
 			if err != nil {
 				return nil, err
 			}
-			return t.Service.OpenTerminal(ctx, c, sb, a.SessionID, uint16(a.Rows), uint16(a.Cols)) //nolint:gosec // G115: Validate bounds both by maxDimension
+			d, dc, ok := dispatch.Within(ctx)
+			if !ok {
+				return nil, errOutsideCall
+			}
+			tm, err := t.Service.OpenTerminal(ctx, c, sb, a.SessionID, uint16(a.Rows), uint16(a.Cols)) //nolint:gosec // G115: Validate bounds both by maxDimension
+			if err != nil {
+				return nil, err
+			}
+			// What the terminal's user types is admitted by shell.input
+			// calls of the terminal's caller, line by line.
+			x := tm.Session
+			tm.input = func(ctx context.Context, b []byte) error {
+				return typeInto(ctx, d, dc, &x.in, inputTarget{sandbox: x.Sandbox, session: x.ID, via: "terminal"}, b, x.write)
+			}
+			return tm, nil
 		}, dispatch.Hooks[TerminalArgs, *Terminal]{
 			Describe: func(a TerminalArgs) dispatch.Target {
 				return target(a.Sandbox, a.SessionID, map[string]any{"reattach": a.SessionID != ""})
