@@ -71,11 +71,18 @@ func TestImplicitSandboxesPassTheChokepoint(t *testing.T) {
 		expectOK(t, s.do("PUT", "/v1/policy", admin, pol, nil), 200, nil)
 		refused(t, "code", s.do("POST", "/v1/code/execute", ag.Key, map[string]any{"language": "bash", "code": "id"}, nil))
 		refused(t, "bash", s.do("POST", "/v1/bash/exec", ag.Key, map[string]any{"command": "id"}, nil))
+		// A call that runs no command still needs the default sandbox.
+		refused(t, "file list", s.do("POST", "/v1/file/list", ag.Key, map[string]any{"path": "/workspace"}, nil))
 		if n := s.sandboxesOf(ag.ID); n != 0 {
 			t.Fatalf("%d sandboxes made against the policy", n)
 		}
 		if recs := s.records(ag.ID, sandbox.ToolCreateDefault); len(recs) == 0 || recs[0].Verdict != "denied" {
 			t.Fatalf("the refused creation is not audited: %+v", recs)
+		}
+		for _, tool := range []string{"code.execute", "bash.exec"} {
+			if !s.deniedFor(ag.ID, tool, "tool exec.run is denied") {
+				t.Errorf("%s is not refused by exec.run's entry: %+v", tool, s.records(ag.ID, tool))
+			}
 		}
 	})
 	t.Run("allowed: one audited creation", func(t *testing.T) {

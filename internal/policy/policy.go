@@ -467,9 +467,18 @@ func Evaluate(r Rules, tool string, a dispatch.Assessment) (dispatch.Decision, s
 			return dispatch.Deny, fmt.Sprintf("a walk of %q reaches a denied path (%s)", tree, pat)
 		}
 	}
+	entry := tool // whose entry decides
 	toolAct, hasToolAct := toolAction(r.Tools, tool)
+	if !hasToolAct && a.Guard != nil {
+		entry = execRun
+		// Every way of running a command line (shell, bash, code, the
+		// lines typed into a shell) answers to exec.run's entry unless it
+		// has one of its own: "exec.run": "deny" denies commands, not one
+		// route to them.
+		toolAct, hasToolAct = toolAction(r.Tools, execRun)
+	}
 	if hasToolAct && toolAct == ActDeny {
-		return dispatch.Deny, "tool " + tool + " is denied"
+		return dispatch.Deny, "tool " + entry + " is denied"
 	}
 	// The risk tier.
 	dec, why := dispatch.Allow, ""
@@ -487,7 +496,7 @@ func Evaluate(r Rules, tool string, a dispatch.Assessment) (dispatch.Decision, s
 	// An explicit tool entry or a fully allowed, unflagged command lifts
 	// (or raises) the tier's answer.
 	if hasToolAct {
-		dec, why = toolAct.decision(), "tool "+tool+" is set to "+string(toolAct)
+		dec, why = toolAct.decision(), "tool "+entry+" is set to "+string(toolAct)
 	} else if dec == dispatch.NeedsApproval && len(a.Names) > 0 && !a.Flagged() && allMatch(r.Commands.Allow, a.Names) {
 		dec, why = dispatch.Allow, ""
 	}
@@ -522,6 +531,10 @@ func Evaluate(r Rules, tool string, a dispatch.Assessment) (dispatch.Decision, s
 	}
 	return dec, why
 }
+
+// execRun is the tool whose entry covers every call that runs a command
+// line.
+const execRun = "exec.run"
 
 // toolAction finds the entry for tool: the exact name, else the longest
 // matching pattern.

@@ -264,3 +264,37 @@ func TestPathPatterns(t *testing.T) {
 		})
 	}
 }
+
+// TestExecRunEntryCoversEveryCommand: a key whose policy denied exec.run
+// still ran `id` through /v1/code/execute and /v1/bash/exec (issue 29, row
+// 2). exec.run's entry now covers every call that runs a command line,
+// unless the tool has an entry of its own.
+func TestExecRunEntryCoversEveryCommand(t *testing.T) {
+	doc := Default()
+	ag := doc.Roles["agent"]
+	ag.Tools = map[string]Action{"exec.run": ActDeny, "code.execute": ActAllow}
+	doc.Roles["agent"] = ag
+	p, _ := Load(context.Background(), &memSettings{})
+	if err := p.Set(context.Background(), doc); err != nil {
+		t.Fatal(err)
+	}
+	runs := dispatch.Assessment{Risk: guard.Safe, Names: []string{"id"}, Guard: &dispatch.GuardVerdict{Risk: guard.Safe}}
+	for _, tc := range []struct {
+		name, tool string
+		a          dispatch.Assessment
+		want       dispatch.Decision
+	}{
+		{"exec.run itself", "exec.run", runs, dispatch.Deny},
+		{"bash", "bash.exec", runs, dispatch.Deny},
+		{"shell", "shell.exec", runs, dispatch.Deny},
+		{"typed lines", "shell.input", runs, dispatch.Deny},
+		{"a tool's own entry wins", "code.execute", runs, dispatch.Allow},
+		{"a call that runs no command", "file.read", dispatch.Assessment{Risk: guard.Safe}, dispatch.Allow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, why := p.Decide(context.Background(), agent, &dispatch.Tool{Name: tc.tool}, tc.a, nil); got != tc.want {
+				t.Fatalf("decision %v (%s), want %v", got, why, tc.want)
+			}
+		})
+	}
+}
