@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -47,6 +48,15 @@ func (w where) remote(sf serverFlags) (bool, error) {
 	}
 	_, err := client.LoadConfig()
 	return err == nil, nil
+}
+
+// remoteKeysErr adds to a refusal of the server what an operator at the
+// server's machine can do instead: the login may be an agent's.
+func remoteKeysErr(err error) error {
+	if client.IsStatus(err, http.StatusForbidden) {
+		return fmt.Errorf("%w; on the server's machine, --local (or --data-dir) reads its data dir instead", err)
+	}
+	return err
 }
 
 // cliCaller is the audit actor for local CLI actions: whoever can run the
@@ -104,7 +114,7 @@ func (k *keysCreateCmd) Run(ctx context.Context, e *env) error {
 			return err
 		}
 		if info, err = c.CreateKey(ctx, k.Name, k.Role, k.RateLimits); err != nil {
-			return flagErr(err, map[string]string{"name": "--name", "role": "--role", "rate_limits": "--rate-limits"})
+			return remoteKeysErr(flagErr(err, map[string]string{"name": "--name", "role": "--role", "rate_limits": "--rate-limits"}))
 		}
 	} else {
 		st, _, svc, err := openLocal(ctx, e, kc.serverFlags, true)
@@ -138,7 +148,7 @@ func (keysListCmd) Run(ctx context.Context, e *env) error {
 			return err
 		}
 		if keys, err = c.Keys(ctx); err != nil {
-			return err
+			return remoteKeysErr(err)
 		}
 	} else {
 		st, _, svc, err := openLocal(ctx, e, kc.serverFlags, false)
@@ -196,7 +206,7 @@ func (k *keysRevokeCmd) Run(ctx context.Context, e *env) error {
 			return err
 		}
 		if info, err = c.RevokeKey(ctx, k.ID); err != nil {
-			return err
+			return remoteKeysErr(err)
 		}
 	} else {
 		st, _, svc, err := openLocal(ctx, e, kc.serverFlags, true)
