@@ -89,6 +89,11 @@ const (
 	Landlock   = "landlock"
 	Seccomp    = "seccomp"
 	NoNewPrivs = "no_new_privs"
+	// SocketMemory: whether a sandbox's socket buffers are charged to
+	// its memory cgroup (SECURITY.md, "Shared kernel resources").
+	SocketMemory = "socket memory"
+	// PTYPool: the host's terminal pool every sandbox's devpts draws on.
+	PTYPool = "terminal pool"
 )
 
 // requiredControllers are the cgroup controllers sandbox limits use.

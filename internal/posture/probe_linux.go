@@ -23,7 +23,85 @@ func Probe() Report {
 		probeLandlock(),
 		probeSeccomp(),
 		probeNoNewPrivs(),
+		probeSocketMemory("/proc/cgroups", "/proc/cmdline", "/proc/self/mountinfo"),
+		probePTYPool("/proc/sys/kernel/pty"),
 	}}
+}
+
+// probeSocketMemory says whether sandboxes' socket buffers are charged to
+// their memory cgroups. With the memory controller on cgroup v2 every
+// socket's buffers are (unless the kernel was booted with
+// cgroup.memory=nosocket); on v1 only TCP's, to memory.kmem.tcp, which
+// the v1 back end limits to each sandbox's memory limit: UDP and the
+// other protocols' buffers are charged to no sandbox, only to the host's
+// udp_mem. Not required: the sandbox boundary holds either way; what v1
+// lacks is a bound on one tenant's share of host socket memory.
+func probeSocketMemory(procCgroups, cmdline, mountinfo string) Check {
+	c := Check{Name: SocketMemory}
+	if b, err := os.ReadFile(cmdline); err == nil && slices.Contains(strings.Fields(string(b)), "cgroup.memory=nosocket") { // #nosec G304 -- fixed /proc paths (tests pass fixtures)
+		c.Detail = "the kernel was booted with cgroup.memory=nosocket: no socket buffer is charged to a sandbox"
+		return c
+	}
+	if !boundToV1(procCgroups, "memory") {
+		c.OK = true
+		c.Detail = "cgroup v2: every socket's buffers (TCP, UDP, unix) are charged to the sandbox's memory cgroup and its memory limit"
+		return c
+	}
+	c.Detail = "cgroup v1: TCP buffers are charged to each sandbox's memory.kmem.tcp, limited to its memory limit; " +
+		"UDP and other socket buffers are not charged to any sandbox (bounded per socket by net.core.rmem_max/wmem_max, in number by each process's open files)"
+	mounts, err := cgroupMounts(mountinfo)
+	if err != nil {
+		return c
+	}
+	for _, m := range mounts.v1 {
+		if _, err := os.Stat(m + "/memory.kmem.tcp.limit_in_bytes"); err == nil {
+			return c
+		}
+	}
+	c.Detail = "cgroup v1 without memory.kmem.tcp: no socket buffer is charged to a sandbox"
+	return c
+}
+
+// boundToV1 reports whether the controller is enabled and attached to a
+// cgroup v1 hierarchy (a non-zero hierarchy id in /proc/cgroups; 0 means
+// the v2 one).
+func boundToV1(procCgroups, controller string) bool {
+	b, err := os.ReadFile(procCgroups) // #nosec G304 -- fixed /proc path (tests pass fixtures)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 4 && f[0] == controller {
+			return f[1] != "0" && f[3] == "1"
+		}
+	}
+	return false
+}
+
+// probePTYPool reports the host's terminal pool: kernel.pty.max less the
+// reserve kept for the host's own devpts, shared by every sandbox's
+// devpts instance (each capped by its max=, SANDBOX_MAX_PTYS).
+func probePTYPool(dir string) Check {
+	c := Check{Name: PTYPool}
+	read := func(name string) (int, error) {
+		b, err := os.ReadFile(dir + "/" + name) // #nosec G304 -- fixed /proc paths (tests pass fixtures)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	limit, err1 := read("max")
+	reserve, err2 := read("reserve")
+	used, err3 := read("nr")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		c.Detail = "read kernel.pty: " + err.Error()
+		return c
+	}
+	c.OK = true
+	c.Detail = fmt.Sprintf("kernel.pty.max %d less kernel.pty.reserve %d: %d terminals shared by every sandbox's devpts, each capped by SANDBOX_MAX_PTYS; %d in use host-wide",
+		limit, reserve, limit-reserve, used)
+	return c
 }
 
 func probeKernel() Check {

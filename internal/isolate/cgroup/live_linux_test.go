@@ -418,6 +418,10 @@ func TestV1LimitFiles(t *testing.T) {
 	if _, err := os.Stat(gv.dir("memory") + "/memory.memsw.limit_in_bytes"); err == nil {
 		want[gv.dir("memory")+"/memory.memsw.limit_in_bytes"] = strconv.Itoa(64 << 20)
 	}
+	// TCP buffers: charged (and bounded) once a limit is written.
+	if _, err := os.Stat(gv.dir("memory") + "/memory.kmem.tcp.limit_in_bytes"); err == nil {
+		want[gv.dir("memory")+"/memory.kmem.tcp.limit_in_bytes"] = strconv.Itoa(64 << 20)
+	}
 	for p, w := range want {
 		got, err := readString(p)
 		if err != nil {

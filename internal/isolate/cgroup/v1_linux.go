@@ -327,7 +327,25 @@ func (g *v1Group) SetLimits(l Limits) error {
 			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
 		}
 	}
+	// Socket buffers are not memory.usage on v1: only TCP's can be
+	// charged, to a counter of their own that the kernel keeps only once
+	// a limit is written. The same figure as the memory limit bounds them
+	// per sandbox (past it the group's TCP sockets are under memory
+	// pressure and their sends wait); without it one sandbox's
+	// connections fill host-wide tcp_mem and every TCP socket on the host
+	// suffers. UDP and the other protocols cannot be charged on v1
+	// (SECURITY.md, "Shared kernel resources").
+	if tcp := mem + "/memory.kmem.tcp.limit_in_bytes"; fileExists(tcp) {
+		if err := writeString(tcp, limit); err != nil {
+			return fmt.Errorf("limits of cgroup %q: %w", g.rel, err)
+		}
+	}
 	return g.setPidsCPU(l)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // setPidsCPU writes the pids and CPU limits of l.
