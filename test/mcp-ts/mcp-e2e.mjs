@@ -104,13 +104,15 @@ async function main() {
   } else {
     if (def.status !== 201 && def.status !== 200) fail(`define custom tool: ${def.status} ${await def.text()}`);
     const deadline = Date.now() + 20000;
-    while (changed === 0 || !(await names()).includes(name)) {
+    // Custom tools have their own namespace in MCP: custom_<name>.
+    const mcpName = `custom_${name}`;
+    while (changed === 0 || !(await names()).includes(mcpName)) {
       if (Date.now() > deadline) fail(`custom tool not listed after list_changed (notifications: ${changed})`);
       await new Promise((r) => setTimeout(r, 100));
     }
-    const cr = await withTimeout(client.callTool({ name, arguments: {} }), 330000, "custom tool");
+    const cr = await withTimeout(client.callTool({ name: mcpName, arguments: {} }), 330000, "custom tool");
     if (cr.isError || !text(cr).includes("from-custom")) fail(`custom tool call: ${text(cr)}`);
-    console.log(`ok: custom tool ${name} listed after ${changed} list_changed notification(s) and called`);
+    console.log(`ok: custom tool ${name} listed as ${mcpName} after ${changed} list_changed notification(s) and called`);
     await fetch(new URL(`/v1/tools/custom/${name}`, base), {
       method: "DELETE",
       headers: { Authorization: `Bearer ${key}` },

@@ -632,10 +632,24 @@ async function auditPage(q: URLSearchParams) {
   });
 }
 
+// planOf shows what an approved call will run: each step of a custom tool
+// (nested ones indented) with its rendered command or arguments, and the
+// digest of the definition the approval is bound to.
+function planOf(a: any): HTMLElement | string {
+  const steps: any[] = Array.isArray(a.steps) ? a.steps : [];
+  if (!steps.length) return '';
+  const lines = steps.map((st) => {
+    const what = st.late ? 'built at run time: ' + visibleJSON(st.arguments) : (st.target ? visible(st.target) : visibleJSON(st.arguments));
+    return '  '.repeat(Number(st.depth) || 0) + visible(st.tool) + ': ' + what + (st.truncated ? ' …' : '');
+  });
+  if (a.digest) lines.push('definition ' + visible(String(a.digest).slice(0, 16)));
+  return h('pre', { text: lines.join('\n') });
+}
+
 async function approvalsPage() {
   const tbody = h('tbody');
   page('Approvals', h('div', { class: 'scroll' }, h('table', {}, h('caption', { text: 'Calls waiting for an operator' }),
-    h('thead', {}, h('tr', {}, ...['Id', 'Caller', 'Tool', 'Target', 'Risk', 'Expires', 'Decision'].map((c) => h('th', { scope: 'col', text: c })))), tbody)));
+    h('thead', {}, h('tr', {}, ...['Id', 'Caller', 'Tool', 'Target', 'Runs', 'Risk', 'Expires', 'Decision'].map((c) => h('th', { scope: 'col', text: c })))), tbody)));
   const load = async () => {
     const list = await call<any[]>('GET', '/v1/approvals');
     const pending = (list ?? []).filter((a) => a.status === 'pending');
@@ -649,12 +663,12 @@ async function approvalsPage() {
       });
       return h('tr', {},
         h('td', {}, h('code', { text: visible(a.id) })), h('td', {}, h('code', { text: visible(a.actor) })), h('td', { text: visible(a.tool) }),
-        h('td', { class: 'target', text: visible(a.target) }), h('td', { text: visible(a.risk) }), h('td', { text: visible(a.expires_at) }),
+        h('td', { class: 'target', text: visible(a.target) }), h('td', {}, planOf(a)), h('td', { text: visible(a.risk) }), h('td', { text: visible(a.expires_at) }),
         h('td', {}, h('label', { for: rid, text: 'Reason' }), reason,
           h('button', { type: 'button', text: 'Approve', onclick: () => decide('approve') }),
           h('button', { type: 'button', class: 'danger', text: 'Deny', onclick: () => decide('deny') })));
     }));
-    if (!pending.length) tbody.append(h('tr', {}, h('td', { colspan: '7', text: 'Nothing is waiting.' })));
+    if (!pending.length) tbody.append(h('tr', {}, h('td', { colspan: '8', text: 'Nothing is waiting.' })));
   };
   await guarded('Approvals', load);
 }
