@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
 // MCPPath is where the MCP streamable HTTP endpoint is served; MCPAlias
@@ -20,12 +23,37 @@ const (
 //
 // It also mounts AIO's mcp REST routes (aio_mcp.go) from the AIO route
 // table: the servers, their tools, a tool call.
+//
+// At /sandboxes/{id}/mcp and /sandboxes/{id}/v1/mcp (an AIO SDK or MCP
+// client given the sandbox's base URL) the sessions' calls that name no
+// sandbox act on that one (sandbox.WithScope), not the key's default
+// sandbox; a missing or another key's sandbox is 404 there.
 func (s *Server) MCPRoutes(h http.Handler) {
-	for _, path := range []string{MCPPath, MCPAlias} {
-		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-			s.router.Method(m, path, h)
+	scoped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		if s.sandboxes != nil {
+			c, err := MustCaller(r.Context())
+			if err == nil {
+				_, err = s.sandboxes.Get(sandbox.CallerOf(c), id)
+			}
+			if err != nil {
+				WriteError(w, r, err)
+				return
+			}
 		}
-		s.documentMCP(path)
+		h.ServeHTTP(w, r.WithContext(sandbox.WithScope(r.Context(), id)))
+	})
+	for _, path := range []string{MCPPath, MCPAlias} {
+		for _, p := range []string{path, sandboxPrefix + path} {
+			handler := h
+			if p != path {
+				handler = scoped
+			}
+			for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+				s.router.Method(m, p, handler)
+			}
+			s.documentMCP(p)
+		}
 	}
 	s.mountAIO(nil, groupMCP)
 }
@@ -33,11 +61,18 @@ func (s *Server) MCPRoutes(h http.Handler) {
 // documentMCP documents the MCP endpoint at path.
 func (s *Server) documentMCP(path string) {
 	id := "mcp"
-	if path != MCPPath {
+	if strings.HasSuffix(path, MCPAlias) {
 		id = "mcp-v1"
 	}
+	var params []*huma.Param
+	if strings.HasPrefix(path, sandboxPrefix) {
+		id += "-in-sandbox"
+		params = []*huma.Param{{Name: "id", In: "path", Required: true,
+			Description: "the sandbox the session's calls act on when they name none; " + path[len(sandboxPrefix):] + " without this prefix acts on the caller's default sandbox",
+			Schema:      &huma.Schema{Type: "string"}}}
+	}
 	s.api.OpenAPI().AddOperation(&huma.Operation{
-		OperationID: id, Method: http.MethodPost, Path: path, Tags: []string{"mcp"}, Security: Security,
+		OperationID: id, Method: http.MethodPost, Path: path, Tags: []string{"mcp"}, Security: Security, Parameters: params,
 		Summary: "Model Context Protocol (streamable HTTP)",
 		Description: "JSON-RPC messages of the Model Context Protocol (streamable HTTP transport; GET opens a session's " +
 			"event stream, DELETE ends the session). Tools are the dispatcher's tools with dots written as underscores " +
@@ -55,7 +90,7 @@ func (s *Server) documentMCP(path string) {
 	} {
 		s.api.OpenAPI().AddOperation(&huma.Operation{
 			OperationID: m.id + strings.TrimPrefix(id, "mcp"), Method: m.method, Path: path, Tags: []string{"mcp"}, Security: Security, Summary: m.summary,
-			Parameters: []*huma.Param{{Name: "Mcp-Session-Id", In: "header", Required: true, Schema: &huma.Schema{Type: "string"}}},
+			Parameters: append([]*huma.Param{{Name: "Mcp-Session-Id", In: "header", Required: true, Schema: &huma.Schema{Type: "string"}}}, params...),
 			Responses:  map[string]*huma.Response{"200": {Description: "text/event-stream (GET) or an empty answer (DELETE)"}},
 		})
 	}

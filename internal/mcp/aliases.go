@@ -14,6 +14,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
 // AIO alias names (AIO Sandbox's MCP tools).
@@ -180,7 +181,7 @@ func (h *Hub) aliasEntry(c auth.Caller, a *alias, reg registry) (entry, bool) {
 				if err != nil {
 					return errorResult(fault.Public(err)), nil
 				}
-				return toResult(a.run(ctx, h, ks, c, args(req))), nil
+				return toResult(a.run(sandbox.WithScope(ctx, ks.scope), h, ks, c, args(req))), nil
 			}
 		},
 	}, true
@@ -573,7 +574,8 @@ func runContext(ctx context.Context, h *Hub, ks *keyServer, c auth.Caller, raw j
 			return nil, fmt.Errorf("sandbox list: %w", err)
 		}
 		for _, s := range list {
-			if s["default"] == true && s["owner"] == c.KeyID {
+			// At /sandboxes/{id}/mcp the calls act on that sandbox.
+			if (ks.scope == "" && s["default"] == true && s["owner"] == c.KeyID) || (ks.scope != "" && s["id"] == ks.scope) {
 				rep.Sandbox = s
 				break
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
 // Session bounds, with their reasons.
@@ -81,7 +82,7 @@ type Hub struct {
 
 	// mu guards the fields below.
 	mu      sync.Mutex
-	keys    map[string]*keyServer
+	keys    map[serverKey]*keyServer
 	revoked map[string]bool
 	opening int // session-opening POSTs in flight
 	closed  bool
@@ -89,10 +90,17 @@ type Hub struct {
 	hooked map[*http.Server]bool
 }
 
-// keyServer is one key's MCP server.
+// serverKey names a key's server for one scope: the sandbox of the URL
+// (/sandboxes/{id}/mcp), or "" for /mcp (the key's default sandbox).
+type serverKey struct{ key, scope string }
+
+// keyServer is one key's MCP server for one scope.
 type keyServer struct {
 	caller auth.Caller
-	srv    *sdk.Server
+	// scope is the sandbox its calls that name none act on (sandbox.
+	// WithScope); "": the key's default sandbox.
+	scope string
+	srv   *sdk.Server
 	// tools maps MCP names to the signature of what is registered under
 	// them; guarded by Hub.syncMu.
 	tools map[string]string
@@ -106,7 +114,7 @@ func New(o Options) *Hub {
 	h := &Hub{
 		d: o.Dispatcher, log: o.Logger, version: o.Version, visible: o.Visible, writeErr: o.WriteError,
 		maxAll: o.MaxSessions, maxKey: o.MaxSessionsPerKey,
-		warned: map[string]bool{}, keys: map[string]*keyServer{}, revoked: map[string]bool{},
+		warned: map[string]bool{}, keys: map[serverKey]*keyServer{}, revoked: map[string]bool{},
 		hooked: map[*http.Server]bool{},
 	}
 	if h.visible == nil {
@@ -164,10 +172,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.hookShutdown(r)
+	scope := sandbox.ScopeFrom(r.Context())
 	if sid := r.Header.Get(sessionHeader); sid != "" {
-		// A session belongs to the key that opened it; to any other key
-		// it does not exist.
-		if !h.owns(c.KeyID, sid) {
+		// A session belongs to the key that opened it, at the URL it was
+		// opened at; to any other key or URL it does not exist.
+		if !h.owns(serverKey{c.KeyID, scope}, sid) {
 			h.writeErr(w, r, fault.New(fault.NotFound, "session not found"))
 			return
 		}
@@ -187,7 +196,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A POST without a session id opens a session: reserve a slot.
-	ks, err := h.reserve(c)
+	ks, err := h.reserve(c, scope)
 	if err != nil {
 		h.writeErr(w, r, err)
 		return
@@ -221,26 +230,27 @@ func (h *Hub) serverFor(r *http.Request) *sdk.Server {
 	if !ok {
 		return nil
 	}
-	ks, err := h.keyServer(c)
+	ks, err := h.keyServer(c, sandbox.ScopeFrom(r.Context()))
 	if err != nil {
 		return nil
 	}
 	return ks.srv
 }
 
-// keyServer returns c's server, creating it (with its tools) if needed.
-// Lock order: syncMu before mu, so a server is listed in keys before any
-// later registry change is synced.
-func (h *Hub) keyServer(c auth.Caller) (*keyServer, error) {
-	if ks, err := h.lookupKey(c.KeyID); ks != nil || err != nil {
+// keyServer returns c's server for scope, creating it (with its tools) if
+// needed. Lock order: syncMu before mu, so a server is listed in keys
+// before any later registry change is synced.
+func (h *Hub) keyServer(c auth.Caller, scope string) (*keyServer, error) {
+	sk := serverKey{c.KeyID, scope}
+	if ks, err := h.lookupKey(sk); ks != nil || err != nil {
 		return ks, err
 	}
 	h.syncMu.Lock()
 	defer h.syncMu.Unlock()
-	if ks, err := h.lookupKey(c.KeyID); ks != nil || err != nil {
+	if ks, err := h.lookupKey(sk); ks != nil || err != nil {
 		return ks, err // a concurrent request created it first
 	}
-	ks := &keyServer{caller: c, tools: map[string]string{}}
+	ks := &keyServer{caller: c, scope: scope, tools: map[string]string{}}
 	ks.srv = sdk.NewServer(&sdk.Implementation{Name: "sandhold", Title: "sandhold", Version: h.version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       h.log,
@@ -257,18 +267,18 @@ func (h *Hub) keyServer(c auth.Caller) (*keyServer, error) {
 	if err := h.refusedLocked(c.KeyID); err != nil {
 		return nil, err
 	}
-	h.keys[c.KeyID] = ks
+	h.keys[sk] = ks
 	return ks, nil
 }
 
-// lookupKey returns keyID's server if it exists, or why it may not.
-func (h *Hub) lookupKey(keyID string) (*keyServer, error) {
+// lookupKey returns sk's server if it exists, or why it may not.
+func (h *Hub) lookupKey(sk serverKey) (*keyServer, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.refusedLocked(keyID); err != nil {
+	if err := h.refusedLocked(sk.key); err != nil {
 		return nil, err
 	}
-	return h.keys[keyID], nil
+	return h.keys[sk], nil
 }
 
 // refusedLocked says why keyID may not have sessions. Callers hold mu.
@@ -291,8 +301,8 @@ const instructions = "sandhold: secure Linux sandboxes. Tool names are sandhold'
 // handler returns, so a reservation held until then would refuse it.
 // Bursts are bounded by maxOpening here and by enforceCaps once the
 // session is initialized.
-func (h *Hub) reserve(c auth.Caller) (*keyServer, error) {
-	ks, err := h.keyServer(c)
+func (h *Hub) reserve(c auth.Caller, scope string) (*keyServer, error) {
+	ks, err := h.keyServer(c, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -317,14 +327,18 @@ func (h *Hub) release(*keyServer) {
 // overLocked refuses when ks's key, or the server, has more than slack
 // sessions beyond its cap reached. Callers hold mu.
 func (h *Hub) overLocked(ks *keyServer, slack int) error {
-	total := 0
-	for _, k := range h.keys {
-		total += count(k.srv)
+	total, mine := 0, 0
+	for sk, k := range h.keys {
+		n := count(k.srv)
+		total += n
+		if sk.key == ks.caller.KeyID {
+			mine += n // every scope of the key
+		}
 	}
 	if total >= h.maxAll+slack {
 		return fault.Errorf(fault.Unavailable, "the server has %d open MCP sessions, its limit; retry later", total)
 	}
-	if count(ks.srv) >= h.maxKey+slack {
+	if mine >= h.maxKey+slack {
 		return fault.WithRetryAfter(fault.RateLimited, 60,
 			"this key has too many open MCP sessions; close one (DELETE /mcp) or let idle ones expire")
 	}
@@ -357,10 +371,10 @@ func count(s *sdk.Server) int {
 	return n
 }
 
-// owns reports whether session sid is one of keyID's.
-func (h *Hub) owns(keyID, sid string) bool {
+// owns reports whether session sid is one of sk's.
+func (h *Hub) owns(sk serverKey, sid string) bool {
 	h.mu.Lock()
-	ks := h.keys[keyID]
+	ks := h.keys[sk]
 	h.mu.Unlock()
 	if ks == nil {
 		return false
@@ -388,11 +402,16 @@ func (h *Hub) Sessions() int {
 // it does not block).
 func (h *Hub) Revoke(keyID string) {
 	h.mu.Lock()
-	ks := h.keys[keyID]
-	delete(h.keys, keyID)
+	var gone []*keyServer
+	for sk, ks := range h.keys {
+		if sk.key == keyID {
+			gone = append(gone, ks)
+			delete(h.keys, sk)
+		}
+	}
 	h.revoked[keyID] = true
 	h.mu.Unlock()
-	if ks != nil {
+	for _, ks := range gone {
 		go closeAll(ks.srv)
 	}
 }
@@ -402,7 +421,7 @@ func (h *Hub) Close() {
 	h.mu.Lock()
 	h.closed = true
 	keys := h.keys
-	h.keys = map[string]*keyServer{}
+	h.keys = map[serverKey]*keyServer{}
 	h.mu.Unlock()
 	for _, ks := range keys {
 		closeAll(ks.srv)
@@ -547,7 +566,7 @@ func (h *Hub) toolEntry(name string, t *dispatch.Tool) entry {
 				if err != nil {
 					return errorResult(fault.Public(err)), nil
 				}
-				return toResult(h.d.Call(ctx, c, target, args(req))), nil
+				return toResult(h.d.Call(sandbox.WithScope(ctx, ks.scope), c, target, args(req))), nil
 			}
 		},
 	}

@@ -120,10 +120,13 @@ type Empty = *struct{}
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
 
-// Resolve returns the sandbox a call names: ID, or the caller's default
-// sandbox when ID is empty — created on first use by a call of its own,
-// sandbox.create_default (implicit.go).
+// Resolve returns the sandbox a call names: ID, else the request's scope
+// (WithScope), else the caller's default sandbox — created on first use by
+// a call of its own, sandbox.create_default (implicit.go).
 func (m *Manager) Resolve(ctx context.Context, c auth.Caller, id string) (*Sandbox, error) {
+	if id == "" {
+		id = ScopeFrom(ctx)
+	}
 	if id == "" {
 		return m.resolveDefault(ctx, c)
 	}
