@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/store"
 )
 
 // The audit's retention as the server resolves it: off is no bound, a
@@ -38,5 +40,42 @@ func TestAuditRetentionResolved(t *testing.T) {
 				t.Fatalf("auditRetention(%+v) = %+v (%v), want %+v", tc.in, got, err, tc.want)
 			}
 		})
+	}
+}
+
+// The server runs retention: records older than SANDBOX_AUDIT_RETENTION's
+// age left from an earlier run move to an archive at start, and the API's
+// verify proves the stored chain from the archive's anchor.
+func TestServerArchivesOldAuditRecords(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := func() time.Time { return time.Now().Add(-time.Hour) }
+	lg := audit.New(st, dir, audit.WithClock(old))
+	for i := range 5 {
+		if _, err := lg.Append(context.Background(), audit.Entry{Actor: "key_x", Action: "exec.run", Target: fmt.Sprint("echo ", i), Verdict: audit.Allow}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = lg.Close()
+	_ = st.Close()
+
+	s := start(t, dir, func(c *config.Config) { c.AuditRetention = config.AuditRetention{MaxAge: 30 * time.Minute} })
+	admin := s.d.AdminKey()
+	var res audit.Result
+	for range 600 { // until the first round, which runs at start, has archived them
+		expectOK(t, s.do("GET", "/v1/audit/verify", admin, nil, nil), 200, &res)
+		if res.ArchivedThrough > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !res.OK || res.ArchivedThrough != 5 {
+		t.Fatalf("verify = %+v, want OK with records 1..5 archived", res)
+	}
+	if n, err := audit.ArchiveBytes(dir); err != nil || n == 0 {
+		t.Fatalf("archive bytes = %d (%v)", n, err)
 	}
 }
