@@ -64,9 +64,11 @@ type Retention struct {
 
 // Segment bounds of one archive: at most maxSegment records, and no
 // smaller than minSegment unless age asks for fewer (so a log just over
-// its budget is not cut into tiny files). WithSegments changes them.
+// its budget is not cut into tiny files). maxSegment also bounds how long
+// a round's transaction holds the appends back (deleting 10,000 records
+// and their index entries). WithSegments changes them.
 const (
-	maxSegment = 50000
+	maxSegment = 10000
 	minSegment = 1000
 	// sizeSlack: the budget's stored half is trimmed to this share of it,
 	// so the next rounds do not archive a few records each.
