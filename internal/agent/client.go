@@ -189,7 +189,10 @@ type Process struct {
 	// Stdin is nil unless asked for; Stdout and Stderr are nil for a PTY,
 	// whose master is PTY.
 	Stdin, Stdout, Stderr, PTY *os.File
-	exit                       chan Exit
+	// DevToolsIn writes to the process's descriptor 3 and DevToolsOut
+	// reads its descriptor 4 (SpawnReq.DevToolsPipe; nil otherwise).
+	DevToolsIn, DevToolsOut *os.File
+	exit                    chan Exit
 }
 
 // Exited delivers the process's exit exactly once.
@@ -197,7 +200,7 @@ func (p *Process) Exited() <-chan Exit { return p.exit }
 
 // Close closes the server's descriptors of the process.
 func (p *Process) Close() {
-	closeAll([]*os.File{p.Stdin, p.Stdout, p.Stderr, p.PTY})
+	closeAll([]*os.File{p.Stdin, p.Stdout, p.Stderr, p.PTY, p.DevToolsIn, p.DevToolsOut})
 }
 
 // Spawn starts a process in the sandbox. cgroupFiles (the execution's
@@ -223,9 +226,16 @@ func (c *Client) Spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles [
 	if r.TTY {
 		want = 1
 	}
+	if r.DevToolsPipe {
+		want += 2
+	}
 	if len(files) != want {
 		closeAll(files)
 		return nil, fmt.Errorf("spawn reply carries %d descriptors, want %d", len(files), want)
+	}
+	if r.DevToolsPipe {
+		p.DevToolsIn, p.DevToolsOut = files[want-2], files[want-1]
+		files = files[:want-2]
 	}
 	switch {
 	case r.TTY:

@@ -15,6 +15,23 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
+// execGroup makes an execution group of ts named with prefix and returns
+// its attach files (closed when the test ends).
+func execGroup(t *testing.T, ts *testSandbox, prefix string) []*os.File {
+	t.Helper()
+	sub, err := ts.group.Sub(fmt.Sprintf("%s%d", prefix, time.Now().UnixNano()%1e9), cgroup.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Destroy() })
+	attach, err := sub.OpenThreadAttach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(attach) })
+	return attach
+}
+
 // nonblocking reports whether f's open file has O_NONBLOCK, without Fd
 // (which would turn a polled descriptor back to blocking).
 func nonblocking(t *testing.T, f *os.File) bool {
@@ -41,16 +58,7 @@ func nonblocking(t *testing.T, f *os.File) bool {
 // pipe holds, arrives whole.
 func TestPipesAreNonBlockingOnTheServersSideOnly(t *testing.T) {
 	ts := launch(t, nil)
-	sub, err := ts.group.Sub(fmt.Sprintf("p%d", time.Now().UnixNano()%1e9), cgroup.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Destroy() })
-	attach, err := sub.OpenThreadAttach()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeAll(attach)
+	attach := execGroup(t, ts, "p")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The command's own view of its descriptors' flags (octal, as the
@@ -107,5 +115,38 @@ func TestPipesAreNonBlockingOnTheServersSideOnly(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no exit")
+	}
+}
+
+// TestDevToolsPipeIsDescriptorsThreeAndFour: a process spawned with
+// DevToolsPipe reads what the server writes to DevToolsIn on its
+// descriptor 3 and writes DevToolsOut's bytes on its descriptor 4 (Chromium's
+// --remote-debugging-pipe); nobody else is given them.
+func TestDevToolsPipeIsDescriptorsThreeAndFour(t *testing.T) {
+	ts := launch(t, nil)
+	attach := execGroup(t, ts, "d")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := ts.Spawn(ctx, SpawnReq{
+		Argv: []string{"sh", "-c", "tr a-z A-Z <&3 >&4"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace", DevToolsPipe: true,
+	}, attach, ts.home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.DevToolsIn == nil || p.DevToolsOut == nil || p.Stdout == nil || p.Stderr == nil {
+		t.Fatalf("descriptors: %+v", p)
+	}
+	if _, err := io.WriteString(p.DevToolsIn, "{\"id\":1}\x00"); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.DevToolsIn.Close()
+	got, err := io.ReadAll(p.DevToolsOut)
+	if err != nil || string(got) != "{\"ID\":1}\x00" {
+		t.Fatalf("through descriptors 3 and 4: %q %v", got, err)
+	}
+	if _, err := ts.Spawn(ctx, SpawnReq{Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace", TTY: true, DevToolsPipe: true},
+		attach, ts.home); err == nil {
+		t.Fatal("a terminal's process got a DevTools pipe")
 	}
 }

@@ -215,8 +215,15 @@ type SpawnReq struct {
 	Rows uint16   `json:"rows,omitempty"`
 	Cols uint16   `json:"cols,omitempty"`
 	// Stdin asks for a pipe to the process's stdin (otherwise /dev/null).
-	Stdin  bool   `json:"stdin,omitempty"`
-	Limits Limits `json:"limits"`
+	Stdin bool `json:"stdin,omitempty"`
+	// DevToolsPipe gives the process two more pipes, as descriptors 3
+	// (it reads) and 4 (it writes): Chromium's --remote-debugging-pipe.
+	// The server's ends come back after the others: the writer to 3, the
+	// reader of 4. Only the process and the server hold them, so nothing
+	// else in the sandbox can stand in for the browser (as anything
+	// binding its port could). Not with TTY.
+	DevToolsPipe bool   `json:"devtools_pipe,omitempty"`
+	Limits       Limits `json:"limits"`
 	// CgroupFDs is how many attached descriptors are cgroup files of the
 	// execution's group; HomeFDs how many after them are the sandbox's own
 	// group's (v1: the forking thread returns there).
@@ -225,7 +232,9 @@ type SpawnReq struct {
 }
 
 // SpawnResp is the reply to spawn; the descriptors come with it: stdin
-// writer (when asked), stdout reader, stderr reader — or the PTY master.
+// writer (when asked), stdout reader, stderr reader — or the PTY master —
+// then, with DevToolsPipe, the writer to its descriptor 3 and the reader
+// of its descriptor 4.
 type SpawnResp struct {
 	Pid int `json:"pid"`
 }

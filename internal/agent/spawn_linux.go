@@ -106,6 +106,23 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 		childFDs = append(childFDs, wr)
 		parentFiles = append(parentFiles, serverEnd(rd, name))
 	}
+	if r.DevToolsPipe {
+		// Descriptor 3: the process reads what the server writes.
+		rd, wr, err := pipe()
+		if err != nil {
+			closeAll(parentFiles)
+			return Response{}, nil, err
+		}
+		childFDs = append(childFDs, rd)
+		parentFiles = append(parentFiles, serverEnd(wr, "devtools-in"))
+		// Descriptor 4: the server reads what the process writes.
+		if rd, wr, err = pipe(); err != nil {
+			closeAll(parentFiles)
+			return Response{}, nil, err
+		}
+		childFDs = append(childFDs, wr)
+		parentFiles = append(parentFiles, serverEnd(rd, "devtools-out"))
+	}
 	fds := make([]uintptr, len(childFDs))
 	for i, fd := range childFDs {
 		fds[i] = uintptr(fd)
@@ -315,6 +332,9 @@ func checkSpawn(r *SpawnReq) error {
 	}
 	if !filepath.IsAbs(r.Cwd) || strings.IndexByte(r.Cwd, 0) >= 0 {
 		return invalidf("cwd must be an absolute path")
+	}
+	if r.DevToolsPipe && r.TTY {
+		return invalidf("a DevTools pipe is not given to a terminal's process")
 	}
 	return nil
 }

@@ -307,8 +307,9 @@ func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
 		if !isJSONPath(rest) {
 			return nil
 		}
-		// What a sandbox's port 9222 answers is the sandbox's: only JSON
-		// passes, never a page a browser would render (issue 29, row 1).
+		// Only JSON passes, never a page a browser would render (issue
+		// 29, row 1): the endpoint builds JSON, and this holds should
+		// anything else ever answer here.
 		if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 			_ = resp.Body.Close()
 			return &notJSONError{status: resp.StatusCode}
@@ -328,9 +329,10 @@ func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
 		return nil
 	}
-	// DevTools answers only Host: an IP or localhost (its own DNS
-	// rebinding defence), and refuses WebSockets with an Origin it was not
-	// told to allow; the request was authenticated here.
+	// The connection is to the server's own DevTools endpoint over the
+	// browser's pipe (internal/browser/devtools.go), never a port in the
+	// sandbox; it is sent the Host DevTools would expect and no Origin
+	// (the request was authenticated here).
 	h.relay(w, r, c, rel, "cdp", "/"+rest, inside, rewrite)
 }
 

@@ -1,15 +1,12 @@
 package browser
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/browser/cdp"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
@@ -40,9 +38,6 @@ const (
 	defaultStartTimeout = 60 * time.Second
 	// pollEvery is how often a starting browser's port is tried.
 	pollEvery = 50 * time.Millisecond
-	// relistenWait is how long a running browser whose port refuses
-	// connections gets before it is restarted.
-	relistenWait = 5 * time.Second
 	// browserPids is what a browser needs of a pids limit, and the
 	// allowance it brings with it (sandbox.GrantPids) into a sandbox whose
 	// own limit is smaller: Chromium 156, multi-process, is 79 threads at
@@ -150,6 +145,8 @@ type running struct {
 	opts     Options
 	procs    []*sandbox.Proc // display, vnc (headful), chromium last
 	chromium *sandbox.Proc
+	// devtools is the browser's DevTools endpoint over its pipe.
+	devtools *devtools
 	mode     string
 	version  string
 	started  time.Time
@@ -240,8 +237,10 @@ func (m *Manager) Entries() int {
 
 // DevTools ensures the sandbox's browser runs (the caller must be allowed
 // to see the sandbox: another key's is NotFound; "" is the caller's default
-// sandbox) and returns a fresh connection to its DevTools HTTP/WebSocket
-// port. The caller speaks HTTP or WebSocket over it and closes it.
+// sandbox) and returns a fresh connection to its DevTools endpoint — served
+// by this server over the browser's pipe (devtools.go), never by whatever
+// listens on a port in the sandbox. The caller speaks HTTP or WebSocket
+// over it and closes it; a pause, HALT or stop of the sandbox closes it.
 func (m *Manager) DevTools(ctx context.Context, c auth.Caller, sandboxID string) (net.Conn, error) {
 	s, err := m.sb.Resolve(ctx, c, sandboxID)
 	if err != nil {
@@ -250,36 +249,21 @@ func (m *Manager) DevTools(ctx context.Context, c auth.Caller, sandboxID string)
 	if _, err := m.ensure(ctx, s, nil); err != nil {
 		return nil, err
 	}
-	conn, err := s.DialPort(ctx, sandbox.DevToolsPort)
-	if err == nil || !fault.Is(err, fault.Unavailable) {
-		return conn, err
+	e := m.entry(s.ID())
+	e.mu.Lock()
+	var dt *devtools
+	if e.run != nil && e.run.s == s {
+		dt = e.run.devtools
 	}
-	// Running but not listening: just thawed (a pause or HALT ended a
-	// moment ago), or wedged. Give it a moment, then start it afresh.
-	wctx, cancel := context.WithTimeout(ctx, relistenWait)
-	defer cancel()
-	for {
-		select {
-		case <-wctx.Done():
-			m.cfg.Log.Warn("browser does not answer; restarting it", "sandbox", s.ID())
-			e := m.entry(s.ID())
-			e.mu.Lock()
-			if e.run != nil {
-				e.run.stop()
-				e.lastExit = "restarted: DevTools did not answer"
-				e.run = nil
-			}
-			e.mu.Unlock()
-			if _, err := m.ensure(ctx, s, nil); err != nil {
-				return nil, err
-			}
-			return s.DialPort(ctx, sandbox.DevToolsPort)
-		case <-time.After(pollEvery):
-		}
-		if conn, err = s.DialPort(ctx, sandbox.DevToolsPort); err == nil || !fault.Is(err, fault.Unavailable) {
-			return conn, err
-		}
+	e.mu.Unlock()
+	if dt == nil {
+		return nil, fault.New(fault.Unavailable, "the browser ended; try again")
 	}
+	conn, err := dt.dial()
+	if err != nil {
+		return nil, fault.New(fault.Unavailable, "the browser ended; try again")
+	}
+	return s.Relay(conn)
 }
 
 // VNC returns a fresh connection to the sandbox's VNC server. A sandbox
@@ -486,23 +470,37 @@ func (m *Manager) start(ctx context.Context, s *sandbox.Sandbox, o Options) (*ru
 			return nil, err
 		}
 	}
-	p, err := s.Spawn(sctx, sandbox.SpawnSpec{Argv: chromiumArgs(info.Network.Mode, o), Env: env, Cwd: "/tmp", CPUTime: browserCPU})
+	p, err := s.Spawn(sctx, sandbox.SpawnSpec{Argv: chromiumArgs(info.Network.Mode, o), Env: env, Cwd: "/tmp", CPUTime: browserCPU, DevToolsPipe: true})
 	if err != nil {
 		return nil, fault.Wrap(fault.Unavailable, err, "the browser could not be started in the sandbox")
 	}
 	r.chromium = p
 	r.procs = append(r.procs, p)
+	if p.DevToolsIn == nil || p.DevToolsOut == nil {
+		return nil, fault.New(fault.Internal, "the browser was started without its DevTools pipe")
+	}
+	mux := cdp.NewMux(cdp.NewPipe(p.DevToolsIn, p.DevToolsOut))
 	go r.drain(p)
 	go r.watch(p)
-	if err := waitFor(sctx, r, func() bool {
-		v, err := version(sctx, s)
-		if err == nil {
-			r.version = v
+	// The browser answers on its pipe once it is up; if it ends first,
+	// the pipe ends and so does the call.
+	var v browserVersion
+	verr := make(chan error, 1)
+	go func() { verr <- mux.Call(sctx, "Browser.getVersion", nil, &v) }()
+	select {
+	case err = <-verr:
+		if errors.Is(err, cdp.ErrClosed) {
+			err = errExited
 		}
-		return err == nil
-	}); err != nil {
+	case <-r.done:
+		err = errExited
+	}
+	if err != nil {
+		_ = mux.Close()
 		return nil, m.startFault(r, "the browser", err)
 	}
+	r.version = v.Product
+	r.devtools = newDevTools(mux, v, m.cfg.Log)
 	if o.Headful {
 		if c, err := s.DialPort(sctx, sandbox.VNCPort); err == nil {
 			_ = c.Close()
@@ -543,8 +541,10 @@ func chromiumArgs(netMode string, o Options) []string {
 		// Chromium's own sandbox cannot start under sandhold's seccomp
 		// filter; see the package doc for what replaces it.
 		"--no-sandbox",
-		"--remote-debugging-address=127.0.0.1",
-		"--remote-debugging-port=" + strconv.Itoa(sandbox.DevToolsPort),
+		// DevTools over descriptors 3 and 4, which only the browser and
+		// the server hold (devtools.go): no port that code in the
+		// sandbox could bind first.
+		"--remote-debugging-pipe",
 		"--user-data-dir=" + profileDir,
 		// /dev/shm is small in a sandbox; /tmp holds the shared memory.
 		"--disable-dev-shm-usage",
@@ -696,35 +696,6 @@ func (m *Manager) startFault(r *running, what string, err error) error {
 	return err
 }
 
-// version asks DevTools for /json/version over a fresh relayed connection.
-func version(ctx context.Context, s *sandbox.Sandbox) (string, error) {
-	c, err := s.DialPort(ctx, sandbox.DevToolsPort)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = c.Close() }()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1/json/version", nil)
-	if err := req.Write(c); err != nil {
-		return "", err
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), req)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var v struct {
-		Browser string `json:"Browser"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&v); err != nil {
-		return "", err
-	}
-	if v.Browser == "" {
-		return "", errors.New("no version in /json/version")
-	}
-	return v.Browser, nil
-}
-
 func (r *running) exited() bool {
 	select {
 	case <-r.done:
@@ -744,6 +715,9 @@ func (r *running) reason() string {
 
 // stop ends the browser and its helpers and frees their groups.
 func (r *running) stop() {
+	if r.devtools != nil {
+		r.devtools.close() // every DevTools session ends with the browser
+	}
 	r.encMu.Lock()
 	for _, e := range r.encoders {
 		e.Kill()

@@ -7,12 +7,13 @@
 // INSIDE the sandbox as the sandbox user, one per sandbox, started on first
 // use: it is a process the init spawned, in the sandbox's cgroups (memory,
 // pids, cpu), namespaces, landlock domain and seccomp filter, exactly like a
-// command. It listens for DevTools on 127.0.0.1:9222 of the sandbox's own
-// network namespace (which holds only lo); the server reaches that port
-// only through the init (sandbox.DialPort), so nothing outside the sandbox
-// — another sandbox, a host process, a web page — can connect to it, and
-// every client the server relays has presented a key or a one-time ticket
-// for the sandbox's owner.
+// command. It speaks DevTools over a pipe (--remote-debugging-pipe:
+// descriptors 3 and 4, made by the init at the spawn, held by the browser
+// and the server only) and listens on no port, so nothing in the sandbox
+// can stand in for it by binding a port first, and nothing outside can
+// reach it at all. The server serves the DevTools endpoint itself over
+// that pipe (devtools.go), to clients that presented a key or a one-time
+// ticket for the sandbox's owner.
 //
 // # Why --no-sandbox
 //

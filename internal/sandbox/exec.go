@@ -882,6 +882,10 @@ type SpawnSpec struct {
 	Sudo          bool
 	// CPUTime caps each process's CPU time (0: the sandbox's limit).
 	CPUTime time.Duration
+	// DevToolsPipe gives the process Chromium's --remote-debugging-pipe
+	// descriptors (3 and 4); the server's ends are Proc.DevToolsIn and
+	// DevToolsOut (agent.SpawnReq.DevToolsPipe).
+	DevToolsPipe bool
 }
 
 // Proc is a process started with Spawn. Kill ends its whole tree; Release
@@ -946,7 +950,8 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	oom0 := s.sandboxOOMKills()
 	p, err := inst.Spawn(ctx, agent.SpawnReq{
 		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
-		Limits: agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
+		DevToolsPipe: sp.DevToolsPipe,
+		Limits:       agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
 	}, slot.attach, s.homeFor(slot.attach))
 	if err != nil {
 		s.killSlot(slot)

@@ -110,34 +110,9 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if !slices.Contains(s.m.cfg.LoopbackPorts, uint16(port)) { //nolint:gosec // G115: checked within 1-65535 above
 		return nil, fault.Errorf(fault.Forbidden, "port %d is not one of the ports this server reaches inside a sandbox", port)
 	}
-	s.mu.Lock()
-	state, inst, mode := s.state, s.inst, s.rec.Spec.Network.Mode
-	s.mu.Unlock()
-	switch {
-	case mode == NetworkHost:
-		return nil, fault.New(fault.Unsupported, "this sandbox shares the host's network (network.mode host); its loopback is the host's and is not reached through the sandbox")
-	case state == Paused:
-		return nil, fault.New(fault.Conflict, "sandbox is paused; resume it first")
-	case state != Running || inst == nil:
-		return nil, fault.New(fault.Conflict, "sandbox is not running")
-	}
-	s.relay.mu.Lock()
-	if len(s.relay.open) >= maxRelayConns {
-		s.relay.mu.Unlock()
-		return nil, fault.Errorf(fault.Conflict, "%d connections into this sandbox are open already (the cap)", maxRelayConns)
-	}
-	if s.relay.open == nil {
-		s.relay.open = make(map[*relayConn]struct{})
-	}
-	// The place is held while dialling, so concurrent dials cannot pass
-	// the cap together.
-	rc := &relayConn{r: &s.relay}
-	s.relay.open[rc] = struct{}{}
-	s.relay.mu.Unlock()
-	release := func() {
-		s.relay.mu.Lock()
-		delete(s.relay.open, rc)
-		s.relay.mu.Unlock()
+	rc, inst, release, err := s.holdRelay()
+	if err != nil {
+		return nil, err
 	}
 	f, err := inst.Dial(ctx, port)
 	if err != nil {
@@ -150,9 +125,63 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 		release()
 		return nil, fmt.Errorf("relayed connection: %w", err)
 	}
+	return s.openRelay(rc, inst, c)
+}
+
+// Relay makes c — a connection the server opened to something the
+// sandbox runs without dialling its loopback (the browser's DevTools,
+// spoken over the pipe the browser was started with) — one of the
+// sandbox's relayed connections: refused unless the sandbox runs, counted
+// against the cap, and closed by a pause, a HALT or a stop. On a refusal
+// c is closed.
+func (s *Sandbox) Relay(c net.Conn) (net.Conn, error) {
+	rc, inst, _, err := s.holdRelay()
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return s.openRelay(rc, inst, c)
+}
+
+// holdRelay checks that the sandbox runs and holds a place among its
+// relayed connections (released by release, or by closing rc once it has
+// a connection), so concurrent dials cannot pass the cap together.
+func (s *Sandbox) holdRelay() (rc *relayConn, inst *agent.Instance, release func(), err error) {
+	s.mu.Lock()
+	state, inst, mode := s.state, s.inst, s.rec.Spec.Network.Mode
+	s.mu.Unlock()
+	switch {
+	case mode == NetworkHost:
+		return nil, nil, nil, fault.New(fault.Unsupported, "this sandbox shares the host's network (network.mode host); its loopback is the host's and is not reached through the sandbox")
+	case state == Paused:
+		return nil, nil, nil, fault.New(fault.Conflict, "sandbox is paused; resume it first")
+	case state != Running || inst == nil:
+		return nil, nil, nil, fault.New(fault.Conflict, "sandbox is not running")
+	}
+	s.relay.mu.Lock()
+	if len(s.relay.open) >= maxRelayConns {
+		s.relay.mu.Unlock()
+		return nil, nil, nil, fault.Errorf(fault.Conflict, "%d connections into this sandbox are open already (the cap)", maxRelayConns)
+	}
+	if s.relay.open == nil {
+		s.relay.open = make(map[*relayConn]struct{})
+	}
+	rc = &relayConn{r: &s.relay}
+	s.relay.open[rc] = struct{}{}
+	s.relay.mu.Unlock()
+	release = func() {
+		s.relay.mu.Lock()
+		delete(s.relay.open, rc)
+		s.relay.mu.Unlock()
+	}
+	return rc, inst, release, nil
+}
+
+// openRelay puts c in the place rc holds. A pause or stop between
+// holdRelay's state check and now closed the connections it saw, not this
+// one: the state is checked again.
+func (s *Sandbox) openRelay(rc *relayConn, inst *agent.Instance, c net.Conn) (net.Conn, error) {
 	rc.Conn = c
-	// A pause or stop between the state check and now closed the
-	// connections it saw, not this one: check again.
 	s.mu.Lock()
 	still := s.state == Running && s.inst == inst
 	s.mu.Unlock()

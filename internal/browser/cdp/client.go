@@ -310,17 +310,10 @@ func (s *Session) ID() string { return s.id }
 // ignored). A browser error is an *Error; a closed connection ErrClosed.
 func (s *Session) Call(ctx context.Context, method string, params, result any) error {
 	c := s.c
-	m := message{ID: c.nextID.Add(1), SessionID: s.id, Method: method}
-	if params != nil {
-		b, err := jsonv2.Marshal(params)
-		if err != nil {
-			return fmt.Errorf("cdp: encode %s: %w", method, err)
-		}
-		m.Params = json.RawMessage(b)
-	}
-	data, err := json.Marshal(m)
+	id := c.nextID.Add(1)
+	data, err := encodeCall(id, s.id, method, params)
 	if err != nil {
-		return fmt.Errorf("cdp: encode %s: %w", method, err)
+		return err
 	}
 	ch := make(chan message, 1)
 	c.mu.Lock()
@@ -328,11 +321,11 @@ func (s *Session) Call(ctx context.Context, method string, params, result any) e
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	c.pending[m.ID] = ch
+	c.pending[id] = ch
 	c.mu.Unlock()
 	forget := func() {
 		c.mu.Lock()
-		delete(c.pending, m.ID)
+		delete(c.pending, id)
 		c.mu.Unlock()
 	}
 	if err := ctx.Err(); err != nil {
@@ -350,13 +343,39 @@ func (s *Session) Call(ctx context.Context, method string, params, result any) e
 		forget()
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
+	return awaitAnswer(ctx, ch, forget, c.Err, method, result)
+}
+
+// encodeCall is the text of command id: method with params (encoded as
+// cdproto's types expect) on session ("" the browser's).
+func encodeCall(id int64, session, method string, params any) ([]byte, error) {
+	m := message{ID: id, SessionID: session, Method: method}
+	if params != nil {
+		b, err := jsonv2.Marshal(params)
+		if err != nil {
+			return nil, fmt.Errorf("cdp: encode %s: %w", method, err)
+		}
+		m.Params = json.RawMessage(b)
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("cdp: encode %s: %w", method, err)
+	}
+	return data, nil
+}
+
+// awaitAnswer waits for a command's answer on ch and decodes its result
+// into result (nil: ignored). ctx ending forgets the call; the answer a
+// closing connection makes up (code -1) is ErrClosed; the browser's
+// refusal is an *Error.
+func awaitAnswer(ctx context.Context, ch <-chan message, forget func(), closed func() error, method string, result any) error {
 	select {
 	case <-ctx.Done():
 		forget()
 		return ctx.Err()
 	case r := <-ch:
 		if r.Error != nil {
-			if r.Error.Code == -1 && c.Err() != nil {
+			if r.Error.Code == -1 && closed() != nil {
 				return ErrClosed
 			}
 			return r.Error
