@@ -59,6 +59,7 @@ var routeTools = map[string]string{
 	"GET /v1/sandboxes/{id}/exec/{command_id}": "exec.read",
 	"GET /v1/templates":                        "template.list",
 	"GET /v1/templates/{ref}":                  "template.get",
+	"GET /v1/templates/builds/{build}/log":     "template.build_log",
 	"GET /v1/tools":                            "tools.list",
 	"POST /v1/tickets":                         ToolTicketsCreate,
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/template"
+	"github.com/sandhold/sandhold/internal/template/build"
 	"github.com/sandhold/sandhold/internal/template/oci"
 )
 
@@ -24,6 +27,11 @@ type TemplateCreateBody struct {
 	Image   string     `json:"image,omitempty" maxLength:"512" doc:"pull this image from a registry the server allows (SANDBOX_REGISTRIES)"`
 	Limits  LimitsBody `json:"limits,omitempty" doc:"default limits of the template's sandboxes"`
 	Browser bool       `json:"browser,omitempty" doc:"the template carries a browser"`
+	// A build without a context (POST /v1/templates/build takes one).
+	Dockerfile string            `json:"dockerfile,omitempty" maxLength:"1048576" doc:"build this Dockerfile (subset); its RUN steps run in sandboxes as the caller"`
+	BuildArgs  map[string]string `json:"build_args,omitempty" doc:"values of the Dockerfile's ARGs"`
+	Network    sandbox.Network   `json:"network,omitzero" doc:"egress of the build's RUN sandboxes (default none)"`
+	NoCache    bool              `json:"no_cache,omitempty" doc:"run every step again"`
 }
 
 // overrides are the body's template settings.
@@ -54,8 +62,18 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 			WriteError(w, r, err)
 			return
 		}
-		if body.Image == "" {
-			WriteError(w, r, fault.InvalidField("image", "give the image to pull (or POST a build to /v1/templates/build)"))
+		switch {
+		case body.Image != "" && body.Dockerfile != "":
+			WriteError(w, r, fault.InvalidField("image", "give an image to pull or a dockerfile to build, not both"))
+			return
+		case body.Dockerfile != "":
+			ps := newProgressStream(w, r)
+			args := build.Args{Name: body.Name, Tag: body.Tag, Dockerfile: body.Dockerfile, BuildArgs: body.BuildArgs, Network: body.Network,
+				NoCache: body.NoCache, Overrides: ov, Progress: ps.progress()}
+			ps.finish(dispatchTemplate(r, d, build.ToolBuild, args, ps))
+			return
+		case body.Image == "":
+			WriteError(w, r, fault.InvalidField("image", "give an image to pull or a dockerfile to build (or POST a context to /v1/templates/build)"))
 			return
 		}
 		ps := newProgressStream(w, r)
@@ -69,6 +87,26 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 		args := oci.ImportArgs{Name: q.Get("name"), Tag: q.Get("tag"), Body: r.Body, Progress: ps.progress()}
 		ps.finish(dispatchTemplate(r, d, oci.ToolImport, args, ps))
 	})
+	s.AllowLargeBodies("/v1/templates/build")
+	s.router.Post("/v1/templates/build", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		args := build.Args{Name: q.Get("name"), Tag: q.Get("tag"), NoCache: q.Get("no_cache") == "true",
+			Network: sandbox.Network{Mode: q.Get("network"), Allow: q["allow"]}, BuildArgs: map[string]string{}, Context: r.Body}
+		for _, kv := range q["build_arg"] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				WriteError(w, r, fault.InvalidField("build_arg", "build_arg is KEY=VALUE"))
+				return
+			}
+			args.BuildArgs[k] = v
+		}
+		if q.Get("dockerfile") != "" {
+			args.Dockerfile = q.Get("dockerfile")
+		}
+		ps := newProgressStream(w, r)
+		args.Progress = ps.progress()
+		ps.finish(dispatchTemplate(r, d, build.ToolBuild, args, ps))
+	})
 	doc := s.api.OpenAPI()
 	bodySchema := doc.Components.Schemas.Schema(reflect.TypeFor[TemplateCreateBody](), true, "TemplateCreateRequest")
 	resSchema := doc.Components.Schemas.Schema(reflect.TypeFor[Envelope[template.Template]](), true, "TemplateResponse")
@@ -78,11 +116,53 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 		Summary:     "Make a template by pulling an image from an allowed registry",
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: bodySchema}}},
 		Responses:   answers})
+	doc.AddOperation(&huma.Operation{OperationID: "build-template", Method: http.MethodPost, Path: "/v1/templates/build", Tags: []string{"templates"}, Security: Security,
+		Summary:     "Build a Dockerfile (subset) with an uploaded context (a tar, or a gzipped tar, holding the Dockerfile unless dockerfile is given) into a template",
+		Parameters:  queryParams("name", "tag", "dockerfile", "network", "allow", "build_arg", "no_cache"),
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}, "application/gzip": {Schema: binarySchema}}},
+		Responses:   answers})
+	huma.Register(s.api, huma.Operation{OperationID: "commit-sandbox", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/commit", Tags: []string{"templates"}, Security: Security,
+		Summary: "Make a template of a template sandbox's changes to its root", DefaultStatus: http.StatusCreated},
+		func(ctx context.Context, in *CommitInput) (*TemplateOutput, error) {
+			t, err := invokeOn[template.Template](ctx, d, build.ToolCommit, build.CommitArgs{ID: in.ID, Name: in.Body.Name, Tag: in.Body.Tag})
+			if err != nil {
+				return nil, err
+			}
+			return &TemplateOutput{Body: OK(t)}, nil
+		})
+	huma.Register(s.api, huma.Operation{OperationID: "template-build-log", Method: http.MethodGet, Path: "/v1/templates/builds/{build}/log", Tags: []string{"templates"}, Security: Security,
+		Summary: "A build's kept log"},
+		func(ctx context.Context, in *BuildLogInput) (*BuildLogOutput, error) {
+			l, err := invokeOn[string](ctx, d, build.ToolLog, build.LogArgs{Build: in.Build})
+			if err != nil {
+				return nil, err
+			}
+			return &BuildLogOutput{Body: OK(l)}, nil
+		})
 	doc.AddOperation(&huma.Operation{OperationID: "import-template", Method: http.MethodPost, Path: "/v1/templates/import", Tags: []string{"templates"}, Security: Security,
 		Summary:     "Make a template of an uploaded OCI image layout (as a tar) or docker save tarball",
 		Parameters:  queryParams("name", "tag"),
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}, "application/octet-stream": {Schema: binarySchema}}},
 		Responses:   answers})
+}
+
+// CommitInput is POST /v1/sandboxes/{id}/commit.
+type CommitInput struct {
+	ID   string `path:"id" maxLength:"64"`
+	Body struct {
+		Name string `json:"name" maxLength:"128" doc:"the new template's name"`
+		Tag  string `json:"tag,omitempty" maxLength:"128" doc:"its tag (default latest)"`
+	}
+}
+
+// BuildLogInput names a build.
+type BuildLogInput struct {
+	Build string `path:"build" maxLength:"64"`
+}
+
+// BuildLogOutput is a build's log.
+type BuildLogOutput struct {
+	Body Envelope[string]
 }
 
 // dispatchTemplate runs a template-making tool for the request's caller.
@@ -112,6 +192,8 @@ type progressStream struct {
 func newProgressStream(w http.ResponseWriter, r *http.Request) *progressStream {
 	ps := &progressStream{w: w, r: r}
 	if fl, ok := w.(http.Flusher); ok && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		// Events go out while an upload is still being read.
+		_ = http.NewResponseController(w).EnableFullDuplex()
 		ps.fl, ps.sse = fl, true
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-store")
@@ -132,11 +214,11 @@ func (ps *progressStream) send(event string, v any) {
 }
 
 // progress is the tool's progress callback: events, or nil without SSE.
-func (ps *progressStream) progress() oci.Progress {
+func (ps *progressStream) progress() template.Progress {
 	if !ps.sse {
 		return nil
 	}
-	return func(e oci.Event) { ps.send("progress", e) }
+	return func(e template.Event) { ps.send("progress", e) }
 }
 
 // finish writes the outcome.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/template"
+	"github.com/sandhold/sandhold/internal/template/build"
 	"github.com/sandhold/sandhold/internal/template/layer"
 	"github.com/sandhold/sandhold/internal/template/oci"
 )
@@ -82,6 +83,10 @@ func (d *Daemon) startTemplates(budget int64) error {
 		d.log.Info("templates may be pulled from", "registries", d.cfg.Registries, "credentials", d.cfg.RegistryAuthFile != "")
 	}
 	for _, t := range oci.Tools(puller, oci.NewImporter(st, st.StagingDir(), d.cfg.TemplateMaxSize.Bytes())) {
+		d.dispatch.MustRegister(t)
+	}
+	builder := build.NewBuilder(st, d.sandboxes, d.dispatch, puller, d.cfg.TemplateMaxSize.Bytes(), d.log)
+	for _, t := range build.Tools(builder) {
 		d.dispatch.MustRegister(t)
 	}
 	d.api.TemplateSourceRoutes(d.dispatch)

@@ -79,16 +79,21 @@ func (p *rootPlan) apply(s *Sandbox, spec *agent.LaunchSpec) {
 // resolveTemplate resolves spec.Template for c, pins it to its digest and
 // fills the limits spec leaves at zero from the template's defaults.
 func (m *Manager) resolveTemplate(c Caller, spec *Spec) error {
-	if template.IsHost(spec.Template) {
+	if spec.pinned == nil && template.IsHost(spec.Template) {
 		spec.Template = ""
 		return nil
 	}
 	if m.cfg.Templates == nil {
 		return fault.InvalidField("template", "this server keeps no templates; only host is available")
 	}
-	t, err := m.cfg.Templates.Resolve(template.Caller{KeyID: c.KeyID, Admin: c.Admin}, spec.Template)
-	if err != nil {
-		return err
+	var t template.Template
+	if spec.pinned != nil {
+		t = *spec.pinned
+	} else {
+		var err error
+		if t, err = m.cfg.Templates.Resolve(template.Caller{KeyID: c.KeyID, Admin: c.Admin}, spec.Template); err != nil {
+			return err
+		}
 	}
 	spec.Template = t.Ref()
 	d := t.Manifest.Config.Limits
@@ -104,6 +109,14 @@ func (m *Manager) resolveTemplate(c Caller, spec *Spec) error {
 		}
 	}
 	return nil
+}
+
+// PinTemplate makes spec's sandbox one of t, which the server resolved
+// itself (a build step's unnamed template, which no client can name): the
+// caller has checked that whoever asks may use it.
+func PinTemplate(spec *Spec, t template.Template) {
+	spec.pinned = &t
+	spec.Template = t.Ref()
 }
 
 // templateNames splits a recorded template reference into the name:tag

@@ -14,6 +14,8 @@ package sandbox
 
 import (
 	"time"
+
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // Limits are a sandbox's resource limits. Zero means "the server's
@@ -53,6 +55,9 @@ type Spec struct {
 	// resolves it and keeps it as name:tag@digest, so the sandbox stays
 	// on the content it was made from (template.go).
 	Template string `json:"template,omitempty" doc:"template name[:tag] or sha256 digest to make the sandbox from; default host (the host's /usr, read-only)"`
+	// pinned is a template the server resolved itself (PinTemplate): a
+	// build's intermediate steps, which have no name.
+	pinned *template.Template
 }
 
 // State of a sandbox.

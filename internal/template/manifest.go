@@ -139,3 +139,30 @@ type Template struct {
 func (t Template) Ref() string {
 	return Ref{Name: t.Name, Tag: t.Tag, Digest: t.Digest}.String()
 }
+
+// Event is one step of a pull, an import or a build, for a client's
+// progress.
+type Event struct {
+	// Step is resolve, layer, step (a build's instruction), output (a
+	// RUN's output, in Message), cached or done.
+	Step string `json:"step"`
+	// Layer counts layers: this one (1-based) of Layers.
+	Layer  int    `json:"layer,omitempty"`
+	Layers int    `json:"layers,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	Bytes  int64  `json:"bytes,omitempty"`
+	// Cached says the layer was in the store already.
+	Cached  bool   `json:"cached,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Stream is stdout or stderr for a RUN's output.
+	Stream string `json:"stream,omitempty"`
+}
+
+// Progress receives events; nil drops them.
+type Progress func(Event)
+
+func (p Progress) Send(e Event) {
+	if p != nil {
+		p(e)
+	}
+}

@@ -27,21 +27,74 @@ func (s *Store) ReadFile(layers []Layer, rel string, max int64) ([]byte, error) 
 	if max < 0 {
 		return nil, errors.New("read a template file: negative cap")
 	}
-	return s.find(layers, rel, max)
+	return s.find(layers, rel, max, false)
 }
 
 // Has says whether the template has the regular file rel (as ReadFile
 // finds it, without reading it).
 func (s *Store) Has(layers []Layer, rel string) bool {
-	_, err := s.find(layers, rel, -1)
+	_, err := s.find(layers, rel, -1, false)
 	return err == nil
 }
 
-// find is ReadFile; with max < 0 it only looks.
-func (s *Store) find(layers []Layer, rel string, max int64) ([]byte, error) {
+// IsDir says whether the template has the directory rel (no symlink
+// followed on the way).
+func (s *Store) IsDir(layers []Layer, rel string) bool {
+	_, err := s.find(layers, rel, -1, true)
+	return err == nil
+}
+
+// Attr is an entry's owner and mode as a template's tree has it.
+type Attr struct {
+	Mode     uint32 // permission bits (with sticky)
+	UID, GID int
+	Dir      bool
+}
+
+// Stat reads the attributes of rel (a file or directory; no symlink
+// followed on the way) as the template's sandboxes see them.
+func (s *Store) Stat(layers []Layer, rel string) (Attr, bool) {
 	parts := strings.Split(rel, "/")
 	for i := len(layers) - 1; i >= 0; i-- {
-		b, stop, err := readInLayer(s.layerPath(layers[i].Digest), parts, max)
+		a, stop, err := statInLayer(s.layerPath(layers[i].Digest), parts)
+		if err == nil {
+			return a, true
+		}
+		if stop {
+			return Attr{}, false
+		}
+	}
+	return Attr{}, false
+}
+
+func statInLayer(dir string, parts []string) (Attr, bool, error) {
+	if _, stop, err := readInLayer(dir, parts, -1, true); err != nil {
+		if _, fstop, ferr := readInLayer(dir, parts, -1, false); ferr != nil {
+			return Attr{}, stop && fstop, ferr
+		}
+	}
+	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Attr{}, true, err
+	}
+	defer func() { _ = unix.Close(root) }()
+	fd, err := openat2(root, strings.Join(parts, "/"), unix.O_PATH)
+	if err != nil {
+		return Attr{}, true, err
+	}
+	defer func() { _ = unix.Close(fd) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Attr{}, true, err
+	}
+	return Attr{Mode: st.Mode & 0o1777, UID: int(st.Uid), GID: int(st.Gid), Dir: st.Mode&unix.S_IFMT == unix.S_IFDIR}, true, nil
+}
+
+// find is ReadFile; with max < 0 it only looks.
+func (s *Store) find(layers []Layer, rel string, max int64, dir bool) ([]byte, error) {
+	parts := strings.Split(rel, "/")
+	for i := len(layers) - 1; i >= 0; i-- {
+		b, stop, err := readInLayer(s.layerPath(layers[i].Digest), parts, max, dir)
 		if err == nil || stop {
 			return b, err
 		}
@@ -52,7 +105,7 @@ func (s *Store) find(layers []Layer, rel string, max int64) ([]byte, error) {
 // readInLayer looks for parts in one layer. stop says the layers below
 // must not be looked at (a whiteout or opaque directory on the way, or the
 // file found).
-func readInLayer(dir string, parts []string, max int64) ([]byte, bool, error) {
+func readInLayer(dir string, parts []string, max int64, wantDir bool) ([]byte, bool, error) {
 	root, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, true, fmt.Errorf("open template layer: %w", err)
@@ -85,6 +138,11 @@ func readInLayer(dir string, parts []string, max int64) ([]byte, bool, error) {
 			return nil, true, errNotInTemplate // a whiteout
 		case i < len(parts)-1 && st.Mode&unix.S_IFMT != unix.S_IFDIR:
 			return nil, true, errNotInTemplate
+		case i == len(parts)-1 && wantDir:
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				return nil, true, errNotInTemplate
+			}
+			return nil, true, nil
 		case i == len(parts)-1 && st.Mode&unix.S_IFMT != unix.S_IFREG:
 			return nil, true, errNotInTemplate
 		}

@@ -11,3 +11,16 @@ func (s *Store) ReadFile([]Layer, string, int64) ([]byte, error) {
 
 // Has says no off Linux.
 func (s *Store) Has([]Layer, string) bool { return false }
+
+// IsDir says no off Linux.
+func (s *Store) IsDir([]Layer, string) bool { return false }
+
+// Attr is an entry's owner and mode as a template's tree has it.
+type Attr struct {
+	Mode     uint32
+	UID, GID int
+	Dir      bool
+}
+
+// Stat finds nothing off Linux.
+func (s *Store) Stat([]Layer, string) (Attr, bool) { return Attr{}, false }

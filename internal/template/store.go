@@ -102,6 +102,8 @@ type Store struct {
 	inUse func() map[string]bool
 	// room is how many more bytes the store may take (SetRoom).
 	room func() int64
+	// cache is the build cache (cache.go), read on first use.
+	cache map[string]cacheEntry
 }
 
 // entry is one name of the index.
@@ -493,6 +495,9 @@ func (s *Store) removeLayerLocked(d string) error {
 	}
 	return nil
 }
+
+// LayerLimits are the caps of one layer.
+func (s *Store) LayerLimits() layer.Limits { return s.opts.Layer }
 
 // StagingDir is the store's scratch directory (emptied at open), on the
 // same file system as its layers: uploads and builds stage there.

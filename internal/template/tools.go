@@ -49,9 +49,10 @@ func CallerOf(c auth.Caller) Caller {
 	return Caller{KeyID: c.KeyID, Admin: c.IsAdmin() || c.Role == auth.RoleViewer}
 }
 
-// writer is c as the owner of what it makes or removes (viewers make
-// nothing: their role stops them first).
-func writer(c auth.Caller) Caller { return Caller{KeyID: c.KeyID, Admin: c.IsAdmin()} }
+// OwnerOf is c as the owner of what it makes or removes: an admin's
+// templates are public, an agent's its own (viewers make nothing: their
+// role stops them first).
+func OwnerOf(c auth.Caller) Caller { return Caller{KeyID: c.KeyID, Admin: c.IsAdmin()} }
 
 // AuditDetail is what an audit record of a call that made, used or removed
 // t says about it: its name and digest.
@@ -79,7 +80,7 @@ func Tools(s *Store, gc func()) []dispatch.Tool {
 			dispatch.Hooks[RefArgs, Template]{Describe: target, Summarize: func(_ RefArgs, t Template) map[string]any { return map[string]any{"digest": t.Digest} }}),
 		dispatch.Define(dispatch.Spec{Name: ToolDelete, Description: "Remove a template's name; its layers go once no template or sandbox uses them", Risk: guard.Medium, Category: ratelimit.Manage},
 			func(_ context.Context, c auth.Caller, a RefArgs) (Template, error) {
-				t, err := s.Remove(writer(c), a.Ref)
+				t, err := s.Remove(OwnerOf(c), a.Ref)
 				if err == nil && gc != nil {
 					gc()
 				}

@@ -41,7 +41,7 @@ type ImportArgs struct {
 	// docker save tarball. Run consumes it.
 	Body io.Reader `json:"-"`
 	// Progress, if set, receives the import's steps.
-	Progress Progress `json:"-"`
+	Progress template.Progress `json:"-"`
 }
 
 // Importer stores uploaded images.
@@ -77,7 +77,7 @@ func (im *Importer) Import(ctx context.Context, c template.Caller, a ImportArgs)
 	if err := saveCapped(ctx, archive, a.Body, im.max); err != nil {
 		return template.Template{}, err
 	}
-	a.Progress.send(Event{Step: "resolve", Message: "upload received"})
+	a.Progress.Send(template.Event{Step: "resolve", Message: "upload received"})
 	img, err := openUpload(archive, filepath.Join(dir, "layout"))
 	if err != nil {
 		return template.Template{}, err
@@ -86,7 +86,7 @@ func (im *Importer) Import(ctx context.Context, c template.Caller, a ImportArgs)
 	if err != nil {
 		return template.Template{}, fault.Wrap(fault.Invalid, err, "the uploaded image's digest cannot be read")
 	}
-	return store(ctx, im.store, c, img, template.Source{Kind: "upload", ImageDigest: d.String()}, a.Name, tagOr(a.Tag), a.Overrides, a.Progress)
+	return store(ctx, im.store, nil, c, img, template.Source{Kind: "upload", ImageDigest: d.String()}, a.Name, tagOr(a.Tag), a.Overrides, a.Progress)
 }
 
 // saveCapped copies r to a new file p, at most max bytes.

@@ -31,29 +31,6 @@ import (
 	"github.com/sandhold/sandhold/internal/template"
 )
 
-// Event is one step of a pull or an import, for a client's progress.
-type Event struct {
-	// Step is resolve, layer, config or done.
-	Step string `json:"step"`
-	// Layer counts layers: this one (1-based) of Layers.
-	Layer  int    `json:"layer,omitempty"`
-	Layers int    `json:"layers,omitempty"`
-	Digest string `json:"digest,omitempty"`
-	Bytes  int64  `json:"bytes,omitempty"`
-	// Cached says the layer was in the store already.
-	Cached  bool   `json:"cached,omitempty"`
-	Message string `json:"message,omitempty"`
-}
-
-// Progress receives events; nil drops them.
-type Progress func(Event)
-
-func (p Progress) send(e Event) {
-	if p != nil {
-		p(e)
-	}
-}
-
 // Overrides are what a pull or import sets on the template beside the
 // image's config.
 type Overrides struct {
@@ -64,7 +41,11 @@ type Overrides struct {
 // store adds img to the store as name:tag for c: each layer (unless the
 // store has it) unpacked and checked against the image's diff ids, and
 // the image's config as the template's.
-func store(ctx context.Context, st *template.Store, c template.Caller, img v1.Image, src template.Source, name, tag string, ov Overrides, progress Progress) (template.Template, error) {
+func store(ctx context.Context, st *template.Store, txn *template.Txn, c template.Caller, img v1.Image, src template.Source, name, tag string, ov Overrides, progress template.Progress) (template.Template, error) {
+	if txn == nil {
+		txn = st.Begin()
+		defer txn.Close()
+	}
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return template.Template{}, fault.Wrap(fault.Invalid, err, "the image's config cannot be read")
@@ -85,8 +66,6 @@ func store(ctx context.Context, st *template.Store, c template.Caller, img v1.Im
 	if len(layers) > template.MaxLayers {
 		return template.Template{}, fault.New(fault.TooLarge, fmt.Sprintf("the image has %d layers; a template has at most %d", len(layers), template.MaxLayers))
 	}
-	txn := st.Begin()
-	defer txn.Close()
 	m := template.Manifest{Source: src}
 	for i, l := range layers {
 		if err := ctx.Err(); err != nil {
@@ -97,7 +76,7 @@ func store(ctx context.Context, st *template.Store, c template.Caller, img v1.Im
 			return template.Template{}, err
 		}
 		m.Layers = append(m.Layers, got)
-		progress.send(Event{Step: "layer", Layer: i + 1, Layers: len(layers), Digest: got.Digest, Bytes: got.Bytes, Cached: cached})
+		progress.Send(template.Event{Step: "layer", Layer: i + 1, Layers: len(layers), Digest: got.Digest, Bytes: got.Bytes, Cached: cached})
 	}
 	m.Config = configOf(cf.Config, ov)
 	uid, gid, err := st.ResolveUser(m.Layers, m.Config.User)
@@ -109,7 +88,7 @@ func store(ctx context.Context, st *template.Store, c template.Caller, img v1.Im
 	if err != nil {
 		return template.Template{}, err
 	}
-	progress.send(Event{Step: "done", Digest: t.Digest, Bytes: t.Bytes, Layers: len(m.Layers)})
+	progress.Send(template.Event{Step: "done", Digest: t.Digest, Bytes: t.Bytes, Layers: len(m.Layers)})
 	return t, nil
 }
 

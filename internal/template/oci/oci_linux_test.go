@@ -121,9 +121,9 @@ func TestPullStoresTheImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []Event
+	var events []template.Event
 	tp, err := p.Pull(context.Background(), admin, PullArgs{Image: host + "/team/busybox:1", Name: "bb", Tag: "1",
-		Overrides: Overrides{Limits: template.Limits{MemoryBytes: 64 << 20}}, Progress: func(e Event) { events = append(events, e) }})
+		Overrides: Overrides{Limits: template.Limits{MemoryBytes: 64 << 20}}, Progress: func(e template.Event) { events = append(events, e) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestPullStoresTheImage(t *testing.T) {
 	}
 	// Pulled again, every layer is already in the store.
 	events = nil
-	if _, err := p.Pull(context.Background(), admin, PullArgs{Image: host + "/team/busybox:1", Name: "bb", Tag: "2", Progress: func(e Event) { events = append(events, e) }}); err != nil {
+	if _, err := p.Pull(context.Background(), admin, PullArgs{Image: host + "/team/busybox:1", Name: "bb", Tag: "2", Progress: func(e template.Event) { events = append(events, e) }}); err != nil {
 		t.Fatal(err)
 	}
 	if !events[1].Cached || !events[2].Cached {

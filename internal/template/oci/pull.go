@@ -84,12 +84,25 @@ type PullArgs struct {
 	Tag       string    `json:"tag,omitempty" maxLength:"128" doc:"the template's tag (default latest)"`
 	Overrides Overrides `json:"overrides,omitzero" doc:"default limits of the template's sandboxes, and whether it carries a browser"`
 	// Progress, if set, receives the pull's steps (a streaming caller).
-	Progress Progress `json:"-"`
+	Progress template.Progress `json:"-"`
 }
 
 // Pull fetches an image (by digest: a tag is resolved once, and the
 // template records the digest it got) and stores it as a.Name:a.Tag for c.
 func (p *Puller) Pull(ctx context.Context, c template.Caller, a PullArgs) (template.Template, error) {
+	if err := checkName(a.Name, a.Tag); err != nil {
+		return template.Template{}, err
+	}
+	return p.pull(ctx, nil, c, a)
+}
+
+// PullInto pulls image as an unnamed template held by txn (a build's
+// FROM).
+func (p *Puller) PullInto(ctx context.Context, txn *template.Txn, c template.Caller, image string, progress template.Progress) (template.Template, error) {
+	return p.pull(ctx, txn, c, PullArgs{Image: image, Progress: progress})
+}
+
+func (p *Puller) pull(ctx context.Context, txn *template.Txn, c template.Caller, a PullArgs) (template.Template, error) {
 	ref, err := name.ParseReference(a.Image, name.WithDefaultRegistry(name.DefaultRegistry))
 	if err != nil {
 		return template.Template{}, fault.InvalidField("image", fmt.Sprintf("image %q is not an image reference", a.Image))
@@ -101,14 +114,11 @@ func (p *Puller) Pull(ctx context.Context, c template.Caller, a PullArgs) (templ
 		}
 		return template.Template{}, fault.New(fault.Forbidden, fmt.Sprintf("registry %s is not in SANDBOX_REGISTRIES (allowed: %s)", reg, strings.Join(p.registries, ", ")))
 	}
-	if err := checkName(a.Name, a.Tag); err != nil {
-		return template.Template{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
 	defer cancel()
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(p.keychain), remote.WithTransport(p.transport),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}), remote.WithUserAgent("sandhold")}
-	a.Progress.send(Event{Step: "resolve", Message: ref.Context().String()})
+	a.Progress.Send(template.Event{Step: "resolve", Message: ref.Context().String()})
 	desc, err := remote.Get(ref, opts...)
 	if err != nil {
 		return template.Template{}, registryFault(err, "resolve the image")
@@ -122,7 +132,11 @@ func (p *Puller) Pull(ctx context.Context, c template.Caller, a PullArgs) (templ
 		return template.Template{}, registryFault(err, "read the image's digest")
 	}
 	src := template.Source{Kind: "registry", Image: ref.Context().String() + "@" + d.String(), ImageDigest: d.String()}
-	return store(ctx, p.store, c, img, src, a.Name, tagOr(a.Tag), a.Overrides, a.Progress)
+	tag := ""
+	if a.Name != "" {
+		tag = tagOr(a.Tag)
+	}
+	return store(ctx, p.store, txn, c, img, src, a.Name, tag, a.Overrides, a.Progress)
 }
 
 // registryFault is a registry's refusal or failure for a client: what was

@@ -17,10 +17,6 @@ const (
 	ToolImport = "template.import"
 )
 
-// owner is the store's view of a key making a template: an admin's is
-// public, an agent's its own.
-func owner(c auth.Caller) template.Caller { return template.Caller{KeyID: c.KeyID, Admin: c.IsAdmin()} }
-
 // Tools declares the pull and the import. Both make a template (medium
 // risk: they fill the store, within its caps, and run nothing); the
 // policy's tools map says which keys may use them.
@@ -33,7 +29,7 @@ func Tools(p *Puller, im *Importer) []dispatch.Tool {
 	return []dispatch.Tool{
 		dispatch.Define(dispatch.Spec{Name: ToolPull, Description: "Pull an image from an allowed registry (SANDBOX_REGISTRIES) into a template", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
 			func(ctx context.Context, c auth.Caller, a PullArgs) (template.Template, error) {
-				return p.Pull(ctx, owner(c), a)
+				return p.Pull(ctx, template.OwnerOf(c), a)
 			},
 			dispatch.Hooks[PullArgs, template.Template]{
 				Describe: func(a PullArgs) dispatch.Target {
@@ -46,7 +42,7 @@ func Tools(p *Puller, im *Importer) []dispatch.Tool {
 				if !dispatch.Streaming(ctx) || a.Body == nil {
 					return template.Template{}, fault.New(fault.Invalid, ToolImport+" streams its upload and is only available over its HTTP route")
 				}
-				return im.Import(ctx, owner(c), a)
+				return im.Import(ctx, template.OwnerOf(c), a)
 			},
 			dispatch.Hooks[ImportArgs, template.Template]{
 				Describe: func(a ImportArgs) dispatch.Target {
