@@ -41,7 +41,9 @@ func Tools(b *Builder) []dispatch.Tool {
 				Summarize: func(_ Args, t template.Template) map[string]any { return summary(t) },
 			}),
 		dispatch.Define(dispatch.Spec{Name: ToolCommit, Description: "Make a template of a template sandbox's changes to its root (its writable layer over its template)", Risk: guard.Medium, Category: ratelimit.Manage},
-			func(ctx context.Context, c auth.Caller, a CommitArgs) (template.Template, error) { return b.Commit(ctx, c, a) },
+			func(ctx context.Context, c auth.Caller, a CommitArgs) (template.Template, error) {
+				return b.Commit(ctx, c, a)
+			},
 			dispatch.Hooks[CommitArgs, template.Template]{
 				Describe: func(a CommitArgs) dispatch.Target {
 					return dispatch.Target{Target: a.Name + ":" + tagOr(a.Tag), Sandbox: a.ID}
