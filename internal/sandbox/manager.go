@@ -185,6 +185,9 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 		slots:     newSlotAlloc(maxSlots),
 		stop:      make(chan struct{}),
 	}
+	if err := checkHostIDs(hostIDFiles); err != nil && !cfg.Insecure {
+		return nil, err
+	}
 	for _, d := range []string{m.workspaceRoot()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
