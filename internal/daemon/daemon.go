@@ -89,6 +89,8 @@ type Daemon struct {
 	templates *template.Store
 	// cg is the server's cgroup base, made before anything is written.
 	cg cgroup.Manager
+	// lost is closed when another server took this node (lease.go).
+	lost *nodeLoss
 	// browser runs one Chromium per sandbox (browser.go).
 	browser *browser.Manager
 
@@ -204,6 +206,11 @@ func New(cfg config.Config, opts ...Option) (*Daemon, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	d.closers = append(d.closers, d.store.Close)
+	// This server's node (the data dir; in a cluster, the node name),
+	// held before anything touches a sandbox record (lease.go).
+	if err := d.holdNode(ctx); err != nil {
+		return nil, err
+	}
 
 	// 4. Audit log and auth.
 	d.audit = audit.New(d.store, cfg.DataDir)
@@ -363,6 +370,10 @@ func LoadOrCreateKeyFile(path string) (key string, generated bool, err error) {
 // Run listens on cfg.Listen and serves until ctx ends, then shuts down
 // gracefully and releases everything. It may be called once.
 func (d *Daemon) Run(ctx context.Context) error {
+	// Losing the node's name to another server stops the server as a
+	// signal would (lease.go).
+	ctx, stopWatch, lostErr := d.untilLost(ctx)
+	defer stopWatch()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", d.cfg.Listen)
 	if err != nil {
@@ -484,6 +495,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	if cerr := d.Close(); err == nil {
 		err = cerr
+	}
+	if lerr := lostErr(); lerr != nil {
+		err = lerr
 	}
 	return err
 }

@@ -15,6 +15,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(crashChildEnv) != "" {
 		os.Exit(auditCrashChild())
 	}
+	if os.Getenv(leaseChildEnv) != "" {
+		os.Exit(leaseChild())
+	}
 	os.Exit(pgtest.Main(m))
 }
 

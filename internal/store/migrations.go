@@ -136,6 +136,17 @@ CREATE TRIGGER audit_head_keep BEFORE DELETE ON audit_head
 	BEGIN SELECT RAISE(ABORT, 'the audit head is never deleted'); END;
 CREATE TRIGGER audit_head_forward BEFORE UPDATE ON audit_head WHEN NEW.seq < OLD.seq OR NEW.id <> OLD.id
 	BEGIN SELECT RAISE(ABORT, 'the audit head never moves back'); END;`},
+	// The lease by which a server holds its node name (lease.go): one live
+	// server per name. SQLite keeps the empty table so the histories match;
+	// one host's lease is its data dir's lock.
+	{13, "node_leases", `
+CREATE TABLE node_leases (
+	name       TEXT PRIMARY KEY,
+	holder     TEXT NOT NULL,
+	dir_id     TEXT NOT NULL DEFAULT '',
+	info       TEXT NOT NULL,
+	expires_ns BIGINT NOT NULL
+);`},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {

@@ -25,6 +25,8 @@ type Postgres struct {
 	pool *pgxpool.Pool
 	// node names this node's sandbox records (PutSandbox, ListSandboxes).
 	node string
+	// dataDir is the node's data dir, locked by HoldNode (WithDataDir).
+	dataDir string
 }
 
 // PostgresOption configures OpenPostgres.

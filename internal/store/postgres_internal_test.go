@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/store/pgtest"
 )
@@ -126,5 +127,40 @@ func TestPostgresSandboxRecordsAreScopedToTheirNode(t *testing.T) {
 	}
 	if n, err := a.CountOwnedElsewhere(ctx, "k"); err != nil || n != 0 {
 		t.Fatalf("node a counts %d of k's sandboxes elsewhere (%v), want 0", n, err)
+	}
+}
+
+// TestRestartOnItsDataDirTakesTheNameAtOnce: a node that died (its data
+// dir's lock gone with it, its lease row not yet expired) restarted on the
+// same data dir takes its name at once; a server on another data dir is
+// still refused, and the dead holder's renewal is lost.
+func TestRestartOnItsDataDirTakesTheNameAtOnce(t *testing.T) {
+	ctx := context.Background()
+	url, dir := pgtest.URL(t), t.TempDir()
+	open := func(d string) *Postgres {
+		st, err := OpenPostgres(ctx, url, WithNode("node-a"), WithDataDir(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	h := func(id string) Holder { return Holder{ID: id, Host: "h", PID: 1} }
+	first, err := open(dir).HoldNode(ctx, h("first"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The process dies: the kernel drops its data dir lock; the row stays.
+	first.(*pgLease).unlockDir()
+	again, err := open(dir).HoldNode(ctx, h("again"), time.Hour)
+	if err != nil {
+		t.Fatalf("a restart on the same data dir: %v", err)
+	}
+	defer func() { _ = again.Release(ctx) }()
+	if _, err := open(t.TempDir()).HoldNode(ctx, h("elsewhere"), time.Hour); !errors.Is(err, ErrNodeHeld) {
+		t.Fatalf("another data dir under the same name: %v, want ErrNodeHeld", err)
+	}
+	if err := first.Renew(ctx); !errors.Is(err, ErrNodeLost) {
+		t.Fatalf("the dead holder's renewal: %v, want ErrNodeLost", err)
 	}
 }

@@ -103,6 +103,12 @@ type Store interface {
 	// store holds other nodes' records too; see WithNode).
 	ListSandboxes(ctx context.Context) ([]SandboxRow, error)
 
+	// HoldNode takes this server's node for h (lease.go): the data dir's
+	// lock, and in a cluster the node name's lease for ttl, renewed by the
+	// Lease. ErrNodeHeld, saying who holds it, while another live server
+	// does. A server calls it before it touches any sandbox record.
+	HoldNode(ctx context.Context, h Holder, ttl time.Duration) (Lease, error)
+
 	// Close releases the database.
 	Close() error
 }
@@ -201,5 +207,5 @@ func OpenConfigured(ctx context.Context, dataDir, databaseURL, node string) (Sto
 		}
 		node = h
 	}
-	return OpenPostgres(ctx, databaseURL, WithNode(node))
+	return OpenPostgres(ctx, databaseURL, WithNode(node), WithDataDir(dataDir))
 }
