@@ -223,17 +223,7 @@ func (s *Server) servePublicContent(w http.ResponseWriter, r *http.Request, t co
 
 // contentPattern is the path router's pattern for r on the content
 // listener ("" when none matches).
-func (s *Server) contentPattern(r *http.Request) string {
-	mx, ok := s.contentPaths.(*chi.Mux)
-	if !ok {
-		return ""
-	}
-	path := r.URL.RawPath
-	if path == "" {
-		path = r.URL.Path
-	}
-	return mx.Find(chi.NewRouteContext(), r.Method, path)
-}
+func (s *Server) contentPattern(r *http.Request) string { return findPattern(s.contentPaths, r) }
 
 // contentHostRoute is the relay a content host serves for r, with the
 // path-form pattern it stands for (its roles and ticket scope).

@@ -511,8 +511,11 @@ func isJSONType(mt string) bool {
 
 // routePattern is the router's pattern for r ("" when no route matches),
 // found before the router runs so middleware can act on the route.
-func (s *Server) routePattern(r *http.Request) string {
-	mx, ok := s.router.(*chi.Mux)
+func (s *Server) routePattern(r *http.Request) string { return findPattern(s.router, r) }
+
+// findPattern is router's pattern for r ("" when no route matches).
+func findPattern(router chi.Router, r *http.Request) string {
+	mx, ok := router.(*chi.Mux)
 	if !ok {
 		return ""
 	}

@@ -194,34 +194,14 @@ func TestSignedInOperatorOpeningSandboxContentCreatesNoKey(t *testing.T) {
 	}
 }
 
-// requirePlaywright finds node, Chromium and test/browser-ts's
-// playwright-core, or skips with the reason.
+// requirePlaywright finds node, Chromium (probed in a child) and
+// test/browser-ts's playwright-core, or skips with the reason.
 func requirePlaywright(t *testing.T) (node, chrome, tmp string) {
 	t.Helper()
-	daemontest.RequireSandboxes(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
+	node, chrome, _, tmp = requireBrowserRun(t)
 	if _, err := os.Stat(filepath.Join(browserTS(t), "node_modules", "playwright-core", "package.json")); err != nil {
 		t.Skip("playwright-core is not installed: run `npm ci --prefix test/browser-ts` (make deps does)")
 	}
-	for _, name := range chromiumPaths {
-		if p, err := exec.LookPath(name); err == nil {
-			chrome = p
-			break
-		}
-	}
-	if chrome == "" {
-		t.Skip("Chromium is not installed (apt-get install chromium; make deps does)")
-	}
-	// A short TMPDIR: Chromium's profile holds a unix socket, whose path
-	// must fit 108 bytes (a test's TempDir does not).
-	tmp, err = os.MkdirTemp("", "origin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
 	return node, chrome, tmp
 }
 
