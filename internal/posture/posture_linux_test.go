@@ -42,15 +42,20 @@ func TestProbeOnThisHost(t *testing.T) {
 	}
 }
 
-func TestProbeCgroupsFixtures(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, s string) string {
+// fixtureWriter writes fixture files below dir and returns their paths.
+func fixtureWriter(t *testing.T, dir string) func(name, s string) string {
+	return func(name, s string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
+}
+
+func TestProbeCgroupsFixtures(t *testing.T) {
+	dir := t.TempDir()
+	write := fixtureWriter(t, dir)
 	v2root := filepath.Join(dir, "cg2")
 	if err := os.Mkdir(v2root, 0o700); err != nil {
 		t.Fatal(err)
@@ -81,13 +86,7 @@ func TestProbeCgroupsFixtures(t *testing.T) {
 
 func TestProbeSocketMemoryFixtures(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, s string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := fixtureWriter(t, dir)
 	mem := filepath.Join(dir, "memory")
 	if err := os.Mkdir(mem, 0o700); err != nil {
 		t.Fatal(err)
