@@ -135,7 +135,11 @@ func reportRef(r *http.Request, _ struct{}) (any, error) {
 }
 
 // skillsRegister reads AIO's form (multipart: file, path, name; every
-// field optional) and registers the skills.
+// field optional) and registers the skills. The fields before the file
+// are read here; the file is not: it goes to the tool as a stream, read
+// only by the tool's run (after authentication, the rate limit and the
+// policy) into the sandbox's workspace, and the fields after it are read
+// then. No part of the zip is held in server memory.
 func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	a := skills.RegisterArgs{Sandbox: chi.URLParam(r, "id")}
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -149,8 +153,15 @@ func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 			return
 		}
 		mr := multipart.NewReader(bufio.NewReader(r.Body), params["boundary"])
-		for range maxUploadParts {
-			part, err := mr.NextPart()
+		parts := 0
+		next := func() (*multipart.Part, error) {
+			if parts++; parts > maxUploadParts {
+				return nil, io.EOF
+			}
+			return mr.NextPart()
+		}
+		for {
+			part, err := next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
@@ -158,31 +169,14 @@ func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 				e.fail(w, r, rt, "", fault.Wrap(fault.Invalid, err, "the body is not valid multipart/form-data"))
 				return
 			}
-			switch part.FormName() {
-			case "file":
-				b, err := io.ReadAll(io.LimitReader(part, skills.MaxZipBytes+1))
-				if err != nil {
-					e.fail(w, r, rt, "", fault.Wrap(fault.Invalid, err, "could not read the file field"))
-					return
-				}
-				if len(b) > skills.MaxZipBytes {
-					e.fail(w, r, rt, "", fault.New(fault.TooLarge, "the zip is larger than "+strconv.Itoa(skills.MaxZipBytes)+" bytes"))
-					return
-				}
-				a.Zip = b
-			case "path", "name":
-				b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
-				if err != nil || len(b) > maxFieldBytes {
-					e.fail(w, r, rt, "", fault.InvalidField(inBody+"."+part.FormName(), "field "+part.FormName()+" is malformed or too long"))
-					return
-				}
-				if part.FormName() == "path" {
-					a.Path = string(b)
-				} else {
-					a.Name = string(b)
-				}
-			default:
-				_, _ = io.Copy(io.Discard, io.LimitReader(part, maxFieldBytes))
+			if part.FormName() == "file" {
+				a.Upload = part
+				a.AfterUpload = func() (string, string, error) { return skillFields(next) }
+				break
+			}
+			if err := skillField(part, &a.Name, &a.Path); err != nil {
+				e.fail(w, r, rt, "", err)
+				return
 			}
 		}
 	case "":
@@ -194,6 +188,45 @@ func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 	// Every field of AIO's form is optional, so the tool's own rules (a
 	// file or a path) are a tool-level failure, checked by the dispatcher.
 	answer[skills.RegisterResult](e, rt, w, r, a, a.Path)
+}
+
+// skillFields reads the rest of a skills form (after its file): a name, a
+// path; a second file is refused.
+func skillFields(next func() (*multipart.Part, error)) (name, path string, err error) {
+	for {
+		part, err := next()
+		if errors.Is(err, io.EOF) {
+			return name, path, nil
+		}
+		if err != nil {
+			return "", "", fault.Wrap(fault.Invalid, err, "the body is not valid multipart/form-data")
+		}
+		if part.FormName() == "file" {
+			return "", "", fault.InvalidField(inBody+".file", "one zip file per registration")
+		}
+		if err := skillField(part, &name, &path); err != nil {
+			return "", "", err
+		}
+	}
+}
+
+// skillField reads one field of a skills form other than its file.
+func skillField(part *multipart.Part, name, path *string) error {
+	switch part.FormName() {
+	case "path", "name":
+		b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
+		if err != nil || len(b) > maxFieldBytes {
+			return fault.InvalidField(inBody+"."+part.FormName(), "field "+part.FormName()+" is malformed or too long")
+		}
+		if part.FormName() == "path" {
+			*path = string(b)
+		} else {
+			*name = string(b)
+		}
+	default:
+		_, _ = io.Copy(io.Discard, io.LimitReader(part, maxFieldBytes))
+	}
+	return nil
 }
 
 // observeReport serves a report's gzip bytes.

@@ -586,6 +586,13 @@ func validateIn[In any](v In) error {
 // otherwise the status of the error's kind — 200 for a tool-level failure
 // on AIO's operations (aiostatus.go) — with the row's failure data.
 func (e *aioEdge) fail(w http.ResponseWriter, r *http.Request, rt *aioRoute, target string, err error) {
+	if rt.BodyTypes != nil && r.ProtoMajor == 1 {
+		// A streamed body the call was refused before reading stays
+		// unread: the connection closes after the answer, rather than
+		// the server draining the rest of an upload first (net/http
+		// would read up to 256 KiB of it before answering).
+		w.Header().Set("Connection", "close")
+	}
 	err = e.placeField(rt, err)
 	if rt.Fail == failNull {
 		// The shell, bash and sandbox tools check some fields only as

@@ -282,11 +282,9 @@ func (s *Server) sameOrigin(origin, host string) bool {
 // cap their own bodies.
 func (s *Server) bodyLimitMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, p := range s.largeBodyPrefixes {
-			if pathHasPrefix(r.URL.Path, p) {
-				next.ServeHTTP(w, r)
-				return
-			}
+		if s.largeBody(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
 		}
 		limit := s.cfg.MaxBody.Bytes()
 		if r.ContentLength > limit {

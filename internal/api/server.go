@@ -69,6 +69,8 @@ type Server struct {
 
 	// largeBodyPrefixes are set before serving and read-only afterwards.
 	largeBodyPrefixes []string
+	// bodies bounds the request bodies held at once (bodybudget.go).
+	bodies *bodyBudget
 	// rawBodyPatterns are route patterns whose bodies are relayed as sent,
 	// any media type (reach.go); set before serving, read-only afterwards.
 	rawBodyPatterns []string
@@ -125,10 +127,11 @@ func New(d Deps) (*Server, error) {
 	s := &Server{
 		cfg: d.Config, auth: d.Auth, audit: d.Audit, log: d.Logger, reg: d.Registry,
 		metrics: m, version: d.Version, loopbackBind: config.IsLoopbackListen(d.Config.Listen),
+		bodies: newBodyBudget(d.Config.BodyBudget.Bytes(), d.Config.MaxBody.Bytes()),
 	}
 	r := chi.NewRouter()
 	r.Use(aioRouteMiddleware, s.openAPIDocMiddleware, s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
-		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware, s.requestShapeMiddleware)
+		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware, s.bodyBudgetMiddleware, s.requestShapeMiddleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, errNotFound)
 	})

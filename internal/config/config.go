@@ -113,6 +113,10 @@ type Config struct {
 	IdleSleep time.Duration
 	// MaxBody caps a JSON request body (SANDBOX_MAX_BODY, 16MB).
 	MaxBody Size
+	// BodyBudget caps the request bodies held in memory at once, all
+	// requests together (SANDBOX_BODY_BUDGET, 256MB; a quarter of it for
+	// one key). Streamed uploads are not held, so not counted.
+	BodyBudget Size
 
 	// AllowedHosts are extra Host header names accepted besides the loopback
 	// names and the listen host (SANDBOX_ALLOWED_HOSTS, comma separated).
@@ -290,6 +294,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = d.MaxBody
+	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = d.BodyBudget
 	}
 	if c.TemplateMaxSize == 0 {
 		c.TemplateMaxSize = d.TemplateMaxSize

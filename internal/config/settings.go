@@ -106,6 +106,8 @@ var settings = []setting{
 		}},
 	{key: "max_body", env: "SANDBOX_MAX_BODY", def: "16MB", doc: "JSON request body cap",
 		set: sizeField(func(c *Config, s Size) { c.MaxBody = s })},
+	{key: "body_budget", env: "SANDBOX_BODY_BUDGET", def: "256MB", doc: "request bodies the server holds in memory at once, all requests together (a quarter for one key); streamed uploads are not held",
+		set: sizeField(func(c *Config, s Size) { c.BodyBudget = s })},
 	{key: "allowed_hosts", env: "SANDBOX_ALLOWED_HOSTS", doc: "extra Host header names accepted (comma separated)",
 		set: func(c *Config, v string) error { c.AllowedHosts = splitList(v); return nil }},
 	{key: "cors_origins", env: "SANDBOX_CORS_ORIGINS", doc: "origins allowed cross-origin access (comma separated; default off)",

@@ -113,6 +113,7 @@ func checkPositive(c Config) error {
 	pos("SANDBOX_MAX_SANDBOXES_PER_KEY", int64(c.MaxSandboxesPerKey))
 	pos("SANDBOX_SANDBOX_TTL", int64(c.SandboxTTL))
 	pos("SANDBOX_MAX_BODY", c.MaxBody.Bytes())
+	pos("SANDBOX_BODY_BUDGET", c.BodyBudget.Bytes())
 	if c.WarmPool < 0 {
 		errs = append(errs, fmt.Errorf("SANDBOX_WARM_POOL: must not be negative, got %d", c.WarmPool))
 	}
@@ -164,6 +165,10 @@ func checkUpperBounds(c Config) error {
 	}
 	if c.MaxBody > maxBodyCap {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_BODY: at most %s, got %s", maxBodyCap, c.MaxBody))
+	}
+	if c.BodyBudget < c.MaxBody {
+		// A body at the cap could never be read.
+		errs = append(errs, fmt.Errorf("SANDBOX_BODY_BUDGET: at least SANDBOX_MAX_BODY (%s), got %s", c.MaxBody, c.BodyBudget))
 	}
 	if c.MaxCPUTime > maxCPUTimeCap {
 		errs = append(errs, fmt.Errorf("SANDBOX_MAX_CPU_TIME: at most %s, got %s", maxCPUTimeCap, c.MaxCPUTime))

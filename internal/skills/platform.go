@@ -1,7 +1,5 @@
 package skills
 
-import "os"
-
 // The per-platform variants (_linux.go and its _other.go stub) must offer
 // the same API: this fails to compile on any platform whose variant drifted.
-var _ func(string, []byte) (*os.File, error) = memFile
+var _ func() (int, error) = tmpfileFlags

@@ -35,6 +35,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -52,9 +53,12 @@ const Dir = "/workspace/.skills"
 
 // Caps, with their reasons.
 const (
-	// MaxZipBytes caps an uploaded zip (it is held in server memory, in a
-	// memfd, while the init extracts it).
+	// MaxZipBytes caps an uploaded zip (it is streamed into an unnamed
+	// file in the sandbox's workspace, counted against its quota, while
+	// the init extracts it).
 	MaxZipBytes = 64 << 20
+	// copyBuf is one read of an upload on its way into the sandbox.
+	copyBuf = 256 << 10
 	// maxExtractBytes caps what one registration writes (below the
 	// workspace quota, which still applies).
 	maxExtractBytes = 512 << 20
@@ -116,14 +120,23 @@ type RegisterArgs struct {
 	Zip     []byte `json:"zip,omitempty" doc:"a zip of one or more skills (base64 in JSON; the HTTP route takes a multipart file)"`
 	Path    string `json:"path,omitempty" maxLength:"4096" doc:"a directory or a .zip in the sandbox holding one or more skills"`
 	Name    string `json:"name,omitempty" maxLength:"64" doc:"the name of the skill when exactly one is registered (default: its front matter's name, else its directory's)"`
+	// Upload is the HTTP route's zip, streamed from the request: only
+	// the tool's run reads it — after authentication, the rate limit and
+	// the policy — straight into the sandbox's workspace (its quota).
+	// Nothing of it is held in server memory.
+	Upload io.Reader `json:"-"`
+	// AfterUpload reads what the form sends after its file (a name, or a
+	// path, which is refused with a file); nil: nothing.
+	AfterUpload func() (name, path string, err error) `json:"-"`
 }
 
 // Validate checks the exclusive options and the name.
 func (a RegisterArgs) Validate() error {
+	zip := len(a.Zip) > 0 || a.Upload != nil
 	switch {
-	case len(a.Zip) == 0 && a.Path == "":
+	case !zip && a.Path == "":
 		return fault.InvalidField("body.file", "give a zip file or a path")
-	case len(a.Zip) > 0 && a.Path != "":
+	case zip && a.Path != "":
 		return fault.InvalidField("body.path", "give a zip file or a path, not both")
 	case len(a.Zip) > MaxZipBytes:
 		return fault.New(fault.TooLarge, fmt.Sprintf("the zip is larger than %d bytes", MaxZipBytes))
@@ -203,7 +216,7 @@ func (s *Service) Register(ctx context.Context, c auth.Caller, a RegisterArgs) (
 	}
 	defer removeQuiet(ctx, sb, staging)
 
-	if err := s.fill(ctx, c, sb, staging, a); err != nil {
+	if err := s.fill(ctx, c, sb, staging, &a); err != nil {
 		return RegisterResult{}, err
 	}
 	found, err := s.find(ctx, c, sb, staging)
@@ -263,15 +276,14 @@ func (s *Service) Register(ctx context.Context, c auth.Caller, a RegisterArgs) (
 	return out, nil
 }
 
-// fill puts the source's files into staging.
-func (s *Service) fill(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, staging string, a RegisterArgs) error {
-	if len(a.Zip) > 0 {
-		f, err := memFile("skills.zip", a.Zip)
-		if err != nil {
-			return fault.Wrap(fault.Internal, err, "internal error")
-		}
-		defer func() { _ = f.Close() }()
-		return s.extract(ctx, sb, staging, f)
+// fill puts the source's files into staging (an upload's fields after
+// its file are read into a on the way).
+func (s *Service) fill(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, staging string, a *RegisterArgs) error {
+	switch {
+	case a.Upload != nil:
+		return s.fillUpload(ctx, sb, staging, a)
+	case len(a.Zip) > 0:
+		return s.fillZip(ctx, sb, staging, bytes.NewReader(a.Zip))
 	}
 	p := a.Path
 	if !strings.HasPrefix(p, "/") {
@@ -311,6 +323,77 @@ func (s *Service) fill(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, 
 		return err
 	}
 	return s.extract(ctx, sb, staging, f)
+}
+
+// fillUpload streams the upload into the sandbox, then reads the form's
+// fields after it and checks them as Validate does.
+func (s *Service) fillUpload(ctx context.Context, sb *sandbox.Sandbox, staging string, a *RegisterArgs) error {
+	if err := s.fillZip(ctx, sb, staging, a.Upload); err != nil {
+		return err
+	}
+	if a.AfterUpload == nil {
+		return nil
+	}
+	name, p, err := a.AfterUpload()
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		a.Name = name
+	}
+	a.Path = p
+	return a.Validate()
+}
+
+// fillZip copies a zip (at most MaxZipBytes) into an unnamed file in the
+// sandbox's workspace — its quota, not the server's memory — and extracts
+// it into staging.
+func (s *Service) fillZip(ctx context.Context, sb *sandbox.Sandbox, staging string, zip io.Reader) error {
+	flags, err := tmpfileFlags()
+	if err != nil {
+		return fault.Wrap(fault.Unsupported, err, "uploaded zips need Linux")
+	}
+	_, f, err := sb.File(ctx, agent.OpOpen, agent.FileReq{Path: Dir, Flags: flags, Mode: 0o600})
+	if err != nil {
+		return workspace.FileErrorOf("register", "(zip)", err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := copyZip(ctx, f, zip); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fault.Wrap(fault.Internal, err, "internal error")
+	}
+	return s.extract(ctx, sb, staging, f)
+}
+
+// copyZip copies at most MaxZipBytes of r to w; more is refused.
+func copyZip(ctx context.Context, w io.Writer, r io.Reader) error {
+	buf := make([]byte, copyBuf)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		k, rerr := io.ReadFull(r, buf)
+		if k > 0 {
+			if n += int64(k); n > MaxZipBytes {
+				return fault.New(fault.TooLarge, fmt.Sprintf("the zip is larger than %d bytes", MaxZipBytes))
+			}
+			if _, err := w.Write(buf[:k]); err != nil {
+				if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+					return fault.Wrap(fault.TooLarge, err, "the zip does not fit in what is left of the workspace quota")
+				}
+				return fault.Wrap(fault.Internal, err, "internal error")
+			}
+		}
+		switch {
+		case errors.Is(rerr, io.EOF), errors.Is(rerr, io.ErrUnexpectedEOF):
+			return nil
+		case rerr != nil:
+			return fault.Wrap(fault.Invalid, rerr, "the zip upload ended early")
+		}
+	}
 }
 
 func (s *Service) extract(ctx context.Context, sb *sandbox.Sandbox, dest string, src *os.File) error {

@@ -32,7 +32,7 @@ func (s *Service) Tools() []dispatch.Tool {
 				},
 				Describe: func(a RegisterArgs) dispatch.Target {
 					t := target(a.Sandbox, a.Path)
-					t.Detail = map[string]any{"zip_bytes": len(a.Zip), "name": a.Name}
+					t.Detail = map[string]any{"zip_bytes": len(a.Zip), "name": a.Name, "upload": a.Upload != nil}
 					return t
 				},
 				Summarize: func(_ RegisterArgs, r RegisterResult) map[string]any {
