@@ -288,29 +288,7 @@ func runStep(t *testing.T, s *server, v *aiotest.Validator, prefix string, sp st
 	if sp.query != "" {
 		target += "?" + sp.query
 	}
-	var body []byte
-	ctype := ""
-	switch b := sp.body.(type) {
-	case nil:
-	case func(state) any:
-		body, _ = json.Marshal(b(st))
-		ctype = "application/json"
-	default:
-		body, _ = json.Marshal(b)
-		ctype = "application/json"
-	}
-	if sp.form != nil {
-		body, ctype = sp.form()
-	}
-	if sp.multipart {
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		_ = mw.WriteField("path", "/workspace/conformance-upload.txt")
-		fw, _ := mw.CreateFormFile("file", "conformance-upload.txt")
-		_, _ = fw.Write([]byte("uploaded\n"))
-		_ = mw.Close()
-		body, ctype = buf.Bytes(), mw.FormDataContentType()
-	}
+	body, ctype := stepBody(sp, st)
 	status, gotType, out := s.call(sp.method, target, ctype, body)
 	want := sp.want
 	if want == 0 {
@@ -463,4 +441,32 @@ func emptyBodies(t *testing.T, s *server, v *aiotest.Validator, ops map[string]b
 		t.Errorf("no served AIO operation has an all-optional body: the empty-body check tested nothing")
 	}
 	t.Logf("%d operations with all-optional bodies called with no body", n)
+}
+
+// stepBody is a step's request body and its content type; a body built
+// from the state takes st's captured values.
+func stepBody(sp step, st state) ([]byte, string) {
+	switch {
+	case sp.form != nil:
+		return sp.form()
+	case sp.multipart:
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		_ = mw.WriteField("path", "/workspace/conformance-upload.txt")
+		fw, _ := mw.CreateFormFile("file", "conformance-upload.txt")
+		_, _ = fw.Write([]byte("uploaded\n"))
+		_ = mw.Close()
+		return buf.Bytes(), mw.FormDataContentType()
+	}
+	var v any
+	switch b := sp.body.(type) {
+	case nil:
+		return nil, ""
+	case func(state) any:
+		v = b(st)
+	default:
+		v = b
+	}
+	raw, _ := json.Marshal(v)
+	return raw, "application/json"
 }

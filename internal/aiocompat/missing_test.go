@@ -3,7 +3,6 @@ package aiocompat_test
 import (
 	"bytes"
 	"encoding/json"
-	"mime/multipart"
 	"net/url"
 	"regexp"
 	"strings"
@@ -37,7 +36,7 @@ func TestMissingOrForeignSandboxIs404(t *testing.T) {
 		if sp.query != "" {
 			path += "?" + sp.query
 		}
-		body, ctype := stepBody(sp)
+		body, ctype := stepBody(sp, state{"command_id": "x"})
 		answers := map[string]string{}
 		for name, id := range map[string]string{"missing": "sb0000000000000000", "foreign": foreign} {
 			var hdr []string
@@ -69,32 +68,4 @@ func TestMissingOrForeignSandboxIs404(t *testing.T) {
 		t.Fatalf("only %d calls: the steps were not found", calls)
 	}
 	t.Logf("%d calls", calls)
-}
-
-// stepBody is a step's request body and its content type, with its
-// captured values (a command id) as placeholders.
-func stepBody(sp step) ([]byte, string) {
-	switch {
-	case sp.form != nil:
-		return sp.form()
-	case sp.multipart:
-		var buf bytes.Buffer
-		mw := multipart.NewWriter(&buf)
-		_ = mw.WriteField("path", "/workspace/x.txt")
-		fw, _ := mw.CreateFormFile("file", "x.txt")
-		_, _ = fw.Write([]byte("x\n"))
-		_ = mw.Close()
-		return buf.Bytes(), mw.FormDataContentType()
-	}
-	var v any
-	switch b := sp.body.(type) {
-	case nil:
-		return nil, ""
-	case func(state) any:
-		v = b(state{"command_id": "x"})
-	default:
-		v = b
-	}
-	raw, _ := json.Marshal(v)
-	return raw, "application/json"
 }

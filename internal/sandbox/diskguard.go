@@ -103,19 +103,7 @@ func (m *Manager) diskRefusal() error {
 }
 
 // watchDisk runs the guard until the manager stops.
-func (m *Manager) watchDisk() {
-	defer m.wg.Done()
-	t := time.NewTicker(diskGuardEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-			m.checkDisk()
-		}
-	}
-}
+func (m *Manager) watchDisk() { m.every(diskGuardEvery, m.checkDisk) }
 
 // checkDisk reads the disk once and stops or resumes growth accordingly;
 // while stopped it also clamps volumes mounted since the last reading.

@@ -594,16 +594,20 @@ func (m *Manager) Resume(ctx context.Context, c Caller, id string) error {
 }
 
 // janitor stops idle sandboxes and deletes expired ones.
-func (m *Manager) janitor() {
+func (m *Manager) janitor() { m.every(15*time.Second, func() { m.expire(time.Now()) }) }
+
+// every runs f each period until the manager stops (a background loop of
+// the manager's, counted in wg by the caller).
+func (m *Manager) every(period time.Duration, f func()) {
 	defer m.wg.Done()
-	t := time.NewTicker(15 * time.Second)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
-			m.expire(time.Now())
+			f()
 		}
 	}
 }

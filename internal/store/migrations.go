@@ -139,14 +139,7 @@ CREATE TRIGGER audit_head_forward BEFORE UPDATE ON audit_head WHEN NEW.seq < OLD
 	// The lease by which a server holds its node name (lease.go): one live
 	// server per name. SQLite keeps the empty table so the histories match;
 	// one host's lease is its data dir's lock.
-	{13, "node_leases", `
-CREATE TABLE node_leases (
-	name       TEXT PRIMARY KEY,
-	holder     TEXT NOT NULL,
-	dir_id     TEXT NOT NULL DEFAULT '',
-	info       TEXT NOT NULL,
-	expires_ns BIGINT NOT NULL
-);`},
+	{13, "node_leases", nodeLeasesTable},
 }
 
 func (s *SQLite) migrate(ctx context.Context) error {
@@ -192,3 +185,14 @@ func (s *SQLite) SchemaVersion(ctx context.Context) (int, error) {
 	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
 	return v, err
 }
+
+// nodeLeasesTable is step 13 of both histories (the same SQL reads alike
+// in SQLite and PostgreSQL).
+const nodeLeasesTable = `
+CREATE TABLE node_leases (
+	name       TEXT PRIMARY KEY,
+	holder     TEXT NOT NULL,
+	dir_id     TEXT NOT NULL DEFAULT '',
+	info       TEXT NOT NULL,
+	expires_ns BIGINT NOT NULL
+);`

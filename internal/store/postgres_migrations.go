@@ -109,14 +109,7 @@ ALTER TABLE keys ADD COLUMN rate_limits TEXT NOT NULL DEFAULT '';`},
 	{12, "audit_head_anchor", pgAuditHeadGuard},
 	// The lease by which a node holds its name (lease.go): one live
 	// server per name, judged by the database's clock.
-	{13, "node_leases", `
-CREATE TABLE node_leases (
-	name       TEXT PRIMARY KEY,
-	holder     TEXT NOT NULL,
-	dir_id     TEXT NOT NULL DEFAULT '',
-	info       TEXT NOT NULL,
-	expires_ns BIGINT NOT NULL
-);`},
+	{13, "node_leases", nodeLeasesTable},
 }
 
 // migrateLockKey is the session advisory lock that serialises migrations
