@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/sandhold/sandhold/internal/fault"
 )
@@ -29,12 +30,24 @@ func promiseCap(budget int64, ratio int) int64 {
 	return budget * r
 }
 
+// The promises are counted in three places, all under m.mu, so a
+// reservation sees every promise at once: m.idx.disk (listed sandboxes),
+// m.diskPooled (the warm pool's ready sandboxes) and m.diskPending
+// (sandboxes being made, and pool sandboxes being handed to a create). A
+// quota moves between them in one step — a pool sandbox taken by a create
+// goes from pooled to pending before the pool's lock is let go, and from
+// pending to listed under one lock — so no moment exists in which a
+// promised quota is counted nowhere (before, pool.take dropped it from the
+// pool before create listed it, and a refill racing the create promised
+// 30 GB on a 25 GB budget).
+
 // reserveDisk claims n bytes of the promise cap for a sandbox being made
-// (by a create, or by the warm pool p). The caller calls the returned
-// release once the sandbox is listed (in m.sandboxes or the pool), or made
-// nothing. Over the cap, or while the guard stops growth, it refuses with
-// a conflict (409) on limits.disk that says what would make room.
-func (m *Manager) reserveDisk(p *pool, n int64) (release func(), err error) {
+// (by a create, or by the warm pool). The caller calls the returned
+// release once the sandbox is listed (in m.sandboxes), or made nothing;
+// the pool hands its reservation to the pool's count instead (poolDisk).
+// Over the cap, or while the guard stops growth, it refuses with a
+// conflict (409) on limits.disk that says what would make room.
+func (m *Manager) reserveDisk(n int64) (release func(), err error) {
 	if err := m.diskRefusal(); err != nil {
 		return nil, err
 	}
@@ -43,12 +56,8 @@ func (m *Manager) reserveDisk(p *pool, n int64) (release func(), err error) {
 		return func() {}, nil
 	}
 	limit := promiseCap(budget, m.cfg.DiskOvercommit)
-	var pooled int64
-	if p != nil {
-		pooled = p.diskBytes()
-	}
 	m.mu.Lock()
-	committed := pooled + m.diskPending + m.idx.disk
+	committed := m.diskPooled + m.diskPending + m.idx.disk
 	if committed+n > limit {
 		m.mu.Unlock()
 		return nil, &fault.Error{Kind: fault.Conflict, Field: "limits.disk", Msg: fmt.Sprintf(
@@ -58,33 +67,48 @@ func (m *Manager) reserveDisk(p *pool, n int64) (release func(), err error) {
 	}
 	m.diskPending += n
 	m.mu.Unlock()
-	done := false
+	return m.pendingRelease(n), nil
+}
+
+// pendingRelease is the release of n pending bytes (once).
+func (m *Manager) pendingRelease(n int64) func() {
+	var once sync.Once
 	return func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if !done {
-			done = true
+		once.Do(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
 			m.diskPending -= n
-		}
-	}, nil
+		})
+	}
+}
+
+// diskIntoPool moves a refill's pending reservation (n) to the pool's
+// count (q, the sandbox's quota) in one step.
+func (m *Manager) diskIntoPool(n, q int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.diskPending -= n
+	m.diskPooled += q
+}
+
+// diskOutOfPool moves a pool sandbox's quota q from the pool's count to
+// pending in one step (a create took it: its release comes once it is
+// listed), or drops it (to nowhere: a sandbox thrown away).
+func (m *Manager) diskOutOfPool(q int64, toPending bool) (release func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.diskPooled -= q
+	if !toPending {
+		return func() {}
+	}
+	m.diskPending += q
+	return m.pendingRelease(q)
 }
 
 // DiskCommitted is the sum of the workspace quotas promised now (recorded
 // sandboxes, the warm pool, sandboxes being made), for metrics and tests.
 func (m *Manager) DiskCommitted() int64 {
-	pooled := m.pool.diskBytes()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return pooled + m.diskPending + m.idx.disk
-}
-
-// diskBytes sums the quotas of the ready pool sandboxes.
-func (p *pool) diskBytes() int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var n int64
-	for _, s := range p.ready {
-		n += s.diskBytes()
-	}
-	return n
+	return m.diskPooled + m.diskPending + m.idx.disk
 }

@@ -147,8 +147,10 @@ type Manager struct {
 	idx       sandboxIndex // kept with sandboxes (index.go)
 	slots     slotAlloc
 	closed    bool
-	// diskPending are the quotas of sandboxes being made (reserveDisk).
+	// diskPending are the quotas of sandboxes being made (reserveDisk),
+	// diskPooled those of the warm pool's ready sandboxes (disk.go).
 	diskPending int64
+	diskPooled  int64
 	// guard stops workspace growth when the disk fills (diskguard.go).
 	guard diskGuard
 
@@ -331,7 +333,10 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 
 	start := time.Now()
 	var s *Sandbox
-	if w := m.pool.take(spec); w != nil {
+	if w, release := m.pool.take(spec); w != nil {
+		// Its quota is pending from the take on, released once listed.
+		defer release()
+		takenHook()
 		s = w
 		s.rec.Owner, s.rec.Name, s.rec.Spec, s.rec.Default = c.KeyID, spec.Name, spec, dflt
 		if err := s.applyLimits(); err != nil {
@@ -344,7 +349,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 		if need == 0 {
 			need = m.cfg.Default.DiskBytes
 		}
-		release, err := m.reserveDisk(m.pool, need)
+		release, err := m.reserveDisk(need)
 		if err != nil {
 			return Info{}, err
 		}
@@ -383,6 +388,10 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 	}
 	return s.Info(), nil
 }
+
+// takenHook runs after a create took a pool sandbox and before it is
+// listed: a test's window into the race with the pool's refill.
+var takenHook = func() {}
 
 // countOwned counts the caller's sandboxes. Callers hold mu.
 func (m *Manager) countOwned(owner string) int { return m.idx.owned[owner] }

@@ -67,7 +67,8 @@ func (p *pool) fill() {
 			if !need {
 				break
 			}
-			release, err := p.m.reserveDisk(p, p.m.cfg.Default.DiskBytes)
+			reserved := p.m.cfg.Default.DiskBytes
+			release, err := p.m.reserveDisk(reserved)
 			var s *Sandbox
 			if err == nil {
 				s, err = p.m.cold(context.Background(), Record{ID: newID()})
@@ -79,6 +80,7 @@ func (p *pool) fill() {
 				}
 			}
 			if err != nil {
+				refillHook(err)
 				p.m.log.Error("warm pool refill", "err", err)
 				select {
 				case <-p.m.stop:
@@ -96,16 +98,29 @@ func (p *pool) fill() {
 				return
 			}
 			p.ready = append(p.ready, s)
+			// Under p.mu: the reservation becomes the pool's count in
+			// one step, before any take can see s.
+			held := int64(0) // what reserveDisk put in pending
+			if p.m.cfg.DiskBudget > 0 && reserved > 0 {
+				held = reserved
+			}
+			p.m.diskIntoPool(held, s.diskBytes())
 			p.mu.Unlock()
-			release()
+			refillHook(nil)
 		}
 	}
 }
 
-// take hands out a ready sandbox for spec, or nil.
-func (p *pool) take(spec Spec) *Sandbox {
+// refillHook sees the end of every refill attempt (nil: a sandbox was
+// added): a test's window into the race of a refill and a take.
+var refillHook = func(error) {}
+
+// take hands out a ready sandbox for spec, or nil. Its quota moves from
+// the pool's count to pending in the same step (disk.go); the caller
+// calls release once the sandbox is listed, or thrown away.
+func (p *pool) take(spec Spec) (s *Sandbox, release func()) {
 	if spec.Network.Mode != NetworkNone || !p.m.poolDisk(spec) || spec.Template != "" {
-		return nil
+		return nil, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -115,12 +130,13 @@ func (p *pool) take(spec Spec) *Sandbox {
 		p.wake()
 		if s.State() == Running {
 			wakeInit(s)
-			return s
+			return s, p.m.diskOutOfPool(s.diskBytes(), true)
 		}
 		// Its init died while waiting; throw it away.
+		p.m.diskOutOfPool(s.diskBytes(), false)
 		go func() { s.shutdown(); p.m.discard(s) }()
 	}
-	return nil
+	return nil, nil
 }
 
 // wakeInit pings a pool sandbox's init as it is handed out, beside the
@@ -164,6 +180,9 @@ func (p *pool) close() {
 	p.closed = true
 	ready := p.ready
 	p.ready = nil
+	for _, s := range ready {
+		p.m.diskOutOfPool(s.diskBytes(), false)
+	}
 	p.mu.Unlock()
 	<-p.done
 	for _, s := range ready {
