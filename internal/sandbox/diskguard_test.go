@@ -107,7 +107,7 @@ func TestDiskVerdict(t *testing.T) {
 func TestStoppedGuardRefusesCreates(t *testing.T) {
 	m := &Manager{cfg: Config{DiskBudget: 1 << 40, DiskOvercommit: 1}, idx: newSandboxIndex(), log: slog.Default()}
 	m.guard.stopped = diskVerdict(diskReading{Images: 1 << 40}, 1<<40, 0, false)
-	_, err := m.reserveDisk(1<<20)
+	_, err := m.reserveDisk(1 << 20)
 	var fe *fault.Error
 	if !errors.As(err, &fe) || fe.Kind != fault.Conflict || !strings.Contains(fe.Msg, "delete sandboxes or files") {
 		t.Fatalf("while stopped: got %v, want a conflict saying what to free", err)
