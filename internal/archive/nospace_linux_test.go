@@ -7,11 +7,14 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // requireMount skips unless the test may mount a tmpfs (root on Linux).
 func requireMount(t *testing.T) {
 	t.Helper()
+	testenv.SkipShort(t, "mounts a tmpfs")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a small tmpfs")
 	}

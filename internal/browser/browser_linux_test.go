@@ -25,6 +25,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 func TestMain(m *testing.M) { agenttest.Main(m) }
@@ -66,6 +67,7 @@ func (r *memRecords) ListSandboxes(context.Context) ([]sandbox.Record, error) {
 // itself cannot run.
 func requireBrowser(t *testing.T) {
 	t.Helper()
+	testenv.SkipShort(t, "starts Chromium in a sandbox")
 	if os.Geteuid() != 0 {
 		t.Skip("sandboxes need root (id mappings and cgroups); run the tests as root")
 	}

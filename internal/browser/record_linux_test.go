@@ -9,10 +9,12 @@ import (
 
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 func requireRecorder(t *testing.T) {
 	t.Helper()
+	testenv.SkipShort(t, "records a browser with ffmpeg")
 	if err := RecorderAvailable(); err != nil {
 		t.Skip(err)
 	}

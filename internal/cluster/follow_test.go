@@ -10,6 +10,7 @@ import (
 	"github.com/sandhold/sandhold/internal/policy"
 	"github.com/sandhold/sandhold/internal/store"
 	"github.com/sandhold/sandhold/internal/store/pgtest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 type freezer struct {
@@ -67,21 +68,6 @@ func startNode(t *testing.T, url string, running ...string) *node {
 	return n
 }
 
-// waitFor polls cond and returns how long since start it took to hold
-// (start is taken just before the action on the other node); the bound is a
-// liveness guard for a loaded machine, not the figure under test (which is
-// logged and reported in BENCHMARKS.md).
-func waitFor(t *testing.T, what string, start time.Time, cond func() bool) time.Duration {
-	t.Helper()
-	for !cond() {
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("%s: not within 30 s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // A HALT on one node freezes the sandboxes of the others, the unhalt thaws
 // them, and a policy change is in force everywhere.
 func TestHaltAndPolicyReachEveryNode(t *testing.T) {
@@ -95,7 +81,8 @@ func TestHaltAndPolicyReachEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, n := range map[string]*node{"a": a, "c": c} {
-		d := waitFor(t, "halt on "+name, t0, func() bool { h, _ := n.ctl.Halted(); f, _ := n.frz.counts(); return h && f == 1 })
+		testenv.Eventually(t, "halt on "+name, func() bool { h, _ := n.ctl.Halted(); f, _ := n.frz.counts(); return h && f == 1 })
+		d := time.Since(t0)
 		t.Logf("HALT on node b in force on node %s after %v", name, d)
 	}
 	t0 = time.Now()
@@ -103,7 +90,8 @@ func TestHaltAndPolicyReachEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, n := range map[string]*node{"b": b, "c": c} {
-		d := waitFor(t, "unhalt on "+name, t0, func() bool { h, _ := n.ctl.Halted(); return !h })
+		testenv.Eventually(t, "unhalt on "+name, func() bool { h, _ := n.ctl.Halted(); return !h })
+		d := time.Since(t0)
 		t.Logf("unhalt on node a in force on node %s after %v", name, d)
 	}
 	if _, th := b.frz.counts(); th != 2 {
@@ -118,7 +106,8 @@ func TestHaltAndPolicyReachEveryNode(t *testing.T) {
 	if err := c.pol.Set(ctx, doc); err != nil {
 		t.Fatal(err)
 	}
-	d := waitFor(t, "policy on a", t0, func() bool { return a.pol.Document().Roles["agent"].AllowUpTo == "safe" })
+	testenv.Eventually(t, "policy on a", func() bool { return a.pol.Document().Roles["agent"].AllowUpTo == "safe" })
+	d := time.Since(t0)
 	t.Logf("policy set on node c in force on node a after %v", d)
 }
 
@@ -144,5 +133,5 @@ func TestHaltBeforeListeningIsNotMissed(t *testing.T) {
 	fctx, cancel := context.WithCancel(ctx)
 	done := Follow(fctx, st, nil, map[string]Reloader{control.SettingKey: ctl.Refresh})
 	defer func() { cancel(); <-done }()
-	waitFor(t, "halt applied by the first resync", time.Now(), func() bool { h, _ := ctl.Halted(); return h })
+	testenv.Eventually(t, "halt applied by the first resync", func() bool { h, _ := ctl.Halted(); return h })
 }

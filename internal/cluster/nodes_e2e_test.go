@@ -13,6 +13,7 @@ import (
 	"github.com/sandhold/sandhold/internal/daemon"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 	"github.com/sandhold/sandhold/internal/store/pgtest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 type node struct {
@@ -62,19 +63,6 @@ func (n node) ok(method, path, key string, body any, want int, out any) {
 	}
 }
 
-// until polls f and returns how long since start it took to be true (the
-// 30 s bound only keeps a broken build from hanging; the figure is logged).
-func until(t *testing.T, what string, start time.Time, f func() bool) time.Duration {
-	t.Helper()
-	for !f() {
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("%s: not within 30 s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // Two real daemons on one PostgreSQL: keys, HALT and the audit chain are
 // shared; each node runs and lists only its own sandboxes.
 func TestTwoDaemonsShareOneStore(t *testing.T) {
@@ -112,18 +100,18 @@ func TestTwoDaemonsShareOneStore(t *testing.T) {
 	// HALT through a: b refuses and its sandbox is frozen.
 	t0 := time.Now()
 	a.ok("POST", "/v1/control/halt", admin, map[string]any{"reason": "incident"}, 200, nil)
-	d := until(t, "HALT on b", t0, func() bool {
+	testenv.Eventually(t, "HALT on b", func() bool {
 		var info struct{ State string }
 		b.ok("GET", "/v1/sandboxes/"+sb.ID, key.Key, nil, 200, &info)
 		return info.State == "paused"
 	})
+	d := time.Since(t0)
 	t.Logf("HALT through node a froze node b's sandbox after %v", d)
 	if st, _ := b.do("POST", exec, key.Key, map[string]any{"command": "echo hi"}); st != http.StatusConflict {
 		t.Fatalf("exec on b under a HALT from a = %d", st)
 	}
-	t0 = time.Now()
 	b.ok("POST", "/v1/control/unhalt", admin, nil, 200, nil)
-	until(t, "unhalt", t0, func() bool { st, _ := b.do("POST", exec, key.Key, map[string]any{"command": "true"}); return st == 200 })
+	testenv.Eventually(t, "unhalt", func() bool { st, _ := b.do("POST", exec, key.Key, map[string]any{"command": "true"}); return st == 200 })
 
 	// Revoke through b: a refuses the key at once.
 	b.ok("DELETE", "/v1/keys/"+key.ID, admin, nil, 200, nil)

@@ -25,6 +25,7 @@ import (
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
 	"github.com/sandhold/sandhold/internal/store"
 	"github.com/sandhold/sandhold/internal/store/pgtest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // stoppable is a daemon the test can stop and start again on the same data
@@ -121,7 +122,7 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = st.Close() }()
-	until(t, "three nodes registered", time.Now(), func() bool { ns, _ := st.Nodes(context.Background()); return len(ns) == 3 })
+	testenv.Eventually(t, "three nodes registered", func() bool { ns, _ := st.Nodes(context.Background()); return len(ns) == 3 })
 
 	var key struct{ ID, Key string }
 	a.ok("POST", "/v1/keys", admin, map[string]string{"name": "agent-1", "role": "agent"}, 201, &key)
@@ -245,11 +246,12 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	t0 = time.Now()
 	b.ok("POST", "/v1/control/halt", admin, map[string]any{"reason": "incident"}, 200, nil)
 	for name, id := range where {
-		d := until(t, "HALT reaches "+name, t0, func() bool {
+		testenv.Eventually(t, "HALT reaches "+name, func() bool {
 			var info struct{ State string }
 			a.ok("GET", "/v1/sandboxes/"+id, admin, nil, 200, &info)
 			return info.State == "paused"
 		})
+		d := time.Since(t0)
 		t.Logf("HALT on b: sandbox on %s frozen after %v", name, d)
 	}
 	a.ok("POST", "/v1/control/unhalt", admin, nil, 200, nil)
@@ -270,10 +272,11 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	if items, unanswered := listThrough(t, a.node, key.Key); items[onC] == "" && !slices.Contains(unanswered, "node-c") {
 		t.Fatalf("right after c died, the list through a neither has c's sandbox nor names c: %v %v", items, unanswered)
 	}
-	d := until(t, "c's sandbox lost", t0, func() bool {
+	testenv.Eventually(t, "c's sandbox lost", func() bool {
 		code, body := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)
 		return code == 503 && strings.Contains(body, `"lost"`)
 	})
+	d := time.Since(t0)
 	t.Logf("node c killed: its sandbox reported lost after %v (dead after %v without a heartbeat)", d, cluster.DeadAfter)
 	for _, n := range []node{a.node, b.node} {
 		items, unanswered := listThrough(t, n, key.Key)
@@ -281,7 +284,7 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 			t.Fatalf("list through %s after c died = %v (unanswered %v), want c's sandbox lost and the others", n.base, items, unanswered)
 		}
 	}
-	until(t, "b serves after the unhalt", time.Now(), func() bool {
+	testenv.Eventually(t, "b serves after the unhalt", func() bool {
 		code, _ := a.raw("GET", "/v1/sandboxes/"+onB, admin, nil, nil)
 		return code == 200
 	})
@@ -301,7 +304,7 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	// internal/daemon proves that part) and serves the sandbox again from
 	// its record, workspace intact.
 	c = startChildNode(t, cfgC, logC)
-	until(t, "c back", time.Now(), func() bool {
+	testenv.Eventually(t, "c back", func() bool {
 		code, _ := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)
 		return code == 200
 	})

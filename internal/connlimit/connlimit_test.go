@@ -9,19 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// waitFor polls cond (a condition, not a duration: the machine is loaded).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+	"github.com/sandhold/sandhold/internal/testenv"
+)
 
 func get(t *testing.T, c net.Conn, path string) (int, string) {
 	t.Helper()
@@ -75,29 +65,29 @@ func TestCapsAndReserve(t *testing.T) {
 	for i := range 4 {
 		c := dial()
 		held = append(held, c)
-		waitFor(t, "the connection counted", func() bool { return ln.Open() == i+1 })
+		testenv.Eventually(t, "the connection counted", func() bool { return ln.Open() == i+1 })
 	}
 	if code, body := get(t, held[0], "/work"); code != 200 || body != "served /work" {
 		t.Fatalf("within the cap: %d %q", code, body)
 	}
-	waitFor(t, "pressure", func() bool { return pressure.Load() == 1 })
+	testenv.Eventually(t, "pressure", func() bool { return pressure.Load() == 1 })
 
 	over := dial()
-	waitFor(t, "the reserve used", func() bool { return ln.Open() == 5 })
+	testenv.Eventually(t, "the reserve used", func() bool { return ln.Open() == 5 })
 	if code, _ := get(t, over, "/healthz"); code != 200 {
 		t.Fatalf("exempt request in the reserve: %d", code)
 	}
 	over2 := dial()
-	waitFor(t, "the reserve full", func() bool { return ln.Open() == 6 })
+	testenv.Eventually(t, "the reserve full", func() bool { return ln.Open() == 6 })
 	if code, _ := get(t, over2, "/work"); code != http.StatusServiceUnavailable {
 		t.Fatalf("ordinary request in the reserve: %d", code)
 	}
 
 	// The refused connection was closed (Connection: close); fill the
 	// reserve again with one that sends nothing.
-	waitFor(t, "the refused connection closed", func() bool { return ln.Open() == 5 })
+	testenv.Eventually(t, "the refused connection closed", func() bool { return ln.Open() == 5 })
 	idle := dial()
-	waitFor(t, "the reserve full", func() bool { return ln.Open() == 6 })
+	testenv.Eventually(t, "the reserve full", func() bool { return ln.Open() == 6 })
 
 	// Beyond Max+Reserve: a fixed 503, and the connection is closed.
 	beyond := dial()
@@ -113,5 +103,5 @@ func TestCapsAndReserve(t *testing.T) {
 	for _, c := range append(held, over, over2, idle) {
 		_ = c.Close()
 	}
-	waitFor(t, "relief", func() bool { return relief.Load() == 1 && ln.Open() == 0 })
+	testenv.Eventually(t, "relief", func() bool { return relief.Load() == 1 && ln.Open() == 0 })
 }

@@ -13,12 +13,14 @@ import (
 
 	"github.com/sandhold/sandhold/internal/convert"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // requireConverter skips unless the host's /usr (which every sandbox
 // sees) has prog.
 func requireConverter(t *testing.T, prog, pkg string) {
 	t.Helper()
+	testenv.SkipShort(t, "runs a converter of the host's /usr in a sandbox")
 	if _, err := exec.LookPath(prog); err != nil {
 		t.Skipf("%s is not installed (Debian package %s; make deps installs it)", prog, pkg)
 	}

@@ -64,12 +64,12 @@ func TestRevocationEndsEverythingTheKeyHolds(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the revoked key's exec stream is still open")
 	}
-	eventually(t, "sandbox stopped", func() bool {
+	testenv.Eventually(t, "sandbox stopped", func() bool {
 		var info struct{ State string }
 		expectOK(t, s.do("GET", "/v1/sandboxes/"+sb.ID, admin, nil, nil), 200, &info)
 		return info.State == "stopped"
 	})
-	eventually(t, "revocation audited", func() bool {
+	testenv.Eventually(t, "revocation audited", func() bool {
 		for _, a := range s.auditActions(audit.Filter{Action: "key.revoke.end"}) {
 			if a == "key.revoke.end" {
 				return true
@@ -94,16 +94,5 @@ func TestRevocationEndsEverythingTheKeyHolds(t *testing.T) {
 	expectOK(t, s.do("POST", execPath, admin, map[string]any{"command": "cat /workspace/f; cat /proc/[0-9]*/comm 2>/dev/null | grep -cx sleep || true"}, nil), 200, &out)
 	if out.Stdout != "kept\n0\n" {
 		t.Fatalf("after revocation: %q (stderr %q), want the kept file and no sleep left", out.Stdout, out.Stderr)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened", what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 var testCallers = map[string]auth.Caller{
@@ -230,7 +231,7 @@ func TestToolsFollowTheRegistryAndTheRole(t *testing.T) {
 	// tool (sandbox_execute_code → code.execute) with it.
 	r.d.MustRegister(rc.tool("code.execute", `{"type":"object","properties":{"code":{"type":"string"},"language":{"type":"string"}}}`, map[string]any{"stdout": "3\n"}))
 	waitFor(t, changed, "list_changed after register")
-	eventually(t, "code_execute and its alias listed", func() bool {
+	testenv.Eventually(t, "code_execute and its alias listed", func() bool {
 		got := toolNames(t, cs)
 		return slices.Contains(got, "code_execute") && slices.Contains(got, AliasCode)
 	})
@@ -243,27 +244,16 @@ func TestToolsFollowTheRegistryAndTheRole(t *testing.T) {
 	mine := rc.tool("mine", `{"type":"object"}`, "ok")
 	mine.Visible = func(c auth.Caller) bool { return c.KeyID == "k-agent" }
 	r.d.MustRegister(mine)
-	eventually(t, "the owner sees its tool", func() bool { return slices.Contains(toolNames(t, cs), "mine") })
+	testenv.Eventually(t, "the owner sees its tool", func() bool { return slices.Contains(toolNames(t, cs), "mine") })
 	if got := toolNames(t, r.mustConnect("k-agent2", nil)); slices.Contains(got, "mine") {
 		t.Fatalf("another key sees an unpublished tool: %v", got)
 	}
 	// A tool that goes: list_changed, then gone with its alias.
 	r.d.Unregister("code.execute")
-	eventually(t, "code_execute and its alias gone", func() bool {
+	testenv.Eventually(t, "code_execute and its alias gone", func() bool {
 		got := toolNames(t, cs)
 		return !slices.Contains(got, "code_execute") && !slices.Contains(got, AliasCode)
 	})
-}
-
-// eventually polls cond: a tool list changes asynchronously (OnChange runs
-// in its own goroutine).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-	}
 }
 
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {

@@ -168,6 +168,7 @@ func TestQuotaOfPoolSandboxes(t *testing.T) {
 // requireE2fs skips where e2fsprogs or root are missing.
 func requireE2fs(t *testing.T) {
 	t.Helper()
+	testenv.SkipShort(t, "formats ext4 images with e2fsprogs")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}

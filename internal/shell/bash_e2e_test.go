@@ -3,6 +3,8 @@ package shell_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // TestBashPipe drives /v1/bash through the real server and real sandboxes.
@@ -25,7 +27,7 @@ func TestBashPipe(t *testing.T) {
 			t.Fatalf("second exec: %v", d)
 		}
 		// The end of each command is audited, without its output.
-		eventually(t, "bash.finish audited", func() bool {
+		testenv.Eventually(t, "bash.finish audited", func() bool {
 			a := s.do("GET", "/v1/audit?action=bash.finish", nil)
 			return a.status == 200 && strings.Contains(string(a.raw), `"exit_code":7`) && !strings.Contains(string(a.raw), "out foo")
 		})
@@ -76,7 +78,7 @@ func TestBashPipe(t *testing.T) {
 	t.Run("kill-with-signal", func(t *testing.T) {
 		d := ok(t, s.do("POST", "/v1/bash/exec", map[string]any{"command": `trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.1; done`, "async_mode": true}))
 		sid := d["session_id"].(string)
-		eventually(t, "ready", func() bool {
+		testenv.Eventually(t, "ready", func() bool {
 			o := ok(t, s.do("POST", "/v1/bash/output", map[string]any{"session_id": sid}))
 			return o["stdout"] == "ready\n"
 		})
@@ -90,7 +92,7 @@ func TestBashPipe(t *testing.T) {
 		}
 		// SIGTERM ignored: still running; SIGKILL ends it.
 		d = ok(t, s.do("POST", "/v1/bash/exec", map[string]any{"session_id": sid, "command": `trap '' TERM; echo armed; while :; do sleep 0.1; done`, "async_mode": true}))
-		eventually(t, "trap armed", func() bool {
+		testenv.Eventually(t, "trap armed", func() bool {
 			o := ok(t, s.do("POST", "/v1/bash/output", map[string]any{"session_id": sid, "command_id": d["command_id"]}))
 			return o["stdout"] == "armed\n"
 		})

@@ -30,7 +30,7 @@ func TestIdlessShellCallsStayBounded(t *testing.T) {
 		m, _ := l["sessions"].(map[string]any)
 		return len(m)
 	}
-	eventually(t, "warm-up session expired", func() bool { return count() == 0 })
+	testenv.Eventually(t, "warm-up session expired", func() bool { return count() == 0 })
 	http.DefaultClient.CloseIdleConnections()
 	time.Sleep(200 * time.Millisecond)
 	base := runtime.NumGoroutine()
@@ -72,7 +72,7 @@ func TestIdlessShellCallsStayBounded(t *testing.T) {
 	}
 	// The implicit sessions expire (1 s idle here) and take their shells,
 	// goroutines and buffers with them.
-	eventually(t, "implicit sessions expired", func() bool { return count() == 0 })
+	testenv.Eventually(t, "implicit sessions expired", func() bool { return count() == 0 })
 	http.DefaultClient.CloseIdleConnections()
 	const margin = 10
 	var now int

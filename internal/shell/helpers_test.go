@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon"
@@ -100,16 +99,4 @@ func (s *srv) newKey(name, role string) string {
 		s.t.Fatalf("create key: %d %s", r.status, r.raw)
 	}
 	return r.data()["key"].(string)
-}
-
-// eventually polls cond until it holds or a generous bound passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 300; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: never happened", what)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // inputRecords are the shell.input records of the audit log.
@@ -77,7 +79,7 @@ func TestRawInputIsAdmitted(t *testing.T) {
 		}
 		s.approve(t, id)
 		ok(t, s.call(agent, "POST", "/v1/bash/write", w))
-		eventually(t, "the approved line ran", func() bool {
+		testenv.Eventually(t, "the approved line ran", func() bool {
 			out := s.call(agent, "POST", "/v1/bash/output", map[string]any{"session_id": sid, "command_id": cid})
 			return strings.Contains(string(out.raw), "ran-42")
 		})
@@ -140,6 +142,6 @@ func TestRawInputIsAdmitted(t *testing.T) {
 		tm.send("input", "echo typed-$((1+1))\r")
 		tm.expect("typed-2")
 		// The record follows the write (it holds the outcome).
-		eventually(t, "the typed line recorded", func() bool { return s.recorded(t, "terminal", "allowed", "echo typed-$((1+1))") })
+		testenv.Eventually(t, "the typed line recorded", func() bool { return s.recorded(t, "terminal", "allowed", "echo typed-$((1+1))") })
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // TestShellSessions drives /v1/shell through the real server and real
@@ -33,7 +35,7 @@ func TestShellSessions(t *testing.T) {
 		if d["output"] != "/workspace\n" {
 			t.Fatalf("exec_dir: %v", d)
 		}
-		eventually(t, "shell.finish audited", func() bool {
+		testenv.Eventually(t, "shell.finish audited", func() bool {
 			a := s.do("GET", "/v1/audit?action=shell.finish", nil)
 			return a.status == 200 && strings.Contains(string(a.raw), "DEMO_FLAG") && !strings.Contains(string(a.raw), "/tmp/w\\nhello")
 		})

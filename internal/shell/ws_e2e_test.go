@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sandhold/sandhold/internal/config"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // term is a test client speaking AIO's terminal protocol.
@@ -184,7 +185,7 @@ func TestTerminal(t *testing.T) {
 		// Closing one frees a slot.
 		_ = open[0].conn.Close(websocket.StatusNormalClosure, "bye")
 		var tm *term
-		eventually(t, "slot freed", func() bool {
+		testenv.Eventually(t, "slot freed", func() bool {
 			var err error
 			tm, _, err = s.dialTerm(t, key, "")
 			return err == nil

@@ -23,10 +23,12 @@ import (
 
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 func requireServer(t *testing.T) {
 	t.Helper()
+	testenv.SkipShort(t, "starts a server with sandboxes")
 	if os.Geteuid() != 0 {
 		t.Skip("the end-to-end tests start sandboxes, which need root")
 	}

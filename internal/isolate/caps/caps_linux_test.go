@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // Helper-process pattern: the changes are irreversible, so they happen in a
@@ -30,6 +32,7 @@ func TestMain(m *testing.M) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
+	testenv.SkipShort(t, "drops capabilities as root")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: dropping from the bounding set requires CAP_SETPCAP")
 	}

@@ -21,16 +21,13 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
-// Bounds on the tests' own polling: generous, since the CI machine's two
-// cores are shared; they bound a hang, they are not timing assertions.
-const (
-	testPolls        = 2500
-	testPollInterval = 4 * time.Millisecond
-	// cleanupWait bounds waiting for a fixture process in cleanup.
-	cleanupWait = 5 * time.Second
-)
+// cleanupWait bounds waiting for a fixture process in cleanup (the tests'
+// other waits are testenv.Eventually's, on conditions).
+const cleanupWait = 5 * time.Second
 
 // requireCgroups skips unless the test runs as root on a host whose
 // detected back end has every controller New needs, and returns a Manager
@@ -38,6 +35,7 @@ const (
 // when it fails.
 func requireCgroups(t *testing.T) Manager {
 	t.Helper()
+	testenv.SkipShort(t, "makes cgroups")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create cgroups")
 	}
@@ -265,18 +263,6 @@ func startIn(t *testing.T, g Group, script string) *gatedCmd {
 	return c
 }
 
-// waitFor polls cond, failing the test with what after testPolls.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range testPolls {
-		if cond() {
-			return
-		}
-		time.Sleep(testPollInterval)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -302,7 +288,7 @@ func statField(t *testing.T, pid, field int) string {
 func readPidFile(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, "pid file "+path, func() bool {
+	testenv.Eventually(t, "pid file "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
@@ -461,7 +447,7 @@ func TestForkBombStopsAtPidsMax(t *testing.T) {
 	case *v2Group:
 		eventsFile = gv.dir() + "/pids.events"
 	}
-	waitFor(t, "a fork to be refused at pids.max", func() bool {
+	testenv.Eventually(t, "a fork to be refused at pids.max", func() bool {
 		n, err := readKeyed(eventsFile, "max")
 		return err == nil && n > 0
 	})
@@ -549,7 +535,7 @@ func TestFreezeStopsCPU(t *testing.T) {
 			}
 			return st.CPUUsage
 		}
-		waitFor(t, "the loop to use CPU", func() bool { return usage() > 0 })
+		testenv.Eventually(t, "the loop to use CPU", func() bool { return usage() > 0 })
 		if err := g.Freeze(); err != nil {
 			t.Fatal(err)
 		}
@@ -572,7 +558,7 @@ func TestFreezeStopsCPU(t *testing.T) {
 		if st, _ := g.Stats(); st.Frozen {
 			t.Fatal("Stats.Frozen true after Thaw")
 		}
-		waitFor(t, "the loop to run again after Thaw", func() bool { return usage() > after })
+		testenv.Eventually(t, "the loop to run again after Thaw", func() bool { return usage() > after })
 	})
 }
 
@@ -587,7 +573,7 @@ func TestCPUUsageCountsDetachedChildren(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = startIn(t, sub, `setsid sh -c 'while :; do :; done' & exit 0`)
-		waitFor(t, "the detached loop to use CPU", func() bool {
+		testenv.Eventually(t, "the detached loop to use CPU", func() bool {
 			d, err := g.CPUUsage()
 			if err != nil {
 				t.Fatal(err)
@@ -631,7 +617,7 @@ func TestKillCatchesSetsidDoubleFork(t *testing.T) {
 		if procs, err := g.Procs(); err != nil || len(procs) != 0 {
 			t.Fatalf("after Kill: %v, %v", procs, err)
 		}
-		waitFor(t, "the setsid grandchild to die", func() bool { return !alive(pid) })
+		testenv.Eventually(t, "the setsid grandchild to die", func() bool { return !alive(pid) })
 	})
 }
 
@@ -664,7 +650,7 @@ func TestKillSubLeavesParentAlive(t *testing.T) {
 		if err := sub1.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "exec1's tree to die", func() bool { return !alive(grandchild) && !alive(victim.cmd.Process.Pid) })
+		testenv.Eventually(t, "exec1's tree to die", func() bool { return !alive(grandchild) && !alive(victim.cmd.Process.Pid) })
 		for _, p := range []int{keeper.cmd.Process.Pid, other.cmd.Process.Pid} {
 			if !alive(p) {
 				t.Fatalf("process %d outside the killed sub-group died", p)
@@ -836,7 +822,7 @@ func TestV1ThreadAttach(t *testing.T) {
 	if err := sub.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the sleep to die", func() bool { return !alive(r.pid) })
+	testenv.Eventually(t, "the sleep to die", func() bool { return !alive(r.pid) })
 }
 
 // TestV1KillSparesVisitor: a process with one thread visiting the group
@@ -879,7 +865,7 @@ sys.stdin.read()`)
 	}
 	killed := make(chan error, 1)
 	go func() { killed <- g.Kill() }()
-	waitFor(t, "the member to die", func() bool { return !alive(member.cmd.Process.Pid) })
+	testenv.Eventually(t, "the member to die", func() bool { return !alive(member.cmd.Process.Pid) })
 	if !alive(visitor.Process.Pid) {
 		t.Fatal("Kill killed a process that only had a thread visiting")
 	}
@@ -938,7 +924,7 @@ func TestReapRemovesLeftovers(t *testing.T) {
 		if !slices.Equal(reaped, []string{"leftover"}) {
 			t.Fatalf("reaped %v", reaped)
 		}
-		waitFor(t, "leftover processes to die", func() bool {
+		testenv.Eventually(t, "leftover processes to die", func() bool {
 			return !alive(c1.cmd.Process.Pid) && !alive(c2.cmd.Process.Pid)
 		})
 		if names, _ := m2.List(); !slices.Equal(names, []string{"keepme"}) {
@@ -1084,7 +1070,7 @@ func TestKillReachesFrozenSubGroup(t *testing.T) {
 		if err := g.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the paused execution to die", func() bool { return !alive(c.cmd.Process.Pid) })
+		testenv.Eventually(t, "the paused execution to die", func() bool { return !alive(c.cmd.Process.Pid) })
 		if err := g.Destroy(); err != nil {
 			t.Fatal(err)
 		}

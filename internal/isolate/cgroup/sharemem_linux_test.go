@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // requireSeparateMemory is requireV1 on a host whose memory controller has
@@ -203,7 +205,7 @@ func TestSharedMemoryGroupFreezesAndHoldsPids(t *testing.T) {
 	}
 	// Ten sleeps in the background: only five tasks fit (the shell counts).
 	c := startIn(t, x, `for i in 1 2 3 4 5 6 7 8 9 10; do sleep 300 & done 2>/dev/null; exec sleep 300`)
-	waitFor(t, "the fork loop to end", func() bool {
+	testenv.Eventually(t, "the fork loop to end", func() bool {
 		st, err := user.Stats()
 		return err == nil && st.Pids == 5
 	})
@@ -221,7 +223,7 @@ func TestSharedMemoryGroupFreezesAndHoldsPids(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.cmd.Wait() // killed; reaps it, so it stops counting
-	waitFor(t, "every task of the group to be gone", func() bool {
+	testenv.Eventually(t, "every task of the group to be gone", func() bool {
 		st, err := user.Stats()
 		return err == nil && st.Pids == 0
 	})

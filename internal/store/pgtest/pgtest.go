@@ -83,6 +83,7 @@ func URL(t testing.TB) string {
 // Shared returns the process's server, starting it on first use.
 func Shared(t testing.TB) *Server {
 	t.Helper()
+	testenv.SkipShort(t, "starts PostgreSQL")
 	mu.Lock()
 	defer mu.Unlock()
 	if skipMsg != "" {

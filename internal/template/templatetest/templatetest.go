@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/template"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 // Marker is a file only the busybox template has, and its content.
@@ -191,9 +192,7 @@ func Put(t testing.TB, s *template.Store, c template.Caller, name, tag string, c
 // the test with the reason.
 func DebianPython(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: building a Debian root takes minutes")
-	}
+	testenv.SkipShort(t, "builds a Debian root (minutes)")
 	if os.Geteuid() != 0 {
 		t.Skip("mmdebstrap --mode=root needs root")
 	}

@@ -50,6 +50,7 @@ func Path() string {
 // Start launches a headless Chromium for t, or skips t saying why not.
 func Start(t testing.TB) *Browser {
 	t.Helper()
+	testenv.SkipShort(t, "starts Chromium")
 	bin := Path()
 	if bin == "" {
 		t.Skip("no chromium on this host (make deps installs it)")
