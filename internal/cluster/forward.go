@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -75,9 +76,13 @@ type Forwarder struct {
 	// client asks the other nodes for their part of a sandbox list.
 	client *http.Client
 
+	// lookups bounds the store lookups of each client address (lookup.go).
+	lookups *ratelimit.Limiter
+
 	// mu guards the cached node list and the heartbeat's identity.
 	mu       sync.Mutex
-	owners   map[string]ownerAt // sandbox id → the node that runs it
+	owners   map[string]ownerAt   // sandbox id → the node that runs it
+	missing  map[string]time.Time // sandbox ids the store does not know → when it said so
 	cached   []store.Node
 	cachedAt time.Time
 	addr     string
@@ -91,7 +96,7 @@ func NewForwarder(nodes Nodes, secret string, log *slog.Logger) *Forwarder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f := &Forwarder{nodes: nodes, self: nodes.NodeName(), secret: []byte(secret), log: log, now: time.Now,
+	f := &Forwarder{nodes: nodes, self: nodes.NodeName(), secret: []byte(secret), log: log, now: time.Now, lookups: newLookupLimiter(),
 		client: &http.Client{Timeout: listTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -171,9 +176,14 @@ func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
 	if !ok {
 		return store.Node{}, false
 	}
-	owner, err := f.owner(ctx, id)
+	owner, err := f.owner(r, id)
+	if errors.Is(err, errLookups) {
+		return store.Node{Name: nodeBusy}, true // refused in forward
+	}
 	if err != nil || owner == f.self {
-		return store.Node{}, false // unknown here and everywhere: the API answers 404
+		// Unknown here and everywhere, or a request with no credential:
+		// the API answers (404, 401) without the store.
+		return store.Node{}, false
 	}
 	for _, n := range f.list(ctx) {
 		if n.Name == owner {
@@ -181,42 +191,6 @@ func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
 		}
 	}
 	return store.Node{Name: owner}, true // never registered: reported lost
-}
-
-// Sandboxes never move, so who runs one is remembered for ownerTTL (at
-// most maxOwners ids) instead of asked of the store on every request.
-const (
-	ownerTTL  = time.Minute
-	maxOwners = 4096
-)
-
-type ownerAt struct {
-	node string
-	at   time.Time
-}
-
-// owner returns the node that runs sandbox id. Only found owners are
-// remembered: a sandbox created a moment ago on another node is found at
-// the next request.
-func (f *Forwarder) owner(ctx context.Context, id string) (string, error) {
-	now := f.now()
-	f.mu.Lock()
-	o, ok := f.owners[id]
-	f.mu.Unlock()
-	if ok && now.Sub(o.at) < ownerTTL {
-		return o.node, nil
-	}
-	node, err := f.nodes.SandboxNode(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	f.mu.Lock()
-	if f.owners == nil || len(f.owners) >= maxOwners {
-		f.owners = make(map[string]ownerAt)
-	}
-	f.owners[id] = ownerAt{node, now}
-	f.mu.Unlock()
-	return node, nil
 }
 
 // place returns the live, non-draining node with capacity that has the
@@ -259,6 +233,7 @@ func (f *Forwarder) place(ctx context.Context) (store.Node, bool) {
 const (
 	nodeDraining = "-draining"
 	nodeFull     = "-full"
+	nodeBusy     = "-busy" // the client's store lookups are used up (lookup.go)
 )
 
 func isCreate(r *http.Request) bool {
@@ -268,6 +243,7 @@ func isCreate(r *http.Request) bool {
 func (f *Forwarder) invalidate() {
 	f.mu.Lock()
 	f.cachedAt = time.Time{}
+	f.missing = nil // a create: an id asked for before may exist now
 	f.mu.Unlock()
 }
 
@@ -293,6 +269,10 @@ func (f *Forwarder) forward(w http.ResponseWriter, r *http.Request, n store.Node
 		return
 	case nodeFull:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "every node runs as many sandboxes as it takes (SANDBOX_NODE_CAPACITY)", nil)
+		return
+	case nodeBusy:
+		w.Header().Set("Retry-After", strconv.Itoa(lookupRetry))
+		writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests for sandboxes this node does not know; retry shortly", nil)
 		return
 	}
 	if n.Address == "" || !n.Alive(f.now(), DeadAfter) {

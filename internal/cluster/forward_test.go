@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ type fakeNodes struct {
 	nodes []store.Node
 	owner map[string]string
 	rows  map[string][]store.SandboxRow // by node
+	// lookups counts SandboxNode calls (store queries).
+	lookups atomic.Int64
 }
 
 func (f *fakeNodes) NodeSandboxes(_ context.Context, node string) ([]store.SandboxRow, error) {
@@ -26,6 +30,7 @@ func (f *fakeNodes) NodeName() string                            { return f.self
 func (f *fakeNodes) Nodes(context.Context) ([]store.Node, error) { return f.nodes, nil }
 func (f *fakeNodes) Heartbeat(context.Context, store.Beat) error { return nil }
 func (f *fakeNodes) SandboxNode(_ context.Context, id string) (string, error) {
+	f.lookups.Add(1)
 	if n, ok := f.owner[id]; ok {
 		return n, nil
 	}
@@ -108,7 +113,9 @@ func TestPlacementAndLost(t *testing.T) {
 	h := f.Handler(http.NotFoundHandler())
 	for _, id := range []string{"sbc", "sbz"} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sandboxes/"+id, nil))
+		req := httptest.NewRequest("GET", "/v1/sandboxes/"+id, nil)
+		req.Header.Set("Authorization", "Bearer shk_x")
+		h.ServeHTTP(rec, req)
 		if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"state":"lost"`) {
 			t.Fatalf("%s on a dead node: %d %s", id, rec.Code, rec.Body)
 		}
@@ -153,5 +160,61 @@ func TestReadinessAndDrain(t *testing.T) {
 	solo.Handler(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("POST", "/v1/sandboxes", nil))
 	if rec.Code != 503 {
 		t.Fatalf("create on the last, draining node: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// TestLookupsBeforeAuthentication is row 8 of issue 29: every
+// unauthenticated /sandboxes/{random}/… cost a database query. Now a
+// request without a credential asks nothing of the store, an unknown id is
+// remembered, and each client address has a bounded number of lookups.
+func TestLookupsBeforeAuthentication(t *testing.T) {
+	nodes := &fakeNodes{self: "node-a", owner: map[string]string{"sbb": "node-b"},
+		nodes: []store.Node{{Name: "node-a", Address: "a:1", Heartbeat: time.Now()}}}
+	f := NewForwarder(nodes, secret, nil)
+	served := 0
+	h := f.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ }))
+	get := func(path, client string, cred bool) int {
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = client + ":1234"
+		if cred {
+			req.Header.Set("X-API-Key", "shk_whatever")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := range 100 {
+		get(fmt.Sprintf("/sandboxes/sb%d/v1/file/list", i), "198.51.100.1", false)
+	}
+	if n := nodes.lookups.Load(); n != 0 || served != 100 {
+		t.Fatalf("%d store queries for requests without a credential (served %d)", n, served)
+	}
+	for range 5 {
+		get("/sandboxes/sbunknown/v1/file/list", "198.51.100.2", true)
+	}
+	if n := nodes.lookups.Load(); n != 1 {
+		t.Fatalf("%d store queries for one unknown id asked 5 times, want 1", n)
+	}
+	// A client cycling random ids runs out of lookups; another does not.
+	refused := 0
+	for i := range 2 * lookupBurst {
+		if get(fmt.Sprintf("/v1/sandboxes/sbr%d", i), "198.51.100.3", true) == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if n := nodes.lookups.Load(); n > 1+lookupBurst+1 || refused < lookupBurst-1 {
+		t.Fatalf("%d store queries, %d refused, for %d random ids of one client (burst %d)", n, refused, 2*lookupBurst, lookupBurst)
+	}
+	if code := get("/v1/sandboxes/sbb", "198.51.100.4", true); code == http.StatusTooManyRequests {
+		t.Fatal("another client was refused")
+	}
+	// A create through this node forgets the unknown ids.
+	before := nodes.lookups.Load()
+	req := httptest.NewRequest("POST", "/v1/sandboxes", nil)
+	req.Header.Set("X-API-Key", "shk_whatever")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	get("/sandboxes/sbunknown/v1/file/list", "198.51.100.2", true)
+	if n := nodes.lookups.Load(); n != before+1 {
+		t.Fatalf("after a create: %d new queries for the unknown id, want 1", n-before)
 	}
 }

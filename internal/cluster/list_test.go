@@ -147,18 +147,24 @@ func (c *countingNodes) SandboxNode(ctx context.Context, id string) (string, err
 }
 
 // Who runs a sandbox is asked of the store once, not on every request
-// (sandboxes never move); an unknown id is asked again each time.
+// (sandboxes never move); so is an unknown id (ids are random and never
+// reused: issue 29, row 8).
 func TestOwnerIsRemembered(t *testing.T) {
 	now := time.Now()
 	nodes := &countingNodes{fakeNodes: fakeNodes{self: "node-a", owner: map[string]string{"sb1": "node-a"},
 		nodes: []store.Node{{Name: "node-a", Address: "a:1", Heartbeat: now}}}}
 	h := NewForwarder(nodes, secret, nil).Handler(http.NotFoundHandler())
-	for range 5 {
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/sandboxes/sb1", nil))
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/sandboxes/nope", nil))
+	get := func(path string) {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer shk_x")
+		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
-	if nodes.lookups != 6 {
-		t.Fatalf("%d owner lookups for 5 requests to a known and 5 to an unknown sandbox, want 1+5", nodes.lookups)
+	for range 5 {
+		get("/v1/sandboxes/sb1")
+		get("/v1/sandboxes/nope")
+	}
+	if nodes.lookups != 2 {
+		t.Fatalf("%d owner lookups for 5 requests to a known and 5 to an unknown sandbox, want 1+1", nodes.lookups)
 	}
 }
 
