@@ -203,7 +203,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	// The self-test runs before the pool fills, on a manager of its own
 	// with no pool, so a broken host fails fast and leaves nothing.
 	probe := mcfg
-	probe.WarmPool = 0
+	probe.WarmPool, probe.WarmPools = 0, nil
 	probe.DiskBudget, probe.DiskFloor = 0, 0 // the self-test's sandbox is gone before anything else is made
 	pm, err := sandbox.New(ctx, probe, records{d.store}, auditFn, cg)
 	if err != nil {
@@ -215,6 +215,14 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		return fmt.Errorf("sandbox self-test: %w", err)
 	}
 	for _, l := range layers {
+		if l.Name == sandbox.TemplateSelfTest {
+			// A capability, not a layer of every sandbox: reported.
+			report.Checks = append(report.Checks, posture.Check{Name: l.Name, OK: l.Active, Detail: l.Detail})
+			if !l.Active {
+				d.log.Warn("template sandboxes unavailable on this host; host sandboxes are unaffected", "detail", l.Detail)
+			}
+			continue
+		}
 		if !l.Active {
 			d.log.Warn("INSECURE: isolation layer not in force", "layer", l.Name, "detail", l.Detail)
 		}

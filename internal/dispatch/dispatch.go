@@ -55,6 +55,10 @@ type Assessment struct {
 	// Paths are the paths a call touches (guard.Paths for a command line;
 	// a file tool's path), for the policy's path rules.
 	Paths []string
+	// Templates are the templates a call uses (a create's template, a
+	// build's FROM) as name:tag, "host" for the host's, for the policy's
+	// template rules.
+	Templates []string
 	// Trees are directories whose whole subtree a call walks (grep, find,
 	// glob, a recursive list or watch, an archive): a path rule denies
 	// the walk when the path it names lies below one of them.

@@ -106,6 +106,10 @@ type Rules struct {
 	Commands Lists `json:"commands,omitempty"`
 	// Paths match the paths a call touches ("/etc/*", "~/.ssh/**").
 	Paths Lists `json:"paths,omitempty"`
+	// Templates match the templates a call uses (name:tag; host for the
+	// host's /usr): a sandbox's create, a build's FROM. With an allow list,
+	// only templates on it may be used.
+	Templates Lists `json:"templates,omitempty" doc:"templates a key may make sandboxes from or build FROM (name:tag patterns; host is the built-in one); with allow entries, only those"`
 	// RateLimits override the server's per-key limits by category name
 	// (file, exec, browser, terminal, sandboxes).
 	RateLimits map[string]RateRule `json:"rate_limits,omitempty"`
@@ -310,7 +314,7 @@ func (r Rules) validate(at string) error {
 	for _, l := range []struct {
 		name string
 		l    Lists
-	}{{"commands", r.Commands}, {"paths", r.Paths}} {
+	}{{"commands", r.Commands}, {"paths", r.Paths}, {"templates", r.Templates}} {
 		for _, list := range []struct {
 			name string
 			v    []string
@@ -403,6 +407,7 @@ func (p *Policy) effective(c auth.Caller) Rules {
 	out.RateLimits = mergeMap(role.RateLimits, key.RateLimits)
 	out.Commands = Lists{Allow: concat(role.Commands.Allow, key.Commands.Allow), Approve: concat(role.Commands.Approve, key.Commands.Approve), Deny: concat(role.Commands.Deny, key.Commands.Deny)}
 	out.Paths = Lists{Approve: concat(role.Paths.Approve, key.Paths.Approve), Deny: concat(role.Paths.Deny, key.Paths.Deny)}
+	out.Templates = Lists{Allow: concat(role.Templates.Allow, key.Templates.Allow), Approve: concat(role.Templates.Approve, key.Templates.Approve), Deny: concat(role.Templates.Deny, key.Templates.Deny)}
 	return out
 }
 
@@ -467,6 +472,14 @@ func Evaluate(r Rules, tool string, a dispatch.Assessment) (dispatch.Decision, s
 			return dispatch.Deny, fmt.Sprintf("a walk of %q reaches a denied path (%s)", tree, pat)
 		}
 	}
+	for _, tp := range a.Templates {
+		if pat, ok := matchAny(r.Templates.Deny, tp, false); ok {
+			return dispatch.Deny, fmt.Sprintf("template %q is denied (%s)", tp, pat)
+		}
+		if _, ok := matchAny(r.Templates.Allow, tp, false); len(r.Templates.Allow) > 0 && !ok {
+			return dispatch.Deny, fmt.Sprintf("template %q is not on this key's template allow list", tp)
+		}
+	}
 	entry := tool // whose entry decides
 	toolAct, hasToolAct := toolAction(r.Tools, tool)
 	if !hasToolAct && a.Guard != nil {
@@ -527,6 +540,11 @@ func Evaluate(r Rules, tool string, a dispatch.Assessment) (dispatch.Decision, s
 	for _, tree := range a.Trees {
 		if pat, ok := matchTree(r.Paths.Approve, tree); ok {
 			raise(dispatch.NeedsApproval, fmt.Sprintf("a walk of %q reaches a path that needs approval (%s)", tree, pat))
+		}
+	}
+	for _, tp := range a.Templates {
+		if pat, ok := matchAny(r.Templates.Approve, tp, false); ok {
+			raise(dispatch.NeedsApproval, fmt.Sprintf("template %q needs approval (%s)", tp, pat))
 		}
 	}
 	return dec, why

@@ -148,10 +148,10 @@ func (m *Manager) checkDisk() {
 // volumeHolders are the listed sandboxes and the warm pool's.
 func (m *Manager) volumeHolders() []*Sandbox {
 	all := m.All()
-	if m.pool != nil {
-		m.pool.mu.Lock()
-		all = append(all, m.pool.ready...)
-		m.pool.mu.Unlock()
+	for _, p := range m.pools {
+		p.mu.Lock()
+		all = append(all, p.ready...)
+		p.mu.Unlock()
 	}
 	return all
 }

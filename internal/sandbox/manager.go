@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,6 +71,9 @@ type Config struct {
 	// cap only.
 	OutputBudget *process.Budget
 	WarmPool     int
+	// WarmPools are pre-started sandboxes per public template, by its
+	// name:tag.
+	WarmPools map[string]int
 	// IdleTTL stops (not deletes) a sandbox idle that long; 0 never.
 	IdleTTL time.Duration
 	// IdleSleep is the quiet period after which an idle init sleeps in
@@ -135,8 +139,11 @@ type Manager struct {
 	log     *slog.Logger
 
 	pool *pool
-	net  netHub    // egress wiring (network.go)
-	obs  observers // metrics hooks (observe.go)
+	// pools are every warm pool: pool (the host template's) first, then
+	// one per template of SANDBOX_WARM_POOL.
+	pools []*pool
+	net   netHub    // egress wiring (network.go)
+	obs   observers // metrics hooks (observe.go)
 
 	// wst holds pre-formatted workspace images (wstemplate_linux.go).
 	wst wsTemplates
@@ -216,7 +223,13 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	if err := m.reapWorkspaces(known); err != nil {
 		return nil, err
 	}
-	m.pool = newPool(m, cfg.WarmPool)
+	m.pool = newPool(m, cfg.WarmPool, "")
+	m.pools = []*pool{m.pool}
+	for _, name := range slices.Sorted(maps.Keys(cfg.WarmPools)) {
+		if n := cfg.WarmPools[name]; n > 0 {
+			m.pools = append(m.pools, newPool(m, n, name))
+		}
+	}
 	m.wg.Add(1)
 	go m.janitor()
 	if cfg.DiskBudget > 0 || cfg.DiskFloor > 0 {
@@ -242,7 +255,9 @@ func (m *Manager) Close() {
 	}
 	m.mu.Unlock()
 	close(m.stop)
-	m.pool.close()
+	for _, p := range m.pools {
+		p.close()
+	}
 	for _, s := range all {
 		s.shutdown()
 		s.releaseVolume()
@@ -333,7 +348,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 
 	start := time.Now()
 	var s *Sandbox
-	if w, release := m.pool.take(spec); w != nil {
+	if w, release := m.takePooled(spec); w != nil {
 		// Its quota is pending from the take on, released once listed.
 		defer release()
 		takenHook()
@@ -726,6 +741,12 @@ func (m *Manager) SelfTest(ctx context.Context) ([]agent.Layer, error) {
 	}
 	if len(missing) > 0 && !m.cfg.Insecure {
 		return layers, fmt.Errorf("isolation layers not in force: %v", missing)
+	}
+	if m.cfg.Templates != nil {
+		// Reported, not required: a host that cannot build template
+		// roots still serves host sandboxes (a template create then
+		// fails with the reason).
+		layers = append(layers, m.selfTestTemplate(ctx))
 	}
 	return layers, nil
 }

@@ -2,10 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // pool keeps pre-built sandboxes so that creating one is a hand-over, not a
@@ -16,6 +19,16 @@ import (
 type pool struct {
 	m    *Manager
 	size int
+	// name is the public template the pool's sandboxes are made from
+	// (SANDBOX_WARM_POOL's name:tag=N), "" for the host's; ref is what
+	// it resolved to at the last refill (name:tag@digest). A create takes
+	// from the pool only for the same ref: when the name moves, the
+	// pool's sandboxes are replaced.
+	name string
+	ref  string
+	// recheck asks the refill to resolve name again (a create named it at
+	// another digest). Guarded by mu.
+	recheck bool
 
 	// defaultMu serialises creating default sandboxes (one per key).
 	defaultMu sync.Mutex
@@ -34,8 +47,8 @@ type pool struct {
 // spin launching inits.
 const poolRetry = 5 * time.Second
 
-func newPool(m *Manager, size int) *pool {
-	p := &pool{m: m, size: size, kick: make(chan struct{}, 1), done: make(chan struct{})}
+func newPool(m *Manager, size int, name string) *pool {
+	p := &pool{m: m, size: size, name: name, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	if size > 0 {
 		go p.fill()
 		p.wake()
@@ -62,16 +75,29 @@ func (p *pool) fill() {
 		}
 		for {
 			p.mu.Lock()
-			need := !p.closed && len(p.ready) < p.size
+			need := !p.closed && (len(p.ready) < p.size || p.recheck)
+			p.recheck = false
 			p.mu.Unlock()
 			if !need {
 				break
 			}
+			rec, err := p.record()
+			if err == nil {
+				p.mu.Lock()
+				full := len(p.ready) >= p.size
+				p.mu.Unlock()
+				if full {
+					continue // a recheck that found the name where it was
+				}
+			}
 			reserved := p.m.cfg.Default.DiskBytes
-			release, err := p.m.reserveDisk(reserved)
+			release := func() {}
+			if err == nil {
+				release, err = p.m.reserveDisk(reserved)
+			}
 			var s *Sandbox
 			if err == nil {
-				s, err = p.m.cold(context.Background(), Record{ID: newID()})
+				s, err = p.m.cold(context.Background(), rec)
 				if err == nil {
 					err = warmUp(s)
 				}
@@ -81,7 +107,7 @@ func (p *pool) fill() {
 			}
 			if err != nil {
 				refillHook(err)
-				p.m.log.Error("warm pool refill", "err", err)
+				p.m.log.Error("warm pool refill", "template", p.name, "err", err)
 				select {
 				case <-p.m.stop:
 					return
@@ -111,6 +137,52 @@ func (p *pool) fill() {
 	}
 }
 
+// record is the record of a new pool sandbox: for a template pool, of the
+// template its name names now (the sandboxes made for an earlier digest
+// are dropped).
+func (p *pool) record() (Record, error) {
+	rec := Record{ID: newID()}
+	if p.name == "" {
+		return rec, nil
+	}
+	if p.m.cfg.Templates == nil {
+		return rec, errors.New("this server keeps no templates")
+	}
+	t, err := p.m.cfg.Templates.Resolve(template.Caller{Admin: true}, p.name)
+	if err != nil {
+		return rec, err
+	}
+	if t.Owner != "" {
+		return rec, fmt.Errorf("template %s is not public (an admin's): no pool for it", p.name)
+	}
+	p.mu.Lock()
+	var stale []*Sandbox
+	if p.ref != t.Ref() {
+		stale, p.ready, p.ref = p.ready, nil, t.Ref()
+		for _, s := range stale {
+			p.m.diskOutOfPool(s.diskBytes(), false)
+		}
+	}
+	p.mu.Unlock()
+	for _, s := range stale {
+		s.shutdown()
+		p.m.discard(s)
+	}
+	rec.Spec.Template = t.Ref()
+	return rec, nil
+}
+
+// takePooled hands out a ready sandbox of the pool that serves spec, and
+// the release of its quota (see take), or nil.
+func (m *Manager) takePooled(spec Spec) (*Sandbox, func()) {
+	for _, p := range m.pools {
+		if s, release := p.take(spec); s != nil {
+			return s, release
+		}
+	}
+	return nil, nil
+}
+
 // refillHook sees the end of every refill attempt (nil: a sandbox was
 // added): a test's window into the race of a refill and a take.
 var refillHook = func(error) {}
@@ -119,11 +191,19 @@ var refillHook = func(error) {}
 // the pool's count to pending in the same step (disk.go); the caller
 // calls release once the sandbox is listed, or thrown away.
 func (p *pool) take(spec Spec) (s *Sandbox, release func()) {
-	if spec.Network.Mode != NetworkNone || !p.m.poolDisk(spec) || spec.Template != "" {
+	if spec.Network.Mode != NetworkNone || !p.m.poolDisk(spec) {
 		return nil, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if spec.Template != p.ref {
+		if name, _ := templateNames(spec.Template); p.name != "" && TemplateName(name) == TemplateName(p.name) {
+			// The name moved: the refill resolves it again.
+			p.recheck = true
+			p.wake()
+		}
+		return nil, nil
+	}
 	for len(p.ready) > 0 {
 		s := p.ready[0]
 		p.ready = p.ready[1:]

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/template"
@@ -146,5 +147,72 @@ func TestTemplateKeptWhileUsed(t *testing.T) {
 	}
 	if _, err := st.LayerDirs(tp.Digest); err == nil {
 		t.Error("the template's layers are still there")
+	}
+}
+
+// TestTemplateWarmPool: a pool per public template hands out its
+// sandboxes to creates of that template, and follows its name to a new
+// digest.
+func TestTemplateWarmPool(t *testing.T) {
+	c := testConfig(t)
+	st, err := template.Open(filepath.Join(c.DataDir, "templates"), template.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := template.Caller{KeyID: "admin", Admin: true}
+	templatetest.Put(t, st, admin, "bb", "1", template.Config{}, bytes.NewReader(templatetest.BusyboxTar(t)))
+	c.Templates, c.WarmPools = st, map[string]int{"bb:1": 1}
+	m := newManager(t, c, nil)
+	p := m.pools[1]
+	ready := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.ready)
+	}
+	waitFor(t, func() bool { return ready() == 1 })
+	p.mu.Lock()
+	pooled := p.ready[0].ID()
+	p.mu.Unlock()
+	s := create(t, m, Spec{Template: "bb:1"})
+	if s.ID() != pooled {
+		t.Errorf("the create did not take the pooled sandbox")
+	}
+	if r := sh(t, s, "cat "+templatetest.Marker); r.Stdout != templatetest.MarkerContent {
+		t.Errorf("pooled sandbox: %q", r.Stdout)
+	}
+	// The name moves: the pool follows.
+	moved := templatetest.Put(t, st, admin, "bb", "1", template.Config{}, bytes.NewReader(templatetest.BusyboxTar(t, templatetest.File{Name: "v2", Body: "2"})))
+	waitFor(t, func() bool { return ready() == 1 })
+	s2 := create(t, m, Spec{Template: "bb:1"})
+	if s2.Info().TemplateDigest != moved.Digest {
+		t.Errorf("a create after the move runs %s, want %s", s2.Info().TemplateDigest, moved.Digest)
+	}
+	waitFor(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.ref == moved.Ref() && len(p.ready) == 1
+	})
+}
+
+// waitFor polls cond until it holds (the machine is loaded: no deadline
+// but the test's own).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSelfTestCoversATemplateSandbox: the start-up self-test starts a
+// template sandbox and reports it.
+func TestSelfTestCoversATemplateSandbox(t *testing.T) {
+	m, _, _ := templateManager(t, template.Config{})
+	layers, err := m.SelfTest(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := layers[len(layers)-1]
+	if last.Name != TemplateSelfTest || !last.Active || !strings.Contains(last.Detail, "not the host's /usr") {
+		t.Errorf("the self-test's template row: %+v", last)
 	}
 }

@@ -166,6 +166,10 @@ func createTool(m *Manager) dispatch.Tool {
 		func(ctx context.Context, c auth.Caller, spec Spec) (Info, error) {
 			return m.Create(ctx, CallerOf(c), spec)
 		}, dispatch.Hooks[Spec, Info]{
+			// The template it uses, for the policy's template rules.
+			Assess: func(s Spec) dispatch.Assessment {
+				return dispatch.Assessment{Risk: guard.Medium, Templates: []string{TemplateName(s.Template)}}
+			},
 			Summarize: func(_ Spec, in Info) map[string]any {
 				if in.TemplateDigest == "" {
 					return map[string]any{"sandbox": in.ID}

@@ -7,6 +7,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
@@ -35,6 +36,12 @@ func Tools(b *Builder) []dispatch.Tool {
 		dispatch.Define(dispatch.Spec{Name: ToolBuild, Description: "Build a Dockerfile (subset) into a template; each RUN runs in a sandbox as the caller, each step is a cached layer", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
 			func(ctx context.Context, c auth.Caller, a Args) (template.Template, error) { return b.Build(ctx, c, a) },
 			dispatch.Hooks[Args, template.Template]{
+				// The templates its FROM names, for the policy's template
+				// rules (a Dockerfile inside an uploaded context is read
+				// later: the tools map decides who may build).
+				Assess: func(a Args) dispatch.Assessment {
+					return dispatch.Assessment{Risk: guard.Medium, Templates: fromNames(a.Dockerfile)}
+				},
 				Describe: func(a Args) dispatch.Target {
 					return dispatch.Target{Target: a.Name + ":" + tagOr(a.Tag), Detail: map[string]any{"network": a.Network.Mode, "no_cache": a.NoCache, "context": a.Context != nil}}
 				},
@@ -54,4 +61,24 @@ func Tools(b *Builder) []dispatch.Tool {
 			func(_ context.Context, c auth.Caller, a LogArgs) (string, error) { return b.Log(c, a.Build) },
 			dispatch.Hooks[LogArgs, string]{Describe: func(a LogArgs) dispatch.Target { return dispatch.Target{Target: a.Build} }}),
 	}
+}
+
+// fromNames lists the FROM references of a Dockerfile's text as the
+// policy matches them.
+func fromNames(text string) []string {
+	ins, err := Parse(text)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, in := range ins {
+		if in.Cmd != "FROM" {
+			continue
+		}
+		ws, _ := words(in.Rest)
+		if len(ws) > 0 && ws[0] != "scratch" {
+			out = append(out, sandbox.TemplateName(ws[0]))
+		}
+	}
+	return out
 }
