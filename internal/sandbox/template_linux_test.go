@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"path/filepath"
@@ -214,5 +215,48 @@ func TestSelfTestCoversATemplateSandbox(t *testing.T) {
 	last := layers[len(layers)-1]
 	if last.Name != TemplateSelfTest || !last.Active || !strings.Contains(last.Detail, "not the host's /usr") {
 		t.Errorf("the self-test's template row: %+v", last)
+	}
+}
+
+// TestHostileTemplateIsNeutralised: a template whose layers whiteout
+// /workspace, make /proc and /etc/hosts links out and carry a setuid
+// binary still gives a sandbox its own /workspace, /proc and hosts, and no
+// set-id bit.
+func TestHostileTemplateIsNeutralised(t *testing.T) {
+	c := testConfig(t)
+	st, err := template.Open(filepath.Join(c.DataDir, "templates"), template.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hostile bytes.Buffer
+	tw := tar.NewWriter(&hostile)
+	for _, h := range []*tar.Header{
+		{Name: ".wh.workspace", Typeflag: tar.TypeReg},
+		{Name: ".wh.proc", Typeflag: tar.TypeReg},
+		{Name: "proc2", Typeflag: tar.TypeSymlink, Linkname: "/"},
+		{Name: "etc/.wh.hosts", Typeflag: tar.TypeReg},
+		{Name: "bin/suid", Typeflag: tar.TypeReg, Mode: 0o4755, Size: 3},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			_, _ = tw.Write([]byte("#!x"))
+		}
+	}
+	_ = tw.Close()
+	var links bytes.Buffer
+	tw = tar.NewWriter(&links)
+	_ = tw.WriteHeader(&tar.Header{Name: "proc", Typeflag: tar.TypeSymlink, Linkname: "/"})
+	_ = tw.WriteHeader(&tar.Header{Name: "etc/hosts", Typeflag: tar.TypeSymlink, Linkname: "/etc/shadow"})
+	_ = tw.Close()
+	templatetest.Put(t, st, template.Caller{KeyID: "admin", Admin: true}, "hostile", "1", template.Config{},
+		bytes.NewReader(templatetest.BusyboxTar(t)), bytes.NewReader(hostile.Bytes()), bytes.NewReader(links.Bytes()))
+	c.Templates = st
+	m := newManager(t, c, nil)
+	s := create(t, m, Spec{Template: "hostile:1"})
+	r := sh(t, s, "echo w > /workspace/f && cat /workspace/f; cat /proc/1/comm; grep -c localhost /etc/hosts; test -L /etc/hosts || echo not-a-link; stat -c %a /bin/suid")
+	if r.Stdout != "w\nsandhold-init\n2\nnot-a-link\n755\n" {
+		t.Errorf("hostile template: %q (stderr %q)", r.Stdout, r.Stderr)
 	}
 }
