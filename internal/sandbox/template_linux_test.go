@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -258,5 +260,57 @@ func TestHostileTemplateIsNeutralised(t *testing.T) {
 	r := sh(t, s, "echo w > /workspace/f && cat /workspace/f; cat /proc/1/comm; grep -c localhost /etc/hosts; test -L /etc/hosts || echo not-a-link; stat -c %a /bin/suid")
 	if r.Stdout != "w\nsandhold-init\n2\nnot-a-link\n755\n" {
 		t.Errorf("hostile template: %q (stderr %q)", r.Stdout, r.Stderr)
+	}
+}
+
+// TestTemplateSandboxInstallsAPackage: in a Debian template, apt-get
+// installs a local package into the sandbox's writable layer (as the
+// namespace's root, without capabilities), bounded by limits.disk.
+func TestTemplateSandboxInstallsAPackage(t *testing.T) {
+	deb := templatetest.DebianPython(t)
+	dpkgDeb, err := exec.LookPath("dpkg-deb")
+	if err != nil {
+		t.Skip("needs dpkg-deb to make the test package")
+	}
+	pkg := t.TempDir()
+	for p, body := range map[string]string{
+		"DEBIAN/control":                     "Package: sandhold-test\nVersion: 1.0\nArchitecture: all\nMaintainer: test <t@example.com>\nDescription: a test package\n",
+		"usr/share/sandhold-test/installed": "installed by apt\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(pkg, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pkg, p), []byte(body), 0o644); err != nil { //nolint:gosec // G306: a test package
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "pkg.deb")
+	if b, err := exec.Command(dpkgDeb, "--root-owner-group", "--build", pkg, out).CombinedOutput(); err != nil { //nolint:gosec // G204: the host's dpkg-deb on a test dir
+		t.Skipf("dpkg-deb: %v %s", err, b)
+	}
+	debBytes, err := os.ReadFile(out) //nolint:gosec // G304: the test's package
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testConfig(t)
+	st, err := template.Open(filepath.Join(c.DataDir, "templates"), template.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(deb) //nolint:gosec // G304: the test cache
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	templatetest.Put(t, st, template.Caller{KeyID: "admin", Admin: true}, "debian", "12",
+		template.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
+		f, bytes.NewReader(templatetest.Tar(t, templatetest.File{Name: "opt/pkg.deb", Body: string(debBytes)},
+			templatetest.File{Name: "etc/apt/apt.conf.d/00sandbox", Body: "APT::Sandbox::User \"root\";\n"})))
+	c.Templates = st
+	m := newManager(t, c, nil)
+	s := create(t, m, Spec{Template: "debian:12"})
+	r := run(t, s, ExecRequest{Command: "apt-get install -y /opt/pkg.deb 2>&1 | tail -5; echo rc=$?; cat /usr/share/sandhold-test/installed; dpkg -s sandhold-test | grep Status", Timeout: 5 * time.Minute})
+	if !strings.Contains(r.Stdout, "Setting up sandhold-test") || !strings.Contains(r.Stdout, "rc=0\ninstalled by apt\nStatus: install ok installed") {
+		t.Errorf("apt-get install in a template sandbox: %q %q", r.Stdout, r.Stderr)
 	}
 }
