@@ -274,7 +274,7 @@ func TestTemplateSandboxInstallsAPackage(t *testing.T) {
 	}
 	pkg := t.TempDir()
 	for p, body := range map[string]string{
-		"DEBIAN/control":                     "Package: sandhold-test\nVersion: 1.0\nArchitecture: all\nMaintainer: test <t@example.com>\nDescription: a test package\n",
+		"DEBIAN/control":                    "Package: sandhold-test\nVersion: 1.0\nArchitecture: all\nMaintainer: test <t@example.com>\nDescription: a test package\n",
 		"usr/share/sandhold-test/installed": "installed by apt\n",
 	} {
 		if err := os.MkdirAll(filepath.Join(pkg, filepath.Dir(p)), 0o755); err != nil {
