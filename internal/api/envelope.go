@@ -255,8 +255,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	_ = enc.Encode(v) // the client went away, or v is our own type: nothing to do
+	_ = encodeJSON(w, v, true) // the client went away, or v is our own type: nothing to do
 }
 
 // humaError turns whatever huma or a handler produced into our envelope.

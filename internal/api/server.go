@@ -145,6 +145,7 @@ func New(d Deps) (*Server, error) {
 	hc.CreateHooks = nil // no $schema links in bodies: responses keep the AIO shape exactly
 	hc.DocsPath = ""     // /docs is our own page (no CDN here)
 	hc.SchemasPath = ""
+	hc.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 	hc.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaName)
 	// Operations that leave MaxBodyBytes unset get huma's 1 MiB; JSON
 	// routes here take up to SANDBOX_MAX_BODY (a 10MB file in a JSON file
