@@ -178,6 +178,12 @@ bench-cluster: build
 bench-browser: build
 	$(GO) run ./bench browser -server $(BIN)
 
+## bench-templates: a ~300 MB template against host: cold create + first exec, what a second
+## sandbox of it adds (disk, memory, page cache), a rebuild from the cache (BENCHMARKS.md)
+.PHONY: bench-templates
+bench-templates: build
+	$(GO) run ./bench templates -server $(BIN)
+
 ## bench-density: 1,000 idle sandboxes: memory added and create latency
 bench-density: build
 	$(GO) run ./bench density -server $(BIN)

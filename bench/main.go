@@ -91,8 +91,10 @@ func run(ctx context.Context, args []string) error {
 		return soak(ctx, o, lo)
 	case "browser":
 		return browserBench(ctx, o, bo)
+	case "templates":
+		return templatesBench(ctx, o)
 	}
-	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster, browser)", mode)
+	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster, browser, templates)", mode)
 }
 
 // latency holds samples of one figure.
