@@ -171,6 +171,10 @@ func New(d Deps) (*Server, error) {
 // Router is the chi router, for plain handlers.
 func (s *Server) Router() chi.Router { return s.router }
 
+// ContentRouter is the content listener's routes by path (the relays):
+// the chokepoint conformance test walks it beside Router.
+func (s *Server) ContentRouter() chi.Router { return s.contentPaths }
+
 // API is the huma API, for huma.Register.
 func (s *Server) API() huma.API { return s.api }
 

@@ -543,11 +543,17 @@ func (d *Dispatcher) Call(ctx context.Context, c auth.Caller, name string, raw j
 	if t.Decode != nil {
 		var err error
 		if args, err = t.Decode(raw); err != nil {
-			return nil, err
+			// Refused like any other call: after HALT and the role,
+			// with its audit record.
+			args = undecodable{err}
 		}
 	}
 	return d.Dispatch(ctx, c, name, args)
 }
+
+// undecodable stands for arguments Call could not decode: Dispatch refuses
+// the call with the decoder's error where it checks arguments.
+type undecodable struct{ err error }
 
 // AssessArgs returns what Dispatch would assess for tool t and typed args: the
 // declared tier raised by the tool's Assess (custom tools assess the calls
@@ -577,10 +583,14 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		return nil, fault.Errorf(fault.NotFound, "no tool named %q", name)
 	}
 	depth := Depth(ctx)
-	a := t.AssessArgs(args)
+	_, bad := args.(undecodable)
+	a := Assessment{Risk: t.Risk}
 	var tgt Target
-	if t.Describe != nil {
-		tgt = t.Describe(args)
+	if !bad { // a tool's hooks see only its own arguments
+		a = t.AssessArgs(args)
+		if t.Describe != nil {
+			tgt = t.Describe(args)
+		}
 	}
 	verdict := "allowed"
 	var reason string
@@ -631,6 +641,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	}
 	// Arguments that break their type's rules are refused before they
 	// count against a limit.
+	if u, ok := args.(undecodable); ok {
+		reason = "invalid"
+		return nil, u.err
+	}
 	if t.Check != nil {
 		if err := t.Check(args); err != nil {
 			reason = "invalid"

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/auth"
@@ -109,5 +110,41 @@ func TestWithinCarriesTheCall(t *testing.T) {
 	}
 	if _, err := InvokeWithin[string](context.Background(), "sandbox.start", nil, refused); err != refused {
 		t.Fatalf("outside a call: %v", err)
+	}
+}
+
+// TestUndecodableCallsAreRefusedInOrder: a call (MCP, /v1/tools/call)
+// whose arguments do not decode was answered before any step, without
+// an audit record. It now meets HALT and the role first, and is recorded.
+func TestUndecodableCallsAreRefusedInOrder(t *testing.T) {
+	type args struct {
+		Path string `json:"path" required:"true"`
+	}
+	tool := Define(Spec{Name: "file.read", Risk: guard.Safe, Category: ratelimit.File},
+		func(context.Context, auth.Caller, args) (string, error) { return "ran", nil },
+		Hooks[args, string]{Describe: func(a args) Target { return Target{Target: a.Path} }})
+	for _, tc := range []struct {
+		name   string
+		halted bool
+		caller auth.Caller
+		kind   fault.Kind
+		reason string
+	}{
+		{"halted", true, agent, fault.Conflict, "halted"},
+		{"viewer", false, viewer, fault.Forbidden, "role"},
+		{"invalid", false, agent, fault.Invalid, "invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			au := &memAudit{}
+			d := New(Options{Audit: au, Halt: &halt{on: tc.halted}})
+			d.MustRegister(tool)
+			_, err := d.Call(context.Background(), tc.caller, "file.read", json.RawMessage(`{"nope":1}`))
+			if fault.KindOf(err) != tc.kind {
+				t.Fatalf("err %v, want %s", err, tc.kind)
+			}
+			if len(au.entries) != 1 || au.last().Detail["reason"] != tc.reason {
+				t.Fatalf("records %+v, want one with reason %s", au.entries, tc.reason)
+			}
+		})
 	}
 }
