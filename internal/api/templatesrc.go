@@ -11,11 +11,11 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/sandhold/sandhold/internal/build"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/template"
-	"github.com/sandhold/sandhold/internal/template/build"
 	"github.com/sandhold/sandhold/internal/template/oci"
 )
 

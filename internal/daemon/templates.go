@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/build"
 	"github.com/sandhold/sandhold/internal/template"
-	"github.com/sandhold/sandhold/internal/template/build"
 	"github.com/sandhold/sandhold/internal/template/layer"
 	"github.com/sandhold/sandhold/internal/template/oci"
 )

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"debug/elf"
 	"fmt"
 	"os"
 	"strings"
@@ -27,7 +26,7 @@ func (m *Manager) selfTestTemplate(ctx context.Context) agent.Layer {
 		row.Detail = err.Error()
 		return row
 	}
-	bb := staticBusybox()
+	bb := template.StaticBusybox()
 	raw, err := selfTestLayer(bb)
 	if err != nil {
 		return fail(err)
@@ -77,28 +76,6 @@ func (m *Manager) selfTestTemplate(ctx context.Context) agent.Layer {
 	}
 	row.Active, row.Detail = true, "overlay root built with every layer in force; a command inside sees the template's tree, not the host's /usr"
 	return row
-}
-
-// staticBusybox is the host's busybox when it is statically linked (it
-// runs in a tree without the host's libraries), else "".
-func staticBusybox() string {
-	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
-		f, err := elf.Open(p)
-		if err != nil {
-			continue
-		}
-		static := true
-		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_INTERP {
-				static = false
-			}
-		}
-		_ = f.Close()
-		if static {
-			return p
-		}
-	}
-	return ""
 }
 
 // selfTestLayer is the test template's one layer: the directories a root

@@ -10,7 +10,7 @@ import (
 )
 
 // Tool names of the store's own capabilities (the sources declare theirs:
-// internal/template/oci, internal/template/build).
+// internal/template/oci, internal/build).
 const (
 	ToolList   = "template.list"
 	ToolGet    = "template.get"

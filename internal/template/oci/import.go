@@ -95,7 +95,7 @@ func saveCapped(ctx context.Context, p string, r io.Reader, max int64) error {
 	if err != nil {
 		return fmt.Errorf("stage upload: %w", err)
 	}
-	n, err := io.Copy(f, io.LimitReader(ctxReader{ctx, r}, max+1))
+	n, err := io.Copy(f, io.LimitReader(template.Reader(ctx, r), max+1))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -106,18 +106,6 @@ func saveCapped(ctx context.Context, p string, r io.Reader, max int64) error {
 		return fault.New(fault.TooLarge, fmt.Sprintf("the upload is larger than a template may be (%d bytes, SANDBOX_TEMPLATE_MAX_SIZE)", max))
 	}
 	return nil
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // openUpload reads the uploaded archive as an OCI layout (unpacked into

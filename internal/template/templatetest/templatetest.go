@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/hex"
 	"io"
 	"os"
@@ -38,28 +37,14 @@ type File struct {
 	UID        int
 }
 
-// staticBusybox returns the host's busybox if it is statically linked (a
-// dynamic one would need the host's libc inside the template).
+// staticBusybox returns the host's static busybox or skips t.
 func staticBusybox(t testing.TB) string {
 	t.Helper()
-	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
-		f, err := elf.Open(p)
-		if err != nil {
-			continue
-		}
-		static := true
-		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_INTERP {
-				static = false // it needs the host's dynamic loader
-			}
-		}
-		_ = f.Close()
-		if static {
-			return p
-		}
+	p := template.StaticBusybox()
+	if p == "" {
+		t.Skip("needs a static busybox (apt-get install busybox-static; make deps)")
 	}
-	t.Skip("needs a static busybox (apt-get install busybox-static; make deps)")
-	return ""
+	return p
 }
 
 // BusyboxTar is a layer holding a static busybox with its applets in /bin

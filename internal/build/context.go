@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // Caps of a build context, with their reasons.
@@ -67,7 +68,7 @@ func saveContext(ctx context.Context, staging string, r io.Reader, max int64) (*
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	br := bufio.NewReader(io.LimitReader(ctxReader{ctx, r}, max+1))
+	br := bufio.NewReader(io.LimitReader(template.Reader(ctx, r), max+1))
 	var src io.Reader = br
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
@@ -93,18 +94,6 @@ func saveContext(ctx context.Context, staging string, r io.Reader, max int64) (*
 	}
 	ok = true
 	return bc, nil
-}
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // countReader counts what has been read, for entries' offsets.

@@ -66,12 +66,15 @@ func Parse(src string) ([]Instruction, error) {
 		// comment lines inside are dropped.
 		for strings.HasSuffix(line, `\`) && i+1 < len(lines) {
 			line = strings.TrimSuffix(line, `\`)
-			i++
-			next := strings.TrimSpace(lines[i])
-			if strings.HasPrefix(next, "#") {
-				continue
+			for i+1 < len(lines) {
+				i++
+				next := strings.TrimSpace(lines[i])
+				if next == "" || strings.HasPrefix(next, "#") {
+					continue // comment and empty lines inside a continuation
+				}
+				line += " " + next
+				break
 			}
-			line += " " + next
 		}
 		line = strings.TrimSuffix(line, `\`)
 		kw, rest, _ := strings.Cut(line, " ")
