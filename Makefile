@@ -205,10 +205,13 @@ KUBECONFORM         := $(TOOLS)/kubeconform
 KUBECONFORM_VERSION := v0.8.0
 K8S_SCHEMAS         := $(TOOLS)/k8s-schemas
 .PHONY: helm-check
+CHART_DIGEST := image.digest=sha256:$(shell printf '0%.0s' $$(seq 64))
 helm-check: $(HELM) $(KUBECONFORM) $(K8S_SCHEMAS)
-	$(HELM) lint deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=$$(printf 's%.0s' $$(seq 32)),secret.adminKey=shk_$$(printf 'k%.0s' $$(seq 43))
-	$(HELM) template sb deploy/kubernetes/sandhold --set secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >$(TOOLS)/chart.yaml
-	$(KUBECONFORM) -strict -summary -schema-location '$(K8S_SCHEMAS)/{{.ResourceKind}}{{.KindSuffix}}.json' $(TOOLS)/chart.yaml
+	$(HELM) lint deploy/kubernetes/sandhold --set $(CHART_DIGEST),secret.databaseURL=postgres://db/x,secret.clusterSecret=$$(printf 's%.0s' $$(seq 32)),secret.adminKey=shk_$$(printf 'k%.0s' $$(seq 43))
+	$(HELM) lint deploy/kubernetes/sandhold --set $(CHART_DIGEST),mode=single
+	$(HELM) template sb deploy/kubernetes/sandhold --set $(CHART_DIGEST),secret.databaseURL=postgres://db/x,secret.clusterSecret=x,secret.adminKey=x >$(TOOLS)/chart.yaml
+	$(HELM) template sb deploy/kubernetes/sandhold --set $(CHART_DIGEST),mode=single,ingress.enabled=true,ingress.hosts={sandhold.example},contentDomain=sandbox-content.example,networkPolicy.enabled=true >$(TOOLS)/chart-single.yaml
+	$(KUBECONFORM) -strict -summary -schema-location '$(K8S_SCHEMAS)/{{.ResourceKind}}{{.KindSuffix}}.json' $(TOOLS)/chart.yaml $(TOOLS)/chart-single.yaml
 
 $(HELM):
 	GO="$(GO)" scripts/gotool.sh $@ helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
@@ -218,6 +221,41 @@ $(KUBECONFORM):
 
 $(K8S_SCHEMAS): deploy/kubernetes/schemagen/main.go
 	$(GO) run ./deploy/kubernetes/schemagen -out $@.tmp && rm -rf $@ && mv $@.tmp $@
+
+## image: the container image, built without a Docker daemon: a Debian root made from Debian's
+## packages by mmdebstrap (IMAGE_PACKAGES, IMAGE_EXTRA) and bin/sandhold, assembled into two
+## layers by go-containerregistry (internal/release/image.go), every time clamped to IMAGE_EPOCH.
+## Writes $(IMAGE_DIR)/oci (an OCI layout: push it with crane or skopeo to keep its digest),
+## $(IMAGE_DIR)/sandhold-image.tar (docker load) and image.json; prints the digest the Helm chart
+## takes (image.digest). docs/kubernetes.md says what the root holds and why.
+IMAGE_DIR      ?= bin/image
+IMAGE_REF      ?= ghcr.io/sandhold/sandhold:dev
+IMAGE_SUITE    ?= bookworm
+# a Debian mirror, e.g. a snapshot.debian.org URL to rebuild the root of a past day (default: apt's)
+IMAGE_MIRROR   ?=
+# what sandboxes can run in a pod: the image's /usr is the "host" template's /usr
+IMAGE_PACKAGES ?= bash,ca-certificates,coreutils,curl,e2fsprogs,git,less,nodejs,procps,python3,xz-utils
+# more, e.g. IMAGE_EXTRA=chromium,xvfb,x11vnc,fonts-liberation,ffmpeg for the browser and the desktop
+IMAGE_EXTRA    ?=
+IMAGE_EPOCH    ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_ROOTFS   ?= $(IMAGE_DIR)/rootfs-$(IMAGE_SUITE).tar
+.PHONY: image image-rootfs
+image: build image-rootfs
+	$(RELEASETOOL) image -rootfs $(IMAGE_ROOTFS) -binary $(BIN) -arch $$($(GO) env GOARCH) -epoch $(IMAGE_EPOCH) \
+		-version $(VERSION) -commit $(COMMIT) -ref $(IMAGE_REF) -out $(IMAGE_DIR)
+
+## image-rootfs: the Debian root of the image (kept; delete it to rebuild from today's mirror);
+## its package versions go to $(IMAGE_DIR)/packages.txt
+image-rootfs: $(IMAGE_ROOTFS)
+$(IMAGE_ROOTFS):
+	@command -v mmdebstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq mmdebstrap; }
+	@mkdir -p $(IMAGE_DIR)
+	SOURCE_DATE_EPOCH=$(IMAGE_EPOCH) mmdebstrap --variant=minbase --mode=auto --format=tar --skip=output/dev \
+		--include=$(IMAGE_PACKAGES)$(if $(IMAGE_EXTRA),$(comma)$(IMAGE_EXTRA)) \
+		--customize-hook='chroot "$$1" dpkg-query -W >$(abspath $(IMAGE_DIR))/packages.txt' \
+		$(IMAGE_SUITE) $@.tmp $(IMAGE_MIRROR)
+	mv $@.tmp $@
+comma := ,
 
 # ---------------------------------------------------------------------------
 # Release provenance and supply-chain gates (SECURITY.md, "Release and
@@ -259,9 +297,11 @@ $(GOVULNCHECK):
 ## release: static linux/amd64+arm64 binaries (web console embedded, built
 ## offline from the npm cache: run `make console` once to fill it), source
 ## archive, SBOMs (CycloneDX, SPDX), provenance, SHA256SUMS signed with
-## RELEASE_KEY, in dist/
+## RELEASE_KEY, in dist/; with the container image of the amd64 binary
+## (its OCI archive, its digest in the provenance) once `make image-rootfs` made a root
 release: $(CYCLONEDX) $(RELEASE_KEY)
-	$(RELEASETOOL) make -out $(DIST) -key $(RELEASE_KEY) -cyclonedx $(CYCLONEDX) $(if $(RELEASE_VERSION),-version $(RELEASE_VERSION))
+	$(RELEASETOOL) make -out $(DIST) -key $(RELEASE_KEY) -cyclonedx $(CYCLONEDX) $(if $(RELEASE_VERSION),-version $(RELEASE_VERSION)) \
+		$(if $(wildcard $(IMAGE_ROOTFS)),-image-rootfs $(IMAGE_ROOTFS))
 
 ## verify-release: sums, signature (RELEASE_PUBKEY), SBOMs against the
 ## binaries, the commit stamp and the source digest

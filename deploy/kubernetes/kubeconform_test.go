@@ -45,6 +45,10 @@ func TestChartPassesKubeconform(t *testing.T) {
 	for name, extra := range map[string][]string{
 		"defaults":               nil,
 		"capacity and placement": {"--set", "nodeCapacity=50", "--set", "replicas=5", "--set", "allowedHosts={sandhold.example}"},
+		"single node, ingress, network policy": {"--set", "mode=single", "--set", "ingress.enabled=true", "--set", "ingress.hosts={sandhold.example}",
+			"--set", "ingress.tls[0].hosts={sandhold.example}", "--set", "ingress.tls[0].secretName=tls", "--set", "contentDomain=sandbox-content.example",
+			"--set", "networkPolicy.enabled=true", "--set", "networkPolicy.from[0].namespaceSelector.matchLabels.team=agents",
+			"--set", "networkPolicy.egress[0].to[0].ipBlock.cidr=10.0.0.0/8"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			// #nosec G204 -- the test's own helm binary and fixed arguments

@@ -23,7 +23,11 @@ type MakeOptions struct {
 	Key       string // ssh private key that signs SHA256SUMS
 	CycloneDX string // the cyclonedx-gomod binary
 	Version   string // "" = from git describe
-	Log       io.Writer
+	// ImageRootFS, if set, is the Debian root tarball (make image-rootfs)
+	// the release's container image is built on; its digest goes into
+	// the provenance.
+	ImageRootFS string
+	Log         io.Writer
 }
 
 // git runs a git command in repo and returns its trimmed output.
@@ -180,6 +184,12 @@ func Make(ctx context.Context, o MakeOptions) error {
 			return err
 		}
 		logf("sbom     %s.cdx.json %s.spdx.json", name, name)
+	}
+	if o.ImageRootFS != "" {
+		if prov.Image, err = releaseImage(ctx, o.Out, o.ImageRootFS, epoch, version, commit); err != nil {
+			return fmt.Errorf("container image: %w", err)
+		}
+		logf("image    %s %s", ImageArchiveName(prov.Image.Arch), prov.Image.Digest)
 	}
 	pj, err := json.MarshalIndent(prov, "", "  ")
 	if err != nil {

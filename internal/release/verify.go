@@ -46,6 +46,10 @@ type Provenance struct {
 	// without a console.
 	ConsoleLock     string     `json:"console_lock_sha256,omitempty"`
 	ConsoleCommands [][]string `json:"console_build_commands,omitempty"`
+	// Image is the container image of the amd64 binary (image.go), when
+	// the release was made with a root tarball (make release after make
+	// image-rootfs); its OCI archive is ImageArchiveName(Image.Arch).
+	Image *ImageInfo `json:"image,omitempty"`
 }
 
 // BinaryName is the file name of the binary for one arch.
@@ -217,7 +221,16 @@ func Verify(ctx context.Context, o VerifyOptions) error {
 		logf("ok   binaries static, stamped %s %s; SBOMs (CycloneDX, SPDX) list exactly their modules", prov.Version, prov.Commit)
 	}
 
-	// 5. Source digest: the archive is what git makes of the commit.
+	// 5. The container image, when there is one: its digest and binary.
+	if prov.Image != nil {
+		if err := verifyImage(o.Dir, prov, sums); err != nil {
+			fail("image: %v", err)
+		} else {
+			logf("ok   image %s carries %s", prov.Image.Digest, BinaryName(prov.Image.Arch))
+		}
+	}
+
+	// 6. Source digest: the archive is what git makes of the commit.
 	if err := verifySource(ctx, o, prov, sums); err != nil {
 		fail("source: %v", err)
 	} else {

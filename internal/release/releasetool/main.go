@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/release"
 )
@@ -26,7 +27,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: releasetool make|verify|licenses [flags]")
+		return fmt.Errorf("usage: releasetool make|verify|licenses|image [flags]")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	switch args[0] {
@@ -37,6 +38,7 @@ func run(ctx context.Context, args []string) error {
 		fs.StringVar(&o.Key, "key", "", "ssh private key that signs SHA256SUMS")
 		fs.StringVar(&o.CycloneDX, "cyclonedx", "", "cyclonedx-gomod binary")
 		fs.StringVar(&o.Version, "version", "", "version (default: git describe, see CHANGELOG.md)")
+		fs.StringVar(&o.ImageRootFS, "image-rootfs", "", "Debian root tarball (make image-rootfs): build the container image into the release")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -60,6 +62,27 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("release in %s does NOT verify:\n%w", o.Dir, err)
 		}
 		fmt.Printf("release in %s verifies\n", o.Dir)
+		return nil
+	case "image":
+		var o release.ImageOptions
+		epoch := fs.Int64("epoch", 0, "SOURCE_DATE_EPOCH: every time in the image")
+		fs.StringVar(&o.RootFS, "rootfs", "", "root file system tarball (mmdebstrap --format=tar)")
+		fs.StringVar(&o.Binary, "binary", "bin/sandhold", "static sandhold binary")
+		fs.StringVar(&o.Arch, "arch", "amd64", "the binary's architecture")
+		fs.StringVar(&o.Version, "version", "dev", "version label")
+		fs.StringVar(&o.Commit, "commit", "", "commit label")
+		fs.StringVar(&o.Ref, "ref", "ghcr.io/sandhold/sandhold:dev", "repository:tag in the docker-load tarball")
+		fs.StringVar(&o.Out, "out", "dist/image", "output directory")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		o.Created = time.Unix(*epoch, 0)
+		info, err := release.BuildImage(o)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("image %s\n  digest  %s (helm: --set image.digest=%s)\n  id      %s (docker load < %s/%s)\n  layout  %s/%s\n",
+			info.Ref, info.Digest, info.Digest, info.ConfigDigest, o.Out, release.ImageTarName, o.Out, release.ImageLayout)
 		return nil
 	case "licenses":
 		tool := fs.String("cyclonedx", "", "cyclonedx-gomod binary")
