@@ -18,6 +18,7 @@ type AuditInput struct {
 	Sandbox string `query:"sandbox" maxLength:"64"`
 	Limit   int    `query:"limit" minimum:"0" maximum:"1000" doc:"at most this many (default and cap 1000)"`
 	Order   string `query:"order" enum:"asc,desc" default:"asc"`
+	Except  string `query:"except" maxLength:"1024" doc:"comma-separated exact actions to leave out (the console hides its own polling reads: sandbox.list,sandbox.resources,control.get)"`
 }
 
 // AuditPage is the answer of GET /v1/audit.
@@ -49,7 +50,7 @@ func (s *Server) auditRoutes() {
 
 func (s *Server) listAudit(ctx context.Context, in *AuditInput) (*AuditOutput, error) {
 	recs, err := invoke[[]audit.Record](ctx, s, audit.ToolQuery, audit.QueryArgs{Since: in.Since, After: in.After,
-		Actor: in.Actor, Action: in.Action, Sandbox: in.Sandbox, Limit: in.Limit, Order: in.Order})
+		Actor: in.Actor, Action: in.Action, Sandbox: in.Sandbox, Limit: in.Limit, Order: in.Order, Except: in.Except})
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,9 @@ type Filter struct {
 	Actor    string
 	// Action matches exactly or as a dotted prefix: "auth" matches every
 	// auth.* action.
-	Action     string
+	Action string
+	// Except leaves out these exact actions.
+	Except     []string
 	Sandbox    string
 	Limit      int // capped at store.MaxAuditPage
 	Descending bool
@@ -35,7 +37,7 @@ var categories = map[string][]string{
 func (l *Log) Query(ctx context.Context, f Filter) ([]Record, error) {
 	sf := store.AuditFilter{
 		Since: f.Since, AfterSeq: f.AfterSeq, Actor: f.Actor, Action: f.Action,
-		Sandbox: f.Sandbox, Limit: f.Limit, Descending: f.Descending,
+		Sandbox: f.Sandbox, Limit: f.Limit, Descending: f.Descending, Except: f.Except,
 	}
 	if more, ok := categories[f.Action]; ok {
 		sf.Action, sf.Actions = "", more

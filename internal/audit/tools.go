@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -30,7 +31,11 @@ type QueryArgs struct {
 	Sandbox string `json:"sandbox,omitempty"`
 	Limit   int    `json:"limit,omitempty" minimum:"0" maximum:"1000" doc:"at most this many (default and cap 1000)"`
 	Order   string `json:"order,omitempty" enum:"asc,desc"`
+	Except  string `json:"except,omitempty" maxLength:"1024" doc:"comma-separated exact actions to leave out (the console hides its own polling reads: sandbox.list,sandbox.resources,control.get)"`
 }
+
+// maxExcept bounds the actions one query leaves out.
+const maxExcept = 32
 
 // Validate checks since, limit and after: the one place these rules live.
 func (a QueryArgs) Validate() error {
@@ -39,6 +44,9 @@ func (a QueryArgs) Validate() error {
 	}
 	if a.Limit < 0 || a.Limit > MaxQueryLimit || a.After < 0 {
 		return fault.InvalidField("limit", "limit is 0 to 1000, after is not negative")
+	}
+	if len(a.except()) > maxExcept {
+		return fault.InvalidField("except", fmt.Sprintf("at most %d actions", maxExcept))
 	}
 	return nil
 }
@@ -50,7 +58,18 @@ func (a QueryArgs) Filter(now time.Time) (Filter, error) {
 		return Filter{}, err
 	}
 	return Filter{Since: since, AfterSeq: a.After, Actor: a.Actor, Action: a.Action, Sandbox: a.Sandbox,
-		Limit: a.Limit, Descending: a.Order == "desc"}, nil
+		Limit: a.Limit, Descending: a.Order == "desc", Except: a.except()}, nil
+}
+
+// except is Except's actions, blanks dropped.
+func (a QueryArgs) except() []string {
+	var out []string
+	for _, s := range strings.Split(a.Except, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // ParseSince reads since: an RFC 3339 time, or a duration back from now

@@ -393,6 +393,13 @@ func auditQuery(f AuditFilter) (string, []any) {
 		// #nosec G202 -- constant fragments; every value is a bound parameter
 		where = append(where, "("+strings.Join(any, " OR ")+")")
 	}
+	if len(f.Except) > 0 {
+		// #nosec G202 -- one placeholder per value; every value is a bound parameter
+		where = append(where, "action NOT IN ("+strings.TrimSuffix(strings.Repeat("?,", len(f.Except)), ",")+")")
+		for _, a := range f.Except {
+			args = append(args, a)
+		}
+	}
 	if f.Sandbox != "" {
 		where, args = append(where, "sandbox = ?"), append(args, f.Sandbox)
 	}

@@ -194,6 +194,13 @@ func (s *Postgres) QueryAudit(ctx context.Context, f AuditFilter) ([]AuditRecord
 		}
 		where = append(where, "("+strings.Join(any, " OR ")+")")
 	}
+	if len(f.Except) > 0 {
+		var ph []string
+		for _, a := range f.Except {
+			ph = append(ph, arg(a))
+		}
+		where = append(where, "action NOT IN ("+strings.Join(ph, ", ")+")")
+	}
 	if f.Sandbox != "" {
 		where = append(where, "sandbox = "+arg(f.Sandbox))
 	}

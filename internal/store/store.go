@@ -183,7 +183,10 @@ type AuditFilter struct {
 	Action string
 	// Actions, when set, is a list of such actions or prefixes, any of
 	// which matches (a category spanning several prefixes).
-	Actions    []string
+	Actions []string
+	// Except leaves out records of these exact actions (an operator's
+	// view without the console's own polling reads).
+	Except     []string
 	Sandbox    string
 	Limit      int // 0 or > MaxAuditPage means MaxAuditPage
 	Descending bool
