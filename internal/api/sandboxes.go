@@ -168,7 +168,14 @@ type SandboxOutput struct {
 
 // SandboxListOutput is a list of sandboxes.
 type SandboxListOutput struct {
-	Body Envelope[[]sandbox.Info]
+	Body Envelope[[]SandboxRow]
+}
+
+// SandboxRow is a sandbox in a list: its record and its owner's key name
+// (the console's fleet table shows names, not key ids).
+type SandboxRow struct {
+	sandbox.Info
+	OwnerName string `json:"owner_name,omitempty" doc:"the name of the owning key (absent when the key is gone)"`
 }
 
 // SandboxIDInput names a sandbox.
@@ -201,10 +208,23 @@ func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOu
 	if err != nil {
 		return nil, err
 	}
-	if infos == nil {
-		infos = []sandbox.Info{}
+	names := map[string]string{}
+	if len(infos) > 0 {
+		// The caller sees only sandboxes it may, so only their owners'
+		// names; a failed lookup leaves the names out, not the list.
+		if keys, err := h.s.auth.ListKeys(ctx); err == nil {
+			for _, k := range keys {
+				names[k.ID] = k.Name
+			}
+		} else {
+			h.s.log.Warn("sandbox list: owner names", "err", err)
+		}
 	}
-	return &SandboxListOutput{Body: OK(infos)}, nil
+	rows := make([]SandboxRow, 0, len(infos))
+	for _, in := range infos {
+		rows = append(rows, SandboxRow{Info: in, OwnerName: names[in.Owner]})
+	}
+	return &SandboxListOutput{Body: OK(rows)}, nil
 }
 
 func (h *sandboxHandlers) get(ctx context.Context, in *SandboxIDInput) (*SandboxOutput, error) {
