@@ -53,6 +53,8 @@ type Deps struct {
 
 // Server is the HTTP API.
 type Server struct {
+	// docs, when set, serves /docs (ServeDocs).
+	docs         http.HandlerFunc
 	cfg          config.Config
 	auth         *auth.Service
 	audit        *audit.Log
@@ -168,6 +170,10 @@ func New(d Deps) (*Server, error) {
 	return s, nil
 }
 
+// ServeDocs replaces the built-in /docs page (the console serves its API
+// reference viewer from its bundle). Call before serving.
+func (s *Server) ServeDocs(h http.HandlerFunc) { s.docs = h }
+
 // Router is the chi router, for plain handlers.
 func (s *Server) Router() chi.Router { return s.router }
 
@@ -202,6 +208,10 @@ func (s *Server) routes() {
 	}, s.healthz)
 
 	s.router.Get("/docs", func(w http.ResponseWriter, r *http.Request) {
+		if s.docs != nil {
+			s.docs(w, r)
+			return
+		}
 		h := w.Header()
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'")

@@ -1,17 +1,26 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"github.com/sandhold/sandhold/internal/agent/agenttest"
 	"github.com/sandhold/sandhold/internal/console"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/template/templatetest"
 )
 
 // TestMain lets the test binary serve as the sandboxes' init.
@@ -23,9 +32,14 @@ var chromiumPaths = []string{"chromium", "chromium-browser", "google-chrome"}
 // TestConsoleInBrowser drives the console in the distribution's Chromium
 // with playwright-core (web/e2e/console-e2e.mjs) against a real server:
 // sign in, create a sandbox, type into the terminal and read the output,
-// reconnect, upload a file and see it listed, the admin pages, HALT and
-// see a call refused, unhalt, the noVNC page, sign out; then keyboard only
-// and at a 375-px viewport. Screenshots of each page go to
+// reconnect, upload a file and see it listed, the fleet table (owner name,
+// expiry, CPU as a share of the limit under a busy loop, filter, sort,
+// bulk delete, actions by state), form errors at their field in view, the
+// audit log (a record's detail, polling reads hidden), an approval with
+// its command and the guard's reasons, the Templates page (import,
+// inspect, a sandbox from it, delete), /docs (Redoc: order, search,
+// authentication, field descriptions), HALT and a call refused, unhalt,
+// the noVNC page, sign out; then keyboard only and at a 375-px viewport. Screenshots of each page go to
 // $SANDHOLD_CONSOLE_SHOTS if set, else to the test's artifact directory
 // (t.ArtifactDir: kept with -artifacts); the test logs where.
 func TestConsoleInBrowser(t *testing.T) {
@@ -47,18 +61,58 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "console-e2e.mjs"))
 	cmd.Dir = web
-	cmd.Env = browserEnv(tmp, "BASE_URL=http://"+d.Addr(), "ADMIN_KEY="+d.AdminKey(), "CHROMIUM="+chrome, "OUT_DIR="+shots)
+	env := []string{"BASE_URL=http://" + d.Addr(), "ADMIN_KEY=" + d.AdminKey(), "CHROMIUM=" + chrome, "OUT_DIR=" + shots}
+	if tar := templateArchive(t); tar != "" {
+		env = append(env, "TEMPLATE_TAR="+tar) // the Templates page imports it
+	}
+	cmd.Env = browserEnv(tmp, env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node e2e/console-e2e.mjs:\n%s", out)
 	t.Logf("screenshots: %s", shots)
 	if err != nil || !strings.Contains(string(out), "\nPASS") {
 		t.Fatalf("the browser run failed: %v", err)
 	}
-	for _, name := range []string{"01-signin", "02-sandboxes", "03-terminal", "04-files", "05-audit", "09-halted", "11-vnc", "14-mobile-sandboxes"} {
+	for _, name := range []string{"01-signin", "02-sandboxes", "02a-create-error", "02b-fleet-selected", "02c-paused", "03-terminal", "04-files",
+		"05-audit", "05a-audit-record", "06-approvals", "09-halted", "11-vnc", "14-mobile-sandboxes", "16-docs", "17-docs-field"} {
 		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
 			t.Errorf("screenshot %s missing: %v", name, err)
 		}
 	}
+}
+
+// templateArchive writes a docker save tarball of a static busybox for the
+// Templates page to import, or answers "" (and says why) where the host
+// has no static busybox.
+func templateArchive(t *testing.T) string {
+	var layer []byte
+	t.Run("template fixture", func(t *testing.T) { layer = templatetest.BusyboxTar(t) })
+	if layer == nil {
+		t.Log("no template fixture: the Templates page's import is not exercised")
+		return ""
+	}
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layer)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Config.Env = "linux", runtime.GOARCH, []string{"PATH=/bin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag("example/e2e-bb:1")
+	p := filepath.Join(t.TempDir(), "e2e-bb.tar")
+	if err := tarball.WriteToFile(p, tag, img); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func lastLine(b []byte) string {

@@ -104,6 +104,11 @@ func Mount(srv *api.Server, d Deps) (*Console, error) {
 	r.Get("/", c.page("index.html"))
 	r.Get(AssetPrefix+"*", c.asset)
 	r.Get(VNCPagePattern, c.page("vnc.html"))
+	if c.assets != nil {
+		if _, err := fs.Stat(c.assets, "docs.html"); err == nil {
+			srv.ServeDocs(c.docsPage)
+		}
+	}
 	r.Post(SessionPath, c.signIn)
 	r.Get(SessionPath, c.sessionInfo)
 	r.Delete(SessionPath, c.signOut)
@@ -188,6 +193,26 @@ func securityHeaders(h http.Header) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// docsCSP is /docs's policy: Redoc's bundle and the page's module from
+// this origin, the document fetched from here; Redoc sets inline styles
+// (styled-components) and runs its search index in a worker it makes from
+// a blob. No framing, no forms, nothing from elsewhere (fonts included).
+const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; " +
+	"font-src 'self' data:; connect-src 'self'; worker-src blob:; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+
+// docsPage serves the API reference viewer at /docs.
+func (c *Console) docsPage(w http.ResponseWriter, r *http.Request) {
+	b, err := fs.ReadFile(c.assets, "docs.html")
+	if err != nil {
+		api.WriteError(w, r, fault.New(fault.NotFound, "not found"))
+		return
+	}
+	securityHeaders(w.Header())
+	w.Header().Set("Content-Security-Policy", docsCSP)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b)
 }
 
 // page serves one HTML file of the bundle (or the unbuilt page).

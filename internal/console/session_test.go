@@ -374,8 +374,17 @@ func TestPagesAndAssets(t *testing.T) {
 		"vnc.html":          {Data: []byte("<!doctype html><title>vnc</title>")},
 		"assets/app.js":     {Data: []byte("console.log(1)")},
 		"assets/.hidden.js": {Data: []byte("x")},
+		"docs.html":         {Data: []byte("<!doctype html><title>sandhold API reference</title>")},
 	}
 	e := newEnv(t, built)
+	// /docs is the console's Redoc page, under its own CSP: scripts only
+	// from here, Redoc's search worker from a blob, nothing else.
+	rec := e.do(http.MethodGet, "/docs", "")
+	csp := rec.Header().Get("Content-Security-Policy")
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "API reference") || !strings.Contains(csp, "script-src 'self';") ||
+		!strings.Contains(csp, "worker-src blob:") || !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "unsafe-eval") {
+		t.Errorf("/docs: %d %q csp %q", rec.Code, rec.Body, csp)
+	}
 	for _, tc := range []struct {
 		path, want string
 		code       int
@@ -397,6 +406,9 @@ func TestPagesAndAssets(t *testing.T) {
 	}
 	// Unbuilt: the page says how to build.
 	e2 := newEnv(t, fstest.MapFS{})
+	if rec := e2.do(http.MethodGet, "/docs", ""); rec.Code != 200 || strings.Contains(rec.Header().Get("Content-Security-Policy"), "worker-src") {
+		t.Errorf("unbuilt /docs: %d %q (the API's own page, not Redoc's)", rec.Code, rec.Header().Get("Content-Security-Policy"))
+	}
 	if rec := e2.do(http.MethodGet, "/", ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), "make build") {
 		t.Fatalf("unbuilt page: %d %s", rec.Code, rec.Body)
 	}
