@@ -143,7 +143,7 @@ func TestImageOutputs(t *testing.T) {
 		t.Fatalf("tarball digest %s bin %s, built %+v", d, binSum, info)
 	}
 	f, _ := os.Open(tarPath)
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	tr := tar.NewReader(f)
 	var manifest []struct {
 		Config   string
@@ -184,7 +184,7 @@ func TestImageOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cf.Config.Entrypoint[0] != "/usr/local/bin/sandhold" || cf.Config.Labels["org.opencontainers.image.revision"] != "deadbeef" || !cf.Created.Time.Equal(epoch) || cf.Architecture != "amd64" {
+	if cf.Config.Entrypoint[0] != "/usr/local/bin/sandhold" || cf.Config.Labels["org.opencontainers.image.revision"] != "deadbeef" || !cf.Created.Equal(epoch) || cf.Architecture != "amd64" {
 		t.Fatalf("config: %+v", cf)
 	}
 
@@ -195,7 +195,7 @@ func TestImageOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	lt := tar.NewReader(rc)
 	var names []string
 	for {
