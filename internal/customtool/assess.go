@@ -99,14 +99,7 @@ func (r *Registry) assess(name string, args map[string]any, depth int) dispatch.
 				a.Plan = append(a.Plan, planStep(depth, s, rendered, target))
 			}
 		}
-		a.Risk = max(a.Risk, sub.Risk)
-		a.Dynamic = a.Dynamic || sub.Dynamic
-		a.Rules = appendNew(a.Rules, sub.Rules...)
-		a.Reasons = appendNew(a.Reasons, sub.Reasons...)
-		a.Names = appendNew(a.Names, sub.Names...)
-		a.Paths = appendNew(a.Paths, sub.Paths...)
-		a.Trees = appendNew(a.Trees, sub.Trees...)
-		a.Guard = a.Guard.Merge(sub.Guard)
+		a = a.Merge(sub)
 	}
 	if c.risk > a.Risk {
 		a.Risk = c.risk

@@ -467,20 +467,12 @@ func (c *chokepoint) mcpProbes() []probe {
 	return out
 }
 
-type bearerTransport struct{ key string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func (c *chokepoint) connectMCP(key string) (*sdk.ClientSession, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := sdk.NewClient(&sdk.Implementation{Name: "conformance", Version: "1"}, nil)
 	return cl.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: c.s.base + "/mcp",
-		HTTPClient: &http.Client{Transport: bearerTransport{key: key}}, MaxRetries: -1}, nil)
+		HTTPClient: &http.Client{Transport: bearer{key: key}}, MaxRetries: -1}, nil)
 }
 
 // TestEveryToolIsMetered: every tool the server registers counts against a

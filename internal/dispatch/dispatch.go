@@ -122,6 +122,32 @@ func (g *GuardVerdict) Merge(o *GuardVerdict) *GuardVerdict {
 	return out
 }
 
+// Merge is the assessment of two things done together (a custom tool's
+// steps, the lines of one write to a shell): the higher tier, dynamic if
+// either is, every rule, reason, name, path and tree once, the guard's
+// verdicts merged. a's Plan and Digest are kept.
+func (a Assessment) Merge(o Assessment) Assessment {
+	a.Risk = max(a.Risk, o.Risk)
+	a.Dynamic = a.Dynamic || o.Dynamic
+	a.Rules = appendNew(a.Rules, o.Rules...)
+	a.Reasons = appendNew(a.Reasons, o.Reasons...)
+	a.Names = appendNew(a.Names, o.Names...)
+	a.Paths = appendNew(a.Paths, o.Paths...)
+	a.Trees = appendNew(a.Trees, o.Trees...)
+	a.Guard = a.Guard.Merge(o.Guard)
+	return a
+}
+
+// appendNew appends the strings of add that to lacks.
+func appendNew(to []string, add ...string) []string {
+	for _, s := range add {
+		if !slices.Contains(to, s) {
+			to = append(to, s)
+		}
+	}
+	return to
+}
+
 // FromVerdict is the Assessment of a call that runs the command line the
 // guard classified as v.
 func FromVerdict(v guard.Verdict) Assessment {

@@ -132,24 +132,9 @@ func (t toolset) assessLines(lines []Line) dispatch.Assessment {
 			a.Reasons = append(a.Reasons, "typed with keys the server cannot replay (history, completion, cursor moves)")
 			a.Guard = a.Guard.Merge(&dispatch.GuardVerdict{Risk: guard.Dangerous, Dynamic: true})
 		}
-		out.Risk = max(out.Risk, a.Risk)
-		out.Dynamic = out.Dynamic || a.Dynamic
-		out.Rules = appendNew(out.Rules, a.Rules...)
-		out.Reasons = appendNew(out.Reasons, a.Reasons...)
-		out.Names = appendNew(out.Names, a.Names...)
-		out.Paths = appendNew(out.Paths, a.Paths...)
-		out.Guard = out.Guard.Merge(a.Guard)
+		out = out.Merge(a)
 	}
 	return out
-}
-
-func appendNew(to []string, add ...string) []string {
-	for _, s := range add {
-		if !slices.Contains(to, s) {
-			to = append(to, s)
-		}
-	}
-	return to
 }
 
 // capText is s cut to at most n bytes on a character boundary, marked.
