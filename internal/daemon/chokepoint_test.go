@@ -506,3 +506,21 @@ func TestEveryToolIsMetered(t *testing.T) {
 		}
 	}
 }
+
+// TestReadsAreMetered is row 6 of issue 29: sandbox get/list, execution
+// reads, tickets, audit queries and the rest were never limited (1,500
+// foreign-id GETs grew the audit by 1.4 MB). They count against read now;
+// a key held to read=2/m gets its third read refused.
+func TestReadsAreMetered(t *testing.T) {
+	t.Parallel()
+	s := start(t, t.TempDir(), nil)
+	var k struct{ Key, ID string }
+	expectOK(t, s.do("POST", "/v1/keys", s.d.AdminKey(), map[string]any{"name": "reader", "role": "agent", "rate_limits": "read=2/m:2"}, nil), 201, &k)
+	for _, path := range []string{"/v1/sandboxes", "/v1/sandboxes/sbnone"} {
+		_ = s.do("GET", path, k.Key, nil, nil)
+	}
+	r := s.do("GET", "/v1/control", k.Key, nil, nil)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("third read: %d %s, want 429 with Retry-After", r.status, r.raw)
+	}
+}
