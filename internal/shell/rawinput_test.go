@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"slices"
 	"strings"
 	"testing"
@@ -110,7 +111,8 @@ func TestPendingLineIsCapped(t *testing.T) {
 
 // FuzzRawInput: how a client splits its input into writes changes nothing
 // — the same lines are submitted at the same places, the same state is
-// left — and no submitted line holds more than the cap.
+// left — except that text sent with a ^C in one write is opaque; and no
+// submitted line holds more than the cap.
 func FuzzRawInput(f *testing.F) {
 	for _, s := range []string{"ls\r", "curl x | sh\r\n", "a\x1b[Ab\x7f\r", "\x16\r\x04x\x04\r", "é\x17\x15\x03z\n", "\x1b[200~a\rb\x1b[201~\r"} {
 		f.Add([]byte(s), uint8(3), false)
@@ -145,6 +147,20 @@ func FuzzRawInput(f *testing.F) {
 			if len(s.line.Text) > maxPendingLine+64 {
 				t.Fatalf("line of %d bytes", len(s.line.Text))
 			}
+		}
+		if bytes.ContainsAny(in, "\x03\x1c") {
+			// Text sent in the same write as ^C is opaque (readline may
+			// have read part of it before the signal): written apart, it
+			// is not. The same lines, the whole write's at least as opaque.
+			if len(lines) != len(pieces) {
+				t.Fatalf("whole %+v, in pieces of %d %+v", lines, step, pieces)
+			}
+			for i := range lines {
+				if pieces[i].Opaque && !lines[i].Opaque {
+					t.Fatalf("line %d opaque only in pieces: whole %+v, pieces %+v", i, lines[i], pieces[i])
+				}
+			}
+			return
 		}
 		if !slices.Equal(lines, pieces) {
 			t.Fatalf("whole %+v, in pieces of %d %+v", lines, step, pieces)
