@@ -57,6 +57,8 @@ var routeTools = map[string]string{
 	"GET /v1/sandboxes":                        "sandbox.list",
 	"GET /v1/sandboxes/{id}":                   "sandbox.get",
 	"GET /v1/sandboxes/{id}/exec/{command_id}": "exec.read",
+	"GET /v1/snapshots":                        "snapshot.list",
+	"GET /v1/snapshots/{snapshot}":             "snapshot.get",
 	"GET /v1/templates":                        "template.list",
 	"GET /v1/templates/{ref}":                  "template.get",
 	"GET /v1/templates/builds/{build}/log":     "template.build_log",

@@ -499,6 +499,7 @@ func (s *Server) checkContentType(r *http.Request) error {
 // the route's tool reads as a stream.
 var nativeBodyTypes = map[string][]string{
 	"POST /v1/templates/import": {"application/x-tar", "application/octet-stream"},
+	"POST /v1/snapshots/import": {"application/x-tar", "application/octet-stream"},
 	"POST /v1/templates/build":  {"application/x-tar", "application/gzip", "application/octet-stream"},
 }
 

@@ -124,6 +124,8 @@ type SandboxCreateInput struct {
 		Browser bool            `json:"browser,omitempty" doc:"start the sandbox's browser with it; unset limits get the browser's defaults (within the server's maxima)"`
 		// Template is the root to run on (GET /v1/templates).
 		Template string `json:"template,omitempty" maxLength:"300" doc:"template name[:tag] or sha256 digest (GET /v1/templates); default host, the host's /usr read-only"`
+		// Snapshot restores a snapshot into the new sandbox.
+		Snapshot string `json:"snapshot,omitempty" maxLength:"64" doc:"snapshot id (GET /v1/snapshots) to make the sandbox from: its files, installed packages, template, network and limits; processes are not restored (the answer's processes_restored is false)"`
 	}
 }
 
@@ -188,7 +190,7 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 	if err != nil {
 		return nil, err
 	}
-	spec := sandbox.Spec{Name: in.Body.Name, Limits: l, Network: in.Body.Network, Browser: in.Body.Browser, Template: in.Body.Template}
+	spec := sandbox.Spec{Name: in.Body.Name, Limits: l, Network: in.Body.Network, Browser: in.Body.Browser, Template: in.Body.Template, Snapshot: in.Body.Snapshot}
 	if in.Body.TTL != "" {
 		d, err := time.ParseDuration(in.Body.TTL)
 		if err != nil {

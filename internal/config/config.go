@@ -103,6 +103,12 @@ type Config struct {
 	RegistryAuthFile string
 	// TemplateMaxSize caps one template's layers (SANDBOX_TEMPLATE_MAX_SIZE, 8GB).
 	TemplateMaxSize Size
+	// SnapshotDir keeps snapshots (SANDBOX_SNAPSHOT_DIR; "": the data
+	// dir's snapshots/), shared by the nodes of a cluster when they all
+	// mount it.
+	SnapshotDir string
+	// SnapshotBudget bounds one key's snapshots (SANDBOX_SNAPSHOT_BUDGET, 20GB).
+	SnapshotBudget Size
 	// MaxSandboxesPerKey caps live sandboxes per API key (SANDBOX_MAX_SANDBOXES_PER_KEY, 10).
 	MaxSandboxesPerKey int
 	// SandboxTTL is the idle time after which a sandbox is reaped (SANDBOX_SANDBOX_TTL, 24h).
@@ -300,6 +306,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.TemplateMaxSize == 0 {
 		c.TemplateMaxSize = d.TemplateMaxSize
+	}
+	if c.SnapshotBudget == 0 {
+		c.SnapshotBudget = d.SnapshotBudget
 	}
 	if c.MaxConnectionsPerKey == 0 {
 		c.MaxConnectionsPerKey = d.MaxConnectionsPerKey

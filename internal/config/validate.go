@@ -123,6 +123,7 @@ func checkPositive(c Config) error {
 		}
 	}
 	pos("SANDBOX_TEMPLATE_MAX_SIZE", c.TemplateMaxSize.Bytes())
+	pos("SANDBOX_SNAPSHOT_BUDGET", c.SnapshotBudget.Bytes())
 	return errors.Join(errs...)
 }
 

@@ -160,8 +160,14 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if d.templates, err = d.openTemplates(); err != nil {
 		return err
 	}
+	snaps, err := d.openSnapshots()
+	if err != nil {
+		return err
+	}
 	mcfg := sandbox.Config{
 		Templates:      d.templates,
+		Snapshots:      snaps,
+		SnapshotBudget: cfg.SnapshotBudget.Bytes(),
 		DiskBudget:     disk.Budget,
 		DiskOvercommit: cfg.DiskOvercommit,
 		DiskFloor:      disk.Floor,
@@ -248,6 +254,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		return err
 	}
 	d.api.SandboxRoutes(d.dispatch, d.sandboxes, api.Posture{Insecure: insecure, Checks: report})
+	d.api.SnapshotRoutes(d.dispatch)
 	if err := d.startGovernance(ctx); err != nil {
 		return err
 	}

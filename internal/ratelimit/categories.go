@@ -96,6 +96,7 @@ var undeclared = map[string]Category{
 	"sandbox.create":                Manage,
 	"sandbox.create_default":        Manage,
 	"sandbox.delete":                Manage,
+	"sandbox.hibernate":             Manage,
 	"sandbox.hooks.register":        Manage,
 	"sandbox.hooks.remove":          Manage,
 	"sandbox.observe.export":        Manage,

@@ -119,6 +119,8 @@ func (m *Manager) checkDisk() {
 		// Templates' layers count against the budget with the images.
 		r.Images += m.cfg.Templates.Usage()
 	}
+	// So do the snapshots.
+	r.Images += m.snapshotUsage()
 	m.guard.mu.Lock()
 	was := m.guard.stopped
 	why := diskVerdict(r, m.cfg.DiskBudget, m.cfg.DiskFloor, was != "")

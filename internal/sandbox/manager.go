@@ -24,6 +24,7 @@ import (
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/process"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
@@ -106,7 +107,12 @@ type Config struct {
 	// Templates is the template store sandboxes may be made from
 	// (template.go); nil: only the host template.
 	Templates *template.Store
-	Log       *slog.Logger
+	// Snapshots keeps snapshots (snapshot.go); nil: none.
+	Snapshots *snapshot.Store
+	// SnapshotBudget bounds what one key's snapshots hold; 0: none
+	// (the disk budget still counts them).
+	SnapshotBudget int64
+	Log            *slog.Logger
 }
 
 // Caps with their reasons.
@@ -325,6 +331,13 @@ func (m *Manager) Create(ctx context.Context, c Caller, spec Spec) (Info, error)
 }
 
 func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (Info, error) {
+	var restore *Restore
+	if spec.Snapshot != "" {
+		var err error
+		if restore, err = m.fromSnapshot(c, &spec); err != nil {
+			return Info{}, err
+		}
+	}
 	spec, err := m.resolve(c, spec)
 	if err != nil {
 		return Info{}, err
@@ -348,7 +361,12 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 
 	start := time.Now()
 	var s *Sandbox
-	if w, release := m.takePooled(spec); w != nil {
+	var w *Sandbox
+	var release func()
+	if restore == nil { // a restore needs its own image, never a pool's
+		w, release = m.takePooled(spec)
+	}
+	if w != nil {
 		// Its quota is pending from the take on, released once listed.
 		defer release()
 		takenHook()
@@ -370,7 +388,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 		}
 		// Released once the sandbox is listed below (or on failure).
 		defer release()
-		s, err = m.cold(ctx, Record{ID: newID(), Owner: c.KeyID, Name: spec.Name, Spec: spec, Default: dflt})
+		s, err = m.cold(ctx, Record{ID: newID(), Owner: c.KeyID, Name: spec.Name, Spec: spec, Default: dflt, Restore: restore})
 		if err != nil {
 			return Info{}, err
 		}
@@ -592,6 +610,9 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 	if err := m.records.DeleteSandbox(ctx, id); err != nil {
 		m.log.Error("delete sandbox record", "id", id, "err", err)
 	}
+	if r := s.rec.Restore; r != nil && r.Hibernated {
+		m.dropSnapshot(r.Snapshot)
+	}
 	if err := os.RemoveAll(s.workspaceDir()); err != nil {
 		m.log.Error("remove workspace", "id", id, "err", err)
 	}
@@ -608,11 +629,14 @@ func (m *Manager) Pause(ctx context.Context, c Caller, id string) error {
 	return s.pause()
 }
 
-// Resume thaws a paused sandbox.
+// Resume thaws a paused sandbox, or restores a hibernated one.
 func (m *Manager) Resume(ctx context.Context, c Caller, id string) error {
 	s, err := m.Get(c, id)
 	if err != nil {
 		return err
+	}
+	if s.State() == Hibernated {
+		return s.startIfStopped(ctx)
 	}
 	return s.resume()
 }

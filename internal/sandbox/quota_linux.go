@@ -104,11 +104,28 @@ func runTool(ctx context.Context, name string, args ...string) error {
 func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *stepClock) (ws *os.File, durable func() error, err error) {
 	if s.vol == nil {
 		size := max(s.diskBytes(), minVolumeBytes)
-		mnt, finish, err := openVolume(filepath.Join(dir, imageName), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
+		img := filepath.Join(dir, imageName)
+		if s.rec.Restore != nil {
+			// Made from a snapshot, or hibernated (snapshot.go).
+			if err := s.restoreImage(context.Background(), img); err != nil {
+				return nil, nil, err
+			}
+		}
+		mnt, finish, err := openVolume(img, size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
 		if err != nil {
 			return nil, nil, err
 		}
 		s.vol, durable = mnt, finish
+		if r := s.rec.Restore; r != nil {
+			if err := shiftIDs(s.vol, r.FromBase, hostBase(s.rec.Slot)); err != nil {
+				_ = s.vol.Close()
+				s.vol = nil
+				return nil, nil, err
+			}
+			if !r.Hibernated {
+				s.rec.Restore = nil // a hibernation's goes once recorded (startIfStopped)
+			}
+		}
 	}
 	fail := func(err error) (*os.File, func() error, error) {
 		if durable != nil {

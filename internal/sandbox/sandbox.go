@@ -69,13 +69,20 @@ type Sandbox struct {
 	// extraPids is the pids allowance granted to companions the server
 	// runs in the sandbox (allowance.go), on top of the spec's limit.
 	extraPids int64
+	// hibernating is set while Hibernate runs: nothing starts the
+	// sandbox meanwhile (snapshot.go).
+	hibernating bool
 }
 
 func newSandbox(m *Manager, rec Record) *Sandbox {
+	state := Stopped
+	if rec.Restore != nil && rec.Restore.Hibernated {
+		state = Hibernated
+	}
 	return &Sandbox{
 		m:        m,
 		rec:      rec,
-		state:    Stopped,
+		state:    state,
 		lastUsed: time.Now(),
 		running:  make(map[string]*Execution),
 		procs:    make(map[*Proc]struct{}),
@@ -114,6 +121,9 @@ func (s *Sandbox) Info() Info {
 		Node: s.m.cfg.Node,
 	}
 	in.Template, in.TemplateDigest = templateNames(s.rec.Spec.Template)
+	if in.Snapshot = s.rec.Spec.Snapshot; in.Snapshot != "" {
+		in.ProcessesRestored = new(bool)
+	}
 	if s.rec.Spec.TTL > 0 {
 		in.TTL = s.rec.Spec.TTL.String()
 	}
@@ -183,6 +193,9 @@ func (s *Sandbox) start(ctx context.Context) error {
 func (s *Sandbox) startLocked(ctx context.Context) error {
 	if s.inst != nil {
 		return nil
+	}
+	if s.hibernating {
+		return fault.New(fault.Conflict, "sandbox is hibernating; try again once it is hibernated")
 	}
 	if err := s.m.checkStart(s.rec.Spec.Network); err != nil {
 		return err
@@ -549,16 +562,26 @@ func (s *Sandbox) ensure(ctx context.Context) (*agent.Instance, error) {
 // run; nothing else starts a stopped sandbox).
 func (s *Sandbox) startIfStopped(ctx context.Context) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var hib *Restore
 	switch s.state {
 	case Paused:
+		s.mu.Unlock()
 		return fault.New(fault.Conflict, "sandbox is paused; resume it first")
-	case Stopped:
+	case Stopped, Hibernated:
+		hib = s.rec.Restore
 		if err := s.startLocked(ctx); err != nil {
+			s.mu.Unlock()
 			return err
 		}
 	}
 	s.lastUsed = time.Now()
+	if hib != nil && hib.Hibernated {
+		s.rec.Restore = nil
+	}
+	s.mu.Unlock()
+	if hib != nil && hib.Hibernated {
+		s.m.resumed(ctx, s, hib)
+	}
 	return nil
 }
 

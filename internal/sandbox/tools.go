@@ -136,7 +136,7 @@ func (m *Manager) Resolve(ctx context.Context, c auth.Caller, id string) (*Sandb
 // Tools declares the sandbox capabilities; the guard rates commands.
 // Arguments are read strictly (an unknown field is refused).
 func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
-	return []dispatch.Tool{
+	return append([]dispatch.Tool{
 		createTool(m), listTool(m),
 		byID(ToolGet, "Get a sandbox", guard.Safe, viewers, func(_ context.Context, c auth.Caller, id string) (Info, error) {
 			s, err := m.Get(CallerOf(c), id)
@@ -158,7 +158,7 @@ func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
 		}),
 		resourcesTool(m), execTool(m, g), execReadTool(m), execKillTool(m),
 		createDefaultTool(m), startTool(m),
-	}
+	}, snapshotTools(m)...)
 }
 
 func createTool(m *Manager) dispatch.Tool {
@@ -171,10 +171,14 @@ func createTool(m *Manager) dispatch.Tool {
 				return dispatch.Assessment{Risk: guard.Medium, Templates: []string{TemplateName(s.Template)}}
 			},
 			Summarize: func(_ Spec, in Info) map[string]any {
-				if in.TemplateDigest == "" {
-					return map[string]any{"sandbox": in.ID}
+				out := map[string]any{"sandbox": in.ID}
+				if in.TemplateDigest != "" {
+					out["template"], out["template_digest"] = in.Template, in.TemplateDigest
 				}
-				return map[string]any{"sandbox": in.ID, "template": in.Template, "template_digest": in.TemplateDigest}
+				if in.Snapshot != "" {
+					out["snapshot"], out["snapshot_digest"] = in.Snapshot, m.snapshotDigest(in.Snapshot)
+				}
+				return out
 			},
 		})
 }

@@ -55,6 +55,9 @@ type Spec struct {
 	// resolves it and keeps it as name:tag@digest, so the sandbox stays
 	// on the content it was made from (template.go).
 	Template string `json:"template,omitempty" doc:"template name[:tag] or sha256 digest to make the sandbox from; default host (the host's /usr, read-only)"`
+	// Snapshot makes the sandbox from a snapshot (snapshot.go): its
+	// image, template, network and limits (those the spec leaves unset).
+	Snapshot string `json:"snapshot,omitempty" doc:"snapshot id to make the sandbox from: its files and installed packages, template, network and limits (processes are not restored)"`
 	// pinned is a template the server resolved itself (PinTemplate): a
 	// build's intermediate steps, which have no name.
 	pinned *template.Template
@@ -84,6 +87,9 @@ type Record struct {
 	Spec    Spec      `json:"spec"`
 	// Slot picks the sandbox's host id range (see idRange).
 	Slot int `json:"slot"`
+	// Restore is a restore from a snapshot its next start makes
+	// (snapshot.go); nil once the image exists.
+	Restore *Restore `json:"restore,omitempty"`
 }
 
 // Info is a sandbox as clients see it.
@@ -105,4 +111,9 @@ type Info struct {
 	// from ("host" and no digest for the host's /usr).
 	Template       string `json:"template"`
 	TemplateDigest string `json:"template_digest,omitempty"`
+	// Snapshot is the snapshot the sandbox was made from; then
+	// ProcessesRestored says its processes were not (memory capture is
+	// off): its files and packages are the snapshot's, its init is new.
+	Snapshot          string `json:"snapshot,omitempty"`
+	ProcessesRestored *bool  `json:"processes_restored,omitempty" doc:"set for a sandbox made from a snapshot: false, its processes were not restored"`
 }

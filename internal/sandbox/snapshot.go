@@ -1,0 +1,395 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/snapshot"
+)
+
+// Snapshots (internal/snapshot keeps them) are a sandbox's writable state:
+// its workspace image — the workspace and, for a template sandbox, its
+// root's writable layer — with its template, limits and network. A
+// snapshot is taken with every process of the sandbox frozen and the image
+// flushed (snapshot_linux.go); a sandbox made from one (Spec.Snapshot, a
+// fork) gets a copy of the image and starts a fresh init: files and
+// installed packages are as they were, processes are not (memory capture is
+// refused: SECURITY.md says why). A restored sandbox is a new sandbox of
+// its caller's: its own id, host ids, egress state, tickets and keys;
+// nothing of the source's server-side state is cloned.
+//
+// Hibernate snapshots a sandbox under its own id, stops it and removes its
+// image: no process, no memory, no image on the node. Its record says
+// hibernated (and survives restarts); its next start — any call that
+// needs it, or resume — restores the image first.
+
+// Restore is a sandbox's pending restore from a snapshot: the image is
+// made from the snapshot at its next start.
+type Restore struct {
+	Snapshot string `json:"snapshot"`
+	// FromBase is the host id base the image's files are owned under
+	// (the source sandbox's); the start maps them to the sandbox's own.
+	FromBase uint32 `json:"from_base"`
+	// Hibernated: the sandbox's own hibernation; its snapshot goes once
+	// the sandbox runs again.
+	Hibernated bool `json:"hibernated,omitempty"`
+}
+
+// Hibernated: the sandbox's state is in a snapshot, nothing of it runs and
+// its image is gone from the node; the next start restores it.
+const Hibernated State = "hibernated"
+
+// snapMeta is the settings a snapshot keeps (snapshot.Content.Meta).
+type snapMeta struct {
+	Limits   Limits  `json:"limits"`
+	Network  Network `json:"network"`
+	Template string  `json:"template,omitempty"`
+	Browser  bool    `json:"browser,omitempty"`
+	HostBase uint32  `json:"host_base"`
+}
+
+// SnapshotInfo is a snapshot as clients see it.
+type SnapshotInfo struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	Owner          string    `json:"owner"`
+	Sandbox        string    `json:"sandbox" doc:"the sandbox it was taken of (which may since be deleted)"`
+	Created        time.Time `json:"created"`
+	Digest         string    `json:"digest" doc:"sha256 of the snapshot's content: image size, chunks and settings"`
+	Bytes          int64     `json:"bytes" doc:"data the snapshot holds (chunks shared with the owner's other snapshots are stored once)"`
+	ImageSize      int64     `json:"image_size" doc:"the workspace image's size: the restored sandbox's limits.disk"`
+	Template       string    `json:"template"`
+	TemplateDigest string    `json:"template_digest,omitempty"`
+	Limits         Limits    `json:"limits"`
+	Network        Network   `json:"network"`
+	// Processes is always false: memory capture is off, so a restore
+	// starts the sandbox's processes afresh.
+	Processes bool `json:"processes" doc:"whether running processes were captured: false — a restored sandbox's files and packages are as they were, its processes are not"`
+}
+
+func infoOf(m *snapshot.Manifest) SnapshotInfo {
+	in := SnapshotInfo{ID: m.ID, Name: m.Name, Owner: m.Owner, Sandbox: m.Sandbox, Created: m.Created,
+		Digest: m.Digest, Bytes: m.Bytes, ImageSize: m.ImageSize}
+	var meta snapMeta
+	if json.Unmarshal(m.Meta, &meta) == nil {
+		in.Limits, in.Network = meta.Limits, meta.Network
+		in.Template, in.TemplateDigest = templateNames(meta.Template)
+	}
+	return in
+}
+
+var errNoSnapshots = fault.New(fault.Unavailable, "this server keeps no snapshots")
+
+func (m *Manager) snapStore() (*snapshot.Store, error) {
+	if m.cfg.Snapshots == nil {
+		return nil, errNoSnapshots
+	}
+	return m.cfg.Snapshots, nil
+}
+
+// errNoSnapshot is a snapshot the caller may not see or that is gone.
+var errNoSnapshot = fault.Wrap(fault.NotFound, snapshot.ErrNotFound, "snapshot not found")
+
+// snapshotOf returns snapshot id for c; any other is not found.
+func (m *Manager) snapshotOf(c Caller, id string) (*snapshot.Manifest, error) {
+	st, err := m.snapStore()
+	if err != nil {
+		return nil, err
+	}
+	man, err := st.Get(c.KeyID, c.Admin, id)
+	if errors.Is(err, snapshot.ErrNotFound) || (err == nil && man.Hibernation && !c.Admin) {
+		return nil, errNoSnapshot
+	}
+	return man, err
+}
+
+// snapshotDigest is snapshot id's digest ("" once it is gone), for the
+// audit record of a sandbox made from it.
+func (m *Manager) snapshotDigest(id string) string {
+	if st := m.cfg.Snapshots; st != nil {
+		if man, err := st.Get("", true, id); err == nil {
+			return man.Digest
+		}
+	}
+	return ""
+}
+
+// Snapshot captures sandbox id's writable state as a new snapshot of the
+// sandbox's owner.
+func (m *Manager) Snapshot(ctx context.Context, c Caller, id, name string) (SnapshotInfo, error) {
+	if len(name) > 128 {
+		return SnapshotInfo{}, fault.InvalidField("name", "name longer than 128 characters")
+	}
+	s, err := m.Get(c, id)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	man, err := m.snapshot(ctx, s, name, false)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return infoOf(man), nil
+}
+
+func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string, hibernation bool) (*snapshot.Manifest, error) {
+	st, err := m.snapStore()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes); err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = s.rec.Name + "-" + time.Now().UTC().Format("20060102T150405Z")
+	}
+	var man *snapshot.Manifest
+	err = s.capture(func(img *os.File, size int64) error {
+		meta, err := json.Marshal(snapMeta{Limits: s.rec.Spec.Limits, Network: s.rec.Spec.Network, Template: s.rec.Spec.Template,
+			Browser: s.rec.Spec.Browser, HostBase: hostBase(s.rec.Slot)})
+		if err != nil {
+			return err
+		}
+		man, err = st.Capture(ctx, img, size, snapshot.Info{Name: name, Owner: s.rec.Owner, Sandbox: s.rec.ID, Hibernation: hibernation, Meta: meta})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return man, nil
+}
+
+// snapshotRoom refuses a snapshot that could hold need bytes when the
+// owner's snapshots or the server's disk have no room for it.
+func (m *Manager) snapshotRoom(st *snapshot.Store, owner string, need int64) error {
+	if err := m.diskRefusal(); err != nil {
+		return err
+	}
+	if b := m.cfg.SnapshotBudget; b > 0 {
+		if used := st.Usage(owner, false); used+need > b {
+			return fault.Errorf(fault.Conflict, "this key's snapshots hold %s of its %s (SANDBOX_SNAPSHOT_BUDGET) and this one may need %s: delete snapshots first",
+				iBytes(used), iBytes(b), iBytes(need))
+		}
+	}
+	if b := m.cfg.DiskBudget; b > 0 {
+		images, _, _ := m.DiskGuard() // workspaces, templates and snapshots
+		if images+need > b {
+			return fault.Errorf(fault.Conflict, "the server's disk budget cannot hold this snapshot: %s of %s in use, %s needed (SANDBOX_DISK_BUDGET)",
+				iBytes(images), iBytes(b), iBytes(need))
+		}
+	}
+	return nil
+}
+
+// SnapshotUsage is what the snapshots hold on the disk (the disk guard
+// counts it with the images).
+func (m *Manager) snapshotUsage() int64 {
+	if m.cfg.Snapshots == nil {
+		return 0
+	}
+	return m.cfg.Snapshots.Usage("", true)
+}
+
+// ListSnapshots returns the caller's snapshots (an admin's: all).
+func (m *Manager) ListSnapshots(c Caller) ([]SnapshotInfo, error) {
+	st, err := m.snapStore()
+	if err != nil {
+		return nil, err
+	}
+	all, err := st.List(c.KeyID, c.Admin, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SnapshotInfo, 0, len(all))
+	for i := range all {
+		out = append(out, infoOf(&all[i]))
+	}
+	return out, nil
+}
+
+// GetSnapshot returns one of the caller's snapshots.
+func (m *Manager) GetSnapshot(c Caller, id string) (SnapshotInfo, error) {
+	man, err := m.snapshotOf(c, id)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return infoOf(man), nil
+}
+
+// DeleteSnapshot removes one of the caller's snapshots; sandboxes made
+// from it keep their own images.
+func (m *Manager) DeleteSnapshot(ctx context.Context, c Caller, id string) (SnapshotInfo, error) {
+	man, err := m.snapshotOf(c, id)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if m.hibernatedOn(id) {
+		return SnapshotInfo{}, fault.New(fault.Conflict, "a hibernated sandbox's snapshot goes with the sandbox: resume or delete the sandbox")
+	}
+	st, _ := m.snapStore()
+	if _, err := st.Delete(ctx, c.KeyID, c.Admin, man.ID); err != nil {
+		return SnapshotInfo{}, err
+	}
+	return infoOf(man), nil
+}
+
+// hibernatedOn tells whether a listed sandbox hibernates in snapshot id.
+func (m *Manager) hibernatedOn(id string) bool {
+	for _, s := range m.All() {
+		s.mu.Lock()
+		r := s.rec.Restore
+		s.mu.Unlock()
+		if r != nil && r.Hibernated && r.Snapshot == id {
+			return true
+		}
+	}
+	return false
+}
+
+// fromSnapshot makes spec a restore of its snapshot for c: the snapshot's
+// template, network and limits where spec sets none; its disk is the
+// image's size (a different one is refused). It returns the restore to
+// record.
+func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
+	man, err := m.snapshotOf(c, spec.Snapshot)
+	if err != nil {
+		return nil, err
+	}
+	var meta snapMeta
+	if err := json.Unmarshal(man.Meta, &meta); err != nil {
+		return nil, fmt.Errorf("snapshot %s settings: %w", man.ID, err)
+	}
+	if spec.Template != "" {
+		return nil, fault.InvalidField("template", "a sandbox made from a snapshot runs on the snapshot's template; give no template")
+	}
+	if d := spec.Limits.DiskBytes; d != 0 && d != man.ImageSize {
+		return nil, fault.InvalidField("limits.disk", fmt.Sprintf("a sandbox made from this snapshot has its image's size, %s", iBytes(man.ImageSize)))
+	}
+	if _, d := templateNames(meta.Template); d != "" {
+		spec.Template = d // by digest: the content it was taken on
+	}
+	l := &spec.Limits
+	l.DiskBytes = man.ImageSize
+	for _, f := range []struct{ v, from *int64 }{
+		{&l.MemoryBytes, &meta.Limits.MemoryBytes}, {&l.CPUMilli, &meta.Limits.CPUMilli}, {&l.Pids, &meta.Limits.Pids},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.from
+		}
+	}
+	if l.CPUTime == 0 {
+		l.CPUTime = meta.Limits.CPUTime
+	}
+	if spec.Network.Mode == "" {
+		spec.Network = meta.Network
+	}
+	spec.Browser = spec.Browser || meta.Browser
+	return &Restore{Snapshot: man.ID, FromBase: meta.HostBase}, nil
+}
+
+// restoreImage makes the sandbox's image from its pending restore, unless
+// an earlier start did. Callers hold s.mu.
+func (s *Sandbox) restoreImage(ctx context.Context, img string) error {
+	if _, err := os.Lstat(img); err == nil {
+		return nil
+	}
+	st, err := s.m.snapStore()
+	if err != nil {
+		return err
+	}
+	man, err := st.Get("", true, s.rec.Restore.Snapshot)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return fault.New(fault.Unavailable, "the sandbox's snapshot is gone")
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(img), 0o700); err != nil {
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	return st.Restore(ctx, man, img)
+}
+
+// Hibernate snapshots sandbox id under its own id and frees it: its
+// processes end, its memory and cgroups go, its image leaves the node.
+func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, error) {
+	s, err := m.Get(c, id)
+	if err != nil {
+		return Info{}, err
+	}
+	if s.diskBytes() <= 0 {
+		return Info{}, fault.New(fault.Unsupported, "a sandbox without a workspace image (no disk quota) cannot hibernate")
+	}
+	s.mu.Lock()
+	switch {
+	case s.state == Hibernated:
+		s.mu.Unlock()
+		return s.Info(), nil
+	case s.hibernating:
+		s.mu.Unlock()
+		return Info{}, fault.New(fault.Conflict, "sandbox is hibernating already")
+	}
+	s.hibernating = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.hibernating = false
+		s.mu.Unlock()
+	}()
+	m.beforeStop(s, "hibernate")
+	s.shutdown()
+	man, err := m.snapshot(ctx, s, s.rec.Name+"-hibernation", true)
+	if err != nil {
+		// Stopped, its workspace whole: the next use starts it.
+		return Info{}, err
+	}
+	s.releaseVolume()
+	s.mu.Lock()
+	prev := s.rec.Restore
+	s.rec.Restore = &Restore{Snapshot: man.ID, FromBase: hostBase(s.rec.Slot), Hibernated: true}
+	rec := s.rec
+	s.mu.Unlock()
+	if err := m.records.PutSandbox(ctx, rec); err != nil {
+		s.mu.Lock()
+		s.rec.Restore = prev
+		s.mu.Unlock()
+		m.dropSnapshot(man.ID)
+		return Info{}, fmt.Errorf("save sandbox: %w", err)
+	}
+	s.mu.Lock()
+	s.state = Hibernated
+	s.mu.Unlock()
+	// Recorded: the image may go (a crash before this leaves both, and
+	// the start restores nothing over an image that exists).
+	if err := os.RemoveAll(s.workspaceDir()); err != nil {
+		m.log.Error("remove hibernated workspace", "id", s.rec.ID, "err", err)
+	}
+	return s.Info(), nil
+}
+
+// resumed finishes a hibernated sandbox's first start: its record loses
+// the restore and the hibernation snapshot goes.
+func (m *Manager) resumed(ctx context.Context, s *Sandbox, r *Restore) {
+	s.mu.Lock()
+	rec := s.rec
+	s.mu.Unlock()
+	if err := m.records.PutSandbox(ctx, rec); err != nil {
+		m.log.Error("save resumed sandbox", "id", rec.ID, "err", err)
+		return
+	}
+	m.dropSnapshot(r.Snapshot)
+}
+
+// dropSnapshot removes a snapshot the server made for itself.
+func (m *Manager) dropSnapshot(id string) {
+	if st := m.cfg.Snapshots; st != nil {
+		if _, err := st.Delete(context.Background(), "", true, id); err != nil && !errors.Is(err, snapshot.ErrNotFound) {
+			m.log.Error("remove hibernation snapshot", "snapshot", id, "err", err)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// capture runs fn on the sandbox's workspace image while the image holds
+// still: every process of the sandbox frozen (the cgroup freezer, v1 or
+// v2), and the file system flushed to the image (syncfs of the mounted
+// workspace: with every writer frozen, what it writes back is the whole
+// state). The freeze is undone when fn returns; a paused sandbox stays
+// paused.
+//
+// Why syncfs and not FIFREEZE: a file system freeze waits for the writes
+// under way to finish, and a task the cgroup froze inside a write would
+// hold it forever; the server's own descriptor is the only other way into
+// the file system, and it writes nothing while s.mu is held.
+func (s *Sandbox) capture(fn func(img *os.File, size int64) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == Hibernated {
+		return fault.New(fault.Conflict, "sandbox is hibernated; resume it first")
+	}
+	if s.diskBytes() <= 0 {
+		return fault.New(fault.Unsupported, "a sandbox without a workspace image (no disk quota) cannot be snapshotted")
+	}
+	if s.state == Running && s.group != nil {
+		if err := s.group.Freeze(); err != nil {
+			return fmt.Errorf("freeze sandbox for a snapshot: %w", err)
+		}
+		defer func() {
+			if err := s.group.Thaw(); err != nil {
+				s.m.log.Error("thaw sandbox after a snapshot", "id", s.rec.ID, "err", err)
+			}
+		}()
+	}
+	if s.vol != nil {
+		fd, err := unix.Openat(int(s.vol.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open workspace for a snapshot: %w", err)
+		}
+		err = unix.Syncfs(fd)
+		_ = unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("flush workspace for a snapshot: %w", err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(s.workspaceDir(), imageName), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return fault.New(fault.Conflict, "the sandbox has no workspace image yet")
+	}
+	if err != nil {
+		return fmt.Errorf("open workspace image: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open workspace image: %w", err)
+	}
+	return fn(f, st.Size())
+}
+
+// maxShiftDepth bounds the directories the id shift descends: deeper than
+// any tree a path of PATH_MAX can name (4096 / 2).
+const maxShiftDepth = 2048
+
+// shiftIDs gives the files of a restored image, owned under the source
+// sandbox's host ids (from), the same ids under this sandbox's (to): every
+// inode whose owner or group falls in from's range moves to to's, other
+// ids (root's, outside any range) stay. A change of owner clears setuid and
+// setgid bits, which are set again; file capabilities (tied to the source's
+// user namespace) do not survive, nor do uids inside POSIX ACLs. The walk
+// never follows a symlink and stays on the image's file system.
+func shiftIDs(root *os.File, from, to uint32) error {
+	if from == to {
+		return nil
+	}
+	shift := func(id uint32) (uint32, bool) {
+		if id >= from && id-from < agent.IDRange {
+			return to + (id - from), true
+		}
+		return id, false
+	}
+	rootFD, err := unix.Openat(int(root.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("shift ids: %w", err)
+	}
+	one := func(dirfd int, name string) (isDir bool, err error) {
+		var st unix.Stat_t
+		flags := unix.AT_SYMLINK_NOFOLLOW
+		if name == "" {
+			flags |= unix.AT_EMPTY_PATH
+		}
+		if err := unix.Fstatat(dirfd, name, &st, flags); err != nil {
+			return false, err
+		}
+		uid, su := shift(st.Uid)
+		gid, sg := shift(st.Gid)
+		if su || sg {
+			if err := unix.Fchownat(dirfd, name, int(uid), int(gid), flags); err != nil {
+				return false, err
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
+				if err := unix.Fchmodat(dirfd, name, st.Mode&0o7777, 0); err != nil {
+					return false, err
+				}
+			}
+		}
+		return st.Mode&unix.S_IFMT == unix.S_IFDIR, nil
+	}
+	defer func() { _ = unix.Close(rootFD) }()
+	if _, err := one(rootFD, ""); err != nil {
+		return fmt.Errorf("shift ids: %w", err)
+	}
+	// Directories still to walk, by path below the root (opened one at a
+	// time, so the walk holds two descriptors however wide the tree).
+	type dir struct {
+		path  string
+		depth int
+	}
+	how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS}
+	stack := []dir{{".", 0}}
+	for len(stack) > 0 {
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		fd, err := unix.Openat2(rootFD, d.path, &how)
+		if err != nil {
+			return fmt.Errorf("shift ids: %w", err)
+		}
+		f := os.NewFile(uintptr(fd), "dir")
+		names, err := f.Readdirnames(-1)
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("shift ids: %w", err)
+		}
+		for _, n := range names {
+			isDir, err := one(fd, n)
+			if err != nil {
+				_ = f.Close()
+				return fmt.Errorf("shift ids: %w", err)
+			}
+			if !isDir {
+				continue
+			}
+			if d.depth+1 > maxShiftDepth {
+				_ = f.Close()
+				return fmt.Errorf("shift ids: directories nested deeper than %d", maxShiftDepth)
+			}
+			stack = append(stack, dir{d.path + "/" + n, d.depth + 1})
+		}
+		_ = f.Close()
+	}
+	return nil
+}

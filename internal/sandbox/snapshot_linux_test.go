@@ -1,0 +1,264 @@
+package sandbox
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/snapshot"
+	"github.com/sandhold/sandhold/internal/template"
+)
+
+func withSnapshots(t *testing.T, c Config) Config {
+	t.Helper()
+	st, err := snapshot.Open(filepath.Join(c.DataDir, "snapshots"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Snapshots = st
+	return c
+}
+
+// TestSnapshotRestoreFork: a snapshot of a running sandbox restores into
+// new sandboxes of their own (host ids included), each isolated from the
+// others and from the source; deleting the source keeps the snapshot.
+func TestSnapshotRestoreFork(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, withSnapshots(t, testConfig(t)), nil)
+	src := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	if r := sh(t, src, "mkdir -p d && echo hello > d/f && ln -s d/f link && chmod 4755 d/f && dd if=/dev/urandom of=big bs=1M count=5 2>/dev/null && sha256sum big > big.sum"); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("setup: %q %q", r.Stdout, r.Stderr)
+	}
+	// A background writer keeps running through the snapshot (frozen).
+	run(t, src, ExecRequest{Command: "while :; do date >> log; sleep 0.01; done", Background: true})
+	snap, err := m.Snapshot(ctx, owner, src.ID(), "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Digest == "" || snap.Processes || snap.ImageSize != 64<<20 {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	if r := sh(t, src, "echo after > after"); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("the source does not run after its snapshot: %q", r.Stderr)
+	}
+
+	var forks []*Sandbox
+	for range 2 {
+		info, err := m.Create(ctx, owner, Spec{Snapshot: snap.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.ProcessesRestored == nil || *info.ProcessesRestored || info.Snapshot != snap.ID || info.Limits.DiskBytes != 64<<20 {
+			t.Fatalf("restored info %+v", info)
+		}
+		f, _ := m.Get(owner, info.ID)
+		forks = append(forks, f)
+	}
+	check := "cat d/f; readlink link; stat -c '%a %u' d/f; id -u; sha256sum -c big.sum >/dev/null && echo sum-ok; test -e after || echo no-after"
+	for i, f := range forks {
+		r := sh(t, f, check)
+		want := "hello\nd/f\n4755 1000\n1000\nsum-ok\nno-after\n"
+		if r.Stdout != want {
+			t.Errorf("fork %d: %q (stderr %q), want %q", i, r.Stdout, r.Stderr, want)
+		}
+	}
+	// Fork isolation: a write in one fork is invisible to the other and
+	// to the source.
+	sh(t, forks[0], "echo mine > only0")
+	for _, s := range []*Sandbox{forks[1], src} {
+		if r := sh(t, s, "cat only0 2>/dev/null || echo absent"); r.Stdout != "absent\n" {
+			t.Errorf("%s sees a fork's write: %q", s.ID(), r.Stdout)
+		}
+	}
+	// Another tenant neither sees nor restores it.
+	other := Caller{KeyID: "key-b"}
+	if _, err := m.GetSnapshot(other, snap.ID); !fault.Is(err, fault.NotFound) {
+		t.Errorf("another key's get: %v", err)
+	}
+	if _, err := m.Create(ctx, other, Spec{Snapshot: snap.ID}); !fault.Is(err, fault.NotFound) {
+		t.Errorf("another key's restore: %v", err)
+	}
+	// Deleting the source keeps the snapshot, which still restores.
+	if err := m.Delete(ctx, owner, src.ID()); err != nil {
+		t.Fatal(err)
+	}
+	info, err := m.Create(ctx, owner, Spec{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatalf("restore after the source's delete: %v", err)
+	}
+	f, _ := m.Get(owner, info.ID)
+	if r := sh(t, f, "cat d/f"); r.Stdout != "hello\n" {
+		t.Errorf("restore after the source's delete: %q", r.Stdout)
+	}
+	if _, err := m.DeleteSnapshot(ctx, owner, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+	if u := m.cfg.Snapshots.Usage(owner.KeyID, false); u != 0 {
+		t.Errorf("the owner's snapshots hold %d bytes after the last went", u)
+	}
+}
+
+// TestHibernateSurvivesRestart: a hibernated sandbox has no init and no
+// image, keeps its id, survives a restart of the manager and resumes on
+// its next use with its files.
+func TestHibernateSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	cfg := withSnapshots(t, testConfig(t))
+	recs := &memRecords{}
+	m := newManager(t, cfg, recs)
+	s := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	sh(t, s, "echo kept > f")
+	id := s.ID()
+	info, err := m.Hibernate(ctx, owner, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != Hibernated {
+		t.Fatalf("state %s", info.State)
+	}
+	if s.cgroupGroup() != nil {
+		t.Error("a hibernated sandbox keeps its cgroup")
+	}
+	if _, err := filepath.Glob(filepath.Join(s.workspaceDir(), "*")); err == nil {
+		if g, _ := filepath.Glob(filepath.Join(s.workspaceDir(), "*")); len(g) > 0 {
+			t.Errorf("a hibernated sandbox keeps files on the node: %v", g)
+		}
+	}
+	m.Close()
+
+	m2 := newManager(t, cfg, recs)
+	s2, err := m2.Get(owner, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s2.State(); st != Hibernated {
+		t.Fatalf("after a restart: %s", st)
+	}
+	if err := m2.Resume(ctx, owner, id); err != nil {
+		t.Fatal(err)
+	}
+	if r := sh(t, s2, "cat f"); r.Stdout != "kept\n" {
+		t.Errorf("resumed: %q %q", r.Stdout, r.Stderr)
+	}
+	if rec := recs.recs[id]; rec.Restore != nil {
+		t.Errorf("the record still says %+v", rec.Restore)
+	}
+	if l, _ := cfg.Snapshots.List("", true, true); len(l) != 0 {
+		t.Errorf("the hibernation snapshot outlives the resume: %d left", len(l))
+	}
+}
+
+// TestTemplateUpperSurvivesFork: what a template sandbox installed (its
+// overlay's upper, in the image) is in a fork of its snapshot.
+func TestTemplateUpperSurvivesFork(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := templateManager(t, template.Config{})
+	st, err := snapshot.Open(filepath.Join(m.cfg.DataDir, "snapshots"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cfg.Snapshots = st
+	s := create(t, m, Spec{Template: "bb:1", Limits: Limits{DiskBytes: 64 << 20}})
+	sh(t, s, "mkdir -p /opt/tool && echo v1 > /opt/tool/VERSION && rm /etc/motd && echo w > /workspace/f")
+	snap, err := m.Snapshot(ctx, owner, s.ID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := m.Create(ctx, owner, Spec{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Template != "" && !strings.HasPrefix(info.TemplateDigest, "sha256:") {
+		t.Errorf("fork's template %q %q", info.Template, info.TemplateDigest)
+	}
+	f, _ := m.Get(owner, info.ID)
+	if r := sh(t, f, "cat /opt/tool/VERSION /workspace/f; test -e /etc/motd || echo motd-gone"); r.Stdout != "v1\nw\nmotd-gone\n" {
+		t.Errorf("fork of a template sandbox: %q (stderr %q)", r.Stdout, r.Stderr)
+	}
+}
+
+type atomicHalt struct{ on atomic.Bool }
+
+func (h *atomicHalt) Halted() (bool, string) { return h.on.Load(), "test" }
+
+// TestHaltDuringForkStopsIt: a HALT that comes while a fork makes its
+// sandboxes refuses the next sandbox.create, and the fork deletes the
+// forks it made (all or none).
+func TestHaltDuringForkStopsIt(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, withSnapshots(t, testConfig(t)), nil)
+	src := create(t, m, Spec{Limits: Limits{DiskBytes: 32 << 20}})
+	snap, err := m.Snapshot(ctx, owner, src.ID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	halt := &atomicHalt{}
+	var made atomic.Int32
+	forkMade = func(int) {
+		made.Add(1)
+		halt.on.Store(true) // the operator halts once the first fork is made
+	}
+	t.Cleanup(func() { forkMade = func(int) {} })
+	d := dispatch.New(dispatch.Options{Halt: halt})
+	for _, tl := range Tools(m, guard.New(guard.Config{})) {
+		d.MustRegister(tl)
+	}
+	c := auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}
+	_, err = dispatch.Invoke[ForkResult](ctx, d, c, ToolSnapshotFork, ForkArgs{Snapshot: snap.ID, Count: 8})
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "halt") {
+		t.Fatalf("fork under a HALT: %v", err)
+	}
+	if made.Load() == 0 || made.Load() >= 8 {
+		t.Fatalf("%d forks were made before the HALT stopped it", made.Load())
+	}
+	if l := m.List(owner); len(l) != 1 || l[0].ID != src.ID() {
+		t.Errorf("after the stopped fork the key has %d sandboxes, want the source only", len(l))
+	}
+}
+
+// TestSnapshotsCountAgainstTheBudgets: a key's snapshots are bounded by
+// its snapshot budget, and every snapshot counts in the disk guard's
+// reading with the images.
+func TestSnapshotsCountAgainstTheBudgets(t *testing.T) {
+	ctx := context.Background()
+	cfg := withSnapshots(t, testConfig(t))
+	cfg.SnapshotBudget = 12 << 20
+	m := newManager(t, cfg, nil)
+	s := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	sh(t, s, "dd if=/dev/urandom of=a bs=1M count=5 2>/dev/null")
+	m.checkDisk()
+	before, _, _ := m.DiskGuard()
+	if _, err := m.Snapshot(ctx, owner, s.ID(), "one"); err != nil {
+		t.Fatal(err)
+	}
+	used := cfg.Snapshots.Usage(owner.KeyID, false)
+	if used < 5<<20 {
+		t.Fatalf("the snapshot holds %d bytes", used)
+	}
+	m.checkDisk()
+	if after, _, _ := m.DiskGuard(); after-before < used-(1<<20) {
+		t.Errorf("the disk guard's reading grew by %d bytes with a snapshot of %d", after-before, used)
+	}
+	// 5 MB more would pass the 12 MB budget.
+	sh(t, s, "dd if=/dev/urandom of=b bs=1M count=5 2>/dev/null")
+	if _, err := m.Snapshot(ctx, owner, s.ID(), "two"); !fault.Is(err, fault.Conflict) {
+		t.Fatalf("a snapshot past the key's budget: %v", err)
+	}
+	if u := cfg.Snapshots.Usage(owner.KeyID, false); u != used {
+		t.Errorf("a refused snapshot changed the key's usage: %d → %d", used, u)
+	}
+	// Another key's budget is its own.
+	o, err := m.Create(ctx, Caller{KeyID: "key-b"}, Spec{Limits: Limits{DiskBytes: 32 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Snapshot(ctx, Caller{KeyID: "key-b"}, o.ID, ""); err != nil {
+		t.Errorf("another key's snapshot: %v", err)
+	}
+}

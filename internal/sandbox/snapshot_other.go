@@ -1,0 +1,19 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"os"
+
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// capture needs Linux (the freezer, the workspace image).
+func (s *Sandbox) capture(func(*os.File, int64) error) error {
+	return fault.New(fault.Unsupported, "snapshots need Linux")
+}
+
+// shiftIDs needs Linux.
+func shiftIDs(*os.File, uint32, uint32) error {
+	return fault.New(fault.Unsupported, "snapshots need Linux")
+}
