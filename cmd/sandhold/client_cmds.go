@@ -16,15 +16,18 @@ import (
 // with the key from `sandhold login` (or SANDHOLD_URL / SANDHOLD_KEY).
 // Embedded in the command tree so they sit at the top level.
 type clientCmds struct {
-	Login    clientLoginCmd  `cmd:"" group:"Client (talk to a server)" help:"Store a server URL and key (key read from a prompt or --key-stdin, never from argv)."`
-	Ls       clientLsCmd     `cmd:"" group:"Client (talk to a server)" help:"List sandboxes."`
-	Create   clientCreateCmd `cmd:"" group:"Client (talk to a server)" help:"Create a sandbox and print its id."`
-	Rm       clientRmCmd     `cmd:"" group:"Client (talk to a server)" help:"Delete sandboxes (their processes and workspaces)."`
-	Exec     clientExecCmd   `cmd:"" group:"Client (talk to a server)" help:"Run a command in a sandbox, streaming its output; exits with its exit status. sandhold exec SB -- CMD ARGS…"`
-	Shell    clientShellCmd  `cmd:"" group:"Client (talk to a server)" help:"Open an interactive terminal in a sandbox."`
-	Cp       clientCpCmd     `cmd:"" group:"Client (talk to a server)" help:"Copy a file into (SB:PATH as DST) or out of (SB:PATH as SRC) a sandbox; resumable, checksummed."`
-	Logs     clientLogsCmd   `cmd:"" group:"Client (talk to a server)" help:"Print a background command's output (exec -d); -f follows it to the end."`
-	Template templateCmd     `cmd:"" group:"Client (talk to a server)" help:"Sandbox templates: build, pull, import, ls, inspect, rm."`
+	Login     clientLoginCmd     `cmd:"" group:"Client (talk to a server)" help:"Store a server URL and key (key read from a prompt or --key-stdin, never from argv)."`
+	Ls        clientLsCmd        `cmd:"" group:"Client (talk to a server)" help:"List sandboxes."`
+	Create    clientCreateCmd    `cmd:"" group:"Client (talk to a server)" help:"Create a sandbox and print its id."`
+	Rm        clientRmCmd        `cmd:"" group:"Client (talk to a server)" help:"Delete sandboxes (their processes and workspaces)."`
+	Exec      clientExecCmd      `cmd:"" group:"Client (talk to a server)" help:"Run a command in a sandbox, streaming its output; exits with its exit status. sandhold exec SB -- CMD ARGS…"`
+	Shell     clientShellCmd     `cmd:"" group:"Client (talk to a server)" help:"Open an interactive terminal in a sandbox."`
+	Cp        clientCpCmd        `cmd:"" group:"Client (talk to a server)" help:"Copy a file into (SB:PATH as DST) or out of (SB:PATH as SRC) a sandbox; resumable, checksummed."`
+	Logs      clientLogsCmd      `cmd:"" group:"Client (talk to a server)" help:"Print a background command's output (exec -d); -f follows it to the end."`
+	Template  templateCmd        `cmd:"" group:"Client (talk to a server)" help:"Sandbox templates: build, pull, import, ls, inspect, rm."`
+	Snapshot  snapshotCmd        `cmd:"" group:"Client (talk to a server)" help:"Snapshots of sandboxes: create, ls, rm, export, import."`
+	Fork      clientForkCmd      `cmd:"" group:"Client (talk to a server)" help:"Make sandboxes from a snapshot (sandhold fork SNAPSHOT -n 10); prints their ids."`
+	Hibernate clientHibernateCmd `cmd:"" group:"Client (talk to a server)" help:"Snapshot a sandbox and free it; its next use (or resume) restores it."`
 }
 
 // connect loads the login (file, then SANDHOLD_* overrides) and returns a

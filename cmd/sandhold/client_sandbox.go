@@ -74,6 +74,7 @@ type clientCreateCmd struct {
 	Allow    []string `help:"Egress allow-list entries for --network proxy (host, *.domain, host:port); repeatable."`
 	TTL      string   `name:"ttl" help:"Delete the sandbox this long after creation, e.g. 2h (then exec -d commands have no wall limit)."`
 	Template string   `name:"template" short:"t" help:"Template to make the sandbox from (name[:tag] or digest; sandhold template ls). Default: host."`
+	Snapshot string   `name:"snapshot" help:"Snapshot to make the sandbox from (sandhold snapshot ls): its files, packages, template and limits; processes start afresh."`
 	JSON     bool     `name:"json" help:"Print the whole sandbox as JSON instead of its id."`
 }
 
@@ -82,7 +83,7 @@ func (cr *clientCreateCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	req := client.CreateRequest{Name: cr.Name, TTL: cr.TTL, Template: cr.Template}
+	req := client.CreateRequest{Name: cr.Name, TTL: cr.TTL, Template: cr.Template, Snapshot: cr.Snapshot}
 	if cr.Memory != "" || cr.CPU != 0 || cr.Pids != 0 || cr.Disk != "" || cr.CPUTime != "" {
 		req.Limits = &client.Limits{Memory: cr.Memory, CPU: cr.CPU, Pids: cr.Pids, Disk: cr.Disk, CPUTime: cr.CPUTime}
 	}

@@ -60,6 +60,8 @@ type CreateRequest struct {
 	// Template is the template to make the sandbox from (name[:tag] or
 	// digest); empty: host.
 	Template string `json:"template,omitempty"`
+	// Snapshot restores a snapshot into the new sandbox.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 func sandboxPath(id string) string { return "/v1/sandboxes/" + url.PathEscape(id) }

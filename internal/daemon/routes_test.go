@@ -99,6 +99,7 @@ var validRequests = map[string]struct {
 	// archive and context (each refused by its tool).
 	"POST /v1/templates":        {body: map[string]any{"image": "127.0.0.1:1/none:latest"}},
 	"POST /v1/templates/import": {header: map[string]string{"Content-Type": "application/x-tar"}},
+	"POST /v1/snapshots/import": {header: map[string]string{"Content-Type": "application/x-tar"}},
 	"POST /v1/templates/build":  {header: map[string]string{"Content-Type": "application/x-tar"}},
 	// browser: bodies that pass the operations' field rules.
 	"POST /v1/browser/actions":                {body: map[string]any{"action_type": "WAIT", "duration": 0}},
