@@ -41,7 +41,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"golang.org/x/sys/unix"
 )
 
 // templateBench is the result of bench templates.
@@ -349,7 +348,7 @@ func evictDir(dir string) {
 		}
 		// Dirty pages are not dropped: written back first.
 		_ = f.Sync()
-		_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED) //nolint:gosec // G115: a descriptor number
+		dropCached(f)
 		_ = f.Close()
 		return nil
 	})
