@@ -62,8 +62,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, filepath.Join("e2e", "console-e2e.mjs"))
 	cmd.Dir = web
 	env := []string{"BASE_URL=http://" + d.Addr(), "ADMIN_KEY=" + d.AdminKey(), "CHROMIUM=" + chrome, "OUT_DIR=" + shots}
+	var templateShots []string
 	if tar := templateArchive(t); tar != "" {
 		env = append(env, "TEMPLATE_TAR="+tar) // the Templates page imports it
+		templateShots = []string{"15-templates", "15a-template-built"}
 	}
 	cmd.Env = browserEnv(tmp, env...)
 	out, err := cmd.CombinedOutput()
@@ -72,8 +74,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "\nPASS") {
 		t.Fatalf("the browser run failed: %v", err)
 	}
-	for _, name := range []string{"01-signin", "02-sandboxes", "02a-create-error", "02b-fleet-selected", "02c-paused", "03-terminal", "04-files",
-		"05-audit", "05a-audit-record", "06-approvals", "09-halted", "11-vnc", "14-mobile-sandboxes", "16-docs", "17-docs-field"} {
+	for _, name := range append([]string{"01-signin", "02-sandboxes", "02a-create-error", "02b-fleet-selected", "02c-paused", "03-terminal", "04-files",
+		"05-audit", "05a-audit-record", "06-approvals", "09-halted", "11-vnc", "14-mobile-sandboxes", "16-docs", "17-docs-field"}, templateShots...) {
 		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
 			t.Errorf("screenshot %s missing: %v", name, err)
 		}

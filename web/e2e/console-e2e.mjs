@@ -310,10 +310,25 @@ try {
     await frow.getByRole('button', { name: 'Delete' }).click();
     await frow.waitFor({ state: 'detached' });
     await page.goto(base + '/#/templates');
+    // build on it: each RUN in a sandbox, progress streamed into the drawer
+    await page.getByRole('button', { name: 'Build a Dockerfile' }).click();
+    const bd = page.getByRole('dialog', { name: 'Build a Dockerfile' });
+    await bd.getByRole('button', { name: 'Build' }).click();
+    await inView(page, '#tb-dockerfile-err', /FROM/);
+    await bd.getByLabel('Dockerfile', { exact: true }).fill('FROM e2e-bb:1\nRUN echo built-in-console > /etc/built && cat /etc/built\n');
+    await bd.getByLabel('Name').fill('e2e-built');
+    await bd.getByLabel('Tag').fill('1');
+    await bd.getByRole('button', { name: 'Build' }).click();
+    await page.locator('tr[data-ref="e2e-built:1"]').waitFor({ timeout: 180_000 });
+    if (await bd.count()) throw new Error('the build drawer stayed open after the build');
+    await shot(page, '15a-template-built');
+    page.once('dialog', (d) => d.accept());
+    await page.locator('tr[data-ref="e2e-built:1"]').getByRole('button', { name: 'Delete' }).click();
+    await page.locator('tr[data-ref="e2e-built:1"]').waitFor({ state: 'detached' });
     page.once('dialog', (d) => d.accept());
     await page.locator('tr[data-ref="e2e-bb:1"]').getByRole('button', { name: 'Delete' }).click();
     await page.locator('tr[data-ref="e2e-bb:1"]').waitFor({ state: 'detached' });
-    ok('templates: import (an error at the field first), inspect, a sandbox from it, delete');
+    ok('templates: import (an error at the field first), inspect, a sandbox from it, a Dockerfile built on it, delete');
   }
 
   // /docs: Redoc from the binary, sandhold's routes before AIO's, search,

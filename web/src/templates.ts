@@ -2,7 +2,7 @@
 // inspect, delete, make a sandbox from one, pull one from a registry or
 // import an OCI layout / docker save tarball.
 import { visible } from './visible';
-import { ago, bytes, call, canWrite, clearErrors, closeDrawer, field, guarded, h, isAdmin, openDrawer, page, say, session, showError, upload, visibleJSON } from './ui';
+import { APIError, ago, bytes, call, canWrite, clearErrors, closeDrawer, field, guarded, h, isAdmin, openDrawer, page, say, session, showError, upload, visibleJSON } from './ui';
 
 interface Template {
   name?: string;
@@ -22,9 +22,10 @@ export async function templatesPage() {
   const writable = canWrite();
   const pullBtn = h('button', { type: 'button', id: 'pull-template', text: 'Pull an image' });
   const importBtn = h('button', { type: 'button', class: 'secondary', id: 'import-template', text: 'Import an archive' });
+  const buildBtn = h('button', { type: 'button', class: 'secondary', id: 'build-template', text: 'Build a Dockerfile' });
   page('Templates',
     h('p', { class: 'hint', text: 'Immutable root file systems, shared read-only; each sandbox made from one writes to its own layer in its workspace. "host" (the server\'s /usr) is always there.' }),
-    writable ? h('div', { class: 'toolbar' }, pullBtn, importBtn) : null,
+    writable ? h('div', { class: 'toolbar' }, pullBtn, buildBtn, importBtn) : null,
     h('div', { class: 'scroll' }, h('table', { class: 'templates' }, h('caption', { text: 'Templates you can use' }),
       h('thead', {}, h('tr', {}, ...['Name', 'Digest', 'Source', 'Layers', 'Size', 'Made', 'Owner', 'Actions'].map((c) => h('th', { scope: 'col', text: c })))), tbody)));
   const load = async () => {
@@ -57,6 +58,7 @@ export async function templatesPage() {
   };
   pullBtn.addEventListener('click', () => pullDrawer(load));
   importBtn.addEventListener('click', () => importDrawer(load));
+  buildBtn.addEventListener('click', () => buildDrawer(load));
   await guarded('Templates', load);
 }
 
@@ -71,7 +73,7 @@ function pullDrawer(onDone: () => Promise<void>) {
     field('t-name', 'Name', h('input', { id: 't-name', name: 'name', required: true, placeholder: 'python' })),
     field('t-tag', 'Tag', h('input', { id: 't-tag', name: 'tag', placeholder: 'latest' })),
     h('div', { class: 'drawer-actions' }, h('button', { type: 'submit', text: 'Pull' })),
-    h('p', { id: 't-progress', class: 'hint', role: 'status' }));
+    h('pre', { id: 't-progress', class: 'progress-log', role: 'status', 'aria-live': 'polite' }));
   openDrawer('Pull an image', form);
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
@@ -88,15 +90,13 @@ function pullDrawer(onDone: () => Promise<void>) {
     const body: Record<string, string> = { image: v('t-image') };
     if (v('t-name')) body.name = v('t-name');
     if (v('t-tag')) body.tag = v('t-tag');
-    (form.querySelector('#t-progress') as HTMLElement).textContent = 'Pulling… (large images take a while)';
     void (async () => {
       try {
-        const t = await call<Template>('POST', '/v1/templates', body);
+        const t = await makeTemplate(body, form.querySelector('#t-progress') as HTMLElement);
         say(`Made template ${visible(refOf(t))}`);
         closeDrawer();
         await onDone();
       } catch (e: any) {
-        (form.querySelector('#t-progress') as HTMLElement).textContent = '';
         showError(form, { image: 't-image', name: 't-name', tag: 't-tag' }[e.field as string] ?? null, e.message);
       }
     })();
@@ -129,5 +129,91 @@ function importDrawer(onDone: () => Promise<void>) {
       closeDrawer();
       void onDone();
     }, (e) => showError(form, null, `Import: ${e.message}`));
+  });
+}
+
+// makeTemplate posts body to /v1/templates asking for progress events
+// (text/event-stream) and writes each to log; it answers the template or
+// throws an APIError, like call().
+async function makeTemplate(body: Record<string, unknown>, log: HTMLElement): Promise<Template> {
+  log.textContent = '';
+  const line = (s: string) => {
+    log.textContent = (log.textContent + s + '\n').split('\n').slice(-200).join('\n');
+    log.scrollTop = log.scrollHeight;
+  };
+  const r = await fetch('/v1/templates', { method: 'POST', credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream', 'X-CSRF-Token': session.csrf }, body: JSON.stringify(body) });
+  if (!(r.headers.get('Content-Type') ?? '').startsWith('text/event-stream') || !r.body) {
+    const env = await r.json().catch(() => null);
+    if (r.ok && env?.success !== false) return env.data as Template;
+    throw new APIError(r.status, env?.message ?? `HTTP ${r.status}`, env?.data?.code ?? '', String(env?.data?.field ?? '').replace(/^body\./, ''));
+  }
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let i: number;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const event = /^event: (.*)$/m.exec(block)?.[1] ?? '';
+      const data = JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? 'null');
+      if (event === 'progress') {
+        const e = data ?? {};
+        // A RUN's output keeps its lines; each is made visible.
+        const text = [e.step, e.layers ? `${e.layer}/${e.layers}` : '', e.cached ? 'cached' : '', e.bytes ? bytes(e.bytes) : '', e.message ?? ''].filter(Boolean).join(' ');
+        line(text.replace(/\n$/, '').split('\n').map(visible).join('\n'));
+      } else if (event === 'done') {
+        return data.data as Template;
+      } else if (event === 'error') {
+        throw new APIError(400, data?.message ?? 'failed', data?.data?.code ?? '', String(data?.data?.field ?? '').replace(/^body\./, ''));
+      }
+    }
+  }
+  throw new APIError(0, 'the server ended the stream without an answer');
+}
+
+function buildDrawer(onDone: () => Promise<void>) {
+  const df = h('textarea', { id: 'tb-dockerfile', name: 'dockerfile', rows: '8', spellcheck: 'false', placeholder: 'FROM python:3.12\nRUN pip install numpy' });
+  const mode = h('select', { id: 'tb-network', name: 'network' }, h('option', { value: 'none', text: 'none (no egress)' }), h('option', { value: 'proxy', text: 'proxy (allow-list)' }));
+  const form = h('form', { class: 'drawer-form', 'aria-label': 'Build a Dockerfile', novalidate: true },
+    field('tb-dockerfile', 'Dockerfile', df, 'FROM a template (or a pulled image), RUN, ENV, ARG, WORKDIR, USER, LABEL, CMD; each RUN runs in a sandbox as you (COPY needs a build context: POST /v1/templates/build)'),
+    field('tb-name', 'Name', h('input', { id: 'tb-name', name: 'name', required: true })),
+    field('tb-tag', 'Tag', h('input', { id: 'tb-tag', name: 'tag', placeholder: 'latest' })),
+    field('tb-network', 'Egress of the RUN steps', mode),
+    field('tb-allow', 'Allowed hosts (proxy mode)', h('input', { id: 'tb-allow', name: 'allow', placeholder: 'pypi.org *.pythonhosted.org' })),
+    h('div', { class: 'drawer-actions' }, h('button', { type: 'submit', text: 'Build' })),
+    h('pre', { id: 'tb-progress', class: 'progress-log', role: 'status', 'aria-live': 'polite' }));
+  openDrawer('Build a Dockerfile', form);
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    clearErrors(form);
+    const v = (id: string) => (form.querySelector('#' + id) as HTMLInputElement).value.trim();
+    if (!/^\s*FROM\s/im.test(df.value)) {
+      showError(form, 'tb-dockerfile', 'a Dockerfile starts FROM a template (name:tag, or host)');
+      return;
+    }
+    if (!v('tb-name')) {
+      showError(form, 'tb-name', 'name the template');
+      return;
+    }
+    const body: Record<string, unknown> = { dockerfile: df.value, name: v('tb-name'), network: { mode: mode.value, allow: v('tb-allow').split(/\s+/).filter(Boolean) } };
+    if (v('tb-tag')) body.tag = v('tb-tag');
+    const submit = form.querySelector('button[type=submit]') as HTMLButtonElement;
+    submit.disabled = true;
+    void (async () => {
+      try {
+        const t = await makeTemplate(body, form.querySelector('#tb-progress') as HTMLElement);
+        say(`Built template ${visible(refOf(t))}`);
+        closeDrawer();
+        await onDone();
+      } catch (e: any) {
+        showError(form, { dockerfile: 'tb-dockerfile', name: 'tb-name', tag: 'tb-tag', 'network.mode': 'tb-network' }[e.field as string] ?? null, e.message);
+      } finally {
+        submit.disabled = false;
+      }
+    })();
   });
 }
