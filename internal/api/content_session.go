@@ -220,7 +220,8 @@ func (s *Server) serveContentSession(w http.ResponseWriter, r *http.Request, nex
 				WriteError(w, r, fault.Wrap(fault.Internal, err, "could not start the preview's session"))
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: contentCookieName(r), Value: id, Path: "/", HttpOnly: true,
+			http.SetCookie(w, &http.Cookie{ // #nosec G124 -- Secure is dropped only on plain HTTP, where a browser would refuse the cookie; HttpOnly and SameSite=Strict always
+				Name: contentCookieName(r), Value: id, Path: "/", HttpOnly: true,
 				Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int(contentSessionMax.Seconds())})
 			s.auditContentSession(r.Context(), c, t)
 			next.ServeHTTP(w, r)

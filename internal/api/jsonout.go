@@ -14,7 +14,7 @@ import (
 // an agent typed, file names a sandbox made — and people read them in
 // terminals and browsers. encoding/json already writes control characters
 // as \u escapes; the bidirectional formatting characters it writes raw,
-// and a raw U+202E in a record makes "fake‮exe" read as "fakeexe" reversed
+// and a raw U+202E in a record shows the rest of its line reversed
 // wherever the answer is shown. Every JSON answer therefore writes them
 // as \u escapes too: the decoded strings are exactly the stored ones
 // (JSON escaping is lossless), only their raw bytes never reach a display.
