@@ -10,6 +10,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/daemon/daemontest"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
 
@@ -170,11 +171,21 @@ func TestSessionsServiceLevel(t *testing.T) {
 	a := auth.Caller{KeyID: "key-a", Role: auth.RoleAgent}
 	b := auth.Caller{KeyID: "key-b", Role: auth.RoleAgent}
 
+	// Outside a dispatched call nothing creates a default sandbox
+	// (sandbox.create_default is a tool), so each key names its own.
+	box := map[string]string{}
+	for _, c := range []auth.Caller{a, b} {
+		info, err := d.Sandboxes().Create(ctx, sandbox.Caller{KeyID: c.KeyID}, sandbox.Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		box[c.KeyID] = info.ID
+	}
 	run := func(c auth.Caller, id, code string) (coderun.Result, error) {
-		return svc.Execute(ctx, c, "", coderun.Request{Language: coderun.Bash, Code: code, Stateful: true, SessionID: id})
+		return svc.Execute(ctx, c, box[c.KeyID], coderun.Request{Language: coderun.Bash, Code: code, Stateful: true, SessionID: id})
 	}
 	for _, name := range []string{"one", "two"} {
-		info, err := svc.CreateSession(ctx, a, "", coderun.Bash, name, "")
+		info, err := svc.CreateSession(ctx, a, box[a.KeyID], coderun.Bash, name, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,14 +194,14 @@ func TestSessionsServiceLevel(t *testing.T) {
 		}
 	}
 	// Key b's sessions do not count against key a's cap.
-	if _, err := svc.CreateSession(ctx, b, "", coderun.Bash, "b-one", ""); err != nil {
+	if _, err := svc.CreateSession(ctx, b, box[b.KeyID], coderun.Bash, "b-one", ""); err != nil {
 		t.Fatal(err)
 	}
 	// Use "one" so "two" is the least recently used, then create a third.
 	if _, err := run(a, "one", "true"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.CreateSession(ctx, a, "", coderun.Bash, "three", ""); err != nil {
+	if _, err := svc.CreateSession(ctx, a, box[a.KeyID], coderun.Bash, "three", ""); err != nil {
 		t.Fatal(err)
 	}
 	res, err := run(a, "one", "echo $V")
@@ -204,13 +215,13 @@ func TestSessionsServiceLevel(t *testing.T) {
 	}
 	// Idle expiry: nothing expires early; everything after the timeout.
 	svc.ReapIdle(time.Now())
-	list, _ := svc.Sessions(ctx, a, "", "")
+	list, _ := svc.Sessions(ctx, a, box[a.KeyID], "")
 	if len(list) != 2 {
 		t.Fatalf("sessions before expiry: %d", len(list))
 	}
 	svc.ReapIdle(time.Now().Add(2 * time.Minute))
 	for _, c := range []auth.Caller{a, b} {
-		if list, _ := svc.Sessions(ctx, c, "", ""); len(list) != 0 {
+		if list, _ := svc.Sessions(ctx, c, box[c.KeyID], ""); len(list) != 0 {
 			out, _ := json.Marshal(list)
 			t.Fatalf("sessions after expiry: %s", out)
 		}
