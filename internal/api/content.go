@@ -89,15 +89,28 @@ func (s *Server) contentHostTarget(hostport string) (contentTarget, bool) {
 	}
 	p, id, ok := strings.Cut(label, "-")
 	port, err := strconv.Atoi(p)
-	if !ok || err != nil || port < 1 || port > 65535 || p != strconv.Itoa(port) || id == "" || len(id) > maxContentID {
+	if !ok || err != nil || port < 1 || port > 65535 || p != strconv.Itoa(port) {
 		return contentTarget{}, false
+	}
+	if !contentID(id) {
+		return contentTarget{}, false
+	}
+	return contentTarget{id: id, port: port}, true
+}
+
+// contentID says whether id can stand in a content host's label: 1 to
+// maxContentID lowercase letters and digits. Anything else (".", "@", "#",
+// "/", decoded from a path) could move the host somewhere else.
+func contentID(id string) bool {
+	if id == "" || len(id) > maxContentID {
+		return false
 	}
 	for i := 0; i < len(id); i++ {
 		if b := id[i]; (b < 'a' || b > 'z') && (b < '0' || b > '9') {
-			return contentTarget{}, false
+			return false
 		}
 	}
-	return contentTarget{id: id, port: port}, true
+	return true
 }
 
 // contentFrom is the content host a request came for, if any.
@@ -310,7 +323,7 @@ func (s *Server) navigationToContent(r *http.Request) string {
 		return ""
 	}
 	id, tail, _ := strings.Cut(rest, "/")
-	if id == "" || len(id) > maxContentID || strings.ToLower(id) != id {
+	if !contentID(id) {
 		return ""
 	}
 	kind, after, _ := strings.Cut(tail, "/")
@@ -367,7 +380,7 @@ func (s *Server) originHandler(main http.Handler) http.Handler {
 			h := w.Header()
 			h.Set("Cache-Control", "no-store")
 			h.Set("Referrer-Policy", "no-referrer")
-			http.Redirect(w, r, u, http.StatusTemporaryRedirect) //nolint:gosec // G710: the target is built from the configured content domain or listener and this request's own sandbox id, port and path
+			http.Redirect(w, r, u, http.StatusTemporaryRedirect) //nolint:gosec // G710: the target is the configured content domain or listener with a checked id (contentID), a parsed port and this request's path
 			return
 		}
 		main.ServeHTTP(w, r)

@@ -285,6 +285,8 @@ func TestNavigationsGoToTheContentOrigin(t *testing.T) {
 		{"an API client stays", "", "sandbox.test", "/sandboxes/sbx/proxy/3000/a", nil, ""},
 		{"without a content origin", "", "", "/sandboxes/sbx/proxy/3000/a", nav, ""},
 		{"the console's own pages stay", "", "sandbox.test", "/sandboxes/sbx/vnc/index.html", nav, ""},
+		{"an id that would move the host stays", "", "sandbox.test", "/sandboxes/evil.example%23/proxy/3000/a", nav, ""},
+		{"an id with userinfo stays", "", "sandbox.test", "/sandboxes/x@evil.example/cdp/json", nav, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := newContentServer(t, func(c *config.Config) { c.ContentDomain = tc.domain; c.ContentListen = tc.listen })
