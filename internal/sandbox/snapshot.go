@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/snapshot"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // Snapshots (internal/snapshot keeps them) are a sandbox's writable state:
@@ -195,6 +196,30 @@ func (m *Manager) snapshotUsage() int64 {
 	return m.cfg.Snapshots.Usage("", true)
 }
 
+// snapshotTemplates are the digests of the templates the snapshots were
+// taken on (hibernated sandboxes' included).
+func (m *Manager) snapshotTemplates() []string {
+	st := m.cfg.Snapshots
+	if st == nil {
+		return nil
+	}
+	all, err := st.List("", true, true)
+	if err != nil {
+		m.log.Error("list snapshots for the template collector", "err", err)
+		return nil
+	}
+	var out []string
+	for _, man := range all {
+		var meta snapMeta
+		if json.Unmarshal(man.Meta, &meta) == nil {
+			if _, d := templateNames(meta.Template); d != "" {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
 // ListSnapshots returns the caller's snapshots (an admin's: all).
 func (m *Manager) ListSnapshots(c Caller) ([]SnapshotInfo, error) {
 	st, err := m.snapStore()
@@ -270,8 +295,10 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 	if d := spec.Limits.DiskBytes; d != 0 && d != man.ImageSize {
 		return nil, fault.InvalidField("limits.disk", fmt.Sprintf("a sandbox made from this snapshot has its image's size, %s", iBytes(man.ImageSize)))
 	}
-	if _, d := templateNames(meta.Template); d != "" {
-		spec.Template = d // by digest: the content it was taken on
+	if name, d := templateNames(meta.Template); d != "" {
+		if err := m.snapshotTemplate(c, man, spec, name, d); err != nil {
+			return nil, err
+		}
 	}
 	l := &spec.Limits
 	l.DiskBytes = man.ImageSize
@@ -290,6 +317,29 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 	}
 	spec.Browser = spec.Browser || meta.Browser
 	return &Restore{Snapshot: man.ID, FromBase: meta.HostBase}, nil
+}
+
+// snapshotTemplate pins spec to the template the snapshot was taken on, by
+// digest, whatever its name says now (the snapshots keep it in the store:
+// TemplatesInUse). One the caller cannot name any more (its name removed)
+// is used only for a snapshot taken here, of a sandbox that ran on it: an
+// imported snapshot never opens another key's template.
+func (m *Manager) snapshotTemplate(c Caller, man *snapshot.Manifest, spec *Spec, name, digest string) error {
+	st := m.cfg.Templates
+	if st == nil {
+		return fault.New(fault.Unavailable, "this server keeps no templates; the snapshot's template cannot be used")
+	}
+	if t, err := st.Resolve(template.Caller{KeyID: c.KeyID, Admin: c.Admin}, digest); err == nil {
+		PinTemplate(spec, t)
+		return nil
+	}
+	tm := st.Manifest(digest)
+	if tm == nil || man.Imported {
+		return fault.New(fault.NotFound, "the snapshot's template is not in this server's store for this key")
+	}
+	r, _ := template.ParseRef("template", name)
+	PinTemplate(spec, template.Template{Name: r.Name, Tag: r.Tag, Digest: digest, Manifest: *tm})
+	return nil
 }
 
 // restoreImage makes the sandbox's image from its pending restore, unless

@@ -158,7 +158,7 @@ func TestHibernateSurvivesRestart(t *testing.T) {
 // overlay's upper, in the image) is in a fork of its snapshot.
 func TestTemplateUpperSurvivesFork(t *testing.T) {
 	ctx := context.Background()
-	m, _, _ := templateManager(t, template.Config{})
+	m, tst, _ := templateManager(t, template.Config{})
 	st, err := snapshot.Open(filepath.Join(m.cfg.DataDir, "snapshots"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +168,17 @@ func TestTemplateUpperSurvivesFork(t *testing.T) {
 	sh(t, s, "mkdir -p /opt/tool && echo v1 > /opt/tool/VERSION && rm /etc/motd && echo w > /workspace/f")
 	snap, err := m.Snapshot(ctx, owner, s.ID(), "")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The snapshot keeps its template: no sandbox and no name hold it
+	// any more, and a collection leaves it.
+	if err := m.Delete(ctx, owner, s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tst.Remove(template.Caller{KeyID: "admin", Admin: true}, "bb:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tst.GC(ctx); err != nil {
 		t.Fatal(err)
 	}
 	info, err := m.Create(ctx, owner, Spec{Snapshot: snap.ID})

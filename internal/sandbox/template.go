@@ -208,5 +208,9 @@ func (m *Manager) TemplatesInUse() map[string]bool {
 			out[d] = true
 		}
 	}
+	// A snapshot restores onto its template: kept while it is.
+	for _, d := range m.snapshotTemplates() {
+		out[d] = true
+	}
 	return out
 }

@@ -209,7 +209,7 @@ func (s *Store) Import(ctx context.Context, r io.Reader, o ImportOptions) (*Mani
 	if o.Name != "" {
 		name = o.Name
 	}
-	m := &Manifest{Name: name, Owner: o.Owner, Sandbox: e.Sandbox, Created: time.Now().UTC(), Content: e.Content}
+	m := &Manifest{Name: name, Owner: o.Owner, Sandbox: e.Sandbox, Created: time.Now().UTC(), Imported: true, Content: e.Content}
 	if err := s.finish(m); err != nil {
 		return nil, err
 	}

@@ -86,6 +86,8 @@ type Manifest struct {
 	// Hibernation marks a sandbox's own snapshot while it hibernates:
 	// not listed, removed when the sandbox resumes or is deleted.
 	Hibernation bool `json:"hibernation,omitempty"`
+	// Imported: made by an import, not taken of a sandbox here.
+	Imported bool `json:"imported,omitempty"`
 	Content
 	Digest string `json:"digest"`
 	// Bytes is the data the snapshot holds (its chunks, each once).
