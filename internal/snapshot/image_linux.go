@@ -50,43 +50,33 @@ func (s *Store) Capture(ctx context.Context, img *os.File, size int64, in Info) 
 			_ = os.Remove(p.f.Name())
 		}
 	}()
-	buf := make([]byte, ChunkSize)
 	fd := int(img.Fd())
+	// The image is read ahead of the hashing and writing (readChunks,
+	// on its own goroutine), so the disk and the CPU work at once.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	chunks, free, rerr := readChunks(ctx, img, size)
+	defer func() {
+		cancel()
+		for range chunks { // let the reader end
+		}
+	}()
 	clone := true // until the file system says it cannot
 	seen := make(map[string]bool)
-	for off := int64(0); off < size; {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, syscall.ENXIO) {
-			break // nothing but holes from off to the end
-		}
-		if err != nil {
-			return nil, fmt.Errorf("capture image: seek data: %w", err)
-		}
-		if data >= off+ChunkSize {
-			off = data - data%ChunkSize
-			continue
-		}
-		n := min(ChunkSize, size-off)
-		if _, err := img.ReadAt(buf[:n], off); err != nil {
-			return nil, fmt.Errorf("capture image: read: %w", err)
-		}
-		at := off
-		off += n
-		if allZero(buf[:n]) {
-			continue
-		}
-		sum := sha256.Sum256(buf[:n])
+	for rc := range chunks {
+		buf := rc.buf[:rc.n]
+		at, n := rc.off, rc.n
+		sum := sha256.Sum256(buf)
 		d := hex.EncodeToString(sum[:])
 		m.Chunks = append(m.Chunks, Chunk{Offset: at, Length: n, Digest: d})
 		dest := chunkPath(od, d)
 		if seen[d] {
+			free <- rc.buf
 			continue
 		}
 		seen[d] = true
 		if _, err := os.Lstat(dest); err == nil {
+			free <- rc.buf
 			continue // the owner holds it already
 		}
 		f, err := os.CreateTemp(s.tmpDir(), "chunk-*")
@@ -99,13 +89,21 @@ func (s *Store) Capture(ctx context.Context, img *os.File, size int64, in Info) 
 			// the bytes just read are written.
 			err := unix.IoctlFileCloneRange(int(f.Fd()), &unix.FileCloneRange{Src_fd: int64(fd), Src_offset: uint64(at), Src_length: uint64(n)}) // #nosec G115 -- offsets of one image, not negative
 			if err == nil {
+				free <- rc.buf
 				continue
 			}
 			clone = false
 		}
-		if err := writeSparse(f, buf[:n]); err != nil {
+		err = writeSparse(f, buf)
+		free <- rc.buf
+		if err != nil {
 			return nil, fmt.Errorf("capture image: write chunk: %w", err)
 		}
+		// Its write-back starts now; commitChunks's fsync waits for it.
+		_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
+	if err := *rerr; err != nil {
+		return nil, err
 	}
 	if err := commitChunks(pending); err != nil {
 		return nil, err
@@ -115,6 +113,131 @@ func (s *Store) Capture(ctx context.Context, img *os.File, size int64, in Info) 
 		return nil, err
 	}
 	return m, nil
+}
+
+// readChunk is one chunk read from the image.
+type readChunk struct {
+	off int64
+	n   int64
+	buf []byte
+}
+
+// readAhead is how many chunks the reader may be ahead of their use.
+const readAhead = 3
+
+// readChunks reads the image's chunks that hold data (SEEK_DATA) and are
+// not all zeros, in order, into buffers the consumer hands back on free.
+// The channel closes at the end, on an error (in *err once it closed) or
+// when ctx ends.
+func readChunks(ctx context.Context, img *os.File, size int64) (<-chan readChunk, chan<- []byte, *error) {
+	out := make(chan readChunk)
+	free := make(chan []byte, readAhead)
+	for range readAhead {
+		free <- make([]byte, ChunkSize)
+	}
+	var rerr error
+	go func() {
+		defer close(out)
+		fd := int(img.Fd())
+		for off := int64(0); off < size; {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-ctx.Done():
+				rerr = ctx.Err()
+				return
+			}
+			data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+			if errors.Is(err, syscall.ENXIO) {
+				return // nothing but holes from off to the end
+			}
+			if err != nil {
+				rerr = fmt.Errorf("capture image: seek data: %w", err)
+				return
+			}
+			if data >= off+ChunkSize {
+				off = data - data%ChunkSize
+				free <- buf
+				continue
+			}
+			n := min(ChunkSize, size-off)
+			if _, err := img.ReadAt(buf[:n], off); err != nil {
+				rerr = fmt.Errorf("capture image: read: %w", err)
+				return
+			}
+			at := off
+			off += n
+			if allZero(buf[:n]) {
+				free <- buf
+				continue
+			}
+			select {
+			case out <- readChunk{off: at, n: n, buf: buf}:
+			case <-ctx.Done():
+				rerr = ctx.Err()
+				return
+			}
+		}
+	}()
+	return out, free, &rerr
+}
+
+// copyData copies the data ranges (SEEK_DATA/SEEK_HOLE) of src's first
+// length bytes from 0 to dst at base, in the kernel (copy_file_range: a
+// clone where the file system shares blocks).
+func copyData(src, dst *os.File, from, length, base int64) error {
+	sfd := int(src.Fd())
+	for pos := from; pos < length; {
+		data, err := unix.Seek(sfd, pos, unix.SEEK_DATA)
+		if errors.Is(err, syscall.ENXIO) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("seek data: %w", err)
+		}
+		hole, err := unix.Seek(sfd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return fmt.Errorf("seek hole: %w", err)
+		}
+		hole = min(hole, length)
+		in, out := data, base+data
+		for in < hole {
+			n, err := unix.CopyFileRange(sfd, &in, int(dst.Fd()), &out, int(hole-in), 0)
+			if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+				// Across file systems of different kinds: through memory.
+				if err := copyRange(src, dst, in, out, hole-in); err != nil {
+					return err
+				}
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("copy: %w", err)
+			}
+			if n == 0 {
+				return fmt.Errorf("copy: source ended early")
+			}
+		}
+		pos = hole
+	}
+	return nil
+}
+
+// copyRange copies n bytes of src at in to dst at out through a buffer.
+func copyRange(src, dst *os.File, in, out, n int64) error {
+	buf := make([]byte, min(n, 1<<20))
+	for n > 0 {
+		k, err := src.ReadAt(buf[:min(n, int64(len(buf)))], in)
+		if k > 0 {
+			if _, werr := dst.WriteAt(buf[:k], out); werr != nil {
+				return fmt.Errorf("copy: %w", werr)
+			}
+			in, out, n = in+int64(k), out+int64(k), n-int64(k)
+		}
+		if err != nil && n > 0 {
+			return fmt.Errorf("copy: %w", err)
+		}
+	}
+	return nil
 }
 
 // writeSparse writes b to f leaving runs of zeros as holes (a chunk of a
@@ -187,33 +310,8 @@ func copyChunk(dst *os.File, path string, c Chunk) error {
 		return fmt.Errorf("restore image: chunk %s has the wrong size", c.Digest[:12])
 	}
 	// Only the chunk's data is copied: its holes stay holes.
-	sfd := int(src.Fd())
-	for pos := int64(0); pos < c.Length; {
-		data, err := unix.Seek(sfd, pos, unix.SEEK_DATA)
-		if errors.Is(err, syscall.ENXIO) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("restore image: seek chunk: %w", err)
-		}
-		hole, err := unix.Seek(sfd, data, unix.SEEK_HOLE)
-		if err != nil {
-			return fmt.Errorf("restore image: seek chunk: %w", err)
-		}
-		hole = min(hole, c.Length)
-		in, out := data, c.Offset+data
-		for in < hole {
-			// copy_file_range clones on a file system that shares
-			// blocks, copies in the kernel elsewhere.
-			n, err := unix.CopyFileRange(sfd, &in, int(dst.Fd()), &out, int(hole-in), 0)
-			if err != nil {
-				return fmt.Errorf("restore image: copy chunk: %w", err)
-			}
-			if n == 0 {
-				return fmt.Errorf("restore image: chunk %s ended early", c.Digest[:12])
-			}
-		}
-		pos = hole
+	if err := copyData(src, dst, 0, c.Length, c.Offset); err != nil {
+		return fmt.Errorf("restore image: chunk %s: %w", c.Digest[:12], err)
 	}
 	return nil
 }
