@@ -59,6 +59,9 @@ func (s *Store) sign(digest string) string {
 
 // Export writes snapshot m to w.
 func (s *Store) Export(ctx context.Context, m *Manifest, w io.Writer) error {
+	if m.Parked {
+		return fault.New(fault.Conflict, "a hibernated sandbox's image is not exported; resume it and take a snapshot")
+	}
 	lk, err := s.lockOwner(m.Owner, false)
 	if err != nil {
 		return err

@@ -88,6 +88,9 @@ type Manifest struct {
 	Hibernation bool `json:"hibernation,omitempty"`
 	// Imported: made by an import, not taken of a sandbox here.
 	Imported bool `json:"imported,omitempty"`
+	// Parked: the image itself, moved into the store whole (park.go), not
+	// chunks; it has no content digest.
+	Parked bool `json:"parked,omitempty"`
 	Content
 	Digest string `json:"digest"`
 	// Bytes is the data the snapshot holds (its chunks, each once).
@@ -321,6 +324,11 @@ func (s *Store) Delete(ctx context.Context, owner string, admin bool, id string)
 		return nil, err
 	}
 	defer lk.unlock()
+	if m.Parked {
+		if err := os.Remove(s.parkedPath(m.Owner, m.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("remove snapshot %s: %w", id, err)
+		}
+	}
 	if err := os.Remove(s.metaPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("remove snapshot %s: %w", id, err)
 	}

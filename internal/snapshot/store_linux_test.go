@@ -261,3 +261,62 @@ func TestExportImport(t *testing.T) {
 		})
 	}
 }
+
+// TestParkAcrossFileSystems: a parked image moves into a store on another
+// file system (a copy of its data, holes kept) and back.
+func TestParkAcrossFileSystems(t *testing.T) {
+	shm, err := os.MkdirTemp("/dev/shm", "snapstore-")
+	if err != nil {
+		t.Skip("no /dev/shm:", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	cases := []struct{ name, store string }{
+		{"SameFileSystem", ""},
+		{"OtherFileSystem", shm},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.store
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			s, err := Open(filepath.Join(dir, "store"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := int64(64 << 20)
+			img := image(t, size, map[int64][]byte{8 << 20: random(t, 1<<20)})
+			want, _ := io.ReadAll(io.NewSectionReader(img, 0, size))
+			path := img.Name()
+			m, err := s.PrepareParked(Info{Owner: "k", Sandbox: "sb", Hibernation: true}, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Park(m, path); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the parked image is still in the workspace: %v", err)
+			}
+			if u := s.Usage("k", false); u < 1<<20 || u > 4<<20 {
+				t.Errorf("the parked image holds %d bytes in the store (sparse: about 1 MiB)", u)
+			}
+			if err := s.Export(context.Background(), m, io.Discard); err == nil {
+				t.Error("a parked image exports")
+			}
+			if err := s.Restore(context.Background(), m, path); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("unparked image differs: %v", err)
+			}
+			if _, err := s.Delete(context.Background(), "k", false, m.ID); err != nil {
+				t.Fatal(err)
+			}
+			if u := s.Usage("k", false); u != 0 {
+				t.Errorf("%d bytes left after the delete", u)
+			}
+		})
+	}
+}
