@@ -25,10 +25,11 @@ import (
 // its caller's: its own id, host ids, egress state, tickets and keys;
 // nothing of the source's server-side state is cloned.
 //
-// Hibernate snapshots a sandbox under its own id, stops it and removes its
-// image: no process, no memory, no image on the node. Its record says
+// Hibernate stops a sandbox and parks its image whole in the snapshot
+// store (a rename on one file system, a copy to a store elsewhere): no
+// process, no memory, no image in its workspace. Its record says
 // hibernated (and survives restarts); its next start — any call that
-// needs it, or resume — restores the image first.
+// needs it, or resume — moves the image back first.
 
 // Restore is a sandbox's pending restore from a snapshot: the image is
 // made from the snapshot at its next start.
@@ -131,19 +132,19 @@ func (m *Manager) Snapshot(ctx context.Context, c Caller, id, name string) (Snap
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	man, err := m.snapshot(ctx, s, name, false)
+	man, err := m.snapshot(ctx, s, name)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
 	return infoOf(man), nil
 }
 
-func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string, hibernation bool) (*snapshot.Manifest, error) {
+func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string) (*snapshot.Manifest, error) {
 	st, err := m.snapStore()
 	if err != nil {
 		return nil, err
 	}
-	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes); err != nil {
+	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes, true); err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -156,7 +157,7 @@ func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string, hiberna
 		if err != nil {
 			return err
 		}
-		man, err = st.Capture(ctx, img, size, snapshot.Info{Name: name, Owner: s.rec.Owner, Sandbox: s.rec.ID, Hibernation: hibernation, Meta: meta})
+		man, err = st.Capture(ctx, img, size, snapshot.Info{Name: name, Owner: s.rec.Owner, Sandbox: s.rec.ID, Meta: meta})
 		return err
 	})
 	if err != nil {
@@ -166,10 +167,13 @@ func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string, hiberna
 }
 
 // snapshotRoom refuses a snapshot that could hold need bytes when the
-// owner's snapshots or the server's disk have no room for it.
-func (m *Manager) snapshotRoom(st *snapshot.Store, owner string, need int64) error {
-	if err := m.diskRefusal(); err != nil {
-		return err
+// owner's snapshots or (disk: it adds bytes on the disk) the server's disk
+// have no room for it.
+func (m *Manager) snapshotRoom(st *snapshot.Store, owner string, need int64, disk bool) error {
+	if disk {
+		if err := m.diskRefusal(); err != nil {
+			return err
+		}
 	}
 	if b := m.cfg.SnapshotBudget; b > 0 {
 		if used := st.Usage(owner, false); used+need > b {
@@ -177,7 +181,7 @@ func (m *Manager) snapshotRoom(st *snapshot.Store, owner string, need int64) err
 				iBytes(used), iBytes(b), iBytes(need))
 		}
 	}
-	if b := m.cfg.DiskBudget; b > 0 {
+	if b := m.cfg.DiskBudget; b > 0 && disk {
 		images, _, _ := m.DiskGuard() // workspaces, templates and snapshots
 		if images+need > b {
 			return fault.Errorf(fault.Conflict, "the server's disk budget cannot hold this snapshot: %s of %s in use, %s needed (SANDBOX_DISK_BUDGET)",
@@ -285,6 +289,11 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 	if err != nil {
 		return nil, err
 	}
+	if man.Hibernation {
+		// A hibernated sandbox's own state, even to an admin: its resume
+		// moves the parked image back, a restore would take it away.
+		return nil, errNoSnapshot
+	}
 	var meta snapMeta
 	if err := json.Unmarshal(man.Meta, &meta); err != nil {
 		return nil, fmt.Errorf("snapshot %s settings: %w", man.ID, err)
@@ -365,8 +374,9 @@ func (s *Sandbox) restoreImage(ctx context.Context, img string) error {
 	return st.Restore(ctx, man, img)
 }
 
-// Hibernate snapshots sandbox id under its own id and frees it: its
-// processes end, its memory and cgroups go, its image leaves the node.
+// Hibernate parks sandbox id's image in the snapshot store under its own
+// id and frees it: its processes end, its memory and cgroups go, its image
+// leaves the workspace.
 func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, error) {
 	s, err := m.Get(c, id)
 	if err != nil {
@@ -391,14 +401,33 @@ func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, err
 		s.hibernating = false
 		s.mu.Unlock()
 	}()
+	st, err := m.snapStore()
+	if err != nil {
+		return Info{}, err
+	}
+	// Its image moves into the store (a rename on one file system):
+	// it needs room in the key's budget, not on the disk.
+	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes, false); err != nil {
+		return Info{}, err
+	}
 	m.beforeStop(s, "hibernate")
 	s.shutdown()
-	man, err := m.snapshot(ctx, s, s.rec.Name+"-hibernation", true)
+	// The image is parked whole once its file system is unmounted and
+	// its loop device gone (the image is then clean and nothing holds it).
+	s.releaseVolume()
+	img := s.imagePath()
+	fi, err := os.Stat(img)
 	if err != nil {
+		return Info{}, fault.New(fault.Conflict, "the sandbox has no workspace image yet")
+	}
+	if err := waitImageDetached(img); err != nil {
 		// Stopped, its workspace whole: the next use starts it.
 		return Info{}, err
 	}
-	s.releaseVolume()
+	man, err := st.PrepareParked(snapshot.Info{Name: s.rec.Name + "-hibernation", Owner: s.rec.Owner, Sandbox: s.rec.ID, Hibernation: true}, fi.Size())
+	if err != nil {
+		return Info{}, err
+	}
 	s.mu.Lock()
 	prev := s.rec.Restore
 	s.rec.Restore = &Restore{Snapshot: man.ID, FromBase: hostBase(s.rec.Slot), Hibernated: true}
@@ -411,14 +440,14 @@ func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, err
 		m.dropSnapshot(man.ID)
 		return Info{}, fmt.Errorf("save sandbox: %w", err)
 	}
+	// Recorded: a crash from here on leaves the image here (the resume
+	// finds it) or in the store under the recorded snapshot.
+	if err := st.Park(man, img); err != nil {
+		m.log.Error("park hibernated image; it stays in the workspace", "id", s.rec.ID, "err", err)
+	}
 	s.mu.Lock()
 	s.state = Hibernated
 	s.mu.Unlock()
-	// Recorded: the image may go (a crash before this leaves both, and
-	// the start restores nothing over an image that exists).
-	if err := os.RemoveAll(s.workspaceDir()); err != nil {
-		m.log.Error("remove hibernated workspace", "id", s.rec.ID, "err", err)
-	}
 	return s.Info(), nil
 }
 

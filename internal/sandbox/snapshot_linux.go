@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -66,6 +67,32 @@ func (s *Sandbox) capture(fn func(img *os.File, size int64) error) error {
 		return fmt.Errorf("open workspace image: %w", err)
 	}
 	return fn(f, st.Size())
+}
+
+// imagePath is the sandbox's workspace image.
+func (s *Sandbox) imagePath() string { return filepath.Join(s.workspaceDir(), imageName) }
+
+// detachWait bounds the wait for a released workspace's loop device to go:
+// the kernel tears the mount down once the sandbox's last process is
+// reaped, which takes milliseconds.
+const detachWait = 10 * time.Second
+
+// waitImageDetached waits until no loop device holds img.
+func waitImageDetached(img string) error {
+	deadline := time.Now().Add(detachWait)
+	for {
+		busy, err := imageAttached(img)
+		if err != nil {
+			return err
+		}
+		if !busy {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fault.New(fault.Unavailable, "the sandbox's workspace is still being released; try again")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // maxShiftDepth bounds the directories the id shift descends: deeper than

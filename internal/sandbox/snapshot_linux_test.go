@@ -130,6 +130,15 @@ func TestHibernateSurvivesRestart(t *testing.T) {
 			t.Errorf("a hibernated sandbox keeps files on the node: %v", g)
 		}
 	}
+	// Its image is parked whole in the store, and nothing else — not even
+	// an admin's restore — takes it from there.
+	l, _ := cfg.Snapshots.List("", true, true)
+	if len(l) != 1 || !l[0].Parked {
+		t.Fatalf("the store holds %+v", l)
+	}
+	if _, err := m.Create(ctx, Caller{KeyID: "admin", Admin: true}, Spec{Snapshot: l[0].ID}); !fault.Is(err, fault.NotFound) {
+		t.Errorf("an admin's restore of a hibernation: %v", err)
+	}
 	m.Close()
 
 	m2 := newManager(t, cfg, recs)

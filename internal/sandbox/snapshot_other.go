@@ -13,6 +13,12 @@ func (s *Sandbox) capture(func(*os.File, int64) error) error {
 	return fault.New(fault.Unsupported, "snapshots need Linux")
 }
 
+// imagePath: no image outside Linux.
+func (s *Sandbox) imagePath() string { return "" }
+
+// waitImageDetached needs Linux.
+func waitImageDetached(string) error { return fault.New(fault.Unsupported, "snapshots need Linux") }
+
 // shiftIDs needs Linux.
 func shiftIDs(*os.File, uint32, uint32) error {
 	return fault.New(fault.Unsupported, "snapshots need Linux")

@@ -184,7 +184,7 @@ func (m *Manager) ImportSnapshot(ctx context.Context, c Caller, name string, bod
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	if err := m.snapshotRoom(st, c.KeyID, 0); err != nil {
+	if err := m.snapshotRoom(st, c.KeyID, 0, true); err != nil {
 		return SnapshotInfo{}, err
 	}
 	room := int64(0)
