@@ -155,6 +155,8 @@ deps:
 	@command -v chromium >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; }; } || echo "chromium not installed: the console browser test will skip"
 	@# the browser in each sandbox (internal/browser): Chromium, and Xvfb + x11vnc for the headful desktop
 	@test -x /usr/lib/chromium/chromium && command -v Xvfb >/dev/null && command -v x11vnc >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq chromium xvfb x11vnc fonts-liberation || { apt-get update -qq && apt-get install -y -qq chromium xvfb x11vnc fonts-liberation; }; }; } || echo "chromium not installed: the browser tests will skip"
+	@# snapshots on a file system with reflinks (internal/snapshot's clone test, bench-snapshots): XFS
+	@command -v mkfs.xfs >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq xfsprogs || { apt-get update -qq && apt-get install -y -qq xfsprogs; }; }; } || echo "xfsprogs not installed: the snapshot reflink test will skip"
 	@# page and desktop recordings (internal/browser): ffmpeg, run inside the sandbox
 	@command -v ffmpeg >/dev/null || { command -v apt-get >/dev/null && { apt-get install -y -qq --no-install-recommends ffmpeg || { apt-get update -qq && apt-get install -y -qq --no-install-recommends ffmpeg; }; }; } || echo "ffmpeg not installed: the recording tests will skip"
 

@@ -1,0 +1,111 @@
+package snapshot
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandhold/sandhold/internal/testenv"
+)
+
+// requireXFS mounts a small XFS file system with reflinks on a loop device
+// and returns its mount point; it skips where that cannot be done (not
+// root, no mkfs.xfs, no loop devices).
+func requireXFS(t *testing.T) string {
+	t.Helper()
+	testenv.SkipShort(t, "mounts an XFS image on a loop device")
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a loop device needs root")
+	}
+	mkfs, err := exec.LookPath("mkfs.xfs")
+	if err != nil {
+		t.Skip("mkfs.xfs not installed (make deps installs xfsprogs)")
+	}
+	if _, err := exec.LookPath("filefrag"); err != nil {
+		t.Skip("filefrag not installed (e2fsprogs)")
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "xfs.img"), filepath.Join(dir, "mnt")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Truncate(512 << 20)
+	_ = f.Close()
+	_ = os.Mkdir(mnt, 0o700)
+	if out, err := exec.Command(mkfs, "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
+		t.Skipf("mkfs.xfs: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Skipf("mount an XFS image: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
+	return mnt
+}
+
+// shared tells whether every extent of path shares its blocks (FIEMAP's
+// shared flag, as filefrag prints it).
+func shared(t *testing.T, path string) bool {
+	t.Helper()
+	out, err := exec.Command("filefrag", "-v", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("filefrag: %v: %s", err, out)
+	}
+	n := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		if !strings.Contains(l, "..") || !strings.Contains(l, ":") {
+			continue // not an extent row
+		}
+		n++
+		if !strings.Contains(l, "shared") {
+			return false
+		}
+	}
+	return n > 0
+}
+
+// TestReflinkClones: on a file system that shares blocks, a snapshot's new
+// chunks are clones of the image's blocks and a restore clones them back:
+// no data block is copied either way.
+func TestReflinkClones(t *testing.T) {
+	mnt := requireXFS(t)
+	ctx := context.Background()
+	s, err := Open(filepath.Join(mnt, "store"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(64 << 20)
+	f, err := os.Create(filepath.Join(mnt, "disk.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	_ = f.Truncate(size)
+	if _, err := f.WriteAt(random(t, 8<<20), 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Sync()
+	m, err := s.Capture(ctx, f, size, Info{Owner: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Chunks) != 2 {
+		t.Fatalf("%d chunks", len(m.Chunks))
+	}
+	for _, c := range m.Chunks {
+		if p := chunkPath(s.ownerDir("k"), c.Digest); !shared(t, p) {
+			t.Errorf("chunk %s was copied, not cloned", c.Digest[:12])
+		}
+	}
+	out := filepath.Join(mnt, "restored.img")
+	if err := s.Restore(ctx, m, out); err != nil {
+		t.Fatal(err)
+	}
+	if !shared(t, out) {
+		t.Error("the restored image was copied, not cloned")
+	}
+	sameFile(t, f, out)
+}
