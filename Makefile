@@ -186,6 +186,13 @@ bench-browser: build
 bench-templates: build
 	$(GO) run ./bench templates -server $(BIN)
 
+## bench-snapshots: snapshot of 100 MB against cp --reflink=auto, fork x10 and resume against a cold
+## create, memory freed by hibernate; on the data dir's file system and on XFS with reflinks (BENCHMARKS.md)
+.PHONY: bench-snapshots
+bench-snapshots: build
+	@command -v mkfs.xfs >/dev/null || { apt-get install -y -qq xfsprogs || { apt-get update -qq && apt-get install -y -qq xfsprogs; }; }
+	$(GO) run ./bench snapshots -xfs -server $(BIN)
+
 ## bench-density: 1,000 idle sandboxes: memory added and create latency
 bench-density: build
 	$(GO) run ./bench density -server $(BIN)

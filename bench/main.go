@@ -44,6 +44,7 @@ type options struct {
 	n       int
 	sustain time.Duration
 	count   int
+	xfs     bool
 }
 
 func run(ctx context.Context, args []string) error {
@@ -58,6 +59,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.n, "n", 300, "samples per latency figure")
 	fs.DurationVar(&o.sustain, "sustain", 5*time.Second, "duration of the sustained-throughput run")
 	fs.IntVar(&o.count, "count", 1000, "sandboxes for bench density")
+	fs.BoolVar(&o.xfs, "xfs", false, "also run on an XFS file system with reflinks on a loop device (snapshots)")
 	var lo loadOpts
 	fs.IntVar(&lo.requests, "requests", 10000, "requests per load round (load, soak)")
 	fs.IntVar(&lo.conc, "c", 64, "concurrent clients (load, soak)")
@@ -93,8 +95,10 @@ func run(ctx context.Context, args []string) error {
 		return browserBench(ctx, o, bo)
 	case "templates":
 		return templatesBench(ctx, o)
+	case "snapshots":
+		return snapshotsBench(ctx, o)
 	}
-	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster, browser, templates)", mode)
+	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster, browser, templates, snapshots)", mode)
 }
 
 // latency holds samples of one figure.
