@@ -354,8 +354,17 @@ func (s *Store) collectLocked(ctx context.Context, owner string) error {
 			}
 		}
 	}
-	od := s.ownerDir(owner)
-	return filepath.WalkDir(od, func(p string, d fs.DirEntry, err error) error {
+	// Walked and removed through a root at the owner's pool: nothing in
+	// it (a symlink included) reaches out of it.
+	root, err := os.OpenRoot(s.ownerDir(owner))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("collect chunks: %w", err)
+	}
+	defer func() { _ = root.Close() }()
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -368,7 +377,7 @@ func (s *Store) collectLocked(ctx context.Context, owner string) error {
 		if d.IsDir() || !validDigest(d.Name()) || used[d.Name()] {
 			return nil
 		}
-		return os.Remove(p)
+		return root.Remove(p)
 	})
 }
 
