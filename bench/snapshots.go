@@ -158,7 +158,7 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 					return fmt.Errorf("cp: %w", err)
 				}
 				if sync {
-					f, err := os.OpenFile(copyTo, os.O_RDWR, 0)
+					f, err := os.OpenFile(copyTo, os.O_RDWR, 0) //nolint:gosec // G304: the bench's own file
 					if err != nil {
 						return err
 					}
