@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -229,6 +230,10 @@ func (st *state) next(parts ...string) {
 	st.key = hex.EncodeToString(h.Sum(nil))
 }
 
+// errLayerRefused ends a layer's writer when AddLayer stopped reading
+// (a limit, a cancel): AddLayer's own error says why.
+var errLayerRefused = errors.New("the layer was refused")
+
 // cacheKey is the store's key of the current step: per owner.
 func (st *state) cacheKey() string { return "build:" + st.c.KeyID + ":" + st.key }
 
@@ -237,7 +242,7 @@ func (st *state) from(ctx context.Context, in Instruction) error {
 	if err != nil || len(ws) == 0 {
 		return lineErr(in, "FROM needs an image")
 	}
-	if len(ws) > 1 && !(len(ws) == 3 && strings.EqualFold(ws[1], "AS")) {
+	if len(ws) > 1 && (len(ws) != 3 || !strings.EqualFold(ws[1], "AS")) {
 		return lineErr(in, "FROM takes an image (and AS name)")
 	}
 	if in.Flags["platform"] != "" {
@@ -253,7 +258,9 @@ func (st *state) from(ctx context.Context, in Instruction) error {
 	}
 	var t template.Template
 	if _, perr := template.ParseRef("from", ref); perr == nil {
-		t, err = st.b.store.Resolve(template.CallerOf(st.c), ref)
+		// A name no template the caller may use answers to can still be an
+		// image: the pull below decides.
+		t, _ = st.b.store.Resolve(template.CallerOf(st.c), ref)
 	}
 	if t.Digest == "" {
 		if st.b.puller == nil {
@@ -407,10 +414,10 @@ func (st *state) addCached(ctx context.Context, makeLayer func(io.Writer) error)
 		_ = pw.CloseWithError(werr)
 	}()
 	l, err := st.txn.AddLayer(ctx, pr, template.LayerSource{})
-	_ = pr.CloseWithError(fmt.Errorf("the layer was refused"))
+	_ = pr.CloseWithError(errLayerRefused)
 	wg.Wait()
-	if werr != nil {
-		return werr
+	if werr != nil && (err == nil || !errors.Is(werr, errLayerRefused)) {
+		return werr // the layer's own failure, not the refusal's echo
 	}
 	if err != nil {
 		return err

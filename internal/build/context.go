@@ -187,14 +187,13 @@ func (bc *buildContext) match(src string) (base string, names []string) {
 	}
 	glob := strings.ContainsAny(src, "*?[")
 	for _, n := range bc.names {
-		top := n
 		if glob {
 			depth := strings.Count(src, "/") + 1
 			parts := strings.SplitN(n, "/", depth+1)
 			if len(parts) < depth {
 				continue
 			}
-			top = strings.Join(parts[:depth], "/")
+			top := strings.Join(parts[:depth], "/")
 			if ok, _ := path.Match(src, top); !ok {
 				continue
 			}
@@ -407,7 +406,9 @@ func (st *state) extractInto(tw *tar.Writer, it copyItem, uid, gid int, done map
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		if _, err := io.Copy(tw, tr); err != nil {
+		// A gzip bomb stops at the layer's MaxBytes: AddLayer refuses the
+		// pipe this tar goes into (addCached).
+		if _, err := io.Copy(tw, tr); err != nil { // #nosec G110 -- bounded by the layer's MaxBytes downstream
 			return err
 		}
 	}

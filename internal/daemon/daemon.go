@@ -454,11 +454,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case err = <-errc:
 		if csrv != nil {
 			_ = csrv.Close()
-			<-cerrc
+			d.ended("content", <-cerrc)
 		}
 	case err = <-cerrc:
 		_ = srv.Close()
-		<-errc
+		d.ended("api", <-errc)
 	case <-ctx.Done():
 		d.log.Info("shutting down")
 		if fw != nil {
@@ -482,7 +482,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		if csrv != nil {
 			_ = csrv.Close()
-			<-cerrc
+			d.ended("content", <-cerrc)
 		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {
@@ -500,6 +500,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = lerr
 	}
 	return err
+}
+
+// ended logs how a listener closed after the other one ended the server.
+func (d *Daemon) ended(listener string, err error) {
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		d.log.Warn("listener ended with an error", "listener", listener, "err", err)
+	}
 }
 
 // Close releases the store and everything else New opened. Run calls it;

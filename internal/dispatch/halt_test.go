@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/auth"
@@ -108,7 +109,7 @@ func TestWithinCarriesTheCall(t *testing.T) {
 	if e := au.entries[len(au.entries)-2]; e.Action != "sandbox.start" || e.Verdict != "allowed" || e.Detail["depth"] != 1 {
 		t.Fatalf("nested act's record: %+v", e)
 	}
-	if _, err := InvokeWithin[string](context.Background(), "sandbox.start", nil, refused); err != refused {
+	if _, err := InvokeWithin[string](context.Background(), "sandbox.start", nil, refused); !errors.Is(err, refused) {
 		t.Fatalf("outside a call: %v", err)
 	}
 }

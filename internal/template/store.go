@@ -373,7 +373,7 @@ func (s *Store) Remove(c Caller, ref string) (Template, error) {
 	}
 	kept := s.index[:0]
 	for _, e := range s.index {
-		if !(e.Owner == t.Owner && e.Name == t.Name && e.Tag == t.Tag) {
+		if e.Owner != t.Owner || e.Name != t.Name || e.Tag != t.Tag {
 			kept = append(kept, e)
 		}
 	}

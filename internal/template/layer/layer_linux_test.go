@@ -26,7 +26,6 @@ type ent struct {
 	typ              byte
 	mode             int64
 	uid              int
-	size             int64 // a header claim, when body is not the content
 	pax              map[string]string
 }
 
