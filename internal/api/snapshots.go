@@ -75,7 +75,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 			return &ForkOutput{Body: OK(out)}, nil
 		})
 	huma.Register(s.api, reg(huma.Operation{OperationID: "hibernate-sandbox", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/hibernate",
-		Summary: "Snapshot a sandbox and free it: its processes end, its memory and its image on the node are released (state hibernated); any later call or resume restores it under the same id"}),
+		Summary: "Free a sandbox: its processes end, its memory and cgroups are released and its image moves into the snapshot store (state hibernated); any later call or resume restores it under the same id"}),
 		func(ctx context.Context, in *SandboxIDInput) (*SandboxOutput, error) {
 			out, err := invokeOn[sandbox.Info](ctx, d, sandbox.ToolHibernate, sandbox.IDArgs{ID: in.ID})
 			if err != nil {

@@ -84,7 +84,7 @@ func (e *Export) Write(ctx context.Context, w io.Writer) error { return e.st.Exp
 
 // errMemory refuses memory capture (SECURITY.md: what CRIU cannot restore
 // of a sandbox's isolation).
-var errMemory = fault.New(fault.Unsupported, "memory capture is off: CRIU cannot restore a sandbox's landlock domain, its seccomp user notifications and its per-sandbox user namespace owner exactly, so a restore would run with less isolation (SECURITY.md); snapshot without memory")
+var errMemory = fault.New(fault.Unsupported, "memory capture is off: CRIU cannot restore a sandbox's landlock domain (the kernel cannot read one back) nor its init's channel to the server, so a restored sandbox would run with less isolation (SECURITY.md); snapshot without memory")
 
 // ownerCaller is c as the owner of what it names: its own key, or an admin
 // (viewers observe, they do not take a tenant's data).
@@ -170,7 +170,7 @@ func snapshotTools(m *Manager) []dispatch.Tool {
 			Describe:  func(a ImportArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
 			Summarize: func(_ ImportArgs, in SnapshotInfo) map[string]any { return snapSummary(in) },
 		}),
-		byID(ToolHibernate, "Snapshot a sandbox and free it (processes, memory, its image on the node); any later use or resume restores it", guard.Medium, nil,
+		byID(ToolHibernate, "Free a sandbox: its processes and memory go, its image moves into the snapshot store; any later use or resume restores it under its id", guard.Medium, nil,
 			func(ctx context.Context, c auth.Caller, id string) (Info, error) {
 				return m.Hibernate(ctx, ownerCaller(c), id)
 			}),
