@@ -145,6 +145,8 @@ type Log struct {
 
 	// The group commit (group.go).
 	maxBatch, maxPending int
+	postedDelay          time.Duration
+	reportFn             func(error)
 	// Archive segment bounds (archive.go).
 	minSeg, maxSeg int64
 	group          group
@@ -170,7 +172,9 @@ func WithClock(now func() time.Time) Option { return func(l *Log) { l.now = now 
 // New returns the log over st, keeping the head file in dataDir.
 func New(st store.Store, dataDir string, opts ...Option) *Log {
 	l := &Log{st: st, headPath: filepath.Join(dataDir, HeadFile), shared: st.SharedAudit(), now: time.Now,
-		maxBatch: DefaultMaxBatch, maxPending: DefaultMaxPending, minSeg: minSegment, maxSeg: maxSegment}
+		maxBatch: DefaultMaxBatch, maxPending: DefaultMaxPending, postedDelay: DefaultPostedDelay,
+		minSeg: minSegment, maxSeg: maxSegment}
+	l.group.settled = sync.NewCond(&l.group.mu)
 	l.headF.path = l.headPath
 	l.lockF.path = filepath.Join(dataDir, LockFile)
 	for _, o := range opts {
@@ -183,10 +187,12 @@ func New(st store.Store, dataDir string, opts ...Option) *Log {
 // HeadPath returns the head file's path.
 func (l *Log) HeadPath() string { return l.headPath }
 
-// Close releases the lock and head files the log keeps open between
-// batches. It does not close the store. The log stays usable: a later
-// append or verify opens the files again.
+// Close commits the posted records still waiting (Flush) and releases the
+// lock and head files the log keeps open between batches. It does not
+// close the store. The log stays usable: a later append or verify opens
+// the files again.
 func (l *Log) Close() error {
+	l.Flush()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lockF.close()
@@ -219,29 +225,114 @@ func reserved(e Entry) bool {
 	return e.Role == RoleSystem || e.Action == ActionArchive || strings.HasPrefix(e.Action, ActionArchive+".")
 }
 
-// appendEntry stores e (see Append) and returns the stored record; system
-// is set by retention's own records.
-func (l *Log) appendEntry(ctx context.Context, e Entry, system bool) (store.AuditRecord, error) {
+// Begin appends e like Write, but returns at once: its commit runs on a
+// goroutine of its own or rides one under way, and the Pending says when
+// the record is durable or could not be stored. The dispatcher begins the
+// record of a call that starts a command with it, so the command can be
+// held until the record is durable while the rest of its start goes on
+// (dispatch, "Record first"). An error here means e was refused before it
+// was queued (an invalid entry, ctx ended while the queue was full).
+func (l *Log) Begin(ctx context.Context, e Entry) (*Pending, error) {
+	p, err := l.newPending(ctx, e, false, begun)
+	if err != nil {
+		return nil, err
+	}
+	p.begun = &Pending{done: make(chan struct{})}
+	if lead, _ := l.group.enqueue(p); lead {
+		go l.leadFor(p)
+	}
+	return p.begun, nil
+}
+
+// Post appends e to ride the next commit and returns without waiting for
+// it (group.go): the dispatcher records a command's outcome with it after
+// the call's own record was made durable before the command started. If
+// no commit comes, one starts after postedDelay. A record that cannot be
+// stored then is reported (WithReport); the error here means it was
+// refused before it was queued.
+func (l *Log) Post(ctx context.Context, e Entry) error {
+	p, err := l.newPending(ctx, e, false, posted)
+	if err != nil {
+		return err
+	}
+	if _, arm := l.group.enqueue(p); arm {
+		time.AfterFunc(l.postedDelay, l.commitPosted)
+	}
+	return nil
+}
+
+// Pending is a record appended with Begin.
+type Pending struct {
+	done chan struct{}
+	// mu guards fns; seq and err are set before done is closed.
+	mu  sync.Mutex
+	fns []func(error)
+	seq int64
+	err error
+}
+
+// Done is closed once the record is durable or could not be stored.
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until the record is durable and returns its seq, or the
+// error that kept it from being stored. It returns within the commit's
+// own bound (batchTimeout).
+func (p *Pending) Wait() (int64, error) {
+	<-p.done
+	return p.seq, p.err
+}
+
+// OnDurable has f called once the record is durable (nil) or could not be
+// stored: at once if that is known, else on the goroutine that committed
+// it, right after its commit and before any other append of the batch is
+// answered. f must not block.
+func (p *Pending) OnDurable(f func(error)) {
+	p.mu.Lock()
+	select {
+	case <-p.done:
+		p.mu.Unlock()
+		f(p.err)
+		return
+	default:
+	}
+	p.fns = append(p.fns, f)
+	p.mu.Unlock()
+}
+
+func (p *Pending) settle(o outcome) {
+	p.mu.Lock()
+	p.seq, p.err = o.rec.Seq, o.err
+	close(p.done)
+	fns := p.fns
+	p.fns = nil
+	p.mu.Unlock()
+	for _, f := range fns {
+		f(o.err)
+	}
+}
+
+// newPending checks, redacts and encodes e and takes a place in the queue's
+// bound for it (waiting for one while ctx lasts).
+func (l *Log) newPending(ctx context.Context, e Entry, system bool, kind pendingKind) (*pending, error) {
 	if e.Action == "" {
-		return store.AuditRecord{}, errors.New("audit: empty action")
+		return nil, errors.New("audit: empty action")
 	}
 	if reserved(e) != system {
-		return store.AuditRecord{}, fmt.Errorf("audit: action %q with role %q is reserved to sandhold's own records", e.Action, e.Role)
+		return nil, fmt.Errorf("audit: action %q with role %q is reserved to sandhold's own records", e.Action, e.Role)
 	}
 	detail, err := encodeDetail(e.Detail)
 	if err != nil {
-		return store.AuditRecord{}, fmt.Errorf("audit: %w", err)
+		return nil, fmt.Errorf("audit: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return store.AuditRecord{}, fmt.Errorf("audit: %w", err)
+		return nil, fmt.Errorf("audit: %w", err)
 	}
 	select {
 	case l.group.slots <- struct{}{}:
 	case <-ctx.Done():
-		return store.AuditRecord{}, fmt.Errorf("audit: %w", ctx.Err())
+		return nil, fmt.Errorf("audit: %w", ctx.Err())
 	}
-	defer func() { <-l.group.slots }()
-	p := &pending{done: make(chan outcome, 1), rec: store.AuditRecord{
+	p := &pending{kind: kind, rec: store.AuditRecord{
 		Actor:      clean(e.Actor),
 		Role:       clean(e.Role),
 		ClientAddr: clean(e.ClientAddr),
@@ -251,10 +342,24 @@ func (l *Log) appendEntry(ctx context.Context, e Entry, system bool) (store.Audi
 		Verdict:    clean(e.Verdict),
 		Detail:     detail,
 	}}
+	if kind == waiter {
+		p.done = make(chan outcome, 1)
+	}
+	return p, nil
+}
+
+// appendEntry stores e (see Append) and returns the stored record; system
+// is set by retention's own records.
+func (l *Log) appendEntry(ctx context.Context, e Entry, system bool) (store.AuditRecord, error) {
+	p, err := l.newPending(ctx, e, system, waiter)
+	if err != nil {
+		return store.AuditRecord{}, err
+	}
+	defer func() { <-l.group.slots }()
 	var o outcome
-	if l.group.enqueue(p) {
+	if lead, _ := l.group.enqueue(p); lead {
 		o = l.lead(ctx, p)
-	} else if o = l.group.await(ctx, p); o.lead {
+	} else if o = l.await(ctx, p); o.lead {
 		o = l.lead(ctx, p)
 	}
 	if o.err != nil {

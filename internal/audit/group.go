@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,13 @@ import (
 //     no caller is told success for a record that is not stored.
 //   - At most maxPending appends are queued or committing; more wait for a
 //     place (or for their context) before they enter: the queue is bounded.
+//   - Begin appends without waiting: a goroutine of its own leads when the
+//     lead comes to it, and its Pending says when the record is durable (a
+//     call's record, durable before the command it names starts; dispatch).
+//   - Post appends without waiting and without leading: the record rides
+//     the next commit, whoever leads it, or one that a timer starts
+//     postedDelay later if none comes (a command's outcome, after its call
+//     was answered). Its failure goes to the log's report (the server log).
 //
 // The chain is unchanged: the leader chains the batch's records in queue
 // order onto the store's last record, inside the transaction, as Append did
@@ -50,6 +59,13 @@ const (
 // lock is 5 s.
 const batchTimeout = 30 * time.Second
 
+// DefaultPostedDelay is how long a posted record waits for a commit to
+// ride before a timer commits it: a crash can lose the posted records of
+// that last moment (SECURITY.md, "Audit"). Back-to-back calls commit the
+// last one's outcome with the next one's record, so a client that calls
+// again within it costs no commit of its own.
+const DefaultPostedDelay = 20 * time.Millisecond
+
 // WithGroupCommit sets the largest batch and the most appends queued or
 // committing at once. WithGroupCommit(1, 1) is the old path: one append at a
 // time, each in its own transaction.
@@ -58,6 +74,24 @@ func WithGroupCommit(maxBatch, maxPending int) Option {
 		l.maxBatch = min(max(maxBatch, 1), store.MaxAuditBatch)
 		l.maxPending = max(maxPending, 1)
 	}
+}
+
+// WithPostedDelay sets how long a posted record waits for a commit to ride
+// (DefaultPostedDelay).
+func WithPostedDelay(d time.Duration) Option {
+	return func(l *Log) { l.postedDelay = max(d, 0) }
+}
+
+// WithReport sets where the failures of posted records go (no caller
+// waits for them); default: the process's slog logger at Error.
+func WithReport(f func(error)) Option { return func(l *Log) { l.reportFn = f } }
+
+func (l *Log) report(err error) {
+	if l.reportFn != nil {
+		l.reportFn(err)
+		return
+	}
+	slog.Error("audit", "err", err)
 }
 
 // Stats counts the committed batches and records of this Log.
@@ -74,10 +108,32 @@ func (l *Log) Stats() Stats {
 // pending is one append waiting for its batch.
 type pending struct {
 	rec  store.AuditRecord // redacted fields; the leader sets seq, time, hashes
-	done chan outcome      // one message at a time (buffer 1): the lead, then the result
-	// taken is set (under group.mu) when a leader puts it in its batch.
-	taken bool
+	kind pendingKind
+	// done (waiters only) takes one message at a time (buffer 1): the
+	// lead, then the result.
+	done chan outcome
+	// begun is Begin's handle (kind begun).
+	begun *Pending
+	// n is the append's place in the order of arrival (Flush).
+	n uint64
+	// taken is set (under group.mu) when a leader puts it in its batch;
+	// answered once answer gave it its outcome (by its leader's goroutine).
+	taken, answered bool
 }
+
+// pendingKind says who hears of an append's outcome.
+type pendingKind uint8
+
+const (
+	// waiter: a caller waits on done (Append, Write) and may lead.
+	waiter pendingKind = iota
+	// begun: nobody waits; Begin's Pending hears of it, and a goroutine of
+	// its own leads its commit when the lead comes to it.
+	begun
+	// posted: nobody waits and nothing leads for it: it rides the next
+	// commit, or a timer's after postedDelay (Post).
+	posted
+)
 
 // outcome answers a pending append: its stored record or the batch's error,
 // or lead=true, which makes it the next leader.
@@ -92,12 +148,21 @@ type group struct {
 	// slots holds one token per append queued or committing.
 	slots chan struct{}
 
-	// mu guards queue and leading. Invariant: leading is false only while
-	// queue is empty; while it is true exactly one append leads, and the
-	// lead passes to queue[0] when its batch is done.
-	mu      sync.Mutex
-	queue   []*pending
-	leading bool
+	// mu guards the fields below. Invariant: leading is false only while
+	// queue holds posted appends alone (then a timer is armed for them,
+	// timerArmed); while it is true exactly one append leads, and the lead
+	// passes to the first append in queue that is not posted when its
+	// batch is done.
+	mu         sync.Mutex
+	queue      []*pending
+	leading    bool
+	timerArmed bool
+	// next numbers the appends as they arrive; inflight counts the batches
+	// taken and not yet answered (0 or 1); settled is signalled whenever a
+	// batch is answered (Flush waits on it).
+	next     uint64
+	inflight int
+	settled  *sync.Cond
 }
 
 // groupStats are the counters behind Stats.
@@ -105,14 +170,25 @@ type groupStats struct {
 	batches, records atomic.Int64
 }
 
-// enqueue adds p and reports whether p leads (no commit was under way).
-func (g *group) enqueue(p *pending) (lead bool) {
+// enqueue adds p and reports whether p leads (no commit was under way, and
+// p is not posted). A posted append that finds no commit under way arms
+// the timer that commits it (arm).
+func (g *group) enqueue(p *pending) (lead, arm bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.next++
+	p.n = g.next
 	g.queue = append(g.queue, p)
-	lead = !g.leading
+	switch {
+	case g.leading:
+		return false, false
+	case p.kind == posted:
+		arm = !g.timerArmed
+		g.timerArmed = true
+		return false, arm
+	}
 	g.leading = true
-	return lead
+	return true, false
 }
 
 // take removes the batch's appends from the queue's front.
@@ -130,18 +206,48 @@ func (g *group) take(maxBatch int) []*pending {
 	if len(g.queue) == 0 {
 		g.queue = nil
 	}
+	g.inflight++
 	return batch
 }
 
-// handOffLocked passes the lead to the queue's front, or ends it. Caller
-// holds g.mu. The front's done channel is empty: it is not taken (so it
-// has no result) and only the one leader sends a lead.
-func (g *group) handOffLocked() {
-	if len(g.queue) > 0 {
-		g.queue[0].done <- outcome{lead: true}
-		return
+// handOffLocked passes the lead to the first append in the queue that is
+// not posted — a waiter hears of it on done (which is empty: it is not
+// taken, so it has no result, and only the one leader sends a lead), a
+// begun append gets a goroutine that leads for it — or ends it; posted
+// appends left alone in the queue get the timer. Caller holds g.mu.
+func (l *Log) handOffLocked() {
+	g := &l.group
+	for _, q := range g.queue {
+		switch q.kind {
+		case waiter:
+			q.done <- outcome{lead: true}
+			return
+		case begun:
+			go l.leadFor(q)
+			return
+		}
 	}
 	g.leading = false
+	if len(g.queue) > 0 && !g.timerArmed {
+		g.timerArmed = true
+		time.AfterFunc(l.postedDelay, l.commitPosted)
+	}
+}
+
+// commitPosted is the timer of posted appends that no other commit took
+// along: it leads a commit of them unless one is under way.
+func (l *Log) commitPosted() {
+	g := &l.group
+	g.mu.Lock()
+	g.timerArmed = false
+	if g.leading || len(g.queue) == 0 {
+		g.mu.Unlock()
+		return
+	}
+	g.leading = true
+	p := g.queue[0]
+	g.mu.Unlock()
+	l.leadFor(p)
 }
 
 // await waits for p's outcome. If ctx ends before a leader took p, p leaves
@@ -149,7 +255,8 @@ func (g *group) handOffLocked() {
 // error: that record is never stored. Once taken, p waits for its batch,
 // which ends within batchTimeout, so a caller never hears of a failure for
 // a record that was stored.
-func (g *group) await(ctx context.Context, p *pending) outcome {
+func (l *Log) await(ctx context.Context, p *pending) outcome {
+	g := &l.group
 	select {
 	case o := <-p.done:
 		return o
@@ -160,49 +267,146 @@ func (g *group) await(ctx context.Context, p *pending) outcome {
 		g.mu.Unlock()
 		return <-p.done
 	}
-	for i, q := range g.queue {
-		if q == p {
-			g.queue = append(g.queue[:i], g.queue[i+1:]...)
-			break
-		}
-	}
+	g.removeLocked(p)
 	select {
 	case <-p.done: // the lead, handed over just now: pass it on
-		g.handOffLocked()
+		l.handOffLocked()
 	default:
 	}
+	g.settled.Broadcast()
 	g.mu.Unlock()
 	return outcome{err: fmt.Errorf("audit: %w", ctx.Err())}
 }
 
-// lead commits one batch from the queue's front (p's own record among
-// them), hands the lead on and answers the batch.
-// The deferred hand-off also runs if the commit panics (an HTTP server
-// recovers a handler's panic and carries on): the batch is answered with
-// an error and the next append leads, instead of every later append
-// waiting for a leader that is gone.
-func (l *Log) lead(ctx context.Context, p *pending) (mine outcome) {
+// removeLocked takes p, not yet taken, out of the queue. Caller holds g.mu.
+func (g *group) removeLocked(p *pending) {
+	for i, q := range g.queue {
+		if q == p {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// leadFor leads on behalf of an append nobody waits for (begun, posted) and
+// answers it. A commit that panics is answered as failed and reported; the
+// process carries on, as it does when a caller's own lead panics inside an
+// HTTP handler.
+func (l *Log) leadFor(p *pending) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.report(fmt.Errorf("%w: %v", errLeaderPanicked, r))
+			if !p.answered {
+				l.answer(p, outcome{err: errLeaderPanicked})
+			}
+		}
+	}()
+	mine := l.lead(context.Background(), p)
+	if !p.answered {
+		l.answer(p, mine)
+	}
+}
+
+// answer gives a batch's outcome to an append other than the leader's own.
+func (l *Log) answer(q *pending, o outcome) {
+	q.answered = true
+	switch q.kind {
+	case waiter:
+		q.done <- o
+	case begun:
+		q.begun.settle(o)
+		<-l.group.slots
+	case posted:
+		if o.err != nil {
+			l.report(fmt.Errorf("a record posted to ride the next commit (%s) was not stored: %w", q.rec.Action, o.err))
+		}
+		<-l.group.slots
+	}
+}
+
+// lead commits batches from the queue's front until one holds p, hands the
+// lead on and answers every batch. p is among the first batch unless posted
+// appends were queued before it (they ride along; more than maxBatch of them
+// take a batch or more of their own first).
+func (l *Log) lead(ctx context.Context, p *pending) outcome {
+	for {
+		if mine, done := l.leadBatch(ctx, p); done {
+			return mine
+		}
+	}
+}
+
+// leadBatch commits one batch from the queue's front. The deferred
+// hand-off also runs if the commit panics (an HTTP server recovers a
+// handler's panic and carries on): the batch is answered with an error, p
+// leaves the queue if it was not in it, and the next append leads, instead
+// of every later append waiting for a leader that is gone. The appends of
+// Begin hear of their batch first: a command held until its record is
+// durable (dispatch) waits for nothing else.
+func (l *Log) leadBatch(ctx context.Context, p *pending) (mine outcome, done bool) {
 	batch := l.group.take(l.maxBatch)
+	done = slices.Contains(batch, p)
 	var recs []store.AuditRecord
 	err := errLeaderPanicked
 	defer func() {
-		l.group.mu.Lock()
-		l.group.handOffLocked()
-		l.group.mu.Unlock()
-		for i, q := range batch {
-			o := outcome{err: err}
-			if err == nil {
-				o.rec = recs[i]
+		result := func(i int) outcome {
+			if err != nil {
+				return outcome{err: err}
 			}
+			return outcome{rec: recs[i]}
+		}
+		for i, q := range batch {
+			if q.kind == begun {
+				l.answer(q, result(i))
+			}
+		}
+		g := &l.group
+		g.mu.Lock()
+		g.inflight--
+		if !done && err == errLeaderPanicked {
+			g.removeLocked(p)
+			done = true
+		}
+		if done {
+			l.handOffLocked()
+		}
+		g.settled.Broadcast()
+		g.mu.Unlock()
+		for i, q := range batch {
 			if q == p {
-				mine = o
+				mine = result(i)
 				continue
 			}
-			q.done <- o
+			if q.kind != begun {
+				l.answer(q, result(i))
+			}
 		}
 	}()
 	recs, err = l.commit(ctx, batch)
-	return mine
+	return mine, done
+}
+
+// Flush returns once every append made before it has been answered: posted
+// appends waiting for a commit to ride are committed now. Readers call it
+// so they see the records of calls already answered (Query, Verify), and
+// Close does.
+func (l *Log) Flush() {
+	g := &l.group
+	g.mu.Lock()
+	target := g.next
+	for len(g.queue) > 0 && g.queue[0].n <= target || g.inflight > 0 {
+		if !g.leading && len(g.queue) > 0 {
+			// Posted appends alone, waiting for their timer: commit them.
+			g.leading = true
+			p := g.queue[0]
+			g.mu.Unlock()
+			l.leadFor(p)
+			g.mu.Lock()
+			continue
+		}
+		g.settled.Wait()
+	}
+	g.mu.Unlock()
 }
 
 // chain stamps recs (time, seq, links, hashes) to follow last, in order.

@@ -33,8 +33,11 @@ var categories = map[string][]string{
 }
 
 // Query returns matching records. Action matches exactly, as a dotted
-// prefix, or as one of the categories above.
+// prefix, or as one of the categories above. Posted records still waiting
+// for a commit are committed first (Flush): a reader sees the outcome of
+// every call answered before it asked.
 func (l *Log) Query(ctx context.Context, f Filter) ([]Record, error) {
+	l.Flush()
 	sf := store.AuditFilter{
 		Since: f.Since, AfterSeq: f.AfterSeq, Actor: f.Actor, Action: f.Action,
 		Sandbox: f.Sandbox, Limit: f.Limit, Descending: f.Descending, Except: f.Except,

@@ -66,8 +66,9 @@ const (
 
 // Verify walks the whole chain and checks it against both anchors.
 // Tampering is reported in the Result (OK=false); an error means the check
-// itself could not run.
+// itself could not run. Posted records still waiting are committed first.
 func (l *Log) Verify(ctx context.Context) (Result, error) {
+	l.Flush()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// The anchors are read first, the file before the store's (the

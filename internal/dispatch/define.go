@@ -34,6 +34,9 @@ type Spec struct {
 	// Streams says the tool can send output while it runs to a caller that
 	// asked for it with WithStreaming; other callers get the whole answer.
 	Streams bool
+	// Commands says whether and how the call starts a command: its record
+	// then goes first (record.go).
+	Commands Commands
 }
 
 // Hooks are a tool's optional typed hooks; see Tool for what each does.
@@ -61,7 +64,7 @@ type Validator interface {
 func Define[A, R any](spec Spec, run func(context.Context, auth.Caller, A) (R, error), h Hooks[A, R]) Tool {
 	t := Tool{
 		Name: spec.Name, Description: spec.Description, Risk: spec.Risk, RiskCeiling: spec.RiskCeiling,
-		Category: spec.Category, Roles: spec.Roles, Visible: spec.Visible, Streams: spec.Streams,
+		Category: spec.Category, Roles: spec.Roles, Visible: spec.Visible, Streams: spec.Streams, Commands: spec.Commands,
 		InputSchema: SchemaFor[A](),
 		Decode: func(raw json.RawMessage) (any, error) {
 			return DecodeArgs[A](raw, spec.Lenient)

@@ -202,6 +202,9 @@ type Tool struct {
 	// Streams: the tool sends output while it runs to a caller that asked
 	// with WithStreaming.
 	Streams bool
+	// Commands says whether the call starts a command, whose record then
+	// goes first (record.go).
+	Commands Commands
 	// Run does the work.
 	Run func(ctx context.Context, c auth.Caller, args any) (any, error)
 	// Visible, when set, hides the tool from callers it returns false for
@@ -621,6 +624,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	verdict := "allowed"
 	var reason string
 	var closeWindow func()
+	// first is the call's record when it went before Run (record.go).
+	var first Durable
 	defer func() {
 		if closeWindow != nil {
 			// Before the record: its commit is the sync the run's
@@ -629,6 +634,26 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		}
 		if err != nil && (verdict == "allowed" || verdict == "approved") {
 			verdict = "error"
+		}
+		if first != nil {
+			// The call's record went first; the answer still waits for
+			// it (a command held for it has waited already), and the
+			// outcome rides the next commit.
+			seq, aerr := first.Wait()
+			if aerr == nil {
+				var sum map[string]any
+				if err == nil && t.Summarize != nil {
+					sum = t.Summarize(args, result)
+				}
+				aerr = d.outcome(ctx, c, t, Target{Target: tgt.Target, Sandbox: tgt.Sandbox, Detail: sum}, seq, verdict, reason, err)
+			}
+			if aerr != nil {
+				// Whatever the run said: a command held for its record
+				// was refused when the record failed.
+				result = nil
+				err = fault.Wrap(fault.Unavailable, aerr, "the call's audit record could not be stored, so its result is withheld; the server's log says why")
+			}
+			return
 		}
 		if err == nil && t.Summarize != nil {
 			tgt.Detail = merge(tgt.Detail, t.Summarize(args, result))
@@ -747,9 +772,28 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 		verdict, reason = "denied", "halted"
 		return nil, err
 	}
-	// 6. Run.
-	if d.flushWindow != nil && d.audit != nil {
+	// 6. Run. A call that starts a command has its record go first.
+	switch {
+	case t.Commands != NoCommand && d.audit != nil:
+		rec, berr := d.begin(ctx, callEntry(c, t, a, tgt, depth, verdict, reason, nil))
+		if berr != nil {
+			verdict = "error"
+			return nil, fault.Wrap(fault.Unavailable, berr, "the call's audit record could not be stored, so it did not run; the server's log says why")
+		}
+		first = rec
+		if t.Commands == RecordFirst {
+			if _, werr := rec.Wait(); werr != nil {
+				return nil, fault.Wrap(fault.Unavailable, werr, "the call's audit record could not be stored, so it did not run; the server's log says why")
+			}
+			ctx = noHeldRecord(ctx)
+		} else {
+			ctx = context.WithValue(ctx, heldKey{}, rec)
+		}
+	case d.flushWindow != nil && d.audit != nil:
 		ctx, closeWindow = d.flushWindow(ctx)
+		ctx = noHeldRecord(ctx)
+	default:
+		ctx = noHeldRecord(ctx)
 	}
 	ctx = context.WithValue(ctx, withinKey{}, within{d: d, c: c})
 	return t.Run(context.WithValue(ctx, depthKey{}, depth+1), c, args)
@@ -760,6 +804,16 @@ func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Asses
 	if d.audit == nil {
 		return nil
 	}
+	e := callEntry(c, t, a, tgt, depth, verdict, reason, err)
+	if w, ok := d.audit.(auditWriter); ok {
+		return w.Write(context.WithoutCancel(ctx), e)
+	}
+	_, aerr := d.audit.Append(context.WithoutCancel(ctx), e)
+	return aerr
+}
+
+// callEntry is the record of a call.
+func callEntry(c auth.Caller, t *Tool, a Assessment, tgt Target, depth int, verdict, reason string, err error) audit.Entry {
 	detail := merge(map[string]any{"risk": a.Risk.String()}, tgt.Detail)
 	if len(a.Rules) > 0 {
 		detail["rules"] = a.Rules
@@ -777,26 +831,26 @@ func (d *Dispatcher) record(ctx context.Context, c auth.Caller, t *Tool, a Asses
 		detail["reason"] = reason
 	}
 	if err != nil {
-		detail["error"] = fault.Public(err)
-		var rl *RateLimited
-		var ar *ApprovalRequired
-		switch {
-		case errors.As(err, &rl):
-			detail["error"] = rl.Error()
-		case errors.As(err, &ar):
-			detail["error"] = "waiting for an operator's approval (" + ar.ID + ")"
-		}
+		detail["error"] = errorDetail(err)
 	}
-	e := audit.Entry{
+	return audit.Entry{
 		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
 		Action: t.Name, Target: tgt.Target, Sandbox: tgt.Sandbox,
 		Verdict: verdict, Detail: detail,
 	}
-	if w, ok := d.audit.(auditWriter); ok {
-		return w.Write(context.WithoutCancel(ctx), e)
+}
+
+// errorDetail is what a record says of a call's error.
+func errorDetail(err error) string {
+	var rl *RateLimited
+	var ar *ApprovalRequired
+	switch {
+	case errors.As(err, &rl):
+		return rl.Error()
+	case errors.As(err, &ar):
+		return "waiting for an operator's approval (" + ar.ID + ")"
 	}
-	_, aerr := d.audit.Append(context.WithoutCancel(ctx), e)
-	return aerr
+	return fault.Public(err)
 }
 
 // auditWriter is an audit log that stores a record without handing it
