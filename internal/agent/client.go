@@ -207,9 +207,23 @@ func (p *Process) Close() {
 // group) and homeFiles (the sandbox's group) are attached for the init to
 // place the process (see the package doc); they stay the caller's.
 func (c *Client) Spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File) (*Process, error) {
+	return c.spawn(ctx, r, cgroupFiles, homeFiles, nil)
+}
+
+// SpawnHeld is Spawn for a command held until h is released (SpawnReq.Held):
+// the reply comes once it has started, or with CodeNotReleased.
+func (c *Client) SpawnHeld(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, h *Hold) (*Process, error) {
+	return c.spawn(ctx, r, cgroupFiles, homeFiles, h.Reader())
+}
+
+func (c *Client) spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, hold *os.File) (*Process, error) {
 	r.CgroupFDs, r.HomeFDs = len(cgroupFiles), len(homeFiles)
 	exit := make(chan Exit, 1)
-	attached := append(append([]*os.File(nil), cgroupFiles...), homeFiles...)
+	attached := make([]*os.File, 0, len(cgroupFiles)+len(homeFiles)+1)
+	attached = append(append(attached, cgroupFiles...), homeFiles...)
+	if r.Held = hold != nil; r.Held {
+		attached = append(attached, hold)
+	}
 	resp, files, err := c.call(ctx, Request{Op: OpSpawn, Spawn: &r}, attached, exit)
 	if err != nil {
 		return nil, err

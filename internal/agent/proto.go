@@ -229,6 +229,13 @@ type SpawnReq struct {
 	// group's (v1: the forking thread returns there).
 	CgroupFDs int `json:"cgroup_fds"`
 	HomeFDs   int `json:"home_fds,omitempty"`
+	// Held: the last attached descriptor is a Hold's reader. The init
+	// prepares the command (checks, pipes, its path) and forks it only
+	// once it has read the Hold's byte: the server writes it when the
+	// call's audit record is durable. Read at its end without the byte
+	// (the record failed, the call went away), the spawn is refused with
+	// CodeNotReleased and nothing starts.
+	Held bool `json:"held,omitempty"`
 }
 
 // SpawnResp is the reply to spawn; the descriptors come with it: stdin
@@ -316,6 +323,9 @@ const (
 	// (kernel.pty.max less kernel.pty.reserve, shared by every devpts
 	// instance) exhausted, with the sandbox below its own limit.
 	CodePTYHost = "EPTYHOST"
+	// CodeNotReleased: a held spawn's Hold ended unreleased; the command
+	// never started.
+	CodeNotReleased = "ENOTRELEASED"
 )
 
 func (e *Error) Error() string { return e.Msg }

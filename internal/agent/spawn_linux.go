@@ -31,6 +31,13 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	if r.Root && !s.setup.AllowRoot {
 		return Response{}, nil, &Error{Code: "EPERM", Msg: "running as root is not enabled for this sandbox"}
 	}
+	var hold *os.File
+	if r.Held {
+		if len(files) == 0 {
+			return Response{}, nil, invalidf("a held spawn without its hold")
+		}
+		hold, files = files[len(files)-1], files[:len(files)-1]
+	}
 	if r.CgroupFDs < 0 || r.HomeFDs < 0 || r.CgroupFDs+r.HomeFDs > len(files) {
 		return Response{}, nil, invalidf("%d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
 	}
@@ -85,7 +92,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 		attr.Setctty = true
 		attr.Ctty = 0
 		parentFiles = []*os.File{ptmx}
-		return s.forkSpawn(id, path, r, attr, []uintptr{uintptr(fd), uintptr(fd), uintptr(fd)}, parentFiles, cgroups, home)
+		return s.forkSpawn(id, path, r, attr, []uintptr{uintptr(fd), uintptr(fd), uintptr(fd)}, parentFiles, cgroups, home, hold)
 	}
 	if r.Stdin {
 		rd, wr, err := pipe()
@@ -127,7 +134,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	for i, fd := range childFDs {
 		fds[i] = uintptr(fd)
 	}
-	return s.forkSpawn(id, path, r, attr, fds, parentFiles, cgroups, home)
+	return s.forkSpawn(id, path, r, attr, fds, parentFiles, cgroups, home, hold)
 }
 
 // pipe makes a close-on-exec pipe (blocking, as the command expects).
@@ -158,10 +165,18 @@ func serverEnd(fd int, name string) *os.File {
 }
 
 // forkSpawn forks the prepared command and answers with its pid and the
-// parent's descriptors. A failure to bring the forking thread home after
-// the fork ends forkLoop (errThreadLost).
+// parent's descriptors. A held spawn (hold not nil) waits for its release
+// first, on this thread, before it joins the execution's groups. A
+// failure to bring the forking thread home after the fork ends forkLoop
+// (errThreadLost).
 func (s *server) forkSpawn(id uint64, path string, r *SpawnReq, attr *syscall.SysProcAttr, fds []uintptr,
-	parentFiles []*os.File, cgroups, home []*os.File) (Response, []*os.File, error) {
+	parentFiles []*os.File, cgroups, home []*os.File, hold *os.File) (Response, []*os.File, error) {
+	if hold != nil {
+		if err := awaitRelease(hold); err != nil {
+			closeAll(parentFiles)
+			return Response{}, nil, err
+		}
+	}
 	proc := &syscall.ProcAttr{Dir: r.Cwd, Env: r.Env, Files: fds, Sys: attr}
 	pid, err, homeErr := s.forkInGroup(id, path, r.Argv, proc, cgroups, home)
 	if homeErr != nil {

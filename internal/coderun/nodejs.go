@@ -177,7 +177,7 @@ func NodeTools(s *Service, g *guard.Guard) []dispatch.Tool {
 		return dispatch.Target{Target: a.SessionID, Sandbox: a.Sandbox, Detail: map[string]any{"language": JavaScript}}
 	}
 	return []dispatch.Tool{
-		dispatch.Define(spec(ToolNodeExecute, "Run JavaScript with Node.js, statelessly or in a session that keeps state (risk: the command guard's verdict on node -e CODE)", guard.Safe, ratelimit.Exec, nil),
+		dispatch.Define(runsCode(spec(ToolNodeExecute, "Run JavaScript with Node.js, statelessly or in a session that keeps state (risk: the command guard's verdict on node -e CODE)", guard.Safe, ratelimit.Exec, nil)),
 			func(ctx context.Context, c auth.Caller, a NodeExecuteArgs) (NodeExecuteResult, error) {
 				if a.Version != "" {
 					if err := s.checkNodeVersion(ctx, c, a.Sandbox, a.Version); err != nil {

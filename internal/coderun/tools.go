@@ -131,10 +131,18 @@ func spec(name, desc string, risk guard.Risk, cat ratelimit.Category, roles []au
 	return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: cat, Roles: roles, Lenient: true}
 }
 
+// runsCode is the Spec of a tool that runs the caller's code: in a resident
+// interpreter as well as in a process of its own, so its record is durable
+// before the run starts (dispatch, "Record first").
+func runsCode(s dispatch.Spec) dispatch.Spec {
+	s.Commands = dispatch.RecordFirst
+	return s
+}
+
 func executeTool(s *Service, g *guard.Guard) dispatch.Tool {
 	// The declared tier is the floor; Assess raises it per call.
-	return dispatch.Define(spec(ToolExecute, "Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: the command guard's verdict on the code as bash, python3 -c or node -e)",
-		guard.Safe, ratelimit.Exec, nil),
+	return dispatch.Define(runsCode(spec(ToolExecute, "Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: the command guard's verdict on the code as bash, python3 -c or node -e)",
+		guard.Safe, ratelimit.Exec, nil)),
 		func(ctx context.Context, c auth.Caller, a ExecuteArgs) (Result, error) {
 			return s.Execute(ctx, c, a.Sandbox, a.Request())
 		}, dispatch.Hooks[ExecuteArgs, Result]{

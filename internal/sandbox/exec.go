@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/process"
@@ -343,7 +344,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 			OpenFiles:     defaultOpenFiles,
 		},
 	}
-	p, err := inst.Spawn(ctx, req, slot.attach, s.homeFor(slot.attach))
+	p, err := s.spawnIn(ctx, inst, req, slot)
 	if err == nil && r.Keep {
 		if err = keepStreams(p); err != nil {
 			p.Close()
@@ -397,6 +398,33 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	s.supervise(ctx, e, p, slot, kill, copies, r)
 	return e, nil
 }
+
+// spawnIn starts one command in slot's execution group. In the run of a
+// call whose record goes first (dispatch.HeldRecord), the init holds the
+// command before its fork until the record is durable (agent.Hold); the
+// preparation runs meanwhile. A spawn that fails or is given up ends the
+// hold unreleased first, so the command cannot start after the caller has
+// cleaned its group up.
+func (s *Sandbox) spawnIn(ctx context.Context, inst *agent.Instance, req agent.SpawnReq, sl *slot) (*agent.Process, error) {
+	rec := dispatch.HeldRecord(ctx)
+	if rec == nil {
+		return inst.Spawn(ctx, req, sl.attach, s.homeFor(sl.attach))
+	}
+	h, err := agent.NewHold()
+	if err != nil {
+		return nil, err
+	}
+	rec.OnDurable(h.End)
+	p, err := inst.SpawnHeld(ctx, req, sl.attach, s.homeFor(sl.attach), h)
+	h.CloseReader()
+	if err != nil {
+		h.End(errSpawnAbandoned)
+	}
+	return p, err
+}
+
+// errSpawnAbandoned ends a hold whose spawn failed or was given up.
+var errSpawnAbandoned = errors.New("spawn abandoned")
 
 // pidsRetry is the Retry-After of a sandbox at its process limit: a
 // polling interval, as nobody knows when the sandbox's processes end.
@@ -948,11 +976,11 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 		cpu = s.rec.Spec.Limits.CPUTime
 	}
 	oom0 := s.sandboxOOMKills()
-	p, err := inst.Spawn(ctx, agent.SpawnReq{
+	p, err := s.spawnIn(ctx, inst, agent.SpawnReq{
 		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
 		DevToolsPipe: sp.DevToolsPipe,
 		Limits:       agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
-	}, slot.attach, s.homeFor(slot.attach))
+	}, slot)
 	if err != nil {
 		s.killSlot(slot)
 		slot.dirty = true

@@ -205,7 +205,10 @@ func byID[R any](name, desc string, risk guard.Risk, roles []auth.Role, run func
 }
 
 func execTool(m *Manager, g *guard.Guard) dispatch.Tool {
-	spec := dispatch.Spec{Name: ToolExec, Description: "Run a command in a sandbox", Risk: guard.Safe, Category: ratelimit.Exec, Streams: true}
+	// The command is held in the init until the call's record is durable
+	// (Exec, spawnIn): the record's sync runs beside its start.
+	spec := dispatch.Spec{Name: ToolExec, Description: "Run a command in a sandbox", Risk: guard.Safe, Category: ratelimit.Exec, Streams: true,
+		Commands: dispatch.HeldCommand}
 	return dispatch.Define(spec, func(ctx context.Context, c auth.Caller, a ExecArgs) (ExecResult, error) {
 		s, err := m.Resolve(ctx, c, a.ID)
 		if err != nil {

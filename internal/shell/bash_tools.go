@@ -22,7 +22,9 @@ func (t toolset) bashSession(ctx context.Context, c auth.Caller, sbID, id string
 }
 
 func (t toolset) bashExec() dispatch.Tool {
-	return dispatch.Define(aio(ToolBashExec, "Run a command as its own process (separate stdout/stderr, byte offsets)", guard.Safe, ratelimit.Exec, nil),
+	spec := aio(ToolBashExec, "Run a command as its own process (separate stdout/stderr, byte offsets)", guard.Safe, ratelimit.Exec, nil)
+	spec.Commands = dispatch.RecordFirst // its record is durable before the run starts
+	return dispatch.Define(spec,
 		func(ctx context.Context, c auth.Caller, a BashExecArgs) (BashExecResult, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {

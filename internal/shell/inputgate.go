@@ -81,7 +81,9 @@ type stagedKey struct{}
 // inputTool is shell.input. Its run writes the staged input whose lines
 // it was called with; called on its own it has nothing to write.
 func (t toolset) inputTool() dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolInput, Risk: guard.Safe, RiskCeiling: guard.Dangerous,
+	// The lines reach a running shell: their record is durable before
+	// they are written.
+	return dispatch.Define(dispatch.Spec{Name: ToolInput, Risk: guard.Safe, RiskCeiling: guard.Dangerous, Commands: dispatch.RecordFirst,
 		Description: "Admit the lines a write to a shell's input completes (called by shell.write, bash.write and the terminal; each line is assessed like exec.run's command)"},
 		func(ctx context.Context, _ auth.Caller, a InputArgs) (InputResult, error) {
 			st, _ := ctx.Value(stagedKey{}).(*staged)

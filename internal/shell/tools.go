@@ -226,6 +226,9 @@ func (t toolset) shellExec() dispatch.Tool {
 	spec := aio(ToolShellExec, "Run a command in a PTY shell session that keeps its working directory and environment",
 		guard.Safe, ratelimit.Exec, nil)
 	spec.Streams = true
+	// The command is typed into a running shell: its record is durable
+	// before the run starts.
+	spec.Commands = dispatch.RecordFirst
 	return dispatch.Define(spec, func(ctx context.Context, c auth.Caller, a ShellExecArgs) (Result, error) {
 		sb, err := t.resolve(ctx, c, a.Sandbox)
 		if err != nil {
