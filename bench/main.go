@@ -67,6 +67,8 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&lo.hot, "hot", 16, "of the clients, those on the first key's sandbox (load, soak)")
 	fs.DurationVar(&lo.settle, "settle", time.Minute, "wait after the load before measuring again (load, soak)")
 	fs.DurationVar(&lo.duration, "duration", 30*time.Minute, "soak duration")
+	var abBase string
+	fs.StringVar(&abBase, "base", "", "the binary bench ab compares -server with")
 	var dbURL string
 	var creates int
 	fs.StringVar(&dbURL, "database-url", "", "PostgreSQL for bench cluster (default: a throw-away server in a temp dir)")
@@ -97,8 +99,10 @@ func run(ctx context.Context, args []string) error {
 		return templatesBench(ctx, o)
 	case "snapshots":
 		return snapshotsBench(ctx, o)
+	case "ab":
+		return abBench(ctx, o, abBase)
 	}
-	return fmt.Errorf("unknown benchmark %q (core, density, files, load, soak, cluster, browser, templates, snapshots)", mode)
+	return fmt.Errorf("unknown benchmark %q (core, ab, density, files, load, soak, cluster, browser, templates, snapshots)", mode)
 }
 
 // latency holds samples of one figure.
