@@ -239,7 +239,7 @@ func (l *Log) Begin(ctx context.Context, e Entry) (*Pending, error) {
 	}
 	p.begun = &Pending{done: make(chan struct{})}
 	if lead, _ := l.group.enqueue(p); lead {
-		go l.leadFor(p)
+		go l.leadFor(context.WithoutCancel(ctx), p)
 	}
 	return p.begun, nil
 }

@@ -223,7 +223,7 @@ func (l *Log) handOffLocked() {
 			q.done <- outcome{lead: true}
 			return
 		case begun:
-			go l.leadFor(q)
+			go l.leadFor(context.Background(), q)
 			return
 		}
 	}
@@ -247,7 +247,7 @@ func (l *Log) commitPosted() {
 	g.leading = true
 	p := g.queue[0]
 	g.mu.Unlock()
-	l.leadFor(p)
+	l.leadFor(context.Background(), p)
 }
 
 // await waits for p's outcome. If ctx ends before a leader took p, p leaves
@@ -292,7 +292,7 @@ func (g *group) removeLocked(p *pending) {
 // answers it. A commit that panics is answered as failed and reported; the
 // process carries on, as it does when a caller's own lead panics inside an
 // HTTP handler.
-func (l *Log) leadFor(p *pending) {
+func (l *Log) leadFor(ctx context.Context, p *pending) {
 	defer func() {
 		if r := recover(); r != nil {
 			l.report(fmt.Errorf("%w: %v", errLeaderPanicked, r))
@@ -301,7 +301,7 @@ func (l *Log) leadFor(p *pending) {
 			}
 		}
 	}()
-	mine := l.lead(context.Background(), p)
+	mine := l.lead(ctx, p)
 	if !p.answered {
 		l.answer(p, mine)
 	}
@@ -363,7 +363,7 @@ func (l *Log) leadBatch(ctx context.Context, p *pending) (mine outcome, done boo
 		g := &l.group
 		g.mu.Lock()
 		g.inflight--
-		if !done && err == errLeaderPanicked {
+		if !done && errors.Is(err, errLeaderPanicked) {
 			g.removeLocked(p)
 			done = true
 		}
@@ -400,7 +400,7 @@ func (l *Log) Flush() {
 			g.leading = true
 			p := g.queue[0]
 			g.mu.Unlock()
-			l.leadFor(p)
+			l.leadFor(context.Background(), p)
 			g.mu.Lock()
 			continue
 		}
