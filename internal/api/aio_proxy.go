@@ -9,11 +9,11 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/egress/proxytools"
+	"github.com/sandhold/sandhold/internal/sandbox/proxytools"
 )
 
 // groupProxy is AIO's proxy namespace: the upstream proxy, excludes and
-// mappings of a sandbox's egress proxy (package egress/proxytools).
+// mappings of a sandbox's egress proxy (package sandbox/proxytools).
 const groupProxy = "proxy"
 
 // ProxyRoutes mounts AIO's proxy routes at /v1/... and

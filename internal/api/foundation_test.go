@@ -3,9 +3,9 @@ package api
 import (
 	"slices"
 
-	"github.com/sandhold/sandhold/internal/audit/audittools"
-	"github.com/sandhold/sandhold/internal/auth/authtools"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/dispatch/audittools"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 )
 
 // useFoundation makes s call d, with the key, ticket and audit tools

@@ -85,7 +85,7 @@ func (s *Server) revokeKey(ctx context.Context, in *KeyIDInput) (*KeyOutput, err
 }
 
 // Names the route-role table (access.go) uses; the tools are declared in
-// authtools and audittools.
+// dispatch/authtools and dispatch/audittools.
 const (
 	ToolKeysList      = auth.ToolKeysList
 	ToolKeysCreate    = auth.ToolKeysCreate

@@ -8,8 +8,9 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
-// Tool names of the audit log's capabilities (declared in audittools:
-// this package sits below the dispatcher, which writes records here).
+// Tool names of the audit log's capabilities (declared in
+// dispatch/audittools: this package sits below the dispatcher, which
+// writes records here).
 const (
 	ToolQuery  = "audit.query"
 	ToolVerify = "audit.verify"

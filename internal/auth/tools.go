@@ -3,8 +3,8 @@ package auth
 import "time"
 
 // Tool names of the key and ticket capabilities. The tools are declared
-// in authtools: this package sits below the dispatcher (which takes a
-// Caller), so it cannot import it.
+// in dispatch/authtools: this package sits below the dispatcher (which
+// takes a Caller), so it cannot import it.
 const (
 	ToolKeysList      = "keys.list"
 	ToolKeysCreate    = "keys.create"

@@ -3,8 +3,8 @@ package console
 import (
 	"context"
 	"encoding/json"
-	"github.com/sandhold/sandhold/internal/audit/audittools"
-	"github.com/sandhold/sandhold/internal/auth/authtools"
+	"github.com/sandhold/sandhold/internal/dispatch/audittools"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 	"io"
 	"log/slog"
 	"net/http"

@@ -10,8 +10,8 @@ import (
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/egress"
-	"github.com/sandhold/sandhold/internal/egress/proxytools"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/sandbox/proxytools"
 )
 
 // egressAction is the audit action of one proxied connection attempt.

@@ -6,13 +6,13 @@ import (
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/approvals"
-	"github.com/sandhold/sandhold/internal/audit/audittools"
-	"github.com/sandhold/sandhold/internal/auth/authtools"
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/control"
 	"github.com/sandhold/sandhold/internal/customtool"
+	"github.com/sandhold/sandhold/internal/dispatch/audittools"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
+	"github.com/sandhold/sandhold/internal/dispatch/ratetools"
 	"github.com/sandhold/sandhold/internal/policy"
-	"github.com/sandhold/sandhold/internal/ratelimit/ratetools"
 	"github.com/sandhold/sandhold/internal/store"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/audit"
-	"github.com/sandhold/sandhold/internal/audit/audittools"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/dispatch/audittools"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/store"
 )

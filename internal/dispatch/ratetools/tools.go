@@ -1,5 +1,5 @@
 // Package ratetools declares the rate limiter's tool (ratelimit.rules) for
-// the dispatcher. It lives beside package ratelimit, not in it, because
+// the dispatcher. It lives above both packages, not in ratelimit, because
 // the dispatcher applies the limits: package ratelimit cannot import
 // dispatch.
 package ratetools

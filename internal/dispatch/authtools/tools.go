@@ -1,6 +1,6 @@
 // Package authtools declares the key and ticket tools (keys.*,
-// tickets.create) for the dispatcher. They live beside package auth, not
-// in it, because the dispatcher takes auth's Caller: package auth cannot
+// tickets.create) for the dispatcher. They live above both packages, not
+// in auth, because the dispatcher takes auth's Caller: package auth cannot
 // import dispatch.
 package authtools
 

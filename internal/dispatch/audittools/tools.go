@@ -1,7 +1,7 @@
 // Package audittools declares the audit log's tools (audit.query,
-// audit.verify) for the dispatcher. They live beside package audit, not in
-// it, because the dispatcher itself writes to the audit log: package audit
-// cannot import dispatch.
+// audit.verify) for the dispatcher. They live above both packages, not in
+// audit, because the dispatcher itself writes to the audit log: package
+// audit cannot import dispatch.
 package audittools
 
 import (

@@ -7,8 +7,8 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/dispatch/ratetools"
 	"github.com/sandhold/sandhold/internal/ratelimit"
-	"github.com/sandhold/sandhold/internal/ratelimit/ratetools"
 )
 
 // TestRulesReportsTheCallersRules: ratelimit.rules answers a typed Report

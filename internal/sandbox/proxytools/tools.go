@@ -7,6 +7,9 @@
 // the upstream dangerous (it changes where the sandbox's traffic goes).
 // The upstream's password is never answered, audited or logged: answers
 // mask it and the audit record names the upstream without it.
+//
+// The tools live under sandbox, not egress: they find a sandbox's proxy
+// state through package sandbox, which itself imports egress.
 package proxytools
 
 import (
