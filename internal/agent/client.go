@@ -117,6 +117,12 @@ func (c *Client) readLoop() {
 // call sends one request and waits for its reply. exit, when not nil, is
 // registered for the exit event of a spawn before the request leaves.
 func (c *Client) call(ctx context.Context, req Request, files []*os.File, exit chan Exit) (Response, []*os.File, error) {
+	return c.callThen(ctx, req, files, exit, nil)
+}
+
+// callThen is call with sent, if not nil, run once the request is sent
+// and before the reply is awaited.
+func (c *Client) callThen(ctx context.Context, req Request, files []*os.File, exit chan Exit, sent func()) (Response, []*os.File, error) {
 	req.ID = c.nextID.Add(1)
 	ch := make(chan reply, 1)
 	c.mu.Lock()
@@ -141,6 +147,9 @@ func (c *Client) call(ctx context.Context, req Request, files []*os.File, exit c
 	if err := c.conn.Send(req, files...); err != nil {
 		forget()
 		return Response{}, nil, fmt.Errorf("%w: %w", ErrGone, err)
+	}
+	if sent != nil {
+		sent()
 	}
 	select {
 	case r, ok := <-ch:
@@ -207,16 +216,20 @@ func (p *Process) Close() {
 // group) and homeFiles (the sandbox's group) are attached for the init to
 // place the process (see the package doc); they stay the caller's.
 func (c *Client) Spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File) (*Process, error) {
-	return c.spawn(ctx, r, cgroupFiles, homeFiles, nil)
+	return c.spawn(ctx, r, cgroupFiles, homeFiles, nil, nil)
 }
 
 // SpawnHeld is Spawn for a command held until h is released (SpawnReq.Held):
-// the reply comes once it has started, or with CodeNotReleased.
-func (c *Client) SpawnHeld(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, h *Hold) (*Process, error) {
-	return c.spawn(ctx, r, cgroupFiles, homeFiles, h.Reader())
+// once the request is sent, release runs on the calling goroutine while
+// the init prepares the command, and h ends with its result (nil releases
+// the command). The reply comes once the command has started, or with
+// CodeNotReleased. If the request cannot be sent, release does not run and
+// h is left to the caller.
+func (c *Client) SpawnHeld(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, h *Hold, release func() error) (*Process, error) {
+	return c.spawn(ctx, r, cgroupFiles, homeFiles, h.Reader(), func() { h.End(release()) })
 }
 
-func (c *Client) spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, hold *os.File) (*Process, error) {
+func (c *Client) spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, hold *os.File, sent func()) (*Process, error) {
 	r.CgroupFDs, r.HomeFDs = len(cgroupFiles), len(homeFiles)
 	exit := make(chan Exit, 1)
 	attached := make([]*os.File, 0, len(cgroupFiles)+len(homeFiles)+1)
@@ -224,7 +237,7 @@ func (c *Client) spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles [
 	if r.Held = hold != nil; r.Held {
 		attached = append(attached, hold)
 	}
-	resp, files, err := c.call(ctx, Request{Op: OpSpawn, Spawn: &r}, attached, exit)
+	resp, files, err := c.callThen(ctx, Request{Op: OpSpawn, Spawn: &r}, attached, exit, sent)
 	if err != nil {
 		return nil, err
 	}

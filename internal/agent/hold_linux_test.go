@@ -14,8 +14,9 @@ import (
 )
 
 // heldSpawn starts a held `touch /workspace/<mark>` in an execution group
-// of its own and returns the spawn's result channel.
-func (ts *testSandbox) heldSpawn(t *testing.T, mark string, h *Hold) (cgroup.Group, chan error) {
+// of its own and returns the spawn's result channel; the spawn's release
+// returns what decide sends.
+func (ts *testSandbox) heldSpawn(t *testing.T, mark string, h *Hold, decide chan error) (cgroup.Group, chan error) {
 	t.Helper()
 	sub, err := ts.group.Sub("held-"+mark, cgroup.Limits{})
 	if err != nil {
@@ -32,7 +33,7 @@ func (ts *testSandbox) heldSpawn(t *testing.T, mark string, h *Hold) (cgroup.Gro
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		p, err := ts.SpawnHeld(ctx, SpawnReq{Argv: []string{"/usr/bin/touch", "/workspace/" + mark},
-			Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace"}, attach, ts.home, h)
+			Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace"}, attach, ts.home, h, func() error { return <-decide })
 		h.CloseReader()
 		if err == nil {
 			select {
@@ -75,7 +76,8 @@ func TestHeldSpawnStartsWhenReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, done := ts.heldSpawn(t, "released", h)
+	decide := make(chan error, 1)
+	sub, done := ts.heldSpawn(t, "released", h, decide)
 	ts.waitHolding(t)
 	if procs, err := sub.Procs(); err != nil || len(procs) != 0 {
 		t.Fatalf("held command's group holds %v (%v)", procs, err)
@@ -88,7 +90,7 @@ func TestHeldSpawnStartsWhenReleased(t *testing.T) {
 		t.Fatalf("held spawn answered before its release: %v", err)
 	default:
 	}
-	h.End(nil)
+	decide <- nil
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +107,10 @@ func TestHeldSpawnRefusedWhenTheHoldEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, done := ts.heldSpawn(t, "refused", h)
+	decide := make(chan error, 1)
+	_, done := ts.heldSpawn(t, "refused", h, decide)
 	ts.waitHolding(t)
-	h.End(errors.New("the record was not stored"))
+	decide <- errors.New("the record was not stored")
 	err = <-done
 	var ae *Error
 	if !errors.As(err, &ae) || ae.Code != CodeNotReleased {

@@ -225,21 +225,23 @@ func reserved(e Entry) bool {
 	return e.Role == RoleSystem || e.Action == ActionArchive || strings.HasPrefix(e.Action, ActionArchive+".")
 }
 
-// Begin appends e like Write, but returns at once: its commit runs on a
-// goroutine of its own or rides one under way, and the Pending says when
-// the record is durable or could not be stored. The dispatcher begins the
-// record of a call that starts a command with it, so the command can be
-// held until the record is durable while the rest of its start goes on
-// (dispatch, "Record first"). An error here means e was refused before it
-// was queued (an invalid entry, ctx ended while the queue was full).
+// Begin appends e like Write, but returns at once: the record rides the
+// next commit, and Pending.Wait leads one if none comes first. The
+// dispatcher begins the record of a call that starts a command with it, so
+// the command can be sent to the init and held there until the record is
+// durable (dispatch, "Record first"). The caller must Wait (a timer
+// commits a record never waited for after postedDelay). An error here
+// means e was refused before it was queued (an invalid entry, ctx ended
+// while the queue was full).
 func (l *Log) Begin(ctx context.Context, e Entry) (*Pending, error) {
 	p, err := l.newPending(ctx, e, false, begun)
 	if err != nil {
 		return nil, err
 	}
-	p.begun = &Pending{done: make(chan struct{})}
-	if lead, _ := l.group.enqueue(p); lead {
-		go l.leadFor(context.WithoutCancel(ctx), p)
+	p.begun = &Pending{done: make(chan struct{}), l: l, p: p}
+	p.lead = make(chan struct{}, 1)
+	if _, arm := l.group.enqueue(p); arm {
+		time.AfterFunc(l.postedDelay, l.commitPosted)
 	}
 	return p.begun, nil
 }
@@ -263,6 +265,8 @@ func (l *Log) Post(ctx context.Context, e Entry) error {
 
 // Pending is a record appended with Begin.
 type Pending struct {
+	l    *Log
+	p    *pending
 	done chan struct{}
 	// mu guards fns; seq and err are set before done is closed.
 	mu  sync.Mutex
@@ -274,11 +278,17 @@ type Pending struct {
 // Done is closed once the record is durable or could not be stored.
 func (p *Pending) Done() <-chan struct{} { return p.done }
 
-// Wait blocks until the record is durable and returns its seq, or the
-// error that kept it from being stored. It returns within the commit's
-// own bound (batchTimeout).
+// Wait returns once the record is durable, with its seq, or with the
+// error that kept it from being stored. With no commit under way it
+// commits the record itself, on the calling goroutine; else it waits for
+// the commit that takes it, or leads the next. It returns within the
+// commits' own bound (batchTimeout).
 func (p *Pending) Wait() (int64, error) {
-	<-p.done
+	select {
+	case <-p.done:
+	default:
+		p.l.drive(p.p)
+	}
 	return p.seq, p.err
 }
 

@@ -29,9 +29,11 @@ import (
 //     no caller is told success for a record that is not stored.
 //   - At most maxPending appends are queued or committing; more wait for a
 //     place (or for their context) before they enter: the queue is bounded.
-//   - Begin appends without waiting: a goroutine of its own leads when the
-//     lead comes to it, and its Pending says when the record is durable (a
-//     call's record, durable before the command it names starts; dispatch).
+//   - Begin appends without waiting and without leading: the record rides
+//     the next commit, and its Pending's Wait leads one, on the caller's
+//     goroutine, if none has taken it by then (a call's record, durable
+//     before the command it names starts; dispatch). A record never waited
+//     for is committed by the posted appends' timer.
 //   - Post appends without waiting and without leading: the record rides
 //     the next commit, whoever leads it, or one that a timer starts
 //     postedDelay later if none comes (a command's outcome, after its call
@@ -112,8 +114,11 @@ type pending struct {
 	// done (waiters only) takes one message at a time (buffer 1): the
 	// lead, then the result.
 	done chan outcome
-	// begun is Begin's handle (kind begun).
-	begun *Pending
+	// begun is Begin's handle (kind begun); waiting is set (under
+	// group.mu) once its Wait waits, and lead then takes the lead.
+	begun   *Pending
+	waiting bool
+	lead    chan struct{}
 	// n is the append's place in the order of arrival (Flush).
 	n uint64
 	// taken is set (under group.mu) when a leader puts it in its batch;
@@ -127,8 +132,8 @@ type pendingKind uint8
 const (
 	// waiter: a caller waits on done (Append, Write) and may lead.
 	waiter pendingKind = iota
-	// begun: nobody waits; Begin's Pending hears of it, and a goroutine of
-	// its own leads its commit when the lead comes to it.
+	// begun: Begin's Pending hears of it; it rides the next commit, and
+	// its Wait leads one if none is under way (or is handed the lead).
 	begun
 	// posted: nobody waits and nothing leads for it: it rides the next
 	// commit, or a timer's after postedDelay (Post).
@@ -149,10 +154,10 @@ type group struct {
 	slots chan struct{}
 
 	// mu guards the fields below. Invariant: leading is false only while
-	// queue holds posted appends alone (then a timer is armed for them,
-	// timerArmed); while it is true exactly one append leads, and the lead
-	// passes to the first append in queue that is not posted when its
-	// batch is done.
+	// queue holds no waiter (posted appends, begun ones whose Wait has not
+	// started; a timer is armed for them, timerArmed); while it is true
+	// exactly one append leads, and the lead passes to the first waiter or
+	// waiting begun append in queue when its batch is done.
 	mu         sync.Mutex
 	queue      []*pending
 	leading    bool
@@ -182,7 +187,7 @@ func (g *group) enqueue(p *pending) (lead, arm bool) {
 	switch {
 	case g.leading:
 		return false, false
-	case p.kind == posted:
+	case p.kind != waiter:
 		arm = !g.timerArmed
 		g.timerArmed = true
 		return false, arm
@@ -210,20 +215,21 @@ func (g *group) take(maxBatch int) []*pending {
 	return batch
 }
 
-// handOffLocked passes the lead to the first append in the queue that is
-// not posted — a waiter hears of it on done (which is empty: it is not
+// handOffLocked passes the lead to the first append in the queue whose
+// caller waits — a waiter hears of it on done (which is empty: it is not
 // taken, so it has no result, and only the one leader sends a lead), a
-// begun append gets a goroutine that leads for it — or ends it; posted
-// appends left alone in the queue get the timer. Caller holds g.mu.
+// begun append whose Wait waits on lead — or ends it; what is left in the
+// queue (posted appends, begun ones not waited for yet) gets the timer.
+// Caller holds g.mu.
 func (l *Log) handOffLocked() {
 	g := &l.group
 	for _, q := range g.queue {
-		switch q.kind {
-		case waiter:
+		switch {
+		case q.kind == waiter:
 			q.done <- outcome{lead: true}
 			return
-		case begun:
-			go l.leadFor(context.Background(), q)
+		case q.kind == begun && q.waiting:
+			q.lead <- struct{}{}
 			return
 		}
 	}
@@ -288,10 +294,10 @@ func (g *group) removeLocked(p *pending) {
 	}
 }
 
-// leadFor leads on behalf of an append nobody waits for (begun, posted) and
-// answers it. A commit that panics is answered as failed and reported; the
-// process carries on, as it does when a caller's own lead panics inside an
-// HTTP handler.
+// leadFor leads on behalf of an append that is not a waiter (posted, or
+// begun) and answers it. A commit that panics is answered as failed and
+// reported; the process carries on, as it does when a caller's own lead
+// panics inside an HTTP handler.
 func (l *Log) leadFor(ctx context.Context, p *pending) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -481,4 +487,32 @@ func (l *Log) commit(ctx context.Context, batch []*pending) ([]store.AuditRecord
 		}
 	}
 	return recs, nil
+}
+
+// drive is a begun append's Wait: it returns once the append is answered,
+// leading the commit itself when none is under way or the lead is handed
+// to it, so a caller that has something else to do first (send the command
+// it holds to the init) commits on its own goroutine, after that, with no
+// goroutine started and no thread woken for it.
+func (l *Log) drive(p *pending) {
+	g := &l.group
+	g.mu.Lock()
+	switch {
+	case p.taken:
+		g.mu.Unlock()
+		<-p.begun.done
+		return
+	case !g.leading:
+		g.leading = true
+		g.mu.Unlock()
+	default:
+		p.waiting = true
+		g.mu.Unlock()
+		select {
+		case <-p.begun.done:
+			return
+		case <-p.lead:
+		}
+	}
+	l.leadFor(context.Background(), p)
 }

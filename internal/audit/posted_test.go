@@ -8,42 +8,93 @@ import (
 	"time"
 )
 
-// Begin returns while its record's commit is still under way (a held
-// batch); OnDurable and Wait hear of it once it is stored, and a callback
-// added after that runs at once.
-func TestBeginReturnsBeforeTheCommit(t *testing.T) {
+// Begin commits nothing: its record rides the next commit, and Wait
+// commits it on the calling goroutine when none comes first. OnDurable
+// hears of it once stored; a callback added after that runs at once.
+func TestBeginRidesTheNextCommitOrWaitCommits(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db testDB) {
-		l, g := gatedLog(t, db)
-		entered, release := g.gateNext()
+		l, g := gatedLog(t, db, WithPostedDelay(time.Hour))
 		p, err := l.Begin(context.Background(), entry(1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		<-entered // Begin returned; its own commit is held at its start
 		fired := make(chan error, 1)
 		p.OnDurable(func(err error) { fired <- err })
+		if s := g.batchSizes(); len(s) != 0 {
+			t.Fatalf("Begin committed: batches %v", s)
+		}
 		select {
 		case <-p.Done():
-			t.Fatal("the record reported durable while its commit was held")
-		case err := <-fired:
-			t.Fatalf("OnDurable ran while the commit was held (%v)", err)
+			t.Fatal("the record reported durable before any commit")
 		default:
 		}
-		close(release)
+		if seq, err := p.Wait(); err != nil || seq != 1 {
+			t.Fatalf("Wait = %d, %v; want seq 1", seq, err)
+		}
 		if err := <-fired; err != nil {
 			t.Fatal(err)
-		}
-		seq, err := p.Wait()
-		if err != nil || seq != 1 {
-			t.Fatalf("Wait = %d, %v; want seq 1", seq, err)
 		}
 		late := make(chan error, 1)
 		p.OnDurable(func(err error) { late <- err })
 		if err := <-late; err != nil {
 			t.Fatal(err)
 		}
-		mustVerify(t, l, 1)
+
+		// Another append's commit takes a begun record along: durable with
+		// no Wait of its own.
+		q, err := l.Begin(context.Background(), entry(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(context.Background(), entry(3)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-q.Done():
+		default:
+			t.Fatal("the begun record did not ride the next commit")
+		}
+
+		// With a commit under way, Wait waits for it and is handed the
+		// lead of the next.
+		entered, release := g.gateNext()
+		first := startAppends(l, 4, 1, "")
+		<-entered
+		r, err := l.Begin(context.Background(), entry(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan error, 1)
+		go func() { _, err := r.Wait(); waited <- err }()
+		waitWaiting(t, l)
+		close(release)
+		if res := <-first; res.err != nil {
+			t.Fatal(res.err)
+		}
+		if err := <-waited; err != nil {
+			t.Fatal(err)
+		}
+		if s := g.batchSizes(); fmt.Sprint(s) != "[1 2 1 1]" {
+			t.Fatalf("batches %v, want [1 2 1 1]", s)
+		}
+		mustVerify(t, l, 5)
 	})
+}
+
+// waitWaiting waits (bounded) until a begun record's Wait waits for the
+// lead.
+func waitWaiting(t *testing.T, l *Log) {
+	t.Helper()
+	for range 10000 {
+		l.group.mu.Lock()
+		w := len(l.group.queue) == 1 && l.group.queue[0].waiting
+		l.group.mu.Unlock()
+		if w {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("Wait never waited")
 }
 
 // A posted record waits for the next commit and rides it: one transaction
@@ -153,11 +204,11 @@ func TestBegunAndPostedRecordsHearOfAFailedCommit(t *testing.T) {
 			}
 			fired := make(chan error, 1)
 			p.OnDurable(func(err error) { fired <- err })
-			if err := <-fired; err == nil {
-				t.Fatal("OnDurable reported success for a record in a failed batch")
-			}
 			if _, err := p.Wait(); err == nil {
 				t.Fatal("Wait reported success for a record in a failed batch")
+			}
+			if err := <-fired; err == nil {
+				t.Fatal("OnDurable reported success for a record in a failed batch")
 			}
 			if err := <-reported; err == nil {
 				t.Fatal("nil report")

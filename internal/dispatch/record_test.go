@@ -78,10 +78,9 @@ func TestCommandCallsRecordFirst(t *testing.T) {
 						t.Errorf("HeldRecord = %v in mode %s", held, mode.name)
 					}
 					if held != nil {
-						// The sandbox's part: start the command once durable.
-						done := make(chan error, 1)
-						held.OnDurable(func(err error) { done <- err })
-						heldFor = <-done
+						// The sandbox's part: commit the record, start the
+						// command once it is durable.
+						_, heldFor = held.Wait()
 					}
 					// The command starts here: its record must be stored.
 					last, err := st.LastAudit(context.Background())
@@ -191,9 +190,7 @@ func TestCommandNotStartedWithoutItsRecord(t *testing.T) {
 		Run: func(context.Context, auth.Caller, any) (any, error) { ran++; return "x", nil }})
 	d.MustRegister(Tool{Name: "cmd.held", Risk: guard.Safe, Commands: HeldCommand,
 		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) {
-			done := make(chan error, 1)
-			HeldRecord(ctx).OnDurable(func(err error) { done <- err })
-			if released = <-done; released != nil {
+			if _, released = HeldRecord(ctx).Wait(); released != nil {
 				return nil, released
 			}
 			ran++

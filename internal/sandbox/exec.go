@@ -401,9 +401,11 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 
 // spawnIn starts one command in slot's execution group. In the run of a
 // call whose record goes first (dispatch.HeldRecord), the init holds the
-// command before its fork until the record is durable (agent.Hold); the
-// preparation runs meanwhile. A spawn that fails or is given up ends the
-// hold unreleased first, so the command cannot start after the caller has
+// command before its fork until the record is durable (agent.Hold): once
+// the request is sent, this goroutine commits the record (Wait) while the
+// init prepares the command, then releases it, or refuses it if the record
+// could not be stored. A spawn that fails or is given up ends the hold
+// unreleased first, so the command cannot start after the caller has
 // cleaned its group up.
 func (s *Sandbox) spawnIn(ctx context.Context, inst *agent.Instance, req agent.SpawnReq, sl *slot) (*agent.Process, error) {
 	rec := dispatch.HeldRecord(ctx)
@@ -414,8 +416,10 @@ func (s *Sandbox) spawnIn(ctx context.Context, inst *agent.Instance, req agent.S
 	if err != nil {
 		return nil, err
 	}
-	rec.OnDurable(h.End)
-	p, err := inst.SpawnHeld(ctx, req, sl.attach, s.homeFor(sl.attach), h)
+	p, err := inst.SpawnHeld(ctx, req, sl.attach, s.homeFor(sl.attach), h, func() error {
+		_, err := rec.Wait()
+		return err
+	})
 	h.CloseReader()
 	if err != nil {
 		h.End(errSpawnAbandoned)
