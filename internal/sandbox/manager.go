@@ -515,6 +515,9 @@ func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 	if spec.TTL < 0 {
 		return spec, fault.InvalidField("ttl", "ttl must not be negative")
 	}
+	if err := checkLabels(c, spec); err != nil {
+		return spec, err
+	}
 	if err := m.checkNetwork(c, &spec.Network); err != nil {
 		return spec, err
 	}
@@ -662,7 +665,7 @@ func (m *Manager) every(period time.Duration, f func()) {
 
 func (m *Manager) expire(now time.Time) {
 	for _, s := range m.All() {
-		ttl := s.rec.Spec.TTL
+		ttl := s.ttl()
 		if ttl > 0 && now.Sub(s.rec.Created) > ttl {
 			err := m.Delete(context.Background(), Caller{Admin: true}, s.rec.ID)
 			if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -126,7 +127,10 @@ func (s *Sandbox) Info() Info {
 	}
 	if s.rec.Spec.TTL > 0 {
 		in.TTL = s.rec.Spec.TTL.String()
+		exp := s.rec.Created.Add(s.rec.Spec.TTL)
+		in.Expires = &exp
 	}
+	in.Labels = maps.Clone(s.rec.Spec.Labels)
 	return in
 }
 

@@ -179,6 +179,9 @@ func (s *Sandbox) baseEnv() map[string]string {
 			env["USER"], env["LOGNAME"] = "root", "root"
 		}
 	}
+	s.mu.Lock()
+	maps.Copy(env, s.rec.Spec.Env)
+	s.mu.Unlock()
 	return env
 }
 

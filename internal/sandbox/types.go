@@ -61,6 +61,12 @@ type Spec struct {
 	// pinned is a template the server resolved itself (PinTemplate): a
 	// build's intermediate steps, which have no name.
 	pinned *template.Template
+	// Labels are the client's key/value metadata (listings filter by
+	// them; E2B's sandbox metadata).
+	Labels map[string]string `json:"labels,omitempty" doc:"key/value metadata of the client's (at most 64 labels; keys up to 128 bytes, values up to 1024)"`
+	// Env is added to the environment every process of the sandbox
+	// starts with (a call's own env wins over it).
+	Env map[string]string `json:"env,omitempty" doc:"environment variables every command of the sandbox starts with (a call's env wins)"`
 }
 
 // State of a sandbox.
@@ -116,4 +122,8 @@ type Info struct {
 	// off): its files and packages are the snapshot's, its init is new.
 	Snapshot          string `json:"snapshot,omitempty"`
 	ProcessesRestored *bool  `json:"processes_restored,omitempty" doc:"set for a sandbox made from a snapshot: false, its processes were not restored"`
+	// Labels are the spec's labels.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Expires is when the TTL ends the sandbox (absent without a TTL).
+	Expires *time.Time `json:"expires,omitempty"`
 }

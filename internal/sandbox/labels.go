@@ -1,0 +1,74 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// Caps of a sandbox's labels and environment, with their reasons: both
+// live in the sandbox's record (the store) and in every listing.
+const (
+	maxLabels        = 64
+	maxLabelKeyBytes = 128
+	maxLabelBytes    = 1024
+	// maxSpecEnv matches what one execution may add (maxEnvVars).
+	maxSpecEnv = maxEnvVars
+)
+
+// checkLabels validates a spec's labels and environment: the labels'
+// sizes, and the environment by the rule every execution's own variables
+// pass (names, no NUL, LD_PRELOAD and friends only for admins), since
+// every process of the sandbox starts with it.
+func checkLabels(c Caller, spec Spec) error {
+	if len(spec.Labels) > maxLabels {
+		return fault.InvalidField("labels", fmt.Sprintf("at most %d labels", maxLabels))
+	}
+	for k, v := range spec.Labels {
+		if k == "" || len(k) > maxLabelKeyBytes || len(v) > maxLabelBytes {
+			return fault.InvalidField("labels", fmt.Sprintf("label keys are 1 to %d bytes, values at most %d", maxLabelKeyBytes, maxLabelBytes))
+		}
+	}
+	if len(spec.Env) > maxSpecEnv {
+		return fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxSpecEnv))
+	}
+	_, err := buildEnv(map[string]string{}, spec.Env, c.Admin)
+	return err
+}
+
+// Labels are the sandbox's labels (a copy).
+func (s *Sandbox) Labels() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.rec.Spec.Labels)
+}
+
+// ttl is the sandbox's lifetime from its creation (0: none).
+func (s *Sandbox) ttl() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec.Spec.TTL
+}
+
+// SetTTL makes a sandbox end ttl after its creation (0: never). A TTL
+// already past deletes it at the janitor's next round.
+func (m *Manager) SetTTL(ctx context.Context, c Caller, id string, ttl time.Duration) (Info, error) {
+	if ttl < 0 {
+		return Info{}, fault.InvalidField("ttl", "ttl must not be negative")
+	}
+	s, err := m.Get(c, id)
+	if err != nil {
+		return Info{}, err
+	}
+	s.mu.Lock()
+	s.rec.Spec.TTL = ttl
+	rec := s.rec
+	s.mu.Unlock()
+	if err := m.records.PutSandbox(ctx, rec); err != nil {
+		return Info{}, fmt.Errorf("save sandbox: %w", err)
+	}
+	return s.Info(), nil
+}
