@@ -308,7 +308,8 @@ var publicPaths = []string{"/healthz", "/docs", "/openapi.json", "/openapi.yaml"
 // whatever it sends.
 func (s *Server) authMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(publicPaths, r.URL.Path) || s.sessionPublic(r) {
+		if slices.Contains(publicPaths, r.URL.Path) || s.sessionPublic(r) || s.selfAuthenticated(r.URL.Path) {
+			// selfAuthenticated: the handler authenticates (selfauth.go).
 			next.ServeHTTP(w, r)
 			return
 		}

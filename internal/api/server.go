@@ -73,6 +73,10 @@ type Server struct {
 	largeBodyPrefixes []string
 	// bodies bounds the request bodies held at once (bodybudget.go).
 	bodies *bodyBudget
+	// selfAuthPrefixes are the paths of self-authenticated protocols
+	// (selfauth.go); set before serving, read-only afterwards.
+	selfAuthPrefixes []string
+	selfAuthPaths    []string
 	// rawBodyPatterns are route patterns whose bodies are relayed as sent,
 	// any media type (reach.go); set before serving, read-only afterwards.
 	rawBodyPatterns []string
