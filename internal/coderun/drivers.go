@@ -41,6 +41,9 @@ var runtimes = map[string]runtime{
 			"MATPLOTLIBRC": "/usr/share/matplotlib/mpl-data/matplotlibrc",
 			// Font caches go to /tmp, not into the workspace.
 			"MPLCONFIGDIR": "/tmp/.matplotlib",
+			// Output leaves as it is printed (a caller streaming it, as
+			// E2B's runCode does, sees each line when it happens).
+			"PYTHONUNBUFFERED": "1",
 		},
 		argv: func(n string) []string { return []string{"/usr/bin/python3", "-c", pythonDriver, n} }},
 	JavaScript: {exe: "/usr/bin/node", desc: "Node.js (stateful sessions share one vm context)",

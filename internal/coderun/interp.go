@@ -210,6 +210,8 @@ type limits struct {
 	timeout     time.Duration
 	cpu         time.Duration // 0: none
 	outputLimit int
+	// output, when set, sees the raw output as it comes (Request.Output).
+	output func(stream string, p []byte)
 }
 
 // request encodes a cell for lang's driver.
@@ -275,6 +277,9 @@ func (in *interp) run(ctx context.Context, code, cwd string, l limits) (cell, er
 			switch {
 			case ev.raw != nil:
 				_, _ = stdout.Write(ev.raw)
+				if l.output != nil {
+					l.output("stdout", ev.raw)
+				}
 			case ev.oversize:
 				c.truncated = true
 				result = &driverMsg{T: "result", ID: id, Status: StatusOK}
@@ -294,6 +299,9 @@ func (in *interp) run(ctx context.Context, code, cwd string, l limits) (cell, er
 			switch {
 			case ev.raw != nil:
 				_, _ = stderr.Write(ev.raw)
+				if l.output != nil {
+					l.output("stderr", ev.raw)
+				}
 			case ev.msg != nil:
 				gotEnd = true
 			case ev.eof:

@@ -60,6 +60,11 @@ type Request struct {
 	// id when SessionID is empty).
 	Stateful  bool
 	SessionID string
+	// Output, when set, is handed each piece of the cell's stdout and
+	// stderr as the interpreter writes it ("stdout" or "stderr"), for a
+	// caller that streams them (E2B's runCode); the Result still holds
+	// them all.
+	Output func(stream string, p []byte)
 }
 
 // Result is an execution's outcome.
@@ -291,7 +296,7 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 		return Result{}, err
 	}
 	sb.Touch() // a cell is use, even when no new process starts
-	l := limits{timeout: r.Timeout, cpu: sb.Info().Limits.CPUTime, outputLimit: s.cfg.OutputLimit}
+	l := limits{timeout: r.Timeout, cpu: sb.Info().Limits.CPUTime, outputLimit: s.cfg.OutputLimit, output: r.Output}
 	start := time.Now()
 	if !r.Stateful {
 		in, err := startInterp(ctx, sb, r.Language, r.Cwd, c.IsAdmin())

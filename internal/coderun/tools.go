@@ -36,6 +36,9 @@ type ExecuteArgs struct {
 	// SessionID names the session of a stateful run; a new id starts a
 	// session with that id (the caller's own, within the per-key cap).
 	SessionID string `json:"session_id,omitempty" doc:"the session to run in (stateful): an existing one of the caller's, or a new one with this id; empty: a new session with a generated id"`
+	// Output streams the cell's stdout and stderr as they come
+	// (Request.Output); set by Go callers only (E2B's runCode).
+	Output func(stream string, p []byte) `json:"-"`
 }
 
 // ArgsOf is the ExecuteArgs of running r in sandbox sb.
@@ -51,7 +54,7 @@ func ArgsOf(sb string, r Request) ExecuteArgs {
 // Request is the execution a's fields describe (defaults filled in by
 // Validate's rules, see CheckRequest).
 func (a ExecuteArgs) Request() Request {
-	r := Request{Language: a.Language, Code: a.Code, Cwd: a.Cwd, Stateful: a.Stateful, SessionID: a.SessionID}
+	r := Request{Language: a.Language, Code: a.Code, Cwd: a.Cwd, Stateful: a.Stateful, SessionID: a.SessionID, Output: a.Output}
 	if a.Timeout != nil {
 		r.Timeout = seconds(*a.Timeout)
 	}

@@ -113,7 +113,19 @@ def error_output(e, tb):
     return {"output_type": "error", "ename": type(e).__name__, "evalue": str(e),
             "traceback": "".join(lines).splitlines()}
 
+def leading_indent(code):
+    # Like IPython: when the cell's first non-blank line is indented, that
+    # indent is removed from every line that starts with it (a cell pasted
+    # from indented text runs as written).
+    lines = code.splitlines(True)
+    first = next((l for l in lines if l.strip()), "")
+    prefix = first[:len(first) - len(first.lstrip(" \t"))]
+    if not prefix:
+        return code
+    return "".join(l[len(prefix):] if l.startswith(prefix) else l for l in lines)
+
 def run_cell(count, code):
+    code = leading_indent(code)
     name = "<cell-%d>" % count
     linecache.cache[name] = (len(code), None, code.splitlines(True), name)
     tree = ast.parse(code, name, "exec")
