@@ -56,7 +56,7 @@ type InputArgs struct {
 	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
 	Session string `json:"session" doc:"the shell or bash session"`
 	Command string `json:"command_id,omitempty" doc:"for a bash session: the command whose stdin it is"`
-	Via     string `json:"via" enum:"shell.write,bash.write,terminal" doc:"what wrote the input"`
+	Via     string `json:"via" enum:"shell.write,bash.write,terminal,e2b.process_input" doc:"what wrote the input"`
 	Lines   []Line `json:"lines" doc:"the lines the input completes"`
 }
 

@@ -178,3 +178,8 @@ func errnoName(n syscall.Errno) string {
 	}
 	return fmt.Sprintf("errno %d", int(n))
 }
+
+// FileErr is the fault a file primitive's failure becomes (errno to kind
+// and message, the path as given), for other packages that call the
+// primitives through Policy.Locate (internal/e2b's filesystem calls).
+func FileErr(op, path string, err error) error { return fileErr(op, path, err) }
