@@ -200,6 +200,30 @@ bench-density: build
 clean:
 	rm -rf bin $(INIT_BIN) $(ARCHIVE_BIN)
 
+## proto: regenerate internal/e2b/envdpb (the Go code of E2B's envd protocol,
+## from the .proto files in internal/e2b/envdpb/proto) with protoc (Debian's
+## protobuf-compiler) and protoc-gen-go / protoc-gen-connect-go at the
+## versions go.mod pins; the generated code is committed, so make test needs
+## none of them
+PROTOC_GEN_GO_VERSION      := v1.36.12
+PROTOC_GEN_CONNECT_VERSION := v1.21.1
+.PHONY: proto
+proto:
+	@command -v protoc >/dev/null || { apt-get update -qq && apt-get install -y -qq protobuf-compiler; }
+	GO="$(GO)" scripts/gotool.sh $(TOOLS)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	GO="$(GO)" scripts/gotool.sh $(TOOLS)/protoc-gen-connect-go connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_VERSION)
+	cd internal/e2b/envdpb/proto && protoc -I . \
+		--plugin=protoc-gen-go=$(TOOLS)/protoc-gen-go --go_out=.. --go_opt=paths=source_relative \
+		--plugin=protoc-gen-connect-go=$(TOOLS)/protoc-gen-connect-go --connect-go_out=.. --connect-go_opt=paths=source_relative \
+		--go_opt=Mprocess.proto=github.com/sandhold/sandhold/internal/e2b/envdpb/processpb \
+		--go_opt=Mfilesystem.proto=github.com/sandhold/sandhold/internal/e2b/envdpb/filesystempb \
+		--connect-go_opt=Mprocess.proto=github.com/sandhold/sandhold/internal/e2b/envdpb/processpb \
+		--connect-go_opt=Mfilesystem.proto=github.com/sandhold/sandhold/internal/e2b/envdpb/filesystempb \
+		process.proto filesystem.proto
+	cd internal/e2b/envdpb && mkdir -p processpb filesystempb && mv process.pb.go processpb/ && mv filesystem.pb.go filesystempb/ \
+		&& rm -rf processpb/processpbconnect filesystempb/filesystempbconnect \
+		&& mv processpbconnect processpb/ && mv filesystempbconnect filesystempb/
+
 ## mcp-ts: the official TypeScript MCP SDK for internal/mcp's client test (test/mcp-ts)
 .PHONY: mcp-ts
 mcp-ts:
