@@ -64,6 +64,11 @@ var routeTools = map[string]string{
 	"GET /v1/templates/builds/{build}/log":     "template.build_log",
 	"GET /v1/tools":                            "tools.list",
 	"POST /v1/tickets":                         ToolTicketsCreate,
+	// E2B's control plane reads (internal/e2b).
+	"GET /e2b/sandboxes":                     "sandbox.list",
+	"GET /e2b/v2/sandboxes":                  "sandbox.list",
+	"GET /e2b/sandboxes/{sandboxID}":         "sandbox.get",
+	"GET /e2b/sandboxes/{sandboxID}/metrics": "sandbox.resources",
 }
 
 // routeRolesFixed are routes without one tool of their own.

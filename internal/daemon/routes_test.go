@@ -61,6 +61,13 @@ var notCapabilities = map[string]string{
 	// the tool runs. internal/aiocompat's TestAIOProxyConformance calls it.
 	"GET /v1/proxy/diagnose":                "required query parameter url (called by the proxy conformance test)",
 	"GET /sandboxes/{id}/v1/proxy/diagnose": "required query parameter url (called by the proxy conformance test)",
+	// E2B's API beyond what sandhold serves (fork, snapshots, templates,
+	// volumes …): 501 before anything runs.
+	"GET /e2b/*":    "E2B calls sandhold does not serve (501)",
+	"POST /e2b/*":   "E2B calls sandhold does not serve (501)",
+	"PUT /e2b/*":    "E2B calls sandhold does not serve (501)",
+	"PATCH /e2b/*":  "E2B calls sandhold does not serve (501)",
+	"DELETE /e2b/*": "E2B calls sandhold does not serve (501)",
 }
 
 // pathValues fill path parameters whose value decides whether the route
@@ -114,9 +121,11 @@ var validRequests = map[string]struct {
 	"POST /v1/browser/page/upload_file":       {body: map[string]any{"selector": "s", "files": []string{"a.txt"}}},
 	"POST /v1/browser/page/wait":              {body: map[string]any{"type": "load"}},
 	// proxy: bodies that pass the operations' field rules.
-	"POST /v1/proxy/mappings":   {body: map[string]any{"source": "a.example", "target": ":3000"}},
-	"PUT /v1/proxy/upstream":    {body: map[string]any{"server": "proxy.example:3128"}},
-	"DELETE /v1/proxy/excludes": {body: map[string]any{"pattern": "a.example"}},
+	"POST /v1/proxy/mappings": {body: map[string]any{"source": "a.example", "target": ":3000"}},
+	"PUT /v1/proxy/upstream":  {body: map[string]any{"server": "proxy.example:3128"}},
+	// E2B's control plane: a timeout is required.
+	"POST /e2b/sandboxes/{sandboxID}/timeout": {body: map[string]any{"timeout": 60}},
+	"DELETE /v1/proxy/excludes":               {body: map[string]any{"pattern": "a.example"}},
 	"GET /v1/shell/ws": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",
 		"Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}},
 	"GET /vnc/websockify": {header: map[string]string{"Connection": "Upgrade", "Upgrade": "websocket",

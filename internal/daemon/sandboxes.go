@@ -283,6 +283,9 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	if err := d.startFiles(ctx); err != nil {
 		return err
 	}
+	if err := d.startE2B(ctx); err != nil {
+		return err
+	}
 	ops := d.startBrowserOps(browserRuntime{
 		open: d.browser.DevTools,
 		restart: func(ctx context.Context, c auth.Caller, id string, opts browserops.RestartOptions) error {
