@@ -137,8 +137,9 @@ deps:
 	@# the official TypeScript MCP SDK (internal/mcp, test/mcp-ts); the generated AIO
 	@# TypeScript client (internal/aiocompat, test/aio-ts); Playwright's connectOverCDP
 	@# and Puppeteer's connect against the DevTools relay (internal/daemon,
-	@# test/browser-ts, test/puppeteer-ts; puppeteer-core, no browser download)
-	@scripts/npm-ci.sh web test/mcp-ts test/aio-ts test/browser-ts test/puppeteer-ts
+	@# test/browser-ts, test/puppeteer-ts; puppeteer-core, no browser download); the
+	@# official E2B SDKs, e2b and @e2b/code-interpreter (internal/e2b, test/e2b-ts)
+	@scripts/npm-ci.sh web test/mcp-ts test/aio-ts test/browser-ts test/puppeteer-ts test/e2b-ts
 	@if command -v npm >/dev/null; then cd web && npm run build; fi
 	@$(GO) version
 	@# code execution: matplotlib figures as PNG outputs (internal/coderun)
