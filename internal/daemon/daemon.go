@@ -393,8 +393,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	handler, content := d.api.Handler(), d.api.ContentHandler()
 	var fw *cluster.Forwarder
-	if pg, ok := d.store.(*store.Postgres); ok { // a cluster node: forward other nodes' sandboxes
-		fw = cluster.NewForwarder(pg, d.cfg.ClusterSecret, d.log)
+	if cl := d.store.Cluster(); cl != nil { // a cluster node: forward other nodes' sandboxes
+		fw = cluster.NewForwarder(cl, d.cfg.ClusterSecret, d.log)
 		fw.SetCapacity(d.cfg.NodeCapacity)
 		handler, content = fw.Handler(handler), fw.Handler(content)
 	}

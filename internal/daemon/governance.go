@@ -13,7 +13,6 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 	"github.com/sandhold/sandhold/internal/dispatch/ratetools"
 	"github.com/sandhold/sandhold/internal/policy"
-	"github.com/sandhold/sandhold/internal/store"
 )
 
 // startGovernance puts the operator's controls into the dispatcher: the
@@ -34,8 +33,8 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	d.register(policy.Tools(pol))
 
 	var aopts approvals.Options
-	if pg, ok := d.store.(*store.Postgres); ok { // a cluster: every node sees and decides the same approvals
-		aopts.Shared = pg
+	if cl := d.store.Cluster(); cl != nil { // a cluster: every node sees and decides the same approvals
+		aopts.Shared = cl
 	}
 	apr := approvals.New(aopts)
 	d.dispatch.SetApprovals(apr)
@@ -71,9 +70,9 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 
 	// Nodes sharing a PostgreSQL store follow each other's HALT, policy and
 	// custom tools.
-	if pg, ok := d.store.(*store.Postgres); ok {
+	if cl := d.store.Cluster(); cl != nil {
 		fctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		done := cluster.Follow(fctx, pg, d.log, map[string]cluster.Reloader{
+		done := cluster.Follow(fctx, cl, d.log, map[string]cluster.Reloader{
 			control.SettingKey: ctl.Refresh, policy.SettingKey: pol.Reload, customtool.SettingKey: tools.Reload})
 		d.closers = append(d.closers, func() error { stop(); <-done; return nil })
 	}

@@ -66,8 +66,8 @@ func (r records) PutSandbox(ctx context.Context, rec sandbox.Record) error {
 // sandboxes on the other nodes of a cluster count against its cap (none on
 // one host).
 func (r records) CountOwnedElsewhere(ctx context.Context, owner string) (int, error) {
-	if pg, ok := r.st.(*store.Postgres); ok {
-		return pg.CountOwnedElsewhere(ctx, owner)
+	if cl := r.st.Cluster(); cl != nil {
+		return cl.CountOwnedElsewhere(ctx, owner)
 	}
 	return 0, nil
 }
@@ -337,8 +337,8 @@ func WithInit(exe string, args ...string) Option {
 
 // nodeName is this node's name in a cluster's shared store, "" on one host.
 func nodeName(st store.Store) string {
-	if pg, ok := st.(*store.Postgres); ok {
-		return pg.NodeName()
+	if cl := st.Cluster(); cl != nil {
+		return cl.NodeName()
 	}
 	return ""
 }

@@ -108,6 +108,9 @@ type Store interface {
 	// Lease. ErrNodeHeld, saying who holds it, while another live server
 	// does. A server calls it before it touches any sandbox record.
 	HoldNode(ctx context.Context, h Holder, ttl time.Duration) (Lease, error)
+	// Cluster is what the nodes sharing this store share (cluster.go);
+	// nil on one host.
+	Cluster() Cluster
 
 	// Close releases the database.
 	Close() error
