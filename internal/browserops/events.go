@@ -235,3 +235,10 @@ func cmpOr(a, b string) string {
 }
 
 func nowMS() float64 { return float64(time.Now().UnixNano()) / 1e6 }
+
+func cmpInt(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}

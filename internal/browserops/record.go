@@ -14,7 +14,9 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/browser/cdp"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
 )
 
 // Page recording (AIO's page/record): the active tab's screencast
@@ -275,4 +277,42 @@ func (s *Service) Record(ctx context.Context, c auth.Caller, a RecordArgs) (map[
 		return nil, err
 	}
 	return recordAnswer("stopped", res, fps), nil
+}
+
+// RecordArgs is AIO's RecordRequest.
+type RecordArgs struct {
+	On
+	Action   string  `json:"action,omitempty" enum:"once,start,pause,resume,stop,status" doc:"once (default): record duration seconds and answer with the file"`
+	SavePath *string `json:"save_path,omitempty" doc:"an .mp4 below /workspace or /tmp (default /workspace/recordings/page_{time}.mp4)"`
+	Duration float64 `json:"duration,omitempty" doc:"seconds of a once recording (default 10, at most 600); start records until stop or 600 s"`
+	FPS      int     `json:"fps,omitempty" doc:"frames per second (default 15, at most 30)"`
+	Quality  *int    `json:"quality,omitempty" minimum:"0" maximum:"100" doc:"JPEG quality of the captured frames (default 80)"`
+}
+
+// Validate bounds the numbers (AIO's ranges, and sandhold's recording
+// limits).
+func (a RecordArgs) Validate() error {
+	switch {
+	case a.FPS < 0 || a.FPS > browser.MaxRecordFPS:
+		return fault.InvalidField("body.fps", "fps must be within 1-30")
+	case math.IsNaN(a.Duration) || a.Duration < 0 || a.Duration > browser.MaxRecordDuration.Seconds():
+		return fault.InvalidField("body.duration", "duration must be within (0, 600] seconds")
+	case a.Quality != nil && (*a.Quality < 0 || *a.Quality > 100):
+		return fault.InvalidField("body.quality", "quality must be within 0-100")
+	}
+	return nil
+}
+
+// recordTools record the active page to an MP4.
+func recordTools(ts *[]dispatch.Tool, s *Service) {
+	define(ts, ToolRecord, "Record the active page (AIO's page/record: once, start, pause, resume, stop, status) to an MP4 made inside the sandbox (default /workspace/recordings)", guard.Medium,
+		func(ctx context.Context, c auth.Caller, a RecordArgs) (map[string]any, error) {
+			return s.Record(ctx, c, a)
+		}, func(a RecordArgs) (string, map[string]any) {
+			d := map[string]any{}
+			if a.SavePath != nil {
+				d["save_path"] = clipMsg(*a.SavePath)
+			}
+			return cmpOr(a.Action, "once"), d
+		})
 }

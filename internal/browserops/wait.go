@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
 )
 
 const (
@@ -225,4 +227,77 @@ func workspacePath(p string) string {
 		return path.Clean(p)
 	}
 	return path.Join("/workspace", p)
+}
+
+// WaitArgs is AIO's WaitRequest.
+type WaitArgs struct {
+	On
+	Type       string   `json:"type" required:"true" enum:"selector,load,url,network_idle,download,function,response,request,timeout"`
+	Selector   *string  `json:"selector,omitempty"`
+	State      *string  `json:"state,omitempty" enum:"attached,detached,visible,hidden" doc:"selector waits: visible by default"`
+	URL        *string  `json:"url,omitempty" doc:"url waits: the URL, or a glob with *"`
+	SavePath   *string  `json:"save_path,omitempty" doc:"download waits: the directory downloads are saved in from this call on (below /workspace or /tmp; default /workspace/downloads); the file keeps the name the server suggests"`
+	Timeout    float64  `json:"timeout,omitempty" minimum:"0" doc:"seconds; 30 by default, at most 120; for type timeout, how long to wait"`
+	Expression *string  `json:"expression,omitempty" doc:"function waits: JavaScript that becomes truthy (runs script: dangerous tier)"`
+	Polling    *float64 `json:"polling,omitempty" doc:"milliseconds between checks"`
+	URLPattern *string  `json:"url_pattern,omitempty" doc:"request/response waits: a glob with * matched against the URL"`
+}
+
+// Validate checks that the type has what it needs.
+func (a WaitArgs) Validate() error {
+	need := func(p *string, field string) error {
+		if p == nil || *p == "" {
+			return fault.InvalidField("body."+field, field+" is required for type "+a.Type)
+		}
+		return nil
+	}
+	switch a.Type {
+	case "selector":
+		if err := need(a.Selector, "selector"); err != nil {
+			return err
+		}
+		if a.State != nil {
+			switch *a.State {
+			case "attached", "detached", "visible", "hidden":
+			default:
+				return fault.InvalidField("body.state", "state must be attached, detached, visible or hidden")
+			}
+		}
+	case "url":
+		if a.URL == nil && a.URLPattern == nil {
+			return fault.InvalidField("body.url", "url is required for type url")
+		}
+	case "function":
+		return need(a.Expression, "expression")
+	case "request", "response":
+		if a.URL == nil && a.URLPattern == nil {
+			return fault.InvalidField("body.url_pattern", "url_pattern is required for type "+a.Type)
+		}
+	case "download":
+		if a.SavePath != nil && *a.SavePath != "" {
+			if _, err := downloadDir(*a.SavePath); err != nil {
+				return err
+			}
+		}
+	case "load", "network_idle", "timeout":
+	default:
+		return fault.InvalidField("body.type", "type must be selector, load, url, network_idle, download, function, response, request or timeout")
+	}
+	if a.Timeout < 0 {
+		return fault.InvalidField("body.timeout", "timeout must not be negative")
+	}
+	return nil
+}
+
+// waitTools wait for a condition of the page.
+func waitTools(ts *[]dispatch.Tool, s *Service) {
+	define(ts, ToolWait, "Wait for a selector, the load, a URL, network idle, a script condition, a request or response, or a time", guard.Medium,
+		func(ctx context.Context, c auth.Caller, a WaitArgs) (map[string]any, error) { return s.Wait(ctx, c, a) },
+		func(a WaitArgs) (string, map[string]any) { return a.Type, nil },
+		dispatch.Hooks[WaitArgs, map[string]any]{Assess: func(a WaitArgs) dispatch.Assessment {
+			if a.Type == "function" {
+				return dispatch.Assessment{Risk: guard.Dangerous, Reasons: []string{"a function wait runs script in the page"}}
+			}
+			return dispatch.Assessment{Risk: guard.Medium}
+		}})
 }

@@ -1,0 +1,106 @@
+package browserops
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+)
+
+// HTMLArgs is page/html's query.
+type HTMLArgs struct {
+	On
+	Outer bool `json:"outer,omitempty" doc:"the whole document (outerHTML of <html>) rather than the body's inner HTML"`
+}
+
+// EvaluateArgs is AIO's EvaluateRequest.
+type EvaluateArgs struct {
+	On
+	Expression string `json:"expression" required:"true" maxLength:"1048576" doc:"JavaScript evaluated in the page; a promise is awaited"`
+}
+
+// Validate caps the expression.
+func (a EvaluateArgs) Validate() error {
+	if strings.TrimSpace(a.Expression) == "" {
+		return fault.InvalidField("body.expression", "expression is empty")
+	}
+	if len(a.Expression) > 1<<20 {
+		return fault.InvalidField("body.expression", "expression is longer than 1 MiB")
+	}
+	return nil
+}
+
+// FindTextArgs is AIO's FindTextRequest.
+type FindTextArgs struct {
+	On
+	Keyword string `json:"keyword" required:"true" minLength:"1"`
+}
+
+// Validate wants a keyword.
+func (a FindTextArgs) Validate() error {
+	if a.Keyword == "" {
+		return fault.InvalidField("body.keyword", "keyword is empty")
+	}
+	return nil
+}
+
+// TextMatch is one find_text hit.
+type TextMatch struct {
+	Index   int            `json:"index"`
+	Text    string         `json:"text"`
+	Tag     string         `json:"tag"`
+	Visible bool           `json:"visible"`
+	Rect    map[string]int `json:"rect"`
+}
+
+// contentTools read the active page (HTML, text, Markdown, its interactive
+// elements, a text search) and run script in it.
+func contentTools(ts *[]dispatch.Tool, s *Service) {
+	define(ts, ToolHTML, "The active page's HTML (the body's inner HTML, or the whole document with outer)", guard.Safe,
+		func(ctx context.Context, c auth.Caller, a HTMLArgs) (string, error) {
+			return read[string](ctx, s, c, a.Sandbox, `return a.outer ? document.documentElement.outerHTML : (document.body ? document.body.innerHTML : '');`, map[string]bool{"outer": a.Outer})
+		}, nil)
+	define(ts, ToolText, "The active page's visible text", guard.Safe,
+		func(ctx context.Context, c auth.Caller, a PageArgs) (string, error) {
+			return read[string](ctx, s, c, a.Sandbox, `return document.body ? document.body.innerText : '';`, nil)
+		}, nil)
+	define(ts, ToolMarkdown, "The active page's main content as Markdown", guard.Safe,
+		func(ctx context.Context, c auth.Caller, a PageArgs) (map[string]any, error) {
+			return read[map[string]any](ctx, s, c, a.Sandbox, markdownJS, nil)
+		}, nil)
+	define(ts, ToolElements, "The interactive elements of the active page, with the index click and fill take", guard.Safe,
+		func(ctx context.Context, c auth.Caller, a PageArgs) ([]map[string]any, error) {
+			out, err := read[[]map[string]any](ctx, s, c, a.Sandbox, `return H.interactive().slice(0, 500).map(H.describe);`, nil)
+			if out == nil && err == nil {
+				out = []map[string]any{}
+			}
+			return out, err
+		}, nil)
+	define(ts, ToolEvaluate, "Run JavaScript in the active page and return its value (arbitrary script: dangerous tier)", guard.Dangerous,
+		func(ctx context.Context, c auth.Caller, a EvaluateArgs) (json.RawMessage, error) {
+			return run(ctx, s, c, a.Sandbox, func(o *op) (json.RawMessage, error) {
+				v, err := evaluate(ctx, o.page(), a.Expression)
+				if v == nil && err == nil {
+					v = json.RawMessage("null")
+				}
+				return v, err
+			})
+		}, func(a EvaluateArgs) (string, map[string]any) {
+			sum := sha256.Sum256([]byte(a.Expression))
+			return clipAudit(a.Expression), map[string]any{"expression_bytes": len(a.Expression), "expression_sha256": hex.EncodeToString(sum[:])}
+		})
+	define(ts, ToolFindText, "Find text on the active page", guard.Safe,
+		func(ctx context.Context, c auth.Caller, a FindTextArgs) ([]TextMatch, error) {
+			out, err := read[[]TextMatch](ctx, s, c, a.Sandbox, findTextJS, map[string]any{"keyword": a.Keyword, "max": maxFindText})
+			if out == nil && err == nil {
+				out = []TextMatch{}
+			}
+			return out, err
+		}, func(a FindTextArgs) (string, map[string]any) { return clipMsg(a.Keyword), nil })
+}
