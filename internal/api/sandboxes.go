@@ -19,7 +19,7 @@ import (
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
@@ -372,7 +372,7 @@ func (h *sandboxHandlers) stream(w http.ResponseWriter, r *http.Request, e *sand
 	flush := func() {
 		for _, st := range []struct {
 			name string
-			out  *process.Output
+			out  *outbuf.Output
 			off  *int64
 		}{{"stdout", e.Stdout, &outOff}, {"stderr", e.Stderr, &errOff}} {
 			for {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
@@ -248,7 +248,7 @@ func (in *interp) run(ctx context.Context, code, cwd string, l limits) (cell, er
 		return cell{}, err
 	}
 	before, _ := in.proc.Stats()
-	stdout, stderr := process.NewOutput(l.outputLimit), process.NewOutput(l.outputLimit)
+	stdout, stderr := outbuf.NewOutput(l.outputLimit), outbuf.NewOutput(l.outputLimit)
 	c := cell{status: StatusOK}
 
 	wrote := make(chan error, 1)
@@ -359,7 +359,7 @@ func (in *interp) run(ctx context.Context, code, cwd string, l limits) (cell, er
 }
 
 // drain reads the pipes until both ended or drainGrace passed.
-func (in *interp) drain(stdout, stderr *process.Output) {
+func (in *interp) drain(stdout, stderr *outbuf.Output) {
 	deadline := time.NewTimer(drainGrace)
 	defer deadline.Stop()
 	outDone, errDone := false, false

@@ -20,8 +20,8 @@ import (
 	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/posture"
-	"github.com/sandhold/sandhold/internal/process"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/store"
@@ -185,7 +185,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		MaxPTYs:  cfg.MaxPTYs,
 		// One budget for every stream the server keeps: executions and
 		// shell sessions, per sandbox owner and in all.
-		OutputBudget: process.NewBudget(cfg.OutputBudget.Bytes(), cfg.OutputBudgetPerKey.Bytes()),
+		OutputBudget: outbuf.NewBudget(cfg.OutputBudget.Bytes(), cfg.OutputBudgetPerKey.Bytes()),
 		WarmPool:     cfg.WarmPool,
 		IdleTTL:      cfg.SandboxTTL,
 		IdleSleep:    cfg.IdleSleep,

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 )
 
 // TestCopyOutReusesItsBuffer: copying a command's output allocates no
@@ -18,7 +18,7 @@ func TestCopyOutReusesItsBuffer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := process.NewOutput(1 << 10)
+		out := outbuf.NewOutput(1 << 10)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go copyOut(&wg, out, r)

@@ -21,7 +21,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 )
 
 // Execution limits and defaults (SECURITY-RULES.md → Exec).
@@ -102,8 +102,8 @@ type Execution struct {
 	Sandbox string
 	Argv    []string
 	Started time.Time
-	Stdout  *process.Output
-	Stderr  *process.Output
+	Stdout  *outbuf.Output
+	Stderr  *outbuf.Output
 
 	cancel func(reason string)
 	done   chan struct{}
@@ -144,7 +144,7 @@ type Result struct {
 func (e *Execution) OutputGone(stdoutOffset, stderrOffset int64) error {
 	for _, st := range []struct {
 		name string
-		out  *process.Output
+		out  *outbuf.Output
 		off  int64
 	}{{"stdout", e.Stdout, stdoutOffset}, {"stderr", e.Stderr, stderrOffset}} {
 		if st.out.Evicted() && st.off < st.out.Total() {
@@ -522,7 +522,7 @@ func (c *outputCopies) wait(grace time.Duration, expire func()) {
 	}
 }
 
-func copyOut(wg interface{ Done() }, dst *process.Output, src *os.File) {
+func copyOut(wg interface{ Done() }, dst *outbuf.Output, src *os.File) {
 	defer wg.Done()
 	defer func() { _ = src.Close() }()
 	buf := copyBufs.Get().(*[]byte) //nolint:forcetypeassert // the pool holds only *[]byte
@@ -755,13 +755,13 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 
 // NewOutput makes a stream of at most limit kept bytes charged to the
 // sandbox owner's share of the server's output budget (Config.OutputBudget).
-func (s *Sandbox) NewOutput(limit int) *process.Output {
+func (s *Sandbox) NewOutput(limit int) *outbuf.Output {
 	return s.m.cfg.OutputBudget.NewOutput(s.rec.Owner, limit)
 }
 
 // NewOutput is the sandbox's NewOutput, for a capability that keeps the
 // process's output itself (shell sessions).
-func (p *Proc) NewOutput(limit int) *process.Output { return p.s.NewOutput(limit) }
+func (p *Proc) NewOutput(limit int) *outbuf.Output { return p.s.NewOutput(limit) }
 
 // markCPUStart notes the group's CPU time before an execution starts in it.
 func (sl *slot) markCPUStart() {

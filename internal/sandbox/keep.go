@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/agent"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
@@ -76,7 +76,7 @@ func keepStreams(p *agent.Process) error {
 // copyKept copies a kept execution's stream into dst until the call's
 // output is complete (endCall), then reads it into nothing until every
 // process holding the pipe has closed it.
-func copyKept(wg interface{ Done() }, dst *process.Output, src *os.File) {
+func copyKept(wg interface{ Done() }, dst *outbuf.Output, src *os.File) {
 	defer func() { _ = src.Close() }()
 	buf := copyBufs.Get().(*[]byte) //nolint:forcetypeassert // the pool holds only *[]byte
 	defer copyBufs.Put(buf)
@@ -108,7 +108,7 @@ func copyKept(wg interface{ Done() }, dst *process.Output, src *os.File) {
 }
 
 // drainNow reads what the pipe holds without waiting for more.
-func drainNow(src *os.File, dst *process.Output, buf []byte) {
+func drainNow(src *os.File, dst *outbuf.Output, buf []byte) {
 	rc, err := src.SyscallConn()
 	if err != nil {
 		return

@@ -21,8 +21,8 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/posture"
-	"github.com/sandhold/sandhold/internal/process"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -68,9 +68,9 @@ type Config struct {
 	// (agent.KernelLimits); zero fields take the agent's defaults.
 	KernelLimits agent.KernelLimits
 	// OutputBudget bounds the command output kept in server memory, per
-	// sandbox owner and in all (process.Budget); nil: each stream's own
+	// sandbox owner and in all (outbuf.Budget); nil: each stream's own
 	// cap only.
-	OutputBudget *process.Budget
+	OutputBudget *outbuf.Budget
 	WarmPool     int
 	// WarmPools are pre-started sandboxes per public template, by its
 	// name:tag.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 )
 
 // TestOutputCopiesWait: copies already done are waited for without the
@@ -31,7 +31,7 @@ func TestOutputCopiesWait(t *testing.T) {
 	defer func() { _ = w.Close() }()
 	c = newOutputCopies(2)
 	c.Done()
-	go copyOut(c, process.NewOutput(1024), r)
+	go copyOut(c, outbuf.NewOutput(1024), r)
 	c.wait(50*time.Millisecond, func() {
 		expired.Add(1)
 		_ = r.Close()

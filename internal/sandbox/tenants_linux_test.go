@@ -16,7 +16,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 )
 
 // Cross-tenant starvation: for every kernel resource counted per user or
@@ -270,7 +270,7 @@ const nsGetOwnerUID = 0xb704
 func TestTenantCannotStarveOthersOfKeptOutput(t *testing.T) {
 	const total, perKey = 3 << 20, 1 << 20
 	cfg := testConfig(t)
-	budget := process.NewBudget(total, perKey)
+	budget := outbuf.NewBudget(total, perKey)
 	cfg.OutputBudget = budget
 	a, b := twoTenants(t, cfg)
 	printer := func(s *Sandbox, c string, n int) *Execution {

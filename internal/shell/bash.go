@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
@@ -69,8 +69,8 @@ type BashCommand struct {
 	ID      string
 	Command string
 	Started time.Time
-	Stdout  *process.Output
-	Stderr  *process.Output
+	Stdout  *outbuf.Output
+	Stderr  *outbuf.Output
 
 	proc  *sandbox.Proc
 	done  chan struct{}
@@ -146,7 +146,7 @@ func (b *BashSession) run(ctx context.Context, sb *sandbox.Sandbox, r BashRun) (
 	return c, nil
 }
 
-func drain(wg *sync.WaitGroup, dst *process.Output, src *os.File) {
+func drain(wg *sync.WaitGroup, dst *outbuf.Output, src *os.File) {
 	defer wg.Done()
 	if src == nil {
 		return

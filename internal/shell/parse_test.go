@@ -9,13 +9,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 )
 
 // newParser is an exec session with no process, for the marker parser.
 func newParser() (*Session, *command) {
-	s := &Session{Kind: KindExec, nonce: "abc123", ready: make(chan struct{}), isReady: true, scroll: process.NewOutput(scrollKeep)}
-	c := &command{id: "7", out: process.NewOutput(keepFull), done: make(chan struct{}), status: StatusRunning}
+	s := &Session{Kind: KindExec, nonce: "abc123", ready: make(chan struct{}), isReady: true, scroll: outbuf.NewOutput(scrollKeep)}
+	c := &command{id: "7", out: outbuf.NewOutput(keepFull), done: make(chan struct{}), status: StatusRunning}
 	s.cur = c
 	return s, c
 }

@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
 
@@ -44,7 +44,7 @@ const (
 	// DefaultNoChange is AIO's default no_change_timeout.
 	DefaultNoChange = 120 * time.Second
 	// keepTruncated is what the server keeps of one command's output when
-	// the response is truncated anyway (head and tail, see process.Output).
+	// the response is truncated anyway (head and tail, see outbuf.Output).
 	keepTruncated = 64 << 10
 	// keepFull is what it keeps when the caller asked for no truncation:
 	// memory per command stays bounded whatever the command prints.
@@ -121,7 +121,7 @@ type Session struct {
 	seq        int
 	sub        *subscriber
 	terminated bool
-	scroll     *process.Output
+	scroll     *outbuf.Output
 	// claimed: made for a call that has not sent its command yet (an
 	// implicit session); busy until then, so no cap evicts it first.
 	claimed bool
@@ -131,7 +131,7 @@ type Session struct {
 type command struct {
 	id      string
 	text    string
-	out     *process.Output
+	out     *outbuf.Output
 	started time.Time
 	done    chan struct{}
 	hard    *time.Timer

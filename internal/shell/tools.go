@@ -7,7 +7,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
-	"github.com/sandhold/sandhold/internal/process"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
@@ -47,7 +47,7 @@ type Running struct {
 }
 
 // Output is the command's output so far.
-func (r *Running) Output() *process.Output { return r.cmd.out }
+func (r *Running) Output() *outbuf.Output { return r.cmd.out }
 
 // Done is closed when the command has finished.
 func (r *Running) Done() <-chan struct{} { return r.cmd.done }

@@ -1,4 +1,4 @@
-// Package process holds what the server keeps of a running command: its
+// Package outbuf holds what the server keeps of a running command: its
 // output streams with bounded memory, and its status.
 //
 // A command may print 10 GB; the server keeps at most a fixed number of
@@ -6,7 +6,7 @@
 // counts the rest, so memory stays bounded whatever the command does while
 // readers still see the beginning, the end and where bytes were dropped.
 // A Budget bounds the bytes of all streams together, per key and in all.
-package process
+package outbuf
 
 import (
 	"fmt"
