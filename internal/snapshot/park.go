@@ -93,3 +93,22 @@ func moveFile(src, dst string) error {
 	_ = syncDir(filepath.Dir(src))
 	return syncDir(filepath.Dir(dst))
 }
+
+// Holds reports whether the store holds the data of snapshot m: its
+// parked image, or every chunk it names. A node taking over a hibernated
+// sandbox asks it first: a store that is not shared with the sandbox's
+// node has the manifest's record in the cluster's database but none of
+// the data.
+func (s *Store) Holds(m *Manifest) bool {
+	if m.Parked {
+		_, err := os.Lstat(s.parkedPath(m.Owner, m.ID))
+		return err == nil
+	}
+	od := s.ownerDir(m.Owner)
+	for _, c := range m.Chunks {
+		if _, err := os.Lstat(chunkPath(od, c.Digest)); err != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -304,8 +304,14 @@ func TestParkAcrossFileSystems(t *testing.T) {
 			if err := s.Export(context.Background(), m, io.Discard); err == nil {
 				t.Error("a parked image exports")
 			}
+			if !s.Holds(m) {
+				t.Error("the store does not hold the image it parked")
+			}
 			if err := s.Restore(context.Background(), m, path); err != nil {
 				t.Fatal(err)
+			}
+			if s.Holds(m) {
+				t.Error("the store holds an image it moved out")
 			}
 			got, err := os.ReadFile(path)
 			if err != nil || !bytes.Equal(got, want) {
