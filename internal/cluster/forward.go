@@ -78,6 +78,8 @@ type Forwarder struct {
 
 	// lookups bounds the store lookups of each client address (lookup.go).
 	lookups *ratelimit.Limiter
+	// adopt, when set, may take over a dead node's sandbox (SetAdopter).
+	adopt Adopter
 
 	// mu guards the cached node list and the heartbeat's identity.
 	mu       sync.Mutex
@@ -187,10 +189,39 @@ func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
 	}
 	for _, n := range f.list(ctx) {
 		if n.Name == owner {
+			if !n.Alive(f.now(), DeadAfter) && f.adopted(r, id, owner) {
+				return store.Node{}, false
+			}
 			return n, true
 		}
 	}
+	if f.adopted(r, id, owner) {
+		return store.Node{}, false
+	}
 	return store.Node{Name: owner}, true // never registered: reported lost
+}
+
+// An Adopter takes over sandbox id from dead node from, when it can (a
+// hibernated sandbox whose image every node reads); true: the sandbox is
+// this node's now.
+type Adopter func(r *http.Request, id, from string) bool
+
+// SetAdopter sets the hook route asks before it reports a dead node's
+// sandbox lost. Call it before the handler serves.
+func (f *Forwarder) SetAdopter(a Adopter) { f.adopt = a }
+
+// adopted asks the adopter to take sandbox id over from dead node from,
+// and on success remembers that this node runs it.
+func (f *Forwarder) adopted(r *http.Request, id, from string) bool {
+	if f.adopt == nil || !f.adopt(r, id, from) {
+		return false
+	}
+	f.mu.Lock()
+	if f.owners != nil {
+		f.owners[id] = ownerAt{f.self, f.now()}
+	}
+	f.mu.Unlock()
+	return true
 }
 
 // place returns the live, non-draining node with capacity that has the

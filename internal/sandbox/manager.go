@@ -166,6 +166,9 @@ type Manager struct {
 	diskPooled  int64
 	// guard stops workspace growth when the disk fills (diskguard.go).
 	guard diskGuard
+	// adoptMu serializes the take-overs of other nodes' hibernated
+	// sandboxes (takeover.go).
+	adoptMu sync.Mutex
 
 	stop chan struct{}
 	wg   sync.WaitGroup
