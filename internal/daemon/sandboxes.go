@@ -300,10 +300,10 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 			return enc, nil
 		},
 	})
-	if err := d.startAIOCaps(ctx); err != nil {
+	if err := d.startAIOExtras(ctx); err != nil {
 		return err
 	}
-	// After the sandbox's own shutdown hooks (registered by startAIOCaps):
+	// After the sandbox's own shutdown hooks (registered by startAIOExtras):
 	// a deleted sandbox's browser state goes with it.
 	d.sandboxes.BeforeStop(func(_ context.Context, s *sandbox.Sandbox, reason string) {
 		if reason == "delete" {

@@ -17,11 +17,13 @@ import (
 // the server stops (they run at once, before the sandboxes are stopped).
 const serverStopHooks = 30 * time.Second
 
-// startAIOCaps wires the AIO namespaces that are capabilities of their
-// own: util/convert_to_markdown (internal/convert), skills
-// (internal/skills), the sandbox's lifecycle hooks (internal/hooks) and
-// its observation sessions and reports (internal/observe).
-func (d *Daemon) startAIOCaps(_ context.Context) error {
+// startAIOExtras wires the AIO namespaces served by packages of their own
+// beside files, shell, code and browser: util/convert_to_markdown
+// (internal/convert), skills (internal/skills), the sandbox's lifecycle
+// hooks (internal/hooks) and its observation sessions and reports
+// (internal/observe). (api still calls their route group "caps"; they are
+// not Linux capabilities, which internal/isolate/caps drops.)
+func (d *Daemon) startAIOExtras(_ context.Context) error {
 	pol := workspace.DefaultPolicy()
 	d.register(convert.New(d.sandboxes.Resolve, pol).Tools())
 	d.register(skills.New(d.sandboxes.Resolve, pol).Tools())
