@@ -38,6 +38,9 @@ func DefaultLicensePolicy() LicensePolicy {
 			// Code under Apache-2.0 (older parts MIT); CC-BY-4.0 covers
 			// the project's documentation, which is not linked in.
 			"github.com/modelcontextprotocol/go-sdk": "Apache-2.0 AND MIT code; CC-BY-4.0 documentation",
+			// Code under Apache-2.0 (LICENSE); CC-BY-SA-4.0 (LICENSE.docs)
+			// covers its documentation, which is not linked in.
+			"github.com/opencontainers/go-digest": "Apache-2.0 code; CC-BY-SA-4.0 documentation",
 		},
 	}
 }
