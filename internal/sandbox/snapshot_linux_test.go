@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -280,5 +281,37 @@ func TestSnapshotsCountAgainstTheBudgets(t *testing.T) {
 	}
 	if _, err := m.Snapshot(ctx, Caller{KeyID: "key-b"}, o.ID, ""); err != nil {
 		t.Errorf("another key's snapshot: %v", err)
+	}
+}
+
+// TestRestoreOnAFreshServer: a snapshot restores on a server that never
+// ran its sandbox — another data dir, only the snapshot store shared (a
+// cluster's other node, or the same host rebuilt) — after the server that
+// took it is gone.
+func TestRestoreOnAFreshServer(t *testing.T) {
+	ctx := context.Background()
+	first := withSnapshots(t, testConfig(t))
+	m := newManager(t, first, nil)
+	src := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	if r := sh(t, src, "mkdir -p d && echo kept > d/f && ln -s d/f link"); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("setup: %q", r.Stderr)
+	}
+	snap, err := m.Snapshot(ctx, owner, src.ID(), "portable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	_ = os.RemoveAll(first.DataDir + "/workspaces") // nothing of the first server's is left but the store
+
+	fresh := testConfig(t)
+	fresh.Snapshots = first.Snapshots
+	m2 := newManager(t, fresh, nil)
+	info, err := m2.Create(ctx, owner, Spec{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m2.Get(owner, info.ID)
+	if r := sh(t, s, "cat link; stat -c %u d/f"); r.Stdout != "kept\n1000\n" {
+		t.Errorf("restored on a fresh server: %q %q", r.Stdout, r.Stderr)
 	}
 }
