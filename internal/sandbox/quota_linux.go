@@ -417,6 +417,14 @@ func attachLoop(f *os.File, direct bool) (string, *os.File, error) {
 		if direct {
 			cfg.Info.Flags |= unix.LO_FLAGS_DIRECT_IO
 		}
+		// The device's blocks are no larger than the file system's: left
+		// to itself, direct I/O on a file whose blocks are shared (an
+		// image cloned on XFS, as a restore or a template copy makes it)
+		// takes the 4 KiB alignment the host asks for, and ext4 with 1 KiB
+		// blocks (mkfs's choice below 512 MB) refuses to mount ("bad
+		// block size 1024"). Where the host cannot do direct I/O in the
+		// image's blocks the kernel keeps the device buffered.
+		cfg.Size = imageBlockSize(f) // struct loop_config.block_size
 		copy(cfg.Info.File_name[:], "sandhold-workspace")
 		if err := unix.IoctlLoopConfigure(int(lf.Fd()), &cfg); err != nil {
 			_ = lf.Close()
@@ -429,6 +437,23 @@ func attachLoop(f *os.File, direct bool) (string, *os.File, error) {
 		return dev, lf, nil
 	}
 	return "", nil, fmt.Errorf("attach workspace image to a loop device: %w", lastErr)
+}
+
+// imageBlockSize is the block size of the ext4 file system in f, or 0
+// (the kernel's choice) when f holds none it can read.
+func imageBlockSize(f *os.File) uint32 {
+	var b [superSize]byte
+	if _, err := f.ReadAt(b[:], superOff); err != nil {
+		return 0
+	}
+	le := binary.LittleEndian
+	if le.Uint16(b[sbMagic:]) != ext4Magic {
+		return 0
+	}
+	if lb := le.Uint32(b[sbLogBlockSize:]); lb <= 2 { // 1, 2 or 4 KiB: what a loop device takes
+		return 1024 << lb
+	}
+	return 0
 }
 
 // loopBackings lists the loop devices whose backing file lies below root.
