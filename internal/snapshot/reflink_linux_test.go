@@ -11,41 +11,6 @@ import (
 	"github.com/sandhold/sandhold/internal/testenv"
 )
 
-// requireXFS mounts a small XFS file system with reflinks on a loop device
-// and returns its mount point; it skips where that cannot be done (not
-// root, no mkfs.xfs, no loop devices).
-func requireXFS(t *testing.T) string {
-	t.Helper()
-	testenv.SkipShort(t, "mounts an XFS image on a loop device")
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a loop device needs root")
-	}
-	mkfs, err := exec.LookPath("mkfs.xfs")
-	if err != nil {
-		t.Skip("mkfs.xfs not installed (make deps installs xfsprogs)")
-	}
-	if _, err := exec.LookPath("filefrag"); err != nil {
-		t.Skip("filefrag not installed (e2fsprogs)")
-	}
-	dir := t.TempDir()
-	img, mnt := filepath.Join(dir, "xfs.img"), filepath.Join(dir, "mnt")
-	f, err := os.Create(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = f.Truncate(512 << 20)
-	_ = f.Close()
-	_ = os.Mkdir(mnt, 0o700)
-	if out, err := exec.Command(mkfs, "-q", "-m", "reflink=1", img).CombinedOutput(); err != nil {
-		t.Skipf("mkfs.xfs: %v: %s", err, out)
-	}
-	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		t.Skipf("mount an XFS image: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() })
-	return mnt
-}
-
 // shared tells whether every extent of path shares its blocks (FIEMAP's
 // shared flag, as filefrag prints it).
 func shared(t *testing.T, path string) bool {
@@ -71,7 +36,10 @@ func shared(t *testing.T, path string) bool {
 // chunks are clones of the image's blocks and a restore clones them back:
 // no data block is copied either way.
 func TestReflinkClones(t *testing.T) {
-	mnt := requireXFS(t)
+	mnt := testenv.RequireXFS(t)
+	if _, err := exec.LookPath("filefrag"); err != nil {
+		t.Skip("filefrag not installed (e2fsprogs)")
+	}
 	ctx := context.Background()
 	s, err := Open(filepath.Join(mnt, "store"), nil)
 	if err != nil {
