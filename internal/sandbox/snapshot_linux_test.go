@@ -8,12 +8,15 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
+	"github.com/sandhold/sandhold/internal/testenv"
 )
 
 func withSnapshots(t *testing.T, c Config) Config {
@@ -313,5 +316,58 @@ func TestRestoreOnAFreshServer(t *testing.T) {
 	s, _ := m2.Get(owner, info.ID)
 	if r := sh(t, s, "cat link; stat -c %u d/f"); r.Stdout != "kept\n1000\n" {
 		t.Errorf("restored on a fresh server: %q %q", r.Stdout, r.Stderr)
+	}
+}
+
+// TestSnapshotThawsOnceTheImageIsCloned: where the file system shares
+// blocks (XFS with reflinks), a snapshot freezes the sandbox only for one
+// clone of its image: while the snapshot reads it, a process in the
+// sandbox keeps writing. The snapshot is whole all the same.
+func TestSnapshotThawsOnceTheImageIsCloned(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(testenv.RequireXFS(t), "data")
+	m := newManager(t, withSnapshots(t, cfg), nil)
+	s := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	sh(t, s, "dd if=/dev/urandom of=big bs=1M count=8 2>/dev/null && sha256sum big > big.sum")
+	run(t, s, ExecRequest{Command: "while :; do date +%s%N > tick; sleep 0.01; done", Background: true})
+	s.mu.Lock()
+	vol := int(s.vol.Fd())
+	s.mu.Unlock()
+	tick := func() string {
+		fd, err := unix.Openat(vol, "tick", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return ""
+		}
+		defer func() { _ = unix.Close(fd) }()
+		b := make([]byte, 64)
+		n, _ := unix.Read(fd, b)
+		return string(b[:max(n, 0)])
+	}
+	testenv.Eventually(t, "the writer runs", func() bool { return tick() != "" })
+	seen := false
+	captureHook = func(got *Sandbox) {
+		if got != s {
+			return
+		}
+		first := tick()
+		testenv.Eventually(t, "the sandbox runs while its snapshot is read", func() bool { v := tick(); return v != "" && v != first })
+		seen = true
+	}
+	t.Cleanup(func() { captureHook = func(*Sandbox) {} })
+	snap, err := m.Snapshot(ctx, owner, s.ID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !seen {
+		t.Fatal("the capture hook did not run")
+	}
+	info, err := m.Create(ctx, owner, Spec{Snapshot: snap.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := m.Get(owner, info.ID)
+	if r := sh(t, f, "sha256sum -c big.sum"); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Errorf("the restored data differs: %q %q", r.Stdout, r.Stderr)
 	}
 }
