@@ -69,6 +69,7 @@ var routeTools = map[string]string{
 	"GET /e2b/v2/sandboxes":                  "sandbox.list",
 	"GET /e2b/sandboxes/{sandboxID}":         "sandbox.get",
 	"GET /e2b/sandboxes/{sandboxID}/metrics": "sandbox.resources",
+	"GET /e2b/snapshots":                     "snapshot.list",
 }
 
 // routeRolesFixed are routes without one tool of their own.

@@ -21,6 +21,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
@@ -51,6 +52,7 @@ var stockTemplates = []string{"base", "code-interpreter-v1", "code-interpreter",
 var noEnd = time.Date(2999, 12, 31, 0, 0, 0, 0, time.UTC)
 
 func (s *Service) controlRoutes(r chi.Router) {
+	s.snapshotRoutes(r)
 	r.Post(Prefix+"/sandboxes", s.create)
 	r.Post(Prefix+"/v2/sandboxes", s.create)
 	r.Get(Prefix+"/sandboxes", s.list)
@@ -65,8 +67,8 @@ func (s *Service) controlRoutes(r chi.Router) {
 	r.Post(Prefix+"/v2/sandboxes/{sandboxID}/connect", s.connect)
 	r.Get(Prefix+"/sandboxes/{sandboxID}/metrics", s.metrics)
 	r.Put(Prefix+"/sandboxes/{sandboxID}/network", s.updateNetwork)
-	// Everything else of E2B's API (fork, snapshots, templates, volumes,
-	// logs, teams …): 501, which the SDK reports as a SandboxError.
+	// Everything else of E2B's API (templates, volumes, secrets, logs,
+	// teams …): 501, which the SDK reports as a SandboxError.
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		r.MethodFunc(m, Prefix+"/*", s.unsupported)
 	}
@@ -178,7 +180,15 @@ func (s *Service) spec(c auth.Caller, b newSandbox) (sandbox.Spec, error) {
 	if err != nil {
 		return sandbox.Spec{}, err
 	}
-	return sandbox.Spec{Template: s.template(c, b.TemplateID), TTL: ttl, Labels: b.Metadata, Env: b.EnvVars, Network: netw}, nil
+	spec := sandbox.Spec{TTL: ttl, Labels: b.Metadata, Env: b.EnvVars, Network: netw}
+	if snapshot.ValidID(b.TemplateID) {
+		// A snapshot's id (createSnapshot's answer) as the template: the
+		// sandbox is made from that snapshot (snapshots.go).
+		spec.Snapshot = b.TemplateID
+	} else {
+		spec.Template = s.template(c, b.TemplateID)
+	}
+	return spec, nil
 }
 
 // template maps E2B's templateID onto a sandhold template: a template of
@@ -264,7 +274,7 @@ func detailOf(in sandbox.Info) detailJSON {
 		end = *in.Expires
 	}
 	state := "running"
-	if in.State == sandbox.Paused {
+	if paused(in.State) {
 		state = "paused"
 	}
 	md := in.Labels
@@ -337,12 +347,50 @@ func (s *Service) kill(w http.ResponseWriter, r *http.Request) {
 	s.byID(w, r, sandbox.ToolDelete, http.StatusNoContent)
 }
 
-// pause is sandhold's pause: the sandbox's processes frozen, kept in
-// memory (E2B's pause keeps a snapshot instead, resumed on connect). A
-// paused sandbox's timeout still runs, as E2B's does. Pausing a paused
-// sandbox changes nothing and answers success.
+// paused reports whether a sandbox state is what E2B calls paused: frozen
+// (sandbox.pause) or hibernated (sandbox.hibernate).
+func paused(st sandbox.State) bool { return st == sandbox.Paused || st == sandbox.Hibernated }
+
+// pauseBody is E2B's pause request: memory asks to keep the processes.
+type pauseBody struct {
+	Memory *bool `json:"memory"`
+}
+
+// pause maps E2B's pause onto sandhold's. By default the sandbox
+// hibernates (sandbox.hibernate): its files and packages go into the
+// snapshot store and everything else is freed, as E2B's pause frees a
+// sandbox; its processes end (sandhold captures no memory), and connect or
+// any later call restores it under its id. A pause that asks to keep
+// memory (keepMemory), or of a sandbox without a workspace image (which
+// cannot hibernate), freezes it instead (sandbox.pause): its processes
+// stay, stopped, in memory. Either way the sandbox's timeout still runs, as
+// E2B's does. Pausing a hibernated sandbox changes nothing; pausing a
+// frozen one hibernates it.
 func (s *Service) pause(w http.ResponseWriter, r *http.Request) {
-	s.byID(w, r, sandbox.ToolPause, http.StatusNoContent)
+	c, ok := s.caller(w, r)
+	if !ok {
+		return
+	}
+	var b pauseBody
+	if err := readBody(r, &b); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	args := sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")}
+	tool := sandbox.ToolHibernate
+	if b.Memory != nil && *b.Memory {
+		tool = sandbox.ToolPause
+	}
+	_, err := s.d.Dispatch.Dispatch(r.Context(), c, tool, args)
+	if tool == sandbox.ToolHibernate && fault.Is(err, fault.Unsupported) {
+		// No workspace image: frozen, the other of sandhold's pauses.
+		_, err = s.d.Dispatch.Dispatch(r.Context(), c, sandbox.ToolPause, args)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // byID dispatches a sandbox tool that takes the sandbox id and answers
@@ -458,18 +506,10 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request) {
 	for _, v := range q["state"] {
 		states = append(states, strings.Split(v, ",")...)
 	}
-	limit, offset := 100, 0
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxListLimit {
-			s.writeError(w, r, fault.InvalidField("limit", fmt.Sprintf("limit must be 1 to %d", maxListLimit)))
-			return
-		}
-	}
-	if v := q.Get("nextToken"); v != "" {
-		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
-			s.writeError(w, r, fault.InvalidField("nextToken", "not a token this server gave"))
-			return
-		}
+	limit, offset, err := page(q.Get("limit"), q.Get("nextToken"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	all, err := dispatch.Invoke[[]sandbox.Info](r.Context(), s.d.Dispatch, c, sandbox.ToolList, sandbox.NoArgs{})
 	if err != nil {
@@ -479,7 +519,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request) {
 	if q.Get("order") == "desc" {
 		slices.Reverse(all)
 	}
-	var out []detailJSON
+	out := []detailJSON{}
 	for _, in := range all {
 		d := detailOf(in)
 		if !matchLabels(d.Metadata, want) || (len(states) > 0 && !slices.Contains(states, d.State)) ||
@@ -488,18 +528,36 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, d)
 	}
-	if offset > len(out) {
-		offset = len(out)
+	writePage(w, out, limit, offset)
+}
+
+// page reads a listing's limit (default 100) and nextToken (an offset
+// this server gave).
+func page(rawLimit, rawToken string) (limit, offset int, err error) {
+	limit = 100
+	if rawLimit != "" {
+		if limit, err = strconv.Atoi(rawLimit); err != nil || limit < 1 || limit > maxListLimit {
+			return 0, 0, fault.InvalidField("limit", fmt.Sprintf("limit must be 1 to %d", maxListLimit))
+		}
 	}
-	page := out[offset:]
-	if len(page) > limit {
-		page = page[:limit]
+	if rawToken != "" {
+		if offset, err = strconv.Atoi(rawToken); err != nil || offset < 0 {
+			return 0, 0, fault.InvalidField("nextToken", "not a token this server gave")
+		}
+	}
+	return limit, offset, nil
+}
+
+// writePage answers limit items of all from offset on, and the next
+// page's token in X-Next-Token when there is one.
+func writePage[T any](w http.ResponseWriter, all []T, limit, offset int) {
+	offset = min(offset, len(all))
+	p := all[offset:]
+	if len(p) > limit {
+		p = p[:limit]
 		w.Header().Set("X-Next-Token", strconv.Itoa(offset+limit))
 	}
-	if page == nil {
-		page = []detailJSON{}
-	}
-	writeJSON(w, http.StatusOK, page)
+	writeJSON(w, http.StatusOK, p)
 }
 
 // metadataFilter parses the SDK's metadata query: a URL-encoded query

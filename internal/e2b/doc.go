@@ -3,8 +3,9 @@
 // E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY set (docs/e2b.md):
 //
 //   - the control plane under /e2b (create, connect, list, get, kill,
-//     timeout, metrics, pause, resume), authenticated by sandhold keys like
-//     every route;
+//     timeout, metrics, pause — a hibernation, or a freeze — and resume,
+//     network, snapshots and fork on sandhold's snapshots), authenticated
+//     by sandhold keys like every route;
 //   - the in-sandbox API under /e2b/sandbox, routed by the E2b-Sandbox-Id
 //     and E2b-Sandbox-Port headers: port 49983 is E2B's "envd" — the
 //     Connect RPC process and filesystem services (internal/e2b/envdpb,
@@ -14,9 +15,9 @@
 //
 // What it stops: a protocol that bypasses the chokepoint. Every E2B call is
 // a dispatched tool of the key it acts for — an existing tool where one
-// fits (sandbox.create, sandbox.get, sandbox.delete, file.upload,
-// file.download, file.watch_*, code.execute, code.session.*), an e2b.* tool
-// where none does (processes with pids, stdin and terminals; stat, mkdir,
+// fits (sandbox.create, sandbox.get, sandbox.delete, sandbox.hibernate,
+// snapshot.*, file.upload, file.download, file.watch_*, code.execute,
+// code.session.*), an e2b.* tool where none does (processes with pids, stdin and terminals; stat, mkdir,
 // move, remove; timeouts) — so HALT, roles, the policy and its approvals,
 // the rate limits, the command guard (an e2b.process_start is assessed as
 // exec.run assesses the same command line; what is written to a process's

@@ -281,7 +281,7 @@ func (s *Service) health(w http.ResponseWriter, r *http.Request) {
 	e := envdOf(r.Context())
 	in, err := s.info(r.Context(), e)
 	switch {
-	case fault.Is(err, fault.NotFound), err == nil && in.State == sandbox.Paused:
+	case fault.Is(err, fault.NotFound), err == nil && paused(in.State):
 		writeJSON(w, http.StatusBadGateway, errorJSON{Code: http.StatusBadGateway, Message: "the sandbox is not running"})
 	case err != nil:
 		s.writeError(w, r, err)

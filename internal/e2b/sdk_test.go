@@ -129,7 +129,7 @@ func TestOfficialSDKs(t *testing.T) {
 	a := admin.NewKey("e2b-agent", "agent")
 	b := admin.NewKey("e2b-other", "agent")
 	cases := []string{"docs.quickstart", "docs.streaming", "ci.streams_while_running", "docs.charts", "ci.results_and_errors",
-		"ci.contexts", "sandbox.lifecycle", "sandbox.list", "sandbox.unsupported", "sandbox.network", "commands.run",
+		"ci.contexts", "sandbox.lifecycle", "sandbox.list", "sandbox.unsupported", "snapshots", "sandbox.network", "commands.run",
 		"commands.background", "pty", "files", "files.watch", "files.urls", "gethost", "git", "tenant"}
 	res := sdkRun(t, node, dir, d, a.Key, []string{"E2B_OTHER_KEY=" + b.Key}, cases...)
 	for _, c := range cases {
@@ -137,7 +137,8 @@ func TestOfficialSDKs(t *testing.T) {
 	}
 	// Every call was a dispatched tool of the key: the audit has them.
 	for _, action := range []string{"sandbox.create", "e2b.process_start", "shell.input", "e2b.process_input", "file.upload",
-		"file.download", "e2b.fs_list", "code.execute", "code.session.create", "e2b.connect", "e2b.set_timeout", "file.watch_create"} {
+		"file.download", "e2b.fs_list", "code.execute", "code.session.create", "e2b.connect", "e2b.set_timeout", "file.watch_create",
+		"sandbox.hibernate", "sandbox.pause", "snapshot.create", "snapshot.list", "snapshot.fork", "snapshot.delete"} {
 		r := admin.Do("GET", "/v1/audit?action="+action+"&actor="+a.ID, nil)
 		if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"action":"`+action+`"`) {
 			t.Errorf("no audit record of %s by the E2B key: %d %.300s", action, r.Status, r.Raw)

@@ -82,7 +82,7 @@ func (s *Service) controlTools() []dispatch.Tool {
 				if err != nil {
 					return sandbox.Info{}, err
 				}
-				if sb.State() == sandbox.Paused {
+				if paused(sb.State()) {
 					if err := m.Resume(ctx, owner(c), a.ID); err != nil {
 						return sandbox.Info{}, err
 					}

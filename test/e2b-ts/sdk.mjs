@@ -238,13 +238,25 @@ plt.show()
     const again = await Sandbox.connect(sbx.sandboxId)
     assert.equal((await again.commands.run('echo again')).stdout, 'again\n')
     assert.equal(await again.connect(), again)
-    // pause → not running; connect resumes it.
+    // pause hibernates (files kept, processes end, everything freed) →
+    // not running; connect restores it under its id.
+    await sbx.files.write('/workspace/kept.txt', 'kept across pause')
+    const before = await sbx.commands.run('sleep 600', { background: true })
     assert.equal(await sbx.pause(), true)
     assert.equal(await sbx.isRunning(), false)
     assert.equal((await sbx.getInfo()).state, 'paused')
+    assert.deepEqual((await Sandbox.list({ query: { metadata: { suite: 'lifecycle' }, state: ['paused'] } }).nextItems()).map((s) => s.sandboxId), [sbx.sandboxId])
     await Sandbox.connect(sbx.sandboxId)
     assert.equal(await sbx.isRunning(), true)
     assert.equal((await sbx.commands.run('echo resumed')).stdout, 'resumed\n')
+    assert.equal(await sbx.files.read('/workspace/kept.txt'), 'kept across pause')
+    assert.ok(!(await sbx.commands.list()).some((p) => p.pid === before.pid), 'a hibernated sandbox keeps no processes')
+    // keepMemory: frozen instead, its processes kept.
+    const bg = await sbx.commands.run('sleep 600', { background: true })
+    assert.equal(await sbx.pause({ keepMemory: true }), true)
+    assert.equal((await sbx.getInfo()).state, 'paused')
+    await sbx.connect()
+    assert.ok((await sbx.commands.list()).some((p) => p.pid === bg.pid), 'a frozen sandbox keeps its processes')
     assert.equal(await sbx.betaPause(), true)
     await sbx.connect()
     assert.equal(await sbx.isRunning(), true)
@@ -285,16 +297,46 @@ plt.show()
   async 'sandbox.unsupported'() {
     const sbx = await Sandbox.create()
     const out = {}
-    out.fork = (await rejects(() => sbx.fork(), SandboxError)).message
-    out.createSnapshot = (await rejects(() => sbx.createSnapshot(), SandboxError)).message
-    out.listSnapshots = (await rejects(() => sbx.listSnapshots().nextItems(), SandboxError)).message
+    out.volumes = (await rejects(() => Sandbox.create({ volumeMounts: { '/data': 'vol' } }), SandboxError)).message
     out.allowInternetAccess = (await rejects(() => Sandbox.create({ allowInternetAccess: true }), SandboxError)).message
     out.autoPause = (await rejects(() => Sandbox.create({ lifecycle: { onTimeout: 'pause' } }), SandboxError)).message
     out.metadata = (await rejects(() => sbx.files.write('/workspace/m.txt', 'x', { metadata: { a: 'b' } }), TemplateError)).message
-    assert.ok(out.fork.startsWith('501'), out.fork)
     assert.ok(sbx.getMcpUrl().endsWith('/mcp'))
     await sbx.kill()
     return out
+  },
+
+  // Snapshots are sandhold's (files, packages and settings; no processes):
+  // create, list, a sandbox from one, fork, delete.
+  async 'snapshots'() {
+    const sbx = await Sandbox.create({ metadata: { suite: 'snapshots' } })
+    await sbx.files.write('/workspace/snap.txt', 'in the snapshot')
+    const snap = await sbx.createSnapshot({ name: 'e2b-snap' })
+    assert.match(snap.snapshotId, /^sn[0-9a-f]{16}$/)
+    assert.deepEqual(snap.names, ['e2b-snap'])
+    const mine = await sbx.listSnapshots().nextItems()
+    assert.deepEqual(mine.map((s) => s.snapshotId), [snap.snapshotId])
+    assert.ok((await Sandbox.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId))
+    await sbx.files.write('/workspace/snap.txt', 'changed after')
+    const from = await Sandbox.create(snap.snapshotId)
+    assert.equal(await from.files.read('/workspace/snap.txt'), 'in the snapshot')
+    const forks = await sbx.fork({ count: 2, timeoutMs: 60_000 })
+    assert.equal(forks.length, 2)
+    for (const f of forks) {
+      assert.ok(f instanceof Sandbox, `fork: ${f?.message}`)
+      assert.equal(await f.files.read('/workspace/snap.txt'), 'changed after')
+      const span = (await f.getInfo()).endAt - Date.now()
+      assert.ok(span > 0 && span <= 61_000, `fork's end in ${span} ms`)
+    }
+    await forks[0].files.write('/workspace/snap.txt', 'fork 0')
+    assert.equal(await forks[1].files.read('/workspace/snap.txt'), 'changed after')
+    // The fork's own snapshot is gone again.
+    assert.deepEqual((await sbx.listSnapshots().nextItems()).map((s) => s.snapshotId), [snap.snapshotId])
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
+    assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
+    await rejects(() => Sandbox.create(snap.snapshotId), SandboxError)
+    for (const s of [sbx, from, ...forks]) await s.kill()
+    return { snapshot: snap.snapshotId, forks: forks.map((f) => f.sandboxId) }
   },
 
   async 'sandbox.network'() {
