@@ -60,6 +60,8 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": d.Name()}))
 	h.Set("X-Content-Type-Options", "nosniff")
+	// Sandbox content on the API's origin: never rendered as a page there.
+	h.Set("Content-Security-Policy", "sandbox")
 	h.Set("Content-Length", strconv.FormatInt(d.Size, 10))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.CopyN(w, d.File, d.Size)

@@ -55,6 +55,10 @@ var rules = []rule{
 	{name: "api key header", re: regexp.MustCompile(`(?i)(\bx-(?:aio-)?api-key["']?\s*[:=]\s*["']?)[^\s"',;]+`), repl: "${1}" + Mark, hints: []string{"api-key"}},
 	// sandhold keys and tickets.
 	{name: "sandhold key", re: regexp.MustCompile(`\bsh[kt]_[A-Za-z0-9_-]{8,}`), repl: Mark, hints: []string{"shk_", "sht_"}},
+	// E2B access tokens (internal/e2b): a sandbox's bearer credential, and
+	// the access-token header that carries one.
+	{name: "e2b token", re: regexp.MustCompile(`\be2bt_[A-Za-z0-9_.-]{8,}`), repl: Mark, hints: []string{"e2bt_"}},
+	{name: "access token header", re: regexp.MustCompile(`(?i)(\bx-access-token["']?\s*[:=]\s*["']?)[^\s"',;]+`), repl: "${1}" + Mark, hints: []string{"access-token"}},
 	// An AWS secret access key (40 base64 characters) in text that also
 	// holds an access key id: `aws configure set … AKIA… wJalr…`, env
 	// dumps, credential files. Runs before the key id rule, which removes

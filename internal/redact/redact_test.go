@@ -16,6 +16,8 @@ func TestString(t *testing.T) {
 	}{
 		{"sandhold key", "key is shk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG ok", "shk_abcdefghij", "key is"},
 		{"ticket", "ticket=sht_abcdefghijkl", "sht_abcdefghijkl", "ticket="},
+		{"e2b token", "token e2bt_key_1.AbCdEfGhIjKlMnOp-_q ok", "AbCdEfGhIjKl", "token "},
+		{"access token header", "X-Access-Token: opaque-value-1", "opaque-value-1", "X-Access-Token: "},
 		{"bearer header", "Authorization: Bearer abc.def-123", "abc.def-123", "Authorization: "},
 		{"json authorization", `{"authorization":"Basic dXNlcjpwYXNz"}`, "dXNlcjpwYXNz", `"authorization"`},
 		{"x-api-key", "X-API-Key: hunter2hunter2", "hunter2", "X-API-Key"},
