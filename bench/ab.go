@@ -18,7 +18,15 @@ type abResult struct {
 	AOverFloor float64 `json:"a_over_floor"`
 	BOverFloor float64 `json:"b_over_floor"`
 	BOverA     float64 `json:"b_over_a"`
+	// Sustained exec/s of 16 clients on 4 sandboxes, A's and B's runs
+	// alternated (abRounds each).
+	SustainedA      float64 `json:"sustained_exec_per_second_a"`
+	SustainedB      float64 `json:"sustained_exec_per_second_b"`
+	SustainedBOverA float64 `json:"sustained_b_over_a"`
 }
+
+// abRounds is how many sustained runs of each binary bench ab alternates.
+const abRounds = 4
 
 // abBench compares two server binaries in the same minutes (BENCHMARKS.md:
 // the machine is shared, so old and new are alternated rather than run
@@ -88,6 +96,39 @@ func abBench(ctx context.Context, o options, base string) error {
 		}
 		fl, la, lb = append(fl, f...), append(la, x...), append(lb, y...)
 	}
+	// Sustained throughput as in bench core (16 clients on 4 sandboxes),
+	// the two servers' runs alternated, each a quarter of -sustain long.
+	more := func(srv *server, id string) ([]string, error) {
+		ids := []string{id}
+		for range 3 {
+			x, err := srv.create()
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, x)
+		}
+		return ids, nil
+	}
+	aids, err := more(a, aid)
+	if err != nil {
+		return err
+	}
+	bids, err := more(b, bid)
+	if err != nil {
+		return err
+	}
+	for r := range 2 * abRounds {
+		srv, ids, sum := a, aids, &res.SustainedA
+		if (r%2 == 0) == (r/2%2 == 1) {
+			srv, ids, sum = b, bids, &res.SustainedB
+		}
+		x, err := sustained(16, o.sustain/abRounds, func(i int) error { return srv.exec(ids[i%len(ids)]) })
+		if err != nil {
+			return fmt.Errorf("sustained exec: %w", err)
+		}
+		*sum += x / abRounds
+	}
+	res.SustainedBOverA = res.SustainedB / res.SustainedA
 	res.LoadAfter = loadAvg()
 	res.Floor, res.A, res.B = fig(fl), fig(la), fig(lb)
 	res.AOverFloor, res.BOverFloor = res.A.P50ms/res.Floor.P50ms, res.B.P50ms/res.Floor.P50ms
@@ -100,5 +141,7 @@ func abBench(ctx context.Context, o options, base string) error {
 	fmt.Printf("%-34s p50 %6.2f ms  p99 %6.2f ms  / floor %.2fx\n", "A "+base, res.A.P50ms, res.A.P99ms, res.AOverFloor)
 	fmt.Printf("%-34s p50 %6.2f ms  p99 %6.2f ms  / floor %.2fx\n", "B "+o.server, res.B.P50ms, res.B.P99ms, res.BOverFloor)
 	fmt.Printf("B / A (p50): %.3f\n", res.BOverA)
+	fmt.Printf("sustained, 16 clients on 4 sandboxes: A %.0f exec/s, B %.0f exec/s, B / A %.3f\n",
+		res.SustainedA, res.SustainedB, res.SustainedBOverA)
 	return nil
 }
