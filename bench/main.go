@@ -296,6 +296,12 @@ type coreResult struct {
 		ExecRTTOverBare  float64 `json:"exec_rtt_over_bare_fork_exec"`
 		ExecRTTOverFloor float64 `json:"exec_rtt_over_floor"`
 	} `json:"interleaved"`
+	// AIO is AIO's shell/exec in a reused session beside native exec,
+	// alternated in one loop (aio.go).
+	AIO struct {
+		NativeExec figure `json:"native_exec"`
+		ShellExec  figure `json:"shell_exec_session_reused"`
+	} `json:"aio"`
 	// Fdatasync is one 4 KB write + fdatasync of a file in the server's
 	// data dir; Floor is a bare fork/exec followed by that write, timed
 	// as one (floor.go).
@@ -315,6 +321,9 @@ type coreResult struct {
 		// ColdCreateOverBwrap is a cold create plus its first exec over
 		// one bwrap command (goal <= 2).
 		ColdCreateOverBwrap *float64 `json:"cold_create_first_exec_over_bwrap,omitempty"`
+		// AIOShellOverExec is AIO's shell/exec over native exec, both
+		// from the alternating loop (goal <= 1.2).
+		AIOShellOverExec float64 `json:"aio_shell_exec_over_exec"`
 	} `json:"ratios"`
 }
 
@@ -427,6 +436,12 @@ func core(ctx context.Context, o options) error {
 		return fmt.Errorf("sustained exec: %w", err)
 	}
 
+	res.AIO.NativeExec, res.AIO.ShellExec, err = aioShellVsExec(srv, id, o.n/3)
+	if err != nil {
+		return fmt.Errorf("aio shell/exec: %w", err)
+	}
+	res.Ratios.AIOShellOverExec = res.AIO.ShellExec.P50ms / res.AIO.NativeExec.P50ms
+
 	// Warm create (+ first exec), waiting for the pool between samples.
 	res.CreateWarmOnly, res.CreateWarm, err = creates(srv, o.n/10, true)
 	if err != nil {
@@ -530,6 +545,8 @@ func printCore(r coreResult) {
 	row("4 KB write + fdatasync in the data dir", r.Fdatasync)
 	row("floor: bare fork/exec + that fdatasync", r.Floor)
 	row("sandhold exec RTT (HTTP, live sandbox)", r.ExecRTT)
+	row("AIO shell/exec, session reused", r.AIO.ShellExec)
+	row("  native exec, alternated with it", r.AIO.NativeExec)
 	row("sandhold create, cold (+ first exec)", r.CreateCold)
 	row("sandhold create, warm pool", r.CreateWarmOnly)
 	row("sandhold create, warm pool (+ first exec)", r.CreateWarm)
@@ -547,6 +564,7 @@ func printCore(r coreResult) {
 	if r.Ratios.ColdCreateOverBwrap != nil {
 		fmt.Printf("ratio cold create + first exec / bwrap:     %.2fx   (target <= 2x)\n", *r.Ratios.ColdCreateOverBwrap)
 	}
+	fmt.Printf("ratio AIO shell/exec / native exec (p50):   %.2fx   (target <= 1.2x)\n", r.Ratios.AIOShellOverExec)
 }
 
 // density creates many idle sandboxes and reports the memory they add
