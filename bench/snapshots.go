@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,7 @@ type snapshotBench struct {
 	SnapshotRatio  float64 `json:"snapshot_over_cp"`
 	SnapshotRatioS float64 `json:"snapshot_over_cp_fsync"`
 	SnapshotBytes  int64   `json:"snapshot_bytes"`
+	Pause          figure  `json:"longest_pause_during_snapshot"`
 	Cold           figure  `json:"cold_create_first_exec"`
 	Fork10         figure  `json:"fork10_all_first_exec"`
 	ForkRatio      float64 `json:"fork10_over_cold"`
@@ -85,6 +87,7 @@ func snapshotsBench(ctx context.Context, o options) error {
 			goal = "<= 2x: reflinks"
 		}
 		fmt.Printf("  ratio snapshot/cp              %.2fx (goal %s); snapshot/(cp+fsync) %.2fx\n", r.SnapshotRatio, goal, r.SnapshotRatioS)
+		fmt.Printf("  longest pause of a process in the sandbox during its snapshot p50 %.1f ms p99 %.1f ms\n", r.Pause.P50ms, r.Pause.P99ms)
 		fmt.Printf("cold create + first exec         p50 %8.1f ms  (n=%d)\n", r.Cold.P50ms, r.Cold.N)
 		fmt.Printf("fork x10, all first exec         p50 %8.1f ms  (n=%d)\n", r.Fork10.P50ms, r.Fork10.N)
 		fmt.Printf("  ratio fork10/cold              %.2fx (goal <= 10x)\n", r.ForkRatio)
@@ -121,14 +124,23 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 	}
 	img := filepath.Join(srv.dir, "workspaces", id, "disk.img")
 	copyTo := filepath.Join(srv.dir, "cp-baseline.img")
-	var snap, cp, cpSync latency
+	var snap, cp, cpSync, pause latency
 	var keep string
+	// A process in the sandbox notes the time every 2 ms: the longest gap
+	// while a snapshot runs is how long the sandbox stood still (frozen).
+	if err := srv.call("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"keep": true, "background": true,
+		"command": "while :; do date +%s%N >> .ticks; sleep 0.002; done"}, nil); err != nil {
+		return res, err
+	}
 	for i := range rounds {
 		// New bytes each round: nothing is shared with an earlier snapshot.
 		if err := srv.execArgv(id, []string{"sh", "-c", "head -c 100000000 /dev/urandom > data && sync"}); err != nil {
 			return res, err
 		}
 		takeSnap := func() error {
+			if err := srv.execArgv(id, []string{"sh", "-c", ": > .ticks"}); err != nil {
+				return err
+			}
 			evictDir(filepath.Dir(img))
 			t0 := time.Now()
 			var sn struct {
@@ -138,8 +150,14 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 			if err := srv.call("POST", "/v1/sandboxes/"+id+"/snapshots", map[string]any{}, &sn); err != nil {
 				return err
 			}
-			snap = append(snap, time.Since(t0))
+			t1 := time.Now()
+			snap = append(snap, t1.Sub(t0))
 			res.SnapshotBytes = sn.Bytes
+			gap, err := srv.longestGap(id, t0, t1)
+			if err != nil {
+				return err
+			}
+			pause = append(pause, gap)
 			if keep != "" {
 				if err := srv.call("DELETE", "/v1/snapshots/"+keep, nil, nil); err != nil {
 					return err
@@ -184,7 +202,7 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 			}
 		}
 	}
-	res.Snapshot, res.Cp, res.CpSync = fig(snap), fig(cp), fig(cpSync)
+	res.Snapshot, res.Cp, res.CpSync, res.Pause = fig(snap), fig(cp), fig(cpSync), fig(pause)
 	res.SnapshotRatio = res.Snapshot.P50ms / res.Cp.P50ms
 	res.SnapshotRatioS = res.Snapshot.P50ms / res.CpSync.P50ms
 
@@ -269,6 +287,24 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 	res.Resume = fig(resume)
 	res.ResumeRatio = res.Resume.P50ms / res.Cold.P50ms
 	return res, nil
+}
+
+// longestGap is the longest gap between two of the sandbox's time notes
+// (.ticks) that ends within [from, to], the gap's start being the last note
+// before it.
+func (s *server) longestGap(id string, from, to time.Time) (time.Duration, error) {
+	var r struct {
+		Stdout string `json:"stdout"`
+	}
+	awk := fmt.Sprintf("awk -v a=%d -v b=%d 'p && $1 > a && p < b { g = $1 - p; if (g > m) m = g } { p = $1 } END { printf \"%%d\\n\", m }' .ticks", from.UnixNano(), to.UnixNano())
+	if err := s.call("POST", "/v1/sandboxes/"+id+"/exec", map[string]any{"command": awk}, &r); err != nil {
+		return 0, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(r.Stdout), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("time notes: %q: %w", r.Stdout, err)
+	}
+	return time.Duration(ns), nil
 }
 
 // memoryOrZero is the sandbox's cgroup memory, 0 when it has no cgroup.
