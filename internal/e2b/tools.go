@@ -244,6 +244,9 @@ func (s *Service) processTools() []dispatch.Tool {
 	ref := func(r ProcessRef) dispatch.Target { return dispatch.Target{Target: r.name(), Sandbox: r.Sandbox} }
 	start := cmd(ToolProcessStart, "E2B commands.run / pty.create: start a process (risk: the command guard's verdict on its command line, as exec.run)", ratelimit.Command)
 	start.Streams = true
+	// The process is held in the init until the call's record is durable
+	// (dispatch, "Record first"; sandbox.Spawn holds it).
+	start.Commands = dispatch.HeldCommand
 	connectSpec := cmd(ToolProcessConnect, "E2B commands.connect: follow a running process's output from now on", ratelimit.Read)
 	connectSpec.Streams = true
 	return []dispatch.Tool{

@@ -39,13 +39,46 @@ func (h *heldStore) AppendAuditBatch(ctx context.Context, build func(store.Audit
 // blocks in read(2).
 var readSyscall = map[string]string{"amd64": "0 ", "arm64": "63 "}
 
-// TestExecRunStartsOnlyOnceItsRecordIsDurable: exec.run, dispatched with a
-// real audit log whose commit is held, gets its command to the init, which
-// prepares it and blocks before the fork; the command has not run while
-// its call's record is not durable, and runs once it is. Without the hold
-// (the record written after the command, or the spawn not held for it)
-// the command's file appears while the commit is held and the test fails.
-func TestExecRunStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
+// toolSpawn is a command tool that starts its command through
+// Sandbox.Spawn (the path of e2b.process_start, shell sessions and the
+// interpreters), held for its record like exec.run's.
+const toolSpawn = "test.spawn"
+
+type spawnArgs struct {
+	ID   string   `json:"id"`
+	Argv []string `json:"argv"`
+}
+
+func spawnTool(m *Manager) dispatch.Tool {
+	return dispatch.Define(dispatch.Spec{Name: toolSpawn, Risk: guard.Safe, Commands: dispatch.HeldCommand},
+		func(ctx context.Context, c auth.Caller, a spawnArgs) (int, error) {
+			s, err := m.Resolve(ctx, c, a.ID)
+			if err != nil {
+				return 0, err
+			}
+			p, err := s.Spawn(ctx, SpawnSpec{Argv: a.Argv, Cwd: "/workspace"})
+			if err != nil {
+				return 0, err
+			}
+			defer p.Release()
+			return (<-p.Exited()).Code, nil
+		}, dispatch.Hooks[spawnArgs, int]{
+			Describe: func(a spawnArgs) dispatch.Target {
+				return dispatch.Target{Target: strings.Join(a.Argv, " "), Sandbox: a.ID}
+			},
+			Summarize: func(_ spawnArgs, code int) map[string]any { return map[string]any{"exit_code": code} },
+		})
+}
+
+// TestCommandStartsOnlyOnceItsRecordIsDurable: a command tool, dispatched
+// with a real audit log whose commit is held, gets its command to the
+// init, which prepares it and blocks before the fork; the command has not
+// run while its call's record is not durable, and runs once it is — for
+// exec.run (Sandbox.Exec) and for a tool that spawns (Sandbox.Spawn).
+// Without the hold (the record written after the command, or the spawn not
+// held for it) the command's file appears while the commit is held and the
+// test fails.
+func TestCommandStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
 	nr, ok := readSyscall[runtime.GOARCH]
 	if !ok {
 		t.Skip("no read(2) number known for", runtime.GOARCH)
@@ -58,25 +91,42 @@ func TestExecRunStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	hs := &heldStore{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
+	hs := &heldStore{Store: st}
 	lg := audit.New(hs, dir)
 	t.Cleanup(func() { _ = lg.Close() })
 	d := dispatch.New(dispatch.Options{Audit: lg})
 	for _, tl := range Tools(m, guard.New(guard.Config{})) {
 		d.MustRegister(tl)
 	}
+	d.MustRegister(spawnTool(m))
 	c := auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}
-	call := func(cmd string) (any, error) {
-		return d.Dispatch(context.Background(), c, ToolExec, ExecArgs{ID: s.ID(), Command: cmd})
-	}
-	// Started, with an execution group to hand out, before the commit is held.
-	if _, err := call("true"); err != nil {
+	// Started, with an execution group to hand out, before a commit is held.
+	if _, err := d.Dispatch(context.Background(), c, ToolExec, ExecArgs{ID: s.ID(), Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
-	// The command's file, seen from the host through the init's root.
-	pid := s.inst.Pid
-	mark := fmt.Sprintf("/proc/%d/root/workspace/ran", pid)
+	for _, tc := range []struct {
+		name, tool string
+		args       func(mark string) any
+	}{
+		{"exec.run", ToolExec, func(mark string) any { return ExecArgs{ID: s.ID(), Command: "touch /workspace/" + mark} }},
+		{"Sandbox.Spawn", toolSpawn, func(mark string) any {
+			return spawnArgs{ID: s.ID(), Argv: []string{"/usr/bin/touch", "/workspace/" + mark}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mark := strings.ReplaceAll(tc.name, ".", "-")
+			heldCommand(t, d, c, hs, lg, s.inst.Pid, nr, tc.tool, mark, tc.args(mark))
+		})
+	}
+}
 
+// heldCommand dispatches tool with args (a command that creates
+// /workspace/mark) while the audit commit is held, and checks the order.
+func heldCommand(t *testing.T, d *dispatch.Dispatcher, c auth.Caller, hs *heldStore, lg *audit.Log, pid int, nr, tool, mark string, args any) {
+	t.Helper()
+	// The command's file, seen from the host through the init's root.
+	path := fmt.Sprintf("/proc/%d/root/workspace/%s", pid, mark)
+	hs.entered, hs.release = make(chan struct{}), make(chan struct{})
 	hs.armed.Store(true)
 	type answer struct {
 		res any
@@ -84,7 +134,7 @@ func TestExecRunStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		res, err := call("touch /workspace/ran")
+		res, err := d.Dispatch(context.Background(), c, tool, args)
 		done <- answer{res, err}
 	}()
 	<-hs.entered
@@ -93,7 +143,7 @@ func TestExecRunStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
 	// read(2) on the hold.
 	held := false
 	for range 3000 {
-		if _, err := os.Stat(mark); err == nil {
+		if _, err := os.Stat(path); err == nil {
 			break
 		}
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", pid, pid))
@@ -107,7 +157,7 @@ func TestExecRunStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	_, statErr := os.Stat(mark)
+	_, statErr := os.Stat(path)
 	close(hs.release)
 	if !errors.Is(statErr, os.ErrNotExist) {
 		t.Fatalf("the command ran while its call's record was not durable (%v)", statErr)
@@ -120,30 +170,26 @@ func TestExecRunStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
 		t.Fatalf("answered while the record was not durable: %v, %v", a.res, a.err)
 	default:
 	}
-	a := <-done
-	if a.err != nil {
+	if a := <-done; a.err != nil {
 		t.Fatal(a.err)
 	}
-	if r, ok := a.res.(ExecResult); !ok || r.ExitCode == nil || *r.ExitCode != 0 {
-		t.Fatalf("result %+v", a.res)
-	}
-	if _, err := os.Stat(mark); err != nil {
+	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("the released command left no file on the host (%v): this test cannot see a command run", err)
 	}
-	recs, err := lg.Query(context.Background(), audit.Filter{Action: ToolExec})
+	recs, err := lg.Query(context.Background(), audit.Filter{Action: tool})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var call2, outcome *audit.Record
+	var call, outcome *audit.Record
 	for i := range recs {
 		switch r := &recs[i]; {
-		case r.Action == ToolExec && r.Target == "touch /workspace/ran":
-			call2 = r
-		case r.Action == ToolExec+dispatch.OutcomeSuffix && call2 != nil && r.Detail["call_seq"] == float64(call2.Seq):
+		case r.Action == tool && strings.Contains(r.Target, mark):
+			call = r
+		case r.Action == tool+dispatch.OutcomeSuffix && call != nil && r.Detail["call_seq"] == float64(call.Seq):
 			outcome = r
 		}
 	}
-	if call2 == nil || outcome == nil || outcome.Detail["exit_code"] != float64(0) {
+	if call == nil || outcome == nil || outcome.Detail["exit_code"] != float64(0) {
 		t.Fatalf("records %+v: want the call's and its outcome (exit 0)", recs)
 	}
 }
