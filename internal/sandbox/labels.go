@@ -35,8 +35,47 @@ func checkLabels(c Caller, spec Spec) error {
 	if len(spec.Env) > maxSpecEnv {
 		return fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxSpecEnv))
 	}
-	_, err := buildEnv(map[string]string{}, spec.Env, c.Admin)
-	return err
+	if _, err := buildEnv(map[string]string{}, spec.Env, c.Admin); err != nil {
+		return err
+	}
+	switch spec.OnExpire {
+	case "", ExpireDelete, ExpireHibernate:
+		return nil
+	}
+	return fault.InvalidField("on_expire", "on_expire is delete or hibernate")
+}
+
+// What the end of a sandbox's TTL does (Spec.OnExpire).
+const (
+	ExpireDelete    = "delete"
+	ExpireHibernate = "hibernate"
+)
+
+// expireOne ends s, whose TTL is over: deleted, or — on_expire
+// hibernate — hibernated (E2B's pause at the timeout). A hibernated one
+// waits for a call to resume it; resumed without its TTL moved, it
+// hibernates again here. A sandbox that cannot hibernate (no workspace
+// image) is deleted, as its TTL said, and the failure logged. Both are the
+// system's acts, audited as such (as every expiry is).
+func (m *Manager) expireOne(s *Sandbox, ttl time.Duration) {
+	ctx := context.Background()
+	s.mu.Lock()
+	hibernate := s.rec.Spec.OnExpire == ExpireHibernate
+	s.mu.Unlock()
+	if hibernate {
+		if s.State() == Hibernated {
+			return
+		}
+		_, err := m.Hibernate(ctx, Caller{Admin: true}, s.rec.ID)
+		if err == nil {
+			m.audit(ctx, Event{Actor: "system", Action: ToolHibernate, Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{"reason": "ttl", "ttl": ttl.String()}})
+			return
+		}
+		m.log.Warn("hibernate at the end of the TTL failed: deleting the sandbox", "id", s.rec.ID, "err", err)
+	}
+	if err := m.Delete(ctx, Caller{Admin: true}, s.rec.ID); err == nil {
+		m.audit(ctx, Event{Actor: "system", Action: "sandbox.expire", Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{"ttl": ttl.String()}})
+	}
 }
 
 // Labels are the sandbox's labels (a copy).

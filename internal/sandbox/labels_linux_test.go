@@ -52,3 +52,39 @@ func TestLabelsEnvAndTTL(t *testing.T) {
 		})
 	}
 }
+
+// TestTTLEndHibernates: on_expire hibernate keeps the sandbox at the end
+// of its TTL — hibernated, its files kept — and leaves it so on later
+// rounds; without it (or when a sandbox cannot
+// hibernate) the end deletes, as before.
+func TestTTLEndHibernates(t *testing.T) {
+	ctx := context.Background()
+	m := newManager(t, withSnapshots(t, testConfig(t)), nil)
+	hib := create(t, m, Spec{TTL: time.Hour, OnExpire: ExpireHibernate, Limits: Limits{DiskBytes: 64 << 20}})
+	sh(t, hib, "echo kept > f")
+	del := create(t, m, Spec{TTL: time.Hour, Limits: Limits{DiskBytes: 64 << 20}})
+	later := time.Now().Add(2 * time.Hour)
+	m.expire(later)
+	if st := hib.State(); st != Hibernated {
+		t.Fatalf("on_expire hibernate: state %s after the TTL's end", st)
+	}
+	if _, err := m.Get(owner, del.ID()); !fault.Is(err, fault.NotFound) {
+		t.Fatalf("no on_expire: the TTL's end left it (%v)", err)
+	}
+	m.expire(later) // a hibernated sandbox waits for its next use
+	if _, err := m.Get(owner, hib.ID()); err != nil || hib.State() != Hibernated {
+		t.Fatalf("a second round: %v, state %s", err, hib.State())
+	}
+	if _, err := m.SetTTL(ctx, owner, hib.ID(), 3*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Resume(ctx, owner, hib.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if r := sh(t, hib, "cat f"); r.Stdout != "kept\n" {
+		t.Fatalf("resumed: %q", r.Stdout)
+	}
+	if _, err := m.Create(ctx, owner, Spec{OnExpire: "archive"}); !fault.Is(err, fault.Invalid) {
+		t.Fatalf("on_expire archive: %v", err)
+	}
+}

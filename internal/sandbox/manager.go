@@ -670,10 +670,7 @@ func (m *Manager) expire(now time.Time) {
 	for _, s := range m.All() {
 		ttl := s.ttl()
 		if ttl > 0 && now.Sub(s.rec.Created) > ttl {
-			err := m.Delete(context.Background(), Caller{Admin: true}, s.rec.ID)
-			if err == nil {
-				m.audit(context.Background(), Event{Actor: "system", Action: "sandbox.expire", Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{"ttl": ttl.String()}})
-			}
+			m.expireOne(s, ttl)
 			continue
 		}
 		if m.cfg.IdleTTL > 0 && s.idleSince(now) > m.cfg.IdleTTL {

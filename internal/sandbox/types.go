@@ -67,6 +67,8 @@ type Spec struct {
 	// Env is added to the environment every process of the sandbox
 	// starts with (a call's own env wins over it).
 	Env map[string]string `json:"env,omitempty" doc:"environment variables every command of the sandbox starts with (a call's env wins)"`
+	// OnExpire is what the end of the TTL does (labels.go).
+	OnExpire string `json:"on_expire,omitempty" enum:"delete,hibernate" doc:"what the end of the TTL does: delete (default), or hibernate — the sandbox is kept in the snapshot store until a call resumes it (resume or any use; it hibernates again at the janitor's next round unless its TTL was moved)"`
 }
 
 // State of a sandbox.
