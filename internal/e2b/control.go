@@ -120,6 +120,7 @@ type newSandbox struct {
 	Secure              *bool             `json:"secure"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	AutoPause           *bool             `json:"autoPause"`
+	AutoPauseMemory     *bool             `json:"autoPauseMemory"`
 	Network             *networkConfig    `json:"network"`
 	MCP                 json.RawMessage   `json:"mcp"`
 	IAM                 json.RawMessage   `json:"iam"`
@@ -165,8 +166,8 @@ func present(m json.RawMessage) bool { return len(m) > 0 && string(m) != "null" 
 // spec is the sandbox.create spec a request asks for.
 func (s *Service) spec(c auth.Caller, b newSandbox) (sandbox.Spec, error) {
 	switch {
-	case b.AutoPause != nil && *b.AutoPause:
-		return sandbox.Spec{}, fault.InvalidField("autoPause", "pausing at the timeout is not supported: the sandbox is deleted when its timeout ends (extend it with setTimeout)")
+	case b.AutoPauseMemory != nil && *b.AutoPauseMemory:
+		return sandbox.Spec{}, fault.InvalidField("autoPauseMemory", "a pause at the timeout hibernates the sandbox: its files and packages are kept, its memory and processes are not (use keepMemory: false)")
 	case present(b.MCP):
 		return sandbox.Spec{}, fault.InvalidField("mcp", "the MCP gateway is not supported; sandhold serves MCP at /sandboxes/{id}/mcp")
 	case present(b.IAM), present(b.VolumeMounts), present(b.AutoResume):
@@ -181,6 +182,11 @@ func (s *Service) spec(c auth.Caller, b newSandbox) (sandbox.Spec, error) {
 		return sandbox.Spec{}, err
 	}
 	spec := sandbox.Spec{TTL: ttl, Labels: b.Metadata, Env: b.EnvVars, Network: netw}
+	if b.AutoPause != nil && *b.AutoPause {
+		// lifecycle.onTimeout 'pause': hibernated when the timeout ends,
+		// resumed by connect (which gives it a new timeout).
+		spec.OnExpire = sandbox.ExpireHibernate
+	}
 	if snapshot.ValidID(b.TemplateID) {
 		// A snapshot's id (createSnapshot's answer) as the template: the
 		// sandbox is made from that snapshot (snapshots.go).

@@ -27,7 +27,10 @@ func TestSpecRefusesWhatItCannotHonour(t *testing.T) {
 		{"E2B's stock template is host", newSandbox{TemplateID: "code-interpreter-v1"}, ""},
 		{"internet access off", newSandbox{AllowInternetAccess: &no}, ""},
 		{"internet access on", newSandbox{AllowInternetAccess: &yes}, "allowOut"},
-		{"pause at the timeout", newSandbox{AutoPause: &yes}, "pausing"},
+		{"pause at the timeout", newSandbox{AutoPause: &yes}, ""},
+		{"pause at the timeout, memory kept", newSandbox{AutoPause: &yes, AutoPauseMemory: &yes}, "keepMemory: false"},
+		{"pause at the timeout, files only", newSandbox{AutoPause: &yes, AutoPauseMemory: &no}, ""},
+		{"a snapshot as the template", newSandbox{TemplateID: "sn0123456789abcdef"}, ""},
 		{"an MCP gateway", newSandbox{MCP: []byte(`{"x":{}}`)}, "MCP"},
 		{"volumes", newSandbox{VolumeMounts: []byte(`[{"name":"v","path":"/v"}]`)}, "not supported"},
 		{"a deny list", newSandbox{Network: &networkConfig{DenyOut: []string{"10.0.0.0/8"}}}, "denyOut"},
@@ -44,6 +47,12 @@ func TestSpecRefusesWhatItCannotHonour(t *testing.T) {
 			}
 			if err == nil && tc.body.TemplateID == "code-interpreter-v1" && spec.Template != "host" {
 				t.Fatalf("template %q", spec.Template)
+			}
+			if err == nil && (tc.body.AutoPause != nil) != (spec.OnExpire == sandbox.ExpireHibernate) {
+				t.Fatalf("on_expire %q", spec.OnExpire)
+			}
+			if err == nil && tc.body.TemplateID == "sn0123456789abcdef" && (spec.Snapshot != tc.body.TemplateID || spec.Template != "") {
+				t.Fatalf("snapshot %q template %q", spec.Snapshot, spec.Template)
 			}
 			if err == nil && tc.body.Network != nil && (spec.Network.Mode != sandbox.NetworkProxy || spec.Network.Allow[0] != "example.com") {
 				t.Fatalf("network %+v", spec.Network)

@@ -129,7 +129,7 @@ func TestOfficialSDKs(t *testing.T) {
 	a := admin.NewKey("e2b-agent", "agent")
 	b := admin.NewKey("e2b-other", "agent")
 	cases := []string{"docs.quickstart", "docs.streaming", "ci.streams_while_running", "docs.charts", "ci.results_and_errors",
-		"ci.contexts", "sandbox.lifecycle", "sandbox.list", "sandbox.unsupported", "snapshots", "sandbox.network", "commands.run",
+		"ci.contexts", "sandbox.lifecycle", "sandbox.autopause", "sandbox.list", "sandbox.unsupported", "snapshots", "sandbox.network", "commands.run",
 		"commands.background", "pty", "files", "files.watch", "files.urls", "gethost", "git", "tenant"}
 	res := sdkRun(t, node, dir, d, a.Key, []string{"E2B_OTHER_KEY=" + b.Key}, cases...)
 	for _, c := range cases {

@@ -82,24 +82,25 @@ func (s *Service) controlTools() []dispatch.Tool {
 				if err != nil {
 					return sandbox.Info{}, err
 				}
+				secs := a.Seconds
+				if secs == 0 {
+					secs = int64(defaultTimeout / time.Second)
+				}
+				// The timeout moves first: a sandbox its timeout paused
+				// (on_expire hibernate) is not paused again by the
+				// janitor between its resume and the new timeout.
+				if in := sb.Info(); in.Expires != nil && time.Until(*in.Expires) < time.Duration(secs)*time.Second {
+					want := time.Since(in.Created) + time.Duration(secs)*time.Second
+					if _, err := m.SetTTL(ctx, owner(c), a.ID, want.Round(time.Second)); err != nil {
+						return sandbox.Info{}, err
+					}
+				} // no TTL: it lives until deleted; a longer one is never shortened
 				if paused(sb.State()) {
 					if err := m.Resume(ctx, owner(c), a.ID); err != nil {
 						return sandbox.Info{}, err
 					}
 				}
-				in := sb.Info()
-				secs := a.Seconds
-				if secs == 0 {
-					secs = int64(defaultTimeout / time.Second)
-				}
-				if in.Expires == nil {
-					return in, nil // no TTL: it lives until deleted
-				}
-				want := time.Since(in.Created) + time.Duration(secs)*time.Second
-				if time.Until(*in.Expires) >= time.Duration(secs)*time.Second {
-					return in, nil // never shortened
-				}
-				return m.SetTTL(ctx, owner(c), a.ID, want.Round(time.Second))
+				return sb.Info(), nil
 			}, dispatch.Hooks[ConnectArgs, sandbox.Info]{Describe: func(a ConnectArgs) dispatch.Target { return target(a.ID) }}),
 		dispatch.Define(dispatch.Spec{Name: ToolSetTimeout, Description: "E2B setTimeout: delete the sandbox the given number of seconds from now", Risk: guard.Medium, Category: ratelimit.Manage},
 			func(ctx context.Context, c auth.Caller, a TimeoutArgs) (sandbox.Info, error) {

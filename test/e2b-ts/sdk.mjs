@@ -28,10 +28,10 @@ import {
 
 const env = process.env
 
-// waitFor polls cond until it is truthy (30 s at most: a condition that
-// never comes is a failure, not a hang).
-async function waitFor(what, cond) {
-  const end = Date.now() + 30_000
+// waitFor polls cond until it is truthy (30 s at most, or ms: a condition
+// that never comes is a failure, not a hang).
+async function waitFor(what, cond, ms = 30_000) {
+  const end = Date.now() + ms
   for (;;) {
     const v = await cond()
     if (v) return v
@@ -271,6 +271,25 @@ plt.show()
     return { endAt: info.endAt }
   },
 
+  // lifecycle.onTimeout 'pause': the end of the timeout hibernates the
+  // sandbox (the server's janitor, every 15 s); connect brings it back with
+  // its files and a new timeout.
+  async 'sandbox.autopause'() {
+    const sbx = await Sandbox.create({ lifecycle: { onTimeout: 'pause' }, timeoutMs: 120_000 })
+    await sbx.files.write('/workspace/auto.txt', 'kept by the pause')
+    await sbx.setTimeout(1_000)
+    await waitFor('the timeout to pause the sandbox', async () => (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused', 120_000)
+    assert.equal(await sbx.isRunning(), false)
+    await sbx.connect({ timeoutMs: 60_000 })
+    assert.equal(await sbx.isRunning(), true)
+    assert.equal(await sbx.files.read('/workspace/auto.txt'), 'kept by the pause')
+    const left = (await sbx.getInfo()).endAt - Date.now()
+    assert.ok(left > 30_000 && left <= 61_000, `after connect the sandbox ends in ${left} ms`)
+    await rejects(() => Sandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: true } } }), SandboxError)
+    await sbx.kill()
+    return 'ok'
+  },
+
   async 'sandbox.list'() {
     const a = await Sandbox.create({ metadata: { suite: 'list', which: 'a' } })
     const b = await Sandbox.create({ metadata: { suite: 'list', which: 'b' } })
@@ -299,7 +318,6 @@ plt.show()
     const out = {}
     out.volumes = (await rejects(() => Sandbox.create({ volumeMounts: { '/data': 'vol' } }), SandboxError)).message
     out.allowInternetAccess = (await rejects(() => Sandbox.create({ allowInternetAccess: true }), SandboxError)).message
-    out.autoPause = (await rejects(() => Sandbox.create({ lifecycle: { onTimeout: 'pause' } }), SandboxError)).message
     out.metadata = (await rejects(() => sbx.files.write('/workspace/m.txt', 'x', { metadata: { a: 'b' } }), TemplateError)).message
     assert.ok(sbx.getMcpUrl().endsWith('/mcp'))
     await sbx.kill()
