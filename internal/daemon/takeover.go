@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -44,6 +45,23 @@ func (r records) TakeOver(ctx context.Context, id, from string, update func(sand
 		return sandbox.Record{}, err
 	}
 	return rec, nil
+}
+
+// HeldHere tells whether sandbox id's record is still this node's (always,
+// on one host's store).
+func (r records) HeldHere(ctx context.Context, id string) (bool, error) {
+	pg, ok := r.st.(*store.Postgres)
+	if !ok {
+		return true, nil
+	}
+	_, node, err := pg.SandboxOn(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return node == pg.NodeName(), nil
 }
 
 // adoptHibernated is the forwarder's hook for a request to a sandbox whose

@@ -361,6 +361,11 @@ func (s *Sandbox) restoreImage(ctx context.Context, img string) error {
 	if err != nil {
 		return err
 	}
+	if s.rec.Restore.Hibernated {
+		if err := s.m.stillHere(ctx, s.rec.ID); err != nil {
+			return err
+		}
+	}
 	man, err := st.Get("", true, s.rec.Restore.Snapshot)
 	if errors.Is(err, snapshot.ErrNotFound) {
 		return fault.New(fault.Unavailable, "the sandbox's snapshot is gone")

@@ -371,3 +371,34 @@ func TestSnapshotThawsOnceTheImageIsCloned(t *testing.T) {
 		t.Errorf("the restored data differs: %q %q", r.Stdout, r.Stderr)
 	}
 }
+
+// takenRecords is memRecords of a cluster node from which another node
+// took every sandbox over (HeldHere says no).
+type takenRecords struct{ memRecords }
+
+func (r *takenRecords) TakeOver(context.Context, string, string, func(Record) (Record, error)) (Record, error) {
+	return Record{}, fault.New(fault.Conflict, "not in this test")
+}
+
+func (r *takenRecords) HeldHere(context.Context, string) (bool, error) { return false, nil }
+
+// TestResumeRefusedOnceTakenOver: a node that was cut off while another
+// took its hibernated sandbox over does not resume it (the image is the
+// other node's now): the resume is refused and the parked image stays.
+func TestResumeRefusedOnceTakenOver(t *testing.T) {
+	ctx := context.Background()
+	cfg := withSnapshots(t, testConfig(t))
+	m := newManager(t, cfg, &takenRecords{})
+	s := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	sh(t, s, "echo kept > f")
+	if _, err := m.Hibernate(ctx, owner, s.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Resume(ctx, owner, s.ID()); !fault.Is(err, fault.Conflict) {
+		t.Fatalf("resume after a take-over: %v", err)
+	}
+	l, _ := cfg.Snapshots.List("", true, true)
+	if len(l) != 1 || !cfg.Snapshots.Holds(&l[0]) {
+		t.Fatalf("the parked image left the store: %+v", l)
+	}
+}

@@ -21,6 +21,28 @@ type TakeOverRecords interface {
 	// rewritten by update, provided from is dead and the record did not
 	// change in between; it returns the record as written.
 	TakeOver(ctx context.Context, id, from string, update func(Record) (Record, error)) (Record, error)
+	// HeldHere tells whether sandbox id's record is still this node's.
+	HeldHere(ctx context.Context, id string) (bool, error)
+}
+
+// stillHere refuses to resume hibernated sandbox id here once another node
+// took it over: this node was cut off from the others long enough to count
+// as dead, and the sandbox's image now belongs to the node that took it.
+// (A take-over in the moment between this check and the image's move is
+// not prevented: the later of the two resumes then finds no image.)
+func (m *Manager) stillHere(ctx context.Context, id string) error {
+	tr, ok := m.records.(TakeOverRecords)
+	if !ok {
+		return nil
+	}
+	here, err := tr.HeldHere(ctx, id)
+	if err != nil {
+		return fault.Wrap(fault.Unavailable, err, "cannot tell whether another node took this sandbox over")
+	}
+	if !here {
+		return fault.New(fault.Conflict, "another node took this hibernated sandbox over while this one was cut off; its calls are served there")
+	}
+	return nil
 }
 
 // errNotAdoptable: the sandbox cannot move to this node (it is not
