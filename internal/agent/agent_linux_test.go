@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -53,14 +55,14 @@ type testSandbox struct {
 
 var testSlot = 0
 
-func launch(t testing.TB, mutate func(*Setup)) *testSandbox {
+func launch(t testing.TB, mutate func(*proto.Setup)) *testSandbox {
 	t.Helper()
 	return launchWith(t, mutate, nil)
 }
 
 // launchWith is launch with changes to the launch spec (the init program,
 // its GOMAXPROCS).
-func launchWith(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec)) *testSandbox {
+func launchWith(t testing.TB, mutate func(*proto.Setup), spec func(*LaunchSpec)) *testSandbox {
 	t.Helper()
 	ts, err := prepareLaunchSetup(t, mutate, spec)()
 	if err != nil {
@@ -76,7 +78,7 @@ func prepareLaunch(t testing.TB, spec func(*LaunchSpec)) func() (*testSandbox, e
 	return prepareLaunchSetup(t, nil, spec)
 }
 
-func prepareLaunchSetup(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec)) func() (*testSandbox, error) {
+func prepareLaunchSetup(t testing.TB, mutate func(*proto.Setup), spec func(*LaunchSpec)) func() (*testSandbox, error) {
 	t.Helper()
 	testenv.RequireSandboxes(t)
 	cg, err := cgroup.New("sandhold-test-agent")
@@ -99,7 +101,7 @@ func prepareLaunchSetup(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec
 	if err != nil {
 		t.Fatal(err)
 	}
-	setup := Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 64 << 20, ShmBytes: 16 << 20, CgroupVersion: cg.Info().Version}
+	setup := proto.Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 64 << 20, ShmBytes: 16 << 20, CgroupVersion: cg.Info().Version}
 	if mutate != nil {
 		mutate(&setup)
 	}
@@ -124,7 +126,7 @@ func prepareLaunchSetup(t testing.TB, mutate func(*Setup), spec func(*LaunchSpec
 		if err != nil {
 			return nil, err
 		}
-		t.Cleanup(func() { closeAll(home) })
+		t.Cleanup(func() { proto.CloseAll(home) })
 		return &testSandbox{Instance: inst, group: group, home: home, ws: ws, base: base, log: log}, nil
 	}
 }
@@ -150,7 +152,7 @@ func (s *syncBuilder) String() string {
 
 type runResult struct {
 	stdout, stderr string
-	exit           Exit
+	exit           proto.Exit
 }
 
 func (ts *testSandbox) run(t *testing.T, argv ...string) runResult {
@@ -166,7 +168,7 @@ func (ts *testSandbox) run(t *testing.T, argv ...string) runResult {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := ts.Spawn(ctx, SpawnReq{
+	p, err := ts.Spawn(ctx, proto.SpawnReq{
 		Argv: argv,
 		Env:  []string{"PATH=/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8"},
 		Cwd:  "/workspace",
@@ -182,7 +184,7 @@ func (ts *testSandbox) run(t *testing.T, argv ...string) runResult {
 	go func() { b, _ := io.ReadAll(p.Stdout); outc <- string(b) }()
 	errc := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(p.Stderr); errc <- string(b) }()
-	var ex Exit
+	var ex proto.Exit
 	select {
 	case ex = <-p.Exited():
 	case <-ctx.Done():
@@ -296,10 +298,10 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 func TestInitFilePrimitives(t *testing.T) {
 	ts := launch(t, nil)
 	ctx := context.Background()
-	if _, _, err := ts.File(ctx, OpMkdir, FileReq{Path: "/workspace/a/b", Recursive: true}); err != nil {
+	if _, _, err := ts.File(ctx, proto.OpMkdir, proto.FileReq{Path: "/workspace/a/b", Recursive: true}); err != nil {
 		t.Fatal(err)
 	}
-	_, f, err := ts.File(ctx, OpOpen, FileReq{Path: "/workspace/a/b/file", Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC, Mode: 0o644})
+	_, f, err := ts.File(ctx, proto.OpOpen, proto.FileReq{Path: "/workspace/a/b/file", Flags: unix.O_WRONLY | unix.O_CREAT | unix.O_TRUNC, Mode: 0o644})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,31 +309,31 @@ func TestInitFilePrimitives(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = f.Close()
-	fr, _, err := ts.File(ctx, OpStat, FileReq{Path: "/workspace/a/b/file"})
+	fr, _, err := ts.File(ctx, proto.OpStat, proto.FileReq{Path: "/workspace/a/b/file"})
 	if err != nil || fr.Stat.Size != 7 || fr.Stat.UID != 1000 {
 		t.Fatalf("stat = %+v, %v; want size 7 owned by 1000", fr, err)
 	}
-	fr, _, err = ts.File(ctx, OpReadDir, FileReq{Path: "/workspace/a/b"})
+	fr, _, err = ts.File(ctx, proto.OpReadDir, proto.FileReq{Path: "/workspace/a/b"})
 	if err != nil || len(fr.Entries) != 1 || fr.Entries[0].Name != "file" {
 		t.Fatalf("readdir = %+v, %v", fr, err)
 	}
-	if _, _, err := ts.File(ctx, OpSymlink, FileReq{Path: "/etc/passwd", Path2: "/workspace/link"}); err != nil {
+	if _, _, err := ts.File(ctx, proto.OpSymlink, proto.FileReq{Path: "/etc/passwd", Path2: "/workspace/link"}); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name string
-		op   Op
-		req  FileReq
+		op   proto.Op
+		req  proto.FileReq
 		want error
 	}{
-		{"missing", OpStat, FileReq{Path: "/workspace/nope"}, fs.ErrNotExist},
-		{"write outside the workspace", OpOpen, FileReq{Path: "/etc/x", Flags: unix.O_WRONLY | unix.O_CREAT, Mode: 0o644}, nil},
-		{"symlink not followed when asked", OpOpen, FileReq{Path: "/workspace/link", NoFollow: true}, nil},
-		{"magic link refused", OpOpen, FileReq{Path: "/proc/self/fd/0"}, nil},
-		{"relative path refused", OpStat, FileReq{Path: "workspace"}, nil},
-		{"dotdot refused", OpStat, FileReq{Path: "/workspace/../etc"}, nil},
-		{"host shadow absent", OpOpen, FileReq{Path: "/etc/shadow"}, fs.ErrNotExist},
-		{"root home closed to the user", OpReadDir, FileReq{Path: "/root"}, fs.ErrPermission},
+		{"missing", proto.OpStat, proto.FileReq{Path: "/workspace/nope"}, fs.ErrNotExist},
+		{"write outside the workspace", proto.OpOpen, proto.FileReq{Path: "/etc/x", Flags: unix.O_WRONLY | unix.O_CREAT, Mode: 0o644}, nil},
+		{"symlink not followed when asked", proto.OpOpen, proto.FileReq{Path: "/workspace/link", NoFollow: true}, nil},
+		{"magic link refused", proto.OpOpen, proto.FileReq{Path: "/proc/self/fd/0"}, nil},
+		{"relative path refused", proto.OpStat, proto.FileReq{Path: "workspace"}, nil},
+		{"dotdot refused", proto.OpStat, proto.FileReq{Path: "/workspace/../etc"}, nil},
+		{"host shadow absent", proto.OpOpen, proto.FileReq{Path: "/etc/shadow"}, fs.ErrNotExist},
+		{"root home closed to the user", proto.OpReadDir, proto.FileReq{Path: "/root"}, fs.ErrPermission},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -348,7 +350,7 @@ func TestInitFilePrimitives(t *testing.T) {
 		})
 	}
 	// The symlink resolves inside the sandbox: to the synthetic passwd.
-	_, f, err = ts.File(ctx, OpOpen, FileReq{Path: "/workspace/link"})
+	_, f, err = ts.File(ctx, proto.OpOpen, proto.FileReq{Path: "/workspace/link"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +359,7 @@ func TestInitFilePrimitives(t *testing.T) {
 	if !strings.Contains(string(b), "sandbox:x:1000") || strings.Contains(string(b), "daemon:") {
 		t.Fatalf("symlink read %q, want the sandbox's own passwd", b)
 	}
-	if _, _, err := ts.File(ctx, OpRemove, FileReq{Path: "/workspace/a", Recursive: true}); err != nil {
+	if _, _, err := ts.File(ctx, proto.OpRemove, proto.FileReq{Path: "/workspace/a", Recursive: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(ts.ws + "/a"); !errors.Is(err, fs.ErrNotExist) {
@@ -379,7 +381,7 @@ func TestInitKillsTreeByGroup(t *testing.T) {
 	ctx := context.Background()
 	// A double-forked, setsid'ed sleeper escapes the process group and
 	// the session, but not the execution's cgroup.
-	p, err := ts.Spawn(ctx, SpawnReq{
+	p, err := ts.Spawn(ctx, proto.SpawnReq{
 		Argv: []string{"sh", "-c", "setsid sh -c 'sleep 300 & sleep 300' & echo started; wait"},
 		Env:  []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace",
 	}, attach, ts.home)

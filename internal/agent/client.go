@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 // ErrGone is returned for requests to an init that has exited.
@@ -15,7 +17,7 @@ var ErrGone = errors.New("sandbox init is gone")
 
 // Client is the server's end of the protocol with one init.
 type Client struct {
-	conn   *Conn
+	conn   *proto.Conn
 	nextID atomic.Uint64
 	done   chan struct{}
 	// onConn receives egress connections (EventConn); nil closes them.
@@ -24,26 +26,26 @@ type Client struct {
 	// mu guards the tables of waiting callers and the terminal error.
 	mu      sync.Mutex
 	pending map[uint64]chan reply
-	exits   map[uint64]chan Exit
+	exits   map[uint64]chan proto.Exit
 	err     error
 }
 
 type reply struct {
-	resp  Response
+	resp  proto.Response
 	files []*os.File
 }
 
 // NewClient starts serving the protocol over conn. Done is closed when the
 // connection ends.
-func NewClient(conn *Conn) *Client { return newClient(conn, nil) }
+func NewClient(conn *proto.Conn) *Client { return newClient(conn, nil) }
 
-func newClient(conn *Conn, onConn func(*os.File)) *Client {
+func newClient(conn *proto.Conn, onConn func(*os.File)) *Client {
 	c := &Client{
 		conn:    conn,
 		onConn:  onConn,
 		done:    make(chan struct{}),
 		pending: make(map[uint64]chan reply),
-		exits:   make(map[uint64]chan Exit),
+		exits:   make(map[uint64]chan proto.Exit),
 	}
 	go c.readLoop()
 	return c
@@ -65,26 +67,26 @@ func (c *Client) Close() error { return c.conn.Close() }
 func (c *Client) readLoop() {
 	var err error
 	for {
-		var resp Response
+		var resp proto.Response
 		var files []*os.File
 		files, err = c.conn.Recv(&resp)
 		if err != nil {
 			break
 		}
-		if resp.Kind == EventConn {
+		if resp.Kind == proto.EventConn {
 			if c.onConn != nil && len(files) == 1 {
 				c.onConn(files[0])
 			} else {
-				closeAll(files)
+				proto.CloseAll(files)
 			}
 			continue
 		}
 		c.mu.Lock()
-		if resp.Kind == EventExit {
+		if resp.Kind == proto.EventExit {
 			ch := c.exits[resp.ID]
 			delete(c.exits, resp.ID)
 			c.mu.Unlock()
-			closeAll(files)
+			proto.CloseAll(files)
 			if ch != nil && resp.Exit != nil {
 				ch <- *resp.Exit
 			}
@@ -94,7 +96,7 @@ func (c *Client) readLoop() {
 		delete(c.pending, resp.ID)
 		c.mu.Unlock()
 		if ch == nil {
-			closeAll(files) // a caller that gave up
+			proto.CloseAll(files) // a caller that gave up
 			continue
 		}
 		ch <- reply{resp: resp, files: files}
@@ -109,27 +111,27 @@ func (c *Client) readLoop() {
 	}
 	// Everything in the sandbox dies with its init.
 	for _, ch := range exits {
-		ch <- Exit{Code: -1, Signal: 9}
+		ch <- proto.Exit{Code: -1, Signal: 9}
 	}
 	close(c.done)
 }
 
 // call sends one request and waits for its reply. exit, when not nil, is
 // registered for the exit event of a spawn before the request leaves.
-func (c *Client) call(ctx context.Context, req Request, files []*os.File, exit chan Exit) (Response, []*os.File, error) {
+func (c *Client) call(ctx context.Context, req proto.Request, files []*os.File, exit chan proto.Exit) (proto.Response, []*os.File, error) {
 	return c.callThen(ctx, req, files, exit, nil)
 }
 
 // callThen is call with sent, if not nil, run once the request is sent
 // and before the reply is awaited.
-func (c *Client) callThen(ctx context.Context, req Request, files []*os.File, exit chan Exit, sent func()) (Response, []*os.File, error) {
+func (c *Client) callThen(ctx context.Context, req proto.Request, files []*os.File, exit chan proto.Exit, sent func()) (proto.Response, []*os.File, error) {
 	req.ID = c.nextID.Add(1)
 	ch := make(chan reply, 1)
 	c.mu.Lock()
 	if c.pending == nil {
 		err := c.err
 		c.mu.Unlock()
-		return Response{}, nil, err
+		return proto.Response{}, nil, err
 	}
 	c.pending[req.ID] = ch
 	if exit != nil {
@@ -146,7 +148,7 @@ func (c *Client) callThen(ctx context.Context, req Request, files []*os.File, ex
 	}
 	if err := c.conn.Send(req, files...); err != nil {
 		forget()
-		return Response{}, nil, fmt.Errorf("%w: %w", ErrGone, err)
+		return proto.Response{}, nil, fmt.Errorf("%w: %w", ErrGone, err)
 	}
 	if sent != nil {
 		sent()
@@ -154,10 +156,10 @@ func (c *Client) callThen(ctx context.Context, req Request, files []*os.File, ex
 	select {
 	case r, ok := <-ch:
 		if !ok {
-			return Response{}, nil, c.Err()
+			return proto.Response{}, nil, c.Err()
 		}
 		if r.resp.Err != nil {
-			closeAll(r.files)
+			proto.CloseAll(r.files)
 			forget() // no exit event follows a failed spawn
 			return r.resp, nil, r.resp.Err
 		}
@@ -165,7 +167,7 @@ func (c *Client) callThen(ctx context.Context, req Request, files []*os.File, ex
 	case <-ctx.Done():
 		forget()
 		// A late reply's descriptors are closed by the read loop.
-		return Response{}, nil, ctx.Err()
+		return proto.Response{}, nil, ctx.Err()
 	}
 }
 
@@ -173,9 +175,9 @@ func (c *Client) callThen(ctx context.Context, req Request, files []*os.File, ex
 // binds it at /workspace), and after it a template root's writable layer
 // and layers (Setup.Root); a request without exactly those descriptors
 // ends the init. It returns the layers in force.
-func (c *Client) Setup(ctx context.Context, s Setup, files ...*os.File) (*Ready, error) {
-	resp, files, err := c.call(ctx, Request{Op: OpSetup, Setup: &s}, files, nil)
-	closeAll(files)
+func (c *Client) Setup(ctx context.Context, s proto.Setup, files ...*os.File) (*proto.Ready, error) {
+	resp, files, err := c.call(ctx, proto.Request{Op: proto.OpSetup, Setup: &s}, files, nil)
+	proto.CloseAll(files)
 	if err != nil {
 		return nil, err
 	}
@@ -187,8 +189,8 @@ func (c *Client) Setup(ctx context.Context, s Setup, files ...*os.File) (*Ready,
 
 // Ping checks the init answers.
 func (c *Client) Ping(ctx context.Context) error {
-	_, files, err := c.call(ctx, Request{Op: OpPing}, nil, nil)
-	closeAll(files)
+	_, files, err := c.call(ctx, proto.Request{Op: proto.OpPing}, nil, nil)
+	proto.CloseAll(files)
 	return err
 }
 
@@ -201,21 +203,21 @@ type Process struct {
 	// DevToolsIn writes to the process's descriptor 3 and DevToolsOut
 	// reads its descriptor 4 (SpawnReq.DevToolsPipe; nil otherwise).
 	DevToolsIn, DevToolsOut *os.File
-	exit                    chan Exit
+	exit                    chan proto.Exit
 }
 
 // Exited delivers the process's exit exactly once.
-func (p *Process) Exited() <-chan Exit { return p.exit }
+func (p *Process) Exited() <-chan proto.Exit { return p.exit }
 
 // Close closes the server's descriptors of the process.
 func (p *Process) Close() {
-	closeAll([]*os.File{p.Stdin, p.Stdout, p.Stderr, p.PTY, p.DevToolsIn, p.DevToolsOut})
+	proto.CloseAll([]*os.File{p.Stdin, p.Stdout, p.Stderr, p.PTY, p.DevToolsIn, p.DevToolsOut})
 }
 
 // Spawn starts a process in the sandbox. cgroupFiles (the execution's
 // group) and homeFiles (the sandbox's group) are attached for the init to
 // place the process (see the package doc); they stay the caller's.
-func (c *Client) Spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File) (*Process, error) {
+func (c *Client) Spawn(ctx context.Context, r proto.SpawnReq, cgroupFiles, homeFiles []*os.File) (*Process, error) {
 	return c.spawn(ctx, r, cgroupFiles, homeFiles, nil, nil)
 }
 
@@ -225,24 +227,24 @@ func (c *Client) Spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles [
 // the command). The reply comes once the command has started, or with
 // CodeNotReleased. If the request cannot be sent, release does not run and
 // h is left to the caller.
-func (c *Client) SpawnHeld(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, h *Hold, release func() error) (*Process, error) {
+func (c *Client) SpawnHeld(ctx context.Context, r proto.SpawnReq, cgroupFiles, homeFiles []*os.File, h *Hold, release func() error) (*Process, error) {
 	return c.spawn(ctx, r, cgroupFiles, homeFiles, h.Reader(), func() { h.End(release()) })
 }
 
-func (c *Client) spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles []*os.File, hold *os.File, sent func()) (*Process, error) {
+func (c *Client) spawn(ctx context.Context, r proto.SpawnReq, cgroupFiles, homeFiles []*os.File, hold *os.File, sent func()) (*Process, error) {
 	r.CgroupFDs, r.HomeFDs = len(cgroupFiles), len(homeFiles)
-	exit := make(chan Exit, 1)
+	exit := make(chan proto.Exit, 1)
 	attached := make([]*os.File, 0, len(cgroupFiles)+len(homeFiles)+1)
 	attached = append(append(attached, cgroupFiles...), homeFiles...)
 	if r.Held = hold != nil; r.Held {
 		attached = append(attached, hold)
 	}
-	resp, files, err := c.callThen(ctx, Request{Op: OpSpawn, Spawn: &r}, attached, exit, sent)
+	resp, files, err := c.callThen(ctx, proto.Request{Op: proto.OpSpawn, Spawn: &r}, attached, exit, sent)
 	if err != nil {
 		return nil, err
 	}
 	if resp.Spawn == nil {
-		closeAll(files)
+		proto.CloseAll(files)
 		return nil, errors.New("spawn reply without pid")
 	}
 	p := &Process{Pid: resp.Spawn.Pid, exit: exit}
@@ -257,7 +259,7 @@ func (c *Client) spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles [
 		want += 2
 	}
 	if len(files) != want {
-		closeAll(files)
+		proto.CloseAll(files)
 		return nil, fmt.Errorf("spawn reply carries %d descriptors, want %d", len(files), want)
 	}
 	if r.DevToolsPipe {
@@ -277,27 +279,27 @@ func (c *Client) spawn(ctx context.Context, r SpawnReq, cgroupFiles, homeFiles [
 
 // File runs one file primitive. For OpOpen and OpOpenRead the opened file
 // is returned.
-func (c *Client) File(ctx context.Context, op Op, r FileReq) (*FileResp, *os.File, error) {
-	if err := CheckPath(r.Path); err != nil {
+func (c *Client) File(ctx context.Context, op proto.Op, r proto.FileReq) (*proto.FileResp, *os.File, error) {
+	if err := proto.CheckPath(r.Path); err != nil {
 		return nil, nil, err
 	}
-	resp, files, err := c.call(ctx, Request{Op: op, File: &r}, nil, nil)
+	resp, files, err := c.call(ctx, proto.Request{Op: op, File: &r}, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	fr := resp.File
 	if fr == nil {
-		fr = &FileResp{}
+		fr = &proto.FileResp{}
 	}
 	var f *os.File
-	if op == OpOpen || op == OpOpenRead {
+	if op == proto.OpOpen || op == proto.OpOpenRead {
 		if len(files) != 1 {
-			closeAll(files)
+			proto.CloseAll(files)
 			return nil, nil, errors.New("open reply without a descriptor")
 		}
 		f = files[0]
 	} else {
-		closeAll(files)
+		proto.CloseAll(files)
 	}
 	return fr, f, nil
 }
@@ -306,14 +308,14 @@ func (c *Client) File(ctx context.Context, op Op, r FileReq) (*FileResp, *os.Fil
 // network namespace (see dial_linux.go); the caller owns it.
 func (c *Client) Dial(ctx context.Context, port int) (*os.File, error) {
 	if port < 1 || port > 65535 {
-		return nil, &Error{Code: CodeInvalid, Msg: fmt.Sprintf("port %d is outside 1-65535", port)}
+		return nil, &proto.Error{Code: proto.CodeInvalid, Msg: fmt.Sprintf("port %d is outside 1-65535", port)}
 	}
-	_, files, err := c.call(ctx, Request{Op: OpDial, Dial: &DialReq{Port: port}}, nil, nil)
+	_, files, err := c.call(ctx, proto.Request{Op: proto.OpDial, Dial: &proto.DialReq{Port: port}}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	if len(files) != 1 {
-		closeAll(files)
+		proto.CloseAll(files)
 		return nil, errors.New("dial reply without a descriptor")
 	}
 	return files[0], nil

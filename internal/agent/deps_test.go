@@ -47,6 +47,37 @@ func TestLeanInitLinksNoArchiveCodecs(t *testing.T) {
 	}
 }
 
+// TestProtoLinksNoSideOfTheProtocol: package proto is what the server,
+// the launcher and the in-sandbox init share (messages, limits, path and
+// pattern checks), so it links none of their code: of this module only
+// the small packages its types are made of, and of the rest only the
+// standard library and x/sys.
+func TestProtoLinksNoSideOfTheProtocol(t *testing.T) {
+	const module = "github.com/sandhold/sandhold/"
+	allowed := map[string]bool{
+		module + "internal/agent/proto":          true,
+		module + "internal/archive/deny":         true, // Deny, the sensitive-path policy of walks and packs
+		module + "internal/archive/spec":         true, // TransferReq's format and limits
+		module + "internal/fault":                true, // archive/spec's error kinds
+		module + "internal/isolate/rootfs":       true, // the layer count that bounds a message's descriptors
+		"golang.org/x/sys/unix":                  true,
+		"vendor/golang.org/x/net/dns/dnsmessage": true, // package net's own
+	}
+	deps := goListDeps(t, module+"internal/agent/proto")
+	for _, pkg := range deps {
+		first, _, _ := strings.Cut(pkg, "/")
+		if !strings.Contains(first, ".") && first != "vendor" {
+			continue // the standard library
+		}
+		if !allowed[pkg] {
+			t.Errorf("package proto links %s", pkg)
+		}
+	}
+	if !slices.Contains(deps, module+"internal/agent/proto") {
+		t.Fatal("go list -deps did not list proto itself: the reader is broken")
+	}
+}
+
 // goListDeps is every package pkg links (go list -deps); the test skips
 // without the go tool.
 func goListDeps(t *testing.T, pkg string) []string {

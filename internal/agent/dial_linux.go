@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +29,7 @@ const dialTimeout = 5 * time.Second
 
 // loopbackTCP is base plus the loopback ports, for landlock's lists; in
 // host mode (all TCP allowed anyway) it is base.
-func loopbackTCP(base []uint16, st Setup) []uint16 {
+func loopbackTCP(base []uint16, st proto.Setup) []uint16 {
 	if st.HostNetwork || len(st.LoopbackPorts) == 0 {
 		return base
 	}
@@ -41,20 +43,20 @@ func loopbackTCP(base []uint16, st Setup) []uint16 {
 }
 
 // dial connects to 127.0.0.1:r.Port inside the sandbox.
-func (s *server) dial(r *DialReq) (Response, []*os.File, error) {
+func (s *server) dial(r *proto.DialReq) (proto.Response, []*os.File, error) {
 	switch {
 	case s.setup.HostNetwork:
-		return Response{}, nil, &Error{Code: "EPERM", Msg: "this sandbox shares the host's network; its loopback is the host's and is not reachable this way"}
+		return proto.Response{}, nil, &proto.Error{Code: "EPERM", Msg: "this sandbox shares the host's network; its loopback is the host's and is not reachable this way"}
 	case r.Port < 1 || r.Port > 65535:
-		return Response{}, nil, invalidf("port %d is outside 1-65535", r.Port)
+		return proto.Response{}, nil, proto.Invalidf("port %d is outside 1-65535", r.Port)
 	case !slices.Contains(s.setup.LoopbackPorts, uint16(r.Port)): //nolint:gosec // G115: checked within 1-65535 above
-		return Response{}, nil, &Error{Code: "EPERM", Msg: "port is not one of the sandbox's reachable loopback ports"}
+		return proto.Response{}, nil, &proto.Error{Code: "EPERM", Msg: "port is not one of the sandbox's reachable loopback ports"}
 	}
 	fd, err := connectLoopback(r.Port, dialTimeout)
 	if err != nil {
-		return Response{}, nil, err
+		return proto.Response{}, nil, err
 	}
-	return Response{}, []*os.File{os.NewFile(uintptr(fd), "dial")}, nil //nolint:gosec // G115: a descriptor is non-negative
+	return proto.Response{}, []*os.File{os.NewFile(uintptr(fd), "dial")}, nil //nolint:gosec // G115: a descriptor is non-negative
 }
 
 // connectLoopback connects a close-on-exec TCP socket to 127.0.0.1:port

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
@@ -28,7 +30,7 @@ func (ts *testSandbox) startServer(t *testing.T, port int, greeting string) *Pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeAll(attach)
+	defer proto.CloseAll(attach)
 	script := fmt.Sprintf(`import socket,sys
 s=socket.socket()
 try:
@@ -41,7 +43,7 @@ c,_=s.accept()
 c.sendall(b%q)
 c.close()
 `, port, greeting)
-	p, err := ts.Spawn(context.Background(), SpawnReq{
+	p, err := ts.Spawn(context.Background(), proto.SpawnReq{
 		Argv: []string{"/usr/bin/python3", "-c", script},
 		Env:  []string{"PATH=/usr/bin:/bin", "HOME=/workspace"}, Cwd: "/workspace",
 	}, attach, ts.home)
@@ -56,7 +58,7 @@ func TestDialReachesTheSandboxLoopback(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("the test server needs /usr/bin/python3")
 	}
-	ts := launch(t, func(s *Setup) { s.LoopbackPorts = []uint16{8000, 8001} })
+	ts := launch(t, func(s *proto.Setup) { s.LoopbackPorts = []uint16{8000, 8001} })
 	p := ts.startServer(t, 8000, "hello from inside")
 	line := make([]byte, len("LISTENING\n"))
 	if _, err := io.ReadFull(p.Stdout, line); err != nil {
@@ -81,14 +83,14 @@ func TestDialReachesTheSandboxLoopback(t *testing.T) {
 		t.Fatalf("read %q, %v", b, err)
 	}
 	// Nothing listens on 8001: refused, not hung.
-	var pe *Error
+	var pe *proto.Error
 	if _, err := ts.Dial(ctx, 8001); !errors.As(err, &pe) || pe.Code != "ECONNREFUSED" {
 		t.Fatalf("dial of a closed port: %v, want ECONNREFUSED", err)
 	}
 }
 
 func TestDialRefusesPortsOutsideTheList(t *testing.T) {
-	ts := launch(t, func(s *Setup) { s.LoopbackPorts = []uint16{8000} })
+	ts := launch(t, func(s *proto.Setup) { s.LoopbackPorts = []uint16{8000} })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
@@ -97,15 +99,15 @@ func TestDialRefusesPortsOutsideTheList(t *testing.T) {
 		code string
 	}{
 		{"unlisted", 22, "EPERM"},
-		{"zero", 0, CodeInvalid},
-		{"negative", -1, CodeInvalid},
-		{"too large", 65536, CodeInvalid},
+		{"zero", 0, proto.CodeInvalid},
+		{"negative", -1, proto.CodeInvalid},
+		{"too large", 65536, proto.CodeInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Sent raw, so the init's own check is what answers.
-			_, files, err := ts.call(ctx, Request{Op: OpDial, Dial: &DialReq{Port: tc.port}}, nil, nil)
-			closeAll(files)
-			var pe *Error
+			_, files, err := ts.call(ctx, proto.Request{Op: proto.OpDial, Dial: &proto.DialReq{Port: tc.port}}, nil, nil)
+			proto.CloseAll(files)
+			var pe *proto.Error
 			if !errors.As(err, &pe) || pe.Code != tc.code {
 				t.Fatalf("dial %d: %v, want %s", tc.port, err, tc.code)
 			}
@@ -117,7 +119,7 @@ func TestLoopbackPortsBoundTheSandboxsListeners(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("the test server needs /usr/bin/python3")
 	}
-	ts := launch(t, func(s *Setup) { s.LoopbackPorts = []uint16{8000} })
+	ts := launch(t, func(s *proto.Setup) { s.LoopbackPorts = []uint16{8000} })
 	if r := ts.run(t, "/usr/bin/python3", "-c", `import socket; socket.socket().bind(("127.0.0.1", 8000)); print("ok")`); strings.TrimSpace(r.stdout) != "ok" {
 		t.Fatalf("bind of a listed port: %+v", r)
 	}

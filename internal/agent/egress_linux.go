@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +41,7 @@ func listenEgress() (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	sa := &unix.SockaddrInet4{Port: EgressPort, Addr: [4]byte{127, 0, 0, 1}}
+	sa := &unix.SockaddrInet4{Port: proto.EgressPort, Addr: [4]byte{127, 0, 0, 1}}
 	if err := unix.Bind(fd, sa); err != nil {
 		_ = unix.Close(fd)
 		return -1, err
@@ -107,7 +109,7 @@ func (e *egressRelay) serve(done chan struct{}) {
 		for f := range pending {
 			// A send fails only when the server is gone; the init then
 			// exits anyway. The descriptor is the server's now.
-			_ = e.s.conn.Send(Response{Kind: EventConn}, f)
+			_ = e.s.conn.Send(proto.Response{Kind: proto.EventConn}, f)
 			_ = f.Close()
 		}
 	}()

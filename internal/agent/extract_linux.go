@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/archive/deny"
@@ -41,7 +43,7 @@ const (
 
 // splitTop returns the writable top holding p and p relative to it.
 func splitTop(p string) (top, rel string, ok bool) {
-	for _, t := range WritableTrees {
+	for _, t := range proto.WritableTrees {
 		if p == t {
 			return t, ".", true
 		}
@@ -52,14 +54,14 @@ func splitTop(p string) (top, rel string, ok bool) {
 	return "", "", false
 }
 
-func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, []*os.File, error) {
-	if err := CheckPath(r.Path); err != nil {
-		return Response{}, nil, err
+func (s *server) transferOp(op proto.Op, r *proto.TransferReq, files []*os.File) (proto.Response, []*os.File, error) {
+	if err := proto.CheckPath(r.Path); err != nil {
+		return proto.Response{}, nil, err
 	}
-	var resp TransferResp
+	var resp proto.TransferResp
 	var err error
 	switch op {
-	case OpStatFS:
+	case proto.OpStatFS:
 		err = s.asUser(false, func() error {
 			var st unix.Statfs_t
 			if err := unix.Statfs(r.Path, &st); err != nil {
@@ -69,43 +71,43 @@ func (s *server) transferOp(op Op, r *TransferReq, files []*os.File) (Response, 
 			resp.Free = spec.BlocksBytes(st.Bavail, st.Bsize)
 			return nil
 		})
-	case OpExtract, OpPack:
+	case proto.OpExtract, proto.OpPack:
 		var g *extractorGroups
 		if g, err = s.extractorFiles(r, files); err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
-		if op == OpExtract {
+		if op == proto.OpExtract {
 			err = s.extract(r, files[0], g, &resp)
 		} else {
 			err = s.pack(r, files[0], g, &resp)
 		}
 	default:
-		return Response{}, nil, invalidf("unknown transfer op %q", op)
+		return proto.Response{}, nil, proto.Invalidf("unknown transfer op %q", op)
 	}
 	if err != nil {
 		var ae *spec.Error
 		if errors.As(err, &ae) {
-			resp.Refused = &Refusal{Entry: ae.Entry, Reason: ae.Reason, Kind: ae.Kind, Detail: ae.Detail}
-			return Response{Transfer: &resp}, nil, nil
+			resp.Refused = &proto.Refusal{Entry: ae.Entry, Reason: ae.Reason, Kind: ae.Kind, Detail: ae.Detail}
+			return proto.Response{Transfer: &resp}, nil, nil
 		}
-		return Response{}, nil, err
+		return proto.Response{}, nil, err
 	}
-	return Response{Transfer: &resp}, nil, nil
+	return proto.Response{Transfer: &resp}, nil, nil
 }
 
 // extract checks the request and the archive's descriptor, then runs the
 // extractor on them (see runExtractor): the init never parses an archive.
-func (s *server) extract(r *TransferReq, src *os.File, g *extractorGroups, resp *TransferResp) error {
+func (s *server) extract(r *proto.TransferReq, src *os.File, g *extractorGroups, resp *proto.TransferResp) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return invalidf("the archive must be a regular file")
+		return proto.Invalidf("the archive must be a regular file")
 	}
 	top, rel, ok := splitTop(r.Path)
 	if !ok {
-		return &Error{Code: "EROFS", Msg: "archives can only be extracted below /workspace, /tmp or /dev/shm"}
+		return &proto.Error{Code: "EROFS", Msg: "archives can only be extracted below /workspace, /tmp or /dev/shm"}
 	}
 	req := spec.ChildReq{Op: spec.ChildExtract, Top: top, Rel: rel, Path: r.Path, Format: r.Format, Limits: r.Limits, Deny: r.Deny}
 	res, err := s.runExtractor(&req, src, g)
@@ -113,18 +115,18 @@ func (s *server) extract(r *TransferReq, src *os.File, g *extractorGroups, resp 
 	return err
 }
 
-func (s *server) pack(r *TransferReq, w *os.File, g *extractorGroups, resp *TransferResp) error {
+func (s *server) pack(r *proto.TransferReq, w *os.File, g *extractorGroups, resp *proto.TransferResp) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(w.Fd()), &st); err != nil {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return invalidf("pack writes to a pipe")
+		return proto.Invalidf("pack writes to a pipe")
 	}
 	lim := r.Limits
 	// The check walk holds one descriptor per level; Pack must not go
 	// deeper than it looked.
-	lim.MaxDepth = min(lim.MaxDepth, MaxWalkDepth-1)
+	lim.MaxDepth = min(lim.MaxDepth, proto.MaxWalkDepth-1)
 	// The check walk first: a refusal (sensitive or hard-linked file, a
 	// tree too deep or too large, the time budget) comes before the first
 	// byte, so the client gets a clear 4xx instead of a cut stream.
@@ -150,13 +152,13 @@ type extractorGroups struct {
 
 // extractorFiles splits an extract or pack request's descriptors: the
 // archive or pipe, the program, then the cgroup files as a spawn's.
-func (s *server) extractorFiles(r *TransferReq, files []*os.File) (*extractorGroups, error) {
+func (s *server) extractorFiles(r *proto.TransferReq, files []*os.File) (*extractorGroups, error) {
 	if r.CgroupFDs < 0 || r.HomeFDs < 0 || len(files) != 2+r.CgroupFDs+r.HomeFDs {
-		return nil, invalidf("an archive or pipe descriptor, the extractor's and %d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
+		return nil, proto.Invalidf("an archive or pipe descriptor, the extractor's and %d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
 	}
 	if s.setup.CgroupVersion != 2 && r.HomeFDs < r.CgroupFDs {
 		// As for a spawn: the forking thread must be able to come back.
-		return nil, invalidf("%d execution cgroup descriptors but only %d to return home", r.CgroupFDs, r.HomeFDs)
+		return nil, proto.Invalidf("%d execution cgroup descriptors but only %d to return home", r.CgroupFDs, r.HomeFDs)
 	}
 	return &extractorGroups{prog: files[1], cgroups: files[2 : 2+r.CgroupFDs], home: files[2+r.CgroupFDs:]}, nil
 }
@@ -168,7 +170,7 @@ func (s *server) extractorFiles(r *TransferReq, files []*os.File) (*extractorGro
 // lim.MaxDepth or longer than lim.MaxPathLen, more than lim.MaxEntries
 // objects, or when the walk runs past MaxWalkTime. Every refusal names
 // the rule; none of them needs the whole tree in memory.
-func checkTree(p string, deny Deny, lim spec.Limits) error {
+func checkTree(p string, deny proto.Deny, lim spec.Limits) error {
 	fd, root, err := openRoot(p, true)
 	if err != nil {
 		return err
@@ -177,7 +179,7 @@ func checkTree(p string, deny Deny, lim spec.Limits) error {
 	var refusal error
 	seen := 0
 	// depth lim.MaxDepth+1: far enough to see the first name too deep.
-	w := newWalker(root, min(lim.MaxDepth+1, MaxWalkDepth), nil, Deny{})
+	w := newWalker(root, min(lim.MaxDepth+1, proto.MaxWalkDepth), nil, proto.Deny{})
 	w.hidden = true
 	w.visit = func(_ int, _, rel string, st *unix.Stat_t) bool {
 		seen++
@@ -203,7 +205,7 @@ func checkTree(p string, deny Deny, lim spec.Limits) error {
 		// Neither a refusal above nor the depth (checked by name):
 		// the visit cap or the time budget ended the walk.
 		return &spec.Error{Reason: reasonTreeTooSlow, Kind: spec.KindTooLarge,
-			Detail: fmt.Sprintf("the directory could not be checked within %s or %d entries; archive a smaller one", MaxWalkTime, MaxWalkVisit)}
+			Detail: fmt.Sprintf("the directory could not be checked within %s or %d entries; archive a smaller one", proto.MaxWalkTime, proto.MaxWalkVisit)}
 	}
 	return nil
 }
@@ -330,9 +332,9 @@ func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups
 	case resp.Refused != nil:
 		return resp.Result, resp.Refused
 	case resp.Failed && resp.Code != "":
-		return resp.Result, &Error{Code: resp.Code, Msg: resp.Msg}
+		return resp.Result, &proto.Error{Code: resp.Code, Msg: resp.Msg}
 	case resp.Failed:
-		return resp.Result, &Error{Code: CodeInternal, Msg: resp.Msg}
+		return resp.Result, &proto.Error{Code: proto.CodeInternal, Msg: resp.Msg}
 	}
 	return resp.Result, nil
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/archive/spec"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -61,7 +63,7 @@ func TestExtractorRefusalReachesTheClient(t *testing.T) {
 	defer cancel()
 	lim := archive.DefaultLimits()
 	hostile := tarGz(t, map[string]string{"ok.txt": "fine", "../../escaped.txt": "out"})
-	_, err := ts.Extract(ctx, TransferReq{Path: "/workspace/x", Format: archive.FormatTarGz, Limits: lim}, hostile)
+	_, err := ts.Extract(ctx, proto.TransferReq{Path: "/workspace/x", Format: archive.FormatTarGz, Limits: lim}, hostile)
 	var ae *archive.Error
 	if !errors.As(err, &ae) || ae.Kind != archive.KindInvalid || ae.Reason != archive.ReasonParentComponent || ae.Entry != "../../escaped.txt" {
 		t.Fatalf("hostile archive: %v (%#v), want an invalid parent_component refusal naming the entry", err, ae)
@@ -73,12 +75,12 @@ func TestExtractorRefusalReachesTheClient(t *testing.T) {
 	}
 	// The sensitive-path policy, now applied in the extractor.
 	sens := tarGz(t, map[string]string{".ssh/authorized_keys": "key"})
-	_, err = ts.Extract(ctx, TransferReq{Path: "/workspace", Limits: lim, Deny: Deny{Dirs: []string{".ssh"}}}, sens)
+	_, err = ts.Extract(ctx, proto.TransferReq{Path: "/workspace", Limits: lim, Deny: proto.Deny{Dirs: []string{".ssh"}}}, sens)
 	if !errors.As(err, &ae) || ae.Kind != archive.KindForbidden || ae.Reason != reasonSensitive {
 		t.Fatalf("sensitive path: %v, want a forbidden %s refusal", err, reasonSensitive)
 	}
 	good := tarGz(t, map[string]string{"d/a.txt": "hello"})
-	res, err := ts.Extract(ctx, TransferReq{Path: "/workspace/y", Limits: lim}, good)
+	res, err := ts.Extract(ctx, proto.TransferReq{Path: "/workspace/y", Limits: lim}, good)
 	if err != nil || res.Files != 1 || res.Bytes != 5 {
 		t.Fatalf("good archive: %+v, %v", res, err)
 	}
@@ -86,8 +88,8 @@ func TestExtractorRefusalReachesTheClient(t *testing.T) {
 		t.Fatalf("extracted file: %q, %v", b, err)
 	}
 	// Outside the writable trees: the init's own refusal, as before.
-	_, err = ts.Extract(ctx, TransferReq{Path: "/usr/x", Limits: lim}, good)
-	var e *Error
+	_, err = ts.Extract(ctx, proto.TransferReq{Path: "/usr/x", Limits: lim}, good)
+	var e *proto.Error
 	if !errors.As(err, &e) || e.Code != "EROFS" {
 		t.Fatalf("extract to /usr: %v, want EROFS", err)
 	}
@@ -135,7 +137,7 @@ func extractorLikeACommand(t *testing.T, ts *testSandbox, inGroup bool) {
 		if attach, err = sub.OpenThreadAttach(); err != nil {
 			t.Fatal(err)
 		}
-		defer closeAll(attach)
+		defer proto.CloseAll(attach)
 		group, home = sub, ts.home
 	}
 	// The sandbox user on the host: the workspace's owner.
@@ -164,7 +166,7 @@ func extractorLikeACommand(t *testing.T, ts *testSandbox, inGroup bool) {
 	}
 	done := make(chan packed, 1)
 	go func() {
-		res, err := ts.PackIn(ctx, TransferReq{Path: "/workspace", Format: archive.FormatTar, Limits: archive.DefaultLimits()}, w, attach, home)
+		res, err := ts.PackIn(ctx, proto.TransferReq{Path: "/workspace", Format: archive.FormatTar, Limits: archive.DefaultLimits()}, w, attach, home)
 		_ = w.Close()
 		done <- packed{res, err}
 	}()

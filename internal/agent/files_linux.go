@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -27,25 +29,25 @@ const (
 const openFlagsAllowed = unix.O_RDONLY | unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_EXCL |
 	unix.O_TRUNC | unix.O_APPEND | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_TMPFILE | unix.O_PATH
 
-func (s *server) file(op Op, r *FileReq) (resp Response, out []*os.File, err error) {
-	if err := CheckPath(r.Path); err != nil {
-		return Response{}, nil, err
+func (s *server) file(op proto.Op, r *proto.FileReq) (resp proto.Response, out []*os.File, err error) {
+	if err := proto.CheckPath(r.Path); err != nil {
+		return proto.Response{}, nil, err
 	}
-	if op == OpRename {
-		if err := CheckPath(r.Path2); err != nil {
-			return Response{}, nil, err
+	if op == proto.OpRename {
+		if err := proto.CheckPath(r.Path2); err != nil {
+			return proto.Response{}, nil, err
 		}
 	}
-	if op == OpSymlink {
-		if err := CheckPath(r.Path2); err != nil {
-			return Response{}, nil, err
+	if op == proto.OpSymlink {
+		if err := proto.CheckPath(r.Path2); err != nil {
+			return proto.Response{}, nil, err
 		}
 		if r.Path == "" || strings.IndexByte(r.Path, 0) >= 0 {
-			return Response{}, nil, invalidf("bad symlink target")
+			return proto.Response{}, nil, proto.Invalidf("bad symlink target")
 		}
 	}
 	if r.AsRoot && !s.setup.AllowRoot {
-		return Response{}, nil, &Error{Code: "EPERM", Msg: "root file access is not enabled for this sandbox"}
+		return proto.Response{}, nil, &proto.Error{Code: "EPERM", Msg: "root file access is not enabled for this sandbox"}
 	}
 	err = s.asUser(r.AsRoot, func() error {
 		var ferr error
@@ -118,89 +120,89 @@ func openat2(path string, flags int, mode uint32, nofollow bool) (int, error) {
 func openParent(path string, nofollow bool) (int, string, error) {
 	dir, base := filepath.Split(path)
 	if base == "" {
-		return -1, "", invalidf("path names the root")
+		return -1, "", proto.Invalidf("path names the root")
 	}
 	fd, err := openat2(filepath.Clean(dir), unix.O_PATH|unix.O_DIRECTORY, 0, nofollow)
 	return fd, base, err
 }
 
-func fileOp(op Op, r *FileReq) (Response, []*os.File, error) {
+func fileOp(op proto.Op, r *proto.FileReq) (proto.Response, []*os.File, error) {
 	switch op {
-	case OpOpen:
+	case proto.OpOpen:
 		if r.Flags&^openFlagsAllowed != 0 {
-			return Response{}, nil, invalidf("open flags %#x not allowed", r.Flags&^openFlagsAllowed)
+			return proto.Response{}, nil, proto.Invalidf("open flags %#x not allowed", r.Flags&^openFlagsAllowed)
 		}
 		fd, err := openat2(r.Path, r.Flags, r.Mode, r.NoFollow)
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
 		f := os.NewFile(uintptr(fd), r.Path)
 		st, err := statFD(fd, filepath.Base(r.Path))
 		if err != nil {
 			_ = f.Close()
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
-		return Response{File: &FileResp{Stat: &st}}, []*os.File{f}, nil
-	case OpStat, OpLstat:
+		return proto.Response{File: &proto.FileResp{Stat: &st}}, []*os.File{f}, nil
+	case proto.OpStat, proto.OpLstat:
 		flags := unix.O_PATH
-		if op == OpLstat {
+		if op == proto.OpLstat {
 			flags |= unix.O_NOFOLLOW
 		}
 		fd, err := openat2(r.Path, flags, 0, r.NoFollow)
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
 		defer closeFD(fd)
 		st, err := statFD(fd, filepath.Base(r.Path))
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
-		return Response{File: &FileResp{Stat: &st}}, nil, nil
-	case OpReadDir:
+		return proto.Response{File: &proto.FileResp{Stat: &st}}, nil, nil
+	case proto.OpReadDir:
 		entries, more, err := readDir(r)
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
-		return Response{File: &FileResp{Entries: entries, More: more}}, nil, nil
-	case OpMkdir:
-		return Response{}, nil, mkdir(r)
-	case OpRename:
-		return Response{}, nil, rename(r)
-	case OpRemove:
-		return Response{}, nil, remove(r)
-	case OpSymlink:
+		return proto.Response{File: &proto.FileResp{Entries: entries, More: more}}, nil, nil
+	case proto.OpMkdir:
+		return proto.Response{}, nil, mkdir(r)
+	case proto.OpRename:
+		return proto.Response{}, nil, rename(r)
+	case proto.OpRemove:
+		return proto.Response{}, nil, remove(r)
+	case proto.OpSymlink:
 		dfd, base, err := openParent(r.Path2, r.NoFollow)
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
 		defer closeFD(dfd)
-		return Response{}, nil, unix.Symlinkat(r.Path, dfd, base)
-	case OpReadlink:
+		return proto.Response{}, nil, unix.Symlinkat(r.Path, dfd, base)
+	case proto.OpReadlink:
 		dfd, base, err := openParent(r.Path, r.NoFollow)
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
 		defer closeFD(dfd)
-		buf := make([]byte, MaxPath)
+		buf := make([]byte, proto.MaxPath)
 		n, err := unix.Readlinkat(dfd, base, buf)
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
-		return Response{File: &FileResp{Target: string(buf[:n])}}, nil, nil
+		return proto.Response{File: &proto.FileResp{Target: string(buf[:n])}}, nil, nil
 	}
-	return Response{}, nil, invalidf("unknown file op %q", op)
+	return proto.Response{}, nil, proto.Invalidf("unknown file op %q", op)
 }
 
-func statFD(fd int, name string) (Stat, error) {
+func statFD(fd int, name string) (proto.Stat, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return Stat{}, err
+		return proto.Stat{}, err
 	}
 	return toStat(name, &st), nil
 }
 
-func toStat(name string, st *unix.Stat_t) Stat {
-	return Stat{
+func toStat(name string, st *unix.Stat_t) proto.Stat {
+	return proto.Stat{
 		Name:    name,
 		Size:    st.Size,
 		Mode:    uint32(fileMode(st.Mode)),
@@ -240,13 +242,13 @@ func fileMode(m uint32) fs.FileMode {
 	return mode
 }
 
-func readDir(r *FileReq) ([]Stat, bool, error) {
+func readDir(r *proto.FileReq) ([]proto.Stat, bool, error) {
 	limit := r.Limit
 	if limit <= 0 || limit > MaxDirEntries {
 		limit = MaxDirEntries
 	}
 	if r.Offset < 0 {
-		return nil, false, invalidf("negative offset")
+		return nil, false, proto.Invalidf("negative offset")
 	}
 	fd, err := openat2(r.Path, unix.O_RDONLY|unix.O_DIRECTORY, 0, r.NoFollow)
 	if err != nil {
@@ -255,7 +257,7 @@ func readDir(r *FileReq) ([]Stat, bool, error) {
 	dir := os.NewFile(uintptr(fd), r.Path)
 	defer func() { _ = dir.Close() }()
 	skip := r.Offset
-	var out []Stat
+	var out []proto.Stat
 	for {
 		names, err := dir.Readdirnames(256)
 		for _, n := range names {
@@ -281,7 +283,7 @@ func readDir(r *FileReq) ([]Stat, bool, error) {
 	}
 }
 
-func mkdir(r *FileReq) error {
+func mkdir(r *proto.FileReq) error {
 	mode := r.Mode & 0o777
 	if mode == 0 {
 		mode = 0o755
@@ -318,7 +320,7 @@ func mkdir(r *FileReq) error {
 	return nil
 }
 
-func rename(r *FileReq) error {
+func rename(r *proto.FileReq) error {
 	ofd, obase, err := openParent(r.Path, r.NoFollow)
 	if err != nil {
 		return err
@@ -336,7 +338,7 @@ func rename(r *FileReq) error {
 	return unix.Renameat2(ofd, obase, nfd, nbase, flags)
 }
 
-func remove(r *FileReq) error {
+func remove(r *proto.FileReq) error {
 	dfd, base, err := openParent(r.Path, r.NoFollow)
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"unicode/utf8"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -22,11 +24,11 @@ const binarySniff = 8 << 10
 // grep searches regular files below (or at) p. Go's regexp runs in time
 // linear in the input, so a hostile pattern cannot stall the init; the
 // bytes read are capped over the whole call.
-func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
-	if len(r.Pattern) > MaxPatternLen || r.Pattern == "" {
-		return nil, invalidf("pattern empty or longer than %d bytes", MaxPatternLen)
+func grep(p string, nofollow bool, r *proto.GrepReq) (*proto.GrepResp, error) {
+	if len(r.Pattern) > proto.MaxPatternLen || r.Pattern == "" {
+		return nil, proto.Invalidf("pattern empty or longer than %d bytes", proto.MaxPatternLen)
 	}
-	if err := CheckPatterns(r.Include, r.Exclude, r.Deny.Names, r.Deny.Dirs, r.Deny.Paths); err != nil {
+	if err := proto.CheckPatterns(r.Include, r.Exclude, r.Deny.Names, r.Deny.Dirs, r.Deny.Paths); err != nil {
 		return nil, err
 	}
 	expr := r.Pattern
@@ -45,14 +47,14 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return nil, invalidf("bad regular expression: %v", err)
+		return nil, proto.Invalidf("bad regular expression: %v", err)
 	}
-	g := &grepper{req: r, re: re, resp: &GrepResp{Matches: []GrepMatch{}}}
+	g := &grepper{req: r, re: re, resp: &proto.GrepResp{Matches: []proto.GrepMatch{}}}
 	g.max = r.MaxResults
-	if g.max <= 0 || g.max > MaxWalkResults {
-		g.max = MaxWalkResults
+	if g.max <= 0 || g.max > proto.MaxWalkResults {
+		g.max = proto.MaxWalkResults
 	}
-	g.before, g.after = min(max(r.Before, 0), MaxGrepContext), min(max(r.After, 0), MaxGrepContext)
+	g.before, g.after = min(max(r.Before, 0), proto.MaxGrepContext), min(max(r.After, 0), proto.MaxGrepContext)
 	g.fileCap = int64(maxGrepFile)
 	if r.MaxFileSize > 0 && r.MaxFileSize < g.fileCap {
 		g.fileCap = r.MaxFileSize
@@ -69,7 +71,7 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 	}
 	if !os.FileMode(st.Mode).IsDir() {
 		if r.Deny.Denied(real) {
-			return nil, &Error{Code: "EACCES", Msg: "path is sensitive"}
+			return nil, &proto.Error{Code: "EACCES", Msg: "path is sensitive"}
 		}
 		fd, err := openat2(real, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0, true)
 		if err != nil {
@@ -77,12 +79,12 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 		}
 		// Judged on the descriptor: a link made after the server's
 		// resolve is caught here.
-		if ost, err := statFD(fd, path.Base(real)); err != nil || (!r.Deny.AllowHardLinked && HardLinked(real, ost.Mode, ost.Nlink)) {
+		if ost, err := statFD(fd, path.Base(real)); err != nil || (!r.Deny.AllowHardLinked && proto.HardLinked(real, ost.Mode, ost.Nlink)) {
 			closeFD(fd)
 			if err != nil {
 				return nil, err
 			}
-			return nil, &Error{Code: "EACCES", Msg: "the file has more than one hard link"}
+			return nil, &proto.Error{Code: "EACCES", Msg: "the file has more than one hard link"}
 		}
 		g.file(fd, real)
 		closeFD(fd)
@@ -93,7 +95,7 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 		return nil, err
 	}
 	defer closeFD(fd)
-	depth := MaxWalkDepth
+	depth := proto.MaxWalkDepth
 	if !r.Recursive {
 		depth = 1
 	}
@@ -102,10 +104,10 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return true
 		}
-		if !r.Deny.AllowHardLinked && st.Nlink > 1 && WritableTree(path.Join(root, rel)) != "" {
+		if !r.Deny.AllowHardLinked && st.Nlink > 1 && proto.WritableTree(path.Join(root, rel)) != "" {
 			return true // a second name of a file grep must not read
 		}
-		if len(r.Include) > 0 && !MatchName(r.Include, name, rel) {
+		if len(r.Include) > 0 && !proto.MatchName(r.Include, name, rel) {
 			return true
 		}
 		if st.Size > g.fileCap {
@@ -128,7 +130,7 @@ func grep(p string, nofollow bool, r *GrepReq) (*GrepResp, error) {
 	return g.resp, nil
 }
 
-func resolveForGrep(p string, nofollow bool, budget *int) (string, *Stat, bool, error) {
+func resolveForGrep(p string, nofollow bool, budget *int) (string, *proto.Stat, bool, error) {
 	if nofollow {
 		// The server resolved p already; refuse any symlink now in it.
 		fd, err := openat2(p, unix.O_PATH, 0, true)
@@ -146,9 +148,9 @@ func resolveForGrep(p string, nofollow bool, budget *int) (string, *Stat, bool, 
 }
 
 type grepper struct {
-	req           *GrepReq
+	req           *proto.GrepReq
 	re            *regexp.Regexp
-	resp          *GrepResp
+	resp          *proto.GrepResp
 	max           int
 	before, after int
 	fileCap       int64
@@ -163,7 +165,7 @@ func (g *grepper) file(fd int, name string) bool {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > g.fileCap {
 		return true
 	}
-	if g.read+st.Size > MaxGrepBytes {
+	if g.read+st.Size > proto.MaxGrepBytes {
 		g.resp.Truncated = true
 		return false
 	}
@@ -194,11 +196,11 @@ func (g *grepper) file(fd int, name string) bool {
 		if g.resp.MatchCount <= g.req.Offset {
 			return true
 		}
-		if len(g.resp.Matches) >= g.max || g.bytes > maxReplyBytes {
+		if len(g.resp.Matches) >= g.max || g.bytes > proto.MaxReplyBytes {
 			g.resp.Truncated = true
 			return false
 		}
-		m := GrepMatch{File: name, Line: line + 1, Text: cut(lines[line])}
+		m := proto.GrepMatch{File: name, Line: line + 1, Text: cut(lines[line])}
 		for i := max(0, line-g.before); i < line; i++ {
 			m.Before = append(m.Before, cut(lines[i]))
 		}
@@ -233,7 +235,7 @@ func (g *grepper) file(fd int, name string) bool {
 		}
 	} else {
 		for i, l := range lines {
-			if len(l) > maxGrepScanLine {
+			if len(l) > proto.MaxGrepScanLine {
 				break
 			}
 			if g.re.Match(l) && !emit(i) {
@@ -280,8 +282,8 @@ func splitLines(data []byte) [][]byte {
 
 // cut returns at most MaxGrepLine bytes of l as valid UTF-8.
 func cut(l []byte) string {
-	if len(l) > MaxGrepLine {
-		l = l[:MaxGrepLine]
+	if len(l) > proto.MaxGrepLine {
+		l = l[:proto.MaxGrepLine]
 		for len(l) > 0 && !utf8.Valid(l) {
 			l = l[:len(l)-1]
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -68,6 +70,6 @@ func awaitRelease(f *os.File) error {
 		case n == 1 && b[0] == 1:
 			return nil
 		}
-		return &Error{Code: CodeNotReleased, Msg: "the command was not released: its call's record was not stored"}
+		return &proto.Error{Code: proto.CodeNotReleased, Msg: "the command was not released: its call's record was not stored"}
 	}
 }

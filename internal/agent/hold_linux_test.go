@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
@@ -29,10 +31,10 @@ func (ts *testSandbox) heldSpawn(t *testing.T, mark string, h *Hold, decide chan
 	}
 	done := make(chan error, 1)
 	go func() {
-		defer closeAll(attach)
+		defer proto.CloseAll(attach)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		p, err := ts.SpawnHeld(ctx, SpawnReq{Argv: []string{"/usr/bin/touch", "/workspace/" + mark},
+		p, err := ts.SpawnHeld(ctx, proto.SpawnReq{Argv: []string{"/usr/bin/touch", "/workspace/" + mark},
 			Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace"}, attach, ts.home, h, func() error { return <-decide })
 		h.CloseReader()
 		if err == nil {
@@ -112,9 +114,9 @@ func TestHeldSpawnRefusedWhenTheHoldEnds(t *testing.T) {
 	ts.waitHolding(t)
 	decide <- errors.New("the record was not stored")
 	err = <-done
-	var ae *Error
-	if !errors.As(err, &ae) || ae.Code != CodeNotReleased {
-		t.Fatalf("spawn after an unreleased end = %v, want %s", err, CodeNotReleased)
+	var ae *proto.Error
+	if !errors.As(err, &ae) || ae.Code != proto.CodeNotReleased {
+		t.Fatalf("spawn after an unreleased end = %v, want %s", err, proto.CodeNotReleased)
 	}
 	if _, err := os.Stat(filepath.Join(ts.ws, "refused")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused command ran (%v)", err)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/testenv"
@@ -114,7 +116,7 @@ func TestInheritedDescriptorsNeverReachCommands(t *testing.T) {
 	t.Run("a terminal starts with 0, 1, 2", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		p, err := ts.Spawn(ctx, SpawnReq{
+		p, err := ts.Spawn(ctx, proto.SpawnReq{
 			Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace", TTY: true,
 		}, nil, nil)
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/caps"
@@ -97,8 +99,8 @@ func Main() error {
 	if err != nil {
 		return fmt.Errorf("read setup: %w", err)
 	}
-	if req.Op != OpSetup || req.Setup == nil || len(files) != req.Setup.setupFiles() {
-		closeAll(files)
+	if req.Op != proto.OpSetup || req.Setup == nil || len(files) != req.Setup.SetupFiles() {
+		proto.CloseAll(files)
 		return fmt.Errorf("first request is %q with %d descriptors, want setup with the workspace (and a template root's)", req.Op, len(files))
 	}
 	// The workspace, and a template root's writable layer and layers
@@ -115,10 +117,10 @@ func Main() error {
 		}
 	}
 	if err != nil {
-		_ = conn.Send(readyMsg{ID: req.ID, Err: toError(err)})
+		_ = conn.Send(readyMsg{ID: req.ID, Err: proto.ToError(err)})
 		return err
 	}
-	if err := conn.Send(readyMsg{ID: req.ID, Ready: &Ready{Layers: layers}}); err != nil {
+	if err := conn.Send(readyMsg{ID: req.ID, Ready: &proto.Ready{Layers: layers}}); err != nil {
 		return err
 	}
 	warmCodecs()
@@ -135,15 +137,15 @@ func Main() error {
 // (TestSetupMessagesAreRequestAndResponse), for a smaller codec to build
 // while the server waits for the start.
 type setupMsg struct {
-	ID    uint64 `json:"id"`
-	Op    Op     `json:"op"`
-	Setup *Setup `json:"setup,omitempty"`
+	ID    uint64       `json:"id"`
+	Op    proto.Op     `json:"op"`
+	Setup *proto.Setup `json:"setup,omitempty"`
 }
 
 type readyMsg struct {
-	ID    uint64 `json:"id"`
-	Err   *Error `json:"err,omitempty"`
-	Ready *Ready `json:"ready,omitempty"`
+	ID    uint64       `json:"id"`
+	Err   *proto.Error `json:"err,omitempty"`
+	Ready *proto.Ready `json:"ready,omitempty"`
 }
 
 // warmCodecs builds the JSON codecs of Request and Response once the start
@@ -152,9 +154,9 @@ type readyMsg struct {
 // thread beside the setup instead, they took as long as before from the
 // setup: both CPUs are busy then.)
 func warmCodecs() {
-	var r Request
+	var r proto.Request
 	_ = json.Unmarshal([]byte(`{}`), &r)
-	_, _ = json.Marshal(Response{})
+	_, _ = json.Marshal(proto.Response{})
 }
 
 // run starts the egress relay (egress >= 0), arms the idle paths and
@@ -184,9 +186,9 @@ func (s *server) run(egress int) error {
 // resume after a wake): NewConn holds a close-on-exec duplicate, and the
 // inherited descriptor (not close-on-exec) is closed at once, so no
 // command can inherit the protocol socket.
-func adoptProto() (*Conn, error) {
+func adoptProto() (*proto.Conn, error) {
 	f := os.NewFile(fdProto, "proto")
-	conn, err := NewConn(f)
+	conn, err := proto.NewConn(f)
 	_ = f.Close()
 	return conn, err
 }
@@ -241,12 +243,12 @@ func processSettings() error {
 //
 // It runs on the thread that forks every command: hostNS is the inode of
 // the cgroup namespace that thread started in. files are the descriptors
-// the setup request carried (Setup.setupFiles); setup closes them.
+// the setup request carried (Setup.SetupFiles); setup closes them.
 //
 // noSleep says why the init cannot sleep ("" if it can).
-func setup(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]Layer, int, error) {
+func setup(st proto.Setup, hostNS uint64, noSleep string, files []*os.File) ([]proto.Layer, int, error) {
 	layers, egress, err := setupLayers(st, hostNS, noSleep, files)
-	closeAll(files) // a no-op for those attached
+	proto.CloseAll(files) // a no-op for those attached
 	if err != nil && egress >= 0 {
 		_ = unix.Close(egress)
 		egress = -1
@@ -254,21 +256,21 @@ func setup(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]Layer, 
 	return layers, egress, err
 }
 
-func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]Layer, int, error) {
+func setupLayers(st proto.Setup, hostNS uint64, noSleep string, files []*os.File) ([]proto.Layer, int, error) {
 	egress := -1
 	// The init is PID 1 of namespaces the server created for it.
 	nsDetail := "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts, net"
 	if st.HostNetwork {
 		nsDetail = "user (uid 1000 inside, unprivileged range outside), mount, pid, ipc, uts; NOT net (network.mode host)"
 	}
-	layers := []Layer{{Name: "namespaces", Active: true, Detail: nsDetail}}
+	layers := []proto.Layer{{Name: "namespaces", Active: true, Detail: nsDetail}}
 	add := func(name string, err error) error {
 		if err == nil {
-			layers = append(layers, Layer{Name: name, Active: true})
+			layers = append(layers, proto.Layer{Name: name, Active: true})
 			return nil
 		}
 		if st.Insecure {
-			layers = append(layers, Layer{Name: name, Active: false, Detail: err.Error()})
+			layers = append(layers, proto.Layer{Name: name, Active: false, Detail: err.Error()})
 			return nil
 		}
 		return fmt.Errorf("%s: %w", name, err)
@@ -292,10 +294,10 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 		TmpBytes:    st.TmpBytes,
 		ShmBytes:    st.ShmBytes,
 		Overlay:     overlayOf(st, files),
-		MaxPTYs:     st.maxPTYs(),
-		Sysctls:     st.Kernel.sysctls(),
+		MaxPTYs:     st.PTYLimit(),
+		Sysctls:     sysctls(st.Kernel),
 	})
-	closeAll(files)
+	proto.CloseAll(files)
 	if err != nil {
 		// Without its root a sandbox is nothing; insecure or not.
 		return layers, egress, fmt.Errorf("root file system: %w", err)
@@ -308,9 +310,9 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 			return layers, egress, fmt.Errorf("root file system: %w", err)
 		}
 	}
-	rootDetail += fmt.Sprintf("; devpts of its own, at most %d terminals", st.maxPTYs())
-	layers = append(layers, Layer{Name: "root file system", Active: true, Detail: rootDetail})
-	kDetail, kErr := kernelCounts(st.Kernel, st.maxPTYs())
+	rootDetail += fmt.Sprintf("; devpts of its own, at most %d terminals", st.PTYLimit())
+	layers = append(layers, proto.Layer{Name: "root file system", Active: true, Detail: rootDetail})
+	kDetail, kErr := kernelCounts(st.Kernel, st.PTYLimit())
 	if err := add("shared kernel resources", kErr); err != nil {
 		return layers, egress, err
 	}
@@ -320,7 +322,7 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 	if st.HostNetwork {
 		// An admin chose to share the host's network: say so in the
 		// layers rather than pretend.
-		layers = append(layers, Layer{Name: "network namespace (lo only)", Active: false,
+		layers = append(layers, proto.Layer{Name: "network namespace (lo only)", Active: false,
 			Detail: "network.mode host: the host's network is shared (admin choice, SANDBOX_NETWORK_RESTRICTED=false)"})
 	} else if err := add("network namespace (lo only)", rootfs.LoopbackUp()); err != nil {
 		return layers, egress, err
@@ -333,8 +335,8 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 			return layers, egress, fmt.Errorf("egress listener: %w", err)
 		}
 		egress = fd
-		layers = append(layers, Layer{Name: "egress proxy listener", Active: true,
-			Detail: fmt.Sprintf("127.0.0.1:%d inside relays to the server's allowlist proxy; TCP connect allowed to %v and the %d loopback ports only", EgressPort, st.TCPConnect, len(st.LoopbackPorts))})
+		layers = append(layers, proto.Layer{Name: "egress proxy listener", Active: true,
+			Detail: fmt.Sprintf("127.0.0.1:%d inside relays to the server's allowlist proxy; TCP connect allowed to %v and the %d loopback ports only", proto.EgressPort, st.TCPConnect, len(st.LoopbackPorts))})
 	}
 	rules := landlock.Rules{
 		ReadOnly:       []string{"/"},
@@ -373,13 +375,13 @@ func setupLayers(st Setup, hostNS uint64, noSleep string, files []*os.File) ([]L
 		// Seccomp sets no_new_privs; without it, set it on its own.
 		_ = caps.SetNoNewPrivs()
 	}
-	layers = append(layers, Layer{Name: "no_new_privs", Active: true})
+	layers = append(layers, proto.Layer{Name: "no_new_privs", Active: true})
 	return layers, egress, nil
 }
 
 // overlayOf is the template root the setup's descriptors make, or nil for
 // a host-template sandbox.
-func overlayOf(st Setup, files []*os.File) *rootfs.Overlay {
+func overlayOf(st proto.Setup, files []*os.File) *rootfs.Overlay {
 	if st.Root == nil {
 		return nil
 	}
@@ -408,8 +410,8 @@ func dropCaps(canSleep bool) error {
 
 // server serves requests after setup.
 type server struct {
-	conn  *Conn
-	setup Setup
+	conn  *proto.Conn
+	setup proto.Setup
 
 	// mu guards children. It is held across fork so the reaper cannot
 	// reap a child before it is registered.
@@ -445,7 +447,7 @@ type server struct {
 // executions per sandbox, small enough to be no buffer of note.
 const spawnQueue = 32
 
-func newServer(conn *Conn, st Setup) *server {
+func newServer(conn *proto.Conn, st proto.Setup) *server {
 	return &server{conn: conn, setup: st, children: make(map[int]uint64), forked: make(chan struct{}, 1), forks: make(chan spawnJob, spawnQueue), devNull: -1,
 		release: newIdleRelease()}
 }
@@ -454,7 +456,7 @@ func (s *server) serve() error {
 	// The reaper runs before the first request is read (reap).
 	go s.reap()
 	for {
-		var req Request
+		var req proto.Request
 		files, err := s.conn.Recv(&req)
 		if err != nil {
 			if s.sleep != nil && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -474,7 +476,7 @@ func (s *server) serve() error {
 		if s.sleep != nil {
 			s.sleep.note()
 		}
-		if req.Op == OpSpawn {
+		if req.Op == proto.OpSpawn {
 			// Served whole on forkLoop's thread (see there).
 			s.forks <- spawnJob{req: req, files: files}
 			continue
@@ -483,51 +485,51 @@ func (s *server) serve() error {
 	}
 }
 
-func (s *server) handle(req Request, files []*os.File) {
+func (s *server) handle(req proto.Request, files []*os.File) {
 	defer s.busy.Add(-1)
 	resp, out, err := s.dispatch(req, files)
-	closeAll(files)
+	proto.CloseAll(files)
 	resp.ID = req.ID
 	if err != nil {
-		resp = Response{ID: req.ID, Err: toError(err)}
-		closeAll(out)
+		resp = proto.Response{ID: req.ID, Err: proto.ToError(err)}
+		proto.CloseAll(out)
 		out = nil
 	}
 	_ = s.conn.Send(resp, out...)
-	closeAll(out)
+	proto.CloseAll(out)
 }
 
-func (s *server) dispatch(req Request, files []*os.File) (Response, []*os.File, error) {
+func (s *server) dispatch(req proto.Request, files []*os.File) (proto.Response, []*os.File, error) {
 	switch req.Op {
-	case OpPing:
-		return Response{}, nil, nil
-	case OpSpawn:
+	case proto.OpPing:
+		return proto.Response{}, nil, nil
+	case proto.OpSpawn:
 		if req.Spawn == nil {
-			return Response{}, nil, invalidf("spawn without arguments")
+			return proto.Response{}, nil, proto.Invalidf("spawn without arguments")
 		}
 		return s.spawn(req.ID, req.Spawn, files)
-	case OpOpen, OpStat, OpLstat, OpReadDir, OpMkdir, OpRename, OpRemove, OpSymlink, OpReadlink:
+	case proto.OpOpen, proto.OpStat, proto.OpLstat, proto.OpReadDir, proto.OpMkdir, proto.OpRename, proto.OpRemove, proto.OpSymlink, proto.OpReadlink:
 		if req.File == nil {
-			return Response{}, nil, invalidf("%s without arguments", req.Op)
+			return proto.Response{}, nil, proto.Invalidf("%s without arguments", req.Op)
 		}
 		return s.file(req.Op, req.File)
-	case OpResolve, OpOpenRead, OpWalk, OpGrep:
+	case proto.OpResolve, proto.OpOpenRead, proto.OpWalk, proto.OpGrep:
 		if req.File == nil {
-			return Response{}, nil, invalidf("%s without arguments", req.Op)
+			return proto.Response{}, nil, proto.Invalidf("%s without arguments", req.Op)
 		}
 		return s.workspaceOp(req.Op, req.File)
-	case OpExtract, OpPack, OpStatFS:
+	case proto.OpExtract, proto.OpPack, proto.OpStatFS:
 		if req.Transfer == nil {
-			return Response{}, nil, invalidf("%s without arguments", req.Op)
+			return proto.Response{}, nil, proto.Invalidf("%s without arguments", req.Op)
 		}
 		return s.transferOp(req.Op, req.Transfer, files)
-	case OpDial:
+	case proto.OpDial:
 		if req.Dial == nil {
-			return Response{}, nil, invalidf("dial without arguments")
+			return proto.Response{}, nil, proto.Invalidf("dial without arguments")
 		}
 		return s.dial(req.Dial)
-	case OpSetup:
-		return Response{}, nil, invalidf("setup happens once")
+	case proto.OpSetup:
+		return proto.Response{}, nil, proto.Invalidf("setup happens once")
 	}
-	return Response{}, nil, invalidf("unknown op %q", req.Op)
+	return proto.Response{}, nil, proto.Invalidf("unknown op %q", req.Op)
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
@@ -59,7 +61,7 @@ func BenchmarkInitStart(b *testing.B) {
 				spec := v.spec
 				spec.HostUID, spec.HostGID = 1<<30+700*IDRange, 1<<30+700*IDRange
 				spec.Workspace, spec.Place = ws, group.AddProc
-				spec.Setup = Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 16 << 20, ShmBytes: 16 << 20, CgroupVersion: cg.Info().Version}
+				spec.Setup = proto.Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 16 << 20, ShmBytes: 16 << 20, CgroupVersion: cg.Info().Version}
 				b.StartTimer()
 				inst, err := Launch(context.Background(), spec)
 				b.StopTimer()

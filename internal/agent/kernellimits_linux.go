@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
@@ -28,8 +30,8 @@ var nsKinds = []struct {
 // sysctls are the user namespace's own limits, written by the init as
 // its owner (rootfs.Spec.Sysctls). fanotify is refused by seccomp too;
 // its counts exist from 5.13.
-func (k KernelLimits) sysctls() []rootfs.Sysctl {
-	k = k.withDefaults()
+func sysctls(k proto.KernelLimits) []rootfs.Sysctl {
+	k = k.WithDefaults()
 	out := []rootfs.Sysctl{
 		{Name: "user/max_inotify_instances", Value: strconv.Itoa(k.InotifyInstances)},
 		{Name: "user/max_inotify_watches", Value: strconv.Itoa(k.InotifyWatches)},
@@ -46,8 +48,8 @@ func (k KernelLimits) sysctls() []rootfs.Sysctl {
 // the kernel keeps per user as rlimits; every command inherits them and
 // none can raise a hard limit (that needs CAP_SYS_RESOURCE in the host's
 // user namespace). A limit already lower stays.
-func (k KernelLimits) applyRlimits() error {
-	k = k.withDefaults()
+func applyRlimits(k proto.KernelLimits) error {
+	k = k.WithDefaults()
 	for _, r := range []struct {
 		res  int
 		name string
@@ -73,7 +75,7 @@ func (k KernelLimits) applyRlimits() error {
 // sandbox's own host uid (it sees its owner as its uid 0; host root would
 // be the overflow id) and applies the rlimits; it returns the layer's
 // detail.
-func kernelCounts(k KernelLimits, maxPTYs int) (string, error) {
+func kernelCounts(k proto.KernelLimits, maxPTYs int) (string, error) {
 	owner, err := ownUserNSOwner()
 	if err != nil {
 		return "", err
@@ -81,10 +83,10 @@ func kernelCounts(k KernelLimits, maxPTYs int) (string, error) {
 	if owner != 0 {
 		return "", fmt.Errorf("the user namespace is owned by an id it does not map (uid %d inside): its kernel counts are charged to another user", owner)
 	}
-	if err := k.applyRlimits(); err != nil {
+	if err := applyRlimits(k); err != nil {
 		return "", err
 	}
-	k = k.withDefaults()
+	k = k.WithDefaults()
 	return fmt.Sprintf("user namespace owned by the sandbox's own host uid, which every per-user kernel count is charged to (not root's, not another sandbox's); "+
 		"per sandbox user: %d inotify instances, %d inotify watches, %d queued signals, %d bytes of message queues, %d bytes of locked memory; "+
 		"no new namespaces; %d terminals", k.InotifyInstances, k.InotifyWatches, k.SigPending, k.MsgQueue, k.MemLock, maxPTYs), nil

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -58,7 +60,7 @@ type LaunchSpec struct {
 	// Launcher, if set, clones the init (launcher_linux.go); else this
 	// process does, copying its whole address space to do it.
 	Launcher *Launcher
-	Setup    Setup
+	Setup    proto.Setup
 	// Log receives the init's stderr (setup failures); nil discards it.
 	Log io.Writer
 	// OnConn receives each connection the init accepted on its egress
@@ -87,7 +89,7 @@ type Instance struct {
 	*Client
 	// Pid is the init's pid on the host.
 	Pid   int
-	Ready *Ready
+	Ready *proto.Ready
 
 	signal func(syscall.Signal) error
 	exited chan struct{}
@@ -141,7 +143,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	}
 	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none", sandboxGODEBUG}
 	argv := append([]string{"sandhold-init"}, args...)
-	conn, err := NewConn(srv)
+	conn, err := proto.NewConn(srv)
 	_ = srv.Close() // NewConn holds its own descriptor
 	if err != nil {
 		return nil, err
@@ -172,7 +174,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 		if err != nil {
 			return fail(fmt.Errorf("template root: %w", err))
 		}
-		defer closeAll(root) // sent (duplicated) with the setup, or not at all
+		defer proto.CloseAll(root) // sent (duplicated) with the setup, or not at all
 		files = append(files, root...)
 	}
 	if spec.Place != nil {
@@ -189,7 +191,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 }
 
 // launchHere clones the init from this process.
-func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *Conn) (*Instance, error) {
+func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *proto.Conn) (*Instance, error) {
 	cmd := exec.Command(exe) //nolint:gosec // G204: the server's own binary (or a test binary), never client input
 	cmd.Args = argv
 	cmd.Env = env
@@ -229,7 +231,7 @@ func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File,
 }
 
 // launchVia has the launcher clone the init as this process's child.
-func launchVia(ctx context.Context, spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *Conn) (*Instance, error) {
+func launchVia(ctx context.Context, spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *proto.Conn) (*Instance, error) {
 	req := launchRequest{Argv: argv, Env: env, HostUID: spec.HostUID, HostGID: spec.HostGID,
 		HostNetwork: spec.Setup.HostNetwork}
 	files := []*os.File{child}

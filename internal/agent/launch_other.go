@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"os"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 // IDRange is the size of each sandbox's id mapping.
@@ -24,7 +26,7 @@ type LaunchSpec struct {
 	Place            func(pid int) error
 	CgroupDir        *os.File
 	Launcher         *Launcher
-	Setup            Setup
+	Setup            proto.Setup
 	Log              io.Writer
 	OnConn           func(*os.File)
 }
@@ -33,7 +35,7 @@ type LaunchSpec struct {
 type Instance struct {
 	*Client
 	Pid   int
-	Ready *Ready
+	Ready *proto.Ready
 }
 
 // Launch fails: sandboxes need Linux.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 // TestInitHasNoSignalRequest: the init serves no "signal" request. It had
@@ -17,13 +19,13 @@ import (
 // server's request is refused as unknown, and the command lives on.
 func TestInitHasNoSignalRequest(t *testing.T) {
 	ts := launch(t, nil)
-	p, _ := ts.spawnIn(t, SpawnReq{Argv: []string{"sleep", "30"}})
+	p, _ := ts.spawnIn(t, proto.SpawnReq{Argv: []string{"sleep", "30"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, files, err := ts.call(ctx, Request{Op: "signal"}, nil, nil)
-	closeAll(files)
-	var perr *Error
-	if !errors.As(err, &perr) || perr.Code != CodeInvalid || !strings.Contains(perr.Msg, `unknown op "signal"`) {
+	_, files, err := ts.call(ctx, proto.Request{Op: "signal"}, nil, nil)
+	proto.CloseAll(files)
+	var perr *proto.Error
+	if !errors.As(err, &perr) || perr.Code != proto.CodeInvalid || !strings.Contains(perr.Msg, `unknown op "signal"`) {
 		t.Fatalf("a signal request: %v, want EINVAL unknown op", err)
 	}
 	select {

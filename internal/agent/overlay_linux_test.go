@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
@@ -102,9 +104,9 @@ func launchOverlay(t *testing.T, layers []string, uid int) (*testSandbox, string
 	t.Helper()
 	rw := t.TempDir()
 	var base uint32
-	ts := launchWith(t, func(s *Setup) {
+	ts := launchWith(t, func(s *proto.Setup) {
 		s.UID, s.GID = uid, uid
-		s.Root = &RootSetup{Template: "test@sha256:0", Layers: len(layers)}
+		s.Root = &proto.RootSetup{Template: "test@sha256:0", Layers: len(layers)}
 	}, func(ls *LaunchSpec) {
 		base = ls.HostUID
 		for _, d := range []string{rootfs.UpperDir, rootfs.WorkDir} {
@@ -133,7 +135,7 @@ func launchOverlay(t *testing.T, layers []string, uid int) (*testSandbox, string
 			for _, l := range layers {
 				f, err := rootfs.DetachedLayer(l, userns)
 				if err != nil {
-					closeAll(files)
+					proto.CloseAll(files)
 					return nil, err
 				}
 				files = append(files, f)

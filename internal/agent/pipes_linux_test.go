@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -28,7 +30,7 @@ func execGroup(t *testing.T, ts *testSandbox, prefix string) []*os.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { closeAll(attach) })
+	t.Cleanup(func() { proto.CloseAll(attach) })
 	return attach
 }
 
@@ -64,7 +66,7 @@ func TestPipesAreNonBlockingOnTheServersSideOnly(t *testing.T) {
 	// The command's own view of its descriptors' flags (octal, as the
 	// kernel prints them), then its stdin copied to stdout.
 	script := `for fd in 0 1 2; do grep '^flags' /proc/self/fdinfo/$fd | tr -d '\n\t' | sed "s/flags:/$fd=/"; echo; done >&2; cat`
-	p, err := ts.Spawn(ctx, SpawnReq{
+	p, err := ts.Spawn(ctx, proto.SpawnReq{
 		Argv: []string{"sh", "-c", script}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace", Stdin: true,
 	}, attach, ts.home)
 	if err != nil {
@@ -127,7 +129,7 @@ func TestDevToolsPipeIsDescriptorsThreeAndFour(t *testing.T) {
 	attach := execGroup(t, ts, "d")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := ts.Spawn(ctx, SpawnReq{
+	p, err := ts.Spawn(ctx, proto.SpawnReq{
 		Argv: []string{"sh", "-c", "tr a-z A-Z <&3 >&4"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace", DevToolsPipe: true,
 	}, attach, ts.home)
 	if err != nil {
@@ -145,7 +147,7 @@ func TestDevToolsPipeIsDescriptorsThreeAndFour(t *testing.T) {
 	if err != nil || string(got) != "{\"ID\":1}\x00" {
 		t.Fatalf("through descriptors 3 and 4: %q %v", got, err)
 	}
-	if _, err := ts.Spawn(ctx, SpawnReq{Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace", TTY: true, DevToolsPipe: true},
+	if _, err := ts.Spawn(ctx, proto.SpawnReq{Argv: []string{"true"}, Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/workspace", TTY: true, DevToolsPipe: true},
 		attach, ts.home); err == nil {
 		t.Fatal("a terminal's process got a DevTools pipe")
 	}

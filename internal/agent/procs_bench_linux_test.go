@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 // BenchmarkInitMaxProcs compares runtime settings of the lean init
@@ -92,7 +94,7 @@ func measureInitMaxProcs(b *testing.B) {
 			t0 := time.Now()
 			cpu := work(func() error {
 				for range spawns {
-					pr, err := ts.Spawn(ctx, SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, nil, nil)
+					pr, err := ts.Spawn(ctx, proto.SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, nil, nil)
 					if err != nil {
 						return err
 					}
@@ -109,17 +111,17 @@ func measureInitMaxProcs(b *testing.B) {
 				for i := range files {
 					switch i % 3 {
 					case 0:
-						if _, _, err := ts.File(ctx, OpStat, FileReq{Path: "/workspace"}); err != nil {
+						if _, _, err := ts.File(ctx, proto.OpStat, proto.FileReq{Path: "/workspace"}); err != nil {
 							return err
 						}
 					case 1:
-						_, fd, err := ts.File(ctx, OpOpen, FileReq{Path: "/etc/passwd"})
+						_, fd, err := ts.File(ctx, proto.OpOpen, proto.FileReq{Path: "/etc/passwd"})
 						if err != nil {
 							return err
 						}
 						_ = fd.Close()
 					case 2:
-						if _, _, err := ts.File(ctx, OpReadDir, FileReq{Path: "/usr/bin", Limit: 100}); err != nil {
+						if _, _, err := ts.File(ctx, proto.OpReadDir, proto.FileReq{Path: "/usr/bin", Limit: 100}); err != nil {
 							return err
 						}
 					}
@@ -141,7 +143,7 @@ func measureInitMaxProcs(b *testing.B) {
 							if i >= spawns {
 								return
 							}
-							pr, err := ts.Spawn(ctx, SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, nil, nil)
+							pr, err := ts.Spawn(ctx, proto.SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, nil, nil)
 							if err != nil {
 								b.Error(err)
 								return
@@ -151,7 +153,7 @@ func measureInitMaxProcs(b *testing.B) {
 							nExec.Add(1)
 							continue
 						}
-						if _, _, err := ts.File(ctx, OpStat, FileReq{Path: "/workspace"}); err != nil {
+						if _, _, err := ts.File(ctx, proto.OpStat, proto.FileReq{Path: "/workspace"}); err != nil {
 							b.Error(err)
 							return
 						}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
@@ -57,12 +59,12 @@ func TestInitReapsOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeAll(attach)
+	defer proto.CloseAll(attach)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// The orphan outlives its parent until the test kills it (no timer to
 	// race on a loaded host) and closes no pipe of ours.
-	p, err := ts.Spawn(ctx, SpawnReq{
+	p, err := ts.Spawn(ctx, proto.SpawnReq{
 		Argv: []string{"sh", "-c", "sleep 600 </dev/null >/dev/null 2>&1 & exit 7"},
 		Env:  []string{"PATH=/usr/bin:/bin"},
 		Cwd:  "/workspace",

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 func TestIdleReleaseWaitsForQuiet(t *testing.T) {
@@ -60,7 +62,7 @@ func TestIdleInitReturnsMemory(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 100 {
-				if _, _, err := ts.File(ctx, OpReadDir, FileReq{Path: "/usr/bin", Limit: 200}); err != nil {
+				if _, _, err := ts.File(ctx, proto.OpReadDir, proto.FileReq{Path: "/usr/bin", Limit: 200}); err != nil {
 					errs <- err
 					return
 				}

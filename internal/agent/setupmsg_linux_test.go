@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 // TestSetupMessagesAreRequestAndResponse: the init reads its setup as a
@@ -21,11 +23,11 @@ func TestSetupMessagesAreRequestAndResponse(t *testing.T) {
 			}
 		}
 	}
-	same(reflect.TypeFor[setupMsg](), reflect.TypeFor[Request]())
-	same(reflect.TypeFor[readyMsg](), reflect.TypeFor[Response]())
+	same(reflect.TypeFor[setupMsg](), reflect.TypeFor[proto.Request]())
+	same(reflect.TypeFor[readyMsg](), reflect.TypeFor[proto.Response]())
 
-	st := Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 1 << 20, CgroupVersion: 1, TCPConnect: []uint16{80}, SleepAfterMs: 3000}
-	b, err := json.Marshal(Request{ID: 7, Op: OpSetup, Setup: &st})
+	st := proto.Setup{Hostname: "sandbox", UID: 1000, GID: 1000, TmpBytes: 1 << 20, CgroupVersion: 1, TCPConnect: []uint16{80}, SleepAfterMs: 3000}
+	b, err := json.Marshal(proto.Request{ID: 7, Op: proto.OpSetup, Setup: &st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,23 +35,23 @@ func TestSetupMessagesAreRequestAndResponse(t *testing.T) {
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != 7 || got.Op != OpSetup || got.Setup == nil || !reflect.DeepEqual(*got.Setup, st) {
+	if got.ID != 7 || got.Op != proto.OpSetup || got.Setup == nil || !reflect.DeepEqual(*got.Setup, st) {
 		t.Errorf("setup through setupMsg: %+v, want id 7, op setup, %+v", got, st)
 	}
 
 	for _, sent := range []readyMsg{
-		{ID: 7, Ready: &Ready{Layers: []Layer{{Name: "seccomp", Active: true, Detail: "d"}}}},
-		{ID: 7, Err: &Error{Code: "invalid", Msg: "m"}},
+		{ID: 7, Ready: &proto.Ready{Layers: []proto.Layer{{Name: "seccomp", Active: true, Detail: "d"}}}},
+		{ID: 7, Err: &proto.Error{Code: "invalid", Msg: "m"}},
 	} {
 		b, err := json.Marshal(sent)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var resp Response
+		var resp proto.Response
 		if err := json.Unmarshal(b, &resp); err != nil {
 			t.Fatal(err)
 		}
-		want := Response{ID: sent.ID, Err: sent.Err, Ready: sent.Ready}
+		want := proto.Response{ID: sent.ID, Err: sent.Err, Ready: sent.Ready}
 		if !reflect.DeepEqual(resp, want) {
 			t.Errorf("answer through Response: %+v, want %+v", resp, want)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 // TestSetupWithoutWorkspaceEndsTheInit: the workspace comes with the setup
@@ -22,7 +24,7 @@ func TestSetupWithoutWorkspaceEndsTheInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = child.Close() }()
-	conn, err := NewConn(srv)
+	conn, err := proto.NewConn(srv)
 	_ = srv.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
 // threadsCPU is the CPU time (ns) the init's live threads have used, as
@@ -63,7 +65,7 @@ func benchWake(b *testing.B, call string, asleep bool) {
 	if asleep {
 		after = 50
 	}
-	ts, err := prepareLaunchSetup(b, func(st *Setup) { st.SleepAfterMs = after }, func(ls *LaunchSpec) { ls.ExeFile = memfd })()
+	ts, err := prepareLaunchSetup(b, func(st *proto.Setup) { st.SleepAfterMs = after }, func(ls *LaunchSpec) { ls.ExeFile = memfd })()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/caps"
@@ -180,7 +182,7 @@ func (sl *sleeper) trySleep() error {
 }
 
 // sleepDisabled reports why an init cannot sleep, "" if it can.
-func sleepDisabled(st Setup, exe int) string {
+func sleepDisabled(st proto.Setup, exe int) string {
 	switch {
 	case !keeperLinked:
 		return "no keeper linked (amd64 lean init only)"
@@ -220,7 +222,7 @@ func (sl *sleeper) fire() {
 	}
 	// The loop's read returns at once, between two messages (a
 	// SEQPACKET message is read whole or not at all).
-	if err := sl.s.conn.c.SetReadDeadline(time.Now()); err != nil {
+	if err := sl.s.conn.Unix().SetReadDeadline(time.Now()); err != nil {
 		sl.arm(sl.after)
 	}
 }
@@ -228,7 +230,7 @@ func (sl *sleeper) fire() {
 // resumeReading undoes fire after an attempt that did not sleep and waits
 // another period.
 func (sl *sleeper) resumeReading() {
-	_ = sl.s.conn.c.SetReadDeadline(time.Time{})
+	_ = sl.s.conn.Unix().SetReadDeadline(time.Time{})
 	sl.arm(sl.after)
 }
 
@@ -354,7 +356,7 @@ func (sl *sleeper) execThreadOK() error {
 // so its /proc/1/fd is closed to the sandbox anyway — and the resumed init
 // closes it before it serves.
 type resumeState struct {
-	Setup Setup `json:"setup"`
+	Setup proto.Setup `json:"setup"`
 	// Slack is the forking thread's timer slack to restore.
 	Slack int `json:"slack"`
 	// Record is the count of attempts to sleep, this one included.
@@ -539,9 +541,9 @@ func (sl *sleeper) exec(argv0 string, rest []string, moves []fdMove, state int) 
 }
 
 // fdOf is the protocol socket's descriptor.
-func fdOf(c *Conn) int32 {
+func fdOf(c *proto.Conn) int32 {
 	var fd int32 = -1
-	if rc, err := c.c.SyscallConn(); err == nil {
+	if rc, err := c.Unix().SyscallConn(); err == nil {
 		_ = rc.Control(func(u uintptr) { fd = int32(u) }) //nolint:gosec // G115: a descriptor
 	}
 	return fd
@@ -688,7 +690,7 @@ func resume() error {
 // inherited are there: the cgroup namespace shows the sandbox's group as
 // its root, and seccomp (filter mode) and no_new_privs hold (unless the
 // sandbox runs without isolation).
-func checkResumed(st Setup) error {
+func checkResumed(st proto.Setup) error {
 	b, err := os.ReadFile("/proc/thread-self/cgroup")
 	if err != nil {
 		return fmt.Errorf("resume: read the cgroup view: %w", err)

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/agent/initbin"
@@ -74,10 +76,10 @@ func keeperMemfd(t testing.TB) *os.File {
 const testSleepAfter = 200 * time.Millisecond
 
 // launchSleepy starts a lean init with the keeper and a short quiet period.
-func launchSleepy(t *testing.T, mutate func(*Setup)) *testSandbox {
+func launchSleepy(t *testing.T, mutate func(*proto.Setup)) *testSandbox {
 	t.Helper()
 	memfd := keeperMemfd(t)
-	return launchWith(t, func(st *Setup) {
+	return launchWith(t, func(st *proto.Setup) {
 		st.SleepAfterMs = int(testSleepAfter / time.Millisecond)
 		if mutate != nil {
 			mutate(st)
@@ -162,7 +164,7 @@ func TestIdleInitSleeps(t *testing.T) {
 		}
 		release()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if _, _, err := ts.File(ctx, OpReadDir, FileReq{Path: "/usr/bin", Limit: 5}); err != nil {
+		if _, _, err := ts.File(ctx, proto.OpReadDir, proto.FileReq{Path: "/usr/bin", Limit: 5}); err != nil {
 			t.Fatalf("round %d: file call: %v", round, err)
 		}
 		cancel()
@@ -173,7 +175,7 @@ func TestIdleInitSleeps(t *testing.T) {
 // init slept and woke, and the init itself is non-dumpable, filtered and
 // without new privileges again.
 func TestWokenInitKeepsIsolation(t *testing.T) {
-	ts := launchSleepy(t, func(st *Setup) { st.AllowRoot = true })
+	ts := launchSleepy(t, func(st *proto.Setup) { st.AllowRoot = true })
 	before := ts.run(t, "sh", "-c", "cat /proc/self/timerslack_ns")
 	waitAsleep(t, ts)
 	// The keeper itself: seccomp, no_new_privs and the bounding set of
@@ -258,13 +260,13 @@ func (ts *testSandbox) runAs(t testing.TB, root bool, argv ...string) runResult 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := ts.Spawn(ctx, SpawnReq{
+	p, err := ts.Spawn(ctx, proto.SpawnReq{
 		Argv: argv,
 		Env:  []string{"PATH=/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8"},
 		Cwd:  "/workspace",
 		Root: root,
 	}, attach, ts.home)
-	closeAll(attach)
+	proto.CloseAll(attach)
 	if err != nil {
 		t.Fatalf("spawn %v: %v", argv, err)
 	}
@@ -273,7 +275,7 @@ func (ts *testSandbox) runAs(t testing.TB, root bool, argv ...string) runResult 
 	go func() { b, _ := io.ReadAll(p.Stdout); outc <- string(b) }()
 	errc := make(chan string, 1)
 	go func() { b, _ := io.ReadAll(p.Stderr); errc <- string(b) }()
-	var ex Exit
+	var ex proto.Exit
 	select {
 	case ex = <-p.Exited():
 	case <-ctx.Done():
@@ -302,7 +304,7 @@ func procEntries(t *testing.T, pid int, dir string) int {
 // TestSleepWakeRoundsLeakNoDescriptors: many sleep/wake rounds leave the
 // keeper and the woken init with the same descriptors as the first.
 func TestSleepWakeRoundsLeakNoDescriptors(t *testing.T) {
-	ts := launchSleepy(t, func(st *Setup) { st.SleepAfterMs = 50 })
+	ts := launchSleepy(t, func(st *proto.Setup) { st.SleepAfterMs = 50 })
 	waitState(t, ts.Pid, keeperName, 20*time.Second)
 	asleep := fdCount(t, ts.Pid)
 	ctx := context.Background()
@@ -337,7 +339,7 @@ func TestSleepWakeRoundsLeakNoDescriptors(t *testing.T) {
 // descriptor's number there, cannot reach the memfd, and the sandbox
 // works.
 func TestWokenInitHidesItsSetup(t *testing.T) {
-	ts := launchSleepy(t, func(st *Setup) {
+	ts := launchSleepy(t, func(st *proto.Setup) {
 		st.Hostname = "hidden-host-name"
 		st.LoopbackPorts = []uint16{31337}
 	})
@@ -408,7 +410,7 @@ func hostFDLinks(t *testing.T, pid int) string {
 // the quiet period — while the init stops reading, checks, execs its
 // keeper, or while the keeper wakes — are all answered.
 func TestRequestAtTheDeadlineIsNotLost(t *testing.T) {
-	ts := launchSleepy(t, func(st *Setup) { st.SleepAfterMs = 20 })
+	ts := launchSleepy(t, func(st *proto.Setup) { st.SleepAfterMs = 20 })
 	ctx := context.Background()
 	start := time.Now()
 	for i := range 300 {
@@ -441,7 +443,7 @@ func TestBusySandboxDoesNotSleep(t *testing.T) {
 		}
 	}
 	// A running command.
-	p, group := ts.spawnIn(t, SpawnReq{Argv: []string{"sleep", "30"}})
+	p, group := ts.spawnIn(t, proto.SpawnReq{Argv: []string{"sleep", "30"}})
 	stayAwake("a running command")
 	if err := group.Kill(); err != nil {
 		t.Fatal(err)
@@ -453,7 +455,7 @@ func TestBusySandboxDoesNotSleep(t *testing.T) {
 	// An orphan: the command ends, its child is adopted by PID 1 and is
 	// no child the init spawned.
 	// (ts.run would kill the execution's group, orphan included.)
-	sh, _ := ts.spawnIn(t, SpawnReq{Argv: []string{"sh", "-c", "sleep 3 >/dev/null 2>&1 </dev/null &"}})
+	sh, _ := ts.spawnIn(t, proto.SpawnReq{Argv: []string{"sh", "-c", "sleep 3 >/dev/null 2>&1 </dev/null &"}})
 	if ex := <-sh.Exited(); ex.Code != 0 {
 		t.Fatalf("orphan's parent: %+v", ex)
 	}
@@ -462,7 +464,7 @@ func TestBusySandboxDoesNotSleep(t *testing.T) {
 	waitAsleep(t, ts)
 
 	// A terminal.
-	term, _ := ts.spawnIn(t, SpawnReq{Argv: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
+	term, _ := ts.spawnIn(t, proto.SpawnReq{Argv: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
 	stayAwake("an open terminal")
 	if _, err := term.PTY.Write([]byte("echo tty-ok; exit\n")); err != nil {
 		t.Fatal(err)
@@ -482,7 +484,7 @@ func TestBusySandboxDoesNotSleep(t *testing.T) {
 
 // spawnIn spawns r in an execution group of its own; the group goes when
 // the test ends.
-func (ts *testSandbox) spawnIn(t *testing.T, r SpawnReq) (*Process, cgroup.Group) {
+func (ts *testSandbox) spawnIn(t *testing.T, r proto.SpawnReq) (*Process, cgroup.Group) {
 	t.Helper()
 	sub, err := ts.group.Sub(fmt.Sprintf("s%d", time.Now().UnixNano()%1e9), cgroup.Limits{})
 	if err != nil {
@@ -493,7 +495,7 @@ func (ts *testSandbox) spawnIn(t *testing.T, r SpawnReq) (*Process, cgroup.Group
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeAll(attach)
+	defer proto.CloseAll(attach)
 	r.Env = []string{"PATH=/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8"}
 	r.Cwd = "/workspace"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -512,7 +514,7 @@ func (ts *testSandbox) spawnIn(t *testing.T, r SpawnReq) (*Process, cgroup.Group
 // the quiet period pass and the init sleep again first.
 func (ts *testSandbox) holdAwake(t *testing.T) (release func()) {
 	t.Helper()
-	p, group := ts.spawnIn(t, SpawnReq{Argv: []string{"sleep", "60"}})
+	p, group := ts.spawnIn(t, proto.SpawnReq{Argv: []string{"sleep", "60"}})
 	return func() {
 		_ = group.Kill()
 		<-p.Exited()
@@ -533,12 +535,12 @@ func TestSleepyHelperServer(t *testing.T) {
 	}
 	l := startLauncher(t)
 	memfd := keeperMemfd(t)
-	ts := launchWith(t, func(st *Setup) { st.SleepAfterMs = 100 }, func(ls *LaunchSpec) {
+	ts := launchWith(t, func(st *proto.Setup) { st.SleepAfterMs = 100 }, func(ls *LaunchSpec) {
 		viaLauncher(l)(ls)
 		ls.ExeFile = memfd
 	})
 	waitAsleep(t, ts)
-	end, err := ts.conn.c.File()
+	end, err := ts.conn.Unix().File()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -652,10 +654,10 @@ func TestSleepWithEgressListener(t *testing.T) {
 	}
 	conns := make(chan *os.File, 4)
 	memfd := keeperMemfd(t)
-	ts := launchWith(t, func(st *Setup) {
+	ts := launchWith(t, func(st *proto.Setup) {
 		st.SleepAfterMs = int(testSleepAfter / time.Millisecond)
 		st.EgressListen = true
-		st.TCPConnect = []uint16{EgressPort}
+		st.TCPConnect = []uint16{proto.EgressPort}
 	}, func(ls *LaunchSpec) {
 		ls.ExeFile = memfd
 		ls.OnConn = func(f *os.File) { conns <- f }
@@ -665,7 +667,7 @@ func TestSleepWithEgressListener(t *testing.T) {
 		if n := fdCount(t, ts.Pid); n != 7 {
 			t.Errorf("round %d: the keeper holds %d descriptors, want 7 (0-2, 3, 4, 5, the state)", round, n)
 		}
-		r := ts.run(t, "python3", "-c", fmt.Sprintf("import socket; s = socket.create_connection(('127.0.0.1', %d)); s.sendall(b'hi'); print('sent')", EgressPort))
+		r := ts.run(t, "python3", "-c", fmt.Sprintf("import socket; s = socket.create_connection(('127.0.0.1', %d)); s.sendall(b'hi'); print('sent')", proto.EgressPort))
 		if r.exit.Code != 0 || r.stdout != "sent\n" {
 			t.Fatalf("round %d: connect: exit %d %q %q", round, r.exit.Code, r.stdout, r.stderr)
 		}
@@ -685,7 +687,7 @@ func TestSleepWithEgressListener(t *testing.T) {
 // TestSleeperIdle: an unanswered request, a queued spawn or a child keeps
 // an init awake.
 func TestSleeperIdle(t *testing.T) {
-	s := newServer(nil, Setup{})
+	s := newServer(nil, proto.Setup{})
 	sl := newSleeper(s, -1, 0, 0)
 	if !sl.idle() {
 		t.Fatal("a fresh server is not idle")

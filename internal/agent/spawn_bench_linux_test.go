@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -39,10 +41,10 @@ func spawnCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer closeAll(attach)
+	defer proto.CloseAll(attach)
 	ctx := context.Background()
 	spawn := func(a, h []*os.File) {
-		p, err := ts.Spawn(ctx, SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, a, h)
+		p, err := ts.Spawn(ctx, proto.SpawnReq{Argv: []string{"/bin/true"}, Env: []string{"PATH=/bin"}, Cwd: "/"}, a, h)
 		if err != nil {
 			b.Fatal(err)
 		}

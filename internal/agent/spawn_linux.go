@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
@@ -24,33 +26,33 @@ const (
 
 // spawn starts one command. It runs on forkLoop's thread (see there), so
 // nothing between the request and its reply hops to another thread.
-func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*os.File, error) {
+func (s *server) spawn(id uint64, r *proto.SpawnReq, files []*os.File) (proto.Response, []*os.File, error) {
 	if err := checkSpawn(r); err != nil {
-		return Response{}, nil, err
+		return proto.Response{}, nil, err
 	}
 	if r.Root && !s.setup.AllowRoot {
-		return Response{}, nil, &Error{Code: "EPERM", Msg: "running as root is not enabled for this sandbox"}
+		return proto.Response{}, nil, &proto.Error{Code: "EPERM", Msg: "running as root is not enabled for this sandbox"}
 	}
 	var hold *os.File
 	if r.Held {
 		if len(files) == 0 {
-			return Response{}, nil, invalidf("a held spawn without its hold")
+			return proto.Response{}, nil, proto.Invalidf("a held spawn without its hold")
 		}
 		hold, files = files[len(files)-1], files[:len(files)-1]
 	}
 	if r.CgroupFDs < 0 || r.HomeFDs < 0 || r.CgroupFDs+r.HomeFDs > len(files) {
-		return Response{}, nil, invalidf("%d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
+		return proto.Response{}, nil, proto.Invalidf("%d+%d cgroup descriptors announced, %d attached", r.CgroupFDs, r.HomeFDs, len(files))
 	}
 	if s.setup.CgroupVersion != 2 && r.HomeFDs < r.CgroupFDs {
 		// The forking thread could not come back from the execution's
 		// groups (see forkLoop): refused before anything moves.
-		return Response{}, nil, invalidf("%d execution cgroup descriptors but only %d to return home", r.CgroupFDs, r.HomeFDs)
+		return proto.Response{}, nil, proto.Invalidf("%d execution cgroup descriptors but only %d to return home", r.CgroupFDs, r.HomeFDs)
 	}
 	cgroups := files[:r.CgroupFDs]
 	home := files[r.CgroupFDs : r.CgroupFDs+r.HomeFDs]
 	path, err := lookPath(r.Argv[0], r.Env)
 	if err != nil {
-		return Response{}, nil, err
+		return proto.Response{}, nil, err
 	}
 
 	uid, gid := s.setup.UID, s.setup.GID
@@ -77,7 +79,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	if r.TTY {
 		ptmx, tty, err := pty.Open()
 		if err != nil {
-			return Response{}, nil, s.ptyError(err)
+			return proto.Response{}, nil, s.ptyError(err)
 		}
 		defer func() { _ = tty.Close() }()
 		rows, cols := r.Rows, r.Cols
@@ -86,7 +88,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 		}
 		if err := pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
 			_ = ptmx.Close()
-			return Response{}, nil, fmt.Errorf("size pty: %w", err)
+			return proto.Response{}, nil, fmt.Errorf("size pty: %w", err)
 		}
 		fd := int(tty.Fd())
 		attr.Setctty = true
@@ -97,7 +99,7 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	if r.Stdin {
 		rd, wr, err := pipe()
 		if err != nil {
-			return Response{}, nil, err
+			return proto.Response{}, nil, err
 		}
 		childFDs = append(childFDs, rd)
 		parentFiles = append(parentFiles, serverEnd(wr, "stdin"))
@@ -107,8 +109,8 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 	for _, name := range [2]string{"stdout", "stderr"} {
 		rd, wr, err := pipe()
 		if err != nil {
-			closeAll(parentFiles)
-			return Response{}, nil, err
+			proto.CloseAll(parentFiles)
+			return proto.Response{}, nil, err
 		}
 		childFDs = append(childFDs, wr)
 		parentFiles = append(parentFiles, serverEnd(rd, name))
@@ -117,15 +119,15 @@ func (s *server) spawn(id uint64, r *SpawnReq, files []*os.File) (Response, []*o
 		// Descriptor 3: the process reads what the server writes.
 		rd, wr, err := pipe()
 		if err != nil {
-			closeAll(parentFiles)
-			return Response{}, nil, err
+			proto.CloseAll(parentFiles)
+			return proto.Response{}, nil, err
 		}
 		childFDs = append(childFDs, rd)
 		parentFiles = append(parentFiles, serverEnd(wr, "devtools-in"))
 		// Descriptor 4: the server reads what the process writes.
 		if rd, wr, err = pipe(); err != nil {
-			closeAll(parentFiles)
-			return Response{}, nil, err
+			proto.CloseAll(parentFiles)
+			return proto.Response{}, nil, err
 		}
 		childFDs = append(childFDs, wr)
 		parentFiles = append(parentFiles, serverEnd(rd, "devtools-out"))
@@ -169,12 +171,12 @@ func serverEnd(fd int, name string) *os.File {
 // first, on this thread, before it joins the execution's groups. A
 // failure to bring the forking thread home after the fork ends forkLoop
 // (errThreadLost).
-func (s *server) forkSpawn(id uint64, path string, r *SpawnReq, attr *syscall.SysProcAttr, fds []uintptr,
-	parentFiles []*os.File, cgroups, home []*os.File, hold *os.File) (Response, []*os.File, error) {
+func (s *server) forkSpawn(id uint64, path string, r *proto.SpawnReq, attr *syscall.SysProcAttr, fds []uintptr,
+	parentFiles []*os.File, cgroups, home []*os.File, hold *os.File) (proto.Response, []*os.File, error) {
 	if hold != nil {
 		if err := awaitRelease(hold); err != nil {
-			closeAll(parentFiles)
-			return Response{}, nil, err
+			proto.CloseAll(parentFiles)
+			return proto.Response{}, nil, err
 		}
 	}
 	proc := &syscall.ProcAttr{Dir: r.Cwd, Env: r.Env, Files: fds, Sys: attr}
@@ -183,16 +185,16 @@ func (s *server) forkSpawn(id uint64, path string, r *SpawnReq, attr *syscall.Sy
 		s.lost = homeErr
 	}
 	if err != nil {
-		closeAll(parentFiles)
-		return Response{}, nil, err
+		proto.CloseAll(parentFiles)
+		return proto.Response{}, nil, err
 	}
 	setLimits(pid, r.Limits)
-	return Response{Spawn: &SpawnResp{Pid: pid}}, parentFiles, nil
+	return proto.Response{Spawn: &proto.SpawnResp{Pid: pid}}, parentFiles, nil
 }
 
 // spawnJob is one spawn request for forkLoop.
 type spawnJob struct {
-	req   Request
+	req   proto.Request
 	files []*os.File
 	// run, if set, is run instead of the request: the extractor's fork
 	// (extract_linux.go), on this thread for the same reasons as a command.
@@ -305,7 +307,7 @@ func (s *server) goHome(home []*os.File, joined int) error {
 // counted from the start either way; file size and open files are enforced
 // from here on, with the workspace quota and the execution's cgroup as the
 // hard limits behind them.
-func setLimits(pid int, l Limits) {
+func setLimits(pid int, l proto.Limits) {
 	set := func(res int, v uint64) {
 		if v == 0 {
 			return
@@ -322,34 +324,34 @@ func setLimits(pid int, l Limits) {
 	set(unix.RLIMIT_NOFILE, l.OpenFiles)
 }
 
-func checkSpawn(r *SpawnReq) error {
+func checkSpawn(r *proto.SpawnReq) error {
 	if len(r.Argv) == 0 || r.Argv[0] == "" {
-		return invalidf("argv is empty")
+		return proto.Invalidf("argv is empty")
 	}
 	if len(r.Argv) > maxArgs || len(r.Env) > maxEnv {
-		return invalidf("too many arguments or environment entries")
+		return proto.Invalidf("too many arguments or environment entries")
 	}
 	total := 0
 	for _, a := range r.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return invalidf("argv holds a NUL byte")
+			return proto.Invalidf("argv holds a NUL byte")
 		}
 		total += len(a)
 	}
 	for _, e := range r.Env {
 		if strings.IndexByte(e, 0) >= 0 || !strings.Contains(e, "=") || strings.HasPrefix(e, "=") {
-			return invalidf("malformed environment entry")
+			return proto.Invalidf("malformed environment entry")
 		}
 		total += len(e)
 	}
 	if total > maxArgBytes {
-		return invalidf("argv and environment exceed %d bytes", maxArgBytes)
+		return proto.Invalidf("argv and environment exceed %d bytes", maxArgBytes)
 	}
 	if !filepath.IsAbs(r.Cwd) || strings.IndexByte(r.Cwd, 0) >= 0 {
-		return invalidf("cwd must be an absolute path")
+		return proto.Invalidf("cwd must be an absolute path")
 	}
 	if r.DevToolsPipe && r.TTY {
-		return invalidf("a DevTools pipe is not given to a terminal's process")
+		return proto.Invalidf("a DevTools pipe is not given to a terminal's process")
 	}
 	return nil
 }
@@ -376,7 +378,7 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", &Error{Code: "ENOENT", Msg: fmt.Sprintf("%s: command not found", name)}
+	return "", &proto.Error{Code: "ENOENT", Msg: fmt.Sprintf("%s: command not found", name)}
 }
 
 // reap is PID 1's duty: it collects every child that ends — the ones it
@@ -432,13 +434,13 @@ func (s *server) reapAll() {
 		if !ours {
 			continue
 		}
-		ex := &Exit{Pid: pid, Code: ws.ExitStatus(), MaxRSS: ru.Maxrss}
+		ex := &proto.Exit{Pid: pid, Code: ws.ExitStatus(), MaxRSS: ru.Maxrss}
 		if ws.Signaled() {
 			ex.Code = -1
 			ex.Signal = int(ws.Signal())
 		}
 		ex.CPUms = (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6
-		_ = s.conn.Send(Response{ID: id, Kind: EventExit, Exit: ex})
+		_ = s.conn.Send(proto.Response{ID: id, Kind: proto.EventExit, Exit: ex})
 	}
 }
 
@@ -450,11 +452,11 @@ func (s *server) ptyError(err error) error {
 	if !errors.Is(err, unix.ENOSPC) {
 		return fmt.Errorf("open pty: %w", err)
 	}
-	limit := s.setup.maxPTYs()
+	limit := s.setup.PTYLimit()
 	if openPTYs() >= limit {
-		return &Error{Code: CodePTYLimit, Msg: fmt.Sprintf("all %d terminals of the sandbox are open", limit)}
+		return &proto.Error{Code: proto.CodePTYLimit, Msg: fmt.Sprintf("all %d terminals of the sandbox are open", limit)}
 	}
-	return &Error{Code: CodePTYHost, Msg: "the host's terminal pool is exhausted (kernel.pty.max)"}
+	return &proto.Error{Code: proto.CodePTYHost, Msg: "the host's terminal pool is exhausted (kernel.pty.max)"}
 }
 
 // openPTYs counts the terminals of the sandbox's devpts: /dev/pts holds one

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +37,7 @@ func TestIdleInitEndsSpareThreads(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 20 {
-					if _, _, err := ts.File(ctx, OpReadDir, FileReq{Path: "/usr/bin", Limit: 50}); err != nil {
+					if _, _, err := ts.File(ctx, proto.OpReadDir, proto.FileReq{Path: "/usr/bin", Limit: 50}); err != nil {
 						errs <- err
 						return
 					}

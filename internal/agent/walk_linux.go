@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -24,53 +26,53 @@ const maxResolveRetries = 8
 
 // workspaceOp serves the workspace ops with the sandbox user's filesystem
 // ids, like every file primitive.
-func (s *server) workspaceOp(op Op, r *FileReq) (resp Response, out []*os.File, err error) {
-	if err := CheckPath(r.Path); err != nil {
-		return Response{}, nil, err
+func (s *server) workspaceOp(op proto.Op, r *proto.FileReq) (resp proto.Response, out []*os.File, err error) {
+	if err := proto.CheckPath(r.Path); err != nil {
+		return proto.Response{}, nil, err
 	}
 	if r.AsRoot && !s.setup.AllowRoot {
-		return Response{}, nil, &Error{Code: "EPERM", Msg: "root file access is not enabled for this sandbox"}
+		return proto.Response{}, nil, &proto.Error{Code: "EPERM", Msg: "root file access is not enabled for this sandbox"}
 	}
 	err = s.asUser(r.AsRoot, func() error {
 		switch op {
-		case OpResolve:
+		case proto.OpResolve:
 			budget := maxSymlinks
 			real, st, exists, err := resolvePath(r.Path, &budget)
 			if err != nil {
 				return err
 			}
-			resp.File = &FileResp{Target: real, Stat: st, Exists: exists}
+			resp.File = &proto.FileResp{Target: real, Stat: st, Exists: exists}
 			return nil
-		case OpOpenRead:
+		case proto.OpOpenRead:
 			f, st, err := openRead(r.Path, r.NoFollow)
 			if err != nil {
 				return err
 			}
-			resp.File = &FileResp{Stat: &st}
+			resp.File = &proto.FileResp{Stat: &st}
 			out = []*os.File{f}
 			return nil
-		case OpWalk:
+		case proto.OpWalk:
 			if r.Walk == nil {
-				return invalidf("walk without arguments")
+				return proto.Invalidf("walk without arguments")
 			}
 			w, err := walk(r.Path, r.NoFollow, r.Walk)
 			if err != nil {
 				return err
 			}
-			resp.File = &FileResp{Walk: w}
+			resp.File = &proto.FileResp{Walk: w}
 			return nil
-		case OpGrep:
+		case proto.OpGrep:
 			if r.Grep == nil {
-				return invalidf("grep without arguments")
+				return proto.Invalidf("grep without arguments")
 			}
 			g, err := grep(r.Path, r.NoFollow, r.Grep)
 			if err != nil {
 				return err
 			}
-			resp.File = &FileResp{Grep: g}
+			resp.File = &proto.FileResp{Grep: g}
 			return nil
 		}
-		return invalidf("unknown workspace op %q", op)
+		return proto.Invalidf("unknown workspace op %q", op)
 	})
 	return resp, out, err
 }
@@ -79,14 +81,14 @@ func (s *server) workspaceOp(op Op, r *FileReq) (resp Response, out []*os.File, 
 // init, at the sandbox's root) sees it. It is what every check on a
 // resolved path relies on: no string joining, no symlink left.
 func fdPath(fd int) (string, error) {
-	buf := make([]byte, MaxPath+64)
+	buf := make([]byte, proto.MaxPath+64)
 	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
 	if err != nil {
 		return "", err
 	}
 	p := string(buf[:n])
 	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
-		return "", &Error{Code: "ENOENT", Msg: "the file went away during the call"}
+		return "", &proto.Error{Code: "ENOENT", Msg: "the file went away during the call"}
 	}
 	return p, nil
 }
@@ -98,7 +100,7 @@ func fdPath(fd int) (string, error) {
 // it points. The caller checks policy on the answer before it acts, and
 // acts on it with RESOLVE_NO_SYMLINKS, so a symlink swapped in meanwhile
 // fails the call instead of redirecting it.
-func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
+func resolvePath(p string, budget *int) (string, *proto.Stat, bool, error) {
 	fd, err := openat2(p, unix.O_PATH, 0, false)
 	// A rename over the file between the open and the readlink leaves
 	// the descriptor on an unlinked inode (an atomic write by another
@@ -145,13 +147,13 @@ func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFLNK {
 		// It appeared between the two lookups: ask to retry.
-		return "", nil, false, &Error{Code: "EAGAIN", Msg: "the path changed during the call"}
+		return "", nil, false, &proto.Error{Code: "EAGAIN", Msg: "the path changed during the call"}
 	}
 	*budget--
 	if *budget < 0 {
 		return "", nil, false, unix.ELOOP
 	}
-	buf := make([]byte, MaxPath)
+	buf := make([]byte, proto.MaxPath)
 	n, err := unix.Readlinkat(dfd, base, buf)
 	if err != nil {
 		return "", nil, false, err
@@ -161,7 +163,7 @@ func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
 		target = path.Join(rdir, target)
 	}
 	target = path.Clean(target)
-	if err := CheckPath(target); err != nil {
+	if err := proto.CheckPath(target); err != nil {
 		return "", nil, false, err
 	}
 	return resolvePath(target, budget)
@@ -170,23 +172,23 @@ func resolvePath(p string, budget *int) (string, *Stat, bool, error) {
 // openRead opens a regular file for reading. O_NONBLOCK keeps a fifo
 // swapped in for the file from blocking the init; anything but a regular
 // file is refused after the open, on the descriptor itself.
-func openRead(p string, nofollow bool) (*os.File, Stat, error) {
+func openRead(p string, nofollow bool) (*os.File, proto.Stat, error) {
 	fd, err := openat2(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0, nofollow)
 	if err != nil {
-		return nil, Stat{}, err
+		return nil, proto.Stat{}, err
 	}
 	st, err := statFD(fd, path.Base(p))
 	if err != nil {
 		closeFD(fd)
-		return nil, Stat{}, err
+		return nil, proto.Stat{}, err
 	}
 	if os.FileMode(st.Mode).IsDir() {
 		closeFD(fd)
-		return nil, Stat{}, unix.EISDIR
+		return nil, proto.Stat{}, unix.EISDIR
 	}
 	if !os.FileMode(st.Mode).IsRegular() {
 		closeFD(fd)
-		return nil, Stat{}, &Error{Code: CodeNotRegular, Msg: "not a regular file"}
+		return nil, proto.Stat{}, &proto.Error{Code: proto.CodeNotRegular, Msg: "not a regular file"}
 	}
 	return os.NewFile(uintptr(fd), p), st, nil
 }
@@ -199,7 +201,7 @@ type walker struct {
 	maxDepth int
 	hidden   bool
 	exclude  []string
-	deny     Deny
+	deny     proto.Deny
 	visited  int
 	// depthCapped: maxDepth is the cap (MaxWalkDepth), not the caller's
 	// choice, so a directory left unvisited at that depth cuts the walk.
@@ -214,18 +216,18 @@ type walker struct {
 }
 
 func (w *walker) dir(fd int, rel string, depth int) bool {
-	names, err := readNames(fd, MaxWalkVisit-w.visited+1)
+	names, err := readNames(fd, proto.MaxWalkVisit-w.visited+1)
 	if err != nil {
 		return true // unreadable directory: skip it, as find does
 	}
 	sort.Strings(names)
 	for _, n := range names {
 		w.visited++
-		if w.visited > MaxWalkVisit {
+		if w.visited > proto.MaxWalkVisit {
 			w.cut = true
 			return false
 		}
-		if w.visited%walkClockEvery == 0 && !w.deadline.IsZero() && time.Now().After(w.deadline) {
+		if w.visited%proto.WalkClockEvery == 0 && !w.deadline.IsZero() && time.Now().After(w.deadline) {
 			w.cut = true
 			return false
 		}
@@ -236,7 +238,7 @@ func (w *walker) dir(fd int, rel string, depth int) bool {
 		if rel != "" {
 			childRel = rel + "/" + n
 		}
-		if w.deny.Denied(path.Join(w.root, childRel)) || MatchName(w.exclude, n, childRel) {
+		if w.deny.Denied(path.Join(w.root, childRel)) || proto.MatchName(w.exclude, n, childRel) {
 			continue
 		}
 		var st unix.Stat_t
@@ -272,9 +274,9 @@ func (w *walker) dir(fd int, rel string, depth int) bool {
 
 // newWalker returns a walker of the tree at root (kernel-resolved) down
 // to depth levels, with the time budget MaxWalkTime.
-func newWalker(root string, depth int, exclude []string, deny Deny) *walker {
-	return &walker{root: root, maxDepth: depth, depthCapped: depth == MaxWalkDepth, exclude: exclude, deny: deny,
-		deadline: time.Now().Add(MaxWalkTime)}
+func newWalker(root string, depth int, exclude []string, deny proto.Deny) *walker {
+	return &walker{root: root, maxDepth: depth, depthCapped: depth == proto.MaxWalkDepth, exclude: exclude, deny: deny,
+		deadline: time.Now().Add(proto.MaxWalkTime)}
 }
 
 // readNames reads up to limit names of the open directory fd (without
@@ -313,25 +315,25 @@ func openRoot(p string, nofollow bool) (int, string, error) {
 	return fd, real, nil
 }
 
-func walk(p string, nofollow bool, r *WalkReq) (*WalkResp, error) {
-	if err := CheckPatterns(r.Names, r.Exclude, r.Extensions, r.Deny.Names, r.Deny.Dirs, r.Deny.Paths, []string{r.Pattern}); err != nil {
+func walk(p string, nofollow bool, r *proto.WalkReq) (*proto.WalkResp, error) {
+	if err := proto.CheckPatterns(r.Names, r.Exclude, r.Extensions, r.Deny.Names, r.Deny.Dirs, r.Deny.Paths, []string{r.Pattern}); err != nil {
 		return nil, err
 	}
 	limit := r.Limit
-	if limit <= 0 || limit > MaxWalkResults {
-		limit = MaxWalkResults
+	if limit <= 0 || limit > proto.MaxWalkResults {
+		limit = proto.MaxWalkResults
 	}
 	depth := r.MaxDepth
-	if depth <= 0 || depth > MaxWalkDepth {
-		depth = MaxWalkDepth
+	if depth <= 0 || depth > proto.MaxWalkDepth {
+		depth = proto.MaxWalkDepth
 	}
 	fd, root, err := openRoot(p, nofollow)
 	if err != nil {
 		return nil, err
 	}
 	defer closeFD(fd)
-	resp := &WalkResp{Root: root, Entries: []WalkEntry{}}
-	var all []WalkEntry
+	resp := &proto.WalkResp{Root: root, Entries: []proto.WalkEntry{}}
+	var all []proto.WalkEntry
 	w := newWalker(root, depth, r.Exclude, r.Deny)
 	w.hidden = r.Hidden
 	w.visit = func(_ int, name, rel string, st *unix.Stat_t) bool {
@@ -339,10 +341,10 @@ func walk(p string, nofollow bool, r *WalkReq) (*WalkResp, error) {
 		if r.FilesOnly && isDir {
 			return true
 		}
-		if r.Pattern != "" && !MatchGlob(r.Pattern, rel) {
+		if r.Pattern != "" && !proto.MatchGlob(r.Pattern, rel) {
 			return true
 		}
-		if len(r.Names) > 0 && !MatchName(r.Names, name, rel) {
+		if len(r.Names) > 0 && !proto.MatchName(r.Names, name, rel) {
 			return true
 		}
 		if len(r.Extensions) > 0 && (isDir || !hasExtension(name, r.Extensions)) {
@@ -358,7 +360,7 @@ func walk(p string, nofollow bool, r *WalkReq) (*WalkResp, error) {
 	size := 0
 	for _, e := range all {
 		size += len(e.Name) + 128
-		if len(resp.Entries) == limit || size > maxReplyBytes {
+		if len(resp.Entries) == limit || size > proto.MaxReplyBytes {
 			resp.Truncated = true
 			break
 		}
@@ -378,9 +380,9 @@ func hasExtension(name string, exts []string) bool {
 
 // sortEntries orders walk results; ties break on the path, so the order is
 // total and stable across calls.
-func sortEntries(es []WalkEntry, by string, desc bool) {
-	isDir := func(e WalkEntry) bool { return os.FileMode(e.Mode).IsDir() }
-	less := func(a, b WalkEntry) int {
+func sortEntries(es []proto.WalkEntry, by string, desc bool) {
+	isDir := func(e proto.WalkEntry) bool { return os.FileMode(e.Mode).IsDir() }
+	less := func(a, b proto.WalkEntry) int {
 		switch by {
 		case "name":
 			if c := strings.Compare(path.Base(a.Name), path.Base(b.Name)); c != 0 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandhold/sandhold/internal/agent/proto"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/archive"
@@ -45,22 +47,22 @@ func deepChain(t *testing.T, dir string, levels int) {
 // is a complete answer.
 func TestWalkDeepChainIsTruncated(t *testing.T) {
 	dir := t.TempDir()
-	deepChain(t, dir, 3*MaxWalkDepth)
-	w, err := walk(dir, true, &WalkReq{})
+	deepChain(t, dir, 3*proto.MaxWalkDepth)
+	w, err := walk(dir, true, &proto.WalkReq{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.Truncated || len(w.Entries) != MaxWalkDepth {
-		t.Fatalf("default depth: truncated=%v, %d entries; want truncated and %d", w.Truncated, len(w.Entries), MaxWalkDepth)
+	if !w.Truncated || len(w.Entries) != proto.MaxWalkDepth {
+		t.Fatalf("default depth: truncated=%v, %d entries; want truncated and %d", w.Truncated, len(w.Entries), proto.MaxWalkDepth)
 	}
-	w, err = walk(dir, true, &WalkReq{MaxDepth: 3})
+	w, err = walk(dir, true, &proto.WalkReq{MaxDepth: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w.Truncated || len(w.Entries) != 3 {
 		t.Fatalf("max_depth 3: truncated=%v, %d entries", w.Truncated, len(w.Entries))
 	}
-	g, err := grep(dir, true, &GrepReq{Pattern: "needle", Recursive: true})
+	g, err := grep(dir, true, &proto.GrepReq{Pattern: "needle", Recursive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func writableTemp(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	real, err := filepath.EvalSymlinks(dir)
-	if err != nil || WritableTree(real) == "" {
+	if err != nil || proto.WritableTree(real) == "" {
 		t.Skipf("the temporary directory %s is not below /tmp, where the hard-link rules apply", dir)
 	}
 	return real
@@ -85,7 +87,7 @@ func writableTemp(t *testing.T) string {
 // sensitive name, a hard-linked file, or a name deeper than the pack's
 // depth cap, each with its reason, and passes a clean tree.
 func TestCheckTreeRefuses(t *testing.T) {
-	deny := Deny{Names: []string{"id_rsa"}, Dirs: []string{".ssh"}}
+	deny := proto.Deny{Names: []string{"id_rsa"}, Dirs: []string{".ssh"}}
 	lim := archive.DefaultLimits()
 	cases := []struct {
 		name   string
@@ -133,17 +135,17 @@ func TestGrepSkipsHardLinkedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, dir, "plain.txt", "KEY-free")
-	g, err := grep(dir, true, &GrepReq{Pattern: "KEY", Recursive: true})
+	g, err := grep(dir, true, &proto.GrepReq{Pattern: "KEY", Recursive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(g.Matches) != 1 || !strings.HasSuffix(g.Matches[0].File, "plain.txt") {
 		t.Fatalf("matches: %+v", g.Matches)
 	}
-	if _, err := grep(filepath.Join(dir, "notes.txt"), true, &GrepReq{Pattern: "KEY"}); err == nil {
+	if _, err := grep(filepath.Join(dir, "notes.txt"), true, &proto.GrepReq{Pattern: "KEY"}); err == nil {
 		t.Fatal("grep of a hard-linked file named directly succeeded")
 	}
-	if g, err := grep(dir, true, &GrepReq{Pattern: "KEY", Recursive: true, Deny: Deny{AllowHardLinked: true}}); err != nil || len(g.Matches) != 3 {
+	if g, err := grep(dir, true, &proto.GrepReq{Pattern: "KEY", Recursive: true, Deny: proto.Deny{AllowHardLinked: true}}); err != nil || len(g.Matches) != 3 {
 		t.Fatalf("AllowHardLinked: %v %+v", err, g)
 	}
 }

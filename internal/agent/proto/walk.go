@@ -1,4 +1,4 @@
-package agent
+package proto
 
 import (
 	"path"
@@ -19,9 +19,9 @@ const (
 	MaxWalkDepth = 64
 	// MaxWalkResults bounds the entries or matches one reply carries.
 	MaxWalkResults = 50_000
-	// maxReplyBytes keeps a reply well below MaxMessage: results stop
+	// MaxReplyBytes keeps a reply well below MaxMessage: results stop
 	// (Truncated) when their encoded size estimate passes it.
-	maxReplyBytes = MaxMessage - 64<<10
+	MaxReplyBytes = MaxMessage - 64<<10
 	// MaxPatterns bounds the include, exclude and deny lists of a request.
 	MaxPatterns = 256
 	// MaxPatternLen bounds one glob or regular expression.
@@ -30,11 +30,11 @@ const (
 	MaxGrepBytes = 512 << 20
 	// MaxGrepLine is the longest line a match reports; longer lines are
 	// cut (the line still matches on its whole content up to
-	// maxGrepScanLine).
+	// MaxGrepScanLine).
 	MaxGrepLine = 2000
-	// maxGrepScanLine is the longest line grep scans; a file with a longer
+	// MaxGrepScanLine is the longest line grep scans; a file with a longer
 	// line is searched up to that line and then skipped.
-	maxGrepScanLine = 1 << 20
+	MaxGrepScanLine = 1 << 20
 	// MaxGrepContext bounds the context lines before and after a match.
 	MaxGrepContext = 20
 	// maxGlobSegments bounds the segments of a glob pattern, so matching
@@ -47,9 +47,9 @@ const (
 	// grep that runs out replies Truncated with what it found; a pack
 	// check that runs out refuses the archive.
 	MaxWalkTime = 10 * time.Second
-	// walkClockEvery is how many entries a walk visits between two looks
+	// WalkClockEvery is how many entries a walk visits between two looks
 	// at the clock (a clock read per entry would cost more than the visit).
-	walkClockEvery = 64
+	WalkClockEvery = 64
 )
 
 // The sensitive-path policy and the writable trees live in package deny
@@ -214,14 +214,14 @@ func MatchName(globs []string, name, rel string) bool {
 func CheckPatterns(lists ...[]string) error {
 	for _, l := range lists {
 		if len(l) > MaxPatterns {
-			return invalidf("more than %d patterns", MaxPatterns)
+			return Invalidf("more than %d patterns", MaxPatterns)
 		}
 		for _, p := range l {
 			if len(p) > MaxPatternLen || strings.IndexByte(p, 0) >= 0 {
-				return invalidf("pattern too long or holds a NUL byte")
+				return Invalidf("pattern too long or holds a NUL byte")
 			}
 			if _, err := path.Match(p, ""); err != nil {
-				return invalidf("malformed glob %q", p)
+				return Invalidf("malformed glob %q", p)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package agent
+package proto
 
 import (
 	"encoding/json"
@@ -159,9 +159,9 @@ type RootSetup struct {
 	Layers int `json:"layers"`
 }
 
-// setupFiles is how many descriptors a setup request carries: the
+// SetupFiles is how many descriptors a setup request carries: the
 // workspace, and a template root's writable layer and layers.
-func (s *Setup) setupFiles() int {
+func (s *Setup) SetupFiles() int {
 	switch {
 	case s.Root == nil:
 		return 1
@@ -176,8 +176,8 @@ func (s *Setup) setupFiles() int {
 // programs open (script, tmux, expect).
 const DefaultMaxPTYs = 64
 
-// maxPTYs is the sandbox's terminal cap.
-func (s Setup) maxPTYs() int {
+// PTYLimit is the sandbox's terminal cap (MaxPTYs, or DefaultMaxPTYs).
+func (s Setup) PTYLimit() int {
 	if s.MaxPTYs > 0 {
 		return s.MaxPTYs
 	}
@@ -347,8 +347,8 @@ func (e *Error) Is(target error) bool {
 	return n != 0 && n.Is(target)
 }
 
-// toError turns any error into a protocol error.
-func toError(err error) *Error {
+// ToError turns any error into a protocol error.
+func ToError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -362,8 +362,8 @@ func toError(err error) *Error {
 	return &Error{Code: CodeInternal, Msg: err.Error()}
 }
 
-// invalidf is a request the init refuses to act on.
-func invalidf(format string, args ...any) *Error {
+// Invalidf is a request the init refuses to act on.
+func Invalidf(format string, args ...any) *Error {
 	return &Error{Code: CodeInvalid, Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -436,23 +436,27 @@ func (c *Conn) Recv(v any) ([]*os.File, error) {
 	}
 	files, ferr := parseRights(c.oob[:oobn])
 	if flags&(syscall.MSG_TRUNC|syscall.MSG_CTRUNC) != 0 {
-		closeAll(files)
+		CloseAll(files)
 		return nil, errors.New("protocol message truncated")
 	}
 	if ferr != nil {
-		closeAll(files)
+		CloseAll(files)
 		return nil, ferr
 	}
 	if n == 0 {
-		closeAll(files)
+		CloseAll(files)
 		return nil, errors.New("protocol peer closed")
 	}
 	if err := json.Unmarshal(c.rbuf[:n], v); err != nil {
-		closeAll(files)
+		CloseAll(files)
 		return nil, fmt.Errorf("decode message: %w", err)
 	}
 	return files, nil
 }
+
+// Unix is the socket itself: the init sets read deadlines on it and
+// hands its descriptor on when it sleeps (sleep_linux.go).
+func (c *Conn) Unix() *net.UnixConn { return c.c }
 
 // Close closes the socket.
 func (c *Conn) Close() error { return c.c.Close() }
@@ -478,7 +482,8 @@ func parseRights(oob []byte) ([]*os.File, error) {
 	return files, nil
 }
 
-func closeAll(files []*os.File) {
+// CloseAll closes every file of files that is set.
+func CloseAll(files []*os.File) {
 	for _, f := range files {
 		if f != nil {
 			_ = f.Close()

@@ -1,4 +1,4 @@
-package agent
+package proto
 
 import (
 	"path/filepath"
@@ -14,15 +14,15 @@ const MaxPath = 4096
 func CheckPath(p string) error {
 	switch {
 	case p == "":
-		return invalidf("empty path")
+		return Invalidf("empty path")
 	case len(p) > MaxPath:
 		return &Error{Code: "ENAMETOOLONG", Msg: "path too long"}
 	case strings.IndexByte(p, 0) >= 0:
-		return invalidf("path holds a NUL byte")
+		return Invalidf("path holds a NUL byte")
 	case !strings.HasPrefix(p, "/"):
-		return invalidf("path must be absolute")
+		return Invalidf("path must be absolute")
 	case filepath.Clean(p) != p:
-		return invalidf("path must be clean (no '.', '..' or repeated '/')")
+		return Invalidf("path must be clean (no '.', '..' or repeated '/')")
 	}
 	return nil
 }

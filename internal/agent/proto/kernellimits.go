@@ -1,4 +1,4 @@
-package agent
+package proto
 
 // KernelLimits bound what the kernel counts per user rather than per
 // cgroup, for each user of a sandbox (its user and root: commands cannot
@@ -35,8 +35,8 @@ const (
 	DefaultMemLock = 8 << 20
 )
 
-// withDefaults fills zero fields.
-func (k KernelLimits) withDefaults() KernelLimits {
+// WithDefaults fills zero fields.
+func (k KernelLimits) WithDefaults() KernelLimits {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
