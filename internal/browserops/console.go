@@ -52,10 +52,7 @@ func consoleTools(ts *[]dispatch.Tool, s *Service) {
 
 // ExportConsole writes the console log to the workspace.
 func (s *Service) ExportConsole(ctx context.Context, c auth.Caller, a ExportArgs) (map[string]any, error) {
-	if s.cfg.Files == nil {
-		return nil, fault.New(fault.Unsupported, "workspace files are not available to the browser here")
-	}
-	id, err := s.cfg.Resolve(ctx, c, a.Sandbox)
+	id, err := s.filesFor(ctx, c, a.Sandbox)
 	if err != nil {
 		return nil, err
 	}

@@ -79,10 +79,7 @@ func formTools(ts *[]dispatch.Tool, s *Service) {
 // paths, the sandbox's own view) decides what may be uploaded; the
 // browser, inside the sandbox, then opens the same path.
 func (s *Service) UploadFile(ctx context.Context, c auth.Caller, a UploadArgs) (Action, error) {
-	if s.cfg.Files == nil {
-		return Action{}, fault.New(fault.Unsupported, "workspace files are not available to the browser here")
-	}
-	id, err := s.cfg.Resolve(ctx, c, a.Sandbox)
+	id, err := s.filesFor(ctx, c, a.Sandbox)
 	if err != nil {
 		return Action{}, err
 	}

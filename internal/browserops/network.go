@@ -355,10 +355,7 @@ func (o *op) applyRoutesAll(ctx context.Context) error {
 
 // ExportHAR writes the request log as HAR 1.2.
 func (s *Service) ExportHAR(ctx context.Context, c auth.Caller, a ExportArgs) (map[string]any, error) {
-	if s.cfg.Files == nil {
-		return nil, fault.New(fault.Unsupported, "workspace files are not available to the browser here")
-	}
-	id, err := s.cfg.Resolve(ctx, c, a.Sandbox)
+	id, err := s.filesFor(ctx, c, a.Sandbox)
 	if err != nil {
 		return nil, err
 	}

@@ -539,3 +539,17 @@ func setHeaders(ctx context.Context, s *cdp.Session, h map[string]string) error 
 
 // page is the active tab's session.
 func (o *op) page() *cdp.Session { return o.b.tabs[o.b.active].session }
+
+// errNoFiles: this server gives the browser no workspace files.
+func errNoFiles() error {
+	return fault.New(fault.Unsupported, "workspace files are not available to the browser here")
+}
+
+// filesFor resolves the sandbox whose workspace files an operation reads
+// or writes, refusing when this server gives the browser none.
+func (s *Service) filesFor(ctx context.Context, c auth.Caller, sandbox string) (string, error) {
+	if s.cfg.Files == nil {
+		return "", errNoFiles()
+	}
+	return s.cfg.Resolve(ctx, c, sandbox)
+}

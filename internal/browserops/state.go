@@ -61,7 +61,7 @@ func stateTools(ts *[]dispatch.Tool, s *Service) {
 // SaveState writes cookies and the active origin's localStorage.
 func (s *Service) SaveState(ctx context.Context, c auth.Caller, a PathArgs) (map[string]any, error) {
 	if s.cfg.Files == nil {
-		return nil, fault.New(fault.Unsupported, "workspace files are not available to the browser here")
+		return nil, errNoFiles()
 	}
 	st, err := run(ctx, s, c, a.Sandbox, func(o *op) (storageState, error) {
 		res, err := cdproto.Call(ctx, o.b.client.Browser(), storage.GetCookies, storage.GetCookiesParams{})
@@ -102,10 +102,7 @@ return {origin: location.origin, localStorage: out};`, nil, &os); err == nil && 
 // the origin the active page is on (other origins' storage can only be
 // set on their pages: they are counted as skipped).
 func (s *Service) LoadState(ctx context.Context, c auth.Caller, a PathArgs) (map[string]any, error) {
-	if s.cfg.Files == nil {
-		return nil, fault.New(fault.Unsupported, "workspace files are not available to the browser here")
-	}
-	id, err := s.cfg.Resolve(ctx, c, a.Sandbox)
+	id, err := s.filesFor(ctx, c, a.Sandbox)
 	if err != nil {
 		return nil, err
 	}
