@@ -288,15 +288,18 @@ func TestGroupCommitQueuedAppendsShareOneTransaction(t *testing.T) {
 	})
 }
 
+// poisonSQL makes each backend refuse a record whose action is
+// poison.record (a real constraint, not an injected error).
+var poisonSQL = map[string]string{
+	"sqlite":   `CREATE TRIGGER poison BEFORE INSERT ON audit WHEN NEW.action = 'poison.record' BEGIN SELECT RAISE(ABORT, 'poisoned record'); END`,
+	"postgres": `ALTER TABLE audit ADD CONSTRAINT poison CHECK (action <> 'poison.record')`,
+}
+
 // A store error fails every append of the batch: one record the database
 // refuses (a real constraint, not an injected error) and none of the
 // batch's callers is told its record was stored, none of them is, and the
 // chain goes on intact.
 func TestGroupCommitStoreErrorFailsTheWholeBatch(t *testing.T) {
-	poison := map[string]string{
-		"sqlite":   `CREATE TRIGGER poison BEFORE INSERT ON audit WHEN NEW.action = 'poison.record' BEGIN SELECT RAISE(ABORT, 'poisoned record'); END`,
-		"postgres": `ALTER TABLE audit ADD CONSTRAINT poison CHECK (action <> 'poison.record')`,
-	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.fresh(t)
@@ -304,7 +307,7 @@ func TestGroupCommitStoreErrorFailsTheWholeBatch(t *testing.T) {
 			if _, err := l.Append(context.Background(), entry(0)); err != nil {
 				t.Fatal(err)
 			}
-			db.exec(t, poison[b.name])
+			db.exec(t, poisonSQL[b.name])
 			entered, release := g.gateNext()
 			first := startAppends(l, 1, 1, "")
 			<-entered
