@@ -302,6 +302,12 @@ type coreResult struct {
 		NativeExec figure `json:"native_exec"`
 		ShellExec  figure `json:"shell_exec_session_reused"`
 	} `json:"aio"`
+	// E2B is E2B's commands.run beside native exec, alternated in one
+	// loop on one sandbox made through E2B's API (e2b.go).
+	E2B struct {
+		NativeExec  figure `json:"native_exec"`
+		CommandsRun figure `json:"commands_run"`
+	} `json:"e2b"`
 	// Fdatasync is one 4 KB write + fdatasync of a file in the server's
 	// data dir; Floor is a bare fork/exec followed by that write, timed
 	// as one (floor.go).
@@ -324,6 +330,9 @@ type coreResult struct {
 		// AIOShellOverExec is AIO's shell/exec over native exec, both
 		// from the alternating loop (goal <= 1.2).
 		AIOShellOverExec float64 `json:"aio_shell_exec_over_exec"`
+		// E2BRunOverExec is E2B's commands.run over native exec (goal
+		// <= 1.2).
+		E2BRunOverExec float64 `json:"e2b_commands_run_over_exec"`
 	} `json:"ratios"`
 }
 
@@ -441,6 +450,11 @@ func core(ctx context.Context, o options) error {
 		return fmt.Errorf("aio shell/exec: %w", err)
 	}
 	res.Ratios.AIOShellOverExec = res.AIO.ShellExec.P50ms / res.AIO.NativeExec.P50ms
+	res.E2B.NativeExec, res.E2B.CommandsRun, err = e2bRunVsExec(ctx, srv, o.n/3)
+	if err != nil {
+		return fmt.Errorf("e2b commands.run: %w", err)
+	}
+	res.Ratios.E2BRunOverExec = res.E2B.CommandsRun.P50ms / res.E2B.NativeExec.P50ms
 
 	// Warm create (+ first exec), waiting for the pool between samples.
 	res.CreateWarmOnly, res.CreateWarm, err = creates(srv, o.n/10, true)
@@ -547,6 +561,8 @@ func printCore(r coreResult) {
 	row("sandhold exec RTT (HTTP, live sandbox)", r.ExecRTT)
 	row("AIO shell/exec, session reused", r.AIO.ShellExec)
 	row("  native exec, alternated with it", r.AIO.NativeExec)
+	row("E2B commands.run", r.E2B.CommandsRun)
+	row("  native exec, alternated with it", r.E2B.NativeExec)
 	row("sandhold create, cold (+ first exec)", r.CreateCold)
 	row("sandhold create, warm pool", r.CreateWarmOnly)
 	row("sandhold create, warm pool (+ first exec)", r.CreateWarm)
@@ -565,6 +581,7 @@ func printCore(r coreResult) {
 		fmt.Printf("ratio cold create + first exec / bwrap:     %.2fx   (target <= 2x)\n", *r.Ratios.ColdCreateOverBwrap)
 	}
 	fmt.Printf("ratio AIO shell/exec / native exec (p50):   %.2fx   (target <= 1.2x)\n", r.Ratios.AIOShellOverExec)
+	fmt.Printf("ratio E2B commands.run / native exec (p50): %.2fx   (target <= 1.2x)\n", r.Ratios.E2BRunOverExec)
 }
 
 // density creates many idle sandboxes and reports the memory they add
