@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -154,9 +155,11 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The snapshot served its purpose once the forks have their images
-	// (or failed): it goes, through the dispatcher like everything else.
+	// (or failed): it goes, through the dispatcher like everything else,
+	// even when the client has gone meanwhile.
+	cleanup := context.WithoutCancel(ctx)
 	defer func() {
-		if _, err := s.d.Dispatch.Dispatch(ctx, c, sandbox.ToolSnapshotDelete, sandbox.SnapshotRef{Snapshot: snap.ID}); err != nil {
+		if _, err := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolSnapshotDelete, sandbox.SnapshotRef{Snapshot: snap.ID}); err != nil {
 			s.d.Log.Warn("e2b fork: delete the fork's snapshot", "snapshot", snap.ID, "err", err)
 		}
 	}()
@@ -167,14 +170,19 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]forkResult, 0, len(res.Sandboxes))
-	for _, in := range res.Sandboxes {
-		in, err := dispatch.Invoke[sandbox.Info](ctx, s.d.Dispatch, c, ToolSetTimeout, TimeoutArgs{ID: in.ID, Seconds: int64(ttl / time.Second)})
+	for _, fk := range res.Sandboxes {
+		in, err := dispatch.Invoke[sandbox.Info](ctx, s.d.Dispatch, c, ToolSetTimeout, TimeoutArgs{ID: fk.ID, Seconds: int64(ttl / time.Second)})
 		if err == nil {
 			var sj sandboxJSON
 			if sj, err = s.answer(ctx, r, c, in); err == nil {
 				out = append(out, forkResult{Sandbox: &sj})
 				continue
 			}
+		}
+		// A fork without its timeout would outlive what the client asked
+		// for: it goes, and the entry says why.
+		if _, derr := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolDelete, sandbox.IDArgs{ID: fk.ID}); derr != nil {
+			s.d.Log.Warn("e2b fork: delete a fork without its timeout", "sandbox", fk.ID, "err", derr)
 		}
 		status, msg := s.statusOf(ctx, err)
 		out = append(out, forkResult{Error: &errorJSON{Code: status, Message: msg}})
