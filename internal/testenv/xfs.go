@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // RequireXFS mounts a 512 MiB XFS file system with reflinks (the blocks of
@@ -41,6 +42,26 @@ func RequireXFS(t testing.TB) string {
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil { // #nosec G204 -- the test's own image and directory
 		t.Skipf("mount an XFS image: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("umount", mnt).Run() }) // #nosec G204 -- the test's own mount
+	t.Cleanup(func() { unmountXFS(t, mnt) })
 	return mnt
+}
+
+// unmountXFS unmounts the test's file system once nothing holds it: the
+// loop devices of images on it detach a moment after the test let them go
+// (autoclear), and until then the unmount is refused as busy. If it is
+// still busy after eventuallyBound, it is detached lazily (it goes once
+// unused) and the test fails: something it made still holds it.
+func unmountXFS(t testing.TB, mnt string) {
+	start := time.Now()
+	for poll := time.Millisecond; ; poll = min(2*poll, eventuallyMaxPoll) {
+		if exec.Command("umount", mnt).Run() == nil { // #nosec G204 -- the test's own mount
+			return
+		}
+		if time.Since(start) > eventuallyBound {
+			_ = exec.Command("umount", "-l", mnt).Run() // #nosec G204 -- the test's own mount
+			t.Errorf("the test's XFS file system at %s stayed busy for %s; detached lazily", mnt, eventuallyBound)
+			return
+		}
+		time.Sleep(poll)
+	}
 }
