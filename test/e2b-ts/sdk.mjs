@@ -181,8 +181,9 @@ plt.show()
     const sh = await sbx.runCode('echo from-bash', { language: 'bash' })
     assert.deepEqual(sh.logs.stdout, ['from-bash\n'])
     const ts = await rejects(() => sbx.runCode('const a: number = 1', { language: 'typescript' }), SandboxError)
+    const envs = await rejects(() => sbx.runCode('import os; os.environ["A"]', { envs: { A: '1' } }), SandboxError)
     await sbx.kill()
-    return { typescript: ts.message }
+    return { typescript: ts.message, envs: envs.message }
   },
 
   async 'ci.contexts'() {
