@@ -347,7 +347,19 @@ func xfsMount(ctx context.Context) (string, func(), error) {
 	}
 	img, mnt := filepath.Join(base, "xfs.img"), filepath.Join(base, "mnt")
 	done := func() {
-		_ = exec.Command("umount", mnt).Run() //nolint:gosec // G204: the bench's own mount
+		// The workspaces' loop devices on it detach a moment after the
+		// server stopped (autoclear); until then the unmount is refused.
+		unmounted := false
+		for range 200 {
+			if exec.Command("umount", mnt).Run() == nil { //nolint:gosec // G204: the bench's own mount
+				unmounted = true
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !unmounted {
+			_ = exec.Command("umount", "-l", mnt).Run() //nolint:gosec // G204: the bench's own mount
+		}
 		_ = os.RemoveAll(base)
 	}
 	f, err := os.Create(img) //nolint:gosec // G304: the bench's own file
