@@ -105,12 +105,11 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 	d.guard = guard.New(guard.Config{})
 	d.limiter = ratelimit.New(ratelimit.Options{Disabled: cfg.DisableRateLimit, Rules: ratelimit.DefaultRules().Merge(cfg.RateLimits)})
 	dopts := dispatch.Options{Limiter: d.limiter, Audit: d.audit}
-	if sq, ok := d.store.(*store.SQLite); ok {
-		// d.audit commits to this same database (audit.New(d.store)), so
-		// a call's own writes there (a create's sandbox row) may leave
-		// their flush to its record's commit: one fdatasync, not two.
-		dopts.FlushWindow = sq.OpenFlushWindow
-	}
+	// d.audit commits to this same database (audit.New(d.store)), so on a
+	// store with flush windows (SQLite) a call's own writes there (a
+	// create's sandbox row) may leave their flush to its record's commit:
+	// one fdatasync, not two.
+	dopts.FlushWindow = d.store.FlushWindows()
 	d.dispatch = dispatch.New(dopts)
 
 	initExe, initArgs := o.initExe, o.initArgs

@@ -87,3 +87,12 @@ func (s *SQLite) deferredFlush(ctx context.Context, write func(c *sql.Conn) erro
 	s.deferredWrites.Add(1)
 	return true, werr
 }
+
+// FlushWindows: SQLite's writes may leave their flush to the next
+// synchronous commit on the same file.
+func (s *SQLite) FlushWindows() func(context.Context) (context.Context, func()) {
+	return s.OpenFlushWindow
+}
+
+// FlushWindows: none; every PostgreSQL commit is its own.
+func (s *Postgres) FlushWindows() func(context.Context) (context.Context, func()) { return nil }

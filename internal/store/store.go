@@ -111,6 +111,10 @@ type Store interface {
 	// Cluster is what the nodes sharing this store share (cluster.go);
 	// nil on one host.
 	Cluster() Cluster
+	// FlushWindows opens a flush window on this store (flushwindow.go), for
+	// a caller whose audit log commits to this same store; nil when the
+	// store has none.
+	FlushWindows() func(context.Context) (context.Context, func())
 
 	// Close releases the database.
 	Close() error
