@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // abResult is one run of bench ab.
@@ -23,6 +25,41 @@ type abResult struct {
 	SustainedA      float64 `json:"sustained_exec_per_second_a"`
 	SustainedB      float64 `json:"sustained_exec_per_second_b"`
 	SustainedBOverA float64 `json:"sustained_b_over_a"`
+	// The audit transactions and records each server committed in the
+	// run (its /metrics), creates and warm-up included.
+	AuditA, AuditB auditCount
+}
+
+// auditCount is a server's sandhold_audit_batches_total and
+// sandhold_audit_records_total.
+type auditCount struct {
+	Batches float64 `json:"batches"`
+	Records float64 `json:"records"`
+}
+
+// auditCounts reads the server's audit counters from /metrics.
+func (s *server) auditCounts() (auditCount, error) {
+	raw, err := s.get("/metrics")
+	if err != nil {
+		return auditCount{}, err
+	}
+	var c auditCount
+	for line := range strings.Lines(string(raw)) {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		switch name {
+		case "sandhold_audit_batches_total":
+			c.Batches, err = strconv.ParseFloat(v, 64)
+		case "sandhold_audit_records_total":
+			c.Records, err = strconv.ParseFloat(v, 64)
+		}
+		if err != nil {
+			return auditCount{}, fmt.Errorf("/metrics: %q: %w", line, err)
+		}
+	}
+	return c, nil
 }
 
 // abRounds is how many sustained runs of each binary bench ab alternates.
@@ -129,6 +166,12 @@ func abBench(ctx context.Context, o options, base string) error {
 		*sum += x / abRounds
 	}
 	res.SustainedBOverA = res.SustainedB / res.SustainedA
+	if res.AuditA, err = a.auditCounts(); err != nil {
+		return err
+	}
+	if res.AuditB, err = b.auditCounts(); err != nil {
+		return err
+	}
 	res.LoadAfter = loadAvg()
 	res.Floor, res.A, res.B = fig(fl), fig(la), fig(lb)
 	res.AOverFloor, res.BOverFloor = res.A.P50ms/res.Floor.P50ms, res.B.P50ms/res.Floor.P50ms
@@ -143,5 +186,11 @@ func abBench(ctx context.Context, o options, base string) error {
 	fmt.Printf("B / A (p50): %.3f\n", res.BOverA)
 	fmt.Printf("sustained, 16 clients on 4 sandboxes: A %.0f exec/s, B %.0f exec/s, B / A %.3f\n",
 		res.SustainedA, res.SustainedB, res.SustainedBOverA)
+	for _, x := range []struct {
+		name string
+		c    auditCount
+	}{{"A", res.AuditA}, {"B", res.AuditB}} {
+		fmt.Printf("audit %s: %.0f transactions, %.0f records (%.2f a transaction)\n", x.name, x.c.Batches, x.c.Records, x.c.Records/max(x.c.Batches, 1))
+	}
 	return nil
 }
