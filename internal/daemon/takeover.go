@@ -18,11 +18,11 @@ import (
 // to this node, rewritten by update, in one conditional write (the
 // record must not have changed since it was read).
 func (r records) TakeOver(ctx context.Context, id, from string, update func(sandbox.Record) (sandbox.Record, error)) (sandbox.Record, error) {
-	pg, ok := r.st.(*store.Postgres)
-	if !ok {
+	cl := r.st.Cluster()
+	if cl == nil {
 		return sandbox.Record{}, fault.New(fault.Unsupported, "only a cluster's store moves sandboxes between nodes")
 	}
-	row, node, err := pg.SandboxOn(ctx, id)
+	row, node, err := cl.SandboxOn(ctx, id)
 	if err != nil {
 		return sandbox.Record{}, err
 	}
@@ -41,7 +41,7 @@ func (r records) TakeOver(ctx context.Context, id, from string, update func(sand
 		return sandbox.Record{}, err
 	}
 	next := store.SandboxRow{ID: id, Owner: row.Owner, Record: b}
-	if err := pg.TakeOverSandbox(ctx, id, from, cluster.DeadAfter, row, next); err != nil {
+	if err := cl.TakeOverSandbox(ctx, id, from, cluster.DeadAfter, row, next); err != nil {
 		return sandbox.Record{}, err
 	}
 	return rec, nil
@@ -50,18 +50,18 @@ func (r records) TakeOver(ctx context.Context, id, from string, update func(sand
 // HeldHere tells whether sandbox id's record is still this node's (always,
 // on one host's store).
 func (r records) HeldHere(ctx context.Context, id string) (bool, error) {
-	pg, ok := r.st.(*store.Postgres)
-	if !ok {
+	cl := r.st.Cluster()
+	if cl == nil {
 		return true, nil
 	}
-	_, node, err := pg.SandboxOn(ctx, id)
+	_, node, err := cl.SandboxOn(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return node == pg.NodeName(), nil
+	return node == cl.NodeName(), nil
 }
 
 // adoptHibernated is the forwarder's hook for a request to a sandbox whose
