@@ -212,10 +212,12 @@ type limits struct {
 	outputLimit int
 	// output, when set, sees the raw output as it comes (Request.Output).
 	output func(stream string, p []byte)
+	// env are the cell's own environment variables (Request.Env).
+	env map[string]string
 }
 
 // request encodes a cell for lang's driver.
-func (in *interp) request(id int, code, cwd string) ([]byte, error) {
+func (in *interp) request(id int, code, cwd string, env map[string]string) ([]byte, error) {
 	var body []byte
 	if in.lang == Bash {
 		if strings.IndexByte(code, 0) >= 0 {
@@ -229,7 +231,7 @@ func (in *interp) request(id int, code, cwd string) ([]byte, error) {
 		body = []byte(code)
 	} else {
 		var err error
-		if body, err = json.Marshal(map[string]any{"id": id, "code": code, "cwd": cwd}); err != nil {
+		if body, err = json.Marshal(map[string]any{"id": id, "code": code, "cwd": cwd, "env": env}); err != nil {
 			return nil, fmt.Errorf("encode cell: %w", err)
 		}
 	}
@@ -243,7 +245,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 func (in *interp) run(ctx context.Context, code, cwd string, l limits) (cell, error) {
 	in.nextID++
 	id := in.nextID
-	req, err := in.request(id, code, cwd)
+	req, err := in.request(id, code, cwd, l.env)
 	if err != nil {
 		return cell{}, err
 	}

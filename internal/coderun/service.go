@@ -27,6 +27,9 @@ const (
 	MaxTimeout     = 300 * time.Second
 	// MaxCodeBytes caps one cell: it is held in memory and sent down a pipe.
 	MaxCodeBytes = 1 << 20
+	// maxCellEnv caps a cell's own environment variables, as an
+	// execution's are capped: they travel in the cell's request.
+	maxCellEnv = 256
 	// DefaultIdleTimeout is AIO's session expiry (30 minutes idle).
 	DefaultIdleTimeout = 30 * time.Minute
 	// DefaultMaxSessions caps the live sessions of one key: each is a
@@ -65,6 +68,10 @@ type Request struct {
 	// caller that streams them (E2B's runCode); the Result still holds
 	// them all.
 	Output func(stream string, p []byte)
+	// Env are environment variables of this cell alone (python and
+	// javascript: set in the interpreter's environment for the cell, then
+	// restored; the rules of an execution's env apply).
+	Env map[string]string
 }
 
 // Result is an execution's outcome.
@@ -271,6 +278,12 @@ func CheckRequest(r *Request) error {
 			return fault.InvalidField("cwd", "cwd must be an absolute, clean path")
 		}
 	}
+	if len(r.Env) > 0 && r.Language == Bash {
+		return fault.InvalidField("env", "a bash cell takes no env: export the variables in the cell")
+	}
+	if len(r.Env) > maxCellEnv {
+		return fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxCellEnv))
+	}
 	if r.SessionID != "" {
 		if !r.Stateful {
 			// AIO: the session id only means something for stateful runs.
@@ -296,7 +309,12 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 		return Result{}, err
 	}
 	sb.Touch() // a cell is use, even when no new process starts
-	l := limits{timeout: r.Timeout, cpu: sb.Info().Limits.CPUTime, outputLimit: s.cfg.OutputLimit, output: r.Output}
+	// The cell's env passes the rule of an execution's (names, no NUL,
+	// LD_PRELOAD and friends for admins only).
+	if _, err := sandbox.BuildEnv(r.Env, c.IsAdmin()); err != nil {
+		return Result{}, err
+	}
+	l := limits{timeout: r.Timeout, cpu: sb.Info().Limits.CPUTime, outputLimit: s.cfg.OutputLimit, output: r.Output, env: r.Env}
 	start := time.Now()
 	if !r.Stateful {
 		in, err := startInterp(ctx, sb, r.Language, r.Cwd, c.IsAdmin())

@@ -39,11 +39,13 @@ type ExecuteArgs struct {
 	// Output streams the cell's stdout and stderr as they come
 	// (Request.Output); set by Go callers only (E2B's runCode).
 	Output func(stream string, p []byte) `json:"-"`
+	// Env are the cell's own environment variables (Request.Env).
+	Env map[string]string `json:"env,omitempty" doc:"environment variables of this cell alone (python, javascript), restored after it; LD_PRELOAD and the like need an admin key"`
 }
 
 // ArgsOf is the ExecuteArgs of running r in sandbox sb.
 func ArgsOf(sb string, r Request) ExecuteArgs {
-	a := ExecuteArgs{Sandbox: sb, Language: r.Language, Code: r.Code, Cwd: r.Cwd, Stateful: r.Stateful, SessionID: r.SessionID}
+	a := ExecuteArgs{Sandbox: sb, Language: r.Language, Code: r.Code, Cwd: r.Cwd, Stateful: r.Stateful, SessionID: r.SessionID, Env: r.Env}
 	if r.Timeout != 0 {
 		t := r.Timeout.Seconds()
 		a.Timeout = &t
@@ -54,7 +56,7 @@ func ArgsOf(sb string, r Request) ExecuteArgs {
 // Request is the execution a's fields describe (defaults filled in by
 // Validate's rules, see CheckRequest).
 func (a ExecuteArgs) Request() Request {
-	r := Request{Language: a.Language, Code: a.Code, Cwd: a.Cwd, Stateful: a.Stateful, SessionID: a.SessionID, Output: a.Output}
+	r := Request{Language: a.Language, Code: a.Code, Cwd: a.Cwd, Stateful: a.Stateful, SessionID: a.SessionID, Output: a.Output, Env: a.Env}
 	if a.Timeout != nil {
 		r.Timeout = seconds(*a.Timeout)
 	}

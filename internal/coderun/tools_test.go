@@ -1,6 +1,8 @@
 package coderun
 
 import (
+	"strconv"
+
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 
@@ -84,5 +86,31 @@ func TestNodeExecuteArgs(t *testing.T) {
 		if got := fault.FieldOf(err); (err == nil) != (c.field == "") || got != c.field {
 			t.Errorf("%s: %v (field %q), want field %q", c.name, err, got, c.field)
 		}
+	}
+}
+
+// TestCellEnv: a cell's own env is taken for python and javascript,
+// refused by name for bash (whose cells export their own) and past the cap.
+func TestCellEnv(t *testing.T) {
+	many := map[string]string{}
+	for i := range maxCellEnv + 1 {
+		many["V"+strconv.Itoa(i)] = "x"
+	}
+	for _, c := range []struct {
+		name string
+		r    Request
+		ok   bool
+	}{
+		{"python", Request{Language: Python, Code: "1", Env: map[string]string{"A": "1"}}, true},
+		{"javascript", Request{Language: JavaScript, Code: "1", Env: map[string]string{"A": "1"}}, true},
+		{"bash", Request{Language: Bash, Code: "echo $A", Env: map[string]string{"A": "1"}}, false},
+		{"over the cap", Request{Language: Python, Code: "1", Env: many}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := CheckRequest(&c.r)
+			if (err == nil) != c.ok || (err != nil && !fault.Is(err, fault.Invalid)) {
+				t.Fatalf("CheckRequest: %v, want ok %v", err, c.ok)
+			}
+		})
 	}
 }

@@ -93,10 +93,6 @@ func (s *Service) execute(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(b.EnvVars) > 0 {
-		s.writeError(w, r, fault.InvalidField("env_vars", "environment variables per cell are not supported: set them when creating the sandbox (envs)"))
-		return
-	}
 	lang, session, err := s.cellContext(r, b)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -105,7 +101,7 @@ func (s *Service) execute(w http.ResponseWriter, r *http.Request) {
 	out := &lineWriter{w: w}
 	timeout := cellTimeout
 	args := coderun.ExecuteArgs{Sandbox: e.sandbox, Language: lang, Code: b.Code, Stateful: true, SessionID: session, Timeout: &timeout,
-		Output: out.output}
+		Output: out.output, Env: b.EnvVars}
 	res, err := dispatch.Invoke[coderun.Result](r.Context(), s.d.Dispatch, e.caller, coderun.ToolExecute, args)
 	out.flushOutput()
 	if err != nil {

@@ -181,9 +181,15 @@ plt.show()
     const sh = await sbx.runCode('echo from-bash', { language: 'bash' })
     assert.deepEqual(sh.logs.stdout, ['from-bash\n'])
     const ts = await rejects(() => sbx.runCode('const a: number = 1', { language: 'typescript' }), SandboxError)
-    const envs = await rejects(() => sbx.runCode('import os; os.environ["A"]', { envs: { A: '1' } }), SandboxError)
+    // envs: the cell's alone (E2B's code-interpreting/env-vars), restored after it.
+    assert.equal((await sbx.runCode('import os; os.environ["CELL_VAR"]', { envs: { CELL_VAR: 'one cell' } })).text, "'one cell'")
+    assert.equal((await sbx.runCode('os.environ.get("CELL_VAR")')).text, undefined)
+    assert.equal((await sbx.runCode('process.env.CELL_VAR', { language: 'js', envs: { CELL_VAR: 'js cell' } })).text, "'js cell'")
+    assert.equal((await sbx.runCode('process.env.CELL_VAR === undefined', { language: 'js' })).text, 'true')
+    const bashEnvs = await rejects(() => sbx.runCode('echo $A', { language: 'bash', envs: { A: '1' } }), SandboxError)
+    await rejects(() => sbx.runCode('1', { envs: { LD_PRELOAD: '/x.so' } }), SandboxError)
     await sbx.kill()
-    return { typescript: ts.message, envs: envs.message }
+    return { typescript: ts.message, bashEnvs: bashEnvs.message }
   },
 
   async 'ci.contexts'() {

@@ -60,6 +60,10 @@ function errorOutput(e) {
 async function runCell(req) {
   const outputs = [];
   let status = 'ok';
+  // The cell's own environment variables (env), restored after it.
+  const env = req.env || {};
+  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, env);
   try {
     if (req.cwd) process.chdir(req.cwd);
     let value = vm.runInContext(req.code, context, { filename: 'cell-' + req.id });
@@ -72,6 +76,10 @@ async function runCell(req) {
   } catch (e) {
     status = 'error';
     outputs.push(errorOutput(e));
+  }
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
   }
   send(2, { t: 'end', id: req.id });
   send(1, { t: 'result', id: req.id, status, outputs });

@@ -154,7 +154,10 @@ while True:
     req = read_request()
     OUTPUTS = []
     status = "ok"
+    # The cell's own environment variables (env), restored after it.
+    saved = {k: os.environ.get(k) for k in (req.get("env") or {})}
     try:
+        os.environ.update(req.get("env") or {})
         if req.get("cwd"):
             os.chdir(req["cwd"])
         run_cell(req["id"], req["code"])
@@ -169,6 +172,11 @@ while True:
         while tb is not None and tb.tb_frame.f_code.co_filename != "<cell-%d>" % req["id"]:
             tb = tb.tb_next
         OUTPUTS.append(error_output(e, tb))
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     flush_std()
     flush_figures()
     send(ERR, {"t": "end", "id": req["id"]})
