@@ -275,7 +275,8 @@ func TestClientShellDetachesAndReattaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		t.Logf("the reattached shell ended: %v", err)
 	case <-ctx.Done():
 		t.Fatal("the reattached shell did not end on exit")
 	}
