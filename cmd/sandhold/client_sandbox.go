@@ -113,25 +113,17 @@ func (r *clientRmCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	failed := 0
-	for _, ref := range r.IDs {
+	return forEach(e, r.IDs, "sandboxes not deleted", func(ref string) (string, error) {
 		id, err := c.Resolve(ctx, ref)
 		if err == nil {
 			err = c.Delete(ctx, id)
 		}
 		if err != nil {
-			_, _ = fmt.Fprintf(e.stderr, "sandhold: %v\n", err)
-			failed++
-			continue
+			return "", err
 		}
 		if ref != id {
-			_, _ = fmt.Fprintf(e.stdout, "deleted %s (%s)\n", client.Escape(ref), client.Escape(id))
-		} else {
-			_, _ = fmt.Fprintf(e.stdout, "deleted %s\n", client.Escape(id))
+			return fmt.Sprintf("deleted %s (%s)", client.Escape(ref), client.Escape(id)), nil
 		}
-	}
-	if failed > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d of %d sandboxes not deleted", failed, len(r.IDs))}
-	}
-	return nil
+		return "deleted " + client.Escape(id), nil
+	})
 }

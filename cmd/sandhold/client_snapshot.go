@@ -90,19 +90,9 @@ func (r *snapshotRmCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	failed := 0
-	for _, id := range r.IDs {
-		if err := c.DeleteSnapshot(ctx, id); err != nil {
-			_, _ = fmt.Fprintf(e.stderr, "sandhold: %v\n", err)
-			failed++
-			continue
-		}
-		_, _ = fmt.Fprintf(e.stdout, "deleted %s\n", client.Escape(id))
-	}
-	if failed > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d of %d snapshots not deleted", failed, len(r.IDs))}
-	}
-	return nil
+	return forEach(e, r.IDs, "snapshots not deleted", func(id string) (string, error) {
+		return "deleted " + client.Escape(id), c.DeleteSnapshot(ctx, id)
+	})
 }
 
 type snapshotExportCmd struct {

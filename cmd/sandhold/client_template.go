@@ -94,19 +94,9 @@ func (r *templateRmCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	failed := 0
-	for _, ref := range r.Refs {
-		if err := c.RemoveTemplate(ctx, ref); err != nil {
-			_, _ = fmt.Fprintf(e.stderr, "sandhold: %v\n", err)
-			failed++
-			continue
-		}
-		_, _ = fmt.Fprintf(e.stdout, "removed %s\n", client.Escape(ref))
-	}
-	if failed > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d of %d templates not removed", failed, len(r.Refs))}
-	}
-	return nil
+	return forEach(e, r.Refs, "templates not removed", func(ref string) (string, error) {
+		return "removed " + client.Escape(ref), c.RemoveTemplate(ctx, ref)
+	})
 }
 
 // nameTag splits NAME[:TAG].
