@@ -551,7 +551,17 @@ func (l *Launcher) start(ctx context.Context, req launchRequest, files []*os.Fil
 			l.keep(pid)
 			return pid, pidfd, nil
 		}
-		if !errors.Is(err, errLauncherGone) {
+		switch {
+		case errors.Is(err, errLauncherGone):
+			l.dropLocked()
+		case errors.Is(err, errLauncherEnded):
+			// It died with the request in hand (or just before, its
+			// socket still held by a thread on its way out): a clone may
+			// have happened, so the child it left is swept before the
+			// request goes to a new launcher.
+			l.dropLocked()
+			l.sweepLocked()
+		default:
 			// A clone may have happened: end a launcher that broke
 			// mid-request, then the child a failed launch left.
 			if !errors.Is(err, errLaunchRefused) {
@@ -560,7 +570,6 @@ func (l *Launcher) start(ctx context.Context, req launchRequest, files []*os.Fil
 			l.sweepLocked()
 			return 0, -1, err
 		}
-		l.dropLocked()
 		if attempt > 0 {
 			return 0, -1, err
 		}
@@ -579,6 +588,11 @@ func (l *Launcher) dropLocked() {
 	_ = p.cmd.Process.Kill()
 	<-p.dead
 }
+
+// errLauncherEnded says the launcher ended without answering a request it
+// was sent: the request can go to a new launcher once the server has swept
+// what the old one may have cloned.
+var errLauncherEnded = errors.New("launcher ended")
 
 // errLaunchRefused marks a launcher's own answer that it could not start
 // the init (the launcher is fine).
@@ -610,13 +624,16 @@ func (l *Launcher) roundTrip(ctx context.Context, req launchRequest, files []*os
 	buf := make([]byte, 1024)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+	if errors.Is(err, unix.ECONNRESET) || errors.Is(err, io.EOF) {
+		return 0, -1, fmt.Errorf("launcher answer: %w: %w", errLauncherEnded, err)
+	}
 	if err != nil {
 		return 0, -1, fmt.Errorf("launcher answer: %w", err)
 	}
 	got, ferr := rightsOf(oob[:oobn])
 	if n == 0 {
 		closeFDs(got)
-		return 0, -1, errors.New("launcher answer: launcher ended")
+		return 0, -1, fmt.Errorf("launcher answer: %w", errLauncherEnded)
 	}
 	var rep launchReply
 	if err := json.Unmarshal(buf[:n], &rep); err != nil {
