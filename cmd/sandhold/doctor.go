@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -67,7 +68,7 @@ func testSandbox(initFile *os.File) ([]agent.Layer, error) {
 		return nil, fmt.Errorf("starting a sandbox needs root (id mappings and cgroups); use --no-sandbox to probe only")
 	}
 	// As in serve: nothing inherited may reach the test sandbox.
-	if err := agent.CloseOnExecFrom(3); err != nil {
+	if err := fds.CloseOnExecFrom(3); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "sandhold-doctor-")

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/daemon"
 )
 
@@ -18,7 +18,7 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	// Whatever the process that started the server left open and
 	// inheritable (a shell's `9</etc/shadow`, a CI runner's pipe) must
 	// never reach a sandbox: marked close-on-exec before anything starts.
-	if err := agent.CloseOnExecFrom(3); err != nil {
+	if err := fds.CloseOnExecFrom(3); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	flags := map[string]string{}

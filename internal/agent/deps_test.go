@@ -47,35 +47,71 @@ func TestLeanInitLinksNoArchiveCodecs(t *testing.T) {
 	}
 }
 
-// TestProtoLinksNoSideOfTheProtocol: package proto is what the server,
-// the launcher and the in-sandbox init share (messages, limits, path and
-// pattern checks), so it links none of their code: of this module only
-// the small packages its types are made of, and of the rest only the
-// standard library and x/sys.
-func TestProtoLinksNoSideOfTheProtocol(t *testing.T) {
-	const module = "github.com/sandhold/sandhold/"
-	allowed := map[string]bool{
-		module + "internal/agent/proto":          true,
-		module + "internal/archive/deny":         true, // Deny, the sensitive-path policy of walks and packs
-		module + "internal/archive/spec":         true, // TransferReq's format and limits
-		module + "internal/fault":                true, // archive/spec's error kinds
-		module + "internal/isolate/rootfs":       true, // the layer count that bounds a message's descriptors
-		"golang.org/x/sys/unix":                  true,
-		"vendor/golang.org/x/net/dns/dnsmessage": true, // package net's own
+// protoDeps are the packages of this module and beyond the standard
+// library that package proto links: the small packages its types are
+// made of.
+var protoDeps = []string{
+	module + "internal/agent/proto",
+	module + "internal/archive/deny",         // Deny, the sensitive-path policy of walks and packs
+	module + "internal/archive/spec",         // TransferReq's format and limits
+	module + "internal/fault",                // archive/spec's error kinds
+	module + "internal/isolate/rootfs",       // the layer count that bounds a message's descriptors
+	"golang.org/x/sys/unix",                  //
+	"vendor/golang.org/x/net/dns/dnsmessage", // package net's own
+}
+
+const module = "github.com/sandhold/sandhold/"
+
+// TestEachSideLinksOnlyItsOwn: the programs around a sandbox link only
+// what they run. Package proto, which the server, the launcher and the
+// init share, links none of their code; the launcher links none of the
+// server's (it is the init program in another mode: no HTTP, no
+// dispatcher, no store, not the server's client of the init).
+func TestEachSideLinksOnlyItsOwn(t *testing.T) {
+	tests := []struct {
+		name, pkg string
+		// allowed are the packages outside the standard library it may
+		// link; every other one fails the test.
+		allowed []string
+	}{
+		{"proto links no side of the protocol", module + "internal/agent/proto", protoDeps},
+		{"the launcher links no server code", module + "internal/agent/launcher",
+			append([]string{module + "internal/agent/launcher", module + "internal/agent/fds"}, protoDeps...)},
 	}
-	deps := goListDeps(t, module+"internal/agent/proto")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			deps := goListDeps(t, tc.pkg)
+			if !slices.Contains(deps, tc.pkg) {
+				t.Fatalf("go list -deps did not list %s itself: the reader is broken", tc.pkg)
+			}
+			for _, pkg := range linkedBeyondStd(deps) {
+				if !slices.Contains(tc.allowed, pkg) {
+					t.Errorf("%s links %s", tc.pkg, pkg)
+				}
+			}
+			for _, pkg := range serverStd {
+				if slices.Contains(deps, pkg) {
+					t.Errorf("%s links %s (the server's)", tc.pkg, pkg)
+				}
+			}
+		})
+	}
+}
+
+// serverStd are standard packages only the server's side uses: none of
+// them belongs in a program that runs beside or inside a sandbox.
+var serverStd = []string{"net/http", "crypto/tls", "database/sql", "html/template", "os/user"}
+
+// linkedBeyondStd is the packages of deps outside the standard library.
+func linkedBeyondStd(deps []string) []string {
+	var out []string
 	for _, pkg := range deps {
 		first, _, _ := strings.Cut(pkg, "/")
-		if !strings.Contains(first, ".") && first != "vendor" {
-			continue // the standard library
-		}
-		if !allowed[pkg] {
-			t.Errorf("package proto links %s", pkg)
+		if strings.Contains(first, ".") || first == "vendor" {
+			out = append(out, pkg)
 		}
 	}
-	if !slices.Contains(deps, module+"internal/agent/proto") {
-		t.Fatal("go list -deps did not list proto itself: the reader is broken")
-	}
+	return out
 }
 
 // goListDeps is every package pkg links (go list -deps); the test skips

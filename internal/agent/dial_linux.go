@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -69,7 +70,7 @@ func connectLoopback(port int, timeout time.Duration) (int, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			closeFD(fd)
+			fds.Close(fd)
 		}
 	}()
 	err = unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})

@@ -54,9 +54,9 @@
 //
 // A command starts with exactly 0, 1 and 2 (its pipes, /dev/null or its
 // terminal). The init closes every descriptor it inherited beyond its own
-// 0-4 before it does anything else (closeInherited; 4 is not open: the
+// 0-4 before it does anything else (fds.CloseInherited; 4 is not open: the
 // workspace comes with the setup request, close-on-exec), closes the inherited
 // protocol descriptor once it holds a close-on-exec duplicate, and opens
 // everything else close-on-exec; the server marks what it inherited
-// close-on-exec at start (CloseOnExecFrom).
+// close-on-exec at start (fds.CloseOnExecFrom).
 package agent

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -175,7 +176,7 @@ func checkTree(p string, deny proto.Deny, lim spec.Limits) error {
 	if err != nil {
 		return err
 	}
-	defer closeFD(fd)
+	defer fds.Close(fd)
 	var refusal error
 	seen := 0
 	// depth lim.MaxDepth+1: far enough to see the first name too deep.
@@ -229,7 +230,7 @@ func (s statInfo) Sys() any {
 }
 
 // extractorEnv is the extractor's whole environment.
-var extractorEnv = []string{"GOMAXPROCS=1", "GOTRACEBACK=none", sandboxGODEBUG}
+var extractorEnv = []string{"GOMAXPROCS=1", "GOTRACEBACK=none", proto.SandboxGODEBUG}
 
 // maxExtractorReply bounds the extractor's reply (a result and a refusal:
 // well under a KiB).
@@ -257,8 +258,8 @@ func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups
 	}
 	outR, outW, err := pipe()
 	if err != nil {
-		closeFD(inR)
-		closeFD(inW)
+		fds.Close(inR)
+		fds.Close(inW)
 		return spec.Result{}, err
 	}
 	in := os.NewFile(uintptr(inW), "extractor stdin")
@@ -267,8 +268,8 @@ func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups
 	// The child's descriptors: stdin, stdout, stderr (/dev/null), the
 	// archive at spec.ChildFD, the program after it (executed by its
 	// /proc/self/fd name in the child, whose table ForkExec set up).
-	fds := []uintptr{uintptr(inR), uintptr(outW), uintptr(s.devNull), f.Fd(), g.prog.Fd()}
-	path := "/proc/self/fd/" + strconv.Itoa(len(fds)-1)
+	childFDs := []uintptr{uintptr(inR), uintptr(outW), uintptr(s.devNull), f.Fd(), g.prog.Fd()}
+	path := "/proc/self/fd/" + strconv.Itoa(len(childFDs)-1)
 	attr := &syscall.SysProcAttr{
 		Setsid:     true,
 		Credential: &syscall.Credential{Uid: uint32(s.setup.UID), Gid: uint32(s.setup.GID), Groups: []uint32{}}, //nolint:gosec // G115: the sandbox user's ids from the server's setup, 1000 by default
@@ -276,7 +277,7 @@ func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups
 	// One P: extraction and packing are one stream each, and a second P
 	// cost the start ≈ 40 page faults (BENCHMARKS.md, "The extractor out
 	// of the init"); GODEBUG as for the init (launch_linux.go).
-	proc := &syscall.ProcAttr{Dir: "/", Env: extractorEnv, Files: fds, Sys: attr}
+	proc := &syscall.ProcAttr{Dir: "/", Env: extractorEnv, Files: childFDs, Sys: attr}
 	type forked struct {
 		pid int
 		err error
@@ -290,8 +291,8 @@ func (s *server) runExtractor(req *spec.ChildReq, f *os.File, g *extractorGroups
 		done <- forked{pid, err}
 	}}
 	fk := <-done
-	closeFD(inR)
-	closeFD(outW)
+	fds.Close(inR)
+	fds.Close(outW)
 	if fk.err != nil {
 		return spec.Result{}, fmt.Errorf("start the extractor: %w", fk.err)
 	}

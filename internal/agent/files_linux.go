@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -152,7 +153,7 @@ func fileOp(op proto.Op, r *proto.FileReq) (proto.Response, []*os.File, error) {
 		if err != nil {
 			return proto.Response{}, nil, err
 		}
-		defer closeFD(fd)
+		defer fds.Close(fd)
 		st, err := statFD(fd, filepath.Base(r.Path))
 		if err != nil {
 			return proto.Response{}, nil, err
@@ -175,14 +176,14 @@ func fileOp(op proto.Op, r *proto.FileReq) (proto.Response, []*os.File, error) {
 		if err != nil {
 			return proto.Response{}, nil, err
 		}
-		defer closeFD(dfd)
+		defer fds.Close(dfd)
 		return proto.Response{}, nil, unix.Symlinkat(r.Path, dfd, base)
 	case proto.OpReadlink:
 		dfd, base, err := openParent(r.Path, r.NoFollow)
 		if err != nil {
 			return proto.Response{}, nil, err
 		}
-		defer closeFD(dfd)
+		defer fds.Close(dfd)
 		buf := make([]byte, proto.MaxPath)
 		n, err := unix.Readlinkat(dfd, base, buf)
 		if err != nil {
@@ -293,7 +294,7 @@ func mkdir(r *proto.FileReq) error {
 		if err != nil {
 			return err
 		}
-		defer closeFD(dfd)
+		defer fds.Close(dfd)
 		return unix.Mkdirat(dfd, base, mode)
 	}
 	// mkdir -p: walk down from the root, one component at a time, each
@@ -305,18 +306,18 @@ func mkdir(r *proto.FileReq) error {
 	for _, c := range strings.Split(strings.Trim(r.Path, "/"), "/") {
 		err := unix.Mkdirat(fd, c, mode)
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			closeFD(fd)
+			fds.Close(fd)
 			return err
 		}
 		how := unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: resolve(r.NoFollow) | unix.RESOLVE_BENEATH}
 		next, err := unix.Openat2(fd, c, &how)
-		closeFD(fd)
+		fds.Close(fd)
 		if err != nil {
 			return err
 		}
 		fd = next
 	}
-	closeFD(fd)
+	fds.Close(fd)
 	return nil
 }
 
@@ -325,12 +326,12 @@ func rename(r *proto.FileReq) error {
 	if err != nil {
 		return err
 	}
-	defer closeFD(ofd)
+	defer fds.Close(ofd)
 	nfd, nbase, err := openParent(r.Path2, r.NoFollow)
 	if err != nil {
 		return err
 	}
-	defer closeFD(nfd)
+	defer fds.Close(nfd)
 	flags := uint(0)
 	if r.Flags&unix.O_EXCL != 0 {
 		flags = unix.RENAME_NOREPLACE
@@ -343,7 +344,7 @@ func remove(r *proto.FileReq) error {
 	if err != nil {
 		return err
 	}
-	defer closeFD(dfd)
+	defer fds.Close(dfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"unicode/utf8"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -80,21 +81,21 @@ func grep(p string, nofollow bool, r *proto.GrepReq) (*proto.GrepResp, error) {
 		// Judged on the descriptor: a link made after the server's
 		// resolve is caught here.
 		if ost, err := statFD(fd, path.Base(real)); err != nil || (!r.Deny.AllowHardLinked && proto.HardLinked(real, ost.Mode, ost.Nlink)) {
-			closeFD(fd)
+			fds.Close(fd)
 			if err != nil {
 				return nil, err
 			}
 			return nil, &proto.Error{Code: "EACCES", Msg: "the file has more than one hard link"}
 		}
 		g.file(fd, real)
-		closeFD(fd)
+		fds.Close(fd)
 		return g.resp, nil
 	}
 	fd, root, err := openRoot(real, true)
 	if err != nil {
 		return nil, err
 	}
-	defer closeFD(fd)
+	defer fds.Close(fd)
 	depth := proto.MaxWalkDepth
 	if !r.Recursive {
 		depth = 1
@@ -120,7 +121,7 @@ func grep(p string, nofollow bool, r *proto.GrepReq) (*proto.GrepResp, error) {
 			return true
 		}
 		more := g.file(ffd, path.Join(root, rel))
-		closeFD(ffd)
+		fds.Close(ffd)
 		return more
 	}
 	w.dir(fd, "", 1)
@@ -137,7 +138,7 @@ func resolveForGrep(p string, nofollow bool, budget *int) (string, *proto.Stat, 
 		if err != nil {
 			return "", nil, false, err
 		}
-		defer closeFD(fd)
+		defer fds.Close(fd)
 		st, err := statFD(fd, path.Base(p))
 		if err != nil {
 			return "", nil, false, err

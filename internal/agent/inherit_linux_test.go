@@ -235,16 +235,22 @@ func TestHostCgroupPath(t *testing.T) {
 
 // TestInitOpensNothingInheritable: a command forked while another request
 // holds a descriptor inherits it unless it is close-on-exec, so the init's
-// code never makes an inheritable one. It reads the package's source: the
+// code never makes an inheritable one. It reads the package's source (and
+// the launcher's, which shares the init's program): the
 // calls that always make one (dup, pipe, accept, inotify_init,
 // epoll_create) are refused, and socket/open calls must name CLOEXEC.
 func TestInitOpensNothingInheritable(t *testing.T) {
 	always := map[string]bool{"Dup": true, "Dup2": true, "Pipe": true, "Accept": true, "InotifyInit": true, "EpollCreate": true}
 	flagged := map[string]int{"Socket": 1, "Socketpair": 1, "Open": 1, "Openat": 2} // argument index holding the flags
 	fset := token.NewFileSet()
-	names, err := filepath.Glob("*.go")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("list the package's sources: %v", err)
+	var names []string
+	// The init's code, and what it shares with the launcher.
+	for _, glob := range []string{"*.go", "launcher/*.go", "fds/*.go"} {
+		got, err := filepath.Glob(glob)
+		if err != nil || len(got) == 0 {
+			t.Fatalf("list the sources %s: %v", glob, err)
+		}
+		names = append(names, got...)
 	}
 	for _, name := range names {
 		if strings.HasSuffix(name, "_test.go") {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -19,19 +20,6 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/landlock"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
 	"github.com/sandhold/sandhold/internal/isolate/seccomp/compiled"
-)
-
-// Descriptors the init inherits from the server.
-const (
-	fdProto = 3 // the protocol socket
-	// fdWorkspace is not open: the workspace comes with the setup request
-	// (so the server can make it while the init starts), and the slot is
-	// left closed to keep the program's memfd at 5.
-	fdWorkspace = 4
-	// fdExeFile is the init program's memfd when the server runs the lean
-	// init (LaunchSpec.ExeFile): the exec needs it, the init does not, and
-	// closeInherited closes it with everything else above fdWorkspace.
-	fdExeFile = 5
 )
 
 // Main is "sandhold init": it sets the sandbox up and serves the server
@@ -53,11 +41,11 @@ func Main() error {
 	// The init's own program, kept for the keeper when one is linked.
 	exe := -1
 	if keeperLinked {
-		exe = keptExe(fdExeFile)
+		exe = keptExe(proto.FDExe)
 	}
 	// Only descriptors 0-4 are the init's; whatever else the process
 	// that started it left inheritable is closed before anything else.
-	if err := closeInherited(fdWorkspace + 1); err != nil {
+	if err := fds.CloseInherited(proto.FDWorkspace + 1); err != nil {
 		return err
 	}
 	// What the keeper's exec must hand on (sleep_linux.go): the
@@ -182,12 +170,12 @@ func (s *server) run(egress int) error {
 	return s.forkLoop(served)
 }
 
-// adoptProto takes the protocol socket inherited on fdProto (Main, and
+// adoptProto takes the protocol socket inherited on proto.FDConn (Main, and
 // resume after a wake): NewConn holds a close-on-exec duplicate, and the
 // inherited descriptor (not close-on-exec) is closed at once, so no
 // command can inherit the protocol socket.
 func adoptProto() (*proto.Conn, error) {
-	f := os.NewFile(fdProto, "proto")
+	f := os.NewFile(proto.FDConn, "proto")
 	conn, err := proto.NewConn(f)
 	_ = f.Close()
 	return conn, err
@@ -216,7 +204,7 @@ func processSettings() error {
 	// exit when SIGPIPE is not caught; the init's own messages go through
 	// a duplicate, where an EPIPE is only an error; above the numbers
 	// the keeper's exec needs free (sleeper.moves).
-	if fd, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, fdExeFile+1); err == nil {
+	if fd, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, proto.FDExe+1); err == nil {
 		os.Stderr = os.NewFile(uintptr(fd), "stderr")
 	}
 	resetIgnoredSignals()

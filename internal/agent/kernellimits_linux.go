@@ -3,7 +3,9 @@ package agent
 import (
 	"fmt"
 	"strconv"
+	"unsafe"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -90,4 +92,25 @@ func kernelCounts(k proto.KernelLimits, maxPTYs int) (string, error) {
 	return fmt.Sprintf("user namespace owned by the sandbox's own host uid, which every per-user kernel count is charged to (not root's, not another sandbox's); "+
 		"per sandbox user: %d inotify instances, %d inotify watches, %d queued signals, %d bytes of message queues, %d bytes of locked memory; "+
 		"no new namespaces; %d terminals", k.InotifyInstances, k.InotifyWatches, k.SigPending, k.MsgQueue, k.MemLock, maxPTYs), nil
+}
+
+// nsGetOwnerUID is NS_GET_OWNER_UID (linux/nsfs.h): the owner of a user
+// namespace, as the caller's namespace sees it.
+const nsGetOwnerUID = 0xb704
+
+// ownUserNSOwner is the owner of the calling process's user namespace as
+// the namespace itself sees it: 0 when the namespace is owned by the host
+// id its uid 0 maps to (launcher.AsOwner), the overflow uid (65534) when the
+// owner is an id the namespace does not map, such as host root.
+func ownUserNSOwner() (uint32, error) {
+	fd, err := unix.Open("/proc/self/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("open user namespace: %w", err)
+	}
+	defer fds.Close(fd)
+	var uid uint32
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); e != 0 { //nolint:gosec // G103: the ioctl writes one uint32
+		return 0, fmt.Errorf("NS_GET_OWNER_UID: %w", e)
+	}
+	return uid, nil
 }

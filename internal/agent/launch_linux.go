@@ -10,14 +10,11 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/sandhold/sandhold/internal/agent/launcher"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
 )
-
-// IDRange is the size of each sandbox's user and group id mapping: ids
-// 0..IDRange-1 inside map to HostUID.. on the host.
-const IDRange = 65536
 
 // LaunchSpec says how to start one init.
 type LaunchSpec struct {
@@ -27,7 +24,7 @@ type LaunchSpec struct {
 	// sealed memfd, see package initbin); it is run instead of Exe. It is
 	// handed to the child as descriptor 5 and executed as
 	// /proc/self/fd/5, so no path on disk is looked up and nothing can be
-	// swapped in between; the init closes it first thing (closeInherited).
+	// swapped in between; the init closes it first thing (fds.CloseInherited).
 	ExeFile *os.File
 	// Args are the arguments after the program name; default ["init"].
 	Args []string
@@ -57,7 +54,7 @@ type LaunchSpec struct {
 	// CgroupDir, on cgroup v2, is the sandbox's group: the init is created
 	// inside it (clone3 CLONE_INTO_CGROUP) and Place may be nil.
 	CgroupDir *os.File
-	// Launcher, if set, clones the init (launcher_linux.go); else this
+	// Launcher, if set, clones the init (package launcher); else this
 	// process does, copying its whole address space to do it.
 	Launcher *Launcher
 	Setup    proto.Setup
@@ -72,10 +69,6 @@ type LaunchSpec struct {
 	// benchmark that chose them compares settings).
 	maxProcs, goGC int
 }
-
-// sandboxGODEBUG is the GODEBUG of the Go programs run in a sandbox (the
-// init, the extractor): no tracking of the cgroup's CPU limit (see Launch).
-const sandboxGODEBUG = "GODEBUG=containermaxprocs=0,updatemaxprocs=0"
 
 // initMaxProcs is the init's GOMAXPROCS. See BENCHMARKS.md, "The init's
 // share of an exec", for the measurement that chose it.
@@ -99,7 +92,7 @@ type Instance struct {
 
 // Launch starts an init in fresh namespaces, places it, sends the setup and
 // waits for it to be ready. On any failure the init is killed. With
-// spec.Launcher the launcher process clones it (see launcher_linux.go),
+// spec.Launcher the launcher process clones it (see package launcher),
 // else this process does.
 func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if (spec.Workspace == nil) == (spec.AwaitWorkspace == nil) {
@@ -113,7 +106,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 		// The child's descriptor table is set up (dup2 onto 3 and 5, 4
 		// closed) before execve, so this name always means the memfd, whatever
 		// number it has in the server.
-		exe = fmt.Sprintf("/proc/self/fd/%d", fdExeFile)
+		exe = fmt.Sprintf("/proc/self/fd/%d", proto.FDExe)
 	}
 	args := spec.Args
 	if args == nil {
@@ -141,7 +134,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if spec.goGC > 0 {
 		gogc = spec.goGC
 	}
-	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none", sandboxGODEBUG}
+	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none", proto.SandboxGODEBUG}
 	argv := append([]string{"sandhold-init"}, args...)
 	conn, err := proto.NewConn(srv)
 	_ = srv.Close() // NewConn holds its own descriptor
@@ -203,12 +196,12 @@ func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File,
 	if spec.Log != nil {
 		cmd.Stderr = spec.Log
 	}
-	cmd.SysProcAttr = initSysProcAttr(spec.HostUID, spec.HostGID, spec.Setup.HostNetwork)
+	cmd.SysProcAttr = launcher.SysProcAttr(spec.HostUID, spec.HostGID, spec.Setup.HostNetwork)
 	if spec.CgroupDir != nil {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = int(spec.CgroupDir.Fd())
 	}
-	if err := asOwner(spec.HostUID, spec.HostGID, cmd.Start); err != nil {
+	if err := launcher.AsOwner(spec.HostUID, spec.HostGID, cmd.Start); err != nil {
 		if cmd.Process != nil {
 			// Started, but the cloning thread could not be given back.
 			_ = cmd.Process.Kill()
@@ -232,7 +225,7 @@ func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File,
 
 // launchVia has the launcher clone the init as this process's child.
 func launchVia(ctx context.Context, spec LaunchSpec, exe string, argv, env []string, child *os.File, conn *proto.Conn) (*Instance, error) {
-	req := launchRequest{Argv: argv, Env: env, HostUID: spec.HostUID, HostGID: spec.HostGID,
+	req := launcher.Request{Argv: argv, Env: env, HostUID: spec.HostUID, HostGID: spec.HostGID,
 		HostNetwork: spec.Setup.HostNetwork}
 	files := []*os.File{child}
 	var logR, logW *os.File

@@ -11,9 +11,6 @@ import (
 	"github.com/sandhold/sandhold/internal/agent/proto"
 )
 
-// IDRange is the size of each sandbox's id mapping.
-const IDRange = 65536
-
 // LaunchSpec says how to start one init.
 type LaunchSpec struct {
 	Exe              string
@@ -55,9 +52,6 @@ func (i *Instance) Exited() <-chan struct{} {
 
 // ExitStatus is empty off Linux.
 func (i *Instance) ExitStatus() string { return "" }
-
-// LauncherName is argv[0] of the launcher process.
-const LauncherName = "sandhold-launcher"
 
 // Entry runs the init, which fails off Linux.
 func Entry() error { return Main() }

@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandhold/sandhold/internal/agent/launcher"
+	"github.com/sandhold/sandhold/internal/agent/proto"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
@@ -128,7 +130,7 @@ func TestLauncherKeepsNoSandboxDescriptors(t *testing.T) {
 			// limit files it watches (the server's group, close-on-exec)
 		case strings.HasPrefix(target, "socket:"):
 			sockets++
-			if e.Name() != strconv.Itoa(fdLauncherConn) {
+			if e.Name() != strconv.Itoa(launcher.FDConn) {
 				t.Errorf("launcher holds a socket at %s: %s", e.Name(), target)
 			}
 		default:
@@ -429,7 +431,7 @@ func TestLauncherInitGetsTheSameDescriptors(t *testing.T) {
 		}
 	}
 	for _, f := range strings.Fields(got["server"]) {
-		if n, _ := strconv.Atoi(strings.Split(f, "=")[0]); n <= fdWorkspace && !strings.Contains(" "+got["launcher"]+" ", " "+f+" ") {
+		if n, _ := strconv.Atoi(strings.Split(f, "=")[0]); n <= proto.FDWorkspace && !strings.Contains(" "+got["launcher"]+" ", " "+f+" ") {
 			t.Errorf("an init from the launcher lacks %s", f)
 		}
 	}

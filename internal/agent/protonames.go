@@ -1,6 +1,9 @@
 package agent
 
-import "github.com/sandhold/sandhold/internal/agent/proto"
+import (
+	"github.com/sandhold/sandhold/internal/agent/launcher"
+	"github.com/sandhold/sandhold/internal/agent/proto"
+)
 
 // The protocol's names that the server's packages use through package
 // agent. The messages live in package proto, shared with the in-sandbox
@@ -55,6 +58,10 @@ const (
 	OpSymlink               = proto.OpSymlink
 	OpWalk                  = proto.OpWalk
 )
+
+// IDRange is the size of each sandbox's user and group id mapping: ids
+// 0..IDRange-1 inside map to LaunchSpec.HostUID.. on the host.
+const IDRange = launcher.IDRange
 
 // CheckPath is proto.CheckPath.
 func CheckPath(p string) error { return proto.CheckPath(p) }

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -65,10 +66,10 @@ const (
 	resumeName = "sandhold-init-resume"
 )
 
-// Descriptors across the keeper: the protocol socket stays fdProto and the
-// program fdExeFile, as when the server started the init; the egress
+// Descriptors across the keeper: the protocol socket stays proto.FDConn and the
+// program proto.FDExe, as when the server started the init; the egress
 // listener is fdEgressSleep. The resumed init's state (resumeState, in a
-// sealed memfd) keeps whatever number above fdExeFile it has (the Go
+// sealed memfd) keeps whatever number above proto.FDExe it has (the Go
 // runtime holds descriptors of its own from its start, at numbers that
 // depend on what the process inherited), and argv[1] names it.
 const fdEgressSleep = 4
@@ -374,10 +375,10 @@ func (sl *sleeper) state(rec sleepRecord) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("sleep: state: %w", err)
 	}
-	if fd > fdExeFile {
+	if fd > proto.FDExe {
 		return fd, nil
 	}
-	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, fdExeFile+1) //nolint:gosec // G115: a descriptor
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, proto.FDExe+1) //nolint:gosec // G115: a descriptor
 	_ = unix.Close(fd)
 	if err != nil {
 		return -1, fmt.Errorf("sleep: state: %w", err)
@@ -417,8 +418,8 @@ func sealedMemfd(name string, b []byte) (int, error) {
 func readResumeState(arg string) (resumeState, error) {
 	var rs resumeState
 	fd, err := strconv.Atoi(arg)
-	if err != nil || fd <= fdExeFile {
-		return rs, fmt.Errorf("resume: state descriptor %q, want a number above %d", arg, fdExeFile)
+	if err != nil || fd <= proto.FDExe {
+		return rs, fmt.Errorf("resume: state descriptor %q, want a number above %d", arg, proto.FDExe)
 	}
 	defer func() { _ = unix.Close(fd) }()
 	const want = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
@@ -459,7 +460,7 @@ type fdMove struct{ from, to int }
 // moves lists what the keeper holds at fixed numbers: the protocol socket,
 // the program and the egress listener.
 func (sl *sleeper) moves(eg *egressRelay) []fdMove {
-	m := []fdMove{{int(fdOf(sl.s.conn)), fdProto}, {sl.exe, fdExeFile}}
+	m := []fdMove{{int(fdOf(sl.s.conn)), proto.FDConn}, {sl.exe, proto.FDExe}}
 	if eg != nil {
 		m = append(m, fdMove{eg.fd, fdEgressSleep})
 	}
@@ -508,7 +509,7 @@ func (sl *sleeper) exec(argv0 string, rest []string, moves []fdMove, state int) 
 	// target may hold /dev/null, which the exec would close anyway;
 	// targetsSafe checked it holds nothing else.
 	for i, m := range moves {
-		fd, err := unix.FcntlInt(uintptr(m.from), unix.F_DUPFD_CLOEXEC, fdExeFile+1)
+		fd, err := unix.FcntlInt(uintptr(m.from), unix.F_DUPFD_CLOEXEC, proto.FDExe+1)
 		if err != nil {
 			return fmt.Errorf("copy descriptor %d: %w", m.from, err)
 		}
@@ -533,7 +534,7 @@ func (sl *sleeper) exec(argv0 string, rest []string, moves []fdMove, state int) 
 	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
 		return fmt.Errorf("clear the signal mask: %w", err)
 	}
-	_, _, errno := unix.RawSyscall6(unix.SYS_EXECVEAT, uintptr(fdExeFile), uintptr(unsafe.Pointer(empty)), //nolint:gosec // G103: execveat(2) takes pointers
+	_, _, errno := unix.RawSyscall6(unix.SYS_EXECVEAT, uintptr(proto.FDExe), uintptr(unsafe.Pointer(empty)), //nolint:gosec // G103: execveat(2) takes pointers
 		uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])), unix.AT_EMPTY_PATH, 0) //nolint:gosec // G103: execveat(2) takes pointers
 	runtime.KeepAlive(argvp)
 	runtime.KeepAlive(envp)
@@ -630,7 +631,7 @@ func resume() error {
 		return err
 	}
 	st := rs.Setup
-	exe := keptExe(fdExeFile)
+	exe := keptExe(proto.FDExe)
 	egress := -1
 	if st.EgressListen && !st.HostNetwork {
 		fd, err := unix.FcntlInt(fdEgressSleep, unix.F_DUPFD_CLOEXEC, 0)
@@ -645,7 +646,7 @@ func resume() error {
 	}
 	defer func() { _ = conn.Close() }()
 	// The originals of what was kept above, and anything else.
-	if err := closeInherited(fdProto); err != nil {
+	if err := fds.CloseInherited(proto.FDConn); err != nil {
 		return err
 	}
 	if err := processSettings(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/launcher"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -354,7 +355,7 @@ func TestWokenInitHidesItsSetup(t *testing.T) {
 			t.Fatalf("round %d: the keeper's command line is %q, want %s %s <descriptor>", round, host, keeperName, resumeName)
 		}
 		fd, err := strconv.Atoi(args[2])
-		if err != nil || fd <= fdExeFile {
+		if err != nil || fd <= proto.FDExe {
 			t.Fatalf("round %d: the state's descriptor is %q", round, args[2])
 		}
 		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", ts.Pid, fd)); err != nil || !strings.HasPrefix(l, "/memfd:sandhold-resume") {
@@ -752,7 +753,7 @@ func TestFailedSleepIsReported(t *testing.T) {
 	// CAP_SYS_RESOURCE may be missing), and prlimit on a process of the
 	// same ids needs none.
 	prlimit := func(lim, old *unix.Rlimit) error {
-		return asOwner(ts.base, ts.base, func() error { return unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, lim, old) })
+		return launcher.AsOwner(ts.base, ts.base, func() error { return unix.Prlimit(ts.Pid, unix.RLIMIT_NOFILE, lim, old) })
 	}
 	var old unix.Rlimit
 	if err := prlimit(nil, &old); err != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"github.com/creack/pty"
@@ -72,7 +73,7 @@ func (s *server) spawn(id uint64, r *proto.SpawnReq, files []*os.File) (proto.Re
 	defer func() {
 		for _, fd := range childFDs {
 			if fd != s.devNull {
-				closeFD(fd)
+				fds.Close(fd)
 			}
 		}
 	}()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -110,13 +111,13 @@ func resolvePath(p string, budget *int) (string, *proto.Stat, bool, error) {
 		real, perr := fdPath(fd)
 		if perr == nil {
 			st, serr := statFD(fd, path.Base(real))
-			closeFD(fd)
+			fds.Close(fd)
 			if serr != nil {
 				return "", nil, false, serr
 			}
 			return real, &st, true, nil
 		}
-		closeFD(fd)
+		fds.Close(fd)
 		if try == maxResolveRetries {
 			return "", nil, false, perr
 		}
@@ -137,7 +138,7 @@ func resolvePath(p string, budget *int) (string, *proto.Stat, bool, error) {
 	if err != nil {
 		return "", nil, false, err
 	}
-	defer closeFD(dfd)
+	defer fds.Close(dfd)
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -179,15 +180,15 @@ func openRead(p string, nofollow bool) (*os.File, proto.Stat, error) {
 	}
 	st, err := statFD(fd, path.Base(p))
 	if err != nil {
-		closeFD(fd)
+		fds.Close(fd)
 		return nil, proto.Stat{}, err
 	}
 	if os.FileMode(st.Mode).IsDir() {
-		closeFD(fd)
+		fds.Close(fd)
 		return nil, proto.Stat{}, unix.EISDIR
 	}
 	if !os.FileMode(st.Mode).IsRegular() {
-		closeFD(fd)
+		fds.Close(fd)
 		return nil, proto.Stat{}, &proto.Error{Code: proto.CodeNotRegular, Msg: "not a regular file"}
 	}
 	return os.NewFile(uintptr(fd), p), st, nil
@@ -264,7 +265,7 @@ func (w *walker) dir(fd int, rel string, depth int) bool {
 			continue
 		}
 		more := w.dir(cfd, childRel, depth+1)
-		closeFD(cfd)
+		fds.Close(cfd)
 		if !more {
 			return false
 		}
@@ -309,7 +310,7 @@ func openRoot(p string, nofollow bool) (int, string, error) {
 	}
 	real, err := fdPath(fd)
 	if err != nil {
-		closeFD(fd)
+		fds.Close(fd)
 		return -1, "", err
 	}
 	return fd, real, nil
@@ -331,7 +332,7 @@ func walk(p string, nofollow bool, r *proto.WalkReq) (*proto.WalkResp, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer closeFD(fd)
+	defer fds.Close(fd)
 	resp := &proto.WalkResp{Root: root, Entries: []proto.WalkEntry{}}
 	var all []proto.WalkEntry
 	w := newWalker(root, depth, r.Exclude, r.Deny)

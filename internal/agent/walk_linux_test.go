@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"golang.org/x/sys/unix"
@@ -27,19 +28,19 @@ func deepChain(t *testing.T, dir string, levels int) {
 			t.Fatal(err)
 		}
 		next, err := unix.Openat(fd, "x", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		closeFD(fd)
+		fds.Close(fd)
 		if err != nil {
 			t.Fatal(err)
 		}
 		fd = next
 	}
 	ffd, err := unix.Openat(fd, "f", unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
-	closeFD(fd)
+	fds.Close(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = unix.Write(ffd, []byte("needle\n"))
-	closeFD(ffd)
+	fds.Close(ffd)
 }
 
 // TestWalkDeepChainIsTruncated: a chain deeper than MaxWalkDepth ends the

@@ -24,7 +24,7 @@ const maxIDFileLines = 1 << 20
 // range falls among the sandboxes' host ids [idBase, idBase +
 // maxSlots·IDRange). A process of such an id would own files in a
 // sandbox's workspace and could signal its processes, and, as the owner
-// of that sandbox's user namespace (agent.asOwner), hold every capability
+// of that sandbox's user namespace (launcher.AsOwner), hold every capability
 // in it. Only local files are read: ids from NSS (LDAP, SSSD, whose
 // default range reaches past 2^30) are the operator's to keep apart.
 func checkHostIDs(files []string) error {

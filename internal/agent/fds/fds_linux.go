@@ -1,4 +1,9 @@
-package agent
+// Package fds keeps descriptors from crossing an exec by accident, in each
+// of the three programs around a sandbox: the server marks what it
+// inherited close-on-exec at start (CloseOnExecFrom), the launcher and the
+// in-sandbox init close what they inherited beyond their own
+// (CloseInherited). It links nothing of theirs.
+package fds
 
 import (
 	"errors"
@@ -10,10 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// closeFD closes a descriptor the init opened for one operation. Close on
+// Close closes a descriptor opened for one operation. Close on
 // Linux always releases the descriptor; an error there (EINTR, EIO on a
 // network file system) leaves nothing to retry, so it is dropped.
-func closeFD(fd int) { _ = unix.Close(fd) }
+func Close(fd int) { _ = unix.Close(fd) }
 
 // maxFDScan bounds the /proc/self/fd fallback of CloseOnExecFrom: a process
 // cannot hold more descriptors than the kernel's nr_open ceiling (2^20 by
@@ -68,13 +73,13 @@ func CloseOnExecFrom(first int) error {
 	return nil
 }
 
-// closeInherited closes every descriptor numbered first or above that is
+// CloseInherited closes every descriptor numbered first or above that is
 // not close-on-exec. In the init those are exactly the ones it inherited
 // without asking (everything Go opens is close-on-exec, and the server
 // passes only 0-4 on purpose), so none of them can reach a command or be
 // used by the init itself. close_range cannot tell them from the
 // runtime's own descriptors; a walk of /proc/self/fd can.
-func closeInherited(first int) error {
+func CloseInherited(first int) error {
 	d, err := os.Open("/proc/self/fd")
 	if err != nil {
 		return fmt.Errorf("list descriptors: %w", err)

@@ -1,12 +1,39 @@
-package agent
+package launcher
 
 import (
 	"fmt"
 	"runtime"
-	"unsafe"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
+
+// SysProcAttr is how every init is cloned: all namespaces but the
+// cgroup one (the init makes that itself once it sits in its group), its
+// id maps, root of the new user namespace, its own session, killed with
+// its parent. The clone runs as the sandbox's own host uid (AsOwner),
+// which then owns the user namespace.
+func SysProcAttr(hostUID, hostGID uint32, hostNetwork bool) *syscall.SysProcAttr {
+	var netns uintptr = unix.CLONE_NEWNET
+	if hostNetwork {
+		netns = 0
+	}
+	return &syscall.SysProcAttr{
+		Cloneflags: unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID |
+			unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | netns,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostUID), Size: IDRange}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostGID), Size: IDRange}},
+		GidMappingsEnableSetgroups: true,
+		// Become the namespace's root: without this the init keeps host
+		// uid 0, which is unmapped inside, and has no capabilities there.
+		Credential: &syscall.Credential{Uid: 0, Gid: 0},
+		Setsid:     true,
+		// If the server dies, its sandboxes die with it (and the pid
+		// namespace takes every process inside along); a restarted server
+		// reaps their cgroups and starts them again on demand.
+		Pdeathsig: syscall.SIGKILL,
+	}
+}
 
 // The owner of a sandbox's user namespace.
 //
@@ -34,7 +61,7 @@ import (
 // changing uids leaves the capability sets alone.
 const secbitNoSetuidFixup = 1 << 2
 
-// asOwner runs f, which clones an init with CLONE_NEWUSER, on a thread
+// AsOwner runs f, which clones an init with CLONE_NEWUSER, on a thread
 // whose real, effective, saved and file-system ids are uid and gid for the
 // call: the new user namespace is then owned by uid. (Tests also use it to
 // act on a sandbox as its owner.)
@@ -44,8 +71,8 @@ const secbitNoSetuidFixup = 1 << 2
 // the goroutine ends with it locked, so the runtime ends the thread and
 // nothing else ever runs with its ids; the init then gets its
 // parent-death signal where it follows this thread (a clone without
-// CLONE_PARENT, launchHere), and the launch fails either way.
-func asOwner(uid, gid uint32, f func() error) error {
+// CLONE_PARENT, as the server's own clone does), and the launch fails either way.
+func AsOwner(uid, gid uint32, f func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -88,25 +115,4 @@ func restoreRoot() error {
 		return err
 	}
 	return unix.Prctl(unix.PR_SET_SECUREBITS, 0, 0, 0, 0)
-}
-
-// nsGetOwnerUID is NS_GET_OWNER_UID (linux/nsfs.h): the owner of a user
-// namespace, as the caller's namespace sees it.
-const nsGetOwnerUID = 0xb704
-
-// ownUserNSOwner is the owner of the calling process's user namespace as
-// the namespace itself sees it: 0 when the namespace is owned by the host
-// id its uid 0 maps to (asOwner), the overflow uid (65534) when the
-// owner is an id the namespace does not map, such as host root.
-func ownUserNSOwner() (uint32, error) {
-	fd, err := unix.Open("/proc/self/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("open user namespace: %w", err)
-	}
-	defer closeFD(fd)
-	var uid uint32
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); e != 0 { //nolint:gosec // G103: the ioctl writes one uint32
-		return 0, fmt.Errorf("NS_GET_OWNER_UID: %w", e)
-	}
-	return uid, nil
 }
