@@ -708,7 +708,7 @@ func createMany(ctx context.Context, o options, withSleep bool) (manyRun, error)
 	}
 	// Then the same sandboxes once idle: their inits return free memory
 	// after a few seconds and sleep in their keepers after the quiet
-	// period (internal/agent/sleep_linux.go).
+	// period (internal/agent/sandboxinit/sleep_linux.go).
 	asleep, keepers, waited := idleFigure(o.count, 90*time.Second)
 	afterIdle, err := memAvailable()
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 )
 
 // isInit reports whether this process was started as a sandbox's init
@@ -15,7 +15,7 @@ func isInit(args []string) bool { return len(args) > 1 && args[1] == "init" }
 
 // runInit runs the init and returns the exit code.
 func runInit() int {
-	if err := agent.Entry(); err != nil {
+	if err := sandboxinit.Entry(); err != nil {
 		fmt.Fprintln(os.Stderr, "sandhold init:", err)
 		return 1
 	}

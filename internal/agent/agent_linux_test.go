@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/sandhold/sandhold/internal/agent/proto"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 
 	"golang.org/x/sys/unix"
 
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := Entry(); err != nil {
+		if err := sandboxinit.Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			os.Exit(1)
 		}
@@ -278,6 +279,7 @@ func TestInitRunsCommandsIsolated(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = f.Close() }()
+		const nsGetOwnerUID = 0xb704 // NS_GET_OWNER_UID (linux/nsfs.h)
 		var uid uint32
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&uid))); e != 0 { //nolint:gosec // G103: the ioctl writes one uint32
 			t.Fatal(e)

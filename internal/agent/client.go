@@ -305,7 +305,7 @@ func (c *Client) File(ctx context.Context, op proto.Op, r proto.FileReq) (*proto
 }
 
 // Dial returns a socket connected to 127.0.0.1:port inside the sandbox's
-// network namespace (see dial_linux.go); the caller owns it.
+// network namespace (see sandboxinit/dial_linux.go); the caller owns it.
 func (c *Client) Dial(ctx context.Context, port int) (*os.File, error) {
 	if port < 1 || port > 65535 {
 		return nil, &proto.Error{Code: proto.CodeInvalid, Msg: fmt.Sprintf("port %d is outside 1-65535", port)}

@@ -62,11 +62,32 @@ var protoDeps = []string{
 
 const module = "github.com/sandhold/sandhold/"
 
+// launcherDeps are what the launcher links: proto's, and the descriptor
+// hygiene it shares with the init. The init program (sandboxinit.Entry)
+// links the launcher too.
+var launcherDeps = append([]string{module + "internal/agent/launcher", module + "internal/agent/fds"}, protoDeps...)
+
+// initDeps are what the in-sandbox init links: the launcher's (the same
+// program) and the isolation it applies to itself.
+var initDeps = append([]string{
+	module + "internal/agent/sandboxinit",
+	module + "internal/isolate/caps",                // the bounding set, no_new_privs
+	module + "internal/isolate/landlock",            // the file and TCP rules
+	module + "internal/isolate/seccomp/compiled",    // the filter, compiled at build time
+	"github.com/creack/pty",                         // commands' terminals
+	"kernel.org/pub/linux/libs/security/libcap/psx", // the cgroup namespace on every thread
+	"github.com/landlock-lsm/go-landlock/landlock",
+	"github.com/landlock-lsm/go-landlock/landlock/internal",
+	"github.com/landlock-lsm/go-landlock/landlock/syscall",
+}, launcherDeps...)
+
 // TestEachSideLinksOnlyItsOwn: the programs around a sandbox link only
 // what they run. Package proto, which the server, the launcher and the
-// init share, links none of their code; the launcher links none of the
-// server's (it is the init program in another mode: no HTTP, no
-// dispatcher, no store, not the server's client of the init).
+// init share, links none of their code; the launcher and the in-sandbox
+// init link none of the server's: no HTTP, no dispatcher, no store, not
+// package agent (the server's client of the init). Each list below is
+// everything beyond the standard library a side may link, so a new
+// import of anything else fails here.
 func TestEachSideLinksOnlyItsOwn(t *testing.T) {
 	tests := []struct {
 		name, pkg string
@@ -75,8 +96,10 @@ func TestEachSideLinksOnlyItsOwn(t *testing.T) {
 		allowed []string
 	}{
 		{"proto links no side of the protocol", module + "internal/agent/proto", protoDeps},
-		{"the launcher links no server code", module + "internal/agent/launcher",
-			append([]string{module + "internal/agent/launcher", module + "internal/agent/fds"}, protoDeps...)},
+		{"the launcher links no server code", module + "internal/agent/launcher", launcherDeps},
+		{"the init links no client or server code", module + "internal/agent/sandboxinit", initDeps},
+		{"the lean init program is the init and the launcher", module + "cmd/sandhold-init",
+			append([]string{module + "cmd/sandhold-init"}, initDeps...)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent/proto"
 
 	"github.com/sandhold/sandhold/internal/archive"
+	"github.com/sandhold/sandhold/internal/archive/deny"
 	"github.com/sandhold/sandhold/internal/archive/spec"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
@@ -76,8 +77,8 @@ func TestExtractorRefusalReachesTheClient(t *testing.T) {
 	// The sensitive-path policy, now applied in the extractor.
 	sens := tarGz(t, map[string]string{".ssh/authorized_keys": "key"})
 	_, err = ts.Extract(ctx, proto.TransferReq{Path: "/workspace", Limits: lim, Deny: proto.Deny{Dirs: []string{".ssh"}}}, sens)
-	if !errors.As(err, &ae) || ae.Kind != archive.KindForbidden || ae.Reason != reasonSensitive {
-		t.Fatalf("sensitive path: %v, want a forbidden %s refusal", err, reasonSensitive)
+	if !errors.As(err, &ae) || ae.Kind != archive.KindForbidden || ae.Reason != deny.ReasonSensitive {
+		t.Fatalf("sensitive path: %v, want a forbidden %s refusal", err, deny.ReasonSensitive)
 	}
 	good := tarGz(t, map[string]string{"d/a.txt": "hello"})
 	res, err := ts.Extract(ctx, proto.TransferReq{Path: "/workspace/y", Limits: lim}, good)

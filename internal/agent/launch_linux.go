@@ -125,7 +125,7 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	// sleep's keeper needs (it refused to sleep while they held them). (A soft
 	// memory limit near the init's live heap made the GC run on every
 	// spawn and doubled its cost; an idle init returns its memory with
-	// FreeOSMemory instead, release_linux.go.)
+	// FreeOSMemory instead, sandboxinit/release_linux.go.)
 	procs := initMaxProcs
 	if spec.maxProcs > 0 {
 		procs = spec.maxProcs

@@ -53,9 +53,6 @@ func (i *Instance) Exited() <-chan struct{} {
 // ExitStatus is empty off Linux.
 func (i *Instance) ExitStatus() string { return "" }
 
-// Entry runs the init, which fails off Linux.
-func Entry() error { return Main() }
-
 // LauncherSpec says how to start the launcher.
 type LauncherSpec struct {
 	Exe     string

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -21,27 +20,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent/fds"
 	"github.com/sandhold/sandhold/internal/agent/launcher"
-	"github.com/sandhold/sandhold/internal/archive/spec"
 )
-
-// Entry runs the launcher when the process was started as one (argv[0]
-// launcher.Name), else the init (Main). The programs that can serve as an
-// init call it.
-func Entry() error {
-	if filepath.Base(os.Args[0]) == launcher.Name {
-		return launcher.Serve()
-	}
-	if len(os.Args) > 0 && os.Args[0] == spec.ChildName {
-		// The extractor, run by an init from a binary that links package
-		// archive (the server or a test binary in place of
-		// cmd/sandhold-archive); the lean init has no spec.Child.
-		if spec.Child == nil {
-			return errors.New("this program carries no extractor")
-		}
-		os.Exit(spec.Child())
-	}
-	return Main()
-}
 
 // LauncherSpec says how to start the launcher: the same program as the
 // inits (LaunchSpec's Exe, ExeFile and Args).

@@ -9,7 +9,6 @@ import (
 // the same API: this fails to compile on any platform whose variant drifted.
 var (
 	_ func(context.Context, LaunchSpec) (*Instance, error) = Launch
-	_ func() error                                         = Main
 	_ func() (*os.File, *os.File, error)                   = Socketpair
 	_ interface {
 		Kill()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent/proto"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 )
 
 // BenchmarkInitMaxProcs compares runtime settings of the lean init
@@ -170,7 +171,7 @@ func measureInitMaxProcs(b *testing.B) {
 				b.Fatal(err)
 			}
 			f.pssAfter = append(f.pssAfter, m["Pss_Anon"])
-			time.Sleep(2*releaseAfter + time.Second) // a release comes 1-2 periods after the last call
+			time.Sleep(2*sandboxinit.ReleaseAfter + time.Second) // a release comes 1-2 periods after the last call
 			m, err = smapsRollup(ts.Pid)
 			if err != nil {
 				b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent/proto"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 )
 
 // threadsCPU is the CPU time (ns) the init's live threads have used, as
@@ -120,7 +121,7 @@ func waitAsleepB(b *testing.B, pid int) {
 	b.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(st)) == keeperName {
+		if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(st)) == sandboxinit.KeeperName {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent/launcher"
 	"github.com/sandhold/sandhold/internal/agent/proto"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 
 	"golang.org/x/sys/unix"
 
@@ -111,7 +111,7 @@ func waitState(t *testing.T, pid int, want string, within time.Duration) map[str
 	deadline := time.Now().Add(within)
 	for {
 		st := procStatus(t, pid)
-		if st["Name"] == want && (want != keeperName || st["Threads"] == "1") {
+		if st["Name"] == want && (want != sandboxinit.KeeperName || st["Threads"] == "1") {
 			return st
 		}
 		if time.Now().After(deadline) {
@@ -130,7 +130,7 @@ func waitAsleep(t *testing.T, ts *testSandbox) map[string]string {
 			}
 		}()
 	}
-	return waitState(t, ts.Pid, keeperName, 20*time.Second)
+	return waitState(t, ts.Pid, sandboxinit.KeeperName, 20*time.Second)
 }
 
 // TestIdleInitSleeps: an idle init execs its keeper (one thread, tens of
@@ -306,7 +306,7 @@ func procEntries(t *testing.T, pid int, dir string) int {
 // keeper and the woken init with the same descriptors as the first.
 func TestSleepWakeRoundsLeakNoDescriptors(t *testing.T) {
 	ts := launchSleepy(t, func(st *proto.Setup) { st.SleepAfterMs = 50 })
-	waitState(t, ts.Pid, keeperName, 20*time.Second)
+	waitState(t, ts.Pid, sandboxinit.KeeperName, 20*time.Second)
 	asleep := fdCount(t, ts.Pid)
 	ctx := context.Background()
 	awake := -1
@@ -321,7 +321,7 @@ func TestSleepWakeRoundsLeakNoDescriptors(t *testing.T) {
 			// for a moment (the poller, a /proc read).
 			t.Errorf("round %d: the woken init holds %d descriptors, %d after the first wake", round, n, awake)
 		}
-		waitState(t, ts.Pid, keeperName, 20*time.Second)
+		waitState(t, ts.Pid, sandboxinit.KeeperName, 20*time.Second)
 		if n := fdCount(t, ts.Pid); n != asleep {
 			t.Fatalf("round %d: the keeper holds %d descriptors, %d after the first sleep", round, n, asleep)
 		}
@@ -351,8 +351,8 @@ func TestWokenInitHidesItsSetup(t *testing.T) {
 			t.Fatal(err)
 		}
 		args := strings.Split(strings.TrimSuffix(string(host), "\x00"), "\x00")
-		if len(args) != 3 || args[0] != keeperName || args[1] != resumeName {
-			t.Fatalf("round %d: the keeper's command line is %q, want %s %s <descriptor>", round, host, keeperName, resumeName)
+		if len(args) != 3 || args[0] != sandboxinit.KeeperName || args[1] != sandboxinit.ResumeName {
+			t.Fatalf("round %d: the keeper's command line is %q, want %s %s <descriptor>", round, host, sandboxinit.KeeperName, sandboxinit.ResumeName)
 		}
 		fd, err := strconv.Atoi(args[2])
 		if err != nil || fd <= proto.FDExe {
@@ -365,7 +365,7 @@ func TestWokenInitHidesItsSetup(t *testing.T) {
 		if r.exit.Code != 0 {
 			t.Fatalf("round %d: exit %d, stderr %q", round, r.exit.Code, r.stderr)
 		}
-		if want := resumeName + " " + args[2] + " \nhidden-host-name\n"; r.stdout != want {
+		if want := sandboxinit.ResumeName + " " + args[2] + " \nhidden-host-name\n"; r.stdout != want {
 			t.Errorf("round %d: the woken init's command line and hostname read %q, want %q", round, r.stdout, want)
 		}
 		for _, leak := range []string{"setup", "31337", "{"} {
@@ -594,7 +594,7 @@ func TestSleepingInitDiesWithTheServer(t *testing.T) {
 			}
 		}
 	})
-	if name := procStatus(t, init)["Name"]; name != keeperName {
+	if name := procStatus(t, init)["Name"]; name != sandboxinit.KeeperName {
 		t.Fatalf("the helper's init is %q, want it asleep", name)
 	}
 	fd, err := unix.PidfdOpen(init, 0)
@@ -685,57 +685,6 @@ func TestSleepWithEgressListener(t *testing.T) {
 	}
 }
 
-// TestSleeperIdle: an unanswered request, a queued spawn or a child keeps
-// an init awake.
-func TestSleeperIdle(t *testing.T) {
-	s := newServer(nil, proto.Setup{})
-	sl := newSleeper(s, -1, 0, 0)
-	if !sl.idle() {
-		t.Fatal("a fresh server is not idle")
-	}
-	s.busy.Add(1)
-	if sl.idle() {
-		t.Error("idle with a request unanswered")
-	}
-	s.busy.Add(-1)
-	s.forks <- spawnJob{}
-	if sl.idle() {
-		t.Error("idle with a spawn queued")
-	}
-	<-s.forks
-	s.children[7] = 1
-	if sl.idle() {
-		t.Error("idle with a child")
-	}
-	delete(s.children, 7)
-	if !sl.idle() {
-		t.Error("not idle once all is done")
-	}
-}
-
-// TestAloneInPidNS reads a proc-like directory: any pid but 1 is a process
-// that keeps the init awake; other names are not processes.
-func TestAloneInPidNS(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []string{"1", "self", "thread-self", "sys", "meminfo"} {
-		if err := os.Mkdir(filepath.Join(dir, n), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if alone, err := aloneInPidNS(dir); err != nil || !alone {
-		t.Fatalf("only pid 1: alone %v, %v", alone, err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "42"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if alone, err := aloneInPidNS(dir); err != nil || alone {
-		t.Fatalf("pid 42 too: alone %v, %v", alone, err)
-	}
-	if _, err := aloneInPidNS(filepath.Join(dir, "missing")); err == nil {
-		t.Fatal("a missing directory reads as alone")
-	}
-}
-
 // TestFailedSleepIsReported: an idle init that cannot sleep says so in the
 // server's log (its stderr) with the reason and its counts, stays awake
 // and serves, sleeps once the cause is gone, and the woken init carries
@@ -811,31 +760,9 @@ func TestFailedSleepIsReported(t *testing.T) {
 	waitAsleep(t, ts)
 }
 
-// TestSleepRecord: attempts, sleeps and failures are counted; work under
-// way is no failure; a failure is logged when its reason changes and at
-// every doubling of the failures.
-func TestSleepRecord(t *testing.T) {
-	var r sleepRecord
-	a, b := errors.New("a"), errors.New("b")
-	var logged []int64
-	for i, err := range []error{errNotIdle, a, a, a, a, b, b, nil, a, a} {
-		if r.note(err) {
-			logged = append(logged, int64(i))
-		}
-	}
-	if r.Attempts != 10 || r.Slept != 1 || r.Failed != 8 || r.LastFailure != "a" {
-		t.Fatalf("record %+v", r)
-	}
-	// Logged: failures 1 (a, new), 2, 4, 5 (b, new), 7 (a, new), 8; not
-	// 3 and 6 (same reason, no power of two).
-	if want := []int64{1, 2, 4, 5, 8, 9}; fmt.Sprint(logged) != fmt.Sprint(want) {
-		t.Errorf("logged at attempts %v, want %v", logged, want)
-	}
-}
-
 // TestWokenInitSysmonKeepsItsSlack: after a wake, the runtime's sysmon (the
 // first thread the resumed runtime starts: the lowest id after 1 in the
-// sandbox's pid namespace) has sysmonSlack, inherited from the thread that
+// sandbox's pid namespace) has sandboxinit.SysmonSlack, inherited from the thread that
 // exec'd the keeper, and the forking thread (1) its slack from before.
 func TestWokenInitSysmonKeepsItsSlack(t *testing.T) {
 	ts := launchSleepy(t, nil)
@@ -855,7 +782,7 @@ func TestWokenInitSysmonKeepsItsSlack(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		inner, ok := innermostNSpid(string(st))
+		inner, ok := sandboxinit.InnermostNSpid(string(st))
 		if !ok {
 			t.Fatalf("thread %s: no NSpid", e.Name())
 		}
@@ -868,7 +795,7 @@ func TestWokenInitSysmonKeepsItsSlack(t *testing.T) {
 	if slack[1] != def {
 		t.Errorf("the forking thread's slack is %d ns, want %d", slack[1], def)
 	}
-	if sysmon == 0 || slack[sysmon] != sysmonSlack {
-		t.Errorf("sysmon (thread %d) has a slack of %d ns, want %d", sysmon, slack[sysmon], sysmonSlack)
+	if sysmon == 0 || slack[sysmon] != sandboxinit.SysmonSlack {
+		t.Errorf("sysmon (thread %d) has a slack of %d ns, want %d", sysmon, slack[sysmon], sandboxinit.SysmonSlack)
 	}
 }

@@ -6,36 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-func TestInnermostNSpid(t *testing.T) {
-	cases := []struct {
-		name   string
-		status string
-		want   int
-		ok     bool
-	}{
-		{"nested namespace", "Name:\tx\nNSpid:\t6781\t2\nNSpgid:\t1\n", 2, true},
-		{"host namespace only", "Name:\tx\nNSpid:\t6781\n", 6781, true},
-		{"three levels", "NSpid:\t900\t40\t7\n", 7, true},
-		{"no NSpid line (old kernel)", "Name:\tx\nPid:\t5\n", 0, false},
-		{"empty NSpid", "NSpid:\n", 0, false},
-		{"garbage", "NSpid:\tx\n", 0, false},
-		{"NSpgid is not NSpid", "NSpgid:\t1\t2\n", 0, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := innermostNSpid(tc.status)
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("innermostNSpid = %d, %v; want %d, %v", got, ok, tc.want, tc.ok)
-			}
-		})
-	}
-}
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
+)
 
 // TestOnlySysmonGetsTheLongTimerSlack checks that the init gives the
 // runtime's sysmon thread (thread 2 of the sandbox's pid namespace) a timer
-// slack of sysmonSlack and leaves every other thread at the slack it was
+// slack of sandboxinit.SysmonSlack and leaves every other thread at the slack it was
 // started with.
 func TestOnlySysmonGetsTheLongTimerSlack(t *testing.T) {
 	ts := launch(t, nil)
@@ -50,14 +27,14 @@ func TestOnlySysmonGetsTheLongTimerSlack(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		inner, ok := innermostNSpid(string(st))
+		inner, ok := sandboxinit.InnermostNSpid(string(st))
 		if !ok {
 			t.Fatalf("thread %s: no NSpid", e.Name())
 		}
 		got := readSlack(t, "/proc/"+e.Name()+"/timerslack_ns")
 		want := def
-		if inner == sysmonTID {
-			want, found = sysmonSlack, true
+		if inner == sandboxinit.SysmonTID {
+			want, found = sandboxinit.SysmonSlack, true
 		}
 		if got != want {
 			t.Errorf("init thread %d (host %s): timer slack %d ns, want %d", inner, e.Name(), got, want)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent/proto"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,7 +74,7 @@ func TestIdleInitEndsSpareThreads(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			deadline := time.Now().Add(4*releaseAfter + 10*time.Second)
+			deadline := time.Now().Add(4*sandboxinit.ReleaseAfter + 10*time.Second)
 			for n > idleThreads && time.Now().Before(deadline) {
 				time.Sleep(200 * time.Millisecond)
 				n = taskCount(t, ts.Pid)

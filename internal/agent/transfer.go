@@ -110,7 +110,7 @@ var extractor struct {
 // pack (spec.ChildName): the embedded cmd/sandhold-archive in a sealed
 // memfd when the server was built with it (`make build`), else this very
 // binary when it links package archive (the server built without the lean
-// init, a test binary; agent.Entry hands such a start to package
+// init, a test binary; sandboxinit.Entry hands such a start to package
 // archive), opened once. A binary with neither cannot extract: the
 // request is refused, never served another way.
 func Extractor() (*os.File, error) {

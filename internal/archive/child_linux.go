@@ -19,7 +19,7 @@ import (
 
 // The sandbox init links package spec, not this one; it runs the program
 // that does (cmd/sandhold-archive, or this binary) for each extract or
-// pack, and agent.Entry hands such a start to spec.Child.
+// pack, and sandboxinit.Entry hands such a start to spec.Child.
 func init() { spec.Child = ChildMain }
 
 // maxChildReq bounds the request the extractor reads (a deny list and

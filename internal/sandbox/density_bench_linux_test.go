@@ -114,7 +114,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	b.Log("slab growth per sandbox: ", sb.String())
 
 	// The same sandboxes asleep: the inits exec their keepers after the
-	// quiet period (internal/agent/sleep_linux.go).
+	// quiet period (internal/agent/sandboxinit/sleep_linux.go).
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		asleep := 0

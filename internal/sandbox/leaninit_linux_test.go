@@ -104,7 +104,7 @@ func TestLeanInitFromSealedMemfd(t *testing.T) {
 			continue
 		}
 		// An init that can sleep keeps a close-on-exec copy of its
-		// program for the keeper's exec (internal/agent/sleep_linux.go);
+		// program for the keeper's exec (internal/agent/sandboxinit/sleep_linux.go);
 		// the inherited descriptor itself, and any copy a command could
 		// inherit, must be gone.
 		info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name()))

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/testenv"
@@ -21,7 +21,7 @@ import (
 // TestMain lets the test binary serve as the sandboxes' init.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := agent.Entry(); err != nil {
+		if err := sandboxinit.Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			os.Exit(1)
 		}

@@ -11,14 +11,14 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/sandboxinit"
 )
 
-// Main runs the init (or the init launcher, agent.Entry) when the binary
+// Main runs the init (or the init launcher, sandboxinit.Entry) when the binary
 // was started as one, else the tests; it exits with their status.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
-		if err := agent.Entry(); err != nil {
+		if err := sandboxinit.Entry(); err != nil {
 			fmt.Fprintln(os.Stderr, "init:", err)
 			os.Exit(1)
 		}

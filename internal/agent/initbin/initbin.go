@@ -12,7 +12,7 @@
 // "leaninit" (the Makefile builds cmd/sandhold-init into this directory
 // first, then sandhold with the tag). A plain `go build` or `go test`
 // embeds nothing and the server re-executes itself as "sandhold init";
-// both run the same agent.Main.
+// both run the same sandboxinit.Main.
 package initbin
 
 import (

@@ -1,5 +1,5 @@
 // Package proto is the protocol the sandhold server speaks to a sandbox's
-// init (package agent's doc tells the init's story): its messages, the
+// init (package sandboxinit's doc tells the init's story): its messages, the
 // limits both sides check, and the socket that carries them. The server's
 // client, the launcher and the init all link it; it links none of them.
 //

@@ -4,7 +4,7 @@ package proto
 // cgroup, for each user of a sandbox (its user and root: commands cannot
 // change uid, so a sandbox has at most two). Counts are charged to the
 // user inside and, up the chain, to the user namespace's owner — the
-// sandbox's own host uid (owner_linux.go) — so a sandbox never draws on
+// sandbox's own host uid (launcher.AsOwner) — so a sandbox never draws on
 // another's or on host root's. Zero fields take the Default* values.
 type KernelLimits struct {
 	// InotifyInstances and InotifyWatches are the user namespace's

@@ -48,7 +48,7 @@ const (
 	OpWalk     Op = "walk"
 	OpGrep     Op = "grep"
 	// OpDial connects to a TCP port on the sandbox's own loopback and
-	// passes the connected socket back (dial_linux.go).
+	// passes the connected socket back (sandboxinit/dial_linux.go).
 	OpDial Op = "dial"
 )
 
@@ -76,7 +76,7 @@ const (
 	EventExit = "exit"
 	// EventConn carries one connection accepted on the sandbox's egress
 	// listener (127.0.0.1:EgressPort inside) as its only descriptor; the
-	// server hands it to the egress proxy. See egress_linux.go.
+	// server hands it to the egress proxy. See sandboxinit/egress_linux.go.
 	EventConn = "conn"
 )
 
@@ -129,7 +129,7 @@ type Setup struct {
 	// leaves TCP unrestricted.
 	HostNetwork bool `json:"host_network,omitempty"`
 	// SleepAfterMs is the quiet period, in milliseconds, after which an
-	// idle init sleeps in its keeper (sleep_linux.go): 0 is the default,
+	// idle init sleeps in its keeper (sandboxinit/sleep_linux.go): 0 is the default,
 	// below 0 never.
 	SleepAfterMs int `json:"sleep_after_ms,omitempty"`
 	// LoopbackPorts are the TCP ports sandboxed code may bind and connect
@@ -147,7 +147,7 @@ type Setup struct {
 	// the host's one pool, which the cap keeps one sandbox from emptying.
 	MaxPTYs int `json:"max_ptys,omitempty"`
 	// Kernel bounds what the kernel counts per user of the sandbox
-	// (kernellimits_linux.go); zero fields take the defaults.
+	// (sandboxinit/kernellimits_linux.go); zero fields take the defaults.
 	Kernel KernelLimits `json:"kernel,omitzero"`
 }
 
@@ -455,7 +455,7 @@ func (c *Conn) Recv(v any) ([]*os.File, error) {
 }
 
 // Unix is the socket itself: the init sets read deadlines on it and
-// hands its descriptor on when it sleeps (sleep_linux.go).
+// hands its descriptor on when it sleeps (sandboxinit/sleep_linux.go).
 func (c *Conn) Unix() *net.UnixConn { return c.c }
 
 // Close closes the socket.

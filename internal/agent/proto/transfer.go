@@ -2,7 +2,7 @@ package proto
 
 import "github.com/sandhold/sandhold/internal/archive/spec"
 
-// The transfer ops (extract_linux.go): archives are unpacked and packed
+// The transfer ops (sandboxinit/extract_linux.go): archives are unpacked and packed
 // inside the sandbox, by the extractor program the init runs as its child
 // for each request (like a command, as the sandbox user), so the archive
 // code only ever sees the sandbox's view through an *os.Root, and the

@@ -9,7 +9,7 @@ import (
 
 // ChildName is argv[0] of the extractor program: cmd/sandhold-archive, or
 // a binary that links package archive (the server, a test binary) when
-// the init runs it in its place; agent.Entry hands such a start to Child.
+// the init runs it in its place; sandboxinit.Entry hands such a start to Child.
 const ChildName = "sandhold-archive"
 
 // Child is the extractor's main, set by package archive's init: nil in a

@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"encoding/json"
@@ -32,10 +32,10 @@ import (
 // nothing to do — no request being served, no spawn queued, no child, no
 // process in the sandbox but itself, no egress connection on its way — it
 // executes its keeper: the same sealed memfd program, started under the
-// name keeperName, whose ELF entry point (cmd/sandhold-init/keeper_amd64.s)
+// name KeeperName, whose ELF entry point (cmd/sandhold-init/keeper_amd64.s)
 // runs a few dozen instructions before the Go runtime would: it waits in
 // ppoll on the protocol socket (and the egress listener) and, on any event,
-// executes the Go init again under resumeName. The message or connection
+// executes the Go init again under ResumeName. The message or connection
 // that woke it is still queued; the resumed init reads it. Both programs
 // are PID 1 of the sandbox: execve keeps the pid, the namespaces, the
 // cgroups, the seccomp filter, no_new_privs and the landlock domain, none
@@ -59,11 +59,11 @@ import (
 // group (enterCgroupNS with allThreads), and the resumed init checks its view.
 
 // Names in argv[0] that tell the programs apart (Entry; keeper_amd64.s
-// compares keeperName byte by byte; keeperName+"+" also polls the egress
+// compares KeeperName byte by byte; KeeperName+"+" also polls the egress
 // listener on descriptor fdEgressSleep).
 const (
-	keeperName = "sandhold-keeper"
-	resumeName = "sandhold-init-resume"
+	KeeperName = "sandhold-keeper"
+	ResumeName = "sandhold-init-resume"
 )
 
 // Descriptors across the keeper: the protocol socket stays proto.FDConn and the
@@ -315,7 +315,7 @@ func (sl *sleeper) sleepOnce() error {
 		resume()
 		return err
 	}
-	err = sl.exec(keeperArgv0(eg != nil), []string{resumeName, strconv.Itoa(state)}, moves, state)
+	err = sl.exec(keeperArgv0(eg != nil), []string{ResumeName, strconv.Itoa(state)}, moves, state)
 	// exec only returns on failure, after it moved descriptors: the
 	// init's state is no longer sound. Fail closed: the server sees its
 	// init end.
@@ -326,9 +326,9 @@ func (sl *sleeper) sleepOnce() error {
 
 func keeperArgv0(egress bool) string {
 	if egress {
-		return keeperName + "+"
+		return KeeperName + "+"
 	}
-	return keeperName
+	return KeeperName
 }
 
 // execThreadOK checks the calling (locked) thread may exec the keeper.
@@ -527,7 +527,7 @@ func (sl *sleeper) exec(argv0 string, rest []string, moves []fdMove, state int) 
 	// thread's is inherited by the resumed init's threads, sysmon among
 	// them (see sysmon_linux.go: landlock keeps /proc read-only to the
 	// resumed init, so it cannot set sysmon's as Main does).
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, sysmonSlack, 0, 0, 0)
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, SysmonSlack, 0, 0, 0)
 	// A clean signal mask: the resumed runtime keeps the one it starts
 	// with for every child it forks.
 	var none unix.Sigset_t

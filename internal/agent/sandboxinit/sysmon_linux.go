@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ import (
 // CPU), sysmon used as much CPU per spawn as the forking thread itself,
 // about 1 ms (BenchmarkSpawnCost, BENCHMARKS.md "The init's share of an exec").
 //
-// A timer slack of sysmonSlack on that one thread lets the kernel stretch
+// A timer slack of SysmonSlack on that one thread lets the kernel stretch
 // each of those 20 µs sleeps to up to 1 ms, so a burst costs a handful of
 // polls instead of fifty per millisecond. What it delays: taking a P back
 // from a blocked system call (20–70 µs before, up to ≈1 ms now; the init
@@ -46,7 +46,7 @@ import (
 // read-only) forbids the init to write once it has set the sandbox up;
 // prctl(PR_SET_TIMERSLACK) sets the calling thread's only, and
 // AllThreadsSyscall would set sysmon's the same as every other's. So the
-// thread that execs the keeper takes sysmonSlack before the exec: the
+// thread that execs the keeper takes SysmonSlack before the exec: the
 // resumed runtime's first thread starts with it and sysmon, cloned from
 // it first, inherits it, as do the other threads the runtime starts
 // before resume runs (and their clones); resume gives the forking thread
@@ -54,25 +54,25 @@ import (
 // TestWokenInitSysmonKeepsItsSlack). What the others' 1 ms delays is only
 // timed waits (a timer, a poll with a timeout), never a wake-up by an
 // event such as a request arriving.
-const sysmonSlack = 1_000_000 // ns
+const SysmonSlack = 1_000_000 // ns
 
-// sysmonTID is sysmon's thread id inside the sandbox's pid namespace.
-const sysmonTID = 2
+// SysmonTID is sysmon's thread id inside the sandbox's pid namespace.
+const SysmonTID = 2
 
-// slowSysmon sets sysmonSlack on the runtime's sysmon thread. It runs first
+// slowSysmon sets SysmonSlack on the runtime's sysmon thread. It runs first
 // thing in Main, while the init holds every capability of its user
 // namespace (writing another thread's timerslack_ns takes CAP_SYS_NICE) and
 // the host's /proc is still its /proc. A failure changes only speed, not
 // isolation; Main reports it on stderr and carries on.
 func slowSysmon() error {
-	tid, err := nsThread("/proc/self/task", sysmonTID)
+	tid, err := nsThread("/proc/self/task", SysmonTID)
 	if err != nil {
 		return err
 	}
 	// timerslack_ns exists only in the /proc/<id> directories (not in
 	// task/<id>); a thread's id names the thread there.
 	p := fmt.Sprintf("/proc/%d/timerslack_ns", tid)
-	if err := os.WriteFile(p, []byte(strconv.Itoa(sysmonSlack)), 0); err != nil {
+	if err := os.WriteFile(p, []byte(strconv.Itoa(SysmonSlack)), 0); err != nil {
 		return fmt.Errorf("set sysmon's timer slack: %w", err)
 	}
 	return nil
@@ -95,16 +95,16 @@ func nsThread(tasks string, want int) (int, error) {
 		if err != nil {
 			continue // the thread ended
 		}
-		if inner, ok := innermostNSpid(string(b)); ok && inner == want {
+		if inner, ok := InnermostNSpid(string(b)); ok && inner == want {
 			return strconv.Atoi(e.Name())
 		}
 	}
 	return 0, errors.New("no thread with that id in the pid namespace")
 }
 
-// innermostNSpid is the last id on the NSpid line of a status file: the
+// InnermostNSpid is the last id on the NSpid line of a status file: the
 // thread's id in its innermost pid namespace.
-func innermostNSpid(status string) (int, bool) {
+func InnermostNSpid(status string) (int, bool) {
 	for line := range strings.Lines(status) {
 		rest, ok := strings.CutPrefix(line, "NSpid:")
 		if !ok {

@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"encoding/json"
@@ -34,7 +34,7 @@ func Main() error {
 	// the sandbox's cgroup namespace and forks every command (see
 	// forkLoop).
 	runtime.LockOSThread()
-	if len(os.Args) > 0 && os.Args[0] == resumeName {
+	if len(os.Args) > 0 && os.Args[0] == ResumeName {
 		// Woken from the keeper (sleep_linux.go).
 		return resume()
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package agent
+package sandboxinit
 
 // SetKeeper does nothing off Linux: there is no sandbox init to sleep.
 func SetKeeper(bool) {}

@@ -1,4 +1,4 @@
-package agent
+package sandboxinit
 
 import (
 	"runtime"
@@ -15,16 +15,16 @@ import (
 // keeps freed pages for reuse, returning them only slowly (measured in
 // BenchmarkInitMaxProcs and TestIdleInitReturnsMemory). A host runs hundreds
 // of sandboxes that are mostly idle between bursts, so the init returns
-// that memory once calls stop: one to two releaseAfter periods after the
+// that memory once calls stop: one to two ReleaseAfter periods after the
 // last request (the timer checks once per period) it runs
 // debug.FreeOSMemory (one collection and a scavenge, about a millisecond
 // of CPU) and ends the runtime's idle threads (threads_linux.go). No timer
 // runs while nothing happens, and a busy init never collects more often
 // than the runtime's own pacing: the release waits for a quiet period.
 
-// releaseAfter is the quiet period after the last request before the init
+// ReleaseAfter is the quiet period after the last request before the init
 // returns its free memory.
-const releaseAfter = 3 * time.Second
+const ReleaseAfter = 3 * time.Second
 
 // idleRelease counts requests and arranges one release per quiet period.
 type idleRelease struct {
@@ -38,7 +38,7 @@ type idleRelease struct {
 }
 
 func newIdleRelease() *idleRelease {
-	r := &idleRelease{after: releaseAfter}
+	r := &idleRelease{after: ReleaseAfter}
 	r.free = r.releaseIdle
 	return r
 }

@@ -1,0 +1,8 @@
+package sandboxinit
+
+// The per-platform variants (_linux.go and its _other.go stub) must offer
+// the same API: this fails to compile on any platform whose variant drifted.
+var (
+	_ func() error = Main
+	_ func(bool)   = SetKeeper
+)
