@@ -7,6 +7,8 @@ import (
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch/audittools"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -35,9 +37,9 @@ import (
 // the AIO route table (aiotable.go) name their tools.
 var routeTools = map[string]string{
 	// Operator-only tools.
-	"GET /v1/keys":                         ToolKeysList,
-	"POST /v1/keys":                        ToolKeysCreate,
-	"DELETE /v1/keys/{id}":                 ToolKeysRevoke,
+	"GET /v1/keys":                         authtools.ToolKeysList.Name(),
+	"POST /v1/keys":                        authtools.ToolKeysCreate.Name(),
+	"DELETE /v1/keys/{id}":                 authtools.ToolKeysRevoke.Name(),
 	"GET /v1/policy":                       "policy.get",
 	"PUT /v1/policy":                       "policy.set",
 	"POST /v1/control/halt":                "control.halt",
@@ -46,11 +48,11 @@ var routeTools = map[string]string{
 	"POST /v1/approvals/{id}/approve":      "approvals.approve",
 	"POST /v1/approvals/{id}/deny":         "approvals.deny",
 	"POST /v1/tools/custom/{name}/publish": "tools.publish",
-	"GET /v1/audit/verify":                 ToolAuditVerify,
+	"GET /v1/audit/verify":                 audittools.ToolVerify.Name(),
 
 	// Tools a viewer may call too.
 	"GET /v1/approvals/{id}":                   "approvals.get",
-	"GET /v1/audit":                            ToolAuditQuery,
+	"GET /v1/audit":                            audittools.ToolQuery.Name(),
 	"GET /v1/control":                          "control.get",
 	"GET /v1/sandbox/resources":                "sandbox.resources",
 	"GET /v1/sandbox/security":                 "sandbox.list",
@@ -63,7 +65,7 @@ var routeTools = map[string]string{
 	"GET /v1/templates/{ref}":                  "template.get",
 	"GET /v1/templates/builds/{build}/log":     "template.build_log",
 	"GET /v1/tools":                            "tools.list",
-	"POST /v1/tickets":                         ToolTicketsCreate,
+	"POST /v1/tickets":                         authtools.ToolTicketsCreate.Name(),
 	// E2B's control plane reads (internal/e2b).
 	"GET /e2b/sandboxes":                     "sandbox.list",
 	"GET /e2b/v2/sandboxes":                  "sandbox.list",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 )
@@ -26,13 +27,13 @@ const groupAuth = "auth"
 
 // ToolAuthCheck is the tool behind GET /auth: who the request
 // authenticated as.
-const ToolAuthCheck = "auth.check"
+var ToolAuthCheck = dispatch.Ref[struct{}, AuthCheck]("auth.check")
 
 var aioAuthRows = []aioRoute{
-	plainRow(groupAuth, http.MethodPost, "/tickets", ToolTicketsCreate, "auth",
+	plainRow(groupAuth, http.MethodPost, "/tickets", authtools.ToolTicketsCreate.Name(), "auth",
 		"Mint a one-time ticket (30 s, single use) for a WebSocket or browser request (AIO's ticket flow); ?scope= terminal (default), cdp, vnc, preview or console",
 		reflect.TypeFor[AIOTicket](), aioTicket, native(), bQuery("scope")),
-	plainRow(groupAuth, http.MethodGet, "/auth", ToolAuthCheck, "auth",
+	plainRow(groupAuth, http.MethodGet, "/auth", ToolAuthCheck.Name(), "auth",
 		"Authenticate this request (a key in a header, or ?ticket=…): 200 with the key's id, name and role, else 401",
 		reflect.TypeFor[map[string]string](), aioAuth, native()),
 }
@@ -59,8 +60,8 @@ type AuthCheck struct {
 
 // AuthTools are the tools of AIO's auth routes.
 func AuthTools() []dispatch.Tool {
-	return []dispatch.Tool{dispatch.Define(dispatch.Spec{
-		Name: ToolAuthCheck, Description: "Say which key authenticated the request (AIO's GET /auth)", Risk: guard.Safe, Roles: allRoles,
+	return []dispatch.Tool{dispatch.Define(ToolAuthCheck, dispatch.Spec{
+		Description: "Say which key authenticated the request (AIO's GET /auth)", Risk: guard.Safe, Roles: allRoles,
 	}, func(_ context.Context, c auth.Caller, _ struct{}) (AuthCheck, error) {
 		return AuthCheck{Status: "authenticated", KeyID: c.KeyID, KeyName: c.KeyName, Role: string(c.Role)}, nil
 	}, dispatch.Hooks[struct{}, AuthCheck]{})}

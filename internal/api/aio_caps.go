@@ -38,7 +38,7 @@ type ConvertRequest struct {
 // operations allow only the result or null as data, so a failure carries
 // null (its message says what went wrong).
 var capsRows = nullData([]aioRoute{
-	jsonRowAs[ConvertRequest, convert.Result, string](groupCaps, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert, "util",
+	jsonRowAs[ConvertRequest, convert.Result, string](groupCaps, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert.Name(), "util",
 		"Convert a document (HTML, PDF, DOCX, ODT, EPUB, RTF, …) to Markdown, inside the sandbox",
 		func(r *http.Request, in ConvertRequest) (any, error) {
 			return convert.Args{Sandbox: chi.URLParam(r, "id"), URI: in.URI}, nil
@@ -46,46 +46,46 @@ var capsRows = nullData([]aioRoute{
 		func(_ *http.Request, _ ConvertRequest, res convert.Result) (string, error) { return res.Markdown, nil },
 		required("uri")),
 
-	plainRow(groupCaps, http.MethodPost, "/v1/skills/register", skills.ToolRegister, "skills",
+	plainRow(groupCaps, http.MethodPost, "/v1/skills/register", skills.ToolRegister.Name(), "skills",
 		"Register skills from a zip (multipart field file) or a directory or .zip in the sandbox (field path); name names a single skill",
 		reflect.TypeFor[Envelope[skills.RegisterResult]](), skillsRegister,
 		takes("multipart/form-data"), doc(func(op *huma.Operation) {
 			op.RequestBody = &huma.RequestBody{Content: map[string]*huma.MediaType{"multipart/form-data": {Schema: &huma.Schema{Type: "object",
 				Properties: map[string]*huma.Schema{"file": binarySchema, "path": strSchema, "name": strSchema}}}}}
 		})),
-	jsonRowAs[struct{}, skills.Collection, skills.Collection](groupCaps, http.MethodGet, "/v1/skills/metadatas", skills.ToolList, "skills",
+	jsonRowAs[struct{}, skills.Collection, skills.Collection](groupCaps, http.MethodGet, "/v1/skills/metadatas", skills.ToolList.Name(), "skills",
 		"The metadata (SKILL.md front matter) of the sandbox's skills; ?names=a,b filters",
 		func(r *http.Request, _ struct{}) (any, error) {
 			return skills.NamesArgs{Sandbox: chi.URLParam(r, "id"), Names: r.URL.Query().Get("names")}, nil
 		}, same[struct{}, skills.Collection], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("names")...) })),
-	jsonRowAs[struct{}, skills.Cleared, skills.Cleared](groupCaps, http.MethodDelete, "/v1/skills", skills.ToolClear, "skills",
+	jsonRowAs[struct{}, skills.Cleared, skills.Cleared](groupCaps, http.MethodDelete, "/v1/skills", skills.ToolClear.Name(), "skills",
 		"Delete every skill of the sandbox",
 		func(r *http.Request, _ struct{}) (any, error) {
 			return skills.ClearArgs{Sandbox: chi.URLParam(r, "id")}, nil
 		},
 		same[struct{}, skills.Cleared]),
-	jsonRowAs[struct{}, skills.Metadata, skills.Metadata](groupCaps, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete, "skills",
+	jsonRowAs[struct{}, skills.Metadata, skills.Metadata](groupCaps, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete.Name(), "skills",
 		"Delete one skill", skillName, same[struct{}, skills.Metadata]),
-	jsonRowAs[struct{}, skills.Content, skills.Content](groupCaps, http.MethodGet, "/v1/skills/{name}/content", skills.ToolContent, "skills",
+	jsonRowAs[struct{}, skills.Content, skills.Content](groupCaps, http.MethodGet, "/v1/skills/{name}/content", skills.ToolContent.Name(), "skills",
 		"A skill's SKILL.md without its front matter", skillName, same[struct{}, skills.Content]),
 
-	jsonRow[hooks.RegisterArgs, hooks.Hook](groupCaps, http.MethodPost, "/v1/sandbox/hooks", hooks.ToolRegister, "sandbox",
+	jsonRow[hooks.RegisterArgs, hooks.Hook](groupCaps, http.MethodPost, "/v1/sandbox/hooks", hooks.ToolRegister.Name(), "sandbox",
 		"Register a command run inside the sandbox on an event (shutdown: before it is deleted, stopped idle, or the server stops)",
 		required("name", "command")),
-	jsonRowAs[struct{}, []hooks.Hook, []hooks.Hook](groupCaps, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList, "sandbox",
+	jsonRowAs[struct{}, []hooks.Hook, []hooks.Hook](groupCaps, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList.Name(), "sandbox",
 		"The sandbox's hooks of an event (?event=, default shutdown), in the order they run",
 		func(r *http.Request, _ struct{}) (any, error) {
 			return hooks.ListArgs{Sandbox: chi.URLParam(r, "id"), Event: r.URL.Query().Get("event")}, nil
 		}, same[struct{}, []hooks.Hook], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("event")...) })),
-	jsonRowAs[struct{}, hooks.Removed, hooks.Removed](groupCaps, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove, "sandbox",
+	jsonRowAs[struct{}, hooks.Removed, hooks.Removed](groupCaps, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove.Name(), "sandbox",
 		"Remove a hook by name",
 		func(r *http.Request, _ struct{}) (any, error) {
 			return hooks.RemoveArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
 		}, same[struct{}, hooks.Removed]),
 
-	jsonRowAs[struct{}, observe.Status, observe.Status](groupCaps, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus, "sandbox",
+	jsonRowAs[struct{}, observe.Status, observe.Status](groupCaps, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus.Name(), "sandbox",
 		"Whether an observation session runs, and how many reports there are", obsSandbox, same[struct{}, observe.Status]),
-	jsonRowAs[struct{}, observe.Live, observe.Live](groupCaps, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive, "sandbox",
+	jsonRowAs[struct{}, observe.Live, observe.Live](groupCaps, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive.Name(), "sandbox",
 		"A snapshot now: cgroup figures, /workspace, top processes (?top_rows=, default 10), recent activity",
 		func(r *http.Request, _ struct{}) (any, error) {
 			a := observe.LiveArgs{Sandbox: chi.URLParam(r, "id")}
@@ -98,19 +98,19 @@ var capsRows = nullData([]aioRoute{
 			}
 			return a, nil
 		}, same[struct{}, observe.Live], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("top_rows")...) })),
-	jsonRow[observe.StartArgs, observe.StartResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart, "sandbox",
+	jsonRow[observe.StartArgs, observe.StartResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart.Name(), "sandbox",
 		"Start recording the sandbox until stopped or the duration ends"),
-	jsonRow[observe.StopArgs, observe.StopResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop, "sandbox",
+	jsonRow[observe.StopArgs, observe.StopResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop.Name(), "sandbox",
 		"Stop the running session and export its report"),
-	jsonRow[observe.ExportArgs, observe.ReportInfo](groupCaps, http.MethodPost, "/v1/sandbox/observe/export", observe.ToolExport, "sandbox",
+	jsonRow[observe.ExportArgs, observe.ReportInfo](groupCaps, http.MethodPost, "/v1/sandbox/observe/export", observe.ToolExport.Name(), "sandbox",
 		"Export a report of the running or last session"),
-	jsonRowAs[struct{}, []observe.ReportInfo, []observe.ReportInfo](groupCaps, http.MethodGet, "/v1/sandbox/observe/reports", observe.ToolReports, "sandbox",
+	jsonRowAs[struct{}, []observe.ReportInfo, []observe.ReportInfo](groupCaps, http.MethodGet, "/v1/sandbox/observe/reports", observe.ToolReports.Name(), "sandbox",
 		"The sandbox's observation reports", obsSandbox, same[struct{}, []observe.ReportInfo]),
-	plainRow(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport, "sandbox",
+	plainRow(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport.Name(), "sandbox",
 		"Download a report (gzip-compressed JSON)", nil, observeReport, doc(func(op *huma.Operation) {
 			op.Responses["200"] = &huma.Response{Description: "the report", Content: map[string]*huma.MediaType{"application/gzip": {Schema: binarySchema}}}
 		})),
-	jsonRowAs[struct{}, observe.ReportInfo, observe.ReportInfo](groupCaps, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete, "sandbox",
+	jsonRowAs[struct{}, observe.ReportInfo, observe.ReportInfo](groupCaps, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete.Name(), "sandbox",
 		"Delete a report", reportRef, same[struct{}, observe.ReportInfo]),
 })
 

@@ -40,11 +40,11 @@ func proxySandbox(r *http.Request, _ struct{}) (any, error) {
 // allow only the result or null as data, so a failure carries null; in
 // network modes none and host every operation fails saying why.
 var aioProxyRows = nullData([]aioRoute{
-	jsonRowAs[struct{}, []proxytools.MappingRoute, []proxytools.MappingRoute](groupProxy, http.MethodGet, "/v1/proxy/mappings", proxytools.ToolMappingsList, "proxy",
+	jsonRowAs[struct{}, []proxytools.MappingRoute, []proxytools.MappingRoute](groupProxy, http.MethodGet, "/v1/proxy/mappings", proxytools.ToolMappingsList.Name(), "proxy",
 		"The sandbox's proxy mappings (destination rewrites)", proxySandbox, same[struct{}, []proxytools.MappingRoute]),
-	jsonRow[proxytools.MappingArgs, proxytools.MappingRoute](groupProxy, http.MethodPost, "/v1/proxy/mappings", proxytools.ToolMappingAdd, "proxy",
+	jsonRow[proxytools.MappingArgs, proxytools.MappingRoute](groupProxy, http.MethodPost, "/v1/proxy/mappings", proxytools.ToolMappingAdd.Name(), "proxy",
 		"Add or replace a mapping: connections to source go to target (the sandbox's own port, or a host in its allow list)", required("source", "target")),
-	jsonRowAs[struct{}, proxytools.Removed, proxytools.Removed](groupProxy, http.MethodDelete, "/v1/proxy/mappings/{source}", proxytools.ToolMappingRemove, "proxy",
+	jsonRowAs[struct{}, proxytools.Removed, proxytools.Removed](groupProxy, http.MethodDelete, "/v1/proxy/mappings/{source}", proxytools.ToolMappingRemove.Name(), "proxy",
 		"Remove a mapping by its source (URL-encoded)", func(r *http.Request, _ struct{}) (any, error) {
 			src := chi.URLParam(r, "source")
 			if u, err := url.PathUnescape(src); err == nil {
@@ -52,17 +52,17 @@ var aioProxyRows = nullData([]aioRoute{
 			}
 			return proxytools.SourceArgs{Sandbox: chi.URLParam(r, "id"), Source: src}, nil
 		}, same[struct{}, proxytools.Removed]),
-	jsonRowAs[struct{}, []string, []string](groupProxy, http.MethodGet, "/v1/proxy/excludes", proxytools.ToolExcludesList, "proxy",
+	jsonRowAs[struct{}, []string, []string](groupProxy, http.MethodGet, "/v1/proxy/excludes", proxytools.ToolExcludesList.Name(), "proxy",
 		"The destinations that bypass the upstream proxy", proxySandbox, same[struct{}, []string]),
-	jsonRow[proxytools.ExcludeArgs, proxytools.ExcludeResult](groupProxy, http.MethodPost, "/v1/proxy/excludes", proxytools.ToolExcludeAdd, "proxy",
+	jsonRow[proxytools.ExcludeArgs, proxytools.ExcludeResult](groupProxy, http.MethodPost, "/v1/proxy/excludes", proxytools.ToolExcludeAdd.Name(), "proxy",
 		"Add a bypass pattern: matching destinations go direct (still only if the allow list permits them)", required("pattern")),
-	plainRow(groupProxy, http.MethodDelete, "/v1/proxy/excludes", proxytools.ToolExcludeRemove, "proxy",
+	plainRow(groupProxy, http.MethodDelete, "/v1/proxy/excludes", proxytools.ToolExcludeRemove.Name(), "proxy",
 		"Remove a bypass pattern", reflect.TypeFor[Envelope[proxytools.Removed]](), excludeRemove,
 		reqType[proxyBypassRequest](), required("pattern"), doc(func(op *huma.Operation) {
 			op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{
 				Type: "object", Properties: map[string]*huma.Schema{"pattern": strSchema}, Required: []string{"pattern"}}}}}
 		})),
-	jsonRowAs[struct{}, proxytools.DiagnoseResult, proxytools.DiagnoseResult](groupProxy, http.MethodGet, "/v1/proxy/diagnose", proxytools.ToolDiagnose, "proxy",
+	jsonRowAs[struct{}, proxytools.DiagnoseResult, proxytools.DiagnoseResult](groupProxy, http.MethodGet, "/v1/proxy/diagnose", proxytools.ToolDiagnose.Name(), "proxy",
 		"How a URL is routed (mapping, allow list, upstream or direct), checked with a connect", func(r *http.Request, _ struct{}) (any, error) {
 			u := r.URL.Query().Get("url")
 			if u == "" {
@@ -72,16 +72,16 @@ var aioProxyRows = nullData([]aioRoute{
 		}, same[struct{}, proxytools.DiagnoseResult], doc(func(op *huma.Operation) {
 			op.Parameters = append(op.Parameters, &huma.Param{Name: "url", In: "query", Required: true, Schema: strSchema, Description: "URL to diagnose routing for"})
 		})),
-	jsonRowAs[struct{}, proxytools.HealthResult, proxytools.HealthResult](groupProxy, http.MethodGet, "/v1/proxy/health", proxytools.ToolHealth, "proxy",
+	jsonRowAs[struct{}, proxytools.HealthResult, proxytools.HealthResult](groupProxy, http.MethodGet, "/v1/proxy/health", proxytools.ToolHealth.Name(), "proxy",
 		"Whether the sandbox's proxy serves it, its routing agrees with the allow list, and its upstream answers a connect", proxySandbox, same[struct{}, proxytools.HealthResult]),
-	jsonRowAs[struct{}, *proxytools.UpstreamInfo, *ProxyUpstreamOrNull](groupProxy, http.MethodGet, "/v1/proxy/upstream", proxytools.ToolUpstreamGet, "proxy",
+	jsonRowAs[struct{}, *proxytools.UpstreamInfo, *ProxyUpstreamOrNull](groupProxy, http.MethodGet, "/v1/proxy/upstream", proxytools.ToolUpstreamGet.Name(), "proxy",
 		"The upstream proxy (password masked), or null", proxySandbox,
 		func(_ *http.Request, _ struct{}, u *proxytools.UpstreamInfo) (*ProxyUpstreamOrNull, error) {
 			return (*ProxyUpstreamOrNull)(u), nil
 		}),
-	jsonRow[proxytools.UpstreamArgs, proxytools.UpstreamInfo](groupProxy, http.MethodPut, "/v1/proxy/upstream", proxytools.ToolUpstreamSet, "proxy",
+	jsonRow[proxytools.UpstreamArgs, proxytools.UpstreamInfo](groupProxy, http.MethodPut, "/v1/proxy/upstream", proxytools.ToolUpstreamSet.Name(), "proxy",
 		"Chain the sandbox's connections through an upstream proxy (HTTP CONNECT or SOCKS5; host in the allow list); answers it with the password masked", required("server")),
-	jsonRowAs[struct{}, proxytools.Removed, proxytools.Removed](groupProxy, http.MethodDelete, "/v1/proxy/upstream", proxytools.ToolUpstreamRemove, "proxy",
+	jsonRowAs[struct{}, proxytools.Removed, proxytools.Removed](groupProxy, http.MethodDelete, "/v1/proxy/upstream", proxytools.ToolUpstreamRemove.Name(), "proxy",
 		"Remove the upstream proxy: allowed connections go direct", proxySandbox, same[struct{}, proxytools.Removed]),
 })
 

@@ -73,7 +73,11 @@ func (s *Server) ApprovalRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-approvals", Method: http.MethodGet, Path: "/v1/approvals", Tags: tag,
 		Summary: "List approvals (admin)", Security: Security},
 		func(ctx context.Context, in *ApprovalListInput) (*ApprovalListOutput, error) {
-			list, err := invoke[[]approvals.Approval](ctx, s, approvals.ToolList, approvals.ListArgs{Status: approvals.Status(in.Status)})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			list, err := approvals.ToolList.Call(ctx, s.disp, c, approvals.ListArgs{Status: approvals.Status(in.Status)})
 			if err != nil {
 				return nil, err
 			}
@@ -82,13 +86,17 @@ func (s *Server) ApprovalRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-approval", Method: http.MethodGet, Path: "/v1/approvals/{id}", Tags: tag,
 		Summary: "Read an approval (agents: their own, to poll for the decision)", Security: Security},
 		func(ctx context.Context, in *ApprovalIDInput) (*ApprovalOutput, error) {
-			ap, err := invoke[approvals.Approval](ctx, s, approvals.ToolGet, approvals.IDArgs{ID: in.ID})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ap, err := approvals.ToolGet.Call(ctx, s.disp, c, approvals.IDArgs{ID: in.ID})
 			if err != nil {
 				return nil, err
 			}
 			return &ApprovalOutput{Body: OK(ap)}, nil
 		})
-	decide := func(op, path, tool, msg string) {
+	decide := func(op, path string, tool dispatch.Ref[approvals.IDArgs, approvals.Approval], msg string) {
 		huma.Register(s.api, huma.Operation{OperationID: op, Method: http.MethodPost, Path: path, Tags: tag,
 			Summary: msg + " (admin)", Security: Security, MaxBodyBytes: s.MaxBody()},
 			func(ctx context.Context, in *ApprovalDecideInput) (*ApprovalOutput, error) {
@@ -96,7 +104,11 @@ func (s *Server) ApprovalRoutes() {
 				if in.Body != nil {
 					args.Note = in.Body.Note
 				}
-				ap, err := invoke[approvals.Approval](ctx, s, tool, args)
+				c, err := MustCaller(ctx)
+				if err != nil {
+					return nil, err
+				}
+				ap, err := tool.Call(ctx, s.disp, c, args)
 				if err != nil {
 					return nil, err
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/dispatch/audittools"
 )
 
 // AuditInput is GET /v1/audit's filter.
@@ -49,7 +50,11 @@ func (s *Server) auditRoutes() {
 }
 
 func (s *Server) listAudit(ctx context.Context, in *AuditInput) (*AuditOutput, error) {
-	recs, err := invoke[[]audit.Record](ctx, s, audit.ToolQuery, audit.QueryArgs{Since: in.Since, After: in.After,
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := audittools.ToolQuery.Call(ctx, s.disp, c, audit.QueryArgs{Since: in.Since, After: in.After,
 		Actor: in.Actor, Action: in.Action, Sandbox: in.Sandbox, Limit: in.Limit, Order: in.Order, Except: in.Except})
 	if err != nil {
 		return nil, err
@@ -58,7 +63,11 @@ func (s *Server) listAudit(ctx context.Context, in *AuditInput) (*AuditOutput, e
 }
 
 func (s *Server) verifyAudit(ctx context.Context, _ *struct{}) (*VerifyOutput, error) {
-	r, err := invoke[audit.Result](ctx, s, audit.ToolVerify, struct{}{})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := audittools.ToolVerify.Call(ctx, s.disp, c, struct{}{})
 	if err != nil {
 		return nil, err
 	}

@@ -105,12 +105,12 @@ func newContentServer(t *testing.T, mutate func(*config.Config)) *contentServer 
 		return &browser.Relay{Conn: c, Sandbox: "sbx", Port: port}, nil
 	}
 	agents := []auth.Role{auth.RoleAdmin, auth.RoleAgent}
-	d.MustRegister(dispatch.Define(dispatch.Spec{Name: browser.ToolPreview, Description: "fake", Risk: guard.Safe, Roles: agents},
+	d.MustRegister(dispatch.Define(browser.ToolPreview, dispatch.Spec{Description: "fake", Risk: guard.Safe, Roles: agents},
 		func(_ context.Context, _ auth.Caller, a browser.PreviewArgs) (*browser.Relay, error) {
 			return open(a.Sandbox, a.Port)
 		},
 		dispatch.Hooks[browser.PreviewArgs, *browser.Relay]{}))
-	d.MustRegister(dispatch.Define(dispatch.Spec{Name: browser.ToolCDP, Description: "fake", Risk: guard.Safe, Roles: agents},
+	d.MustRegister(dispatch.Define(browser.ToolCDP, dispatch.Spec{Description: "fake", Risk: guard.Safe, Roles: agents},
 		func(_ context.Context, _ auth.Caller, a browser.ConnectArgs) (*browser.Relay, error) {
 			return open(a.Sandbox, 9222)
 		},

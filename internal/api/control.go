@@ -28,7 +28,11 @@ func (s *Server) ControlRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-control", Method: http.MethodGet, Path: "/v1/control", Tags: tag,
 		Summary: "Whether the server is halted, why and since when", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*ControlOutput, error) {
-			st, err := invoke[control.State](ctx, s, control.ToolGet, struct{}{})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			st, err := control.ToolGet.Call(ctx, s.disp, c, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -43,7 +47,11 @@ func (s *Server) ControlRoutes() {
 			if in.Body != nil {
 				args.Reason = in.Body.Reason
 			}
-			st, err := invoke[control.State](ctx, s, control.ToolHalt, args)
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			st, err := control.ToolHalt.Call(ctx, s.disp, c, args)
 			if err != nil {
 				return nil, err
 			}
@@ -54,7 +62,11 @@ func (s *Server) ControlRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "unhalt", Method: http.MethodPost, Path: "/v1/control/unhalt", Tags: tag,
 		Summary: "Lift a HALT (admin) and thaw the sandboxes it froze", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*ControlOutput, error) {
-			st, err := invoke[control.State](ctx, s, control.ToolUnhalt, struct{}{})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			st, err := control.ToolUnhalt.Call(ctx, s.disp, c, struct{}{})
 			if err != nil {
 				return nil, err
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
-	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 )
 
 // KeyListOutput is GET /v1/keys.
@@ -57,7 +57,11 @@ func (s *Server) keyRoutes() {
 }
 
 func (s *Server) listKeys(ctx context.Context, _ *struct{}) (*KeyListOutput, error) {
-	ks, err := invoke[[]auth.KeyInfo](ctx, s, auth.ToolKeysList, struct{}{})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := authtools.ToolKeysList.Call(ctx, s.disp, c, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +69,11 @@ func (s *Server) listKeys(ctx context.Context, _ *struct{}) (*KeyListOutput, err
 }
 
 func (s *Server) createKey(ctx context.Context, in *KeyCreateInput) (*KeyCreateOutput, error) {
-	k, err := invoke[auth.CreatedKey](ctx, s, auth.ToolKeysCreate, auth.KeyCreateArgs{Name: in.Body.Name, Role: in.Body.Role, RateLimits: in.Body.RateLimits})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, err := authtools.ToolKeysCreate.Call(ctx, s.disp, c, auth.KeyCreateArgs{Name: in.Body.Name, Role: in.Body.Role, RateLimits: in.Body.RateLimits})
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +83,11 @@ func (s *Server) createKey(ctx context.Context, in *KeyCreateInput) (*KeyCreateO
 }
 
 func (s *Server) revokeKey(ctx context.Context, in *KeyIDInput) (*KeyOutput, error) {
-	k, err := invoke[auth.KeyInfo](ctx, s, auth.ToolKeysRevoke, auth.KeyIDArgs{ID: in.ID})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, err := authtools.ToolKeysRevoke.Call(ctx, s.disp, c, auth.KeyIDArgs{ID: in.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -83,17 +95,6 @@ func (s *Server) revokeKey(ctx context.Context, in *KeyIDInput) (*KeyOutput, err
 	out.Body.Message = "key revoked"
 	return out, nil
 }
-
-// Names the route-role table (access.go) uses; the tools are declared in
-// dispatch/authtools and dispatch/audittools.
-const (
-	ToolKeysList      = auth.ToolKeysList
-	ToolKeysCreate    = auth.ToolKeysCreate
-	ToolKeysRevoke    = auth.ToolKeysRevoke
-	ToolTicketsCreate = auth.ToolTicketsCreate
-	ToolAuditQuery    = audit.ToolQuery
-	ToolAuditVerify   = audit.ToolVerify
-)
 
 // allRoles is every role: routes that admit them all before the
 // dispatcher checks the tool.

@@ -40,7 +40,7 @@ func (s *Server) NetworkRoutes(d *dispatch.Dispatcher) {
 		if err != nil {
 			return nil, err
 		}
-		res, err := dispatch.Invoke[sandbox.NetworkResult](ctx, d, c, sandbox.ToolNetworkUpdate, sandbox.NetworkUpdate{
+		res, err := sandbox.ToolNetworkUpdate.Call(ctx, d, c, sandbox.NetworkUpdate{
 			ID: in.ID, Mode: in.Body.Mode, Allow: in.Body.Allow, Restart: in.Body.Restart})
 		if err != nil {
 			return nil, err

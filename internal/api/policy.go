@@ -26,7 +26,11 @@ func (s *Server) PolicyRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-policy", Method: http.MethodGet, Path: "/v1/policy", Tags: tag,
 		Summary: "Read the risk policy (admin)", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*PolicyOutput, error) {
-			doc, err := invoke[policy.Document](ctx, s, policy.ToolGet, struct{}{})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			doc, err := policy.ToolGet.Call(ctx, s.disp, c, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -36,7 +40,11 @@ func (s *Server) PolicyRoutes() {
 		Summary: "Replace the risk policy (admin)", Description: "Rules per role (admin, agent, viewer) and per key id; see SECURITY.md, Risk policy.",
 		Security: Security, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *PolicyInput) (*PolicyOutput, error) {
-			doc, err := invoke[policy.Document](ctx, s, policy.ToolSet, in.Body)
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			doc, err := policy.ToolSet.Call(ctx, s.disp, c, in.Body)
 			if err != nil {
 				return nil, err
 			}

@@ -241,12 +241,12 @@ func isWebSocket(r *http.Request) bool {
 }
 
 // open calls a relay tool for the request's caller.
-func (h *Reach) open(r *http.Request, tool string, args any) (auth.Caller, *browser.Relay, error) {
+func open[A any](h *Reach, r *http.Request, tool dispatch.Ref[A, *browser.Relay], args A) (auth.Caller, *browser.Relay, error) {
 	c, err := MustCaller(r.Context())
 	if err != nil {
 		return c, nil, err
 	}
-	rel, err := dispatch.Invoke[*browser.Relay](browser.WithEdge(r.Context()), h.d, c, tool, args)
+	rel, err := tool.Call(browser.WithEdge(r.Context()), h.d, c, args)
 	if err != nil {
 		return c, nil, err
 	}
@@ -266,7 +266,7 @@ func (h *Reach) preview(abs bool) http.HandlerFunc {
 		}
 		id := chi.URLParam(r, "id")
 		ws := isWebSocket(r)
-		c, rel, err := h.open(r, browser.ToolPreview, browser.PreviewArgs{Sandbox: id, Port: port, Method: r.Method, Path: r.URL.Path, WebSocket: ws})
+		c, rel, err := open(h, r, browser.ToolPreview, browser.PreviewArgs{Sandbox: id, Port: port, Method: r.Method, Path: r.URL.Path, WebSocket: ws})
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -289,7 +289,7 @@ func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, err)
 		return
 	}
-	c, rel, err := h.open(r, browser.ToolCDP, browser.ConnectArgs{Sandbox: id, Path: "/" + rest})
+	c, rel, err := open(h, r, browser.ToolCDP, browser.ConnectArgs{Sandbox: id, Path: "/" + rest})
 	if err != nil {
 		WriteError(w, r, err)
 		return
@@ -487,7 +487,7 @@ func (h *Reach) vnc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := chi.URLParam(r, "id")
-	c, rel, err := h.open(r, browser.ToolVNC, browser.ConnectArgs{Sandbox: id})
+	c, rel, err := open(h, r, browser.ToolVNC, browser.ConnectArgs{Sandbox: id})
 	if err != nil {
 		WriteError(w, r, err)
 		return

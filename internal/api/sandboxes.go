@@ -18,6 +18,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/dispatch/ratetools"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
@@ -93,15 +94,6 @@ type sandboxHandlers struct {
 	d       *dispatch.Dispatcher
 	m       *sandbox.Manager
 	posture Posture
-}
-
-// call dispatches tool for the request's caller.
-func (h *sandboxHandlers) call(ctx context.Context, tool string, args any) (any, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return h.d.Dispatch(ctx, c, tool, args)
 }
 
 // LimitsBody is how clients write limits: sizes as "512MB", durations as
@@ -198,7 +190,11 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 		}
 		spec.TTL = d
 	}
-	info, err := invokeOn[sandbox.Info](ctx, h.d, sandbox.ToolCreate, spec)
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := sandbox.ToolCreate.Call(ctx, h.d, c, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +202,11 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 }
 
 func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOutput, error) {
-	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, sandbox.NoArgs{})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := sandbox.ToolList.Call(ctx, h.d, c, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +230,11 @@ func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOu
 }
 
 func (h *sandboxHandlers) get(ctx context.Context, in *SandboxIDInput) (*SandboxOutput, error) {
-	info, err := invokeOn[sandbox.Info](ctx, h.d, sandbox.ToolGet, sandbox.IDArgs{ID: in.ID})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info, err := sandbox.ToolGet.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -249,21 +253,33 @@ func done(msg string) *EmptyOutput {
 }
 
 func (h *sandboxHandlers) delete(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	if _, err := h.call(ctx, sandbox.ToolDelete, sandbox.IDArgs{ID: in.ID}); err != nil {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sandbox.ToolDelete.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox deleted"), nil
 }
 
 func (h *sandboxHandlers) pause(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	if _, err := h.call(ctx, sandbox.ToolPause, sandbox.IDArgs{ID: in.ID}); err != nil {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sandbox.ToolPause.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox paused"), nil
 }
 
 func (h *sandboxHandlers) resume(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	if _, err := h.call(ctx, sandbox.ToolResume, sandbox.IDArgs{ID: in.ID}); err != nil {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sandbox.ToolResume.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox resumed"), nil
@@ -332,12 +348,12 @@ func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		ctx = dispatch.WithStreaming(ctx)
 	}
-	res, err := h.call(ctx, sandbox.ToolExec, body.args(id))
+	c, err := MustCaller(ctx)
 	if err != nil {
 		WriteError(w, r, err)
 		return
 	}
-	out, err := dispatch.ResultAs[sandbox.ExecResult](sandbox.ToolExec, res)
+	out, err := sandbox.ToolExec.Call(ctx, h.d, c, body.args(id))
 	if err != nil {
 		WriteError(w, r, err)
 		return
@@ -430,7 +446,11 @@ type ExecReadOutput struct {
 }
 
 func (h *sandboxHandlers) getExec(ctx context.Context, in *ExecReadInput) (*ExecReadOutput, error) {
-	e, err := invokeOn[*sandbox.Execution](ctx, h.d, sandbox.ToolExecRead, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := sandbox.ToolExecRead.Call(ctx, h.d, c, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID})
 	if err != nil {
 		return nil, err
 	}
@@ -465,7 +485,11 @@ type ExecIDInput struct {
 }
 
 func (h *sandboxHandlers) killExec(ctx context.Context, in *ExecIDInput) (*EmptyOutput, error) {
-	if _, err := h.call(ctx, sandbox.ToolExecKill, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID}); err != nil {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sandbox.ToolExecKill.Call(ctx, h.d, c, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID}); err != nil {
 		return nil, err
 	}
 	return done("execution killed"), nil
@@ -514,7 +538,11 @@ type SecurityOutput struct {
 }
 
 func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityOutput, error) {
-	infos, err := invokeOn[[]sandbox.Info](ctx, h.d, sandbox.ToolList, sandbox.NoArgs{})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := sandbox.ToolList.Call(ctx, h.d, c, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -533,8 +561,12 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 		Caps:      h.m.Caps(),
 		Sandboxes: []SandboxSecurityRow{},
 	}
-	if _, ok := h.d.Tool(ratelimit.ToolRules); ok {
-		rules, err := invokeOn[ratelimit.Report](ctx, h.d, ratelimit.ToolRules, struct{}{})
+	if _, ok := h.d.Tool(ratetools.ToolRules.Name()); ok {
+		c, err := MustCaller(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rules, err := ratetools.ToolRules.Call(ctx, h.d, c, struct{}{})
 		if err != nil {
 			return nil, err
 		}
@@ -559,7 +591,11 @@ type ResourcesOutput struct {
 }
 
 func (h *sandboxHandlers) resources(ctx context.Context, _ *struct{}) (*ResourcesOutput, error) {
-	st, err := invokeOn[[]sandbox.Stats](ctx, h.d, sandbox.ToolResources, sandbox.NoArgs{})
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sandbox.ToolResources.Call(ctx, h.d, c, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,11 @@ func (s *Server) TemplateRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "list-templates", Method: http.MethodGet, Path: "/v1/templates",
 		Summary: "List the templates the caller may use (its own and the public ones; host is built in)"}),
 		func(ctx context.Context, _ *struct{}) (*TemplateListOutput, error) {
-			out, err := invokeOn[[]template.Summary](ctx, d, template.ToolList, struct{}{})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			out, err := template.ToolList.Call(ctx, d, c, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -32,7 +36,11 @@ func (s *Server) TemplateRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "get-template", Method: http.MethodGet, Path: "/v1/templates/{ref}",
 		Summary: "Inspect a template: layers, config, source"}),
 		func(ctx context.Context, in *TemplateRefInput) (*TemplateOutput, error) {
-			t, err := invokeOn[template.Template](ctx, d, template.ToolGet, template.RefArgs{Ref: in.Ref})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			t, err := template.ToolGet.Call(ctx, d, c, template.RefArgs{Ref: in.Ref})
 			if err != nil {
 				return nil, err
 			}
@@ -41,7 +49,11 @@ func (s *Server) TemplateRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "delete-template", Method: http.MethodDelete, Path: "/v1/templates/{ref}",
 		Summary: "Remove a template's name (its layers go once no template or sandbox uses them)"}),
 		func(ctx context.Context, in *TemplateRefInput) (*TemplateOutput, error) {
-			t, err := invokeOn[template.Template](ctx, d, template.ToolDelete, template.RefArgs{Ref: in.Ref})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			t, err := template.ToolDelete.Call(ctx, d, c, template.RefArgs{Ref: in.Ref})
 			if err != nil {
 				return nil, err
 			}

@@ -70,7 +70,7 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 			ps := newProgressStream(w, r)
 			args := build.Args{Name: body.Name, Tag: body.Tag, Dockerfile: body.Dockerfile, BuildArgs: body.BuildArgs, Network: body.Network,
 				NoCache: body.NoCache, Overrides: ov, Progress: ps.progress()}
-			ps.finish(dispatchTemplate(r, d, build.ToolBuild, args, ps))
+			ps.finish(dispatchTemplate(r, d, build.ToolBuild.Name(), args, ps))
 			return
 		case body.Image == "":
 			WriteError(w, r, fault.InvalidField("image", "give an image to pull or a dockerfile to build (or POST a context to /v1/templates/build)"))
@@ -78,14 +78,14 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 		}
 		ps := newProgressStream(w, r)
 		args := oci.PullArgs{Image: body.Image, Name: body.Name, Tag: body.Tag, Overrides: ov, Progress: ps.progress()}
-		ps.finish(dispatchTemplate(r, d, oci.ToolPull, args, ps))
+		ps.finish(dispatchTemplate(r, d, oci.ToolPull.Name(), args, ps))
 	})
 	s.AllowLargeBodies("/v1/templates/import")
 	s.router.Post("/v1/templates/import", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		ps := newProgressStream(w, r)
 		args := oci.ImportArgs{Name: q.Get("name"), Tag: q.Get("tag"), Body: r.Body, Progress: ps.progress()}
-		ps.finish(dispatchTemplate(r, d, oci.ToolImport, args, ps))
+		ps.finish(dispatchTemplate(r, d, oci.ToolImport.Name(), args, ps))
 	})
 	s.AllowLargeBodies("/v1/templates/build")
 	s.router.Post("/v1/templates/build", func(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +105,7 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 		}
 		ps := newProgressStream(w, r)
 		args.Progress = ps.progress()
-		ps.finish(dispatchTemplate(r, d, build.ToolBuild, args, ps))
+		ps.finish(dispatchTemplate(r, d, build.ToolBuild.Name(), args, ps))
 	})
 	doc := s.api.OpenAPI()
 	bodySchema := doc.Components.Schemas.Schema(reflect.TypeFor[TemplateCreateBody](), true, "TemplateCreateRequest")
@@ -124,7 +124,11 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, huma.Operation{OperationID: "commit-sandbox", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/commit", Tags: []string{"templates"}, Security: Security,
 		Summary: "Make a template of a template sandbox's changes to its root", DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *CommitInput) (*TemplateOutput, error) {
-			t, err := invokeOn[template.Template](ctx, d, build.ToolCommit, build.CommitArgs{ID: in.ID, Name: in.Body.Name, Tag: in.Body.Tag})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			t, err := build.ToolCommit.Call(ctx, d, c, build.CommitArgs{ID: in.ID, Name: in.Body.Name, Tag: in.Body.Tag})
 			if err != nil {
 				return nil, err
 			}
@@ -133,7 +137,11 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, huma.Operation{OperationID: "template-build-log", Method: http.MethodGet, Path: "/v1/templates/builds/{build}/log", Tags: []string{"templates"}, Security: Security,
 		Summary: "A build's kept log"},
 		func(ctx context.Context, in *BuildLogInput) (*BuildLogOutput, error) {
-			l, err := invokeOn[string](ctx, d, build.ToolLog, build.LogArgs{Build: in.Build})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			l, err := build.ToolLog.Call(ctx, d, c, build.LogArgs{Build: in.Build})
 			if err != nil {
 				return nil, err
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 )
 
 // TicketInput is POST /v1/tickets: the scope the ticket is minted for.
@@ -32,7 +33,11 @@ func (s *Server) ticketRoutes() {
 }
 
 func (s *Server) createTicket(ctx context.Context, in *TicketInput) (*TicketOutput, error) {
-	t, err := invoke[auth.Ticket](ctx, s, auth.ToolTicketsCreate, in.Body)
+	c, err := MustCaller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := authtools.ToolTicketsCreate.Call(ctx, s.disp, c, in.Body)
 	if err != nil {
 		return nil, err
 	}

@@ -69,39 +69,6 @@ func (s *Server) UseDispatcher(d *dispatch.Dispatcher) {
 	d.Observe(noteTool)
 }
 
-// call dispatches tool for the request's caller.
-func (s *Server) call(ctx context.Context, tool string, args any) (any, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if s.disp == nil {
-		return nil, fault.New(fault.Unavailable, "the server is still starting")
-	}
-	return s.disp.Dispatch(ctx, c, tool, args)
-}
-
-// invoke dispatches tool for the request's caller and answers an R
-// (dispatch.Invoke: a tool answering another type is an internal error,
-// not a panic).
-func invoke[R any](ctx context.Context, s *Server, tool string, args any) (R, error) {
-	if s.disp == nil {
-		var zero R
-		return zero, fault.New(fault.Unavailable, "the server is still starting")
-	}
-	return invokeOn[R](ctx, s.disp, tool, args)
-}
-
-// invokeOn is invoke on a given dispatcher.
-func invokeOn[R any](ctx context.Context, d *dispatch.Dispatcher, tool string, args any) (R, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	return dispatch.Invoke[R](ctx, d, c, tool, args)
-}
-
 // ToolRoutes mounts /v1/tools: list (with risks and schemas), call any
 // tool by name, define, publish and delete custom tools. Every handler
 // calls the dispatcher; /v1/tools/call is Dispatcher.Call itself.
@@ -112,7 +79,11 @@ func (s *Server) ToolRoutes() {
 		Description: "risk is safe, medium or dangerous; a tool whose risk is decided per call (exec.run, shell.exec, bash.exec, code.execute: the command guard rates each command) is listed as dynamic, with risk_floor and risk_ceiling.",
 		Security:    Security},
 		func(ctx context.Context, _ *struct{}) (*ToolListOutput, error) {
-			list, err := invoke[[]customtool.Info](ctx, s, customtool.ToolList, struct{}{})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			list, err := customtool.ToolList.Call(ctx, s.disp, c, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -140,7 +111,11 @@ func (s *Server) ToolRoutes() {
 		Summary: "Define (or redefine) a custom tool", Security: Security, DefaultStatus: http.StatusCreated, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *ToolDefineInput) (*ToolInfoOutput, error) {
 			b := in.Body
-			info, err := invoke[customtool.Info](ctx, s, customtool.ToolDefine, customtool.DefineArgs{Name: b.Name, Description: b.Description,
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			info, err := customtool.ToolDefine.Call(ctx, s.disp, c, customtool.DefineArgs{Name: b.Name, Description: b.Description,
 				InputSchema: b.InputSchema, Call: b.Call, Steps: b.Steps, Risk: b.Risk, Published: b.Published})
 			if err != nil {
 				return nil, err
@@ -150,7 +125,11 @@ func (s *Server) ToolRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "publish-tool", Method: http.MethodPost, Path: "/v1/tools/custom/{name}/publish", Tags: tag,
 		Summary: "Publish a custom tool to every key, or hide it again (admin)", Security: Security, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *ToolPublishInput) (*ToolInfoOutput, error) {
-			info, err := invoke[customtool.Info](ctx, s, customtool.ToolPublish, customtool.PublishArgs{Name: in.Name, Published: in.Body.Published})
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			info, err := customtool.ToolPublish.Call(ctx, s.disp, c, customtool.PublishArgs{Name: in.Name, Published: in.Body.Published})
 			if err != nil {
 				return nil, err
 			}
@@ -159,7 +138,11 @@ func (s *Server) ToolRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "delete-tool", Method: http.MethodDelete, Path: "/v1/tools/custom/{name}", Tags: tag,
 		Summary: "Delete a custom tool (its owner or an admin)", Security: Security},
 		func(ctx context.Context, in *ToolNameInput) (*EmptyOutput, error) {
-			if _, err := s.call(ctx, customtool.ToolDelete, customtool.NameArgs{Name: in.Name}); err != nil {
+			c, err := MustCaller(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := customtool.ToolDelete.Call(ctx, s.disp, c, customtool.NameArgs{Name: in.Name}); err != nil {
 				return nil, err
 			}
 			return done("custom tool deleted"), nil

@@ -351,11 +351,11 @@ func artifactHead(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reque
 
 // artifactStatus is an upload's state (tool artifact.status).
 func artifactStatus(e *aioEdge, r *http.Request, id string) (*transfer.ArtifactUpload, error) {
-	res, err := e.call(r.Context(), &aioRoute{Tool: transfer.ToolArtifactStatus, Streams: true}, transfer.ArtifactRef{Sandbox: chi.URLParam(r, "id"), ID: id})
+	res, err := e.call(r.Context(), &aioRoute{Tool: transfer.ToolArtifactStatus.Name(), Streams: true}, transfer.ArtifactRef{Sandbox: chi.URLParam(r, "id"), ID: id})
 	if err != nil {
 		return nil, err
 	}
-	return dispatch.ResultAs[*transfer.ArtifactUpload](transfer.ToolArtifactStatus, res)
+	return dispatch.ResultAs[*transfer.ArtifactUpload](transfer.ToolArtifactStatus.Name(), res)
 }
 
 // artifactGet: an upload's state as JSON, or an artifact's content with
@@ -372,10 +372,10 @@ func artifactGet(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		WriteData(w, http.StatusOK, up)
 		return
 	}
-	res, err := e.call(r.Context(), &aioRoute{Tool: transfer.ToolArtifactRead, Streams: true}, transfer.ArtifactRef{Sandbox: sb, Name: ref})
+	res, err := e.call(r.Context(), &aioRoute{Tool: transfer.ToolArtifactRead.Name(), Streams: true}, transfer.ArtifactRef{Sandbox: sb, Name: ref})
 	var d *transfer.Download
 	if err == nil {
-		d, err = dispatch.ResultAs[*transfer.Download](transfer.ToolArtifactRead, res)
+		d, err = dispatch.ResultAs[*transfer.Download](transfer.ToolArtifactRead.Name(), res)
 	}
 	if err != nil {
 		e.fail(w, r, rt, "", err)

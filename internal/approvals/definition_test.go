@@ -38,7 +38,7 @@ func newGovRig(t *testing.T) *govRig {
 	type execArgs struct {
 		Command string `json:"command"`
 	}
-	g.d.MustRegister(dispatch.Define(dispatch.Spec{Name: "exec.run", Risk: guard.Safe},
+	g.d.MustRegister(dispatch.Define("exec.run", dispatch.Spec{Risk: guard.Safe},
 		func(_ context.Context, _ auth.Caller, a execArgs) (string, error) {
 			g.ran = append(g.ran, a.Command)
 			return "ok", nil
@@ -61,7 +61,7 @@ func newGovRig(t *testing.T) *govRig {
 
 func (g *govRig) define(t *testing.T, c auth.Caller, js string) {
 	t.Helper()
-	if _, err := g.d.Call(bgCtx, c, customtool.ToolDefine, json.RawMessage(js)); err != nil {
+	if _, err := g.d.Call(bgCtx, c, customtool.ToolDefine.Name(), json.RawMessage(js)); err != nil {
 		t.Fatalf("define %s: %v", js, err)
 	}
 }

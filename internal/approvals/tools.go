@@ -11,11 +11,11 @@ import (
 )
 
 // Tool names.
-const (
-	ToolList    = "approvals.list"
-	ToolGet     = "approvals.get"
-	ToolApprove = "approvals.approve"
-	ToolDeny    = "approvals.deny"
+var (
+	ToolList    = dispatch.Ref[ListArgs, []Approval]("approvals.list")
+	ToolGet     = dispatch.Ref[IDArgs, Approval]("approvals.get")
+	ToolApprove = dispatch.Ref[IDArgs, Approval]("approvals.approve")
+	ToolDeny    = dispatch.Ref[IDArgs, Approval]("approvals.deny")
 )
 
 // IDArgs name an approval; Note goes with a decision (Decide cuts it to
@@ -46,19 +46,20 @@ func Tools(s *Service) []dispatch.Tool {
 	admin := []auth.Role{auth.RoleAdmin}
 	target := func(a IDArgs) dispatch.Target { return dispatch.Target{Target: a.ID} }
 	tools := []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolList, Description: "List approvals (pending first to decide)", Risk: guard.Safe, Roles: admin},
+		dispatch.Define(ToolList, dispatch.Spec{Description: "List approvals (pending first to decide)", Risk: guard.Safe, Roles: admin},
 			func(_ context.Context, _ auth.Caller, a ListArgs) ([]Approval, error) { return s.List(a.Status), nil },
 			dispatch.Hooks[ListArgs, []Approval]{}),
-		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Read one approval (agents: their own)", Risk: guard.Safe,
+		dispatch.Define(ToolGet, dispatch.Spec{Description: "Read one approval (agents: their own)", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
 			func(_ context.Context, c auth.Caller, a IDArgs) (Approval, error) { return s.Get(c, a.ID) },
 			dispatch.Hooks[IDArgs, Approval]{Describe: target}),
 	}
 	for _, v := range []struct {
-		name, desc string
-		approve    bool
+		name    dispatch.Ref[IDArgs, Approval]
+		desc    string
+		approve bool
 	}{{ToolApprove, "Approve a pending call: the identical call then runs once", true}, {ToolDeny, "Deny a pending call", false}} {
-		tools = append(tools, dispatch.Define(dispatch.Spec{Name: v.name, Description: v.desc, Risk: guard.Safe, Roles: admin},
+		tools = append(tools, dispatch.Define(v.name, dispatch.Spec{Description: v.desc, Risk: guard.Safe, Roles: admin},
 			func(_ context.Context, c auth.Caller, a IDArgs) (Approval, error) {
 				return s.Decide(c, a.ID, v.approve, a.Note)
 			},

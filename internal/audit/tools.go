@@ -8,14 +8,6 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
-// Tool names of the audit log's capabilities (declared in
-// dispatch/audittools: this package sits below the dispatcher, which
-// writes records here).
-const (
-	ToolQuery  = "audit.query"
-	ToolVerify = "audit.verify"
-)
-
 // MaxQueryLimit is the most records one query returns (and the default).
 const MaxQueryLimit = 1000
 

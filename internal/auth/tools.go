@@ -2,16 +2,6 @@ package auth
 
 import "time"
 
-// Tool names of the key and ticket capabilities. The tools are declared
-// in dispatch/authtools: this package sits below the dispatcher (which
-// takes a Caller), so it cannot import it.
-const (
-	ToolKeysList      = "keys.list"
-	ToolKeysCreate    = "keys.create"
-	ToolKeysRevoke    = "keys.revoke"
-	ToolTicketsCreate = "tickets.create"
-)
-
 // KeyCreateArgs are keys.create's arguments. CreateKey checks them (the
 // CLI creates keys without the dispatcher).
 type KeyCreateArgs struct {

@@ -14,7 +14,7 @@ import (
 )
 
 // ToolDisplayRecord records the headful desktop (AIO's display/record).
-const ToolDisplayRecord = "display.record"
+var ToolDisplayRecord = dispatch.Ref[DisplayRecordArgs, DisplayRecordResult]("display.record")
 
 // DisplayRecordArgs is AIO's DisplayRecordRequest.
 type DisplayRecordArgs struct {
@@ -191,9 +191,9 @@ func derefOr(p *int, def int) int {
 // recordTool is display.record: watching the screen is what VNC gives,
 // so the same tier (medium); each call counts against the browser limit.
 func recordTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{
-		Name: ToolDisplayRecord, Description: "Record the sandbox's desktop (the headful browser's virtual display) to an MP4 in the sandbox: start, stop, status",
-		Risk: guard.Medium, Category: ratelimit.Browser,
+	return dispatch.Define(ToolDisplayRecord, dispatch.Spec{
+		Description: "Record the sandbox's desktop (the headful browser's virtual display) to an MP4 in the sandbox: start, stop, status",
+		Risk:        guard.Medium, Category: ratelimit.Browser,
 	}, func(ctx context.Context, c auth.Caller, a DisplayRecordArgs) (DisplayRecordResult, error) {
 		return m.RecordDisplay(ctx, c, a)
 	}, dispatch.Hooks[DisplayRecordArgs, DisplayRecordResult]{

@@ -22,10 +22,10 @@ import (
 // an HTTP edge (the /sandboxes/{id}/cdp, /vnc and /proxy routes), so the
 // dispatcher's checks — role, HALT, policy, rate limit, audit — apply to
 // every connection exactly as to any other call.
-const (
-	ToolCDP     = "browser.cdp"
-	ToolVNC     = "browser.vnc"
-	ToolPreview = "preview.connect"
+var (
+	ToolCDP     = dispatch.Ref[ConnectArgs, *Relay]("browser.cdp")
+	ToolVNC     = dispatch.Ref[ConnectArgs, *Relay]("browser.vnc")
+	ToolPreview = dispatch.Ref[PreviewArgs, *Relay]("preview.connect")
 )
 
 // ConnectArgs name the sandbox whose browser to reach ("" = the caller's
@@ -133,9 +133,9 @@ func Tools(m *Manager, preview []uint16) []dispatch.Tool {
 	// Raw DevTools is full control of the browser (any page, any script):
 	// the top tier, like evaluating arbitrary code. A connection counts
 	// once against the browser rate limit, however long it lasts.
-	ts = append(ts, dispatch.Define(dispatch.Spec{
-		Name: ToolCDP, Description: "Open a DevTools (CDP) connection to the sandbox's browser, starting it on first use (HTTP route /sandboxes/{id}/cdp/)",
-		Risk: guard.Dangerous, Category: ratelimit.Browser,
+	ts = append(ts, dispatch.Define(ToolCDP, dispatch.Spec{
+		Description: "Open a DevTools (CDP) connection to the sandbox's browser, starting it on first use (HTTP route /sandboxes/{id}/cdp/)",
+		Risk:        guard.Dangerous, Category: ratelimit.Browser,
 	}, func(ctx context.Context, c auth.Caller, a ConnectArgs) (*Relay, error) {
 		if !isEdge(ctx) {
 			return nil, errNotEdge
@@ -155,9 +155,9 @@ func Tools(m *Manager, preview []uint16) []dispatch.Tool {
 		},
 	}))
 	// The desktop: watching and typing into the browser's screen.
-	ts = append(ts, dispatch.Define(dispatch.Spec{
-		Name: ToolVNC, Description: "Open a connection to the sandbox's desktop VNC server (HTTP route /sandboxes/{id}/vnc/websockify)",
-		Risk: guard.Medium, Category: ratelimit.Browser,
+	ts = append(ts, dispatch.Define(ToolVNC, dispatch.Spec{
+		Description: "Open a connection to the sandbox's desktop VNC server (HTTP route /sandboxes/{id}/vnc/websockify)",
+		Risk:        guard.Medium, Category: ratelimit.Browser,
 	}, func(ctx context.Context, c auth.Caller, a ConnectArgs) (*Relay, error) {
 		if !isEdge(ctx) {
 			return nil, errNotEdge
@@ -173,9 +173,9 @@ func Tools(m *Manager, preview []uint16) []dispatch.Tool {
 	// The preview of a sandbox's own web server: reading what it serves
 	// is safe; other methods act on it (medium). Each request counts as a
 	// file operation (it reads what the sandbox serves), a WebSocket once.
-	ts = append(ts, dispatch.Define(dispatch.Spec{
-		Name: ToolPreview, Description: "Open a connection to a web server listening on a preview port of the sandbox's own loopback (HTTP route /sandboxes/{id}/proxy/{port}/)",
-		Risk: guard.Safe, RiskCeiling: guard.Medium, Category: ratelimit.File,
+	ts = append(ts, dispatch.Define(ToolPreview, dispatch.Spec{
+		Description: "Open a connection to a web server listening on a preview port of the sandbox's own loopback (HTTP route /sandboxes/{id}/proxy/{port}/)",
+		Risk:        guard.Safe, RiskCeiling: guard.Medium, Category: ratelimit.File,
 	}, func(ctx context.Context, c auth.Caller, a PreviewArgs) (*Relay, error) {
 		if !isEdge(ctx) {
 			return nil, errNotEdge

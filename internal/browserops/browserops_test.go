@@ -155,7 +155,12 @@ func callErr[R any](f *fixture, name string, args any) (R, error) {
 		var zero R
 		return zero, err
 	}
-	return dispatch.Invoke[R](ctx, f.d, f.agent, name, a)
+	res, err := f.d.Dispatch(ctx, f.agent, name, a)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return dispatch.ResultAs[R](name, res)
 }
 
 // The issue's check: a test server on loopback with a form; navigate,
@@ -163,22 +168,22 @@ func callErr[R any](f *fixture, name string, args any) (R, error) {
 // of the requested size.
 func TestFormFlowAgainstChromium(t *testing.T) {
 	f := setup(t)
-	p := call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": f.srv.URL + "/form"})
+	p := call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/form"})
 	if p.Title != "Form" {
 		t.Fatalf("navigate: title %q", p.Title)
 	}
-	call[browserops.Action](t, f, browserops.ToolFill, map[string]any{"selector": "#name", "text": "Ada"})
-	call[browserops.Action](t, f, browserops.ToolSelect, map[string]any{"selector": "#color", "value": "g"})
-	call[browserops.Action](t, f, browserops.ToolCheck, map[string]any{"selector": "#agree"})
-	call[browserops.Action](t, f, browserops.ToolClick, map[string]any{"selector": "#go"})
-	call[map[string]any](t, f, browserops.ToolWait, map[string]any{"type": "selector", "selector": "#out", "timeout": 20})
-	text := call[string](t, f, browserops.ToolText, map[string]any{})
+	call[browserops.Action](t, f, browserops.ToolFill.Name(), map[string]any{"selector": "#name", "text": "Ada"})
+	call[browserops.Action](t, f, browserops.ToolSelect.Name(), map[string]any{"selector": "#color", "value": "g"})
+	call[browserops.Action](t, f, browserops.ToolCheck.Name(), map[string]any{"selector": "#agree"})
+	call[browserops.Action](t, f, browserops.ToolClick.Name(), map[string]any{"selector": "#go"})
+	call[map[string]any](t, f, browserops.ToolWait.Name(), map[string]any{"type": "selector", "selector": "#out", "timeout": 20})
+	text := call[string](t, f, browserops.ToolText.Name(), map[string]any{})
 	if !strings.Contains(text, "Hello Ada, color g, agree on") {
 		t.Fatalf("result page text %q", text)
 	}
 
-	call[browserops.ConfigResult](t, f, browserops.ToolConfig, map[string]any{"resolution": map[string]int{"width": 800, "height": 600}})
-	img := call[browserops.Image](t, f, browserops.ToolScreenshot, map[string]any{})
+	call[browserops.ConfigResult](t, f, browserops.ToolConfig.Name(), map[string]any{"resolution": map[string]int{"width": 800, "height": 600}})
+	img := call[browserops.Image](t, f, browserops.ToolScreenshot.Name(), map[string]any{})
 	decoded, err := png.Decode(bytes.NewReader(img.Data))
 	if err != nil {
 		t.Fatalf("screenshot is not a PNG: %v", err)
@@ -186,38 +191,38 @@ func TestFormFlowAgainstChromium(t *testing.T) {
 	if b := decoded.Bounds(); b.Dx() != 800 || b.Dy() != 600 {
 		t.Fatalf("screenshot is %dx%d, want 800x600", b.Dx(), b.Dy())
 	}
-	jpg := call[browserops.Image](t, f, browserops.ToolScreenshot, map[string]any{"format": "jpeg", "quality": 50})
+	jpg := call[browserops.Image](t, f, browserops.ToolScreenshot.Name(), map[string]any{"format": "jpeg", "quality": 50})
 	if _, format, err := image.DecodeConfig(bytes.NewReader(jpg.Data)); err != nil || jpg.MIMEType != "image/jpeg" {
 		t.Fatalf("jpeg screenshot: %v %s", err, format)
 	}
 
-	back := call[browserops.PageInfo](t, f, browserops.ToolBack, map[string]any{})
+	back := call[browserops.PageInfo](t, f, browserops.ToolBack.Name(), map[string]any{})
 	if back.Title != "Form" {
 		t.Fatalf("back: %+v", back)
 	}
-	fwd := call[browserops.PageInfo](t, f, browserops.ToolForward, map[string]any{})
+	fwd := call[browserops.PageInfo](t, f, browserops.ToolForward.Name(), map[string]any{})
 	if fwd.Title != "Result" {
 		t.Fatalf("forward: %+v", fwd)
 	}
-	if _, err := callErr[browserops.PageInfo](f, browserops.ToolForward, map[string]any{}); fault.KindOf(err) != fault.Conflict {
+	if _, err := callErr[browserops.PageInfo](f, browserops.ToolForward.Name(), map[string]any{}); fault.KindOf(err) != fault.Conflict {
 		t.Fatalf("forward past the end: %v", err)
 	}
-	call[browserops.PageInfo](t, f, browserops.ToolReload, map[string]any{})
+	call[browserops.PageInfo](t, f, browserops.ToolReload.Name(), map[string]any{})
 }
 
 func TestReadingThePage(t *testing.T) {
 	f := setup(t)
-	call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": f.srv.URL + "/form", "wait_until": "domcontentloaded"})
+	call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/form", "wait_until": "domcontentloaded"})
 
-	md := call[map[string]any](t, f, browserops.ToolMarkdown, map[string]any{})
+	md := call[map[string]any](t, f, browserops.ToolMarkdown.Name(), map[string]any{})
 	if s, _ := md["markdown"].(string); !strings.Contains(s, "# Sign up") || !strings.Contains(s, "**bold**") || !strings.Contains(s, "[link](") {
 		t.Fatalf("markdown: %q", md["markdown"])
 	}
-	html := call[string](t, f, browserops.ToolHTML, map[string]any{"outer": true})
+	html := call[string](t, f, browserops.ToolHTML.Name(), map[string]any{"outer": true})
 	if !strings.HasPrefix(html, "<html") || !strings.Contains(html, `id="agree"`) {
 		t.Fatalf("html: %.200q", html)
 	}
-	els := call[[]map[string]any](t, f, browserops.ToolElements, map[string]any{})
+	els := call[[]map[string]any](t, f, browserops.ToolElements.Name(), map[string]any{})
 	idx := -1
 	for _, e := range els {
 		if e["id"] == "name" {
@@ -228,18 +233,18 @@ func TestReadingThePage(t *testing.T) {
 		t.Fatalf("elements lack #name: %v", els)
 	}
 	// Fill by index, then type more and press a key.
-	call[browserops.Action](t, f, browserops.ToolFill, map[string]any{"index": idx, "text": "Gr"})
-	call[browserops.Action](t, f, browserops.ToolType, map[string]any{"text": "ace", "delay": 5})
-	call[browserops.Action](t, f, browserops.ToolPressKey, map[string]any{"key": "Backspace"})
-	v := call[json.RawMessage](t, f, browserops.ToolEvaluate, map[string]any{"expression": "document.querySelector('#name').value"})
+	call[browserops.Action](t, f, browserops.ToolFill.Name(), map[string]any{"index": idx, "text": "Gr"})
+	call[browserops.Action](t, f, browserops.ToolType.Name(), map[string]any{"text": "ace", "delay": 5})
+	call[browserops.Action](t, f, browserops.ToolPressKey.Name(), map[string]any{"key": "Backspace"})
+	v := call[json.RawMessage](t, f, browserops.ToolEvaluate.Name(), map[string]any{"expression": "document.querySelector('#name').value"})
 	if string(v) != `"Grac"` {
 		t.Fatalf("value after fill/type/backspace: %s", v)
 	}
-	hits := call[[]browserops.TextMatch](t, f, browserops.ToolFindText, map[string]any{"keyword": "BOLD"})
+	hits := call[[]browserops.TextMatch](t, f, browserops.ToolFindText.Name(), map[string]any{"keyword": "BOLD"})
 	if len(hits) != 1 || hits[0].Tag != "b" {
 		t.Fatalf("find_text: %+v", hits)
 	}
-	logs := call[[]browserops.ConsoleEntry](t, f, browserops.ToolConsole, map[string]any{"clear": true})
+	logs := call[[]browserops.ConsoleEntry](t, f, browserops.ToolConsole.Name(), map[string]any{"clear": true})
 	found := false
 	for _, l := range logs {
 		found = found || l.Text == "hello-console 42"
@@ -247,87 +252,87 @@ func TestReadingThePage(t *testing.T) {
 	if !found {
 		t.Fatalf("console: %+v", logs)
 	}
-	if logs := call[[]browserops.ConsoleEntry](t, f, browserops.ToolConsole, map[string]any{}); len(logs) != 0 {
+	if logs := call[[]browserops.ConsoleEntry](t, f, browserops.ToolConsole.Name(), map[string]any{}); len(logs) != 0 {
 		t.Fatalf("console not cleared: %+v", logs)
 	}
-	reqs := call[[]browserops.RequestEntry](t, f, browserops.ToolRequests, map[string]any{"filter": "/form"})
+	reqs := call[[]browserops.RequestEntry](t, f, browserops.ToolRequests.Name(), map[string]any{"filter": "/form"})
 	if len(reqs) == 0 || reqs[len(reqs)-1].Status != 200 {
 		t.Fatalf("requests: %+v", reqs)
 	}
-	if _, err := callErr[json.RawMessage](f, browserops.ToolEvaluate, map[string]any{"expression": "throw new Error('boom')"}); err == nil ||
+	if _, err := callErr[json.RawMessage](f, browserops.ToolEvaluate.Name(), map[string]any{"expression": "throw new Error('boom')"}); err == nil ||
 		!strings.Contains(fault.Public(err), "boom") {
 		t.Fatalf("a throwing evaluation: %v", err)
 	}
-	if _, err := callErr[browserops.Action](f, browserops.ToolClick, map[string]any{"selector": "#missing"}); err == nil {
+	if _, err := callErr[browserops.Action](f, browserops.ToolClick.Name(), map[string]any{"selector": "#missing"}); err == nil {
 		t.Fatal("click on a missing element succeeded")
 	}
 }
 
 func TestTabsCookiesAndNetwork(t *testing.T) {
 	f := setup(t)
-	call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": f.srv.URL + "/form"})
-	tabs := call[[]browserops.TabInfo](t, f, browserops.ToolTabNew, map[string]any{"url": f.srv.URL + "/result?name=tab2"})
+	call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/form"})
+	tabs := call[[]browserops.TabInfo](t, f, browserops.ToolTabNew.Name(), map[string]any{"url": f.srv.URL + "/result?name=tab2"})
 	if len(tabs) != 2 || !tabs[1].Active {
 		t.Fatalf("new tab: %+v", tabs)
 	}
-	if text := call[string](t, f, browserops.ToolText, map[string]any{}); !strings.Contains(text, "Hello tab2") {
+	if text := call[string](t, f, browserops.ToolText.Name(), map[string]any{}); !strings.Contains(text, "Hello tab2") {
 		t.Fatalf("the new tab is not active: %q", text)
 	}
-	call[[]browserops.TabInfo](t, f, browserops.ToolTabSwitch, map[string]any{"index": 0})
-	if text := call[string](t, f, browserops.ToolText, map[string]any{}); !strings.Contains(text, "Sign up") {
+	call[[]browserops.TabInfo](t, f, browserops.ToolTabSwitch.Name(), map[string]any{"index": 0})
+	if text := call[string](t, f, browserops.ToolText.Name(), map[string]any{}); !strings.Contains(text, "Sign up") {
 		t.Fatalf("switch did not change the active tab: %q", text)
 	}
-	tabs = call[[]browserops.TabInfo](t, f, browserops.ToolTabClose, map[string]any{"index": 1})
+	tabs = call[[]browserops.TabInfo](t, f, browserops.ToolTabClose.Name(), map[string]any{"index": 1})
 	if len(tabs) != 1 {
 		t.Fatalf("close: %+v", tabs)
 	}
-	if _, err := callErr[[]browserops.TabInfo](f, browserops.ToolTabSwitch, map[string]any{"index": 5}); fault.KindOf(err) != fault.NotFound {
+	if _, err := callErr[[]browserops.TabInfo](f, browserops.ToolTabSwitch.Name(), map[string]any{"index": 5}); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("switch to a missing tab: %v", err)
 	}
 
-	cookies := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet, map[string]any{"urls": f.srv.URL})
+	cookies := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet.Name(), map[string]any{"urls": f.srv.URL})
 	if len(cookies) != 1 || cookies[0].Name != "seen" {
 		t.Fatalf("cookies: %+v", cookies)
 	}
-	call[browserops.Action](t, f, browserops.ToolCookiesSet, map[string]any{"cookies": []map[string]any{{"name": "k", "value": "v", "url": f.srv.URL}}})
-	if c := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet, map[string]any{}); len(c) != 2 {
+	call[browserops.Action](t, f, browserops.ToolCookiesSet.Name(), map[string]any{"cookies": []map[string]any{{"name": "k", "value": "v", "url": f.srv.URL}}})
+	if c := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet.Name(), map[string]any{}); len(c) != 2 {
 		t.Fatalf("after set: %+v", c)
 	}
-	call[map[string]any](t, f, browserops.ToolStateSave, map[string]any{"path": "state.json"})
+	call[map[string]any](t, f, browserops.ToolStateSave.Name(), map[string]any{"path": "state.json"})
 	if !bytes.Contains(f.files.wrote["/workspace/state.json"], []byte(`"seen"`)) {
 		t.Fatalf("state file: %s", f.files.wrote["/workspace/state.json"])
 	}
-	call[browserops.Action](t, f, browserops.ToolCookiesClear, map[string]any{})
-	if c := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet, map[string]any{}); len(c) != 0 {
+	call[browserops.Action](t, f, browserops.ToolCookiesClear.Name(), map[string]any{})
+	if c := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet.Name(), map[string]any{}); len(c) != 0 {
 		t.Fatalf("after clear: %+v", c)
 	}
-	st := call[map[string]any](t, f, browserops.ToolStateLoad, map[string]any{"path": "state.json"})
+	st := call[map[string]any](t, f, browserops.ToolStateLoad.Name(), map[string]any{"path": "state.json"})
 	if fmt.Sprint(st["cookies"]) != "2" {
 		t.Fatalf("state load: %+v", st)
 	}
-	if c := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet, map[string]any{}); len(c) != 2 {
+	if c := call[[]*network.Cookie](t, f, browserops.ToolCookiesGet.Name(), map[string]any{}); len(c) != 2 {
 		t.Fatalf("after load: %+v", c)
 	}
 
 	// Extra headers reach the server; a route mocks a URL; abort fails one.
-	call[browserops.Action](t, f, browserops.ToolHeaders, map[string]any{"headers": map[string]string{"X-Test": "yes"}})
-	call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": f.srv.URL + "/headers"})
-	if text := call[string](t, f, browserops.ToolText, map[string]any{}); !strings.Contains(text, "x-test=yes") {
+	call[browserops.Action](t, f, browserops.ToolHeaders.Name(), map[string]any{"headers": map[string]string{"X-Test": "yes"}})
+	call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/headers"})
+	if text := call[string](t, f, browserops.ToolText.Name(), map[string]any{}); !strings.Contains(text, "x-test=yes") {
 		t.Fatalf("extra header not sent: %q", text)
 	}
-	call[browserops.Action](t, f, browserops.ToolRouteAdd, map[string]any{"url_pattern": "*/mocked*",
+	call[browserops.Action](t, f, browserops.ToolRouteAdd.Name(), map[string]any{"url_pattern": "*/mocked*",
 		"response": map[string]any{"status": 200, "body": "<p>from the route</p>", "content_type": "text/html"}})
-	call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": f.srv.URL + "/mocked"})
-	if text := call[string](t, f, browserops.ToolText, map[string]any{}); !strings.Contains(text, "from the route") {
+	call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/mocked"})
+	if text := call[string](t, f, browserops.ToolText.Name(), map[string]any{}); !strings.Contains(text, "from the route") {
 		t.Fatalf("route did not mock: %q", text)
 	}
-	call[browserops.Action](t, f, browserops.ToolRouteAdd, map[string]any{"url_pattern": "*/blocked", "abort": true})
-	if _, err := callErr[browserops.PageInfo](f, browserops.ToolNavigate, map[string]any{"url": f.srv.URL + "/blocked"}); err == nil {
+	call[browserops.Action](t, f, browserops.ToolRouteAdd.Name(), map[string]any{"url_pattern": "*/blocked", "abort": true})
+	if _, err := callErr[browserops.PageInfo](f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/blocked"}); err == nil {
 		t.Fatal("aborted route loaded")
 	}
-	call[browserops.Action](t, f, browserops.ToolRouteRemove, map[string]any{"url_pattern": "*/blocked"})
-	call[browserops.Action](t, f, browserops.ToolRouteRemove, map[string]any{"url_pattern": "*/mocked*"})
-	call[map[string]any](t, f, browserops.ToolExportHAR, map[string]any{"save_path": "net.har"})
+	call[browserops.Action](t, f, browserops.ToolRouteRemove.Name(), map[string]any{"url_pattern": "*/blocked"})
+	call[browserops.Action](t, f, browserops.ToolRouteRemove.Name(), map[string]any{"url_pattern": "*/mocked*"})
+	call[map[string]any](t, f, browserops.ToolExportHAR.Name(), map[string]any{"save_path": "net.har"})
 	var har struct {
 		Log struct {
 			Entries []map[string]any `json:"entries"`
@@ -340,22 +345,22 @@ func TestTabsCookiesAndNetwork(t *testing.T) {
 
 func TestActionsUploadAndInfo(t *testing.T) {
 	f := setup(t)
-	call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": f.srv.URL + "/form"})
+	call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/form"})
 	// Find the checkbox's centre, then click it with a low-level action.
 	var r struct{ X, Y float64 }
-	raw := call[json.RawMessage](t, f, browserops.ToolEvaluate, map[string]any{"expression": `(() => { const b = document.querySelector('#agree').getBoundingClientRect(); return {X: b.left + b.width/2, Y: b.top + b.height/2}; })()`})
+	raw := call[json.RawMessage](t, f, browserops.ToolEvaluate.Name(), map[string]any{"expression": `(() => { const b = document.querySelector('#agree').getBoundingClientRect(); return {X: b.left + b.width/2, Y: b.top + b.height/2}; })()`})
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatal(err)
 	}
-	call[browserops.ActionData](t, f, browserops.ToolActions, map[string]any{"action_type": "MOVE_TO", "x": r.X, "y": r.Y})
-	ad := call[browserops.ActionData](t, f, browserops.ToolActions, map[string]any{"action_type": "CLICK"})
+	call[browserops.ActionData](t, f, browserops.ToolActions.Name(), map[string]any{"action_type": "MOVE_TO", "x": r.X, "y": r.Y})
+	ad := call[browserops.ActionData](t, f, browserops.ToolActions.Name(), map[string]any{"action_type": "CLICK"})
 	if ad.Status != "success" {
 		t.Fatalf("action: %+v", ad)
 	}
-	if v := call[json.RawMessage](t, f, browserops.ToolEvaluate, map[string]any{"expression": "document.querySelector('#agree').checked"}); string(v) != "true" {
+	if v := call[json.RawMessage](t, f, browserops.ToolEvaluate.Name(), map[string]any{"expression": "document.querySelector('#agree').checked"}); string(v) != "true" {
 		t.Fatalf("CLICK action did not check the box: %s", v)
 	}
-	if _, err := callErr[browserops.ActionData](f, browserops.ToolActions, map[string]any{"action_type": "MOVE_TO"}); fault.KindOf(err) != fault.Invalid {
+	if _, err := callErr[browserops.ActionData](f, browserops.ToolActions.Name(), map[string]any{"action_type": "MOVE_TO"}); fault.KindOf(err) != fault.Invalid {
 		t.Fatalf("MOVE_TO without x: %v", err)
 	}
 
@@ -364,56 +369,56 @@ func TestActionsUploadAndInfo(t *testing.T) {
 	if err := os.WriteFile(up, []byte("payload"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	call[browserops.Action](t, f, browserops.ToolUploadFile, map[string]any{"selector": "#doc", "files": []string{up}})
-	if v := call[json.RawMessage](t, f, browserops.ToolEvaluate, map[string]any{"expression": "document.querySelector('#doc').files[0].name"}); string(v) != `"up.txt"` {
+	call[browserops.Action](t, f, browserops.ToolUploadFile.Name(), map[string]any{"selector": "#doc", "files": []string{up}})
+	if v := call[json.RawMessage](t, f, browserops.ToolEvaluate.Name(), map[string]any{"expression": "document.querySelector('#doc').files[0].name"}); string(v) != `"up.txt"` {
 		t.Fatalf("upload: %s", v)
 	}
-	if _, err := callErr[browserops.Action](f, browserops.ToolUploadFile, map[string]any{"selector": "#doc", "files": []string{"/workspace/.ssh/id_rsa"}}); fault.KindOf(err) != fault.Forbidden {
+	if _, err := callErr[browserops.Action](f, browserops.ToolUploadFile.Name(), map[string]any{"selector": "#doc", "files": []string{"/workspace/.ssh/id_rsa"}}); fault.KindOf(err) != fault.Forbidden {
 		t.Fatalf("upload of a sensitive path: %v", err)
 	}
 
-	call[browserops.Action](t, f, browserops.ToolFillForm, map[string]any{"items": []map[string]any{
+	call[browserops.Action](t, f, browserops.ToolFillForm.Name(), map[string]any{"items": []map[string]any{
 		{"selector": "#name", "value": "Bo"}, {"selector": "#color", "value": "Green"}, {"selector": "#agree", "value": false}}})
-	v := call[json.RawMessage](t, f, browserops.ToolEvaluate, map[string]any{"expression": "['#name', '#color'].map(s => document.querySelector(s).value).concat(document.querySelector('#agree').checked).join()"})
+	v := call[json.RawMessage](t, f, browserops.ToolEvaluate.Name(), map[string]any{"expression": "['#name', '#color'].map(s => document.querySelector(s).value).concat(document.querySelector('#agree').checked).join()"})
 	if string(v) != `"Bo,g,false"` {
 		t.Fatalf("fill_form: %s", v)
 	}
 
-	info := call[browserops.BrowserInfo](t, f, browserops.ToolInfo, map[string]any{"base_url": "http://localhost:9999"})
+	info := call[browserops.BrowserInfo](t, f, browserops.ToolInfo.Name(), map[string]any{"base_url": "http://localhost:9999"})
 	if info.CDPURL != "http://localhost:9999/sandboxes/sb1/cdp" || info.VNCURL != "http://localhost:9999/sandboxes/sb1/vnc/index.html" ||
 		info.UserAgent == "" || info.Viewport.Width != 1280 || info.PageViewport == nil {
 		t.Fatalf("info: %+v", info)
 	}
-	if _, err := callErr[browserops.BrowserInfo](f, browserops.ToolInfo, map[string]any{"base_url": "http://user:pw@host/x"}); fault.KindOf(err) != fault.Invalid {
+	if _, err := callErr[browserops.BrowserInfo](f, browserops.ToolInfo.Name(), map[string]any{"base_url": "http://user:pw@host/x"}); fault.KindOf(err) != fault.Invalid {
 		t.Fatalf("info with an odd base_url: %v", err)
 	}
-	det := call[map[string]any](t, f, browserops.ToolCaptchaDetect, map[string]any{})
+	det := call[map[string]any](t, f, browserops.ToolCaptchaDetect.Name(), map[string]any{})
 	if det["detected"] != false {
 		t.Fatalf("captcha detect on a plain form: %v", det)
 	}
-	cw := call[browserops.CaptchaWaitResult](t, f, browserops.ToolCaptchaWait, map[string]any{"timeout": 5})
+	cw := call[browserops.CaptchaWaitResult](t, f, browserops.ToolCaptchaWait.Name(), map[string]any{"timeout": 5})
 	if !cw.Resolved {
 		t.Fatal("captcha wait on a page without one")
 	}
-	res := call[map[string]any](t, f, browserops.ToolRestart, map[string]any{"mode": "soft"})
+	res := call[map[string]any](t, f, browserops.ToolRestart.Name(), map[string]any{"mode": "soft"})
 	if res["mode"] != "soft" || res["allow_file_selection_dialogs"] != true {
 		t.Fatalf("restart: %v", res)
 	}
-	res = call[map[string]any](t, f, browserops.ToolRestart, map[string]any{"mode": "soft", "allow_file_selection_dialogs": false})
+	res = call[map[string]any](t, f, browserops.ToolRestart.Name(), map[string]any{"mode": "soft", "allow_file_selection_dialogs": false})
 	if res["allow_file_selection_dialogs"] != false {
 		t.Fatalf("restart without file dialogs: %v", res)
 	}
 	// The tabs intercept the chooser now: a page's picker is reported,
 	// not opened (Page.fileChooserOpened instead of a dialog).
-	_ = call[browserops.PageInfo](t, f, browserops.ToolNavigate, map[string]any{"url": "data:text/html,<input type=file id=f>"})
-	if _, err := callErr[json.RawMessage](f, browserops.ToolEvaluate, map[string]any{"expression": "document.getElementById('f').click()"}); err != nil {
+	_ = call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": "data:text/html,<input type=file id=f>"})
+	if _, err := callErr[json.RawMessage](f, browserops.ToolEvaluate.Name(), map[string]any{"expression": "document.getElementById('f').click()"}); err != nil {
 		t.Fatalf("click the file input: %v", err)
 	}
-	res = call[map[string]any](t, f, browserops.ToolRestart, map[string]any{"mode": "soft", "allow_file_selection_dialogs": nil})
+	res = call[map[string]any](t, f, browserops.ToolRestart.Name(), map[string]any{"mode": "soft", "allow_file_selection_dialogs": nil})
 	if res["allow_file_selection_dialogs"] != true {
 		t.Fatalf("restart restoring the default: %v", res)
 	}
-	if _, err := callErr[map[string]any](f, browserops.ToolRestart, map[string]any{}); fault.KindOf(err) != fault.Unsupported {
+	if _, err := callErr[map[string]any](f, browserops.ToolRestart.Name(), map[string]any{}); fault.KindOf(err) != fault.Unsupported {
 		t.Fatalf("hard restart without a runtime: %v", err)
 	}
 }
@@ -422,7 +427,7 @@ func TestActionsUploadAndInfo(t *testing.T) {
 // touched.
 func TestOtherSandboxIsNotFound(t *testing.T) {
 	f := setup(t)
-	if _, err := callErr[string](f, browserops.ToolText, map[string]any{"sandbox": "sb-other"}); fault.KindOf(err) != fault.NotFound {
+	if _, err := callErr[string](f, browserops.ToolText.Name(), map[string]any{"sandbox": "sb-other"}); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("another sandbox's browser: %v", err)
 	}
 }
@@ -454,15 +459,15 @@ func TestRiskTiers(t *testing.T) {
 		args any
 		want guard.Risk
 	}{
-		{"text is safe", browserops.ToolText, map[string]any{}, guard.Safe},
-		{"screenshot is safe", browserops.ToolScreenshot, map[string]any{}, guard.Safe},
-		{"navigate is medium", browserops.ToolNavigate, map[string]any{"url": "https://example.com"}, guard.Medium},
-		{"javascript: URL is dangerous", browserops.ToolNavigate, map[string]any{"url": " JavaScript:alert(1)"}, guard.Dangerous},
-		{"new tab at javascript: is dangerous", browserops.ToolTabNew, map[string]any{"url": "javascript:1"}, guard.Dangerous},
-		{"evaluate is dangerous", browserops.ToolEvaluate, map[string]any{"expression": "1"}, guard.Dangerous},
-		{"function wait is dangerous", browserops.ToolWait, map[string]any{"type": "function", "expression": "true"}, guard.Dangerous},
-		{"selector wait is medium", browserops.ToolWait, map[string]any{"type": "selector", "selector": "p"}, guard.Medium},
-		{"click is medium", browserops.ToolClick, map[string]any{"selector": "a"}, guard.Medium},
+		{"text is safe", browserops.ToolText.Name(), map[string]any{}, guard.Safe},
+		{"screenshot is safe", browserops.ToolScreenshot.Name(), map[string]any{}, guard.Safe},
+		{"navigate is medium", browserops.ToolNavigate.Name(), map[string]any{"url": "https://example.com"}, guard.Medium},
+		{"javascript: URL is dangerous", browserops.ToolNavigate.Name(), map[string]any{"url": " JavaScript:alert(1)"}, guard.Dangerous},
+		{"new tab at javascript: is dangerous", browserops.ToolTabNew.Name(), map[string]any{"url": "javascript:1"}, guard.Dangerous},
+		{"evaluate is dangerous", browserops.ToolEvaluate.Name(), map[string]any{"expression": "1"}, guard.Dangerous},
+		{"function wait is dangerous", browserops.ToolWait.Name(), map[string]any{"type": "function", "expression": "true"}, guard.Dangerous},
+		{"selector wait is medium", browserops.ToolWait.Name(), map[string]any{"type": "selector", "selector": "p"}, guard.Medium},
+		{"click is medium", browserops.ToolClick.Name(), map[string]any{"selector": "a"}, guard.Medium},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -488,26 +493,26 @@ func TestValidation(t *testing.T) {
 		tool string
 		args string
 	}{
-		{"chrome scheme", browserops.ToolNavigate, `{"url":"chrome://settings"}`},
-		{"relative url", browserops.ToolNavigate, `{"url":"/x"}`},
-		{"bad wait_until", browserops.ToolNavigate, `{"url":"http://a","wait_until":"never"}`},
-		{"unknown key", browserops.ToolPressKey, `{"key":"Hyper"}`},
-		{"resolution not allowed", browserops.ToolConfig, `{"resolution":{"width":1,"height":1}}`},
-		{"select without choice", browserops.ToolSelect, `{"selector":"s"}`},
-		{"wait selector without selector", browserops.ToolWait, `{"type":"selector"}`},
-		{"route without response", browserops.ToolRouteAdd, `{"url_pattern":"*"}`},
-		{"header injection", browserops.ToolHeaders, `{"headers":{"X":"a\r\nB: c"}}`},
-		{"host header", browserops.ToolHeaders, `{"headers":{"Host":"evil"}}`},
-		{"restart blocklist", browserops.ToolRestart, `{"url_blocklist":["x"]}`},
-		{"restart allowlist", browserops.ToolRestart, `{"url_allowlist":["x"]}`},
-		{"restart odd locale", browserops.ToolRestart, `{"locale":"de --no-sandbox"}`},
-		{"restart locale soft", browserops.ToolRestart, `{"mode":"soft","locale":"de-DE"}`},
-		{"record too fast", browserops.ToolRecord, `{"action":"start","fps":120}`},
-		{"record too long", browserops.ToolRecord, `{"action":"once","duration":3600}`},
-		{"downloads into etc", browserops.ToolWait, `{"type":"download","save_path":"/etc"}`},
-		{"downloads into a hidden dir", browserops.ToolWait, `{"type":"download","save_path":".ssh"}`},
-		{"unknown field", browserops.ToolText, `{"nope":1}`},
-		{"typing too slow", browserops.ToolType, `{"text":"abcdef","delay":20000}`},
+		{"chrome scheme", browserops.ToolNavigate.Name(), `{"url":"chrome://settings"}`},
+		{"relative url", browserops.ToolNavigate.Name(), `{"url":"/x"}`},
+		{"bad wait_until", browserops.ToolNavigate.Name(), `{"url":"http://a","wait_until":"never"}`},
+		{"unknown key", browserops.ToolPressKey.Name(), `{"key":"Hyper"}`},
+		{"resolution not allowed", browserops.ToolConfig.Name(), `{"resolution":{"width":1,"height":1}}`},
+		{"select without choice", browserops.ToolSelect.Name(), `{"selector":"s"}`},
+		{"wait selector without selector", browserops.ToolWait.Name(), `{"type":"selector"}`},
+		{"route without response", browserops.ToolRouteAdd.Name(), `{"url_pattern":"*"}`},
+		{"header injection", browserops.ToolHeaders.Name(), `{"headers":{"X":"a\r\nB: c"}}`},
+		{"host header", browserops.ToolHeaders.Name(), `{"headers":{"Host":"evil"}}`},
+		{"restart blocklist", browserops.ToolRestart.Name(), `{"url_blocklist":["x"]}`},
+		{"restart allowlist", browserops.ToolRestart.Name(), `{"url_allowlist":["x"]}`},
+		{"restart odd locale", browserops.ToolRestart.Name(), `{"locale":"de --no-sandbox"}`},
+		{"restart locale soft", browserops.ToolRestart.Name(), `{"mode":"soft","locale":"de-DE"}`},
+		{"record too fast", browserops.ToolRecord.Name(), `{"action":"start","fps":120}`},
+		{"record too long", browserops.ToolRecord.Name(), `{"action":"once","duration":3600}`},
+		{"downloads into etc", browserops.ToolWait.Name(), `{"type":"download","save_path":"/etc"}`},
+		{"downloads into a hidden dir", browserops.ToolWait.Name(), `{"type":"download","save_path":".ssh"}`},
+		{"unknown field", browserops.ToolText.Name(), `{"nope":1}`},
+		{"typing too slow", browserops.ToolType.Name(), `{"text":"abcdef","delay":20000}`},
 	}
 	for _, cs := range cases {
 		t.Run(cs.name, func(t *testing.T) {
@@ -538,18 +543,18 @@ func TestProxyPACAndRecord(t *testing.T) {
 		Network: func(context.Context, auth.Caller, string) (string, error) { return mode, nil },
 	}))
 	f := &fixture{d: d, agent: auth.Caller{KeyID: "k1", Role: auth.RoleAgent}}
-	pac := call[string](t, f, browserops.ToolProxyPAC, map[string]any{})
+	pac := call[string](t, f, browserops.ToolProxyPAC.Name(), map[string]any{})
 	if !strings.Contains(pac, `"PROXY 127.0.0.1:3128"`) || !strings.Contains(pac, "FindProxyForURL") {
 		t.Fatalf("proxy-mode PAC: %s", pac)
 	}
 	mode = "none"
-	if pac := call[string](t, f, browserops.ToolProxyPAC, map[string]any{}); strings.Contains(pac, "PROXY") {
+	if pac := call[string](t, f, browserops.ToolProxyPAC.Name(), map[string]any{}); strings.Contains(pac, "PROXY") {
 		t.Fatalf("none-mode PAC: %s", pac)
 	}
-	if _, err := callErr[string](f, browserops.ToolProxyPAC, map[string]any{"sandbox": "other"}); fault.KindOf(err) != fault.NotFound {
+	if _, err := callErr[string](f, browserops.ToolProxyPAC.Name(), map[string]any{"sandbox": "other"}); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("another sandbox's PAC: %v", err)
 	}
-	if _, err := callErr[map[string]any](f, browserops.ToolRecord, map[string]any{"action": "once"}); fault.KindOf(err) != fault.Unsupported {
+	if _, err := callErr[map[string]any](f, browserops.ToolRecord.Name(), map[string]any{"action": "once"}); fault.KindOf(err) != fault.Unsupported {
 		t.Fatalf("record: %v", err)
 	}
 }

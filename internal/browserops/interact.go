@@ -232,9 +232,9 @@ el.dispatchEvent(new Event('input', {bubbles: true}));
 el.dispatchEvent(new Event('change', {bubbles: true}));`, map[string]any{"selector": a.Selector, "value": a.Value, "label": a.Label, "index": a.Index}, nil)
 			})
 		}, func(a SelectArgs) (string, map[string]any) { return clipMsg(a.Selector), nil })
-	checkOp := func(name, desc string, want bool) {
+	checkOp := func(name dispatch.Ref[SelectorArgs, Action], desc string, want bool) {
 		define(ts, name, desc, guard.Medium, func(ctx context.Context, c auth.Caller, a SelectorArgs) (Action, error) {
-			return act(ctx, s, c, a.Sandbox, strings.TrimPrefix(name, "browser."), func(ctx context.Context, o *op) error {
+			return act(ctx, s, c, a.Sandbox, strings.TrimPrefix(name.Name(), "browser."), func(ctx context.Context, o *op) error {
 				return callJS(ctx, o.page(), `const el = H.find({selector: a.selector});
 if (!('checked' in el)) throw new Error('the element is not a checkbox or radio button');
 if (el.checked !== a.want) el.click();

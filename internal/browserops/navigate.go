@@ -49,7 +49,7 @@ func navigateTools(ts *[]dispatch.Tool, s *Service) {
 			}
 			return dispatch.Assessment{Risk: guard.Medium}
 		}})
-	pageOp := func(name, desc string, f func(ctx context.Context, o *op) (PageInfo, error)) {
+	pageOp := func(name dispatch.Ref[PageArgs, PageInfo], desc string, f func(ctx context.Context, o *op) (PageInfo, error)) {
 		define(ts, name, desc, guard.Medium, func(ctx context.Context, c auth.Caller, a PageArgs) (PageInfo, error) {
 			return run(ctx, s, c, a.Sandbox, func(o *op) (PageInfo, error) { return f(ctx, o) })
 		}, nil)

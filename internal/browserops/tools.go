@@ -2,9 +2,11 @@ package browserops
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
@@ -14,59 +16,63 @@ import (
 // Tool names. Where AIO's MCP server (its browser tools) has a name for
 // an operation, the dispatcher name is chosen so that its MCP name
 // (dots become underscores) is AIO's: browser.navigate → browser_navigate.
+var (
+	ToolInfo            = dispatch.Ref[InfoArgs, BrowserInfo]("browser.info")
+	ToolScreenshot      = dispatch.Ref[ScreenshotArgs, Image]("browser.screenshot")
+	ToolPageScreenshot  = dispatch.Ref[ScreenshotArgs, Image]("browser.page_screenshot")
+	ToolNavigate        = dispatch.Ref[NavigateArgs, PageInfo]("browser.navigate")
+	ToolBack            = dispatch.Ref[PageArgs, PageInfo]("browser.go_back")
+	ToolForward         = dispatch.Ref[PageArgs, PageInfo]("browser.go_forward")
+	ToolReload          = dispatch.Ref[PageArgs, PageInfo]("browser.reload")
+	ToolClick           = dispatch.Ref[ClickArgs, Action]("browser.click")
+	ToolFill            = dispatch.Ref[FillArgs, Action]("browser.form_input_fill")
+	ToolType            = dispatch.Ref[TypeArgs, Action]("browser.type")
+	ToolPressKey        = dispatch.Ref[KeyArgs, Action]("browser.press_key")
+	ToolHotKey          = dispatch.Ref[HotKeyArgs, Action]("browser.hot_key")
+	ToolHover           = dispatch.Ref[HoverArgs, Action]("browser.hover")
+	ToolSelect          = dispatch.Ref[SelectArgs, Action]("browser.select")
+	ToolCheck           = dispatch.Ref[SelectorArgs, Action]("browser.check")
+	ToolUncheck         = dispatch.Ref[SelectorArgs, Action]("browser.uncheck")
+	ToolScroll          = dispatch.Ref[ScrollArgs, Action]("browser.scroll")
+	ToolScrollTo        = dispatch.Ref[ScrollToArgs, Action]("browser.scroll_to")
+	ToolScrollToElement = dispatch.Ref[SelectorArgs, Action]("browser.scroll_to_element")
+	ToolHTML            = dispatch.Ref[HTMLArgs, string]("browser.get_html")
+	ToolText            = dispatch.Ref[PageArgs, string]("browser.get_text")
+	ToolMarkdown        = dispatch.Ref[PageArgs, map[string]any]("browser.get_markdown")
+	ToolElements        = dispatch.Ref[PageArgs, []map[string]any]("browser.get_clickable_elements")
+	ToolEvaluate        = dispatch.Ref[EvaluateArgs, json.RawMessage]("browser.evaluate")
+	ToolFindText        = dispatch.Ref[FindTextArgs, []TextMatch]("browser.find_text")
+	ToolWait            = dispatch.Ref[WaitArgs, map[string]any]("browser.wait")
+	ToolTabList         = dispatch.Ref[PageArgs, []TabInfo]("browser.tab_list")
+	ToolTabNew          = dispatch.Ref[NewTabArgs, []TabInfo]("browser.new_tab")
+	ToolTabSwitch       = dispatch.Ref[TabArgs, []TabInfo]("browser.switch_tab")
+	ToolTabClose        = dispatch.Ref[TabArgs, []TabInfo]("browser.close_tab")
+	ToolCookiesGet      = dispatch.Ref[CookiesGetArgs, []*network.Cookie]("browser.cookies_get")
+	ToolCookiesSet      = dispatch.Ref[CookiesSetArgs, Action]("browser.cookies_set")
+	ToolCookiesClear    = dispatch.Ref[PageArgs, Action]("browser.cookies_clear")
+	ToolConsole         = dispatch.Ref[ConsoleArgs, []ConsoleEntry]("browser.console")
+	ToolConsoleExport   = dispatch.Ref[ExportArgs, map[string]any]("browser.console_export")
+	ToolConfig          = dispatch.Ref[ConfigArgs, ConfigResult]("browser.config")
+	ToolActions         = dispatch.Ref[ActionArgs, ActionData]("browser.actions")
+	ToolUploadFile      = dispatch.Ref[UploadArgs, Action]("browser.upload_file")
+	ToolFillForm        = dispatch.Ref[FillFormArgs, Action]("browser.fill_form")
+	ToolStateSave       = dispatch.Ref[PathArgs, map[string]any]("browser.state_save")
+	ToolStateLoad       = dispatch.Ref[PathArgs, map[string]any]("browser.state_load")
+	ToolHeaders         = dispatch.Ref[HeadersArgs, Action]("browser.network_headers")
+	ToolScopedHeaders   = dispatch.Ref[ScopedHeadersArgs, Action]("browser.network_scoped_headers")
+	ToolRouteAdd        = dispatch.Ref[RouteArgs, Action]("browser.network_route_add")
+	ToolRouteRemove     = dispatch.Ref[RouteRemoveArgs, Action]("browser.network_route_remove")
+	ToolRequests        = dispatch.Ref[RequestsArgs, []RequestEntry]("browser.network_requests")
+	ToolExportHAR       = dispatch.Ref[ExportArgs, map[string]any]("browser.network_export_har")
+	ToolCaptchaDetect   = dispatch.Ref[PageArgs, map[string]any]("browser.captcha_detect")
+	ToolCaptchaWait     = dispatch.Ref[CaptchaWaitArgs, CaptchaWaitResult]("browser.captcha_wait")
+	ToolRestart         = dispatch.Ref[RestartArgs, map[string]any]("browser.restart")
+	ToolProxyPAC        = dispatch.Ref[PageArgs, string]("browser.proxy_pac")
+	ToolRecord          = dispatch.Ref[RecordArgs, map[string]any]("browser.record")
+)
+
+// Limits of the operations' arguments and answers.
 const (
-	ToolInfo              = "browser.info"
-	ToolScreenshot        = "browser.screenshot"
-	ToolPageScreenshot    = "browser.page_screenshot"
-	ToolNavigate          = "browser.navigate"
-	ToolBack              = "browser.go_back"
-	ToolForward           = "browser.go_forward"
-	ToolReload            = "browser.reload"
-	ToolClick             = "browser.click"
-	ToolFill              = "browser.form_input_fill"
-	ToolType              = "browser.type"
-	ToolPressKey          = "browser.press_key"
-	ToolHotKey            = "browser.hot_key"
-	ToolHover             = "browser.hover"
-	ToolSelect            = "browser.select"
-	ToolCheck             = "browser.check"
-	ToolUncheck           = "browser.uncheck"
-	ToolScroll            = "browser.scroll"
-	ToolScrollTo          = "browser.scroll_to"
-	ToolScrollToElement   = "browser.scroll_to_element"
-	ToolHTML              = "browser.get_html"
-	ToolText              = "browser.get_text"
-	ToolMarkdown          = "browser.get_markdown"
-	ToolElements          = "browser.get_clickable_elements"
-	ToolEvaluate          = "browser.evaluate"
-	ToolFindText          = "browser.find_text"
-	ToolWait              = "browser.wait"
-	ToolTabList           = "browser.tab_list"
-	ToolTabNew            = "browser.new_tab"
-	ToolTabSwitch         = "browser.switch_tab"
-	ToolTabClose          = "browser.close_tab"
-	ToolCookiesGet        = "browser.cookies_get"
-	ToolCookiesSet        = "browser.cookies_set"
-	ToolCookiesClear      = "browser.cookies_clear"
-	ToolConsole           = "browser.console"
-	ToolConsoleExport     = "browser.console_export"
-	ToolConfig            = "browser.config"
-	ToolActions           = "browser.actions"
-	ToolUploadFile        = "browser.upload_file"
-	ToolFillForm          = "browser.fill_form"
-	ToolStateSave         = "browser.state_save"
-	ToolStateLoad         = "browser.state_load"
-	ToolHeaders           = "browser.network_headers"
-	ToolScopedHeaders     = "browser.network_scoped_headers"
-	ToolRouteAdd          = "browser.network_route_add"
-	ToolRouteRemove       = "browser.network_route_remove"
-	ToolRequests          = "browser.network_requests"
-	ToolExportHAR         = "browser.network_export_har"
-	ToolCaptchaDetect     = "browser.captcha_detect"
-	ToolCaptchaWait       = "browser.captcha_wait"
-	ToolRestart           = "browser.restart"
-	ToolProxyPAC          = "browser.proxy_pac"
-	ToolRecord            = "browser.record"
 	maxFindText           = 100
 	maxTypeText           = 64 << 10
 	maxTypeDuration       = 60 * time.Second
@@ -97,13 +103,13 @@ type Action struct {
 
 // define registers one browser operation: rate-limited as a browser
 // call, audited with its sandbox and target.
-func define[A sandboxed, R any](ts *[]dispatch.Tool, name, desc string, risk guard.Risk,
+func define[A sandboxed, R any](ts *[]dispatch.Tool, name dispatch.Ref[A, R], desc string, risk guard.Risk,
 	run func(context.Context, auth.Caller, A) (R, error), describe func(A) (string, map[string]any), hooks ...dispatch.Hooks[A, R]) {
 	var h dispatch.Hooks[A, R]
 	if len(hooks) > 0 {
 		h = hooks[0]
 	}
-	spec := dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: ratelimit.Browser}
+	spec := dispatch.Spec{Description: desc, Risk: risk, Category: ratelimit.Browser}
 	if h.Assess != nil {
 		spec.RiskCeiling = guard.Dangerous
 	}
@@ -114,7 +120,7 @@ func define[A sandboxed, R any](ts *[]dispatch.Tool, name, desc string, risk gua
 		}
 		return t
 	}
-	*ts = append(*ts, dispatch.Define(spec, run, h))
+	*ts = append(*ts, dispatch.Define(name, spec, run, h))
 }
 
 // PageArgs names only the sandbox (back, forward, reload, text …).

@@ -12,10 +12,10 @@ import (
 )
 
 // Tool names (the audit actions).
-const (
-	ToolBuild  = "template.build"
-	ToolCommit = "template.commit"
-	ToolLog    = "template.build_log"
+var (
+	ToolBuild  = dispatch.Ref[Args, template.Template]("template.build")
+	ToolCommit = dispatch.Ref[CommitArgs, template.Template]("template.commit")
+	ToolLog    = dispatch.Ref[LogArgs, string]("template.build_log")
 )
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -33,7 +33,7 @@ func Tools(b *Builder) []dispatch.Tool {
 		return m
 	}
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolBuild, Description: "Build a Dockerfile (subset) into a template; each RUN runs in a sandbox as the caller, each step is a cached layer", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
+		dispatch.Define(ToolBuild, dispatch.Spec{Description: "Build a Dockerfile (subset) into a template; each RUN runs in a sandbox as the caller, each step is a cached layer", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
 			func(ctx context.Context, c auth.Caller, a Args) (template.Template, error) { return b.Build(ctx, c, a) },
 			dispatch.Hooks[Args, template.Template]{
 				// The templates its FROM names, for the policy's template
@@ -47,7 +47,7 @@ func Tools(b *Builder) []dispatch.Tool {
 				},
 				Summarize: func(_ Args, t template.Template) map[string]any { return summary(t) },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolCommit, Description: "Make a template of a template sandbox's changes to its root (its writable layer over its template)", Risk: guard.Medium, Category: ratelimit.Manage},
+		dispatch.Define(ToolCommit, dispatch.Spec{Description: "Make a template of a template sandbox's changes to its root (its writable layer over its template)", Risk: guard.Medium, Category: ratelimit.Manage},
 			func(ctx context.Context, c auth.Caller, a CommitArgs) (template.Template, error) {
 				return b.Commit(ctx, c, a)
 			},
@@ -57,7 +57,7 @@ func Tools(b *Builder) []dispatch.Tool {
 				},
 				Summarize: func(_ CommitArgs, t template.Template) map[string]any { return summary(t) },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolLog, Description: "Read a build's kept log", Risk: guard.Safe, Category: ratelimit.Read, Roles: viewers},
+		dispatch.Define(ToolLog, dispatch.Spec{Description: "Read a build's kept log", Risk: guard.Safe, Category: ratelimit.Read, Roles: viewers},
 			func(_ context.Context, c auth.Caller, a LogArgs) (string, error) { return b.Log(c, a.Build) },
 			dispatch.Hooks[LogArgs, string]{Describe: func(a LogArgs) dispatch.Target { return dispatch.Target{Target: a.Build} }}),
 	}

@@ -19,14 +19,14 @@ import (
 // Tool names of AIO's nodejs namespace: the javascript runtime of
 // code.execute (a resident /usr/bin/node per session, one vm context),
 // with AIO's request and answer shapes.
-const (
-	ToolNodeExecute       = "nodejs.execute"
-	ToolNodeInfo          = "nodejs.info"
-	ToolNodeSessionCreate = "nodejs.session_create"
-	ToolNodeSessions      = "nodejs.sessions"
-	ToolNodeSession       = "nodejs.session_get"
-	ToolNodeSessionUpdate = "nodejs.session_update"
-	ToolNodeSessionDelete = "nodejs.session_delete"
+var (
+	ToolNodeExecute       = dispatch.Ref[NodeExecuteArgs, NodeExecuteResult]("nodejs.execute")
+	ToolNodeInfo          = dispatch.Ref[NodeInfoArgs, NodeInfo]("nodejs.info")
+	ToolNodeSessionCreate = dispatch.Ref[NodeSessionArgs, NodeCreateResult]("nodejs.session_create")
+	ToolNodeSessions      = dispatch.Ref[NodeInfoArgs, NodeSessionsResult]("nodejs.sessions")
+	ToolNodeSession       = dispatch.Ref[NodeSessionArgs, NodeSessionResult]("nodejs.session_get")
+	ToolNodeSessionUpdate = dispatch.Ref[NodeSessionArgs, NodeUpdateResult]("nodejs.session_update")
+	ToolNodeSessionDelete = dispatch.Ref[NodeSessionArgs, NodeDeleteResult]("nodejs.session_delete")
 )
 
 // AIO's max_idle_time bounds (seconds). The server's session idle timeout
@@ -177,7 +177,7 @@ func NodeTools(s *Service, g *guard.Guard) []dispatch.Tool {
 		return dispatch.Target{Target: a.SessionID, Sandbox: a.Sandbox, Detail: map[string]any{"language": JavaScript}}
 	}
 	return []dispatch.Tool{
-		dispatch.Define(runsCode(spec(ToolNodeExecute, "Run JavaScript with Node.js, statelessly or in a session that keeps state (risk: the command guard's verdict on node -e CODE)", guard.Safe, ratelimit.Exec, nil)),
+		dispatch.Define(ToolNodeExecute, runsCode(spec("Run JavaScript with Node.js, statelessly or in a session that keeps state (risk: the command guard's verdict on node -e CODE)", guard.Safe, ratelimit.Exec, nil)),
 			func(ctx context.Context, c auth.Caller, a NodeExecuteArgs) (NodeExecuteResult, error) {
 				if a.Version != "" {
 					if err := s.checkNodeVersion(ctx, c, a.Sandbox, a.Version); err != nil {
@@ -203,14 +203,14 @@ func NodeTools(s *Service, g *guard.Guard) []dispatch.Tool {
 				Assess:   func(a NodeExecuteArgs) dispatch.Assessment { return Assess(g, a.execute().Request()) },
 				Describe: func(a NodeExecuteArgs) dispatch.Target { return describeExecute(a.execute()) },
 			}),
-		dispatch.Define(spec(ToolNodeInfo, "Node.js runtime information", guard.Safe, 0, viewers),
+		dispatch.Define(ToolNodeInfo, spec("Node.js runtime information", guard.Safe, 0, viewers),
 			func(ctx context.Context, c auth.Caller, a NodeInfoArgs) (NodeInfo, error) {
 				return s.nodeInfo(ctx, c, a.Sandbox)
 			},
 			dispatch.Hooks[NodeInfoArgs, NodeInfo]{}),
 		// Starting a session starts a resident interpreter: medium, and
 		// counted as an execution (as code.session.create).
-		dispatch.Define(spec(ToolNodeSessionCreate, "Start a Node.js session (a resident interpreter)", guard.Medium, ratelimit.Exec, nil),
+		dispatch.Define(ToolNodeSessionCreate, spec("Start a Node.js session (a resident interpreter)", guard.Medium, ratelimit.Exec, nil),
 			func(ctx context.Context, c auth.Caller, a NodeSessionArgs) (NodeCreateResult, error) {
 				in, err := s.CreateSession(ctx, c, a.Sandbox, JavaScript, a.SessionID, a.Cwd)
 				if err != nil {
@@ -223,7 +223,7 @@ func NodeTools(s *Service, g *guard.Guard) []dispatch.Tool {
 				msg := "session created"
 				return NodeCreateResult{SessionID: in.ID, Created: true, Message: &msg, Session: &ns}, nil
 			}, dispatch.Hooks[NodeSessionArgs, NodeCreateResult]{Describe: sandboxOf}),
-		dispatch.Define(spec(ToolNodeSessions, "List the caller's Node.js sessions", guard.Safe, 0, viewers),
+		dispatch.Define(ToolNodeSessions, spec("List the caller's Node.js sessions", guard.Safe, 0, viewers),
 			func(ctx context.Context, c auth.Caller, a NodeInfoArgs) (NodeSessionsResult, error) {
 				list, err := s.Sessions(ctx, c, a.Sandbox, JavaScript)
 				if err != nil {
@@ -237,18 +237,18 @@ func NodeTools(s *Service, g *guard.Guard) []dispatch.Tool {
 				}
 				return out, nil
 			}, dispatch.Hooks[NodeInfoArgs, NodeSessionsResult]{}),
-		dispatch.Define(spec(ToolNodeSession, "Describe one of the caller's Node.js sessions", guard.Safe, 0, viewers),
+		dispatch.Define(ToolNodeSession, spec("Describe one of the caller's Node.js sessions", guard.Safe, 0, viewers),
 			func(ctx context.Context, c auth.Caller, a NodeSessionArgs) (NodeSessionResult, error) {
 				ns, err := s.nodeSession(ctx, c, a.Sandbox, a.SessionID, nil, "")
 				return NodeSessionResult{Session: ns}, err
 			}, dispatch.Hooks[NodeSessionArgs, NodeSessionResult]{Describe: sandboxOf}),
-		dispatch.Define(spec(ToolNodeSessionUpdate, "Change a Node.js session's working directory or idle time", guard.Safe, 0, nil),
+		dispatch.Define(ToolNodeSessionUpdate, spec("Change a Node.js session's working directory or idle time", guard.Safe, 0, nil),
 			func(ctx context.Context, c auth.Caller, a NodeSessionArgs) (NodeUpdateResult, error) {
 				ns, err := s.nodeSession(ctx, c, a.Sandbox, a.SessionID, a.MaxIdleTime, a.Cwd)
 				return NodeUpdateResult{Updated: err == nil, Session: ns}, err
 			}, dispatch.Hooks[NodeSessionArgs, NodeUpdateResult]{Describe: sandboxOf}),
 		// Ending one's own session only stops work: safe.
-		dispatch.Define(spec(ToolNodeSessionDelete, "End one of the caller's Node.js sessions", guard.Safe, 0, nil),
+		dispatch.Define(ToolNodeSessionDelete, spec("End one of the caller's Node.js sessions", guard.Safe, 0, nil),
 			func(ctx context.Context, c auth.Caller, a NodeSessionArgs) (NodeDeleteResult, error) {
 				if _, err := s.nodeSession(ctx, c, a.Sandbox, a.SessionID, nil, ""); err != nil {
 					return NodeDeleteResult{}, err

@@ -28,15 +28,15 @@ func TestPolicyListsSeeCode(t *testing.T) {
 		name, tool, args string
 		want             dispatch.Decision
 	}{
-		{"bash curl", ToolExecute, `{"language":"bash","code":"curl -V"}`, dispatch.Deny},
-		{"bash reads a pem", ToolExecute, `{"language":"bash","code":"cat key.pem"}`, dispatch.Deny},
-		{"bash in /etc", ToolExecute, `{"language":"bash","code":"cat hostname","cwd":"/etc"}`, dispatch.Deny},
-		{"python subprocess curl", ToolExecute, `{"language":"python","code":"import subprocess\nsubprocess.run(['curl','-V'])"}`, dispatch.Deny},
-		{"python os.system cat pem", ToolExecute, `{"language":"python","code":"import os\nos.system('cat key.pem')"}`, dispatch.Deny},
-		{"nodejs execSync curl", ToolNodeExecute, `{"code":"require('child_process').execSync('curl -V')"}`, dispatch.Deny},
-		{"python in /etc", ToolExecute, `{"language":"python","code":"print(1)","cwd":"/etc"}`, dispatch.Deny},
-		{"bash plain", ToolExecute, `{"language":"bash","code":"ls -la"}`, dispatch.Allow},
-		{"python plain", ToolExecute, `{"language":"python","code":"print(1)"}`, dispatch.Allow},
+		{"bash curl", ToolExecute.Name(), `{"language":"bash","code":"curl -V"}`, dispatch.Deny},
+		{"bash reads a pem", ToolExecute.Name(), `{"language":"bash","code":"cat key.pem"}`, dispatch.Deny},
+		{"bash in /etc", ToolExecute.Name(), `{"language":"bash","code":"cat hostname","cwd":"/etc"}`, dispatch.Deny},
+		{"python subprocess curl", ToolExecute.Name(), `{"language":"python","code":"import subprocess\nsubprocess.run(['curl','-V'])"}`, dispatch.Deny},
+		{"python os.system cat pem", ToolExecute.Name(), `{"language":"python","code":"import os\nos.system('cat key.pem')"}`, dispatch.Deny},
+		{"nodejs execSync curl", ToolNodeExecute.Name(), `{"code":"require('child_process').execSync('curl -V')"}`, dispatch.Deny},
+		{"python in /etc", ToolExecute.Name(), `{"language":"python","code":"print(1)","cwd":"/etc"}`, dispatch.Deny},
+		{"bash plain", ToolExecute.Name(), `{"language":"bash","code":"ls -la"}`, dispatch.Allow},
+		{"python plain", ToolExecute.Name(), `{"language":"python","code":"print(1)"}`, dispatch.Allow},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

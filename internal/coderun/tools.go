@@ -15,12 +15,12 @@ import (
 )
 
 // Tool names of the code capabilities.
-const (
-	ToolExecute       = "code.execute"
-	ToolInfo          = "code.info"
-	ToolSessions      = "code.sessions"
-	ToolSessionCreate = "code.session.create"
-	ToolSessionDelete = "code.session.delete"
+var (
+	ToolExecute       = dispatch.Ref[ExecuteArgs, Result]("code.execute")
+	ToolInfo          = dispatch.Ref[SandboxArgs, []LanguageInfo]("code.info")
+	ToolSessions      = dispatch.Ref[SandboxArgs, []SessionInfo]("code.sessions")
+	ToolSessionCreate = dispatch.Ref[SandboxArgs, SessionInfo]("code.session.create")
+	ToolSessionDelete = dispatch.Ref[SandboxArgs, int]("code.session.delete")
 )
 
 // ExecuteArgs is code.execute's arguments: the code to run and how, in
@@ -132,8 +132,8 @@ func Tools(s *Service, g *guard.Guard) []dispatch.Tool {
 	return []dispatch.Tool{executeTool(s, g), infoTool(s), sessionsTool(s), sessionCreateTool(s), sessionDeleteTool(s)}
 }
 
-func spec(name, desc string, risk guard.Risk, cat ratelimit.Category, roles []auth.Role) dispatch.Spec {
-	return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: cat, Roles: roles, Lenient: true}
+func spec(desc string, risk guard.Risk, cat ratelimit.Category, roles []auth.Role) dispatch.Spec {
+	return dispatch.Spec{Description: desc, Risk: risk, Category: cat, Roles: roles, Lenient: true}
 }
 
 // runsCode is the Spec of a tool that runs the caller's code: in a resident
@@ -146,7 +146,7 @@ func runsCode(s dispatch.Spec) dispatch.Spec {
 
 func executeTool(s *Service, g *guard.Guard) dispatch.Tool {
 	// The declared tier is the floor; Assess raises it per call.
-	return dispatch.Define(runsCode(spec(ToolExecute, "Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: the command guard's verdict on the code as bash, python3 -c or node -e)",
+	return dispatch.Define(ToolExecute, runsCode(spec("Run python, javascript or bash code in a sandbox, statelessly or in a session that keeps state (risk: the command guard's verdict on the code as bash, python3 -c or node -e)",
 		guard.Safe, ratelimit.Exec, nil)),
 		func(ctx context.Context, c auth.Caller, a ExecuteArgs) (Result, error) {
 			return s.Execute(ctx, c, a.Sandbox, a.Request())
@@ -170,14 +170,14 @@ func executeTool(s *Service, g *guard.Guard) dispatch.Tool {
 }
 
 func infoTool(s *Service) dispatch.Tool {
-	return dispatch.Define(spec(ToolInfo, "Supported code runtimes and their versions", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolInfo, spec("Supported code runtimes and their versions", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a SandboxArgs) ([]LanguageInfo, error) {
 			return s.Info(ctx, c, a.Sandbox)
 		}, dispatch.Hooks[SandboxArgs, []LanguageInfo]{})
 }
 
 func sessionsTool(s *Service) dispatch.Tool {
-	return dispatch.Define(spec(ToolSessions, "List the caller's code sessions in a sandbox", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolSessions, spec("List the caller's code sessions in a sandbox", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a SandboxArgs) ([]SessionInfo, error) {
 			return s.Sessions(ctx, c, a.Sandbox, a.Language)
 		}, dispatch.Hooks[SandboxArgs, []SessionInfo]{})
@@ -199,7 +199,7 @@ func describeSession(a SandboxArgs) dispatch.Target {
 // sessionCreateTool: creating a session runs no code of the caller's, but
 // it starts a resident interpreter: medium, and counted as an execution.
 func sessionCreateTool(s *Service) dispatch.Tool {
-	return dispatch.Define(spec(ToolSessionCreate, "Start a code session (a resident interpreter)", guard.Medium, ratelimit.Exec, nil),
+	return dispatch.Define(ToolSessionCreate, spec("Start a code session (a resident interpreter)", guard.Medium, ratelimit.Exec, nil),
 		func(ctx context.Context, c auth.Caller, a SandboxArgs) (SessionInfo, error) {
 			return s.CreateSession(ctx, c, a.Sandbox, a.Language, a.SessionID, a.Cwd)
 		}, dispatch.Hooks[SandboxArgs, SessionInfo]{Describe: describeSession})
@@ -208,7 +208,7 @@ func sessionCreateTool(s *Service) dispatch.Tool {
 // sessionDeleteTool: ending one's own session only stops work: safe, and
 // possible while the server is halted. It answers how many it ended.
 func sessionDeleteTool(s *Service) dispatch.Tool {
-	return dispatch.Define(spec(ToolSessionDelete, "End a code session (or all of a language's, with all)", guard.Safe, 0, nil),
+	return dispatch.Define(ToolSessionDelete, spec("End a code session (or all of a language's, with all)", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a SandboxArgs) (int, error) {
 			if a.All {
 				return s.DeleteSessions(ctx, c, a.Sandbox, a.Language)

@@ -3,8 +3,6 @@ package console
 import (
 	"context"
 	"encoding/json"
-	"github.com/sandhold/sandhold/internal/dispatch/audittools"
-	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +11,9 @@ import (
 	"testing"
 	"testing/fstest"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/dispatch/audittools"
+	"github.com/sandhold/sandhold/internal/dispatch/authtools"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -77,7 +78,7 @@ func newEnvWith(t *testing.T, assets fstest.MapFS, lim *ratelimit.Limiter) *env 
 	for _, t := range append(authtools.Tools(e.svc), audittools.Tools(lg)...) {
 		disp.MustRegister(t)
 	}
-	if err := disp.Register(dispatch.Define(dispatch.Spec{Name: "test.limited", Description: "a file-category call", Risk: guard.Safe, Category: ratelimit.File},
+	if err := disp.Register(dispatch.Define("test.limited", dispatch.Spec{Description: "a file-category call", Risk: guard.Safe, Category: ratelimit.File},
 		func(_ context.Context, c auth.Caller, _ struct{}) (string, error) { return c.KeyID, nil }, dispatch.Hooks[struct{}, string]{})); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func newEnvWith(t *testing.T, assets fstest.MapFS, lim *ratelimit.Limiter) *env 
 		c, err := api.MustCaller(r.Context())
 		if err == nil {
 			var who string
-			if who, err = dispatch.Invoke[string](r.Context(), disp, c, "test.limited", struct{}{}); err == nil {
+			if who, err = dispatch.Ref[struct{}, string]("test.limited").Call(r.Context(), disp, c, struct{}{}); err == nil {
 				api.WriteData(w, http.StatusOK, who)
 				return
 			}

@@ -9,10 +9,10 @@ import (
 )
 
 // Tool names.
-const (
-	ToolGet    = "control.get"
-	ToolHalt   = "control.halt"
-	ToolUnhalt = "control.unhalt"
+var (
+	ToolGet    = dispatch.Ref[struct{}, State]("control.get")
+	ToolHalt   = dispatch.Ref[HaltArgs, State]("control.halt")
+	ToolUnhalt = dispatch.Ref[struct{}, State]("control.unhalt")
 )
 
 // HaltArgs are control.halt's arguments. Halt cuts a longer reason to
@@ -26,11 +26,11 @@ type HaltArgs struct {
 func Tools(c *Control) []dispatch.Tool {
 	admin := []auth.Role{auth.RoleAdmin}
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Read whether the server is halted", Risk: guard.Safe,
+		dispatch.Define(ToolGet, dispatch.Spec{Description: "Read whether the server is halted", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
 			func(context.Context, auth.Caller, struct{}) (State, error) { return c.State(), nil },
 			dispatch.Hooks[struct{}, State]{}),
-		dispatch.Define(dispatch.Spec{Name: ToolHalt, Description: "Halt the server: refuse every non-safe tool, kill running executions, freeze sandboxes",
+		dispatch.Define(ToolHalt, dispatch.Spec{Description: "Halt the server: refuse every non-safe tool, kill running executions, freeze sandboxes",
 			Risk: guard.Safe, Roles: admin},
 			func(ctx context.Context, by auth.Caller, a HaltArgs) (State, error) {
 				return c.Halt(ctx, by.KeyID, a.Reason)
@@ -39,7 +39,7 @@ func Tools(c *Control) []dispatch.Tool {
 				Describe:  func(a HaltArgs) dispatch.Target { return dispatch.Target{Target: a.Reason} },
 				Summarize: func(_ HaltArgs, st State) map[string]any { return map[string]any{"frozen": len(st.Frozen)} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolUnhalt, Description: "Lift a HALT and thaw the sandboxes it froze", Risk: guard.Safe, Roles: admin},
+		dispatch.Define(ToolUnhalt, dispatch.Spec{Description: "Lift a HALT and thaw the sandboxes it froze", Risk: guard.Safe, Roles: admin},
 			func(ctx context.Context, _ auth.Caller, _ struct{}) (State, error) { return c.Unhalt(ctx) },
 			dispatch.Hooks[struct{}, State]{}),
 	}

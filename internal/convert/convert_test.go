@@ -77,7 +77,7 @@ type reply struct {
 
 func call(t *testing.T, cl *daemontest.Client, args map[string]any) reply {
 	t.Helper()
-	r := cl.Do("POST", "/v1/tools/call", map[string]any{"name": convert.ToolConvert, "arguments": args})
+	r := cl.Do("POST", "/v1/tools/call", map[string]any{"name": convert.ToolConvert.Name(), "arguments": args})
 	out := reply{status: r.Status, success: r.Success, message: r.Message}
 	if r.Success {
 		if err := json.Unmarshal(r.Data, &out.res); err != nil {

@@ -7,15 +7,14 @@ import (
 )
 
 // ToolConvert is the tool's name (its audit action).
-const ToolConvert = "util.convert_to_markdown"
+var ToolConvert = dispatch.Ref[Args, Result]("util.convert_to_markdown")
 
 // Tool is util.convert_to_markdown. A sandbox file is Safe to convert
 // (read through the file API's policy, converted inside the sandbox); a
 // URL is Medium: it makes the sandbox reach out (its egress policy still
 // decides). It counts as a command (it runs a converter).
 func (s *Service) Tool() dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{
-		Name:        ToolConvert,
+	return dispatch.Define(ToolConvert, dispatch.Spec{
 		Description: "Convert a document (HTML, PDF, DOCX, ODT, EPUB, RTF, LaTeX, rst, …) in the sandbox, or at an http(s) URL fetched from inside it, to Markdown; the converter runs inside the sandbox",
 		Risk:        guard.Safe, RiskCeiling: guard.Medium,
 		Category: ratelimit.Command,

@@ -81,7 +81,7 @@ func TestNameTakenSaysNothingAboutForeignTools(t *testing.T) {
 func TestRedefinitionIsUnpublished(t *testing.T) {
 	f := newFixture(t, &memSettings{})
 	f.mustDefine(t, agent, `{"name":"fmt","call":{"tool":"file.read","arguments":{"v":"harmless"}}}`)
-	if _, err := f.d.Call(ctx, admin, ToolPublish, json.RawMessage(`{"name":"fmt","published":true}`)); err != nil {
+	if _, err := f.d.Call(ctx, admin, ToolPublish.Name(), json.RawMessage(`{"name":"fmt","published":true}`)); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []auth.Caller{admin, agent2} {
@@ -116,7 +116,7 @@ func TestRedefinitionIsUnpublished(t *testing.T) {
 		t.Fatalf("admin's list: %+v", review)
 	}
 	// Published again, it is version 2 that is published.
-	if _, err := f.d.Call(ctx, admin, ToolPublish, json.RawMessage(`{"name":"fmt","published":true}`)); err != nil {
+	if _, err := f.d.Call(ctx, admin, ToolPublish.Name(), json.RawMessage(`{"name":"fmt","published":true}`)); err != nil {
 		t.Fatal(err)
 	}
 	if def, _ := f.r.Def(admin, "fmt"); !def.Published || def.PublishedVersion != 2 {
@@ -130,7 +130,7 @@ func TestPublishNeedsPublishedCallees(t *testing.T) {
 	f := newFixture(t, &memSettings{})
 	f.mustDefine(t, agent, `{"name":"inner","call":{"tool":"file.read"}}`)
 	f.mustDefine(t, agent, `{"name":"outer","call":{"tool":"inner"}}`)
-	if _, err := f.d.Call(ctx, admin, ToolPublish, json.RawMessage(`{"name":"outer","published":true}`)); fault.KindOf(err) != fault.Conflict {
+	if _, err := f.d.Call(ctx, admin, ToolPublish.Name(), json.RawMessage(`{"name":"outer","published":true}`)); fault.KindOf(err) != fault.Conflict {
 		t.Fatalf("publish over an unpublished callee: %v", err)
 	}
 }

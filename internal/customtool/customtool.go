@@ -526,7 +526,7 @@ func stepError(c *compiled, i int, err error) error {
 // schema (InputSchema and Decode replace what Define derives).
 func (r *Registry) tool(c *compiled) dispatch.Tool {
 	name := c.def.Name
-	t := dispatch.Define(dispatch.Spec{Name: name, Description: c.def.Description, Risk: guard.Safe,
+	t := dispatch.Define(dispatch.Ref[Args, any](name), dispatch.Spec{Description: c.def.Description, Risk: guard.Safe,
 		Category: r.categoryLocked(c, 0),
 		Roles:    []auth.Role{auth.RoleAdmin, auth.RoleAgent},
 		Visible: func(caller auth.Caller) bool {

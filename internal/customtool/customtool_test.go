@@ -123,7 +123,7 @@ func newFixture(t *testing.T, st *memSettings) *fixture {
 
 func (f *fixture) define(t *testing.T, c auth.Caller, js string) error {
 	t.Helper()
-	_, err := f.d.Call(ctx, c, ToolDefine, json.RawMessage(js))
+	_, err := f.d.Call(ctx, c, ToolDefine.Name(), json.RawMessage(js))
 	return err
 }
 
@@ -191,7 +191,7 @@ func TestCompositionRules(t *testing.T) {
 		t.Fatalf("a = %+v", def)
 	}
 	// Deleting a tool another tool calls is refused.
-	if _, err := f.d.Call(ctx, agent, ToolDelete, json.RawMessage(`{"name":"a"}`)); fault.KindOf(err) != fault.Conflict {
+	if _, err := f.d.Call(ctx, agent, ToolDelete.Name(), json.RawMessage(`{"name":"a"}`)); fault.KindOf(err) != fault.Conflict {
 		t.Fatalf("deleted a referenced tool: %v", err)
 	}
 }
@@ -324,16 +324,16 @@ func TestOwnershipPublishingAndPersistence(t *testing.T) {
 			t.Fatal("another key sees an unpublished tool")
 		}
 	}
-	if _, err := f.d.Call(ctx, agent, ToolPublish, json.RawMessage(`{"name":"mine","published":true}`)); fault.KindOf(err) != fault.Forbidden {
+	if _, err := f.d.Call(ctx, agent, ToolPublish.Name(), json.RawMessage(`{"name":"mine","published":true}`)); fault.KindOf(err) != fault.Forbidden {
 		t.Fatalf("agent published: %v", err)
 	}
-	if _, err := f.d.Call(ctx, admin, ToolPublish, json.RawMessage(`{"name":"mine","published":true}`)); err != nil {
+	if _, err := f.d.Call(ctx, admin, ToolPublish.Name(), json.RawMessage(`{"name":"mine","published":true}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.d.Call(ctx, agent2, "mine", nil); err != nil {
 		t.Fatalf("published tool: %v", err)
 	}
-	if _, err := f.d.Call(ctx, agent2, ToolDelete, json.RawMessage(`{"name":"mine"}`)); fault.KindOf(err) != fault.Forbidden {
+	if _, err := f.d.Call(ctx, agent2, ToolDelete.Name(), json.RawMessage(`{"name":"mine"}`)); fault.KindOf(err) != fault.Forbidden {
 		t.Fatalf("another key deleted a published tool: %v", err)
 	}
 	// Restart: a new dispatcher and registry over the same store.
@@ -347,7 +347,7 @@ func TestOwnershipPublishingAndPersistence(t *testing.T) {
 	if _, err := g.d.Call(ctx, agent2, "mine2", nil); fault.KindOf(err) != fault.NotFound {
 		t.Fatalf("unpublished after restart: %v", err)
 	}
-	if _, err := g.d.Call(ctx, agent, ToolDelete, json.RawMessage(`{"name":"mine2"}`)); err != nil {
+	if _, err := g.d.Call(ctx, agent, ToolDelete.Name(), json.RawMessage(`{"name":"mine2"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := g.d.Tool("mine2"); ok {

@@ -28,7 +28,7 @@ func TestReloadFollowsAnotherNode(t *testing.T) {
 	}
 	// Redefinition (now writes) and deletion on b reach a.
 	b.mustDefine(t, agent, `{"name":"lower","call":{"tool":"file.write"}}`)
-	if _, err := b.d.Call(ctx, agent, ToolDelete, json.RawMessage(`{"name":"upper"}`)); err != nil {
+	if _, err := b.d.Call(ctx, agent, ToolDelete.Name(), json.RawMessage(`{"name":"upper"}`)); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.r.Reload(ctx); err != nil {

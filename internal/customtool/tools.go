@@ -10,11 +10,11 @@ import (
 )
 
 // Tool names of the management tools.
-const (
-	ToolList    = "tools.list"
-	ToolDefine  = "tools.define"
-	ToolDelete  = "tools.delete"
-	ToolPublish = "tools.publish"
+var (
+	ToolList    = dispatch.Ref[struct{}, []Info]("tools.list")
+	ToolDefine  = dispatch.Ref[DefineArgs, Info]("tools.define")
+	ToolDelete  = dispatch.Ref[NameArgs, any]("tools.delete")
+	ToolPublish = dispatch.Ref[PublishArgs, Info]("tools.publish")
 )
 
 // NameArgs name a custom tool.
@@ -51,25 +51,25 @@ func (a DefineArgs) Def() Def {
 // registered by the Registry as they are defined.
 func Tools(r *Registry) []dispatch.Tool {
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolList, Description: "List the tools the caller may call, with their risk and input schema",
+		dispatch.Define(ToolList, dispatch.Spec{Description: "List the tools the caller may call, with their risk and input schema",
 			Risk: guard.Safe, Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
 			func(_ context.Context, c auth.Caller, _ struct{}) ([]Info, error) { return r.List(c), nil },
 			dispatch.Hooks[struct{}, []Info]{}),
 		// Defining changes what the key can run later, not what runs now:
 		// Medium (so nothing is defined while halted).
-		dispatch.Define(dispatch.Spec{Name: ToolDefine, Description: "Define or redefine a custom tool", Risk: guard.Medium},
+		dispatch.Define(ToolDefine, dispatch.Spec{Description: "Define or redefine a custom tool", Risk: guard.Medium},
 			func(ctx context.Context, c auth.Caller, a DefineArgs) (Info, error) { return r.Define(ctx, c, a.Def()) },
 			dispatch.Hooks[DefineArgs, Info]{
 				Describe: func(a DefineArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolDelete, Description: "Delete a custom tool", Risk: guard.Safe},
+		dispatch.Define(ToolDelete, dispatch.Spec{Description: "Delete a custom tool", Risk: guard.Safe},
 			func(ctx context.Context, c auth.Caller, a NameArgs) (any, error) {
 				return nil, r.Delete(ctx, c, a.Name)
 			},
 			dispatch.Hooks[NameArgs, any]{
 				Describe: func(a NameArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolPublish, Description: "Publish a custom tool to every key (or hide it again)",
+		dispatch.Define(ToolPublish, dispatch.Spec{Description: "Publish a custom tool to every key (or hide it again)",
 			Risk: guard.Medium, Roles: []auth.Role{auth.RoleAdmin}},
 			func(ctx context.Context, _ auth.Caller, a PublishArgs) (Info, error) {
 				return r.Publish(ctx, a.Name, a.Published)

@@ -99,5 +99,5 @@ func infoOverEndingConnections(t *testing.T, dials *atomic.Int32, ends func(int3
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return dispatch.Invoke[browserops.BrowserInfo](ctx, d, auth.Caller{KeyID: "k", Role: auth.RoleAdmin}, browserops.ToolInfo, browserops.InfoArgs{})
+	return browserops.ToolInfo.Call(ctx, d, auth.Caller{KeyID: "k", Role: auth.RoleAdmin}, browserops.InfoArgs{})
 }

@@ -76,7 +76,7 @@ func TestImplicitSandboxesPassTheChokepoint(t *testing.T) {
 		if n := s.sandboxesOf(ag.ID); n != 0 {
 			t.Fatalf("%d sandboxes made against the policy", n)
 		}
-		if recs := s.records(ag.ID, sandbox.ToolCreateDefault); len(recs) == 0 || recs[0].Verdict != "denied" {
+		if recs := s.records(ag.ID, sandbox.ToolCreateDefault.Name()); len(recs) == 0 || recs[0].Verdict != "denied" {
 			t.Fatalf("the refused creation is not audited: %+v", recs)
 		}
 		for _, tool := range []string{"code.execute", "bash.exec"} {
@@ -89,7 +89,7 @@ func TestImplicitSandboxesPassTheChokepoint(t *testing.T) {
 		ag := s.createKey("plain-agent", "agent")
 		expectOK(t, s.do("POST", "/v1/bash/exec", ag.Key, map[string]any{"command": "true"}, nil), 200, nil)
 		expectOK(t, s.do("POST", "/v1/bash/exec", ag.Key, map[string]any{"command": "true"}, nil), 200, nil)
-		recs := s.records(ag.ID, sandbox.ToolCreateDefault)
+		recs := s.records(ag.ID, sandbox.ToolCreateDefault.Name())
 		if n := s.sandboxesOf(ag.ID); n != 1 || len(recs) != 1 || recs[0].Verdict != "allowed" {
 			t.Fatalf("%d sandboxes, records %+v: want one, made by one allowed sandbox.create_default", n, recs)
 		}
@@ -122,7 +122,7 @@ func TestAServerStartedHaltedStartsNoStoppedSandbox(t *testing.T) {
 	}
 	expectOK(t, s2.do("POST", "/v1/control/unhalt", admin, nil, nil), 200, nil)
 	expectOK(t, s2.do("POST", "/v1/sandboxes/"+sb.ID+"/exec", ag.Key, map[string]any{"command": "true"}, nil), 200, nil)
-	if recs := s2.records(ag.ID, sandbox.ToolStart); len(recs) == 0 || recs[len(recs)-1].Verdict != "allowed" {
+	if recs := s2.records(ag.ID, sandbox.ToolStart.Name()); len(recs) == 0 || recs[len(recs)-1].Verdict != "allowed" {
 		t.Fatalf("the restart is not audited as sandbox.start: %+v", recs)
 	}
 }

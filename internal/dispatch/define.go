@@ -14,11 +14,49 @@ import (
 	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
-// Spec is what a tool declares about itself apart from its typed code: its
-// name (also its audit action), description, tier, rate-limit bucket, who
-// may call it and how its arguments are read.
+// Ref names a tool whose arguments are an A and whose answer is an R. It
+// is declared once, beside the tool's Define:
+//
+//	var ToolRead = dispatch.Ref[ReadArgs, ReadResult]("file.read")
+//
+// and is the one way code calls the tool (Call): a call whose arguments or
+// answer do not match the tool's types does not compile. The name is also
+// the tool's audit action.
+type Ref[A, R any] string
+
+// Name is the tool's name.
+func (r Ref[A, R]) Name() string { return string(r) }
+
+// Call dispatches the tool for c with args through every step (HALT, role,
+// validation, rate limit, risk, policy, audit) and answers its R. A nil d
+// (a server still starting) is Unavailable.
+func (r Ref[A, R]) Call(ctx context.Context, d *Dispatcher, c auth.Caller, args A) (R, error) {
+	var zero R
+	if d == nil {
+		return zero, fault.New(fault.Unavailable, "the server is still starting")
+	}
+	res, err := d.Dispatch(ctx, c, string(r), args)
+	if err != nil {
+		return zero, err
+	}
+	return ResultAs[R](string(r), res)
+}
+
+// CallWithin calls the tool as a nested call of the call running in ctx,
+// for its caller (Within); outside a tool's run it returns refused.
+func (r Ref[A, R]) CallWithin(ctx context.Context, args A, refused error) (R, error) {
+	d, c, ok := Within(ctx)
+	if !ok {
+		var zero R
+		return zero, refused
+	}
+	return r.Call(ctx, d, c, args)
+}
+
+// Spec is what a tool declares about itself apart from its name (its Ref)
+// and typed code: its description, tier, rate-limit bucket, who may call
+// it and how its arguments are read.
 type Spec struct {
-	Name        string
 	Description string
 	Risk        guard.Risk
 	RiskCeiling guard.Risk
@@ -55,29 +93,30 @@ type Validator interface {
 	Validate() error
 }
 
-// Define declares a tool whose arguments are an A and whose answer is an R.
-// The input schema is derived from A (SchemaFor), arguments are decoded
+// Define declares the tool ref names, whose arguments are an A and whose
+// answer is an R. The input schema is derived from A (SchemaFor), arguments are decoded
 // into A by one decoder (DecodeArgs, strict unless spec.Lenient), A's
 // Validate runs before the rate limit counts the call, and run is handed
 // an A — never an any. Dispatching a value of another type is refused as
 // an internal error rather than panicking.
-func Define[A, R any](spec Spec, run func(context.Context, auth.Caller, A) (R, error), h Hooks[A, R]) Tool {
+func Define[A, R any](ref Ref[A, R], spec Spec, run func(context.Context, auth.Caller, A) (R, error), h Hooks[A, R]) Tool {
+	name := string(ref)
 	t := Tool{
-		Name: spec.Name, Description: spec.Description, Risk: spec.Risk, RiskCeiling: spec.RiskCeiling,
+		Name: name, Description: spec.Description, Risk: spec.Risk, RiskCeiling: spec.RiskCeiling,
 		Category: spec.Category, Roles: spec.Roles, Visible: spec.Visible, Streams: spec.Streams, Commands: spec.Commands,
 		InputSchema: SchemaFor[A](),
 		Decode: func(raw json.RawMessage) (any, error) {
 			return DecodeArgs[A](raw, spec.Lenient)
 		},
 		Check: func(args any) error {
-			a, err := argsAs[A](spec.Name, args)
+			a, err := argsAs[A](name, args)
 			if err != nil {
 				return err
 			}
 			return validate(a)
 		},
 		Run: func(ctx context.Context, c auth.Caller, args any) (any, error) {
-			a, err := argsAs[A](spec.Name, args)
+			a, err := argsAs[A](name, args)
 			if err != nil {
 				return nil, err
 			}
@@ -87,7 +126,7 @@ func Define[A, R any](spec Spec, run func(context.Context, auth.Caller, A) (R, e
 	}
 	if h.Assess != nil {
 		t.Assess = func(args any) Assessment {
-			a, err := argsAs[A](spec.Name, args)
+			a, err := argsAs[A](name, args)
 			if err != nil {
 				// Fail closed: a call that cannot be read is rated at
 				// the top tier (Dispatch refuses it in Check anyway).
@@ -98,7 +137,7 @@ func Define[A, R any](spec Spec, run func(context.Context, auth.Caller, A) (R, e
 	}
 	if h.Describe != nil {
 		t.Describe = func(args any) Target {
-			a, err := argsAs[A](spec.Name, args)
+			a, err := argsAs[A](name, args)
 			if err != nil {
 				return Target{}
 			}
@@ -107,7 +146,7 @@ func Define[A, R any](spec Spec, run func(context.Context, auth.Caller, A) (R, e
 	}
 	if h.Summarize != nil {
 		t.Summarize = func(args, result any) map[string]any {
-			a, aerr := argsAs[A](spec.Name, args)
+			a, aerr := argsAs[A](name, args)
 			r, rok := result.(R)
 			if aerr != nil || !rok {
 				return nil
@@ -202,20 +241,9 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Invoke dispatches tool name with typed args and returns its answer as an
-// R: the one place a result is asserted to its type. A tool that answers
-// something else is an internal error (logged with both types), never a
-// panic at the edge.
-func Invoke[R any](ctx context.Context, d *Dispatcher, c auth.Caller, name string, args any) (R, error) {
-	var zero R
-	res, err := d.Dispatch(ctx, c, name, args)
-	if err != nil {
-		return zero, err
-	}
-	return ResultAs[R](name, res)
-}
-
-// ResultAs asserts a tool's answer to R (see Invoke).
+// ResultAs asserts a tool's answer to R: the one place a result is
+// asserted to its type. A tool that answers something else is an internal
+// error (naming both types), never a panic at the edge.
 func ResultAs[R any](name string, res any) (R, error) {
 	switch v := res.(type) {
 	case R:

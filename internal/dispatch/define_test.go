@@ -32,7 +32,7 @@ func (a echoArgs) Validate() error {
 type echoResult struct{ Out string }
 
 func echoTool(lenient bool, ran *int) Tool {
-	return Define(Spec{Name: "test.echo", Risk: guard.Safe, Category: ratelimit.Category(0), Lenient: lenient},
+	return Define("test.echo", Spec{Risk: guard.Safe, Category: ratelimit.Category(0), Lenient: lenient},
 		func(_ context.Context, _ auth.Caller, a echoArgs) (echoResult, error) {
 			*ran++
 			return echoResult{Out: strings.Repeat(a.Text, max(a.Times, 1))}, nil
@@ -150,7 +150,7 @@ func TestDefineValidatesBeforeCountingAndRunning(t *testing.T) {
 	if e := au.last(); e.Verdict != "error" {
 		t.Fatalf("audit verdict %q", e.Verdict)
 	}
-	got, err := Invoke[echoResult](context.Background(), d, agent, "test.echo", echoArgs{Text: "ab", Times: 2})
+	got, err := Ref[echoArgs, echoResult]("test.echo").Call(context.Background(), d, agent, echoArgs{Text: "ab", Times: 2})
 	if err != nil || got.Out != "abab" || ran != 1 {
 		t.Fatalf("%v %v", got, err)
 	}
@@ -158,7 +158,7 @@ func TestDefineValidatesBeforeCountingAndRunning(t *testing.T) {
 		t.Fatalf("detail %v", e.Detail)
 	}
 	// A pointer to the argument type is accepted too.
-	if _, err := Invoke[echoResult](context.Background(), d, agent, "test.echo", &echoArgs{Text: "x"}); err != nil {
+	if _, err := d.Dispatch(context.Background(), agent, "test.echo", &echoArgs{Text: "x"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,7 +174,7 @@ func TestDefineRefusesWrongTypesWithoutPanicking(t *testing.T) {
 	if fault.Public(err) != "internal error" {
 		t.Fatalf("public message leaks detail: %q", fault.Public(err))
 	}
-	_, err = Invoke[string](context.Background(), d, agent, "test.echo", echoArgs{Text: "a"})
+	_, err = Ref[echoArgs, string]("test.echo").Call(context.Background(), d, agent, echoArgs{Text: "a"})
 	if fault.KindOf(err) != fault.Internal || ran != 1 {
 		t.Fatalf("result type mismatch: %v", err)
 	}

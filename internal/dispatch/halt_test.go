@@ -76,7 +76,7 @@ func TestHaltExemptListIsSmall(t *testing.T) {
 }
 
 // TestWithinCarriesTheCall: a tool's run can dispatch an act of its own for
-// its caller (InvokeWithin), which passes every step — here HALT after the
+// its caller (Ref.CallWithin), which passes every step — here HALT after the
 // outer call began; outside a run the act is refused.
 func TestWithinCarriesTheCall(t *testing.T) {
 	au := &memAudit{}
@@ -88,7 +88,7 @@ func TestWithinCarriesTheCall(t *testing.T) {
 	}})
 	d.MustRegister(Tool{Name: "exec.outer", Risk: guard.Safe, Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) {
 		h.on = true // the operator halts while the outer call runs
-		return InvokeWithin[string](ctx, "sandbox.start", nil, refused)
+		return Ref[any, string]("sandbox.start").CallWithin(ctx, nil, refused)
 	}})
 	_, err := d.Dispatch(context.Background(), agent, "exec.outer", nil)
 	if fault.KindOf(err) != fault.Conflict {
@@ -100,7 +100,7 @@ func TestWithinCarriesTheCall(t *testing.T) {
 	}
 	h.on = false
 	d.MustRegister(Tool{Name: "exec.calm", Risk: guard.Safe, Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) {
-		return InvokeWithin[string](ctx, "sandbox.start", nil, refused)
+		return Ref[any, string]("sandbox.start").CallWithin(ctx, nil, refused)
 	}})
 	got, err := d.Dispatch(context.Background(), agent, "exec.calm", nil)
 	if err != nil || got != agent.KeyID {
@@ -109,7 +109,7 @@ func TestWithinCarriesTheCall(t *testing.T) {
 	if e := au.entries[len(au.entries)-2]; e.Action != "sandbox.start" || e.Verdict != "allowed" || e.Detail["depth"] != 1 {
 		t.Fatalf("nested act's record: %+v", e)
 	}
-	if _, err := InvokeWithin[string](context.Background(), "sandbox.start", nil, refused); !errors.Is(err, refused) {
+	if _, err := Ref[any, string]("sandbox.start").CallWithin(context.Background(), nil, refused); !errors.Is(err, refused) {
 		t.Fatalf("outside a call: %v", err)
 	}
 }
@@ -121,7 +121,7 @@ func TestUndecodableCallsAreRefusedInOrder(t *testing.T) {
 	type args struct {
 		Path string `json:"path" required:"true"`
 	}
-	tool := Define(Spec{Name: "file.read", Risk: guard.Safe, Category: ratelimit.File},
+	tool := Define("file.read", Spec{Risk: guard.Safe, Category: ratelimit.File},
 		func(context.Context, auth.Caller, args) (string, error) { return "ran", nil },
 		Hooks[args, string]{Describe: func(a args) Target { return Target{Target: a.Path} }})
 	for _, tc := range []struct {

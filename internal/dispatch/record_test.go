@@ -165,10 +165,10 @@ func TestNestedCallsHoldForTheirOwnRecord(t *testing.T) {
 	d.MustRegister(Tool{Name: "cmd.outer", Risk: guard.Safe, Commands: HeldCommand,
 		Run: func(ctx context.Context, c auth.Caller, _ any) (any, error) {
 			outer = HeldRecord(ctx)
-			if _, err := InvokeWithin[string](ctx, "plain.get", nil, errors.New("outside")); err != nil {
+			if _, err := Ref[any, string]("plain.get").CallWithin(ctx, nil, errors.New("outside")); err != nil {
 				return nil, err
 			}
-			return InvokeWithin[string](ctx, "cmd.inner", nil, errors.New("outside"))
+			return Ref[any, string]("cmd.inner").CallWithin(ctx, nil, errors.New("outside"))
 		}})
 	if _, err := d.Dispatch(context.Background(), auth.Caller{KeyID: "k", Role: auth.RoleAgent}, "cmd.outer", nil); err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ type within struct {
 // ctx belongs to. A run that must act beyond its own work on the caller's
 // behalf — create the caller's default sandbox, start a stopped one,
 // submit the lines of a shell's raw input — dispatches that act as a call
-// of its own through them (Invoke), so HALT, role, policy, rate limit and
+// of its own through them (Ref.CallWithin), so HALT, role, policy, rate limit and
 // audit apply to it as to any call. Outside a tool's run it reports false:
 // such an act is then refused, never done unchecked.
 func Within(ctx context.Context) (*Dispatcher, auth.Caller, bool) {
@@ -28,15 +28,4 @@ func Within(ctx context.Context) (*Dispatcher, auth.Caller, bool) {
 		return nil, auth.Caller{}, false
 	}
 	return w.d, w.c, true
-}
-
-// InvokeWithin dispatches tool name with args as a nested call of the call
-// running in ctx, for its caller; outside a tool's run it returns refused.
-func InvokeWithin[R any](ctx context.Context, name string, args any, refused error) (R, error) {
-	d, c, ok := Within(ctx)
-	if !ok {
-		var zero R
-		return zero, refused
-	}
-	return Invoke[R](ctx, d, c, name, args)
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/auth"
-	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/snapshot"
@@ -319,7 +318,7 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	in, err := dispatch.Invoke[sandbox.Info](r.Context(), s.d.Dispatch, c, sandbox.ToolCreate, spec)
+	in, err := sandbox.ToolCreate.Call(r.Context(), s.d.Dispatch, c, spec)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -337,7 +336,7 @@ func (s *Service) getInfo(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	in, err := dispatch.Invoke[sandbox.Info](r.Context(), s.d.Dispatch, c, sandbox.ToolGet, sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")})
+	in, err := sandbox.ToolGet.Call(r.Context(), s.d.Dispatch, c, sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -350,7 +349,7 @@ func (s *Service) getInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) kill(w http.ResponseWriter, r *http.Request) {
-	s.byID(w, r, sandbox.ToolDelete, http.StatusNoContent)
+	s.byID(w, r, sandbox.ToolDelete.Name(), http.StatusNoContent)
 }
 
 // paused reports whether a sandbox state is what E2B calls paused: frozen
@@ -383,14 +382,14 @@ func (s *Service) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	args := sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")}
-	tool := sandbox.ToolHibernate
+	tool := sandbox.ToolHibernate.Name()
 	if b.Memory != nil && *b.Memory {
-		tool = sandbox.ToolPause
+		tool = sandbox.ToolPause.Name()
 	}
 	_, err := s.d.Dispatch.Dispatch(r.Context(), c, tool, args)
-	if tool == sandbox.ToolHibernate && fault.Is(err, fault.Unsupported) {
+	if tool == sandbox.ToolHibernate.Name() && fault.Is(err, fault.Unsupported) {
 		// No workspace image: frozen, the other of sandhold's pauses.
-		_, err = s.d.Dispatch.Dispatch(r.Context(), c, sandbox.ToolPause, args)
+		_, err = s.d.Dispatch.Dispatch(r.Context(), c, sandbox.ToolPause.Name(), args)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -433,7 +432,7 @@ func (s *Service) setTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	args := TimeoutArgs{ID: chi.URLParam(r, "sandboxID"), Seconds: *b.Timeout}
-	if _, err := dispatch.Invoke[sandbox.Info](r.Context(), s.d.Dispatch, c, ToolSetTimeout, args); err != nil {
+	if _, err := ToolSetTimeout.Call(r.Context(), s.d.Dispatch, c, args); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -458,7 +457,7 @@ func (s *Service) refresh(w http.ResponseWriter, r *http.Request) {
 		secs = *b.Duration
 	}
 	args := ConnectArgs{ID: chi.URLParam(r, "sandboxID"), Seconds: secs}
-	if _, err := dispatch.Invoke[sandbox.Info](r.Context(), s.d.Dispatch, c, ToolConnect, args); err != nil {
+	if _, err := ToolConnect.Call(r.Context(), s.d.Dispatch, c, args); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -481,7 +480,7 @@ func (s *Service) connect(w http.ResponseWriter, r *http.Request) {
 	if b.Timeout != nil {
 		args.Seconds = *b.Timeout
 	}
-	in, err := dispatch.Invoke[sandbox.Info](r.Context(), s.d.Dispatch, c, ToolConnect, args)
+	in, err := ToolConnect.Call(r.Context(), s.d.Dispatch, c, args)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -517,7 +516,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	all, err := dispatch.Invoke[[]sandbox.Info](r.Context(), s.d.Dispatch, c, sandbox.ToolList, sandbox.NoArgs{})
+	all, err := sandbox.ToolList.Call(r.Context(), s.d.Dispatch, c, sandbox.NoArgs{})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -619,12 +618,12 @@ func (s *Service) metrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := chi.URLParam(r, "sandboxID")
-	all, err := dispatch.Invoke[[]sandbox.Stats](r.Context(), s.d.Dispatch, c, sandbox.ToolResources, sandbox.NoArgs{})
+	all, err := sandbox.ToolResources.Call(r.Context(), s.d.Dispatch, c, sandbox.NoArgs{})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	in, err := dispatch.Invoke[sandbox.Info](r.Context(), s.d.Dispatch, c, sandbox.ToolGet, sandbox.IDArgs{ID: id})
+	in, err := sandbox.ToolGet.Call(r.Context(), s.d.Dispatch, c, sandbox.IDArgs{ID: id})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -669,7 +668,7 @@ func (s *Service) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if u.Mode == "" {
 		u.Mode = sandbox.NetworkNone
 	}
-	if _, err := dispatch.Invoke[sandbox.NetworkResult](r.Context(), s.d.Dispatch, c, sandbox.ToolNetworkUpdate, u); err != nil {
+	if _, err := sandbox.ToolNetworkUpdate.Call(r.Context(), s.d.Dispatch, c, u); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

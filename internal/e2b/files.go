@@ -32,7 +32,7 @@ type writeInfo struct {
 
 // info is the sandbox of an in-sandbox call, by sandbox.get.
 func (s *Service) info(ctx context.Context, e envdCall) (sandbox.Info, error) {
-	return dispatch.Invoke[sandbox.Info](ctx, s.d.Dispatch, e.caller, sandbox.ToolGet, sandbox.IDArgs{ID: e.sandbox})
+	return sandbox.ToolGet.Call(ctx, s.d.Dispatch, e.caller, sandbox.IDArgs{ID: e.sandbox})
 }
 
 func asUser(e envdCall) error {
@@ -49,7 +49,7 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := absPath(r.URL.Query().Get("path"))
-	d, err := dispatch.Invoke[*transfer.Download](dispatch.WithStreaming(r.Context()), s.d.Dispatch, e.caller, transfer.ToolDownload,
+	d, err := transfer.ToolDownload.Call(dispatch.WithStreaming(r.Context()), s.d.Dispatch, e.caller,
 		transfer.DownloadArgs{Sandbox: e.sandbox, Path: p})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -153,13 +153,13 @@ func (s *Service) writeOne(ctx context.Context, e envdCall, p string, size int64
 	p = absPath(p)
 	args := transfer.UploadArgs{Sandbox: e.sandbox, Path: p, Size: size, Body: body}
 	sctx := dispatch.WithStreaming(ctx)
-	_, err := dispatch.Invoke[transfer.UploadResult](sctx, s.d.Dispatch, e.caller, transfer.ToolUpload, args)
+	_, err := transfer.ToolUpload.Call(sctx, s.d.Dispatch, e.caller, args)
 	if fault.Is(err, fault.NotFound) && path.Dir(p) != p {
-		if _, merr := dispatch.Invoke[FSMkdirResult](ctx, s.d.Dispatch, e.caller, ToolFSMkdir,
+		if _, merr := ToolFSMkdir.Call(ctx, s.d.Dispatch, e.caller,
 			FSPathArgs{Sandbox: e.sandbox, Path: path.Dir(p)}); merr != nil {
 			return writeInfo{}, merr
 		}
-		_, err = dispatch.Invoke[transfer.UploadResult](sctx, s.d.Dispatch, e.caller, transfer.ToolUpload, args)
+		_, err = transfer.ToolUpload.Call(sctx, s.d.Dispatch, e.caller, args)
 	}
 	if err != nil {
 		return writeInfo{}, err

@@ -123,8 +123,8 @@ func (s *Service) stat(ctx context.Context, f workspace.FS, op string, l workspa
 }
 
 func (s *Service) fsTools() []dispatch.Tool {
-	spec := func(name, desc string, risk guard.Risk) dispatch.Spec {
-		return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: ratelimit.File}
+	spec := func(desc string, risk guard.Risk) dispatch.Spec {
+		return dispatch.Spec{Description: desc, Risk: risk, Category: ratelimit.File}
 	}
 	// Reads are Safe, changes Medium, and sudo raises a call to
 	// Dangerous, as the file.* tools rate them; the paths go to the
@@ -143,7 +143,7 @@ func (s *Service) fsTools() []dispatch.Tool {
 		return dispatch.Target{Target: absPath(a.Path), Sandbox: a.Sandbox}
 	}
 	return []dispatch.Tool{
-		dispatch.Define(spec(ToolFSStat, "E2B files.getInfo / files.exists: a file's or directory's entry", guard.Safe),
+		dispatch.Define(ToolFSStat, spec("E2B files.getInfo / files.exists: a file's or directory's entry", guard.Safe),
 			func(ctx context.Context, c auth.Caller, a FSPathArgs) (*filesystempb.EntryInfo, error) {
 				f, l, err := s.located(ctx, c, a.Sandbox, "stat", a.Path, a.Sudo)
 				if err != nil {
@@ -152,7 +152,7 @@ func (s *Service) fsTools() []dispatch.Tool {
 				return s.stat(ctx, f, "stat", l, a.Sudo)
 			}, dispatch.Hooks[FSPathArgs, *filesystempb.EntryInfo]{
 				Assess: func(a FSPathArgs) dispatch.Assessment { return assess(guard.Safe, a.Sudo, a.Path) }, Describe: tgt}),
-		dispatch.Define(spec(ToolFSList, "E2B files.list: a directory's entries, to a depth", guard.Safe),
+		dispatch.Define(ToolFSList, spec("E2B files.list: a directory's entries, to a depth", guard.Safe),
 			func(ctx context.Context, c auth.Caller, a FSListArgs) ([]*filesystempb.EntryInfo, error) {
 				return s.listDir(ctx, c, a)
 			}, dispatch.Hooks[FSListArgs, []*filesystempb.EntryInfo]{
@@ -164,7 +164,7 @@ func (s *Service) fsTools() []dispatch.Tool {
 					return as
 				},
 				Describe: func(a FSListArgs) dispatch.Target { return tgt(a.FSPathArgs) }}),
-		dispatch.Define(spec(ToolFSMkdir, "E2B files.makeDir: make a directory and its parents", guard.Medium),
+		dispatch.Define(ToolFSMkdir, spec("E2B files.makeDir: make a directory and its parents", guard.Medium),
 			func(ctx context.Context, c auth.Caller, a FSPathArgs) (FSMkdirResult, error) {
 				f, l, err := s.located(ctx, c, a.Sandbox, "mkdir", a.Path, a.Sudo)
 				if err != nil {
@@ -185,7 +185,7 @@ func (s *Service) fsTools() []dispatch.Tool {
 				return FSMkdirResult{Entry: e}, err
 			}, dispatch.Hooks[FSPathArgs, FSMkdirResult]{
 				Assess: func(a FSPathArgs) dispatch.Assessment { return assess(guard.Medium, a.Sudo, a.Path) }, Describe: tgt}),
-		dispatch.Define(spec(ToolFSMove, "E2B files.rename: move a file or directory", guard.Medium),
+		dispatch.Define(ToolFSMove, spec("E2B files.rename: move a file or directory", guard.Medium),
 			func(ctx context.Context, c auth.Caller, a FSMoveArgs) (*filesystempb.EntryInfo, error) {
 				f, from, err := s.located(ctx, c, a.Sandbox, "move", a.Source, a.Sudo)
 				if err != nil {
@@ -212,7 +212,7 @@ func (s *Service) fsTools() []dispatch.Tool {
 				Describe: func(a FSMoveArgs) dispatch.Target {
 					return dispatch.Target{Target: absPath(a.Source), Sandbox: a.Sandbox, Detail: map[string]any{"destination": absPath(a.Destination)}}
 				}}),
-		dispatch.Define(spec(ToolFSRemove, "E2B files.remove: remove a file, or a directory with everything in it", guard.Medium),
+		dispatch.Define(ToolFSRemove, spec("E2B files.remove: remove a file, or a directory with everything in it", guard.Medium),
 			func(ctx context.Context, c auth.Caller, a FSPathArgs) (bool, error) {
 				f, l, err := s.located(ctx, c, a.Sandbox, "remove", a.Path, a.Sudo)
 				if err != nil {

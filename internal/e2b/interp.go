@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/coderun"
-	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -102,7 +101,7 @@ func (s *Service) execute(w http.ResponseWriter, r *http.Request) {
 	timeout := cellTimeout
 	args := coderun.ExecuteArgs{Sandbox: e.sandbox, Language: lang, Code: b.Code, Stateful: true, SessionID: session, Timeout: &timeout,
 		Output: out.output, Env: b.EnvVars}
-	res, err := dispatch.Invoke[coderun.Result](r.Context(), s.d.Dispatch, e.caller, coderun.ToolExecute, args)
+	res, err := coderun.ToolExecute.Call(r.Context(), s.d.Dispatch, e.caller, args)
 	out.flushOutput()
 	if err != nil {
 		if !out.started() {
@@ -199,7 +198,7 @@ func (s *Service) cellContext(r *http.Request, b runCodeBody) (lang, session str
 // contexts are the caller's code sessions in the sandbox.
 func (s *Service) contexts(r *http.Request) ([]contextJSON, error) {
 	e := envdOf(r.Context())
-	ss, err := dispatch.Invoke[[]coderun.SessionInfo](r.Context(), s.d.Dispatch, e.caller, coderun.ToolSessions, coderun.SandboxArgs{Sandbox: e.sandbox})
+	ss, err := coderun.ToolSessions.Call(r.Context(), s.d.Dispatch, e.caller, coderun.SandboxArgs{Sandbox: e.sandbox})
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +238,7 @@ func (s *Service) createContext(w http.ResponseWriter, r *http.Request) {
 		cwd = defaultCwd
 	}
 	id := newContextID(lang)
-	if _, err := dispatch.Invoke[coderun.SessionInfo](r.Context(), s.d.Dispatch, e.caller, coderun.ToolSessionCreate,
+	if _, err := coderun.ToolSessionCreate.Call(r.Context(), s.d.Dispatch, e.caller,
 		coderun.SandboxArgs{Sandbox: e.sandbox, Language: lang, SessionID: id, Cwd: absPath(cwd)}); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -250,7 +249,7 @@ func (s *Service) createContext(w http.ResponseWriter, r *http.Request) {
 func (s *Service) removeContext(w http.ResponseWriter, r *http.Request) {
 	e := envdOf(r.Context())
 	id := r.PathValue("id")
-	if _, err := dispatch.Invoke[int](r.Context(), s.d.Dispatch, e.caller, coderun.ToolSessionDelete,
+	if _, err := coderun.ToolSessionDelete.Call(r.Context(), s.d.Dispatch, e.caller,
 		coderun.SandboxArgs{Sandbox: e.sandbox, SessionID: id}); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -279,12 +278,12 @@ func (s *Service) restartContext(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fault.New(fault.NotFound, "context "+id+" not found"))
 		return
 	}
-	if _, err := dispatch.Invoke[int](r.Context(), s.d.Dispatch, e.caller, coderun.ToolSessionDelete,
+	if _, err := coderun.ToolSessionDelete.Call(r.Context(), s.d.Dispatch, e.caller,
 		coderun.SandboxArgs{Sandbox: e.sandbox, SessionID: id}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if _, err := dispatch.Invoke[coderun.SessionInfo](r.Context(), s.d.Dispatch, e.caller, coderun.ToolSessionCreate,
+	if _, err := coderun.ToolSessionCreate.Call(r.Context(), s.d.Dispatch, e.caller,
 		coderun.SandboxArgs{Sandbox: e.sandbox, Language: lang, SessionID: id, Cwd: defaultCwd}); err != nil {
 		s.writeError(w, r, err)
 		return

@@ -65,7 +65,7 @@ func (h processRPC) List(ctx context.Context, _ *connect.Request[processpb.ListR
 	if err != nil {
 		return nil, err
 	}
-	ps, err := dispatch.Invoke[[]*processpb.ProcessInfo](ctx, h.s.d.Dispatch, e.caller, ToolProcessList, SandboxRef{Sandbox: e.sandbox})
+	ps, err := ToolProcessList.Call(ctx, h.s.d.Dispatch, e.caller, SandboxRef{Sandbox: e.sandbox})
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
@@ -85,7 +85,7 @@ func (h processRPC) Start(ctx context.Context, req *connect.Request[processpb.St
 		args.PTY = &PTYSize{Cols: m.GetPty().GetSize().GetCols(), Rows: m.GetPty().GetSize().GetRows()}
 		args.Stdin = false
 	}
-	res, err := dispatch.Invoke[ProcessStarted](dispatch.WithStreaming(ctx), h.s.d.Dispatch, e.caller, ToolProcessStart, args)
+	res, err := ToolProcessStart.Call(dispatch.WithStreaming(ctx), h.s.d.Dispatch, e.caller, args)
 	if err != nil {
 		return h.s.rpcError(ctx, err)
 	}
@@ -103,7 +103,7 @@ func (h processRPC) Connect(ctx context.Context, req *connect.Request[processpb.
 	if err != nil {
 		return h.s.rpcError(ctx, err)
 	}
-	res, err := dispatch.Invoke[ProcessConnected](dispatch.WithStreaming(ctx), h.s.d.Dispatch, e.caller, ToolProcessConnect, ref)
+	res, err := ToolProcessConnect.Call(dispatch.WithStreaming(ctx), h.s.d.Dispatch, e.caller, ref)
 	if err != nil {
 		return h.s.rpcError(ctx, err)
 	}
@@ -173,7 +173,7 @@ func (h processRPC) Update(ctx context.Context, req *connect.Request[processpb.U
 	}
 	size := req.Msg.GetPty().GetSize()
 	args := ProcessResizeArgs{ProcessRef: ref, Cols: size.GetCols(), Rows: size.GetRows()}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessResize, args); err != nil {
+	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessResize.Name(), args); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.UpdateResponse{}), nil
@@ -197,7 +197,7 @@ func (h processRPC) SendInput(ctx context.Context, req *connect.Request[processp
 	if _, pty := in.GetInput().(*processpb.ProcessInput_Pty); pty {
 		data = in.GetPty()
 	}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessInput, ProcessInputArgs{ProcessRef: ref, Data: data}); err != nil {
+	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessInput.Name(), ProcessInputArgs{ProcessRef: ref, Data: data}); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.SendInputResponse{}), nil
@@ -220,7 +220,7 @@ func (h processRPC) SendSignal(ctx context.Context, req *connect.Request[process
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("signal must be SIGTERM or SIGKILL"))
 	}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessSignal, ProcessSignalArgs{ProcessRef: ref, Signal: sig}); err != nil {
+	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessSignal.Name(), ProcessSignalArgs{ProcessRef: ref, Signal: sig}); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.SendSignalResponse{}), nil
@@ -235,7 +235,7 @@ func (h processRPC) CloseStdin(ctx context.Context, req *connect.Request[process
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessCloseStdin, ref); err != nil {
+	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessCloseStdin.Name(), ref); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.CloseStdinResponse{}), nil
@@ -252,7 +252,7 @@ func (h fsRPC) Stat(ctx context.Context, req *connect.Request[filesystempb.StatR
 	if err != nil {
 		return nil, err
 	}
-	entry, err := dispatch.Invoke[*filesystempb.EntryInfo](ctx, h.s.d.Dispatch, e.caller, ToolFSStat, h.pathArgs(e, req.Msg.GetPath()))
+	entry, err := ToolFSStat.Call(ctx, h.s.d.Dispatch, e.caller, h.pathArgs(e, req.Msg.GetPath()))
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
@@ -264,7 +264,7 @@ func (h fsRPC) MakeDir(ctx context.Context, req *connect.Request[filesystempb.Ma
 	if err != nil {
 		return nil, err
 	}
-	res, err := dispatch.Invoke[FSMkdirResult](ctx, h.s.d.Dispatch, e.caller, ToolFSMkdir, h.pathArgs(e, req.Msg.GetPath()))
+	res, err := ToolFSMkdir.Call(ctx, h.s.d.Dispatch, e.caller, h.pathArgs(e, req.Msg.GetPath()))
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
@@ -280,7 +280,7 @@ func (h fsRPC) Move(ctx context.Context, req *connect.Request[filesystempb.MoveR
 		return nil, err
 	}
 	args := FSMoveArgs{Sandbox: e.sandbox, Source: req.Msg.GetSource(), Destination: req.Msg.GetDestination(), Sudo: e.user == "root"}
-	entry, err := dispatch.Invoke[*filesystempb.EntryInfo](ctx, h.s.d.Dispatch, e.caller, ToolFSMove, args)
+	entry, err := ToolFSMove.Call(ctx, h.s.d.Dispatch, e.caller, args)
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
@@ -293,7 +293,7 @@ func (h fsRPC) ListDir(ctx context.Context, req *connect.Request[filesystempb.Li
 		return nil, err
 	}
 	args := FSListArgs{FSPathArgs: h.pathArgs(e, req.Msg.GetPath()), Depth: req.Msg.GetDepth()}
-	entries, err := dispatch.Invoke[[]*filesystempb.EntryInfo](ctx, h.s.d.Dispatch, e.caller, ToolFSList, args)
+	entries, err := ToolFSList.Call(ctx, h.s.d.Dispatch, e.caller, args)
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
@@ -305,7 +305,7 @@ func (h fsRPC) Remove(ctx context.Context, req *connect.Request[filesystempb.Rem
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dispatch.Invoke[bool](ctx, h.s.d.Dispatch, e.caller, ToolFSRemove, h.pathArgs(e, req.Msg.GetPath())); err != nil {
+	if _, err := ToolFSRemove.Call(ctx, h.s.d.Dispatch, e.caller, h.pathArgs(e, req.Msg.GetPath())); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&filesystempb.RemoveResponse{}), nil
@@ -337,7 +337,7 @@ func (h fsRPC) WatchDir(ctx context.Context, req *connect.Request[filesystempb.W
 	}
 	recursive := req.Msg.GetRecursive()
 	d, c := h.s.d.Dispatch, e.caller
-	info, err := dispatch.Invoke[workspace.WatchInfo](ctx, d, c, workspace.ToolWatchCreate, workspace.WatchCreateArgs{
+	info, err := workspace.ToolWatchCreate.Call(ctx, d, c, workspace.WatchCreateArgs{
 		Sandbox: e.sandbox, Path: absPath(req.Msg.GetPath()), Recursive: &recursive, Exclude: []string{}})
 	if err != nil {
 		return h.s.rpcError(ctx, err)
@@ -346,9 +346,9 @@ func (h fsRPC) WatchDir(ctx context.Context, req *connect.Request[filesystempb.W
 	defer func() {
 		// The client left: the watch goes (a call of its own, on a
 		// context that outlives the request).
-		_, _ = d.Dispatch(context.WithoutCancel(ctx), c, workspace.ToolWatchDelete, ref)
+		_, _ = d.Dispatch(context.WithoutCancel(ctx), c, workspace.ToolWatchDelete.Name(), ref)
 	}()
-	w, err := dispatch.Invoke[*workspace.Watch](dispatch.WithStreaming(ctx), d, c, workspace.ToolWatchEvents, ref)
+	w, err := workspace.ToolWatchEvents.Call(dispatch.WithStreaming(ctx), d, c, ref)
 	if err != nil {
 		return h.s.rpcError(ctx, err)
 	}

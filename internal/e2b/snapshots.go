@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
@@ -57,7 +56,7 @@ func (s *Service) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	in, err := dispatch.Invoke[sandbox.SnapshotInfo](r.Context(), s.d.Dispatch, c, sandbox.ToolSnapshotCreate,
+	in, err := sandbox.ToolSnapshotCreate.Call(r.Context(), s.d.Dispatch, c,
 		sandbox.SnapshotCreateArgs{ID: chi.URLParam(r, "sandboxID"), Name: b.Name})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -81,7 +80,7 @@ func (s *Service) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	all, err := dispatch.Invoke[[]sandbox.SnapshotInfo](r.Context(), s.d.Dispatch, c, sandbox.ToolSnapshotList, sandbox.NoArgs{})
+	all, err := sandbox.ToolSnapshotList.Call(r.Context(), s.d.Dispatch, c, sandbox.NoArgs{})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -105,7 +104,7 @@ func (s *Service) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := chi.URLParam(r, "templateID")
-	if _, err := dispatch.Invoke[sandbox.SnapshotInfo](r.Context(), s.d.Dispatch, c, sandbox.ToolSnapshotDelete, sandbox.SnapshotRef{Snapshot: id}); err != nil {
+	if _, err := sandbox.ToolSnapshotDelete.Call(r.Context(), s.d.Dispatch, c, sandbox.SnapshotRef{Snapshot: id}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -148,7 +147,7 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	snap, err := dispatch.Invoke[sandbox.SnapshotInfo](ctx, s.d.Dispatch, c, sandbox.ToolSnapshotCreate,
+	snap, err := sandbox.ToolSnapshotCreate.Call(ctx, s.d.Dispatch, c,
 		sandbox.SnapshotCreateArgs{ID: chi.URLParam(r, "sandboxID"), Name: "e2b-fork"})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -159,11 +158,11 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 	// even when the client has gone meanwhile.
 	cleanup := context.WithoutCancel(ctx)
 	defer func() {
-		if _, err := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolSnapshotDelete, sandbox.SnapshotRef{Snapshot: snap.ID}); err != nil {
+		if _, err := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolSnapshotDelete.Name(), sandbox.SnapshotRef{Snapshot: snap.ID}); err != nil {
 			s.d.Log.Warn("e2b fork: delete the fork's snapshot", "snapshot", snap.ID, "err", err)
 		}
 	}()
-	res, err := dispatch.Invoke[sandbox.ForkResult](ctx, s.d.Dispatch, c, sandbox.ToolSnapshotFork,
+	res, err := sandbox.ToolSnapshotFork.Call(ctx, s.d.Dispatch, c,
 		sandbox.ForkArgs{Snapshot: snap.ID, Count: count})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -171,7 +170,7 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]forkResult, 0, len(res.Sandboxes))
 	for _, fk := range res.Sandboxes {
-		in, err := dispatch.Invoke[sandbox.Info](ctx, s.d.Dispatch, c, ToolSetTimeout, TimeoutArgs{ID: fk.ID, Seconds: int64(ttl / time.Second)})
+		in, err := ToolSetTimeout.Call(ctx, s.d.Dispatch, c, TimeoutArgs{ID: fk.ID, Seconds: int64(ttl / time.Second)})
 		if err == nil {
 			var sj sandboxJSON
 			if sj, err = s.answer(ctx, r, c, in); err == nil {
@@ -181,7 +180,7 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 		}
 		// A fork without its timeout would outlive what the client asked
 		// for: it goes, and the entry says why.
-		if _, derr := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolDelete, sandbox.IDArgs{ID: fk.ID}); derr != nil {
+		if _, derr := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolDelete.Name(), sandbox.IDArgs{ID: fk.ID}); derr != nil {
 			s.d.Log.Warn("e2b fork: delete a fork without its timeout", "sandbox", fk.ID, "err", derr)
 		}
 		status, msg := s.statusOf(ctx, err)

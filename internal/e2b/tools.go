@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/e2b/envdpb/filesystempb"
 	"github.com/sandhold/sandhold/internal/e2b/envdpb/processpb"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
@@ -18,21 +19,21 @@ import (
 
 // The e2b.* tools: what E2B's API does that no existing tool does. Every
 // other E2B call dispatches an existing tool (SECURITY.md lists them all).
-const (
-	ToolConnect           = "e2b.connect"
-	ToolSetTimeout        = "e2b.set_timeout"
-	ToolProcessStart      = "e2b.process_start"
-	ToolProcessList       = "e2b.process_list"
-	ToolProcessConnect    = "e2b.process_connect"
-	ToolProcessInput      = "e2b.process_input"
-	ToolProcessCloseStdin = "e2b.process_close_stdin"
-	ToolProcessSignal     = "e2b.process_signal"
-	ToolProcessResize     = "e2b.process_resize"
-	ToolFSStat            = "e2b.fs_stat"
-	ToolFSList            = "e2b.fs_list"
-	ToolFSMkdir           = "e2b.fs_mkdir"
-	ToolFSMove            = "e2b.fs_move"
-	ToolFSRemove          = "e2b.fs_remove"
+var (
+	ToolConnect           = dispatch.Ref[ConnectArgs, sandbox.Info]("e2b.connect")
+	ToolSetTimeout        = dispatch.Ref[TimeoutArgs, sandbox.Info]("e2b.set_timeout")
+	ToolProcessStart      = dispatch.Ref[ProcessStartArgs, ProcessStarted]("e2b.process_start")
+	ToolProcessList       = dispatch.Ref[SandboxRef, []*processpb.ProcessInfo]("e2b.process_list")
+	ToolProcessConnect    = dispatch.Ref[ProcessRef, ProcessConnected]("e2b.process_connect")
+	ToolProcessInput      = dispatch.Ref[ProcessInputArgs, int]("e2b.process_input")
+	ToolProcessCloseStdin = dispatch.Ref[ProcessRef, sandbox.Empty]("e2b.process_close_stdin")
+	ToolProcessSignal     = dispatch.Ref[ProcessSignalArgs, sandbox.Empty]("e2b.process_signal")
+	ToolProcessResize     = dispatch.Ref[ProcessResizeArgs, sandbox.Empty]("e2b.process_resize")
+	ToolFSStat            = dispatch.Ref[FSPathArgs, *filesystempb.EntryInfo]("e2b.fs_stat")
+	ToolFSList            = dispatch.Ref[FSListArgs, []*filesystempb.EntryInfo]("e2b.fs_list")
+	ToolFSMkdir           = dispatch.Ref[FSPathArgs, FSMkdirResult]("e2b.fs_mkdir")
+	ToolFSMove            = dispatch.Ref[FSMoveArgs, *filesystempb.EntryInfo]("e2b.fs_move")
+	ToolFSRemove          = dispatch.Ref[FSPathArgs, bool]("e2b.fs_remove")
 )
 
 // Tools are the e2b.* tools, for the dispatcher.
@@ -76,7 +77,7 @@ func (s *Service) controlTools() []dispatch.Tool {
 	return []dispatch.Tool{
 		// Connecting resumes a paused sandbox and extends its life: what
 		// sandbox.resume and a timeout change are (medium).
-		dispatch.Define(dispatch.Spec{Name: ToolConnect, Description: "E2B connect: resume a paused sandbox and make it live at least the given timeout from now", Risk: guard.Medium, Category: ratelimit.Manage},
+		dispatch.Define(ToolConnect, dispatch.Spec{Description: "E2B connect: resume a paused sandbox and make it live at least the given timeout from now", Risk: guard.Medium, Category: ratelimit.Manage},
 			func(ctx context.Context, c auth.Caller, a ConnectArgs) (sandbox.Info, error) {
 				sb, err := m.Get(owner(c), a.ID)
 				if err != nil {
@@ -102,7 +103,7 @@ func (s *Service) controlTools() []dispatch.Tool {
 				}
 				return sb.Info(), nil
 			}, dispatch.Hooks[ConnectArgs, sandbox.Info]{Describe: func(a ConnectArgs) dispatch.Target { return target(a.ID) }}),
-		dispatch.Define(dispatch.Spec{Name: ToolSetTimeout, Description: "E2B setTimeout: delete the sandbox the given number of seconds from now", Risk: guard.Medium, Category: ratelimit.Manage},
+		dispatch.Define(ToolSetTimeout, dispatch.Spec{Description: "E2B setTimeout: delete the sandbox the given number of seconds from now", Risk: guard.Medium, Category: ratelimit.Manage},
 			func(ctx context.Context, c auth.Caller, a TimeoutArgs) (sandbox.Info, error) {
 				sb, err := m.Get(owner(c), a.ID)
 				if err != nil {
@@ -239,19 +240,19 @@ func (s *Service) procOf(ctx context.Context, c auth.Caller, r ProcessRef) (*pro
 }
 
 func (s *Service) processTools() []dispatch.Tool {
-	cmd := func(name, desc string, cat ratelimit.Category) dispatch.Spec {
-		return dispatch.Spec{Name: name, Description: desc, Risk: guard.Safe, Category: cat}
+	cmd := func(desc string, cat ratelimit.Category) dispatch.Spec {
+		return dispatch.Spec{Description: desc, Risk: guard.Safe, Category: cat}
 	}
 	ref := func(r ProcessRef) dispatch.Target { return dispatch.Target{Target: r.name(), Sandbox: r.Sandbox} }
-	start := cmd(ToolProcessStart, "E2B commands.run / pty.create: start a process (risk: the command guard's verdict on its command line, as exec.run)", ratelimit.Command)
+	start := cmd("E2B commands.run / pty.create: start a process (risk: the command guard's verdict on its command line, as exec.run)", ratelimit.Command)
 	start.Streams = true
 	// The process is held in the init until the call's record is durable
 	// (dispatch, "Record first"; sandbox.Spawn holds it).
 	start.Commands = dispatch.HeldCommand
-	connectSpec := cmd(ToolProcessConnect, "E2B commands.connect: follow a running process's output from now on", ratelimit.Read)
+	connectSpec := cmd("E2B commands.connect: follow a running process's output from now on", ratelimit.Read)
 	connectSpec.Streams = true
 	return []dispatch.Tool{
-		dispatch.Define(start, func(ctx context.Context, c auth.Caller, a ProcessStartArgs) (ProcessStarted, error) {
+		dispatch.Define(ToolProcessStart, start, func(ctx context.Context, c auth.Caller, a ProcessStartArgs) (ProcessStarted, error) {
 			sb, err := s.sandboxOf(ctx, c, a.Sandbox)
 			if err != nil {
 				return ProcessStarted{}, err
@@ -283,7 +284,7 @@ func (s *Service) processTools() []dispatch.Tool {
 			},
 			Summarize: func(_ ProcessStartArgs, r ProcessStarted) map[string]any { return map[string]any{"pid": r.Pid} },
 		}),
-		dispatch.Define(cmd(ToolProcessList, "E2B commands.list: the processes started through E2B that still run", ratelimit.Read),
+		dispatch.Define(ToolProcessList, cmd("E2B commands.list: the processes started through E2B that still run", ratelimit.Read),
 			func(ctx context.Context, c auth.Caller, a SandboxRef) ([]*processpb.ProcessInfo, error) {
 				sb, err := s.sandboxOf(ctx, c, a.Sandbox)
 				if err != nil {
@@ -291,9 +292,9 @@ func (s *Service) processTools() []dispatch.Tool {
 				}
 				return s.procs.list(sb.ID()), nil
 			}, dispatch.Hooks[SandboxRef, []*processpb.ProcessInfo]{Describe: func(a SandboxRef) dispatch.Target { return dispatch.Target{Sandbox: a.Sandbox} }}),
-		dispatch.Define(connectSpec, func(ctx context.Context, c auth.Caller, a ProcessRef) (ProcessConnected, error) {
+		dispatch.Define(ToolProcessConnect, connectSpec, func(ctx context.Context, c auth.Caller, a ProcessRef) (ProcessConnected, error) {
 			if !dispatch.Streaming(ctx) {
-				return ProcessConnected{}, fault.New(fault.Invalid, ToolProcessConnect+" streams a process's output: call it through E2B's API")
+				return ProcessConnected{}, fault.New(fault.Invalid, ToolProcessConnect.Name()+" streams a process's output: call it through E2B's API")
 			}
 			pr, err := s.procOf(ctx, c, a)
 			if err != nil {
@@ -303,14 +304,14 @@ func (s *Service) processTools() []dispatch.Tool {
 		}, dispatch.Hooks[ProcessRef, ProcessConnected]{Describe: ref}),
 		// Writing input is gated line by line by shell.input (the
 		// raw-input rule), dispatched from this tool's run.
-		dispatch.Define(cmd(ToolProcessInput, "E2B commands.sendStdin / pty.sendInput: write to a process's stdin or terminal (each line it completes is admitted by shell.input, as exec.run's command would be)", ratelimit.Command),
+		dispatch.Define(ToolProcessInput, cmd("E2B commands.sendStdin / pty.sendInput: write to a process's stdin or terminal (each line it completes is admitted by shell.input, as exec.run's command would be)", ratelimit.Command),
 			func(ctx context.Context, c auth.Caller, a ProcessInputArgs) (int, error) {
 				pr, err := s.procOf(ctx, c, a.ProcessRef)
 				if err != nil {
 					return 0, err
 				}
 				session := "e2b:" + strconv.FormatUint(uint64(pr.key.pid), 10)
-				if err := pr.input.Write(ctx, s.d.Dispatch, c, pr.key.sandbox, session, ToolProcessInput, a.Data, pr.write); err != nil {
+				if err := pr.input.Write(ctx, s.d.Dispatch, c, pr.key.sandbox, session, ToolProcessInput.Name(), a.Data, pr.write); err != nil {
 					return 0, err
 				}
 				return len(a.Data), nil
@@ -321,7 +322,7 @@ func (s *Service) processTools() []dispatch.Tool {
 					return t
 				},
 			}),
-		dispatch.Define(cmd(ToolProcessCloseStdin, "E2B commands.closeStdin: close a process's stdin (EOF)", ratelimit.Command),
+		dispatch.Define(ToolProcessCloseStdin, cmd("E2B commands.closeStdin: close a process's stdin (EOF)", ratelimit.Command),
 			func(ctx context.Context, c auth.Caller, a ProcessRef) (sandbox.Empty, error) {
 				pr, err := s.procOf(ctx, c, a)
 				if err != nil {
@@ -330,7 +331,7 @@ func (s *Service) processTools() []dispatch.Tool {
 				return nil, pr.closeStdin()
 			}, dispatch.Hooks[ProcessRef, sandbox.Empty]{Describe: ref}),
 		// Signalling one's own process only stops work: safe.
-		dispatch.Define(cmd(ToolProcessSignal, "E2B commands.kill / pty.kill: SIGTERM a process's group or SIGKILL its whole tree", ratelimit.Command),
+		dispatch.Define(ToolProcessSignal, cmd("E2B commands.kill / pty.kill: SIGTERM a process's group or SIGKILL its whole tree", ratelimit.Command),
 			func(ctx context.Context, c auth.Caller, a ProcessSignalArgs) (sandbox.Empty, error) {
 				pr, err := s.procOf(ctx, c, a.ProcessRef)
 				if err != nil {
@@ -346,7 +347,7 @@ func (s *Service) processTools() []dispatch.Tool {
 				t.Detail = map[string]any{"signal": a.Signal}
 				return t
 			}}),
-		dispatch.Define(cmd(ToolProcessResize, "E2B pty.resize: change a terminal's size", ratelimit.Command),
+		dispatch.Define(ToolProcessResize, cmd("E2B pty.resize: change a terminal's size", ratelimit.Command),
 			func(ctx context.Context, c auth.Caller, a ProcessResizeArgs) (sandbox.Empty, error) {
 				pr, err := s.procOf(ctx, c, a.ProcessRef)
 				if err != nil {

@@ -16,7 +16,7 @@ func TestProcessStartHoldsItsCommand(t *testing.T) {
 	found := false
 	for _, tl := range (&Service{}).Tools() {
 		want := dispatch.NoCommand
-		if tl.Name == ToolProcessStart {
+		if tl.Name == ToolProcessStart.Name() {
 			want, found = dispatch.HeldCommand, true
 		}
 		if tl.Commands != want {

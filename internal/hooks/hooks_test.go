@@ -54,7 +54,7 @@ func TestShutdownHooksRunBeforeDelete(t *testing.T) {
 		t.Helper()
 		args["sandbox"] = sb
 		var h hooks.Hook
-		if r := call(t, cl, hooks.ToolRegister, args, &h); !r.Success {
+		if r := call(t, cl, hooks.ToolRegister.Name(), args, &h); !r.Success {
 			t.Fatalf("register %v: %d %s", args, r.Status, r.Raw)
 		}
 		return h
@@ -68,7 +68,7 @@ func TestShutdownHooksRunBeforeDelete(t *testing.T) {
 	reg(map[string]any{"name": "gone", "command": "true"})
 
 	var list []hooks.Hook
-	call(t, cl, hooks.ToolList, map[string]any{"sandbox": sb}, &list)
+	call(t, cl, hooks.ToolList.Name(), map[string]any{"sandbox": sb}, &list)
 	var names []string
 	for _, h := range list {
 		names = append(names, h.Name)
@@ -76,10 +76,10 @@ func TestShutdownHooksRunBeforeDelete(t *testing.T) {
 	if strings.Join(names, ",") != "flush,slow,check,gone" {
 		t.Fatalf("list order %v", names)
 	}
-	if r := call(t, cl, hooks.ToolRemove, map[string]any{"sandbox": sb, "name": "gone"}, nil); !r.Success {
+	if r := call(t, cl, hooks.ToolRemove.Name(), map[string]any{"sandbox": sb, "name": "gone"}, nil); !r.Success {
 		t.Fatalf("remove: %s", r.Raw)
 	}
-	if r := call(t, cl, hooks.ToolRemove, map[string]any{"sandbox": sb, "name": "gone"}, nil); r.Success || r.Status != 404 {
+	if r := call(t, cl, hooks.ToolRemove.Name(), map[string]any{"sandbox": sb, "name": "gone"}, nil); r.Success || r.Status != 404 {
 		t.Fatalf("remove twice: %d %s", r.Status, r.Raw)
 	}
 	if len(hookRuns(t, cl, sb)) != 0 {
@@ -128,18 +128,18 @@ func TestHookRegistrationIsChecked(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.args["sandbox"] = sb
-			if r := call(t, cl, hooks.ToolRegister, tc.args, nil); r.Success || r.Status != 400 {
+			if r := call(t, cl, hooks.ToolRegister.Name(), tc.args, nil); r.Success || r.Status != 400 {
 				t.Fatalf("%d %s", r.Status, r.Raw)
 			}
 		})
 	}
-	if r := call(t, cl, hooks.ToolRegister, map[string]any{"sandbox": sb, "name": "wipe", "command": "rm -rf /"}, nil); !r.Success {
+	if r := call(t, cl, hooks.ToolRegister.Name(), map[string]any{"sandbox": sb, "name": "wipe", "command": "rm -rf /"}, nil); !r.Success {
 		t.Fatalf("admin may register a dangerous hook: %d %s", r.Status, r.Raw)
 	}
 	var page struct {
 		Records []audit.Record `json:"records"`
 	}
-	cl.JSON("GET", "/v1/audit?action="+hooks.ToolRegister+"&limit=50", nil, 200, &page)
+	cl.JSON("GET", "/v1/audit?action="+hooks.ToolRegister.Name()+"&limit=50", nil, 200, &page)
 	found := false
 	for _, r := range page.Records {
 		if r.Target == "wipe" {
@@ -172,7 +172,7 @@ func TestShutdownHooksRunWhenTheServerStops(t *testing.T) {
 	cl := daemontest.NewClient(t, d)
 	sb := cl.NewSandbox(nil)
 	cl.Exec(sb, "true") // running
-	if r := call(t, cl, hooks.ToolRegister, map[string]any{"sandbox": sb, "name": "bye", "command": "echo bye > /workspace/bye"}, nil); !r.Success {
+	if r := call(t, cl, hooks.ToolRegister.Name(), map[string]any{"sandbox": sb, "name": "bye", "command": "echo bye > /workspace/bye"}, nil); !r.Success {
 		t.Fatalf("register: %s", r.Raw)
 	}
 	cancel()

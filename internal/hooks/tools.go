@@ -6,10 +6,10 @@ import (
 )
 
 // Tool names (the audit actions; a hook's run is audited as sandbox.hook).
-const (
-	ToolRegister = "sandbox.hooks.register"
-	ToolList     = "sandbox.hooks.list"
-	ToolRemove   = "sandbox.hooks.remove"
+var (
+	ToolRegister = dispatch.Ref[RegisterArgs, Hook]("sandbox.hooks.register")
+	ToolList     = dispatch.Ref[ListArgs, []Hook]("sandbox.hooks.list")
+	ToolRemove   = dispatch.Ref[RemoveArgs, Removed]("sandbox.hooks.remove")
 )
 
 // Tools are the hook tools. Registering is rated by the command guard on
@@ -17,7 +17,7 @@ const (
 // policy's command rules see the command then.
 func (s *Service) Tools(g *guard.Guard) []dispatch.Tool {
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolRegister, Risk: guard.Medium, RiskCeiling: guard.Dangerous,
+		dispatch.Define(ToolRegister, dispatch.Spec{Risk: guard.Medium, RiskCeiling: guard.Dangerous,
 			Description: "Register a command to run inside the sandbox on a lifecycle event (shutdown: before the sandbox is deleted, stopped idle, or the server stops)"},
 			s.Register, dispatch.Hooks[RegisterArgs, Hook]{
 				Assess: func(a RegisterArgs) dispatch.Assessment {
@@ -29,12 +29,12 @@ func (s *Service) Tools(g *guard.Guard) []dispatch.Tool {
 					return dispatch.Target{Target: a.Name, Sandbox: a.Sandbox, Detail: map[string]any{"command": a.Command, "event": a.Event}}
 				},
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolList, Risk: guard.Safe,
+		dispatch.Define(ToolList, dispatch.Spec{Risk: guard.Safe,
 			Description: "List the sandbox's lifecycle hooks of an event, in the order they run"},
 			s.List, dispatch.Hooks[ListArgs, []Hook]{
 				Describe: func(a ListArgs) dispatch.Target { return dispatch.Target{Sandbox: a.Sandbox} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolRemove, Risk: guard.Medium,
+		dispatch.Define(ToolRemove, dispatch.Spec{Risk: guard.Medium,
 			Description: "Remove a lifecycle hook by name"},
 			s.Remove, dispatch.Hooks[RemoveArgs, Removed]{
 				Describe: func(a RemoveArgs) dispatch.Target { return dispatch.Target{Target: a.Name, Sandbox: a.Sandbox} },

@@ -48,21 +48,21 @@ func TestObserveSessionRecordsTheSandbox(t *testing.T) {
 	c := client{t: t, cl: cl, sb: cl.NewSandbox(nil)}
 
 	var st observe.Status
-	c.must(observe.ToolStatus, map[string]any{}, &st)
+	c.must(observe.ToolStatus.Name(), map[string]any{}, &st)
 	if st.Mode != "off" || st.Running || st.ReportCount != 0 {
 		t.Fatalf("status before: %+v", st)
 	}
 	var start observe.StartResult
-	c.must(observe.ToolStart, map[string]any{"interval_seconds": 1, "idempotency_key": "k1"}, &start)
+	c.must(observe.ToolStart.Name(), map[string]any{"interval_seconds": 1, "idempotency_key": "k1"}, &start)
 	if start.Mode != "capture" || start.IntervalSeconds != 1 || start.SessionID == "" {
 		t.Fatalf("start %+v", start)
 	}
 	var again observe.StartResult
-	c.must(observe.ToolStart, map[string]any{"interval_seconds": 1, "idempotency_key": "k1"}, &again)
+	c.must(observe.ToolStart.Name(), map[string]any{"interval_seconds": 1, "idempotency_key": "k1"}, &again)
 	if again.SessionID != start.SessionID {
 		t.Fatalf("idempotent retry made a new session: %s", again.SessionID)
 	}
-	if r := c.call(observe.ToolStart, map[string]any{}, nil); r.Success || r.Status != 409 {
+	if r := c.call(observe.ToolStart.Name(), map[string]any{}, nil); r.Success || r.Status != 409 {
 		t.Fatalf("second session: %d %s", r.Status, r.Raw)
 	}
 
@@ -75,30 +75,30 @@ func TestObserveSessionRecordsTheSandbox(t *testing.T) {
 	c.cl.Do("POST", "/v1/tools/call", map[string]any{"name": "file.write", "arguments": map[string]any{"sandbox": c.sb, "file": "/workspace/out.txt", "content": "x"}})
 
 	var live observe.Live
-	c.must(observe.ToolLive, map[string]any{"top_rows": 5}, &live)
+	c.must(observe.ToolLive.Name(), map[string]any{"top_rows": 5}, &live)
 	if live.Mode != "capture" || len(live.Disk) != 1 || live.Disk[0].TotalBytes <= 0 || live.Cgroup.MemCurrentBytes <= 0 {
 		t.Fatalf("live %+v", live)
 	}
 	if len(live.TopProcesses) == 0 || len(live.TopProcesses) > 5 {
 		t.Fatalf("live processes %+v", live.TopProcesses)
 	}
-	c.must(observe.ToolStatus, map[string]any{}, &st)
+	c.must(observe.ToolStatus.Name(), map[string]any{}, &st)
 	if !st.Running || st.SessionID == nil || *st.SessionID != start.SessionID || st.LastSampleAt == nil {
 		t.Fatalf("status during: %+v", st)
 	}
 
 	var stop observe.StopResult
-	c.must(observe.ToolStop, map[string]any{}, &stop)
+	c.must(observe.ToolStop.Name(), map[string]any{}, &stop)
 	if !stop.Stopped || !stop.ReportReady || stop.ReportID == "" {
 		t.Fatalf("stop %+v", stop)
 	}
 	var reports []observe.ReportInfo
-	c.must(observe.ToolReports, map[string]any{}, &reports)
+	c.must(observe.ToolReports.Name(), map[string]any{}, &reports)
 	if len(reports) != 1 || reports[0].ReportID != stop.ReportID || reports[0].Reason != "stop" || reports[0].SizeBytes <= 0 {
 		t.Fatalf("reports %+v", reports)
 	}
 	var rep observe.Report
-	c.must(observe.ToolReport, map[string]any{"report_id": stop.ReportID}, &rep)
+	c.must(observe.ToolReport.Name(), map[string]any{"report_id": stop.ReportID}, &rep)
 	zr, err := gzip.NewReader(bytes.NewReader(rep.Gzip))
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +138,11 @@ func TestObserveSessionRecordsTheSandbox(t *testing.T) {
 	}
 
 	var del observe.ReportInfo
-	c.must(observe.ToolReportDelete, map[string]any{"report_id": stop.ReportID}, &del)
-	if r := c.call(observe.ToolReport, map[string]any{"report_id": stop.ReportID}, nil); r.Success || r.Status != 404 {
+	c.must(observe.ToolReportDelete.Name(), map[string]any{"report_id": stop.ReportID}, &del)
+	if r := c.call(observe.ToolReport.Name(), map[string]any{"report_id": stop.ReportID}, nil); r.Success || r.Status != 404 {
 		t.Fatalf("deleted report: %d", r.Status)
 	}
-	c.must(observe.ToolStatus, map[string]any{}, &st)
+	c.must(observe.ToolStatus.Name(), map[string]any{}, &st)
 	if st.Running || st.Mode != "off" || st.ReportCount != 0 {
 		t.Fatalf("status after: %+v", st)
 	}
@@ -158,18 +158,18 @@ func TestObserveDurationEndsAndExports(t *testing.T) {
 	for _, args := range []map[string]any{
 		{"mode": "spy"}, {"interval_seconds": 0.1}, {"duration_seconds": 0}, {"duration_seconds": 100000},
 	} {
-		if r := c.call(observe.ToolStart, args, nil); r.Success || r.Status != 400 {
+		if r := c.call(observe.ToolStart.Name(), args, nil); r.Success || r.Status != 400 {
 			t.Errorf("start %v: %d %s", args, r.Status, r.Raw)
 		}
 	}
-	if r := c.call(observe.ToolExport, map[string]any{}, nil); r.Success || r.Status != 404 {
+	if r := c.call(observe.ToolExport.Name(), map[string]any{}, nil); r.Success || r.Status != 404 {
 		t.Errorf("export without a session: %d %s", r.Status, r.Raw)
 	}
-	c.must(observe.ToolStart, map[string]any{"mode": "guardrail", "duration_seconds": 1, "interval_seconds": 1}, nil)
+	c.must(observe.ToolStart.Name(), map[string]any{"mode": "guardrail", "duration_seconds": 1, "interval_seconds": 1}, nil)
 	var reports []observe.ReportInfo
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		c.must(observe.ToolReports, map[string]any{}, &reports)
+		c.must(observe.ToolReports.Name(), map[string]any{}, &reports)
 		if len(reports) > 0 {
 			break
 		}
@@ -179,9 +179,9 @@ func TestObserveDurationEndsAndExports(t *testing.T) {
 		t.Fatalf("reports %+v", reports)
 	}
 	var info observe.ReportInfo
-	c.must(observe.ToolExport, map[string]any{"reason": "audit", "idempotency_key": "e1"}, &info)
+	c.must(observe.ToolExport.Name(), map[string]any{"reason": "audit", "idempotency_key": "e1"}, &info)
 	var same observe.ReportInfo
-	c.must(observe.ToolExport, map[string]any{"reason": "audit", "idempotency_key": "e1"}, &same)
+	c.must(observe.ToolExport.Name(), map[string]any{"reason": "audit", "idempotency_key": "e1"}, &same)
 	if info.Reason != "audit" || same.ReportID != info.ReportID {
 		t.Fatalf("export %+v, retry %+v", info, same)
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // Tool names.
-const (
-	ToolGet = "policy.get"
-	ToolSet = "policy.set"
+var (
+	ToolGet = dispatch.Ref[struct{}, Document]("policy.get")
+	ToolSet = dispatch.Ref[Document, Document]("policy.set")
 )
 
 // Tools are policy.get and policy.set (admin only; Safe, so an operator
@@ -20,10 +20,10 @@ const (
 func Tools(p *Policy) []dispatch.Tool {
 	admin := []auth.Role{auth.RoleAdmin}
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Read the risk policy", Risk: guard.Safe, Roles: admin},
+		dispatch.Define(ToolGet, dispatch.Spec{Description: "Read the risk policy", Risk: guard.Safe, Roles: admin},
 			func(context.Context, auth.Caller, struct{}) (Document, error) { return p.Document(), nil },
 			dispatch.Hooks[struct{}, Document]{}),
-		dispatch.Define(dispatch.Spec{Name: ToolSet, Description: "Replace the risk policy", Risk: guard.Safe, Roles: admin},
+		dispatch.Define(ToolSet, dispatch.Spec{Description: "Replace the risk policy", Risk: guard.Safe, Roles: admin},
 			func(ctx context.Context, _ auth.Caller, doc Document) (Document, error) {
 				if err := p.Set(ctx, doc); err != nil {
 					return Document{}, err

@@ -2,11 +2,6 @@ package ratelimit
 
 import "sort"
 
-// ToolRules is the tool that reports the rate-limit rules in force for its
-// caller (declared in dispatch/ratetools: the dispatcher imports this package).
-// /v1/sandbox/security includes its answer when the server registers it.
-const ToolRules = "ratelimit.rules"
-
 // RuleInfo is one rule of the rate limits in force.
 type RuleInfo struct {
 	Category   string  `json:"category"`

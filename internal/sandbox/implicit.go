@@ -17,9 +17,9 @@ import (
 // it counts against the manage limit (and creation against the key's
 // sandboxes cap) and the audit holds a record of it. Outside a dispatched
 // call neither happens.
-const (
-	ToolCreateDefault = "sandbox.create_default"
-	ToolStart         = "sandbox.start"
+var (
+	ToolCreateDefault = dispatch.Ref[NoArgs, Info]("sandbox.create_default")
+	ToolStart         = dispatch.Ref[IDArgs, Info]("sandbox.start")
 )
 
 // Refusals of an implicit act asked for outside a dispatched call (a
@@ -39,7 +39,7 @@ func (m *Manager) resolveDefault(ctx context.Context, c auth.Caller) (*Sandbox, 
 	if !ok {
 		return nil, errNoDefault
 	}
-	info, err := dispatch.Invoke[Info](ctx, d, c, ToolCreateDefault, NoArgs{})
+	info, err := ToolCreateDefault.Call(ctx, d, c, NoArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -49,12 +49,12 @@ func (m *Manager) resolveDefault(ctx context.Context, c auth.Caller) (*Sandbox, 
 // startImplicitly starts the stopped sandbox s by a dispatched
 // sandbox.start for the caller of the call ctx belongs to.
 func (m *Manager) startImplicitly(ctx context.Context, s *Sandbox) error {
-	_, err := dispatch.InvokeWithin[Info](ctx, ToolStart, IDArgs{ID: s.rec.ID}, errStopped)
+	_, err := ToolStart.CallWithin(ctx, IDArgs{ID: s.rec.ID}, errStopped)
 	return err
 }
 
 func createDefaultTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolCreateDefault, Risk: guard.Medium,
+	return dispatch.Define(ToolCreateDefault, dispatch.Spec{Risk: guard.Medium,
 		Description: "Create the caller's default sandbox (what /v1/... routes act on) if it has none; the first call that needs it does this on its own"},
 		func(ctx context.Context, c auth.Caller, _ NoArgs) (Info, error) {
 			s, err := m.createDefault(ctx, Caller{KeyID: c.KeyID})
@@ -68,7 +68,7 @@ func createDefaultTool(m *Manager) dispatch.Tool {
 }
 
 func startTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolStart, Risk: guard.Medium,
+	return dispatch.Define(ToolStart, dispatch.Spec{Risk: guard.Medium,
 		Description: "Start a stopped sandbox (stopped when idle, or by a restart of the server); the first call that uses it does this on its own"},
 		func(ctx context.Context, c auth.Caller, a IDArgs) (Info, error) {
 			s, err := m.Get(Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, a.ID)

@@ -111,7 +111,7 @@ func TestStoppedSandboxStartsOnlyByADispatchedCall(t *testing.T) {
 		want fault.Kind
 	}{
 		{"halted", callOpts{halt: &haltSwitch{on: true}}, fault.Conflict},
-		{"policy denies sandbox.start", callOpts{policy: denyTools{ToolStart}}, fault.Forbidden},
+		{"policy denies sandbox.start", callOpts{policy: denyTools{ToolStart.Name()}}, fault.Forbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.audit = &records{}
@@ -119,7 +119,7 @@ func TestStoppedSandboxStartsOnlyByADispatchedCall(t *testing.T) {
 			if !fault.Is(err, tc.want) || s.State() != Stopped {
 				t.Fatalf("err %v, state %s; want %s and still stopped", err, s.State(), tc.want)
 			}
-			if got := tc.opts.audit.actions(); len(got) == 0 || got[0] != ToolStart+":denied" {
+			if got := tc.opts.audit.actions(); len(got) == 0 || got[0] != ToolStart.Name()+":denied" {
 				t.Fatalf("audit %v: want sandbox.start denied first", got)
 			}
 		})
@@ -128,7 +128,7 @@ func TestStoppedSandboxStartsOnlyByADispatchedCall(t *testing.T) {
 	if err := inCall(t, m, callOpts{audit: au}, exec); err != nil || s.State() != Running {
 		t.Fatalf("allowed: %v, state %s", err, s.State())
 	}
-	if got := au.actions(); len(got) != 2 || got[0] != ToolStart+":allowed" {
+	if got := au.actions(); len(got) != 2 || got[0] != ToolStart.Name()+":allowed" {
 		t.Fatalf("audit %v: want sandbox.start allowed, then the outer call", got)
 	}
 }
@@ -150,7 +150,7 @@ func TestDefaultSandboxIsADispatchedCall(t *testing.T) {
 		want fault.Kind
 	}{
 		{"halted", callOpts{halt: &haltSwitch{on: true}}, fault.Conflict},
-		{"policy denies it", callOpts{policy: denyTools{ToolCreateDefault}}, fault.Forbidden},
+		{"policy denies it", callOpts{policy: denyTools{ToolCreateDefault.Name()}}, fault.Forbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := inCall(t, m, tc.opts, resolve); !fault.Is(err, tc.want) {
@@ -171,7 +171,7 @@ func TestDefaultSandboxIsADispatchedCall(t *testing.T) {
 	if n := len(m.List(owner)); n != 1 {
 		t.Fatalf("%d sandboxes, want the one default", n)
 	}
-	if got := au.actions(); len(got) != 3 || got[0] != ToolCreateDefault+":allowed" {
+	if got := au.actions(); len(got) != 3 || got[0] != ToolCreateDefault.Name()+":allowed" {
 		t.Fatalf("audit %v: one create_default, then the two outer calls", got)
 	}
 }

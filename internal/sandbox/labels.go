@@ -68,7 +68,7 @@ func (m *Manager) expireOne(s *Sandbox, ttl time.Duration) {
 		}
 		_, err := m.Hibernate(ctx, Caller{Admin: true}, s.rec.ID)
 		if err == nil {
-			m.audit(ctx, Event{Actor: "system", Action: ToolHibernate, Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{"reason": "ttl", "ttl": ttl.String()}})
+			m.audit(ctx, Event{Actor: "system", Action: ToolHibernate.Name(), Sandbox: s.rec.ID, Verdict: "allowed", Detail: map[string]any{"reason": "ttl", "ttl": ttl.String()}})
 			return
 		}
 		m.log.Warn("hibernate at the end of the TTL failed: deleting the sandbox", "id", s.rec.ID, "err", err)

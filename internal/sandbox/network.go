@@ -413,12 +413,12 @@ const (
 )
 
 // ToolNetworkUpdate changes a sandbox's network.
-const ToolNetworkUpdate = "network.update"
+var ToolNetworkUpdate = dispatch.Ref[NetworkUpdate, NetworkResult]("network.update")
 
 // NetworkTools declares network.update.
 func NetworkTools(m *Manager) []dispatch.Tool {
-	spec := dispatch.Spec{Name: ToolNetworkUpdate, Description: "Change a sandbox's egress allow list (or, with restart, its network mode)", Risk: guard.Medium}
-	return []dispatch.Tool{dispatch.Define(spec, func(ctx context.Context, c auth.Caller, u NetworkUpdate) (NetworkResult, error) {
+	spec := dispatch.Spec{Description: "Change a sandbox's egress allow list (or, with restart, its network mode)", Risk: guard.Medium}
+	return []dispatch.Tool{dispatch.Define(ToolNetworkUpdate, spec, func(ctx context.Context, c auth.Caller, u NetworkUpdate) (NetworkResult, error) {
 		return m.UpdateNetwork(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, u)
 	}, dispatch.Hooks[NetworkUpdate, NetworkResult]{
 		Assess: func(u NetworkUpdate) dispatch.Assessment {

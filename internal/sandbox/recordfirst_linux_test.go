@@ -50,7 +50,7 @@ type spawnArgs struct {
 }
 
 func spawnTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: toolSpawn, Risk: guard.Safe, Commands: dispatch.HeldCommand},
+	return dispatch.Define(toolSpawn, dispatch.Spec{Risk: guard.Safe, Commands: dispatch.HeldCommand},
 		func(ctx context.Context, c auth.Caller, a spawnArgs) (int, error) {
 			s, err := m.Resolve(ctx, c, a.ID)
 			if err != nil {
@@ -101,14 +101,14 @@ func TestCommandStartsOnlyOnceItsRecordIsDurable(t *testing.T) {
 	d.MustRegister(spawnTool(m))
 	c := auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}
 	// Started, with an execution group to hand out, before a commit is held.
-	if _, err := d.Dispatch(context.Background(), c, ToolExec, ExecArgs{ID: s.ID(), Command: "true"}); err != nil {
+	if _, err := d.Dispatch(context.Background(), c, ToolExec.Name(), ExecArgs{ID: s.ID(), Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name, tool string
 		args       func(mark string) any
 	}{
-		{"exec.run", ToolExec, func(mark string) any { return ExecArgs{ID: s.ID(), Command: "touch /workspace/" + mark} }},
+		{"exec.run", ToolExec.Name(), func(mark string) any { return ExecArgs{ID: s.ID(), Command: "touch /workspace/" + mark} }},
 		{"Sandbox.Spawn", toolSpawn, func(mark string) any {
 			return spawnArgs{ID: s.ID(), Argv: []string{"/usr/bin/touch", "/workspace/" + mark}}
 		}},

@@ -234,7 +234,7 @@ func TestHaltDuringForkStopsIt(t *testing.T) {
 		d.MustRegister(tl)
 	}
 	c := auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}
-	_, err = dispatch.Invoke[ForkResult](ctx, d, c, ToolSnapshotFork, ForkArgs{Snapshot: snap.ID, Count: 8})
+	_, err = ToolSnapshotFork.Call(ctx, d, c, ForkArgs{Snapshot: snap.ID, Count: 8})
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "halt") {
 		t.Fatalf("fork under a HALT: %v", err)
 	}

@@ -16,15 +16,15 @@ import (
 )
 
 // Tool names of snapshots.
-const (
-	ToolSnapshotCreate = "snapshot.create"
-	ToolSnapshotList   = "snapshot.list"
-	ToolSnapshotGet    = "snapshot.get"
-	ToolSnapshotDelete = "snapshot.delete"
-	ToolSnapshotFork   = "snapshot.fork"
-	ToolSnapshotExport = "snapshot.export"
-	ToolSnapshotImport = "snapshot.import"
-	ToolHibernate      = "sandbox.hibernate"
+var (
+	ToolSnapshotCreate = dispatch.Ref[SnapshotCreateArgs, SnapshotInfo]("snapshot.create")
+	ToolSnapshotList   = dispatch.Ref[NoArgs, []SnapshotInfo]("snapshot.list")
+	ToolSnapshotGet    = dispatch.Ref[SnapshotRef, SnapshotInfo]("snapshot.get")
+	ToolSnapshotDelete = dispatch.Ref[SnapshotRef, SnapshotInfo]("snapshot.delete")
+	ToolSnapshotFork   = dispatch.Ref[ForkArgs, ForkResult]("snapshot.fork")
+	ToolSnapshotExport = dispatch.Ref[SnapshotRef, *Export]("snapshot.export")
+	ToolSnapshotImport = dispatch.Ref[ImportArgs, SnapshotInfo]("snapshot.import")
+	ToolHibernate      = dispatch.Ref[IDArgs, Info]("sandbox.hibernate")
 )
 
 // Caps of the snapshot tools, with their reasons.
@@ -95,20 +95,20 @@ func snapSummary(in SnapshotInfo) map[string]any {
 }
 
 func snapshotTools(m *Manager) []dispatch.Tool {
-	manage := func(name, desc string, risk guard.Risk) dispatch.Spec {
-		return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: ratelimit.Manage}
+	manage := func(desc string, risk guard.Risk) dispatch.Spec {
+		return dispatch.Spec{Description: desc, Risk: risk, Category: ratelimit.Manage}
 	}
 	read := dispatch.Spec{Risk: guard.Safe, Category: ratelimit.Read, Roles: viewers}
 	listSpec, getSpec := read, read
-	listSpec.Name, listSpec.Description = ToolSnapshotList, "List snapshots"
-	getSpec.Name, getSpec.Description = ToolSnapshotGet, "Get a snapshot"
-	exportSpec := manage(ToolSnapshotExport, "Export a snapshot as a signed tar stream (HTTP only)", guard.Safe)
+	listSpec.Description = "List snapshots"
+	getSpec.Description = "Get a snapshot"
+	exportSpec := manage("Export a snapshot as a signed tar stream (HTTP only)", guard.Safe)
 	exportSpec.Streams = true
-	importSpec := manage(ToolSnapshotImport, "Import a snapshot export made by this server (HTTP only); its digests and signature are checked", guard.Medium)
+	importSpec := manage("Import a snapshot export made by this server (HTTP only); its digests and signature are checked", guard.Medium)
 	importSpec.Streams = true
 	refTarget := func(a SnapshotRef) dispatch.Target { return dispatch.Target{Target: a.Snapshot} }
 	return []dispatch.Tool{
-		dispatch.Define(manage(ToolSnapshotCreate, "Snapshot a sandbox's files, installed packages and settings (processes are not kept)", guard.Medium),
+		dispatch.Define(ToolSnapshotCreate, manage("Snapshot a sandbox's files, installed packages and settings (processes are not kept)", guard.Medium),
 			func(ctx context.Context, c auth.Caller, a SnapshotCreateArgs) (SnapshotInfo, error) {
 				if a.Memory {
 					return SnapshotInfo{}, errMemory
@@ -120,18 +120,18 @@ func snapshotTools(m *Manager) []dispatch.Tool {
 				},
 				Summarize: func(_ SnapshotCreateArgs, in SnapshotInfo) map[string]any { return snapSummary(in) },
 			}),
-		dispatch.Define(listSpec, func(_ context.Context, c auth.Caller, _ NoArgs) ([]SnapshotInfo, error) {
+		dispatch.Define(ToolSnapshotList, listSpec, func(_ context.Context, c auth.Caller, _ NoArgs) ([]SnapshotInfo, error) {
 			return m.ListSnapshots(CallerOf(c))
 		}, dispatch.Hooks[NoArgs, []SnapshotInfo]{}),
-		dispatch.Define(getSpec, func(_ context.Context, c auth.Caller, a SnapshotRef) (SnapshotInfo, error) {
+		dispatch.Define(ToolSnapshotGet, getSpec, func(_ context.Context, c auth.Caller, a SnapshotRef) (SnapshotInfo, error) {
 			return m.GetSnapshot(CallerOf(c), a.Snapshot)
 		}, dispatch.Hooks[SnapshotRef, SnapshotInfo]{Describe: refTarget}),
-		dispatch.Define(manage(ToolSnapshotDelete, "Delete a snapshot (sandboxes made from it keep their files)", guard.Medium),
+		dispatch.Define(ToolSnapshotDelete, manage("Delete a snapshot (sandboxes made from it keep their files)", guard.Medium),
 			func(ctx context.Context, c auth.Caller, a SnapshotRef) (SnapshotInfo, error) {
 				return m.DeleteSnapshot(ctx, ownerCaller(c), a.Snapshot)
 			}, dispatch.Hooks[SnapshotRef, SnapshotInfo]{Describe: refTarget,
 				Summarize: func(_ SnapshotRef, in SnapshotInfo) map[string]any { return snapSummary(in) }}),
-		dispatch.Define(manage(ToolSnapshotFork, "Make count sandboxes from a snapshot at once, each a dispatched sandbox.create (all or none)", guard.Medium),
+		dispatch.Define(ToolSnapshotFork, manage("Make count sandboxes from a snapshot at once, each a dispatched sandbox.create (all or none)", guard.Medium),
 			func(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResult, error) { return m.fork(ctx, c, a) },
 			dispatch.Hooks[ForkArgs, ForkResult]{
 				Describe: func(a ForkArgs) dispatch.Target {
@@ -145,9 +145,9 @@ func snapshotTools(m *Manager) []dispatch.Tool {
 					return map[string]any{"snapshot": r.Snapshot, "digest": r.Digest, "sandboxes": ids}
 				},
 			}),
-		dispatch.Define(exportSpec, func(ctx context.Context, c auth.Caller, a SnapshotRef) (*Export, error) {
+		dispatch.Define(ToolSnapshotExport, exportSpec, func(ctx context.Context, c auth.Caller, a SnapshotRef) (*Export, error) {
 			if !dispatch.Streaming(ctx) {
-				return nil, fault.New(fault.Invalid, ToolSnapshotExport+" streams its data and is only available over its HTTP route")
+				return nil, fault.New(fault.Invalid, ToolSnapshotExport.Name()+" streams its data and is only available over its HTTP route")
 			}
 			man, err := m.snapshotOf(ownerCaller(c), a.Snapshot)
 			if err != nil {
@@ -161,9 +161,9 @@ func snapshotTools(m *Manager) []dispatch.Tool {
 				}
 				return snapSummary(e.SnapshotInfo)
 			}}),
-		dispatch.Define(importSpec, func(ctx context.Context, c auth.Caller, a ImportArgs) (SnapshotInfo, error) {
+		dispatch.Define(ToolSnapshotImport, importSpec, func(ctx context.Context, c auth.Caller, a ImportArgs) (SnapshotInfo, error) {
 			if !dispatch.Streaming(ctx) || a.Body == nil {
-				return SnapshotInfo{}, fault.New(fault.Invalid, ToolSnapshotImport+" reads an export from its HTTP route's body")
+				return SnapshotInfo{}, fault.New(fault.Invalid, ToolSnapshotImport.Name()+" reads an export from its HTTP route's body")
 			}
 			return m.ImportSnapshot(ctx, ownerCaller(c), a.Name, a.Body)
 		}, dispatch.Hooks[ImportArgs, SnapshotInfo]{
@@ -249,7 +249,7 @@ func (m *Manager) fork(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResu
 			if a.Name != "" {
 				spec.Name = a.Name + "-" + strconv.Itoa(i+1)
 			}
-			out[i], errs[i] = dispatch.Invoke[Info](ctx, d, c, ToolCreate, spec)
+			out[i], errs[i] = ToolCreate.Call(ctx, d, c, spec)
 			if errs[i] != nil {
 				cancel() // the rest do not start
 				return

@@ -16,17 +16,17 @@ import (
 )
 
 // Tool names of the sandbox capabilities.
-const (
-	ToolCreate    = "sandbox.create"
-	ToolList      = "sandbox.list"
-	ToolGet       = "sandbox.get"
-	ToolDelete    = "sandbox.delete"
-	ToolPause     = "sandbox.pause"
-	ToolResume    = "sandbox.resume"
-	ToolExec      = "exec.run"
-	ToolExecRead  = "exec.read"
-	ToolExecKill  = "exec.kill"
-	ToolResources = "sandbox.resources"
+var (
+	ToolCreate    = dispatch.Ref[Spec, Info]("sandbox.create")
+	ToolList      = dispatch.Ref[NoArgs, []Info]("sandbox.list")
+	ToolGet       = dispatch.Ref[IDArgs, Info]("sandbox.get")
+	ToolDelete    = dispatch.Ref[IDArgs, Empty]("sandbox.delete")
+	ToolPause     = dispatch.Ref[IDArgs, Empty]("sandbox.pause")
+	ToolResume    = dispatch.Ref[IDArgs, Empty]("sandbox.resume")
+	ToolExec      = dispatch.Ref[ExecArgs, ExecResult]("exec.run")
+	ToolExecRead  = dispatch.Ref[ExecRef, *Execution]("exec.read")
+	ToolExecKill  = dispatch.Ref[ExecRef, Result]("exec.kill")
+	ToolResources = dispatch.Ref[NoArgs, []Stats]("sandbox.resources")
 )
 
 // CallerOf maps an authenticated key to the manager's view: admins act on
@@ -162,7 +162,7 @@ func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
 }
 
 func createTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolCreate, Description: "Create a sandbox", Risk: guard.Medium},
+	return dispatch.Define(ToolCreate, dispatch.Spec{Description: "Create a sandbox", Risk: guard.Medium},
 		func(ctx context.Context, c auth.Caller, spec Spec) (Info, error) {
 			return m.Create(ctx, CallerOf(c), spec)
 		}, dispatch.Hooks[Spec, Info]{
@@ -184,13 +184,13 @@ func createTool(m *Manager) dispatch.Tool {
 }
 
 func listTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolList, Description: "List sandboxes", Risk: guard.Safe, Roles: viewers},
+	return dispatch.Define(ToolList, dispatch.Spec{Description: "List sandboxes", Risk: guard.Safe, Roles: viewers},
 		func(_ context.Context, c auth.Caller, _ NoArgs) ([]Info, error) { return m.List(CallerOf(c)), nil },
 		dispatch.Hooks[NoArgs, []Info]{})
 }
 
 func resourcesTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolResources, Description: "Live cgroup figures per sandbox", Risk: guard.Safe, Roles: viewers},
+	return dispatch.Define(ToolResources, dispatch.Spec{Description: "Live cgroup figures per sandbox", Risk: guard.Safe, Roles: viewers},
 		func(_ context.Context, c auth.Caller, _ NoArgs) ([]Stats, error) {
 			return m.Resources(CallerOf(c)), nil
 		},
@@ -198,8 +198,8 @@ func resourcesTool(m *Manager) dispatch.Tool {
 }
 
 // byID declares a tool whose one argument names a sandbox.
-func byID[R any](name, desc string, risk guard.Risk, roles []auth.Role, run func(context.Context, auth.Caller, string) (R, error)) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: name, Description: desc, Risk: risk, Roles: roles},
+func byID[R any](name dispatch.Ref[IDArgs, R], desc string, risk guard.Risk, roles []auth.Role, run func(context.Context, auth.Caller, string) (R, error)) dispatch.Tool {
+	return dispatch.Define(name, dispatch.Spec{Description: desc, Risk: risk, Roles: roles},
 		func(ctx context.Context, c auth.Caller, a IDArgs) (R, error) { return run(ctx, c, a.ID) },
 		dispatch.Hooks[IDArgs, R]{Describe: func(a IDArgs) dispatch.Target { return dispatch.Target{Sandbox: a.ID} }})
 }
@@ -207,9 +207,9 @@ func byID[R any](name, desc string, risk guard.Risk, roles []auth.Role, run func
 func execTool(m *Manager, g *guard.Guard) dispatch.Tool {
 	// The command is held in the init until the call's record is durable
 	// (Exec, spawnIn): the record's sync runs beside its start.
-	spec := dispatch.Spec{Name: ToolExec, Description: "Run a command in a sandbox", Risk: guard.Safe, Category: ratelimit.Exec, Streams: true,
+	spec := dispatch.Spec{Description: "Run a command in a sandbox", Risk: guard.Safe, Category: ratelimit.Exec, Streams: true,
 		Commands: dispatch.HeldCommand}
-	return dispatch.Define(spec, func(ctx context.Context, c auth.Caller, a ExecArgs) (ExecResult, error) {
+	return dispatch.Define(ToolExec, spec, func(ctx context.Context, c auth.Caller, a ExecArgs) (ExecResult, error) {
 		s, err := m.Resolve(ctx, c, a.ID)
 		if err != nil {
 			return ExecResult{}, err
@@ -265,7 +265,7 @@ func execRef(ctx context.Context, m *Manager, c auth.Caller, ref ExecRef) (*Exec
 }
 
 func execReadTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolExecRead, Description: "Read an execution's status and output", Risk: guard.Safe, Roles: viewers},
+	return dispatch.Define(ToolExecRead, dispatch.Spec{Description: "Read an execution's status and output", Risk: guard.Safe, Roles: viewers},
 		func(ctx context.Context, c auth.Caller, a ExecRef) (*Execution, error) { return execRef(ctx, m, c, a) },
 		dispatch.Hooks[ExecRef, *Execution]{})
 }
@@ -273,7 +273,7 @@ func execReadTool(m *Manager) dispatch.Tool {
 // execKillTool: killing one's own execution is safe: it only stops work,
 // and must stay possible while the server is halted.
 func execKillTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(dispatch.Spec{Name: ToolExecKill, Description: "Kill an execution's process tree", Risk: guard.Safe},
+	return dispatch.Define(ToolExecKill, dispatch.Spec{Description: "Kill an execution's process tree", Risk: guard.Safe},
 		func(ctx context.Context, c auth.Caller, a ExecRef) (Result, error) {
 			e, err := execRef(ctx, m, c, a)
 			if err != nil {

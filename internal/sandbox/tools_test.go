@@ -62,7 +62,7 @@ func TestExecTimeoutOneRule(t *testing.T) {
 func TestExecToolDecodesStrictly(t *testing.T) {
 	var exec dispatch.Tool
 	for _, tl := range Tools(nil, guard.New(guard.Config{})) {
-		if tl.Name == ToolExec {
+		if tl.Name == ToolExec.Name() {
 			exec = tl
 		}
 		if !tl.Typed() {
@@ -81,7 +81,7 @@ func TestExecToolDecodesStrictly(t *testing.T) {
 	}
 	d := dispatch.New(dispatch.Options{})
 	d.MustRegister(exec)
-	_, err = d.Call(context.Background(), auth.Caller{KeyID: "k", Role: auth.RoleAdmin}, ToolExec, json.RawMessage(`{"command":"ls","timeout":601}`))
+	_, err = d.Call(context.Background(), auth.Caller{KeyID: "k", Role: auth.RoleAdmin}, ToolExec.Name(), json.RawMessage(`{"command":"ls","timeout":601}`))
 	if !fault.Is(err, fault.Invalid) {
 		t.Fatalf("timeout 601 through the dispatcher: %v, want invalid", err)
 	}

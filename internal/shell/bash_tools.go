@@ -22,9 +22,9 @@ func (t toolset) bashSession(ctx context.Context, c auth.Caller, sbID, id string
 }
 
 func (t toolset) bashExec() dispatch.Tool {
-	spec := aio(ToolBashExec, "Run a command as its own process (separate stdout/stderr, byte offsets)", guard.Safe, ratelimit.Exec, nil)
+	spec := aio("Run a command as its own process (separate stdout/stderr, byte offsets)", guard.Safe, ratelimit.Exec, nil)
 	spec.Commands = dispatch.RecordFirst // its record is durable before the run starts
-	return dispatch.Define(spec,
+	return dispatch.Define(ToolBashExec, spec,
 		func(ctx context.Context, c auth.Caller, a BashExecArgs) (BashExecResult, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -85,7 +85,7 @@ func (t toolset) bashExec() dispatch.Tool {
 const defaultOutputWait = 30 * time.Second
 
 func (t toolset) bashOutput() dispatch.Tool {
-	return dispatch.Define(aio(ToolBashOutput, "Read a command's output from byte offsets, optionally waiting for more", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolBashOutput, aio("Read a command's output from byte offsets, optionally waiting for more", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a BashOutputArgs) (BashOutputResult, error) {
 			b, err := t.bashSession(ctx, c, a.Sandbox, a.SessionID)
 			if err != nil {
@@ -135,7 +135,7 @@ type BashWriteResult struct {
 func (t toolset) bashWrite() dispatch.Tool {
 	// Safe by itself: the lines it completes are admitted (assessed,
 	// recorded) by shell.input before they are written.
-	return dispatch.Define(aio(ToolBashWrite, "Write to a running command's stdin", guard.Safe, 0, nil),
+	return dispatch.Define(ToolBashWrite, aio("Write to a running command's stdin", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a BashWriteArgs) (BashWriteResult, error) {
 			b, err := t.bashSession(ctx, c, a.Sandbox, a.SessionID)
 			if err != nil {
@@ -149,7 +149,7 @@ func (t toolset) bashWrite() dispatch.Tool {
 			if !ok {
 				return BashWriteResult{}, errOutsideCall
 			}
-			to := inputTarget{sandbox: b.Sandbox, session: b.ID, command: cmd.ID, via: ToolBashWrite}
+			to := inputTarget{sandbox: b.Sandbox, session: b.ID, command: cmd.ID, via: ToolBashWrite.Name()}
 			if err := typeInto(ctx, d, dc, &cmd.in, to, []byte(a.Input), cmd.WriteStdin); err != nil {
 				return BashWriteResult{}, err
 			}
@@ -166,7 +166,7 @@ func (t toolset) bashWrite() dispatch.Tool {
 const killGrace = 2 * time.Second
 
 func (t toolset) bashKill() dispatch.Tool {
-	return dispatch.Define(aio(ToolBashKill, "Signal a session's current (or a given) command", guard.Safe, 0, nil),
+	return dispatch.Define(ToolBashKill, aio("Signal a session's current (or a given) command", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a BashKillArgs) (BashCommandInfo, error) {
 			b, err := t.bashSession(ctx, c, a.Sandbox, a.SessionID)
 			if err != nil {
@@ -193,7 +193,7 @@ func (t toolset) bashKill() dispatch.Tool {
 }
 
 func (t toolset) bashList() dispatch.Tool {
-	return dispatch.Define(aio(ToolBashList, "List bash sessions", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolBashList, aio("List bash sessions", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a ListArgs) ([]BashInfo, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -204,7 +204,7 @@ func (t toolset) bashList() dispatch.Tool {
 }
 
 func (t toolset) bashCreate() dispatch.Tool {
-	return dispatch.Define(aio(ToolBashCreate, "Create a bash session (a default working directory for its commands)", guard.Safe, 0, nil),
+	return dispatch.Define(ToolBashCreate, aio("Create a bash session (a default working directory for its commands)", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a BashCreateArgs) (BashInfo, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -219,7 +219,7 @@ func (t toolset) bashCreate() dispatch.Tool {
 }
 
 func (t toolset) bashClose() dispatch.Tool {
-	return dispatch.Define(aio(ToolBashClose, "Close a bash session and kill its commands", guard.Safe, 0, nil),
+	return dispatch.Define(ToolBashClose, aio("Close a bash session and kill its commands", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a BashSessionArgs) (Empty, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {

@@ -18,7 +18,7 @@ import (
 // as exec.run's command does, counts against the command limit, and is
 // recorded (redacted) in the audit, several lines of one write in one
 // record.
-const ToolInput = "shell.input"
+var ToolInput = dispatch.Ref[InputArgs, InputResult]("shell.input")
 
 // Batches of one shell.input call, with their reasons: one audit record
 // holds a batch, and a record's detail is capped (16 KiB), so a long paste
@@ -83,7 +83,7 @@ type stagedKey struct{}
 func (t toolset) inputTool() dispatch.Tool {
 	// The lines reach a running shell: their record is durable before
 	// they are written.
-	return dispatch.Define(dispatch.Spec{Name: ToolInput, Risk: guard.Safe, RiskCeiling: guard.Dangerous, Commands: dispatch.RecordFirst,
+	return dispatch.Define(ToolInput, dispatch.Spec{Risk: guard.Safe, RiskCeiling: guard.Dangerous, Commands: dispatch.RecordFirst,
 		Description: "Admit the lines a write to a shell's input completes (called by shell.write, bash.write and the terminal; each line is assessed like exec.run's command)"},
 		func(ctx context.Context, _ auth.Caller, a InputArgs) (InputResult, error) {
 			st, _ := ctx.Value(stagedKey{}).(*staged)
@@ -189,7 +189,7 @@ func typeInto(ctx context.Context, d *dispatch.Dispatcher, c auth.Caller, g *inp
 		}
 		st := &staged{g: g, in: in[from:end], lines: lines, write: write, after: state}
 		args := InputArgs{Sandbox: to.sandbox, Session: to.session, Command: to.command, Via: to.via, Lines: lines}
-		_, err := dispatch.Invoke[InputResult](context.WithValue(ctx, stagedKey{}, st), d, c, ToolInput, args)
+		_, err := ToolInput.Call(context.WithValue(ctx, stagedKey{}, st), d, c, args)
 		if err == nil && !st.done {
 			err = fault.New(fault.Internal, "the input was admitted but not written")
 		}

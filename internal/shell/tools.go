@@ -13,28 +13,28 @@ import (
 )
 
 // Tool names.
-const (
-	ToolShellExec     = "shell.exec"
-	ToolShellView     = "shell.view"
-	ToolShellWait     = "shell.wait"
-	ToolShellWrite    = "shell.write"
-	ToolShellKill     = "shell.kill"
-	ToolShellCreate   = "shell.session_create"
-	ToolShellUpdate   = "shell.session_update"
-	ToolShellDelete   = "shell.session_delete"
-	ToolShellDelAll   = "shell.session_delete_all"
-	ToolShellList     = "shell.sessions"
-	ToolShellStats    = "shell.stats"
-	ToolTerminal      = "shell.terminal"
-	ToolBashExec      = "bash.exec"
-	ToolBashOutput    = "bash.output"
-	ToolBashWrite     = "bash.write"
-	ToolBashKill      = "bash.kill"
-	ToolBashList      = "bash.sessions"
-	ToolBashCreate    = "bash.session_create"
-	ToolBashClose     = "bash.session_close"
-	ToolSandboxDetail = "sandbox.info"
-	ToolPackages      = "sandbox.packages"
+var (
+	ToolShellExec     = dispatch.Ref[ShellExecArgs, Result]("shell.exec")
+	ToolShellView     = dispatch.Ref[ShellSessionArgs, ViewResult]("shell.view")
+	ToolShellWait     = dispatch.Ref[ShellWaitArgs, StatusResult]("shell.wait")
+	ToolShellWrite    = dispatch.Ref[ShellWriteArgs, StatusResult]("shell.write")
+	ToolShellKill     = dispatch.Ref[ShellSessionArgs, KillResult]("shell.kill")
+	ToolShellCreate   = dispatch.Ref[ShellCreateArgs, CreateResult]("shell.session_create")
+	ToolShellUpdate   = dispatch.Ref[ShellUpdateArgs, UpdateResult]("shell.session_update")
+	ToolShellDelete   = dispatch.Ref[ShellSessionArgs, Empty]("shell.session_delete")
+	ToolShellDelAll   = dispatch.Ref[ListArgs, DeletedResult]("shell.session_delete_all")
+	ToolShellList     = dispatch.Ref[ListArgs, SessionsResult]("shell.sessions")
+	ToolShellStats    = dispatch.Ref[ListArgs, Stats]("shell.stats")
+	ToolTerminal      = dispatch.Ref[TerminalArgs, *Terminal]("shell.terminal")
+	ToolBashExec      = dispatch.Ref[BashExecArgs, BashExecResult]("bash.exec")
+	ToolBashOutput    = dispatch.Ref[BashOutputArgs, BashOutputResult]("bash.output")
+	ToolBashWrite     = dispatch.Ref[BashWriteArgs, BashWriteResult]("bash.write")
+	ToolBashKill      = dispatch.Ref[BashKillArgs, BashCommandInfo]("bash.kill")
+	ToolBashList      = dispatch.Ref[ListArgs, []BashInfo]("bash.sessions")
+	ToolBashCreate    = dispatch.Ref[BashCreateArgs, BashInfo]("bash.session_create")
+	ToolBashClose     = dispatch.Ref[BashSessionArgs, Empty]("bash.session_close")
+	ToolSandboxDetail = dispatch.Ref[InfoArgs, SandboxInfo]("sandbox.info")
+	ToolPackages      = dispatch.Ref[InfoArgs, any]("sandbox.packages")
 )
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -216,20 +216,20 @@ func target(sb, cmd string, detail map[string]any) dispatch.Target {
 }
 
 // aio is the Spec of a tool whose arguments are an AIO route's body.
-func aio(name, desc string, risk guard.Risk, cat ratelimit.Category, roles []auth.Role) dispatch.Spec {
-	return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: cat, Roles: roles, Lenient: true}
+func aio(desc string, risk guard.Risk, cat ratelimit.Category, roles []auth.Role) dispatch.Spec {
+	return dispatch.Spec{Description: desc, Risk: risk, Category: cat, Roles: roles, Lenient: true}
 }
 
 // shellExec runs a command in a session; a caller that streams
 // (dispatch.WithStreaming) gets the running command in Result.Running.
 func (t toolset) shellExec() dispatch.Tool {
-	spec := aio(ToolShellExec, "Run a command in a PTY shell session that keeps its working directory and environment",
+	spec := aio("Run a command in a PTY shell session that keeps its working directory and environment",
 		guard.Safe, ratelimit.Exec, nil)
 	spec.Streams = true
 	// The command is typed into a running shell: its record is durable
 	// before the run starts.
 	spec.Commands = dispatch.RecordFirst
-	return dispatch.Define(spec, func(ctx context.Context, c auth.Caller, a ShellExecArgs) (Result, error) {
+	return dispatch.Define(ToolShellExec, spec, func(ctx context.Context, c auth.Caller, a ShellExecArgs) (Result, error) {
 		sb, err := t.resolve(ctx, c, a.Sandbox)
 		if err != nil {
 			return Result{}, err
@@ -276,7 +276,7 @@ func (t toolset) shellExec() dispatch.Tool {
 }
 
 func (t toolset) shellView() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellView, "View a shell session's latest output", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolShellView, aio("View a shell session's latest output", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a ShellSessionArgs) (ViewResult, error) {
 			x, err := t.session(ctx, c, a.Sandbox, a.ID)
 			if err != nil {
@@ -289,7 +289,7 @@ func (t toolset) shellView() dispatch.Tool {
 func describeSession(a ShellSessionArgs) dispatch.Target { return target(a.Sandbox, a.ID, nil) }
 
 func (t toolset) shellWait() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellWait, "Wait for a shell session's command to finish", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolShellWait, aio("Wait for a shell session's command to finish", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a ShellWaitArgs) (StatusResult, error) {
 			x, err := t.session(ctx, c, a.Sandbox, a.ID)
 			if err != nil {
@@ -315,7 +315,7 @@ func (t toolset) shellWait() dispatch.Tool {
 // shellWrite is Safe by itself: the lines its input completes are
 // admitted (assessed, recorded) by shell.input before they are written.
 func (t toolset) shellWrite() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellWrite, "Write input to a shell session (its running program, or the shell itself)", guard.Safe, ratelimit.Exec, nil),
+	return dispatch.Define(ToolShellWrite, aio("Write input to a shell session (its running program, or the shell itself)", guard.Safe, ratelimit.Exec, nil),
 		func(ctx context.Context, c auth.Caller, a ShellWriteArgs) (StatusResult, error) {
 			x, err := t.session(ctx, c, a.Sandbox, a.ID)
 			if err != nil {
@@ -329,7 +329,7 @@ func (t toolset) shellWrite() dispatch.Tool {
 			if !ok {
 				return StatusResult{}, errOutsideCall
 			}
-			to := inputTarget{sandbox: x.Sandbox, session: x.ID, via: ToolShellWrite}
+			to := inputTarget{sandbox: x.Sandbox, session: x.ID, via: ToolShellWrite.Name()}
 			if err := typeInto(ctx, d, dc, &x.in, to, []byte(in), x.write); err != nil {
 				return StatusResult{}, err
 			}
@@ -347,7 +347,7 @@ func (t toolset) shellWrite() dispatch.Tool {
 
 // shellKill: stopping one's own work is safe (and must work while halted).
 func (t toolset) shellKill() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellKill, "Stop the command running in a shell session", guard.Safe, 0, nil),
+	return dispatch.Define(ToolShellKill, aio("Stop the command running in a shell session", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a ShellSessionArgs) (KillResult, error) {
 			x, err := t.session(ctx, c, a.Sandbox, a.ID)
 			if err != nil {
@@ -368,7 +368,7 @@ func (t toolset) shellKill() dispatch.Tool {
 }
 
 func (t toolset) shellCreate() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellCreate, "Start a shell session", guard.Safe, 0, nil),
+	return dispatch.Define(ToolShellCreate, aio("Start a shell session", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a ShellCreateArgs) (CreateResult, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -394,7 +394,7 @@ type UpdateResult struct {
 }
 
 func (t toolset) shellUpdate() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellUpdate, "Change a shell session's no_change_timeout", guard.Safe, 0, nil),
+	return dispatch.Define(ToolShellUpdate, aio("Change a shell session's no_change_timeout", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a ShellUpdateArgs) (UpdateResult, error) {
 			x, err := t.session(ctx, c, a.Sandbox, a.ID)
 			if err != nil {
@@ -415,7 +415,7 @@ func (t toolset) shellUpdate() dispatch.Tool {
 type Empty = *struct{}
 
 func (t toolset) shellDelete() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellDelete, "End a shell session", guard.Safe, 0, nil),
+	return dispatch.Define(ToolShellDelete, aio("End a shell session", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a ShellSessionArgs) (Empty, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -431,7 +431,7 @@ type DeletedResult struct {
 }
 
 func (t toolset) shellDeleteAll() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellDelAll, "End every shell session of a sandbox", guard.Safe, 0, nil),
+	return dispatch.Define(ToolShellDelAll, aio("End every shell session of a sandbox", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a ListArgs) (DeletedResult, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -453,7 +453,7 @@ func (t toolset) listOf(ctx context.Context, c auth.Caller, a ListArgs) (*sandbo
 }
 
 func (t toolset) shellList() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellList, "List shell sessions (sandbox, owner, status, idle time)", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolShellList, aio("List shell sessions (sandbox, owner, status, idle time)", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a ListArgs) (SessionsResult, error) {
 			sb, err := t.listOf(ctx, c, a)
 			if err != nil {
@@ -468,7 +468,7 @@ func (t toolset) shellList() dispatch.Tool {
 }
 
 func (t toolset) shellStats() dispatch.Tool {
-	return dispatch.Define(aio(ToolShellStats, "Shell session statistics", guard.Safe, 0, viewers),
+	return dispatch.Define(ToolShellStats, aio("Shell session statistics", guard.Safe, 0, viewers),
 		func(ctx context.Context, c auth.Caller, a ListArgs) (Stats, error) {
 			sb, err := t.listOf(ctx, c, a)
 			if err != nil {
@@ -481,7 +481,7 @@ func (t toolset) shellStats() dispatch.Tool {
 // terminal: a live terminal runs whatever is typed, which the guard never
 // sees: medium risk, and a concurrency slot per key.
 func (t toolset) terminal() dispatch.Tool {
-	return dispatch.Define(aio(ToolTerminal, "Open a live terminal (WebSocket) on a new or existing shell session", guard.Medium, ratelimit.Terminal, nil),
+	return dispatch.Define(ToolTerminal, aio("Open a live terminal (WebSocket) on a new or existing shell session", guard.Medium, ratelimit.Terminal, nil),
 		func(ctx context.Context, c auth.Caller, a TerminalArgs) (*Terminal, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -516,7 +516,7 @@ func (t toolset) terminal() dispatch.Tool {
 }
 
 func (t toolset) sandboxDetail() dispatch.Tool {
-	return dispatch.Define(aio(ToolSandboxDetail, "Describe a sandbox's environment (OS, runtimes, tools)", guard.Safe, 0, nil),
+	return dispatch.Define(ToolSandboxDetail, aio("Describe a sandbox's environment (OS, runtimes, tools)", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a InfoArgs) (SandboxInfo, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
@@ -529,7 +529,7 @@ func (t toolset) sandboxDetail() dispatch.Tool {
 }
 
 func (t toolset) packages() dispatch.Tool {
-	return dispatch.Define(aio(ToolPackages, "List a sandbox's installed python or nodejs packages", guard.Safe, 0, nil),
+	return dispatch.Define(ToolPackages, aio("List a sandbox's installed python or nodejs packages", guard.Safe, 0, nil),
 		func(ctx context.Context, c auth.Caller, a InfoArgs) (any, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {

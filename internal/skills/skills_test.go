@@ -83,7 +83,7 @@ func TestSkillsLifecycle(t *testing.T) {
 		entry{name: "bundle/notes/SKILL.md", body: "No front matter here.\n"},
 	)
 	var reg skills.RegisterResult
-	c.must(skills.ToolRegister, map[string]any{"zip": z}, &reg)
+	c.must(skills.ToolRegister.Name(), map[string]any{"zip": z}, &reg)
 	if reg.Count != 2 || len(reg.Registered) != 2 {
 		t.Fatalf("registered %+v", reg)
 	}
@@ -106,34 +106,34 @@ func TestSkillsLifecycle(t *testing.T) {
 	if res := cl.Exec(c.sb, "mkdir -p /workspace/src/s && printf -- '---\\ndescription: mine\\n---\\nbody text\\n' > /workspace/src/s/SKILL.md"); res.ExitCode == nil || *res.ExitCode != 0 {
 		t.Fatalf("setup %+v", res)
 	}
-	c.must(skills.ToolRegister, map[string]any{"path": "/workspace/src/s", "name": "custom"}, &reg)
+	c.must(skills.ToolRegister.Name(), map[string]any{"path": "/workspace/src/s", "name": "custom"}, &reg)
 	if reg.Count != 1 || reg.Registered[0].Name != "custom" {
 		t.Fatalf("%+v", reg)
 	}
 
 	var coll skills.Collection
-	c.must(skills.ToolList, map[string]any{}, &coll)
+	c.must(skills.ToolList.Name(), map[string]any{}, &coll)
 	if got := names(coll); got != "custom,notes,pdf-tools" {
 		t.Fatalf("list %s", got)
 	}
-	c.must(skills.ToolList, map[string]any{"names": "notes, custom"}, &coll)
+	c.must(skills.ToolList.Name(), map[string]any{"names": "notes, custom"}, &coll)
 	if got := names(coll); got != "custom,notes" {
 		t.Fatalf("filtered list %s", got)
 	}
 
 	var content skills.Content
-	c.must(skills.ToolContent, map[string]any{"name": "pdf-tools"}, &content)
+	c.must(skills.ToolContent.Name(), map[string]any{"name": "pdf-tools"}, &content)
 	if content.Content != "# PDF tools\n\nUse pdftotext.\n" {
 		t.Fatalf("content %q", content.Content)
 	}
 
 	var del skills.Metadata
-	c.must(skills.ToolDelete, map[string]any{"name": "notes"}, &del)
-	if r := c.call(skills.ToolContent, map[string]any{"name": "notes"}, nil); r.Success || r.Status != 404 {
+	c.must(skills.ToolDelete.Name(), map[string]any{"name": "notes"}, &del)
+	if r := c.call(skills.ToolContent.Name(), map[string]any{"name": "notes"}, nil); r.Success || r.Status != 404 {
 		t.Fatalf("deleted skill still readable: %d %s", r.Status, r.Raw)
 	}
 	var cleared skills.Cleared
-	c.must(skills.ToolClear, map[string]any{}, &cleared)
+	c.must(skills.ToolClear.Name(), map[string]any{}, &cleared)
 	if cleared.Count != 2 {
 		t.Fatalf("cleared %+v", cleared)
 	}
@@ -179,7 +179,7 @@ func TestSkillsRefusals(t *testing.T) {
 		{"missing-path", map[string]any{"path": "/workspace/nope"}, 404},
 	} {
 		t.Run(x.name, func(t *testing.T) {
-			r := c.call(skills.ToolRegister, x.args, nil)
+			r := c.call(skills.ToolRegister.Name(), x.args, nil)
 			if r.Success || r.Status != x.status {
 				t.Fatalf("status %d (%s), want %d", r.Status, r.Raw, x.status)
 			}
@@ -189,7 +189,7 @@ func TestSkillsRefusals(t *testing.T) {
 		})
 	}
 	for _, n := range []string{"../x", ".hidden", "a/b", ""} {
-		if r := c.call(skills.ToolContent, map[string]any{"name": n}, nil); r.Success || r.Status != 400 {
+		if r := c.call(skills.ToolContent.Name(), map[string]any{"name": n}, nil); r.Success || r.Status != 400 {
 			t.Errorf("name %q: %d %s", n, r.Status, r.Raw)
 		}
 	}

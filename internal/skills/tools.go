@@ -7,12 +7,12 @@ import (
 )
 
 // Tool names (the audit actions).
-const (
-	ToolRegister = "skills.register"
-	ToolList     = "skills.list"
-	ToolContent  = "skills.content"
-	ToolDelete   = "skills.delete"
-	ToolClear    = "skills.clear"
+var (
+	ToolRegister = dispatch.Ref[RegisterArgs, RegisterResult]("skills.register")
+	ToolList     = dispatch.Ref[NamesArgs, Collection]("skills.list")
+	ToolContent  = dispatch.Ref[NameArgs, Content]("skills.content")
+	ToolDelete   = dispatch.Ref[NameArgs, Metadata]("skills.delete")
+	ToolClear    = dispatch.Ref[ClearArgs, Cleared]("skills.clear")
 )
 
 // Tools are the skills tools: reading is Safe, registering and deleting
@@ -20,7 +20,7 @@ const (
 func (s *Service) Tools() []dispatch.Tool {
 	target := func(sb, t string) dispatch.Target { return dispatch.Target{Target: t, Sandbox: sb} }
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolRegister, Risk: guard.Medium, Category: ratelimit.File,
+		dispatch.Define(ToolRegister, dispatch.Spec{Risk: guard.Medium, Category: ratelimit.File,
 			Description: "Register skills in the sandbox (/workspace/.skills/<name>) from a zip or a directory or .zip in the sandbox; each skill is a directory with SKILL.md"},
 			s.Register, dispatch.Hooks[RegisterArgs, RegisterResult]{
 				Assess: func(a RegisterArgs) dispatch.Assessment {
@@ -43,22 +43,22 @@ func (s *Service) Tools() []dispatch.Tool {
 					return map[string]any{"count": r.Count, "skills": names, "sandbox_id": r.SandboxID}
 				},
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolList, Risk: guard.Safe, Category: ratelimit.File,
+		dispatch.Define(ToolList, dispatch.Spec{Risk: guard.Safe, Category: ratelimit.File,
 			Description: "List the metadata (SKILL.md front matter) of the sandbox's skills"},
 			s.List, dispatch.Hooks[NamesArgs, Collection]{
 				Describe: func(a NamesArgs) dispatch.Target { return target(a.Sandbox, a.Names) },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolContent, Risk: guard.Safe, Category: ratelimit.File,
+		dispatch.Define(ToolContent, dispatch.Spec{Risk: guard.Safe, Category: ratelimit.File,
 			Description: "Read a skill's SKILL.md without its front matter"},
 			s.Content, dispatch.Hooks[NameArgs, Content]{
 				Describe: func(a NameArgs) dispatch.Target { return target(a.Sandbox, a.Name) },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolDelete, Risk: guard.Medium, Category: ratelimit.File,
+		dispatch.Define(ToolDelete, dispatch.Spec{Risk: guard.Medium, Category: ratelimit.File,
 			Description: "Delete one skill from the sandbox"},
 			s.Delete, dispatch.Hooks[NameArgs, Metadata]{
 				Describe: func(a NameArgs) dispatch.Target { return target(a.Sandbox, a.Name) },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolClear, Risk: guard.Medium, Category: ratelimit.File,
+		dispatch.Define(ToolClear, dispatch.Spec{Risk: guard.Medium, Category: ratelimit.File,
 			Description: "Delete every skill of the sandbox"},
 			s.Clear, dispatch.Hooks[ClearArgs, Cleared]{
 				Describe: func(a ClearArgs) dispatch.Target { return target(a.Sandbox, "") },

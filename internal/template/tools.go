@@ -11,10 +11,10 @@ import (
 
 // Tool names of the store's own capabilities (the sources declare theirs:
 // internal/template/oci, internal/build).
-const (
-	ToolList   = "template.list"
-	ToolGet    = "template.get"
-	ToolDelete = "template.delete"
+var (
+	ToolList   = dispatch.Ref[struct{}, []Summary]("template.list")
+	ToolGet    = dispatch.Ref[RefArgs, Template]("template.get")
+	ToolDelete = dispatch.Ref[RefArgs, Template]("template.delete")
 )
 
 // RefArgs names a template.
@@ -65,7 +65,7 @@ func AuditDetail(t Template) map[string]any {
 func Tools(s *Store, gc func()) []dispatch.Tool {
 	target := func(a RefArgs) dispatch.Target { return dispatch.Target{Target: a.Ref} }
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolList, Description: "List the templates the caller may use (its own and the public ones)", Risk: guard.Safe, Roles: viewers, Category: ratelimit.Read},
+		dispatch.Define(ToolList, dispatch.Spec{Description: "List the templates the caller may use (its own and the public ones)", Risk: guard.Safe, Roles: viewers, Category: ratelimit.Read},
 			func(_ context.Context, c auth.Caller, _ struct{}) ([]Summary, error) {
 				out := []Summary{}
 				for _, t := range s.List(CallerOf(c)) {
@@ -73,12 +73,12 @@ func Tools(s *Store, gc func()) []dispatch.Tool {
 				}
 				return out, nil
 			}, dispatch.Hooks[struct{}, []Summary]{}),
-		dispatch.Define(dispatch.Spec{Name: ToolGet, Description: "Inspect a template: its layers, config and source", Risk: guard.Safe, Roles: viewers, Category: ratelimit.Read},
+		dispatch.Define(ToolGet, dispatch.Spec{Description: "Inspect a template: its layers, config and source", Risk: guard.Safe, Roles: viewers, Category: ratelimit.Read},
 			func(_ context.Context, c auth.Caller, a RefArgs) (Template, error) {
 				return s.Resolve(CallerOf(c), a.Ref)
 			},
 			dispatch.Hooks[RefArgs, Template]{Describe: target, Summarize: func(_ RefArgs, t Template) map[string]any { return map[string]any{"digest": t.Digest} }}),
-		dispatch.Define(dispatch.Spec{Name: ToolDelete, Description: "Remove a template's name; its layers go once no template or sandbox uses them", Risk: guard.Medium, Category: ratelimit.Manage},
+		dispatch.Define(ToolDelete, dispatch.Spec{Description: "Remove a template's name; its layers go once no template or sandbox uses them", Risk: guard.Medium, Category: ratelimit.Manage},
 			func(_ context.Context, c auth.Caller, a RefArgs) (Template, error) {
 				t, err := s.Remove(OwnerOf(c), a.Ref)
 				if err == nil && gc != nil {

@@ -10,17 +10,17 @@ import (
 )
 
 // Tool names (the audit actions).
-const (
-	ToolUpload         = "file.upload"
-	ToolDownload       = "file.download"
-	ToolExtract        = "file.extract"
-	ToolArchive        = "file.archive"
-	ToolArtifactCreate = "artifact.create"
-	ToolArtifactWrite  = "artifact.write"
-	ToolArtifactStatus = "artifact.status"
-	ToolArtifactList   = "artifact.list"
-	ToolArtifactRead   = "artifact.read"
-	ToolArtifactDelete = "artifact.delete"
+var (
+	ToolUpload         = dispatch.Ref[UploadArgs, UploadResult]("file.upload")
+	ToolDownload       = dispatch.Ref[DownloadArgs, *Download]("file.download")
+	ToolExtract        = dispatch.Ref[ExtractArgs, *ExtractResult]("file.extract")
+	ToolArchive        = dispatch.Ref[ArchiveArgs, *Packed]("file.archive")
+	ToolArtifactCreate = dispatch.Ref[ArtifactCreateArgs, *ArtifactUpload]("artifact.create")
+	ToolArtifactWrite  = dispatch.Ref[ArtifactWriteArgs, *ArtifactUpload]("artifact.write")
+	ToolArtifactStatus = dispatch.Ref[ArtifactRef, *ArtifactUpload]("artifact.status")
+	ToolArtifactList   = dispatch.Ref[ArtifactRef, *ArtifactList]("artifact.list")
+	ToolArtifactRead   = dispatch.Ref[ArtifactRef, *Download]("artifact.read")
+	ToolArtifactDelete = dispatch.Ref[ArtifactRef, map[string]any]("artifact.delete")
 )
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -31,8 +31,8 @@ var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
 // dispatch.WithStreaming (MCP, custom tools): they would have no body to
 // read and nobody to close what Run returns.
 func Tools(s *Service) []dispatch.Tool {
-	spec := func(name, desc string, risk guard.Risk, streams bool) dispatch.Spec {
-		return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: ratelimit.File, Streams: streams}
+	spec := func(desc string, risk guard.Risk, streams bool) dispatch.Spec {
+		return dispatch.Spec{Description: desc, Risk: risk, Category: ratelimit.File, Streams: streams}
 	}
 	paths := func(risk guard.Risk, p ...string) dispatch.Assessment {
 		return dispatch.Assessment{Risk: risk, Paths: p}
@@ -40,14 +40,14 @@ func Tools(s *Service) []dispatch.Tool {
 	refTarget := func(x ArtifactRef) dispatch.Target {
 		return dispatch.Target{Target: x.ID + x.Name, Sandbox: x.Sandbox}
 	}
-	refSpec := func(name, desc string, risk guard.Risk, streams bool, roles []auth.Role) dispatch.Spec {
-		sp := spec(name, desc, risk, streams)
+	refSpec := func(desc string, risk guard.Risk, streams bool, roles []auth.Role) dispatch.Spec {
+		sp := spec(desc, risk, streams)
 		sp.Roles = roles
 		return sp
 	}
 	return []dispatch.Tool{
-		dispatch.Define(spec(ToolUpload, "Upload a file into a sandbox (streamed; HTTP multipart only), optionally extracting an archive", guard.Medium, true),
-			streamed(ToolUpload, s.Upload),
+		dispatch.Define(ToolUpload, spec("Upload a file into a sandbox (streamed; HTTP multipart only), optionally extracting an archive", guard.Medium, true),
+			streamed(ToolUpload.Name(), s.Upload),
 			dispatch.Hooks[UploadArgs, UploadResult]{
 				Assess: func(a UploadArgs) dispatch.Assessment { return paths(guard.Medium, a.writes()) },
 				Describe: func(a UploadArgs) dispatch.Target {
@@ -65,8 +65,8 @@ func Tools(s *Service) []dispatch.Tool {
 					return m
 				},
 			}),
-		dispatch.Define(spec(ToolDownload, "Open a file in a sandbox for a streamed (Range) download", guard.Safe, true),
-			streamed(ToolDownload, s.Download),
+		dispatch.Define(ToolDownload, spec("Open a file in a sandbox for a streamed (Range) download", guard.Safe, true),
+			streamed(ToolDownload.Name(), s.Download),
 			dispatch.Hooks[DownloadArgs, *Download]{
 				Assess:   func(a DownloadArgs) dispatch.Assessment { return paths(guard.Safe, a.Path) },
 				Describe: func(a DownloadArgs) dispatch.Target { return dispatch.Target{Target: a.Path, Sandbox: a.Sandbox} },
@@ -77,7 +77,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"bytes": d.Size, "sandbox_id": d.SandboxID}
 				},
 			}),
-		dispatch.Define(spec(ToolExtract, "Extract an archive (zip, tar, tar.gz, tar.zst) inside a sandbox, all or nothing", guard.Medium, false),
+		dispatch.Define(ToolExtract, spec("Extract an archive (zip, tar, tar.gz, tar.zst) inside a sandbox, all or nothing", guard.Medium, false),
 			s.Extract,
 			dispatch.Hooks[ExtractArgs, *ExtractResult]{
 				Assess: func(a ExtractArgs) dispatch.Assessment { return paths(guard.Medium, a.Path, a.Dest) },
@@ -91,8 +91,8 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"dest": x.Dest, "files": x.Files, "dirs": x.Dirs, "bytes": x.Bytes, "stripped": x.Stripped, "sandbox_id": x.SandboxID}
 				},
 			}),
-		dispatch.Define(spec(ToolArchive, "Stream a directory of a sandbox out as tar.gz or zip", guard.Safe, true),
-			streamed(ToolArchive, s.Archive),
+		dispatch.Define(ToolArchive, spec("Stream a directory of a sandbox out as tar.gz or zip", guard.Safe, true),
+			streamed(ToolArchive.Name(), s.Archive),
 			dispatch.Hooks[ArchiveArgs, *Packed]{
 				Assess: func(a ArchiveArgs) dispatch.Assessment {
 					as := paths(guard.Safe, a.Path)
@@ -103,7 +103,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return dispatch.Target{Target: a.Path, Sandbox: a.Sandbox, Detail: map[string]any{"format": a.Format}}
 				},
 			}),
-		dispatch.Define(spec(ToolArtifactCreate, "Start a resumable artifact upload (returns the upload id)", guard.Medium, false),
+		dispatch.Define(ToolArtifactCreate, spec("Start a resumable artifact upload (returns the upload id)", guard.Medium, false),
 			s.CreateArtifact,
 			dispatch.Hooks[ArtifactCreateArgs, *ArtifactUpload]{
 				Describe: func(a ArtifactCreateArgs) dispatch.Target {
@@ -116,8 +116,8 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"upload": u.ID, "sandbox_id": u.SandboxID}
 				},
 			}),
-		dispatch.Define(spec(ToolArtifactWrite, "Append bytes to an artifact upload at its offset (HTTP PATCH only)", guard.Medium, true),
-			streamed(ToolArtifactWrite, s.WriteArtifact),
+		dispatch.Define(ToolArtifactWrite, spec("Append bytes to an artifact upload at its offset (HTTP PATCH only)", guard.Medium, true),
+			streamed(ToolArtifactWrite.Name(), s.WriteArtifact),
 			dispatch.Hooks[ArtifactWriteArgs, *ArtifactUpload]{
 				Describe: func(a ArtifactWriteArgs) dispatch.Target {
 					return dispatch.Target{Target: a.ID, Sandbox: a.Sandbox, Detail: map[string]any{"offset": a.Offset}}
@@ -129,13 +129,13 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"bytes": u.Offset - a.Offset, "offset": u.Offset, "complete": u.Complete, "sandbox_id": u.SandboxID}
 				},
 			}),
-		dispatch.Define(refSpec(ToolArtifactStatus, "An artifact upload's offset and length", guard.Safe, false, nil),
+		dispatch.Define(ToolArtifactStatus, refSpec("An artifact upload's offset and length", guard.Safe, false, nil),
 			s.ArtifactStatus, dispatch.Hooks[ArtifactRef, *ArtifactUpload]{Describe: refTarget}),
-		dispatch.Define(refSpec(ToolArtifactList, "List artifacts (with sizes) and uploads in progress", guard.Safe, false, viewers),
+		dispatch.Define(ToolArtifactList, refSpec("List artifacts (with sizes) and uploads in progress", guard.Safe, false, viewers),
 			s.ListArtifacts, dispatch.Hooks[ArtifactRef, *ArtifactList]{Describe: refTarget}),
-		dispatch.Define(refSpec(ToolArtifactRead, "Open a completed artifact for a (Range) download", guard.Safe, true, nil),
-			streamed(ToolArtifactRead, s.ReadArtifact), dispatch.Hooks[ArtifactRef, *Download]{Describe: refTarget}),
-		dispatch.Define(refSpec(ToolArtifactDelete, "Delete an artifact or an upload in progress", guard.Medium, false, nil),
+		dispatch.Define(ToolArtifactRead, refSpec("Open a completed artifact for a (Range) download", guard.Safe, true, nil),
+			streamed(ToolArtifactRead.Name(), s.ReadArtifact), dispatch.Hooks[ArtifactRef, *Download]{Describe: refTarget}),
+		dispatch.Define(ToolArtifactDelete, refSpec("Delete an artifact or an upload in progress", guard.Medium, false, nil),
 			s.DeleteArtifact, dispatch.Hooks[ArtifactRef, map[string]any]{Describe: refTarget}),
 	}
 }

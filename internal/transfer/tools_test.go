@@ -28,9 +28,9 @@ func TestToolsAreTypedAndMarkStreaming(t *testing.T) {
 	admin := auth.Caller{KeyID: "key_admin", Role: auth.RoleAdmin}
 	ctx := context.Background()
 	for name, args := range map[string]string{
-		transfer.ToolUpload: `{"path":"/workspace/x"}`, transfer.ToolDownload: `{"path":"/workspace/x"}`,
-		transfer.ToolArchive: `{"path":"/workspace"}`, transfer.ToolArtifactWrite: `{"id":"u1","offset":0}`,
-		transfer.ToolArtifactRead: `{"name":"a.bin"}`,
+		transfer.ToolUpload.Name(): `{"path":"/workspace/x"}`, transfer.ToolDownload.Name(): `{"path":"/workspace/x"}`,
+		transfer.ToolArchive.Name(): `{"path":"/workspace"}`, transfer.ToolArtifactWrite.Name(): `{"id":"u1","offset":0}`,
+		transfer.ToolArtifactRead.Name(): `{"name":"a.bin"}`,
 	} {
 		tl, _ := d.Tool(name)
 		if !tl.Streams {
@@ -44,7 +44,7 @@ func TestToolsAreTypedAndMarkStreaming(t *testing.T) {
 	if !dispatch.Streaming(dispatch.WithStreaming(ctx)) {
 		t.Error("transfer.WithStreaming does not set the dispatcher's streaming mark")
 	}
-	_, err := d.Call(ctx, admin, transfer.ToolExtract, json.RawMessage(`{"path":"/workspace/a.zip","dst":"/tmp"}`))
+	_, err := d.Call(ctx, admin, transfer.ToolExtract.Name(), json.RawMessage(`{"path":"/workspace/a.zip","dst":"/tmp"}`))
 	if fault.KindOf(err) != fault.Invalid || !strings.Contains(fault.Public(err), "dst") {
 		t.Errorf("a misspelt field: %v, want it refused by name", err)
 	}

@@ -38,19 +38,19 @@ func TestFileToolsGivePolicyTheirPaths(t *testing.T) {
 		name, tool, args string
 		want             dispatch.Decision
 	}{
-		{"read /etc/passwd", ToolRead, `{"file":"/etc/passwd"}`, dispatch.Deny},
-		{"read a pem", ToolRead, `{"file":"/workspace/k.pem"}`, dispatch.Deny},
-		{"read a relative pem", ToolRead, `{"file":"k.pem"}`, dispatch.Deny},
-		{"list /etc", ToolList, `{"path":"/etc"}`, dispatch.Deny},
-		{"grep /etc", ToolGrep, `{"path":"/etc","pattern":"root"}`, dispatch.Deny},
-		{"grep / reaches /etc", ToolGrep, `{"path":"/","pattern":"root"}`, dispatch.Deny},
-		{"find / reaches /etc", ToolFind, `{"path":"/","glob":"*"}`, dispatch.Deny},
-		{"recursive list of / reaches /etc", ToolList, `{"path":"/","recursive":true}`, dispatch.Deny},
-		{"editor view", ToolEditor, `{"command":"view","path":"/etc/hostname"}`, dispatch.Deny},
-		{"write a pem", ToolWrite, `{"file":"/workspace/new.pem","content":"x"}`, dispatch.Deny},
-		{"read in /workspace", ToolRead, `{"file":"/workspace/notes.txt"}`, dispatch.Allow},
-		{"grep /workspace", ToolGrep, `{"path":"/workspace","pattern":"x"}`, dispatch.Allow},
-		{"flat list of /", ToolList, `{"path":"/"}`, dispatch.Allow},
+		{"read /etc/passwd", ToolRead.Name(), `{"file":"/etc/passwd"}`, dispatch.Deny},
+		{"read a pem", ToolRead.Name(), `{"file":"/workspace/k.pem"}`, dispatch.Deny},
+		{"read a relative pem", ToolRead.Name(), `{"file":"k.pem"}`, dispatch.Deny},
+		{"list /etc", ToolList.Name(), `{"path":"/etc"}`, dispatch.Deny},
+		{"grep /etc", ToolGrep.Name(), `{"path":"/etc","pattern":"root"}`, dispatch.Deny},
+		{"grep / reaches /etc", ToolGrep.Name(), `{"path":"/","pattern":"root"}`, dispatch.Deny},
+		{"find / reaches /etc", ToolFind.Name(), `{"path":"/","glob":"*"}`, dispatch.Deny},
+		{"recursive list of / reaches /etc", ToolList.Name(), `{"path":"/","recursive":true}`, dispatch.Deny},
+		{"editor view", ToolEditor.Name(), `{"command":"view","path":"/etc/hostname"}`, dispatch.Deny},
+		{"write a pem", ToolWrite.Name(), `{"file":"/workspace/new.pem","content":"x"}`, dispatch.Deny},
+		{"read in /workspace", ToolRead.Name(), `{"file":"/workspace/notes.txt"}`, dispatch.Allow},
+		{"grep /workspace", ToolGrep.Name(), `{"path":"/workspace","pattern":"x"}`, dispatch.Allow},
+		{"flat list of /", ToolList.Name(), `{"path":"/"}`, dispatch.Allow},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestFileToolsGivePolicyTheirPaths(t *testing.T) {
 	}
 
 	// Every tool that names a path, not only the ones above.
-	noPath := []string{ToolWatchList, ToolWatchPoll, ToolWatchEvents, ToolWatchDelete} // a watcher id, not a path
+	noPath := []string{ToolWatchList.Name(), ToolWatchPoll.Name(), ToolWatchEvents.Name(), ToolWatchDelete.Name()} // a watcher id, not a path
 	for _, tl := range Tools(s) {
 		var schema struct {
 			Properties map[string]json.RawMessage `json:"properties"`

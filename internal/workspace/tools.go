@@ -12,35 +12,35 @@ import (
 )
 
 // Tool names of the file capabilities (also their audit actions).
-const (
-	ToolRead        = "file.read"
-	ToolWrite       = "file.write"
-	ToolReplace     = "file.replace"
-	ToolSearch      = "file.search"
-	ToolFind        = "file.find"
-	ToolGrep        = "file.grep"
-	ToolGlob        = "file.glob"
-	ToolList        = "file.list"
-	ToolEditor      = "file.str_replace_editor"
-	ToolWatchCreate = "file.watch_create"
-	ToolWatchList   = "file.watch_list"
-	ToolWatchPoll   = "file.watch_poll"
-	ToolWatchEvents = "file.watch_events"
-	ToolWatchWait   = "file.watch_wait"
-	ToolWatchDelete = "file.watch_delete"
+var (
+	ToolRead        = dispatch.Ref[ReadArgs, ReadResult]("file.read")
+	ToolWrite       = dispatch.Ref[WriteArgs, WriteResult]("file.write")
+	ToolReplace     = dispatch.Ref[ReplaceArgs, ReplaceResult]("file.replace")
+	ToolSearch      = dispatch.Ref[SearchArgs, SearchResult]("file.search")
+	ToolFind        = dispatch.Ref[FindArgs, FindResult]("file.find")
+	ToolGrep        = dispatch.Ref[GrepArgs, GrepResult]("file.grep")
+	ToolGlob        = dispatch.Ref[GlobArgs, GlobResult]("file.glob")
+	ToolList        = dispatch.Ref[ListArgs, ListResult]("file.list")
+	ToolEditor      = dispatch.Ref[EditorArgs, EditorResult]("file.str_replace_editor")
+	ToolWatchCreate = dispatch.Ref[WatchCreateArgs, WatchInfo]("file.watch_create")
+	ToolWatchList   = dispatch.Ref[WatchRef, []WatchInfo]("file.watch_list")
+	ToolWatchPoll   = dispatch.Ref[WatchRef, PollResult]("file.watch_poll")
+	ToolWatchEvents = dispatch.Ref[WatchRef, *Watch]("file.watch_events")
+	ToolWatchWait   = dispatch.Ref[WatchWaitArgs, WaitResult]("file.watch_wait")
+	ToolWatchDelete = dispatch.Ref[WatchRef, StopResult]("file.watch_delete")
 )
 
 // Tools are the file capabilities, for the dispatcher. Reads are Safe,
 // writes Medium; sudo: true raises a call to Dangerous. Arguments are read
 // the AIO way (Lenient): the AIO routes and MCP pass the same shapes.
 func Tools(s *Service) []dispatch.Tool {
-	spec := func(name, desc string, risk guard.Risk) dispatch.Spec {
-		return dispatch.Spec{Name: name, Description: desc, Risk: risk, Category: ratelimit.File, Lenient: true}
+	spec := func(desc string, risk guard.Risk) dispatch.Spec {
+		return dispatch.Spec{Description: desc, Risk: risk, Category: ratelimit.File, Lenient: true}
 	}
 	// observe is the Spec of a read that only names paths: its Assess
 	// adds them for the policy and never raises its tier.
-	observe := func(name, desc string) dispatch.Spec {
-		sp := spec(name, desc, guard.Safe)
+	observe := func(desc string) dispatch.Spec {
+		sp := spec(desc, guard.Safe)
 		sp.RiskCeiling = guard.Safe
 		return sp
 	}
@@ -48,13 +48,13 @@ func Tools(s *Service) []dispatch.Tool {
 		return dispatch.Target{Target: p, Sandbox: sandbox, Detail: detail}
 	}
 	return []dispatch.Tool{
-		dispatch.Define(spec(ToolRead, "Read a text file (optionally a line range) in a sandbox", guard.Safe), s.Read,
+		dispatch.Define(ToolRead, spec("Read a text file (optionally a line range) in a sandbox", guard.Safe), s.Read,
 			dispatch.Hooks[ReadArgs, ReadResult]{
 				Assess:    func(a ReadArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe:  func(a ReadArgs) dispatch.Target { return tgt(a.Sandbox, a.File, nil) },
 				Summarize: func(_ ReadArgs, r ReadResult) map[string]any { return map[string]any{"bytes_read": len(r.Content)} },
 			}),
-		dispatch.Define(spec(ToolWrite, "Write or append to a file atomically (utf-8 or base64)", guard.Medium), s.Write,
+		dispatch.Define(ToolWrite, spec("Write or append to a file atomically (utf-8 or base64)", guard.Medium), s.Write,
 			dispatch.Hooks[WriteArgs, WriteResult]{
 				Assess: func(a WriteArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe: func(a WriteArgs) dispatch.Target {
@@ -68,7 +68,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"bytes_written": n}
 				},
 			}),
-		dispatch.Define(spec(ToolReplace, "Replace every occurrence of a string in a file", guard.Medium), s.Replace,
+		dispatch.Define(ToolReplace, spec("Replace every occurrence of a string in a file", guard.Medium), s.Replace,
 			dispatch.Hooks[ReplaceArgs, ReplaceResult]{
 				Assess:   func(a ReplaceArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe: func(a ReplaceArgs) dispatch.Target { return tgt(a.Sandbox, a.File, nil) },
@@ -76,13 +76,13 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"replaced_count": r.ReplacedCount}
 				},
 			}),
-		dispatch.Define(spec(ToolSearch, "Lines of one file matching a regular expression", guard.Safe), s.Search,
+		dispatch.Define(ToolSearch, spec("Lines of one file matching a regular expression", guard.Safe), s.Search,
 			dispatch.Hooks[SearchArgs, SearchResult]{
 				Assess:    func(a SearchArgs) dispatch.Assessment { return touches(sudoRisk(a.Sudo), a.File) },
 				Describe:  func(a SearchArgs) dispatch.Target { return tgt(a.Sandbox, a.File, nil) },
 				Summarize: func(_ SearchArgs, r SearchResult) map[string]any { return map[string]any{"matches": len(r.Matches)} },
 			}),
-		dispatch.Define(observe(ToolFind, "Find files below a directory by name pattern"), s.Find,
+		dispatch.Define(ToolFind, observe("Find files below a directory by name pattern"), s.Find,
 			dispatch.Hooks[FindArgs, FindResult]{
 				Assess:   func(a FindArgs) dispatch.Assessment { return walks(true, a.Path) },
 				Describe: func(a FindArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
@@ -90,7 +90,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"count": len(r.Files), "truncated": r.Truncated}
 				},
 			}),
-		dispatch.Define(observe(ToolGrep, "Search file contents below a directory (regex or fixed string)"), s.Grep,
+		dispatch.Define(ToolGrep, observe("Search file contents below a directory (regex or fixed string)"), s.Grep,
 			dispatch.Hooks[GrepArgs, GrepResult]{
 				Assess:   func(a GrepArgs) dispatch.Assessment { return walks(true, a.Path) },
 				Describe: func(a GrepArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
@@ -102,7 +102,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"match_count": r.MatchCount, "files_searched": searched, "truncated": r.Truncated}
 				},
 			}),
-		dispatch.Define(observe(ToolGlob, "Match a glob pattern (**, *, ?, [...]) below a directory"), s.Glob,
+		dispatch.Define(ToolGlob, observe("Match a glob pattern (**, *, ?, [...]) below a directory"), s.Glob,
 			dispatch.Hooks[GlobArgs, GlobResult]{
 				Assess:   func(a GlobArgs) dispatch.Assessment { return walks(true, a.Path) },
 				Describe: func(a GlobArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
@@ -110,7 +110,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"count": len(r.Files), "total_count": r.TotalCount, "truncated": r.Truncated}
 				},
 			}),
-		dispatch.Define(observe(ToolList, "List a directory, optionally recursively"), s.List,
+		dispatch.Define(ToolList, observe("List a directory, optionally recursively"), s.List,
 			dispatch.Hooks[ListArgs, ListResult]{
 				Assess:   func(a ListArgs) dispatch.Assessment { return walks(boolOr(a.Recursive, false), a.Path) },
 				Describe: func(a ListArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
@@ -118,7 +118,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"count": r.TotalCount, "truncated": r.Truncated}
 				},
 			}),
-		dispatch.Define(spec(ToolEditor, "View, create and edit files (Anthropic's str_replace_editor)", guard.Medium), s.Editor,
+		dispatch.Define(ToolEditor, spec("View, create and edit files (Anthropic's str_replace_editor)", guard.Medium), s.Editor,
 			dispatch.Hooks[EditorArgs, EditorResult]{
 				// view only reads; every other command writes.
 				Assess: func(a EditorArgs) dispatch.Assessment {
@@ -140,32 +140,32 @@ func Tools(s *Service) []dispatch.Tool {
 			}),
 
 		// Watches only observe: Safe, so they keep working while HALTed.
-		dispatch.Define(observe(ToolWatchCreate, "Watch a file or directory for changes"), s.WatchCreate,
+		dispatch.Define(ToolWatchCreate, observe("Watch a file or directory for changes"), s.WatchCreate,
 			dispatch.Hooks[WatchCreateArgs, WatchInfo]{
 				Assess:    func(a WatchCreateArgs) dispatch.Assessment { return walks(boolOr(a.Recursive, false), a.Path) },
 				Describe:  func(a WatchCreateArgs) dispatch.Target { return tgt(a.Sandbox, a.Path, nil) },
 				Summarize: func(_ WatchCreateArgs, r WatchInfo) map[string]any { return map[string]any{"watcher_id": r.WatcherID} },
 			}),
-		dispatch.Define(spec(ToolWatchList, "List a sandbox's watches", guard.Safe),
+		dispatch.Define(ToolWatchList, spec("List a sandbox's watches", guard.Safe),
 			func(ctx context.Context, c auth.Caller, a WatchRef) ([]WatchInfo, error) {
 				return s.WatchList(ctx, c, a.Sandbox)
 			},
 			dispatch.Hooks[WatchRef, []WatchInfo]{
 				Describe: func(a WatchRef) dispatch.Target { return tgt(a.Sandbox, "", nil) },
 			}),
-		dispatch.Define(spec(ToolWatchPoll, "Events of a watch after a cursor (long poll)", guard.Safe), s.WatchPoll,
+		dispatch.Define(ToolWatchPoll, spec("Events of a watch after a cursor (long poll)", guard.Safe), s.WatchPoll,
 			dispatch.Hooks[WatchRef, PollResult]{
 				Describe:  func(a WatchRef) dispatch.Target { return tgt(a.Sandbox, a.WatcherID, nil) },
 				Summarize: func(_ WatchRef, r PollResult) map[string]any { return map[string]any{"events": len(r.Events)} },
 			}),
-		dispatch.Define(spec(ToolWatchEvents, "Subscribe to a watch's events (the HTTP route streams them as SSE)", guard.Safe),
+		dispatch.Define(ToolWatchEvents, spec("Subscribe to a watch's events (the HTTP route streams them as SSE)", guard.Safe),
 			func(ctx context.Context, c auth.Caller, a WatchRef) (*Watch, error) {
 				return s.WatchGet(ctx, c, a.Sandbox, a.WatcherID)
 			},
 			dispatch.Hooks[WatchRef, *Watch]{
 				Describe: func(a WatchRef) dispatch.Target { return tgt(a.Sandbox, a.WatcherID, nil) },
 			}),
-		dispatch.Define(observe(ToolWatchWait, "Wait until a path is created, written, removed or chmodded"), s.WatchWait,
+		dispatch.Define(ToolWatchWait, observe("Wait until a path is created, written, removed or chmodded"), s.WatchWait,
 			dispatch.Hooks[WatchWaitArgs, WaitResult]{
 				Assess: func(a WatchWaitArgs) dispatch.Assessment {
 					return touches(dispatch.Assessment{Risk: guard.Safe}, a.Path)
@@ -175,7 +175,7 @@ func Tools(s *Service) []dispatch.Tool {
 					return map[string]any{"matched": r.Matched, "timed_out": r.TimedOut}
 				},
 			}),
-		dispatch.Define(spec(ToolWatchDelete, "Stop a watch", guard.Safe), s.WatchDelete,
+		dispatch.Define(ToolWatchDelete, spec("Stop a watch", guard.Safe), s.WatchDelete,
 			dispatch.Hooks[WatchRef, StopResult]{
 				Describe: func(a WatchRef) dispatch.Target { return tgt(a.Sandbox, a.WatcherID, nil) },
 			}),

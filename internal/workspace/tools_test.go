@@ -16,7 +16,7 @@ import (
 func TestToolsAreTypedAndReadTheAIOWay(t *testing.T) {
 	s := New(Config{Policy: DefaultPolicy()})
 	t.Cleanup(s.Close)
-	required := map[string][]string{ToolRead: {"file"}, ToolWrite: {"file", "content"}, ToolEditor: {"command", "path"}, ToolGlob: {"path", "pattern"}}
+	required := map[string][]string{ToolRead.Name(): {"file"}, ToolWrite.Name(): {"file", "content"}, ToolEditor.Name(): {"command", "path"}, ToolGlob.Name(): {"path", "pattern"}}
 	for _, tl := range Tools(s) {
 		if !tl.Typed() {
 			t.Errorf("%s is not declared with dispatch.Define", tl.Name)

@@ -16,13 +16,19 @@ import (
 	"github.com/sandhold/sandhold/internal/guard"
 )
 
+// The audit log's tools.
+var (
+	ToolQuery  = dispatch.Ref[audit.QueryArgs, []audit.Record]("audit.query")
+	ToolVerify = dispatch.Ref[struct{}, audit.Result]("audit.verify")
+)
+
 // Tools are audit.query (every role; agents see only their own records)
 // and audit.verify (admin, viewer; one verification at a time, since it
 // reads the whole log).
 func Tools(l *audit.Log) []dispatch.Tool {
 	var verifyMu sync.Mutex
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: audit.ToolQuery, Description: "Query audit records (agents see only their own)", Risk: guard.Safe,
+		dispatch.Define(ToolQuery, dispatch.Spec{Description: "Query audit records (agents see only their own)", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
 			func(ctx context.Context, c auth.Caller, a audit.QueryArgs) ([]audit.Record, error) {
 				f, err := a.Filter(time.Now())
@@ -49,7 +55,7 @@ func Tools(l *audit.Log) []dispatch.Tool {
 				return recs, nil
 			},
 			dispatch.Hooks[audit.QueryArgs, []audit.Record]{}),
-		dispatch.Define(dispatch.Spec{Name: audit.ToolVerify, Description: "Verify the audit hash chain", Risk: guard.Safe,
+		dispatch.Define(ToolVerify, dispatch.Spec{Description: "Verify the audit hash chain", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleViewer}},
 			func(ctx context.Context, _ auth.Caller, _ struct{}) (audit.Result, error) {
 				if !verifyMu.TryLock() {

@@ -44,13 +44,13 @@ func TestQueryRulesLiveInTheArgumentType(t *testing.T) {
 		{`{"limit":5000}`, "limit"},
 		{`{"after":-1}`, "limit"},
 	} {
-		_, err := d.Call(ctx, admin, audit.ToolQuery, json.RawMessage(c.args))
+		_, err := d.Call(ctx, admin, audittools.ToolQuery.Name(), json.RawMessage(c.args))
 		var fe *fault.Error
 		if !errors.As(err, &fe) || fe.Kind != fault.Invalid || fe.Field != c.field {
 			t.Errorf("%s: %v, want invalid %s", c.args, err, c.field)
 		}
 	}
-	recs, err := dispatch.Invoke[[]audit.Record](ctx, d, agent, audit.ToolQuery, audit.QueryArgs{Since: "1h"})
+	recs, err := audittools.ToolQuery.Call(ctx, d, agent, audit.QueryArgs{Since: "1h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +62,10 @@ func TestQueryRulesLiveInTheArgumentType(t *testing.T) {
 			t.Fatalf("agent saw %s's record", r.Actor)
 		}
 	}
-	if _, err := dispatch.Invoke[[]audit.Record](ctx, d, agent, audit.ToolQuery, audit.QueryArgs{Actor: "key_b"}); fault.KindOf(err) != fault.Forbidden {
+	if _, err := audittools.ToolQuery.Call(ctx, d, agent, audit.QueryArgs{Actor: "key_b"}); fault.KindOf(err) != fault.Forbidden {
 		t.Fatalf("agent asking for another key's records: %v, want forbidden", err)
 	}
-	res, err := dispatch.Invoke[audit.Result](ctx, d, admin, audit.ToolVerify, struct{}{})
+	res, err := audittools.ToolVerify.Call(ctx, d, admin, struct{}{})
 	if err != nil || !res.OK || res.Records < 2 {
 		t.Fatalf("verify: %+v, %v", res, err)
 	}
@@ -94,7 +94,7 @@ func TestQueryAnswersTheExactStrings(t *testing.T) {
 	for _, tl := range audittools.Tools(lg) {
 		d.MustRegister(tl)
 	}
-	out, err := d.Call(ctx, auth.Caller{KeyID: "key_admin", Role: auth.RoleAdmin}, audit.ToolQuery, json.RawMessage(`{}`))
+	out, err := d.Call(ctx, auth.Caller{KeyID: "key_admin", Role: auth.RoleAdmin}, audittools.ToolQuery.Name(), json.RawMessage(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,20 @@ import (
 	"github.com/sandhold/sandhold/internal/guard"
 )
 
+// The key and ticket tools.
+var (
+	ToolKeysList      = dispatch.Ref[struct{}, []auth.KeyInfo]("keys.list")
+	ToolKeysCreate    = dispatch.Ref[auth.KeyCreateArgs, auth.CreatedKey]("keys.create")
+	ToolKeysRevoke    = dispatch.Ref[auth.KeyIDArgs, auth.KeyInfo]("keys.revoke")
+	ToolTicketsCreate = dispatch.Ref[auth.TicketArgs, auth.Ticket]("tickets.create")
+)
+
 // Tools are keys.list, keys.create, keys.revoke (admin only) and
 // tickets.create (every role).
 func Tools(s *auth.Service) []dispatch.Tool {
 	admin := []auth.Role{auth.RoleAdmin}
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: auth.ToolKeysList, Description: "List API keys", Risk: guard.Safe, Roles: admin},
+		dispatch.Define(ToolKeysList, dispatch.Spec{Description: "List API keys", Risk: guard.Safe, Roles: admin},
 			func(ctx context.Context, _ auth.Caller, _ struct{}) ([]auth.KeyInfo, error) {
 				ks, err := s.ListKeys(ctx)
 				if err == nil && ks == nil {
@@ -28,7 +36,7 @@ func Tools(s *auth.Service) []dispatch.Tool {
 			dispatch.Hooks[struct{}, []auth.KeyInfo]{}),
 		// Creating a key hands out capability: Medium, so a halted server
 		// mints no new keys.
-		dispatch.Define(dispatch.Spec{Name: auth.ToolKeysCreate, Description: "Create an API key", Risk: guard.Medium, Roles: admin},
+		dispatch.Define(ToolKeysCreate, dispatch.Spec{Description: "Create an API key", Risk: guard.Medium, Roles: admin},
 			func(ctx context.Context, c auth.Caller, a auth.KeyCreateArgs) (auth.CreatedKey, error) {
 				info, secret, err := s.CreateKeyWithLimits(ctx, c, a.Name, auth.Role(a.Role), a.RateLimits)
 				if err != nil {
@@ -43,14 +51,14 @@ func Tools(s *auth.Service) []dispatch.Tool {
 				},
 			}),
 		// Revoking only takes capability away: Safe, so it works while halted.
-		dispatch.Define(dispatch.Spec{Name: auth.ToolKeysRevoke, Description: "Revoke an API key", Risk: guard.Safe, Roles: admin},
+		dispatch.Define(ToolKeysRevoke, dispatch.Spec{Description: "Revoke an API key", Risk: guard.Safe, Roles: admin},
 			func(ctx context.Context, c auth.Caller, a auth.KeyIDArgs) (auth.KeyInfo, error) {
 				return s.RevokeKey(ctx, c, a.ID)
 			},
 			dispatch.Hooks[auth.KeyIDArgs, auth.KeyInfo]{
 				Describe: func(a auth.KeyIDArgs) dispatch.Target { return dispatch.Target{Target: a.ID} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: auth.ToolTicketsCreate, Description: "Mint a one-time ticket for a WebSocket or browser request", Risk: guard.Safe,
+		dispatch.Define(ToolTicketsCreate, dispatch.Spec{Description: "Mint a one-time ticket for a WebSocket or browser request", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
 			func(ctx context.Context, c auth.Caller, a auth.TicketArgs) (auth.Ticket, error) {
 				t, exp, err := s.IssueTicket(ctx, c, auth.TicketScope(a.Scope))

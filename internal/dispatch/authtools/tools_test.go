@@ -35,25 +35,25 @@ func TestKeyAndTicketToolsAreTyped(t *testing.T) {
 	admin := auth.Caller{KeyID: "key_admin", Role: auth.RoleAdmin}
 	agent := auth.Caller{KeyID: "key_agent", Role: auth.RoleAgent}
 
-	ks, err := dispatch.Invoke[[]auth.KeyInfo](ctx, d, admin, auth.ToolKeysList, struct{}{})
+	ks, err := authtools.ToolKeysList.Call(ctx, d, admin, struct{}{})
 	if err != nil || ks == nil {
 		t.Fatalf("keys.list on an empty store: %v, %v (want an empty list, not null)", ks, err)
 	}
-	k, err := dispatch.Invoke[auth.CreatedKey](ctx, d, admin, auth.ToolKeysCreate, auth.KeyCreateArgs{Name: "ci", Role: "agent"})
+	k, err := authtools.ToolKeysCreate.Call(ctx, d, admin, auth.KeyCreateArgs{Name: "ci", Role: "agent"})
 	if err != nil || k.Key == "" || k.Role != auth.RoleAgent {
 		t.Fatalf("keys.create: %+v, %v", k, err)
 	}
-	if _, err := d.Call(ctx, admin, auth.ToolKeysCreate, json.RawMessage(`{"name":"x","role":"agent","admin":true}`)); fault.KindOf(err) != fault.Invalid {
+	if _, err := d.Call(ctx, admin, authtools.ToolKeysCreate.Name(), json.RawMessage(`{"name":"x","role":"agent","admin":true}`)); fault.KindOf(err) != fault.Invalid {
 		t.Fatalf("an unknown field: %v, want it refused", err)
 	}
-	if _, err := dispatch.Invoke[[]auth.KeyInfo](ctx, d, agent, auth.ToolKeysList, struct{}{}); fault.KindOf(err) != fault.Forbidden {
+	if _, err := authtools.ToolKeysList.Call(ctx, d, agent, struct{}{}); fault.KindOf(err) != fault.Forbidden {
 		t.Fatalf("agent listing keys: %v, want forbidden", err)
 	}
-	tk, err := dispatch.Invoke[auth.Ticket](ctx, d, agent, auth.ToolTicketsCreate, auth.TicketArgs{Scope: "terminal"})
+	tk, err := authtools.ToolTicketsCreate.Call(ctx, d, agent, auth.TicketArgs{Scope: "terminal"})
 	if err != nil || tk.Ticket == "" || tk.Scope != "terminal" || tk.ExpiresAt.IsZero() {
 		t.Fatalf("tickets.create: %+v, %v", tk, err)
 	}
-	info, err := dispatch.Invoke[auth.KeyInfo](ctx, d, admin, auth.ToolKeysRevoke, auth.KeyIDArgs{ID: k.ID})
+	info, err := authtools.ToolKeysRevoke.Call(ctx, d, admin, auth.KeyIDArgs{ID: k.ID})
 	if err != nil || info.RevokedAt == nil {
 		t.Fatalf("keys.revoke: %+v, %v", info, err)
 	}

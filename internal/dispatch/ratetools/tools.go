@@ -13,11 +13,15 @@ import (
 	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
+// ToolRules reports the rate-limit rules in force for its caller;
+// /v1/sandbox/security includes its answer when the server registers it.
+var ToolRules = dispatch.Ref[struct{}, ratelimit.Report]("ratelimit.rules")
+
 // Tools is ratelimit.rules: the limiter's rules for the caller's role
 // (every role; Safe).
 func Tools(l *ratelimit.Limiter) []dispatch.Tool {
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ratelimit.ToolRules, Description: "The rate-limit rules in force for the caller", Risk: guard.Safe,
+		dispatch.Define(ToolRules, dispatch.Spec{Description: "The rate-limit rules in force for the caller", Risk: guard.Safe,
 			Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}},
 			func(_ context.Context, c auth.Caller, _ struct{}) (ratelimit.Report, error) {
 				return l.ReportFor(string(c.Role), c.RateLimits), nil

@@ -22,7 +22,7 @@ func TestRulesReportsTheCallersRules(t *testing.T) {
 		for _, tl := range ratetools.Tools(l) {
 			d.MustRegister(tl)
 		}
-		rep, err := dispatch.Invoke[ratelimit.Report](context.Background(), d, auth.Caller{KeyID: "key_a", Role: auth.RoleAgent}, ratelimit.ToolRules, struct{}{})
+		rep, err := ratetools.ToolRules.Call(context.Background(), d, auth.Caller{KeyID: "key_a", Role: auth.RoleAgent}, struct{}{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +55,7 @@ func TestRulesReportsTheKeysOwnLimits(t *testing.T) {
 		d.MustRegister(tl)
 	}
 	c := auth.Caller{KeyID: "key_a", Role: auth.RoleAgent, RateLimits: ratelimit.Rules{ratelimit.Command: {PerMinute: 2, Burst: 2}}}
-	rep, err := dispatch.Invoke[ratelimit.Report](context.Background(), d, c, ratelimit.ToolRules, struct{}{})
+	rep, err := ratetools.ToolRules.Call(context.Background(), d, c, struct{}{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,18 +26,18 @@ import (
 )
 
 // Tool names (the audit actions).
-const (
-	ToolMappingsList   = "proxy.mappings.list"
-	ToolMappingAdd     = "proxy.mappings.add"
-	ToolMappingRemove  = "proxy.mappings.remove"
-	ToolExcludesList   = "proxy.excludes.list"
-	ToolExcludeAdd     = "proxy.excludes.add"
-	ToolExcludeRemove  = "proxy.excludes.remove"
-	ToolDiagnose       = "proxy.diagnose"
-	ToolHealth         = "proxy.health"
-	ToolUpstreamGet    = "proxy.upstream.get"
-	ToolUpstreamSet    = "proxy.upstream.set"
-	ToolUpstreamRemove = "proxy.upstream.remove"
+var (
+	ToolMappingsList   = dispatch.Ref[SandboxArgs, []MappingRoute]("proxy.mappings.list")
+	ToolMappingAdd     = dispatch.Ref[MappingArgs, MappingRoute]("proxy.mappings.add")
+	ToolMappingRemove  = dispatch.Ref[SourceArgs, Removed]("proxy.mappings.remove")
+	ToolExcludesList   = dispatch.Ref[SandboxArgs, []string]("proxy.excludes.list")
+	ToolExcludeAdd     = dispatch.Ref[ExcludeArgs, ExcludeResult]("proxy.excludes.add")
+	ToolExcludeRemove  = dispatch.Ref[ExcludeArgs, Removed]("proxy.excludes.remove")
+	ToolDiagnose       = dispatch.Ref[DiagnoseArgs, DiagnoseResult]("proxy.diagnose")
+	ToolHealth         = dispatch.Ref[SandboxArgs, HealthResult]("proxy.health")
+	ToolUpstreamGet    = dispatch.Ref[SandboxArgs, *UpstreamInfo]("proxy.upstream.get")
+	ToolUpstreamSet    = dispatch.Ref[UpstreamArgs, UpstreamInfo]("proxy.upstream.set")
+	ToolUpstreamRemove = dispatch.Ref[SandboxArgs, Removed]("proxy.upstream.remove")
 )
 
 // SandboxArgs names the sandbox.
@@ -227,46 +227,46 @@ func Tools(m *sandbox.Manager, p *egress.Proxy) []dispatch.Tool {
 	s := &service{m: m, p: p}
 	sb := func(a SandboxArgs) dispatch.Target { return dispatch.Target{Sandbox: a.Sandbox} }
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolMappingsList, Risk: guard.Safe,
+		dispatch.Define(ToolMappingsList, dispatch.Spec{Risk: guard.Safe,
 			Description: "List the sandbox's proxy mappings (destination rewrites)"},
 			s.listMappings, dispatch.Hooks[SandboxArgs, []MappingRoute]{Describe: sb}),
-		dispatch.Define(dispatch.Spec{Name: ToolMappingAdd, Risk: guard.Medium,
+		dispatch.Define(ToolMappingAdd, dispatch.Spec{Risk: guard.Medium,
 			Description: "Add or replace a proxy mapping: connections to the source host go to the target instead (a target outside the sandbox must be in its allow list)"},
 			s.addMapping, dispatch.Hooks[MappingArgs, MappingRoute]{
 				Describe: func(a MappingArgs) dispatch.Target {
 					return dispatch.Target{Sandbox: a.Sandbox, Target: a.Source, Detail: map[string]any{"target": a.Target}}
 				},
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolMappingRemove, Risk: guard.Medium,
+		dispatch.Define(ToolMappingRemove, dispatch.Spec{Risk: guard.Medium,
 			Description: "Remove a proxy mapping by its source"},
 			s.removeMapping, dispatch.Hooks[SourceArgs, Removed]{
 				Describe: func(a SourceArgs) dispatch.Target { return dispatch.Target{Sandbox: a.Sandbox, Target: a.Source} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolExcludesList, Risk: guard.Safe,
+		dispatch.Define(ToolExcludesList, dispatch.Spec{Risk: guard.Safe,
 			Description: "List the destinations that bypass the upstream proxy"},
 			s.listExcludes, dispatch.Hooks[SandboxArgs, []string]{Describe: sb}),
-		dispatch.Define(dispatch.Spec{Name: ToolExcludeAdd, Risk: guard.Medium,
+		dispatch.Define(ToolExcludeAdd, dispatch.Spec{Risk: guard.Medium,
 			Description: "Add a destination pattern that bypasses the upstream proxy (it still needs the allow list)"},
 			s.addExclude, dispatch.Hooks[ExcludeArgs, ExcludeResult]{
 				Describe: func(a ExcludeArgs) dispatch.Target { return dispatch.Target{Sandbox: a.Sandbox, Target: a.Pattern} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolExcludeRemove, Risk: guard.Medium,
+		dispatch.Define(ToolExcludeRemove, dispatch.Spec{Risk: guard.Medium,
 			Description: "Remove a bypass pattern"},
 			s.removeExclude, dispatch.Hooks[ExcludeArgs, Removed]{
 				Describe: func(a ExcludeArgs) dispatch.Target { return dispatch.Target{Sandbox: a.Sandbox, Target: a.Pattern} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolDiagnose, Risk: guard.Safe,
+		dispatch.Define(ToolDiagnose, dispatch.Spec{Risk: guard.Safe,
 			Description: "How a URL is routed for the sandbox (mapping, allow list, upstream or direct), with a connect to check it is reachable"},
 			s.diagnose, dispatch.Hooks[DiagnoseArgs, DiagnoseResult]{
 				Describe: func(a DiagnoseArgs) dispatch.Target { return dispatch.Target{Sandbox: a.Sandbox, Target: a.URL} },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolHealth, Risk: guard.Safe,
+		dispatch.Define(ToolHealth, dispatch.Spec{Risk: guard.Safe,
 			Description: "Whether the sandbox's egress proxy serves it, its routing agrees with the allow list, and its upstream answers"},
 			s.health, dispatch.Hooks[SandboxArgs, HealthResult]{Describe: sb}),
-		dispatch.Define(dispatch.Spec{Name: ToolUpstreamGet, Risk: guard.Safe,
+		dispatch.Define(ToolUpstreamGet, dispatch.Spec{Risk: guard.Safe,
 			Description: "The sandbox's upstream proxy (password masked), or null"},
 			s.getUpstream, dispatch.Hooks[SandboxArgs, *UpstreamInfo]{Describe: sb}),
-		dispatch.Define(dispatch.Spec{Name: ToolUpstreamSet, Risk: guard.Dangerous,
+		dispatch.Define(ToolUpstreamSet, dispatch.Spec{Risk: guard.Dangerous,
 			Description: "Chain the sandbox's connections through an upstream proxy (HTTP CONNECT or SOCKS5, with credentials); its host must be in the allow list"},
 			s.setUpstream, dispatch.Hooks[UpstreamArgs, UpstreamInfo]{
 				Assess: func(UpstreamArgs) dispatch.Assessment {
@@ -278,7 +278,7 @@ func Tools(m *sandbox.Manager, p *egress.Proxy) []dispatch.Tool {
 					return dispatch.Target{Sandbox: a.Sandbox, Target: a.masked()}
 				},
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolUpstreamRemove, Risk: guard.Medium,
+		dispatch.Define(ToolUpstreamRemove, dispatch.Spec{Risk: guard.Medium,
 			Description: "Remove the upstream proxy: the sandbox's allowed connections go direct"},
 			s.removeUpstream, dispatch.Hooks[SandboxArgs, Removed]{Describe: sb}),
 	}

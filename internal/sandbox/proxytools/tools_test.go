@@ -22,7 +22,7 @@ func TestUpstreamPasswordNotInAuditOrAnswers(t *testing.T) {
 	for i, tl := range tools {
 		byName[tl.Name] = i
 	}
-	set := tools[byName[ToolUpstreamSet]]
+	set := tools[byName[ToolUpstreamSet.Name()]]
 	args := UpstreamArgs{Sandbox: "sbx1", Server: "http://bob:" + pw + "@proxy.example.com:3128"}
 	if err := set.Check(args); err != nil {
 		t.Fatal(err)
@@ -35,9 +35,9 @@ func TestUpstreamPasswordNotInAuditOrAnswers(t *testing.T) {
 	if a := set.AssessArgs(args); a.Risk != guard.Dangerous {
 		t.Fatalf("setting an upstream is rated %v", a.Risk)
 	}
-	for name, want := range map[string]guard.Risk{ToolUpstreamGet: guard.Safe, ToolHealth: guard.Safe, ToolDiagnose: guard.Safe,
-		ToolMappingsList: guard.Safe, ToolExcludesList: guard.Safe, ToolMappingAdd: guard.Medium, ToolExcludeAdd: guard.Medium,
-		ToolMappingRemove: guard.Medium, ToolExcludeRemove: guard.Medium, ToolUpstreamRemove: guard.Medium} {
+	for name, want := range map[string]guard.Risk{ToolUpstreamGet.Name(): guard.Safe, ToolHealth.Name(): guard.Safe, ToolDiagnose.Name(): guard.Safe,
+		ToolMappingsList.Name(): guard.Safe, ToolExcludesList.Name(): guard.Safe, ToolMappingAdd.Name(): guard.Medium, ToolExcludeAdd.Name(): guard.Medium,
+		ToolMappingRemove.Name(): guard.Medium, ToolExcludeRemove.Name(): guard.Medium, ToolUpstreamRemove.Name(): guard.Medium} {
 		if got := tools[byName[name]].Risk; got != want {
 			t.Errorf("%s is %v, want %v", name, got, want)
 		}
@@ -70,13 +70,13 @@ func TestInvalidFieldsNameTheBodyField(t *testing.T) {
 		args       any
 		field      string
 	}{
-		{"mapping remove without source", ToolMappingRemove, SourceArgs{}, "body.source"},
-		{"diagnose without url", ToolDiagnose, DiagnoseArgs{}, "body.url"},
-		{"exclude without pattern", ToolExcludeAdd, ExcludeArgs{}, "body.pattern"},
-		{"exclude remove without pattern", ToolExcludeRemove, ExcludeArgs{}, "body.pattern"},
-		{"mapping with a bad source", ToolMappingAdd, MappingArgs{Source: "ftp://x y", Target: "3000"}, "body.source"},
-		{"mapping with a bad target", ToolMappingAdd, MappingArgs{Source: "myapp.example", Target: "not a port"}, "body.target"},
-		{"upstream without a port", ToolUpstreamSet, UpstreamArgs{Server: "proxy.example"}, "body.server"},
+		{"mapping remove without source", ToolMappingRemove.Name(), SourceArgs{}, "body.source"},
+		{"diagnose without url", ToolDiagnose.Name(), DiagnoseArgs{}, "body.url"},
+		{"exclude without pattern", ToolExcludeAdd.Name(), ExcludeArgs{}, "body.pattern"},
+		{"exclude remove without pattern", ToolExcludeRemove.Name(), ExcludeArgs{}, "body.pattern"},
+		{"mapping with a bad source", ToolMappingAdd.Name(), MappingArgs{Source: "ftp://x y", Target: "3000"}, "body.source"},
+		{"mapping with a bad target", ToolMappingAdd.Name(), MappingArgs{Source: "myapp.example", Target: "not a port"}, "body.target"},
+		{"upstream without a port", ToolUpstreamSet.Name(), UpstreamArgs{Server: "proxy.example"}, "body.server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := byName[tc.tool].Check(tc.args)

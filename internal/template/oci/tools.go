@@ -12,9 +12,9 @@ import (
 )
 
 // Tool names (the audit actions).
-const (
-	ToolPull   = "template.pull"
-	ToolImport = "template.import"
+var (
+	ToolPull   = dispatch.Ref[PullArgs, template.Template]("template.pull")
+	ToolImport = dispatch.Ref[ImportArgs, template.Template]("template.import")
 )
 
 // Tools declares the pull and the import. Both make a template (medium
@@ -27,7 +27,7 @@ func Tools(p *Puller, im *Importer) []dispatch.Tool {
 		return m
 	}
 	return []dispatch.Tool{
-		dispatch.Define(dispatch.Spec{Name: ToolPull, Description: "Pull an image from an allowed registry (SANDBOX_REGISTRIES) into a template", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
+		dispatch.Define(ToolPull, dispatch.Spec{Description: "Pull an image from an allowed registry (SANDBOX_REGISTRIES) into a template", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
 			func(ctx context.Context, c auth.Caller, a PullArgs) (template.Template, error) {
 				return p.Pull(ctx, template.OwnerOf(c), a)
 			},
@@ -37,10 +37,10 @@ func Tools(p *Puller, im *Importer) []dispatch.Tool {
 				},
 				Summarize: func(_ PullArgs, t template.Template) map[string]any { return summary(t) },
 			}),
-		dispatch.Define(dispatch.Spec{Name: ToolImport, Description: "Make a template of an uploaded OCI image layout or docker save tarball (HTTP only)", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
+		dispatch.Define(ToolImport, dispatch.Spec{Description: "Make a template of an uploaded OCI image layout or docker save tarball (HTTP only)", Risk: guard.Medium, Category: ratelimit.Manage, Streams: true},
 			func(ctx context.Context, c auth.Caller, a ImportArgs) (template.Template, error) {
 				if !dispatch.Streaming(ctx) || a.Body == nil {
-					return template.Template{}, fault.New(fault.Invalid, ToolImport+" streams its upload and is only available over its HTTP route")
+					return template.Template{}, fault.New(fault.Invalid, ToolImport.Name()+" streams its upload and is only available over its HTTP route")
 				}
 				return im.Import(ctx, template.OwnerOf(c), a)
 			},
