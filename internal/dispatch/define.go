@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -245,6 +246,11 @@ func cmpOr(a, b string) string {
 // asserted to its type. A tool that answers something else is an internal
 // error (naming both types), never a panic at the edge.
 func ResultAs[R any](name string, res any) (R, error) {
+	var zero R
+	if res == nil && reflect.TypeFor[R]().Kind() == reflect.Interface {
+		// A tool answering "nothing" where its R is an interface.
+		return zero, nil
+	}
 	switch v := res.(type) {
 	case R:
 		return v, nil
@@ -253,7 +259,6 @@ func ResultAs[R any](name string, res any) (R, error) {
 			return *v, nil
 		}
 	}
-	var zero R
 	return zero, fault.Wrap(fault.Internal, fmt.Errorf("tool %s answered %T, wants %T", name, res, zero), "internal error")
 }
 

@@ -211,3 +211,19 @@ func TestStreamingMark(t *testing.T) {
 		t.Fatal("streaming mark")
 	}
 }
+
+// A tool whose answer type is an interface may answer nothing: its
+// caller gets the zero value, not an internal error (tools.delete).
+func TestRefCallOfAToolAnsweringNothing(t *testing.T) {
+	d := New(Options{})
+	ref := Ref[struct{}, any]("test.nothing")
+	d.MustRegister(Define(ref, Spec{Risk: guard.Safe},
+		func(context.Context, auth.Caller, struct{}) (any, error) { return nil, nil }, Hooks[struct{}, any]{}))
+	got, err := ref.Call(context.Background(), d, agent, struct{}{})
+	if err != nil || got != nil {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if _, err := ref.Call(context.Background(), nil, agent, struct{}{}); fault.KindOf(err) != fault.Unavailable {
+		t.Fatalf("no dispatcher: %v", err)
+	}
+}
