@@ -31,7 +31,7 @@ func imageBytes(root string) int64 {
 		if i >= maxImageScan {
 			break
 		}
-		for _, name := range [...]string{imageName, imageName + tmpSuffix} {
+		for _, name := range [...]string{imageName, imageName + tmpSuffix, upperImage, upperImage + tmpSuffix, flatImage + tmpSuffix} {
 			fi, err := os.Lstat(filepath.Join(root, e.Name(), name))
 			if err != nil {
 				continue

@@ -153,6 +153,8 @@ type Manager struct {
 
 	// wst holds pre-formatted workspace images (wstemplate_linux.go).
 	wst wsTemplates
+	// lowers are the snapshots' lower layers of forks (forklower.go).
+	lowers forkLowers
 
 	// mu guards the maps; each sandbox has its own lock for its life.
 	mu        sync.Mutex

@@ -105,25 +105,26 @@ func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *step
 	if s.vol == nil {
 		size := max(s.diskBytes(), minVolumeBytes)
 		img := filepath.Join(dir, imageName)
-		if s.rec.Restore != nil {
-			// Made from a snapshot, or hibernated (snapshot.go).
-			if err := s.restoreImage(context.Background(), img); err != nil {
-				return nil, nil, err
-			}
-		}
-		mnt, finish, err := openVolume(img, size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
+		snap, layered, err := s.forkLayer(dir, root)
 		if err != nil {
 			return nil, nil, err
 		}
-		s.vol, durable = mnt, finish
-		if r := s.rec.Restore; r != nil {
-			if err := shiftIDs(s.vol, r.FromBase, hostBase(s.rec.Slot)); err != nil {
-				_ = s.vol.Close()
-				s.vol = nil
+		if layered {
+			// A fork's overlay on its snapshot's lower (forklower_linux.go).
+			durable, err = s.mountLayered(context.Background(), dir, snap, size, uid, clk)
+			if err != nil && s.rec.Restore != nil && s.rec.Restore.Snapshot == snap && !errors.Is(err, errLowerGone) {
+				// Its first mount: a copy of the image will do.
+				if uerr := s.unlayerFresh(dir, err); uerr != nil {
+					return nil, nil, uerr
+				}
+				layered = false
+			} else if err != nil {
 				return nil, nil, err
 			}
-			if !r.Hibernated {
-				s.rec.Restore = nil // a hibernation's goes once recorded (startIfStopped)
+		}
+		if !layered {
+			if durable, err = s.imageVolume(img, size, uid, clk); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
@@ -144,11 +145,42 @@ func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *step
 		}
 		return w, durable, nil
 	}
-	fd, err := unix.OpenTree(int(s.vol.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	src := s.vol
+	if s.lower != nil {
+		src = s.lower.ws
+	}
+	fd, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 	if err != nil {
 		return fail(fmt.Errorf("clone workspace mount: %w", err))
 	}
 	return os.NewFile(uintptr(fd), "workspace-mount"), durable, nil
+}
+
+// imageVolume mounts the sandbox's own image, made (or restored from its
+// snapshot) if new; see workspaceVolume. Callers hold s.mu.
+func (s *Sandbox) imageVolume(img string, size int64, uid int, clk *stepClock) (durable func() error, err error) {
+	if s.rec.Restore != nil {
+		// Made from a snapshot, or hibernated (snapshot.go).
+		if err := s.restoreImage(context.Background(), img); err != nil {
+			return nil, err
+		}
+	}
+	mnt, finish, err := openVolume(img, size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
+	if err != nil {
+		return nil, err
+	}
+	s.vol, durable = mnt, finish
+	if r := s.rec.Restore; r != nil {
+		if err := shiftIDs(s.vol, r.FromBase, hostBase(s.rec.Slot)); err != nil {
+			_ = s.vol.Close()
+			s.vol = nil
+			return nil, err
+		}
+		if !r.Hibernated {
+			s.rec.Restore = nil // a hibernation's goes once recorded (startIfStopped)
+		}
+	}
+	return durable, nil
 }
 
 // templateDir holds the pre-formatted workspace images (wstemplate_linux.go).
@@ -183,11 +215,26 @@ func (s *Sandbox) diskUsage() DiskUsage {
 // goes away (and its loop device with it) once no init uses it.
 func (s *Sandbox) releaseVolume() {
 	s.mu.Lock()
-	vol := s.vol
-	s.vol, s.clamp = nil, nil // the clamp goes with the file system
+	vol, lower := s.vol, s.lower
+	s.vol, s.lower, s.clamp = nil, nil, nil // the clamp goes with the file system
 	s.mu.Unlock()
+	s.m.dropLower(lower)
 	if vol != nil {
 		_ = vol.Close()
+	}
+}
+
+// closeVolumeLocked drops the workspace file system of a start that failed
+// (a fork's overlay and lower with it). Callers hold s.mu.
+func (s *Sandbox) closeVolumeLocked() {
+	if s.lower != nil {
+		_ = s.lower.ws.Close()
+		s.m.releaseLower(s.lower.snapshot) // its image is collected later
+		s.lower = nil
+	}
+	if s.vol != nil {
+		_ = s.vol.Close()
+		s.vol = nil
 	}
 }
 
@@ -384,6 +431,16 @@ func mountImage(img string, direct bool, clk *stepClock) (mnt, loopDev *os.File,
 // attachLoop binds f to a free loop device in one LOOP_CONFIGURE (no window
 // in which the device is bound without autoclear).
 func attachLoop(f *os.File, direct bool) (string, *os.File, error) {
+	flags := uint32(unix.LO_FLAGS_AUTOCLEAR)
+	if direct {
+		flags |= unix.LO_FLAGS_DIRECT_IO
+	}
+	return attachLoopFlags(f, flags)
+}
+
+// attachLoopFlags is attachLoop with the device's flags (autoclear, direct
+// I/O, read-only) given.
+func attachLoopFlags(f *os.File, flags uint32) (string, *os.File, error) {
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", nil, fmt.Errorf("open loop control: %w", err)
@@ -413,10 +470,7 @@ func attachLoop(f *os.File, direct bool) (string, *os.File, error) {
 		// workspace file system), not a second time as the backing
 		// file's; the kernel falls back to buffered I/O where the host
 		// file system cannot.
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
-		if direct {
-			cfg.Info.Flags |= unix.LO_FLAGS_DIRECT_IO
-		}
+		cfg.Info.Flags = flags
 		// The device's blocks are no larger than the file system's: left
 		// to itself, direct I/O on a file whose blocks are shared (an
 		// image cloned on XFS, as a restore or a template copy makes it)

@@ -62,6 +62,8 @@ type Sandbox struct {
 	// vol is the mounted workspace file system (quota_linux.go), kept
 	// across init restarts until the sandbox is deleted.
 	vol *os.File
+	// lower is set while vol is a fork's upper layer (forklower.go).
+	lower *forkMount
 	// clamp is set while the disk guard stops vol's growth (diskguard.go).
 	clamp *volClamp
 	// relay are the connections relayed into the sandbox's loopback
@@ -294,10 +296,9 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		if ws != nil {
 			_ = ws.Close()
 		}
-		if _, derr := waitDurable(); derr != nil && s.vol != nil {
+		if _, derr := waitDurable(); derr != nil {
 			// The image never reached its name: the next start makes it again.
-			_ = s.vol.Close()
-			s.vol = nil
+			s.closeVolumeLocked()
 		}
 		_, _ = waitGroups()
 		// Waited for before the group goes: no mkdir may race the removal.
@@ -375,10 +376,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		closeFiles(home)
 		cleanup()
 		// The image never reached its name: the next start makes it again.
-		if s.vol != nil {
-			_ = s.vol.Close()
-			s.vol = nil
-		}
+		s.closeVolumeLocked()
 		return fmt.Errorf("workspace image: %w", derr)
 	}
 	firstTook, ferr := waitFirst()

@@ -197,7 +197,7 @@ func (m *Manager) snapshotUsage() int64 {
 	if m.cfg.Snapshots == nil {
 		return 0
 	}
-	return m.cfg.Snapshots.Usage("", true)
+	return m.cfg.Snapshots.Usage("", true) + m.lowerUsage()
 }
 
 // snapshotTemplates are the digests of the templates the snapshots were
@@ -251,7 +251,8 @@ func (m *Manager) GetSnapshot(c Caller, id string) (SnapshotInfo, error) {
 }
 
 // DeleteSnapshot removes one of the caller's snapshots; sandboxes made
-// from it keep their own images.
+// from it keep their own images (a layered fork, the snapshot's lower
+// layer: forklower_linux.go).
 func (m *Manager) DeleteSnapshot(ctx context.Context, c Caller, id string) (SnapshotInfo, error) {
 	man, err := m.snapshotOf(c, id)
 	if err != nil {
@@ -264,6 +265,8 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, c Caller, id string) (Snap
 	if _, err := st.Delete(ctx, c.KeyID, c.Admin, man.ID); err != nil {
 		return SnapshotInfo{}, err
 	}
+	// Its forks keep its lower layer; one no fork uses goes now.
+	m.collectLowers()
 	return infoOf(man), nil
 }
 
@@ -417,6 +420,10 @@ func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, err
 	}
 	m.beforeStop(s, "hibernate")
 	s.shutdown()
+	// A fork's layers become one image of its own first (forklower_linux.go).
+	if err := s.unlayer(ctx); err != nil {
+		return Info{}, err
+	}
 	// The image is parked whole once its file system is unmounted and
 	// its loop device gone (the image is then clean and nothing holds it).
 	s.releaseVolume()

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -60,6 +61,24 @@ func (s *Sandbox) capture(fn func(img *os.File, size int64) error) error {
 		if err != nil {
 			return fmt.Errorf("flush workspace for a snapshot: %w", err)
 		}
+	}
+	if layered, err := s.ensureLayeredLocked(context.Background()); err != nil {
+		return err
+	} else if layered {
+		// A fork's overlay: its merged view, copied whole into an image
+		// of its size (forklower_linux.go), is what the snapshot holds.
+		flat, err := s.flattenLocked(context.Background(), filepath.Join(s.workspaceDir(), flatImage))
+		if err != nil {
+			return err
+		}
+		defer flat.abort()
+		thaw()
+		captureHook(s)
+		st, err := flat.f.Stat()
+		if err != nil {
+			return fmt.Errorf("open workspace image: %w", err)
+		}
+		return fn(flat.f, st.Size())
 	}
 	f, err := os.OpenFile(s.imagePath(), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, os.ErrNotExist) {
