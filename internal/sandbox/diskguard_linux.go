@@ -32,16 +32,22 @@ func imageBytes(root string) int64 {
 			break
 		}
 		for _, name := range [...]string{imageName, imageName + tmpSuffix, upperImage, upperImage + tmpSuffix, flatImage + tmpSuffix} {
-			fi, err := os.Lstat(filepath.Join(root, e.Name(), name))
-			if err != nil {
-				continue
-			}
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
-			}
+			n += allocated(filepath.Join(root, e.Name(), name))
 		}
 	}
 	return n
+}
+
+// allocated is what file p holds on the host's disk (0 if it is missing).
+func allocated(p string) int64 {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return 0
 }
 
 // readDisk reads the images' blocks and the data dir's free space.

@@ -349,11 +349,7 @@ func (m *Manager) lowerUsage() int64 {
 		if i >= maxImageScan {
 			break
 		}
-		if fi, err := e.Info(); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
-			}
-		}
+		n += allocated(filepath.Join(m.lowersDir(), e.Name()))
 	}
 	return n
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/testenv"
@@ -44,23 +43,13 @@ func restore(t *testing.T, m *Manager, id string, n int) []*Sandbox {
 	return out
 }
 
-// waitNoLoops waits until no loop device is backed by a file below dir.
-func waitNoLoops(t *testing.T, dir string) {
+// oneFork makes a layered fork of forkSource's snapshot.
+func oneFork(t *testing.T) (*Manager, SnapshotInfo, *Sandbox) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		left, err := loopBackings(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("loop devices still attached below %s: %v", dir, left)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	m := newManager(t, withSnapshots(t, testConfig(t)), nil)
+	requireLayered(t, m)
+	_, snap := forkSource(t, m)
+	return m, snap, restore(t, m, snap.ID, 1)[0]
 }
 
 func requireLayered(t *testing.T, m *Manager) {
@@ -155,10 +144,7 @@ func checkRestorable(t *testing.T, m *Manager, id, want string) error {
 // and exports on its own, and outlives the snapshot it was forked from.
 func TestSnapshotOfAForkIsItsMergedView(t *testing.T) {
 	ctx := context.Background()
-	m := newManager(t, withSnapshots(t, testConfig(t)), nil)
-	requireLayered(t, m)
-	_, snap := forkSource(t, m)
-	fork := restore(t, m, snap.ID, 1)[0]
+	m, snap, fork := oneFork(t)
 	if r := sh(t, fork, "echo mine > only && echo changed > d/f && rm del && rm -r olddir && mkdir olddir && echo y > olddir/y"); r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("fork writes: %q", r.Stderr)
 	}
@@ -203,7 +189,7 @@ func TestForkLowerOutlivesItsSnapshot(t *testing.T) {
 		t.Fatalf("the forks' lower went with the snapshot: %v", err)
 	}
 	m.Close()
-	waitNoLoops(t, cfg.DataDir)
+	waitDetached(t, cfg.DataDir)
 
 	m2 := newManager(t, cfg, recs)
 	var again []*Sandbox
@@ -235,7 +221,7 @@ func TestForkLowerOutlivesItsSnapshot(t *testing.T) {
 	if g, _ := filepath.Glob(filepath.Join(m2.lowersDir(), "*")); len(g) != 0 {
 		t.Errorf("lowers left after the last fork went: %v", g)
 	}
-	waitNoLoops(t, cfg.DataDir)
+	waitDetached(t, cfg.DataDir)
 }
 
 // TestDeletingForksKeepsTheSnapshot: the forks' lower stays while the
@@ -252,14 +238,14 @@ func TestDeletingForksKeepsTheSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitNoLoops(t, m.lowersDir())
+	waitDetached(t, m.lowersDir())
 	if err := checkRestorable(t, m, snap.ID, "hello\n"); err != nil {
 		t.Error(err)
 	}
 	if r := sh(t, src, "cat d/f"); r.Stdout != "hello\n" {
 		t.Errorf("the source after its forks' writes: %q", r.Stdout)
 	}
-	waitNoLoops(t, m.lowersDir())
+	waitDetached(t, m.lowersDir())
 	if _, err := os.Stat(m.lowerPath(snap.ID)); err != nil {
 		t.Errorf("the snapshot's lower went with its forks: %v", err)
 	}
@@ -275,10 +261,7 @@ func TestDeletingForksKeepsTheSnapshot(t *testing.T) {
 // resumes with what it saw; its layers are gone.
 func TestHibernateAFork(t *testing.T) {
 	ctx := context.Background()
-	m := newManager(t, withSnapshots(t, testConfig(t)), nil)
-	requireLayered(t, m)
-	_, snap := forkSource(t, m)
-	fork := restore(t, m, snap.ID, 1)[0]
+	m, _, fork := oneFork(t)
 	sh(t, fork, "echo mine > only && rm del")
 	if _, err := m.Hibernate(ctx, owner, fork.ID()); err != nil {
 		t.Fatal(err)
@@ -371,5 +354,5 @@ func TestForksCopyWhereLayersCannotMount(t *testing.T) {
 			t.Errorf("fork %d has no copy: %v", i, err)
 		}
 	}
-	waitNoLoops(t, m.lowersDir())
+	waitDetached(t, m.lowersDir())
 }
