@@ -44,6 +44,7 @@ type snapshotBench struct {
 	Pause          figure  `json:"longest_pause_during_snapshot"`
 	Cold           figure  `json:"cold_create_first_exec"`
 	Fork10         figure  `json:"fork10_all_first_exec"`
+	Fork10First    float64 `json:"fork10_first_round_ms"`
 	ForkRatio      float64 `json:"fork10_over_cold"`
 	MemBefore      int64   `json:"memory_before_bytes"`
 	MemAfter       int64   `json:"memory_after_bytes"`
@@ -88,8 +89,11 @@ func snapshotsBench(ctx context.Context, o options) error {
 		}
 		fmt.Printf("  ratio snapshot/cp              %.2fx (goal %s); snapshot/(cp+fsync) %.2fx\n", r.SnapshotRatio, goal, r.SnapshotRatioS)
 		fmt.Printf("  longest pause of a process in the sandbox during its snapshot p50 %.1f ms p99 %.1f ms\n", r.Pause.P50ms, r.Pause.P99ms)
-		fmt.Printf("cold create + first exec         p50 %8.1f ms  (n=%d)\n", r.Cold.P50ms, r.Cold.N)
-		fmt.Printf("fork x10, all first exec         p50 %8.1f ms  (n=%d)\n", r.Fork10.P50ms, r.Fork10.N)
+		fmt.Printf("cold create + first exec         p50 %8.1f ms  p99 %8.1f ms  (n=%d)\n", r.Cold.P50ms, r.Cold.P99ms, r.Cold.N)
+		fmt.Printf("fork x10, all first exec         p50 %8.1f ms  p99 %8.1f ms  (n=%d)\n", r.Fork10.P50ms, r.Fork10.P99ms, r.Fork10.N)
+		// On a file system without shared blocks the first fork of a
+		// snapshot also restores its lower layer, once.
+		fmt.Printf("  the first fork x10 of the snapshot %8.1f ms\n", r.Fork10First)
 		fmt.Printf("  ratio fork10/cold              %.2fx (goal <= 10x)\n", r.ForkRatio)
 		fmt.Printf("hibernate: memory                %d -> %d bytes, %.1f%% freed (goal >= 90%%); image left on the node %d bytes\n",
 			r.MemBefore, r.MemAfter, 100*r.MemFreed, r.ImageAfter)
@@ -247,6 +251,7 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 		}
 	}
 	res.Cold, res.Fork10 = fig(cold), fig(fork10)
+	res.Fork10First = ms(fork10[0])
 	res.ForkRatio = res.Fork10.P50ms / res.Cold.P50ms
 
 	// Hibernate: memory held, then freed.
