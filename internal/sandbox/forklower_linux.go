@@ -72,6 +72,10 @@ const (
 // errLowerGone: neither the node nor the store holds the snapshot.
 var errLowerGone = fault.New(fault.Unavailable, "the sandbox's snapshot is gone")
 
+// errNoForkOverlay: the host could not mount a fork's overlay (no
+// id-mapped overlay, ptrace refused); see unlayerFresh.
+var errNoForkOverlay = errors.New("fork overlay unavailable")
+
 type lowerRef struct {
 	Snapshot string `json:"snapshot"`
 }
@@ -187,6 +191,7 @@ func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64
 	}
 	ws, err := forkOverlay(base, mnt, hostBase(s.rec.Slot))
 	if err != nil {
+		err = fmt.Errorf("%w: %w", errNoForkOverlay, err)
 		if finish != nil {
 			_ = finish()
 		}

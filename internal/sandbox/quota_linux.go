@@ -112,8 +112,9 @@ func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *step
 		if layered {
 			// A fork's overlay on its snapshot's lower (forklower_linux.go).
 			durable, err = s.mountLayered(context.Background(), dir, snap, size, uid, clk)
-			if err != nil && s.rec.Restore != nil && s.rec.Restore.Snapshot == snap && !errors.Is(err, errLowerGone) {
-				// Its first mount: a copy of the image will do.
+			if err != nil && s.rec.Restore != nil && s.rec.Restore.Snapshot == snap && errors.Is(err, errNoForkOverlay) {
+				// Its first mount, on a host that cannot mount the
+				// overlay: a copy of the image will do.
 				if uerr := s.unlayerFresh(dir, err); uerr != nil {
 					return nil, nil, uerr
 				}
