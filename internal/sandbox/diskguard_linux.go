@@ -22,6 +22,13 @@ func ImageBytes(dataDir string) int64 {
 }
 
 func imageBytes(root string) int64 {
+	return entriesBytes(root, imageName, imageName+tmpSuffix, upperImage, upperImage+tmpSuffix, flatImage+tmpSuffix)
+}
+
+// entriesBytes sums what the files named names in each entry of root hold
+// on the host's disk (each entry itself when no name is given), one stat
+// each, for the first maxImageScan entries.
+func entriesBytes(root string, names ...string) int64 {
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		return 0
@@ -31,7 +38,10 @@ func imageBytes(root string) int64 {
 		if i >= maxImageScan {
 			break
 		}
-		for _, name := range [...]string{imageName, imageName + tmpSuffix, upperImage, upperImage + tmpSuffix, flatImage + tmpSuffix} {
+		if len(names) == 0 {
+			n += allocated(filepath.Join(root, e.Name()))
+		}
+		for _, name := range names {
 			n += allocated(filepath.Join(root, e.Name(), name))
 		}
 	}

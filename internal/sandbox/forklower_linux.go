@@ -344,20 +344,7 @@ func (m *Manager) collectLowers() {
 }
 
 // lowerUsage is what the lower images hold on the disk.
-func (m *Manager) lowerUsage() int64 {
-	entries, err := os.ReadDir(m.lowersDir())
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for i, e := range entries {
-		if i >= maxImageScan {
-			break
-		}
-		n += allocated(filepath.Join(m.lowersDir(), e.Name()))
-	}
-	return n
-}
+func (m *Manager) lowerUsage() int64 { return entriesBytes(m.lowersDir()) }
 
 // openLower mounts snap's lower image read-only, restoring it first.
 func (m *Manager) openLower(ctx context.Context, snap string) (*os.File, error) {
