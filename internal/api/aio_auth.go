@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"reflect"
 	"time"
@@ -30,10 +29,10 @@ const groupAuth = "auth"
 var ToolAuthCheck = dispatch.Ref[struct{}, AuthCheck]("auth.check")
 
 var aioAuthRows = []aioRoute{
-	plainRow(groupAuth, http.MethodPost, "/tickets", authtools.ToolTicketsCreate.Name(), "auth",
+	plainRow(groupAuth, http.MethodPost, "/tickets", authtools.ToolTicketsCreate, "auth",
 		"Mint a one-time ticket (30 s, single use) for a WebSocket or browser request (AIO's ticket flow); ?scope= terminal (default), cdp, vnc, preview or console",
 		reflect.TypeFor[AIOTicket](), aioTicket, native(), bQuery("scope")),
-	plainRow(groupAuth, http.MethodGet, "/auth", ToolAuthCheck.Name(), "auth",
+	plainRow(groupAuth, http.MethodGet, "/auth", ToolAuthCheck, "auth",
 		"Authenticate this request (a key in a header, or ?ticket=…): 200 with the key's id, name and role, else 401",
 		reflect.TypeFor[map[string]string](), aioAuth, native()),
 }
@@ -75,21 +74,12 @@ func aioTicket(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 		args.Scope = string(auth.ScopeTerminal)
 	}
 	err := e.check(rt.Tool, args)
-	var res any
-	if err == nil {
-		res, err = e.call(r.Context(), rt, args)
-	}
 	var t auth.Ticket
 	if err == nil {
-		// The tool's answer by its JSON shape: its Go type may move
-		// with the ticket tools.
-		var b []byte
-		if b, err = json.Marshal(res); err == nil {
-			err = json.Unmarshal(b, &t)
-		}
-		if err == nil && t.Ticket == "" {
-			err = fault.New(fault.Internal, "internal error")
-		}
+		t, err = authtools.ToolTicketsCreate.Call(r.Context(), e.dispatcher(), callerOf(r), args)
+	}
+	if err == nil && t.Ticket == "" {
+		err = fault.New(fault.Internal, "internal error")
 	}
 	if err != nil {
 		e.fail(w, r, rt, "", err)
@@ -100,11 +90,7 @@ func aioTicket(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 }
 
 func aioAuth(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	res, err := e.call(r.Context(), rt, struct{}{})
-	var a AuthCheck
-	if err == nil {
-		a, err = dispatch.ResultAs[AuthCheck](rt.Tool, res)
-	}
+	a, err := ToolAuthCheck.Call(r.Context(), e.dispatcher(), callerOf(r), struct{}{})
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return

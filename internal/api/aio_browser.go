@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -29,7 +28,9 @@ func (s *Server) BrowserRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupBrow
 func bOn(r *http.Request) browserops.On { return browserops.On{Sandbox: chi.URLParam(r, "id")} }
 
 // bPage is a row's tool arguments when only the sandbox matters.
-func bPage(r *http.Request, _ struct{}) (any, error) { return browserops.PageArgs{On: bOn(r)}, nil }
+func bPage(r *http.Request, _ struct{}) (browserops.PageArgs, error) {
+	return browserops.PageArgs{On: bOn(r)}, nil
+}
 
 // bQueryBool reads a boolean query parameter the way FastAPI does.
 func bQueryBool(r *http.Request, name string) (bool, error) {
@@ -64,20 +65,20 @@ func bQuery(names ...string) rowOpt {
 
 // bAction is a page action's row: AIO's request In is the tool's A with
 // the URL's sandbox.
-func bAction[A any](method, path, tool, summary string, opts ...rowOpt) aioRoute {
-	return jsonRow[A, browserops.Action](groupBrowser, method, path, tool, "browser", summary, opts...)
+func bAction[A any](method, path string, tool dispatch.Ref[A, browserops.Action], summary string, opts ...rowOpt) aioRoute {
+	return jsonRow(groupBrowser, method, path, tool, "browser", summary, opts...)
 }
 
 // bPageInfo is a row without a body that answers where the page is.
-func bPageInfo(method, path, tool, summary string) aioRoute {
-	return jsonRowAs[struct{}, browserops.PageInfo, browserops.PageInfo](groupBrowser, method, path, tool, "browser", summary,
+func bPageInfo(method, path string, tool dispatch.Ref[browserops.PageArgs, browserops.PageInfo], summary string) aioRoute {
+	return jsonRowAs(groupBrowser, method, path, tool, "browser", summary,
 		bPage, same[struct{}, browserops.PageInfo])
 }
 
-func bTab(r *http.Request, _ struct{}) (any, error) {
+func bTab(r *http.Request, _ struct{}) (browserops.TabArgs, error) {
 	i, err := strconv.Atoi(chi.URLParam(r, "index"))
 	if err != nil || i < 0 {
-		return nil, fieldError(inPath, "index", "int_parsing", "Input should be a valid integer, unable to parse string as an integer")
+		return browserops.TabArgs{}, fieldError(inPath, "index", "int_parsing", "Input should be a valid integer, unable to parse string as an integer")
 	}
 	return browserops.TabArgs{On: bOn(r), Index: i}, nil
 }
@@ -97,102 +98,102 @@ func baseURL(r *http.Request) string {
 // recording, served by the browser runtime (mounted with the browser's
 // rows).
 var aioDisplayRows = []aioRoute{
-	jsonRow[browser.DisplayRecordArgs, browser.DisplayRecordResult](groupBrowser, http.MethodPost, "/v1/display/record", browser.ToolDisplayRecord.Name(), "display",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/display/record", browser.ToolDisplayRecord, "display",
 		"Record the desktop (the headful browser's virtual display) to an MP4 made inside the sandbox: start, stop, status", required("action")),
 }
 
 var aioBrowserRows = []aioRoute{
-	jsonRowAs[struct{}, browserops.BrowserInfo, browserops.BrowserInfo](groupBrowser, http.MethodGet, "/v1/browser/info", browserops.ToolInfo.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/info", browserops.ToolInfo, "browser",
 		"The browser's user agent and display size, and cdp_url / vnc_url through sandhold (send the key header)",
-		func(r *http.Request, _ struct{}) (any, error) {
+		func(r *http.Request, _ struct{}) (browserops.InfoArgs, error) {
 			return browserops.InfoArgs{On: bOn(r), BaseURL: baseURL(r)}, nil
 		}, same[struct{}, browserops.BrowserInfo]),
-	plainRow(groupBrowser, http.MethodGet, "/v1/browser/screenshot", browserops.ToolScreenshot.Name(), "browser",
-		"Screenshot of the display (the active tab at the configured resolution), PNG or JPEG", nil, screenshotRoute(false),
+	plainRow(groupBrowser, http.MethodGet, "/v1/browser/screenshot", browserops.ToolScreenshot, "browser",
+		"Screenshot of the display (the active tab at the configured resolution), PNG or JPEG", nil, screenshotRoute(browserops.ToolScreenshot, false),
 		doc(imageDoc("format", "quality"))),
-	plainRow(groupBrowser, http.MethodPost, "/v1/browser/actions", browserops.ToolActions.Name(), "browser",
+	plainRow(groupBrowser, http.MethodPost, "/v1/browser/actions", browserops.ToolActions, "browser",
 		"Perform one of AIO's actions (MOVE_TO, CLICK, DRAG_TO, SCROLL, TYPING, HOTKEY, WAIT …)",
 		reflect.TypeFor[actionResponse](), browserAction, reqType[browserops.ActionArgs]()),
-	jsonRow[browserops.ConfigArgs, browserops.ConfigResult](groupBrowser, http.MethodPost, "/v1/browser/config", browserops.ToolConfig.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/config", browserops.ToolConfig, "browser",
 		"Set the display resolution (AIO's allowed values)"),
 
-	jsonRow[browserops.NavigateArgs, browserops.PageInfo](groupBrowser, http.MethodPost, "/v1/browser/page/navigate", browserops.ToolNavigate.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/page/navigate", browserops.ToolNavigate, "browser",
 		"Open a URL in the active tab (the sandbox's egress rules apply); javascript: URLs are dangerous-tier", required("url")),
-	bPageInfo(http.MethodPost, "/v1/browser/page/back", browserops.ToolBack.Name(), "Go back in the active tab's history"),
-	bPageInfo(http.MethodPost, "/v1/browser/page/forward", browserops.ToolForward.Name(), "Go forward in the active tab's history"),
-	bPageInfo(http.MethodPost, "/v1/browser/page/reload", browserops.ToolReload.Name(), "Reload the active tab"),
-	bAction[browserops.ClickArgs](http.MethodPost, "/v1/browser/page/click", browserops.ToolClick.Name(), "Click an element (selector or index) or a point"),
-	bAction[browserops.FillArgs](http.MethodPost, "/v1/browser/page/fill", browserops.ToolFill.Name(), "Clear a field and type text into it", required("text")),
-	bAction[browserops.TypeArgs](http.MethodPost, "/v1/browser/page/type", browserops.ToolType.Name(), "Type text into the focused element", required("text")),
-	bAction[browserops.KeyArgs](http.MethodPost, "/v1/browser/page/press_key", browserops.ToolPressKey.Name(), "Press a key or a combination (Control+a)", required("key")),
-	bAction[browserops.HotKeyArgs](http.MethodPost, "/v1/browser/page/hot_key", browserops.ToolHotKey.Name(), "Press keys together", required("keys")),
-	bAction[browserops.HoverArgs](http.MethodPost, "/v1/browser/page/hover", browserops.ToolHover.Name(), "Move the mouse over an element or a point"),
-	bAction[browserops.SelectArgs](http.MethodPost, "/v1/browser/page/select_option", browserops.ToolSelect.Name(), "Choose an option of a select", required("selector")),
-	bAction[browserops.SelectorArgs](http.MethodPost, "/v1/browser/page/check", browserops.ToolCheck.Name(), "Check a checkbox or radio button", required("selector")),
-	bAction[browserops.SelectorArgs](http.MethodPost, "/v1/browser/page/uncheck", browserops.ToolUncheck.Name(), "Uncheck a checkbox", required("selector")),
-	bAction[browserops.UploadArgs](http.MethodPost, "/v1/browser/page/upload_file", browserops.ToolUploadFile.Name(), "Set workspace files on a file input", required("selector", "files")),
-	bAction[browserops.FillFormArgs](http.MethodPost, "/v1/browser/page/fill_form", browserops.ToolFillForm.Name(), "Fill several fields at once", required("items")),
-	bAction[browserops.ScrollArgs](http.MethodPost, "/v1/browser/page/scroll", browserops.ToolScroll.Name(), "Scroll by an amount"),
-	bAction[browserops.ScrollToArgs](http.MethodPost, "/v1/browser/page/scroll_to", browserops.ToolScrollTo.Name(), "Scroll to a position"),
-	bAction[browserops.SelectorArgs](http.MethodPost, "/v1/browser/page/scroll_to_element", browserops.ToolScrollToElement.Name(), "Scroll an element into view", required("selector")),
-	plainRow(groupBrowser, http.MethodGet, "/v1/browser/page/screenshot", browserops.ToolPageScreenshot.Name(), "browser",
-		"Screenshot of the active page (full_page: all of it)", nil, screenshotRoute(true), doc(imageDoc("full_page", "format", "quality"))),
-	jsonRow[browserops.RecordArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/page/record", browserops.ToolRecord.Name(), "browser",
+	bPageInfo(http.MethodPost, "/v1/browser/page/back", browserops.ToolBack, "Go back in the active tab's history"),
+	bPageInfo(http.MethodPost, "/v1/browser/page/forward", browserops.ToolForward, "Go forward in the active tab's history"),
+	bPageInfo(http.MethodPost, "/v1/browser/page/reload", browserops.ToolReload, "Reload the active tab"),
+	bAction[browserops.ClickArgs](http.MethodPost, "/v1/browser/page/click", browserops.ToolClick, "Click an element (selector or index) or a point"),
+	bAction[browserops.FillArgs](http.MethodPost, "/v1/browser/page/fill", browserops.ToolFill, "Clear a field and type text into it", required("text")),
+	bAction[browserops.TypeArgs](http.MethodPost, "/v1/browser/page/type", browserops.ToolType, "Type text into the focused element", required("text")),
+	bAction[browserops.KeyArgs](http.MethodPost, "/v1/browser/page/press_key", browserops.ToolPressKey, "Press a key or a combination (Control+a)", required("key")),
+	bAction[browserops.HotKeyArgs](http.MethodPost, "/v1/browser/page/hot_key", browserops.ToolHotKey, "Press keys together", required("keys")),
+	bAction[browserops.HoverArgs](http.MethodPost, "/v1/browser/page/hover", browserops.ToolHover, "Move the mouse over an element or a point"),
+	bAction[browserops.SelectArgs](http.MethodPost, "/v1/browser/page/select_option", browserops.ToolSelect, "Choose an option of a select", required("selector")),
+	bAction[browserops.SelectorArgs](http.MethodPost, "/v1/browser/page/check", browserops.ToolCheck, "Check a checkbox or radio button", required("selector")),
+	bAction[browserops.SelectorArgs](http.MethodPost, "/v1/browser/page/uncheck", browserops.ToolUncheck, "Uncheck a checkbox", required("selector")),
+	bAction[browserops.UploadArgs](http.MethodPost, "/v1/browser/page/upload_file", browserops.ToolUploadFile, "Set workspace files on a file input", required("selector", "files")),
+	bAction[browserops.FillFormArgs](http.MethodPost, "/v1/browser/page/fill_form", browserops.ToolFillForm, "Fill several fields at once", required("items")),
+	bAction[browserops.ScrollArgs](http.MethodPost, "/v1/browser/page/scroll", browserops.ToolScroll, "Scroll by an amount"),
+	bAction[browserops.ScrollToArgs](http.MethodPost, "/v1/browser/page/scroll_to", browserops.ToolScrollTo, "Scroll to a position"),
+	bAction[browserops.SelectorArgs](http.MethodPost, "/v1/browser/page/scroll_to_element", browserops.ToolScrollToElement, "Scroll an element into view", required("selector")),
+	plainRow(groupBrowser, http.MethodGet, "/v1/browser/page/screenshot", browserops.ToolPageScreenshot, "browser",
+		"Screenshot of the active page (full_page: all of it)", nil, screenshotRoute(browserops.ToolPageScreenshot, true), doc(imageDoc("full_page", "format", "quality"))),
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/page/record", browserops.ToolRecord, "browser",
 		"Record the active page to an MP4 made inside the sandbox (once, start, pause, resume, stop, status; default /workspace/recordings)"),
-	jsonRowAs[struct{}, string, string](groupBrowser, http.MethodGet, "/v1/browser/page/html", browserops.ToolHTML.Name(), "browser",
-		"The active page's HTML (outer: the whole document)", func(r *http.Request, _ struct{}) (any, error) {
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/html", browserops.ToolHTML, "browser",
+		"The active page's HTML (outer: the whole document)", func(r *http.Request, _ struct{}) (browserops.HTMLArgs, error) {
 			outer, err := bQueryBool(r, "outer")
 			return browserops.HTMLArgs{On: bOn(r), Outer: outer}, err
 		}, same[struct{}, string], bQuery("outer")),
-	jsonRowAs[struct{}, string, string](groupBrowser, http.MethodGet, "/v1/browser/page/text", browserops.ToolText.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/text", browserops.ToolText, "browser",
 		"The active page's visible text", bPage, same[struct{}, string]),
-	jsonRowAs[struct{}, map[string]any, map[string]any](groupBrowser, http.MethodGet, "/v1/browser/page/markdown", browserops.ToolMarkdown.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/markdown", browserops.ToolMarkdown, "browser",
 		"The active page's main content as Markdown", bPage, same[struct{}, map[string]any]),
-	jsonRowAs[struct{}, []map[string]any, []map[string]any](groupBrowser, http.MethodGet, "/v1/browser/page/elements", browserops.ToolElements.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/elements", browserops.ToolElements, "browser",
 		"The interactive elements of the active page (their index is what click and fill take)", bPage, same[struct{}, []map[string]any]),
-	jsonRowAs[struct{}, []browserops.ConsoleEntry, []browserops.ConsoleEntry](groupBrowser, http.MethodGet, "/v1/browser/page/console", browserops.ToolConsole.Name(), "browser",
-		"The pages' console messages (clear: empty the log after reading)", func(r *http.Request, _ struct{}) (any, error) {
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/console", browserops.ToolConsole, "browser",
+		"The pages' console messages (clear: empty the log after reading)", func(r *http.Request, _ struct{}) (browserops.ConsoleArgs, error) {
 			clear, err := bQueryBool(r, "clear")
 			return browserops.ConsoleArgs{On: bOn(r), Clear: clear}, err
 		}, same[struct{}, []browserops.ConsoleEntry], bQuery("clear")),
-	jsonRow[browserops.ExportArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/page/console/export", browserops.ToolConsoleExport.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/page/console/export", browserops.ToolConsoleExport, "browser",
 		"Write the console log to a workspace file", required("save_path")),
-	jsonRow[browserops.EvaluateArgs, json.RawMessage](groupBrowser, http.MethodPost, "/v1/browser/page/evaluate", browserops.ToolEvaluate.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/page/evaluate", browserops.ToolEvaluate, "browser",
 		"Run JavaScript in the active page (dangerous tier)", required("expression")),
-	jsonRow[browserops.FindTextArgs, []browserops.TextMatch](groupBrowser, http.MethodPost, "/v1/browser/page/find_text", browserops.ToolFindText.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/page/find_text", browserops.ToolFindText, "browser",
 		"Find text on the active page", required("keyword")),
-	jsonRow[browserops.WaitArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/page/wait", browserops.ToolWait.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/page/wait", browserops.ToolWait, "browser",
 		"Wait for a selector, the load, a URL, network idle, a script condition, a request or response, or a time", required("type")),
 
-	jsonRowAs[struct{}, []browserops.TabInfo, []browserops.TabInfo](groupBrowser, http.MethodGet, "/v1/browser/tabs", browserops.ToolTabList.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/tabs", browserops.ToolTabList, "browser",
 		"The browser's tabs", bPage, same[struct{}, []browserops.TabInfo]),
-	jsonRow[browserops.NewTabArgs, []browserops.TabInfo](groupBrowser, http.MethodPost, "/v1/browser/tabs", browserops.ToolTabNew.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/tabs", browserops.ToolTabNew, "browser",
 		"Open a tab (optionally at a URL) and make it active"),
-	jsonRowAs[struct{}, []browserops.TabInfo, []browserops.TabInfo](groupBrowser, http.MethodDelete, "/v1/browser/tabs/{index}", browserops.ToolTabClose.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodDelete, "/v1/browser/tabs/{index}", browserops.ToolTabClose, "browser",
 		"Close a tab", bTab, same[struct{}, []browserops.TabInfo]),
-	jsonRowAs[struct{}, []browserops.TabInfo, []browserops.TabInfo](groupBrowser, http.MethodPut, "/v1/browser/tabs/{index}/activate", browserops.ToolTabSwitch.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodPut, "/v1/browser/tabs/{index}/activate", browserops.ToolTabSwitch, "browser",
 		"Make a tab the active one", bTab, same[struct{}, []browserops.TabInfo]),
 
-	jsonRowAs[struct{}, []*network.Cookie, []*network.Cookie](groupBrowser, http.MethodGet, "/v1/browser/cookies", browserops.ToolCookiesGet.Name(), "browser",
-		"The browser's cookies (urls: comma-separated, only those)", func(r *http.Request, _ struct{}) (any, error) {
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/cookies", browserops.ToolCookiesGet, "browser",
+		"The browser's cookies (urls: comma-separated, only those)", func(r *http.Request, _ struct{}) (browserops.CookiesGetArgs, error) {
 			return browserops.CookiesGetArgs{On: bOn(r), URLs: r.URL.Query().Get("urls")}, nil
 		}, same[struct{}, []*network.Cookie], bQuery("urls")),
-	bAction[browserops.CookiesSetArgs](http.MethodPost, "/v1/browser/cookies", browserops.ToolCookiesSet.Name(), "Set cookies", required("cookies")),
-	jsonRowAs[struct{}, browserops.Action, browserops.Action](groupBrowser, http.MethodDelete, "/v1/browser/cookies", browserops.ToolCookiesClear.Name(), "browser",
+	bAction[browserops.CookiesSetArgs](http.MethodPost, "/v1/browser/cookies", browserops.ToolCookiesSet, "Set cookies", required("cookies")),
+	jsonRowAs(groupBrowser, http.MethodDelete, "/v1/browser/cookies", browserops.ToolCookiesClear, "browser",
 		"Delete all cookies", bPage, same[struct{}, browserops.Action]),
-	jsonRow[browserops.PathArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/state/save", browserops.ToolStateSave.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/state/save", browserops.ToolStateSave, "browser",
 		"Save cookies and localStorage to a workspace file (Playwright's storage state)", required("path")),
-	jsonRow[browserops.PathArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/state/load", browserops.ToolStateLoad.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/state/load", browserops.ToolStateLoad, "browser",
 		"Load cookies and localStorage from a workspace file", required("path")),
 
-	bAction[browserops.HeadersArgs](http.MethodPost, "/v1/browser/network/headers", browserops.ToolHeaders.Name(), "Send extra headers with every request", required("headers")),
-	bAction[browserops.ScopedHeadersArgs](http.MethodPost, "/v1/browser/network/scoped_headers", browserops.ToolScopedHeaders.Name(), "Send extra headers to one origin", required("origin", "headers")),
-	bAction[browserops.RouteArgs](http.MethodPost, "/v1/browser/network/route", browserops.ToolRouteAdd.Name(), "Mock or abort matching requests", required("url_pattern")),
-	plainRow(groupBrowser, http.MethodDelete, "/v1/browser/network/route", browserops.ToolRouteRemove.Name(), "browser",
+	bAction[browserops.HeadersArgs](http.MethodPost, "/v1/browser/network/headers", browserops.ToolHeaders, "Send extra headers with every request", required("headers")),
+	bAction[browserops.ScopedHeadersArgs](http.MethodPost, "/v1/browser/network/scoped_headers", browserops.ToolScopedHeaders, "Send extra headers to one origin", required("origin", "headers")),
+	bAction[browserops.RouteArgs](http.MethodPost, "/v1/browser/network/route", browserops.ToolRouteAdd, "Mock or abort matching requests", required("url_pattern")),
+	plainRow(groupBrowser, http.MethodDelete, "/v1/browser/network/route", browserops.ToolRouteRemove, "browser",
 		"Remove a network route (url_pattern in the JSON body, or ?url_pattern=)", reflect.TypeFor[Envelope[browserops.Action]](), routeRemove,
 		reqType[browserops.RouteRemoveArgs](), required("url_pattern")),
-	jsonRowAs[struct{}, []browserops.RequestEntry, []browserops.RequestEntry](groupBrowser, http.MethodGet, "/v1/browser/network/requests", browserops.ToolRequests.Name(), "browser",
-		"The logged network requests (filter: URL substring; limit: newest N, 100 by default)", func(r *http.Request, _ struct{}) (any, error) {
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/network/requests", browserops.ToolRequests, "browser",
+		"The logged network requests (filter: URL substring; limit: newest N, 100 by default)", func(r *http.Request, _ struct{}) (browserops.RequestsArgs, error) {
 			limit, err := queryInt(r, "limit")
 			a := browserops.RequestsArgs{On: bOn(r), Filter: r.URL.Query().Get("filter")}
 			if limit != nil {
@@ -200,15 +201,15 @@ var aioBrowserRows = []aioRoute{
 			}
 			return a, err
 		}, same[struct{}, []browserops.RequestEntry], bQuery("filter", "limit")),
-	jsonRow[browserops.ExportArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/network/export_har", browserops.ToolExportHAR.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/network/export_har", browserops.ToolExportHAR, "browser",
 		"Write the network log to a workspace file as HAR 1.2", required("save_path")),
-	jsonRowAs[struct{}, map[string]any, map[string]any](groupBrowser, http.MethodGet, "/v1/browser/captcha/detect", browserops.ToolCaptchaDetect.Name(), "browser",
+	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/captcha/detect", browserops.ToolCaptchaDetect, "browser",
 		"Detect a CAPTCHA on the active page (detection only)", bPage, same[struct{}, map[string]any]),
-	jsonRow[browserops.CaptchaWaitArgs, browserops.CaptchaWaitResult](groupBrowser, http.MethodPost, "/v1/browser/captcha/wait", browserops.ToolCaptchaWait.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/captcha/wait", browserops.ToolCaptchaWait, "browser",
 		"Wait until no CAPTCHA is detected (a person solves it)"),
-	jsonRow[browserops.RestartArgs, map[string]any](groupBrowser, http.MethodPost, "/v1/browser/restart", browserops.ToolRestart.Name(), "browser",
+	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/restart", browserops.ToolRestart, "browser",
 		"Restart the browser (hard) or reconnect (soft)"),
-	plainRow(groupBrowser, http.MethodGet, "/v1/browser/proxy.pac", browserops.ToolProxyPAC.Name(), "browser",
+	plainRow(groupBrowser, http.MethodGet, "/v1/browser/proxy.pac", browserops.ToolProxyPAC, "browser",
 		"The PAC file matching the sandbox's egress", nil, proxyPAC, doc(func(op *huma.Operation) {
 			op.Responses["200"] = &huma.Response{Description: "the PAC file", Content: map[string]*huma.MediaType{
 				"application/x-ns-proxy-autoconfig": {Schema: strSchema}}}
@@ -226,7 +227,7 @@ func imageDoc(params ...string) func(*huma.Operation) {
 
 // screenshotRoute serves a screenshot as the image itself (AIO's answer),
 // with its size in X-Screenshot-Width/Height.
-func screenshotRoute(page bool) func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
+func screenshotRoute(tool dispatch.Ref[browserops.ScreenshotArgs, browserops.Image], page bool) func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	return func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 		a := browserops.ScreenshotArgs{On: bOn(r), Format: r.URL.Query().Get("format")}
 		var err error
@@ -240,11 +241,7 @@ func screenshotRoute(page bool) func(e *aioEdge, rt *aioRoute, w http.ResponseWr
 			e.fail(w, r, rt, "", e.requestError(rt, err))
 			return
 		}
-		res, err := e.call(r.Context(), rt, a)
-		var img browserops.Image
-		if err == nil {
-			img, err = dispatch.ResultAs[browserops.Image](rt.Tool, res)
-		}
+		img, err := tool.Call(r.Context(), e.dispatcher(), callerOf(r), a)
 		if err != nil {
 			e.fail(w, r, rt, "", err)
 			return
@@ -284,11 +281,7 @@ func browserAction(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	res, err := e.call(r.Context(), rt, in)
-	var data browserops.ActionData
-	if err == nil {
-		data, err = dispatch.ResultAs[browserops.ActionData](rt.Tool, res)
-	}
+	data, err := browserops.ToolActions.Call(r.Context(), e.dispatcher(), callerOf(r), in)
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -316,11 +309,7 @@ func routeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		e.fail(w, r, rt, "", e.requestError(rt, err))
 		return
 	}
-	res, err := e.call(r.Context(), rt, a)
-	var out browserops.Action
-	if err == nil {
-		out, err = dispatch.ResultAs[browserops.Action](rt.Tool, res)
-	}
+	out, err := browserops.ToolRouteRemove.Call(r.Context(), e.dispatcher(), callerOf(r), a)
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -329,11 +318,7 @@ func routeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 }
 
 func proxyPAC(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	res, err := e.call(r.Context(), rt, browserops.PageArgs{On: bOn(r)})
-	var pac string
-	if err == nil {
-		pac, err = dispatch.ResultAs[string](rt.Tool, res)
-	}
+	pac, err := browserops.ToolProxyPAC.Call(r.Context(), e.dispatcher(), callerOf(r), browserops.PageArgs{On: bOn(r)})
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return

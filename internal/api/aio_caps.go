@@ -38,79 +38,79 @@ type ConvertRequest struct {
 // operations allow only the result or null as data, so a failure carries
 // null (its message says what went wrong).
 var capsRows = nullData([]aioRoute{
-	jsonRowAs[ConvertRequest, convert.Result, string](groupCaps, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert.Name(), "util",
+	jsonRowAs(groupCaps, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert, "util",
 		"Convert a document (HTML, PDF, DOCX, ODT, EPUB, RTF, …) to Markdown, inside the sandbox",
-		func(r *http.Request, in ConvertRequest) (any, error) {
+		func(r *http.Request, in ConvertRequest) (convert.Args, error) {
 			return convert.Args{Sandbox: chi.URLParam(r, "id"), URI: in.URI}, nil
 		},
 		func(_ *http.Request, _ ConvertRequest, res convert.Result) (string, error) { return res.Markdown, nil },
 		required("uri")),
 
-	plainRow(groupCaps, http.MethodPost, "/v1/skills/register", skills.ToolRegister.Name(), "skills",
+	plainRow(groupCaps, http.MethodPost, "/v1/skills/register", skills.ToolRegister, "skills",
 		"Register skills from a zip (multipart field file) or a directory or .zip in the sandbox (field path); name names a single skill",
 		reflect.TypeFor[Envelope[skills.RegisterResult]](), skillsRegister,
 		takes("multipart/form-data"), doc(func(op *huma.Operation) {
 			op.RequestBody = &huma.RequestBody{Content: map[string]*huma.MediaType{"multipart/form-data": {Schema: &huma.Schema{Type: "object",
 				Properties: map[string]*huma.Schema{"file": binarySchema, "path": strSchema, "name": strSchema}}}}}
 		})),
-	jsonRowAs[struct{}, skills.Collection, skills.Collection](groupCaps, http.MethodGet, "/v1/skills/metadatas", skills.ToolList.Name(), "skills",
+	jsonRowAs(groupCaps, http.MethodGet, "/v1/skills/metadatas", skills.ToolList, "skills",
 		"The metadata (SKILL.md front matter) of the sandbox's skills; ?names=a,b filters",
-		func(r *http.Request, _ struct{}) (any, error) {
+		func(r *http.Request, _ struct{}) (skills.NamesArgs, error) {
 			return skills.NamesArgs{Sandbox: chi.URLParam(r, "id"), Names: r.URL.Query().Get("names")}, nil
 		}, same[struct{}, skills.Collection], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("names")...) })),
-	jsonRowAs[struct{}, skills.Cleared, skills.Cleared](groupCaps, http.MethodDelete, "/v1/skills", skills.ToolClear.Name(), "skills",
+	jsonRowAs(groupCaps, http.MethodDelete, "/v1/skills", skills.ToolClear, "skills",
 		"Delete every skill of the sandbox",
-		func(r *http.Request, _ struct{}) (any, error) {
+		func(r *http.Request, _ struct{}) (skills.ClearArgs, error) {
 			return skills.ClearArgs{Sandbox: chi.URLParam(r, "id")}, nil
 		},
 		same[struct{}, skills.Cleared]),
-	jsonRowAs[struct{}, skills.Metadata, skills.Metadata](groupCaps, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete.Name(), "skills",
+	jsonRowAs(groupCaps, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete, "skills",
 		"Delete one skill", skillName, same[struct{}, skills.Metadata]),
-	jsonRowAs[struct{}, skills.Content, skills.Content](groupCaps, http.MethodGet, "/v1/skills/{name}/content", skills.ToolContent.Name(), "skills",
+	jsonRowAs(groupCaps, http.MethodGet, "/v1/skills/{name}/content", skills.ToolContent, "skills",
 		"A skill's SKILL.md without its front matter", skillName, same[struct{}, skills.Content]),
 
-	jsonRow[hooks.RegisterArgs, hooks.Hook](groupCaps, http.MethodPost, "/v1/sandbox/hooks", hooks.ToolRegister.Name(), "sandbox",
+	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/hooks", hooks.ToolRegister, "sandbox",
 		"Register a command run inside the sandbox on an event (shutdown: before it is deleted, stopped idle, or the server stops)",
 		required("name", "command")),
-	jsonRowAs[struct{}, []hooks.Hook, []hooks.Hook](groupCaps, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList.Name(), "sandbox",
+	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList, "sandbox",
 		"The sandbox's hooks of an event (?event=, default shutdown), in the order they run",
-		func(r *http.Request, _ struct{}) (any, error) {
+		func(r *http.Request, _ struct{}) (hooks.ListArgs, error) {
 			return hooks.ListArgs{Sandbox: chi.URLParam(r, "id"), Event: r.URL.Query().Get("event")}, nil
 		}, same[struct{}, []hooks.Hook], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("event")...) })),
-	jsonRowAs[struct{}, hooks.Removed, hooks.Removed](groupCaps, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove.Name(), "sandbox",
+	jsonRowAs(groupCaps, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove, "sandbox",
 		"Remove a hook by name",
-		func(r *http.Request, _ struct{}) (any, error) {
+		func(r *http.Request, _ struct{}) (hooks.RemoveArgs, error) {
 			return hooks.RemoveArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
 		}, same[struct{}, hooks.Removed]),
 
-	jsonRowAs[struct{}, observe.Status, observe.Status](groupCaps, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus.Name(), "sandbox",
+	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus, "sandbox",
 		"Whether an observation session runs, and how many reports there are", obsSandbox, same[struct{}, observe.Status]),
-	jsonRowAs[struct{}, observe.Live, observe.Live](groupCaps, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive.Name(), "sandbox",
+	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive, "sandbox",
 		"A snapshot now: cgroup figures, /workspace, top processes (?top_rows=, default 10), recent activity",
-		func(r *http.Request, _ struct{}) (any, error) {
+		func(r *http.Request, _ struct{}) (observe.LiveArgs, error) {
 			a := observe.LiveArgs{Sandbox: chi.URLParam(r, "id")}
 			if v := r.URL.Query().Get("top_rows"); v != "" {
 				n, err := strconv.Atoi(v)
 				if err != nil {
-					return nil, fieldError(inQuery, "top_rows", "int_parsing", "top_rows must be an integer")
+					return observe.LiveArgs{}, fieldError(inQuery, "top_rows", "int_parsing", "top_rows must be an integer")
 				}
 				a.TopRows = &n
 			}
 			return a, nil
 		}, same[struct{}, observe.Live], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("top_rows")...) })),
-	jsonRow[observe.StartArgs, observe.StartResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart.Name(), "sandbox",
+	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart, "sandbox",
 		"Start recording the sandbox until stopped or the duration ends"),
-	jsonRow[observe.StopArgs, observe.StopResult](groupCaps, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop.Name(), "sandbox",
+	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop, "sandbox",
 		"Stop the running session and export its report"),
-	jsonRow[observe.ExportArgs, observe.ReportInfo](groupCaps, http.MethodPost, "/v1/sandbox/observe/export", observe.ToolExport.Name(), "sandbox",
+	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/observe/export", observe.ToolExport, "sandbox",
 		"Export a report of the running or last session"),
-	jsonRowAs[struct{}, []observe.ReportInfo, []observe.ReportInfo](groupCaps, http.MethodGet, "/v1/sandbox/observe/reports", observe.ToolReports.Name(), "sandbox",
+	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports", observe.ToolReports, "sandbox",
 		"The sandbox's observation reports", obsSandbox, same[struct{}, []observe.ReportInfo]),
-	plainRow(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport.Name(), "sandbox",
+	plainRow(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport, "sandbox",
 		"Download a report (gzip-compressed JSON)", nil, observeReport, doc(func(op *huma.Operation) {
 			op.Responses["200"] = &huma.Response{Description: "the report", Content: map[string]*huma.MediaType{"application/gzip": {Schema: binarySchema}}}
 		})),
-	jsonRowAs[struct{}, observe.ReportInfo, observe.ReportInfo](groupCaps, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete.Name(), "sandbox",
+	jsonRowAs(groupCaps, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete, "sandbox",
 		"Delete a report", reportRef, same[struct{}, observe.ReportInfo]),
 })
 
@@ -122,15 +122,15 @@ func nullData(rows []aioRoute) []aioRoute {
 	return rows
 }
 
-func skillName(r *http.Request, _ struct{}) (any, error) {
+func skillName(r *http.Request, _ struct{}) (skills.NameArgs, error) {
 	return skills.NameArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
 }
 
-func obsSandbox(r *http.Request, _ struct{}) (any, error) {
+func obsSandbox(r *http.Request, _ struct{}) (observe.SandboxArgs, error) {
 	return observe.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
 }
 
-func reportRef(r *http.Request, _ struct{}) (any, error) {
+func reportRef(r *http.Request, _ struct{}) (observe.ReportArgs, error) {
 	return observe.ReportArgs{Sandbox: chi.URLParam(r, "id"), ReportID: chi.URLParam(r, "report_id")}, nil
 }
 
@@ -187,7 +187,12 @@ func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 	}
 	// Every field of AIO's form is optional, so the tool's own rules (a
 	// file or a path) are a tool-level failure, checked by the dispatcher.
-	answer[skills.RegisterResult](e, rt, w, r, a, a.Path)
+	res, err := skills.ToolRegister.Call(r.Context(), e.dispatcher(), callerOf(r), a)
+	if err != nil {
+		e.fail(w, r, rt, a.Path, err)
+		return
+	}
+	WriteData(w, http.StatusOK, res)
 }
 
 // skillFields reads the rest of a skills form (after its file): a name, a
@@ -232,11 +237,7 @@ func skillField(part *multipart.Part, name, path *string) error {
 // observeReport serves a report's gzip bytes.
 func observeReport(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	a := observe.ReportArgs{Sandbox: chi.URLParam(r, "id"), ReportID: chi.URLParam(r, "report_id")}
-	res, err := e.call(r.Context(), rt, a)
-	var rep observe.Report
-	if err == nil {
-		rep, err = dispatch.ResultAs[observe.Report](rt.Tool, res)
-	}
+	rep, err := observe.ToolReport.Call(r.Context(), e.dispatcher(), callerOf(r), a)
 	if err != nil {
 		e.fail(w, r, rt, a.ReportID, err)
 		return

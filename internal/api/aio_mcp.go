@@ -29,16 +29,16 @@ const mcpServerName = "sandhold"
 const groupMCP = "mcp"
 
 var aioMCPRows = []aioRoute{
-	jsonRowAs[struct{}, []customtool.Info, []string](groupMCP, http.MethodGet, "/v1/mcp/servers", customtool.ToolList.Name(), "mcp",
+	jsonRowAs(groupMCP, http.MethodGet, "/v1/mcp/servers", customtool.ToolList, "mcp",
 		"The MCP servers this sandbox offers: sandhold's own (the tools of /mcp)",
-		func(*http.Request, struct{}) (any, error) { return defaultArgs{}, nil },
+		func(*http.Request, struct{}) (struct{}, error) { return struct{}{}, nil },
 		func(*http.Request, struct{}, []customtool.Info) ([]string, error) {
 			return []string{mcpServerName}, nil
 		}),
-	jsonRowAs[struct{}, []customtool.Info, MCPToolList](groupMCP, http.MethodGet, "/v1/mcp/{server_name}/tools", customtool.ToolList.Name(), "mcp",
+	jsonRowAs(groupMCP, http.MethodGet, "/v1/mcp/{server_name}/tools", customtool.ToolList, "mcp",
 		"The tools of an MCP server (sandhold: the dispatcher's tools the caller may call, by MCP name)",
-		func(r *http.Request, _ struct{}) (any, error) { return defaultArgs{}, checkMCPServer(r) }, mcpToolList, lateInvalidFails()),
-	plainRow(groupMCP, http.MethodPost, "/v1/mcp/{server_name}/tools/{tool_name}", "", "mcp",
+		func(r *http.Request, _ struct{}) (struct{}, error) { return struct{}{}, checkMCPServer(r) }, mcpToolList, lateInvalidFails()),
+	plainRow(groupMCP, http.MethodPost, "/v1/mcp/{server_name}/tools/{tool_name}", namedByRequest{}, "mcp",
 		"Call a tool of an MCP server with the body as its arguments (through the dispatcher: roles, policy, HALT, limits, audit)",
 		reflect.TypeFor[Envelope[MCPCallResult]](), mcpCall, reqType[map[string]any](), namedTool(), lateInvalidFails()),
 }

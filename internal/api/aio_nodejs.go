@@ -29,19 +29,19 @@ func nodeAnswer[R any](_ *http.Request, _ struct{}, res R) (R, error) { return r
 // parameter picks a node; the one installed is the only choice, and
 // nodejs.execute's version field refuses another.
 var aioNodeRows = []aioRoute{
-	jsonRow[coderun.NodeExecuteArgs, coderun.NodeExecuteResult](groupNode, http.MethodPost, "/v1/nodejs/execute", coderun.ToolNodeExecute.Name(), "nodejs",
+	jsonRow(groupNode, http.MethodPost, "/v1/nodejs/execute", coderun.ToolNodeExecute, "nodejs",
 		"Run JavaScript with Node.js, statelessly or in a session (AIO)", lateInvalidFails()),
-	jsonRow[coderun.NodeInfoArgs, coderun.NodeInfo](groupNode, http.MethodGet, "/v1/nodejs/info", coderun.ToolNodeInfo.Name(), "nodejs",
+	jsonRow(groupNode, http.MethodGet, "/v1/nodejs/info", coderun.ToolNodeInfo, "nodejs",
 		"Node.js runtime information (AIO)", lateInvalidFails()),
-	jsonRow[coderun.NodeSessionArgs, coderun.NodeCreateResult](groupNode, http.MethodPost, "/v1/nodejs/sessions", coderun.ToolNodeSessionCreate.Name(), "nodejs",
+	jsonRow(groupNode, http.MethodPost, "/v1/nodejs/sessions", coderun.ToolNodeSessionCreate, "nodejs",
 		"Start a Node.js session (AIO)", lateInvalidFails()),
-	jsonRow[coderun.NodeInfoArgs, coderun.NodeSessionsResult](groupNode, http.MethodGet, "/v1/nodejs/sessions", coderun.ToolNodeSessions.Name(), "nodejs",
+	jsonRow(groupNode, http.MethodGet, "/v1/nodejs/sessions", coderun.ToolNodeSessions, "nodejs",
 		"List the caller's Node.js sessions (AIO)", lateInvalidFails()),
-	jsonRowAs[struct{}, coderun.NodeSessionResult, coderun.NodeSessionResult](groupNode, http.MethodGet, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSession.Name(), "nodejs",
-		"Describe a Node.js session (AIO)", func(r *http.Request, _ struct{}) (any, error) { return nodeSessionOf(r), nil },
+	jsonRowAs(groupNode, http.MethodGet, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSession, "nodejs",
+		"Describe a Node.js session (AIO)", func(r *http.Request, _ struct{}) (coderun.NodeSessionArgs, error) { return nodeSessionOf(r), nil },
 		nodeAnswer[coderun.NodeSessionResult], lateInvalidFails()),
-	jsonRowAs[nodeUpdateRequest, coderun.NodeUpdateResult, coderun.NodeUpdateResult](groupNode, http.MethodPatch, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionUpdate.Name(), "nodejs",
-		"Change a Node.js session's cwd or idle time (AIO)", func(r *http.Request, in nodeUpdateRequest) (any, error) {
+	jsonRowAs(groupNode, http.MethodPatch, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionUpdate, "nodejs",
+		"Change a Node.js session's cwd or idle time (AIO)", func(r *http.Request, in nodeUpdateRequest) (coderun.NodeSessionArgs, error) {
 			a := nodeSessionOf(r)
 			a.MaxIdleTime, a.Cwd = in.MaxIdleTime, deref(in.Cwd)
 			return a, nil
@@ -49,8 +49,8 @@ var aioNodeRows = []aioRoute{
 			return res, nil
 		},
 		lateInvalidFails()),
-	jsonRowAs[struct{}, coderun.NodeDeleteResult, coderun.NodeDeleteResult](groupNode, http.MethodDelete, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionDelete.Name(), "nodejs",
-		"End a Node.js session (AIO)", func(r *http.Request, _ struct{}) (any, error) { return nodeSessionOf(r), nil },
+	jsonRowAs(groupNode, http.MethodDelete, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionDelete, "nodejs",
+		"End a Node.js session (AIO)", func(r *http.Request, _ struct{}) (coderun.NodeSessionArgs, error) { return nodeSessionOf(r), nil },
 		nodeAnswer[coderun.NodeDeleteResult], lateInvalidFails()),
 }
 

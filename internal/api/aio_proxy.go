@@ -32,7 +32,7 @@ type proxyBypassRequest struct {
 // answer, which is never null).
 type ProxyUpstreamOrNull proxytools.UpstreamInfo
 
-func proxySandbox(r *http.Request, _ struct{}) (any, error) {
+func proxySandbox(r *http.Request, _ struct{}) (proxytools.SandboxArgs, error) {
 	return proxytools.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
 }
 
@@ -40,48 +40,48 @@ func proxySandbox(r *http.Request, _ struct{}) (any, error) {
 // allow only the result or null as data, so a failure carries null; in
 // network modes none and host every operation fails saying why.
 var aioProxyRows = nullData([]aioRoute{
-	jsonRowAs[struct{}, []proxytools.MappingRoute, []proxytools.MappingRoute](groupProxy, http.MethodGet, "/v1/proxy/mappings", proxytools.ToolMappingsList.Name(), "proxy",
+	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/mappings", proxytools.ToolMappingsList, "proxy",
 		"The sandbox's proxy mappings (destination rewrites)", proxySandbox, same[struct{}, []proxytools.MappingRoute]),
-	jsonRow[proxytools.MappingArgs, proxytools.MappingRoute](groupProxy, http.MethodPost, "/v1/proxy/mappings", proxytools.ToolMappingAdd.Name(), "proxy",
+	jsonRow(groupProxy, http.MethodPost, "/v1/proxy/mappings", proxytools.ToolMappingAdd, "proxy",
 		"Add or replace a mapping: connections to source go to target (the sandbox's own port, or a host in its allow list)", required("source", "target")),
-	jsonRowAs[struct{}, proxytools.Removed, proxytools.Removed](groupProxy, http.MethodDelete, "/v1/proxy/mappings/{source}", proxytools.ToolMappingRemove.Name(), "proxy",
-		"Remove a mapping by its source (URL-encoded)", func(r *http.Request, _ struct{}) (any, error) {
+	jsonRowAs(groupProxy, http.MethodDelete, "/v1/proxy/mappings/{source}", proxytools.ToolMappingRemove, "proxy",
+		"Remove a mapping by its source (URL-encoded)", func(r *http.Request, _ struct{}) (proxytools.SourceArgs, error) {
 			src := chi.URLParam(r, "source")
 			if u, err := url.PathUnescape(src); err == nil {
 				src = u
 			}
 			return proxytools.SourceArgs{Sandbox: chi.URLParam(r, "id"), Source: src}, nil
 		}, same[struct{}, proxytools.Removed]),
-	jsonRowAs[struct{}, []string, []string](groupProxy, http.MethodGet, "/v1/proxy/excludes", proxytools.ToolExcludesList.Name(), "proxy",
+	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/excludes", proxytools.ToolExcludesList, "proxy",
 		"The destinations that bypass the upstream proxy", proxySandbox, same[struct{}, []string]),
-	jsonRow[proxytools.ExcludeArgs, proxytools.ExcludeResult](groupProxy, http.MethodPost, "/v1/proxy/excludes", proxytools.ToolExcludeAdd.Name(), "proxy",
+	jsonRow(groupProxy, http.MethodPost, "/v1/proxy/excludes", proxytools.ToolExcludeAdd, "proxy",
 		"Add a bypass pattern: matching destinations go direct (still only if the allow list permits them)", required("pattern")),
-	plainRow(groupProxy, http.MethodDelete, "/v1/proxy/excludes", proxytools.ToolExcludeRemove.Name(), "proxy",
+	plainRow(groupProxy, http.MethodDelete, "/v1/proxy/excludes", proxytools.ToolExcludeRemove, "proxy",
 		"Remove a bypass pattern", reflect.TypeFor[Envelope[proxytools.Removed]](), excludeRemove,
 		reqType[proxyBypassRequest](), required("pattern"), doc(func(op *huma.Operation) {
 			op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{
 				Type: "object", Properties: map[string]*huma.Schema{"pattern": strSchema}, Required: []string{"pattern"}}}}}
 		})),
-	jsonRowAs[struct{}, proxytools.DiagnoseResult, proxytools.DiagnoseResult](groupProxy, http.MethodGet, "/v1/proxy/diagnose", proxytools.ToolDiagnose.Name(), "proxy",
-		"How a URL is routed (mapping, allow list, upstream or direct), checked with a connect", func(r *http.Request, _ struct{}) (any, error) {
+	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/diagnose", proxytools.ToolDiagnose, "proxy",
+		"How a URL is routed (mapping, allow list, upstream or direct), checked with a connect", func(r *http.Request, _ struct{}) (proxytools.DiagnoseArgs, error) {
 			u := r.URL.Query().Get("url")
 			if u == "" {
-				return nil, fieldError(inQuery, "url", "missing", "url is required")
+				return proxytools.DiagnoseArgs{}, fieldError(inQuery, "url", "missing", "url is required")
 			}
 			return proxytools.DiagnoseArgs{Sandbox: chi.URLParam(r, "id"), URL: u}, nil
 		}, same[struct{}, proxytools.DiagnoseResult], doc(func(op *huma.Operation) {
 			op.Parameters = append(op.Parameters, &huma.Param{Name: "url", In: "query", Required: true, Schema: strSchema, Description: "URL to diagnose routing for"})
 		})),
-	jsonRowAs[struct{}, proxytools.HealthResult, proxytools.HealthResult](groupProxy, http.MethodGet, "/v1/proxy/health", proxytools.ToolHealth.Name(), "proxy",
+	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/health", proxytools.ToolHealth, "proxy",
 		"Whether the sandbox's proxy serves it, its routing agrees with the allow list, and its upstream answers a connect", proxySandbox, same[struct{}, proxytools.HealthResult]),
-	jsonRowAs[struct{}, *proxytools.UpstreamInfo, *ProxyUpstreamOrNull](groupProxy, http.MethodGet, "/v1/proxy/upstream", proxytools.ToolUpstreamGet.Name(), "proxy",
+	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/upstream", proxytools.ToolUpstreamGet, "proxy",
 		"The upstream proxy (password masked), or null", proxySandbox,
 		func(_ *http.Request, _ struct{}, u *proxytools.UpstreamInfo) (*ProxyUpstreamOrNull, error) {
 			return (*ProxyUpstreamOrNull)(u), nil
 		}),
-	jsonRow[proxytools.UpstreamArgs, proxytools.UpstreamInfo](groupProxy, http.MethodPut, "/v1/proxy/upstream", proxytools.ToolUpstreamSet.Name(), "proxy",
+	jsonRow(groupProxy, http.MethodPut, "/v1/proxy/upstream", proxytools.ToolUpstreamSet, "proxy",
 		"Chain the sandbox's connections through an upstream proxy (HTTP CONNECT or SOCKS5; host in the allow list); answers it with the password masked", required("server")),
-	jsonRowAs[struct{}, proxytools.Removed, proxytools.Removed](groupProxy, http.MethodDelete, "/v1/proxy/upstream", proxytools.ToolUpstreamRemove.Name(), "proxy",
+	jsonRowAs(groupProxy, http.MethodDelete, "/v1/proxy/upstream", proxytools.ToolUpstreamRemove, "proxy",
 		"Remove the upstream proxy: allowed connections go direct", proxySandbox, same[struct{}, proxytools.Removed]),
 })
 
@@ -97,5 +97,10 @@ func excludeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		e.fail(w, r, rt, "", e.requestError(rt, err))
 		return
 	}
-	answer[proxytools.Removed](e, rt, w, r, a, "")
+	res, err := proxytools.ToolExcludeRemove.Call(r.Context(), e.dispatcher(), callerOf(r), a)
+	if err != nil {
+		e.fail(w, r, rt, "", err)
+		return
+	}
+	WriteData(w, http.StatusOK, res)
 }

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
@@ -133,9 +132,17 @@ func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
 			continue
 		}
 		h := func(w http.ResponseWriter, r *http.Request) {
+			if _, err := MustCaller(r.Context()); err != nil {
+				e.fail(w, r, rt, "", err)
+				return
+			}
 			if err := e.sandboxOfURL(r); err != nil {
 				e.fail(w, r, rt, "", err)
 				return
+			}
+			if rt.Streams {
+				// The row's tool streams: it sees the context marked.
+				r = r.WithContext(dispatch.WithStreaming(r.Context()))
 			}
 			rt.serve(e, rt, w, r)
 		}
@@ -192,52 +199,11 @@ func (e *aioEdge) dispatcher() *dispatch.Dispatcher {
 	return e.s.disp
 }
 
-// defaultArgs stands for "the tool's arguments when the caller gives
-// none": what its decoder makes of {}.
-type defaultArgs struct{}
-
-// call dispatches the row's tool for the request's caller.
-func (e *aioEdge) call(ctx context.Context, rt *aioRoute, args any) (any, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	d := e.dispatcher()
-	if d == nil {
-		return nil, fault.New(fault.Unavailable, "the server is still starting")
-	}
-	if rt.Streams {
-		ctx = dispatch.WithStreaming(ctx)
-	}
-	return d.Dispatch(ctx, c, rt.Tool, args)
-}
-
-// answer dispatches args for a plain row and writes the tool's R as the
-// envelope's data, or the row's failure naming target.
-func answer[R any](e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, args any, target string) {
-	res, err := e.call(r.Context(), rt, args)
-	var out R
-	if err == nil {
-		out, err = dispatch.ResultAs[R](rt.Tool, res)
-	}
-	if err != nil {
-		e.fail(w, r, rt, target, err)
-		return
-	}
-	WriteData(w, http.StatusOK, out)
-}
-
-// defaults turns defaultArgs into the tool's decoding of {}.
-func (e *aioEdge) defaults(tool string, args any) (any, error) {
-	if _, ok := args.(defaultArgs); !ok {
-		return args, nil
-	}
-	if d := e.dispatcher(); d != nil {
-		if t, ok := d.Tool(tool); ok && t.Decode != nil {
-			return t.Decode(json.RawMessage("{}"))
-		}
-	}
-	return nil, nil
+// callerOf is the request's caller: mountAIO serves a row only to a
+// request that has one (the auth middleware put it there).
+func callerOf(r *http.Request) auth.Caller {
+	c, _ := auth.CallerFrom(r.Context())
+	return c
 }
 
 // check applies the tool's field rules before the call, so a value the
@@ -257,19 +223,20 @@ func (e *aioEdge) check(tool string, args any) error {
 // jsonRow is a row whose body (POST, PUT, PATCH) or nothing (GET,
 // DELETE) is the tool's argument A and whose answer R is the envelope's
 // data. The sandbox comes from the URL, never from the body.
-func jsonRow[A, R any](group, method, path, tool, tag, summary string, opts ...rowOpt) aioRoute {
-	return jsonRowAs[A, R, R](group, method, path, tool, tag, summary,
-		func(r *http.Request, a A) (any, error) { setSandbox(&a, r); return a, nil },
+func jsonRow[A, R any](group, method, path string, tool dispatch.Ref[A, R], tag, summary string, opts ...rowOpt) aioRoute {
+	return jsonRowAs(group, method, path, tool, tag, summary,
+		func(r *http.Request, a A) (A, error) { setSandbox(&a, r); return a, nil },
 		func(_ *http.Request, _ A, res R) (R, error) { return res, nil }, opts...)
 }
 
 // jsonRowAs is a row whose body In (AIO's request shape) becomes the
-// tool's arguments by args, and whose tool answer R becomes the
-// envelope's data Out by answer. args returning a fault.Invalid is a 422.
-func jsonRowAs[In, R, Out any](group, method, path, tool, tag, summary string,
-	args func(*http.Request, In) (any, error), answer func(*http.Request, In, R) (Out, error), opts ...rowOpt,
+// tool's arguments A by args, and whose tool answer R becomes the
+// envelope's data Out by answer: a row whose types do not match its
+// tool's does not compile. args returning a fault.Invalid is a 422.
+func jsonRowAs[In, A, R, Out any](group, method, path string, tool dispatch.Ref[A, R], tag, summary string,
+	args func(*http.Request, In) (A, error), answer func(*http.Request, In, R) (Out, error), opts ...rowOpt,
 ) aioRoute {
-	rt := aioRoute{Group: group, Method: method, Path: path, Tool: tool, Tag: tag, Summary: summary,
+	rt := aioRoute{Group: group, Method: method, Path: path, Tool: tool.Name(), Tag: tag, Summary: summary,
 		Answer: reflect.TypeFor[Envelope[Out]]()}
 	// A body only where the method has one and In has fields (a POST
 	// with nothing to say, like a session's close, reads none).
@@ -288,23 +255,15 @@ func jsonRowAs[In, R, Out any](group, method, path, tool, tag, summary string,
 		}
 		a, err := args(r, in)
 		if err == nil {
-			a, err = e.defaults(rt.Tool, a)
-		}
-		if err == nil {
 			err = e.check(rt.Tool, a)
 		}
 		if err != nil {
 			e.fail(w, r, rt, targetOf(a), e.requestError(rt, err))
 			return
 		}
-		res, err := e.call(r.Context(), rt, a)
+		typed, err := tool.Call(r.Context(), e.dispatcher(), callerOf(r), a)
 		if err != nil {
 			e.fail(w, r, rt, targetOf(a), err)
-			return
-		}
-		typed, err := resultOf[R](rt.Tool, res)
-		if err != nil {
-			e.fail(w, r, rt, "", err)
 			return
 		}
 		out, err := answer(r, in, typed)
@@ -321,17 +280,27 @@ func jsonRowAs[In, R, Out any](group, method, path, tool, tag, summary string,
 }
 
 // plainRow is a row served by its own handler (streams, WebSockets,
-// uploads, headers of a protocol); it still decodes, dispatches and fails
-// through the edge's helpers.
-func plainRow(group, method, path, tool, tag, summary string, answer reflect.Type,
+// uploads, headers of a protocol): the handler calls the row's tool by its
+// Ref and fails through the edge's helpers.
+func plainRow(group, method, path string, tool toolName, tag, summary string, answer reflect.Type,
 	serve func(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request), opts ...rowOpt,
 ) aioRoute {
-	rt := aioRoute{Group: group, Method: method, Path: path, Tool: tool, Tag: tag, Summary: summary, Answer: answer, serve: serve}
+	rt := aioRoute{Group: group, Method: method, Path: path, Tool: tool.Name(), Tag: tag, Summary: summary, Answer: answer, serve: serve}
 	for _, o := range opts {
 		o(&rt)
 	}
 	return rt
 }
+
+// toolName is what a plain row names its tool by: its dispatch.Ref (the
+// handler calls it), or namedByRequest.
+type toolName interface{ Name() string }
+
+// namedByRequest is the tool of a row whose request names the tool (MCP's
+// tool call, NamedTool).
+type namedByRequest struct{}
+
+func (namedByRequest) Name() string { return "" }
 
 // rowOpt sets a row's specifics.
 type rowOpt func(*aioRoute)
@@ -354,16 +323,6 @@ func isEmptyStruct(t reflect.Type) bool { return t.Kind() == reflect.Struct && t
 
 func hasBody(method string) bool {
 	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
-}
-
-// resultOf is the tool's answer as an R (dispatch.ResultAs); a tool that
-// answers nothing gives R's zero value when R is an interface.
-func resultOf[R any](tool string, res any) (R, error) {
-	var zero R
-	if res == nil && reflect.TypeFor[R]().Kind() == reflect.Interface {
-		return zero, nil
-	}
-	return dispatch.ResultAs[R](tool, res)
 }
 
 // setSandbox names the route's sandbox in args (a pointer to a struct with

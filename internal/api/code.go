@@ -51,7 +51,7 @@ type CodeExecuteResponse struct {
 
 // codeExecute turns AIO's CodeExecuteRequest into code.execute's
 // arguments.
-func codeExecute(r *http.Request, in CodeExecuteRequest) (any, error) {
+func codeExecute(r *http.Request, in CodeExecuteRequest) (coderun.ExecuteArgs, error) {
 	return coderun.ArgsOf(chi.URLParam(r, "id"), coderun.Request{Language: in.Language, Code: in.Code,
 		Cwd: deref(in.Cwd), Stateful: in.Stateful, SessionID: deref(in.SessionID), Timeout: seconds(in.Timeout)}), nil
 }
@@ -143,7 +143,7 @@ type JupyterExecuteResponse struct {
 
 // jupyterExecute turns AIO's JupyterExecuteRequest into code.execute's
 // arguments: python, in a session.
-func jupyterExecute(r *http.Request, in JupyterExecuteRequest) (any, error) {
+func jupyterExecute(r *http.Request, in JupyterExecuteRequest) (coderun.ExecuteArgs, error) {
 	return coderun.ArgsOf(chi.URLParam(r, "id"), coderun.Request{Language: coderun.Python, Code: in.Code,
 		Cwd: deref(in.Cwd), Stateful: true, SessionID: deref(in.SessionID), Timeout: seconds(in.Timeout)}), nil
 }
@@ -156,11 +156,7 @@ func jupyterExecuteAnswer(_ *http.Request, in JupyterExecuteRequest, out coderun
 // jupyterInfo is GET /v1/jupyter/info: the service and the caller's
 // session count (the session limits come from CodeRoutes' config).
 func jupyterInfo(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	res, err := e.call(r.Context(), rt, pythonSessions(r))
-	var list []coderun.SessionInfo
-	if err == nil {
-		list, err = dispatch.ResultAs[[]coderun.SessionInfo](rt.Tool, res)
-	}
+	list, err := coderun.ToolSessions.Call(r.Context(), e.dispatcher(), callerOf(r), pythonSessions(r))
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -195,17 +191,17 @@ func jupyterSessions(_ *http.Request, _ struct{}, list []coderun.SessionInfo) (j
 
 // jupyterDelete names one session of the URL; an id that cannot be one
 // is no such session (a tool-level failure).
-func jupyterDelete(r *http.Request, _ struct{}) (any, error) {
+func jupyterDelete(r *http.Request, _ struct{}) (coderun.SandboxArgs, error) {
 	id := chi.URLParam(r, "session_id")
 	if coderun.CheckSessionID(id) != nil {
-		return nil, errNoSession
+		return coderun.SandboxArgs{}, errNoSession
 	}
 	return coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"), SessionID: id}, nil
 }
 
 var errNoSession = fault.New(fault.NotFound, "no such session")
 
-func jupyterCreate(r *http.Request, in JupyterCreateSessionRequest) (any, error) {
+func jupyterCreate(r *http.Request, in JupyterCreateSessionRequest) (coderun.SandboxArgs, error) {
 	return coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"), Language: coderun.Python, SessionID: deref(in.SessionID), Cwd: deref(in.Cwd)}, nil
 }
 

@@ -33,11 +33,7 @@ type watchList struct {
 // comment every 15 s, and "watch_stopped" when the watch ends.
 func watchEvents(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	ref := workspace.WatchRef{Sandbox: chi.URLParam(r, "id"), WatcherID: chi.URLParam(r, "watcher_id")}
-	res, err := e.call(r.Context(), rt, ref)
-	var watch *workspace.Watch
-	if err == nil {
-		watch, err = dispatch.ResultAs[*workspace.Watch](rt.Tool, res)
-	}
+	watch, err := workspace.ToolWatchEvents.Call(r.Context(), e.dispatcher(), callerOf(r), ref)
 	if err != nil {
 		e.fail(w, r, rt, ref.WatcherID, err)
 		return

@@ -39,12 +39,7 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		ctx = dispatch.WithStreaming(ctx)
 	}
-	res, err := e.call(ctx, rt, args)
-	if err != nil {
-		e.fail(w, r, rt, "", err)
-		return
-	}
-	out, err := dispatch.ResultAs[shell.Result](rt.Tool, res)
+	out, err := shell.ToolShellExec.Call(ctx, e.dispatcher(), callerOf(r), args)
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -126,11 +121,7 @@ func terminal(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	res, err := e.call(r.Context(), rt, args)
-	var t *shell.Terminal
-	if err == nil {
-		t, err = dispatch.ResultAs[*shell.Terminal](rt.Tool, res)
-	}
+	t, err := shell.ToolTerminal.Call(r.Context(), e.dispatcher(), callerOf(r), args)
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -172,11 +163,7 @@ type sandboxInfoBody struct {
 // sandboxInfo is GET /v1/sandbox: the sandbox's environment, gathered
 // inside it and cached.
 func sandboxInfo(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	res, err := e.call(r.Context(), rt, shell.InfoArgs{Sandbox: chi.URLParam(r, "id")})
-	var info shell.SandboxInfo
-	if err == nil {
-		info, err = dispatch.ResultAs[shell.SandboxInfo](rt.Tool, res)
-	}
+	info, err := shell.ToolSandboxDetail.Call(r.Context(), e.dispatcher(), callerOf(r), shell.InfoArgs{Sandbox: chi.URLParam(r, "id")})
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return

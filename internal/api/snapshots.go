@@ -113,12 +113,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 			return
 		}
 		ctx := dispatch.WithStreaming(r.Context())
-		res, err := d.Dispatch(ctx, c, sandbox.ToolSnapshotExport.Name(), sandbox.SnapshotRef{Snapshot: chi.URLParam(r, "snapshot")})
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		e, err := dispatch.ResultAs[*sandbox.Export](sandbox.ToolSnapshotExport.Name(), res)
+		e, err := sandbox.ToolSnapshotExport.Call(ctx, d, c, sandbox.SnapshotRef{Snapshot: chi.URLParam(r, "snapshot")})
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -140,12 +135,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 			return
 		}
 		ctx := dispatch.WithStreaming(r.Context())
-		res, err := d.Dispatch(ctx, c, sandbox.ToolSnapshotImport.Name(), sandbox.ImportArgs{Name: r.URL.Query().Get("name"), Body: r.Body})
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		out, err := dispatch.ResultAs[sandbox.SnapshotInfo](sandbox.ToolSnapshotImport.Name(), res)
+		out, err := sandbox.ToolSnapshotImport.Call(ctx, d, c, sandbox.ImportArgs{Name: r.URL.Query().Get("name"), Body: r.Body})
 		if err != nil {
 			WriteError(w, r, err)
 			return

@@ -70,7 +70,7 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 			ps := newProgressStream(w, r)
 			args := build.Args{Name: body.Name, Tag: body.Tag, Dockerfile: body.Dockerfile, BuildArgs: body.BuildArgs, Network: body.Network,
 				NoCache: body.NoCache, Overrides: ov, Progress: ps.progress()}
-			ps.finish(dispatchTemplate(r, d, build.ToolBuild.Name(), args, ps))
+			ps.finish(dispatchTemplate(r, d, build.ToolBuild, args))
 			return
 		case body.Image == "":
 			WriteError(w, r, fault.InvalidField("image", "give an image to pull or a dockerfile to build (or POST a context to /v1/templates/build)"))
@@ -78,14 +78,14 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 		}
 		ps := newProgressStream(w, r)
 		args := oci.PullArgs{Image: body.Image, Name: body.Name, Tag: body.Tag, Overrides: ov, Progress: ps.progress()}
-		ps.finish(dispatchTemplate(r, d, oci.ToolPull.Name(), args, ps))
+		ps.finish(dispatchTemplate(r, d, oci.ToolPull, args))
 	})
 	s.AllowLargeBodies("/v1/templates/import")
 	s.router.Post("/v1/templates/import", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		ps := newProgressStream(w, r)
 		args := oci.ImportArgs{Name: q.Get("name"), Tag: q.Get("tag"), Body: r.Body, Progress: ps.progress()}
-		ps.finish(dispatchTemplate(r, d, oci.ToolImport.Name(), args, ps))
+		ps.finish(dispatchTemplate(r, d, oci.ToolImport, args))
 	})
 	s.AllowLargeBodies("/v1/templates/build")
 	s.router.Post("/v1/templates/build", func(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +105,7 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 		}
 		ps := newProgressStream(w, r)
 		args.Progress = ps.progress()
-		ps.finish(dispatchTemplate(r, d, build.ToolBuild.Name(), args, ps))
+		ps.finish(dispatchTemplate(r, d, build.ToolBuild, args))
 	})
 	doc := s.api.OpenAPI()
 	bodySchema := doc.Components.Schemas.Schema(reflect.TypeFor[TemplateCreateBody](), true, "TemplateCreateRequest")
@@ -174,16 +174,12 @@ type BuildLogOutput struct {
 }
 
 // dispatchTemplate runs a template-making tool for the request's caller.
-func dispatchTemplate(r *http.Request, d *dispatch.Dispatcher, tool string, args any, ps *progressStream) (template.Template, error) {
+func dispatchTemplate[A any](r *http.Request, d *dispatch.Dispatcher, tool dispatch.Ref[A, template.Template], args A) (template.Template, error) {
 	c, err := MustCaller(r.Context())
 	if err != nil {
 		return template.Template{}, err
 	}
-	res, err := d.Dispatch(dispatch.WithStreaming(r.Context()), c, tool, args)
-	if err != nil {
-		return template.Template{}, err
-	}
-	return dispatch.ResultAs[template.Template](tool, res)
+	return tool.Call(dispatch.WithStreaming(r.Context()), d, c, args)
 }
 
 // progressStream answers a template-making request: as JSON at the end,

@@ -156,7 +156,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 			}
 			// The path, if the form has one, comes after the file.
 			st := transfer.UploadArgs{Sandbox: a.Sandbox, Filename: a.Filename, Stage: transfer.NewStageID(), Size: a.Size, Body: part}
-			if _, err := e.call(r.Context(), rt, st); err != nil {
+			if _, err := transfer.ToolUpload.Call(r.Context(), e.dispatcher(), callerOf(r), st); err != nil {
 				e.fail(w, r, rt, "", err)
 				return
 			}
@@ -198,7 +198,12 @@ func formField(part *multipart.Part, a *transfer.UploadArgs) error {
 }
 
 func finishUpload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, a transfer.UploadArgs) {
-	answer[transfer.UploadResult](e, rt, w, r, a, a.Path)
+	res, err := transfer.ToolUpload.Call(r.Context(), e.dispatcher(), callerOf(r), a)
+	if err != nil {
+		e.fail(w, r, rt, a.Path, err)
+		return
+	}
+	WriteData(w, http.StatusOK, res)
 }
 
 // download streams a regular file with Range support. change_policy=abort
@@ -216,11 +221,7 @@ func download(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 		e.fail(w, r, rt, "", fault.InvalidField(inQuery+".change_policy", "change_policy must be ignore or abort"))
 		return
 	}
-	res, err := e.call(r.Context(), rt, transfer.DownloadArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path")})
-	var d *transfer.Download
-	if err == nil {
-		d, err = dispatch.ResultAs[*transfer.Download](rt.Tool, res)
-	}
+	d, err := transfer.ToolDownload.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.DownloadArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path")})
 	if err != nil {
 		e.fail(w, r, rt, q.Get("path"), err)
 		return
@@ -275,11 +276,7 @@ type writerOnly struct{ io.Writer }
 // a partial archive for a whole one.
 func archiveDir(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	res, err := e.call(r.Context(), rt, transfer.ArchiveArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path"), Format: archive.Format(q.Get("format"))})
-	var p *transfer.Packed
-	if err == nil {
-		p, err = dispatch.ResultAs[*transfer.Packed](rt.Tool, res)
-	}
+	p, err := transfer.ToolArchive.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArchiveArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path"), Format: archive.Format(q.Get("format"))})
 	if err != nil {
 		e.fail(w, r, rt, q.Get("path"), err)
 		return
@@ -312,11 +309,7 @@ func artifactCreate(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 		return
 	}
 	a.Sandbox = chi.URLParam(r, "id")
-	res, err := e.call(r.Context(), rt, a)
-	var up *transfer.ArtifactUpload
-	if err == nil {
-		up, err = dispatch.ResultAs[*transfer.ArtifactUpload](rt.Tool, res)
-	}
+	up, err := transfer.ToolArtifactCreate.Call(r.Context(), e.dispatcher(), callerOf(r), a)
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -351,11 +344,7 @@ func artifactHead(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reque
 
 // artifactStatus is an upload's state (tool artifact.status).
 func artifactStatus(e *aioEdge, r *http.Request, id string) (*transfer.ArtifactUpload, error) {
-	res, err := e.call(r.Context(), &aioRoute{Tool: transfer.ToolArtifactStatus.Name(), Streams: true}, transfer.ArtifactRef{Sandbox: chi.URLParam(r, "id"), ID: id})
-	if err != nil {
-		return nil, err
-	}
-	return dispatch.ResultAs[*transfer.ArtifactUpload](transfer.ToolArtifactStatus.Name(), res)
+	return transfer.ToolArtifactStatus.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactRef{Sandbox: chi.URLParam(r, "id"), ID: id})
 }
 
 // artifactGet: an upload's state as JSON, or an artifact's content with
@@ -372,11 +361,7 @@ func artifactGet(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		WriteData(w, http.StatusOK, up)
 		return
 	}
-	res, err := e.call(r.Context(), &aioRoute{Tool: transfer.ToolArtifactRead.Name(), Streams: true}, transfer.ArtifactRef{Sandbox: sb, Name: ref})
-	var d *transfer.Download
-	if err == nil {
-		d, err = dispatch.ResultAs[*transfer.Download](transfer.ToolArtifactRead.Name(), res)
-	}
+	d, err := transfer.ToolArtifactRead.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactRef{Sandbox: sb, Name: ref})
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -393,11 +378,7 @@ func artifactPatch(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		e.fail(w, r, rt, "", fault.InvalidField(inHeader+".Upload-Offset", "the Upload-Offset header must hold the upload's current offset"))
 		return
 	}
-	res, err := e.call(r.Context(), rt, transfer.ArtifactWriteArgs{Sandbox: chi.URLParam(r, "id"), ID: chi.URLParam(r, "ref"), Offset: off, Body: r.Body})
-	var up *transfer.ArtifactUpload
-	if err == nil {
-		up, err = dispatch.ResultAs[*transfer.ArtifactUpload](rt.Tool, res)
-	}
+	up, err := transfer.ToolArtifactWrite.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactWriteArgs{Sandbox: chi.URLParam(r, "id"), ID: chi.URLParam(r, "ref"), Offset: off, Body: r.Body})
 	if err != nil {
 		var oe *transfer.OffsetError
 		if errors.As(err, &oe) {
@@ -415,7 +396,7 @@ func artifactPatch(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 }
 
 // artifactRef names an upload (up_…) or an artifact by the URL's ref.
-func artifactRef(r *http.Request, _ struct{}) (any, error) {
+func artifactRef(r *http.Request, _ struct{}) (transfer.ArtifactRef, error) {
 	ref := chi.URLParam(r, "ref")
 	a := transfer.ArtifactRef{Sandbox: chi.URLParam(r, "id")}
 	if isUploadID(ref) {
