@@ -343,6 +343,30 @@ func (m *Manager) collectLowers() {
 	}
 }
 
+// lowerBytes is what a layered sandbox's lower file system holds (its
+// own image's use is diskUsage): with it, what a snapshot of its merged
+// view may need. 0 for any other sandbox.
+func (s *Sandbox) lowerBytes() int64 {
+	s.mu.Lock()
+	lower := s.lower
+	s.mu.Unlock()
+	if lower == nil {
+		return 0
+	}
+	l := &s.m.lowers
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bases[lower.snapshot]
+	if b == nil || b.mnt == nil {
+		return 0
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(b.mnt.Fd()), &st); err != nil { //nolint:gosec // G115: a descriptor number
+		return 0
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize // #nosec G115 -- block counts of one image, far below 2^63
+}
+
 // lowerUsage is what the lower images hold on the disk.
 func (m *Manager) lowerUsage() int64 { return entriesBytes(m.lowersDir()) }
 

@@ -356,3 +356,27 @@ func TestForksCopyWhereLayersCannotMount(t *testing.T) {
 	}
 	waitDetached(t, m.lowersDir())
 }
+
+// TestForkSnapshotCountsItsLower: what a snapshot of a fork may need is
+// its merged view — its snapshot's files and its own writes — so the
+// key's snapshot budget refuses one that fits only by its writes.
+func TestForkSnapshotCountsItsLower(t *testing.T) {
+	ctx := context.Background()
+	cfg := withSnapshots(t, testConfig(t))
+	cfg.SnapshotBudget = 30 << 20
+	m := newManager(t, cfg, nil)
+	requireLayered(t, m)
+	src := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	if r := sh(t, src, "head -c 16000000 /dev/urandom > a"); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("setup: %q", r.Stderr)
+	}
+	snap, err := m.Snapshot(ctx, owner, src.ID(), "16mb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := restore(t, m, snap.ID, 1)[0]
+	sh(t, fork, "echo small > b")
+	if _, err := m.Snapshot(ctx, owner, fork.ID(), "merged"); !fault.Is(err, fault.Conflict) || !strings.Contains(err.Error(), "SANDBOX_SNAPSHOT_BUDGET") {
+		t.Errorf("a fork's snapshot past the budget with its lower: %v", err)
+	}
+}

@@ -15,3 +15,6 @@ func (m *Manager) lowerUsage() int64 { return 0 }
 
 // closeVolumeLocked: no workspace file system outside Linux.
 func (s *Sandbox) closeVolumeLocked() {}
+
+// lowerBytes: no layered sandboxes outside Linux.
+func (s *Sandbox) lowerBytes() int64 { return 0 }

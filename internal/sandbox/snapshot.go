@@ -144,7 +144,7 @@ func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string) (*snaps
 	if err != nil {
 		return nil, err
 	}
-	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes, true); err != nil {
+	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes+s.lowerBytes(), true); err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -415,7 +415,7 @@ func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, err
 	}
 	// Its image moves into the store (a rename on one file system):
 	// it needs room in the key's budget, not on the disk.
-	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes, false); err != nil {
+	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes+s.lowerBytes(), false); err != nil {
 		return Info{}, err
 	}
 	m.beforeStop(s, "hibernate")
