@@ -553,8 +553,15 @@ func mountForkOverlay(base, vol *os.File, hostBase uint32) (*os.File, error) {
 	if err := overlayLayers(fs, lower, dirs[0], dirs[1]); err != nil {
 		return nil, err
 	}
-	if err := unix.FsconfigSetString(fs, "index", "on"); err != nil {
-		return nil, fmt.Errorf("fork overlay index: %w", err)
+	// index: a hard link of the lower stays one file when one of its
+	// names is written (copied up once). redirect_dir: a directory of the
+	// lower renames as rename(2) promises (without it, EXDEV). Both keep
+	// their records in trusted.overlay.* of the upper, which nothing in
+	// the sandbox can write.
+	for _, o := range []string{"index", "redirect_dir"} {
+		if err := unix.FsconfigSetString(fs, o, "on"); err != nil {
+			return nil, fmt.Errorf("fork overlay %s: %w", o, err)
+		}
 	}
 	if err := unix.FsconfigCreate(fs); err != nil {
 		return nil, fmt.Errorf("mount fork overlay: %w", err)

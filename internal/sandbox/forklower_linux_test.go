@@ -92,6 +92,10 @@ func TestForksShareTheirSnapshotsLower(t *testing.T) {
 	if r := sh(t, forks[0], "echo mine > only0 && echo changed >> d/f && rm del && rm -r olddir"); r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("fork 0 writes: %q", r.Stderr)
 	}
+	// A directory of the snapshot renames (rename(2), not a copy).
+	if r := sh(t, forks[0], "python3 -c \"import os; os.rename('d/e', 'd/e2')\" && test -d d/e2 && echo renamed"); r.Stdout != "renamed\n" {
+		t.Errorf("fork 0 cannot rename a directory of its snapshot: %q %q", r.Stdout, r.Stderr)
+	}
 	// A hard link of the snapshot stays one file when one name is written.
 	if r := sh(t, forks[0], "cat hard; stat -c %h hard"); r.Stdout != "hello\nchanged\n2\n" {
 		t.Errorf("fork 0 reads the hard link of a written file as %q", r.Stdout)
@@ -145,7 +149,7 @@ func checkRestorable(t *testing.T, m *Manager, id, want string) error {
 func TestSnapshotOfAForkIsItsMergedView(t *testing.T) {
 	ctx := context.Background()
 	m, snap, fork := oneFork(t)
-	if r := sh(t, fork, "echo mine > only && echo changed > d/f && rm del && rm -r olddir && mkdir olddir && echo y > olddir/y"); r.ExitCode == nil || *r.ExitCode != 0 {
+	if r := sh(t, fork, "echo mine > only && echo changed > d/f && rm del && rm -r olddir && mkdir olddir && echo y > olddir/y && python3 -c \"import os; os.rename('d/e', 'moved')\""); r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("fork writes: %q", r.Stderr)
 	}
 	second, err := m.Snapshot(ctx, owner, fork.ID(), "of-fork")
@@ -159,8 +163,8 @@ func TestSnapshotOfAForkIsItsMergedView(t *testing.T) {
 		t.Error("the snapshot's copy of the merged view is left behind")
 	}
 	again := restore(t, m, second.ID, 1)[0]
-	want := "changed\nmine\nchanged\nabsent\ny\nsum-ok\n1000\n"
-	got := sh(t, again, "cat d/f only; cat link; cat del 2>/dev/null || echo absent; ls olddir; sha256sum -c big.sum >/dev/null && echo sum-ok; stat -c %u only")
+	want := "changed\nmine\nchanged\nabsent\ny\nsum-ok\n1000\nmoved\n"
+	got := sh(t, again, "cat d/f only; cat link; cat del 2>/dev/null || echo absent; ls olddir; sha256sum -c big.sum >/dev/null && echo sum-ok; stat -c %u only; test -d moved && ! test -e d/e && echo moved")
 	if got.Stdout != want {
 		t.Errorf("restore of the fork's snapshot sees %q (stderr %q), want %q", got.Stdout, got.Stderr, want)
 	}
