@@ -43,6 +43,22 @@ func (r Ref[A, R]) Call(ctx context.Context, d *Dispatcher, c auth.Caller, args 
 	return ResultAs[R](string(r), res)
 }
 
+// CallJSON calls the tool with JSON arguments, read by the tool's own
+// decoder inside the dispatcher (arguments that do not decode are refused
+// there, audited like any refusal), and answers its R: for an edge whose
+// arguments are JSON (MCP's AIO aliases).
+func (r Ref[A, R]) CallJSON(ctx context.Context, d *Dispatcher, c auth.Caller, raw json.RawMessage) (R, error) {
+	var zero R
+	if d == nil {
+		return zero, fault.New(fault.Unavailable, "the server is still starting")
+	}
+	res, err := d.Call(ctx, c, string(r), raw)
+	if err != nil {
+		return zero, err
+	}
+	return ResultAs[R](string(r), res)
+}
+
 // CallWithin calls the tool as a nested call of the call running in ctx,
 // for its caller (Within); outside a tool's run it returns refused.
 func (r Ref[A, R]) CallWithin(ctx context.Context, args A, refused error) (R, error) {

@@ -12,9 +12,11 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/workspace"
 )
 
 // AIO alias names (AIO Sandbox's MCP tools).
@@ -24,19 +26,6 @@ const (
 	AliasFiles   = "sandbox_file_operations"
 	AliasEditor  = "sandbox_str_replace_editor"
 	AliasContext = "sandbox_get_context"
-)
-
-// Dispatcher tools the aliases translate to. Where the tool's name is not
-// settled, candidates are tried in order (the first registered one is
-// used).
-const (
-	toolExec = "exec.run"
-	toolList = "sandbox.list"
-)
-
-var (
-	codeTools   = []string{"code.execute", "code.run"}
-	editorTools = []string{"file.str_replace_editor", "file.editor", "file.edit"}
 )
 
 // sandboxHome is the sandbox's HOME and default working directory (see
@@ -78,7 +67,7 @@ var aliases = []*alias{
 			`"new_session":{"type":"boolean","description":"Accepted for AIO compatibility; every call is a fresh process"},` +
 			`"preserve_symlinks":{"type":"boolean","description":"Accepted for AIO compatibility; has no effect"}},` +
 			`"required":["cmd"]}`),
-		targets: []string{toolExec},
+		targets: []string{sandbox.ToolExec.Name()},
 		run:     runBash,
 	},
 	{
@@ -89,7 +78,7 @@ var aliases = []*alias{
 			`"language":{"type":"string","enum":["python","javascript"],"default":"python","description":"Programming language"},` +
 			`"timeout":{"type":"integer","description":"Timeout in seconds"}},` +
 			`"required":["code"]}`),
-		targets: codeTools,
+		targets: []string{coderun.ToolExecute.Name()},
 		run:     runCode,
 	},
 	{
@@ -115,7 +104,7 @@ var aliases = []*alias{
 		describe: func(avail []string) string {
 			var acts []string
 			for _, a := range fileActions {
-				if slices.ContainsFunc(a.tools, func(n string) bool { return slices.Contains(avail, n) }) {
+				if slices.Contains(avail, a.tool) {
 					acts = append(acts, a.action)
 				}
 			}
@@ -133,7 +122,7 @@ var aliases = []*alias{
 			`"insert_line":{"type":"integer"},"view_range":{"type":"array","items":{"type":"integer"}},` +
 			`"replace_mode":{"type":"string","enum":["ALL","FIRST","LAST"]}},` +
 			`"required":["command","path"]}`),
-		targets: editorTools,
+		targets: []string{workspace.ToolEditor.Name()},
 		run:     runEditor,
 	},
 	{
@@ -208,16 +197,6 @@ type bashArgs struct {
 	PreserveSymlinks bool   `json:"preserve_symlinks"`
 }
 
-// execOutcome is the part of exec.run's result the alias reports.
-type execOutcome struct {
-	Status    string `json:"status"`
-	Reason    string `json:"reason"`
-	ExitCode  *int   `json:"exit_code"`
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	Truncated bool   `json:"truncated"`
-}
-
 // runBash is sandbox_execute_bash → exec.run on the default sandbox.
 func runBash(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw json.RawMessage) (any, error) {
 	var a bashArgs
@@ -242,13 +221,9 @@ func runBash(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw json.
 	if err != nil {
 		return nil, err
 	}
-	v, err := h.d.Call(ctx, c, toolExec, b)
+	out, err := sandbox.ToolExec.CallJSON(ctx, h.d, c, b)
 	if err != nil {
 		return nil, err
-	}
-	var out execOutcome
-	if err := remarshal(v, &out); err != nil {
-		return nil, fmt.Errorf("exec result: %w", err)
 	}
 	cwd := a.Cwd
 	if cwd == "" {
@@ -270,16 +245,6 @@ func remarshal(v, into any) error {
 		return err
 	}
 	return json.Unmarshal(b, into)
-}
-
-// firstTool is the first of names that is registered.
-func (h *Hub) firstTool(names []string) (*dispatch.Tool, bool) {
-	for _, n := range names {
-		if t, ok := h.d.Tool(n); ok {
-			return t, true
-		}
-	}
-	return nil, false
 }
 
 // param is one AIO parameter translated to the target tool: its value
@@ -387,7 +352,7 @@ func runCode(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw json.
 	if _, ok := m["language"]; !ok {
 		m["language"] = json.RawMessage(`"python"`) // AIO's default
 	}
-	t, ok := h.firstTool(codeTools)
+	t, ok := h.d.Tool(coderun.ToolExecute.Name())
 	if !ok {
 		return nil, fault.New(fault.NotFound, "code execution is not available on this server")
 	}
@@ -395,15 +360,15 @@ func runCode(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw json.
 	if err != nil {
 		return nil, err
 	}
-	return h.d.Call(ctx, c, t.Name, b)
+	return coderun.ToolExecute.CallJSON(ctx, h.d, c, b)
 }
 
 // fileAction is one sandbox_file_operations action: the file tool it
-// calls and how its parameters translate (AIO's HTTP file API names
-// first: file, old_str, regex, glob …).
+// calls (a dispatch.Ref's name) and how its parameters translate (AIO's
+// HTTP file API names first: file, old_str, regex, glob …).
 type fileAction struct {
 	action string
-	tools  []string
+	tool   string
 	params []param
 }
 
@@ -422,26 +387,26 @@ func pBool(aio string, def string, keys ...string) param {
 
 // fileActions is AIO's action table.
 var fileActions = []fileAction{
-	{action: "read", tools: []string{"file.read"}, params: []param{pFile,
+	{action: "read", tool: workspace.ToolRead.Name(), params: []param{pFile,
 		{aio: "start_line", keys: []string{"start_line"}}, {aio: "end_line", keys: []string{"end_line"}}, pSudo}},
-	{action: "write", tools: []string{"file.write"}, params: []param{pFile,
+	{action: "write", tool: workspace.ToolWrite.Name(), params: []param{pFile,
 		{aio: "content", keys: []string{"content"}}, {aio: "encoding", keys: []string{"encoding"}, def: `"utf-8"`},
 		pBool("append", "false"), pSudo}},
-	{action: "replace", tools: []string{"file.replace"}, params: []param{pFile,
+	{action: "replace", tool: workspace.ToolReplace.Name(), params: []param{pFile,
 		{aio: "content", keys: []string{"old_str"}}, {aio: "target", keys: []string{"new_str"}}, pSudo}},
-	{action: "search", tools: []string{"file.search"}, params: []param{pFile,
+	{action: "search", tool: workspace.ToolSearch.Name(), params: []param{pFile,
 		{aio: "content", keys: []string{"regex", "pattern"}}, pSudo}},
-	{action: "find", tools: []string{"file.find"}, params: []param{pPath,
+	{action: "find", tool: workspace.ToolFind.Name(), params: []param{pPath,
 		{aio: "pattern", keys: []string{"glob", "pattern"}}}},
-	{action: "list", tools: []string{"file.list"}, params: []param{pPath,
+	{action: "list", tool: workspace.ToolList.Name(), params: []param{pPath,
 		pBool("recursive", "false"), pBool("show_hidden", "false"), {aio: "file_types", keys: []string{"file_types"}}}},
-	{action: "grep", tools: []string{"file.grep"}, params: []param{pPath,
+	{action: "grep", tool: workspace.ToolGrep.Name(), params: []param{pPath,
 		{aio: "pattern", keys: []string{"pattern"}}, {aio: "include", keys: []string{"include"}},
 		{aio: "exclude", keys: []string{"exclude"}}, pBool("case_insensitive", "false"), pBool("fixed_strings", "false"),
 		{aio: "context_before", keys: []string{"context_before"}, def: "0"},
 		{aio: "context_after", keys: []string{"context_after"}, def: "0"},
 		{aio: "max_results", keys: []string{"max_results"}}, pBool("recursive", "false")}},
-	{action: "glob", tools: []string{"file.glob"}, params: []param{pPath,
+	{action: "glob", tool: workspace.ToolGlob.Name(), params: []param{pPath,
 		{aio: "pattern", keys: []string{"pattern", "glob"}}, {aio: "exclude", keys: []string{"exclude"}},
 		pBool("show_hidden", "false", "include_hidden", "show_hidden"), pBool("files_only", "true"),
 		pBool("include_metadata", "true"), {aio: "max_results", keys: []string{"max_results"}}}},
@@ -450,7 +415,7 @@ var fileActions = []fileAction{
 func fileTargets() []string {
 	var out []string
 	for _, a := range fileActions {
-		out = append(out, a.tools...)
+		out = append(out, a.tool)
 	}
 	return out
 }
@@ -485,7 +450,7 @@ func runFiles(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw json
 			return nil, fault.InvalidField(k, fmt.Sprintf("parameter %s is not used by action %s", k, action))
 		}
 	}
-	t, ok := h.firstTool(act.tools)
+	t, ok := h.d.Tool(act.tool)
 	if !ok {
 		return nil, fault.Errorf(fault.NotFound, "file action %s is not available on this server", action)
 	}
@@ -534,7 +499,7 @@ func runEditor(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw jso
 	if stringArg(m, "command") == "" || stringArg(m, "path") == "" {
 		return nil, fault.InvalidField("command", "command and path are required")
 	}
-	t, ok := h.firstTool(editorTools)
+	t, ok := h.d.Tool(workspace.ToolEditor.Name())
 	if !ok {
 		return nil, fault.New(fault.NotFound, "the file editor is not available on this server")
 	}
@@ -542,7 +507,7 @@ func runEditor(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw jso
 	if err != nil {
 		return nil, err
 	}
-	return h.d.Call(ctx, c, t.Name, b)
+	return workspace.ToolEditor.CallJSON(ctx, h.d, c, b)
 }
 
 // contextReport is sandbox_get_context's answer.
@@ -564,19 +529,17 @@ func runContext(ctx context.Context, h *Hub, ks *keyServer, c auth.Caller, raw j
 		return nil, err
 	}
 	rep := contextReport{Server: "sandhold", Version: h.version, Role: string(c.Role), HomeDir: sandboxHome, Workspace: sandboxHome}
-	if t, ok := h.d.Tool(toolList); ok && h.visible(c, t) {
-		v, err := h.d.Call(ctx, c, toolList, json.RawMessage("{}"))
+	if t, ok := h.d.Tool(sandbox.ToolList.Name()); ok && h.visible(c, t) {
+		list, err := sandbox.ToolList.Call(ctx, h.d, c, sandbox.NoArgs{})
 		if err != nil {
 			return nil, err
 		}
-		var list []map[string]any
-		if err := remarshal(v, &list); err != nil {
-			return nil, fmt.Errorf("sandbox list: %w", err)
-		}
 		for _, s := range list {
 			// At /sandboxes/{id}/mcp the calls act on that sandbox.
-			if (ks.scope == "" && s["default"] == true && s["owner"] == c.KeyID) || (ks.scope != "" && s["id"] == ks.scope) {
-				rep.Sandbox = s
+			if (ks.scope == "" && s.Default && s.Owner == c.KeyID) || (ks.scope != "" && s.ID == ks.scope) {
+				if err := remarshal(s, &rep.Sandbox); err != nil {
+					return nil, fmt.Errorf("sandbox info: %w", err)
+				}
 				break
 			}
 		}

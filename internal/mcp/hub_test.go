@@ -17,9 +17,11 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
 
@@ -207,7 +209,7 @@ func mapsEqual(a, b map[string]string) bool {
 func TestToolsFollowTheRegistryAndTheRole(t *testing.T) {
 	r := newRig(t, dispatch.Options{}, Options{})
 	rc := &recorder{}
-	r.d.MustRegister(rc.tool("sandbox.list", `{"type":"object"}`, []any{}, auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer))
+	r.d.MustRegister(rc.tool("sandbox.list", `{"type":"object"}`, []sandbox.Info{}, auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer))
 	r.d.MustRegister(rc.tool("exec.run", `{"type":"object","properties":{"command":{"type":"string"}}}`, nil))
 
 	changed := make(chan struct{}, 16)
@@ -229,7 +231,7 @@ func TestToolsFollowTheRegistryAndTheRole(t *testing.T) {
 
 	// A tool that comes: list_changed, then listed; and the alias of a
 	// tool (sandbox_execute_code → code.execute) with it.
-	r.d.MustRegister(rc.tool("code.execute", `{"type":"object","properties":{"code":{"type":"string"},"language":{"type":"string"}}}`, map[string]any{"stdout": "3\n"}))
+	r.d.MustRegister(rc.tool("code.execute", `{"type":"object","properties":{"code":{"type":"string"},"language":{"type":"string"}}}`, coderun.Result{Stdout: "3\n"}))
 	waitFor(t, changed, "list_changed after register")
 	testenv.Eventually(t, "code_execute and its alias listed", func() bool {
 		got := toolNames(t, cs)
@@ -268,8 +270,9 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 func TestAliasesTranslateArguments(t *testing.T) {
 	r := newRig(t, dispatch.Options{}, Options{})
 	exec, read, find, write := &recorder{}, &recorder{}, &recorder{}, &recorder{}
-	r.d.MustRegister(exec.tool("exec.run", `{"type":"object"}`, map[string]any{
-		"command_id": "c1", "status": "completed", "exit_code": 0, "stdout": "hi\n", "stderr": "warn\n", "truncated": false}))
+	exit0 := 0
+	r.d.MustRegister(exec.tool("exec.run", `{"type":"object"}`, sandbox.ExecResult{Result: sandbox.Result{
+		ID: "c1", Status: "completed", ExitCode: &exit0, Stdout: "hi\n", Stderr: "warn\n"}}))
 	// AIO's HTTP names (file, …) for read; path-named schema for find.
 	r.d.MustRegister(read.tool("file.read", `{"type":"object","properties":{"file":{"type":"string"},"start_line":{"type":"integer"}}}`, map[string]any{"content": "x"}))
 	r.d.MustRegister(find.tool("file.find", `{"type":"object","properties":{"path":{"type":"string"},"glob":{"type":"string"}}}`, map[string]any{"files": []string{}}))
