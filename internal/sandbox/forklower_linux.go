@@ -557,8 +557,10 @@ func mountForkOverlay(base, vol *os.File, hostBase uint32) (*os.File, error) {
 	// names is written (copied up once). redirect_dir: a directory of the
 	// lower renames as rename(2) promises (without it, EXDEV). Both keep
 	// their records in trusted.overlay.* of the upper, which nothing in
-	// the sandbox can write.
-	for _, o := range []string{"index", "redirect_dir"} {
+	// the sandbox can write. xino: every file has the overlay's device and
+	// an inode number of its own, lower or upper (ext4's inode numbers
+	// leave the high bits free for the layer).
+	for _, o := range []string{"index", "redirect_dir", "xino"} {
 		if err := unix.FsconfigSetString(fs, o, "on"); err != nil {
 			return nil, fmt.Errorf("fork overlay %s: %w", o, err)
 		}

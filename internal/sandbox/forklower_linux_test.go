@@ -92,6 +92,10 @@ func TestForksShareTheirSnapshotsLower(t *testing.T) {
 	if r := sh(t, forks[0], "echo mine > only0 && echo changed >> d/f && rm del && rm -r olddir"); r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("fork 0 writes: %q", r.Stderr)
 	}
+	// One device for every file, lower or upper (find -xdev, du, git).
+	if r := sh(t, forks[0], "test \"$(stat -c %d d/f)\" = \"$(stat -c %d big)\" && test \"$(stat -c %d big)\" = \"$(stat -c %d .)\" && echo one-dev"); r.Stdout != "one-dev\n" {
+		t.Errorf("fork 0's files are on several devices: %q %q", r.Stdout, r.Stderr)
+	}
 	// A directory of the snapshot renames (rename(2), not a copy).
 	if r := sh(t, forks[0], "python3 -c \"import os; os.rename('d/e', 'd/e2')\" && test -d d/e2 && echo renamed"); r.Stdout != "renamed\n" {
 		t.Errorf("fork 0 cannot rename a directory of its snapshot: %q %q", r.Stdout, r.Stderr)
