@@ -349,7 +349,15 @@ func (s *Service) getInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) kill(w http.ResponseWriter, r *http.Request) {
-	s.byID(w, r, sandbox.ToolDelete.Name(), http.StatusNoContent)
+	c, ok := s.caller(w, r)
+	if !ok {
+		return
+	}
+	if _, err := sandbox.ToolDelete.Call(r.Context(), s.d.Dispatch, c, sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")}); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // paused reports whether a sandbox state is what E2B calls paused: frozen
@@ -382,34 +390,22 @@ func (s *Service) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	args := sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")}
-	tool := sandbox.ToolHibernate.Name()
-	if b.Memory != nil && *b.Memory {
-		tool = sandbox.ToolPause.Name()
+	var err error
+	hibernate := b.Memory == nil || !*b.Memory
+	if hibernate {
+		_, err = sandbox.ToolHibernate.Call(r.Context(), s.d.Dispatch, c, args)
+	} else {
+		_, err = sandbox.ToolPause.Call(r.Context(), s.d.Dispatch, c, args)
 	}
-	_, err := s.d.Dispatch.Dispatch(r.Context(), c, tool, args)
-	if tool == sandbox.ToolHibernate.Name() && fault.Is(err, fault.Unsupported) {
+	if hibernate && fault.Is(err, fault.Unsupported) {
 		// No workspace image: frozen, the other of sandhold's pauses.
-		_, err = s.d.Dispatch.Dispatch(r.Context(), c, sandbox.ToolPause.Name(), args)
+		_, err = sandbox.ToolPause.Call(r.Context(), s.d.Dispatch, c, args)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// byID dispatches a sandbox tool that takes the sandbox id and answers
-// nothing.
-func (s *Service) byID(w http.ResponseWriter, r *http.Request, tool string, status int) {
-	c, ok := s.caller(w, r)
-	if !ok {
-		return
-	}
-	if _, err := s.d.Dispatch.Dispatch(r.Context(), c, tool, sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")}); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.WriteHeader(status)
 }
 
 // timeoutBody is E2B's SandboxTimeoutRequest and ConnectSandbox.

@@ -173,7 +173,7 @@ func (h processRPC) Update(ctx context.Context, req *connect.Request[processpb.U
 	}
 	size := req.Msg.GetPty().GetSize()
 	args := ProcessResizeArgs{ProcessRef: ref, Cols: size.GetCols(), Rows: size.GetRows()}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessResize.Name(), args); err != nil {
+	if _, err := ToolProcessResize.Call(ctx, h.s.d.Dispatch, e.caller, args); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.UpdateResponse{}), nil
@@ -197,7 +197,7 @@ func (h processRPC) SendInput(ctx context.Context, req *connect.Request[processp
 	if _, pty := in.GetInput().(*processpb.ProcessInput_Pty); pty {
 		data = in.GetPty()
 	}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessInput.Name(), ProcessInputArgs{ProcessRef: ref, Data: data}); err != nil {
+	if _, err := ToolProcessInput.Call(ctx, h.s.d.Dispatch, e.caller, ProcessInputArgs{ProcessRef: ref, Data: data}); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.SendInputResponse{}), nil
@@ -220,7 +220,7 @@ func (h processRPC) SendSignal(ctx context.Context, req *connect.Request[process
 	default:
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("signal must be SIGTERM or SIGKILL"))
 	}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessSignal.Name(), ProcessSignalArgs{ProcessRef: ref, Signal: sig}); err != nil {
+	if _, err := ToolProcessSignal.Call(ctx, h.s.d.Dispatch, e.caller, ProcessSignalArgs{ProcessRef: ref, Signal: sig}); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.SendSignalResponse{}), nil
@@ -235,7 +235,7 @@ func (h processRPC) CloseStdin(ctx context.Context, req *connect.Request[process
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
-	if _, err := h.s.d.Dispatch.Dispatch(ctx, e.caller, ToolProcessCloseStdin.Name(), ref); err != nil {
+	if _, err := ToolProcessCloseStdin.Call(ctx, h.s.d.Dispatch, e.caller, ref); err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
 	return connect.NewResponse(&processpb.CloseStdinResponse{}), nil
@@ -346,7 +346,7 @@ func (h fsRPC) WatchDir(ctx context.Context, req *connect.Request[filesystempb.W
 	defer func() {
 		// The client left: the watch goes (a call of its own, on a
 		// context that outlives the request).
-		_, _ = d.Dispatch(context.WithoutCancel(ctx), c, workspace.ToolWatchDelete.Name(), ref)
+		_, _ = workspace.ToolWatchDelete.Call(context.WithoutCancel(ctx), d, c, ref)
 	}()
 	w, err := workspace.ToolWatchEvents.Call(dispatch.WithStreaming(ctx), d, c, ref)
 	if err != nil {

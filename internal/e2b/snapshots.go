@@ -158,7 +158,7 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 	// even when the client has gone meanwhile.
 	cleanup := context.WithoutCancel(ctx)
 	defer func() {
-		if _, err := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolSnapshotDelete.Name(), sandbox.SnapshotRef{Snapshot: snap.ID}); err != nil {
+		if _, err := sandbox.ToolSnapshotDelete.Call(cleanup, s.d.Dispatch, c, sandbox.SnapshotRef{Snapshot: snap.ID}); err != nil {
 			s.d.Log.Warn("e2b fork: delete the fork's snapshot", "snapshot", snap.ID, "err", err)
 		}
 	}()
@@ -180,7 +180,7 @@ func (s *Service) fork(w http.ResponseWriter, r *http.Request) {
 		}
 		// A fork without its timeout would outlive what the client asked
 		// for: it goes, and the entry says why.
-		if _, derr := s.d.Dispatch.Dispatch(cleanup, c, sandbox.ToolDelete.Name(), sandbox.IDArgs{ID: fk.ID}); derr != nil {
+		if _, derr := sandbox.ToolDelete.Call(cleanup, s.d.Dispatch, c, sandbox.IDArgs{ID: fk.ID}); derr != nil {
 			s.d.Log.Warn("e2b fork: delete a fork without its timeout", "sandbox", fk.ID, "err", derr)
 		}
 		status, msg := s.statusOf(ctx, err)
