@@ -1,0 +1,102 @@
+package gates
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stringDispatchAllowed are the files that may still dispatch a tool by
+// its name with typed arguments, and why.
+var stringDispatchAllowed = map[string]string{
+	// The builder takes the dispatcher as an interface of its own (its
+	// tests drive RUN steps through a fake).
+	"internal/build/run.go": "build.Dispatcher interface",
+}
+
+// parseProduction parses the repository's non-test Go files under dir
+// (relative, slash-separated; "" is everything).
+func parseProduction(t *testing.T, dir string) (map[string]*ast.File, *token.FileSet) {
+	t.Helper()
+	root, err := RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := GoFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	out := map[string]*ast.File{}
+	for _, rel := range files {
+		if strings.HasSuffix(rel, "_test.go") || !strings.HasPrefix(rel, dir) {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(root, rel), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[rel] = f
+	}
+	return out, fset
+}
+
+// TestToolsAreCalledByRef: code calls a tool through its dispatch.Ref
+// (ref.Call), so a call whose arguments or answer do not match the tool
+// does not compile. Dispatcher.Dispatch(ctx, caller, name, args) is the
+// dispatcher's own business (internal/dispatch); JSON edges use
+// Dispatcher.Call with raw arguments.
+func TestToolsAreCalledByRef(t *testing.T) {
+	files, fset := parseProduction(t, "")
+	for rel, f := range files {
+		if strings.HasPrefix(rel, "internal/dispatch/") || stringDispatchAllowed[rel] != "" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Dispatch" && len(call.Args) == 4 {
+				t.Errorf("%s: a tool dispatched by name; call its dispatch.Ref instead (ref.Call)", fset.Position(call.Pos()))
+			}
+			return true
+		})
+	}
+}
+
+// TestAIORowsAreTyped: no adapter in internal/api answers (any, error):
+// an AIO row's adapters take and give its tool's own types (jsonRowAs
+// takes a dispatch.Ref[A, R]), so a row that does not match its tool
+// does not compile.
+func TestAIORowsAreTyped(t *testing.T) {
+	files, fset := parseProduction(t, "internal/api/")
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			ft, ok := n.(*ast.FuncType)
+			if !ok || ft.Results == nil || len(ft.Results.List) != 2 {
+				return true
+			}
+			if isAny(ft.Results.List[0].Type) && isIdent(ft.Results.List[1].Type, "error") {
+				t.Errorf("%s: a function answering (any, error) in internal/api; give it the tool's argument type", fset.Position(ft.Pos()))
+			}
+			return true
+		})
+	}
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+func isAny(e ast.Expr) bool {
+	if isIdent(e, "any") {
+		return true
+	}
+	it, ok := e.(*ast.InterfaceType)
+	return ok && len(it.Methods.List) == 0
+}
