@@ -102,6 +102,7 @@ func (m *Manager) AdoptHibernated(ctx context.Context, id, from string) error {
 			}
 		}
 		r.Slot = slot
+		r.Moves++
 		return r, nil
 	})
 	if err != nil {

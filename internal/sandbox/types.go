@@ -98,6 +98,10 @@ type Record struct {
 	// Restore is a restore from a snapshot its next start makes
 	// (snapshot.go); nil once the image exists.
 	Restore *Restore `json:"restore,omitempty"`
+	// Moves counts the take-overs that moved the sandbox from a dead node
+	// to another (takeover.go): each changes the record, even when the
+	// new node gives it the slot it had, as the store's move requires.
+	Moves int `json:"moves,omitempty"`
 }
 
 // Info is a sandbox as clients see it.
