@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -56,6 +57,8 @@ type Nodes interface {
 	// listed as lost).
 	NodeSandboxes(ctx context.Context, node string) ([]store.SandboxRow, error)
 	Heartbeat(ctx context.Context, b store.Beat) error
+	// SandboxOn returns sandbox id's record and the node that holds it.
+	SandboxOn(ctx context.Context, id string) (store.SandboxRow, string, error)
 }
 
 // Forwarder routes requests for a sandbox to the node that runs it, and new
@@ -78,9 +81,6 @@ type Forwarder struct {
 
 	// lookups bounds the store lookups of each client address (lookup.go).
 	lookups *ratelimit.Limiter
-	// adopt, when set, may take over a dead node's sandbox (SetAdopter).
-	adopt Adopter
-
 	// mu guards the cached node list and the heartbeat's identity.
 	mu       sync.Mutex
 	owners   map[string]ownerAt   // sandbox id → the node that runs it
@@ -155,7 +155,7 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 			f.listAll(w, r, next)
 			return
 		}
-		node, ok := f.route(r)
+		r, node, ok := f.route(r)
 		if isCreate(r) {
 			defer f.invalidate() // the counts placement reads just changed
 		}
@@ -168,60 +168,82 @@ func (f *Forwarder) Handler(next http.Handler) http.Handler {
 }
 
 // route picks the node for r: the owner of the sandbox it addresses, or for
-// a create the least loaded live node. ok=false: serve here.
-func (f *Forwarder) route(r *http.Request) (store.Node, bool) {
+// a create the least loaded live node. ok=false: serve here, as the
+// request returned (a dead node's hibernated sandbox: marked, deadOwner).
+func (f *Forwarder) route(r *http.Request) (*http.Request, store.Node, bool) {
 	ctx := r.Context()
 	if isCreate(r) {
-		return f.place(ctx)
+		n, ok := f.place(ctx)
+		return r, n, ok
 	}
 	id, ok := sandboxID(r.URL.Path)
 	if !ok {
-		return store.Node{}, false
+		return r, store.Node{}, false
 	}
 	owner, err := f.owner(r, id)
 	if errors.Is(err, errLookups) {
-		return store.Node{Name: nodeBusy}, true // refused in forward
+		return r, store.Node{Name: nodeBusy}, true // refused in forward
 	}
 	if err != nil || owner == f.self {
 		// Unknown here and everywhere, or a request with no credential:
 		// the API answers (404, 401) without the store.
-		return store.Node{}, false
+		return r, store.Node{}, false
 	}
-	for _, n := range f.list(ctx) {
-		if n.Name == owner {
-			if !n.Alive(f.now(), DeadAfter) && f.adopted(r, id, owner) {
-				return store.Node{}, false
-			}
-			return n, true
-		}
+	if n, ok := f.alive(ctx, owner); ok {
+		return r, n, true
 	}
-	if f.adopted(r, id, owner) {
-		return store.Node{}, false
-	}
-	return store.Node{Name: owner}, true // never registered: reported lost
+	return f.deadOwner(r, id, owner)
 }
 
-// An Adopter takes over sandbox id from dead node from, when it can (a
-// hibernated sandbox whose image every node reads); true: the sandbox is
-// this node's now.
-type Adopter func(r *http.Request, id, from string) bool
-
-// SetAdopter sets the hook route asks before it reports a dead node's
-// sandbox lost. Call it before the handler serves.
-func (f *Forwarder) SetAdopter(a Adopter) { f.adopt = a }
-
-// adopted asks the adopter to take sandbox id over from dead node from,
-// and on success remembers that this node runs it.
-func (f *Forwarder) adopted(r *http.Request, id, from string) bool {
-	if f.adopt == nil || !f.adopt(r, id, from) {
-		return false
+// alive returns the registered node called name, and whether its
+// heartbeat is fresh.
+func (f *Forwarder) alive(ctx context.Context, name string) (store.Node, bool) {
+	for _, n := range f.list(ctx) {
+		if n.Name == name {
+			return n, n.Alive(f.now(), DeadAfter)
+		}
 	}
-	f.mu.Lock()
-	if f.owners != nil {
-		f.owners[id] = ownerAt{f.self, f.now()}
+	return store.Node{}, false
+}
+
+// deadOwner routes r, for sandbox id of node owner, which is dead or was
+// never registered. A hibernated sandbox left nothing on its node, so the
+// request is served here, its context marked (sandbox.WithOrphan): once
+// the API has authenticated it, the call that looks the sandbox up takes
+// it over by a dispatched sandbox.adopt — its owner's (or an admin's)
+// call, past HALT, policy and rate limit, audited — or leaves it where it
+// is. Routing moves nothing. Any other sandbox is lost with its node
+// (forward answers 503). Where the sandbox is now is asked of the store
+// (within the client's lookups), not of the cache: it may have moved.
+func (f *Forwarder) deadOwner(r *http.Request, id, owner string) (*http.Request, store.Node, bool) {
+	f.forget(id)
+	switch {
+	case !hasCredential(r):
+		return r, store.Node{}, false // the API answers 401
+	case !f.lookups.Allow(clientIP(r.RemoteAddr), ratelimit.Read).Allowed:
+		return r, store.Node{Name: nodeBusy}, true
 	}
-	f.mu.Unlock()
-	return true
+	row, node, err := f.nodes.SandboxOn(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return r, store.Node{}, false // deleted since: the API answers 404
+	case err != nil:
+		f.log.Warn("cluster: read a dead node's sandbox record", "id", id, "err", err)
+		return r, store.Node{Name: owner}, true
+	case node == f.self:
+		return r, store.Node{}, false // taken over here meanwhile
+	case node != owner:
+		if n, ok := f.alive(r.Context(), node); ok { // taken over by that node
+			f.remember(id, node)
+			return r, n, true
+		}
+		owner = node
+	}
+	var rec sandbox.Record
+	if err := json.Unmarshal(row.Record, &rec); err != nil || rec.Restore == nil || !rec.Restore.Hibernated {
+		return r, store.Node{Name: owner}, true
+	}
+	return r.WithContext(sandbox.WithOrphan(r.Context(), id, owner)), store.Node{}, false
 }
 
 // place returns the live, non-draining node with capacity that has the

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -18,6 +19,10 @@ type fakeNodes struct {
 	nodes []store.Node
 	owner map[string]string
 	rows  map[string][]store.SandboxRow // by node
+	// records are sandbox records by id (SandboxOn; absent: {}); on
+	// says where SandboxOn finds a sandbox that moved since SandboxNode.
+	records map[string]string
+	on      map[string]string
 	// lookups counts SandboxNode calls (store queries).
 	lookups atomic.Int64
 }
@@ -35,6 +40,22 @@ func (f *fakeNodes) SandboxNode(_ context.Context, id string) (string, error) {
 		return n, nil
 	}
 	return "", store.ErrNotFound
+}
+
+func (f *fakeNodes) SandboxOn(_ context.Context, id string) (store.SandboxRow, string, error) {
+	f.lookups.Add(1)
+	n, ok := f.owner[id]
+	if !ok {
+		return store.SandboxRow{}, "", store.ErrNotFound
+	}
+	if m, ok := f.on[id]; ok {
+		n = m
+	}
+	rec := f.records[id]
+	if rec == "" {
+		rec = "{}"
+	}
+	return store.SandboxRow{ID: id, Record: []byte(rec)}, n, nil
 }
 
 const secret = "0123456789abcdef0123456789abcdef"
@@ -123,6 +144,66 @@ func TestPlacementAndLost(t *testing.T) {
 	// Without the secret nothing is placed elsewhere.
 	if n, ok := NewForwarder(nodes, "", nil).place(context.Background()); !ok || n.Name != "node-a" {
 		t.Fatalf("without a secret placed on %+v", n)
+	}
+}
+
+// TestDeadOwnerServedHereUnmoved: a request for a hibernated sandbox of
+// a dead node is served here, its context marked for the call that may
+// take the sandbox over after authentication (sandbox.WithOrphan); the
+// forwarder itself moves nothing (Nodes has no way to). Without a
+// credential nothing is looked up or marked; a sandbox that moved since
+// is routed where it is now.
+func TestDeadOwnerServedHereUnmoved(t *testing.T) {
+	now := time.Now()
+	hibernated := `{"restore":{"snapshot":"snap1","hibernated":true}}`
+	nodes := &fakeNodes{self: "node-a",
+		owner:   map[string]string{"sbh": "node-c", "sbgone": "node-z", "sbb": "node-c", "sbhere": "node-c"},
+		records: map[string]string{"sbh": hibernated, "sbgone": hibernated, "sbb": hibernated, "sbhere": hibernated},
+		on:      map[string]string{"sbb": "node-b", "sbhere": "node-a"},
+		nodes: []store.Node{
+			{Name: "node-a", Address: "a:1", Heartbeat: now},
+			{Name: "node-b", Address: "b:1", Heartbeat: now},
+			{Name: "node-c", Address: "c:1", Heartbeat: now.Add(-time.Minute)},
+		}}
+	f := NewForwarder(nodes, secret, nil)
+	var served, marked string
+	h := f.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		served = r.URL.Path
+		marked, _ = sandbox.OrphanOf(r.Context(), strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/"))
+	}))
+	tests := []struct {
+		name, id   string
+		credential bool
+		want       string // the mark; "-" not served here
+	}{
+		{"dead node", "sbh", true, "node-c"},
+		{"never registered node", "sbgone", true, "node-z"},
+		{"no credential", "sbh", false, ""},
+		{"taken over here", "sbhere", true, ""},
+		{"taken over by a live node", "sbb", true, "-"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			served, marked = "", ""
+			before := nodes.lookups.Load()
+			req := httptest.NewRequest("GET", "/v1/sandboxes/"+tc.id, nil)
+			if tc.credential {
+				req.Header.Set("Authorization", "Bearer shk_x")
+			}
+			if tc.want == "-" {
+				if _, n, ok := f.route(req); !ok || n.Name != "node-b" {
+					t.Fatalf("routed to %+v (%v), want node-b", n, ok)
+				}
+				return
+			}
+			h.ServeHTTP(httptest.NewRecorder(), req)
+			if served == "" || marked != tc.want {
+				t.Fatalf("served %q, marked %q; want served here, marked %q", served, marked, tc.want)
+			}
+			if !tc.credential && nodes.lookups.Load() != before {
+				t.Fatal("a request without a credential was looked up")
+			}
+		})
 	}
 }
 

@@ -148,7 +148,8 @@ func (f *Forwarder) listAll(w http.ResponseWriter, r *http.Request, next http.Ha
 // StateLost is the state of a sandbox whose node is dead: it is not
 // recreated elsewhere (its workspace is on that node); the node reaps or
 // re-adopts it when it comes back. A hibernated one is listed lost too,
-// until a call for it reaches a node that takes it over (SetAdopter).
+// until a call for it reaches a node that takes it over (sandbox.adopt,
+// deadOwner).
 const StateLost sandbox.State = "lost"
 
 // lostSandboxes renders the sandbox records of the dead nodes that c may

@@ -71,21 +71,37 @@ func (f *Forwarder) owner(r *http.Request, id string) (string, error) {
 		return "", errLookups
 	}
 	node, err := f.nodes.SandboxNode(r.Context(), id)
+	if err == nil {
+		f.remember(id, node)
+		return node, nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch {
-	case err == nil:
-		if f.owners == nil || len(f.owners) >= maxOwners {
-			f.owners = make(map[string]ownerAt)
-		}
-		f.owners[id] = ownerAt{node, now}
-	case errors.Is(err, store.ErrNotFound):
+	if errors.Is(err, store.ErrNotFound) {
 		if f.missing == nil || len(f.missing) >= maxMissing {
 			f.missing = make(map[string]time.Time)
 		}
 		f.missing[id] = now
 	}
-	return node, err
+	return "", err
+}
+
+// remember notes that node runs sandbox id.
+func (f *Forwarder) remember(id, node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.owners == nil || len(f.owners) >= maxOwners {
+		f.owners = make(map[string]ownerAt)
+	}
+	f.owners[id] = ownerAt{node, f.now()}
+}
+
+// forget drops what is remembered of sandbox id's node: it was dead, and
+// the sandbox may move (deadOwner).
+func (f *Forwarder) forget(id string) {
+	f.mu.Lock()
+	delete(f.owners, id)
+	f.mu.Unlock()
 }
 
 // errUnknown: the store said it does not know the id (remembered).

@@ -71,7 +71,9 @@ func (n node) raw(method, path, key string, body io.Reader, hdr map[string]strin
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -396,7 +396,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if cl := d.store.Cluster(); cl != nil { // a cluster node: forward other nodes' sandboxes
 		fw = cluster.NewForwarder(cl, d.cfg.ClusterSecret, d.log)
 		fw.SetCapacity(d.cfg.NodeCapacity)
-		fw.SetAdopter(d.adoptHibernated) // a dead node's hibernated sandboxes (takeover.go)
 		handler, content = fw.Handler(handler), fw.Handler(content)
 	}
 	server := func(h http.Handler) *http.Server {

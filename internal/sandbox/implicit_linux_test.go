@@ -55,6 +55,8 @@ type callOpts struct {
 	audit  *records
 	halt   *haltSwitch
 	policy dispatch.Policy
+	// as is the caller (default: owner, an agent).
+	as *auth.Caller
 }
 
 // inCall runs fn inside a dispatched call of owner's (the context a tool's
@@ -72,9 +74,13 @@ func inCall(t *testing.T, m *Manager, o callOpts, fn func(ctx context.Context) e
 	for _, tl := range Tools(m, guard.New(guard.Config{})) {
 		d.MustRegister(tl)
 	}
-	d.MustRegister(dispatch.Tool{Name: "control.get", Risk: guard.Safe, // exempt from HALT: the outer call runs
+	d.MustRegister(dispatch.Tool{Name: "control.get", Risk: guard.Safe, Roles: viewers, // exempt from HALT: the outer call runs
 		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) { return nil, fn(ctx) }})
-	_, err := d.Dispatch(context.Background(), auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}, "control.get", nil)
+	c := auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}
+	if o.as != nil {
+		c = *o.as
+	}
+	_, err := d.Dispatch(context.Background(), c, "control.get", nil)
 	return err
 }
 

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 
 	"github.com/sandhold/sandhold/internal/fault"
 )
@@ -45,36 +44,50 @@ func (m *Manager) stillHere(ctx context.Context, id string) error {
 	return nil
 }
 
-// errNotAdoptable: the sandbox cannot move to this node (it is not
-// hibernated, or its image is not in this node's snapshot store).
-var errNotAdoptable = errors.New("not adoptable")
+// errNoSuchSandbox is Get's NotFound: another key's sandbox is not there.
+func errNoSuchSandbox() error { return fault.Wrap(fault.NotFound, ErrNoSandbox, "sandbox not found") }
 
-// AdoptHibernated takes over sandbox id, hibernated on node from whose
-// heartbeat stopped, when this node's snapshot store holds its parked
-// image: the sandbox is listed here, still hibernated, under a host id
-// range of this node (its next start re-owns its files to it, as any
-// restore does), and its next use resumes it here. A sandbox that is not
-// hibernated is never taken: its workspace is on the dead node.
-func (m *Manager) AdoptHibernated(ctx context.Context, id, from string) error {
+// Refusals of a take-over whose sandbox stays lost with its dead node.
+var (
+	errNotHibernated  = fault.New(fault.Unavailable, "sandbox lost: the node running it is down, and only a hibernated sandbox moves to another node")
+	errImageElsewhere = fault.New(fault.Unavailable, "sandbox lost: the node running it is down, and this node's snapshot store does not hold its hibernated image")
+)
+
+// adoptHibernated takes over sandbox id, hibernated on node from whose
+// heartbeat stopped, for caller c — sandbox.adopt's run (adopt.go;
+// nothing else moves a sandbox). It moves only a sandbox c owns (an
+// admin: any; another key's is NotFound, as Get says), only while from
+// is dead (the store's conditional write), and only when this node's
+// snapshot store holds its parked image: the sandbox is listed here,
+// still hibernated, under a host id range of this node (its next start
+// re-owns its files to it, as any restore does), and its next use resumes
+// it here. A sandbox that is not hibernated is never taken: its workspace
+// is on the dead node.
+func (m *Manager) adoptHibernated(ctx context.Context, c Caller, id, from string) (Adoption, error) {
 	tr, ok := m.records.(TakeOverRecords)
 	if !ok {
-		return fault.New(fault.Unsupported, "this server's store cannot move sandboxes between nodes")
+		return Adoption{}, fault.New(fault.Unsupported, "this server's store cannot move sandboxes between nodes")
 	}
 	st, err := m.snapStore()
 	if err != nil {
-		return err
+		return Adoption{}, err
 	}
 	m.adoptMu.Lock()
 	defer m.adoptMu.Unlock()
 	m.mu.Lock()
-	_, here := m.sandboxes[id]
+	s := m.sandboxes[id]
 	closed := m.closed
 	m.mu.Unlock()
 	switch {
-	case here:
-		return nil // taken over already
+	case s != nil:
+		// Taken over already, by a call just before this one (its
+		// record says so: no snapshot moved).
+		if !c.Admin && s.rec.Owner != c.KeyID {
+			return Adoption{}, errNoSuchSandbox()
+		}
+		return Adoption{Info: s.Info(), From: from}, nil
 	case closed:
-		return fault.New(fault.Unavailable, "server is shutting down")
+		return Adoption{}, fault.New(fault.Unavailable, "server is shutting down")
 	}
 	slot := -1
 	var release func()
@@ -84,12 +97,16 @@ func (m *Manager) AdoptHibernated(ctx context.Context, id, from string) error {
 		}
 	}()
 	rec, err := tr.TakeOver(ctx, id, from, func(r Record) (Record, error) {
+		// Whose it is comes first: another key learns nothing of it.
+		if !c.Admin && r.Owner != c.KeyID {
+			return r, errNoSuchSandbox()
+		}
 		if r.Restore == nil || !r.Restore.Hibernated {
-			return r, errNotAdoptable
+			return r, errNotHibernated
 		}
 		man, err := st.Get("", true, r.Restore.Snapshot)
 		if err != nil || !st.Holds(man) {
-			return r, errNotAdoptable
+			return r, errImageElsewhere
 		}
 		if release == nil {
 			if release, err = m.reserveDisk(r.Spec.Limits.DiskBytes); err != nil {
@@ -109,9 +126,9 @@ func (m *Manager) AdoptHibernated(ctx context.Context, id, from string) error {
 		if slot >= 0 {
 			m.freeSlot(slot)
 		}
-		return err
+		return Adoption{}, err
 	}
-	s := newSandbox(m, rec)
+	s = newSandbox(m, rec)
 	m.mu.Lock()
 	m.listLocked(s)
 	m.mu.Unlock()
@@ -119,7 +136,5 @@ func (m *Manager) AdoptHibernated(ctx context.Context, id, from string) error {
 		m.log.Error("egress policy", "id", id, "err", err) // its proxy denies everything
 	}
 	m.log.Info("took over a hibernated sandbox from a dead node", "id", id, "from", from)
-	m.audit(context.WithoutCancel(ctx), Event{Actor: "system", Action: "sandbox.adopt", Sandbox: id, Verdict: "allowed",
-		Detail: map[string]any{"from": from, "snapshot": rec.Restore.Snapshot}})
-	return nil
+	return Adoption{Info: s.Info(), From: from, parked: rec.Restore.Snapshot}, nil
 }

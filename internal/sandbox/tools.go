@@ -130,7 +130,7 @@ func (m *Manager) Resolve(ctx context.Context, c auth.Caller, id string) (*Sandb
 	if id == "" {
 		return m.resolveDefault(ctx, c)
 	}
-	return m.Get(CallerOf(c), id)
+	return m.lookup(ctx, CallerOf(c), id)
 }
 
 // Tools declares the sandbox capabilities; the guard rates commands.
@@ -138,26 +138,20 @@ func (m *Manager) Resolve(ctx context.Context, c auth.Caller, id string) (*Sandb
 func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
 	return append([]dispatch.Tool{
 		createTool(m), listTool(m),
-		byID(ToolGet, "Get a sandbox", guard.Safe, viewers, func(_ context.Context, c auth.Caller, id string) (Info, error) {
-			s, err := m.Get(CallerOf(c), id)
+		byID(ToolGet, "Get a sandbox", guard.Safe, viewers, func(ctx context.Context, c auth.Caller, id string) (Info, error) {
+			s, err := m.lookup(ctx, CallerOf(c), id)
 			if err != nil {
 				return Info{}, err
 			}
 			return s.Info(), nil
 		}),
-		byID(ToolDelete, "Delete a sandbox and its workspace", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
-			return nil, m.Delete(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
-		}),
-		byID(ToolPause, "Freeze a sandbox", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
-			return nil, m.Pause(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
-		}),
+		byID(ToolDelete, "Delete a sandbox and its workspace", guard.Medium, nil, onSandbox(m, m.Delete)),
+		byID(ToolPause, "Freeze a sandbox", guard.Medium, nil, onSandbox(m, m.Pause)),
 		// Resume only undoes a pause (and HALT keeps its own freeze: see
 		// HaltFreeze).
-		byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
-			return nil, m.Resume(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
-		}),
+		byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, onSandbox(m, m.Resume)),
 		resourcesTool(m), execTool(m, g), execReadTool(m), execKillTool(m),
-		createDefaultTool(m), startTool(m),
+		createDefaultTool(m), startTool(m), adoptTool(m),
 	}, snapshotTools(m)...)
 }
 
@@ -195,6 +189,19 @@ func resourcesTool(m *Manager) dispatch.Tool {
 			return m.Resources(CallerOf(c)), nil
 		},
 		dispatch.Hooks[NoArgs, []Stats]{})
+}
+
+// onSandbox is the run of a byID tool that acts on the caller's own
+// sandbox (an admin's: any): run, after lookup has taken the sandbox over
+// when the request found its node dead.
+func onSandbox(m *Manager, run func(context.Context, Caller, string) error) func(context.Context, auth.Caller, string) (Empty, error) {
+	return func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
+		owner := Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}
+		if _, err := m.lookup(ctx, owner, id); err != nil {
+			return nil, err
+		}
+		return nil, run(ctx, owner, id)
+	}
 }
 
 // byID declares a tool whose one argument names a sandbox.

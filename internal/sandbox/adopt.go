@@ -1,0 +1,100 @@
+package sandbox
+
+import (
+	"context"
+
+	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+)
+
+// Taking over a dead node's hibernated sandbox (takeover.go) is an act on
+// the sandbox, done for a caller: a tool of its own, sandbox.adopt,
+// dispatched from inside the authenticated call that needs the sandbox,
+// as sandbox.start is (implicit.go). So HALT refuses it, the role and the
+// policy decide on it (sandbox.* denies it), it counts against the
+// manage limit, only the sandbox's owner (or an admin) moves it, and the
+// audit holds it under the caller's key. The cluster's forwarder only
+// routes: a request for a sandbox whose node is dead is served here with
+// a mark on its context (WithOrphan), and nothing moves until a call of
+// that request — authenticated, past the dispatcher's steps — looks the
+// sandbox up.
+
+// ToolAdopt takes a hibernated sandbox over from its dead node.
+var ToolAdopt = dispatch.Ref[IDArgs, Adoption]("sandbox.adopt")
+
+// orphanKey marks a request's context: the sandbox it addresses is held
+// by a node that is dead (or was never registered).
+type orphanKey struct{}
+
+type orphan struct{ id, from string }
+
+// WithOrphan marks ctx as a request for sandbox id, whose node from is
+// dead: the cluster's forwarder serves the request here instead of
+// forwarding it. The mark moves nothing; a call of the request that looks
+// id up dispatches sandbox.adopt (lookup).
+func WithOrphan(ctx context.Context, id, from string) context.Context {
+	return context.WithValue(ctx, orphanKey{}, orphan{id: id, from: from})
+}
+
+// OrphanOf returns the dead node ctx's request found sandbox id on.
+func OrphanOf(ctx context.Context, id string) (string, bool) {
+	o, ok := ctx.Value(orphanKey{}).(orphan)
+	if !ok || o.id != id || o.from == "" {
+		return "", false
+	}
+	return o.from, true
+}
+
+// errNotRouted refuses sandbox.adopt outside a request the forwarder
+// served here for a dead node's sandbox (the same answer for every id).
+var errNotRouted = fault.New(fault.Conflict, "a sandbox is taken over only by a call for it that reaches this node while its own node is dead")
+
+// lookup is Get for the tool call running in ctx: a sandbox this node
+// does not hold, addressed by a request the forwarder served here because
+// its node is dead, is first taken over by a dispatched sandbox.adopt for
+// the call's caller. Anything else is Get's answer.
+func (m *Manager) lookup(ctx context.Context, c Caller, id string) (*Sandbox, error) {
+	s, err := m.Get(c, id)
+	if err == nil {
+		return s, nil
+	}
+	if _, ok := OrphanOf(ctx, id); !ok {
+		return nil, err
+	}
+	if _, aerr := ToolAdopt.CallWithin(ctx, IDArgs{ID: id}, err); aerr != nil {
+		return nil, aerr
+	}
+	return m.Get(c, id)
+}
+
+// Adoption is sandbox.adopt's answer: the sandbox, this node's now, and
+// the dead node it came from.
+type Adoption struct {
+	Info
+	From string `json:"from"`
+	// parked is the snapshot its image is parked under (for the audit).
+	parked string
+}
+
+func adoptTool(m *Manager) dispatch.Tool {
+	return dispatch.Define(ToolAdopt, dispatch.Spec{Risk: guard.Medium, Category: ratelimit.Manage,
+		Description: "Take over a hibernated sandbox whose cluster node is dead, so that it resumes on this node; the first call for it that reaches this node does this on its own"},
+		func(ctx context.Context, c auth.Caller, a IDArgs) (Adoption, error) {
+			from, ok := OrphanOf(ctx, a.ID)
+			if !ok {
+				return Adoption{}, errNotRouted
+			}
+			return m.adoptHibernated(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, a.ID, from)
+		}, dispatch.Hooks[IDArgs, Adoption]{
+			Describe: func(a IDArgs) dispatch.Target { return dispatch.Target{Sandbox: a.ID} },
+			Summarize: func(_ IDArgs, r Adoption) map[string]any {
+				if r.parked == "" {
+					return map[string]any{"from": r.From, "moved": false} // an earlier call moved it
+				}
+				return map[string]any{"from": r.From, "snapshot": r.parked}
+			},
+		})
+}
