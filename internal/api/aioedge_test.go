@@ -91,7 +91,7 @@ func TestDecodeAIO(t *testing.T) {
 // routes; its group has an entry point.
 func TestAIOTableRows(t *testing.T) {
 	groups := map[string]bool{groupFile: true, groupShell: true, groupCode: true, groupTransfer: true, groupMCP: true, groupAuth: true,
-		groupCaps: true, groupBrowser: true, groupNode: true, groupProxy: true}
+		groupServices: true, groupBrowser: true, groupNode: true, groupProxy: true}
 	seen := map[string]bool{}
 	for _, rt := range aioTable {
 		key := rt.Method + " " + rt.Path

@@ -33,12 +33,12 @@ const (
 // turned into the tool's arguments and the answer R into AIO's Out;
 // plainRow: a handler of its own (streams, WebSocket, upload protocol).
 // A capability with many routes keeps its rows in a file of its own
-// (aio_<name>.go) and adds its slice here, one line.
+// (aio<name>.go) and adds its slice here, one line.
 var aioTable = slices.Concat(
 	aioCoreRows,
 	aioMCPRows,
 	aioAuthRows,
-	capsRows,
+	serviceRows,
 	aioBrowserRows,
 	aioDisplayRows,
 	aioNodeRows,

@@ -33,7 +33,7 @@ import (
 //     parent domain): every cookie of the name is looked up, and only a
 //     session bound to this very host, sandbox and port counts;
 //   - a session outliving its key: the key is re-read on every request and
-//     revocation drops the key's sessions (Reach.Revoke).
+//     revocation drops the key's sessions (Relays.Revoke).
 // Sessions live in this node's memory (a restart ends them; a cluster
 // behind a load balancer needs sticky content hosts).
 

@@ -115,7 +115,7 @@ func newContentServer(t *testing.T, mutate func(*config.Config)) *contentServer 
 			return open(a.Sandbox, 9222)
 		},
 		dispatch.Hooks[browser.ConnectArgs, *browser.Relay]{}))
-	cs.s.ReachRoutes(d)
+	cs.s.RelayRoutes(d)
 	cs.s.UseSessionAuth(cookieSessions{})
 	return cs
 }
@@ -360,7 +360,7 @@ func TestContentSessions(t *testing.T) {
 		t.Fatalf("a terminal ticket on a preview host: %d", rec.Code)
 	}
 	// Revoking the key ends its sessions.
-	cs.s.reach.Revoke(mustAuth(t, cs).KeyID)
+	cs.s.relays.Revoke(mustAuth(t, cs).KeyID)
 	if n := cs.s.sessions.count(); n != 0 {
 		t.Fatalf("%d sessions after the key's revocation", n)
 	}

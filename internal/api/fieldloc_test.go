@@ -58,7 +58,7 @@ func newRowServer(t *testing.T) (*Server, string) {
 	t.Helper()
 	s, key, d := newBareServer(t)
 	s.BrowserRoutes(d)
-	s.CapsRoutes(d)
+	s.ServiceRoutes(d)
 	s.ProxyRoutes(d)
 	s.ShellRoutes(d)
 	s.TransferRoutes(d)

@@ -21,7 +21,7 @@ const (
 // middleware as every route: a key in a header, Host/Origin checks, the
 // body cap. Tool calls inside go through the dispatcher.
 //
-// It also mounts AIO's mcp REST routes (aio_mcp.go) from the AIO route
+// It also mounts AIO's mcp REST routes (aiomcp.go) from the AIO route
 // table: the servers, their tools, a tool call.
 //
 // At /sandboxes/{id}/mcp and /sandboxes/{id}/v1/mcp (an AIO SDK or MCP

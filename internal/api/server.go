@@ -78,23 +78,23 @@ type Server struct {
 	selfAuthPrefixes []string
 	selfAuthPaths    []string
 	// rawBodyPatterns are route patterns whose bodies are relayed as sent,
-	// any media type (reach.go); set before serving, read-only afterwards.
+	// any media type (relay.go); set before serving, read-only afterwards.
 	rawBodyPatterns []string
 	// session is the web console's cookie sign-in (console_hook.go); nil
 	// without the console. Set before serving.
 	session SessionAuth
 
 	// The sandbox-content origin (content.go), built by New; the relays
-	// are added by ReachRoutes. contentPages, contentAddr and reach are
+	// are added by RelayRoutes. contentPages, contentAddr and relays are
 	// set before serving.
 	contentRoot  http.Handler
 	contentPaths chi.Router
 	contentPages ContentPages
 	contentAddr  string
 	sessions     *contentSessions
-	reach        *Reach
+	relays       *Relays
 	// relayPatterns are the relay routes' patterns (the console's cookie
-	// never opens them); set by ReachRoutes, read-only afterwards.
+	// never opens them); set by RelayRoutes, read-only afterwards.
 	relayPatterns []string
 
 	// disp is the dispatcher the foundation routes call (keys, tickets,

@@ -40,7 +40,7 @@ func (d *Daemon) startAIOExtras(_ context.Context) error {
 			obs.Forget(s.ID())
 		}
 	})
-	d.api.CapsRoutes(d.dispatch)
+	d.api.ServiceRoutes(d.dispatch)
 	// Closers run in reverse order: this one before the sandbox manager's.
 	d.closers = append(d.closers, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), serverStopHooks)

@@ -18,8 +18,8 @@ func (d *Daemon) startBrowser(_ context.Context) error {
 	// started with the sandbox.
 	d.sandboxes.OnCreate(d.browser.CreateHook())
 	d.register(browser.Tools(d.browser, d.cfg.PreviewPorts))
-	reach := d.api.ReachRoutes(d.dispatch)
-	d.onRevoke(reach.Revoke)
+	relays := d.api.RelayRoutes(d.dispatch)
+	d.onRevoke(relays.Revoke)
 	if err := browser.Available(); err != nil {
 		d.log.Info("browser unavailable; the DevTools and VNC relays will answer 'unsupported'", "reason", err.Error())
 	}

@@ -44,7 +44,7 @@ import (
 //
 // A WebSocket relay ends when either side closes, when the sandbox pauses
 // (an owner's pause or the operator's HALT) or stops, and when its key is
-// revoked (Reach.Revoke); its end is audited with its duration.
+// revoked (Relays.Revoke); its end is audited with its duration.
 
 // Caps and timeouts with their reasons.
 const (
@@ -79,20 +79,20 @@ var unsafeResponseHeaders = []string{"Service-Worker-Allowed", "Clear-Site-Data"
 // of its own: content.go).
 const previewSandbox = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads allow-pointer-lock"
 
-// Reach serves the relay routes; Revoke is the daemon's revocation hook.
-type Reach struct {
+// Relays serves the relay routes; Revoke is the daemon's revocation hook.
+type Relays struct {
 	s      *Server
 	d      *dispatch.Dispatcher
 	relays browser.Relays
 }
 
-// ReachRoutes mounts the preview proxy, the DevTools relay and the VNC
+// RelayRoutes mounts the preview proxy, the DevTools relay and the VNC
 // relay on both origins: the path forms on the console's origin (for API
 // clients with keys and tickets) and on the content listener, and the
 // content hosts (content.go). Call before serving.
-func (s *Server) ReachRoutes(d *dispatch.Dispatcher) *Reach {
-	h := &Reach{s: s, d: d}
-	s.reach = h
+func (s *Server) RelayRoutes(d *dispatch.Dispatcher) *Relays {
+	h := &Relays{s: s, d: d}
+	s.relays = h
 	for _, r := range []chi.Router{s.router, s.contentPaths} {
 		h.mount(r)
 	}
@@ -101,7 +101,7 @@ func (s *Server) ReachRoutes(d *dispatch.Dispatcher) *Reach {
 }
 
 // mount adds the relay routes to r.
-func (h *Reach) mount(r chi.Router) {
+func (h *Relays) mount(r chi.Router) {
 	s := h.s
 	first := r == s.router
 	relay := func(pattern string) {
@@ -219,17 +219,17 @@ func (s *Server) RelaysBody(pattern string) bool {
 }
 
 // Revoke closes every relay key id holds and ends its content sessions.
-func (h *Reach) Revoke(keyID string) {
+func (h *Relays) Revoke(keyID string) {
 	h.s.sessions.endKey(keyID)
 	h.relays.Revoke(keyID)
 }
 
 // OpenRelays is how many relays are open (tests).
-func (h *Reach) OpenRelays() int { return h.relays.Open() }
+func (h *Relays) OpenRelays() int { return h.relays.Open() }
 
 // slash sends /proxy/{port} to /proxy/{port}/, so relative links resolve
 // below the prefix.
-func (h *Reach) slash(w http.ResponseWriter, r *http.Request) {
+func (h *Relays) slash(w http.ResponseWriter, r *http.Request) {
 	u := *r.URL
 	u.Path += "/"
 	u.RawPath = ""
@@ -241,7 +241,7 @@ func isWebSocket(r *http.Request) bool {
 }
 
 // open calls a relay tool for the request's caller.
-func open[A any](h *Reach, r *http.Request, tool dispatch.Ref[A, *browser.Relay], args A) (auth.Caller, *browser.Relay, error) {
+func open[A any](h *Relays, r *http.Request, tool dispatch.Ref[A, *browser.Relay], args A) (auth.Caller, *browser.Relay, error) {
 	c, err := MustCaller(r.Context())
 	if err != nil {
 		return c, nil, err
@@ -256,7 +256,7 @@ func open[A any](h *Reach, r *http.Request, tool dispatch.Ref[A, *browser.Relay]
 	return c, rel, nil
 }
 
-func (h *Reach) preview(abs bool) http.HandlerFunc {
+func (h *Relays) preview(abs bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		// Not a number: 0, which the tool refuses (audited like any
 		// other invalid call).
@@ -282,7 +282,7 @@ func (h *Reach) preview(abs bool) http.HandlerFunc {
 // cdp relays DevTools' HTTP endpoints (/json/version, /json/list, …) and
 // its WebSockets (/devtools/browser/…, /devtools/page/…), with the URLs in
 // /json answers rewritten to point here.
-func (h *Reach) cdp(w http.ResponseWriter, r *http.Request) {
+func (h *Relays) cdp(w http.ResponseWriter, r *http.Request) {
 	rest := chi.URLParam(r, "*")
 	id := chi.URLParam(r, "id")
 	if err := cdpPathAllowed(r, rest); err != nil {
@@ -380,7 +380,7 @@ func previewPolicy(ctx context.Context) string {
 }
 
 // relay serves one request (or WebSocket) over rel with a reverse proxy.
-func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel *browser.Relay, kind, path, host string, modify func(*http.Response) error) {
+func (h *Relays) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel *browser.Relay, kind, path, host string, modify func(*http.Response) error) {
 	var once sync.Once
 	conn := rel.Conn
 	closeRel := func() { once.Do(func() { _ = rel.Close() }) }
@@ -461,7 +461,7 @@ func (h *Reach) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, rel
 }
 
 // auditEnd records the end of a WebSocket relay.
-func (h *Reach) auditEnd(r *http.Request, c auth.Caller, kind string, rel *browser.Relay, started time.Time) {
+func (h *Relays) auditEnd(r *http.Request, c auth.Caller, kind string, rel *browser.Relay, started time.Time) {
 	ctx := context.WithoutCancel(r.Context())
 	if _, err := h.s.audit.Append(ctx, audit.Entry{
 		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr, Action: kind + ".disconnect",
@@ -481,7 +481,7 @@ func sandboxOf(r *http.Request, rel *browser.Relay) string {
 
 // vnc relays noVNC's WebSocket (binary frames carrying RFB) to the
 // sandbox's x11vnc, which speaks plain RFB over TCP.
-func (h *Reach) vnc(w http.ResponseWriter, r *http.Request) {
+func (h *Relays) vnc(w http.ResponseWriter, r *http.Request) {
 	if !isWebSocket(r) {
 		WriteError(w, r, fault.New(fault.Invalid, "this route needs a WebSocket upgrade"))
 		return

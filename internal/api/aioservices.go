@@ -21,24 +21,24 @@ import (
 	"github.com/sandhold/sandhold/internal/skills"
 )
 
-// groupCaps are the AIO namespaces that are capabilities of their own:
+// groupServices are the AIO namespaces served by capabilities of their own:
 // util/convert_to_markdown, skills, and the sandbox's hooks and observe.
-const groupCaps = "caps"
+const groupServices = "services"
 
-// CapsRoutes mounts the rows of groupCaps (the daemon calls it once their
+// ServiceRoutes mounts the rows of groupServices (the daemon calls it once their
 // tools are registered).
-func (s *Server) CapsRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupCaps) }
+func (s *Server) ServiceRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupServices) }
 
 // ConvertRequest is AIO's UtilConvertToMarkdownRequest.
 type ConvertRequest struct {
 	URI string `json:"uri" required:"true" doc:"the document: a path in the sandbox (/workspace/a.pdf, a.pdf, file:///workspace/a.pdf) or an http(s) URL fetched from inside the sandbox"`
 }
 
-// capsRows are the rows of groupCaps. AIO's answers for these
+// serviceRows are the rows of groupServices. AIO's answers for these
 // operations allow only the result or null as data, so a failure carries
 // null (its message says what went wrong).
-var capsRows = nullData([]aioRoute{
-	jsonRowAs(groupCaps, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert, "util",
+var serviceRows = nullData([]aioRoute{
+	jsonRowAs(groupServices, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert, "util",
 		"Convert a document (HTML, PDF, DOCX, ODT, EPUB, RTF, …) to Markdown, inside the sandbox",
 		func(r *http.Request, in ConvertRequest) (convert.Args, error) {
 			return convert.Args{Sandbox: chi.URLParam(r, "id"), URI: in.URI}, nil
@@ -46,46 +46,46 @@ var capsRows = nullData([]aioRoute{
 		func(_ *http.Request, _ ConvertRequest, res convert.Result) (string, error) { return res.Markdown, nil },
 		required("uri")),
 
-	plainRow(groupCaps, http.MethodPost, "/v1/skills/register", skills.ToolRegister, "skills",
+	plainRow(groupServices, http.MethodPost, "/v1/skills/register", skills.ToolRegister, "skills",
 		"Register skills from a zip (multipart field file) or a directory or .zip in the sandbox (field path); name names a single skill",
 		reflect.TypeFor[Envelope[skills.RegisterResult]](), skillsRegister,
 		takes("multipart/form-data"), doc(func(op *huma.Operation) {
 			op.RequestBody = &huma.RequestBody{Content: map[string]*huma.MediaType{"multipart/form-data": {Schema: &huma.Schema{Type: "object",
 				Properties: map[string]*huma.Schema{"file": binarySchema, "path": strSchema, "name": strSchema}}}}}
 		})),
-	jsonRowAs(groupCaps, http.MethodGet, "/v1/skills/metadatas", skills.ToolList, "skills",
+	jsonRowAs(groupServices, http.MethodGet, "/v1/skills/metadatas", skills.ToolList, "skills",
 		"The metadata (SKILL.md front matter) of the sandbox's skills; ?names=a,b filters",
 		func(r *http.Request, _ struct{}) (skills.NamesArgs, error) {
 			return skills.NamesArgs{Sandbox: chi.URLParam(r, "id"), Names: r.URL.Query().Get("names")}, nil
 		}, same[struct{}, skills.Collection], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("names")...) })),
-	jsonRowAs(groupCaps, http.MethodDelete, "/v1/skills", skills.ToolClear, "skills",
+	jsonRowAs(groupServices, http.MethodDelete, "/v1/skills", skills.ToolClear, "skills",
 		"Delete every skill of the sandbox",
 		func(r *http.Request, _ struct{}) (skills.ClearArgs, error) {
 			return skills.ClearArgs{Sandbox: chi.URLParam(r, "id")}, nil
 		},
 		same[struct{}, skills.Cleared]),
-	jsonRowAs(groupCaps, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete, "skills",
+	jsonRowAs(groupServices, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete, "skills",
 		"Delete one skill", skillName, same[struct{}, skills.Metadata]),
-	jsonRowAs(groupCaps, http.MethodGet, "/v1/skills/{name}/content", skills.ToolContent, "skills",
+	jsonRowAs(groupServices, http.MethodGet, "/v1/skills/{name}/content", skills.ToolContent, "skills",
 		"A skill's SKILL.md without its front matter", skillName, same[struct{}, skills.Content]),
 
-	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/hooks", hooks.ToolRegister, "sandbox",
+	jsonRow(groupServices, http.MethodPost, "/v1/sandbox/hooks", hooks.ToolRegister, "sandbox",
 		"Register a command run inside the sandbox on an event (shutdown: before it is deleted, stopped idle, or the server stops)",
 		required("name", "command")),
-	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList, "sandbox",
+	jsonRowAs(groupServices, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList, "sandbox",
 		"The sandbox's hooks of an event (?event=, default shutdown), in the order they run",
 		func(r *http.Request, _ struct{}) (hooks.ListArgs, error) {
 			return hooks.ListArgs{Sandbox: chi.URLParam(r, "id"), Event: r.URL.Query().Get("event")}, nil
 		}, same[struct{}, []hooks.Hook], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("event")...) })),
-	jsonRowAs(groupCaps, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove, "sandbox",
+	jsonRowAs(groupServices, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove, "sandbox",
 		"Remove a hook by name",
 		func(r *http.Request, _ struct{}) (hooks.RemoveArgs, error) {
 			return hooks.RemoveArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
 		}, same[struct{}, hooks.Removed]),
 
-	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus, "sandbox",
+	jsonRowAs(groupServices, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus, "sandbox",
 		"Whether an observation session runs, and how many reports there are", obsSandbox, same[struct{}, observe.Status]),
-	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive, "sandbox",
+	jsonRowAs(groupServices, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive, "sandbox",
 		"A snapshot now: cgroup figures, /workspace, top processes (?top_rows=, default 10), recent activity",
 		func(r *http.Request, _ struct{}) (observe.LiveArgs, error) {
 			a := observe.LiveArgs{Sandbox: chi.URLParam(r, "id")}
@@ -98,19 +98,19 @@ var capsRows = nullData([]aioRoute{
 			}
 			return a, nil
 		}, same[struct{}, observe.Live], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("top_rows")...) })),
-	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart, "sandbox",
+	jsonRow(groupServices, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart, "sandbox",
 		"Start recording the sandbox until stopped or the duration ends"),
-	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop, "sandbox",
+	jsonRow(groupServices, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop, "sandbox",
 		"Stop the running session and export its report"),
-	jsonRow(groupCaps, http.MethodPost, "/v1/sandbox/observe/export", observe.ToolExport, "sandbox",
+	jsonRow(groupServices, http.MethodPost, "/v1/sandbox/observe/export", observe.ToolExport, "sandbox",
 		"Export a report of the running or last session"),
-	jsonRowAs(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports", observe.ToolReports, "sandbox",
+	jsonRowAs(groupServices, http.MethodGet, "/v1/sandbox/observe/reports", observe.ToolReports, "sandbox",
 		"The sandbox's observation reports", obsSandbox, same[struct{}, []observe.ReportInfo]),
-	plainRow(groupCaps, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport, "sandbox",
+	plainRow(groupServices, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport, "sandbox",
 		"Download a report (gzip-compressed JSON)", nil, observeReport, doc(func(op *huma.Operation) {
 			op.Responses["200"] = &huma.Response{Description: "the report", Content: map[string]*huma.MediaType{"application/gzip": {Schema: binarySchema}}}
 		})),
-	jsonRowAs(groupCaps, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete, "sandbox",
+	jsonRowAs(groupServices, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete, "sandbox",
 		"Delete a report", reportRef, same[struct{}, observe.ReportInfo]),
 })
 
