@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/sandhold/sandhold/internal/fault"
@@ -145,3 +146,21 @@ func toolLevel(ctx context.Context, err error) bool {
 	}
 	return false
 }
+
+// aioPaths are the /v1 path templates of AIO Sandbox's own operations,
+// the routes the tool-level status rule applies to: the rows of the AIO
+// table that are not sandhold's own additions (Native: archive, extract,
+// artifacts, the terminal WebSocket), each path once. A test in
+// internal/aiocompat checks them against AIO's document.
+var aioPaths = func() []string {
+	var out []string
+	for _, rt := range aioTable {
+		if !rt.Native && !slices.Contains(out, rt.Path) {
+			out = append(out, rt.Path)
+		}
+	}
+	return out
+}()
+
+// AIOPaths returns a copy of aioPaths (for the conformance test).
+func AIOPaths() []string { return slices.Clone(aioPaths) }
