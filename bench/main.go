@@ -275,13 +275,19 @@ func (s *server) poolReady(want int) {
 }
 
 type coreResult struct {
-	BareForkExec   figure  `json:"bare_fork_exec"`
-	Bwrap          *figure `json:"bwrap,omitempty"`
-	ExecRTT        figure  `json:"exec_rtt"`
-	CreateCold     figure  `json:"create_cold_first_exec"`
-	CreateWarm     figure  `json:"create_warm_first_exec"`
-	CreateWarmOnly figure  `json:"create_warm"`
-	ExecPerSecond  float64 `json:"exec_per_second_16_clients"`
+	BareForkExec figure  `json:"bare_fork_exec"`
+	Bwrap        *figure `json:"bwrap,omitempty"`
+	ExecRTT      figure  `json:"exec_rtt"`
+	// CreateCold is a cold create (no warm pool) and its first exec
+	// with no spare init (SANDBOX_SPARE_INITS=0), CreateColdSpare the
+	// same with spares (SANDBOX_SPARE_INITS=2, the default); both
+	// alternate in one loop with a bwrap command (BwrapAlternated).
+	CreateCold      figure  `json:"create_cold_first_exec"`
+	CreateColdSpare figure  `json:"create_cold_spare_init_first_exec"`
+	BwrapAlternated *figure `json:"bwrap_alternated_with_cold_creates,omitempty"`
+	CreateWarm      figure  `json:"create_warm_first_exec"`
+	CreateWarmOnly  figure  `json:"create_warm"`
+	ExecPerSecond   float64 `json:"exec_per_second_16_clients"`
 	// BarePerSecond is bare fork/exec of /bin/true by 16 goroutines for
 	// as long as the sustained run, in the same process tree.
 	BarePerSecond float64 `json:"bare_fork_exec_per_second_16_goroutines"`
@@ -325,8 +331,10 @@ type coreResult struct {
 		// of 16 goroutines (goal >= 0.5).
 		SustainedOverBare float64 `json:"sustained_exec_over_bare_fork_exec"`
 		// ColdCreateOverBwrap is a cold create plus its first exec over
-		// one bwrap command (goal <= 2).
-		ColdCreateOverBwrap *float64 `json:"cold_create_first_exec_over_bwrap,omitempty"`
+		// one bwrap command, ColdSpareCreateOverBwrap the same from a
+		// spare init (goal <= 2), both against bwrap alternated with them.
+		ColdCreateOverBwrap      *float64 `json:"cold_create_first_exec_over_bwrap,omitempty"`
+		ColdSpareCreateOverBwrap *float64 `json:"cold_create_spare_init_first_exec_over_bwrap,omitempty"`
 		// AIOShellOverExec is AIO's shell/exec over native exec, both
 		// from the alternating loop (goal <= 1.2).
 		AIOShellOverExec float64 `json:"aio_shell_exec_over_exec"`
@@ -463,14 +471,12 @@ func core(ctx context.Context, o options) error {
 	}
 	srv.stop()
 
-	cold, err := startServer(ctx, o.server, 0, "SANDBOX_DISK_BUDGET=100TB")
+	// Cold creates on two servers at once, one with spare inits and one
+	// without, alternated in one loop with a bwrap command, so drift in
+	// the machine falls on all three alike.
+	res.CreateColdSpare, res.CreateCold, res.BwrapAlternated, err = coldCreates(ctx, o)
 	if err != nil {
 		return err
-	}
-	defer cold.stop()
-	_, res.CreateCold, err = creates(cold, o.n/10, false)
-	if err != nil {
-		return fmt.Errorf("cold create: %w", err)
 	}
 
 	res.LoadAfter = loadAvg()
@@ -482,8 +488,12 @@ func core(ctx context.Context, o options) error {
 	if res.Bwrap != nil {
 		r := res.Bwrap.P50ms / res.ExecRTT.P50ms
 		res.Ratios.BwrapOverExecRTT = &r
-		c := res.CreateCold.P50ms / res.Bwrap.P50ms
+	}
+	if bw := res.BwrapAlternated; bw != nil {
+		c := res.CreateCold.P50ms / bw.P50ms
 		res.Ratios.ColdCreateOverBwrap = &c
+		cs := res.CreateColdSpare.P50ms / bw.P50ms
+		res.Ratios.ColdSpareCreateOverBwrap = &cs
 	}
 	if o.json {
 		return json.NewEncoder(os.Stdout).Encode(res)
@@ -547,6 +557,48 @@ func creates(srv *server, n int, fromPool bool) (createOnly, withExec figure, er
 	return fig(only), fig(first), nil
 }
 
+// coldCreates starts two servers without a warm pool, one with spare
+// inits (SANDBOX_SPARE_INITS=2) and one without (0), and alternates, o.n/10
+// times: a create + first exec + delete on each, and one bwrap command
+// (when bwrap is installed).
+func coldCreates(ctx context.Context, o options) (spare, none figure, bwrap *figure, err error) {
+	withSpares, err := startServer(ctx, o.server, 0, "SANDBOX_DISK_BUDGET=100TB", "SANDBOX_SPARE_INITS=2")
+	if err != nil {
+		return spare, none, nil, err
+	}
+	defer withSpares.stop()
+	without, err := startServer(ctx, o.server, 0, "SANDBOX_DISK_BUDGET=100TB", "SANDBOX_SPARE_INITS=0")
+	if err != nil {
+		return spare, none, nil, err
+	}
+	defer without.stop()
+	bw, _ := exec.LookPath("bwrap")
+	var ls, ln, lb latency
+	for range max(o.n/10, 1) {
+		_, s, err := creates(withSpares, 1, false)
+		if err != nil {
+			return spare, none, nil, fmt.Errorf("cold create (spare init): %w", err)
+		}
+		_, n, err := creates(without, 1, false)
+		if err != nil {
+			return spare, none, nil, fmt.Errorf("cold create (no spare): %w", err)
+		}
+		ls, ln = append(ls, time.Duration(s.P50ms*float64(time.Millisecond))), append(ln, time.Duration(n.P50ms*float64(time.Millisecond)))
+		if bw != "" {
+			b, err := sample(1, func() error { return exec.Command(bw, "--unshare-all", "--ro-bind", "/", "/", "true").Run() })
+			if err != nil {
+				return spare, none, nil, fmt.Errorf("bwrap: %w", err)
+			}
+			lb = append(lb, b...)
+		}
+	}
+	if len(lb) > 0 {
+		f := fig(lb)
+		bwrap = &f
+	}
+	return fig(ls), fig(ln), bwrap, nil
+}
+
 func printCore(r coreResult) {
 	row := func(name string, f figure) {
 		fmt.Printf("%-42s p50 %8.2f ms   p99 %8.2f ms   (n=%d)\n", name, f.P50ms, f.P99ms, f.N)
@@ -563,7 +615,11 @@ func printCore(r coreResult) {
 	row("  native exec, alternated with it", r.AIO.NativeExec)
 	row("E2B commands.run", r.E2B.CommandsRun)
 	row("  native exec, alternated with it", r.E2B.NativeExec)
-	row("sandhold create, cold (+ first exec)", r.CreateCold)
+	row("sandhold create, cold (spare init) (+ first exec)", r.CreateColdSpare)
+	row("sandhold create, cold (no spare) (+ first exec)", r.CreateCold)
+	if r.BwrapAlternated != nil {
+		row("  bwrap, alternated with them", *r.BwrapAlternated)
+	}
 	row("sandhold create, warm pool", r.CreateWarmOnly)
 	row("sandhold create, warm pool (+ first exec)", r.CreateWarm)
 	fmt.Printf("%-42s %8.0f exec/s\n", "sustained, 16 concurrent clients", r.ExecPerSecond)
@@ -578,7 +634,8 @@ func printCore(r coreResult) {
 	}
 	fmt.Printf("ratio sustained exec/s / bare fork/exec/s:  %.2fx   (target >= 0.5x)\n", r.Ratios.SustainedOverBare)
 	if r.Ratios.ColdCreateOverBwrap != nil {
-		fmt.Printf("ratio cold create + first exec / bwrap:     %.2fx   (target <= 2x)\n", *r.Ratios.ColdCreateOverBwrap)
+		fmt.Printf("ratio cold (spare init) + first exec / bwrap: %.2fx   (target <= 2x)\n", *r.Ratios.ColdSpareCreateOverBwrap)
+		fmt.Printf("ratio cold (no spare) + first exec / bwrap:   %.2fx\n", *r.Ratios.ColdCreateOverBwrap)
 	}
 	fmt.Printf("ratio AIO shell/exec / native exec (p50):   %.2fx   (target <= 1.2x)\n", r.Ratios.AIOShellOverExec)
 	fmt.Printf("ratio E2B commands.run / native exec (p50): %.2fx   (target <= 1.2x)\n", r.Ratios.E2BRunOverExec)

@@ -20,11 +20,12 @@ type Client struct {
 	conn   *proto.Conn
 	nextID atomic.Uint64
 	done   chan struct{}
-	// onConn receives egress connections (EventConn); nil closes them.
-	onConn func(*os.File)
-
-	// mu guards the tables of waiting callers and the terminal error.
-	mu      sync.Mutex
+	// mu guards onConn, the tables of waiting callers and the terminal
+	// error.
+	mu sync.Mutex
+	// onConn receives egress connections (EventConn); nil closes them. A
+	// spare init's is set when it is bound (spare_linux.go).
+	onConn  func(*os.File)
 	pending map[uint64]chan reply
 	exits   map[uint64]chan proto.Exit
 	err     error
@@ -51,6 +52,13 @@ func newClient(conn *proto.Conn, onConn func(*os.File)) *Client {
 	return c
 }
 
+// setOnConn sets where egress connections go (a spare's, at its bind).
+func (c *Client) setOnConn(f func(*os.File)) {
+	c.mu.Lock()
+	c.onConn = f
+	c.mu.Unlock()
+}
+
 // Done is closed when the init is gone.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
@@ -74,8 +82,11 @@ func (c *Client) readLoop() {
 			break
 		}
 		if resp.Kind == proto.EventConn {
-			if c.onConn != nil && len(files) == 1 {
-				c.onConn(files[0])
+			c.mu.Lock()
+			onConn := c.onConn
+			c.mu.Unlock()
+			if onConn != nil && len(files) == 1 {
+				onConn(files[0])
 			} else {
 				proto.CloseAll(files)
 			}

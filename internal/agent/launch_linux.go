@@ -98,6 +98,17 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if (spec.Workspace == nil) == (spec.AwaitWorkspace == nil) {
 		return nil, errors.New("launch: a workspace or a way to await it, not both")
 	}
+	inst, err := clone(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return inst.finish(ctx, spec)
+}
+
+// clone starts an init in fresh namespaces: the part of a launch that
+// needs nothing of the sandbox but its host ids and network mode (a spare
+// is cloned with only that, spare_linux.go). The init waits for its setup.
+func clone(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	exe := spec.Exe
 	if exe == "" {
 		exe = "/proc/self/exe"
@@ -108,15 +119,36 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 		// number it has in the server.
 		exe = fmt.Sprintf("/proc/self/fd/%d", proto.FDExe)
 	}
-	args := spec.Args
-	if args == nil {
-		args = []string{"init"}
-	}
 	srv, child, err := Socketpair()
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = child.Close() }()
+	argv, env := initArgv(spec)
+	conn, err := proto.NewConn(srv)
+	_ = srv.Close() // NewConn holds its own descriptor
+	if err != nil {
+		return nil, err
+	}
+	var inst *Instance
+	if spec.Launcher != nil {
+		inst, err = launchVia(ctx, spec, exe, argv, env, child, conn)
+	} else {
+		inst, err = launchHere(spec, exe, argv, env, child, conn)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return inst, nil
+}
+
+// initArgv is an init's command line and environment.
+func initArgv(spec LaunchSpec) (argv, env []string) {
+	args := spec.Args
+	if args == nil {
+		args = []string{"init"}
+	}
 	// The server's environment never passes in. GOMAXPROCS keeps the init's
 	// runtime small; GOTRACEBACK=none keeps its crash output short;
 	// GODEBUG keeps the runtime from opening its cgroup's CPU files to
@@ -134,29 +166,21 @@ func Launch(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if spec.goGC > 0 {
 		gogc = spec.goGC
 	}
-	env := []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none", proto.SandboxGODEBUG}
-	argv := append([]string{"sandhold-init"}, args...)
-	conn, err := proto.NewConn(srv)
-	_ = srv.Close() // NewConn holds its own descriptor
-	if err != nil {
-		return nil, err
-	}
-	var inst *Instance
-	if spec.Launcher != nil {
-		inst, err = launchVia(ctx, spec, exe, argv, env, child, conn)
-	} else {
-		inst, err = launchHere(spec, exe, argv, env, child, conn)
-	}
-	if err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
+	env = []string{"GOMAXPROCS=" + strconv.Itoa(procs), "GOGC=" + strconv.Itoa(gogc), "GOTRACEBACK=none", proto.SandboxGODEBUG}
+	return append([]string{"sandhold-init"}, args...), env
+}
+
+// finish gives a cloned init its sandbox: the workspace, a template
+// root's files, its cgroups (Place) and the setup, and waits for it to be
+// ready. On any failure the init is killed.
+func (inst *Instance) finish(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	fail := func(err error) (*Instance, error) {
 		inst.Kill()
 		return nil, err
 	}
 	ws := spec.Workspace
 	if ws == nil {
+		var err error
 		if ws, err = spec.AwaitWorkspace(); err != nil {
 			return fail(err)
 		}

@@ -90,6 +90,9 @@ type Config struct {
 	OutputBudgetPerKey Size
 	// WarmPool is the number of pre-started sandboxes kept ready (SANDBOX_WARM_POOL, 2).
 	WarmPool int
+	// SpareInits is the number of inits cloned ahead for cold creates
+	// (SANDBOX_SPARE_INITS, 2; 0 none).
+	SpareInits int
 	// WarmPools are pre-started sandboxes per template, by the template's
 	// public name:tag (SANDBOX_WARM_POOL's name=N entries).
 	WarmPools map[string]int
@@ -316,7 +319,8 @@ func (c Config) WithDefaults() Config {
 	if c.LogLevel == "" {
 		c.LogLevel = d.LogLevel
 	}
-	// WarmPool: 0 is a legitimate choice (no pool), so it keeps its value.
+	// WarmPool and SpareInits: 0 is a legitimate choice (none), so they
+	// keep their values.
 	return c
 }
 

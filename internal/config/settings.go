@@ -81,6 +81,8 @@ var settings = []setting{
 		set: sizeField(func(c *Config, s Size) { c.OutputBudgetPerKey = s })},
 	{key: "warm_pool", env: "SANDBOX_WARM_POOL", def: "2", doc: "pre-started sandboxes kept ready: N of the host template, and name:tag=N per template (\"2,python-data:3.12=1\")",
 		set: parseWarmPool},
+	{key: "spare_inits", env: "SANDBOX_SPARE_INITS", def: "2", doc: "inits cloned ahead, each with a host id range no sandbox has, and bound to the next cold creates (0: none)",
+		set: intField(func(c *Config, n int) { c.SpareInits = n })},
 	{key: "registries", env: "SANDBOX_REGISTRIES", doc: "OCI registries templates may be pulled from (comma separated hosts, e.g. registry.example.com; default none: pulls are refused)",
 		set: func(c *Config, v string) error { c.Registries = splitList(v); return nil }},
 	{key: "registry_auth_file", env: "SANDBOX_REGISTRY_AUTH_FILE", doc: "a Docker config.json with the server's credentials for those registries (never shown to clients or sandboxes)",

@@ -131,6 +131,9 @@ func checkPositive(c Config) error {
 // rather than express policy.
 const (
 	maxWarmPool = 256
+	// maxSpareInits bounds the inits cloned ahead: each is an awake init
+	// (≈ 1.5 MB) and a host id range.
+	maxSpareInits = 16
 	// maxOvercommit: past this the budget no longer bounds what a create
 	// may promise in any useful way.
 	maxOvercommit   = 1000
@@ -146,6 +149,9 @@ const (
 
 func checkUpperBounds(c Config) error {
 	var errs []error
+	if c.SpareInits < 0 || c.SpareInits > maxSpareInits {
+		errs = append(errs, fmt.Errorf("SANDBOX_SPARE_INITS: between 0 and %d, got %d", maxSpareInits, c.SpareInits))
+	}
 	if c.WarmPool > maxWarmPool {
 		errs = append(errs, fmt.Errorf("SANDBOX_WARM_POOL: at most %d, got %d", maxWarmPool, c.WarmPool))
 	}

@@ -186,6 +186,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		// shell sessions, per sandbox owner and in all.
 		OutputBudget: outbuf.NewBudget(cfg.OutputBudget.Bytes(), cfg.OutputBudgetPerKey.Bytes()),
 		WarmPool:     cfg.WarmPool,
+		SpareInits:   cfg.SpareInits,
 		IdleTTL:      cfg.SandboxTTL,
 		IdleSleep:    cfg.IdleSleep,
 		MaxPerOwner:  cfg.MaxSandboxesPerKey,

@@ -72,6 +72,9 @@ type Config struct {
 	// cap only.
 	OutputBudget *outbuf.Budget
 	WarmPool     int
+	// SpareInits is how many inits are cloned ahead for cold creates
+	// (spares.go); 0 none.
+	SpareInits int
 	// WarmPools are pre-started sandboxes per public template, by its
 	// name:tag.
 	WarmPools map[string]int
@@ -148,8 +151,10 @@ type Manager struct {
 	// pools are every warm pool: pool (the host template's) first, then
 	// one per template of SANDBOX_WARM_POOL.
 	pools []*pool
-	net   netHub    // egress wiring (network.go)
-	obs   observers // metrics hooks (observe.go)
+	// spares are inits cloned ahead for cold creates (spares.go).
+	spares *spares
+	net    netHub    // egress wiring (network.go)
+	obs    observers // metrics hooks (observe.go)
 
 	// wst holds pre-formatted workspace images (wstemplate_linux.go).
 	wst wsTemplates
@@ -241,6 +246,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 			m.pools = append(m.pools, newPool(m, n, name))
 		}
 	}
+	m.spares = newSpares(m, cfg.SpareInits)
 	m.wg.Add(1)
 	go m.janitor()
 	if cfg.DiskBudget > 0 || cfg.DiskFloor > 0 {
@@ -269,6 +275,7 @@ func (m *Manager) Close() {
 	for _, p := range m.pools {
 		p.close()
 	}
+	m.spares.close()
 	for _, s := range all {
 		s.shutdown()
 		s.releaseVolume()
@@ -435,14 +442,29 @@ var takenHook = func() {}
 func (m *Manager) countOwned(owner string) int { return m.idx.owned[owner] }
 
 // cold builds a sandbox from scratch: id range, workspace, cgroup, init.
+// A spare init (spares.go) gives it its id range and its init.
 func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
-	slot, err := m.allocSlot()
-	if err != nil {
-		return nil, err
+	si, spare := m.spares.take(rec.Spec)
+	slot := si.slot
+	if !spare {
+		var err error
+		if slot, err = m.allocSlot(); err != nil {
+			return nil, err
+		}
 	}
 	rec.Slot = slot
 	s := newSandbox(m, rec)
-	if err := s.start(ctx); err != nil {
+	s.spare = si.sp
+	err := s.start(ctx)
+	if spare {
+		if s.spare != nil {
+			// The start failed before its launch: the spare goes too.
+			s.spare.Kill()
+			s.spare = nil
+		}
+		m.spares.refill()
+	}
+	if err != nil {
 		// The workspace volume, if it was mounted, goes with the
 		// directory (its loop device detaches once closed).
 		s.releaseVolume()

@@ -75,6 +75,8 @@ type Sandbox struct {
 	// hibernating is set while Hibernate runs: nothing starts the
 	// sandbox meanwhile (snapshot.go).
 	hibernating bool
+	// spare, if set, is the init its first start binds (spares.go).
+	spare *agent.Spare
 }
 
 func newSandbox(m *Manager, rec Record) *Sandbox {
@@ -344,7 +346,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		root.apply(s, &spec)
 	}
 	s.m.netLaunch(&spec, s.rec.ID, s.rec.Spec.Network)
-	inst, err := agent.Launch(lctx, spec)
+	inst, err := s.launch(lctx, spec)
 	if err != nil {
 		cleanup()
 		// What failed beside the start says more than the init's end.

@@ -1,0 +1,240 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/agent"
+)
+
+// initPid is a running sandbox's init pid.
+func initPid(t *testing.T, s *Sandbox) int {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inst == nil {
+		t.Fatal("sandbox not running")
+	}
+	return s.inst.Pid
+}
+
+// readySpares are the pids of the ready spares, oldest first.
+func readySpares(m *Manager) []int {
+	m.spares.mu.Lock()
+	defer m.spares.mu.Unlock()
+	var out []int
+	for _, si := range m.spares.ready {
+		out = append(out, si.sp.Pid())
+	}
+	return out
+}
+
+// postureFacts is what a sandbox's security rests on, seen from the host
+// (its init's process) and from a command inside, with what names the
+// sandbox (its id, host ids, pids, mount ids) taken out: a sandbox from a
+// spare and one from a fresh init must not differ in any of it.
+func postureFacts(t *testing.T, s *Sandbox) map[string]string {
+	t.Helper()
+	pid := initPid(t, s)
+	base := hostBase(s.rec.Slot)
+	facts := map[string]string{}
+	read := func(name string) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	statusKeys := regexp.MustCompile(`^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters|Speculation_Store_Bypass|SpeculationIndirectBranch|Cpus_allowed_list|Mems_allowed_list):`)
+	norm := func(text string) string {
+		// newManager's cgroup base, named by the test.
+		text = strings.ReplaceAll(text, fmt.Sprintf("st%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-")), "<cgbase>")
+		text = strings.ReplaceAll(text, s.rec.ID, "<id>")
+		return strings.ReplaceAll(text, fmt.Sprint(base), "<base>")
+	}
+	for _, line := range strings.Split(read("status"), "\n") {
+		if statusKeys.MatchString(line) {
+			k, v, _ := strings.Cut(line, ":")
+			facts["init status "+k] = norm(strings.Join(strings.Fields(v), " "))
+		}
+	}
+	for _, f := range []string{"uid_map", "gid_map", "setgroups", "limits", "cgroup", "oom_score_adj", "personality"} {
+		facts["init "+f] = norm(strings.Join(strings.Fields(read(f)), " "))
+	}
+	// Every namespace is the init's own, the user namespace owned by its
+	// range's first id.
+	for _, ns := range []string{"user", "mnt", "pid", "ipc", "uts", "net", "cgroup"} {
+		mine, err1 := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
+		host, err2 := os.Readlink("/proc/self/ns/" + ns)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		facts["init ns "+ns+" own"] = fmt.Sprint(mine != host)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owner uint32
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), nsGetOwnerUID, uintptr(unsafe.Pointer(&owner))) //nolint:gosec // G103: the ioctl writes one uint32
+	_ = f.Close()
+	if e != 0 {
+		t.Fatal(e)
+	}
+	facts["init user ns owner"] = norm(fmt.Sprint(owner))
+	// Inside: a command's own view (credentials, capabilities, seccomp,
+	// limits, mounts by point, type and options, hostname, cgroup
+	// namespace), and the init's as PID 1.
+	r := run(t, s, ExecRequest{Command: `grep -E '^(Uid|Gid|Groups|Cap|NoNewPrivs|Seccomp)' /proc/self/status /proc/1/status; ` +
+		`cat /proc/self/limits /proc/self/uid_map /proc/self/gid_map /proc/self/cgroup; hostname; id; ` +
+		`awk '{for(i=7;$i!="-";i++);print $5, $6, $(i+1), $(i+3)}' /proc/self/mountinfo | sed 's/,size=[0-9]*k//'`})
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("probe: %+v", r)
+	}
+	for i, line := range strings.Split(r.Stdout, "\n") {
+		facts[fmt.Sprintf("inside %03d", i)] = norm(line)
+	}
+	return facts
+}
+
+// TestSpareInitIsLikeAFreshOne: a sandbox whose init was a spare and one
+// whose init was cloned for it have the same security posture, from the
+// host and from inside: ids and maps, the user namespace's owner,
+// capabilities, no_new_privs, seccomp, rlimits, cgroups, namespaces,
+// mounts. The spare's sandbox really got the spare (its pid), and the
+// fresh one none.
+func TestSpareInitIsLikeAFreshOne(t *testing.T) {
+	spec := Spec{Network: Network{Mode: NetworkNone}}
+	var fa, fb map[string]string
+	// Each manager in a subtest of its own: its cgroups under a base of
+	// their own.
+	t.Run("spare", func(t *testing.T) {
+		cfg := testConfig(t)
+		cfg.SpareInits = 1
+		m := newManager(t, cfg, nil)
+		waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+		spare := readySpares(m)[0]
+		s := create(t, m, spec)
+		if got := initPid(t, s); got != spare {
+			t.Fatalf("the sandbox's init is pid %d, want the spare %d", got, spare)
+		}
+		fa = postureFacts(t, s)
+	})
+	t.Run("fresh", func(t *testing.T) {
+		m := newManager(t, testConfig(t), nil)
+		s := create(t, m, spec)
+		if len(readySpares(m)) != 0 {
+			t.Fatal("a manager without spares has one")
+		}
+		fb = postureFacts(t, s)
+	})
+	if t.Failed() {
+		return
+	}
+	if len(fa) < 40 {
+		t.Fatalf("only %d facts gathered: %v", len(fa), fa)
+	}
+	for k, v := range fa {
+		if fb[k] != v {
+			t.Errorf("%s: from a spare %q, fresh %q", k, v, fb[k])
+		}
+	}
+	for k, v := range fb {
+		if _, ok := fa[k]; !ok {
+			t.Errorf("%s: fresh %q, missing from the spare's", k, v)
+		}
+	}
+}
+
+// TestSparesAreRefilledAndEnd: a create takes the oldest spare; another
+// is cloned once it is done; a sandbox with the host's network takes
+// none; Close kills every spare.
+func TestSparesAreRefilledAndEnd(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SpareInits = 2
+	m := newManager(t, cfg, nil)
+	waitFor(t, func() bool { return len(readySpares(m)) == 2 })
+	before := readySpares(m)
+	s := create(t, m, Spec{})
+	if got := initPid(t, s); got != before[0] {
+		t.Fatalf("init pid %d, want the oldest spare %d", got, before[0])
+	}
+	waitFor(t, func() bool { return len(readySpares(m)) == 2 })
+	after := readySpares(m)
+	if after[0] != before[1] || after[1] == before[0] {
+		t.Fatalf("spares %v after the take, were %v", after, before)
+	}
+	var sps []*agent.Spare
+	m.spares.mu.Lock()
+	for _, si := range m.spares.ready {
+		sps = append(sps, si.sp)
+	}
+	m.spares.mu.Unlock()
+	m.Close()
+	for _, sp := range sps {
+		select {
+		case <-sp.Exited():
+		default:
+			t.Fatalf("spare %d still running after Close", sp.Pid())
+		}
+	}
+}
+
+// TestHostNetworkTakesNoSpare: spares have a network namespace of their
+// own, so a sandbox on the host's network is cloned afresh.
+func TestHostNetworkTakesNoSpare(t *testing.T) {
+	if _, ok := (&spares{want: 1}).take(Spec{Network: Network{Mode: NetworkHost}}); ok {
+		t.Fatal("a host-network spec took a spare")
+	}
+}
+
+// TestUnusableSpareIsDiscarded: a spare that ended is skipped (a fresh
+// init starts the sandbox), and one bound for other host ids than it was
+// cloned for is killed, not bound.
+func TestUnusableSpareIsDiscarded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SpareInits = 1
+	m := newManager(t, cfg, nil)
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+	m.spares.mu.Lock()
+	dead := m.spares.ready[0].sp
+	m.spares.mu.Unlock()
+	if err := unix.Kill(dead.Pid(), unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-dead.Exited()
+	s := create(t, m, Spec{})
+	if initPid(t, s) == dead.Pid() {
+		t.Fatal("the sandbox got the dead spare's pid")
+	}
+	if r := run(t, s, ExecRequest{Command: "true"}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec after a dead spare: %+v", r)
+	}
+
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+	si, ok := m.spares.take(Spec{})
+	if !ok {
+		t.Fatal("no spare")
+	}
+	defer m.freeSlot(si.slot)
+	ws, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ws.Close() }()
+	spec := m.spareSpec(si.slot)
+	spec.HostUID++ // not what it was cloned for
+	spec.Workspace = ws
+	if _, err := si.sp.Bind(context.Background(), spec); !errors.Is(err, agent.ErrSpareUnusable) {
+		t.Fatalf("bind for other host ids: %v, want ErrSpareUnusable", err)
+	}
+	<-si.sp.Exited()
+}
