@@ -239,6 +239,8 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	if err := m.reapWorkspaces(known); err != nil {
 		return nil, err
 	}
+	// Before the pools: their refills create cold sandboxes too.
+	m.spares = newSpares(m, cfg.SpareInits)
 	m.pool = newPool(m, cfg.WarmPool, "")
 	m.pools = []*pool{m.pool}
 	for _, name := range slices.Sorted(maps.Keys(cfg.WarmPools)) {
@@ -246,7 +248,6 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 			m.pools = append(m.pools, newPool(m, n, name))
 		}
 	}
-	m.spares = newSpares(m, cfg.SpareInits)
 	m.wg.Add(1)
 	go m.janitor()
 	if cfg.DiskBudget > 0 || cfg.DiskFloor > 0 {

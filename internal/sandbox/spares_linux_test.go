@@ -238,3 +238,21 @@ func TestUnusableSpareIsDiscarded(t *testing.T) {
 	}
 	<-si.sp.Exited()
 }
+
+// TestWarmPoolTakesSpares: the warm pool's refills are cold creates too,
+// and may run before the first call (spares exist before the pools).
+func TestWarmPoolTakesSpares(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SpareInits, cfg.WarmPool = 1, 1
+	m := newManager(t, cfg, nil)
+	pooled := func() int {
+		m.pool.mu.Lock()
+		defer m.pool.mu.Unlock()
+		return len(m.pool.ready)
+	}
+	waitFor(t, func() bool { return pooled() == 1 && len(readySpares(m)) == 1 })
+	s := create(t, m, Spec{})
+	if r := run(t, s, ExecRequest{Command: "true"}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+}
