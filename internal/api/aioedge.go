@@ -14,7 +14,6 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
 
@@ -176,7 +175,9 @@ func aioBodyTypes(method, pattern string) []string {
 // before anything else about the request is looked at: a bad argument or
 // an unknown session in a sandbox that is not there is not the tool's
 // failure (AIO's 200 with success:false) but a routing one. The tool
-// checks it again as it runs; this is a read of the manager's map.
+// checks it again as it runs; this is a read of the manager's map (in a
+// cluster, a dead node's hibernated sandbox is taken over first, by the
+// caller's own sandbox.adopt: sandbox.Manager.Addressed).
 func (e *aioEdge) sandboxOfURL(r *http.Request) error {
 	id := chi.URLParam(r, "id")
 	if id == "" || e.s.sandboxes == nil {
@@ -186,8 +187,7 @@ func (e *aioEdge) sandboxOfURL(r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.s.sandboxes.Get(sandbox.CallerOf(c), id)
-	return err
+	return e.s.sandboxes.Addressed(r.Context(), e.dispatcher(), c, id)
 }
 
 // dispatcher is the edge's dispatcher: the one its entry point was given,

@@ -34,7 +34,7 @@ func (s *Server) MCPRoutes(h http.Handler) {
 		if s.sandboxes != nil {
 			c, err := MustCaller(r.Context())
 			if err == nil {
-				_, err = s.sandboxes.Get(sandbox.CallerOf(c), id)
+				err = s.sandboxes.Addressed(r.Context(), s.disp, c, id)
 			}
 			if err != nil {
 				WriteError(w, r, err)

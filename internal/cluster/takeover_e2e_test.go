@@ -94,14 +94,23 @@ func TestOnlyTheOwnersCallTakesOver(t *testing.T) {
 	c.a.ok("POST", "/v1/keys", c.admin, map[string]string{"name": "owner", "role": "agent"}, 201, &owner)
 	c.a.ok("POST", "/v1/keys", c.admin, map[string]string{"name": "other", "role": "agent"}, 201, &other)
 	c.a.ok("POST", "/v1/keys", c.admin, map[string]string{"name": "viewer", "role": "viewer"}, 201, &viewer)
-	var sb struct{ ID string }
-	c.a.ok("POST", "/v1/sandboxes", owner.Key, map[string]any{"limits": map[string]any{"disk": "64MB"}}, 201, &sb)
+	// Of three creates two share a node (least loaded, ties by name): sb
+	// is taken over by a native call, aio by an AIO route's.
+	on := map[string][]string{}
+	for range 3 {
+		var sb struct{ ID string }
+		c.a.ok("POST", "/v1/sandboxes", owner.Key, map[string]any{"limits": map[string]any{"disk": "64MB"}}, 201, &sb)
+		on[c.nodeOf(sb.ID)] = append(on[c.nodeOf(sb.ID)], sb.ID)
+	}
 	home, dies, via := "node-a", c.a, c.b
-	if c.nodeOf(sb.ID) == "node-b" {
+	if len(on[home]) < 2 {
 		home, dies, via = "node-b", c.b, c.a
 	}
-	dies.ok("POST", "/v1/sandboxes/"+sb.ID+"/exec", owner.Key, map[string]any{"command": "echo kept > f"}, 200, nil)
-	dies.ok("POST", "/v1/sandboxes/"+sb.ID+"/hibernate", owner.Key, nil, 200, nil)
+	sb, aio := struct{ ID string }{on[home][0]}, on[home][1]
+	for _, id := range []string{sb.ID, aio} {
+		dies.ok("POST", "/v1/sandboxes/"+id+"/exec", owner.Key, map[string]any{"command": "echo kept > f"}, 200, nil)
+		dies.ok("POST", "/v1/sandboxes/"+id+"/hibernate", owner.Key, nil, 200, nil)
+	}
 	dies.stop()
 	testenv.Eventually(t, home+" counts as dead", func() bool {
 		ns, err := c.st.Nodes(context.Background())
@@ -126,14 +135,15 @@ func TestOnlyTheOwnersCallTakesOver(t *testing.T) {
 		{"another tenant's key", other.Key, http.StatusNotFound},
 		{"a viewer's key", viewer.Key, http.StatusForbidden},
 	}
+	aioExec := "/sandboxes/" + aio + "/v1/shell/exec"
 	for _, tc := range tests {
-		for _, method := range []string{"GET", "DELETE"} {
-			code, body := via.raw(method, path, tc.key, nil, nil)
+		for _, call := range []struct{ method, path, body string }{{"GET", path, ""}, {"DELETE", path, ""}, {"POST", aioExec, `{"command":"cat f"}`}} {
+			code, body := via.raw(call.method, call.path, tc.key, strings.NewReader(call.body), map[string]string{"Content-Type": "application/json"})
 			if code != tc.want {
-				t.Errorf("%s: %s = %d %s, want %d", tc.name, method, code, body, tc.want)
+				t.Errorf("%s: %s %s = %d %s, want %d", tc.name, call.method, call.path, code, body, tc.want)
 			}
-			if n := c.nodeOf(sb.ID); n != home {
-				t.Fatalf("%s: %s moved the sandbox to %s", tc.name, method, n)
+			if n, m := c.nodeOf(sb.ID), c.nodeOf(aio); n != home || m != home {
+				t.Fatalf("%s: %s %s moved a sandbox (now on %s and %s)", tc.name, call.method, call.path, n, m)
 			}
 		}
 	}
@@ -171,6 +181,18 @@ func TestOnlyTheOwnersCallTakesOver(t *testing.T) {
 	via.ok("POST", path+"/exec", owner.Key, map[string]any{"command": "cat f"}, 200, &res)
 	if res.Stdout != "kept\n" {
 		t.Errorf("resumed: %q, want its file", res.Stdout)
+	}
+
+	// At an AIO route of the sandbox's URL, which checks the sandbox
+	// before its tool runs, the owner's request takes it over by a
+	// sandbox.adopt of its own, then runs.
+	var out struct{ Output string }
+	via.ok("POST", aioExec, owner.Key, map[string]any{"command": "cat f"}, 200, &out)
+	if out.Output != "kept\n" || c.nodeOf(aio) == home {
+		t.Errorf("AIO exec: %q, on %s; want its file, moved", out.Output, c.nodeOf(aio))
+	}
+	if recs := adoptRecords(t, via.node, c.admin, aio); len(recs) == 0 || recs[len(recs)-1].Actor != owner.ID || recs[len(recs)-1].Verdict != "allowed" {
+		t.Errorf("AIO take-over's records: %+v, want the owner's allowed sandbox.adopt last", recs)
 	}
 }
 

@@ -57,6 +57,28 @@ var errNotRouted = fault.New(fault.Conflict, "a sandbox is taken over only by a 
 // its node is dead, is first taken over by a dispatched sandbox.adopt for
 // the call's caller. Anything else is Get's answer.
 func (m *Manager) lookup(ctx context.Context, c Caller, id string) (*Sandbox, error) {
+	return m.getOrAdopt(ctx, c, id, func(refused error) error {
+		_, err := ToolAdopt.CallWithin(ctx, IDArgs{ID: id}, refused)
+		return err
+	})
+}
+
+// Addressed checks, for an authenticated request at an edge that refuses
+// a URL's sandbox before any tool runs (an AIO row at /sandboxes/{id}/…,
+// MCP at /sandboxes/{id}/mcp), that c may use sandbox id: Get, after a
+// sandbox the forwarder found on a dead node has been taken over by
+// sandbox.adopt, dispatched through d for c as a call of its own.
+func (m *Manager) Addressed(ctx context.Context, d *dispatch.Dispatcher, c auth.Caller, id string) error {
+	_, err := m.getOrAdopt(ctx, CallerOf(c), id, func(error) error {
+		_, err := ToolAdopt.Call(ctx, d, c, IDArgs{ID: id})
+		return err
+	})
+	return err
+}
+
+// getOrAdopt is Get, or — when it misses a sandbox ctx's request found on
+// a dead node — adopt's dispatched take-over, then Get again.
+func (m *Manager) getOrAdopt(ctx context.Context, c Caller, id string, adopt func(refused error) error) (*Sandbox, error) {
 	s, err := m.Get(c, id)
 	if err == nil {
 		return s, nil
@@ -64,8 +86,8 @@ func (m *Manager) lookup(ctx context.Context, c Caller, id string) (*Sandbox, er
 	if _, ok := OrphanOf(ctx, id); !ok {
 		return nil, err
 	}
-	if _, aerr := ToolAdopt.CallWithin(ctx, IDArgs{ID: id}, err); aerr != nil {
-		return nil, aerr
+	if err := adopt(err); err != nil {
+		return nil, err
 	}
 	return m.Get(c, id)
 }
