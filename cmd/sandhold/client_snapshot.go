@@ -75,6 +75,9 @@ func (l *snapshotLsCmd) Run(ctx context.Context, e *env) error {
 		if len(digest) > 19 {
 			digest = digest[:19]
 		}
+		if s.State == "sealing" {
+			digest = "(sealing)"
+		}
 		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", client.Escape(s.ID), client.Escape(orDashCLI(s.Name)), client.Escape(s.Sandbox),
 			client.IBytes(s.Bytes), client.IBytes(s.ImageSize), client.Escape(orDashCLI(s.Template)), client.Escape(digest), client.Escape(s.Created))
 	}

@@ -13,6 +13,7 @@ type Snapshot struct {
 	Name           string `json:"name"`
 	Sandbox        string `json:"sandbox"`
 	Created        string `json:"created"`
+	State          string `json:"state"` // sealing (no digest yet), ready
 	Digest         string `json:"digest"`
 	Bytes          int64  `json:"bytes"`
 	ImageSize      int64  `json:"image_size"`

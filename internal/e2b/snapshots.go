@@ -33,10 +33,13 @@ func (s *Service) snapshotRoutes(r chi.Router) {
 type snapshotJSON struct {
 	SnapshotID string   `json:"snapshotID"`
 	Names      []string `json:"names"`
+	// State is sandhold's (sealing until its digest exists, then ready),
+	// beside E2B's fields; E2B's SDKs ignore it.
+	State string `json:"state,omitempty"`
 }
 
 func snapshotOf(in sandbox.SnapshotInfo) snapshotJSON {
-	out := snapshotJSON{SnapshotID: in.ID, Names: []string{}}
+	out := snapshotJSON{SnapshotID: in.ID, Names: []string{}, State: in.State}
 	if in.Name != "" {
 		out.Names = append(out.Names, in.Name)
 	}

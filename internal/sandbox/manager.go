@@ -248,6 +248,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 			m.pools = append(m.pools, newPool(m, n, name))
 		}
 	}
+	m.startSeals()
 	m.wg.Add(1)
 	go m.janitor()
 	if cfg.DiskBudget > 0 || cfg.DiskFloor > 0 {
@@ -280,6 +281,9 @@ func (m *Manager) Close() {
 	for _, s := range all {
 		s.shutdown()
 		s.releaseVolume()
+	}
+	if st := m.cfg.Snapshots; st != nil {
+		st.Close() // seals under way resume at the next start
 	}
 	m.wg.Wait()
 }

@@ -63,7 +63,8 @@ type SnapshotInfo struct {
 	Owner          string    `json:"owner"`
 	Sandbox        string    `json:"sandbox" doc:"the sandbox it was taken of (which may since be deleted)"`
 	Created        time.Time `json:"created"`
-	Digest         string    `json:"digest" doc:"sha256 of the snapshot's content: image size, chunks and settings"`
+	State          string    `json:"state" enum:"sealing,ready" doc:"ready: its digest exists; sealing: taken and durable (a clone of the image) but its digest is still being computed — restore and fork work, export waits"`
+	Digest         string    `json:"digest" doc:"sha256 of the snapshot's content: image size, chunks and settings (empty while sealing)"`
 	Bytes          int64     `json:"bytes" doc:"data the snapshot holds (chunks shared with the owner's other snapshots are stored once)"`
 	ImageSize      int64     `json:"image_size" doc:"the workspace image's size: the restored sandbox's limits.disk"`
 	Template       string    `json:"template"`
@@ -77,13 +78,62 @@ type SnapshotInfo struct {
 
 func infoOf(m *snapshot.Manifest) SnapshotInfo {
 	in := SnapshotInfo{ID: m.ID, Name: m.Name, Owner: m.Owner, Sandbox: m.Sandbox, Created: m.Created,
-		Digest: m.Digest, Bytes: m.Bytes, ImageSize: m.ImageSize}
+		State: SnapshotReady, Digest: m.Digest, Bytes: m.Bytes, ImageSize: m.ImageSize}
+	if m.Sealing() {
+		in.State = SnapshotSealing
+	}
 	var meta snapMeta
 	if json.Unmarshal(m.Meta, &meta) == nil {
 		in.Limits, in.Network = meta.Limits, meta.Network
 		in.Template, in.TemplateDigest = templateNames(meta.Template)
 	}
 	return in
+}
+
+// A snapshot's states (SnapshotInfo.State).
+const (
+	SnapshotSealing = snapshot.StateSealing
+	SnapshotReady   = "ready"
+)
+
+// startSeals has the manager audit each seal that ends (snapshot.seal,
+// by the system, with the digest) and seals again the snapshots a
+// previous run left sealing (internal/snapshot's seal.go).
+func (m *Manager) startSeals() {
+	st := m.cfg.Snapshots
+	if st == nil {
+		return
+	}
+	st.OnSealed(func(man *snapshot.Manifest, err error) {
+		e := Event{Actor: "system", Action: "snapshot.seal", Sandbox: man.Sandbox, Verdict: "completed",
+			Detail: map[string]any{"snapshot": man.ID, "owner": man.Owner, "digest": man.Digest, "bytes": man.Bytes}}
+		if err != nil {
+			e.Verdict, e.Detail["error"] = "error", err.Error()
+			m.log.Error("seal snapshot; it is sealed again at the next start", "snapshot", man.ID, "err", err)
+		}
+		m.audit(context.Background(), e)
+	})
+	sealing, removed := st.Recover()
+	if len(sealing)+len(removed) > 0 {
+		m.log.Info("snapshots left sealing by a previous run", "sealing", sealing, "removed_incomplete", removed)
+	}
+}
+
+// sealed returns man once its digest exists, waiting for its seal (bounded,
+// and no longer than ctx).
+func (m *Manager) sealed(ctx context.Context, man *snapshot.Manifest) (*snapshot.Manifest, error) {
+	if !man.Sealing() {
+		return man, nil
+	}
+	st, err := m.snapStore()
+	if err != nil {
+		return nil, err
+	}
+	out, err := st.WaitSealed(ctx, man)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return nil, errNoSnapshot
+	}
+	return out, err
 }
 
 var errNoSnapshots = fault.New(fault.Unavailable, "this server keeps no snapshots")

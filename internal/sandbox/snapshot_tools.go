@@ -91,7 +91,11 @@ var errMemory = fault.New(fault.Unsupported, "memory capture is off: CRIU cannot
 func ownerCaller(c auth.Caller) Caller { return Caller{KeyID: c.KeyID, Admin: c.IsAdmin()} }
 
 func snapSummary(in SnapshotInfo) map[string]any {
-	return map[string]any{"snapshot": in.ID, "digest": in.Digest, "bytes": in.Bytes, "sandbox": in.Sandbox}
+	out := map[string]any{"snapshot": in.ID, "digest": in.Digest, "bytes": in.Bytes, "sandbox": in.Sandbox, "state": in.State}
+	if in.State == SnapshotSealing {
+		out["digest_pending"] = true // snapshot.seal names it
+	}
+	return out
 }
 
 func snapshotTools(m *Manager) []dispatch.Tool {
@@ -151,6 +155,10 @@ func snapshotTools(m *Manager) []dispatch.Tool {
 			}
 			man, err := m.snapshotOf(ownerCaller(c), a.Snapshot)
 			if err != nil {
+				return nil, err
+			}
+			// The export carries the digest: a sealing snapshot's first.
+			if man, err = m.sealed(ctx, man); err != nil {
 				return nil, err
 			}
 			return &Export{SnapshotInfo: infoOf(man), st: m.cfg.Snapshots, man: man}, nil

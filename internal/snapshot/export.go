@@ -62,6 +62,9 @@ func (s *Store) Export(ctx context.Context, m *Manifest, w io.Writer) error {
 	if m.Parked {
 		return fault.New(fault.Conflict, "a hibernated sandbox's image is not exported; resume it and take a snapshot")
 	}
+	if m.Sealing() {
+		return fault.New(fault.Conflict, "the snapshot is being sealed: export it once it reads ready")
+	}
 	lk, err := s.lockOwner(m.Owner, false)
 	if err != nil {
 		return err

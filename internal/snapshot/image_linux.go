@@ -30,8 +30,13 @@ func allZero(b []byte) bool {
 
 // Capture stores the image img (size bytes) as a new snapshot of in.Owner,
 // deduplicated against the owner's chunks. The caller keeps the image
-// still while it runs (the sandbox frozen, its file system frozen). Only
-// ranges that hold data are read (SEEK_DATA); chunks of zeros are holes.
+// still while it runs (the sandbox frozen, its file system frozen).
+//
+// Where the store's file system shares blocks with the image (XFS with
+// reflink, btrfs), the snapshot is one clone of the whole image, made
+// durable with a manifest that reads sealing, and Capture answers then:
+// the chunks and the digest are made from that clone after the answer
+// (seal.go). Elsewhere the image is chunked and hashed before the answer.
 func (s *Store) Capture(ctx context.Context, img *os.File, size int64, in Info) (m *Manifest, err error) {
 	if size <= 0 || size > maxImageBytes {
 		return nil, fmt.Errorf("capture image: size %d out of range", size)
@@ -40,9 +45,84 @@ func (s *Store) Capture(ctx context.Context, img *os.File, size int64, in Info) 
 	if err != nil {
 		return nil, err
 	}
+	m, cloned, err := s.captureClone(img, size, in)
+	if err != nil || cloned {
+		lk.unlock()
+		if cloned {
+			s.startSeal(m)
+		}
+		return m, err
+	}
 	defer lk.unlock()
-	od := s.ownerDir(in.Owner)
 	m = in.manifest(size)
+	if err := s.chunkImage(ctx, img, size, m); err != nil {
+		return nil, err
+	}
+	if err := s.finish(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// captureClone clones img whole into the store as sealing snapshot's
+// clone (durable: fsynced, renamed, its directory synced) and writes the
+// snapshot's manifest, state sealing. cloned is false (and nothing is
+// left) where the file systems cannot share blocks. The caller holds the
+// owner's lock.
+func (s *Store) captureClone(img *os.File, size int64, in Info) (m *Manifest, cloned bool, err error) {
+	f, err := os.CreateTemp(s.tmpDir(), "clone-*")
+	if err != nil {
+		return nil, false, fmt.Errorf("capture image: %w", err)
+	}
+	name := f.Name()
+	defer func() {
+		_ = f.Close()
+		if !cloned {
+			_ = os.Remove(name)
+		}
+	}()
+	if err := unix.IoctlFileClone(int(f.Fd()), int(img.Fd())); err != nil {
+		return nil, false, nil // no shared blocks here: the image is chunked now
+	}
+	if err := f.Truncate(size); err != nil {
+		return nil, false, fmt.Errorf("capture image: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, false, fmt.Errorf("capture image: sync clone: %w", err)
+	}
+	m = in.manifest(size)
+	m.ID, m.State = newID(), StateSealing
+	if st, err := f.Stat(); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			m.Bytes = sys.Blocks * 512
+		}
+	}
+	dst := s.sealingPath(m.Owner, m.ID)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return nil, false, fmt.Errorf("capture image: %w", err)
+	}
+	if err := os.Rename(name, dst); err != nil {
+		return nil, false, fmt.Errorf("capture image: %w", err)
+	}
+	if err := syncDir(filepath.Dir(dst)); err != nil {
+		_ = os.Remove(dst)
+		return nil, false, fmt.Errorf("capture image: %w", err)
+	}
+	_ = syncDir(filepath.Dir(filepath.Dir(dst)))
+	if err := s.put(m); err != nil {
+		_ = os.Remove(dst)
+		return nil, false, err
+	}
+	return m, true, nil
+}
+
+// chunkImage cuts the image img (size bytes) into m's chunks, each named
+// by its sha256, and makes the new ones durable. Only ranges that hold
+// data are read (SEEK_DATA); chunks of zeros are holes. The caller holds
+// the owner's lock.
+func (s *Store) chunkImage(ctx context.Context, img *os.File, size int64, m *Manifest) error {
+	od := s.ownerDir(m.Owner)
+	m.Chunks = nil
 	var pending []pendingChunk
 	defer func() {
 		for _, p := range pending {
@@ -81,7 +161,7 @@ func (s *Store) Capture(ctx context.Context, img *os.File, size int64, in Info) 
 		}
 		f, err := os.CreateTemp(s.tmpDir(), "chunk-*")
 		if err != nil {
-			return nil, fmt.Errorf("capture image: %w", err)
+			return fmt.Errorf("capture image: %w", err)
 		}
 		pending = append(pending, pendingChunk{f: f, dest: dest})
 		if clone {
@@ -97,22 +177,22 @@ func (s *Store) Capture(ctx context.Context, img *os.File, size int64, in Info) 
 		err = writeSparse(f, buf)
 		free <- rc.buf
 		if err != nil {
-			return nil, fmt.Errorf("capture image: write chunk: %w", err)
+			return fmt.Errorf("capture image: write chunk: %w", err)
 		}
 		// Its write-back starts now; commitChunks's fsync waits for it.
 		_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
 	}
 	if err := *rerr; err != nil {
-		return nil, err
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if err := commitChunks(pending); err != nil {
-		return nil, err
+		return err
 	}
 	pending = nil
-	if err := s.finish(m); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return nil
 }
 
 // readChunk is one chunk read from the image.
@@ -268,6 +348,41 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, dst string) error {
 	if m.Parked {
 		return s.unpark(m, dst)
 	}
+	if m.Sealing() {
+		// Not sealed yet: the image is its clone's (cloned back where
+		// blocks are shared); sealed meanwhile: its chunks.
+		src, cur, err := s.openClone(m)
+		if err != nil {
+			return err
+		}
+		if src != nil {
+			defer func() { _ = src.Close() }()
+			return writeImage(dst, m.ImageSize, func(f *os.File) error {
+				if err := copyData(src, f, 0, m.ImageSize, 0); err != nil {
+					return fmt.Errorf("restore image: %w", err)
+				}
+				return nil
+			})
+		}
+		m = cur
+	}
+	od := s.ownerDir(m.Owner)
+	return writeImage(dst, m.ImageSize, func(f *os.File) error {
+		for _, c := range m.Chunks {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := copyChunk(f, chunkPath(od, c.Digest), c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// writeImage makes dst (which must not exist): a sparse file of size
+// bytes that fill writes, made durable under its name.
+func writeImage(dst string, size int64, fill func(*os.File) error) error {
 	f, err := os.CreateTemp(filepath.Dir(dst), ".restore-*")
 	if err != nil {
 		return fmt.Errorf("restore image: %w", err)
@@ -280,17 +395,11 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, dst string) error {
 			_ = os.Remove(tmp)
 		}
 	}()
-	if err := f.Truncate(m.ImageSize); err != nil {
+	if err := f.Truncate(size); err != nil {
 		return fmt.Errorf("restore image: %w", err)
 	}
-	od := s.ownerDir(m.Owner)
-	for _, c := range m.Chunks {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := copyChunk(f, chunkPath(od, c.Digest), c); err != nil {
-			return err
-		}
+	if err := fill(f); err != nil {
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("restore image: %w", err)

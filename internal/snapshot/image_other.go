@@ -20,3 +20,5 @@ func (s *Store) Capture(context.Context, *os.File, int64, Info) (*Manifest, erro
 func (s *Store) Restore(context.Context, *Manifest, string) error { return errUnsupported }
 
 func copySparse(string, string, string) error { return errUnsupported }
+
+func (s *Store) chunkImage(context.Context, *os.File, int64, *Manifest) error { return errUnsupported }

@@ -104,6 +104,16 @@ func (s *Store) Holds(m *Manifest) bool {
 		_, err := os.Lstat(s.parkedPath(m.Owner, m.ID))
 		return err == nil
 	}
+	if m.Sealing() {
+		if _, err := os.Lstat(s.sealingPath(m.Owner, m.ID)); err == nil {
+			return true
+		}
+		cur, err := s.read(m.ID) // sealed meanwhile
+		if err != nil || cur.Sealing() {
+			return false
+		}
+		m = cur
+	}
 	od := s.ownerDir(m.Owner)
 	for _, c := range m.Chunks {
 		if _, err := os.Lstat(chunkPath(od, c.Digest)); err != nil {

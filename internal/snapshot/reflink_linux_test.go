@@ -60,6 +60,9 @@ func TestReflinkClones(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if m, err = s.WaitSealed(ctx, m); err != nil { // chunked after the answer
+		t.Fatal(err)
+	}
 	if len(m.Chunks) != 2 {
 		t.Fatalf("%d chunks", len(m.Chunks))
 	}

@@ -91,6 +91,9 @@ type Manifest struct {
 	// Parked: the image itself, moved into the store whole (park.go), not
 	// chunks; it has no content digest.
 	Parked bool `json:"parked,omitempty"`
+	// State is StateSealing while the snapshot is its clone only (no
+	// chunks, no digest yet: seal.go); "" once it is sealed.
+	State string `json:"state,omitempty"`
 	Content
 	Digest string `json:"digest"`
 	// Bytes is the data the snapshot holds (its chunks, each once).
@@ -167,6 +170,7 @@ func newID() string {
 type Store struct {
 	dir string
 	key []byte // signs exports (export.go)
+	sealer
 }
 
 // ErrNotFound: no such snapshot (or not the caller's); the edge answers 404.
@@ -319,11 +323,19 @@ func (s *Store) Delete(ctx context.Context, owner string, admin bool, id string)
 	if err != nil {
 		return nil, err
 	}
+	if m.Sealing() {
+		// Its seal (on this node) ends first, unfinished; one sealed
+		// meanwhile leaves no clone.
+		s.cancelSeal(m.ID)
+	}
 	lk, err := s.lockOwner(m.Owner, true)
 	if err != nil {
 		return nil, err
 	}
 	defer lk.unlock()
+	if err := os.Remove(s.sealingPath(m.Owner, m.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("remove snapshot %s: %w", id, err)
+	}
 	if m.Parked {
 		if err := os.Remove(s.parkedPath(m.Owner, m.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("remove snapshot %s: %w", id, err)

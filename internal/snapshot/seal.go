@@ -1,0 +1,282 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/fault"
+)
+
+// Sealing. Where the store's file system shares blocks with the image
+// (XFS with reflink, btrfs), Capture answers once one clone of the whole
+// image and a manifest that reads sealing are durable:
+//
+//	<dir>/chunks/<owner>/sealing/<id>.img   the clone, until it is sealed
+//
+// The seal — chunking the clone and hashing every byte, the chunks cloned
+// from it, the manifest rewritten with its chunks and digest — runs after
+// the answer, on a goroutine of the store. The clone never changes, so
+// what the seal hashes is exactly what was captured; until the seal ends
+// a restore (a fork on this node) clones the clone back, and whatever
+// needs the digest (an export) waits for it (WaitSealed).
+//
+// Nothing is lost on a crash: the clone is durable before its manifest is
+// written, so a manifest that reads sealing has a whole clone, and
+// Recover (at the server's start) seals it again; a manifest whose clone
+// is missing or of the wrong size is removed. A clone left without a
+// manifest (a crash between the two) goes with Recover once it is older
+// than an hour (on a shared directory, another node may be between the
+// two right then). Deleting a sealing snapshot cancels its seal.
+
+// StateSealing is a manifest's State until its digest exists.
+const StateSealing = "sealing"
+
+// sealWait bounds how long WaitSealed waits for a seal that runs on
+// another node (a shared store): far above a seal of the largest image.
+const sealWait = 10 * time.Minute
+
+// sealPoll is how often a seal on another node is looked for.
+const sealPoll = 100 * time.Millisecond
+
+// Sealing tells whether m is not sealed yet: no chunks, no digest.
+func (m *Manifest) Sealing() bool { return m.State == StateSealing }
+
+func (s *Store) sealingPath(owner, id string) string {
+	return filepath.Join(s.ownerDir(owner), "sealing", id+".img")
+}
+
+// sealer runs a store's seals.
+type sealer struct {
+	mu     sync.Mutex
+	seals  map[string]*sealRun
+	onSeal func(*Manifest, error)
+	wg     sync.WaitGroup
+}
+
+// sealRun is one seal under way.
+type sealRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // set before done closes
+}
+
+// sealHook sees each seal start, before it reads the clone: a test's
+// window into a snapshot that is sealing.
+var sealHook = func(context.Context, string) {}
+
+// OnSealed sets what is told of each seal that ends, with the sealed
+// manifest (and nil) or the sealing one and why it failed. A seal
+// cancelled (its snapshot deleted, the store closed) is not told.
+func (s *Store) OnSealed(fn func(*Manifest, error)) {
+	s.mu.Lock()
+	s.onSeal = fn
+	s.mu.Unlock()
+}
+
+// startSeal seals m on a goroutine of the store, unless a seal of it runs.
+func (s *Store) startSeal(m *Manifest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seals == nil {
+		s.seals = make(map[string]*sealRun)
+	}
+	if _, ok := s.seals[m.ID]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &sealRun{cancel: cancel, done: make(chan struct{})}
+	s.seals[m.ID] = run
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		sealed, err := s.seal(ctx, m.Owner, m.ID)
+		s.mu.Lock()
+		fn := s.onSeal
+		s.mu.Unlock()
+		if fn != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
+			if sealed == nil {
+				sealed = m
+			}
+			fn(sealed, err)
+		}
+		run.err = err
+		close(run.done)
+		s.mu.Lock()
+		delete(s.seals, m.ID)
+		s.mu.Unlock()
+	}()
+}
+
+// seal makes snapshot id's chunks and digest from its clone and removes
+// the clone. One deleted meanwhile is ErrNotFound; one sealed already is
+// returned as it is.
+func (s *Store) seal(ctx context.Context, owner, id string) (*Manifest, error) {
+	sealHook(ctx, id)
+	lk, err := s.lockOwner(owner, false)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.unlock()
+	m, err := s.read(id)
+	if err != nil {
+		return nil, err
+	}
+	if !m.Sealing() {
+		return m, nil
+	}
+	clone := s.sealingPath(m.Owner, m.ID)
+	f, err := os.Open(clone) //nolint:gosec // G304: the store's own clone
+	if err != nil {
+		return nil, fmt.Errorf("seal snapshot %s: %w", id, err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := s.chunkImage(ctx, f, m.ImageSize, m); err != nil {
+		return nil, fmt.Errorf("seal snapshot %s: %w", id, err)
+	}
+	m.State = ""
+	if err := s.finish(m); err != nil {
+		return nil, fmt.Errorf("seal snapshot %s: %w", id, err)
+	}
+	// Sealed and durable: the clone's blocks live on in the chunks.
+	_ = os.Remove(clone)
+	_ = syncDir(filepath.Dir(clone))
+	return m, nil
+}
+
+// cancelSeal ends the seal of id under way here, if any, and waits for it.
+func (s *Store) cancelSeal(id string) {
+	s.mu.Lock()
+	run := s.seals[id]
+	s.mu.Unlock()
+	if run != nil {
+		run.cancel()
+		<-run.done
+	}
+}
+
+// Close ends the seals under way and waits for them; their snapshots stay
+// sealing, and the next Recover seals them again. The store stays usable.
+func (s *Store) Close() {
+	s.mu.Lock()
+	for _, run := range s.seals {
+		run.cancel()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// errSealWait: a seal on another node did not end in time.
+var errSealWait = fault.New(fault.Unavailable, "the snapshot's digest is still being computed; try again later")
+
+// WaitSealed returns m once it is sealed (at once when it is), waiting for
+// its seal — at most sealWait, and no longer than ctx.
+func (s *Store) WaitSealed(ctx context.Context, m *Manifest) (*Manifest, error) {
+	if !m.Sealing() {
+		return m, nil
+	}
+	deadline := time.Now().Add(sealWait)
+	for {
+		s.mu.Lock()
+		run := s.seals[m.ID]
+		s.mu.Unlock()
+		if run != nil {
+			select {
+			case <-run.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		cur, err := s.read(m.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !cur.Sealing() {
+			return cur, nil
+		}
+		if run != nil && run.err != nil {
+			return nil, run.err
+		}
+		if time.Now().After(deadline) {
+			return nil, errSealWait
+		}
+		// Sealed by another node (a shared store), or by this one's
+		// Recover that has not started it yet.
+		t := time.NewTimer(sealPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// openClone opens sealing snapshot m's clone; sealed meanwhile, it returns
+// the sealed manifest instead. The caller holds the owner's lock.
+func (s *Store) openClone(m *Manifest) (*os.File, *Manifest, error) {
+	f, err := os.Open(s.sealingPath(m.Owner, m.ID)) //nolint:gosec // G304: the store's own clone
+	if err == nil {
+		return f, nil, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("restore image: %w", err)
+	}
+	cur, rerr := s.read(m.ID)
+	if rerr != nil {
+		return nil, nil, rerr
+	}
+	if cur.Sealing() {
+		return nil, nil, fmt.Errorf("restore image: the clone of sealing snapshot %s is gone", m.ID)
+	}
+	return nil, cur, nil
+}
+
+// Recover seals again the snapshots a previous run left sealing whose
+// clone is whole, and removes those whose clone is not (and clones left
+// without a sealing manifest). It returns the ids it seals and removes.
+func (s *Store) Recover() (sealing, removed []string) {
+	all, err := s.all()
+	if err != nil {
+		return nil, nil
+	}
+	live := make(map[string]bool)
+	for i := range all {
+		m := &all[i]
+		if !m.Sealing() {
+			continue
+		}
+		fi, err := os.Stat(s.sealingPath(m.Owner, m.ID))
+		if err == nil && fi.Mode().IsRegular() && fi.Size() == m.ImageSize {
+			live[m.ID] = true
+			sealing = append(sealing, m.ID)
+			s.startSeal(m)
+			continue
+		}
+		if _, err := s.Delete(context.Background(), "", true, m.ID); err == nil {
+			removed = append(removed, m.ID)
+		}
+	}
+	// Clones of no sealing snapshot: one whose snapshot is sealed (a
+	// crash before the clone went), or older than an hour.
+	clones, _ := filepath.Glob(filepath.Join(s.dir, "chunks", "*", "sealing", "sn*.img"))
+	for _, p := range clones {
+		id := strings.TrimSuffix(filepath.Base(p), ".img")
+		if live[id] || !ValidID(id) {
+			continue
+		}
+		m, err := s.read(id)
+		fi, serr := os.Stat(p)
+		if (err == nil && !m.Sealing()) || (serr == nil && time.Since(fi.ModTime()) > time.Hour) {
+			_ = os.Remove(p)
+		}
+	}
+	return sealing, removed
+}
