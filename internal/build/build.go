@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/template"
@@ -32,17 +33,11 @@ const (
 	outputChunk = 32 << 10
 )
 
-// Dispatcher runs a tool for a caller: the builder's RUN steps pass it
-// like every other call.
-type Dispatcher interface {
-	Dispatch(ctx context.Context, c auth.Caller, tool string, args any) (any, error)
-}
-
 // Builder builds Dockerfiles into templates.
 type Builder struct {
 	store     *template.Store
 	sandboxes *sandbox.Manager
-	d         Dispatcher
+	d         *dispatch.Dispatcher // RUN steps are dispatched exec.run calls, like every other call
 	puller    *oci.Puller
 	// maxContext caps an uploaded context.
 	maxContext int64
@@ -51,7 +46,7 @@ type Builder struct {
 
 // NewBuilder makes a builder. puller may be nil (FROM an image is then
 // refused).
-func NewBuilder(st *template.Store, m *sandbox.Manager, d Dispatcher, p *oci.Puller, maxContext int64, log *slog.Logger) *Builder {
+func NewBuilder(st *template.Store, m *sandbox.Manager, d *dispatch.Dispatcher, p *oci.Puller, maxContext int64, log *slog.Logger) *Builder {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -82,13 +82,9 @@ func (st *state) execute(ctx context.Context, in Instruction, env map[string]str
 	} else {
 		args.Command = in.Rest
 	}
-	res, err := st.b.d.Dispatch(dispatch.WithStreaming(ctx), st.c, sandbox.ToolExec.Name(), args)
+	out, err := sandbox.ToolExec.Call(dispatch.WithStreaming(ctx), st.b.d, st.c, args)
 	if err != nil {
 		return fault.Wrap(fault.KindOf(err), err, fmt.Sprintf("Dockerfile line %d (RUN): %s", in.Line, fault.Public(err)))
-	}
-	out, err := dispatch.ResultAs[sandbox.ExecResult](sandbox.ToolExec.Name(), res)
-	if err != nil {
-		return err
 	}
 	r := out.Result
 	if e := out.Running(); e != nil {

@@ -10,12 +10,8 @@ import (
 )
 
 // stringDispatchAllowed are the files that may still dispatch a tool by
-// its name with typed arguments, and why.
-var stringDispatchAllowed = map[string]string{
-	// The builder takes the dispatcher as an interface of its own (its
-	// tests drive RUN steps through a fake).
-	"internal/build/run.go": "build.Dispatcher interface",
-}
+// its name with typed arguments, and why (none today).
+var stringDispatchAllowed = map[string]string{}
 
 // parseProduction parses the repository's non-test Go files under dir
 // (relative, slash-separated; "" is everything).
