@@ -1,7 +1,7 @@
 // Command bench measures sandhold against its peers in one run: a bare Go
 // fork/exec of /bin/true, bubblewrap per command, and sandhold's exec
 // round trip through the HTTP API into a live sandbox, sandbox creation
-// cold and from the warm pool, sustained executions per second with 16
+// cold (from a spare init and without one) and from the warm pool, sustained executions per second with 16
 // concurrent clients — and prints the ratios. "bench density" creates many
 // idle sandboxes and reports the memory they add and how creation latency
 // changes.
@@ -642,8 +642,9 @@ func printCore(r coreResult) {
 }
 
 // density creates many idle sandboxes and reports the memory they add
-// (MemAvailable before and after: every process, page cache of the
-// tmpfs roots and kernel objects included) and create latency at the
+// (MemAvailable before the server starts and after: every process, the
+// server's own and its spare inits', page cache of the tmpfs roots and
+// kernel objects included) and create latency at the
 // first and the last. A second server then makes as many with the idle
 // sleep off (SANDBOX_IDLE_SLEEP=0), so creation is measured also without
 // the first sandboxes going to sleep (≈4 ms of CPU each) on the same CPUs
@@ -727,15 +728,18 @@ func createMany(ctx context.Context, o options, withSleep bool) (manyRun, error)
 	if !withSleep {
 		env = append(env, "SANDBOX_IDLE_SLEEP=0")
 	}
+	// Measured before the server starts, so the figure counts what the
+	// server holds for its sandboxes beyond them: its spare inits
+	// (SANDBOX_SPARE_INITS, cloned at start) and its own memory.
+	before, err := memAvailable()
+	if err != nil {
+		return r, err
+	}
 	srv, err := startServer(ctx, o.server, 0, env...)
 	if err != nil {
 		return r, err
 	}
 	defer srv.stop()
-	before, err := memAvailable()
-	if err != nil {
-		return r, err
-	}
 	var lat latency
 	for i := range o.count {
 		t0 := time.Now()
