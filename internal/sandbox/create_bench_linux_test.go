@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 // the first exec, so one run says where the time goes.
 //
 //	go test -run '^$' -bench ColdCreate -benchtime 50x ./internal/sandbox/
+//	SANDHOLD_BENCH_SPARE_INITS=2 go test … (the same from spare inits)
 func BenchmarkColdCreate(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
@@ -47,6 +49,11 @@ func BenchmarkColdCreate(b *testing.B) {
 		Max:      Limits{MemoryBytes: 1 << 30, Pids: 100, CPUTime: 30 * time.Second, CPUMilli: 2000, DiskBytes: 5_000_000_000},
 		Default:  Limits{MemoryBytes: 1 << 30, Pids: 50, CPUTime: 30 * time.Second, DiskBytes: 5_000_000_000},
 		TmpBytes: 64 << 20, InitFile: f, Launcher: l,
+	}
+	// SANDHOLD_BENCH_SPARE_INITS=N binds spare inits (spares.go) instead
+	// of cloning each init.
+	if n, err := strconv.Atoi(os.Getenv("SANDHOLD_BENCH_SPARE_INITS")); err == nil {
+		cfg.SpareInits = n
 	}
 	cg, err := cgroup.New(fmt.Sprintf("sb%d-bench-create", os.Getpid()))
 	if err != nil {
