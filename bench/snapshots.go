@@ -44,6 +44,9 @@ type snapshotBench struct {
 	// Sealed: from the call until the snapshot reads ready with its
 	// digest (the answer itself, where the digest is computed before it).
 	Sealed figure `json:"snapshot_until_sealed"`
+	// Get: a dispatched GET of the snapshot, the API's own cost (HTTP,
+	// authentication, dispatch) beside the snapshot's.
+	Get figure `json:"snapshot_get"`
 	// AnsweredSealing: how many answers read sealing.
 	AnsweredSealing int     `json:"answered_sealing"`
 	Pause           figure  `json:"longest_pause_during_snapshot"`
@@ -87,6 +90,7 @@ func snapshotsBench(ctx context.Context, o options) error {
 		fmt.Printf("file system: %s (reflinks: %v)\n", r.FS, r.Reflink)
 		fmt.Printf("snapshot of 100 MB               p50 %8.1f ms  p99 %8.1f ms  (n=%d; %d bytes stored)\n", r.Snapshot.P50ms, r.Snapshot.P99ms, r.Snapshot.N, r.SnapshotBytes)
 		fmt.Printf("  until sealed (digest computed) p50 %8.1f ms  p99 %8.1f ms  (%d of %d answered sealing)\n", r.Sealed.P50ms, r.Sealed.P99ms, r.AnsweredSealing, r.Snapshot.N)
+		fmt.Printf("  a GET of the snapshot (the API's own cost) p50 %.1f ms\n", r.Get.P50ms)
 		fmt.Printf("  cp --reflink=auto of the image p50 %8.1f ms\n", r.Cp.P50ms)
 		fmt.Printf("  same cp + fsync of the copy    p50 %8.1f ms\n", r.CpSync.P50ms)
 		goal := "<= 1.2x: no reflinks"
@@ -134,7 +138,7 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 	}
 	img := filepath.Join(srv.dir, "workspaces", id, "disk.img")
 	copyTo := filepath.Join(srv.dir, "cp-baseline.img")
-	var snap, sealed, cp, cpSync, pause latency
+	var snap, sealed, get, cp, cpSync, pause latency
 	var keep string
 	// A process in the sandbox notes the time every 2 ms: the longest gap
 	// while a snapshot runs is how long the sandbox stood still (frozen).
@@ -184,6 +188,11 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 			}
 			sealed = append(sealed, time.Since(t0))
 			res.SnapshotBytes = sn.Bytes
+			t2 := time.Now()
+			if err := srv.call("GET", "/v1/snapshots/"+sn.ID, nil, &sn); err != nil {
+				return err
+			}
+			get = append(get, time.Since(t2))
 			if keep != "" {
 				if err := srv.call("DELETE", "/v1/snapshots/"+keep, nil, nil); err != nil {
 					return err
@@ -229,6 +238,7 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 		}
 	}
 	res.Snapshot, res.Sealed, res.Cp, res.CpSync, res.Pause = fig(snap), fig(sealed), fig(cp), fig(cpSync), fig(pause)
+	res.Get = fig(get)
 	res.SnapshotRatio = res.Snapshot.P50ms / res.Cp.P50ms
 	res.SnapshotRatioS = res.Snapshot.P50ms / res.CpSync.P50ms
 
