@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -163,4 +164,64 @@ func TestTakeOverIsTheCallersDispatchedCall(t *testing.T) {
 			t.Errorf("resumed here: %q %q", r.Stdout, r.Stderr)
 		}
 	})
+}
+
+// TestEveryLookupByIDTakesOver: each Manager call that names a sandbox by
+// id (not only Resolve and the sandbox.* tools) takes over a dead node's
+// hibernated sandbox for its owner's call, so no call answers 404 for a
+// sandbox that any other call would have resumed here.
+func TestEveryLookupByIDTakesOver(t *testing.T) {
+	calls := []struct {
+		name string
+		call func(ctx context.Context, m *Manager, id string) error
+	}{
+		{"ttl", func(ctx context.Context, m *Manager, id string) error {
+			_, err := m.SetTTL(ctx, owner, id, time.Hour)
+			return err
+		}},
+		{"network", func(ctx context.Context, m *Manager, id string) error {
+			_, err := m.UpdateNetwork(ctx, owner, NetworkUpdate{ID: id, Allow: []string{}})
+			return err
+		}},
+		{"snapshot", func(ctx context.Context, m *Manager, id string) error {
+			_, err := m.Snapshot(ctx, owner, id, "s")
+			return err
+		}},
+		{"hibernate", func(ctx context.Context, m *Manager, id string) error {
+			_, err := m.Hibernate(ctx, owner, id)
+			return err
+		}},
+		{"port", func(ctx context.Context, m *Manager, id string) error {
+			if c, err := m.DialPort(ctx, owner, id, 8000); err == nil {
+				_ = c.Close()
+			}
+			return nil // nothing listens there; the take-over is what counts
+		}},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cfgA := withSnapshots(t, testConfig(t))
+			recsA := &memRecords{}
+			a := newManager(t, cfgA, recsA)
+			s := create(t, a, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+			id := s.ID()
+			if _, err := a.Hibernate(ctx, owner, id); err != nil {
+				t.Fatal(err)
+			}
+			recsA.mu.Lock()
+			rec := recsA.recs[id]
+			recsA.mu.Unlock()
+			cfgB := testConfig(t)
+			cfgB.Snapshots = cfgA.Snapshots
+			dead := &deadNodeRecords{rec: rec, from: "node-a"}
+			b := newManager(t, cfgB, dead)
+			err := inCall(t, b, callOpts{}, func(ctx context.Context) error {
+				return tc.call(WithOrphan(ctx, id, "node-a"), b, id)
+			})
+			if _, moved := dead.counts(); moved != 1 {
+				t.Fatalf("%s: moved %d records (err %v), want the owner's call to take the sandbox over", tc.name, moved, err)
+			}
+		})
+	}
 }

@@ -316,7 +316,7 @@ type NetworkResult struct {
 // the next request, established tunnels are not cut) or its mode (the init
 // is stopped; requires u.Restart).
 func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) (NetworkResult, error) {
-	s, err := m.Get(c, u.ID)
+	s, err := m.lookup(ctx, c, u.ID)
 	if err != nil {
 		return NetworkResult{}, err
 	}

@@ -216,7 +216,7 @@ func dialFault(port int, err error) error {
 // DialPort is Sandbox.DialPort for the sandbox id the caller may see
 // (another key's sandbox is NotFound).
 func (m *Manager) DialPort(ctx context.Context, c Caller, id string, port int) (net.Conn, error) {
-	s, err := m.Get(c, id)
+	s, err := m.lookup(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}

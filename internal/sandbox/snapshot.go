@@ -178,7 +178,7 @@ func (m *Manager) Snapshot(ctx context.Context, c Caller, id, name string) (Snap
 	if len(name) > 128 {
 		return SnapshotInfo{}, fault.InvalidField("name", "name longer than 128 characters")
 	}
-	s, err := m.Get(c, id)
+	s, err := m.lookup(ctx, c, id)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -436,7 +436,7 @@ func (s *Sandbox) restoreImage(ctx context.Context, img string) error {
 // id and frees it: its processes end, its memory and cgroups go, its image
 // leaves the workspace.
 func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, error) {
-	s, err := m.Get(c, id)
+	s, err := m.lookup(ctx, c, id)
 	if err != nil {
 		return Info{}, err
 	}
