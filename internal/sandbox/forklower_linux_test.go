@@ -54,6 +54,7 @@ func oneFork(t *testing.T) (*Manager, SnapshotInfo, *Sandbox) {
 
 func requireLayered(t *testing.T, m *Manager) {
 	t.Helper()
+	testenv.SkipShort(t, "mounts a fork's overlay")
 	if err := os.MkdirAll(m.workspaceRoot(), 0o700); err != nil {
 		t.Fatal(err)
 	}
