@@ -262,7 +262,11 @@ func TestClientShellDetachesAndReattaches(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("the client did not end on Ctrl-P Ctrl-Q: %q", out.String())
 	}
-	m := regexp.MustCompile(`detached from shell session (\S+); reattach with: sandhold shell \S+ --session (\S+)`).FindStringSubmatch(out.String())
+	// The client has ended, but the pty may still hold its last lines for
+	// the copy to read: wait for the notice, not for the process.
+	detached := regexp.MustCompile(`detached from shell session (\S+); reattach with: sandhold shell \S+ --session (\S+)`)
+	out.waitFor(t, 0, detached)
+	m := detached.FindStringSubmatch(out.String())
 	if m == nil || m[1] != m[2] {
 		t.Fatalf("no session id on detach: %q", out.String())
 	}
