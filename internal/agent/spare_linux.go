@@ -96,9 +96,11 @@ func (s *Spare) Kill() { s.inst.Kill() }
 // Bind makes the spare the init spec describes, by the steps Launch takes
 // after its clone (Instance.finish). If the spare was cloned otherwise
 // than spec would clone a fresh init, or has exited, it is killed and the
-// error is ErrSpareUnusable. A spare is bound once.
+// error is ErrSpareUnusable. A spare is bound once: whatever the error,
+// it is gone after a failed Bind.
 func (s *Spare) Bind(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	if (spec.Workspace == nil) == (spec.AwaitWorkspace == nil) {
+		s.Kill()
 		return nil, errors.New("bind spare: a workspace or a way to await it, not both")
 	}
 	if keyOf(spec) != s.key {

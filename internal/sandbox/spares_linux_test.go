@@ -219,24 +219,41 @@ func TestUnusableSpareIsDiscarded(t *testing.T) {
 		t.Fatalf("exec after a dead spare: %+v", r)
 	}
 
-	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
-	si, ok := m.spares.take(Spec{})
-	if !ok {
-		t.Fatal("no spare")
-	}
-	defer m.freeSlot(si.slot)
 	ws, err := os.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = ws.Close() }()
-	spec := m.spareSpec(si.slot)
-	spec.HostUID++ // not what it was cloned for
-	spec.Workspace = ws
-	if _, err := si.sp.Bind(context.Background(), spec); !errors.Is(err, agent.ErrSpareUnusable) {
-		t.Fatalf("bind for other host ids: %v, want ErrSpareUnusable", err)
+	// A bind that fails, for whatever reason, leaves no spare running.
+	tests := []struct {
+		name     string
+		mutate   func(*agent.LaunchSpec)
+		unusable bool // the error is ErrSpareUnusable
+	}{
+		{"other host ids", func(spec *agent.LaunchSpec) {
+			spec.HostUID++ // not what it was cloned for
+			spec.Workspace = ws
+		}, true},
+		{"no workspace", func(*agent.LaunchSpec) {}, false},
 	}
-	<-si.sp.Exited()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m.spares.refill()
+			waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+			si, ok := m.spares.take(Spec{})
+			if !ok {
+				t.Fatal("no spare")
+			}
+			defer m.freeSlot(si.slot)
+			spec := m.spareSpec(si.slot)
+			tc.mutate(&spec)
+			_, err := si.sp.Bind(context.Background(), spec)
+			if err == nil || errors.Is(err, agent.ErrSpareUnusable) != tc.unusable {
+				t.Fatalf("bind: %v, want an error (ErrSpareUnusable: %v)", err, tc.unusable)
+			}
+			<-si.sp.Exited()
+		})
+	}
 }
 
 // TestWarmPoolTakesSpares: the warm pool's refills are cold creates too,
