@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sync"
 )
 
@@ -62,7 +63,7 @@ func keyOf(spec LaunchSpec) cloneKey {
 // nothing specific to a sandbox exists before its create.
 func CloneSpare(ctx context.Context, spec LaunchSpec) (*Spare, error) {
 	if spec.Workspace != nil || spec.AwaitWorkspace != nil || spec.RootFiles != nil || spec.Place != nil ||
-		spec.CgroupDir != nil || spec.OnConn != nil || !setupIsZero(spec.Setup) {
+		spec.CgroupDir != nil || spec.OnConn != nil || !reflect.DeepEqual(spec.Setup, Setup{}) {
 		return nil, errors.New("clone spare: a spare is cloned with nothing of a sandbox")
 	}
 	ls := &logSwitch{w: spec.Log}
@@ -72,13 +73,6 @@ func CloneSpare(ctx context.Context, spec LaunchSpec) (*Spare, error) {
 		return nil, err
 	}
 	return &Spare{inst: inst, key: keyOf(spec), log: ls}, nil
-}
-
-func setupIsZero(s Setup) bool {
-	return s.Hostname == "" && s.UID == 0 && s.GID == 0 && !s.AllowRoot && s.TmpBytes == 0 && s.ShmBytes == 0 &&
-		len(s.TCPConnect) == 0 && len(s.TCPBind) == 0 && s.CgroupVersion == 0 && !s.Insecure && !s.EgressListen &&
-		!s.HostNetwork && s.SleepAfterMs == 0 && len(s.LoopbackPorts) == 0 && s.Root == nil && s.MaxPTYs == 0 &&
-		s.Kernel == (KernelLimits{})
 }
 
 // Pid is the spare's pid on the host.
