@@ -34,7 +34,9 @@ type Spare struct {
 // ErrSpareUnusable: the spare was not bound and is gone; launch afresh.
 var ErrSpareUnusable = errors.New("spare init unusable")
 
-// cloneKey is everything of a LaunchSpec that the clone uses.
+// cloneKey is everything of a LaunchSpec that the clone uses (args holds
+// the init's command line and environment, its runtime settings among
+// them).
 type cloneKey struct {
 	exe              string
 	exeFile          *os.File
@@ -43,7 +45,6 @@ type cloneKey struct {
 	hostNetwork      bool
 	cgroupDir        bool
 	launcher         *Launcher
-	maxProcs, goGC   int
 }
 
 func keyOf(spec LaunchSpec) cloneKey {
@@ -52,7 +53,6 @@ func keyOf(spec LaunchSpec) cloneKey {
 		exe: spec.Exe, exeFile: spec.ExeFile, args: fmt.Sprintf("%q %q", argv, env),
 		hostUID: spec.HostUID, hostGID: spec.HostGID, hostNetwork: spec.Setup.HostNetwork,
 		cgroupDir: spec.CgroupDir != nil, launcher: spec.Launcher,
-		maxProcs: spec.maxProcs, goGC: spec.goGC,
 	}
 }
 
