@@ -78,9 +78,6 @@ func CloneSpare(ctx context.Context, spec LaunchSpec) (*Spare, error) {
 // Pid is the spare's pid on the host.
 func (s *Spare) Pid() int { return s.inst.Pid }
 
-// HostUID is the first host id of the range the spare was cloned for.
-func (s *Spare) HostUID() uint32 { return s.key.hostUID }
-
 // Exited is closed once the spare has been reaped.
 func (s *Spare) Exited() <-chan struct{} { return s.inst.Exited() }
 

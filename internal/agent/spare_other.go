@@ -21,9 +21,6 @@ func CloneSpare(context.Context, LaunchSpec) (*Spare, error) {
 // Pid is 0 off Linux.
 func (s *Spare) Pid() int { return 0 }
 
-// HostUID is 0 off Linux.
-func (s *Spare) HostUID() uint32 { return 0 }
-
 // Exited is closed at once off Linux.
 func (s *Spare) Exited() <-chan struct{} {
 	c := make(chan struct{})
