@@ -383,9 +383,9 @@ func (s *Store) Restore(ctx context.Context, m *Manifest, dst string) error {
 // writeImage makes dst (which must not exist): a sparse file of size
 // bytes that fill writes, made durable under its name.
 func writeImage(dst string, size int64, fill func(*os.File) error) error {
-	f, err := os.CreateTemp(filepath.Dir(dst), ".restore-*")
+	f, err := os.CreateTemp(filepath.Dir(dst), ".image-*")
 	if err != nil {
-		return fmt.Errorf("restore image: %w", err)
+		return fmt.Errorf("write image: %w", err)
 	}
 	tmp := f.Name()
 	ok := false
@@ -396,16 +396,16 @@ func writeImage(dst string, size int64, fill func(*os.File) error) error {
 		}
 	}()
 	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("restore image: %w", err)
+		return fmt.Errorf("write image: %w", err)
 	}
 	if err := fill(f); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("restore image: %w", err)
+		return fmt.Errorf("write image: %w", err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return fmt.Errorf("restore image: %w", err)
+		return fmt.Errorf("write image: %w", err)
 	}
 	ok = true
 	return syncDir(filepath.Dir(dst))
@@ -429,9 +429,8 @@ func copyChunk(dst *os.File, path string, c Chunk) error {
 }
 
 // copySparse copies src's data (holes stay holes; copy_file_range clones
-// where the file system shares blocks) into a temporary file in tmp, made
-// durable and renamed to dst.
-func copySparse(tmp, src, dst string) error {
+// where the file system shares blocks) into a new file dst (writeImage).
+func copySparse(src, dst string) error {
 	in, err := os.Open(src) //nolint:gosec // G304: the server's own image
 	if err != nil {
 		return err
@@ -441,30 +440,5 @@ func copySparse(tmp, src, dst string) error {
 	if err != nil {
 		return err
 	}
-	out, err := os.CreateTemp(tmp, ".move-*")
-	if err != nil {
-		return err
-	}
-	name := out.Name()
-	ok := false
-	defer func() {
-		_ = out.Close()
-		if !ok {
-			_ = os.Remove(name)
-		}
-	}()
-	if err := out.Truncate(st.Size()); err != nil {
-		return err
-	}
-	if err := copyData(in, out, 0, st.Size(), 0); err != nil {
-		return err
-	}
-	if err := out.Sync(); err != nil {
-		return err
-	}
-	if err := os.Rename(name, dst); err != nil {
-		return err
-	}
-	ok = true
-	return nil
+	return writeImage(dst, st.Size(), func(f *os.File) error { return copyData(in, f, 0, st.Size(), 0) })
 }

@@ -19,6 +19,6 @@ func (s *Store) Capture(context.Context, *os.File, int64, Info) (*Manifest, erro
 // Restore needs Linux (copy_file_range).
 func (s *Store) Restore(context.Context, *Manifest, string) error { return errUnsupported }
 
-func copySparse(string, string, string) error { return errUnsupported }
+func copySparse(string, string) error { return errUnsupported }
 
 func (s *Store) chunkImage(context.Context, *os.File, int64, *Manifest) error { return errUnsupported }

@@ -82,7 +82,7 @@ func (s *Store) unpark(m *Manifest, dst string) error {
 func moveFile(src, dst string) error {
 	err := os.Rename(src, dst)
 	if errors.Is(err, syscall.EXDEV) {
-		err = copySparse(filepath.Dir(dst), src, dst)
+		err = copySparse(src, dst)
 		if err == nil {
 			err = os.Remove(src)
 		}
