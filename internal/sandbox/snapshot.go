@@ -108,7 +108,9 @@ func (m *Manager) startSeals() {
 		e := Event{Actor: "system", Action: "snapshot.seal", Sandbox: man.Sandbox, Verdict: "completed",
 			Detail: map[string]any{"snapshot": man.ID, "owner": man.Owner, "digest": man.Digest, "bytes": man.Bytes}}
 		if err != nil {
-			e.Verdict, e.Detail["error"] = "error", err.Error()
+			// The record says what a client may read (as dispatch's
+			// records do); the cause, with its host paths, is logged.
+			e.Verdict, e.Detail["error"] = "error", fault.Public(err)
 			m.log.Error("seal snapshot; it is sealed again at the next start", "snapshot", man.ID, "err", err)
 		}
 		m.audit(context.Background(), e)
