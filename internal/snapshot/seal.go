@@ -45,6 +45,11 @@ const sealWait = 10 * time.Minute
 // sealPoll is how often a seal on another node is looked for.
 const sealPoll = 100 * time.Millisecond
 
+// orphanCloneAge is how old a clone without a sealing manifest is before
+// Recover removes it: on a shared store another node may be between
+// writing the clone and its manifest.
+const orphanCloneAge = time.Hour
+
 // Sealing tells whether m is not sealed yet: no chunks, no digest.
 func (m *Manifest) Sealing() bool { return m.State == StateSealing }
 
@@ -265,7 +270,7 @@ func (s *Store) Recover() (sealing, removed []string) {
 		}
 	}
 	// Clones of no sealing snapshot: one whose snapshot is sealed (a
-	// crash before the clone went), or older than an hour.
+	// crash before the clone went), or older than orphanCloneAge.
 	clones, _ := filepath.Glob(filepath.Join(s.dir, "chunks", "*", "sealing", "sn*.img"))
 	for _, p := range clones {
 		id := strings.TrimSuffix(filepath.Base(p), ".img")
@@ -274,7 +279,7 @@ func (s *Store) Recover() (sealing, removed []string) {
 		}
 		m, err := s.read(id)
 		fi, serr := os.Stat(p)
-		if (err == nil && !m.Sealing()) || (serr == nil && time.Since(fi.ModTime()) > time.Hour) {
+		if (err == nil && !m.Sealing()) || (serr == nil && time.Since(fi.ModTime()) > orphanCloneAge) {
 			_ = os.Remove(p)
 		}
 	}

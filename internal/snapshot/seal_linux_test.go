@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/testenv"
@@ -181,7 +182,8 @@ func TestDeleteWhileSealing(t *testing.T) {
 
 // TestRecoverSealsAgain: a store opened over a snapshot a stopped server
 // left sealing seals it again from its clone; one whose clone is not whole
-// is removed, and a clone whose snapshot was sealed goes.
+// is removed; a clone whose snapshot was sealed goes, and one of no
+// snapshot once it is older than orphanCloneAge.
 func TestRecoverSealsAgain(t *testing.T) {
 	ctx := context.Background()
 	s, f, _ := xfsImage(t)
@@ -237,11 +239,18 @@ func TestRecoverSealsAgain(t *testing.T) {
 	if _, err := os.Lstat(stale); err != nil {
 		t.Errorf("a young clone without a manifest went: %v", err)
 	}
+	old := time.Now().Add(-orphanCloneAge - time.Minute)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(s2.sealingPath("k", left.ID), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s2.Recover()
 	if _, err := os.Lstat(s2.sealingPath("k", left.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the clone of a sealed snapshot stays: %v", err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an old clone without a manifest stays: %v", err)
 	}
 }
