@@ -52,13 +52,7 @@ func (s *Sandbox) capture(fn func(img *os.File, size int64) error) error {
 		defer thaw()
 	}
 	if s.vol != nil {
-		fd, err := unix.Openat(int(s.vol.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("open workspace for a snapshot: %w", err)
-		}
-		err = unix.Syncfs(fd)
-		_ = unix.Close(fd)
-		if err != nil {
+		if err := syncVolume(s.vol); err != nil {
 			return fmt.Errorf("flush workspace for a snapshot: %w", err)
 		}
 	}
