@@ -203,7 +203,7 @@ func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string) (*snaps
 		name = s.rec.Name + "-" + time.Now().UTC().Format("20060102T150405Z")
 	}
 	var man *snapshot.Manifest
-	err = s.capture(func(img *os.File, size int64) error {
+	err = s.capture(ctx, func(img *os.File, size int64) error {
 		meta, err := json.Marshal(snapMeta{Limits: s.rec.Spec.Limits, Network: s.rec.Spec.Network, Template: s.rec.Spec.Template,
 			Browser: s.rec.Spec.Browser, HostBase: hostBase(s.rec.Slot)})
 		if err != nil {

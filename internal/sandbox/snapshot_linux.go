@@ -27,7 +27,7 @@ import (
 // under way to finish, and a task the cgroup froze inside a write would
 // hold it forever; the server's own descriptor is the only other way into
 // the file system, and it writes nothing while s.mu is held.
-func (s *Sandbox) capture(fn func(img *os.File, size int64) error) error {
+func (s *Sandbox) capture(ctx context.Context, fn func(img *os.File, size int64) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == Hibernated {
@@ -56,12 +56,12 @@ func (s *Sandbox) capture(fn func(img *os.File, size int64) error) error {
 			return fmt.Errorf("flush workspace for a snapshot: %w", err)
 		}
 	}
-	if layered, err := s.ensureLayeredLocked(context.Background()); err != nil {
+	if layered, err := s.ensureLayeredLocked(ctx); err != nil {
 		return err
 	} else if layered {
 		// A fork's overlay: its merged view, copied whole into an image
 		// of its size (forklower_linux.go), is what the snapshot holds.
-		flat, err := s.flattenLocked(context.Background(), filepath.Join(s.workspaceDir(), flatImage))
+		flat, err := s.flattenLocked(ctx, filepath.Join(s.workspaceDir(), flatImage))
 		if err != nil {
 			return err
 		}
