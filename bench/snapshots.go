@@ -177,16 +177,20 @@ func snapshotRounds(ctx context.Context, o options, dir string) (snapshotBench, 
 			if sn.State == "sealing" {
 				res.AnsweredSealing++
 			}
-			for i := 0; sn.State == "sealing"; i++ {
-				if i > 60000 {
-					return fmt.Errorf("snapshot %s still sealing after a minute", sn.ID)
+			var gerr error
+			took, err := waitFor(t0, func() bool {
+				if sn.State == "sealing" && gerr == nil {
+					gerr = srv.call("GET", "/v1/snapshots/"+sn.ID, nil, &sn)
 				}
-				time.Sleep(time.Millisecond)
-				if err := srv.call("GET", "/v1/snapshots/"+sn.ID, nil, &sn); err != nil {
-					return err
-				}
+				return gerr != nil || sn.State != "sealing"
+			})
+			if err == nil {
+				err = gerr
 			}
-			sealed = append(sealed, time.Since(t0))
+			if err != nil {
+				return fmt.Errorf("snapshot %s sealed: %w", sn.ID, err)
+			}
+			sealed = append(sealed, took)
 			res.SnapshotBytes = sn.Bytes
 			t2 := time.Now()
 			if err := srv.call("GET", "/v1/snapshots/"+sn.ID, nil, &sn); err != nil {
