@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
@@ -388,4 +390,57 @@ func TestForkSnapshotCountsItsLower(t *testing.T) {
 	if _, err := m.Snapshot(ctx, owner, fork.ID(), "merged"); !fault.Is(err, fault.Conflict) || !strings.Contains(err.Error(), "SANDBOX_SNAPSHOT_BUDGET") {
 		t.Errorf("a fork's snapshot past the budget with its lower: %v", err)
 	}
+}
+
+// TestIdmapUsernsLeavesNoProcess: the child idmapUserns clones into the
+// user namespace is killed and reaped before it returns: no process of it
+// (stopped at its exec, or a zombie) is left among the server's children,
+// and the namespace it returns is a user namespace of its own.
+func TestIdmapUsernsLeavesNoProcess(t *testing.T) {
+	testenv.RequireSandboxes(t)
+	before := childPids(t)
+	for range 3 {
+		fd, err := idmapUserns(hostBase(1))
+		if err != nil {
+			t.Skipf("this host cannot make an id-map user namespace (forks copy here): %v", err)
+		}
+		var st, self unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			t.Fatal(err)
+		}
+		closeFD(fd)
+		if err := unix.Stat("/proc/self/ns/user", &self); err != nil {
+			t.Fatal(err)
+		}
+		if st.Ino == self.Ino {
+			t.Fatal("idmapUserns returned the server's own user namespace")
+		}
+	}
+	for pid := range childPids(t) {
+		if before[pid] {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		if strings.HasPrefix(string(cmdline), "sandhold-idmap") || strings.Contains(string(stat), ") Z ") {
+			t.Errorf("an id-map child is left: pid %s, %q", pid, stat)
+		}
+	}
+}
+
+// childPids lists this process's children (every thread's).
+func childPids(t *testing.T) map[string]bool {
+	t.Helper()
+	lists, err := filepath.Glob("/proc/self/task/*/children")
+	if err != nil || len(lists) == 0 {
+		t.Skipf("no /proc/self/task/*/children here: %v", err)
+	}
+	out := make(map[string]bool)
+	for _, p := range lists {
+		b, _ := os.ReadFile(p)
+		for _, pid := range strings.Fields(string(b)) {
+			out[pid] = true
+		}
+	}
+	return out
 }
