@@ -73,11 +73,7 @@ func (s *Server) ApprovalRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "list-approvals", Method: http.MethodGet, Path: "/v1/approvals", Tags: tag,
 		Summary: "List approvals (admin)", Security: Security},
 		func(ctx context.Context, in *ApprovalListInput) (*ApprovalListOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			list, err := approvals.ToolList.Call(ctx, s.disp, c, approvals.ListArgs{Status: approvals.Status(in.Status)})
+			list, err := call(ctx, s.disp, approvals.ToolList, approvals.ListArgs{Status: approvals.Status(in.Status)})
 			if err != nil {
 				return nil, err
 			}
@@ -86,11 +82,7 @@ func (s *Server) ApprovalRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-approval", Method: http.MethodGet, Path: "/v1/approvals/{id}", Tags: tag,
 		Summary: "Read an approval (agents: their own, to poll for the decision)", Security: Security},
 		func(ctx context.Context, in *ApprovalIDInput) (*ApprovalOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			ap, err := approvals.ToolGet.Call(ctx, s.disp, c, approvals.IDArgs{ID: in.ID})
+			ap, err := call(ctx, s.disp, approvals.ToolGet, approvals.IDArgs{ID: in.ID})
 			if err != nil {
 				return nil, err
 			}
@@ -104,11 +96,7 @@ func (s *Server) ApprovalRoutes() {
 				if in.Body != nil {
 					args.Note = in.Body.Note
 				}
-				c, err := MustCaller(ctx)
-				if err != nil {
-					return nil, err
-				}
-				ap, err := tool.Call(ctx, s.disp, c, args)
+				ap, err := call(ctx, s.disp, tool, args)
 				if err != nil {
 					return nil, err
 				}

@@ -50,11 +50,7 @@ func (s *Server) auditRoutes() {
 }
 
 func (s *Server) listAudit(ctx context.Context, in *AuditInput) (*AuditOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	recs, err := audittools.ToolQuery.Call(ctx, s.disp, c, audit.QueryArgs{Since: in.Since, After: in.After,
+	recs, err := call(ctx, s.disp, audittools.ToolQuery, audit.QueryArgs{Since: in.Since, After: in.After,
 		Actor: in.Actor, Action: in.Action, Sandbox: in.Sandbox, Limit: in.Limit, Order: in.Order, Except: in.Except})
 	if err != nil {
 		return nil, err
@@ -63,11 +59,7 @@ func (s *Server) listAudit(ctx context.Context, in *AuditInput) (*AuditOutput, e
 }
 
 func (s *Server) verifyAudit(ctx context.Context, _ *struct{}) (*VerifyOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r, err := audittools.ToolVerify.Call(ctx, s.disp, c, struct{}{})
+	r, err := call(ctx, s.disp, audittools.ToolVerify, struct{}{})
 	if err != nil {
 		return nil, err
 	}

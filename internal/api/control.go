@@ -28,11 +28,7 @@ func (s *Server) ControlRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-control", Method: http.MethodGet, Path: "/v1/control", Tags: tag,
 		Summary: "Whether the server is halted, why and since when", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*ControlOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			st, err := control.ToolGet.Call(ctx, s.disp, c, struct{}{})
+			st, err := call(ctx, s.disp, control.ToolGet, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -47,11 +43,7 @@ func (s *Server) ControlRoutes() {
 			if in.Body != nil {
 				args.Reason = in.Body.Reason
 			}
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			st, err := control.ToolHalt.Call(ctx, s.disp, c, args)
+			st, err := call(ctx, s.disp, control.ToolHalt, args)
 			if err != nil {
 				return nil, err
 			}
@@ -62,11 +54,7 @@ func (s *Server) ControlRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "unhalt", Method: http.MethodPost, Path: "/v1/control/unhalt", Tags: tag,
 		Summary: "Lift a HALT (admin) and thaw the sandboxes it froze", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*ControlOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			st, err := control.ToolUnhalt.Call(ctx, s.disp, c, struct{}{})
+			st, err := call(ctx, s.disp, control.ToolUnhalt, struct{}{})
 			if err != nil {
 				return nil, err
 			}

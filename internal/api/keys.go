@@ -57,11 +57,7 @@ func (s *Server) keyRoutes() {
 }
 
 func (s *Server) listKeys(ctx context.Context, _ *struct{}) (*KeyListOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ks, err := authtools.ToolKeysList.Call(ctx, s.disp, c, struct{}{})
+	ks, err := call(ctx, s.disp, authtools.ToolKeysList, struct{}{})
 	if err != nil {
 		return nil, err
 	}
@@ -69,11 +65,7 @@ func (s *Server) listKeys(ctx context.Context, _ *struct{}) (*KeyListOutput, err
 }
 
 func (s *Server) createKey(ctx context.Context, in *KeyCreateInput) (*KeyCreateOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	k, err := authtools.ToolKeysCreate.Call(ctx, s.disp, c, auth.KeyCreateArgs{Name: in.Body.Name, Role: in.Body.Role, RateLimits: in.Body.RateLimits})
+	k, err := call(ctx, s.disp, authtools.ToolKeysCreate, auth.KeyCreateArgs{Name: in.Body.Name, Role: in.Body.Role, RateLimits: in.Body.RateLimits})
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +75,7 @@ func (s *Server) createKey(ctx context.Context, in *KeyCreateInput) (*KeyCreateO
 }
 
 func (s *Server) revokeKey(ctx context.Context, in *KeyIDInput) (*KeyOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	k, err := authtools.ToolKeysRevoke.Call(ctx, s.disp, c, auth.KeyIDArgs{ID: in.ID})
+	k, err := call(ctx, s.disp, authtools.ToolKeysRevoke, auth.KeyIDArgs{ID: in.ID})
 	if err != nil {
 		return nil, err
 	}

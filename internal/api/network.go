@@ -36,11 +36,7 @@ func (s *Server) NetworkRoutes(d *dispatch.Dispatcher) {
 			"A mode change stops the sandbox's init (send restart: true); the next use starts it in the new mode. " +
 			"Entries that reach loopback, private or link-local addresses, and mode host, are admin only.",
 	}, func(ctx context.Context, in *NetworkInput) (*NetworkOutput, error) {
-		c, err := MustCaller(ctx)
-		if err != nil {
-			return nil, err
-		}
-		res, err := sandbox.ToolNetworkUpdate.Call(ctx, d, c, sandbox.NetworkUpdate{
+		res, err := call(ctx, d, sandbox.ToolNetworkUpdate, sandbox.NetworkUpdate{
 			ID: in.ID, Mode: in.Body.Mode, Allow: in.Body.Allow, Restart: in.Body.Restart})
 		if err != nil {
 			return nil, err

@@ -26,11 +26,7 @@ func (s *Server) PolicyRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "get-policy", Method: http.MethodGet, Path: "/v1/policy", Tags: tag,
 		Summary: "Read the risk policy (admin)", Security: Security},
 		func(ctx context.Context, _ *struct{}) (*PolicyOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			doc, err := policy.ToolGet.Call(ctx, s.disp, c, struct{}{})
+			doc, err := call(ctx, s.disp, policy.ToolGet, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -40,11 +36,7 @@ func (s *Server) PolicyRoutes() {
 		Summary: "Replace the risk policy (admin)", Description: "Rules per role (admin, agent, viewer) and per key id; see SECURITY.md, Risk policy.",
 		Security: Security, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *PolicyInput) (*PolicyOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			doc, err := policy.ToolSet.Call(ctx, s.disp, c, in.Body)
+			doc, err := call(ctx, s.disp, policy.ToolSet, in.Body)
 			if err != nil {
 				return nil, err
 			}

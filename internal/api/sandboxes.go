@@ -190,11 +190,7 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 		}
 		spec.TTL = d
 	}
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	info, err := sandbox.ToolCreate.Call(ctx, h.d, c, spec)
+	info, err := call(ctx, h.d, sandbox.ToolCreate, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -202,11 +198,7 @@ func (h *sandboxHandlers) create(ctx context.Context, in *SandboxCreateInput) (*
 }
 
 func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	infos, err := sandbox.ToolList.Call(ctx, h.d, c, sandbox.NoArgs{})
+	infos, err := call(ctx, h.d, sandbox.ToolList, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -230,11 +222,7 @@ func (h *sandboxHandlers) list(ctx context.Context, _ *struct{}) (*SandboxListOu
 }
 
 func (h *sandboxHandlers) get(ctx context.Context, in *SandboxIDInput) (*SandboxOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	info, err := sandbox.ToolGet.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID})
+	info, err := call(ctx, h.d, sandbox.ToolGet, sandbox.IDArgs{ID: in.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -253,33 +241,21 @@ func done(msg string) *EmptyOutput {
 }
 
 func (h *sandboxHandlers) delete(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := sandbox.ToolDelete.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID}); err != nil {
+	if _, err := call(ctx, h.d, sandbox.ToolDelete, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox deleted"), nil
 }
 
 func (h *sandboxHandlers) pause(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := sandbox.ToolPause.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID}); err != nil {
+	if _, err := call(ctx, h.d, sandbox.ToolPause, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox paused"), nil
 }
 
 func (h *sandboxHandlers) resume(ctx context.Context, in *SandboxIDInput) (*EmptyOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := sandbox.ToolResume.Call(ctx, h.d, c, sandbox.IDArgs{ID: in.ID}); err != nil {
+	if _, err := call(ctx, h.d, sandbox.ToolResume, sandbox.IDArgs{ID: in.ID}); err != nil {
 		return nil, err
 	}
 	return done("sandbox resumed"), nil
@@ -348,12 +324,7 @@ func (h *sandboxHandlers) exec(w http.ResponseWriter, r *http.Request) {
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		ctx = dispatch.WithStreaming(ctx)
 	}
-	c, err := MustCaller(ctx)
-	if err != nil {
-		WriteError(w, r, err)
-		return
-	}
-	out, err := sandbox.ToolExec.Call(ctx, h.d, c, body.args(id))
+	out, err := call(ctx, h.d, sandbox.ToolExec, body.args(id))
 	if err != nil {
 		WriteError(w, r, err)
 		return
@@ -446,11 +417,7 @@ type ExecReadOutput struct {
 }
 
 func (h *sandboxHandlers) getExec(ctx context.Context, in *ExecReadInput) (*ExecReadOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	e, err := sandbox.ToolExecRead.Call(ctx, h.d, c, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID})
+	e, err := call(ctx, h.d, sandbox.ToolExecRead, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID})
 	if err != nil {
 		return nil, err
 	}
@@ -485,11 +452,7 @@ type ExecIDInput struct {
 }
 
 func (h *sandboxHandlers) killExec(ctx context.Context, in *ExecIDInput) (*EmptyOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := sandbox.ToolExecKill.Call(ctx, h.d, c, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID}); err != nil {
+	if _, err := call(ctx, h.d, sandbox.ToolExecKill, sandbox.ExecRef{ID: in.ID, CommandID: in.CommandID}); err != nil {
 		return nil, err
 	}
 	return done("execution killed"), nil
@@ -538,11 +501,7 @@ type SecurityOutput struct {
 }
 
 func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	infos, err := sandbox.ToolList.Call(ctx, h.d, c, sandbox.NoArgs{})
+	infos, err := call(ctx, h.d, sandbox.ToolList, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}
@@ -562,11 +521,7 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 		Sandboxes: []SandboxSecurityRow{},
 	}
 	if _, ok := h.d.Tool(ratetools.ToolRules.Name()); ok {
-		c, err := MustCaller(ctx)
-		if err != nil {
-			return nil, err
-		}
-		rules, err := ratetools.ToolRules.Call(ctx, h.d, c, struct{}{})
+		rules, err := call(ctx, h.d, ratetools.ToolRules, struct{}{})
 		if err != nil {
 			return nil, err
 		}
@@ -591,11 +546,7 @@ type ResourcesOutput struct {
 }
 
 func (h *sandboxHandlers) resources(ctx context.Context, _ *struct{}) (*ResourcesOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := sandbox.ToolResources.Call(ctx, h.d, c, sandbox.NoArgs{})
+	st, err := call(ctx, h.d, sandbox.ToolResources, sandbox.NoArgs{})
 	if err != nil {
 		return nil, err
 	}

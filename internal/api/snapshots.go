@@ -25,11 +25,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 		Description: "The sandbox's processes are frozen for the copy and thawed after it. Processes are not captured (memory: true is refused; SECURITY.md says why). " +
 			"The snapshot belongs to the sandbox's owner, counts against its SANDBOX_SNAPSHOT_BUDGET and the server's SANDBOX_DISK_BUDGET, and outlives the sandbox."}),
 		func(ctx context.Context, in *SnapshotCreateInput) (*SnapshotOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out, err := sandbox.ToolSnapshotCreate.Call(ctx, d, c, sandbox.SnapshotCreateArgs{ID: in.ID, Name: in.Body.Name, Memory: in.Body.Memory})
+			out, err := call(ctx, d, sandbox.ToolSnapshotCreate, sandbox.SnapshotCreateArgs{ID: in.ID, Name: in.Body.Name, Memory: in.Body.Memory})
 			if err != nil {
 				return nil, err
 			}
@@ -38,11 +34,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "list-snapshots", Method: http.MethodGet, Path: "/v1/snapshots",
 		Summary: "List the caller's snapshots (admins and viewers: all)"}),
 		func(ctx context.Context, _ *struct{}) (*SnapshotListOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out, err := sandbox.ToolSnapshotList.Call(ctx, d, c, sandbox.NoArgs{})
+			out, err := call(ctx, d, sandbox.ToolSnapshotList, sandbox.NoArgs{})
 			if err != nil {
 				return nil, err
 			}
@@ -54,11 +46,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "get-snapshot", Method: http.MethodGet, Path: "/v1/snapshots/{snapshot}",
 		Summary: "Get a snapshot"}),
 		func(ctx context.Context, in *SnapshotRefInput) (*SnapshotOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out, err := sandbox.ToolSnapshotGet.Call(ctx, d, c, sandbox.SnapshotRef{Snapshot: in.Snapshot})
+			out, err := call(ctx, d, sandbox.ToolSnapshotGet, sandbox.SnapshotRef{Snapshot: in.Snapshot})
 			if err != nil {
 				return nil, err
 			}
@@ -67,11 +55,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "delete-snapshot", Method: http.MethodDelete, Path: "/v1/snapshots/{snapshot}",
 		Summary: "Delete a snapshot (sandboxes made from it keep their files)"}),
 		func(ctx context.Context, in *SnapshotRefInput) (*SnapshotOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out, err := sandbox.ToolSnapshotDelete.Call(ctx, d, c, sandbox.SnapshotRef{Snapshot: in.Snapshot})
+			out, err := call(ctx, d, sandbox.ToolSnapshotDelete, sandbox.SnapshotRef{Snapshot: in.Snapshot})
 			if err != nil {
 				return nil, err
 			}
@@ -82,11 +66,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "fork-snapshot", Method: http.MethodPost, Path: "/v1/snapshots/{snapshot}/fork",
 		Summary: "Make count sandboxes from a snapshot at once (all or none; each is a sandbox.create the policy, HALT and the audit see)", DefaultStatus: http.StatusCreated}),
 		func(ctx context.Context, in *ForkInput) (*ForkOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out, err := sandbox.ToolSnapshotFork.Call(ctx, d, c, sandbox.ForkArgs{Snapshot: in.Snapshot, Count: in.Body.Count, Name: in.Body.Name})
+			out, err := call(ctx, d, sandbox.ToolSnapshotFork, sandbox.ForkArgs{Snapshot: in.Snapshot, Count: in.Body.Count, Name: in.Body.Name})
 			if err != nil {
 				return nil, err
 			}
@@ -95,11 +75,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "hibernate-sandbox", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/hibernate",
 		Summary: "Free a sandbox: its processes end, its memory and cgroups are released and its image moves into the snapshot store (state hibernated); any later call or resume restores it under the same id"}),
 		func(ctx context.Context, in *SandboxIDInput) (*SandboxOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out, err := sandbox.ToolHibernate.Call(ctx, d, c, sandbox.IDArgs{ID: in.ID})
+			out, err := call(ctx, d, sandbox.ToolHibernate, sandbox.IDArgs{ID: in.ID})
 			if err != nil {
 				return nil, err
 			}
@@ -107,13 +83,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 		})
 
 	s.router.Get("/v1/snapshots/{snapshot}/export", func(w http.ResponseWriter, r *http.Request) {
-		c, err := MustCaller(r.Context())
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		ctx := dispatch.WithStreaming(r.Context())
-		e, err := sandbox.ToolSnapshotExport.Call(ctx, d, c, sandbox.SnapshotRef{Snapshot: chi.URLParam(r, "snapshot")})
+		e, err := call(dispatch.WithStreaming(r.Context()), d, sandbox.ToolSnapshotExport, sandbox.SnapshotRef{Snapshot: chi.URLParam(r, "snapshot")})
 		if err != nil {
 			WriteError(w, r, err)
 			return
@@ -129,13 +99,7 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 	})
 	s.AllowLargeBodies("/v1/snapshots/import")
 	s.router.Post("/v1/snapshots/import", func(w http.ResponseWriter, r *http.Request) {
-		c, err := MustCaller(r.Context())
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		ctx := dispatch.WithStreaming(r.Context())
-		out, err := sandbox.ToolSnapshotImport.Call(ctx, d, c, sandbox.ImportArgs{Name: r.URL.Query().Get("name"), Body: r.Body})
+		out, err := call(dispatch.WithStreaming(r.Context()), d, sandbox.ToolSnapshotImport, sandbox.ImportArgs{Name: r.URL.Query().Get("name"), Body: r.Body})
 		if err != nil {
 			WriteError(w, r, err)
 			return

@@ -23,11 +23,7 @@ func (s *Server) TemplateRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "list-templates", Method: http.MethodGet, Path: "/v1/templates",
 		Summary: "List the templates the caller may use (its own and the public ones; host is built in)"}),
 		func(ctx context.Context, _ *struct{}) (*TemplateListOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			out, err := template.ToolList.Call(ctx, d, c, struct{}{})
+			out, err := call(ctx, d, template.ToolList, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -36,11 +32,7 @@ func (s *Server) TemplateRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "get-template", Method: http.MethodGet, Path: "/v1/templates/{ref}",
 		Summary: "Inspect a template: layers, config, source"}),
 		func(ctx context.Context, in *TemplateRefInput) (*TemplateOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			t, err := template.ToolGet.Call(ctx, d, c, template.RefArgs{Ref: in.Ref})
+			t, err := call(ctx, d, template.ToolGet, template.RefArgs{Ref: in.Ref})
 			if err != nil {
 				return nil, err
 			}
@@ -49,11 +41,7 @@ func (s *Server) TemplateRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, reg(huma.Operation{OperationID: "delete-template", Method: http.MethodDelete, Path: "/v1/templates/{ref}",
 		Summary: "Remove a template's name (its layers go once no template or sandbox uses them)"}),
 		func(ctx context.Context, in *TemplateRefInput) (*TemplateOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			t, err := template.ToolDelete.Call(ctx, d, c, template.RefArgs{Ref: in.Ref})
+			t, err := call(ctx, d, template.ToolDelete, template.RefArgs{Ref: in.Ref})
 			if err != nil {
 				return nil, err
 			}

@@ -124,11 +124,7 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, huma.Operation{OperationID: "commit-sandbox", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/commit", Tags: []string{"templates"}, Security: Security,
 		Summary: "Make a template of a template sandbox's changes to its root", DefaultStatus: http.StatusCreated},
 		func(ctx context.Context, in *CommitInput) (*TemplateOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			t, err := build.ToolCommit.Call(ctx, d, c, build.CommitArgs{ID: in.ID, Name: in.Body.Name, Tag: in.Body.Tag})
+			t, err := call(ctx, d, build.ToolCommit, build.CommitArgs{ID: in.ID, Name: in.Body.Name, Tag: in.Body.Tag})
 			if err != nil {
 				return nil, err
 			}
@@ -137,11 +133,7 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 	huma.Register(s.api, huma.Operation{OperationID: "template-build-log", Method: http.MethodGet, Path: "/v1/templates/builds/{build}/log", Tags: []string{"templates"}, Security: Security,
 		Summary: "A build's kept log"},
 		func(ctx context.Context, in *BuildLogInput) (*BuildLogOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			l, err := build.ToolLog.Call(ctx, d, c, build.LogArgs{Build: in.Build})
+			l, err := call(ctx, d, build.ToolLog, build.LogArgs{Build: in.Build})
 			if err != nil {
 				return nil, err
 			}
@@ -175,11 +167,7 @@ type BuildLogOutput struct {
 
 // dispatchTemplate runs a template-making tool for the request's caller.
 func dispatchTemplate[A any](r *http.Request, d *dispatch.Dispatcher, tool dispatch.Ref[A, template.Template], args A) (template.Template, error) {
-	c, err := MustCaller(r.Context())
-	if err != nil {
-		return template.Template{}, err
-	}
-	return tool.Call(dispatch.WithStreaming(r.Context()), d, c, args)
+	return call(dispatch.WithStreaming(r.Context()), d, tool, args)
 }
 
 // progressStream answers a template-making request: as JSON at the end,

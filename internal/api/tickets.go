@@ -33,11 +33,7 @@ func (s *Server) ticketRoutes() {
 }
 
 func (s *Server) createTicket(ctx context.Context, in *TicketInput) (*TicketOutput, error) {
-	c, err := MustCaller(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, err := authtools.ToolTicketsCreate.Call(ctx, s.disp, c, in.Body)
+	t, err := call(ctx, s.disp, authtools.ToolTicketsCreate, in.Body)
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,18 @@ func (s *Server) UseDispatcher(d *dispatch.Dispatcher) {
 	d.Observe(noteTool)
 }
 
+// call calls tool with args for the request's caller (MustCaller) on d:
+// a native route's one line to its tool, through every step of the
+// dispatcher (Ref.Call).
+func call[A, R any](ctx context.Context, d *dispatch.Dispatcher, tool dispatch.Ref[A, R], args A) (R, error) {
+	c, err := MustCaller(ctx)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return tool.Call(ctx, d, c, args)
+}
+
 // ToolRoutes mounts /v1/tools: list (with risks and schemas), call any
 // tool by name, define, publish and delete custom tools. Every handler
 // calls the dispatcher; /v1/tools/call is Dispatcher.Call itself.
@@ -79,11 +91,7 @@ func (s *Server) ToolRoutes() {
 		Description: "risk is safe, medium or dangerous; a tool whose risk is decided per call (exec.run, shell.exec, bash.exec, code.execute: the command guard rates each command) is listed as dynamic, with risk_floor and risk_ceiling.",
 		Security:    Security},
 		func(ctx context.Context, _ *struct{}) (*ToolListOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			list, err := customtool.ToolList.Call(ctx, s.disp, c, struct{}{})
+			list, err := call(ctx, s.disp, customtool.ToolList, struct{}{})
 			if err != nil {
 				return nil, err
 			}
@@ -111,11 +119,7 @@ func (s *Server) ToolRoutes() {
 		Summary: "Define (or redefine) a custom tool", Security: Security, DefaultStatus: http.StatusCreated, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *ToolDefineInput) (*ToolInfoOutput, error) {
 			b := in.Body
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			info, err := customtool.ToolDefine.Call(ctx, s.disp, c, customtool.DefineArgs{Name: b.Name, Description: b.Description,
+			info, err := call(ctx, s.disp, customtool.ToolDefine, customtool.DefineArgs{Name: b.Name, Description: b.Description,
 				InputSchema: b.InputSchema, Call: b.Call, Steps: b.Steps, Risk: b.Risk, Published: b.Published})
 			if err != nil {
 				return nil, err
@@ -125,11 +129,7 @@ func (s *Server) ToolRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "publish-tool", Method: http.MethodPost, Path: "/v1/tools/custom/{name}/publish", Tags: tag,
 		Summary: "Publish a custom tool to every key, or hide it again (admin)", Security: Security, MaxBodyBytes: s.MaxBody()},
 		func(ctx context.Context, in *ToolPublishInput) (*ToolInfoOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			info, err := customtool.ToolPublish.Call(ctx, s.disp, c, customtool.PublishArgs{Name: in.Name, Published: in.Body.Published})
+			info, err := call(ctx, s.disp, customtool.ToolPublish, customtool.PublishArgs{Name: in.Name, Published: in.Body.Published})
 			if err != nil {
 				return nil, err
 			}
@@ -138,11 +138,7 @@ func (s *Server) ToolRoutes() {
 	huma.Register(s.api, huma.Operation{OperationID: "delete-tool", Method: http.MethodDelete, Path: "/v1/tools/custom/{name}", Tags: tag,
 		Summary: "Delete a custom tool (its owner or an admin)", Security: Security},
 		func(ctx context.Context, in *ToolNameInput) (*EmptyOutput, error) {
-			c, err := MustCaller(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := customtool.ToolDelete.Call(ctx, s.disp, c, customtool.NameArgs{Name: in.Name}); err != nil {
+			if _, err := call(ctx, s.disp, customtool.ToolDelete, customtool.NameArgs{Name: in.Name}); err != nil {
 				return nil, err
 			}
 			return done("custom tool deleted"), nil
