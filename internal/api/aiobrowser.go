@@ -309,12 +309,7 @@ func routeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		e.fail(w, r, rt, "", e.requestError(rt, err))
 		return
 	}
-	out, err := browserops.ToolRouteRemove.Call(r.Context(), e.dispatcher(), callerOf(r), a)
-	if err != nil {
-		e.fail(w, r, rt, "", err)
-		return
-	}
-	WriteData(w, http.StatusOK, out)
+	answer(e, rt, w, r, browserops.ToolRouteRemove, a, "")
 }
 
 func proxyPAC(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {

@@ -279,6 +279,18 @@ func jsonRowAs[In, A, R, Out any](group, method, path string, tool dispatch.Ref[
 	return rt
 }
 
+// answer calls tool with a for the request's caller and writes its R as
+// the envelope's data, or the row's failure naming target: the end of a
+// plain row whose answer is its tool's own.
+func answer[A, R any](e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, tool dispatch.Ref[A, R], a A, target string) {
+	res, err := tool.Call(r.Context(), e.dispatcher(), callerOf(r), a)
+	if err != nil {
+		e.fail(w, r, rt, target, err)
+		return
+	}
+	WriteData(w, http.StatusOK, res)
+}
+
 // plainRow is a row served by its own handler (streams, WebSockets,
 // uploads, headers of a protocol): the handler calls the row's tool by its
 // Ref and fails through the edge's helpers.

@@ -97,10 +97,5 @@ func excludeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		e.fail(w, r, rt, "", e.requestError(rt, err))
 		return
 	}
-	res, err := proxytools.ToolExcludeRemove.Call(r.Context(), e.dispatcher(), callerOf(r), a)
-	if err != nil {
-		e.fail(w, r, rt, "", err)
-		return
-	}
-	WriteData(w, http.StatusOK, res)
+	answer(e, rt, w, r, proxytools.ToolExcludeRemove, a, "")
 }

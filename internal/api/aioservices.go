@@ -187,12 +187,7 @@ func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 	}
 	// Every field of AIO's form is optional, so the tool's own rules (a
 	// file or a path) are a tool-level failure, checked by the dispatcher.
-	res, err := skills.ToolRegister.Call(r.Context(), e.dispatcher(), callerOf(r), a)
-	if err != nil {
-		e.fail(w, r, rt, a.Path, err)
-		return
-	}
-	WriteData(w, http.StatusOK, res)
+	answer(e, rt, w, r, skills.ToolRegister, a, a.Path)
 }
 
 // skillFields reads the rest of a skills form (after its file): a name, a

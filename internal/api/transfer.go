@@ -124,7 +124,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct != "multipart/form-data" {
 		a.Body = r.Body
-		finishUpload(e, rt, w, r, a)
+		answer(e, rt, w, r, transfer.ToolUpload, a, a.Path)
 		return
 	}
 	if params["boundary"] == "" {
@@ -151,7 +151,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 			}
 			a.Filename, a.Body = part.FileName(), part
 			if a.Path != "" {
-				finishUpload(e, rt, w, r, a)
+				answer(e, rt, w, r, transfer.ToolUpload, a, a.Path)
 				return
 			}
 			// The path, if the form has one, comes after the file.
@@ -171,7 +171,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if a.Staged != "" {
-		finishUpload(e, rt, w, r, a)
+		answer(e, rt, w, r, transfer.ToolUpload, a, a.Path)
 		return
 	}
 	e.fail(w, r, rt, "", fault.InvalidField(inBody+".file", "the form has no \"file\" field"))
@@ -195,15 +195,6 @@ func formField(part *multipart.Part, a *transfer.UploadArgs) error {
 		}
 	}
 	return nil
-}
-
-func finishUpload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, a transfer.UploadArgs) {
-	res, err := transfer.ToolUpload.Call(r.Context(), e.dispatcher(), callerOf(r), a)
-	if err != nil {
-		e.fail(w, r, rt, a.Path, err)
-		return
-	}
-	WriteData(w, http.StatusOK, res)
 }
 
 // download streams a regular file with Range support. change_policy=abort
