@@ -239,14 +239,6 @@ func runBash(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw json.
 	return res, nil
 }
 
-func remarshal(v, into any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, into)
-}
-
 // param is one AIO parameter translated to the target tool: its value
 // goes to the first of keys the target's schema declares.
 type param struct {
@@ -512,14 +504,14 @@ func runEditor(ctx context.Context, h *Hub, _ *keyServer, c auth.Caller, raw jso
 
 // contextReport is sandbox_get_context's answer.
 type contextReport struct {
-	Server    string         `json:"server"`
-	Version   string         `json:"version"`
-	Role      string         `json:"role"`
-	HomeDir   string         `json:"home_dir"`
-	Workspace string         `json:"workspace"`
-	Sandbox   map[string]any `json:"sandbox"`
-	Note      string         `json:"note,omitempty"`
-	Tools     []string       `json:"tools"`
+	Server    string        `json:"server"`
+	Version   string        `json:"version"`
+	Role      string        `json:"role"`
+	HomeDir   string        `json:"home_dir"`
+	Workspace string        `json:"workspace"`
+	Sandbox   *sandbox.Info `json:"sandbox"`
+	Note      string        `json:"note,omitempty"`
+	Tools     []string      `json:"tools"`
 }
 
 // runContext reports the caller's environment. The default sandbox is
@@ -534,12 +526,10 @@ func runContext(ctx context.Context, h *Hub, ks *keyServer, c auth.Caller, raw j
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range list {
+		for i, s := range list {
 			// At /sandboxes/{id}/mcp the calls act on that sandbox.
 			if (ks.scope == "" && s.Default && s.Owner == c.KeyID) || (ks.scope != "" && s.ID == ks.scope) {
-				if err := remarshal(s, &rep.Sandbox); err != nil {
-					return nil, fmt.Errorf("sandbox info: %w", err)
-				}
+				rep.Sandbox = &list[i]
 				break
 			}
 		}
