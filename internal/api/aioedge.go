@@ -226,7 +226,7 @@ func (e *aioEdge) check(tool string, args any) error {
 func jsonRow[A, R any](group, method, path string, tool dispatch.Ref[A, R], tag, summary string, opts ...rowOpt) aioRoute {
 	return jsonRowAs(group, method, path, tool, tag, summary,
 		func(r *http.Request, a A) (A, error) { setSandbox(&a, r); return a, nil },
-		func(_ *http.Request, _ A, res R) (R, error) { return res, nil }, opts...)
+		same[A, R], opts...)
 }
 
 // jsonRowAs is a row whose body In (AIO's request shape) becomes the

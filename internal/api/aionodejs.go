@@ -22,8 +22,6 @@ func nodeSessionOf(r *http.Request) coderun.NodeSessionArgs {
 	return coderun.NodeSessionArgs{Sandbox: chi.URLParam(r, "id"), SessionID: chi.URLParam(r, "session_id")}
 }
 
-func nodeAnswer[R any](_ *http.Request, _ struct{}, res R) (R, error) { return res, nil }
-
 // aioNodeRows are AIO's nodejs namespace (7 operations): the javascript
 // runtime of the code machinery (coderun.NodeTools). AIO's version query
 // parameter picks a node; the one installed is the only choice, and
@@ -39,19 +37,16 @@ var aioNodeRows = []aioRoute{
 		"List the caller's Node.js sessions (AIO)", lateInvalidFails()),
 	jsonRowAs(groupNode, http.MethodGet, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSession, "nodejs",
 		"Describe a Node.js session (AIO)", func(r *http.Request, _ struct{}) (coderun.NodeSessionArgs, error) { return nodeSessionOf(r), nil },
-		nodeAnswer[coderun.NodeSessionResult], lateInvalidFails()),
+		same[struct{}, coderun.NodeSessionResult], lateInvalidFails()),
 	jsonRowAs(groupNode, http.MethodPatch, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionUpdate, "nodejs",
 		"Change a Node.js session's cwd or idle time (AIO)", func(r *http.Request, in nodeUpdateRequest) (coderun.NodeSessionArgs, error) {
 			a := nodeSessionOf(r)
 			a.MaxIdleTime, a.Cwd = in.MaxIdleTime, deref(in.Cwd)
 			return a, nil
-		}, func(_ *http.Request, _ nodeUpdateRequest, res coderun.NodeUpdateResult) (coderun.NodeUpdateResult, error) {
-			return res, nil
-		},
-		lateInvalidFails()),
+		}, same[nodeUpdateRequest, coderun.NodeUpdateResult], lateInvalidFails()),
 	jsonRowAs(groupNode, http.MethodDelete, "/v1/nodejs/sessions/{session_id}", coderun.ToolNodeSessionDelete, "nodejs",
 		"End a Node.js session (AIO)", func(r *http.Request, _ struct{}) (coderun.NodeSessionArgs, error) { return nodeSessionOf(r), nil },
-		nodeAnswer[coderun.NodeDeleteResult], lateInvalidFails()),
+		same[struct{}, coderun.NodeDeleteResult], lateInvalidFails()),
 }
 
 // NodeRoutes mounts AIO's nodejs routes at /v1/... and /sandboxes/{id}/v1/....
