@@ -390,15 +390,14 @@ func (s *Service) pause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	args := sandbox.IDArgs{ID: chi.URLParam(r, "sandboxID")}
+	keepMemory := b.Memory != nil && *b.Memory
 	var err error
-	hibernate := b.Memory == nil || !*b.Memory
-	if hibernate {
+	if !keepMemory {
 		_, err = sandbox.ToolHibernate.Call(r.Context(), s.d.Dispatch, c, args)
-	} else {
-		_, err = sandbox.ToolPause.Call(r.Context(), s.d.Dispatch, c, args)
 	}
-	if hibernate && fault.Is(err, fault.Unsupported) {
-		// No workspace image: frozen, the other of sandhold's pauses.
+	if keepMemory || fault.Is(err, fault.Unsupported) {
+		// Memory kept, or no workspace image: frozen, the other of
+		// sandhold's pauses.
 		_, err = sandbox.ToolPause.Call(r.Context(), s.d.Dispatch, c, args)
 	}
 	if err != nil {
