@@ -9,10 +9,6 @@ import (
 	"testing"
 )
 
-// stringDispatchAllowed are the files that may still dispatch a tool by
-// its name with typed arguments, and why (none today).
-var stringDispatchAllowed = map[string]string{}
-
 // parseProduction parses the repository's non-test Go files under dir
 // (relative, slash-separated; "" is everything).
 func parseProduction(t *testing.T, dir string) (map[string]*ast.File, *token.FileSet) {
@@ -48,7 +44,7 @@ func parseProduction(t *testing.T, dir string) (map[string]*ast.File, *token.Fil
 func TestToolsAreCalledByRef(t *testing.T) {
 	files, fset := parseProduction(t, "")
 	for rel, f := range files {
-		if strings.HasPrefix(rel, "internal/dispatch/") || stringDispatchAllowed[rel] != "" {
+		if strings.HasPrefix(rel, "internal/dispatch/") {
 			continue
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
