@@ -191,6 +191,12 @@ func TestEveryLookupByIDTakesOver(t *testing.T) {
 			_, err := m.Hibernate(ctx, owner, id)
 			return err
 		}},
+		{"delete", func(ctx context.Context, m *Manager, id string) error {
+			return m.Delete(ctx, owner, id)
+		}},
+		{"resume", func(ctx context.Context, m *Manager, id string) error {
+			return m.Resume(ctx, owner, id)
+		}},
 		{"port", func(ctx context.Context, m *Manager, id string) error {
 			if c, err := m.DialPort(ctx, owner, id, 8000); err == nil {
 				_ = c.Close()

@@ -145,11 +145,11 @@ func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
 			}
 			return s.Info(), nil
 		}),
-		byID(ToolDelete, "Delete a sandbox and its workspace", guard.Medium, nil, onSandbox(m, m.Delete)),
-		byID(ToolPause, "Freeze a sandbox", guard.Medium, nil, onSandbox(m, m.Pause)),
+		byID(ToolDelete, "Delete a sandbox and its workspace", guard.Medium, nil, onSandbox(m.Delete)),
+		byID(ToolPause, "Freeze a sandbox", guard.Medium, nil, onSandbox(m.Pause)),
 		// Resume only undoes a pause (and HALT keeps its own freeze: see
 		// HaltFreeze).
-		byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, onSandbox(m, m.Resume)),
+		byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, onSandbox(m.Resume)),
 		resourcesTool(m), execTool(m, g), execReadTool(m), execKillTool(m),
 		createDefaultTool(m), startTool(m), adoptTool(m),
 	}, snapshotTools(m)...)
@@ -192,15 +192,10 @@ func resourcesTool(m *Manager) dispatch.Tool {
 }
 
 // onSandbox is the run of a byID tool that acts on the caller's own
-// sandbox (an admin's: any): run, after lookup has taken the sandbox over
-// when the request found its node dead.
-func onSandbox(m *Manager, run func(context.Context, Caller, string) error) func(context.Context, auth.Caller, string) (Empty, error) {
+// sandbox (an admin's: any).
+func onSandbox(run func(context.Context, Caller, string) error) func(context.Context, auth.Caller, string) (Empty, error) {
 	return func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
-		owner := Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}
-		if _, err := m.lookup(ctx, owner, id); err != nil {
-			return nil, err
-		}
-		return nil, run(ctx, owner, id)
+		return nil, run(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
 	}
 }
 
