@@ -568,10 +568,13 @@ func (m *Manager) Get(c Caller, id string) (*Sandbox, error) {
 	s := m.sandboxes[id]
 	m.mu.Unlock()
 	if s == nil || (!c.Admin && s.rec.Owner != c.KeyID) {
-		return nil, fault.Wrap(fault.NotFound, ErrNoSandbox, "sandbox not found")
+		return nil, errNoSuchSandbox()
 	}
 	return s, nil
 }
+
+// errNoSuchSandbox is Get's NotFound: another key's sandbox is not there.
+func errNoSuchSandbox() error { return fault.Wrap(fault.NotFound, ErrNoSandbox, "sandbox not found") }
 
 // List returns the caller's sandboxes (an admin's: all), oldest first.
 func (m *Manager) List(c Caller) []Info {

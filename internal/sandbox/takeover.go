@@ -44,9 +44,6 @@ func (m *Manager) stillHere(ctx context.Context, id string) error {
 	return nil
 }
 
-// errNoSuchSandbox is Get's NotFound: another key's sandbox is not there.
-func errNoSuchSandbox() error { return fault.Wrap(fault.NotFound, ErrNoSandbox, "sandbox not found") }
-
 // Refusals of a take-over whose sandbox stays lost with its dead node.
 var (
 	errNotHibernated  = fault.New(fault.Unavailable, "sandbox lost: the node running it is down, and only a hibernated sandbox moves to another node")
