@@ -258,6 +258,26 @@ func (s *server) exec(id string) error {
 
 func (s *server) delete(id string) error { return s.call("DELETE", "/v1/sandboxes/"+id, nil, nil) }
 
+// spareCounts is the server's spare inits (GET /v1/sandbox/security,
+// pool.spares): ready of target, and the cold creates that bound one or
+// found none ready since the server started.
+type spareCounts struct {
+	Ready  int   `json:"ready"`
+	Target int   `json:"target"`
+	Taken  int64 `json:"taken"`
+	Missed int64 `json:"missed"`
+}
+
+func (s *server) spares() (spareCounts, error) {
+	var sec struct {
+		Pool struct {
+			Spares spareCounts `json:"spares"`
+		} `json:"pool"`
+	}
+	err := s.call("GET", "/v1/sandbox/security", nil, &sec)
+	return sec.Pool.Spares, err
+}
+
 // poolReady waits until a sandbox can be taken from the warm pool, by
 // watching the server's count of ready pool sandboxes.
 func (s *server) poolReady(want int) {
@@ -285,9 +305,14 @@ type coreResult struct {
 	CreateCold      figure  `json:"create_cold_first_exec"`
 	CreateColdSpare figure  `json:"create_cold_spare_init_first_exec"`
 	BwrapAlternated *figure `json:"bwrap_alternated_with_cold_creates,omitempty"`
-	CreateWarm      figure  `json:"create_warm_first_exec"`
-	CreateWarmOnly  figure  `json:"create_warm"`
-	ExecPerSecond   float64 `json:"exec_per_second_16_clients"`
+	// SparesBound and SparesMissed are how many of the cold (spare
+	// init) creates bound a spare and how many found none ready (the
+	// server's own count, pool.spares of /v1/sandbox/security).
+	SparesBound    int64   `json:"cold_spare_creates_bound_a_spare"`
+	SparesMissed   int64   `json:"cold_spare_creates_found_none_ready"`
+	CreateWarm     figure  `json:"create_warm_first_exec"`
+	CreateWarmOnly figure  `json:"create_warm"`
+	ExecPerSecond  float64 `json:"exec_per_second_16_clients"`
 	// BarePerSecond is bare fork/exec of /bin/true by 16 goroutines for
 	// as long as the sustained run, in the same process tree.
 	BarePerSecond float64 `json:"bare_fork_exec_per_second_16_goroutines"`
@@ -474,7 +499,7 @@ func core(ctx context.Context, o options) error {
 	// Cold creates on two servers at once, one with spare inits and one
 	// without, alternated in one loop with a bwrap command, so drift in
 	// the machine falls on all three alike.
-	res.CreateColdSpare, res.CreateCold, res.BwrapAlternated, err = coldCreates(ctx, o)
+	res.CreateColdSpare, res.CreateCold, res.BwrapAlternated, res.SparesBound, res.SparesMissed, err = coldCreates(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -560,43 +585,60 @@ func creates(srv *server, n int, fromPool bool) (createOnly, withExec figure, er
 // coldCreates starts two servers without a warm pool, one with spare
 // inits (SANDBOX_SPARE_INITS=2) and one without (0), and alternates, o.n/10
 // times: a create + first exec + delete on each, and one bwrap command
-// (when bwrap is installed).
-func coldCreates(ctx context.Context, o options) (spare, none figure, bwrap *figure, err error) {
+// (when bwrap is installed). bound and missed are how many of the spare
+// server's creates bound a spare and how many found none ready.
+func coldCreates(ctx context.Context, o options) (spare, none figure, bwrap *figure, bound, missed int64, err error) {
+	fail := func(err error) (figure, figure, *figure, int64, int64, error) {
+		return spare, none, nil, 0, 0, err
+	}
 	withSpares, err := startServer(ctx, o.server, 0, "SANDBOX_DISK_BUDGET=100TB", "SANDBOX_SPARE_INITS=2")
 	if err != nil {
-		return spare, none, nil, err
+		return fail(err)
 	}
 	defer withSpares.stop()
 	without, err := startServer(ctx, o.server, 0, "SANDBOX_DISK_BUDGET=100TB", "SANDBOX_SPARE_INITS=0")
 	if err != nil {
-		return spare, none, nil, err
+		return fail(err)
 	}
 	defer without.stop()
+	before, err := withSpares.spares()
+	if err != nil {
+		return fail(fmt.Errorf("spare count: %w", err))
+	}
 	bw, _ := exec.LookPath("bwrap")
 	var ls, ln, lb latency
 	for range max(o.n/10, 1) {
 		_, s, err := creates(withSpares, 1, false)
 		if err != nil {
-			return spare, none, nil, fmt.Errorf("cold create (spare init): %w", err)
+			return fail(fmt.Errorf("cold create (spare init): %w", err))
 		}
 		_, n, err := creates(without, 1, false)
 		if err != nil {
-			return spare, none, nil, fmt.Errorf("cold create (no spare): %w", err)
+			return fail(fmt.Errorf("cold create (no spare): %w", err))
 		}
 		ls, ln = append(ls, time.Duration(s.P50ms*float64(time.Millisecond))), append(ln, time.Duration(n.P50ms*float64(time.Millisecond)))
 		if bw != "" {
 			b, err := sample(1, func() error { return exec.Command(bw, "--unshare-all", "--ro-bind", "/", "/", "true").Run() })
 			if err != nil {
-				return spare, none, nil, fmt.Errorf("bwrap: %w", err)
+				return fail(fmt.Errorf("bwrap: %w", err))
 			}
 			lb = append(lb, b...)
 		}
+	}
+	after, err := withSpares.spares()
+	if err != nil {
+		return fail(fmt.Errorf("spare count: %w", err))
+	}
+	if none, err := without.spares(); err != nil {
+		return fail(fmt.Errorf("spare count: %w", err))
+	} else if none.Taken != 0 || none.Target != 0 {
+		return fail(fmt.Errorf("the server without spares reports %+v", none))
 	}
 	if len(lb) > 0 {
 		f := fig(lb)
 		bwrap = &f
 	}
-	return fig(ls), fig(ln), bwrap, nil
+	return fig(ls), fig(ln), bwrap, after.Taken - before.Taken, after.Missed - before.Missed, nil
 }
 
 func printCore(r coreResult) {
@@ -616,6 +658,7 @@ func printCore(r coreResult) {
 	row("E2B commands.run", r.E2B.CommandsRun)
 	row("  native exec, alternated with it", r.E2B.NativeExec)
 	row("sandhold create, cold (spare init) (+ first exec)", r.CreateColdSpare)
+	fmt.Printf("  of them %d bound a spare, %d found none ready (the server's count)\n", r.SparesBound, r.SparesMissed)
 	row("sandhold create, cold (no spare) (+ first exec)", r.CreateCold)
 	if r.BwrapAlternated != nil {
 		row("  bwrap, alternated with them", *r.BwrapAlternated)

@@ -761,8 +761,12 @@ func (m *Manager) Layers() []agent.Layer {
 	return m.pool.lastLayers()
 }
 
-// PoolStatus reports the warm pool.
-func (m *Manager) PoolStatus() PoolStatus { return m.pool.status() }
+// PoolStatus reports the warm pool and the spare inits.
+func (m *Manager) PoolStatus() PoolStatus {
+	st := m.pool.status()
+	st.Spares = m.spares.status()
+	return st
+}
 
 // SelfTest starts one throw-away sandbox, runs a command in it and checks
 // that every isolation layer the init reports is in force. The server runs

@@ -283,10 +283,12 @@ func (p *pool) lastLayers() []agent.Layer {
 	return append([]agent.Layer(nil), p.layers...)
 }
 
-// PoolStatus is the warm pool's size and how many sandboxes wait in it.
+// PoolStatus is the warm pool's size and how many sandboxes wait in it,
+// and the spare inits cold creates bind (spares.go).
 type PoolStatus struct {
-	Size  int `json:"size"`
-	Ready int `json:"ready"`
+	Size   int         `json:"size"`
+	Ready  int         `json:"ready"`
+	Spares SpareStatus `json:"spares"`
 }
 
 func (p *pool) status() PoolStatus {

@@ -25,10 +25,13 @@ type spares struct {
 	m    *Manager
 	want int
 
-	// mu guards ready and closed.
+	// mu guards ready, closed, taken and missed.
 	mu     sync.Mutex
 	ready  []spareInit // oldest first
 	closed bool
+	// taken counts the cold creates that bound a spare, missed those
+	// that could have and found none ready (status).
+	taken, missed int64
 
 	kick chan struct{}
 	done chan struct{}
@@ -142,9 +145,31 @@ func (p *spares) take(spec Spec) (spareInit, bool) {
 			continue
 		default:
 		}
+		p.taken++
 		return si, true
 	}
+	if p.want > 0 {
+		p.missed++
+	}
 	return spareInit{}, false
+}
+
+// SpareStatus is the spare inits (SANDBOX_SPARE_INITS): how many are
+// ready of the target, and how many cold creates (the warm pool's
+// refills included) bound one (Taken) or found none ready and cloned
+// their own init (Missed) since the server started. A create on the
+// host's network never takes one and counts in neither.
+type SpareStatus struct {
+	Ready  int   `json:"ready"`
+	Target int   `json:"target"`
+	Taken  int64 `json:"taken"`
+	Missed int64 `json:"missed"`
+}
+
+func (p *spares) status() SpareStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return SpareStatus{Ready: len(p.ready), Target: p.want, Taken: p.taken, Missed: p.missed}
 }
 
 // refill asks for a replacement of a taken spare.

@@ -155,19 +155,25 @@ func TestSpareInitIsLikeAFreshOne(t *testing.T) {
 }
 
 // TestSparesAreRefilledAndEnd: a create takes the oldest spare; another
-// is cloned once it is done; a sandbox with the host's network takes
-// none; Close kills every spare.
+// is cloned once it is done; the status counts it; Close kills every
+// spare.
 func TestSparesAreRefilledAndEnd(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.SpareInits = 2
 	m := newManager(t, cfg, nil)
 	waitFor(t, func() bool { return len(readySpares(m)) == 2 })
+	if got, want := m.PoolStatus().Spares, (SpareStatus{Ready: 2, Target: 2}); got != want {
+		t.Fatalf("status %+v, want %+v", got, want)
+	}
 	before := readySpares(m)
 	s := create(t, m, Spec{})
 	if got := initPid(t, s); got != before[0] {
 		t.Fatalf("init pid %d, want the oldest spare %d", got, before[0])
 	}
 	waitFor(t, func() bool { return len(readySpares(m)) == 2 })
+	if got, want := m.PoolStatus().Spares, (SpareStatus{Ready: 2, Target: 2, Taken: 1}); got != want {
+		t.Fatalf("status after a create %+v, want %+v", got, want)
+	}
 	after := readySpares(m)
 	if after[0] != before[1] || after[1] == before[0] {
 		t.Fatalf("spares %v after the take, were %v", after, before)
@@ -191,8 +197,12 @@ func TestSparesAreRefilledAndEnd(t *testing.T) {
 // TestHostNetworkTakesNoSpare: spares have a network namespace of their
 // own, so a sandbox on the host's network is cloned afresh.
 func TestHostNetworkTakesNoSpare(t *testing.T) {
-	if _, ok := (&spares{want: 1}).take(Spec{Network: Network{Mode: NetworkHost}}); ok {
+	p := &spares{want: 1}
+	if _, ok := p.take(Spec{Network: Network{Mode: NetworkHost}}); ok {
 		t.Fatal("a host-network spec took a spare")
+	}
+	if st := p.status(); st.Taken != 0 || st.Missed != 0 {
+		t.Fatalf("a host-network create counted: %+v", st)
 	}
 }
 
@@ -214,6 +224,9 @@ func TestUnusableSpareIsDiscarded(t *testing.T) {
 	s := create(t, m, Spec{})
 	if initPid(t, s) == dead.Pid() {
 		t.Fatal("the sandbox got the dead spare's pid")
+	}
+	if st := m.PoolStatus().Spares; st.Taken != 0 || st.Missed != 1 {
+		t.Fatalf("status %+v, want the create counted as missed", st)
 	}
 	if r := run(t, s, ExecRequest{Command: "true"}); r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("exec after a dead spare: %+v", r)
