@@ -45,6 +45,9 @@ type options struct {
 	sustain time.Duration
 	count   int
 	xfs     bool
+	// sleepOff: bench density also creates as many on a server with
+	// the idle sleep off.
+	sleepOff bool
 }
 
 func run(ctx context.Context, args []string) error {
@@ -59,6 +62,7 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.n, "n", 300, "samples per latency figure")
 	fs.DurationVar(&o.sustain, "sustain", 5*time.Second, "duration of the sustained-throughput run")
 	fs.IntVar(&o.count, "count", 1000, "sandboxes for bench density")
+	fs.BoolVar(&o.sleepOff, "sleep-off", true, "bench density: also create as many with the idle sleep off (a second server)")
 	fs.BoolVar(&o.xfs, "xfs", false, "also run on an XFS file system with reflinks on a loop device (snapshots)")
 	var lo loadOpts
 	fs.IntVar(&lo.requests, "requests", 10000, "requests per load round (load, soak)")
@@ -698,12 +702,14 @@ func density(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	// Give the kernel a moment to finish tearing down the first run's
-	// namespaces and mounts before the second starts.
-	settle(30 * time.Second)
-	held, err := createMany(ctx, o, false)
-	if err != nil {
-		return err
+	var held manyRun
+	if o.sleepOff {
+		// Give the kernel a moment to finish tearing down the first
+		// run's namespaces and mounts before the second starts.
+		settle(30 * time.Second)
+		if held, err = createMany(ctx, o, false); err != nil {
+			return err
+		}
 	}
 	out := map[string]any{
 		"sandboxes":              o.count,
@@ -717,17 +723,21 @@ func density(ctx context.Context, o options) error {
 		"added_memory_idle_mb":   run.addedIdle >> 20,
 		"per_sandbox_idle_kb":    run.addedIdle / int64(o.count) >> 10,
 		"inits_asleep":           run.keepers,
+		"cgroup_kb_1_3_5_s":      kbs(run.cgroupAt),
+		"cgroup_kb_asleep":       run.cgroupIdle >> 10,
 		"idle_wait_s":            run.waited.Seconds(),
-		"sleep_off": map[string]any{
+		"last_tenth_over_first":  run.tenths[9] / run.tenths[0],
+		"load_average_before":    loadBefore,
+		"load_average_after":     loadAvg(),
+	}
+	if o.sleepOff {
+		out["sleep_off"] = map[string]any{
 			"create_first10_ms":      held.first10,
 			"create_last10_ms":       held.last10,
 			"create_last_over_first": held.last10 / held.first10,
 			"create_tenths_p50_ms":   held.tenths,
 			"last_tenth_over_first":  held.tenths[9] / held.tenths[0],
-		},
-		"last_tenth_over_first": run.tenths[9] / run.tenths[0],
-		"load_average_before":   loadBefore,
-		"load_average_after":    loadAvg(),
+		}
 	}
 	if o.json {
 		return json.NewEncoder(os.Stdout).Encode(out)
@@ -737,14 +747,28 @@ func density(ctx context.Context, o options) error {
 	fmt.Printf("%d idle sandboxes, 1 s after the last create (inits awake): %d MB added (%d KB each; goal <= 1,500 MB for 1,000, 1.5 MB each)\n", o.count, run.added>>20, run.added/n>>10)
 	fmt.Printf("%d idle sandboxes after %.0f s idle (%d of %d inits asleep in their keepers): %d MB added (%d KB each)\n",
 		o.count, run.waited.Seconds(), run.keepers, o.count, run.addedIdle>>20, run.addedIdle/n>>10)
+	fmt.Printf("cgroup memory per sandbox (mean; init and kernel objects), 1 / 3 / 5 s after the last create: %d KB (goal <= 1 MB within 5 s of the last call); asleep: %d KB\n",
+		kbs(run.cgroupAt), run.cgroupIdle>>10)
 	fmt.Printf("create latency p50, first 10: %.2f ms; last 10: %.2f ms (last/first %.2fx; goal <= 1.2x)\n",
 		run.first10, run.last10, run.last10/run.first10)
 	fmt.Printf("create latency p50 per tenth of the run (ms): %.1f (last/first tenth %.2fx)\n", run.tenths, run.tenths[9]/run.tenths[0])
 	fmt.Printf("inits asleep at the end of each tenth: %d\n", run.asleepByTenth)
+	if !o.sleepOff {
+		return nil
+	}
 	fmt.Printf("the same with the idle sleep off (SANDBOX_IDLE_SLEEP=0): first 10: %.2f ms; last 10: %.2f ms (last/first %.2fx)\n",
 		held.first10, held.last10, held.last10/held.first10)
 	fmt.Printf("  per tenth (ms): %.1f (last/first tenth %.2fx)\n", held.tenths, held.tenths[9]/held.tenths[0])
 	return nil
+}
+
+// kbs is bytes in KB.
+func kbs(b []int64) []int64 {
+	out := make([]int64, len(b))
+	for i, v := range b {
+		out[i] = v >> 10
+	}
+	return out
 }
 
 // manyRun is what createMany measured.
@@ -756,6 +780,33 @@ type manyRun struct {
 	addedIdle       int64     // bytes, once the inits slept (withSleep)
 	keepers         int
 	waited          time.Duration
+	// cgroupAt is the sandboxes' cgroup memory, mean per sandbox in
+	// bytes, 1, 3 and 5 s after the last create; cgroupIdle the same
+	// once the inits slept (withSleep).
+	cgroupAt   []int64
+	cgroupIdle int64
+}
+
+// cgroupMemory is the mean of the sandboxes' cgroup memory (GET
+// /v1/sandbox/resources: v1 memory.usage_in_bytes, v2 memory.current of
+// each sandbox's group, its init and kernel objects included), in bytes.
+func (s *server) cgroupMemory() (int64, error) {
+	var rows []struct {
+		Cgroup struct {
+			MemoryBytes int64
+		} `json:"cgroup"`
+	}
+	if err := s.call("GET", "/v1/sandbox/resources", nil, &rows); err != nil {
+		return 0, err
+	}
+	if len(rows) == 0 {
+		return 0, errors.New("no sandboxes in /v1/sandbox/resources")
+	}
+	var sum int64
+	for _, r := range rows {
+		sum += r.Cgroup.MemoryBytes
+	}
+	return sum / int64(len(rows)), nil
 }
 
 // createMany starts a server (with the idle sleep at its default, or
@@ -794,12 +845,24 @@ func createMany(ctx context.Context, o options, withSleep bool) (manyRun, error)
 			r.asleepByTenth = append(r.asleepByTenth, countProcs("sandhold-keeper"))
 		}
 	}
+	last := time.Now()
 	time.Sleep(time.Second)
 	after, err := memAvailable()
 	if err != nil {
 		return r, err
 	}
 	r.added = before - after
+	// The sandboxes' own memory as their cgroups count it (init, its
+	// kernel objects, its tmpfs pages), mean per sandbox, 1, 3 and 5 s
+	// after the last create.
+	for _, at := range []time.Duration{time.Second, 3 * time.Second, 5 * time.Second} {
+		time.Sleep(time.Until(last.Add(at)))
+		m, err := srv.cgroupMemory()
+		if err != nil {
+			return r, err
+		}
+		r.cgroupAt = append(r.cgroupAt, m)
+	}
 	r.first10 = ms(lat[:min(10, len(lat))].pct(50))
 	r.last10 = ms(lat[max(0, len(lat)-10):].pct(50))
 	// p50 of each tenth of the run, to see where creation starts to grow.
@@ -819,6 +882,9 @@ func createMany(ctx context.Context, o options, withSleep bool) (manyRun, error)
 		return r, err
 	}
 	r.addedIdle, r.keepers, r.waited = before-afterIdle, keepers, waited
+	if r.cgroupIdle, err = srv.cgroupMemory(); err != nil {
+		return r, err
+	}
 	if !asleep {
 		fmt.Fprintf(os.Stderr, "only %d of %d inits slept within the wait\n", keepers, o.count)
 	}
