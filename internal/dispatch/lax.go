@@ -136,7 +136,8 @@ func decodeLax[A any](raw []byte, required []string, nullIsEmpty bool) (A, error
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
 
 // jsonFields maps the JSON names of t's fields (embedded structs
-// flattened) to the fields.
+// flattened) to the fields. An embedded struct's required tag makes each
+// of its fields required (SchemaFor).
 func jsonFields(t reflect.Type) map[string]reflect.StructField {
 	out := map[string]reflect.StructField{}
 	for t.Kind() == reflect.Pointer {
@@ -153,6 +154,9 @@ func jsonFields(t reflect.Type) map[string]reflect.StructField {
 		}
 		if f.Anonymous && name == "" {
 			for k, v := range jsonFields(f.Type) {
+				if f.Tag.Get("required") == "true" && v.Tag.Get("required") != "true" {
+					v.Tag = reflect.StructTag(strings.TrimSpace(string(v.Tag) + ` required:"true"`))
+				}
 				out[k] = v
 			}
 			continue

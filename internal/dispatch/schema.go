@@ -21,7 +21,9 @@ import (
 //
 // Nested structs are inlined (MCP clients do not resolve $ref), embedded
 // structs are flattened like encoding/json does, and a type that refers to
-// itself is cut off as an open object past a small depth.
+// itself is cut off as an open object past a small depth. Tags on an
+// embedded struct apply to each of its fields, over the fields' own: an
+// E2B call must name its sandbox (dispatch.On tagged required:"true").
 func SchemaFor[A any]() json.RawMessage {
 	t := reflect.TypeFor[A]()
 	s := schemaOf(t, 0)
@@ -85,7 +87,7 @@ func schemaOf(t reflect.Type, depth int) map[string]any {
 		}
 		props := map[string]any{}
 		var required []string
-		addFields(t, depth, props, &required)
+		addFields(t, depth, props, &required, "")
 		s := map[string]any{"type": "object", "properties": props}
 		if len(required) > 0 {
 			// "required": null is not valid JSON Schema; strict clients
@@ -97,7 +99,9 @@ func schemaOf(t reflect.Type, depth int) map[string]any {
 	return map[string]any{}
 }
 
-func addFields(t reflect.Type, depth int, props map[string]any, required *[]string) {
+// addFields adds t's fields to props; outer is the tag of the embedded
+// field t stands for ("" at the top).
+func addFields(t reflect.Type, depth int, props map[string]any, required *[]string, outer reflect.StructTag) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -111,7 +115,7 @@ func addFields(t reflect.Type, depth int, props map[string]any, required *[]stri
 				ft = ft.Elem()
 			}
 			if ft.Kind() == reflect.Struct {
-				addFields(ft, depth, props, required)
+				addFields(ft, depth, props, required, f.Tag)
 				continue
 			}
 		}
@@ -123,8 +127,9 @@ func addFields(t reflect.Type, depth int, props map[string]any, required *[]stri
 		}
 		s := schemaOf(f.Type, depth+1)
 		applyTags(s, f.Tag)
+		applyTags(s, outer)
 		props[name] = s
-		if f.Tag.Get("required") == "true" {
+		if f.Tag.Get("required") == "true" || outer.Get("required") == "true" {
 			*required = append(*required, name)
 		}
 	}
