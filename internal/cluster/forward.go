@@ -212,9 +212,12 @@ func (f *Forwarder) alive(ctx context.Context, name string) (store.Node, bool) {
 // the API has authenticated it, the call that looks the sandbox up takes
 // it over by a dispatched sandbox.adopt — its owner's (or an admin's)
 // call, past HALT, policy and rate limit, audited — or leaves it where it
-// is. Routing moves nothing. Any other sandbox is lost with its node
-// (forward answers 503). Where the sandbox is now is asked of the store
-// (within the client's lookups), not of the cache: it may have moved.
+// is. Routing moves nothing. Any other sandbox is lost with its node: the
+// request is served here too, marked (sandbox.WithLost), and the API
+// answers 503 to its owner and 404 to any other key — never before
+// authentication, which would tell a stranger the id exists. Where the
+// sandbox is now is asked of the store (within the client's lookups), not
+// of the cache: it may have moved.
 func (f *Forwarder) deadOwner(r *http.Request, id, owner string) (*http.Request, store.Node, bool) {
 	f.forget(id)
 	switch {
@@ -240,8 +243,14 @@ func (f *Forwarder) deadOwner(r *http.Request, id, owner string) (*http.Request,
 		owner = node
 	}
 	var rec sandbox.Record
-	if err := json.Unmarshal(row.Record, &rec); err != nil || rec.Restore == nil || !rec.Restore.Hibernated {
+	switch err := json.Unmarshal(row.Record, &rec); {
+	case err != nil:
+		f.log.Warn("cluster: read a dead node's sandbox record", "id", id, "err", err)
 		return r, store.Node{Name: owner}, true
+	case rec.Restore == nil || !rec.Restore.Hibernated:
+		// Lost with its node; whether the caller may learn that is the
+		// API's to say, after authentication (sandbox.WithLost).
+		return r.WithContext(sandbox.WithLost(r.Context(), id, owner, rec.Owner)), store.Node{}, false
 	}
 	return r.WithContext(sandbox.WithOrphan(r.Context(), id, owner)), store.Node{}, false
 }

@@ -119,27 +119,45 @@ func TestNodeSignature(t *testing.T) {
 
 func TestPlacementAndLost(t *testing.T) {
 	now := time.Now()
-	nodes := &fakeNodes{self: "node-a", owner: map[string]string{"sbc": "node-c", "sbz": "node-z"}, nodes: []store.Node{
-		{Name: "node-a", Address: "a:1", Heartbeat: now, Sandboxes: 3},
-		{Name: "node-b", Address: "b:1", Heartbeat: now, Sandboxes: 1, Draining: true},
-		{Name: "node-c", Address: "c:1", Heartbeat: now.Add(-time.Minute), Sandboxes: 0},
-		{Name: "node-d", Address: "d:1", Heartbeat: now, Sandboxes: 2},
-		{Name: "node-e", Address: "e:1", Heartbeat: now, Sandboxes: 2},
-	}}
+	nodes := &fakeNodes{self: "node-a", owner: map[string]string{"sbc": "node-c", "sbz": "node-z", "sbbad": "node-c"},
+		records: map[string]string{"sbbad": "{not a record"}, nodes: []store.Node{
+			{Name: "node-a", Address: "a:1", Heartbeat: now, Sandboxes: 3},
+			{Name: "node-b", Address: "b:1", Heartbeat: now, Sandboxes: 1, Draining: true},
+			{Name: "node-c", Address: "c:1", Heartbeat: now.Add(-time.Minute), Sandboxes: 0},
+			{Name: "node-d", Address: "d:1", Heartbeat: now, Sandboxes: 2},
+			{Name: "node-e", Address: "e:1", Heartbeat: now, Sandboxes: 2},
+		}}
 	f := NewForwarder(nodes, secret, nil)
 	n, ok := f.place(context.Background())
 	if !ok || n.Name != "node-d" {
 		t.Fatalf("placed on %+v, want node-d (least loaded, live, not draining; ties by name)", n)
 	}
-	h := f.Handler(http.NotFoundHandler())
+	// A running sandbox of a dead node is lost with it, but the forwarder
+	// does not say so before authentication (any credential-shaped header
+	// would learn the id exists): it serves the request here, where the
+	// API answers 503 to the owner and 404 to others (sandbox.WithLost).
+	var served string
+	h := f.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served = r.URL.Path
+		w.WriteHeader(http.StatusNotFound)
+	}))
 	for _, id := range []string{"sbc", "sbz"} {
+		served = ""
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/v1/sandboxes/"+id, nil)
 		req.Header.Set("Authorization", "Bearer shk_x")
 		h.ServeHTTP(rec, req)
-		if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"state":"lost"`) {
-			t.Fatalf("%s on a dead node: %d %s", id, rec.Code, rec.Body)
+		if served == "" || rec.Code != 404 || strings.Contains(rec.Body.String(), "lost") {
+			t.Fatalf("%s on a dead node: %d %s, want served here (the API answers)", id, rec.Code, rec.Body)
 		}
+	}
+	// A record that cannot be read is answered lost, as a store failure.
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/v1/sandboxes/sbbad", nil)
+	req.Header.Set("Authorization", "Bearer shk_x")
+	h.ServeHTTP(rec, req)
+	if rec.Code != 503 || !strings.Contains(rec.Body.String(), `"state":"lost"`) {
+		t.Fatalf("an unreadable record on a dead node: %d %s", rec.Code, rec.Body)
 	}
 	// Without the secret nothing is placed elsewhere.
 	if n, ok := NewForwarder(nodes, "", nil).place(context.Background()); !ok || n.Name != "node-a" {

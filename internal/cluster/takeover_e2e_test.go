@@ -27,8 +27,9 @@ func TestHibernatedSandboxResumesOnAnotherNode(t *testing.T) {
 	a, b, admin := c.a, c.b, c.admin
 	nodeOf := c.nodeOf
 
-	var key struct{ ID, Key string }
+	var key, other struct{ ID, Key string }
 	b.ok("POST", "/v1/keys", admin, map[string]string{"name": "agent-h", "role": "agent"}, 201, &key)
+	b.ok("POST", "/v1/keys", admin, map[string]string{"name": "agent-o", "role": "agent"}, 201, &other)
 	// Creates go to the least loaded node (ties by name): of three, two
 	// share a node, the home of the two sandboxes below.
 	on := map[string][]string{}
@@ -72,10 +73,24 @@ func TestHibernatedSandboxResumesOnAnotherNode(t *testing.T) {
 		t.Errorf("no sandbox.adopt record naming %s: %.1000s", home, audited)
 	}
 	// The sandbox that was not hibernated stays lost: its workspace was
-	// on the node that went away.
+	// on the node that went away. Only its owner (and admins) learn that;
+	// to another key, or a key that is no key, it is as unknown as any id.
 	code, body := b.raw("GET", "/v1/sandboxes/"+plain.ID, key.Key, nil, nil)
-	if code != 503 || !strings.Contains(body, `"lost"`) {
+	if code != 503 || !strings.Contains(body, "sandbox lost") {
 		t.Errorf("a running sandbox of the dead node: %d %s, want 503 lost", code, body)
+	}
+	if code, body := b.raw("GET", "/v1/sandboxes/"+plain.ID, admin, nil, nil); code != 503 {
+		t.Errorf("an admin's GET of the lost sandbox: %d %s, want 503", code, body)
+	}
+	for _, k := range []struct{ name, key string }{{"another key", other.Key}, {"a wrong key", key.Key + "x"}} {
+		code, body := b.raw("GET", "/v1/sandboxes/"+plain.ID, k.key, nil, nil)
+		_, unknown := b.raw("GET", "/v1/sandboxes/sb0123456789abcdef", k.key, nil, nil)
+		if code == 503 || strings.Contains(body, "lost") || strings.Contains(body, home) {
+			t.Errorf("%s's GET of the lost sandbox: %d %s, want what an unknown id gets (%s)", k.name, code, body, unknown)
+		}
+	}
+	if code, body := b.do("POST", "/v1/sandboxes/"+plain.ID+"/exec", other.Key, map[string]any{"command": "true"}); code != 404 {
+		t.Errorf("another key's exec in the lost sandbox: %d %s, want 404", code, body)
 	}
 	if n := nodeOf(plain.ID); n != home {
 		t.Errorf("a sandbox that was not hibernated moved to %s", n)

@@ -276,7 +276,7 @@ func TestThreeNodesBehindOneAddress(t *testing.T) {
 	}
 	testenv.Eventually(t, "c's sandbox lost", func() bool {
 		code, body := a.raw("GET", "/v1/sandboxes/"+onC, admin, nil, nil)
-		return code == 503 && strings.Contains(body, `"lost"`)
+		return code == 503 && strings.Contains(body, "sandbox lost")
 	})
 	d := time.Since(t0)
 	t.Logf("node c killed: its sandbox reported lost after %v (dead after %v without a heartbeat)", d, cluster.DeadAfter)

@@ -48,6 +48,35 @@ func OrphanOf(ctx context.Context, id string) (string, bool) {
 	return o.from, true
 }
 
+// lostKey marks a request's context: the sandbox it addresses was
+// running (not hibernated) on a node that is dead, so it is lost with it.
+type lostKey struct{}
+
+type lost struct{ id, node, owner string }
+
+// WithLost marks ctx as a request for sandbox id of key owner, lost with
+// its dead node: the forwarder serves the request here instead of
+// answering before authentication (which told anyone with a
+// credential-shaped header that id exists). A call that looks id up then
+// answers 503 "lost" to the key that owns it (and to admins and viewers,
+// as Get does) and NotFound to every other key.
+func WithLost(ctx context.Context, id, node, owner string) context.Context {
+	return context.WithValue(ctx, lostKey{}, lost{id: id, node: node, owner: owner})
+}
+
+// lostFor returns, for caller c, the answer for sandbox id when ctx's
+// request found it lost with its node, or nil if it did not.
+func lostFor(ctx context.Context, c Caller, id string) error {
+	l, ok := ctx.Value(lostKey{}).(lost)
+	switch {
+	case !ok || l.id != id:
+		return nil
+	case !c.Admin && l.owner != c.KeyID:
+		return errNoSuchSandbox()
+	}
+	return fault.Errorf(fault.Unavailable, "sandbox lost: its node %s is down, and only a hibernated sandbox moves to another node", l.node)
+}
+
 // errNotRouted refuses sandbox.adopt outside a request the forwarder
 // served here for a dead node's sandbox (the same answer for every id).
 var errNotRouted = fault.New(fault.Conflict, "a sandbox is taken over only by a call for it that reaches this node while its own node is dead")
@@ -82,6 +111,9 @@ func (m *Manager) getOrAdopt(ctx context.Context, c Caller, id string, adopt fun
 	s, err := m.Get(c, id)
 	if err == nil {
 		return s, nil
+	}
+	if err := lostFor(ctx, c, id); err != nil {
+		return nil, err
 	}
 	if _, ok := OrphanOf(ctx, id); !ok {
 		return nil, err
