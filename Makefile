@@ -35,6 +35,8 @@ GOLANGCI_VERSION := v2.15.0
 DATA_DIR         := ./.data
 LISTEN           := 127.0.0.1:8080
 TEST_TIMEOUT     := 20m
+# MIN_FREE_GIB: make test refuses to start with less free space (scripts/free-space.sh)
+MIN_FREE_GIB     ?= 8
 # e2e's output, written as it comes (progress during a make test)
 E2E_LOG          := .e2e.log
 # more go test flags for unit and e2e (TESTFLAGS=-json for per-test durations)
@@ -85,6 +87,7 @@ install: build
 ## leave most of a core idle while they wait on sandboxes and browsers); the
 ## rest runs in order, and any failure fails make test as before.
 test:
+	@scripts/free-space.sh $(MIN_FREE_GIB) "$${TMPDIR:-/tmp}" "$$($(GO) env GOCACHE)" .
 	@$(MAKE) --no-print-directory deps vet cross helm-check
 	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e secrets licenses vuln
 	@$(MAKE) --no-print-directory lint fuzz-short
