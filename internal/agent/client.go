@@ -25,10 +25,16 @@ type Client struct {
 	mu sync.Mutex
 	// onConn receives egress connections (EventConn); nil closes them. A
 	// spare init's is set when it is bound (spare_linux.go).
-	onConn  func(*os.File)
-	pending map[uint64]chan reply
-	exits   map[uint64]chan proto.Exit
-	err     error
+	onConn func(*os.File)
+	// sleepGate decides when an init that asked to sleep (EventSleep)
+	// gets its leave (OpSleep); nil grants at once. Set like onConn.
+	sleepGate func(grant func())
+	// sleepAsked: a question is open; a second one is ignored until
+	// it is answered.
+	sleepAsked atomic.Bool
+	pending    map[uint64]chan reply
+	exits      map[uint64]chan proto.Exit
+	err        error
 }
 
 type reply struct {
@@ -38,25 +44,48 @@ type reply struct {
 
 // NewClient starts serving the protocol over conn. Done is closed when the
 // connection ends.
-func NewClient(conn *proto.Conn) *Client { return newClient(conn, nil) }
+func NewClient(conn *proto.Conn) *Client { return newClient(conn, nil, nil) }
 
-func newClient(conn *proto.Conn, onConn func(*os.File)) *Client {
+func newClient(conn *proto.Conn, onConn func(*os.File), sleepGate func(func())) *Client {
 	c := &Client{
-		conn:    conn,
-		onConn:  onConn,
-		done:    make(chan struct{}),
-		pending: make(map[uint64]chan reply),
-		exits:   make(map[uint64]chan proto.Exit),
+		conn:      conn,
+		onConn:    onConn,
+		sleepGate: sleepGate,
+		done:      make(chan struct{}),
+		pending:   make(map[uint64]chan reply),
+		exits:     make(map[uint64]chan proto.Exit),
 	}
 	go c.readLoop()
 	return c
 }
 
-// setOnConn sets where egress connections go (a spare's, at its bind).
-func (c *Client) setOnConn(f func(*os.File)) {
+// setHooks sets where egress connections go and who grants sleeps (a
+// spare's, at its bind).
+func (c *Client) setHooks(onConn func(*os.File), sleepGate func(func())) {
 	c.mu.Lock()
-	c.onConn = f
+	c.onConn, c.sleepGate = onConn, sleepGate
 	c.mu.Unlock()
+}
+
+// askedSleep answers an init's question whether it may sleep: by OpSleep,
+// at once or when the gate grants it. One question per init is open at a
+// time, so an init cannot make the gate hold more than one leave.
+func (c *Client) askedSleep() {
+	if !c.sleepAsked.CompareAndSwap(false, true) {
+		return
+	}
+	c.mu.Lock()
+	gate := c.sleepGate
+	c.mu.Unlock()
+	grant := func() {
+		c.sleepAsked.Store(false)
+		_ = c.conn.Send(proto.Request{Op: proto.OpSleep}) // an init gone is no matter
+	}
+	if gate == nil {
+		grant()
+		return
+	}
+	gate(grant)
 }
 
 // Done is closed when the init is gone.
@@ -90,6 +119,11 @@ func (c *Client) readLoop() {
 			} else {
 				proto.CloseAll(files)
 			}
+			continue
+		}
+		if resp.Kind == proto.EventSleep {
+			proto.CloseAll(files)
+			c.askedSleep()
 			continue
 		}
 		c.mu.Lock()

@@ -64,6 +64,10 @@ type LaunchSpec struct {
 	// listener (Setup.EgressListen); it owns the file and must not block.
 	// Nil closes them.
 	OnConn func(*os.File)
+	// SleepGate, if set, decides when the init, idle for its quiet
+	// period and asking to sleep, may (it calls grant once, when it
+	// lets it); nil lets it at once.
+	SleepGate func(grant func())
 
 	// maxProcs and goGC, if > 0, replace initMaxProcs and initGOGC (the
 	// benchmark that chose them compares settings).
@@ -233,7 +237,7 @@ func launchHere(spec LaunchSpec, exe string, argv, env []string, child *os.File,
 		}
 		return nil, fmt.Errorf("start init: %w", err)
 	}
-	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: cmd.Process.Pid, exited: make(chan struct{}),
+	inst := &Instance{Client: newClient(conn, spec.OnConn, spec.SleepGate), Pid: cmd.Process.Pid, exited: make(chan struct{}),
 		signal: func(sig syscall.Signal) error { return cmd.Process.Signal(sig) }}
 	go func() {
 		err := cmd.Wait()
@@ -299,7 +303,7 @@ func launchVia(ctx context.Context, spec LaunchSpec, exe string, argv, env []str
 		spec.Launcher.forget(pid)
 		return nil, err
 	}
-	inst := &Instance{Client: newClient(conn, spec.OnConn), Pid: pid, exited: make(chan struct{}), signal: w.signal}
+	inst := &Instance{Client: newClient(conn, spec.OnConn, spec.SleepGate), Pid: pid, exited: make(chan struct{}), signal: w.signal}
 	go func() {
 		// Forgotten before the reap: once reaped, the pid may be a new
 		// init's, which must stay known.

@@ -26,6 +26,7 @@ type LaunchSpec struct {
 	Setup            proto.Setup
 	Log              io.Writer
 	OnConn           func(*os.File)
+	SleepGate        func(grant func())
 }
 
 // Instance is a running init.

@@ -104,7 +104,7 @@ func (s *Spare) Bind(ctx context.Context, spec LaunchSpec) (*Instance, error) {
 	default:
 	}
 	s.log.set(spec.Log)
-	s.inst.setOnConn(spec.OnConn)
+	s.inst.setHooks(spec.OnConn, spec.SleepGate)
 	return s.inst.finish(ctx, spec)
 }
 

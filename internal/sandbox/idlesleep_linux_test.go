@@ -78,3 +78,36 @@ func TestSleepAfterMs(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleSleepWaitsForCreates: an init idle for its quiet period while a
+// create is under way asks for leave to sleep and stays awake until the
+// create has ended (sleepgate.go), then sleeps.
+func TestIdleSleepWaitsForCreates(t *testing.T) {
+	testenv.RequireSandboxes(t)
+	cfg := leanConfig(t, buildLeanInit(t))
+	cfg.IdleSleep = time.Second
+	m := newManager(t, cfg, nil)
+	s := create(t, m, Spec{})
+	end := m.sleeps.creates() // a create under way from now on
+	held := func() int {
+		m.sleeps.mu.Lock()
+		defer m.sleeps.mu.Unlock()
+		return len(m.sleeps.held)
+	}
+	comm := func() string {
+		s.mu.Lock()
+		pid := s.inst.Pid
+		s.mu.Unlock()
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		return strings.TrimSpace(string(b))
+	}
+	waitFor(t, func() bool { return held() == 1 })
+	if c := comm(); c != "sandhold-init" {
+		t.Fatalf("the init is %q while its leave is held, want it awake", c)
+	}
+	end()
+	waitFor(t, func() bool { return comm() == "sandhold-keeper" })
+	if r := run(t, s, ExecRequest{Argv: []string{"true"}}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec after the sleep: %+v", r)
+	}
+}

@@ -179,6 +179,8 @@ type Manager struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+	// sleeps holds idle inits' sleeps back while creating (sleepgate.go).
+	sleeps *sleepGate
 
 	// onStart, set by benchmarks before any sandbox starts, receives the
 	// timed steps of every init start (steps.go).
@@ -239,6 +241,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	if err := m.reapWorkspaces(known); err != nil {
 		return nil, err
 	}
+	m.sleeps = newSleepGate(m.stop)
 	// Before the pools: their refills create cold sandboxes too.
 	m.spares = newSpares(m, cfg.SpareInits)
 	m.pool = newPool(m, cfg.WarmPool, "")
@@ -348,6 +351,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, spec Spec) (Info, error)
 }
 
 func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (Info, error) {
+	defer m.sleeps.creates()()
 	var restore *Restore
 	if spec.Snapshot != "" {
 		var err error

@@ -340,7 +340,8 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			LoopbackPorts: cfg.LoopbackPorts,
 			SleepAfterMs:  sleepAfterMs(cfg.IdleSleep),
 		},
-		Log: &initLog{m: s.m, id: s.rec.ID},
+		Log:       &initLog{m: s.m, id: s.rec.ID},
+		SleepGate: s.m.sleeps.ask,
 	}
 	if root != nil {
 		root.apply(s, &spec)

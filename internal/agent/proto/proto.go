@@ -50,6 +50,11 @@ const (
 	// OpDial connects to a TCP port on the sandbox's own loopback and
 	// passes the connected socket back (sandboxinit/dial_linux.go).
 	OpDial Op = "dial"
+	// OpSleep grants an idle init the sleep it asked for (EventSleep):
+	// no reply, and not a request that ends the init's quiet period. An
+	// init that has been called since it asked, or is no longer idle,
+	// stays awake (sandboxinit/sleep_linux.go).
+	OpSleep Op = "sleep"
 )
 
 // Request is one message from the server to the init.
@@ -78,6 +83,11 @@ const (
 	// listener (127.0.0.1:EgressPort inside) as its only descriptor; the
 	// server hands it to the egress proxy. See sandboxinit/egress_linux.go.
 	EventConn = "conn"
+	// EventSleep asks the server for leave to sleep: the init has been
+	// idle for its quiet period. The server answers with an OpSleep
+	// request when it lets it (at once, or once no sandbox is being
+	// created: sandbox/sleepgate.go).
+	EventSleep = "sleep"
 )
 
 // EgressPort is where the init listens inside a sandbox in network mode

@@ -447,17 +447,21 @@ func (s *server) serve() error {
 		var req proto.Request
 		files, err := s.conn.Recv(&req)
 		if err != nil {
-			if s.sleep != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-				// The sleeper stopped the read (sleeper.fire): sleep,
-				// or carry on if something is under way.
-				_ = s.sleep.trySleep()
-				s.sleep.resumeReading()
-				continue
-			}
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
+		}
+		if req.Op == proto.OpSleep {
+			// The server's leave to sleep (sleeper.fire asked for it):
+			// not a call. Read here, between two messages, so nothing
+			// is read meanwhile; sleep, or carry on if the init was
+			// called since it asked or something is under way.
+			proto.CloseAll(files)
+			if s.sleep != nil {
+				s.sleep.granted()
+			}
+			continue
 		}
 		s.busy.Add(1)
 		s.release.note()

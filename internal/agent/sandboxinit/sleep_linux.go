@@ -123,6 +123,9 @@ type sleeper struct {
 	// last is when the last request was read (Unix ns).
 	last  atomic.Int64
 	armed atomic.Bool
+	// asked is when the init last asked the server for leave to sleep
+	// (Unix ns; 0: no question open). One question is open at a time.
+	asked atomic.Int64
 
 	// The record of attempts (trySleep), on the protocol loop's goroutine
 	// only, handed on across sleeps (resumeState); report (the init's
@@ -208,31 +211,39 @@ func (sl *sleeper) arm(d time.Duration) {
 	time.AfterFunc(d, sl.fire)
 }
 
-// fire, once the quiet period has passed since the last request, makes
-// the protocol loop stop reading when nothing is under way; the loop then
-// tries to sleep (serve). Otherwise it waits: for the rest of the period
-// after a newer request, a whole period if something is under way.
+// fire, once the quiet period has passed since the last request and
+// nothing is under way, asks the server for leave to sleep (EventSleep;
+// it answers with OpSleep, read by the protocol loop: granted), unless a
+// question is open. Otherwise it waits: for the rest of the period after
+// a newer request, a whole period if something is under way. The timer
+// runs on, once a period, while the init is awake.
 func (sl *sleeper) fire() {
 	if quiet := time.Duration(time.Now().UnixNano() - sl.last.Load()); quiet < sl.after {
 		sl.arm(sl.after - quiet)
 		return
 	}
-	if !sl.idle() {
-		sl.arm(sl.after)
-		return
+	if sl.idle() && sl.asked.CompareAndSwap(0, time.Now().UnixNano()) {
+		if err := sl.s.conn.Send(proto.Response{Kind: proto.EventSleep}); err != nil {
+			sl.asked.Store(0)
+		}
 	}
-	// The loop's read returns at once, between two messages (a
-	// SEQPACKET message is read whole or not at all).
-	if err := sl.s.conn.Unix().SetReadDeadline(time.Now()); err != nil {
-		sl.arm(sl.after)
-	}
+	sl.arm(sl.after)
 }
 
-// resumeReading undoes fire after an attempt that did not sleep and waits
-// another period.
-func (sl *sleeper) resumeReading() {
-	_ = sl.s.conn.Unix().SetReadDeadline(time.Time{})
-	sl.arm(sl.after)
+// granted runs on the protocol loop's goroutine when the server's leave
+// to sleep (OpSleep) is read: the init sleeps if no request came since
+// it asked and nothing is under way, and stays awake otherwise (the
+// timer asks again a quiet period later). A leave with no question open
+// is ignored.
+func (sl *sleeper) granted() {
+	asked := sl.asked.Load()
+	if asked == 0 {
+		return
+	}
+	if sl.last.Load() < asked {
+		_ = sl.trySleep() // does not return if the init sleeps
+	}
+	sl.asked.Store(0)
 }
 
 // idle is the cheap part of the check: nothing read is unanswered, no
