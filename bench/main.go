@@ -725,6 +725,8 @@ func density(ctx context.Context, o options) error {
 		"inits_asleep":           run.keepers,
 		"cgroup_kb_1_3_5_s":      kbs(run.cgroupAt),
 		"cgroup_kb_asleep":       run.cgroupIdle >> 10,
+		"init_anon_kb_1_3_5_s":   kbs(run.initsAt),
+		"init_anon_kb_asleep":    run.initsIdle >> 10,
 		"idle_wait_s":            run.waited.Seconds(),
 		"last_tenth_over_first":  run.tenths[9] / run.tenths[0],
 		"load_average_before":    loadBefore,
@@ -749,6 +751,8 @@ func density(ctx context.Context, o options) error {
 		o.count, run.waited.Seconds(), run.keepers, o.count, run.addedIdle>>20, run.addedIdle/n>>10)
 	fmt.Printf("cgroup memory per sandbox (mean; init and kernel objects), 1 / 3 / 5 s after the last create: %d KB (goal <= 1 MB within 5 s of the last call); asleep: %d KB\n",
 		kbs(run.cgroupAt), run.cgroupIdle>>10)
+	fmt.Printf("the inits' own anonymous memory per sandbox (Pss_Anon, wherever charged; spares included), 1 / 3 / 5 s after: %d KB; asleep: %d KB\n",
+		kbs(run.initsAt), run.initsIdle>>10)
 	fmt.Printf("create latency p50, first 10: %.2f ms; last 10: %.2f ms (last/first %.2fx; goal <= 1.2x)\n",
 		run.first10, run.last10, run.last10/run.first10)
 	fmt.Printf("create latency p50 per tenth of the run (ms): %.1f (last/first tenth %.2fx)\n", run.tenths, run.tenths[9]/run.tenths[0])
@@ -785,6 +789,10 @@ type manyRun struct {
 	// once the inits slept (withSleep).
 	cgroupAt   []int64
 	cgroupIdle int64
+	// initsAt and initsIdle are the server's inits' anonymous memory
+	// (initsAnon) per sandbox at the same times.
+	initsAt   []int64
+	initsIdle int64
 }
 
 // cgroupMemory is the mean of the sandboxes' cgroup memory (GET
@@ -862,6 +870,7 @@ func createMany(ctx context.Context, o options, withSleep bool) (manyRun, error)
 			return r, err
 		}
 		r.cgroupAt = append(r.cgroupAt, m)
+		r.initsAt = append(r.initsAt, srv.initsAnon()/int64(o.count))
 	}
 	r.first10 = ms(lat[:min(10, len(lat))].pct(50))
 	r.last10 = ms(lat[max(0, len(lat)-10):].pct(50))
@@ -885,6 +894,7 @@ func createMany(ctx context.Context, o options, withSleep bool) (manyRun, error)
 	if r.cgroupIdle, err = srv.cgroupMemory(); err != nil {
 		return r, err
 	}
+	r.initsIdle = srv.initsAnon() / int64(o.count)
 	if !asleep {
 		fmt.Fprintf(os.Stderr, "only %d of %d inits slept within the wait\n", keepers, o.count)
 	}
@@ -931,6 +941,59 @@ func idleFigure(want int, limit time.Duration) (bool, int, time.Duration) {
 	}
 	time.Sleep(time.Second)
 	return n >= want, n, time.Since(t0)
+}
+
+// initsAnon is the anonymous memory (Pss_Anon of /proc/<pid>/smaps_rollup)
+// of every sandbox init of the server, awake or asleep, its spare inits
+// included: the inits' own memory wherever it is charged (what an init
+// touched before it was placed in its sandbox's cgroup is the server's
+// group's). An init is a process named sandhold-init* or sandhold-keeper
+// whose parent or grandparent (the launcher) is the server.
+func (s *server) initsAnon() int64 {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	srv := s.cmd.Process.Pid
+	var sum int64
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if c := strings.TrimSpace(string(b)); err != nil || !strings.HasPrefix(c, "sandhold-init") && c != "sandhold-keeper" {
+			continue
+		}
+		if p := ppid(pid); p != srv && ppid(p) != srv {
+			continue
+		}
+		if b, err = os.ReadFile("/proc/" + e.Name() + "/smaps_rollup"); err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss_Anon:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				sum += kb << 10
+			}
+		}
+	}
+	return sum
+}
+
+// ppid is pid's parent (0 if unknown).
+func ppid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			p, _ := strconv.Atoi(strings.TrimSpace(v))
+			return p
+		}
+	}
+	return 0
 }
 
 // countProcs counts the host's processes named name (/proc/*/comm).
