@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/aiocompat/aiotest"
-	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/api/aio"
 )
 
 // TestAIOPathsMatchTheDocument: the paths the tool-level status rule
@@ -36,9 +36,9 @@ func TestAIOPathsMatchTheDocument(t *testing.T) {
 		}
 	}
 	sort.Strings(want)
-	got := api.AIOPaths()
+	got := aio.AIOPaths()
 	sort.Strings(got)
 	if !slices.Equal(got, want) {
-		t.Fatalf("api.AIOPaths() has %d paths, AIO's document %d /v1 paths: an AIO operation lacks its row in internal/api's table, or one of sandhold's own rows lacks native()", len(got), len(want))
+		t.Fatalf("aio.AIOPaths() has %d paths, AIO's document %d /v1 paths: an AIO operation lacks its row in internal/api's table, or one of sandhold's own rows lacks native()", len(got), len(want))
 	}
 }

@@ -34,7 +34,8 @@ import (
 //
 // Keys are "METHOD pattern" with the per-sandbox prefix /sandboxes/{id}
 // removed (routeKey). The AIO routes are not listed here: their rows in
-// the AIO route table (aiotable.go) name their tools.
+// the AIO route table (internal/api/aio, read through the server's Table)
+// name their tools.
 var routeTools = map[string]string{
 	// Operator-only tools.
 	"GET /v1/keys":                         authtools.ToolKeysList.Name(),
@@ -96,14 +97,10 @@ var defaultRoles = []auth.Role{auth.RoleAdmin, auth.RoleAgent}
 // RouteTool is the tool the edge checks for method on pattern ("" when the
 // route is not listed).
 func (s *Server) RouteTool(method, pattern string) string {
-	return routeTool(method, pattern)
-}
-
-func routeTool(method, pattern string) string {
 	if method == http.MethodHead {
 		method = http.MethodGet
 	}
-	if rt := aioRow(method, pattern); rt != nil {
+	if rt, ok := s.tableRow(method, pattern); ok {
 		return rt.Tool
 	}
 	return routeTools[accessKey(method, pattern)]
@@ -116,10 +113,10 @@ func (s *Server) RouteRoles(method, pattern string) []auth.Role {
 	if r, ok := routeRolesFixed[key]; ok {
 		return r
 	}
-	if rt := aioRow(method, pattern); rt != nil && rt.NamedTool {
+	if rt, ok := s.tableRow(method, pattern); ok && rt.NamedTool {
 		return allRoles
 	}
-	if name := routeTool(method, pattern); name != "" && s.disp != nil {
+	if name := s.RouteTool(method, pattern); name != "" && s.disp != nil {
 		if t, ok := s.disp.Tool(name); ok && len(t.Roles) > 0 {
 			return t.Roles
 		}
@@ -151,7 +148,7 @@ func (s *Server) authorizeRoute(ctx context.Context, c auth.Caller, method, patt
 		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr, Action: tool, Verdict: "denied",
 		Detail: map[string]any{"reason": "role", "route": route, "stage": "edge"},
 	}); err != nil {
-		loggerFrom(ctx).Error("audit append failed", "action", tool, "err", err)
+		LoggerFrom(ctx).Error("audit append failed", "action", tool, "err", err)
 	}
 	return fault.Errorf(fault.Forbidden, "the %s role may not call %s", c.Role, tool)
 }

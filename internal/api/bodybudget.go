@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/sandhold/sandhold/internal/auth"
@@ -99,4 +100,35 @@ func (s *Server) largeBody(path string) bool {
 		}
 	}
 	return false
+}
+
+// pathHasPrefix is strings.HasPrefix where a "*" segment of prefix
+// matches any one non-empty segment of p.
+func pathHasPrefix(p, prefix string) bool {
+	if !strings.Contains(prefix, "*") {
+		return strings.HasPrefix(p, prefix)
+	}
+	// Segment by segment without splitting: it runs for every request
+	// (bodyLimitMiddleware), so it allocates nothing.
+	for {
+		q, qRest, qMore := strings.Cut(prefix, "/")
+		s, sRest, sMore := strings.Cut(p, "/")
+		switch {
+		case q == "*":
+			if s == "" {
+				return false
+			}
+		case !qMore: // the pattern's last segment: a prefix of the path's
+			return strings.HasPrefix(s, q)
+		case s != q:
+			return false
+		}
+		if !qMore {
+			return true
+		}
+		if !sMore {
+			return false // the path has fewer segments than the pattern
+		}
+		prefix, p = qRest, sRest
+	}
 }

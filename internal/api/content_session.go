@@ -277,6 +277,6 @@ func (s *Server) serveContentSession(w http.ResponseWriter, r *http.Request, nex
 func (s *Server) auditContentSession(ctx context.Context, c auth.Caller, t contentTarget) {
 	if _, err := s.audit.Append(context.WithoutCancel(ctx), audit.Entry{Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr,
 		Action: "content.session", Target: fmt.Sprintf("port %d", t.port), Sandbox: t.id, Verdict: audit.Allow}); err != nil {
-		loggerFrom(ctx).Error("audit append failed", "action", "content.session", "err", err)
+		LoggerFrom(ctx).Error("audit append failed", "action", "content.session", "err", err)
 	}
 }

@@ -84,6 +84,7 @@ func TestJSONRoutesRefuseOtherContentTypes(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	// An upload route takes multipart.
+	e.s.UseTable(uploadTable{}) // the upload's row: its media types
 	e.s.Router().Post("/sandboxes/{id}/v1/file/upload", func(w http.ResponseWriter, r *http.Request) {
 		ran++
 		w.WriteHeader(http.StatusNoContent)

@@ -42,6 +42,7 @@ func TestEmptyBodyMeansDefaults(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	var upload = "unset"
+	e.s.UseTable(uploadTable{}) // the upload's row: its media types
 	e.s.Router().Post("/v1/file/upload", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		upload = string(b)

@@ -66,7 +66,7 @@ func (e *ErrorBody) Error() string { return e.Message }
 
 // MarshalJSON writes a tool-level failure on an AIO route with data null:
 // AIO's answer schemas allow only the result or null there, and its SDKs
-// refuse anything else (aiostatus.go). Every other failure carries
+// refuse anything else (internal/api/aio's aiostatus.go). Every other failure carries
 // ErrorData.
 func (e *ErrorBody) MarshalJSON() ([]byte, error) {
 	type plain ErrorBody // the same fields, without this method
@@ -162,12 +162,12 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 	msg := fault.Public(err)
 	if kind == fault.Internal {
 		msg = "internal error"
-		loggerFrom(ctx).Error("internal error", "request_id", rid, "err", err)
+		LoggerFrom(ctx).Error("internal error", "request_id", rid, "err", err)
 	}
 	if kind == fault.Unavailable && errors.Unwrap(err) != nil {
 		// The client hears the public message; the cause (a store that
 		// refused an audit record, a dependency down) is for the operator.
-		loggerFrom(ctx).Warn("unavailable", "request_id", rid, "err", err)
+		LoggerFrom(ctx).Warn("unavailable", "request_id", rid, "err", err)
 	}
 	b := &ErrorBody{
 		status:  StatusOf(kind),
@@ -186,7 +186,7 @@ func errorBody(ctx context.Context, err error) *ErrorBody {
 		b.Hint = &hint
 	}
 	if toolLevel(ctx, err) {
-		// AIO's rule: the tool failed, the HTTP call did not (aiostatus.go).
+		// AIO's rule: the tool failed, the HTTP call did not (the table's rule, table.go).
 		b.status, b.toolLevel = http.StatusOK, true
 	}
 	if ra := fault.RetryAfterOf(err); ra > 0 {
@@ -238,20 +238,35 @@ func SetRateLimitHeaders(h http.Header, d ratelimit.Decision) {
 // streaming downloads.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	b := errorBody(r.Context(), err)
-	for k, vs := range b.headers {
+	b.WriteAs(w, b)
+}
+
+// ErrorOf is the error envelope of err in the request context ctx: what
+// WriteError writes, for a writer that answers some failures in a shape
+// of its own (the AIO edge's FileOperationError).
+func ErrorOf(ctx context.Context, err error) *ErrorBody { return errorBody(ctx, err) }
+
+// ToolLevel says whether e is a tool's own failure on a route whose table
+// answers those with 200 (table.go).
+func (e *ErrorBody) ToolLevel() bool { return e.toolLevel }
+
+// WriteAs writes e's headers and status with body as the answer.
+func (e *ErrorBody) WriteAs(w http.ResponseWriter, body any) {
+	for k, vs := range e.headers {
 		for _, v := range vs {
 			w.Header().Add(k, v)
 		}
 	}
-	writeJSON(w, b.status, b)
+	WriteJSON(w, e.status, body)
 }
 
 // WriteData writes a success envelope around data with status.
 func WriteData(w http.ResponseWriter, status int, data any) {
-	writeJSON(w, status, OK(data))
+	WriteJSON(w, status, OK(data))
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON writes v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -346,7 +361,8 @@ func (r *requestLogger) get() *slog.Logger {
 	return r.l
 }
 
-func loggerFrom(ctx context.Context) *slog.Logger {
+// LoggerFrom is the request's logger (with its request id), else slog's default.
+func LoggerFrom(ctx context.Context) *slog.Logger {
 	if l, ok := ctx.Value(loggerKey{}).(*requestLogger); ok {
 		return l.get()
 	}

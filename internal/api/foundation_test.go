@@ -12,7 +12,7 @@ import (
 // registered in d as the daemon wires them.
 func useFoundation(s *Server, d *dispatch.Dispatcher) {
 	s.UseDispatcher(d)
-	for _, t := range slices.Concat(authtools.Tools(s.auth), audittools.Tools(s.audit), AuthTools()) {
+	for _, t := range slices.Concat(authtools.Tools(s.auth), audittools.Tools(s.audit)) {
 		d.MustRegister(t)
 	}
 }

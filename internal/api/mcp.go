@@ -44,7 +44,7 @@ func (s *Server) MCPRoutes(h http.Handler) {
 		h.ServeHTTP(w, r.WithContext(sandbox.WithScope(r.Context(), id)))
 	})
 	for _, path := range []string{MCPPath, MCPAlias} {
-		for _, p := range []string{path, sandboxPrefix + path} {
+		for _, p := range []string{path, SandboxPrefix + path} {
 			handler := h
 			if p != path {
 				handler = scoped
@@ -55,7 +55,6 @@ func (s *Server) MCPRoutes(h http.Handler) {
 			s.documentMCP(p)
 		}
 	}
-	s.mountAIO(nil, groupMCP)
 }
 
 // documentMCP documents the MCP endpoint at path.
@@ -65,10 +64,10 @@ func (s *Server) documentMCP(path string) {
 		id = "mcp-v1"
 	}
 	var params []*huma.Param
-	if strings.HasPrefix(path, sandboxPrefix) {
+	if strings.HasPrefix(path, SandboxPrefix) {
 		id += "-in-sandbox"
 		params = []*huma.Param{{Name: "id", In: "path", Required: true,
-			Description: "the sandbox the session's calls act on when they name none; " + path[len(sandboxPrefix):] + " without this prefix acts on the caller's default sandbox",
+			Description: "the sandbox the session's calls act on when they name none; " + path[len(SandboxPrefix):] + " without this prefix acts on the caller's default sandbox",
 			Schema:      &huma.Schema{Type: "string"}}}
 	}
 	s.api.OpenAPI().AddOperation(&huma.Operation{

@@ -70,7 +70,7 @@ func (s *Server) recoverMiddleware(next http.Handler) http.Handler {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
-				loggerFrom(r.Context()).Error("panic in handler", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				LoggerFrom(r.Context()).Error("panic in handler", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 				WriteError(w, r, fault.Wrap(fault.Internal, fmt.Errorf("panic: %v", v), "internal error"))
 			}
 		}()
@@ -464,7 +464,7 @@ func (s *Server) requestShapeMiddleware(next http.Handler) http.Handler {
 	})
 }
 
-// checkContentType applies the route's media types (aioBodyTypes) to a request with a body.
+// checkContentType applies the route's media types (the table's BodyTypes) to a request with a body.
 func (s *Server) checkContentType(r *http.Request) error {
 	raw := r.Header.Get("Content-Type")
 	if s.rawBody(r) {
@@ -473,7 +473,7 @@ func (s *Server) checkContentType(r *http.Request) error {
 	// Routes whose body is not JSON say so in their AIO row (the upload,
 	// artifact chunks); every other route takes JSON only.
 	pattern := s.routePattern(r)
-	allowed := aioBodyTypes(r.Method, pattern)
+	allowed := s.bodyTypes(r.Method, pattern)
 	if allowed == nil {
 		allowed = nativeBodyTypes[r.Method+" "+pattern]
 	}
@@ -552,7 +552,7 @@ func (s *Server) emptyMeansDefaults(r *http.Request) bool {
 		return false
 	}
 	p := s.routePattern(r)
-	return p != "" && aioBodyTypes(r.Method, p) == nil && !s.rawBody(r)
+	return p != "" && s.bodyTypes(r.Method, p) == nil && !s.rawBody(r)
 }
 
 // emptyObject is the body an empty request is read as.
@@ -567,3 +567,34 @@ func withEmptyObject(r *http.Request) *http.Request {
 	r2.Header.Set("Content-Length", strconv.Itoa(len(emptyObject)))
 	return r2
 }
+
+// Sendfile is w for http.ServeContent: its body reaches the connection's
+// ReadFrom (sendfileWriter).
+func Sendfile(w http.ResponseWriter) http.ResponseWriter { return sendfileWriter{w} }
+
+// sendfileWriter lets http.ServeContent reach the connection's ReadFrom
+// (sendfile from the sandbox's file straight to the socket) through the
+// middleware's wrappers. Headers still go through the wrappers (status and
+// access log); the access log's recorder counts the body's bytes on the
+// way (statusRecorder.ReadFrom), the size metric does not.
+type sendfileWriter struct{ http.ResponseWriter }
+
+func (s sendfileWriter) ReadFrom(r io.Reader) (int64, error) {
+	w := s.ResponseWriter
+	// maxUnwrap bounds the walk down the middleware's wrappers.
+	const maxUnwrap = 8
+	for range maxUnwrap {
+		if rf, ok := w.(io.ReaderFrom); ok {
+			return rf.ReadFrom(r)
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	return io.Copy(writerOnly{s.ResponseWriter}, r)
+}
+
+// writerOnly hides ReadFrom so io.Copy does not recurse.
+type writerOnly struct{ io.Writer }

@@ -16,8 +16,8 @@ import (
 // before the document is first served (huma caches it then). A test in
 // internal/aiocompat walks the real router and compares both ways.
 
-// sandboxPrefix is the per-sandbox form of the AIO routes.
-const sandboxPrefix = "/sandboxes/{id}"
+// SandboxPrefix is the per-sandbox form of the AIO routes.
+const SandboxPrefix = "/sandboxes/{id}"
 
 // openAPIDocMiddleware completes the document before its first request.
 func (s *Server) openAPIDocMiddleware(next http.Handler) http.Handler {
@@ -49,12 +49,12 @@ func (s *Server) completeDocument() {
 		}
 		for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			op := operationOf(item, method)
-			if op == nil || !served[method+" "+sandboxPrefix+path] || has(method, sandboxPrefix+path) {
+			if op == nil || !served[method+" "+SandboxPrefix+path] || has(method, SandboxPrefix+path) {
 				continue
 			}
 			c := *op
 			c.OperationID = "sandbox-" + op.OperationID
-			c.Method, c.Path = method, sandboxPrefix+path
+			c.Method, c.Path = method, SandboxPrefix+path
 			c.Parameters = append([]*huma.Param{{Name: "id", In: "path", Required: true,
 				Description: "the sandbox; /v1/... without this prefix acts on the caller's default sandbox",
 				Schema:      &huma.Schema{Type: "string"}}}, op.Parameters...)
@@ -85,4 +85,21 @@ func operationOf(item *huma.PathItem, method string) *huma.Operation {
 		return item.Delete
 	}
 	return nil
+}
+
+// Document helpers of routes whose parameters or answers huma cannot
+// derive (streams, binary bodies).
+var (
+	StringSchema = &huma.Schema{Type: "string"}
+	BinarySchema = &huma.Schema{Type: "string", Format: "binary"}
+	BinaryBody   = map[string]*huma.MediaType{"application/octet-stream": {Schema: BinarySchema}}
+)
+
+// QueryParams documents string query parameters by name.
+func QueryParams(names ...string) []*huma.Param {
+	var ps []*huma.Param
+	for _, n := range names {
+		ps = append(ps, &huma.Param{Name: n, In: "query", Schema: StringSchema})
+	}
+	return ps
 }

@@ -101,13 +101,13 @@ type Server struct {
 	// audit); set by UseDispatcher before serving.
 	disp *dispatch.Dispatcher
 
-	// codeCfg is what GET /v1/jupyter/info reports; set by CodeRoutes
-	// before serving.
-	codeCfg CodeConfig
+	// table is the route table of the AIO rows (table.go); set by
+	// UseTable before serving.
+	table Table
 
 	// sandboxes resolves the sandbox of an AIO route's URL before its
-	// tool runs (aioEdge.sandboxOfURL); set by SandboxRoutes before
-	// serving, nil without sandboxes.
+	// tool runs (Sandboxes); set by SandboxRoutes before serving, nil
+	// without sandboxes.
 	sandboxes *sandbox.Manager
 }
 
@@ -136,7 +136,7 @@ func New(d Deps) (*Server, error) {
 		bodies: newBodyBudget(d.Config.BodyBudget.Bytes(), d.Config.MaxBody.Bytes()),
 	}
 	r := chi.NewRouter()
-	r.Use(aioRouteMiddleware, s.openAPIDocMiddleware, s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
+	r.Use(s.toolLevelMiddleware, s.openAPIDocMiddleware, s.requestIDMiddleware, s.recoverMiddleware, s.accessLogAndMetrics,
 		s.hostOriginMiddleware, s.bodyLimitMiddleware, s.authMiddleware, s.bodyBudgetMiddleware, s.requestShapeMiddleware)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, r, errNotFound)
@@ -239,7 +239,6 @@ func (s *Server) routes() {
 	s.keyRoutes()
 	s.ticketRoutes()
 	s.auditRoutes()
-	s.mountAIO(nil, groupAuth) // the dispatcher is UseDispatcher's
 }
 
 // HealthOutput is GET /healthz.

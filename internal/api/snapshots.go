@@ -110,15 +110,15 @@ func (s *Server) SnapshotRoutes(d *dispatch.Dispatcher) {
 	snapSchema := doc.Components.Schemas.Schema(reflect.TypeFor[Envelope[sandbox.SnapshotInfo]](), true, "SnapshotResponse")
 	doc.AddOperation(&huma.Operation{OperationID: "export-snapshot", Method: http.MethodGet, Path: "/v1/snapshots/{snapshot}/export", Tags: []string{"snapshots"}, Security: Security,
 		Summary:    "Export a snapshot: a tar stream of manifest.json (settings, chunk digests, a signature by this server) and its chunks",
-		Parameters: []*huma.Param{{Name: "snapshot", In: "path", Required: true, Schema: strSchema}},
+		Parameters: []*huma.Param{{Name: "snapshot", In: "path", Required: true, Schema: StringSchema}},
 		Responses: map[string]*huma.Response{"200": {Description: "the export (X-Snapshot-Digest: its digest)",
-			Content: map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}}}}})
+			Content: map[string]*huma.MediaType{"application/x-tar": {Schema: BinarySchema}}}}})
 	doc.AddOperation(&huma.Operation{OperationID: "import-snapshot", Method: http.MethodPost, Path: "/v1/snapshots/import", Tags: []string{"snapshots"}, Security: Security,
 		Summary: "Import a snapshot export as a new snapshot of the caller's",
 		Description: "Every digest and the export's signature are checked before anything is kept: an export altered in any byte, or signed by another server " +
 			"(SANDBOX_CLUSTER_SECRET signs a cluster's), is refused (400).",
-		Parameters:  queryParams("name"),
-		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}, "application/octet-stream": {Schema: binarySchema}}},
+		Parameters:  QueryParams("name"),
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: BinarySchema}, "application/octet-stream": {Schema: BinarySchema}}},
 		Responses:   map[string]*huma.Response{"201": {Description: "the imported snapshot", Content: map[string]*huma.MediaType{"application/json": {Schema: snapSchema}}}}})
 }
 

@@ -111,15 +111,15 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 	bodySchema := doc.Components.Schemas.Schema(reflect.TypeFor[TemplateCreateBody](), true, "TemplateCreateRequest")
 	resSchema := doc.Components.Schemas.Schema(reflect.TypeFor[Envelope[template.Template]](), true, "TemplateResponse")
 	answers := map[string]*huma.Response{"201": {Description: "the template made (or, with Accept: text/event-stream, progress events ending in done or error)",
-		Content: map[string]*huma.MediaType{"application/json": {Schema: resSchema}, "text/event-stream": {Schema: strSchema}}}}
+		Content: map[string]*huma.MediaType{"application/json": {Schema: resSchema}, "text/event-stream": {Schema: StringSchema}}}}
 	doc.AddOperation(&huma.Operation{OperationID: "pull-template", Method: http.MethodPost, Path: "/v1/templates", Tags: []string{"templates"}, Security: Security,
 		Summary:     "Make a template by pulling an image from an allowed registry",
 		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: bodySchema}}},
 		Responses:   answers})
 	doc.AddOperation(&huma.Operation{OperationID: "build-template", Method: http.MethodPost, Path: "/v1/templates/build", Tags: []string{"templates"}, Security: Security,
 		Summary:     "Build a Dockerfile (subset) with an uploaded context (a tar, or a gzipped tar, holding the Dockerfile unless dockerfile is given) into a template",
-		Parameters:  queryParams("name", "tag", "dockerfile", "network", "allow", "build_arg", "no_cache"),
-		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}, "application/gzip": {Schema: binarySchema}}},
+		Parameters:  QueryParams("name", "tag", "dockerfile", "network", "allow", "build_arg", "no_cache"),
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: BinarySchema}, "application/gzip": {Schema: BinarySchema}}},
 		Responses:   answers})
 	huma.Register(s.api, huma.Operation{OperationID: "commit-sandbox", Method: http.MethodPost, Path: "/v1/sandboxes/{id}/commit", Tags: []string{"templates"}, Security: Security,
 		Summary: "Make a template of a template sandbox's changes to its root", DefaultStatus: http.StatusCreated},
@@ -141,8 +141,8 @@ func (s *Server) TemplateSourceRoutes(d *dispatch.Dispatcher) {
 		})
 	doc.AddOperation(&huma.Operation{OperationID: "import-template", Method: http.MethodPost, Path: "/v1/templates/import", Tags: []string{"templates"}, Security: Security,
 		Summary:     "Make a template of an uploaded OCI image layout (as a tar) or docker save tarball",
-		Parameters:  queryParams("name", "tag"),
-		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}, "application/octet-stream": {Schema: binarySchema}}},
+		Parameters:  QueryParams("name", "tag"),
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/x-tar": {Schema: BinarySchema}, "application/octet-stream": {Schema: BinarySchema}}},
 		Responses:   answers})
 }
 

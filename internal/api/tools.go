@@ -69,6 +69,9 @@ func (s *Server) UseDispatcher(d *dispatch.Dispatcher) {
 	d.Observe(noteTool)
 }
 
+// Dispatcher is UseDispatcher's dispatcher (nil before it).
+func (s *Server) Dispatcher() *dispatch.Dispatcher { return s.disp }
+
 // call calls tool with args for the request's caller (MustCaller) on d:
 // a native route's one line to its tool, through every step of the
 // dispatcher (Ref.Call).

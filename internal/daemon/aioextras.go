@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/convert"
 	"github.com/sandhold/sandhold/internal/hooks"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
@@ -40,7 +41,7 @@ func (d *Daemon) startAIOExtras(_ context.Context) error {
 			obs.Forget(s.ID())
 		}
 	})
-	d.api.ServiceRoutes(d.dispatch)
+	aio.ServiceRoutes(d.api, d.dispatch)
 	// Closers run in reverse order: this one before the sandbox manager's.
 	d.closers = append(d.closers, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), serverStopHooks)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -48,7 +49,7 @@ func (d *Daemon) startBrowserOps(rt browserRuntime) *browserops.Service {
 	})
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
 	d.register(browserops.Tools(svc))
-	d.api.BrowserRoutes(d.dispatch)
+	aio.BrowserRoutes(d.api, d.dispatch)
 	return svc
 }
 

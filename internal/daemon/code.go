@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/coderun"
 )
 
@@ -19,7 +19,7 @@ func (d *Daemon) startCode(_ context.Context) error {
 	for _, t := range slices.Concat(coderun.Tools(svc, d.guard), coderun.NodeTools(svc, d.guard)) {
 		d.dispatch.MustRegister(t)
 	}
-	d.api.CodeRoutes(d.dispatch, api.CodeConfig{IdleTimeout: svc.IdleTimeout(), MaxSessions: svc.MaxSessions()})
-	d.api.NodeRoutes(d.dispatch)
+	aio.CodeRoutes(d.api, d.dispatch, aio.CodeConfig{IdleTimeout: svc.IdleTimeout(), MaxSessions: svc.MaxSessions()})
+	aio.NodeRoutes(d.api, d.dispatch)
 	return nil
 }

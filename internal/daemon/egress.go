@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/egress"
 	"github.com/sandhold/sandhold/internal/sandbox"
@@ -78,7 +79,7 @@ func (d *Daemon) startEgress(ctx context.Context, met *netMetrics) error {
 	d.register(sandbox.NetworkTools(d.sandboxes))
 	d.api.NetworkRoutes(d.dispatch)
 	d.register(proxytools.Tools(d.sandboxes, proxy))
-	d.api.ProxyRoutes(d.dispatch)
+	aio.ProxyRoutes(d.api, d.dispatch)
 	return nil
 }
 

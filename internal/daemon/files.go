@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
@@ -28,6 +29,6 @@ func (d *Daemon) startFiles(_ context.Context) error {
 	d.closers = append(d.closers, func() error { svc.Close(); return nil })
 	d.onRevoke(svc.RevokeWatches)
 	d.register(workspace.Tools(svc))
-	d.api.FileRoutes(d.dispatch)
+	aio.FileRoutes(d.api, d.dispatch)
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/approvals"
 	"github.com/sandhold/sandhold/internal/cluster"
 	"github.com/sandhold/sandhold/internal/control"
@@ -78,9 +78,10 @@ func (d *Daemon) startGovernance(ctx context.Context) error {
 	}
 
 	d.api.UseDispatcher(d.dispatch)
+	aio.AuthRoutes(d.api)
 	d.register(authtools.Tools(d.auth))
 	d.register(audittools.Tools(d.audit))
-	d.register(api.AuthTools())
+	d.register(aio.AuthTools())
 	d.api.PolicyRoutes()
 	d.api.ApprovalRoutes()
 	d.api.ControlRoutes()

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/mcp"
 )
 
@@ -29,6 +30,7 @@ func (d *Daemon) startMCP(_ context.Context) error {
 	}
 	d.auth.OnRevoke(h.Revoke)
 	d.api.MCPRoutes(h)
+	aio.MCPRoutes(d.api)
 	d.AddCloser(func() error { h.Close(); return nil })
 	return nil
 }

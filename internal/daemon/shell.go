@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/shell"
 )
@@ -25,6 +26,6 @@ func (d *Daemon) startShell(_ context.Context) error {
 	for _, t := range shell.Tools(shell.Deps{Service: svc, Sandboxes: d.sandboxes, Guard: d.guard, Version: d.version}) {
 		d.dispatch.MustRegister(t)
 	}
-	d.api.ShellRoutes(d.dispatch)
+	aio.ShellRoutes(d.api, d.dispatch)
 	return nil
 }

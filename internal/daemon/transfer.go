@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/api/aio"
 	"github.com/sandhold/sandhold/internal/transfer"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
@@ -21,6 +22,6 @@ func (d *Daemon) startTransfer(_ context.Context) error {
 		Deny: agent.Deny{Names: pol.Names, Dirs: pol.Dirs, Paths: pol.Paths, Procs: true},
 	})
 	d.register(transfer.Tools(svc))
-	d.api.TransferRoutes(d.dispatch)
+	aio.TransferRoutes(d.api, d.dispatch)
 	return nil
 }

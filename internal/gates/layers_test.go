@@ -143,3 +143,60 @@ func TestNoImportOfAHigherLayer(t *testing.T) {
 		t.Fatalf("folders import each other: %s\n%s", strings.Join(c, " -> "), strings.Join(why, "\n"))
 	}
 }
+
+// apiLevels are internal/api's packages from the bottom up: the server
+// (middleware, envelope, native routes), then the packages that mount
+// routes on it, side by side — the AIO edge and the relays — and the test
+// support that builds a server. A package imports only packages of a lower
+// level, never one beside it; every package under internal/api has its
+// place here, so a new one is placed on purpose.
+var apiLevels = [][]string{
+	{"internal/api"},
+	{"internal/api/aio", "internal/api/relay", "internal/api/apitest"},
+}
+
+// TestAPIPackagesAreLayered: internal/api's packages import each other
+// only downwards (apiLevels), so the server core knows neither the AIO
+// table nor the relays (it reads the table through api.Table).
+func TestAPIPackagesAreLayered(t *testing.T) {
+	root, err := RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./internal/api/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/sandhold/sandhold/"
+	level := map[string]int{}
+	for i, l := range apiLevels {
+		for _, p := range l {
+			level[p] = i
+		}
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		from := strings.TrimPrefix(fields[0], module)
+		lf, ok := level[from]
+		if !ok {
+			t.Errorf("%s has no level in apiLevels: place it", from)
+			continue
+		}
+		n++
+		for _, imp := range fields[1:] {
+			to, ok := strings.CutPrefix(imp, module)
+			if !ok || folderOf(to) != "internal/api" {
+				continue
+			}
+			if lt, ok := level[to]; !ok || lt >= lf {
+				t.Errorf("%s imports %s, which is not below it (apiLevels)", from, to)
+			}
+		}
+	}
+	if n < 3 {
+		t.Fatalf("go list named %d packages under internal/api: the reader is broken", n)
+	}
+}

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/shell"
@@ -20,7 +21,7 @@ import (
 // sandbox-info routes from the AIO route table, at /v1/... (the caller's
 // default sandbox) and at /sandboxes/{id}/v1/... (a given one), so an AIO
 // SDK works unchanged with either base URL.
-func (s *Server) ShellRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupShell) }
+func ShellRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupShell) }
 
 // shellExec is POST /v1/shell/exec: the result as JSON, or with
 // Accept: text/event-stream the output as it comes (SSE) and the result.
@@ -48,7 +49,7 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 		streamShell(w, r, run)
 		return
 	}
-	WriteData(w, http.StatusOK, out)
+	api.WriteData(w, http.StatusOK, out)
 }
 
 // streamShell sends a shell command's output as SSE "output" events while
@@ -57,7 +58,7 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 func streamShell(w http.ResponseWriter, r *http.Request, run *shell.Running) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		WriteError(w, r, fault.New(fault.Unsupported, "streaming is not supported on this connection"))
+		api.WriteError(w, r, fault.New(fault.Unsupported, "streaming is not supported on this connection"))
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -168,5 +169,5 @@ func sandboxInfo(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sandboxInfoBody{Success: true, Message: "ok", SandboxInfo: info})
+	api.WriteJSON(w, http.StatusOK, sandboxInfoBody{Success: true, Message: "ok", SandboxInfo: info})
 }

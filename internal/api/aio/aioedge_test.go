@@ -1,10 +1,11 @@
-package api
+package aio
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -111,8 +112,8 @@ func TestAIOTableRows(t *testing.T) {
 		if rt.serve == nil {
 			t.Errorf("%s: no handler", key)
 		}
-		if got := aioRow(rt.Method, sandboxPrefix+rt.Path); got == nil || got.Path != rt.Path || got.Method != rt.Method {
-			t.Errorf("%s: not found under %s", key, sandboxPrefix)
+		if got := aioRow(rt.Method, api.SandboxPrefix+rt.Path); got == nil || got.Path != rt.Path || got.Method != rt.Method {
+			t.Errorf("%s: not found under %s", key, api.SandboxPrefix)
 		}
 	}
 }

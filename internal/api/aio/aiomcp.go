@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/customtool"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/mcp"
@@ -28,6 +29,10 @@ const mcpServerName = "sandhold"
 
 const groupMCP = "mcp"
 
+// MCPRoutes mounts AIO's /v1/mcp/... routes (the custom tools as the one
+// MCP server), called on the server's dispatcher.
+func MCPRoutes(s *api.Server) { mountAIO(s, nil, groupMCP) }
+
 var aioMCPRows = []aioRoute{
 	jsonRowAs(groupMCP, http.MethodGet, "/v1/mcp/servers", customtool.ToolList, "mcp",
 		"The MCP servers this sandbox offers: sandhold's own (the tools of /mcp)",
@@ -40,7 +45,7 @@ var aioMCPRows = []aioRoute{
 		func(r *http.Request, _ struct{}) (struct{}, error) { return struct{}{}, checkMCPServer(r) }, mcpToolList, lateInvalidFails()),
 	plainRow(groupMCP, http.MethodPost, "/v1/mcp/{server_name}/tools/{tool_name}", namedByRequest{}, "mcp",
 		"Call a tool of an MCP server with the body as its arguments (through the dispatcher: roles, policy, HALT, limits, audit)",
-		reflect.TypeFor[Envelope[MCPCallResult]](), mcpCall, reqType[map[string]any](), namedTool(), lateInvalidFails()),
+		reflect.TypeFor[api.Envelope[MCPCallResult]](), mcpCall, reqType[map[string]any](), namedTool(), lateInvalidFails()),
 }
 
 func namedTool() rowOpt { return func(rt *aioRoute) { rt.NamedTool = true } }
@@ -139,7 +144,7 @@ func mcpCall(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	c, err := MustCaller(r.Context())
+	c, err := api.MustCaller(r.Context())
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -176,7 +181,7 @@ func mcpCall(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	if bytes.HasPrefix(text, []byte("{")) {
 		out.StructuredContent = text
 	}
-	WriteData(w, http.StatusOK, out)
+	api.WriteData(w, http.StatusOK, out)
 }
 
 // schemaHas says whether a JSON schema lists property name.

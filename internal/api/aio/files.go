@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
@@ -19,7 +20,7 @@ import (
 // AIO route table: at /v1/file/... on the caller's default sandbox and at
 // /sandboxes/{id}/v1/file/... on a given one. A failure's data is AIO's
 // FileOperationError.
-func (s *Server) FileRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupFile) }
+func FileRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupFile) }
 
 // watchList wraps the watch list as AIO does.
 type watchList struct {

@@ -1,10 +1,11 @@
-package api
+package aio
 
 import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/dispatch"
 )
@@ -50,4 +51,4 @@ var aioNodeRows = []aioRoute{
 }
 
 // NodeRoutes mounts AIO's nodejs routes at /v1/... and /sandboxes/{id}/v1/....
-func (s *Server) NodeRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupNode) }
+func NodeRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupNode) }

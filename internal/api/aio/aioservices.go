@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/convert"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -27,7 +28,7 @@ const groupServices = "services"
 
 // ServiceRoutes mounts the rows of groupServices (the daemon calls it once their
 // tools are registered).
-func (s *Server) ServiceRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupServices) }
+func ServiceRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupServices) }
 
 // ConvertRequest is AIO's UtilConvertToMarkdownRequest.
 type ConvertRequest struct {
@@ -48,16 +49,16 @@ var serviceRows = nullData([]aioRoute{
 
 	plainRow(groupServices, http.MethodPost, "/v1/skills/register", skills.ToolRegister, "skills",
 		"Register skills from a zip (multipart field file) or a directory or .zip in the sandbox (field path); name names a single skill",
-		reflect.TypeFor[Envelope[skills.RegisterResult]](), skillsRegister,
+		reflect.TypeFor[api.Envelope[skills.RegisterResult]](), skillsRegister,
 		takes("multipart/form-data"), doc(func(op *huma.Operation) {
 			op.RequestBody = &huma.RequestBody{Content: map[string]*huma.MediaType{"multipart/form-data": {Schema: &huma.Schema{Type: "object",
-				Properties: map[string]*huma.Schema{"file": binarySchema, "path": strSchema, "name": strSchema}}}}}
+				Properties: map[string]*huma.Schema{"file": api.BinarySchema, "path": api.StringSchema, "name": api.StringSchema}}}}}
 		})),
 	jsonRowAs(groupServices, http.MethodGet, "/v1/skills/metadatas", skills.ToolList, "skills",
 		"The metadata (SKILL.md front matter) of the sandbox's skills; ?names=a,b filters",
 		func(r *http.Request, _ struct{}) (skills.NamesArgs, error) {
 			return skills.NamesArgs{Sandbox: chi.URLParam(r, "id"), Names: r.URL.Query().Get("names")}, nil
-		}, same[struct{}, skills.Collection], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("names")...) })),
+		}, same[struct{}, skills.Collection], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, api.QueryParams("names")...) })),
 	jsonRowAs(groupServices, http.MethodDelete, "/v1/skills", skills.ToolClear, "skills",
 		"Delete every skill of the sandbox",
 		func(r *http.Request, _ struct{}) (skills.ClearArgs, error) {
@@ -76,7 +77,7 @@ var serviceRows = nullData([]aioRoute{
 		"The sandbox's hooks of an event (?event=, default shutdown), in the order they run",
 		func(r *http.Request, _ struct{}) (hooks.ListArgs, error) {
 			return hooks.ListArgs{Sandbox: chi.URLParam(r, "id"), Event: r.URL.Query().Get("event")}, nil
-		}, same[struct{}, []hooks.Hook], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("event")...) })),
+		}, same[struct{}, []hooks.Hook], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, api.QueryParams("event")...) })),
 	jsonRowAs(groupServices, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove, "sandbox",
 		"Remove a hook by name",
 		func(r *http.Request, _ struct{}) (hooks.RemoveArgs, error) {
@@ -97,7 +98,7 @@ var serviceRows = nullData([]aioRoute{
 				a.TopRows = &n
 			}
 			return a, nil
-		}, same[struct{}, observe.Live], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams("top_rows")...) })),
+		}, same[struct{}, observe.Live], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, api.QueryParams("top_rows")...) })),
 	jsonRow(groupServices, http.MethodPost, "/v1/sandbox/observe/start", observe.ToolStart, "sandbox",
 		"Start recording the sandbox until stopped or the duration ends"),
 	jsonRow(groupServices, http.MethodPost, "/v1/sandbox/observe/stop", observe.ToolStop, "sandbox",
@@ -108,7 +109,7 @@ var serviceRows = nullData([]aioRoute{
 		"The sandbox's observation reports", obsSandbox, same[struct{}, []observe.ReportInfo]),
 	plainRow(groupServices, http.MethodGet, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReport, "sandbox",
 		"Download a report (gzip-compressed JSON)", nil, observeReport, doc(func(op *huma.Operation) {
-			op.Responses["200"] = &huma.Response{Description: "the report", Content: map[string]*huma.MediaType{"application/gzip": {Schema: binarySchema}}}
+			op.Responses["200"] = &huma.Response{Description: "the report", Content: map[string]*huma.MediaType{"application/gzip": {Schema: api.BinarySchema}}}
 		})),
 	jsonRowAs(groupServices, http.MethodDelete, "/v1/sandbox/observe/reports/{report_id}", observe.ToolReportDelete, "sandbox",
 		"Delete a report", reportRef, same[struct{}, observe.ReportInfo]),

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -24,9 +25,8 @@ type CodeConfig struct {
 // AIO route table, at /v1/... (the caller's default sandbox) and
 // /sandboxes/{id}/v1/... (a given one). A failure's data is null (AIO's
 // code and jupyter schemas allow only the result or null there).
-func (s *Server) CodeRoutes(d *dispatch.Dispatcher, cfg CodeConfig) {
-	s.codeCfg = cfg
-	s.mountAIO(d, groupCode)
+func CodeRoutes(s *api.Server, d *dispatch.Dispatcher, cfg CodeConfig) {
+	mountAIO(s, d, groupCode).codeCfg = cfg
 }
 
 // CodeExecuteResponse is AIO's CodeExecuteResponse, with sandhold's
@@ -161,8 +161,8 @@ func jupyterInfo(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	cfg := e.s.codeCfg
-	WriteData(w, http.StatusOK, jupyterInfoData{
+	cfg := e.codeCfg
+	api.WriteData(w, http.StatusOK, jupyterInfoData{
 		DefaultKernel: jupyterKernel, AvailableKernels: []string{jupyterKernel}, ActiveSessions: len(list),
 		SessionTimeoutSeconds: int(cfg.IdleTimeout.Seconds()), MaxSessions: cfg.MaxSessions,
 		Description:     "Python sessions backed by a resident /usr/bin/python3 per session inside the sandbox (not a Jupyter kernel; outputs use Jupyter's shapes)",

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/dispatch/authtools"
@@ -23,6 +24,10 @@ import (
 // travels on the request it authenticates.
 
 const groupAuth = "auth"
+
+// AuthRoutes mounts AIO's POST /tickets and GET /auth, whose tools are
+// called on the server's dispatcher (api.Server.UseDispatcher).
+func AuthRoutes(s *api.Server) { mountAIO(s, nil, groupAuth) }
 
 // ToolAuthCheck is the tool behind GET /auth: who the request
 // authenticated as.
@@ -60,7 +65,7 @@ type AuthCheck struct {
 // AuthTools are the tools of AIO's auth routes.
 func AuthTools() []dispatch.Tool {
 	return []dispatch.Tool{dispatch.Define(ToolAuthCheck, dispatch.Spec{
-		Description: "Say which key authenticated the request (AIO's GET /auth)", Risk: guard.Safe, Roles: allRoles,
+		Description: "Say which key authenticated the request (AIO's GET /auth)", Risk: guard.Safe, Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer},
 	}, func(_ context.Context, c auth.Caller, _ struct{}) (AuthCheck, error) {
 		return AuthCheck{Status: "authenticated", KeyID: c.KeyID, KeyName: c.KeyName, Role: string(c.Role)}, nil
 	}, dispatch.Hooks[struct{}, AuthCheck]{})}
@@ -85,7 +90,7 @@ func aioTicket(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, AIOTicket{Success: true, Message: "ok", Data: t, Ticket: t.Ticket, ExpiresAt: t.ExpiresAt,
+	api.WriteJSON(w, http.StatusOK, AIOTicket{Success: true, Message: "ok", Data: t, Ticket: t.Ticket, ExpiresAt: t.ExpiresAt,
 		ExpiresIn: max(0, int(time.Until(t.ExpiresAt).Round(time.Second).Seconds()))})
 }
 
@@ -95,5 +100,5 @@ func aioAuth(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": a.Status, "key_id": a.KeyID, "key_name": a.KeyName, "role": a.Role})
+	api.WriteJSON(w, http.StatusOK, map[string]string{"status": a.Status, "key_id": a.KeyID, "key_name": a.KeyName, "role": a.Role})
 }

@@ -1,25 +1,17 @@
-package api
+package aio
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sandhold/sandhold/internal/audit"
-	"github.com/sandhold/sandhold/internal/auth"
-	"github.com/sandhold/sandhold/internal/config"
-	"github.com/sandhold/sandhold/internal/dispatch"
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/store"
 )
 
 // TestFieldLoc: a field that names its place keeps it; a bare one (a
@@ -52,46 +44,18 @@ func TestFieldLoc(t *testing.T) {
 }
 
 // newRowServer is a server with the AIO groups whose rows read query,
-// path and header input themselves, over a dispatcher with no tools: every
-// case below is refused before a tool would run.
-func newRowServer(t *testing.T) (*Server, string) {
+// path and header input themselves, over a dispatcher with no tools of
+// theirs: every case below is refused before a tool would run.
+func newRowServer(t *testing.T) (*api.Server, string) {
 	t.Helper()
-	s, key, d := newBareServer(t)
-	s.BrowserRoutes(d)
-	s.ServiceRoutes(d)
-	s.ProxyRoutes(d)
-	s.ShellRoutes(d)
-	s.TransferRoutes(d)
-	return s, key
-}
-
-// newBareServer is a server and an agent key, with the foundation's
-// tools in d and no routes of AIO's mounted.
-func newBareServer(t *testing.T) (*Server, string, *dispatch.Dispatcher) {
-	t.Helper()
-	dir := t.TempDir()
-	st, err := store.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	lg := audit.New(st, dir)
-	svc := auth.NewService(st, lg)
-	if err := svc.EnsureAdmin(context.Background(), "operator-chosen-admin-key-0123456789"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := svc.CreateKey(context.Background(), auth.Caller{Role: auth.RoleAdmin}, "agent", auth.RoleAgent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Config{DataDir: dir, Listen: "127.0.0.1:0"}.WithDefaults()
-	s, err := New(Deps{Config: cfg, Auth: svc, Audit: lg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := dispatch.New(dispatch.Options{Audit: lg})
-	useFoundation(s, d)
-	return s, key, d
+	srv := newServer(t)
+	s, d := srv.Server, srv.D
+	BrowserRoutes(s, d)
+	ServiceRoutes(s, d)
+	ProxyRoutes(s, d)
+	ShellRoutes(s, d)
+	TransferRoutes(s, d)
+	return s, srv.AgentKey
 }
 
 // TestRefusedInputNamesItsPlace: a refused query parameter, path
@@ -187,10 +151,10 @@ func TestPlaceField(t *testing.T) {
 	if diagnose == nil || download == nil || exclude == nil {
 		t.Fatal("rows not found")
 	}
-	s, _, _ := newBareServer(t)
+	s := newServer(t).Server
 	e := &aioEdge{s: s, params: map[*aioRoute]map[string]string{}}
 	for _, rt := range []*aioRoute{diagnose, download, exclude} {
-		e.params[rt] = paramPlaces(s.documentAIO(rt, ""))
+		e.params[rt] = paramPlaces(documentAIO(s, rt, ""))
 	}
 	cases := []struct {
 		name string

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"bufio"
@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -45,53 +45,7 @@ const (
 // internal/transfer). Upload and PATCH bodies are exempt from
 // SANDBOX_MAX_BODY: the transfer service caps them (upload cap and the
 // workspace quota).
-func (s *Server) TransferRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupTransfer) }
-
-// Document helpers of the transfer rows.
-var (
-	strSchema    = &huma.Schema{Type: "string"}
-	binarySchema = &huma.Schema{Type: "string", Format: "binary"}
-	binaryBody   = map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}}
-)
-
-func queryParams(names ...string) []*huma.Param {
-	var ps []*huma.Param
-	for _, n := range names {
-		ps = append(ps, &huma.Param{Name: n, In: "query", Schema: strSchema})
-	}
-	return ps
-}
-
-// pathHasPrefix is strings.HasPrefix where a "*" segment of prefix
-// matches any one non-empty segment of p.
-func pathHasPrefix(p, prefix string) bool {
-	if !strings.Contains(prefix, "*") {
-		return strings.HasPrefix(p, prefix)
-	}
-	// Segment by segment without splitting: it runs for every request
-	// (bodyLimitMiddleware), so it allocates nothing.
-	for {
-		q, qRest, qMore := strings.Cut(prefix, "/")
-		s, sRest, sMore := strings.Cut(p, "/")
-		switch {
-		case q == "*":
-			if s == "" {
-				return false
-			}
-		case !qMore: // the pattern's last segment: a prefix of the path's
-			return strings.HasPrefix(s, q)
-		case s != q:
-			return false
-		}
-		if !qMore {
-			return true
-		}
-		if !sMore {
-			return false // the path has fewer segments than the pattern
-		}
-		prefix, p = qRest, sRest
-	}
-}
+func TransferRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupTransfer) }
 
 // boolField reads v, the input name found in in (inQuery, inBody for a
 // form field), as a boolean; empty is false.
@@ -223,7 +177,7 @@ func download(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 func serveDownload(w http.ResponseWriter, r *http.Request, d *transfer.Download, abort bool) {
 	defer func() { _ = d.File.Close() }()
 	if abort && d.Changed() {
-		WriteError(w, r, transfer.ErrChanged)
+		api.WriteError(w, r, transfer.ErrChanged)
 		return
 	}
 	hd := w.Header()
@@ -232,35 +186,8 @@ func serveDownload(w http.ResponseWriter, r *http.Request, d *transfer.Download,
 	// A strong validator of this version, so If-Range resumes only an
 	// unchanged file.
 	hd.Set("ETag", fmt.Sprintf(`"%x-%x"`, d.Size, d.ModTime.UnixNano()))
-	http.ServeContent(sendfileWriter{w}, r, "", d.ModTime, d.Content(abort))
+	http.ServeContent(api.Sendfile(w), r, "", d.ModTime, d.Content(abort))
 }
-
-// sendfileWriter lets http.ServeContent reach the connection's ReadFrom
-// (sendfile from the sandbox's file straight to the socket) through the
-// middleware's wrappers. Headers still go through the wrappers (status and
-// access log); the access log's recorder counts the body's bytes on the
-// way (statusRecorder.ReadFrom), the size metric does not.
-type sendfileWriter struct{ http.ResponseWriter }
-
-func (s sendfileWriter) ReadFrom(r io.Reader) (int64, error) {
-	w := s.ResponseWriter
-	// maxUnwrap bounds the walk down the middleware's wrappers.
-	const maxUnwrap = 8
-	for range maxUnwrap {
-		if rf, ok := w.(io.ReaderFrom); ok {
-			return rf.ReadFrom(r)
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			break
-		}
-		w = u.Unwrap()
-	}
-	return io.Copy(writerOnly{s.ResponseWriter}, r)
-}
-
-// writerOnly hides ReadFrom so io.Copy does not recurse.
-type writerOnly struct{ io.Writer }
 
 // archive streams a directory as tar.gz (default) or zip. A failure
 // after the first byte aborts the connection, so a client never mistakes
@@ -288,7 +215,7 @@ func archiveDir(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request
 		panic(http.ErrAbortHandler)
 	}
 	if _, err := io.CopyBuffer(w, p.Body, buf); err != nil {
-		loggerFrom(r.Context()).Warn("archive stream ended early", "err", err)
+		api.LoggerFrom(r.Context()).Warn("archive stream ended early", "err", err)
 		panic(http.ErrAbortHandler)
 	}
 }
@@ -307,7 +234,7 @@ func artifactCreate(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Req
 	}
 	w.Header().Set("Location", strings.TrimSuffix(r.URL.Path, "/")+"/"+up.ID)
 	setUploadHeaders(w, up)
-	WriteData(w, http.StatusCreated, up)
+	api.WriteData(w, http.StatusCreated, up)
 }
 
 func setUploadHeaders(w http.ResponseWriter, up *transfer.ArtifactUpload) {
@@ -326,7 +253,7 @@ func artifactHead(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reque
 	}
 	up, err := artifactStatus(e, r, ref)
 	if err != nil {
-		w.WriteHeader(StatusOf(fault.KindOf(err)))
+		w.WriteHeader(api.StatusOf(fault.KindOf(err)))
 		return
 	}
 	setUploadHeaders(w, up)
@@ -349,7 +276,7 @@ func artifactGet(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 			return
 		}
 		setUploadHeaders(w, up)
-		WriteData(w, http.StatusOK, up)
+		api.WriteData(w, http.StatusOK, up)
 		return
 	}
 	d, err := transfer.ToolArtifactRead.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactRef{Sandbox: sb, Name: ref})
@@ -383,7 +310,7 @@ func artifactPatch(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	WriteData(w, http.StatusOK, up)
+	api.WriteData(w, http.StatusOK, up)
 }
 
 // artifactRef names an upload (up_…) or an artifact by the URL's ref.

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image/png"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,17 +17,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sandhold/sandhold/internal/aiocompat/aiotest"
-	"github.com/sandhold/sandhold/internal/audit"
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/browser/cdp/cdptest"
 	"github.com/sandhold/sandhold/internal/browserops"
-	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/store"
 )
 
 const browserTestPage = `<!doctype html><html><head><title>Conf</title></head><body>
@@ -64,34 +59,15 @@ func (h *hostFiles) WriteFile(_ context.Context, _ auth.Caller, _, p string, dat
 }
 
 type browserEdge struct {
-	s   *Server
+	s   *api.Server
 	key string
 }
 
 func newBrowserEdge(t *testing.T) *browserEdge {
 	t.Helper()
 	b := cdptest.Start(t)
-	dir := t.TempDir()
-	st, err := store.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	lg := audit.New(st, dir)
-	svc := auth.NewService(st, lg)
-	if err := svc.EnsureAdmin(context.Background(), "operator-chosen-admin-key-0123456789"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := svc.CreateKey(context.Background(), auth.Caller{Role: auth.RoleAdmin}, "agent", auth.RoleAgent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := config.Config{DataDir: dir, Listen: "127.0.0.1:0"}.WithDefaults()
-	s, err := New(Deps{Config: cfg, Auth: svc, Audit: lg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := dispatch.New(dispatch.Options{Audit: lg})
+	srv := newServer(t)
+	s, key, d := srv.Server, srv.AgentKey, srv.D
 	bs := browserops.New(browserops.Config{
 		Open: func(ctx context.Context, _ auth.Caller, _ string) (net.Conn, error) { return b.Dial(ctx) },
 		Resolve: func(_ context.Context, _ auth.Caller, id string) (string, error) {
@@ -105,8 +81,7 @@ func newBrowserEdge(t *testing.T) *browserEdge {
 	})
 	t.Cleanup(bs.Close)
 	registerBrowserOps(d, bs)
-	useFoundation(s, d)
-	s.BrowserRoutes(d)
+	BrowserRoutes(s, d)
 	return &browserEdge{s: s, key: key}
 }
 

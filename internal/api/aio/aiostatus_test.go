@@ -1,12 +1,15 @@
-package api
+package aio
 
 import (
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
+	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/api/apitest"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/transfer"
 	"github.com/sandhold/sandhold/internal/workspace"
@@ -71,22 +74,32 @@ func TestAIOToolFailuresAre200(t *testing.T) {
 		{"unauthorized", fault.New(fault.Unauthorized, "no key"), 401, 401},
 		{"rate limited", fault.WithRetryAfter(fault.RateLimited, 3, "slow down"), 429, 429},
 		{"validation", fault.New(fault.Unprocessable, "schema"), 422, 422},
-		{"media type", fault.New(kindMediaType, "json only"), 415, 415},
+		{"media type", fault.New("unsupported_media_type", "json only"), 415, 415},
 		{"body over limit", fault.New(fault.TooLarge, "body"), 413, 413},
 		{"internal", errors.New("boom"), 500, 500},
 		{"unavailable", fault.New(fault.Unavailable, "down"), 503, 503},
 		{"download changed", transfer.ErrChanged, 409, 409},
-		{"unknown route", errNotFound, 404, 404},
+	}
+	// The server's middleware reads the table (AuthRoutes set it); each
+	// route answers the case's error.
+	s := newServer(t)
+	var fail error
+	for _, p := range []string{"/v1/file/read", "/sandboxes/{id}/v1/shell/exec", "/v1/sandboxes/{id}/exec"} {
+		s.Router().Post(p, func(w http.ResponseWriter, r *http.Request) { api.WriteError(w, r, fail) })
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			fail = c.err
 			for _, p := range []struct {
 				path string
 				want int
 			}{{"/v1/file/read", c.aio}, {"/sandboxes/sb1/v1/shell/exec", c.aio}, {"/v1/sandboxes/sb1/exec", c.own}} {
-				h := aioRouteMiddleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { WriteError(w, r, c.err) }))
 				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest("POST", p.path, nil))
+				req := httptest.NewRequest("POST", p.path, strings.NewReader("{}"))
+				req.Host = "127.0.0.1"
+				req.Header.Set("Authorization", "Bearer "+apitest.AdminKey)
+				req.Header.Set("Content-Type", "application/json")
+				s.Handler().ServeHTTP(rec, req)
 				if rec.Code != p.want {
 					t.Fatalf("%s: status %d, want %d", p.path, rec.Code, p.want)
 				}

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"net/http"
@@ -10,6 +10,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/browser"
 	"github.com/sandhold/sandhold/internal/browserops"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -22,7 +23,7 @@ import (
 const groupBrowser = "browser"
 
 // BrowserRoutes mounts AIO's browser routes over d's browser.* tools.
-func (s *Server) BrowserRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupBrowser) }
+func BrowserRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupBrowser) }
 
 // bOn is the route's sandbox.
 func bOn(r *http.Request) browserops.On { return browserops.On{Sandbox: chi.URLParam(r, "id")} }
@@ -60,7 +61,7 @@ func queryInt(r *http.Request, name string) (*int, error) {
 }
 
 func bQuery(names ...string) rowOpt {
-	return doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, queryParams(names...)...) })
+	return doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, api.QueryParams(names...)...) })
 }
 
 // bAction is a page action's row: AIO's request In is the tool's A with
@@ -190,7 +191,7 @@ var aioBrowserRows = []aioRoute{
 	bAction[browserops.ScopedHeadersArgs](http.MethodPost, "/v1/browser/network/scoped_headers", browserops.ToolScopedHeaders, "Send extra headers to one origin", required("origin", "headers")),
 	bAction[browserops.RouteArgs](http.MethodPost, "/v1/browser/network/route", browserops.ToolRouteAdd, "Mock or abort matching requests", required("url_pattern")),
 	plainRow(groupBrowser, http.MethodDelete, "/v1/browser/network/route", browserops.ToolRouteRemove, "browser",
-		"Remove a network route (url_pattern in the JSON body, or ?url_pattern=)", reflect.TypeFor[Envelope[browserops.Action]](), routeRemove,
+		"Remove a network route (url_pattern in the JSON body, or ?url_pattern=)", reflect.TypeFor[api.Envelope[browserops.Action]](), routeRemove,
 		reqType[browserops.RouteRemoveArgs](), required("url_pattern")),
 	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/network/requests", browserops.ToolRequests, "browser",
 		"The logged network requests (filter: URL substring; limit: newest N, 100 by default)", func(r *http.Request, _ struct{}) (browserops.RequestsArgs, error) {
@@ -212,16 +213,16 @@ var aioBrowserRows = []aioRoute{
 	plainRow(groupBrowser, http.MethodGet, "/v1/browser/proxy.pac", browserops.ToolProxyPAC, "browser",
 		"The PAC file matching the sandbox's egress", nil, proxyPAC, doc(func(op *huma.Operation) {
 			op.Responses["200"] = &huma.Response{Description: "the PAC file", Content: map[string]*huma.MediaType{
-				"application/x-ns-proxy-autoconfig": {Schema: strSchema}}}
+				"application/x-ns-proxy-autoconfig": {Schema: api.StringSchema}}}
 		})),
 }
 
 // imageDoc documents a screenshot route: query parameters and an image.
 func imageDoc(params ...string) func(*huma.Operation) {
 	return func(op *huma.Operation) {
-		op.Parameters = append(op.Parameters, queryParams(params...)...)
+		op.Parameters = append(op.Parameters, api.QueryParams(params...)...)
 		op.Responses["200"] = &huma.Response{Description: "the image", Content: map[string]*huma.MediaType{
-			"image/png": {Schema: binarySchema}, "image/jpeg": {Schema: binarySchema}}}
+			"image/png": {Schema: api.BinarySchema}, "image/jpeg": {Schema: api.BinarySchema}}}
 	}
 }
 
@@ -286,7 +287,7 @@ func browserAction(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, actionResponse{Success: true, Message: "Operation successful", Data: &data,
+	api.WriteJSON(w, http.StatusOK, actionResponse{Success: true, Message: "Operation successful", Data: &data,
 		Status: data.Status, ActionPerformed: data.ActionPerformed})
 }
 

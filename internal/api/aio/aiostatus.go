@@ -1,12 +1,11 @@
-package api
+package aio
 
 import (
-	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/transfer"
@@ -104,19 +103,27 @@ func matchTemplate(tmpl, path string) bool {
 	}
 }
 
-type aioRouteKey struct{}
+// table is the AIO route table as the server's middleware reads it
+// (api.Table): the role check before the body, the media types of a body,
+// and the tool-level status rule of AIO's operations.
+type table struct{}
 
-// aioRouteMiddleware marks the requests of AIO routes for errorBody.
-func aioRouteMiddleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isAIOPath(r.Method, r.URL.Path) {
-			r = r.WithContext(context.WithValue(r.Context(), aioRouteKey{}, true))
-		}
-		next.ServeHTTP(w, r)
-	})
+func (table) Row(method, pattern string) (api.Row, bool) {
+	rt := aioRow(method, pattern)
+	if rt == nil {
+		return api.Row{}, false
+	}
+	return api.Row{Method: rt.Method, Tool: rt.Tool, NamedTool: rt.NamedTool, BodyTypes: rt.BodyTypes}, true
 }
 
-// toolLevel says whether err, on an AIO route, is the tool's own failure
+func (table) ToolLevel(method, path string) func(error) bool {
+	if isAIOPath(method, path) {
+		return toolLevel
+	}
+	return nil
+}
+
+// toolLevel says whether err, on an AIO operation, is the tool's own failure
 // (answered 200 with success:false and data null or a
 // FileOperationError): invalid argument values that passed the schema,
 // something not found (a file, a session, a watcher — not the sandbox of
@@ -126,15 +133,11 @@ func aioRouteMiddleware(next http.Handler) http.Handler {
 // sensitive-path policy or the file system refuses and a file over a size
 // cap. A forbidden without a FileOperationError is a refusal by the
 // dispatcher (role, policy, guard, HALT) and keeps 403.
-func toolLevel(ctx context.Context, err error) bool {
-	if on, _ := ctx.Value(aioRouteKey{}).(bool); !on {
-		return false
-	}
-	if errors.Is(err, errNotFound) || errors.Is(err, errMethod) || errors.Is(err, transfer.ErrChanged) ||
-		errors.Is(err, sandbox.ErrNoSandbox) {
-		// A routing failure (no route, no such sandbox for this key: the
-		// same answer for a missing and another key's one), not the
-		// tool's.
+func toolLevel(err error) bool {
+	if errors.Is(err, transfer.ErrChanged) || errors.Is(err, sandbox.ErrNoSandbox) {
+		// A routing failure (no such sandbox for this key: the same
+		// answer for a missing and another key's one; the server answers
+		// no route and no method itself), not the tool's.
 		return false
 	}
 	switch fault.KindOf(err) {

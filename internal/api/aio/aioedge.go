@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -94,18 +95,20 @@ const (
 
 // aioEdge serves the rows.
 type aioEdge struct {
-	s *Server
+	s *api.Server
 	d *dispatch.Dispatcher
 	// params are the query, path and header parameters each row
 	// documents (name → place), written by mountAIO before serving.
 	params map[*aioRoute]map[string]string
+	// codeCfg is what GET /v1/jupyter/info reports (CodeRoutes).
+	codeCfg CodeConfig
 }
 
 // aioRow finds the row of method and pattern (with or without the
 // /sandboxes/{id} prefix; HEAD falls back to GET).
 func aioRow(method, pattern string) *aioRoute {
 	p := pattern
-	if rest, ok := strings.CutPrefix(pattern, sandboxPrefix+"/"); ok {
+	if rest, ok := strings.CutPrefix(pattern, api.SandboxPrefix+"/"); ok {
 		p = "/" + rest
 	}
 	for _, m := range []string{method, http.MethodGet} {
@@ -122,8 +125,10 @@ func aioRow(method, pattern string) *aioRoute {
 }
 
 // mountAIO mounts and documents the table's rows of group, at both
-// prefixes: the one route-mounting loop of the AIO edge.
-func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
+// prefixes: the one route-mounting loop of the AIO edge. The server's
+// middleware reads the table from then on (api.Table).
+func mountAIO(s *api.Server, d *dispatch.Dispatcher, group string) *aioEdge {
+	s.UseTable(table{})
 	e := &aioEdge{s: s, d: d, params: map[*aioRoute]map[string]string{}}
 	for i := range aioTable {
 		rt := &aioTable[i]
@@ -131,7 +136,7 @@ func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
 			continue
 		}
 		h := func(w http.ResponseWriter, r *http.Request) {
-			if _, err := MustCaller(r.Context()); err != nil {
+			if _, err := api.MustCaller(r.Context()); err != nil {
 				e.fail(w, r, rt, "", err)
 				return
 			}
@@ -145,29 +150,20 @@ func (s *Server) mountAIO(d *dispatch.Dispatcher, group string) {
 			}
 			rt.serve(e, rt, w, r)
 		}
-		for _, prefix := range []string{"", sandboxPrefix} {
-			s.router.Method(rt.Method, prefix+rt.Path, http.HandlerFunc(h))
+		for _, prefix := range []string{"", api.SandboxPrefix} {
+			s.Router().Method(rt.Method, prefix+rt.Path, http.HandlerFunc(h))
 			if rt.BodyTypes != nil {
 				// A streamed body: its tool caps it (upload cap, quota).
 				below, _, _ := strings.Cut(rt.Path, "{")
 				s.AllowLargeBodies(strings.ReplaceAll(prefix, "{id}", "*") + below)
 			}
-			op := s.documentAIO(rt, prefix)
+			op := documentAIO(s, rt, prefix)
 			if prefix == "" {
 				e.params[rt] = paramPlaces(op)
 			}
 		}
 	}
-}
-
-// aioBodyTypes are the media types a route takes when its body is not
-// JSON (nil: JSON only), from its row: the upload takes a multipart form
-// or the raw file, an artifact PATCH its chunk (requestShapeMiddleware).
-func aioBodyTypes(method, pattern string) []string {
-	if rt := aioRow(method, pattern); rt != nil && rt.Method == method {
-		return rt.BodyTypes
-	}
-	return nil
+	return e
 }
 
 // sandboxOfURL refuses a row at /sandboxes/{id}/v1/... whose sandbox the
@@ -180,14 +176,14 @@ func aioBodyTypes(method, pattern string) []string {
 // caller's own sandbox.adopt: sandbox.Manager.Addressed).
 func (e *aioEdge) sandboxOfURL(r *http.Request) error {
 	id := chi.URLParam(r, "id")
-	if id == "" || e.s.sandboxes == nil {
+	if id == "" || e.s.Sandboxes() == nil {
 		return nil
 	}
-	c, err := MustCaller(r.Context())
+	c, err := api.MustCaller(r.Context())
 	if err != nil {
 		return err
 	}
-	return e.s.sandboxes.Addressed(r.Context(), e.dispatcher(), c, id)
+	return e.s.Sandboxes().Addressed(r.Context(), e.dispatcher(), c, id)
 }
 
 // dispatcher is the edge's dispatcher: the one its entry point was given,
@@ -196,7 +192,7 @@ func (e *aioEdge) dispatcher() *dispatch.Dispatcher {
 	if e.d != nil {
 		return e.d
 	}
-	return e.s.disp
+	return e.s.Dispatcher()
 }
 
 // callerOf is the request's caller: mountAIO serves a row only to a
@@ -237,7 +233,7 @@ func jsonRowAs[In, A, R, Out any](group, method, path string, tool dispatch.Ref[
 	args func(*http.Request, In) (A, error), answer func(*http.Request, In, R) (Out, error), opts ...rowOpt,
 ) aioRoute {
 	rt := aioRoute{Group: group, Method: method, Path: path, Tool: tool.Name(), Tag: tag, Summary: summary,
-		Answer: reflect.TypeFor[Envelope[Out]]()}
+		Answer: reflect.TypeFor[api.Envelope[Out]]()}
 	// A body only where the method has one and In has fields (a POST
 	// with nothing to say, like a session's close, reads none).
 	takesBody := hasBody(method) && !isEmptyStruct(reflect.TypeFor[In]())
@@ -271,7 +267,7 @@ func jsonRowAs[In, A, R, Out any](group, method, path string, tool dispatch.Ref[
 			e.fail(w, r, rt, targetOf(a), err)
 			return
 		}
-		WriteData(w, http.StatusOK, out)
+		api.WriteData(w, http.StatusOK, out)
 	}
 	for _, o := range opts {
 		o(&rt)
@@ -288,7 +284,7 @@ func answer[A, R any](e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.R
 		e.fail(w, r, rt, target, err)
 		return
 	}
-	WriteData(w, http.StatusOK, res)
+	api.WriteData(w, http.StatusOK, res)
 }
 
 // plainRow is a row served by its own handler (streams, WebSockets,
@@ -416,11 +412,11 @@ func (e *aioInvalid) Error() string {
 // with the envelope's fields beside it, so AIO clients and sandhold's
 // both read it: the one 422 shape of the AIO routes.
 type AIOValidationError struct {
-	Detail  []aioDetail `json:"detail"`
-	Success bool        `json:"success"`
-	Message string      `json:"message"`
-	Data    ErrorData   `json:"data"`
-	Hint    *string     `json:"hint"`
+	Detail  []aioDetail   `json:"detail"`
+	Success bool          `json:"success"`
+	Message string        `json:"message"`
+	Data    api.ErrorData `json:"data"`
+	Hint    *string       `json:"hint"`
 }
 
 // pydanticType carries the error type of a field rule (greater_than_equal,
@@ -579,28 +575,23 @@ func (e *aioEdge) fail(w http.ResponseWriter, r *http.Request, rt *aioRoute, tar
 	}
 	var ar *dispatch.ApprovalRequired
 	if errors.As(err, &ar) {
-		WriteError(w, r, err)
+		api.WriteError(w, r, err)
 		return
 	}
-	b := errorBody(r.Context(), err)
-	for k, vs := range b.headers {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	if rt.Fail == failFile && b.toolLevel {
+	b := api.ErrorOf(r.Context(), err)
+	if rt.Fail == failFile && b.ToolLevel() {
 		fe := *workspace.FileErrorOf(rt.FileOp, target, err)
 		if k := fault.KindOf(err); k == fault.Internal || k == "" {
-			fe.Message = "internal error (request id " + RequestID(r.Context()) + ")"
+			fe.Message = "internal error (request id " + api.RequestID(r.Context()) + ")"
 		}
-		writeJSON(w, b.status, FileErrorEnvelope{Success: false, Message: b.Message, Data: &fe, Hint: b.Hint})
+		b.WriteAs(w, FileErrorEnvelope{Success: false, Message: b.Message, Data: &fe, Hint: b.Hint})
 		return
 	}
 	// A tool-level failure's data is null (ErrorBody.MarshalJSON); any
 	// other failure — auth, role, policy, HALT, a rate limit, a missing
 	// sandbox, the server's own trouble — is sandhold's error envelope
 	// with its real status, one shape on every route.
-	writeJSON(w, b.status, b)
+	b.WriteAs(w, b)
 }
 
 // writeInvalid writes AIO's 422.
@@ -613,9 +604,9 @@ func writeInvalid(w http.ResponseWriter, r *http.Request, inv *aioInvalid) {
 		}
 		field = strings.Join(parts, ".")
 	}
-	writeJSON(w, http.StatusUnprocessableEntity, AIOValidationError{
+	api.WriteJSON(w, http.StatusUnprocessableEntity, AIOValidationError{
 		Detail: inv.Detail, Message: inv.Error(),
-		Data: ErrorData{Code: string(fault.Unprocessable), RequestID: RequestID(r.Context()), Field: field},
+		Data: api.ErrorData{Code: string(fault.Unprocessable), RequestID: api.RequestID(r.Context()), Field: field},
 	})
 }
 
@@ -629,12 +620,12 @@ type FileErrorEnvelope struct {
 }
 
 // documentAIO adds rt at prefix to the OpenAPI document.
-func (s *Server) documentAIO(rt *aioRoute, prefix string) *huma.Operation {
-	oa := s.api.OpenAPI()
+func documentAIO(s *api.Server, rt *aioRoute, prefix string) *huma.Operation {
+	oa := s.API().OpenAPI()
 	schema := func(t reflect.Type) *huma.Schema { return oa.Components.Schemas.Schema(t, true, "") }
 	id := "aio-" + strings.ToLower(rt.Method) + strings.NewReplacer("/v1/", "-", "/", "-", "{", "", "}", "", "_", "-").Replace(rt.Path)
 	op := &huma.Operation{OperationID: id, Method: rt.Method, Path: prefix + rt.Path, Tags: []string{rt.Tag},
-		Summary: rt.Summary, Security: Security, Responses: map[string]*huma.Response{},
+		Summary: rt.Summary, Security: api.Security, Responses: map[string]*huma.Response{},
 		Description: "Acts on the caller's default sandbox; the same route under /sandboxes/{id} acts on sandbox id."}
 	if prefix != "" {
 		op.OperationID = id + "-in-sandbox"
@@ -663,13 +654,13 @@ func (s *Server) documentAIO(rt *aioRoute, prefix string) *huma.Operation {
 	switch {
 	case rt.Native:
 		op.Responses["default"] = &huma.Response{Description: "the error envelope, with the real status",
-			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[ErrorBody]())}}}
+			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[api.ErrorBody]())}}}
 	case rt.Fail == failFile:
 		op.Responses["default"] = &huma.Response{Description: "a FileOperationError, HTTP 200 for a tool-level failure; any other failure is the error envelope with its real status",
 			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[FileErrorEnvelope]())}}}
 	default:
 		op.Responses["default"] = &huma.Response{Description: "success false: data null, HTTP 200 for a tool-level failure; any other failure is the error envelope with its real status",
-			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[ErrorBody]())}}}
+			Content: map[string]*huma.MediaType{"application/json": {Schema: schema(reflect.TypeFor[api.ErrorBody]())}}}
 	}
 	if rt.Doc != nil {
 		rt.Doc(op)

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/aiocompat/aiotest"
+	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/api/apitest"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/ratelimit"
@@ -17,9 +19,30 @@ import (
 	"github.com/sandhold/sandhold/internal/workspace"
 )
 
-// aioRequest is a request on rt's path in a given sandbox, as the router
-// would hand it to the row (marked an AIO route).
-func aioRequest(rt *aioRoute) *http.Request {
+// newAIORequest returns aioRequest: a request on rt's path in a given
+// sandbox, as the server's middleware hands it to the row (with the AIO
+// table's status rule). The server mounts no row: every path reaches the
+// catch-all that keeps the request.
+func newAIORequest(t *testing.T) func(rt *aioRoute) *http.Request {
+	s := apitest.New(t, nil)
+	s.UseTable(table{})
+	var out *http.Request
+	s.Router().HandleFunc("/*", func(_ http.ResponseWriter, r *http.Request) { out = r })
+	return func(rt *aioRoute) *http.Request {
+		out = nil
+		req := httptest.NewRequest(rt.Method, aioPath(rt), nil)
+		req.Host = "127.0.0.1"
+		req.Header.Set("Authorization", "Bearer "+apitest.AdminKey)
+		s.Handler().ServeHTTP(httptest.NewRecorder(), req)
+		if out == nil {
+			t.Fatalf("%s %s did not reach the catch-all", rt.Method, rt.Path)
+		}
+		return out
+	}
+}
+
+// aioPath is rt's path in sandbox sb1, each parameter x.
+func aioPath(rt *aioRoute) string {
 	path := "/sandboxes/sb1" + rt.Path
 	for {
 		i := strings.IndexByte(path, '{')
@@ -29,10 +52,7 @@ func aioRequest(rt *aioRoute) *http.Request {
 		j := strings.IndexByte(path[i:], '}')
 		path = path[:i] + "x" + path[i+j+1:]
 	}
-	var out *http.Request
-	aioRouteMiddleware(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { out = r })).
-		ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(rt.Method, path, nil))
-	return out
+	return path
 }
 
 // TestAIOFailuresMatchAIOSchemas renders every failure kind of every AIO
@@ -44,6 +64,7 @@ func aioRequest(rt *aioRoute) *http.Request {
 // limit is data.code rate_limited on a shell row as on a code or file row.
 func TestAIOFailuresMatchAIOSchemas(t *testing.T) {
 	v := aiotest.Load(t)
+	aioRequest := newAIORequest(t)
 	fileForbidden := &fault.Error{Kind: fault.Forbidden, Msg: "sensitive", Err: &workspace.FileError{ErrorType: workspace.TypePermissionDenied}}
 	toolLevel := []struct {
 		name string
@@ -89,7 +110,7 @@ func TestAIOFailuresMatchAIOSchemas(t *testing.T) {
 					"edge": func(w http.ResponseWriter, r *http.Request) { e.fail(w, r, rt, "/workspace/x", c.err) },
 				}
 				if rt.Fail != failFile {
-					writers["WriteError"] = func(w http.ResponseWriter, r *http.Request) { WriteError(w, r, c.err) }
+					writers["WriteError"] = func(w http.ResponseWriter, r *http.Request) { api.WriteError(w, r, c.err) }
 				}
 				for wn, write := range writers {
 					rec := httptest.NewRecorder()
@@ -114,8 +135,8 @@ func TestAIOFailuresMatchAIOSchemas(t *testing.T) {
 				rec := httptest.NewRecorder()
 				e.fail(rec, aioRequest(rt), rt, "/workspace/x", c.err)
 				var env struct {
-					Success bool      `json:"success"`
-					Data    ErrorData `json:"data"`
+					Success bool          `json:"success"`
+					Data    api.ErrorData `json:"data"`
 				}
 				if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil || rec.Code != c.status || env.Success || env.Data.Code != c.code {
 					t.Fatalf("%s: %d %s, want %d with data.code %s", c.name, rec.Code, rec.Body, c.status, c.code)

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"net/http"
@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/sandbox/proxytools"
 )
@@ -19,7 +20,7 @@ const groupProxy = "proxy"
 // ProxyRoutes mounts AIO's proxy routes at /v1/... and
 // /sandboxes/{id}/v1/... (the daemon calls it once the tools are
 // registered).
-func (s *Server) ProxyRoutes(d *dispatch.Dispatcher) { s.mountAIO(d, groupProxy) }
+func ProxyRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupProxy) }
 
 // proxyBypassRequest is AIO's ProxyBypassRequest (the body of DELETE
 // /v1/proxy/excludes).
@@ -57,10 +58,10 @@ var aioProxyRows = nullData([]aioRoute{
 	jsonRow(groupProxy, http.MethodPost, "/v1/proxy/excludes", proxytools.ToolExcludeAdd, "proxy",
 		"Add a bypass pattern: matching destinations go direct (still only if the allow list permits them)", required("pattern")),
 	plainRow(groupProxy, http.MethodDelete, "/v1/proxy/excludes", proxytools.ToolExcludeRemove, "proxy",
-		"Remove a bypass pattern", reflect.TypeFor[Envelope[proxytools.Removed]](), excludeRemove,
+		"Remove a bypass pattern", reflect.TypeFor[api.Envelope[proxytools.Removed]](), excludeRemove,
 		reqType[proxyBypassRequest](), required("pattern"), doc(func(op *huma.Operation) {
 			op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{
-				Type: "object", Properties: map[string]*huma.Schema{"pattern": strSchema}, Required: []string{"pattern"}}}}}
+				Type: "object", Properties: map[string]*huma.Schema{"pattern": api.StringSchema}, Required: []string{"pattern"}}}}}
 		})),
 	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/diagnose", proxytools.ToolDiagnose, "proxy",
 		"How a URL is routed (mapping, allow list, upstream or direct), checked with a connect", func(r *http.Request, _ struct{}) (proxytools.DiagnoseArgs, error) {
@@ -70,7 +71,7 @@ var aioProxyRows = nullData([]aioRoute{
 			}
 			return proxytools.DiagnoseArgs{Sandbox: chi.URLParam(r, "id"), URL: u}, nil
 		}, same[struct{}, proxytools.DiagnoseResult], doc(func(op *huma.Operation) {
-			op.Parameters = append(op.Parameters, &huma.Param{Name: "url", In: "query", Required: true, Schema: strSchema, Description: "URL to diagnose routing for"})
+			op.Parameters = append(op.Parameters, &huma.Param{Name: "url", In: "query", Required: true, Schema: api.StringSchema, Description: "URL to diagnose routing for"})
 		})),
 	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/health", proxytools.ToolHealth, "proxy",
 		"Whether the sandbox's proxy serves it, its routing agrees with the allow list, and its upstream answers a connect", proxySandbox, same[struct{}, proxytools.HealthResult]),

@@ -1,4 +1,4 @@
-package api
+package aio
 
 import (
 	"net/http"
@@ -8,6 +8,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/coderun"
 	"github.com/sandhold/sandhold/internal/shell"
 	"github.com/sandhold/sandhold/internal/transfer"
@@ -90,7 +91,7 @@ var aioCoreRows = []aioRoute{
 	// shell (AIO): a PTY session that keeps cwd and env.
 	plainRow(groupShell, http.MethodPost, "/v1/shell/exec", shell.ToolShellExec, "shell",
 		"Run a command in a PTY shell session that keeps cwd and env (SSE with Accept: text/event-stream)",
-		reflect.TypeFor[Envelope[shell.Result]](), shellExec, reqType[shell.ShellExecArgs](), doc(func(op *huma.Operation) {
+		reflect.TypeFor[api.Envelope[shell.Result]](), shellExec, reqType[shell.ShellExecArgs](), doc(func(op *huma.Operation) {
 			op.Responses["200"].Content["text/event-stream"] = &huma.MediaType{Schema: &huma.Schema{Type: "string",
 				Description: "with Accept: text/event-stream: output events, then a result event"}}
 		})),
@@ -168,7 +169,7 @@ var aioCoreRows = []aioRoute{
 	jsonRowAs(groupCode, http.MethodPost, "/v1/jupyter/execute", coderun.ToolExecute, "jupyter",
 		"Run python in a session with Jupyter-shaped outputs (AIO)", jupyterExecute, jupyterExecuteAnswer, lateInvalidFails()),
 	plainRow(groupCode, http.MethodGet, "/v1/jupyter/info", coderun.ToolSessions, "jupyter",
-		"Python session service information (AIO)", reflect.TypeFor[Envelope[jupyterInfoData]](), jupyterInfo, lateInvalidFails()),
+		"Python session service information (AIO)", reflect.TypeFor[api.Envelope[jupyterInfoData]](), jupyterInfo, lateInvalidFails()),
 	jsonRowAs(groupCode, http.MethodGet, "/v1/jupyter/sessions", coderun.ToolSessions, "jupyter",
 		"The caller's python sessions in the sandbox (AIO)", func(r *http.Request, _ struct{}) (coderun.SandboxArgs, error) { return pythonSessions(r), nil },
 		jupyterSessions, lateInvalidFails()),
@@ -191,12 +192,12 @@ var aioCoreRows = []aioRoute{
 	// they stream a file), and sandhold's own extract, archive and
 	// resumable artifacts.
 	plainRow(groupTransfer, http.MethodPost, "/v1/file/upload", transfer.ToolUpload, "files",
-		"Upload a file, streamed (AIO); extract=true unpacks an archive", reflect.TypeFor[Envelope[transfer.UploadResult]](), upload,
+		"Upload a file, streamed (AIO); extract=true unpacks an archive", reflect.TypeFor[api.Envelope[transfer.UploadResult]](), upload,
 		streams(), realStatus(), takes("multipart/form-data", "application/octet-stream"), doc(func(op *huma.Operation) {
 			op.Description = "multipart/form-data with the fields path (first) and file, or a raw body with ?path=. The file streams into a temp file beside the target and is renamed into place; beyond the workspace quota: 413 and nothing left."
-			op.Parameters = append(op.Parameters, queryParams("path", "extract", "format")...)
+			op.Parameters = append(op.Parameters, api.QueryParams("path", "extract", "format")...)
 			op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"multipart/form-data": {Schema: &huma.Schema{Type: "object",
-				Properties: map[string]*huma.Schema{"path": strSchema, "file": binarySchema}, Required: []string{"file"}}}}}
+				Properties: map[string]*huma.Schema{"path": api.StringSchema, "file": api.BinarySchema}, Required: []string{"file"}}}}}
 		})),
 	plainRow(groupTransfer, http.MethodGet, "/v1/file/download", transfer.ToolDownload, "files",
 		"Download a file, streamed, with Range (AIO)", nil, download, streams(), realStatus(), doc(downloadDoc)),
@@ -206,12 +207,12 @@ var aioCoreRows = []aioRoute{
 		"Extract a zip, tar, tar.gz or tar.zst inside the sandbox, all or nothing", native(), streams(), maxBody(maxTransferJSON)),
 	plainRow(groupTransfer, http.MethodGet, "/v1/file/archive", transfer.ToolArchive, "files",
 		"Stream a directory out as tar.gz or zip", nil, archiveDir, native(), streams(), doc(func(op *huma.Operation) {
-			op.Parameters = append(op.Parameters, queryParams("path", "format")...)
+			op.Parameters = append(op.Parameters, api.QueryParams("path", "format")...)
 			op.Responses["200"] = &huma.Response{Description: "the archive", Content: map[string]*huma.MediaType{
-				"application/gzip": {Schema: binarySchema}, "application/zip": {Schema: binarySchema}}}
+				"application/gzip": {Schema: api.BinarySchema}, "application/zip": {Schema: api.BinarySchema}}}
 		})),
 	plainRow(groupTransfer, http.MethodPost, "/v1/artifacts", transfer.ToolArtifactCreate, "files",
-		"Start a resumable artifact upload (docs/artifacts.md)", reflect.TypeFor[Envelope[transfer.ArtifactUpload]](), artifactCreate,
+		"Start a resumable artifact upload (docs/artifacts.md)", reflect.TypeFor[api.Envelope[transfer.ArtifactUpload]](), artifactCreate,
 		native(), streams(), maxBody(maxTransferJSON), reqType[transfer.ArtifactCreateArgs](), doc(func(op *huma.Operation) {
 			op.Responses["201"] = op.Responses["200"]
 			op.Responses["201"].Description = "the upload; Location names it"
@@ -224,15 +225,15 @@ var aioCoreRows = []aioRoute{
 	plainRow(groupTransfer, http.MethodGet, "/v1/artifacts/{ref}", transfer.ToolArtifactRead, "files",
 		"An artifact's content (Range), or an upload's state", nil, artifactGet, native(), streams(), doc(func(op *huma.Operation) {
 			refDoc(op)
-			op.Responses["200"] = &huma.Response{Description: "content or state", Content: binaryBody}
-			op.Responses["206"] = &huma.Response{Description: "a range", Content: binaryBody}
+			op.Responses["200"] = &huma.Response{Description: "content or state", Content: api.BinaryBody}
+			op.Responses["206"] = &huma.Response{Description: "a range", Content: api.BinaryBody}
 		})),
 	plainRow(groupTransfer, http.MethodPatch, "/v1/artifacts/{ref}", transfer.ToolArtifactWrite, "files",
-		"Append bytes at Upload-Offset", reflect.TypeFor[Envelope[transfer.ArtifactUpload]](), artifactPatch, native(), streams(),
+		"Append bytes at Upload-Offset", reflect.TypeFor[api.Envelope[transfer.ArtifactUpload]](), artifactPatch, native(), streams(),
 		takes("application/offset+octet-stream", "application/octet-stream"), doc(func(op *huma.Operation) {
 			refDoc(op)
 			op.Parameters = append(op.Parameters, &huma.Param{Name: "Upload-Offset", In: "header", Required: true, Schema: &huma.Schema{Type: "integer"}})
-			op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/offset+octet-stream": {Schema: binarySchema}}}
+			op.RequestBody = &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/offset+octet-stream": {Schema: api.BinarySchema}}}
 			op.Responses["204"] = &huma.Response{Description: "accepted; Upload-Offset is the new offset"}
 			op.Responses["409"] = &huma.Response{Description: "wrong offset; Upload-Offset is the right one"}
 			op.Responses["422"] = &huma.Response{Description: "SHA-256 mismatch; the upload was discarded"}
@@ -264,9 +265,9 @@ func packages(lang string) func(*http.Request, struct{}) (shell.InfoArgs, error)
 }
 
 func downloadDoc(op *huma.Operation) {
-	op.Parameters = append(op.Parameters, queryParams("path", "change_policy")...)
-	op.Responses["200"] = &huma.Response{Description: "the file", Content: binaryBody}
-	op.Responses["206"] = &huma.Response{Description: "a range", Content: binaryBody}
+	op.Parameters = append(op.Parameters, api.QueryParams("path", "change_policy")...)
+	op.Responses["200"] = &huma.Response{Description: "the file", Content: api.BinaryBody}
+	op.Responses["206"] = &huma.Response{Description: "a range", Content: api.BinaryBody}
 	op.Responses["409"] = &huma.Response{Description: "the file changed (change_policy=abort)"}
 }
 
