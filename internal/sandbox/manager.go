@@ -22,7 +22,6 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/outbuf"
-	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -717,48 +716,6 @@ func (m *Manager) expire(now time.Time) {
 	}
 }
 
-// Stats are one sandbox's live figures.
-type Stats struct {
-	ID      string       `json:"id"`
-	State   State        `json:"state"`
-	Cgroup  cgroup.Stats `json:"cgroup"`
-	Network NetCounters  `json:"network" doc:"egress through the proxy (network.mode proxy)"`
-	Disk    DiskUsage    `json:"disk" doc:"the workspace file system (the kernel-enforced quota), as statfs reports it"`
-}
-
-// DiskUsage is the workspace file system's use: bytes in use and its size
-// (the quota). Zero while the sandbox's workspace is not mounted.
-type DiskUsage struct {
-	UsedBytes  int64 `json:"used_bytes"`
-	TotalBytes int64 `json:"total_bytes"`
-}
-
-// Resources returns live cgroup figures for the caller's running sandboxes.
-func (m *Manager) Resources(c Caller) []Stats {
-	var out []Stats
-	for _, s := range m.All() {
-		if !c.Admin && s.rec.Owner != c.KeyID {
-			continue
-		}
-		st := Stats{ID: s.rec.ID, State: s.State(), Network: m.NetStats(s.rec.ID), Disk: s.diskUsage()}
-		if g := s.cgroupGroup(); g != nil {
-			if cs, err := g.Stats(); err == nil {
-				st.Cgroup = cs
-			}
-		}
-		// Processes are reported against the user's budget (the user
-		// group), not the sandbox group's, which includes the init.
-		if u := s.userGroup(); u != nil {
-			if us, err := u.Stats(); err == nil {
-				st.Cgroup.Pids, st.Cgroup.PidsLimit = us.Pids, us.PidsLimit
-			}
-		}
-		out = append(out, st)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
-
 // Layers returns the isolation layers the most recent init reported, or
 // nil if no sandbox has started yet.
 func (m *Manager) Layers() []agent.Layer {
@@ -770,50 +727,4 @@ func (m *Manager) PoolStatus() PoolStatus {
 	st := m.pool.status()
 	st.Spares = m.spares.status()
 	return st
-}
-
-// SelfTest starts one throw-away sandbox, runs a command in it and checks
-// that every isolation layer the init reports is in force. The server runs
-// it before serving, so a host that cannot isolate is found at start, not
-// by the first client. It returns the layers.
-func (m *Manager) SelfTest(ctx context.Context) ([]agent.Layer, error) {
-	s, err := m.cold(ctx, Record{ID: newID(), Spec: Spec{Limits: m.cfg.Default, Network: Network{Mode: NetworkNone}}})
-	if err != nil {
-		return nil, fmt.Errorf("start a test sandbox: %w", err)
-	}
-	defer func() {
-		s.shutdown()
-		m.discard(s)
-	}()
-	// The command checks what the init reports from where sandboxed code
-	// stands: its cgroup namespace and the paths it sees.
-	hostNS, _ := posture.HostCgroupNS()
-	e, err := s.Exec(ctx, ExecRequest{Argv: posture.CgroupNSProbe, Actor: "system"})
-	if err != nil {
-		return nil, fmt.Errorf("run a command in the test sandbox: %w", err)
-	}
-	r := e.Result()
-	if r.Status != StatusCompleted || r.ExitCode == nil || *r.ExitCode != 0 {
-		return nil, fmt.Errorf("test command ended %s (%s)", r.Status, r.Reason)
-	}
-	ns := posture.CheckCgroupNS(hostNS, []string{s.rec.ID}, r.Stdout) // the host path of every group of the sandbox holds its id
-	s.mu.Lock()
-	layers := append(slices.Clone(s.inst.Ready.Layers), agent.Layer{Name: ns.Name, Active: ns.OK, Detail: ns.Detail})
-	s.mu.Unlock()
-	var missing []string
-	for _, l := range layers {
-		if !l.Active {
-			missing = append(missing, l.Name+" ("+l.Detail+")")
-		}
-	}
-	if len(missing) > 0 && !m.cfg.Insecure {
-		return layers, fmt.Errorf("isolation layers not in force: %v", missing)
-	}
-	if m.cfg.Templates != nil {
-		// Reported, not required: a host that cannot build template
-		// roots still serves host sandboxes (a template create then
-		// fails with the reason).
-		layers = append(layers, m.selfTestTemplate(ctx))
-	}
-	return layers, nil
 }

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
-	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // Sandbox is one sandbox.
@@ -667,186 +665,6 @@ func (s *Sandbox) resume() error {
 	return nil
 }
 
-// slot is one execution group, reused from execution to execution. It
-// keeps what the hot path would otherwise re-read or re-open every time.
-type slot struct {
-	g cgroup.Group
-	// attach are the files the init needs to place a process in g,
-	// opened once (they stay private to the server and the init).
-	attach []*os.File
-	// probe answers "is anything left in g?" after every command with one
-	// pread (cgroup.Group.OpenProbe).
-	probe cgroup.Probe
-	// oom is the OOM-kill count of g last seen.
-	oom int64
-	// cpuStart is g's CPU time when its current execution started, or
-	// -1 if it could not be read (the group is reused, its counter
-	// cumulative; see Sandbox.execCPU).
-	cpuStart time.Duration
-	// gen is the sandbox's init generation the slot was made under.
-	gen int
-	// dirty marks a slot whose group was killed or whose last user may
-	// have left something in it: releaseSlot checks it is empty before
-	// it is pooled again.
-	dirty bool
-}
-
-func (sl *slot) close() {
-	closeFiles(sl.attach)
-	if sl.probe != nil {
-		_ = sl.probe.Close()
-	}
-}
-
-// populated reports whether a task is left in the slot's group.
-func (sl *slot) populated() (bool, error) { return sl.probe.Populated() }
-
-// errNotEmpty: a released execution group still holds a live task.
-var errNotEmpty = errors.New("a task is left in the group")
-
-// checkEmpty tells whether the slot's group holds no live task. The probe
-// (pids.current on v1) also counts a killed task until its parent, the
-// init, has reaped it; only when it says populated is the group's task
-// list read, which lists live tasks only.
-func (sl *slot) checkEmpty() error {
-	populated, err := sl.populated()
-	if err == nil && !populated {
-		return nil
-	}
-	procs, err := sl.g.Procs()
-	if err != nil {
-		return err
-	}
-	if len(procs) > 0 {
-		return fmt.Errorf("%w: pids %v", errNotEmpty, procs)
-	}
-	return nil
-}
-
-// acquireSlot returns an empty execution group. It has no memory or CPU
-// limit of its own: the sandbox group's cover it (on v1 it is not even in
-// those hierarchies; see makeGroups).
-func (s *Sandbox) acquireSlot() (*slot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.group == nil {
-		return nil, fault.New(fault.Conflict, "sandbox is not running")
-	}
-	if len(s.running) >= s.m.cfg.MaxExecsPerSandbox {
-		return nil, capFault(ratelimit.Executions, s.m.cfg.MaxExecsPerSandbox, execCapRetry, fmt.Sprintf("at most %d concurrent executions per sandbox", s.m.cfg.MaxExecsPerSandbox))
-	}
-	if n := len(s.freeSlot); n > 0 {
-		sl := s.freeSlot[n-1]
-		s.freeSlot = s.freeSlot[:n-1]
-		return sl, nil
-	}
-	s.slotSeq++
-	return s.makeSlot(s.user, s.slotSeq, s.gen)
-}
-
-// makeSlot makes execution group number seq below user, for init
-// generation gen. It takes no lock.
-func (s *Sandbox) makeSlot(user cgroup.Group, seq int, gen int) (*slot, error) {
-	g, err := user.Sub("x"+strconv.Itoa(seq), cgroup.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	attach, err := s.attachFiles(g)
-	if err != nil {
-		_ = g.Destroy()
-		return nil, fmt.Errorf("open execution cgroup: %w", err)
-	}
-	probe, err := g.OpenProbe()
-	if err != nil {
-		closeFiles(attach)
-		_ = g.Destroy()
-		return nil, fmt.Errorf("open execution cgroup: %w", err)
-	}
-	return &slot{g: g, attach: attach, probe: probe, gen: gen}, nil
-}
-
-// maxIdleSlots caps the execution groups a sandbox keeps ready. One serves
-// commands run one after the other (the common case); a few more serve
-// small bursts. Each idle one is a directory in the pids, cpuacct and
-// freezer hierarchies (≈19 KB of kernel objects on this project's hosts)
-// and four open files, held for as long as the sandbox lives; a
-// command beyond them makes its group (≈1.5 ms of kernel CPU) and drops
-// it at its end (BenchmarkIdleMemory, TestBurstLeavesFewIdleExecutionGroups).
-const maxIdleSlots = 4
-
-// maxFreeSlots is the number of execution groups the sandbox keeps ready:
-// maxIdleSlots, or fewer when the sandbox may not run that many at once.
-func (s *Sandbox) maxFreeSlots() int { return max(min(s.m.cfg.MaxExecsPerSandbox, maxIdleSlots), 1) }
-
-// releaseSlot returns an execution group its user is done with to the
-// sandbox's pool. A slot is pooled only when it is known empty: a clean
-// exit (supervise saw no task left), or, for a dirty one (killed, a
-// spawn that failed, a long-lived process), a fresh check that no task is
-// left. A group that is not empty is destroyed, never handed out: the next
-// command would share its accounting and its kill with what is left.
-// Nothing inside a sandbox can make sub-groups or change the group's
-// limits (cgroupfs is not mounted in a sandbox, and execution groups are
-// never delegated), so empty is clean.
-func (s *Sandbox) releaseSlot(sl *slot) {
-	if sl.dirty {
-		if err := sl.checkEmpty(); err != nil {
-			s.dropSlot(sl, "not empty after its execution", err)
-			return
-		}
-		sl.dirty = false
-	}
-	s.mu.Lock()
-	if s.group == nil || sl.gen != s.gen {
-		// The sandbox's group (and this child) is gone, or was made
-		// again under the same names by a later init.
-		s.mu.Unlock()
-		sl.close()
-		return
-	}
-	if len(s.freeSlot) >= s.maxFreeSlots() {
-		s.mu.Unlock()
-		s.dropSlot(sl, "", nil)
-		return
-	}
-	s.freeSlot = append(s.freeSlot, sl)
-	s.mu.Unlock()
-}
-
-// dropSlot closes a slot's files and destroys its group (kill, rmdir),
-// logging why when it was not simply surplus.
-func (s *Sandbox) dropSlot(sl *slot, why string, err error) {
-	sl.close()
-	s.mu.Lock()
-	stopped := s.group == nil
-	s.mu.Unlock()
-	if stopped {
-		return
-	}
-	s.genMu.RLock() // the check and the destroy, before any next start
-	defer s.genMu.RUnlock()
-	if sl.gen != s.gen {
-		return
-	}
-	slotOpHook()
-	if why != "" {
-		s.m.log.Warn("execution cgroup destroyed instead of reused", "sandbox", s.rec.ID, "group", sl.g.Name(), "why", why, "err", err)
-	}
-	if derr := sl.g.Destroy(); derr != nil {
-		s.m.log.Error("destroy execution cgroup", "sandbox", s.rec.ID, "group", sl.g.Name(), "err", derr)
-	}
-}
-
-// dropSlots closes every idle execution group's files. Callers hold mu.
-func (s *Sandbox) dropSlotsLocked() {
-	for _, sl := range s.freeSlot {
-		sl.close()
-	}
-	for _, sl := range s.kept {
-		sl.close() // their processes died with the init before
-	}
-	s.freeSlot, s.kept = nil, nil
-}
-
 // initLog passes the init's stderr to the server log, line by line.
 type initLog struct {
 	m  *Manager
@@ -857,10 +675,6 @@ func (l *initLog) Write(p []byte) (int, error) {
 	l.m.log.Warn("sandbox init", "id", l.id, "msg", string(p))
 	return len(p), nil
 }
-
-// slotOpHook runs between the generation check and the cgroup operation
-// of killSlot and dropSlot: a test's window into the race genMu closes.
-var slotOpHook = func() {}
 
 // sleepAfterMs is Config.IdleSleep as agent.Setup.SleepAfterMs: 0 the
 // init's default, below 0 never, else whole milliseconds (at least 1).
