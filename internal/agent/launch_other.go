@@ -5,29 +5,9 @@ package agent
 import (
 	"context"
 	"errors"
-	"io"
-	"os"
 
 	"github.com/sandhold/sandhold/internal/agent/proto"
 )
-
-// LaunchSpec says how to start one init.
-type LaunchSpec struct {
-	Exe              string
-	ExeFile          *os.File
-	Args             []string
-	HostUID, HostGID uint32
-	Workspace        *os.File
-	AwaitWorkspace   func() (*os.File, error)
-	RootFiles        func(pid int) ([]*os.File, error)
-	Place            func(pid int) error
-	CgroupDir        *os.File
-	Launcher         *Launcher
-	Setup            proto.Setup
-	Log              io.Writer
-	OnConn           func(*os.File)
-	SleepGate        func(grant func())
-}
 
 // Instance is a running init.
 type Instance struct {
@@ -53,14 +33,6 @@ func (i *Instance) Exited() <-chan struct{} {
 
 // ExitStatus is empty off Linux.
 func (i *Instance) ExitStatus() string { return "" }
-
-// LauncherSpec says how to start the launcher.
-type LauncherSpec struct {
-	Exe     string
-	ExeFile *os.File
-	Args    []string
-	Log     io.Writer
-}
 
 // Launcher is the launcher process; there is none off Linux.
 type Launcher struct{}

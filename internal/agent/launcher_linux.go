@@ -22,16 +22,6 @@ import (
 	"github.com/sandhold/sandhold/internal/agent/launcher"
 )
 
-// LauncherSpec says how to start the launcher: the same program as the
-// inits (LaunchSpec's Exe, ExeFile and Args).
-type LauncherSpec struct {
-	Exe     string
-	ExeFile *os.File
-	Args    []string
-	// Log receives the launcher's stderr; nil discards it.
-	Log io.Writer
-}
-
 // Launcher is the server's side of the launcher process. Launches through
 // it are serialized (the clone is serial in the kernel anyway); the
 // server's setup of each init runs in parallel.

@@ -5,26 +5,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/sandhold/sandhold/internal/audit"
 )
 
-// AuditRecord is one record of the server's audit log.
-type AuditRecord struct {
-	Seq        int64          `json:"seq"`
-	Time       time.Time      `json:"time"`
-	Actor      string         `json:"actor"`
-	Role       string         `json:"role"`
-	ClientAddr string         `json:"client_addr"`
-	Action     string         `json:"action"`
-	Target     string         `json:"target"`
-	Sandbox    string         `json:"sandbox"`
-	Verdict    string         `json:"verdict"`
-	Detail     map[string]any `json:"detail"`
-	PrevHash   string         `json:"prev_hash"`
-	Hash       string         `json:"hash"`
-}
+// AuditRecord is one record of the server's audit log, as the server
+// stores and serves it.
+type AuditRecord = audit.Record
 
 // AuditFilter selects records (GET /v1/audit).
 type AuditFilter struct {
