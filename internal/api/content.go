@@ -142,7 +142,7 @@ const contentAssetPrefix = "/console/assets/"
 // newContent builds the content origin's handler: the same request id,
 // recovery, access log and body cap as the console's origin, then its own
 // Host/Origin rule and authentication (keys, tickets, content sessions;
-// never the console's cookie). The relay routes are added by RelayRoutes.
+// never the console's cookie). The relay routes are added by internal/api/relay.
 func (s *Server) newContent() {
 	paths := chi.NewRouter()
 	paths.NotFound(func(w http.ResponseWriter, r *http.Request) { WriteError(w, r, errNotFound) })
@@ -246,15 +246,15 @@ func (s *Server) contentHostRoute(r *http.Request, t contentTarget) (http.Handle
 	}
 	switch t.kind() {
 	case "cdp":
-		return http.HandlerFunc(s.relays.cdp), "/sandboxes/{id}/cdp/*"
+		return http.HandlerFunc(s.relays.CDP), "/sandboxes/{id}/cdp/*"
 	case "vnc":
 		if r.URL.Path != "/websockify" {
 			return nil, ""
 		}
-		return http.HandlerFunc(s.relays.vnc), "/sandboxes/{id}/vnc/websockify"
+		return http.HandlerFunc(s.relays.VNC), "/sandboxes/{id}/vnc/websockify"
 	}
 	// The preview keeps the whole path (the host is the prefix).
-	return s.relays.preview(true), "/sandboxes/{id}/absproxy/{port}/*"
+	return http.HandlerFunc(s.relays.Preview), "/sandboxes/{id}/absproxy/{port}/*"
 }
 
 // ContentOrigin tells the console where sandbox content lives, as seen by

@@ -468,7 +468,7 @@ func (s *Server) requestShapeMiddleware(next http.Handler) http.Handler {
 func (s *Server) checkContentType(r *http.Request) error {
 	raw := r.Header.Get("Content-Type")
 	if s.rawBody(r) {
-		return nil // relayed as sent (relay.go)
+		return nil // relayed as sent (RelayRoute)
 	}
 	// Routes whose body is not JSON say so in their AIO row (the upload,
 	// artifact chunks); every other route takes JSON only.

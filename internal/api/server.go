@@ -78,23 +78,24 @@ type Server struct {
 	selfAuthPrefixes []string
 	selfAuthPaths    []string
 	// rawBodyPatterns are route patterns whose bodies are relayed as sent,
-	// any media type (relay.go); set before serving, read-only afterwards.
+	// any media type (RelayRoute, selfauth.go); set before serving,
+	// read-only afterwards.
 	rawBodyPatterns []string
 	// session is the web console's cookie sign-in (console_hook.go); nil
 	// without the console. Set before serving.
 	session SessionAuth
 
 	// The sandbox-content origin (content.go), built by New; the relays
-	// are added by RelayRoutes. contentPages, contentAddr and relays are
-	// set before serving.
+	// are added by internal/api/relay (UseHostRelays, RelayRoute).
+	// contentPages, contentAddr and relays are set before serving.
 	contentRoot  http.Handler
 	contentPaths chi.Router
 	contentPages ContentPages
 	contentAddr  string
 	sessions     *contentSessions
-	relays       *Relays
+	relays       HostRelays
 	// relayPatterns are the relay routes' patterns (the console's cookie
-	// never opens them); set by RelayRoutes, read-only afterwards.
+	// never opens them); set by RelayRoute, read-only afterwards.
 	relayPatterns []string
 
 	// disp is the dispatcher the foundation routes call (keys, tickets,

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 
+	"github.com/sandhold/sandhold/internal/api/relay"
 	"github.com/sandhold/sandhold/internal/browser"
 )
 
@@ -18,7 +19,7 @@ func (d *Daemon) startBrowser(_ context.Context) error {
 	// started with the sandbox.
 	d.sandboxes.OnCreate(d.browser.CreateHook())
 	d.register(browser.Tools(d.browser, d.cfg.PreviewPorts))
-	relays := d.api.RelayRoutes(d.dispatch)
+	relays := relay.Routes(d.api, d.dispatch, d.audit, d.log)
 	d.onRevoke(relays.Revoke)
 	if err := browser.Available(); err != nil {
 		d.log.Info("browser unavailable; the DevTools and VNC relays will answer 'unsupported'", "reason", err.Error())

@@ -1,4 +1,4 @@
-package api
+package relay
 
 import (
 	"bytes"
@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/browser"
@@ -81,32 +81,35 @@ const previewSandbox = "sandbox allow-scripts allow-forms allow-popups allow-mod
 
 // Relays serves the relay routes; Revoke is the daemon's revocation hook.
 type Relays struct {
-	s      *Server
+	s      *api.Server
 	d      *dispatch.Dispatcher
+	audit  *audit.Log
+	log    *slog.Logger
 	relays browser.Relays
 }
 
-// RelayRoutes mounts the preview proxy, the DevTools relay and the VNC
-// relay on both origins: the path forms on the console's origin (for API
-// clients with keys and tickets) and on the content listener, and the
-// content hosts (content.go). Call before serving.
-func (s *Server) RelayRoutes(d *dispatch.Dispatcher) *Relays {
-	h := &Relays{s: s, d: d}
-	s.relays = h
-	for _, r := range []chi.Router{s.router, s.contentPaths} {
-		h.mount(r)
+// Routes mounts the preview proxy, the DevTools relay and the VNC relay on
+// both origins: the path forms on the console's origin (for API clients
+// with keys and tickets) and on the content listener, and the content
+// hosts (the server's content origin serves them: api.HostRelays). Their
+// ends are audited in lg. Call before serving.
+func Routes(s *api.Server, d *dispatch.Dispatcher, lg *audit.Log, log *slog.Logger) *Relays {
+	h := &Relays{s: s, d: d, audit: lg, log: log}
+	s.UseHostRelays(h)
+	for _, r := range []chi.Router{s.Router(), s.ContentRouter()} {
+		h.mount(r, r == s.Router())
 	}
-	s.documentReach()
+	document(s.API().OpenAPI())
 	return h
 }
 
-// mount adds the relay routes to r.
-func (h *Relays) mount(r chi.Router) {
+// mount adds the relay routes to r; first (the console's router) also
+// tells the server which patterns are relays.
+func (h *Relays) mount(r chi.Router, first bool) {
 	s := h.s
-	first := r == s.router
 	relay := func(pattern string) {
 		if first {
-			s.relayPatterns = append(s.relayPatterns, pattern)
+			s.RelayRoute(pattern, false)
 		}
 	}
 	for _, prefix := range []string{"", "/sandboxes/{id}"} {
@@ -118,11 +121,10 @@ func (h *Relays) mount(r chi.Router) {
 			}
 			r.Get(prefix+"/"+kind+"/{port}", h.slash)
 			r.Head(prefix+"/"+kind+"/{port}", h.slash)
-			relay(pattern)
-			relay(prefix + "/" + kind + "/{port}")
 			if first {
-				s.rawBodyPatterns = append(s.rawBodyPatterns, pattern)
+				s.RelayRoute(pattern, true)
 			}
+			relay(prefix + "/" + kind + "/{port}")
 		}
 	}
 	r.Get("/sandboxes/{id}/cdp/*", h.cdp)
@@ -132,20 +134,13 @@ func (h *Relays) mount(r chi.Router) {
 	relay("/sandboxes/{id}/vnc/websockify")
 }
 
-// relayPattern reports whether pattern is a relay route: the console's
-// cookie never authenticates one.
-func (s *Server) relayPattern(pattern string) bool {
-	return pattern != "" && slices.Contains(s.relayPatterns, pattern)
-}
-
 // previewMethods are the methods the preview proxy relays.
 var previewMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
 
-// documentReach lists the relay routes in /openapi.json. Their bodies are
+// document lists the relay routes in /openapi.json. Their bodies are
 // whatever the sandbox's server, DevTools or x11vnc speak, so only the
 // route, its parameters and its refusals are described.
-func (s *Server) documentReach() {
-	oa := s.api.OpenAPI()
+func document(oa *huma.OpenAPI) {
 	str := &huma.Schema{Type: "string"}
 	param := func(name, doc string) *huma.Param {
 		return &huma.Param{Name: name, In: "path", Required: true, Schema: str, Description: doc}
@@ -181,7 +176,7 @@ func (s *Server) documentReach() {
 				}
 				oa.AddOperation(&huma.Operation{
 					OperationID: "preview-" + kind + "-" + strings.ToLower(m) + map[bool]string{true: "-in-sandbox"}[prefix != ""],
-					Method:      m, Path: prefix + "/" + kind + "/{port}", Tags: []string{"preview"}, Security: Security,
+					Method:      m, Path: prefix + "/" + kind + "/{port}", Tags: []string{"preview"}, Security: api.Security,
 					Summary: "Preview proxy: HTTP and WebSocket to a server listening in " + where + " (and every path below)",
 					Description: "Relayed through the init to 127.0.0.1:{port} inside the sandbox (its network namespace stays empty), " + strip +
 						". Keys, cookies and the ticket parameter are stripped before the request reaches the sandbox; answers carry a CSP sandbox policy.",
@@ -193,36 +188,35 @@ func (s *Server) documentReach() {
 	id := []*huma.Param{param("id", "sandbox id")}
 	for _, m := range []string{http.MethodGet, http.MethodPut} {
 		oa.AddOperation(&huma.Operation{
-			OperationID: "cdp-" + strings.ToLower(m), Method: m, Path: "/sandboxes/{id}/cdp", Tags: []string{"browser"}, Security: Security,
+			OperationID: "cdp-" + strings.ToLower(m), Method: m, Path: "/sandboxes/{id}/cdp", Tags: []string{"browser"}, Security: api.Security,
 			Summary:     "DevTools (CDP) relay to the sandbox's browser: /json/version, /json/list, … and the /devtools/… WebSocket below this path",
 			Description: "Starts the sandbox's Chromium on first use. Playwright's connectOverCDP takes this URL (with the key header); Puppeteer's connect takes the webSocketDebuggerUrl of /json/version as browserWSEndpoint (with the key header, or ?ticket=). One connection counts once against the browser rate limit; connect and disconnect are audited; HALT and revocation close it.",
 			Parameters:  id, Responses: with("DevTools' JSON, or 101 Switching Protocols"),
 		})
 	}
 	oa.AddOperation(&huma.Operation{
-		OperationID: "vnc-websockify", Method: http.MethodGet, Path: "/sandboxes/{id}/vnc/websockify", Tags: []string{"browser"}, Security: Security,
+		OperationID: "vnc-websockify", Method: http.MethodGet, Path: "/sandboxes/{id}/vnc/websockify", Tags: []string{"browser"}, Security: api.Security,
 		Summary:     "VNC relay (RFB over WebSocket, subprotocol binary) to the sandbox's desktop; the noVNC page at /sandboxes/{id}/vnc/index.html uses it",
 		Description: "Authenticated by a one-time ticket (?ticket=) or the key header; starts a headful browser on a virtual display if none runs; idle sessions close after 10 minutes.",
 		Parameters:  id, Responses: with("101 Switching Protocols"),
 	})
 }
 
-// rawBody reports whether r's route relays its body as sent.
-func (s *Server) rawBody(r *http.Request) bool {
-	return s.RelaysBody(s.routePattern(r))
-}
-
-// RelaysBody reports whether the route pattern relays request bodies as
-// sent, whatever their media type (the preview proxy): no 415 there.
-func (s *Server) RelaysBody(pattern string) bool {
-	return pattern != "" && slices.Contains(s.rawBodyPatterns, pattern)
-}
-
 // Revoke closes every relay key id holds and ends its content sessions.
 func (h *Relays) Revoke(keyID string) {
-	h.s.sessions.endKey(keyID)
+	h.s.EndContentSessions(keyID)
 	h.relays.Revoke(keyID)
 }
+
+// CDP serves a content host 9222-{id}: the DevTools relay (api.HostRelays).
+func (h *Relays) CDP(w http.ResponseWriter, r *http.Request) { h.cdp(w, r) }
+
+// VNC serves a content host's /websockify: the VNC relay.
+func (h *Relays) VNC(w http.ResponseWriter, r *http.Request) { h.vnc(w, r) }
+
+// Preview serves a content host {port}-{id}: the preview with the whole
+// path kept (the host is the prefix).
+func (h *Relays) Preview(w http.ResponseWriter, r *http.Request) { h.preview(true)(w, r) }
 
 // OpenRelays is how many relays are open (tests).
 func (h *Relays) OpenRelays() int { return h.relays.Open() }
@@ -242,7 +236,7 @@ func isWebSocket(r *http.Request) bool {
 
 // open calls a relay tool for the request's caller.
 func open[A any](h *Relays, r *http.Request, tool dispatch.Ref[A, *browser.Relay], args A) (auth.Caller, *browser.Relay, error) {
-	c, err := MustCaller(r.Context())
+	c, err := api.MustCaller(r.Context())
 	if err != nil {
 		return c, nil, err
 	}
@@ -268,7 +262,7 @@ func (h *Relays) preview(abs bool) http.HandlerFunc {
 		ws := isWebSocket(r)
 		c, rel, err := open(h, r, browser.ToolPreview, browser.PreviewArgs{Sandbox: id, Port: port, Method: r.Method, Path: r.URL.Path, WebSocket: ws})
 		if err != nil {
-			WriteError(w, r, err)
+			api.WriteError(w, r, err)
 			return
 		}
 		path := "/" + chi.URLParam(r, "*")
@@ -286,12 +280,12 @@ func (h *Relays) cdp(w http.ResponseWriter, r *http.Request) {
 	rest := chi.URLParam(r, "*")
 	id := chi.URLParam(r, "id")
 	if err := cdpPathAllowed(r, rest); err != nil {
-		WriteError(w, r, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	c, rel, err := open(h, r, browser.ToolCDP, browser.ConnectArgs{Sandbox: id, Path: "/" + rest})
 	if err != nil {
-		WriteError(w, r, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	scheme := "ws"
@@ -299,7 +293,7 @@ func (h *Relays) cdp(w http.ResponseWriter, r *http.Request) {
 		scheme = "wss"
 	}
 	base := r.Host + "/sandboxes/" + url.PathEscape(id) + "/cdp/"
-	if _, ok := contentFrom(r.Context()); ok {
+	if api.OnContentHost(r.Context()) {
 		base = r.Host + "/" // the content host 9222-{id} is the prefix
 	}
 	inside := "127.0.0.1:" + strconv.Itoa(rel.Port)
@@ -373,7 +367,7 @@ const sandboxCSP = "sandbox; default-src 'none'; frame-ancestors 'none'"
 // a content host {port}-{id}.<domain>, which serves nothing but that
 // preview (content.go).
 func previewPolicy(ctx context.Context) string {
-	if _, ok := contentFrom(ctx); ok {
+	if api.OnContentHost(ctx) {
 		return previewSandbox + " allow-same-origin"
 	}
 	return previewSandbox
@@ -404,7 +398,7 @@ func (h *Relays) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, re
 		DisableCompression: true,
 	}
 	rp := &httputil.ReverseProxy{
-		Transport:     replayRelay{tr: tr, log: h.s.log, kind: kind},
+		Transport:     replayRelay{tr: tr, log: h.log, kind: kind},
 		FlushInterval: -1, // server-sent events and streamed answers pass at once
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			out := pr.Out
@@ -442,15 +436,15 @@ func (h *Relays) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, re
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			h.s.log.Warn("relay", "kind", kind, "sandbox", rel.Sandbox, "port", rel.Port, "err", err, "request_id", RequestID(r.Context()))
+			h.log.Warn("relay", "kind", kind, "sandbox", rel.Sandbox, "port", rel.Port, "err", err, "request_id", api.RequestID(r.Context()))
 			var nj *notJSONError
 			switch {
 			case errors.As(err, &nj) && nj.status == http.StatusNotFound:
-				WriteError(w, r, fault.New(fault.NotFound, "DevTools does not serve that path"))
+				api.WriteError(w, r, fault.New(fault.NotFound, "DevTools does not serve that path"))
 			case errors.As(err, &nj):
-				WriteError(w, r, fault.New(fault.Unavailable, "DevTools answered something other than JSON; refused"))
+				api.WriteError(w, r, fault.New(fault.Unavailable, "DevTools answered something other than JSON; refused"))
 			default:
-				WriteError(w, r, fault.New(fault.Unavailable, "the server in the sandbox did not answer"))
+				api.WriteError(w, r, fault.New(fault.Unavailable, "the server in the sandbox did not answer"))
 			}
 		},
 	}
@@ -463,12 +457,12 @@ func (h *Relays) relay(w http.ResponseWriter, r *http.Request, c auth.Caller, re
 // auditEnd records the end of a WebSocket relay.
 func (h *Relays) auditEnd(r *http.Request, c auth.Caller, kind string, rel *browser.Relay, started time.Time) {
 	ctx := context.WithoutCancel(r.Context())
-	if _, err := h.s.audit.Append(ctx, audit.Entry{
+	if _, err := h.audit.Append(ctx, audit.Entry{
 		Actor: c.KeyID, Role: string(c.Role), ClientAddr: c.Addr, Action: kind + ".disconnect",
 		Target: fmt.Sprintf("port %d", rel.Port), Sandbox: sandboxOf(r, rel), Verdict: audit.Allow,
 		Detail: map[string]any{"seconds": int64(time.Since(started).Seconds())},
 	}); err != nil {
-		h.s.log.Error("audit relay end", "kind", kind, "err", err)
+		h.log.Error("audit relay end", "kind", kind, "err", err)
 	}
 }
 
@@ -483,13 +477,13 @@ func sandboxOf(r *http.Request, rel *browser.Relay) string {
 // sandbox's x11vnc, which speaks plain RFB over TCP.
 func (h *Relays) vnc(w http.ResponseWriter, r *http.Request) {
 	if !isWebSocket(r) {
-		WriteError(w, r, fault.New(fault.Invalid, "this route needs a WebSocket upgrade"))
+		api.WriteError(w, r, fault.New(fault.Invalid, "this route needs a WebSocket upgrade"))
 		return
 	}
 	id := chi.URLParam(r, "id")
 	c, rel, err := open(h, r, browser.ToolVNC, browser.ConnectArgs{Sandbox: id})
 	if err != nil {
-		WriteError(w, r, err)
+		api.WriteError(w, r, err)
 		return
 	}
 	defer func() { _ = rel.Close() }()
