@@ -111,3 +111,50 @@ func TestIdleSleepWaitsForCreates(t *testing.T) {
 		t.Fatalf("exec after the sleep: %+v", r)
 	}
 }
+
+// TestQuietSandboxMemoryFalls: after a burst of calls, a sandbox left
+// quiet gives its init's memory back — the idle release, then the sleep in
+// the keeper, granted by the manager's gate — so its cgroup's memory falls
+// and its init holds tens of kB.
+func TestQuietSandboxMemoryFalls(t *testing.T) {
+	testenv.RequireSandboxes(t)
+	cfg := leanConfig(t, buildLeanInit(t))
+	cfg.IdleSleep = time.Second
+	s := create(t, newManager(t, cfg, nil), Spec{})
+	for range 20 {
+		if r := run(t, s, ExecRequest{Argv: []string{"sh", "-c", "ls -R /usr/lib >/dev/null 2>&1; true"}}); r.ExitCode == nil || *r.ExitCode != 0 {
+			t.Fatalf("exec: %+v", r)
+		}
+	}
+	cgroupMemory := func() int64 {
+		st, err := s.cgroupGroup().Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.MemoryBytes
+	}
+	awake := cgroupMemory()
+	s.mu.Lock()
+	pid := s.inst.Pid
+	s.mu.Unlock()
+	initAnon := func() int64 {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "Pss_Anon:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				return kb << 10
+			}
+		}
+		t.Fatal("no Pss_Anon")
+		return 0
+	}
+	t.Logf("after the burst: cgroup %d KB, init Pss_Anon %d KB", awake>>10, initAnon()>>10)
+	// The part of the init's memory its cgroup is charged with goes (what
+	// the init touched before it was placed in the group is the server's
+	// group's: SECURITY.md, SANDBOX_SPARE_INITS).
+	waitFor(t, func() bool { return cgroupMemory() <= awake-256<<10 && initAnon() < 100<<10 })
+	t.Logf("once quiet: cgroup %d KB, init Pss_Anon %d KB (%s)", cgroupMemory()>>10, initAnon()>>10, initComm(s))
+}

@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/agent/initbin"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+)
+
+// BenchmarkCreateMany creates b.N sandboxes one after another and keeps
+// them (the lean init from a sealed memfd through a launcher, the default
+// 5 GB workspace, the idle sleep at its default, spare inits as the
+// server has them), and reports the p50 of each create and of each step
+// of its init's start (steps.go) over the first and the last tenth, and
+// how many inits slept while it created: where a late create's time goes.
+//
+//	go test -run '^$' -bench CreateMany -benchtime 1000x ./internal/sandbox/
+func BenchmarkCreateMany(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	if _, err := e2tool("mkfs.ext4"); err != nil {
+		b.Skip(err)
+	}
+	f, err := initbin.Memfd(buildLeanInit(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	l, err := agent.StartLauncher(agent.LauncherSpec{ExeFile: f})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	cfg := Config{
+		DataDir:  b.TempDir(),
+		Max:      Limits{MemoryBytes: 1 << 30, Pids: 100, CPUTime: 30 * time.Second, CPUMilli: 2000, DiskBytes: 5_000_000_000},
+		Default:  Limits{MemoryBytes: 1 << 30, Pids: 50, CPUTime: 30 * time.Second, DiskBytes: 5_000_000_000},
+		TmpBytes: 64 << 20, InitFile: f, Launcher: l, SpareInits: 2,
+	}
+	cg, err := cgroup.New(fmt.Sprintf("sb%d-bench-many", os.Getpid()))
+	if err != nil {
+		b.Skip(err)
+	}
+	m, err := New(context.Background(), cfg, &memRecords{}, nil, cg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	var mu sync.Mutex
+	var last []step
+	m.onStart = func(st []step) {
+		mu.Lock()
+		last = slices.Clone(st)
+		mu.Unlock()
+	}
+	ctx := context.Background()
+	// The template is built before the measurement.
+	if info, err := m.Create(ctx, owner, Spec{}); err != nil {
+		b.Fatal(err)
+	} else if err := m.Delete(ctx, owner, info.ID); err != nil {
+		b.Fatal(err)
+	}
+	type sample struct {
+		total time.Duration
+		steps []step
+	}
+	var samples []sample
+	var sbs []*Sandbox
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		info, err := m.Create(ctx, owner, Spec{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		mu.Lock()
+		samples = append(samples, sample{d, last})
+		mu.Unlock()
+		s, _ := m.Get(owner, info.ID)
+		sbs = append(sbs, s)
+	}
+	b.StopTimer()
+	asleep := 0
+	for _, s := range sbs {
+		if c := initComm(s); c == "sandhold-keeper" {
+			asleep++
+		}
+	}
+	b.ReportMetric(float64(asleep), "inits-asleep-at-the-end")
+	tenth := max(len(samples)/10, 1)
+	for _, part := range []struct {
+		name string
+		s    []sample
+	}{{"first", samples[:tenth]}, {"last", samples[len(samples)-tenth:]}} {
+		var totals []time.Duration
+		per := map[string][]time.Duration{}
+		for _, x := range part.s {
+			totals = append(totals, x.total)
+			for _, st := range x.steps {
+				per[st.name] = append(per[st.name], st.d)
+			}
+		}
+		b.ReportMetric(p50ms(totals), "ms-p50-create-"+part.name)
+		names := make([]string, 0, len(per))
+		for n := range per {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		var sb strings.Builder
+		for _, n := range names {
+			fmt.Fprintf(&sb, "%s %.2f; ", n, p50ms(per[n]))
+		}
+		b.Logf("%s tenth, p50 ms per step: %s", part.name, sb.String())
+	}
+}
+
+// initComm is the name of the sandbox's init process on the host.
+func initComm(s *Sandbox) string {
+	s.mu.Lock()
+	pid := s.inst.Pid
+	s.mu.Unlock()
+	c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(c))
+}
