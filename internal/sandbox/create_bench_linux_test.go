@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
 // BenchmarkColdCreate is one cold create (no warm pool) and its first
@@ -30,7 +31,7 @@ func BenchmarkColdCreate(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
 	}
-	if _, err := e2tool("mkfs.ext4"); err != nil {
+	if _, err := volume.Tool("mkfs.ext4"); err != nil {
 		b.Skip(err)
 	}
 	f, err := initbin.Memfd(buildLeanInit(b))

@@ -14,6 +14,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
 // BenchmarkCreateMany creates b.N sandboxes one after another and keeps
@@ -28,7 +29,7 @@ func BenchmarkCreateMany(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
 	}
-	if _, err := e2tool("mkfs.ext4"); err != nil {
+	if _, err := volume.Tool("mkfs.ext4"); err != nil {
 		b.Skip(err)
 	}
 	f, err := initbin.Memfd(buildLeanInit(b))

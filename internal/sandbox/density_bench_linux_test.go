@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
 // BenchmarkIdleMemory creates b.N idle sandboxes (lean init from a sealed
@@ -29,7 +30,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
 	}
-	if _, err := e2tool("mkfs.ext4"); err != nil {
+	if _, err := volume.Tool("mkfs.ext4"); err != nil {
 		b.Skip(err)
 	}
 	f, err := initbin.Memfd(buildLeanInit(b))

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +23,7 @@ func ImageBytes(dataDir string) int64 {
 }
 
 func imageBytes(root string) int64 {
-	return entriesBytes(root, imageName, imageName+tmpSuffix, upperImage, upperImage+tmpSuffix, flatImage+tmpSuffix)
+	return entriesBytes(root, volume.ImageName, volume.ImageName+volume.TmpSuffix, upperImage, upperImage+volume.TmpSuffix, flatImage+volume.TmpSuffix)
 }
 
 // entriesBytes sums what the files named names in each entry of root hold

@@ -6,17 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 )
 
@@ -63,10 +59,6 @@ const (
 	upperImage = "upper.img"
 	// flatImage is where a layered sandbox's merged view is copied to.
 	flatImage = "flat.img"
-	// upperDir and workDir are the overlay's directories in upperImage.
-	upperDir, workDir = "upper", "work"
-	// flattenTimeout bounds the copy of a merged view.
-	flattenTimeout = 30 * time.Minute
 )
 
 // errLowerGone: neither the node nor the store holds the snapshot.
@@ -88,26 +80,8 @@ func (m *Manager) lowerPath(snap string) string { return filepath.Join(m.lowersD
 // shares blocks: then a restore clones the snapshot's chunks (XFS with
 // reflinks, btrfs) and forks are not layered.
 func (m *Manager) clonesImages(dir string) bool {
-	m.lowers.probe.Do(func() { m.lowers.clones = sharesBlocks(dir) })
+	m.lowers.probe.Do(func() { m.lowers.clones = volume.SharesBlocks(dir) })
 	return m.lowers.clones
-}
-
-// sharesBlocks clones a block between two unnamed files in dir.
-func sharesBlocks(dir string) bool {
-	a, err := unix.Open(dir, unix.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return false
-	}
-	defer closeFD(a)
-	if _, err := unix.Pwrite(a, make([]byte, 64<<10), 0); err != nil {
-		return false
-	}
-	b, err := unix.Open(dir, unix.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return false
-	}
-	defer closeFD(b)
-	return unix.IoctlFileClone(b, a) == nil
 }
 
 // readLowerRef reads dir's marker.
@@ -127,7 +101,7 @@ func readLowerRef(dir string) (lowerRef, error) {
 // snapshot: its marker is there and no disk.img (a flattened sandbox's
 // image wins, and what its flattening left is removed).
 func layeredOn(dir string) (string, bool, error) {
-	if _, err := os.Lstat(filepath.Join(dir, imageName)); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, volume.ImageName)); err == nil {
 		for _, n := range []string{lowerMarker, upperImage} {
 			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return "", false, fmt.Errorf("remove a flattened layer: %w", err)
@@ -160,15 +134,15 @@ func (s *Sandbox) forkLayer(dir string, root *rootPlan) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	st, err := stageCopy(filepath.Join(dir, lowerMarker), -1, true, func(f *os.File) error {
+	st, err := volume.StageCopy(filepath.Join(dir, lowerMarker), -1, true, func(f *os.File) error {
 		_, err := f.Write(b)
 		return err
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("write %s: %w", lowerMarker, err)
 	}
-	if err := st.commit(); err != nil {
-		st.abort()
+	if err := st.Commit(); err != nil {
+		st.Abort()
 		return "", false, fmt.Errorf("write %s: %w", lowerMarker, err)
 	}
 	return rs.Snapshot, true, nil
@@ -176,7 +150,7 @@ func (s *Sandbox) forkLayer(dir string, root *rootPlan) (string, bool, error) {
 
 // mountLayered mounts a layered sandbox's workspace: its snapshot's lower
 // (restored first if this node has none), its own image (made if new; its
-// finish, if any, returned as for openVolume) and the overlay of them.
+// finish, if any, returned as for volume.Open) and the overlay of them.
 // Callers hold s.mu.
 func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64, uid int, clk *stepClock) (finish func() error, err error) {
 	base, err := s.m.acquireLower(ctx, snap)
@@ -184,7 +158,7 @@ func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64
 		return nil, err
 	}
 	clk.mark("fork_lower")
-	mnt, finish, err := openVolume(filepath.Join(dir, upperImage), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
+	mnt, finish, err := volume.Open(filepath.Join(dir, upperImage), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
 	if err != nil {
 		s.m.releaseLower(snap)
 		return nil, err
@@ -212,12 +186,12 @@ func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64
 func (s *Sandbox) unlayerFresh(dir string, cause error) error {
 	s.m.lowers.off.Store(true)
 	s.m.log.Warn("forks cannot be layered on this host; they get a copy of their snapshot's image", "err", cause)
-	for _, n := range []string{lowerMarker, upperImage, upperImage + tmpSuffix} {
+	for _, n := range []string{lowerMarker, upperImage, upperImage + volume.TmpSuffix} {
 		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", n, err)
 		}
 	}
-	return syncDir(dir)
+	return volume.SyncDir(dir)
 }
 
 // ensureLayeredLocked mounts a layered sandbox's workspace if it is not
@@ -232,7 +206,7 @@ func (s *Sandbox) ensureLayeredLocked(ctx context.Context) (bool, error) {
 	if err != nil || !layered || s.vol != nil {
 		return false, err
 	}
-	finish, err := s.mountLayered(ctx, dir, snap, max(s.diskBytes(), minVolumeBytes), int(hostBase(s.rec.Slot))+sandboxUID, nil)
+	finish, err := s.mountLayered(ctx, dir, snap, max(s.diskBytes(), volume.MinBytes), int(hostBase(s.rec.Slot))+sandboxUID, nil)
 	if err == nil && finish != nil {
 		err = finish()
 	}
@@ -380,7 +354,7 @@ func (m *Manager) openLower(ctx context.Context, snap string) (*os.File, error) 
 	} else if err != nil {
 		return nil, fmt.Errorf("open fork lower: %w", err)
 	}
-	return mountReadOnly(p)
+	return volume.MountReadOnly(p)
 }
 
 // materializeLower restores snapshot snap's image to p, its owners
@@ -418,242 +392,57 @@ func (m *Manager) materializeLower(ctx context.Context, snap, p string) error {
 	if err := st.Restore(ctx, man, work); err != nil {
 		return err
 	}
-	vol, _, err := mountImage(work, true, nil)
+	vol, _, err := volume.Mount(work, true, nil)
 	if err != nil {
 		return err
 	}
-	err = shiftIDs(vol, meta.HostBase, 0)
+	err = volume.ShiftIDs(vol, meta.HostBase, 0)
 	if err == nil {
-		err = syncVolume(vol)
+		err = volume.SyncFS(vol)
 	}
 	_ = vol.Close()
 	if err != nil {
 		return fmt.Errorf("fork lower: %w", err)
 	}
-	if err := waitImageDetached(work); err != nil {
+	if err := volume.WaitDetached(work); err != nil {
 		return err
 	}
 	if err := os.Rename(work, p); err != nil {
 		return fmt.Errorf("fork lower: %w", err)
 	}
 	ok = true
-	return syncDir(filepath.Dir(p))
+	return volume.SyncDir(filepath.Dir(p))
 }
 
-func syncVolume(vol *os.File) error {
-	fd, err := unix.Openat(int(vol.Fd()), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0) //nolint:gosec // G115: a descriptor number
-	if err != nil {
-		return err
-	}
-	defer closeFD(fd)
-	return unix.Syncfs(fd)
-}
-
-// mountReadOnly mounts the ext4 image p read-only (a read-only loop
-// device, autoclear), detached, nosuid and nodev.
-func mountReadOnly(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0) //nolint:gosec // G304: an image in the server's own data dir
-	if err != nil {
-		return nil, fmt.Errorf("open fork lower: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	dev, loop, err := attachLoopFlags(f, unix.LO_FLAGS_AUTOCLEAR|unix.LO_FLAGS_READ_ONLY|unix.LO_FLAGS_DIRECT_IO)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = loop.Close() }()
-	fs, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("fsopen ext4: %w", err)
-	}
-	defer closeFD(fs)
-	for _, st := range []func() error{
-		func() error { return unix.FsconfigSetString(fs, "source", dev) },
-		func() error { return unix.FsconfigSetFlag(fs, "ro") },
-		func() error { return unix.FsconfigSetFlag(fs, "no_prefetch_block_bitmaps") },
-		func() error { return unix.FsconfigCreate(fs) },
-	} {
-		if err := st(); err != nil {
-			return nil, fmt.Errorf("mount fork lower: %w", err)
-		}
-	}
-	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return nil, fmt.Errorf("fsmount fork lower: %w", err)
-	}
-	return os.NewFile(uintptr(mfd), "fork-lower"), nil
-}
-
-// forkOverlay is mountForkOverlay (a test makes it fail).
-var forkOverlay = mountForkOverlay
-
-// mountForkOverlay mounts, detached, the overlay of a clone of the lower
-// mount base (read-only, id-mapped: ids relative to 0 become hostBase's)
-// and upper/ and work/ of the sandbox's own file system vol, made on its
-// first mount (upper/ with the lower root's owner and mode, the overlay
-// root's).
-func mountForkOverlay(base, vol *os.File, hostBase uint32) (*os.File, error) {
-	ns, err := idmapUserns(hostBase)
-	if err != nil {
-		return nil, err
-	}
-	defer closeFD(ns)
-	lower, err := unix.OpenTree(int(base.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH) //nolint:gosec // G115: a descriptor number
-	if err != nil {
-		return nil, fmt.Errorf("clone fork lower: %w", err)
-	}
-	defer closeFD(lower)
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
-		Userns_fd: uint64(ns)} //nolint:gosec // G115: a descriptor number
-	if err := unix.MountSetattr(lower, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return nil, fmt.Errorf("id-map fork lower: %w", err)
-	}
-	var top unix.Stat_t
-	if err := unix.Fstat(lower, &top); err != nil {
-		return nil, fmt.Errorf("fork lower: %w", err)
-	}
-	root := int(vol.Fd()) //nolint:gosec // G115: a descriptor number
-	dirs := make([]int, 0, 2)
-	defer func() {
-		for _, fd := range dirs {
-			closeFD(fd)
-		}
-	}()
-	for _, d := range []struct {
-		name     string
-		uid, gid int
-		mode     uint32
-	}{{upperDir, int(top.Uid), int(top.Gid), top.Mode & 0o7777}, {workDir, 0, 0, 0o700}} {
-		err := unix.Mkdirat(root, d.name, 0o700)
-		made := err == nil
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("fork layer %s: %w", d.name, err)
-		}
-		how := unix.OpenHow{Flags: unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV}
-		fd, err := unix.Openat2(root, d.name, &how)
-		if err != nil {
-			return nil, fmt.Errorf("fork layer %s: %w", d.name, err)
-		}
-		dirs = append(dirs, fd)
-		if made {
-			if err := unix.Fchown(fd, d.uid, d.gid); err != nil {
-				return nil, fmt.Errorf("fork layer %s: %w", d.name, err)
-			}
-			if err := unix.Fchmod(fd, d.mode); err != nil {
-				return nil, fmt.Errorf("fork layer %s: %w", d.name, err)
-			}
-		}
-	}
-	fs, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("fsopen overlay: %w", err)
-	}
-	defer closeFD(fs)
-	if err := overlayLayers(fs, lower, dirs[0], dirs[1]); err != nil {
-		return nil, err
-	}
-	// index: a hard link of the lower stays one file when one of its
-	// names is written (copied up once). redirect_dir: a directory of the
-	// lower renames as rename(2) promises (without it, EXDEV). Both keep
-	// their records in trusted.overlay.* of the upper, which nothing in
-	// the sandbox can write. xino: every file has the overlay's device and
-	// an inode number of its own, lower or upper (ext4's inode numbers
-	// leave the high bits free for the layer).
-	for _, o := range []string{"index", "redirect_dir", "xino"} {
-		if err := unix.FsconfigSetString(fs, o, "on"); err != nil {
-			return nil, fmt.Errorf("fork overlay %s: %w", o, err)
-		}
-	}
-	if err := unix.FsconfigCreate(fs); err != nil {
-		return nil, fmt.Errorf("mount fork overlay: %w", err)
-	}
-	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return nil, fmt.Errorf("fsmount fork overlay: %w", err)
-	}
-	return os.NewFile(uintptr(mfd), "fork-workspace"), nil
-}
-
-// overlayLayers gives the overlay its layers by descriptor (Linux 6.13),
-// else by their /proc/self/fd paths.
-func overlayLayers(fs, lower, upper, work int) error {
-	err := unix.FsconfigSetFd(fs, "lowerdir+", lower)
-	if err == nil {
-		if err = unix.FsconfigSetFd(fs, "upperdir", upper); err == nil {
-			err = unix.FsconfigSetFd(fs, "workdir", work)
-		}
-		if err != nil {
-			return fmt.Errorf("fork overlay layers: %w", err)
-		}
-		return nil
-	}
-	for _, p := range []struct {
-		key string
-		fd  int
-	}{{"lowerdir", lower}, {"upperdir", upper}, {"workdir", work}} {
-		if err := unix.FsconfigSetString(fs, p.key, fmt.Sprintf("/proc/self/fd/%d", p.fd)); err != nil {
-			return fmt.Errorf("fork overlay layers (%s): %w", p.key, err)
-		}
-	}
-	return nil
-}
-
-// idmapUserns returns a user namespace mapping ids 0… to hostBase… (the
-// sandbox's own map), for an id-mapped mount: a child is cloned into it
-// and stopped at its exec (ptrace) before it runs anything, the
-// namespace opened, the child killed.
-func idmapUserns(hostBase uint32) (int, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	cmd := exec.Command("/proc/self/exe") //nolint:gosec // G204: never runs: stopped at its exec and killed
-	cmd.Args = []string{"sandhold-idmap"}
-	cmd.Env = []string{}
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostBase), Size: agent.IDRange}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(hostBase), Size: agent.IDRange}},
-		Ptrace:      true,
-		Pdeathsig:   syscall.SIGKILL,
-	}
-	if err := cmd.Start(); err != nil {
-		return -1, fmt.Errorf("id-map user namespace: %w", err)
-	}
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-	if err != nil {
-		return -1, fmt.Errorf("id-map user namespace: %w", err)
-	}
-	return fd, nil
-}
+// forkOverlay is volume.MountForkOverlay (a test makes it fail).
+var forkOverlay = volume.MountForkOverlay
 
 // flattenLocked copies the layered sandbox's merged view (its overlay)
 // into a new image of the sandbox's size, staged as dst's temporary copy
 // and unmounted when it returns. Callers hold s.mu with the sandbox's
 // processes frozen or gone.
-func (s *Sandbox) flattenLocked(ctx context.Context, dst string) (_ *stagedImage, err error) {
+func (s *Sandbox) flattenLocked(ctx context.Context, dst string) (_ *volume.Staged, err error) {
 	if s.lower == nil {
 		return nil, errors.New("not a layered workspace")
 	}
-	size := max(s.diskBytes(), minVolumeBytes)
-	st, err := makeImage(dst, size, int(hostBase(s.rec.Slot))+sandboxUID, &s.m.wst, s.m.templateDir(), s.m.log, nil)
+	size := max(s.diskBytes(), volume.MinBytes)
+	st, err := volume.Make(dst, size, int(hostBase(s.rec.Slot))+sandboxUID, &s.m.wst, s.m.templateDir(), s.m.log, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			st.abort()
+			st.Abort()
 		}
 	}()
-	mnt, _, err := mountImage(st.tmp, true, nil)
+	mnt, _, err := volume.Mount(st.Tmp(), true, nil)
 	if err != nil {
 		return nil, err
 	}
 	_ = unix.Unlinkat(int(mnt.Fd()), "lost+found", unix.AT_REMOVEDIR) //nolint:gosec // G115: a descriptor number
-	err = copyTree(ctx, s.lower.ws, mnt)
+	err = volume.CopyTree(ctx, s.lower.ws, mnt)
 	if err == nil {
-		err = syncVolume(mnt)
+		err = volume.SyncFS(mnt)
 	}
 	_ = mnt.Close()
 	if err != nil && fault.KindOf(err) == fault.Internal {
@@ -662,34 +451,10 @@ func (s *Sandbox) flattenLocked(ctx context.Context, dst string) (_ *stagedImage
 	if err != nil {
 		return nil, err
 	}
-	if err := waitImageDetached(st.tmp); err != nil {
+	if err := volume.WaitDetached(st.Tmp()); err != nil {
 		return nil, err
 	}
 	return st, nil
-}
-
-// copyTree copies the tree of mount src into mount dst with cp -a (owners,
-// modes, times, hard links, symlinks as links, extended attributes, holes).
-// src is the sandbox's, read while it holds still; cp never follows a
-// symlink of it.
-func copyTree(ctx context.Context, src, dst *os.File) error {
-	cp, err := e2tool("cp")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, flattenTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cp, "-a", "--sparse=always", "/proc/self/fd/3/.", "/proc/self/fd/4/") //nolint:gosec // G204: coreutils' cp from a fixed directory list, fixed arguments
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
-	cmd.ExtraFiles = []*os.File{src, dst}
-	out, err := cmd.CombinedOutput()
-	if err != nil && strings.Contains(string(out), "No space left on device") {
-		return fault.New(fault.Conflict, "the fork's snapshot's files and its own writes do not fit in one image of its disk limit (limits.disk); delete files first")
-	}
-	if err != nil {
-		return fmt.Errorf("cp: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
 }
 
 // unlayer makes a layered sandbox one of its own before it hibernates:
@@ -704,8 +469,8 @@ func (s *Sandbox) unlayer(ctx context.Context) error {
 	}
 	st, err := s.flattenLocked(ctx, s.imagePath())
 	if err == nil {
-		if err = st.commit(); err != nil {
-			st.abort()
+		if err = st.Commit(); err != nil {
+			st.Abort()
 		}
 	}
 	s.mu.Unlock()
@@ -720,12 +485,12 @@ func (s *Sandbox) unlayer(ctx context.Context) error {
 		return fmt.Errorf("remove %s: %w", lowerMarker, err)
 	}
 	upper := filepath.Join(dir, upperImage)
-	if err := waitImageDetached(upper); err != nil {
+	if err := volume.WaitDetached(upper); err != nil {
 		return err
 	}
 	if err := os.Remove(upper); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", upperImage, err)
 	}
 	s.m.collectLowers()
-	return syncDir(dir)
+	return volume.SyncDir(dir)
 }

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
 
@@ -80,7 +81,7 @@ func TestForksShareTheirSnapshotsLower(t *testing.T) {
 			t.Errorf("fork %d sees %q (stderr %q)", i, r.Stdout, r.Stderr)
 		}
 		dir := f.workspaceDir()
-		if _, err := os.Stat(filepath.Join(dir, imageName)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, volume.ImageName)); err == nil {
 			t.Errorf("fork %d has a copy of the snapshot's image", i)
 		}
 		if _, err := os.Stat(filepath.Join(dir, upperImage)); err != nil {
@@ -166,7 +167,7 @@ func TestSnapshotOfAForkIsItsMergedView(t *testing.T) {
 	if _, err := m.DeleteSnapshot(ctx, owner, snap.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(m.cfg.DataDir, "workspaces", fork.ID(), flatImage+tmpSuffix)); err == nil {
+	if _, err := os.Stat(filepath.Join(m.cfg.DataDir, "workspaces", fork.ID(), flatImage+volume.TmpSuffix)); err == nil {
 		t.Error("the snapshot's copy of the merged view is left behind")
 	}
 	again := restore(t, m, second.ID, 1)[0]
@@ -301,7 +302,7 @@ func TestForksCloneWhereBlocksAreShared(t *testing.T) {
 	if r := sh(t, f, "cat d/f"); r.Stdout != "hello\n" {
 		t.Errorf("fork sees %q", r.Stdout)
 	}
-	if _, err := os.Stat(filepath.Join(f.workspaceDir(), imageName)); err != nil {
+	if _, err := os.Stat(filepath.Join(f.workspaceDir(), volume.ImageName)); err != nil {
 		t.Errorf("a fork on XFS has no image of its own: %v", err)
 	}
 	if _, err := os.Stat(m.lowersDir()); err == nil {
@@ -361,7 +362,7 @@ func TestForksCopyWhereLayersCannotMount(t *testing.T) {
 				t.Errorf("fork %d keeps its %s", i, n)
 			}
 		}
-		if _, err := os.Stat(filepath.Join(f.workspaceDir(), imageName)); err != nil {
+		if _, err := os.Stat(filepath.Join(f.workspaceDir(), volume.ImageName)); err != nil {
 			t.Errorf("fork %d has no copy: %v", i, err)
 		}
 	}
@@ -392,7 +393,7 @@ func TestForkSnapshotCountsItsLower(t *testing.T) {
 	}
 }
 
-// TestIdmapUsernsLeavesNoProcess: the child idmapUserns clones into the
+// TestIdmapUsernsLeavesNoProcess: the child volume.IDMapUserns clones into the
 // user namespace is killed and reaped before it returns: no process of it
 // (stopped at its exec, or a zombie) is left among the server's children,
 // and the namespace it returns is a user namespace of its own.
@@ -400,7 +401,7 @@ func TestIdmapUsernsLeavesNoProcess(t *testing.T) {
 	testenv.RequireSandboxes(t)
 	before := childPids(t)
 	for range 3 {
-		fd, err := idmapUserns(hostBase(1))
+		fd, err := volume.IDMapUserns(hostBase(1))
 		if err != nil {
 			t.Skipf("this host cannot make an id-map user namespace (forks copy here): %v", err)
 		}
@@ -408,12 +409,12 @@ func TestIdmapUsernsLeavesNoProcess(t *testing.T) {
 		if err := unix.Fstat(fd, &st); err != nil {
 			t.Fatal(err)
 		}
-		closeFD(fd)
+		_ = unix.Close(fd)
 		if err := unix.Stat("/proc/self/ns/user", &self); err != nil {
 			t.Fatal(err)
 		}
 		if st.Ino == self.Ino {
-			t.Fatal("idmapUserns returned the server's own user namespace")
+			t.Fatal("volume.IDMapUserns returned the server's own user namespace")
 		}
 	}
 	for pid := range childPids(t) {

@@ -23,6 +23,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -155,8 +156,8 @@ type Manager struct {
 	net    netHub    // egress wiring (network.go)
 	obs    observers // metrics hooks (observe.go)
 
-	// wst holds pre-formatted workspace images (wstemplate_linux.go).
-	wst wsTemplates
+	// wst holds pre-formatted workspace images (volume.Templates).
+	wst volume.Templates
 	// lowers are the snapshots' lower layers of forks (forklower.go).
 	lowers forkLowers
 

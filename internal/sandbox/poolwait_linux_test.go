@@ -4,10 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,11 +23,11 @@ func TestCreateDoesNotWaitForThePoolsTemplate(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.WarmPool = 1
 	size := cfg.Default.DiskBytes
-	dir := filepath.Join(cfg.DataDir, templateDirName)
+	dir := filepath.Join(cfg.DataDir, volume.TemplateDirName)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	fifo := filepath.Join(dir, "ext4-"+templateVersion+"-"+strconv.FormatInt(size, 10)+".img")
+	fifo := filepath.Join(dir, volume.TemplateName(size))
 	if err := unix.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -46,13 +46,7 @@ func TestCreateDoesNotWaitForThePoolsTemplate(t *testing.T) {
 	t.Cleanup(release)
 	m := newManager(t, cfg, nil)
 	// The refill has claimed the template once the size has an entry.
-	for {
-		m.wst.mu.Lock()
-		n := len(m.wst.bySize)
-		m.wst.mu.Unlock()
-		if n > 0 {
-			break
-		}
+	for m.wst.Sizes() == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	done := make(chan error, 1)

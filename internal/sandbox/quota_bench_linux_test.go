@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
 func meminfoKB(b *testing.B, field string) int64 {
@@ -37,21 +39,21 @@ func BenchmarkWorkspaceVolume(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
 	}
-	if _, err := e2tool("mkfs.ext4"); err != nil {
+	if _, err := volume.Tool("mkfs.ext4"); err != nil {
 		b.Skip(err)
 	}
 	b.Run("mkfs", func(b *testing.B) { benchVolumes(b, nil, "") })
 	b.Run("template", func(b *testing.B) {
-		tm, dir := &wsTemplates{}, b.TempDir()
+		tm, dir := &volume.Templates{}, b.TempDir()
 		// The first copy builds the template.
-		if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), 5_000_000_000, nil); err != nil {
+		if err := tm.Clone(dir, filepath.Join(b.TempDir(), volume.ImageName), 5_000_000_000, nil); err != nil {
 			b.Fatal(err)
 		}
 		benchVolumes(b, tm, dir)
 	})
 }
 
-func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
+func benchVolumes(b *testing.B, tm *volume.Templates, tmplDir string) {
 	root := b.TempDir()
 	fields := []string{"MemAvailable", "Slab", "Buffers"}
 	before := make([]int64, len(fields))
@@ -65,7 +67,7 @@ func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		v, finish, err := openVolume(filepath.Join(dir, imageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil, nil)
+		v, finish, err := volume.Open(filepath.Join(dir, volume.ImageName), 5_000_000_000, 1<<30+1000, tm, tmplDir, nil, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,7 +90,7 @@ func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
 	}
 	var st = new(int64)
 	for i := range b.N {
-		if fi, err := os.Stat(filepath.Join(root, strconv.Itoa(i), imageName)); err == nil {
+		if fi, err := os.Stat(filepath.Join(root, strconv.Itoa(i), volume.ImageName)); err == nil {
 			if sys, ok := statBlocks(fi); ok {
 				*st += sys
 			}
@@ -100,7 +102,7 @@ func benchVolumes(b *testing.B, tm *wsTemplates, tmplDir string) {
 		_ = v.Close()
 	}
 	for {
-		left, err := loopBackings(root)
+		left, err := volume.LoopBackings(root)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -135,12 +137,12 @@ func BenchmarkWorkspaceVolumeScale(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root")
 	}
-	if _, err := e2tool("mkfs.ext4"); err != nil {
+	if _, err := volume.Tool("mkfs.ext4"); err != nil {
 		b.Skip(err)
 	}
 	const size = 5_000_000_000
-	tm, dir, ws := &wsTemplates{}, b.TempDir(), b.TempDir()
-	if err := tm.clone(dir, filepath.Join(b.TempDir(), imageName), size, nil); err != nil {
+	tm, dir, ws := &volume.Templates{}, b.TempDir(), b.TempDir()
+	if err := tm.Clone(dir, filepath.Join(b.TempDir(), volume.ImageName), size, nil); err != nil {
 		b.Fatal(err)
 	}
 	copies := make([]time.Duration, 0, b.N)
@@ -155,11 +157,11 @@ func BenchmarkWorkspaceVolumeScale(b *testing.B) {
 	for i := range b.N {
 		img := filepath.Join(ws, strconv.Itoa(i)+".img")
 		t0 := time.Now()
-		if err := tm.clone(dir, img, size, nil); err != nil {
+		if err := tm.Clone(dir, img, size, nil); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		v, _, err := mountImage(img, true, nil)
+		v, _, err := volume.Mount(img, true, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,101 +1,28 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
 // The workspace quota (SANDBOX_MAX_DISK, a sandbox's limits.disk) is
 // enforced by the kernel: every sandbox's /workspace is its own ext4 file
-// system, made in a sparse image file of exactly the quota's size inside the
-// sandbox's (root-only) workspace directory on the host, attached to a loop
-// device and mounted DETACHED (fsopen/fsmount): the mount never appears in
-// the host's mount namespace. The server holds the mount's descriptor for the
-// sandbox's life and hands each init start a clone of it (open_tree), which
-// the init attaches at /workspace. No write, by any path — uploads, archive
-// extraction, a shell's `dd` — can exceed the file system's size, and no
-// accounting can be raced: a full disk is ENOSPC from the kernel.
-//
-// Lifetime: the loop device is configured with LO_FLAGS_AUTOCLEAR, so it
-// detaches by itself when the last user of the file system goes away; the
-// server's descriptor and the inits' mount namespaces are the only users, so
-// when the server exits (or crashes) the kernel unmounts and detaches
-// everything — no mount or loop device can outlive the server. The image is
-// mounted once per server run (never once per init start), because two
-// superblocks on one image would corrupt it; at start the manager checks that
-// no loop device from a previous run still holds an image (reapVolumes).
-//
-// The file system has no journal (no jbd2 thread per sandbox; a host crash
-// may leave it unclean, and an unclean image is checked with e2fsck -p
-// before its next mount), no reserved blocks, lazily initialised inode
-// tables that are never zeroed (the image is sparse, so they read as zero),
-// and is mounted nosuid,nodev with online discard, so deleted files give
-// their blocks back to the host, and without the prefetch of every block
-// group's bitmap (memory an idle sandbox would keep).
-
-// Caps and names of the volume with their reasons.
-const (
-	// imageName is the image inside the sandbox's workspace directory.
-	imageName = "disk.img"
-	// minVolumeBytes: ext4 needs some room for its metadata; smaller
-	// quotas are raised to this.
-	minVolumeBytes = 16 << 20
-	// mkfsTimeout bounds mkfs.ext4 and e2fsck on one image.
-	mkfsTimeout = 60 * time.Second
-	// maxLoopScan bounds the loop devices looked at when reaping: far more
-	// than one host's sandboxes.
-	maxLoopScan = 1 << 16
-)
-
-// toolDirs are where Debian keeps e2fsprogs; the server's own PATH is not
-// consulted (and its environment never reaches the tools).
-var toolDirs = [...]string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"}
-
-func e2tool(name string) (string, error) {
-	for _, d := range toolDirs {
-		p := filepath.Join(d, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s not found (install e2fsprogs)", name)
-}
-
-func runTool(ctx context.Context, name string, args ...string) error {
-	p, err := e2tool(name)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, mkfsTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, p, args...) //nolint:gosec // G204: e2fsprogs from a fixed directory list, on the server's own image
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %w: %s", name, err, bytes.TrimSpace(out))
-	}
-	return nil
-}
+// system, made and mounted by package volume (see its documentation).
 
 // workspaceVolume returns a clone of the sandbox's workspace mount for an
 // init to attach, creating and mounting the image on first use in this
 // server run. A new image comes with durable: the step that makes it
 // durable under its name, which the caller runs (beside the init's start)
-// and waits for before the sandbox is used (see openVolume). Callers hold
+// and waits for before the sandbox is used (see volume.Open). Callers hold
 // s.mu.
 //
 // A template sandbox's image holds its workspace and its writable layer
@@ -103,8 +30,8 @@ func runTool(ctx context.Context, name string, args ...string) error {
 // tree only, and the writable layer's at its start (rootFiles).
 func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *stepClock) (ws *os.File, durable func() error, err error) {
 	if s.vol == nil {
-		size := max(s.diskBytes(), minVolumeBytes)
-		img := filepath.Join(dir, imageName)
+		size := max(s.diskBytes(), volume.MinBytes)
+		img := filepath.Join(dir, volume.ImageName)
 		snap, layered, err := s.forkLayer(dir, root)
 		if err != nil {
 			return nil, nil, err
@@ -166,13 +93,13 @@ func (s *Sandbox) imageVolume(img string, size int64, uid int, clk *stepClock) (
 			return nil, err
 		}
 	}
-	mnt, finish, err := openVolume(img, size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
+	mnt, finish, err := volume.Open(img, size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
 	if err != nil {
 		return nil, err
 	}
 	s.vol, durable = mnt, finish
 	if r := s.rec.Restore; r != nil {
-		if err := shiftIDs(s.vol, r.FromBase, hostBase(s.rec.Slot)); err != nil {
+		if err := volume.ShiftIDs(s.vol, r.FromBase, hostBase(s.rec.Slot)); err != nil {
 			_ = s.vol.Close()
 			s.vol = nil
 			return nil, err
@@ -184,8 +111,8 @@ func (s *Sandbox) imageVolume(img string, size int64, uid int, clk *stepClock) (
 	return durable, nil
 }
 
-// templateDir holds the pre-formatted workspace images (wstemplate_linux.go).
-func (m *Manager) templateDir() string { return filepath.Join(m.cfg.DataDir, templateDirName) }
+// templateDir holds the pre-formatted workspace images (volume.Templates).
+func (m *Manager) templateDir() string { return filepath.Join(m.cfg.DataDir, volume.TemplateDirName) }
 
 // diskBytes is the sandbox's quota: its limit, else the server default.
 func (s *Sandbox) diskBytes() int64 {
@@ -239,317 +166,6 @@ func (s *Sandbox) closeVolumeLocked() {
 	}
 }
 
-// openVolume makes the image if it does not exist (a copy of the size's
-// template from tm, kept in tmplDir; formatted with mkfs.ext4 when tm is nil
-// or has no template for it) and mounts it detached.
-//
-// A new image is mounted as soon as it is written, under its temporary name
-// and through a buffered loop device, and finish (non-nil only then) does
-// the rest: fsync the image, rename it into place, fsync the directory,
-// and switch the loop device to direct I/O. Until finish returns, a crash
-// leaves no image under its name (stagedImage), and a caller must not
-// report the workspace as made. Mounting first lets the fsync run beside
-// the init's start; a buffered loop device reads the new file system's
-// metadata from the page cache the copy just filled, where direct I/O would
-// write back and read every block again from the disk (the mount and the
-// first writes took 5–10 ms longer that way).
-func openVolume(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger, clk *stepClock) (mnt *os.File, finish func() error, err error) {
-	var staged *stagedImage
-	_, err = os.Lstat(img)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if staged, err = makeImage(img, size, uid, tm, tmplDir, log, clk); err != nil {
-			return nil, nil, err
-		}
-		defer func() {
-			if err != nil {
-				staged.abort()
-			}
-		}()
-	case err == nil:
-		busy, err := imageAttached(img)
-		if err != nil {
-			return nil, nil, err
-		}
-		if busy {
-			// A previous run's mount is still being torn down; mounting
-			// the image a second time would corrupt it.
-			return nil, nil, fmt.Errorf("workspace image still attached to a loop device")
-		}
-		if clean, err := imageClean(img); err != nil {
-			return nil, nil, err
-		} else if !clean {
-			if err := runTool(context.Background(), "e2fsck", "-p", img); err != nil {
-				// Exit status 1 means "errors corrected".
-				var ee *exec.ExitError
-				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-					return nil, nil, fmt.Errorf("check workspace image: %w", err)
-				}
-			}
-		}
-	default:
-		return nil, nil, fmt.Errorf("open workspace image: %w", err)
-	}
-	if staged == nil {
-		mnt, _, err = mountImage(img, true, clk)
-		return mnt, nil, err
-	}
-	mnt, loop, err := mountImage(staged.tmp, false, clk)
-	if err != nil {
-		return nil, nil, err
-	}
-	{
-		// mkfs makes lost+found; the sandbox's /workspace starts empty.
-		// (Templates have none: this is for images formatted per
-		// sandbox, where it costs a removal and a discard.)
-		_ = unix.Unlinkat(int(mnt.Fd()), "lost+found", unix.AT_REMOVEDIR)
-		clk.mark("workspace_rmdir")
-		// A template's root belongs to root; the copy is the sandbox's.
-		if err := unix.Fchownat(int(mnt.Fd()), "", uid, uid, unix.AT_EMPTY_PATH); err != nil {
-			_ = mnt.Close()
-			_ = loop.Close()
-			return nil, nil, fmt.Errorf("own workspace: %w", err)
-		}
-		clk.mark("workspace_own")
-	}
-	finish = func() error {
-		defer func() { _ = loop.Close() }()
-		if err := staged.commit(); err != nil {
-			staged.abort()
-			return err
-		}
-		// The image is on disk and its pages clean: from now on the
-		// file system's I/O bypasses the host's page cache (see
-		// attachLoop). A host file system that cannot do direct I/O
-		// keeps the buffered device; nothing depends on it.
-		if err := unix.IoctlSetInt(int(loop.Fd()), unix.LOOP_SET_DIRECT_IO, 1); err != nil && log != nil {
-			log.Debug("workspace loop device stays buffered", "err", err)
-		}
-		return nil
-	}
-	return mnt, finish, nil
-}
-
-// makeImage writes a new image for img: a copy of the template, else a
-// fresh mkfs.ext4, complete under its temporary name; committing it makes
-// it durable under img.
-func makeImage(img string, size int64, uid int, tm *wsTemplates, tmplDir string, log *slog.Logger, clk *stepClock) (*stagedImage, error) {
-	if tm != nil {
-		st, err := tm.stage(tmplDir, img, size, clk)
-		if err == nil {
-			return st, nil
-		}
-		if !errors.Is(err, errNoTemplate) && !errors.Is(err, errTemplateBusy) && log != nil {
-			log.Warn("workspace template unusable; formatting the image instead", "err", err)
-		}
-	}
-	st, err := stageCopy(img, size, true, func(f *os.File) error {
-		return runTool(context.Background(), "mkfs.ext4", mkfsArgs(f.Name(), uid, false)...)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("format workspace image: %w", err)
-	}
-	clk.mark("image_copy")
-	return st, nil
-}
-
-// imageClean reads the ext4 superblock's state: bit 0 of s_state (at byte
-// 1024+58) is set when the file system was unmounted cleanly.
-func imageClean(img string) (bool, error) {
-	f, err := os.Open(img) //nolint:gosec // G304: the image in the server's own data dir
-	if err != nil {
-		return false, fmt.Errorf("open workspace image: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	var b [2]byte
-	if _, err := f.ReadAt(b[:], 1024+58); err != nil {
-		return false, fmt.Errorf("read workspace image superblock: %w", err)
-	}
-	return binary.LittleEndian.Uint16(b[:])&1 == 1, nil
-}
-
-// mountImage attaches img to a free loop device (autoclear; direct I/O or
-// buffered) and mounts it detached, nosuid and nodev. With direct it closes
-// the loop device's descriptor; otherwise it returns it, for the caller to
-// switch the device to direct I/O later and close it.
-func mountImage(img string, direct bool, clk *stepClock) (mnt, loopDev *os.File, err error) {
-	f, err := os.OpenFile(img, os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0) //nolint:gosec // G304: the image in the server's own data dir
-	if err != nil {
-		return nil, nil, fmt.Errorf("open workspace image: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	dev, loop, err := attachLoop(f, direct)
-	if err != nil {
-		return nil, nil, err
-	}
-	// The loop descriptor is closed once the file system holds the device
-	// (and, when buffered, the caller is done with it); autoclear then
-	// detaches it when the file system goes.
-	defer func() {
-		if direct || err != nil {
-			_ = loop.Close()
-		} else {
-			loopDev = loop
-		}
-	}()
-	clk.mark("loop_attach")
-	fs, err := unix.Fsopen("ext4", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return nil, nil, fmt.Errorf("fsopen ext4: %w", err)
-	}
-	defer closeFD(fs)
-	steps := []struct {
-		what string
-		err  func() error
-	}{
-		{"source", func() error { return unix.FsconfigSetString(fs, "source", dev) }},
-		// The sparse image's inode tables read as zero already.
-		{"noinit_itable", func() error { return unix.FsconfigSetFlag(fs, "noinit_itable") }},
-		// No read of every block group's bitmap after the mount: ext4
-		// would otherwise prefetch them all (38 for 5 GB) and keep them
-		// cached for the mount's life, ≈150 KB per idle sandbox. A
-		// group's bitmap is read when something is first allocated in it.
-		{"no_prefetch_block_bitmaps", func() error { return unix.FsconfigSetFlag(fs, "no_prefetch_block_bitmaps") }},
-		// Freed blocks are punched out of the image.
-		{"discard", func() error { return unix.FsconfigSetFlag(fs, "discard") }},
-		// Errors make the file system read-only rather than panic the host.
-		{"errors", func() error { return unix.FsconfigSetString(fs, "errors", "remount-ro") }},
-		{"create", func() error { return unix.FsconfigCreate(fs) }},
-	}
-	for _, st := range steps {
-		if err := st.err(); err != nil {
-			return nil, nil, fmt.Errorf("mount workspace (%s): %w", st.what, err)
-		}
-	}
-	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return nil, nil, fmt.Errorf("fsmount workspace: %w", err)
-	}
-	clk.mark("mount")
-	return os.NewFile(uintptr(mfd), "workspace-volume"), nil, nil
-}
-
-// attachLoop binds f to a free loop device in one LOOP_CONFIGURE (no window
-// in which the device is bound without autoclear).
-func attachLoop(f *os.File, direct bool) (string, *os.File, error) {
-	flags := uint32(unix.LO_FLAGS_AUTOCLEAR)
-	if direct {
-		flags |= unix.LO_FLAGS_DIRECT_IO
-	}
-	return attachLoopFlags(f, flags)
-}
-
-// attachLoopFlags is attachLoop with the device's flags (autoclear, direct
-// I/O, read-only) given.
-func attachLoopFlags(f *os.File, flags uint32) (string, *os.File, error) {
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", nil, fmt.Errorf("open loop control: %w", err)
-	}
-	defer func() { _ = ctl.Close() }()
-	// Another process may take the free device between GET_FREE and
-	// CONFIGURE (EBUSY). GET_FREE names the lowest free device to every
-	// caller at once, so each round settles at least one of the racers:
-	// the tries must outnumber the starts at once (creates beside the warm
-	// pool's refill; 12 creates at once on a 2-CPU host ran out of 8 tries
-	// and answered 500).
-	const maxLoopTries = 64
-	var lastErr error
-	for range maxLoopTries {
-		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return "", nil, fmt.Errorf("find a free loop device: %w", err)
-		}
-		dev := "/dev/loop" + strconv.Itoa(n)
-		lf, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0) //nolint:gosec // G304: /dev/loopN named by LOOP_CTL_GET_FREE
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		cfg := unix.LoopConfig{Fd: uint32(f.Fd())} //nolint:gosec // G115: a descriptor number fits 32 bits
-		// Direct I/O: the image's pages are cached once (by the
-		// workspace file system), not a second time as the backing
-		// file's; the kernel falls back to buffered I/O where the host
-		// file system cannot.
-		cfg.Info.Flags = flags
-		// The device's blocks are no larger than the file system's: left
-		// to itself, direct I/O on a file whose blocks are shared (an
-		// image cloned on XFS, as a restore or a template copy makes it)
-		// takes the 4 KiB alignment the host asks for, and ext4 with 1 KiB
-		// blocks (mkfs's choice below 512 MB) refuses to mount ("bad
-		// block size 1024"). Where the host cannot do direct I/O in the
-		// image's blocks the kernel keeps the device buffered.
-		cfg.Size = imageBlockSize(f) // struct loop_config.block_size
-		copy(cfg.Info.File_name[:], "sandhold-workspace")
-		if err := unix.IoctlLoopConfigure(int(lf.Fd()), &cfg); err != nil {
-			_ = lf.Close()
-			lastErr = err
-			if errors.Is(err, unix.EBUSY) {
-				continue
-			}
-			return "", nil, fmt.Errorf("configure %s: %w", dev, err)
-		}
-		return dev, lf, nil
-	}
-	return "", nil, fmt.Errorf("attach workspace image to a loop device: %w", lastErr)
-}
-
-// imageBlockSize is the block size of the ext4 file system in f, or 0
-// (the kernel's choice) when f holds none it can read.
-func imageBlockSize(f *os.File) uint32 {
-	var b [superSize]byte
-	if _, err := f.ReadAt(b[:], superOff); err != nil {
-		return 0
-	}
-	le := binary.LittleEndian
-	if le.Uint16(b[sbMagic:]) != ext4Magic {
-		return 0
-	}
-	if lb := le.Uint32(b[sbLogBlockSize:]); lb <= 2 { // 1, 2 or 4 KiB: what a loop device takes
-		return 1024 << lb
-	}
-	return 0
-}
-
-// loopBackings lists the loop devices whose backing file lies below root.
-func loopBackings(root string) (map[string]string, error) {
-	entries, err := os.ReadDir("/sys/block")
-	if err != nil {
-		return nil, fmt.Errorf("list block devices: %w", err)
-	}
-	out := make(map[string]string)
-	for i, e := range entries {
-		if i >= maxLoopScan {
-			break
-		}
-		if !strings.HasPrefix(e.Name(), "loop") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/sys/block", e.Name(), "loop", "backing_file"))
-		if err != nil {
-			continue // not bound
-		}
-		p := strings.TrimSuffix(string(b), "\n")
-		if strings.HasPrefix(p, root+string(filepath.Separator)) {
-			out["/dev/"+e.Name()] = p
-		}
-	}
-	return out, nil
-}
-
-func imageAttached(img string) (bool, error) {
-	m, err := loopBackings(filepath.Dir(img))
-	if err != nil {
-		return false, err
-	}
-	for _, p := range m {
-		if p == img || p == img+" (deleted)" {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // reapVolumes handles loop devices a previous run of this server left bound
 // to its images (it can only happen while that run's last users are being
 // torn down, since every device is autoclear): each is asked to detach
@@ -557,7 +173,7 @@ func imageAttached(img string) (bool, error) {
 // goes), and the manager waits briefly for them to go.
 func (m *Manager) reapVolumes() {
 	root := m.workspaceRoot()
-	left, err := loopBackings(root)
+	left, err := volume.LoopBackings(root)
 	if err != nil || len(left) == 0 {
 		return
 	}
@@ -571,7 +187,7 @@ func (m *Manager) reapVolumes() {
 	// the kernel and bounded for the server's start.
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		if left, err = loopBackings(root); err != nil || len(left) == 0 {
+		if left, err = volume.LoopBackings(root); err != nil || len(left) == 0 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -582,6 +198,3 @@ func (m *Manager) reapVolumes() {
 		m.log.Info("detached workspace images left by a previous run")
 	}
 }
-
-// closeFD closes a descriptor used for one operation; see agent's closeFD.
-func closeFD(fd int) { _ = unix.Close(fd) }

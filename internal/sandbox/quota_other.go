@@ -25,7 +25,4 @@ func (s *Sandbox) releaseVolume() {}
 // diskUsage is zero: there is no workspace volume off Linux.
 func (s *Sandbox) diskUsage() DiskUsage { return DiskUsage{} }
 
-// wsTemplates holds pre-formatted workspace images on Linux.
-type wsTemplates struct{}
-
 func (m *Manager) reapVolumes() {}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -484,7 +485,7 @@ func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, err
 	if err != nil {
 		return Info{}, fault.New(fault.Conflict, "the sandbox has no workspace image yet")
 	}
-	if err := waitImageDetached(img); err != nil {
+	if err := volume.WaitDetached(img); err != nil {
 		// Stopped, its workspace whole: the next use starts it.
 		return Info{}, err
 	}

@@ -16,11 +16,3 @@ func (s *Sandbox) capture(context.Context, func(*os.File, int64) error) error {
 
 // imagePath: no image outside Linux.
 func (s *Sandbox) imagePath() string { return "" }
-
-// waitImageDetached needs Linux.
-func waitImageDetached(string) error { return fault.New(fault.Unsupported, "snapshots need Linux") }
-
-// shiftIDs needs Linux.
-func shiftIDs(*os.File, uint32, uint32) error {
-	return fault.New(fault.Unsupported, "snapshots need Linux")
-}

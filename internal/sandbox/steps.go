@@ -50,3 +50,6 @@ func (c *stepClock) attrs() []any {
 	}
 	return out
 }
+
+// Mark is mark, for package volume's steps (volume.Clock).
+func (c *stepClock) Mark(name string) { c.mark(name) }

@@ -1,4 +1,4 @@
-package sandbox
+package volume
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 // SEEK_HOLE with copy_file_range, or one FICLONE where the host file system
 // shares extents) gives the same file system in a fraction of that.
 //
-// Templates live in the data dir (templateDirName), one per quota size, made
+// Templates live in the data dir (TemplateDirName), one per quota size, made
 // with mkfs.ext4 the first time a size is needed and kept for later runs.
 // Each one has a SHA-256 digest beside it over its non-zero 4 KiB blocks
 // (holes and zeros read alike, so the digest does not depend on how the host
@@ -49,13 +49,13 @@ import (
 // a half-written copy is never found under the image's name. A sandbox's
 // start mounts the copy under its temporary name and makes it durable
 // (fsync, rename, directory fsync) while the init starts, and answers only
-// once that is done (stagedImage, Sandbox.startLocked).
+// once that is done (Staged, Sandbox.startLocked).
 
 // Caps and names of the templates with their reasons.
 const (
-	// templateDirName is the templates' directory in the data dir (not in
+	// TemplateDirName is the templates' directory in the data dir (not in
 	// the workspaces directory, whose entries are sandboxes).
-	templateDirName = "workspace-templates"
+	TemplateDirName = "workspace-templates"
 	// templateVersion names the mkfs options below; changing them makes
 	// new templates rather than reusing old ones.
 	templateVersion = "v2"
@@ -73,23 +73,23 @@ const (
 	// maxTemplateData bounds the bytes read from a template's data
 	// extents: its metadata is well under 1% of its size.
 	maxTemplateData = 256 << 20
-	// tmpSuffix marks a copy not yet complete.
-	tmpSuffix = ".tmp"
+	// TmpSuffix marks a copy not yet complete.
+	TmpSuffix = ".tmp"
 )
 
-// errNoTemplate says a size gets no template (the cap is reached); the
+// ErrNoTemplate says a size gets no template (the cap is reached); the
 // caller formats the image itself.
-var errNoTemplate = errors.New("no workspace template for this size")
+var ErrNoTemplate = errors.New("no workspace template for this size")
 
-// errTemplateBusy says another start is verifying or building the size's
+// ErrTemplateBusy says another start is verifying or building the size's
 // template; the caller formats the image itself rather than wait. A
 // template's first build (mkfs.ext4, fsync) is the warm pool's first step
 // and, on a loaded disk, took long enough that a create waiting for it ran
 // out of its init's setup deadline.
-var errTemplateBusy = errors.New("workspace template being verified or built")
+var ErrTemplateBusy = errors.New("workspace template being verified or built")
 
-// wsTemplates is the server's set of templates; its zero value is ready.
-type wsTemplates struct {
+// Templates is the server's set of templates; its zero value is ready.
+type Templates struct {
 	// mu guards bySize; each template has its own lock.
 	mu     sync.Mutex
 	bySize map[int64]*wsTemplate
@@ -106,7 +106,7 @@ type wsTemplate struct {
 	mu sync.Mutex
 	v  *verifiedTemplate
 	// busy is set while one caller verifies or (re)builds the template;
-	// the others do not wait for it (errTemplateBusy).
+	// the others do not wait for it (ErrTemplateBusy).
 	busy bool
 }
 
@@ -141,44 +141,44 @@ func statID(f *os.File) (fileID, error) {
 	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}, nil
 }
 
-// clone makes the image img (which must not exist) of the given size, a
+// Clone makes the image img (which must not exist) of the given size, a
 // copy of the size's template in dir (built first if needed), with a fresh
-// UUID. It returns errNoTemplate when the size gets no template.
-func (t *wsTemplates) clone(dir, img string, size int64, clk *stepClock) error {
+// UUID. It returns ErrNoTemplate when the size gets no template.
+func (t *Templates) Clone(dir, img string, size int64, clk Clock) error {
 	st, err := t.stage(dir, img, size, clk)
 	if err != nil {
 		return err
 	}
-	if err := st.commit(); err != nil {
-		st.abort()
+	if err := st.Commit(); err != nil {
+		st.Abort()
 		return err
 	}
-	clk.mark("image_sync")
+	mark(clk, "image_sync")
 	return nil
 }
 
 // stage is clone without the last step: the copy is complete under its
-// temporary name, not yet durable nor under img (stagedImage).
-func (t *wsTemplates) stage(dir, img string, size int64, clk *stepClock) (*stagedImage, error) {
+// temporary name, not yet durable nor under img (Staged).
+func (t *Templates) stage(dir, img string, size int64, clk Clock) (*Staged, error) {
 	src, v, err := t.open(dir, size)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = src.Close() }()
-	clk.mark("template_open")
-	st, err := stageCopy(img, size, true, func(dst *os.File) error { return copyTemplate(dst, src, v) })
+	mark(clk, "template_open")
+	st, err := StageCopy(img, size, true, func(dst *os.File) error { return copyTemplate(dst, src, v) })
 	if err != nil {
 		return nil, err
 	}
-	clk.mark("image_copy")
+	mark(clk, "image_copy")
 	t.clones.Add(1)
 	return st, nil
 }
 
 // open returns the size's template file, verified (rebuilt if missing or
 // corrupt), and its layout. It never waits for another caller's
-// verification or build: it answers errTemplateBusy instead.
-func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate, error) {
+// verification or build: it answers ErrTemplateBusy instead.
+func (t *Templates) open(dir string, size int64) (*os.File, *verifiedTemplate, error) {
 	t.mu.Lock()
 	if t.bySize == nil {
 		t.bySize = make(map[int64]*wsTemplate)
@@ -188,7 +188,7 @@ func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate,
 	if tp == nil {
 		if len(t.bySize) >= maxTemplates {
 			t.mu.Unlock()
-			return nil, nil, errNoTemplate
+			return nil, nil, ErrNoTemplate
 		}
 		// The first caller for a size claims it as it makes the entry.
 		tp = &wsTemplate{busy: true}
@@ -197,7 +197,7 @@ func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate,
 	}
 	t.mu.Unlock()
 
-	path := filepath.Join(dir, "ext4-"+templateVersion+"-"+strconv.FormatInt(size, 10)+".img")
+	path := filepath.Join(dir, TemplateName(size))
 	if !claimed {
 		tp.mu.Lock()
 		v, busy := tp.v, tp.busy
@@ -207,7 +207,7 @@ func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate,
 		tp.mu.Unlock()
 		switch {
 		case busy:
-			return nil, nil, errTemplateBusy
+			return nil, nil, ErrTemplateBusy
 		case v != nil:
 			f, err := openTemplate(path)
 			if err == nil {
@@ -221,7 +221,7 @@ func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate,
 			tp.mu.Lock()
 			if tp.busy {
 				tp.mu.Unlock()
-				return nil, nil, errTemplateBusy
+				return nil, nil, ErrTemplateBusy
 			}
 			tp.busy = true
 			tp.mu.Unlock()
@@ -236,7 +236,7 @@ func (t *wsTemplates) open(dir string, size int64) (*os.File, *verifiedTemplate,
 
 // verifyOrBuild checks the template file at path, (re)building it when it
 // is missing or corrupt. The caller has claimed the size (wsTemplate.busy).
-func (t *wsTemplates) verifyOrBuild(dir, path string, size int64) (*os.File, *verifiedTemplate, error) {
+func (t *Templates) verifyOrBuild(dir, path string, size int64) (*os.File, *verifiedTemplate, error) {
 	f, err := openTemplate(path)
 	if err == nil {
 		// First use in this run, or the file changed: check it.
@@ -273,7 +273,7 @@ func openTemplate(path string) (*os.File, error) {
 
 // build formats a new template for size and puts it (and its digest) in
 // place atomically.
-func (t *wsTemplates) build(dir, path string, size int64) error {
+func (t *Templates) build(dir, path string, size int64) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create workspace template dir: %w", err)
 	}
@@ -281,19 +281,19 @@ func (t *wsTemplates) build(dir, path string, size int64) error {
 	if n, err := countTemplates(dir, filepath.Base(path)); err != nil {
 		return err
 	} else if n >= maxTemplates {
-		return errNoTemplate
+		return ErrNoTemplate
 	}
 	err := writeCopy(path, size, false, nil, func(f *os.File) error {
 		// mkfs and debugfs write through their own descriptors; the
 		// copy's is only used to fsync the result.
-		if err := runTool(context.Background(), "mkfs.ext4", mkfsArgs(f.Name(), 0, true)...); err != nil {
+		if err := Run(context.Background(), "mkfs.ext4", mkfsArgs(f.Name(), 0, true)...); err != nil {
 			return err
 		}
 		// A workspace starts empty: lost+found goes here, once, rather
 		// than from every copy after its mount (a directory removal
 		// and a discard per sandbox, 1-8 ms of a cold create). e2fsck
 		// makes it again if it ever needs it.
-		return runTool(context.Background(), "debugfs", "-w", "-R", "rmdir lost+found", f.Name())
+		return Run(context.Background(), "debugfs", "-w", "-R", "rmdir lost+found", f.Name())
 	})
 	if err != nil {
 		return fmt.Errorf("build workspace template: %w", err)
@@ -354,35 +354,42 @@ func mkfsArgs(img string, uid int, template bool) []string {
 // and renamed into place and its directory fsynced. An existing path is
 // replaced, or with noReplace an error (RENAME_NOREPLACE: a workspace image
 // is never overwritten).
-func writeCopy(path string, size int64, noReplace bool, clk *stepClock, fill func(*os.File) error) error {
-	st, err := stageCopy(path, size, noReplace, fill)
+func writeCopy(path string, size int64, noReplace bool, clk Clock, fill func(*os.File) error) error {
+	st, err := StageCopy(path, size, noReplace, fill)
 	if err != nil {
 		return err
 	}
-	clk.mark("image_copy")
-	if err := st.commit(); err != nil {
-		st.abort()
+	mark(clk, "image_copy")
+	if err := st.Commit(); err != nil {
+		st.Abort()
 		return err
 	}
-	clk.mark("image_sync")
+	mark(clk, "image_sync")
 	return nil
 }
 
-// stagedImage is a file written in full under its temporary name (tmp)
+// Staged is a file written in full under its temporary name (tmp)
 // and not yet made durable: commit fsyncs it, renames it to path and
 // fsyncs the directory; abort removes it. Until commit returns, nothing
 // is found under path, so a crash in between leaves no file there (the
 // next write removes the stale temporary copy, and a new sandbox's whole
 // directory goes at the next start: Manager.reapWorkspaces).
-type stagedImage struct {
+type Staged struct {
 	tmp, path string
 	noReplace bool
 	f         *os.File
 }
 
-// stageCopy writes path's content under its temporary name (see writeCopy).
-func stageCopy(path string, size int64, noReplace bool, fill func(*os.File) error) (_ *stagedImage, err error) {
-	tmp := path + tmpSuffix
+// Tmp is the staged copy's temporary name.
+func (st *Staged) Tmp() string { return st.tmp }
+
+// File is the staged copy, open for reading and writing until Commit or
+// Abort.
+func (st *Staged) File() *os.File { return st.f }
+
+// StageCopy writes path's content under its temporary name (see writeCopy).
+func StageCopy(path string, size int64, noReplace bool, fill func(*os.File) error) (_ *Staged, err error) {
+	tmp := path + TmpSuffix
 	// A copy left by a server that died mid-write is never used.
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale copy: %w", err)
@@ -391,10 +398,10 @@ func stageCopy(path string, size int64, noReplace bool, fill func(*os.File) erro
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", filepath.Base(tmp), err)
 	}
-	st := &stagedImage{tmp: tmp, path: path, noReplace: noReplace, f: f}
+	st := &Staged{tmp: tmp, path: path, noReplace: noReplace, f: f}
 	defer func() {
 		if err != nil {
-			st.abort()
+			st.Abort()
 		}
 	}()
 	if size >= 0 {
@@ -409,7 +416,7 @@ func stageCopy(path string, size int64, noReplace bool, fill func(*os.File) erro
 }
 
 // commit makes the staged file durable under its name.
-func (st *stagedImage) commit() error {
+func (st *Staged) Commit() error {
 	if err := st.f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", filepath.Base(st.tmp), err)
 	}
@@ -425,12 +432,12 @@ func (st *stagedImage) commit() error {
 	if err := unix.Renameat2(unix.AT_FDCWD, st.tmp, unix.AT_FDCWD, st.path, flags); err != nil {
 		return fmt.Errorf("rename %s into place: %w", filepath.Base(st.tmp), err)
 	}
-	return syncDir(filepath.Dir(st.path))
+	return SyncDir(filepath.Dir(st.path))
 }
 
 // abort drops a staged file that will not be committed (after a failed
 // commit too: the temporary name is gone once the rename succeeded).
-func (st *stagedImage) abort() {
+func (st *Staged) Abort() {
 	if st.f != nil {
 		_ = st.f.Close()
 		st.f = nil
@@ -438,7 +445,7 @@ func (st *stagedImage) abort() {
 	_ = os.Remove(st.tmp)
 }
 
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir) //nolint:gosec // G304: a directory in the server's own data dir
 	if err != nil {
 		return fmt.Errorf("open %s: %w", filepath.Base(dir), err)
@@ -707,4 +714,20 @@ func backupGroups(p *[superSize]byte, groups int64) []int64 {
 		}
 	}
 	return gs
+}
+
+// TemplateName is the file name of the template of one size in the
+// templates' directory.
+func TemplateName(size int64) string {
+	return "ext4-" + templateVersion + "-" + strconv.FormatInt(size, 10) + ".img"
+}
+
+// Copies counts the images copied from a template (tests read it).
+func (t *Templates) Copies() int64 { return t.clones.Load() }
+
+// Sizes counts the sizes that have a template, made or being made.
+func (t *Templates) Sizes() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.bySize)
 }
