@@ -235,9 +235,6 @@ func screenshotRoute(tool dispatch.Ref[browserops.ScreenshotArgs, browserops.Ima
 		if a.Quality, err = queryInt(r, "quality"); err == nil && page {
 			a.FullPage, err = bQueryBool(r, "full_page")
 		}
-		if err == nil {
-			err = e.check(rt.Tool, a)
-		}
 		if err != nil {
 			e.fail(w, r, rt, "", e.requestError(rt, err))
 			return
@@ -271,17 +268,11 @@ type actionResponse struct {
 
 func browserAction(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	in, err := decodeRow[browserops.ActionArgs](rt, r)
-	if err == nil {
-		in.On = bOn(r)
-		err = e.check(rt.Tool, in)
-		if err != nil {
-			err = e.requestError(rt, err)
-		}
-	}
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
 	}
+	in.On = bOn(r)
 	data, err := browserops.ToolActions.Call(r.Context(), e.dispatcher(), callerOf(r), in)
 	if err != nil {
 		e.fail(w, r, rt, "", err)
@@ -306,10 +297,6 @@ func routeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		return
 	}
 	a.On = bOn(r)
-	if err := e.check(rt.Tool, a); err != nil {
-		e.fail(w, r, rt, "", e.requestError(rt, err))
-		return
-	}
 	answer(e, rt, w, r, browserops.ToolRouteRemove, a, "")
 }
 

@@ -129,12 +129,19 @@ func aioRow(method, pattern string) *aioRoute {
 // middleware reads the table from then on (api.Table).
 func mountAIO(s *api.Server, d *dispatch.Dispatcher, group string) *aioEdge {
 	s.UseTable(table{})
-	e := &aioEdge{s: s, d: d, params: map[*aioRoute]map[string]string{}}
+	var rows []*aioRoute
 	for i := range aioTable {
-		rt := &aioTable[i]
-		if rt.Group != group {
-			continue
+		if aioTable[i].Group == group {
+			rows = append(rows, &aioTable[i])
 		}
+	}
+	return mountRows(s, d, rows)
+}
+
+// mountRows mounts and documents rows at both prefixes.
+func mountRows(s *api.Server, d *dispatch.Dispatcher, rows []*aioRoute) *aioEdge {
+	e := &aioEdge{s: s, d: d, params: map[*aioRoute]map[string]string{}}
+	for _, rt := range rows {
 		h := func(w http.ResponseWriter, r *http.Request) {
 			if _, err := api.MustCaller(r.Context()); err != nil {
 				e.fail(w, r, rt, "", err)
@@ -202,18 +209,42 @@ func callerOf(r *http.Request) auth.Caller {
 	return c
 }
 
-// check applies the tool's field rules before the call, so a value the
-// rules refuse is AIO's 422 (a request error), not a tool-level failure:
-// the tool's Check (Define: the argument type's Validate).
-func (e *aioEdge) check(tool string, args any) error {
+// callTool calls tool with a for the request's caller: the one call of a
+// row's tool. Its arguments are validated once, by the dispatcher (Define's
+// Check: the argument type's Validate), after HALT and the role and before
+// the rate limit — so an invalid call that HALT or the role refuses is
+// answered 503 or 403, not 422. A refusal of the arguments is AIO's 422 on
+// every AIO row: fail makes it one on the rows that answer any field rule
+// that way (failNull); on the others (file, code and the rows after them:
+// a field rule the tool checks as it runs is a tool-level failure there)
+// argsRefused tells the dispatcher's refusal from the run's.
+func callTool[A, R any](e *aioEdge, rt *aioRoute, r *http.Request, tool dispatch.Ref[A, R], a A) (R, error) {
+	res, err := tool.Call(r.Context(), e.dispatcher(), callerOf(r), a)
+	if err != nil && e.argsRefused(rt, a, err) {
+		err = e.requestError(rt, err)
+	}
+	return res, err
+}
+
+// argsRefused says whether err, a call's Invalid on a row that answers a
+// tool's run-time field refusal as a tool-level failure, is the
+// dispatcher's refusal of args (its Validate): asked again of the tool's
+// Check, on this failure path only — a call that passed validation never
+// runs it twice. (The dispatcher does not mark its own refusals; were it
+// to, this second look would go.)
+func (e *aioEdge) argsRefused(rt *aioRoute, args any, err error) bool {
+	if rt.Fail == failNull || rt.Native || rt.RealStatus {
+		return false // fail answers the 422 already, or the row keeps 400
+	}
+	if k := fault.KindOf(err); k != fault.Invalid && k != fault.Unprocessable {
+		return false
+	}
 	d := e.dispatcher()
 	if d == nil {
-		return nil
+		return false
 	}
-	if t, ok := d.Tool(tool); ok && t.Check != nil {
-		return t.Check(args)
-	}
-	return nil
+	t, ok := d.Tool(rt.Tool)
+	return ok && t.Check != nil && t.Check(args) != nil
 }
 
 // jsonRow is a row whose body (POST, PUT, PATCH) or nothing (GET,
@@ -237,6 +268,9 @@ func jsonRowAs[In, A, R, Out any](group, method, path string, tool dispatch.Ref[
 	// A body only where the method has one and In has fields (a POST
 	// with nothing to say, like a session's close, reads none).
 	takesBody := hasBody(method) && !isEmptyStruct(reflect.TypeFor[In]())
+	// In's own Validate runs here only when In is AIO's request shape, not
+	// the tool's arguments (those are the dispatcher's to validate).
+	validatesIn := reflect.TypeFor[In]() != reflect.TypeFor[A]()
 	if takesBody {
 		rt.Req = reflect.TypeFor[In]()
 	}
@@ -244,20 +278,22 @@ func jsonRowAs[In, A, R, Out any](group, method, path string, tool dispatch.Ref[
 		var in In
 		if takesBody {
 			var err error
-			if in, err = decodeRow[In](rt, r); err != nil {
+			if in, err = decodeRow[In](rt, r); err == nil && validatesIn && !rt.Native {
+				// AIO's request shape has rules of its own (code.go);
+				// the tool's arguments are the dispatcher's to validate.
+				err = shapeRules(in)
+			}
+			if err != nil {
 				e.fail(w, r, rt, "", err)
 				return
 			}
 		}
 		a, err := args(r, in)
-		if err == nil {
-			err = e.check(rt.Tool, a)
-		}
 		if err != nil {
 			e.fail(w, r, rt, targetOf(a), e.requestError(rt, err))
 			return
 		}
-		typed, err := tool.Call(r.Context(), e.dispatcher(), callerOf(r), a)
+		typed, err := callTool(e, rt, r, tool, a)
 		if err != nil {
 			e.fail(w, r, rt, targetOf(a), err)
 			return
@@ -279,7 +315,7 @@ func jsonRowAs[In, A, R, Out any](group, method, path string, tool dispatch.Ref[
 // the envelope's data, or the row's failure naming target: the end of a
 // plain row whose answer is its tool's own.
 func answer[A, R any](e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request, tool dispatch.Ref[A, R], a A, target string) {
-	res, err := tool.Call(r.Context(), e.dispatcher(), callerOf(r), a)
+	res, err := callTool(e, rt, r, tool, a)
 	if err != nil {
 		e.fail(w, r, rt, target, err)
 		return
@@ -513,8 +549,10 @@ func requestError(rt *aioRoute, err error) error {
 
 // decodeAIO reads raw the way AIO's pydantic models do —
 // dispatch.DecodeAIO, the decoder of the tools' lenient mode, so a type
-// reads the same here as over MCP and /v1/tools/call — then In's Validate.
-// Errors are *aioInvalid (AIO's 422).
+// reads the same here as over MCP and /v1/tools/call. It does not run In's
+// Validate: a tool's arguments are validated by the dispatcher, AIO's own
+// request shapes by their row (jsonRowAs). Errors are *aioInvalid (AIO's
+// 422).
 func decodeAIO[In any](raw []byte, req []string) (In, error) {
 	v, err := dispatch.DecodeAIO[In](raw, req)
 	if err != nil {
@@ -532,10 +570,15 @@ func decodeAIO[In any](raw []byte, req []string) (In, error) {
 		}
 		return v, inv
 	}
-	if err := validateIn(v); err != nil {
-		return v, requestError(&aioRoute{}, err)
-	}
 	return v, nil
+}
+
+// shapeRules applies the Validate of AIO's request shape In (code.go: a
+// timeout's range, a kernel's name) as AIO's 422: the edge's own rules of
+// a shape the dispatcher never sees. A tool's arguments are not checked
+// here: the dispatcher validates them.
+func shapeRules[In any](v In) error {
+	return requestError(&aioRoute{}, validateIn(v))
 }
 
 func validateIn[In any](v In) error {

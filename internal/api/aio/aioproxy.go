@@ -94,9 +94,5 @@ func excludeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		return
 	}
 	a := proxytools.ExcludeArgs{Sandbox: chi.URLParam(r, "id"), Pattern: in.Pattern}
-	if err := e.check(rt.Tool, a); err != nil {
-		e.fail(w, r, rt, "", e.requestError(rt, err))
-		return
-	}
 	answer(e, rt, w, r, proxytools.ToolExcludeRemove, a, "")
 }

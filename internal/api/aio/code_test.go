@@ -31,6 +31,9 @@ func TestAIOBodyValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		in, err := decodeAIO[CodeExecuteRequest]([]byte(c.body), nil)
+		if err == nil {
+			err = shapeRules(in)
+		}
 		var inv *aioInvalid
 		if err != nil && !errors.As(err, &inv) {
 			t.Errorf("%s: error %v is not AIO's 422", c.name, err)

@@ -32,10 +32,6 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 		return
 	}
 	setSandbox(&args, r)
-	if err := e.check(rt.Tool, args); err != nil {
-		e.fail(w, r, rt, "", e.requestError(rt, err))
-		return
-	}
 	ctx := r.Context()
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		ctx = dispatch.WithStreaming(ctx)
@@ -117,10 +113,6 @@ func terminal(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 			}
 			*dst = n
 		}
-	}
-	if err := e.check(rt.Tool, args); err != nil {
-		e.fail(w, r, rt, "", err)
-		return
 	}
 	t, err := shell.ToolTerminal.Call(r.Context(), e.dispatcher(), callerOf(r), args)
 	if err != nil {
