@@ -11,7 +11,13 @@ import (
 
 // TestIdleInitReturnsMemory: an init that served a burst of calls gives
 // its grown heap back once they stop (release_linux.go). Without that it
-// kept 5.5-6 MB of Pss_Anon for good instead of ~2 MB.
+// kept 5.5-6 MB of Pss_Anon for good instead of ~2 MB (it returns next to
+// none of what the burst added). With it, what stays above the idle
+// figure is the runtime's own structures the burst grew (span and GC
+// metadata, ~1.5 MB): 35-42 % of the growth on a quiet machine and 52 %
+// once in a fresh make test under a CPU hog (the burst then overlaps
+// less, so it grows less), which a bound at half the growth failed. The
+// bound is three quarters: far from "nothing returned", clear of load.
 func TestIdleInitReturnsMemory(t *testing.T) {
 	ts := launch(t, nil)
 	time.Sleep(300 * time.Millisecond) // start-up's own FreeOSMemory
@@ -45,7 +51,7 @@ func TestIdleInitReturnsMemory(t *testing.T) {
 	last := busy
 	for time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
-		if last = pssAnon(t, ts.Pid); last <= idle+(busy-idle)/2 {
+		if last = pssAnon(t, ts.Pid); last <= idle+(busy-idle)*3/4 {
 			t.Logf("Pss_Anon: %d kB idle, %d kB after the burst, %d kB once quiet", idle, busy, last)
 			return
 		}
