@@ -28,43 +28,13 @@ import (
 //	go test -run '^$' -bench ColdCreate -benchtime 50x ./internal/sandbox/
 //	SANDHOLD_BENCH_SPARE_INITS=2 go test … (the same from spare inits)
 func BenchmarkColdCreate(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
-	if _, err := volume.Tool("mkfs.ext4"); err != nil {
-		b.Skip(err)
-	}
-	f, err := initbin.Memfd(buildLeanInit(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	// The server's way: one launcher clones every init (daemon).
-	l, err := agent.StartLauncher(agent.LauncherSpec{ExeFile: f})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	cfg := Config{
-		DataDir:  b.TempDir(),
-		Max:      Limits{MemoryBytes: 1 << 30, Pids: 100, CPUTime: 30 * time.Second, CPUMilli: 2000, DiskBytes: 5_000_000_000},
-		Default:  Limits{MemoryBytes: 1 << 30, Pids: 50, CPUTime: 30 * time.Second, DiskBytes: 5_000_000_000},
-		TmpBytes: 64 << 20, InitFile: f, Launcher: l,
-	}
 	// SANDHOLD_BENCH_SPARE_INITS=N binds spare inits (spares.go) instead
 	// of cloning each init.
+	spares := 0
 	if n, err := strconv.Atoi(os.Getenv("SANDHOLD_BENCH_SPARE_INITS")); err == nil {
-		cfg.SpareInits = n
+		spares = n
 	}
-	cg, err := cgroup.New(fmt.Sprintf("sb%d-bench-create", os.Getpid()))
-	if err != nil {
-		b.Skip(err)
-	}
-	m, err := New(context.Background(), cfg, &memRecords{}, nil, cg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchManager(b, "create", spares)
 	var mu sync.Mutex
 	var last []step
 	m.onStart = func(st []step) {
@@ -149,4 +119,44 @@ func BenchmarkColdCreate(b *testing.B) {
 	for _, n := range order {
 		b.ReportMetric(p50ms(per[n]), "ms-p50-"+n)
 	}
+}
+
+// benchManager is a manager made the server's way for the create
+// benchmarks: the lean init from a sealed memfd cloned by one launcher,
+// the server's default 5 GB workspace, no warm pool, spares spare inits.
+// It, the launcher and the memfd are closed when the benchmark ends.
+func benchManager(b *testing.B, name string, spares int) *Manager {
+	b.Helper()
+	if os.Geteuid() != 0 {
+		b.Skip("needs root")
+	}
+	if _, err := volume.Tool("mkfs.ext4"); err != nil {
+		b.Skip(err)
+	}
+	f, err := initbin.Memfd(buildLeanInit(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = f.Close() })
+	l, err := agent.StartLauncher(agent.LauncherSpec{ExeFile: f})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = l.Close() })
+	cfg := Config{
+		DataDir:  b.TempDir(),
+		Max:      Limits{MemoryBytes: 1 << 30, Pids: 100, CPUTime: 30 * time.Second, CPUMilli: 2000, DiskBytes: 5_000_000_000},
+		Default:  Limits{MemoryBytes: 1 << 30, Pids: 50, CPUTime: 30 * time.Second, DiskBytes: 5_000_000_000},
+		TmpBytes: 64 << 20, InitFile: f, Launcher: l, SpareInits: spares,
+	}
+	cg, err := cgroup.New(fmt.Sprintf("sb%d-bench-%s", os.Getpid(), name))
+	if err != nil {
+		b.Skip(err)
+	}
+	m, err := New(context.Background(), cfg, &memRecords{}, nil, cg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(m.Close)
+	return m
 }

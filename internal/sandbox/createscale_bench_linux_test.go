@@ -10,11 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/sandhold/sandhold/internal/agent"
-	"github.com/sandhold/sandhold/internal/agent/initbin"
-	"github.com/sandhold/sandhold/internal/isolate/cgroup"
-	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
 // BenchmarkCreateMany creates b.N sandboxes one after another and keeps
@@ -26,37 +21,7 @@ import (
 //
 //	go test -run '^$' -bench CreateMany -benchtime 1000x ./internal/sandbox/
 func BenchmarkCreateMany(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
-	if _, err := volume.Tool("mkfs.ext4"); err != nil {
-		b.Skip(err)
-	}
-	f, err := initbin.Memfd(buildLeanInit(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	l, err := agent.StartLauncher(agent.LauncherSpec{ExeFile: f})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	cfg := Config{
-		DataDir:  b.TempDir(),
-		Max:      Limits{MemoryBytes: 1 << 30, Pids: 100, CPUTime: 30 * time.Second, CPUMilli: 2000, DiskBytes: 5_000_000_000},
-		Default:  Limits{MemoryBytes: 1 << 30, Pids: 50, CPUTime: 30 * time.Second, DiskBytes: 5_000_000_000},
-		TmpBytes: 64 << 20, InitFile: f, Launcher: l, SpareInits: 2,
-	}
-	cg, err := cgroup.New(fmt.Sprintf("sb%d-bench-many", os.Getpid()))
-	if err != nil {
-		b.Skip(err)
-	}
-	m, err := New(context.Background(), cfg, &memRecords{}, nil, cg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := benchManager(b, "many", 2)
 	var mu sync.Mutex
 	var last []step
 	m.onStart = func(st []step) {
