@@ -18,7 +18,7 @@ var ToolDisplayRecord = dispatch.Ref[DisplayRecordArgs, DisplayRecordResult]("di
 
 // DisplayRecordArgs is AIO's DisplayRecordRequest.
 type DisplayRecordArgs struct {
-	Sandbox     string   `json:"sandbox,omitempty" doc:"sandbox id (default: the caller's default sandbox)"`
+	dispatch.On
 	Action      string   `json:"action" required:"true" enum:"start,stop,status" doc:"start, stop or status"`
 	SavePath    *string  `json:"save_path,omitempty" doc:"an .mp4 below /workspace or /tmp (default: /workspace/recordings/display_{time}.mp4)"`
 	FPS         *int     `json:"fps,omitempty" doc:"frames per second (default 5, at most 30)"`

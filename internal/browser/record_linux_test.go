@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/testenv"
@@ -56,20 +57,20 @@ func TestDisplayRecordingMakesAVideoInTheWorkspace(t *testing.T) {
 	id := newSandbox(t, sm, ownerA)
 	ctx := context.Background()
 	path := "/workspace/rec/desk.mp4"
-	st, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{Sandbox: id, Action: "start", SavePath: &path, FPS: new(10)})
+	st, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{On: dispatch.On{Sandbox: id}, Action: "start", SavePath: &path, FPS: new(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Status != "recording" || st.SavePath == nil || *st.SavePath != path {
 		t.Fatalf("start: %+v", st)
 	}
-	if _, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{Sandbox: id, Action: "start"}); !fault.Is(err, fault.Conflict) {
+	if _, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{On: dispatch.On{Sandbox: id}, Action: "start"}); !fault.Is(err, fault.Conflict) {
 		t.Fatalf("a second start: %v, want conflict", err)
 	}
 	// Until the encoder has encoded a few frames (a loaded host takes
 	// seconds to start it), bounded.
 	for i := 0; ; i++ {
-		st, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{Sandbox: id, Action: "status"})
+		st, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{On: dispatch.On{Sandbox: id}, Action: "status"})
 		if err != nil || st.Status != "recording" {
 			t.Fatalf("status: %+v, %v", st, err)
 		}
@@ -81,7 +82,7 @@ func TestDisplayRecordingMakesAVideoInTheWorkspace(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	st, err = bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{Sandbox: id, Action: "stop"})
+	st, err = bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{On: dispatch.On{Sandbox: id}, Action: "stop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +93,11 @@ func TestDisplayRecordingMakesAVideoInTheWorkspace(t *testing.T) {
 		t.Fatalf("the recording has %d frames", n)
 	}
 	// Another key sees no sandbox; a bad path is refused before anything runs.
-	if _, err := bm.RecordDisplay(ctx, ownerB, DisplayRecordArgs{Sandbox: id, Action: "status"}); !fault.Is(err, fault.NotFound) {
+	if _, err := bm.RecordDisplay(ctx, ownerB, DisplayRecordArgs{On: dispatch.On{Sandbox: id}, Action: "status"}); !fault.Is(err, fault.NotFound) {
 		t.Fatalf("another key: %v", err)
 	}
 	bad := "/workspace/.ssh/x.mp4"
-	if _, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{Sandbox: id, Action: "start", SavePath: &bad}); !fault.Is(err, fault.Invalid) {
+	if _, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{On: dispatch.On{Sandbox: id}, Action: "start", SavePath: &bad}); !fault.Is(err, fault.Invalid) {
 		t.Fatalf("hidden path: %v, want invalid", err)
 	}
 	// A headless browser has no desktop.
@@ -104,7 +105,7 @@ func TestDisplayRecordingMakesAVideoInTheWorkspace(t *testing.T) {
 	if _, err := bm.Start(ctx, ownerA, id2, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{Sandbox: id2, Action: "start"}); !fault.Is(err, fault.Conflict) {
+	if _, err := bm.RecordDisplay(ctx, ownerA, DisplayRecordArgs{On: dispatch.On{Sandbox: id2}, Action: "start"}); !fault.Is(err, fault.Conflict) {
 		t.Fatalf("headless: %v, want conflict", err)
 	}
 }

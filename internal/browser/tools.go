@@ -31,7 +31,7 @@ var (
 // ConnectArgs name the sandbox whose browser to reach ("" = the caller's
 // default sandbox).
 type ConnectArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id (default: the caller's default sandbox)"`
+	dispatch.On
 	// Path is what the client asked for below the relay's prefix, for the
 	// audit record (no query string).
 	Path string `json:"path,omitempty" doc:"the path relayed (audit only)" maxLength:"2048"`
@@ -39,7 +39,7 @@ type ConnectArgs struct {
 
 // PreviewArgs name a port of a sandbox's own loopback.
 type PreviewArgs struct {
-	Sandbox   string `json:"sandbox,omitempty" doc:"sandbox id (default: the caller's default sandbox)"`
+	dispatch.On
 	Port      int    `json:"port" required:"true" minimum:"1" maximum:"65535" doc:"a preview port (SANDBOX_PREVIEW_PORTS)"`
 	Method    string `json:"method,omitempty" doc:"the HTTP method relayed" maxLength:"16"`
 	Path      string `json:"path,omitempty" doc:"the path relayed (audit only)" maxLength:"2048"`

@@ -14,7 +14,7 @@ import (
 
 // ActionArgs is one of AIO's actions, told apart by action_type.
 type ActionArgs struct {
-	On
+	dispatch.On
 	ActionType string   `json:"action_type" required:"true" enum:"MOVE_TO,MOVE_REL,CLICK,MOUSE_DOWN,MOUSE_UP,RIGHT_CLICK,DOUBLE_CLICK,DRAG_TO,DRAG_REL,SCROLL,TYPING,PRESS,KEY_DOWN,KEY_UP,HOTKEY,WAIT"`
 	X          *float64 `json:"x,omitempty"`
 	Y          *float64 `json:"y,omitempty"`

@@ -11,7 +11,7 @@ import (
 
 // CaptchaWaitArgs is AIO's CaptchaWaitRequest.
 type CaptchaWaitArgs struct {
-	On
+	dispatch.On
 	Timeout      float64 `json:"timeout,omitempty" minimum:"0" doc:"seconds; 60 by default, at most 120"`
 	PollInterval float64 `json:"poll_interval,omitempty" minimum:"0" doc:"seconds; 2 by default"`
 }

@@ -13,13 +13,13 @@ import (
 
 // ConsoleArgs is page/console's query.
 type ConsoleArgs struct {
-	On
+	dispatch.On
 	Clear bool `json:"clear,omitempty" doc:"empty the log after reading it"`
 }
 
 // ExportArgs writes a log to a workspace file.
 type ExportArgs struct {
-	On
+	dispatch.On
 	SavePath string `json:"save_path" required:"true" doc:"a workspace path (relative ones are under /workspace)"`
 	Clear    bool   `json:"clear,omitempty"`
 }

@@ -15,13 +15,13 @@ import (
 
 // HTMLArgs is page/html's query.
 type HTMLArgs struct {
-	On
+	dispatch.On
 	Outer bool `json:"outer,omitempty" doc:"the whole document (outerHTML of <html>) rather than the body's inner HTML"`
 }
 
 // EvaluateArgs is AIO's EvaluateRequest.
 type EvaluateArgs struct {
-	On
+	dispatch.On
 	Expression string `json:"expression" required:"true" maxLength:"1048576" doc:"JavaScript evaluated in the page; a promise is awaited"`
 }
 
@@ -38,7 +38,7 @@ func (a EvaluateArgs) Validate() error {
 
 // FindTextArgs is AIO's FindTextRequest.
 type FindTextArgs struct {
-	On
+	dispatch.On
 	Keyword string `json:"keyword" required:"true" minLength:"1"`
 }
 

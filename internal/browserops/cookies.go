@@ -21,13 +21,13 @@ func jsonUnmarshalV2(b []byte, v any) error { return jsonv2.Unmarshal(b, v) }
 
 // CookiesGetArgs is the cookies query.
 type CookiesGetArgs struct {
-	On
+	dispatch.On
 	URLs string `json:"urls,omitempty" doc:"comma-separated URLs; empty: all cookies"`
 }
 
 // CookiesSetArgs is AIO's CookieSetRequest.
 type CookiesSetArgs struct {
-	On
+	dispatch.On
 	Cookies []map[string]any `json:"cookies" required:"true" maxItems:"200" doc:"name, value and url or domain (+ path, expires, httpOnly, secure, sameSite)"`
 }
 

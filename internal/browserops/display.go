@@ -14,7 +14,7 @@ import (
 
 // InfoArgs asks for the browser's info.
 type InfoArgs struct {
-	On
+	dispatch.On
 	BaseURL string `json:"base_url,omitempty" doc:"the scheme and host the client reaches the server at (http://host:port); cdp_url and vnc_url are built on it. The AIO route fills it from the request."`
 }
 
@@ -50,7 +50,7 @@ type BrowserInfo struct {
 // ScreenshotArgs asks for a screenshot of the display (the active tab at
 // the display's size) or of the page.
 type ScreenshotArgs struct {
-	On
+	dispatch.On
 	Format   string `json:"format,omitempty" enum:"png,jpg,jpeg" doc:"image format; png by default"`
 	Quality  *int   `json:"quality,omitempty" minimum:"0" maximum:"100" doc:"jpeg quality"`
 	FullPage bool   `json:"full_page,omitempty" doc:"page screenshots: the whole page, not only the viewport"`
@@ -71,7 +71,7 @@ func (a ScreenshotArgs) Validate() error {
 
 // ConfigArgs is AIO's BrowserConfigRequest.
 type ConfigArgs struct {
-	On
+	dispatch.On
 	Resolution *Resolution `json:"resolution,omitempty" doc:"one of AIO's resolutions: 1920x1080, 640x480, 1360x768, 1280x720, 800x600, 1024x768, 1280x800, 1920x1200, 1280x960, 1400x1050, 1680x1050, 1280x1024, 1600x1200"`
 }
 

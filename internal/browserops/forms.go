@@ -18,7 +18,7 @@ import (
 
 // UploadArgs is AIO's UploadFileRequest.
 type UploadArgs struct {
-	On
+	dispatch.On
 	Selector string   `json:"selector" required:"true"`
 	Files    []string `json:"files" required:"true" maxItems:"20" doc:"workspace paths (relative ones are under /workspace)"`
 }
@@ -38,7 +38,7 @@ func (a UploadArgs) Validate() error {
 
 // FillFormArgs is AIO's FormFillRequest.
 type FillFormArgs struct {
-	On
+	dispatch.On
 	Items []map[string]any `json:"items" required:"true" maxItems:"100" doc:"each {selector or index, value (text, true/false for a checkbox, an option for a select)}"`
 }
 

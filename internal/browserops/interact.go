@@ -14,7 +14,7 @@ import (
 
 // ClickArgs is AIO's ClickRequest.
 type ClickArgs struct {
-	On
+	dispatch.On
 	Selector   *string  `json:"selector,omitempty" doc:"CSS selector"`
 	Index      *int     `json:"index,omitempty" doc:"index into page/elements"`
 	X          *float64 `json:"x,omitempty"`
@@ -36,7 +36,7 @@ func (a ClickArgs) Validate() error {
 
 // FillArgs is AIO's FillRequest.
 type FillArgs struct {
-	On
+	dispatch.On
 	Selector *string `json:"selector,omitempty"`
 	Index    *int    `json:"index,omitempty"`
 	Text     string  `json:"text" required:"true" maxLength:"65536"`
@@ -54,7 +54,7 @@ func capText(field, s string) error {
 
 // TypeArgs is AIO's TypeTextRequest.
 type TypeArgs struct {
-	On
+	dispatch.On
 	Text  string  `json:"text" required:"true" maxLength:"65536"`
 	Delay float64 `json:"delay,omitempty" minimum:"0" doc:"milliseconds between characters"`
 }
@@ -72,7 +72,7 @@ func (a TypeArgs) Validate() error {
 
 // KeyArgs is AIO's KeyRequest.
 type KeyArgs struct {
-	On
+	dispatch.On
 	Key string `json:"key" required:"true" doc:"a key name (Enter, Tab, ArrowDown, F5 …), one character, or a combination like Control+a"`
 }
 
@@ -92,7 +92,7 @@ func (a KeyArgs) Validate() error {
 
 // HotKeyArgs is AIO's HotKeyRequest.
 type HotKeyArgs struct {
-	On
+	dispatch.On
 	Keys []string `json:"keys" required:"true" maxItems:"8" doc:"pressed in order, released in reverse"`
 }
 
@@ -111,7 +111,7 @@ func (a HotKeyArgs) Validate() error {
 
 // HoverArgs is AIO's HoverRequest.
 type HoverArgs struct {
-	On
+	dispatch.On
 	Selector *string  `json:"selector,omitempty"`
 	X        *float64 `json:"x,omitempty"`
 	Y        *float64 `json:"y,omitempty"`
@@ -119,7 +119,7 @@ type HoverArgs struct {
 
 // SelectArgs is AIO's SelectOptionRequest.
 type SelectArgs struct {
-	On
+	dispatch.On
 	Selector string  `json:"selector" required:"true"`
 	Value    *string `json:"value,omitempty"`
 	Label    *string `json:"label,omitempty"`
@@ -136,13 +136,13 @@ func (a SelectArgs) Validate() error {
 
 // SelectorArgs is AIO's CheckRequest and ScrollToElementRequest.
 type SelectorArgs struct {
-	On
+	dispatch.On
 	Selector string `json:"selector" required:"true"`
 }
 
 // ScrollArgs is AIO's ScrollRequest.
 type ScrollArgs struct {
-	On
+	dispatch.On
 	Direction string `json:"direction,omitempty" enum:"up,down,left,right" doc:"down by default"`
 	Amount    *int   `json:"amount,omitempty" doc:"pixels; 300 by default"`
 }
@@ -158,7 +158,7 @@ func (a ScrollArgs) Validate() error {
 
 // ScrollToArgs is AIO's ScrollToRequest.
 type ScrollToArgs struct {
-	On
+	dispatch.On
 	X int `json:"x,omitempty"`
 	Y int `json:"y,omitempty"`
 }

@@ -11,7 +11,7 @@ import (
 
 // NavigateArgs is AIO's NavigateRequest.
 type NavigateArgs struct {
-	On
+	dispatch.On
 	URL       string  `json:"url" required:"true" doc:"http, https, file, data or about URL; javascript: URLs run script and are rated dangerous"`
 	WaitUntil string  `json:"wait_until,omitempty" enum:"load,domcontentloaded,networkidle,commit" doc:"what to wait for; load by default"`
 	Timeout   float64 `json:"timeout,omitempty" doc:"seconds; 30 by default, at most 120" minimum:"0"`

@@ -30,7 +30,7 @@ const (
 
 // HeadersArgs is AIO's HeadersRequest.
 type HeadersArgs struct {
-	On
+	dispatch.On
 	Headers map[string]string `json:"headers" required:"true" doc:"sent with every request of every tab; an empty object removes them"`
 }
 
@@ -55,7 +55,7 @@ func checkHeaders(h map[string]string) error {
 
 // ScopedHeadersArgs is AIO's ScopedHeadersRequest.
 type ScopedHeadersArgs struct {
-	On
+	dispatch.On
 	Origin  string            `json:"origin" required:"true" doc:"scheme://host[:port] the headers are sent to"`
 	Headers map[string]string `json:"headers" required:"true"`
 }
@@ -79,7 +79,7 @@ type RouteResponse struct {
 
 // RouteArgs is AIO's NetworkRouteRequest.
 type RouteArgs struct {
-	On
+	dispatch.On
 	URLPattern string         `json:"url_pattern" required:"true" doc:"a glob (* matches anything) or a URL"`
 	Response   *RouteResponse `json:"response,omitempty"`
 	Abort      bool           `json:"abort,omitempty"`
@@ -109,13 +109,13 @@ func (a RouteArgs) Validate() error {
 
 // RouteRemoveArgs is AIO's NetworkRouteRemoveRequest.
 type RouteRemoveArgs struct {
-	On
+	dispatch.On
 	URLPattern string `json:"url_pattern" required:"true"`
 }
 
 // RequestsArgs is network/requests's query.
 type RequestsArgs struct {
-	On
+	dispatch.On
 	Filter string `json:"filter,omitempty" doc:"only URLs containing this"`
 	Limit  int    `json:"limit,omitempty" minimum:"0" doc:"newest N; 100 by default"`
 }

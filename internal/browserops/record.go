@@ -281,7 +281,7 @@ func (s *Service) Record(ctx context.Context, c auth.Caller, a RecordArgs) (map[
 
 // RecordArgs is AIO's RecordRequest.
 type RecordArgs struct {
-	On
+	dispatch.On
 	Action   string  `json:"action,omitempty" enum:"once,start,pause,resume,stop,status" doc:"once (default): record duration seconds and answer with the file"`
 	SavePath *string `json:"save_path,omitempty" doc:"an .mp4 below /workspace or /tmp (default /workspace/recordings/page_{time}.mp4)"`
 	Duration float64 `json:"duration,omitempty" doc:"seconds of a once recording (default 10, at most 600); start records until stop or 600 s"`

@@ -13,7 +13,7 @@ import (
 
 // RestartArgs is AIO's RestartRequest.
 type RestartArgs struct {
-	On
+	dispatch.On
 	Mode         string   `json:"mode,omitempty" enum:"soft,hard" doc:"soft: reconnect to the browser; hard (default): restart the browser process"`
 	URLBlocklist []string `json:"url_blocklist,omitempty" doc:"refused: Chromium reads URL lists only as managed policies from /etc, which a sandbox cannot have; the sandbox's egress allow-list (network.allow) decides what the browser reaches"`
 	URLAllowlist []string `json:"url_allowlist,omitempty" doc:"refused: see url_blocklist"`

@@ -20,7 +20,7 @@ const maxStateFile = 8 << 20
 
 // PathArgs is AIO's StateSaveRequest and StateLoadRequest.
 type PathArgs struct {
-	On
+	dispatch.On
 	Path string `json:"path" required:"true" doc:"a workspace path (relative ones are under /workspace)"`
 }
 

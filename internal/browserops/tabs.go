@@ -15,13 +15,13 @@ import (
 
 // TabArgs addresses a tab by index.
 type TabArgs struct {
-	On
+	dispatch.On
 	Index int `json:"index" required:"true" minimum:"0"`
 }
 
 // NewTabArgs is AIO's CreatePageRequest.
 type NewTabArgs struct {
-	On
+	dispatch.On
 	URL *string `json:"url,omitempty"`
 }
 

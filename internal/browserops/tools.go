@@ -85,14 +85,9 @@ const (
 	maxEvaluateAuditChars = 200
 )
 
-// On names the sandbox whose browser an operation drives.
-type On struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"the sandbox id; empty: the caller's default sandbox"`
-}
-
-func (o On) sandboxID() string { return o.Sandbox }
-
-type sandboxed interface{ sandboxID() string }
+// sandboxed is an operation's arguments: they embed dispatch.On, naming
+// the sandbox whose browser the operation drives.
+type sandboxed interface{ SandboxID() string }
 
 // Action is the answer of an operation that changes the page.
 type Action struct {
@@ -114,7 +109,7 @@ func define[A sandboxed, R any](ts *[]dispatch.Tool, name dispatch.Ref[A, R], de
 		spec.RiskCeiling = guard.Dangerous
 	}
 	h.Describe = func(a A) dispatch.Target {
-		t := dispatch.Target{Sandbox: a.sandboxID()}
+		t := dispatch.Target{Sandbox: a.SandboxID()}
 		if describe != nil {
 			t.Target, t.Detail = describe(a)
 		}
@@ -125,7 +120,7 @@ func define[A sandboxed, R any](ts *[]dispatch.Tool, name dispatch.Ref[A, R], de
 
 // PageArgs names only the sandbox (back, forward, reload, text …).
 type PageArgs struct {
-	On
+	dispatch.On
 }
 
 // Tools are every browser operation, as dispatcher tools, one subject

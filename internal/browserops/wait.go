@@ -231,7 +231,7 @@ func workspacePath(p string) string {
 
 // WaitArgs is AIO's WaitRequest.
 type WaitArgs struct {
-	On
+	dispatch.On
 	Type       string   `json:"type" required:"true" enum:"selector,load,url,network_idle,download,function,response,request,timeout"`
 	Selector   *string  `json:"selector,omitempty"`
 	State      *string  `json:"state,omitempty" enum:"attached,detached,visible,hidden" doc:"selector waits: visible by default"`

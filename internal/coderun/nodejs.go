@@ -41,7 +41,7 @@ var nodeVersion = regexp.MustCompile(`^(node)?[0-9]{1,3}$`)
 
 // NodeExecuteArgs is AIO's NodeJSExecuteRequest (plus sandbox).
 type NodeExecuteArgs struct {
-	Sandbox   string            `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	Code      string            `json:"code" required:"true" doc:"JavaScript code to execute"`
 	Timeout   *float64          `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"execution timeout in seconds (default 30)"`
 	Stdin     *string           `json:"stdin,omitempty" doc:"not supported: must be empty"`
@@ -53,7 +53,7 @@ type NodeExecuteArgs struct {
 }
 
 func (a NodeExecuteArgs) execute() ExecuteArgs {
-	return ExecuteArgs{Sandbox: a.Sandbox, Language: JavaScript, Code: a.Code, Timeout: a.Timeout, Cwd: a.Cwd,
+	return ExecuteArgs{On: dispatch.On{Sandbox: a.Sandbox}, Language: JavaScript, Code: a.Code, Timeout: a.Timeout, Cwd: a.Cwd,
 		Stateful: a.Stateful, SessionID: a.SessionID}
 }
 
@@ -85,7 +85,7 @@ type NodeExecuteResult struct {
 
 // NodeInfoArgs names a sandbox.
 type NodeInfoArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 }
 
 // NodeInfo is AIO's NodeJSRuntimeInfo.
@@ -107,7 +107,7 @@ type NodeInfo struct {
 // NodeJSUpdateSessionRequest (plus sandbox; session_id from the path for
 // get, update and delete).
 type NodeSessionArgs struct {
-	Sandbox     string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	SessionID   string `json:"session_id,omitempty" doc:"the session's id (create: auto-generated if empty)"`
 	Cwd         string `json:"cwd,omitempty" doc:"working directory of the session's cells"`
 	MaxIdleTime *int   `json:"max_idle_time,omitempty" minimum:"60" maximum:"86400" doc:"seconds without use before the session ends (capped by the server's session idle timeout)"`

@@ -27,7 +27,7 @@ var (
 // sandbox Sandbox ("" = the caller's default). Its JSON is AIO's
 // CodeExecuteRequest (plus sandbox, and language bash).
 type ExecuteArgs struct {
-	Sandbox  string   `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	Language string   `json:"language" required:"true" enum:"python,javascript,bash"`
 	Code     string   `json:"code" required:"true"`
 	Timeout  *float64 `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"wall timeout in seconds (default 30)"`
@@ -45,7 +45,7 @@ type ExecuteArgs struct {
 
 // ArgsOf is the ExecuteArgs of running r in sandbox sb.
 func ArgsOf(sb string, r Request) ExecuteArgs {
-	a := ExecuteArgs{Sandbox: sb, Language: r.Language, Code: r.Code, Cwd: r.Cwd, Stateful: r.Stateful, SessionID: r.SessionID, Env: r.Env}
+	a := ExecuteArgs{On: dispatch.On{Sandbox: sb}, Language: r.Language, Code: r.Code, Cwd: r.Cwd, Stateful: r.Stateful, SessionID: r.SessionID, Env: r.Env}
 	if r.Timeout != 0 {
 		t := r.Timeout.Seconds()
 		a.Timeout = &t
@@ -76,7 +76,7 @@ func (a ExecuteArgs) Validate() error {
 // SandboxArgs names a sandbox ("" = the caller's default) and, for the
 // session tools, a language and a session.
 type SandboxArgs struct {
-	Sandbox   string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	Language  string `json:"language,omitempty" enum:",python,javascript,bash"`
 	SessionID string `json:"session_id,omitempty"`
 	Cwd       string `json:"cwd,omitempty"`

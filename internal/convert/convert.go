@@ -34,6 +34,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/workspace"
@@ -76,8 +77,8 @@ func New(resolve Resolver, pol workspace.Policy) *Service {
 // Args is the request: AIO's UtilConvertToMarkdownRequest plus the
 // sandbox the tool acts on.
 type Args struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	URI     string `json:"uri" required:"true" maxLength:"8192" doc:"the document: a path in the sandbox (/workspace/a.pdf, a.pdf = /workspace/a.pdf, file:///workspace/a.pdf) or an http(s) URL fetched from inside the sandbox (its egress policy applies)"`
+	dispatch.On
+	URI string `json:"uri" required:"true" maxLength:"8192" doc:"the document: a path in the sandbox (/workspace/a.pdf, a.pdf = /workspace/a.pdf, file:///workspace/a.pdf) or an http(s) URL fetched from inside the sandbox (its egress policy applies)"`
 }
 
 // Validate checks the uri's form.

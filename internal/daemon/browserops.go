@@ -66,7 +66,7 @@ func publicURL(listen string) string {
 type dispatchFiles struct{ d *dispatch.Dispatcher }
 
 func (f dispatchFiles) ReadFile(ctx context.Context, c auth.Caller, sandboxID, path string) ([]byte, error) {
-	r, err := workspace.ToolRead.Call(ctx, f.d, c, workspace.ReadArgs{Sandbox: sandboxID, File: path})
+	r, err := workspace.ToolRead.Call(ctx, f.d, c, workspace.ReadArgs{On: dispatch.On{Sandbox: sandboxID}, File: path})
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +74,6 @@ func (f dispatchFiles) ReadFile(ctx context.Context, c auth.Caller, sandboxID, p
 }
 
 func (f dispatchFiles) WriteFile(ctx context.Context, c auth.Caller, sandboxID, path string, data []byte) error {
-	_, err := workspace.ToolWrite.Call(ctx, f.d, c, workspace.WriteArgs{Sandbox: sandboxID, File: path, Content: string(data)})
+	_, err := workspace.ToolWrite.Call(ctx, f.d, c, workspace.WriteArgs{On: dispatch.On{Sandbox: sandboxID}, File: path, Content: string(data)})
 	return err
 }

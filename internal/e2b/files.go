@@ -50,7 +50,7 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request) {
 	}
 	p := absPath(r.URL.Query().Get("path"))
 	d, err := transfer.ToolDownload.Call(dispatch.WithStreaming(r.Context()), s.d.Dispatch, e.caller,
-		transfer.DownloadArgs{Sandbox: e.sandbox, Path: p})
+		transfer.DownloadArgs{On: dispatch.On{Sandbox: e.sandbox}, Path: p})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -151,12 +151,12 @@ func (s *Service) writeOne(ctx context.Context, e envdCall, p string, size int64
 		return writeInfo{}, fault.InvalidField("path", "path is required")
 	}
 	p = absPath(p)
-	args := transfer.UploadArgs{Sandbox: e.sandbox, Path: p, Size: size, Body: body}
+	args := transfer.UploadArgs{On: dispatch.On{Sandbox: e.sandbox}, Path: p, Size: size, Body: body}
 	sctx := dispatch.WithStreaming(ctx)
 	_, err := transfer.ToolUpload.Call(sctx, s.d.Dispatch, e.caller, args)
 	if fault.Is(err, fault.NotFound) && path.Dir(p) != p {
 		if _, merr := ToolFSMkdir.Call(ctx, s.d.Dispatch, e.caller,
-			FSPathArgs{Sandbox: e.sandbox, Path: path.Dir(p)}); merr != nil {
+			FSPathArgs{On: dispatch.On{Sandbox: e.sandbox}, Path: path.Dir(p)}); merr != nil {
 			return writeInfo{}, merr
 		}
 		_, err = transfer.ToolUpload.Call(sctx, s.d.Dispatch, e.caller, args)

@@ -45,9 +45,9 @@ func absPath(p string) string {
 
 // FSPathArgs name one path of a sandbox.
 type FSPathArgs struct {
-	Sandbox string `json:"sandbox" required:"true"`
-	Path    string `json:"path" required:"true"`
-	Sudo    bool   `json:"sudo,omitempty" doc:"act as uid 0 inside the sandbox (E2B's user root; SANDBOX_ENABLE_SUDO)"`
+	dispatch.On `required:"true" doc:"sandbox id"`
+	Path        string `json:"path" required:"true"`
+	Sudo        bool   `json:"sudo,omitempty" doc:"act as uid 0 inside the sandbox (E2B's user root; SANDBOX_ENABLE_SUDO)"`
 }
 
 // FSListArgs are e2b.fs_list's.
@@ -58,7 +58,7 @@ type FSListArgs struct {
 
 // FSMoveArgs are e2b.fs_move's.
 type FSMoveArgs struct {
-	Sandbox     string `json:"sandbox" required:"true"`
+	dispatch.On `required:"true" doc:"sandbox id"`
 	Source      string `json:"source" required:"true"`
 	Destination string `json:"destination" required:"true"`
 	Sudo        bool   `json:"sudo,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/coderun"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
@@ -99,7 +100,7 @@ func (s *Service) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	out := &lineWriter{w: w}
 	timeout := cellTimeout
-	args := coderun.ExecuteArgs{Sandbox: e.sandbox, Language: lang, Code: b.Code, Stateful: true, SessionID: session, Timeout: &timeout,
+	args := coderun.ExecuteArgs{On: dispatch.On{Sandbox: e.sandbox}, Language: lang, Code: b.Code, Stateful: true, SessionID: session, Timeout: &timeout,
 		Output: out.output, Env: b.EnvVars}
 	res, err := coderun.ToolExecute.Call(r.Context(), s.d.Dispatch, e.caller, args)
 	out.flushOutput()
@@ -198,7 +199,7 @@ func (s *Service) cellContext(r *http.Request, b runCodeBody) (lang, session str
 // contexts are the caller's code sessions in the sandbox.
 func (s *Service) contexts(r *http.Request) ([]contextJSON, error) {
 	e := envdOf(r.Context())
-	ss, err := coderun.ToolSessions.Call(r.Context(), s.d.Dispatch, e.caller, coderun.SandboxArgs{Sandbox: e.sandbox})
+	ss, err := coderun.ToolSessions.Call(r.Context(), s.d.Dispatch, e.caller, coderun.SandboxArgs{On: dispatch.On{Sandbox: e.sandbox}})
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func (s *Service) createContext(w http.ResponseWriter, r *http.Request) {
 	}
 	id := newContextID(lang)
 	if _, err := coderun.ToolSessionCreate.Call(r.Context(), s.d.Dispatch, e.caller,
-		coderun.SandboxArgs{Sandbox: e.sandbox, Language: lang, SessionID: id, Cwd: absPath(cwd)}); err != nil {
+		coderun.SandboxArgs{On: dispatch.On{Sandbox: e.sandbox}, Language: lang, SessionID: id, Cwd: absPath(cwd)}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -250,7 +251,7 @@ func (s *Service) removeContext(w http.ResponseWriter, r *http.Request) {
 	e := envdOf(r.Context())
 	id := r.PathValue("id")
 	if _, err := coderun.ToolSessionDelete.Call(r.Context(), s.d.Dispatch, e.caller,
-		coderun.SandboxArgs{Sandbox: e.sandbox, SessionID: id}); err != nil {
+		coderun.SandboxArgs{On: dispatch.On{Sandbox: e.sandbox}, SessionID: id}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -279,12 +280,12 @@ func (s *Service) restartContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := coderun.ToolSessionDelete.Call(r.Context(), s.d.Dispatch, e.caller,
-		coderun.SandboxArgs{Sandbox: e.sandbox, SessionID: id}); err != nil {
+		coderun.SandboxArgs{On: dispatch.On{Sandbox: e.sandbox}, SessionID: id}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if _, err := coderun.ToolSessionCreate.Call(r.Context(), s.d.Dispatch, e.caller,
-		coderun.SandboxArgs{Sandbox: e.sandbox, Language: lang, SessionID: id, Cwd: defaultCwd}); err != nil {
+		coderun.SandboxArgs{On: dispatch.On{Sandbox: e.sandbox}, Language: lang, SessionID: id, Cwd: defaultCwd}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

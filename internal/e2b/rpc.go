@@ -65,7 +65,7 @@ func (h processRPC) List(ctx context.Context, _ *connect.Request[processpb.ListR
 	if err != nil {
 		return nil, err
 	}
-	ps, err := ToolProcessList.Call(ctx, h.s.d.Dispatch, e.caller, SandboxRef{Sandbox: e.sandbox})
+	ps, err := ToolProcessList.Call(ctx, h.s.d.Dispatch, e.caller, SandboxRef{On: dispatch.On{Sandbox: e.sandbox}})
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
 	}
@@ -79,7 +79,7 @@ func (h processRPC) Start(ctx context.Context, req *connect.Request[processpb.St
 	}
 	m := req.Msg
 	p := m.GetProcess()
-	args := ProcessStartArgs{Sandbox: e.sandbox, Cmd: p.GetCmd(), Args: p.GetArgs(), Envs: p.GetEnvs(), Cwd: p.GetCwd(),
+	args := ProcessStartArgs{On: dispatch.On{Sandbox: e.sandbox}, Cmd: p.GetCmd(), Args: p.GetArgs(), Envs: p.GetEnvs(), Cwd: p.GetCwd(),
 		Tag: m.GetTag(), Stdin: m.Stdin == nil || m.GetStdin(), User: e.user, TimeoutMS: timeoutOf(req.Header())}
 	if m.Pty != nil {
 		args.PTY = &PTYSize{Cols: m.GetPty().GetSize().GetCols(), Rows: m.GetPty().GetSize().GetRows()}
@@ -147,7 +147,7 @@ func (s *Service) follow(ctx context.Context, pr *proc, sub *subscriber, keepali
 
 // refOf is the ProcessRef a selector names.
 func refOf(e envdCall, sel *processpb.ProcessSelector) (ProcessRef, error) {
-	r := ProcessRef{Sandbox: e.sandbox}
+	r := ProcessRef{On: dispatch.On{Sandbox: e.sandbox}}
 	switch v := sel.GetSelector().(type) {
 	case *processpb.ProcessSelector_Pid:
 		r.Pid = v.Pid
@@ -244,7 +244,7 @@ func (h processRPC) CloseStdin(ctx context.Context, req *connect.Request[process
 type fsRPC struct{ s *Service }
 
 func (h fsRPC) pathArgs(e envdCall, p string) FSPathArgs {
-	return FSPathArgs{Sandbox: e.sandbox, Path: p, Sudo: e.user == "root"}
+	return FSPathArgs{On: dispatch.On{Sandbox: e.sandbox}, Path: p, Sudo: e.user == "root"}
 }
 
 func (h fsRPC) Stat(ctx context.Context, req *connect.Request[filesystempb.StatRequest]) (*connect.Response[filesystempb.StatResponse], error) {
@@ -279,7 +279,7 @@ func (h fsRPC) Move(ctx context.Context, req *connect.Request[filesystempb.MoveR
 	if err != nil {
 		return nil, err
 	}
-	args := FSMoveArgs{Sandbox: e.sandbox, Source: req.Msg.GetSource(), Destination: req.Msg.GetDestination(), Sudo: e.user == "root"}
+	args := FSMoveArgs{On: dispatch.On{Sandbox: e.sandbox}, Source: req.Msg.GetSource(), Destination: req.Msg.GetDestination(), Sudo: e.user == "root"}
 	entry, err := ToolFSMove.Call(ctx, h.s.d.Dispatch, e.caller, args)
 	if err != nil {
 		return nil, h.s.rpcError(ctx, err)
@@ -338,11 +338,11 @@ func (h fsRPC) WatchDir(ctx context.Context, req *connect.Request[filesystempb.W
 	recursive := req.Msg.GetRecursive()
 	d, c := h.s.d.Dispatch, e.caller
 	info, err := workspace.ToolWatchCreate.Call(ctx, d, c, workspace.WatchCreateArgs{
-		Sandbox: e.sandbox, Path: absPath(req.Msg.GetPath()), Recursive: &recursive, Exclude: []string{}})
+		On: dispatch.On{Sandbox: e.sandbox}, Path: absPath(req.Msg.GetPath()), Recursive: &recursive, Exclude: []string{}})
 	if err != nil {
 		return h.s.rpcError(ctx, err)
 	}
-	ref := workspace.WatchRef{Sandbox: e.sandbox, WatcherID: info.WatcherID}
+	ref := workspace.WatchRef{On: dispatch.On{Sandbox: e.sandbox}, WatcherID: info.WatcherID}
 	defer func() {
 		// The client left: the watch goes (a call of its own, on a
 		// context that outlives the request).

@@ -122,12 +122,12 @@ func (s *Service) controlTools() []dispatch.Tool {
 // ProcessStartArgs are e2b.process_start's: envd's StartRequest, and the
 // user (E2B's "user" is the sandbox user; "root" is sudo) and timeout.
 type ProcessStartArgs struct {
-	Sandbox string            `json:"sandbox" required:"true"`
-	Cmd     string            `json:"cmd" required:"true"`
-	Args    []string          `json:"args,omitempty"`
-	Envs    map[string]string `json:"envs,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"`
-	Tag     string            `json:"tag,omitempty"`
+	dispatch.On `required:"true" doc:"sandbox id"`
+	Cmd         string            `json:"cmd" required:"true"`
+	Args        []string          `json:"args,omitempty"`
+	Envs        map[string]string `json:"envs,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Tag         string            `json:"tag,omitempty"`
 	// PTY starts it on a terminal of that size.
 	PTY   *PTYSize `json:"pty,omitempty"`
 	Stdin bool     `json:"stdin,omitempty" doc:"keep a stdin the client writes to"`
@@ -170,9 +170,9 @@ type ProcessStarted struct {
 
 // ProcessRef names a process of a sandbox by pid or tag.
 type ProcessRef struct {
-	Sandbox string `json:"sandbox" required:"true"`
-	Pid     uint32 `json:"pid,omitempty"`
-	Tag     string `json:"tag,omitempty"`
+	dispatch.On `required:"true" doc:"sandbox id"`
+	Pid         uint32 `json:"pid,omitempty"`
+	Tag         string `json:"tag,omitempty"`
 }
 
 func (r ProcessRef) selector() *processpb.ProcessSelector {
@@ -211,7 +211,7 @@ type ProcessResizeArgs struct {
 
 // SandboxRef names a sandbox.
 type SandboxRef struct {
-	Sandbox string `json:"sandbox" required:"true"`
+	dispatch.On `required:"true" doc:"sandbox id"`
 }
 
 // ProcessConnected is e2b.process_connect's answer.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/audit"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
@@ -72,7 +73,7 @@ type Hook struct {
 
 // RegisterArgs is AIO's RegisterHookRequest.
 type RegisterArgs struct {
-	Sandbox  string   `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	Name     string   `json:"name" required:"true" maxLength:"64" doc:"unique name for this hook (letters, digits, _ and -)"`
 	Event    string   `json:"event,omitempty" enum:"shutdown" doc:"lifecycle event (default shutdown)"`
 	Command  string   `json:"command" required:"true" maxLength:"4096" doc:"shell command to execute"`
@@ -106,14 +107,14 @@ func (a RegisterArgs) Validate() error {
 
 // ListArgs filters by event (AIO's default: shutdown).
 type ListArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	Event   string `json:"event,omitempty" doc:"only hooks of this event (default shutdown)"`
+	dispatch.On
+	Event string `json:"event,omitempty" doc:"only hooks of this event (default shutdown)"`
 }
 
 // RemoveArgs names a hook.
 type RemoveArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	Name    string `json:"name" required:"true" maxLength:"64" doc:"the hook's name"`
+	dispatch.On
+	Name string `json:"name" required:"true" maxLength:"64" doc:"the hook's name"`
 }
 
 // Removed is what remove answers.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
@@ -56,7 +57,7 @@ func (se *session) isRunning() bool {
 
 // StartArgs is AIO's ObserveStartRequest.
 type StartArgs struct {
-	Sandbox          string   `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	Mode             string   `json:"mode,omitempty" enum:"guardrail,capture" doc:"capture (default): keep every sample; guardrail: keep the latest and raise events at thresholds"`
 	IdempotencyKey   *string  `json:"idempotency_key,omitempty" maxLength:"128" doc:"a retry with the same key answers the same session"`
 	DurationSeconds  *int     `json:"duration_seconds,omitempty" doc:"session length in seconds (default and most: 86400)"`
@@ -244,7 +245,7 @@ func (s *Service) take(ctx context.Context, se *session) {
 
 // StopArgs is AIO's ObserveStopRequest.
 type StopArgs struct {
-	Sandbox   string  `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	SessionID *string `json:"session_id,omitempty" doc:"the running session (default: the one running)"`
 }
 
@@ -282,7 +283,7 @@ func (s *Service) Stop(ctx context.Context, c auth.Caller, a StopArgs) (StopResu
 
 // ExportArgs is AIO's ObserveExportRequest.
 type ExportArgs struct {
-	Sandbox        string  `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	IdempotencyKey *string `json:"idempotency_key,omitempty" maxLength:"128" doc:"a retry with the same key answers the same report"`
 	SessionID      *string `json:"session_id,omitempty" doc:"the session to export (default: the running or last one)"`
 	Reason         string  `json:"reason,omitempty" maxLength:"256" doc:"why the report is made (default manual)"`
@@ -379,7 +380,7 @@ func (s *Service) export(ctx context.Context, b *box, se *session, reason string
 
 // SandboxArgs names a sandbox.
 type SandboxArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 }
 
 // Status is AIO's ObservationStatus.
@@ -425,8 +426,8 @@ func (s *Service) Status(ctx context.Context, c auth.Caller, a SandboxArgs) (Sta
 
 // LiveArgs is observe/live's query.
 type LiveArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	TopRows *int   `json:"top_rows,omitempty" doc:"processes listed, biggest first (default 10, at most 100; 0: none)"`
+	dispatch.On
+	TopRows *int `json:"top_rows,omitempty" doc:"processes listed, biggest first (default 10, at most 100; 0: none)"`
 }
 
 // Validate checks top_rows.
@@ -512,7 +513,7 @@ func (s *Service) Reports(ctx context.Context, c auth.Caller, a SandboxArgs) ([]
 
 // ReportArgs names a report.
 type ReportArgs struct {
-	Sandbox  string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	ReportID string `json:"report_id" required:"true" maxLength:"64" doc:"the report's id"`
 }
 

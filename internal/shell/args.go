@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sessions"
 )
@@ -20,7 +21,7 @@ import (
 
 // ShellExecArgs is POST /v1/shell/exec.
 type ShellExecArgs struct {
-	Sandbox          string   `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	ID               *string  `json:"id,omitempty"`
 	ExecDir          *string  `json:"exec_dir,omitempty"`
 	Command          string   `json:"command"`
@@ -35,13 +36,13 @@ type ShellExecArgs struct {
 
 // ShellSessionArgs names a session (view, kill, delete).
 type ShellSessionArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
-	ID      string `json:"id"`
+	dispatch.On
+	ID string `json:"id"`
 }
 
 // ShellWaitArgs is POST /v1/shell/wait.
 type ShellWaitArgs struct {
-	Sandbox        string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	ID             string `json:"id"`
 	Seconds        *int   `json:"seconds,omitempty"`
 	MaxWaitSeconds *int   `json:"max_wait_seconds,omitempty"`
@@ -49,7 +50,7 @@ type ShellWaitArgs struct {
 
 // ShellWriteArgs is POST /v1/shell/write.
 type ShellWriteArgs struct {
-	Sandbox    string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	ID         string `json:"id"`
 	Input      string `json:"input"`
 	PressEnter bool   `json:"press_enter"`
@@ -57,7 +58,7 @@ type ShellWriteArgs struct {
 
 // ShellCreateArgs is POST /v1/shell/sessions/create.
 type ShellCreateArgs struct {
-	Sandbox          string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	ID               string  `json:"id,omitempty"`
 	ExecDir          *string `json:"exec_dir,omitempty"`
 	NoChangeTimeout  *int    `json:"no_change_timeout,omitempty"`
@@ -69,7 +70,7 @@ type ShellCreateArgs struct {
 
 // ShellUpdateArgs is POST /v1/shell/sessions/update.
 type ShellUpdateArgs struct {
-	Sandbox         string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	ID              string `json:"id"`
 	NoChangeTimeout *int   `json:"no_change_timeout,omitempty"`
 }
@@ -77,13 +78,13 @@ type ShellUpdateArgs struct {
 // ListArgs lists sessions: of Sandbox, or (All) of every sandbox the
 // caller may see.
 type ListArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
-	All     bool   `json:"all,omitempty"`
+	dispatch.On
+	All bool `json:"all,omitempty"`
 }
 
 // TerminalArgs opens a live terminal (WS /v1/shell/ws).
 type TerminalArgs struct {
-	Sandbox   string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	SessionID string `json:"session_id,omitempty"`
 	Rows      int    `json:"rows,omitempty"`
 	Cols      int    `json:"cols,omitempty"`
@@ -91,7 +92,7 @@ type TerminalArgs struct {
 
 // BashExecArgs is POST /v1/bash/exec.
 type BashExecArgs struct {
-	Sandbox         string            `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	SessionID       *string           `json:"session_id,omitempty"`
 	Command         string            `json:"command"`
 	ExecDir         *string           `json:"exec_dir,omitempty"`
@@ -104,7 +105,7 @@ type BashExecArgs struct {
 
 // BashOutputArgs is POST /v1/bash/output.
 type BashOutputArgs struct {
-	Sandbox      string   `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	SessionID    string   `json:"session_id"`
 	CommandID    *string  `json:"command_id,omitempty"`
 	Offset       int64    `json:"offset,omitempty"`
@@ -115,7 +116,7 @@ type BashOutputArgs struct {
 
 // BashWriteArgs is POST /v1/bash/write.
 type BashWriteArgs struct {
-	Sandbox   string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	SessionID string  `json:"session_id"`
 	CommandID *string `json:"command_id,omitempty"`
 	Input     string  `json:"input"`
@@ -123,7 +124,7 @@ type BashWriteArgs struct {
 
 // BashKillArgs is POST /v1/bash/kill.
 type BashKillArgs struct {
-	Sandbox   string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	SessionID string  `json:"session_id"`
 	CommandID *string `json:"command_id,omitempty"`
 	Signal    string  `json:"signal,omitempty"`
@@ -131,7 +132,7 @@ type BashKillArgs struct {
 
 // BashCreateArgs is POST /v1/bash/sessions/create.
 type BashCreateArgs struct {
-	Sandbox      string  `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	SessionID    *string `json:"session_id,omitempty"`
 	ExecDir      *string `json:"exec_dir,omitempty"`
 	SnapshotPath *string `json:"snapshot_path,omitempty"`
@@ -139,14 +140,14 @@ type BashCreateArgs struct {
 
 // BashSessionArgs names a bash session (close).
 type BashSessionArgs struct {
-	Sandbox   string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	SessionID string `json:"session_id"`
 }
 
 // InfoArgs names the sandbox of GET /v1/sandbox (and Language that of
 // GET /v1/sandbox/packages/{python,nodejs}).
 type InfoArgs struct {
-	Sandbox  string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	Language string `json:"language,omitempty"`
 }
 

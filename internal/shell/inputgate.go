@@ -53,7 +53,7 @@ func (g *inputGate) idle() bool {
 
 // InputArgs are shell.input's arguments: where the lines go and the lines.
 type InputArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; default: the caller's default sandbox"`
+	dispatch.On
 	Session string `json:"session" doc:"the shell or bash session"`
 	Command string `json:"command_id,omitempty" doc:"for a bash session: the command whose stdin it is"`
 	Via     string `json:"via" enum:"shell.write,bash.write,terminal,e2b.process_input" doc:"what wrote the input"`
@@ -188,7 +188,7 @@ func typeInto(ctx context.Context, d *dispatch.Dispatcher, c auth.Caller, g *inp
 			lines[i] = s.line
 		}
 		st := &staged{g: g, in: in[from:end], lines: lines, write: write, after: state}
-		args := InputArgs{Sandbox: to.sandbox, Session: to.session, Command: to.command, Via: to.via, Lines: lines}
+		args := InputArgs{On: dispatch.On{Sandbox: to.sandbox}, Session: to.session, Command: to.command, Via: to.via, Lines: lines}
 		_, err := ToolInput.Call(context.WithValue(ctx, stagedKey{}, st), d, c, args)
 		if err == nil && !st.done {
 			err = fault.New(fault.Internal, "the input was admitted but not written")

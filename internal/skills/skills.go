@@ -43,6 +43,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/workspace"
@@ -116,10 +117,10 @@ type Metadata struct {
 // JSON) or a path in the sandbox (a directory or a .zip), and an optional
 // name for a single skill.
 type RegisterArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	Zip     []byte `json:"zip,omitempty" doc:"a zip of one or more skills (base64 in JSON; the HTTP route takes a multipart file)"`
-	Path    string `json:"path,omitempty" maxLength:"4096" doc:"a directory or a .zip in the sandbox holding one or more skills"`
-	Name    string `json:"name,omitempty" maxLength:"64" doc:"the name of the skill when exactly one is registered (default: its front matter's name, else its directory's)"`
+	dispatch.On
+	Zip  []byte `json:"zip,omitempty" doc:"a zip of one or more skills (base64 in JSON; the HTTP route takes a multipart file)"`
+	Path string `json:"path,omitempty" maxLength:"4096" doc:"a directory or a .zip in the sandbox holding one or more skills"`
+	Name string `json:"name,omitempty" maxLength:"64" doc:"the name of the skill when exactly one is registered (default: its front matter's name, else its directory's)"`
 	// Upload is the HTTP route's zip, streamed from the request: only
 	// the tool's run reads it — after authentication, the rate limit and
 	// the policy — straight into the sandbox's workspace (its quota).
@@ -155,8 +156,8 @@ type RegisterResult struct {
 
 // NamesArgs filters the listing (AIO: names, comma-separated).
 type NamesArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	Names   string `json:"names,omitempty" maxLength:"4096" doc:"comma-separated skill names; empty: all"`
+	dispatch.On
+	Names string `json:"names,omitempty" maxLength:"4096" doc:"comma-separated skill names; empty: all"`
 }
 
 // Collection is AIO's SkillMetadataCollection.
@@ -166,8 +167,8 @@ type Collection struct {
 
 // NameArgs names one skill.
 type NameArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	Name    string `json:"name" required:"true" maxLength:"64" doc:"the skill's name"`
+	dispatch.On
+	Name string `json:"name" required:"true" maxLength:"64" doc:"the skill's name"`
 }
 
 // Validate checks the name's form (it becomes a path component).
@@ -187,7 +188,7 @@ type Content struct {
 
 // ClearArgs names the sandbox whose skills are all deleted.
 type ClearArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 }
 
 // Cleared is what clear answers (AIO: a dict).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/workspace"
@@ -46,25 +47,25 @@ var (
 
 // ArtifactCreateArgs starts a resumable upload.
 type ArtifactCreateArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
-	Name    string `json:"name" required:"true" doc:"the artifact's file name in /workspace/.artifacts"`
-	Length  int64  `json:"length" required:"true" minimum:"0" doc:"total bytes the upload will carry"`
-	SHA256  string `json:"sha256" required:"true" doc:"lowercase hex SHA-256 of the whole content, checked at the end"`
+	dispatch.On
+	Name   string `json:"name" required:"true" doc:"the artifact's file name in /workspace/.artifacts"`
+	Length int64  `json:"length" required:"true" minimum:"0" doc:"total bytes the upload will carry"`
+	SHA256 string `json:"sha256" required:"true" doc:"lowercase hex SHA-256 of the whole content, checked at the end"`
 }
 
 // ArtifactRef names an upload (ID) or a completed artifact (Name).
 type ArtifactRef struct {
-	Sandbox string `json:"sandbox,omitempty"`
-	ID      string `json:"id,omitempty"`
-	Name    string `json:"name,omitempty"`
+	dispatch.On
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
 }
 
 // ArtifactWriteArgs is one PATCH: Body goes at Offset.
 type ArtifactWriteArgs struct {
-	Sandbox string    `json:"sandbox,omitempty"`
-	ID      string    `json:"id" required:"true"`
-	Offset  int64     `json:"offset" required:"true" minimum:"0"`
-	Body    io.Reader `json:"-"`
+	dispatch.On
+	ID     string    `json:"id" required:"true"`
+	Offset int64     `json:"offset" required:"true" minimum:"0"`
+	Body   io.Reader `json:"-"`
 }
 
 // ArtifactUpload is an upload's state.
@@ -381,7 +382,7 @@ func (s *Service) ListArtifacts(ctx context.Context, c auth.Caller, a ArtifactRe
 			if !ok || !uploadID.MatchString(id) {
 				continue
 			}
-			if up, err := s.ArtifactStatus(ctx, c, ArtifactRef{Sandbox: sb.ID(), ID: id}); err == nil {
+			if up, err := s.ArtifactStatus(ctx, c, ArtifactRef{On: dispatch.On{Sandbox: sb.ID()}, ID: id}); err == nil {
 				out.Uploads = append(out.Uploads, *up)
 			}
 		}

@@ -15,14 +15,15 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/workspace"
 )
 
 // DownloadArgs names a file to stream out.
 type DownloadArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
-	Path    string `json:"path" required:"true"`
+	dispatch.On
+	Path string `json:"path" required:"true"`
 }
 
 // Download is an opened regular file for the handler to stream (with
@@ -151,10 +152,10 @@ func openRegular(ctx context.Context, sb opener, op string, l workspace.Located)
 
 // ExtractArgs unpacks an archive that is already in the sandbox.
 type ExtractArgs struct {
-	Sandbox string         `json:"sandbox,omitempty"`
-	Path    string         `json:"path" required:"true" doc:"the archive, e.g. /workspace/src.tar.gz"`
-	Dest    string         `json:"dest,omitempty" doc:"the destination directory (default: the archive's directory)"`
-	Format  archive.Format `json:"format,omitempty" enum:"zip,tar,tar.gz,tar.zst" doc:"zip, tar, tar.gz or tar.zst (default: detected)"`
+	dispatch.On
+	Path   string         `json:"path" required:"true" doc:"the archive, e.g. /workspace/src.tar.gz"`
+	Dest   string         `json:"dest,omitempty" doc:"the destination directory (default: the archive's directory)"`
+	Format archive.Format `json:"format,omitempty" enum:"zip,tar,tar.gz,tar.zst" doc:"zip, tar, tar.gz or tar.zst (default: detected)"`
 }
 
 // Extract unpacks an archive inside the sandbox, by its init, all or
@@ -205,9 +206,9 @@ func (s *Service) Extract(ctx context.Context, c auth.Caller, a ExtractArgs) (*E
 
 // ArchiveArgs streams a directory out as an archive.
 type ArchiveArgs struct {
-	Sandbox string         `json:"sandbox,omitempty"`
-	Path    string         `json:"path" required:"true"`
-	Format  archive.Format `json:"format,omitempty" enum:"tar.gz,zip,tar,tar.zst"`
+	dispatch.On
+	Path   string         `json:"path" required:"true"`
+	Format archive.Format `json:"format,omitempty" enum:"tar.gz,zip,tar,tar.zst"`
 }
 
 // Packed is a directory being packed; the handler streams Body and closes

@@ -14,6 +14,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 )
@@ -25,7 +26,7 @@ const cleanupTimeout = 10 * time.Second
 // UploadArgs is one streamed upload.
 type UploadArgs struct {
 	// Sandbox is the sandbox id; "" is the caller's default sandbox.
-	Sandbox string `json:"sandbox,omitempty"`
+	dispatch.On
 	// Path is the target file, or a directory (existing, or ending in
 	// "/") to put Filename into; "" is /workspace/. With Extract it is the
 	// destination directory.

@@ -1,14 +1,16 @@
 package workspace
 
+import "github.com/sandhold/sandhold/internal/dispatch"
+
 // Arguments and results of the file tools, in the field names, defaults
 // and shapes of AIO Sandbox 1.9.4 (tags file and file-watch). Pointer
-// fields are AIO's nullable ones; nil takes AIO's default. Sandbox names
-// the sandbox for MCP and /v1/tools/call; the HTTP routes set it from the
-// URL (empty: the caller's default sandbox).
+// fields are AIO's nullable ones; nil takes AIO's default. The embedded
+// dispatch.On names the sandbox for MCP and /v1/tools/call; the HTTP
+// routes set it from the URL (empty: the caller's default sandbox).
 
 // ReadArgs is FileReadRequest.
 type ReadArgs struct {
-	Sandbox   string `json:"sandbox,omitempty"`
+	dispatch.On
 	File      string `json:"file" required:"true"`
 	StartLine *int   `json:"start_line,omitempty"`
 	EndLine   *int   `json:"end_line,omitempty"`
@@ -23,7 +25,7 @@ type ReadResult struct {
 
 // WriteArgs is FileWriteRequest.
 type WriteArgs struct {
-	Sandbox         string  `json:"sandbox,omitempty"`
+	dispatch.On
 	File            string  `json:"file" required:"true"`
 	Content         string  `json:"content" required:"true"`
 	Encoding        *string `json:"encoding,omitempty"`
@@ -41,11 +43,11 @@ type WriteResult struct {
 
 // ReplaceArgs is FileReplaceRequest.
 type ReplaceArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
-	File    string `json:"file" required:"true"`
-	OldStr  string `json:"old_str" required:"true"`
-	NewStr  string `json:"new_str" required:"true"`
-	Sudo    *bool  `json:"sudo,omitempty"`
+	dispatch.On
+	File   string `json:"file" required:"true"`
+	OldStr string `json:"old_str" required:"true"`
+	NewStr string `json:"new_str" required:"true"`
+	Sudo   *bool  `json:"sudo,omitempty"`
 }
 
 // ReplaceResult is FileReplaceResult.
@@ -56,10 +58,10 @@ type ReplaceResult struct {
 
 // SearchArgs is FileSearchRequest.
 type SearchArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
-	File    string `json:"file" required:"true"`
-	Regex   string `json:"regex" required:"true"`
-	Sudo    *bool  `json:"sudo,omitempty"`
+	dispatch.On
+	File  string `json:"file" required:"true"`
+	Regex string `json:"regex" required:"true"`
+	Sudo  *bool  `json:"sudo,omitempty"`
 }
 
 // SearchResult is FileSearchResult.
@@ -71,9 +73,9 @@ type SearchResult struct {
 
 // FindArgs is FileFindRequest.
 type FindArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
-	Path    string `json:"path" required:"true"`
-	Glob    string `json:"glob" required:"true"`
+	dispatch.On
+	Path string `json:"path" required:"true"`
+	Glob string `json:"glob" required:"true"`
 }
 
 // FindResult is FileFindResult (plus truncated, as every multi-file
@@ -86,7 +88,7 @@ type FindResult struct {
 
 // GrepArgs is FileGrepRequest.
 type GrepArgs struct {
-	Sandbox         string   `json:"sandbox,omitempty"`
+	dispatch.On
 	Path            string   `json:"path" required:"true"`
 	Pattern         string   `json:"pattern" required:"true"`
 	Include         []string `json:"include,omitempty"`
@@ -125,7 +127,7 @@ type GrepResult struct {
 
 // GlobArgs is FileGlobRequest.
 type GlobArgs struct {
-	Sandbox         string   `json:"sandbox,omitempty"`
+	dispatch.On
 	Path            string   `json:"path" required:"true"`
 	Pattern         string   `json:"pattern" required:"true"`
 	Exclude         []string `json:"exclude,omitempty"`
@@ -157,7 +159,7 @@ type GlobResult struct {
 
 // ListArgs is FileListRequest.
 type ListArgs struct {
-	Sandbox            string   `json:"sandbox,omitempty"`
+	dispatch.On
 	Path               string   `json:"path" required:"true"`
 	Recursive          *bool    `json:"recursive,omitempty"`
 	ShowHidden         *bool    `json:"show_hidden,omitempty"`
@@ -194,7 +196,7 @@ type ListResult struct {
 // options (page_range, sheet_name, row_range, slide_range) are accepted
 // and ignored: sandhold views text files only.
 type EditorArgs struct {
-	Sandbox        string  `json:"sandbox,omitempty"`
+	dispatch.On
 	Command        string  `json:"command" required:"true"`
 	Path           string  `json:"path" required:"true"`
 	FileText       *string `json:"file_text,omitempty"`

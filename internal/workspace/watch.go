@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/auth"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sessions"
 )
@@ -45,7 +46,7 @@ var defaultWatchExclude = []string{".git", "node_modules", "__pycache__", ".venv
 
 // WatchCreateArgs is CreateWatchRequest.
 type WatchCreateArgs struct {
-	Sandbox         string   `json:"sandbox,omitempty"`
+	dispatch.On
 	Path            string   `json:"path" required:"true"`
 	Recursive       *bool    `json:"recursive,omitempty"`
 	Exclude         []string `json:"exclude,omitempty"`
@@ -55,7 +56,7 @@ type WatchCreateArgs struct {
 
 // WatchRef names a watch (poll, events, delete).
 type WatchRef struct {
-	Sandbox   string `json:"sandbox,omitempty"`
+	dispatch.On
 	WatcherID string `json:"watcher_id"`
 	Cursor    int64  `json:"cursor,omitempty"`
 	Limit     *int   `json:"limit,omitempty"`
@@ -64,7 +65,7 @@ type WatchRef struct {
 
 // WatchWaitArgs is FileWatchWaitRequest.
 type WatchWaitArgs struct {
-	Sandbox    string   `json:"sandbox,omitempty"`
+	dispatch.On
 	Path       string   `json:"path" required:"true"`
 	Timeout    *int     `json:"timeout,omitempty"`
 	EventTypes []string `json:"event_types,omitempty"`

@@ -26,7 +26,7 @@ const groupBrowser = "browser"
 func BrowserRoutes(s *api.Server, d *dispatch.Dispatcher) { mountAIO(s, d, groupBrowser) }
 
 // bOn is the route's sandbox.
-func bOn(r *http.Request) browserops.On { return browserops.On{Sandbox: chi.URLParam(r, "id")} }
+func bOn(r *http.Request) dispatch.On { return dispatch.On{Sandbox: chi.URLParam(r, "id")} }
 
 // bPage is a row's tool arguments when only the sandbox matters.
 func bPage(r *http.Request, _ struct{}) (browserops.PageArgs, error) {

@@ -20,7 +20,7 @@ type nodeUpdateRequest struct {
 
 // nodeSessionOf names the path's session of the route's sandbox.
 func nodeSessionOf(r *http.Request) coderun.NodeSessionArgs {
-	return coderun.NodeSessionArgs{Sandbox: chi.URLParam(r, "id"), SessionID: chi.URLParam(r, "session_id")}
+	return coderun.NodeSessionArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, SessionID: chi.URLParam(r, "session_id")}
 }
 
 // aioNodeRows are AIO's nodejs namespace (7 operations): the javascript

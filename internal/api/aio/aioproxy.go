@@ -34,7 +34,7 @@ type proxyBypassRequest struct {
 type ProxyUpstreamOrNull proxytools.UpstreamInfo
 
 func proxySandbox(r *http.Request, _ struct{}) (proxytools.SandboxArgs, error) {
-	return proxytools.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
+	return proxytools.SandboxArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}, nil
 }
 
 // aioProxyRows are AIO's proxy namespace (11 operations). AIO's answers
@@ -51,7 +51,7 @@ var aioProxyRows = nullData([]aioRoute{
 			if u, err := url.PathUnescape(src); err == nil {
 				src = u
 			}
-			return proxytools.SourceArgs{Sandbox: chi.URLParam(r, "id"), Source: src}, nil
+			return proxytools.SourceArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Source: src}, nil
 		}, same[struct{}, proxytools.Removed]),
 	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/excludes", proxytools.ToolExcludesList, "proxy",
 		"The destinations that bypass the upstream proxy", proxySandbox, same[struct{}, []string]),
@@ -69,7 +69,7 @@ var aioProxyRows = nullData([]aioRoute{
 			if u == "" {
 				return proxytools.DiagnoseArgs{}, fieldError(inQuery, "url", "missing", "url is required")
 			}
-			return proxytools.DiagnoseArgs{Sandbox: chi.URLParam(r, "id"), URL: u}, nil
+			return proxytools.DiagnoseArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, URL: u}, nil
 		}, same[struct{}, proxytools.DiagnoseResult], doc(func(op *huma.Operation) {
 			op.Parameters = append(op.Parameters, &huma.Param{Name: "url", In: "query", Required: true, Schema: api.StringSchema, Description: "URL to diagnose routing for"})
 		})),
@@ -93,6 +93,6 @@ func excludeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	a := proxytools.ExcludeArgs{Sandbox: chi.URLParam(r, "id"), Pattern: in.Pattern}
+	a := proxytools.ExcludeArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Pattern: in.Pattern}
 	answer(e, rt, w, r, proxytools.ToolExcludeRemove, a, "")
 }

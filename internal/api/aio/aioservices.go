@@ -42,7 +42,7 @@ var serviceRows = nullData([]aioRoute{
 	jsonRowAs(groupServices, http.MethodPost, "/v1/util/convert_to_markdown", convert.ToolConvert, "util",
 		"Convert a document (HTML, PDF, DOCX, ODT, EPUB, RTF, …) to Markdown, inside the sandbox",
 		func(r *http.Request, in ConvertRequest) (convert.Args, error) {
-			return convert.Args{Sandbox: chi.URLParam(r, "id"), URI: in.URI}, nil
+			return convert.Args{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, URI: in.URI}, nil
 		},
 		func(_ *http.Request, _ ConvertRequest, res convert.Result) (string, error) { return res.Markdown, nil },
 		required("uri")),
@@ -57,12 +57,12 @@ var serviceRows = nullData([]aioRoute{
 	jsonRowAs(groupServices, http.MethodGet, "/v1/skills/metadatas", skills.ToolList, "skills",
 		"The metadata (SKILL.md front matter) of the sandbox's skills; ?names=a,b filters",
 		func(r *http.Request, _ struct{}) (skills.NamesArgs, error) {
-			return skills.NamesArgs{Sandbox: chi.URLParam(r, "id"), Names: r.URL.Query().Get("names")}, nil
+			return skills.NamesArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Names: r.URL.Query().Get("names")}, nil
 		}, same[struct{}, skills.Collection], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, api.QueryParams("names")...) })),
 	jsonRowAs(groupServices, http.MethodDelete, "/v1/skills", skills.ToolClear, "skills",
 		"Delete every skill of the sandbox",
 		func(r *http.Request, _ struct{}) (skills.ClearArgs, error) {
-			return skills.ClearArgs{Sandbox: chi.URLParam(r, "id")}, nil
+			return skills.ClearArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}, nil
 		},
 		same[struct{}, skills.Cleared]),
 	jsonRowAs(groupServices, http.MethodDelete, "/v1/skills/{name}", skills.ToolDelete, "skills",
@@ -76,12 +76,12 @@ var serviceRows = nullData([]aioRoute{
 	jsonRowAs(groupServices, http.MethodGet, "/v1/sandbox/hooks", hooks.ToolList, "sandbox",
 		"The sandbox's hooks of an event (?event=, default shutdown), in the order they run",
 		func(r *http.Request, _ struct{}) (hooks.ListArgs, error) {
-			return hooks.ListArgs{Sandbox: chi.URLParam(r, "id"), Event: r.URL.Query().Get("event")}, nil
+			return hooks.ListArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Event: r.URL.Query().Get("event")}, nil
 		}, same[struct{}, []hooks.Hook], doc(func(op *huma.Operation) { op.Parameters = append(op.Parameters, api.QueryParams("event")...) })),
 	jsonRowAs(groupServices, http.MethodDelete, "/v1/sandbox/hooks/{name}", hooks.ToolRemove, "sandbox",
 		"Remove a hook by name",
 		func(r *http.Request, _ struct{}) (hooks.RemoveArgs, error) {
-			return hooks.RemoveArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
+			return hooks.RemoveArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Name: chi.URLParam(r, "name")}, nil
 		}, same[struct{}, hooks.Removed]),
 
 	jsonRowAs(groupServices, http.MethodGet, "/v1/sandbox/observe/status", observe.ToolStatus, "sandbox",
@@ -89,7 +89,7 @@ var serviceRows = nullData([]aioRoute{
 	jsonRowAs(groupServices, http.MethodGet, "/v1/sandbox/observe/live", observe.ToolLive, "sandbox",
 		"A snapshot now: cgroup figures, /workspace, top processes (?top_rows=, default 10), recent activity",
 		func(r *http.Request, _ struct{}) (observe.LiveArgs, error) {
-			a := observe.LiveArgs{Sandbox: chi.URLParam(r, "id")}
+			a := observe.LiveArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}
 			if v := r.URL.Query().Get("top_rows"); v != "" {
 				n, err := strconv.Atoi(v)
 				if err != nil {
@@ -124,15 +124,15 @@ func nullData(rows []aioRoute) []aioRoute {
 }
 
 func skillName(r *http.Request, _ struct{}) (skills.NameArgs, error) {
-	return skills.NameArgs{Sandbox: chi.URLParam(r, "id"), Name: chi.URLParam(r, "name")}, nil
+	return skills.NameArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Name: chi.URLParam(r, "name")}, nil
 }
 
 func obsSandbox(r *http.Request, _ struct{}) (observe.SandboxArgs, error) {
-	return observe.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
+	return observe.SandboxArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}, nil
 }
 
 func reportRef(r *http.Request, _ struct{}) (observe.ReportArgs, error) {
-	return observe.ReportArgs{Sandbox: chi.URLParam(r, "id"), ReportID: chi.URLParam(r, "report_id")}, nil
+	return observe.ReportArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, ReportID: chi.URLParam(r, "report_id")}, nil
 }
 
 // skillsRegister reads AIO's form (multipart: file, path, name; every
@@ -142,7 +142,7 @@ func reportRef(r *http.Request, _ struct{}) (observe.ReportArgs, error) {
 // policy) into the sandbox's workspace, and the fields after it are read
 // then. No part of the zip is held in server memory.
 func skillsRegister(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	a := skills.RegisterArgs{Sandbox: chi.URLParam(r, "id")}
+	a := skills.RegisterArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if r.ContentLength == 0 {
 		ct = "" // no body: nothing to register (the tool says what is missing)
@@ -232,7 +232,7 @@ func skillField(part *multipart.Part, name, path *string) error {
 
 // observeReport serves a report's gzip bytes.
 func observeReport(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	a := observe.ReportArgs{Sandbox: chi.URLParam(r, "id"), ReportID: chi.URLParam(r, "report_id")}
+	a := observe.ReportArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, ReportID: chi.URLParam(r, "report_id")}
 	rep, err := observe.ToolReport.Call(r.Context(), e.dispatcher(), callerOf(r), a)
 	if err != nil {
 		e.fail(w, r, rt, a.ReportID, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/coderun"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/shell"
 	"github.com/sandhold/sandhold/internal/transfer"
 	"github.com/sandhold/sandhold/internal/workspace"
@@ -114,11 +115,11 @@ var aioCoreRows = []aioRoute{
 		"Shell session statistics", shellList, same[struct{}, shell.Stats]),
 	jsonRowAs(groupShell, http.MethodDelete, "/v1/shell/sessions", shell.ToolShellDelAll, "shell",
 		"End the caller's shell sessions in the sandbox", func(r *http.Request, _ struct{}) (shell.ListArgs, error) {
-			return shell.ListArgs{Sandbox: chi.URLParam(r, "id")}, nil
+			return shell.ListArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}, nil
 		}, same[struct{}, shell.DeletedResult]),
 	jsonRowAs(groupShell, http.MethodDelete, "/v1/shell/sessions/{session_id}", shell.ToolShellDelete, "shell",
 		"End a shell session", func(r *http.Request, _ struct{}) (shell.ShellSessionArgs, error) {
-			return shell.ShellSessionArgs{Sandbox: chi.URLParam(r, "id"), ID: chi.URLParam(r, "session_id")}, nil
+			return shell.ShellSessionArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, ID: chi.URLParam(r, "session_id")}, nil
 		}, same[struct{}, shell.Empty]),
 	plainRow(groupShell, http.MethodGet, "/v1/shell/ws", shell.ToolTerminal, "shell",
 		"WebSocket terminal (AIO protocol: input, resize, ping/pong; output, session_id, ready); ?session_id= reattaches, ?ticket= authenticates browsers",
@@ -127,7 +128,7 @@ var aioCoreRows = []aioRoute{
 		})),
 	jsonRowAs(groupShell, http.MethodGet, "/v1/shell/terminal-url", shell.ToolShellCreate, "shell",
 		"Start an interactive session and return the WebSocket URL of its terminal", func(r *http.Request, _ struct{}) (shell.ShellCreateArgs, error) {
-			return shell.ShellCreateArgs{Sandbox: chi.URLParam(r, "id"), Terminal: true}, nil
+			return shell.ShellCreateArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Terminal: true}, nil
 		}, func(r *http.Request, _ struct{}, res shell.CreateResult) (string, error) {
 			return terminalURL(r, res), nil
 		}),
@@ -147,7 +148,7 @@ var aioCoreRows = []aioRoute{
 		"Create a bash session"),
 	jsonRowAs(groupShell, http.MethodPost, "/v1/bash/sessions/{session_id}/close", shell.ToolBashClose, "bash",
 		"Close a bash session and kill its commands", func(r *http.Request, _ struct{}) (shell.BashSessionArgs, error) {
-			return shell.BashSessionArgs{Sandbox: chi.URLParam(r, "id"), SessionID: chi.URLParam(r, "session_id")}, nil
+			return shell.BashSessionArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, SessionID: chi.URLParam(r, "session_id")}, nil
 		}, same[struct{}, shell.Empty]),
 
 	// sandbox (AIO): the environment, gathered inside the sandbox.
@@ -164,7 +165,7 @@ var aioCoreRows = []aioRoute{
 		"Run python, javascript or bash code, statelessly or in a session (AIO)", codeExecute, codeExecuteAnswer, lateInvalidFails()),
 	jsonRowAs(groupCode, http.MethodGet, "/v1/code/info", coderun.ToolInfo, "code",
 		"Supported runtimes and versions (AIO)", func(r *http.Request, _ struct{}) (coderun.SandboxArgs, error) {
-			return coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id")}, nil
+			return coderun.SandboxArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}, nil
 		}, codeInfo, lateInvalidFails()),
 	jsonRowAs(groupCode, http.MethodPost, "/v1/jupyter/execute", coderun.ToolExecute, "jupyter",
 		"Run python in a session with Jupyter-shaped outputs (AIO)", jupyterExecute, jupyterExecuteAnswer, lateInvalidFails()),
@@ -247,7 +248,7 @@ func same[In, R any](_ *http.Request, _ In, res R) (R, error) { return res, nil 
 
 // watchRef names the watch of the URL.
 func watchRef(r *http.Request, _ struct{}) (workspace.WatchRef, error) {
-	return workspace.WatchRef{Sandbox: chi.URLParam(r, "id"), WatcherID: chi.URLParam(r, "watcher_id")}, nil
+	return workspace.WatchRef{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, WatcherID: chi.URLParam(r, "watcher_id")}, nil
 }
 
 // shellList: at /v1/... every session the caller may see (the monitoring
@@ -255,12 +256,12 @@ func watchRef(r *http.Request, _ struct{}) (workspace.WatchRef, error) {
 // that sandbox's.
 func shellList(r *http.Request, _ struct{}) (shell.ListArgs, error) {
 	id := chi.URLParam(r, "id")
-	return shell.ListArgs{Sandbox: id, All: id == ""}, nil
+	return shell.ListArgs{On: dispatch.On{Sandbox: id}, All: id == ""}, nil
 }
 
 func packages(lang string) func(*http.Request, struct{}) (shell.InfoArgs, error) {
 	return func(r *http.Request, _ struct{}) (shell.InfoArgs, error) {
-		return shell.InfoArgs{Sandbox: chi.URLParam(r, "id"), Language: lang}, nil
+		return shell.InfoArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Language: lang}, nil
 	}
 }
 

@@ -171,7 +171,7 @@ func jupyterInfo(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 }
 
 func pythonSessions(r *http.Request) coderun.SandboxArgs {
-	return coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"), Language: coderun.Python}
+	return coderun.SandboxArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Language: coderun.Python}
 }
 
 type jupyterSessionInfo struct {
@@ -196,13 +196,13 @@ func jupyterDelete(r *http.Request, _ struct{}) (coderun.SandboxArgs, error) {
 	if coderun.CheckSessionID(id) != nil {
 		return coderun.SandboxArgs{}, errNoSession
 	}
-	return coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"), SessionID: id}, nil
+	return coderun.SandboxArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, SessionID: id}, nil
 }
 
 var errNoSession = fault.New(fault.NotFound, "no such session")
 
 func jupyterCreate(r *http.Request, in JupyterCreateSessionRequest) (coderun.SandboxArgs, error) {
-	return coderun.SandboxArgs{Sandbox: chi.URLParam(r, "id"), Language: coderun.Python, SessionID: deref(in.SessionID), Cwd: deref(in.Cwd)}, nil
+	return coderun.SandboxArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Language: coderun.Python, SessionID: deref(in.SessionID), Cwd: deref(in.Cwd)}, nil
 }
 
 func jupyterCreateAnswer(_ *http.Request, _ JupyterCreateSessionRequest, info coderun.SessionInfo) (jupyterCreateData, error) {

@@ -33,7 +33,7 @@ type watchList struct {
 // in that form or as a bare seq, resumes after it; so does ?cursor=N), a
 // comment every 15 s, and "watch_stopped" when the watch ends.
 func watchEvents(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	ref := workspace.WatchRef{Sandbox: chi.URLParam(r, "id"), WatcherID: chi.URLParam(r, "watcher_id")}
+	ref := workspace.WatchRef{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, WatcherID: chi.URLParam(r, "watcher_id")}
 	watch, err := workspace.ToolWatchEvents.Call(r.Context(), e.dispatcher(), callerOf(r), ref)
 	if err != nil {
 		e.fail(w, r, rt, ref.WatcherID, err)

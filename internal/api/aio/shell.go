@@ -103,7 +103,7 @@ func terminal(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	q := r.URL.Query()
-	args := shell.TerminalArgs{Sandbox: chi.URLParam(r, "id"), SessionID: q.Get("session_id")}
+	args := shell.TerminalArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, SessionID: q.Get("session_id")}
 	for name, dst := range map[string]*int{"rows": &args.Rows, "cols": &args.Cols} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -156,7 +156,7 @@ type sandboxInfoBody struct {
 // sandboxInfo is GET /v1/sandbox: the sandbox's environment, gathered
 // inside it and cached.
 func sandboxInfo(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
-	info, err := shell.ToolSandboxDetail.Call(r.Context(), e.dispatcher(), callerOf(r), shell.InfoArgs{Sandbox: chi.URLParam(r, "id")})
+	info, err := shell.ToolSandboxDetail.Call(r.Context(), e.dispatcher(), callerOf(r), shell.InfoArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}})
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return

@@ -69,7 +69,7 @@ func boolField(in, name, v string) (bool, error) {
 // other content type) with ?path= is accepted too.
 func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	a := transfer.UploadArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path"), Format: archive.Format(q.Get("format")), Size: r.ContentLength}
+	a := transfer.UploadArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Path: q.Get("path"), Format: archive.Format(q.Get("format")), Size: r.ContentLength}
 	var err error
 	if a.Extract, err = boolField(inQuery, "extract", q.Get("extract")); err != nil {
 		e.fail(w, r, rt, "", err)
@@ -109,7 +109,7 @@ func upload(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			// The path, if the form has one, comes after the file.
-			st := transfer.UploadArgs{Sandbox: a.Sandbox, Filename: a.Filename, Stage: transfer.NewStageID(), Size: a.Size, Body: part}
+			st := transfer.UploadArgs{On: dispatch.On{Sandbox: a.Sandbox}, Filename: a.Filename, Stage: transfer.NewStageID(), Size: a.Size, Body: part}
 			if _, err := transfer.ToolUpload.Call(r.Context(), e.dispatcher(), callerOf(r), st); err != nil {
 				e.fail(w, r, rt, "", err)
 				return
@@ -166,7 +166,7 @@ func download(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) 
 		e.fail(w, r, rt, "", fault.InvalidField(inQuery+".change_policy", "change_policy must be ignore or abort"))
 		return
 	}
-	d, err := transfer.ToolDownload.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.DownloadArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path")})
+	d, err := transfer.ToolDownload.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.DownloadArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Path: q.Get("path")})
 	if err != nil {
 		e.fail(w, r, rt, q.Get("path"), err)
 		return
@@ -194,7 +194,7 @@ func serveDownload(w http.ResponseWriter, r *http.Request, d *transfer.Download,
 // a partial archive for a whole one.
 func archiveDir(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, err := transfer.ToolArchive.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArchiveArgs{Sandbox: chi.URLParam(r, "id"), Path: q.Get("path"), Format: archive.Format(q.Get("format"))})
+	p, err := transfer.ToolArchive.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArchiveArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Path: q.Get("path"), Format: archive.Format(q.Get("format"))})
 	if err != nil {
 		e.fail(w, r, rt, q.Get("path"), err)
 		return
@@ -262,7 +262,7 @@ func artifactHead(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reque
 
 // artifactStatus is an upload's state (tool artifact.status).
 func artifactStatus(e *aioEdge, r *http.Request, id string) (*transfer.ArtifactUpload, error) {
-	return transfer.ToolArtifactStatus.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactRef{Sandbox: chi.URLParam(r, "id"), ID: id})
+	return transfer.ToolArtifactStatus.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactRef{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, ID: id})
 }
 
 // artifactGet: an upload's state as JSON, or an artifact's content with
@@ -279,7 +279,7 @@ func artifactGet(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Reques
 		api.WriteData(w, http.StatusOK, up)
 		return
 	}
-	d, err := transfer.ToolArtifactRead.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactRef{Sandbox: sb, Name: ref})
+	d, err := transfer.ToolArtifactRead.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactRef{On: dispatch.On{Sandbox: sb}, Name: ref})
 	if err != nil {
 		e.fail(w, r, rt, "", err)
 		return
@@ -296,7 +296,7 @@ func artifactPatch(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 		e.fail(w, r, rt, "", fault.InvalidField(inHeader+".Upload-Offset", "the Upload-Offset header must hold the upload's current offset"))
 		return
 	}
-	up, err := transfer.ToolArtifactWrite.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactWriteArgs{Sandbox: chi.URLParam(r, "id"), ID: chi.URLParam(r, "ref"), Offset: off, Body: r.Body})
+	up, err := transfer.ToolArtifactWrite.Call(r.Context(), e.dispatcher(), callerOf(r), transfer.ArtifactWriteArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, ID: chi.URLParam(r, "ref"), Offset: off, Body: r.Body})
 	if err != nil {
 		var oe *transfer.OffsetError
 		if errors.As(err, &oe) {
@@ -316,7 +316,7 @@ func artifactPatch(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 // artifactRef names an upload (up_…) or an artifact by the URL's ref.
 func artifactRef(r *http.Request, _ struct{}) (transfer.ArtifactRef, error) {
 	ref := chi.URLParam(r, "ref")
-	a := transfer.ArtifactRef{Sandbox: chi.URLParam(r, "id")}
+	a := transfer.ArtifactRef{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}}
 	if isUploadID(ref) {
 		a.ID = ref
 	} else {

@@ -260,7 +260,7 @@ func (h *Relays) preview(abs bool) http.HandlerFunc {
 		}
 		id := chi.URLParam(r, "id")
 		ws := isWebSocket(r)
-		c, rel, err := open(h, r, browser.ToolPreview, browser.PreviewArgs{Sandbox: id, Port: port, Method: r.Method, Path: r.URL.Path, WebSocket: ws})
+		c, rel, err := open(h, r, browser.ToolPreview, browser.PreviewArgs{On: dispatch.On{Sandbox: id}, Port: port, Method: r.Method, Path: r.URL.Path, WebSocket: ws})
 		if err != nil {
 			api.WriteError(w, r, err)
 			return
@@ -283,7 +283,7 @@ func (h *Relays) cdp(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, r, err)
 		return
 	}
-	c, rel, err := open(h, r, browser.ToolCDP, browser.ConnectArgs{Sandbox: id, Path: "/" + rest})
+	c, rel, err := open(h, r, browser.ToolCDP, browser.ConnectArgs{On: dispatch.On{Sandbox: id}, Path: "/" + rest})
 	if err != nil {
 		api.WriteError(w, r, err)
 		return
@@ -481,7 +481,7 @@ func (h *Relays) vnc(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := chi.URLParam(r, "id")
-	c, rel, err := open(h, r, browser.ToolVNC, browser.ConnectArgs{Sandbox: id})
+	c, rel, err := open(h, r, browser.ToolVNC, browser.ConnectArgs{On: dispatch.On{Sandbox: id}})
 	if err != nil {
 		api.WriteError(w, r, err)
 		return

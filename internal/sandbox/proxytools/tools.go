@@ -42,14 +42,14 @@ var (
 
 // SandboxArgs names the sandbox.
 type SandboxArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 }
 
 // MappingArgs is AIO's ProxyMappingAddRequest.
 type MappingArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	Source  string `json:"source" required:"true" maxLength:"1024" doc:"[protocol://]host[:port]; *.example.com matches sub-domains; no port: any port (http: 80, https: 443)"`
-	Target  string `json:"target" required:"true" maxLength:"1024" doc:"[host:]port; no host, 127.0.0.1 or localhost: the sandbox's own loopback; another host must be in the sandbox's allow list"`
+	dispatch.On
+	Source string `json:"source" required:"true" maxLength:"1024" doc:"[protocol://]host[:port]; *.example.com matches sub-domains; no port: any port (http: 80, https: 443)"`
+	Target string `json:"target" required:"true" maxLength:"1024" doc:"[host:]port; no host, 127.0.0.1 or localhost: the sandbox's own loopback; another host must be in the sandbox's allow list"`
 }
 
 // Validate parses source and target.
@@ -72,8 +72,8 @@ func (a MappingArgs) mapping() (egress.Mapping, error) {
 
 // SourceArgs names a mapping by its source.
 type SourceArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	Source  string `json:"source" required:"true" maxLength:"1024" doc:"the mapping's source, as listed (or any spelling of the same host and port)"`
+	dispatch.On
+	Source string `json:"source" required:"true" maxLength:"1024" doc:"the mapping's source, as listed (or any spelling of the same host and port)"`
 }
 
 // Validate checks the source is present.
@@ -86,7 +86,7 @@ func (a SourceArgs) Validate() error {
 
 // ExcludeArgs is AIO's ProxyBypassRequest.
 type ExcludeArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	Pattern string `json:"pattern" required:"true" maxLength:"1024" doc:"a domain (example.com), its sub-domains (*.example.com or .example.com), an address or a CIDR range (10.0.0.0/8)"`
 }
 
@@ -100,8 +100,8 @@ func (a ExcludeArgs) Validate() error {
 
 // DiagnoseArgs names the URL to route.
 type DiagnoseArgs struct {
-	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
-	URL     string `json:"url" required:"true" maxLength:"4096" doc:"URL to diagnose routing for (http, https, ws, wss)"`
+	dispatch.On
+	URL string `json:"url" required:"true" maxLength:"4096" doc:"URL to diagnose routing for (http, https, ws, wss)"`
 }
 
 // Validate checks the URL is present.
@@ -114,7 +114,7 @@ func (a DiagnoseArgs) Validate() error {
 
 // UpstreamArgs is AIO's ProxyUpstreamUpdateRequest.
 type UpstreamArgs struct {
-	Sandbox string  `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
+	dispatch.On
 	Server  string  `json:"server" required:"true" maxLength:"2048" doc:"upstream proxy: host:port or user:pass@host:port, optionally after http:// or socks5://; its host must be in the sandbox's allow list"`
 	AuthCmd *string `json:"auth_cmd,omitempty" doc:"not supported by sandhold: put the credentials in server"`
 }

@@ -23,7 +23,7 @@ func TestUpstreamPasswordNotInAuditOrAnswers(t *testing.T) {
 		byName[tl.Name] = i
 	}
 	set := tools[byName[ToolUpstreamSet.Name()]]
-	args := UpstreamArgs{Sandbox: "sbx1", Server: "http://bob:" + pw + "@proxy.example.com:3128"}
+	args := UpstreamArgs{On: dispatch.On{Sandbox: "sbx1"}, Server: "http://bob:" + pw + "@proxy.example.com:3128"}
 	if err := set.Check(args); err != nil {
 		t.Fatal(err)
 	}
