@@ -369,16 +369,14 @@ func hasBody(method string) bool {
 	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
 }
 
-// setSandbox names the route's sandbox in args (a pointer to a struct with
-// a Sandbox string field); a body cannot choose it.
+// setSandbox names the route's sandbox in args, whose sandbox is its
+// embedded dispatch.On (dispatch.Targeted): a body cannot choose it.
+// Arguments that act in no one sandbox (no On) are left as they are;
+// TestRowsNameTheirSandboxByOn holds that every row's arguments with a
+// sandbox field are Targeted.
 func setSandbox(args any, r *http.Request) {
-	v := reflect.ValueOf(args)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return
-	}
-	f := v.Elem().FieldByName("Sandbox")
-	if f.IsValid() && f.Kind() == reflect.String && f.CanSet() {
-		f.SetString(chi.URLParam(r, "id"))
+	if t, ok := args.(dispatch.Targeted); ok {
+		t.Target(chi.URLParam(r, "id"))
 	}
 }
 

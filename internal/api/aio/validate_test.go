@@ -17,8 +17,8 @@ import (
 
 // countArgs are a probe tool's arguments whose Validate counts its runs.
 type countArgs struct {
-	Sandbox string `json:"sandbox,omitempty"`
-	N       int    `json:"n"`
+	dispatch.On
+	N int `json:"n"`
 }
 
 var validations atomic.Int64
