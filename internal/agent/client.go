@@ -20,8 +20,8 @@ type Client struct {
 	conn   *proto.Conn
 	nextID atomic.Uint64
 	done   chan struct{}
-	// mu guards onConn, the tables of waiting callers and the terminal
-	// error.
+	// mu guards onConn, sleepGate, the sleep question, the tables of
+	// waiting callers and the terminal error.
 	mu sync.Mutex
 	// onConn receives egress connections (EventConn); nil closes them. A
 	// spare init's is set when it is bound (spare_linux.go).
@@ -29,13 +29,24 @@ type Client struct {
 	// sleepGate decides when an init that asked to sleep (EventSleep)
 	// gets its leave (OpSleep); nil grants at once. Set like onConn.
 	sleepGate func(grant func())
-	// sleepAsked: a question is open; a second one is ignored until
-	// it is answered.
-	sleepAsked atomic.Bool
+	// sleep is where the init's question to sleep stands (askedSleep);
+	// sleepAgain: the init asked anew while its last leave was being
+	// sent. Both guarded by mu.
+	sleep      sleepState
+	sleepAgain bool
 	pending    map[uint64]chan reply
 	exits      map[uint64]chan proto.Exit
 	err        error
 }
+
+// sleepState is where an init's question to sleep stands.
+type sleepState int
+
+const (
+	sleepNone    sleepState = iota // no question open
+	sleepAsked                     // a question waits for the gate
+	sleepSending                   // its leave is being sent
+)
 
 type reply struct {
 	resp  proto.Response
@@ -69,23 +80,45 @@ func (c *Client) setHooks(onConn func(*os.File), sleepGate func(func())) {
 
 // askedSleep answers an init's question whether it may sleep: by OpSleep,
 // at once or when the gate grants it. One question per init is open at a
-// time, so an init cannot make the gate hold more than one leave.
+// time, so an init cannot make the gate hold more than one leave; and one
+// leave is sent at a time, so an init that asks and does not read cannot
+// make the server keep more than one send waiting on its socket. A
+// question asked while the last leave is being sent is answered once it
+// is, through the gate again.
 func (c *Client) askedSleep() {
-	if !c.sleepAsked.CompareAndSwap(false, true) {
+	c.mu.Lock()
+	switch c.sleep {
+	case sleepAsked:
+		c.mu.Unlock()
+		return
+	case sleepSending:
+		c.sleepAgain = true
+		c.mu.Unlock()
 		return
 	}
-	c.mu.Lock()
+	c.sleep = sleepAsked
 	gate := c.sleepGate
 	c.mu.Unlock()
-	grant := func() {
-		c.sleepAsked.Store(false)
-		_ = c.conn.Send(proto.Request{Op: proto.OpSleep}) // an init gone is no matter
-	}
 	if gate == nil {
-		grant()
+		c.grantSleep()
 		return
 	}
-	gate(grant)
+	gate(c.grantSleep)
+}
+
+// grantSleep sends the init its leave to sleep (the gate's grant).
+func (c *Client) grantSleep() {
+	c.mu.Lock()
+	c.sleep = sleepSending
+	c.mu.Unlock()
+	err := c.conn.Send(proto.Request{Op: proto.OpSleep}) // an init gone is no matter
+	c.mu.Lock()
+	again := c.sleepAgain && err == nil
+	c.sleep, c.sleepAgain = sleepNone, false
+	c.mu.Unlock()
+	if again {
+		c.askedSleep()
+	}
 }
 
 // Done is closed when the init is gone.
