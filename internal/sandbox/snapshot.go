@@ -98,7 +98,8 @@ const (
 )
 
 // startSeals has the manager audit each seal that ends (snapshot.seal,
-// by the system, with the digest) and seals again the snapshots a
+// by the system, with the digest; a failed one is audited with its error
+// and tried again after a backoff) and seals again the snapshots a
 // previous run left sealing (internal/snapshot's seal.go).
 func (m *Manager) startSeals() {
 	st := m.cfg.Snapshots
@@ -112,7 +113,7 @@ func (m *Manager) startSeals() {
 			// The record says what a client may read (as dispatch's
 			// records do); the cause, with its host paths, is logged.
 			e.Verdict, e.Detail["error"] = "error", fault.Public(err)
-			m.log.Error("seal snapshot; it is sealed again at the next start", "snapshot", man.ID, "err", err)
+			m.log.Error("seal snapshot; it is tried again after a backoff", "snapshot", man.ID, "err", err)
 		}
 		m.audit(context.Background(), e)
 	})

@@ -30,7 +30,9 @@ import (
 // Nothing is lost on a crash: the clone is durable before its manifest is
 // written, so a manifest that reads sealing has a whole clone, and
 // Recover (at the server's start) seals it again; a manifest whose clone
-// is missing or of the wrong size is removed. A clone left without a
+// is missing or of the wrong size is removed. A seal that fails while the
+// server runs is tried again after a backoff (1 s, doubling, at most 5
+// min) until it seals, its snapshot is deleted or the store closes. A clone left without a
 // manifest (a crash between the two) goes with Recover once it is older
 // than an hour (on a shared directory, another node may be between the
 // two right then). Deleting a sealing snapshot cancels its seal.
@@ -65,16 +67,21 @@ type sealer struct {
 	wg     sync.WaitGroup
 }
 
-// sealRun is one seal under way.
+// sealRun is one seal under way (one attempt, or the wait before the
+// next).
 type sealRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	err    error // set before done closes
+	err    error         // set before done closes
+	ended  chan struct{} // closed when the last attempt of the seal has ended
+	// failed is the last attempt's error while the next waits for its
+	// backoff (guarded by the store's mu).
+	failed error
 }
 
 // sealHook sees each seal start, before it reads the clone: a test's
-// window into a snapshot that is sealing.
-var sealHook = func(context.Context, string) {}
+// window into a snapshot that is sealing, and its way to fail a seal.
+var sealHook = func(context.Context, string) error { return nil }
 
 // OnSealed sets what is told of each seal that ends, with the sealed
 // manifest (and nil) or the sealing one and why it failed. A seal
@@ -86,6 +93,11 @@ func (s *Store) OnSealed(fn func(*Manifest, error)) {
 }
 
 // startSeal seals m on a goroutine of the store, unless a seal of it runs.
+// A seal that fails is told, ends its run (a WaitSealed meanwhile answers
+// its error) and runs again after a backoff (sealBackoff) while the
+// server runs, until it seals, its snapshot goes or the store closes; a
+// run is in s.seals the whole time, so Delete and Close cancel the wait
+// as they cancel a seal.
 func (s *Store) startSeal(m *Manifest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -96,35 +108,82 @@ func (s *Store) startSeal(m *Manifest) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &sealRun{cancel: cancel, done: make(chan struct{})}
+	ended := make(chan struct{})
+	run := &sealRun{cancel: cancel, done: make(chan struct{}), ended: ended}
 	s.seals[m.ID] = run
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer close(ended)
 		defer cancel()
-		sealed, err := s.seal(ctx, m.Owner, m.ID)
-		s.mu.Lock()
-		fn := s.onSeal
-		s.mu.Unlock()
-		if fn != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
-			if sealed == nil {
-				sealed = m
+		for failed := 0; ; failed++ {
+			sealed, err := s.seal(ctx, m.Owner, m.ID)
+			s.mu.Lock()
+			fn := s.onSeal
+			s.mu.Unlock()
+			if fn != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
+				if sealed == nil {
+					sealed = m
+				}
+				fn(sealed, err)
 			}
-			fn(sealed, err)
+			run.err = err
+			retry := err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound)
+			s.mu.Lock()
+			if retry {
+				next := &sealRun{cancel: cancel, done: make(chan struct{}), ended: ended, failed: err}
+				s.seals[m.ID] = next
+				close(run.done)
+				run = next
+			} else {
+				delete(s.seals, m.ID)
+				close(run.done)
+			}
+			s.mu.Unlock()
+			if !retry {
+				return
+			}
+			t := time.NewTimer(sealBackoff(failed))
+			select {
+			case <-t.C:
+				s.mu.Lock()
+				run.failed = nil
+				s.mu.Unlock()
+			case <-ctx.Done():
+				t.Stop()
+				run.err = ctx.Err()
+				s.mu.Lock()
+				delete(s.seals, m.ID)
+				close(run.done)
+				s.mu.Unlock()
+				return
+			}
 		}
-		run.err = err
-		close(run.done)
-		s.mu.Lock()
-		delete(s.seals, m.ID)
-		s.mu.Unlock()
 	}()
 }
+
+// sealBackoff is the wait before a failed seal runs again, after failed
+// earlier failures: from sealRetryMin, doubling, at most sealRetryMax.
+var sealBackoff = func(failed int) time.Duration {
+	return min(sealRetryMin<<min(failed, 16), sealRetryMax)
+}
+
+// sealRetryMin and sealRetryMax bound the backoff of a failed seal: a
+// cause that passes (a full disk freed, an I/O error of the moment) is
+// sealed again within seconds, one that stays costs a read every few
+// minutes.
+const (
+	sealRetryMin = time.Second
+	sealRetryMax = 5 * time.Minute
+)
 
 // seal makes snapshot id's chunks and digest from its clone and removes
 // the clone. One deleted meanwhile is ErrNotFound; one sealed already is
 // returned as it is.
 func (s *Store) seal(ctx context.Context, owner, id string) (*Manifest, error) {
-	sealHook(ctx, id)
+	if err := sealHook(ctx, id); err != nil {
+		return nil, fmt.Errorf("seal snapshot %s: %w", id, err)
+	}
 	lk, err := s.lockOwner(owner, false)
 	if err != nil {
 		return nil, err
@@ -156,14 +215,15 @@ func (s *Store) seal(ctx context.Context, owner, id string) (*Manifest, error) {
 	return m, nil
 }
 
-// cancelSeal ends the seal of id under way here, if any, and waits for it.
+// cancelSeal ends the seal of id under way here, if any (or its wait to
+// run again), and waits for it.
 func (s *Store) cancelSeal(id string) {
 	s.mu.Lock()
 	run := s.seals[id]
 	s.mu.Unlock()
 	if run != nil {
 		run.cancel()
-		<-run.done
+		<-run.ended // no attempt after this one, nor one under way
 	}
 }
 
@@ -191,6 +251,11 @@ func (s *Store) WaitSealed(ctx context.Context, m *Manifest) (*Manifest, error) 
 	for {
 		s.mu.Lock()
 		run := s.seals[m.ID]
+		var failed error
+		if run != nil && run.failed != nil {
+			// Failed, and waiting to run again: its failure is the answer.
+			run, failed = nil, run.failed
+		}
 		s.mu.Unlock()
 		if run != nil {
 			select {
@@ -205,6 +270,9 @@ func (s *Store) WaitSealed(ctx context.Context, m *Manifest) (*Manifest, error) 
 		}
 		if !cur.Sealing() {
 			return cur, nil
+		}
+		if failed != nil {
+			return nil, failed
 		}
 		if run != nil && run.err != nil {
 			return nil, run.err

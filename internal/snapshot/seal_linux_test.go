@@ -19,17 +19,18 @@ import (
 func holdSeals(t *testing.T) (release func()) {
 	t.Helper()
 	gate := make(chan struct{})
-	sealHook = func(ctx context.Context, _ string) {
+	sealHook = func(ctx context.Context, _ string) error {
 		select {
 		case <-gate:
 		case <-ctx.Done():
 		}
+		return nil
 	}
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
 	t.Cleanup(func() {
 		release()
-		sealHook = func(context.Context, string) {}
+		sealHook = func(context.Context, string) error { return nil }
 	})
 	return release
 }
@@ -177,6 +178,117 @@ func TestDeleteWhileSealing(t *testing.T) {
 	}
 	if n := s.Usage("k", false); n != 0 {
 		t.Errorf("the owner's pool holds %d bytes after the delete", n)
+	}
+}
+
+// failSeals makes the next n seals fail, and every failed seal run again
+// after wait; it returns how many seals have started.
+func failSeals(t *testing.T, n int, wait time.Duration) (started func() int) {
+	t.Helper()
+	var mu sync.Mutex
+	count := 0
+	sealHook = func(context.Context, string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		count++
+		if count <= n {
+			return errInjected
+		}
+		return nil
+	}
+	old := sealBackoff
+	sealBackoff = func(int) time.Duration { return wait }
+	t.Cleanup(func() {
+		sealHook = func(context.Context, string) error { return nil }
+		sealBackoff = old
+	})
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count
+	}
+}
+
+var errInjected = errors.New("injected seal failure")
+
+// TestFailedSealRunsAgain: a seal that fails is told with its error and
+// runs again after its backoff while the store is open (not only at the
+// next start's Recover): the snapshot is then sealed with the digest a
+// capture that hashes first gives, its clone gone, and the seal told.
+func TestFailedSealRunsAgain(t *testing.T) {
+	ctx := context.Background()
+	s, f, _ := xfsImage(t)
+	want := digestElsewhere(t, f, Info{Owner: "k"})
+	failSeals(t, 2, time.Millisecond)
+	told := make(chan error, 8)
+	s.OnSealed(func(_ *Manifest, err error) { told <- err })
+	m, err := s.Capture(ctx, f, 64<<20, Info{Owner: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Sealing() {
+		t.Fatalf("capture on XFS answered state %q, want sealing", m.State)
+	}
+	for i := range 3 {
+		var err error
+		select {
+		case err = <-told:
+		case <-time.After(time.Minute): // a bound on a hang, not a timing
+			t.Fatalf("after %d seals told, no seal ran again", i)
+		}
+		if i < 2 && !errors.Is(err, errInjected) {
+			t.Fatalf("seal %d told %v, want the injected failure", i+1, err)
+		}
+		if i == 2 && err != nil {
+			t.Fatalf("the third seal: %v", err)
+		}
+	}
+	sealed, err := s.Get("k", false, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sealed.Sealing() || sealed.Digest != want {
+		t.Fatalf("after the retries: state %q digest %q, want %q", sealed.State, sealed.Digest, want)
+	}
+	if _, err := os.Lstat(s.sealingPath("k", m.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the clone stays after the seal: %v", err)
+	}
+}
+
+// TestFailedSealWaitsAnswerAndDelete: a wait for a seal that failed
+// answers its error at once (it does not wait for the next try), and
+// deleting the snapshot while its seal waits to run again ends that wait:
+// the seal is not tried again, nothing of the snapshot is left.
+func TestFailedSealWaitsAnswerAndDelete(t *testing.T) {
+	ctx := context.Background()
+	s, f, _ := xfsImage(t)
+	started := failSeals(t, 1, time.Hour)
+	told := make(chan error, 8)
+	s.OnSealed(func(_ *Manifest, err error) { told <- err })
+	m, err := s.Capture(ctx, f, 64<<20, Info{Owner: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-told; !errors.Is(err, errInjected) {
+		t.Fatalf("first seal told %v, want the injected failure", err)
+	}
+	if _, err := s.WaitSealed(ctx, m); !errors.Is(err, errInjected) {
+		t.Errorf("wait for a failed seal: %v, want its error", err)
+	}
+	if _, err := s.Delete(ctx, "k", false, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // returns once no seal runs or waits
+	if n := started(); n != 1 {
+		t.Errorf("%d seals started, want 1 (none after the delete)", n)
+	}
+	select {
+	case err := <-told:
+		t.Errorf("a deleted snapshot's seal was told again: %v", err)
+	default:
+	}
+	if _, err := os.Lstat(s.sealingPath("k", m.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the clone stays: %v", err)
 	}
 }
 
