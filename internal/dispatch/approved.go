@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/sandhold/sandhold/internal/auth"
@@ -28,6 +30,11 @@ type PlannedStep struct {
 	Late bool `json:"late,omitempty"`
 }
 
+// ErrHalted is the cause of every HALT refusal (errors.Is): an edge that
+// answers a tool's own Conflict as the tool's failure (AIO's 200 with
+// success:false) tells the operator's refusal from it by this.
+var ErrHalted = errors.New("halted")
+
 // haltRefusal is the HALT step: the error a halted server answers t's call
 // with, or nil. Dispatch asks it first and again after every wait, right
 // before the tool runs.
@@ -36,7 +43,7 @@ func (st steps) haltRefusal(t *Tool, a Assessment) error {
 		return nil
 	}
 	if halted, why := st.halt.Halted(); halted && !runsWhileHalted(t, a) {
-		return fault.Errorf(fault.Conflict, "the server is halted by its operator (%s); only control and read-only views run", why)
+		return fault.Wrap(fault.Conflict, ErrHalted, fmt.Sprintf("the server is halted by its operator (%s); only control and read-only views run", why))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sandhold/sandhold/internal/api"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/transfer"
@@ -139,6 +140,9 @@ func toolLevel(err error) bool {
 		// answer for a missing and another key's one; the server answers
 		// no route and no method itself), not the tool's.
 		return false
+	}
+	if errors.Is(err, dispatch.ErrHalted) {
+		return false // the operator's HALT (409), a Conflict that is not the tool's
 	}
 	switch fault.KindOf(err) {
 	case fault.Invalid, fault.NotFound, fault.Conflict, fault.Timeout, fault.Unsupported:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/api"
 	"github.com/sandhold/sandhold/internal/api/apitest"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/transfer"
 	"github.com/sandhold/sandhold/internal/workspace"
@@ -65,6 +66,7 @@ func TestAIOToolFailuresAre200(t *testing.T) {
 	}{
 		{"not found", fault.New(fault.NotFound, "no such file"), 200, 404},
 		{"conflict", fault.New(fault.Conflict, "exists"), 200, 409},
+		{"halted by the operator", fault.Wrap(fault.Conflict, dispatch.ErrHalted, "the server is halted"), 409, 409},
 		{"invalid value", fault.InvalidField("regex", "bad regex"), 200, 400},
 		{"timeout", fault.New(fault.Timeout, "slow"), 200, 504},
 		{"unsupported", fault.New(fault.Unsupported, "no"), 200, 501},

@@ -94,7 +94,7 @@ func TestAIOArgumentsAreValidatedOnce(t *testing.T) {
 		{"refused as it runs", "/v1/shell/view", `{"n":13}`, false, 422, true, 1},
 		// HALT's refusal (a Conflict: on an AIO path a 200 with success
 		// false), not the 422, and no validation.
-		{"invalid and halted", "/v1/shell/view", `{"n":-1}`, true, 200, false, 0},
+		{"invalid and halted", "/v1/shell/view", `{"n":-1}`, true, 409, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			halt.on.Store(c.halted)
