@@ -200,8 +200,9 @@ func validate[A any](a A) error {
 
 // DecodeArgs reads JSON arguments into an A. An empty body or null means
 // every field's default; anything after the first JSON value is refused.
-// Strict (lenient false): unknown fields are refused and every field must
-// have exactly its JSON type. Lenient: AIO's pydantic rules (decodeLax) —
+// Strict (lenient false): unknown fields are refused, a key must be a
+// field's JSON name exactly (not another case of it, which encoding/json
+// alone would take), and every field must have exactly its JSON type. Lenient: AIO's pydantic rules (decodeLax) —
 // the same decoder AIO's HTTP rows use (DecodeAIO), so a type reads the
 // same from MCP, /v1/tools/call and AIO's routes ("5" is the integer 5).
 // Errors are fault.Invalid naming the offending field where the decoder
@@ -214,6 +215,9 @@ func DecodeArgs[A any](raw json.RawMessage, lenient bool) (A, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return v, nil
+	}
+	if k, ok := inexactKey[A](raw); ok {
+		return v, fault.InvalidField("body", fmt.Sprintf("the arguments do not match the tool's schema: unknown field %q", k))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

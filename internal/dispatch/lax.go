@@ -76,6 +76,7 @@ func decodeLax[A any](raw []byte, required []string, nullIsEmpty bool) (A, error
 		return v, argFault(ArgErrors{{Msg: "Input should be a valid dictionary or object to extract fields from", Type: "model_attributes_type"}})
 	}
 	fields := jsonFields(reflect.TypeFor[A]())
+	exact := exactKeys[A]()
 	var problems ArgErrors
 	names := slices.Clone(required)
 	for name, f := range fields {
@@ -96,10 +97,17 @@ func decodeLax[A any](raw []byte, required []string, nullIsEmpty bool) (A, error
 	slices.Sort(keys)
 	for _, name := range keys {
 		f, ok := fields[name]
+		if !ok && exact {
+			// Unknown fields are ignored, as pydantic does. Dropped,
+			// not kept: encoding/json would bind a key that folds to a
+			// field's name ("Mode", "ſandbox") past the checks here,
+			// over the field's own key.
+			delete(obj, name)
+			continue
+		}
 		if !ok || isNull(obj[name]) {
-			// Unknown fields are ignored (kept for a map A); null is
-			// absent (pydantic's Optional): json leaves the field at
-			// its default.
+			// Kept for a map A; null is absent (pydantic's Optional):
+			// json leaves the field at its default.
 			continue
 		}
 		norm, p := laxField(name, f, obj[name])
@@ -131,6 +139,56 @@ func decodeLax[A any](raw []byte, required []string, nullIsEmpty bool) (A, error
 		return v, argFault(ArgErrors{{Msg: "Input does not match the operation's schema", Type: "value_error"}})
 	}
 	return v, nil
+}
+
+// exactKeys reports whether A's JSON keys are exactly jsonFields' names: a
+// struct (or a pointer to one) that reads itself by encoding/json's field
+// rules, not a map or a type of its own UnmarshalJSON.
+func exactKeys[A any]() bool {
+	t := reflect.TypeFor[A]()
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return false
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+		if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+			return false
+		}
+	}
+	return t.Kind() == reflect.Struct
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// inexactKey is the first top-level key of raw (an object) that is not
+// exactly the JSON name of one of A's fields but that encoding/json would
+// bind to one, matching names without regard to case ("Sandbox",
+// "ſandbox" for sandbox): the strict decoder refuses it, so a call names
+// a field one way only and a key that folds to another cannot override it.
+func inexactKey[A any](raw []byte) (string, bool) {
+	if !exactKeys[A]() {
+		return "", false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return "", false // not an object: the decoder says what is wrong
+	}
+	fields := jsonFields(reflect.TypeFor[A]())
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		if _, ok := fields[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for name := range fields {
+			if strings.EqualFold(k, name) {
+				return k, true
+			}
+		}
+	}
+	return "", false
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }

@@ -101,3 +101,43 @@ func TestOnTaggedRequired(t *testing.T) {
 		})
 	}
 }
+
+// TestKeysAreNamedOneWay: encoding/json binds a key to a field whatever
+// its case, Unicode folds included ("ſandbox" is sandbox), and the last
+// such key wins. The strict decoder refuses a key that is not exactly a
+// field's name; the lenient one ignores it, as pydantic does, so it can
+// neither override the sandbox an edge named (AIO's MCP route sets
+// "sandbox" from its path) nor pass a value past the lenient checks (an
+// enum).
+func TestKeysAreNamedOneWay(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		lenient bool
+		wantErr bool
+		want    string // the sandbox read
+	}{
+		{"strict: exact", `{"path":"/a","sandbox":"sb-1"}`, false, false, "sb-1"},
+		{"strict: another case", `{"path":"/a","Sandbox":"sb-2"}`, false, true, ""},
+		{"strict: a Unicode fold after the key", `{"path":"/a","sandbox":"sb-1","ſandbox":"sb-2"}`, false, true, ""},
+		{"strict: unknown field", `{"path":"/a","sandboxes":"sb-2"}`, false, true, ""},
+		{"lenient: exact", `{"path":"/a","sandbox":"sb-1"}`, true, false, "sb-1"},
+		{"lenient: another case ignored", `{"path":"/a","Sandbox":"sb-2"}`, true, false, ""},
+		{"lenient: a Unicode fold ignored", `{"path":"/a","sandbox":"sb-1","ſandbox":"sb-2"}`, true, false, "sb-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeArgs[onArgs](json.RawMessage(tt.raw), tt.lenient)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want one: %v", err, tt.wantErr)
+			}
+			if err == nil && got.Sandbox != tt.want {
+				t.Fatalf("sandbox %q, want %q", got.Sandbox, tt.want)
+			}
+		})
+	}
+	got, err := DecodeArgs[echoArgs](json.RawMessage(`{"text":"a","Mode":"shout"}`), true)
+	if err != nil || got.Mode != "" {
+		t.Fatalf("a key in another case read mode %q (%v) past its enum", got.Mode, err)
+	}
+}
