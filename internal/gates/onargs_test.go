@@ -158,7 +158,9 @@ func (a *argStructs) problems() (problems []string, structs, on int) {
 						}
 					}
 				}
-				if n.Name == "Sandbox" || jsonName == "sandbox" {
+				// Any case: encoding/json matches a key to a field
+				// whatever its case.
+				if strings.EqualFold(n.Name, "Sandbox") || strings.EqualFold(jsonName, "sandbox") {
 					problems = append(problems, owner+": field "+n.Name+" names the sandbox; embed dispatch.On instead")
 				}
 			}
@@ -223,6 +225,8 @@ func TestOnArgsProblems(t *testing.T) {
 		{"embeds On", `type A struct { dispatch.On; Path string }`, 0, 1},
 		{"own Sandbox field", `type A struct { Sandbox string ` + "`json:\"sandbox,omitempty\"`" + ` }`, 1, 0},
 		{"own field under another Go name", `type A struct { ID string ` + "`json:\"sandbox\"`" + ` }`, 1, 0},
+		{"own field in another case", `type A struct { SandBox string }`, 1, 0},
+		{"own JSON name in another case", `type A struct { ID string ` + "`json:\"Sandbox\"`" + ` }`, 1, 0},
 		{"through an embedded struct", `type B struct { Sandbox string }; type A struct { B; N int }`, 1, 0},
 		{"On through an embedded struct", `type B struct { dispatch.On }; type A struct { *B; N int }`, 0, 1},
 		{"no sandbox at all", `type A struct { Name string }`, 0, 0},
