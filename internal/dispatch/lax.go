@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sandhold/sandhold/internal/fault"
 )
@@ -75,7 +76,7 @@ func decodeLax[A any](raw []byte, required []string, nullIsEmpty bool) (A, error
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return v, argFault(ArgErrors{{Msg: "Input should be a valid dictionary or object to extract fields from", Type: "model_attributes_type"}})
 	}
-	fields := jsonFields(reflect.TypeFor[A]())
+	fields := fieldsOf(reflect.TypeFor[A]())
 	exact := exactKeys[A]()
 	var problems ArgErrors
 	names := slices.Clone(required)
@@ -173,7 +174,7 @@ func inexactKey[A any](raw []byte) (string, bool) {
 	if json.Unmarshal(raw, &obj) != nil {
 		return "", false // not an object: the decoder says what is wrong
 	}
-	fields := jsonFields(reflect.TypeFor[A]())
+	fields := fieldsOf(reflect.TypeFor[A]())
 	keys := make([]string, 0, len(obj))
 	for k := range obj {
 		if _, ok := fields[k]; !ok {
@@ -192,6 +193,19 @@ func inexactKey[A any](raw []byte) (string, bool) {
 }
 
 func isNull(v json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(v), []byte("null")) }
+
+// fieldCache holds jsonFields by type (reflect.Type -> its map, read only).
+var fieldCache sync.Map
+
+// fieldsOf is jsonFields(t), worked out once per type: every call's
+// arguments are read through it. The map is shared: read it only.
+func fieldsOf(t reflect.Type) map[string]reflect.StructField {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(map[string]reflect.StructField)
+	}
+	f, _ := fieldCache.LoadOrStore(t, jsonFields(t))
+	return f.(map[string]reflect.StructField)
+}
 
 // jsonFields maps the JSON names of t's fields (embedded structs
 // flattened) to the fields. An embedded struct's required tag makes each
