@@ -162,12 +162,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, c auth.Caller, name string, a
 	// count against a limit.
 	if u, ok := args.(undecodable); ok {
 		reason = "invalid"
-		return nil, u.err
+		return nil, argsRefusal{tool: t.Name, err: u.err}
 	}
 	if t.Check != nil {
 		if err := t.Check(args); err != nil {
 			reason = "invalid"
-			return nil, err
+			return nil, argsRefusal{tool: t.Name, err: err}
 		}
 	}
 	// 3. Rate limit (a refused call is not counted).

@@ -213,38 +213,29 @@ func callerOf(r *http.Request) auth.Caller {
 // row's tool. Its arguments are validated once, by the dispatcher (Define's
 // Check: the argument type's Validate), after HALT and the role and before
 // the rate limit — so an invalid call that HALT or the role refuses is
-// answered 503 or 403, not 422. A refusal of the arguments is AIO's 422 on
+// answered 409 or 403, not 422. A refusal of the arguments is AIO's 422 on
 // every AIO row: fail makes it one on the rows that answer any field rule
 // that way (failNull); on the others (file, code and the rows after them:
 // a field rule the tool checks as it runs is a tool-level failure there)
-// argsRefused tells the dispatcher's refusal from the run's.
+// argsRefused tells the dispatcher's refusal from the run's
+// (dispatch.ArgsRefused: the dispatcher marks its own).
 func callTool[A, R any](e *aioEdge, rt *aioRoute, r *http.Request, tool dispatch.Ref[A, R], a A) (R, error) {
 	res, err := tool.Call(r.Context(), e.dispatcher(), callerOf(r), a)
-	if err != nil && e.argsRefused(rt, a, err) {
+	if err != nil && e.argsRefused(rt, err) {
 		err = e.requestError(rt, err)
 	}
 	return res, err
 }
 
-// argsRefused says whether err, a call's Invalid on a row that answers a
+// argsRefused says whether err, a call's failure on a row that answers a
 // tool's run-time field refusal as a tool-level failure, is the
-// dispatcher's refusal of args (its Validate): asked again of the tool's
-// Check, on this failure path only — a call that passed validation never
-// runs it twice. (The dispatcher does not mark its own refusals; were it
-// to, this second look would go.)
-func (e *aioEdge) argsRefused(rt *aioRoute, args any, err error) bool {
+// dispatcher's refusal of the call's arguments (their Validate, run once,
+// by the dispatcher).
+func (e *aioEdge) argsRefused(rt *aioRoute, err error) bool {
 	if rt.Fail == failNull || rt.Native || rt.RealStatus {
 		return false // fail answers the 422 already, or the row keeps 400
 	}
-	if k := fault.KindOf(err); k != fault.Invalid && k != fault.Unprocessable {
-		return false
-	}
-	d := e.dispatcher()
-	if d == nil {
-		return false
-	}
-	t, ok := d.Tool(rt.Tool)
-	return ok && t.Check != nil && t.Check(args) != nil
+	return dispatch.ArgsRefused(err, rt.Tool)
 }
 
 // jsonRow is a row whose body (POST, PUT, PATCH) or nothing (GET,

@@ -87,13 +87,13 @@ func TestAIOArgumentsAreValidatedOnce(t *testing.T) {
 		{"valid", "/v1/shell/view", `{"n":2}`, false, 200, false, 1},
 		{"valid, late row", "/v1/code/execute", `{"n":2}`, false, 200, false, 1},
 		{"invalid", "/v1/shell/view", `{"n":-1}`, false, 422, true, 1},
-		// The row tells the dispatcher's refusal from the run's by asking
-		// the tool's Check again, on this failure path only.
-		{"invalid, late row", "/v1/code/execute", `{"n":-1}`, false, 422, true, 2},
-		{"refused as it runs, late row", "/v1/code/execute", `{"n":13}`, false, 200, false, 2},
+		// The row tells the dispatcher's refusal from the run's by the
+		// dispatcher's mark (dispatch.ArgsRefused), not a second Validate.
+		{"invalid, late row", "/v1/code/execute", `{"n":-1}`, false, 422, true, 1},
+		{"refused as it runs, late row", "/v1/code/execute", `{"n":13}`, false, 200, false, 1},
 		{"refused as it runs", "/v1/shell/view", `{"n":13}`, false, 422, true, 1},
-		// HALT's refusal (a Conflict: on an AIO path a 200 with success
-		// false), not the 422, and no validation.
+		// HALT's refusal (409, dispatch.ErrHalted), not the 422, and no
+		// validation.
 		{"invalid and halted", "/v1/shell/view", `{"n":-1}`, true, 409, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
