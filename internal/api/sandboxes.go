@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/dispatch/ratetools"
@@ -526,6 +527,10 @@ func (h *sandboxHandlers) security(ctx context.Context, _ *struct{}) (*SecurityO
 			return nil, err
 		}
 		rep.RateLimits = &rules
+	}
+	if c, ok := auth.CallerFrom(ctx); !ok || (c.Role != auth.RoleAdmin && c.Role != auth.RoleViewer) {
+		// Every key's creates: not an agent's to see.
+		rep.Pool.Spares.Taken, rep.Pool.Spares.Missed = 0, 0
 	}
 	if rep.Layers == nil {
 		rep.Layers = []agent.Layer{}

@@ -158,12 +158,14 @@ func (p *spares) take(spec Spec) (spareInit, bool) {
 // ready of the target, and how many cold creates (the warm pool's
 // refills included) bound one (Taken) or found none ready and cloned
 // their own init (Missed) since the server started. A create on the
-// host's network never takes one and counts in neither.
+// host's network never takes one and counts in neither. The counts are
+// every key's creates: the security report gives them to admins and
+// viewers only (zero, and so left out, for others).
 type SpareStatus struct {
 	Ready  int   `json:"ready"`
 	Target int   `json:"target"`
-	Taken  int64 `json:"taken"`
-	Missed int64 `json:"missed"`
+	Taken  int64 `json:"taken,omitempty"`
+	Missed int64 `json:"missed,omitempty"`
 }
 
 func (p *spares) status() SpareStatus {
