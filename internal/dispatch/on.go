@@ -18,8 +18,10 @@ type On struct {
 	Sandbox string `json:"sandbox,omitempty" doc:"sandbox id; empty: the caller's default sandbox"`
 }
 
-// Target names the sandbox the call acts on.
-func (o *On) Target(id string) { o.Sandbox = id }
+// ActOn names the sandbox the call acts on. (Not "Target": a tool's own
+// field of that name — a proxy mapping's target — hid the method, so its
+// arguments were no Targeted and an edge could not name their sandbox.)
+func (o *On) ActOn(id string) { o.Sandbox = id }
 
 // SandboxID is the sandbox the call names ("": the caller's default).
 func (o On) SandboxID() string { return o.Sandbox }
@@ -27,7 +29,7 @@ func (o On) SandboxID() string { return o.Sandbox }
 // Targeted is an argument type whose sandbox an edge can name: the
 // pointer of every type that embeds On.
 type Targeted interface {
-	Target(id string)
+	ActOn(id string)
 }
 
 var _ Targeted = (*On)(nil)

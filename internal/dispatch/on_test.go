@@ -62,7 +62,7 @@ func TestOnKeepsTheJSONShape(t *testing.T) {
 	}
 	var args onArgs
 	var edge Targeted = &args
-	edge.Target("sb-2")
+	edge.ActOn("sb-2")
 	if args.Sandbox != "sb-2" {
 		t.Fatalf("Target named %q, want sb-2", args.Sandbox)
 	}

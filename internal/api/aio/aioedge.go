@@ -367,7 +367,7 @@ func hasBody(method string) bool {
 // sandbox field are Targeted.
 func setSandbox(args any, r *http.Request) {
 	if t, ok := args.(dispatch.Targeted); ok {
-		t.Target(chi.URLParam(r, "id"))
+		t.ActOn(chi.URLParam(r, "id"))
 	}
 }
 

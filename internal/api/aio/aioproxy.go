@@ -43,9 +43,9 @@ func proxySandbox(r *http.Request, _ struct{}) (proxytools.SandboxArgs, error) {
 var aioProxyRows = nullData([]aioRoute{
 	jsonRowAs(groupProxy, http.MethodGet, "/v1/proxy/mappings", proxytools.ToolMappingsList, "proxy",
 		"The sandbox's proxy mappings (destination rewrites)", proxySandbox, same[struct{}, []proxytools.MappingRoute]),
-	jsonRowAs(groupProxy, http.MethodPost, "/v1/proxy/mappings", proxytools.ToolMappingAdd, "proxy",
+	jsonRow(groupProxy, http.MethodPost, "/v1/proxy/mappings", proxytools.ToolMappingAdd, "proxy",
 		"Add or replace a mapping: connections to source go to target (the sandbox's own port, or a host in its allow list)",
-		mappingOn, same[proxytools.MappingArgs, proxytools.MappingRoute], required("source", "target")),
+		required("source", "target")),
 	jsonRowAs(groupProxy, http.MethodDelete, "/v1/proxy/mappings/{source}", proxytools.ToolMappingRemove, "proxy",
 		"Remove a mapping by its source (URL-encoded)", func(r *http.Request, _ struct{}) (proxytools.SourceArgs, error) {
 			src := chi.URLParam(r, "source")
@@ -98,10 +98,3 @@ func excludeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 	answer(e, rt, w, r, proxytools.ToolExcludeRemove, a, "")
 }
 
-// mappingOn names the route's sandbox in a mapping: its field Target hides
-// the Target of its dispatch.On (so it is not a dispatch.Targeted, which
-// setSandbox would use), and the sandbox is named through the On itself.
-func mappingOn(r *http.Request, a proxytools.MappingArgs) (proxytools.MappingArgs, error) {
-	a.On.Target(chi.URLParam(r, "id"))
-	return a, nil
-}

@@ -77,7 +77,7 @@ var aioCoreRows = []aioRoute{
 		}, fileOp("watch_list")),
 	jsonRowAs(groupFile, http.MethodPost, "/v1/file/watch/{watcher_id}/poll", workspace.ToolWatchPoll, "file-watch",
 		"Events after a cursor (long poll)", func(r *http.Request, a workspace.WatchRef) (workspace.WatchRef, error) {
-			a.Target(chi.URLParam(r, "id"))
+			a.ActOn(chi.URLParam(r, "id"))
 			a.WatcherID = chi.URLParam(r, "watcher_id")
 			return a, nil
 		}, same[workspace.WatchRef, workspace.PollResult], fileOp("watch_poll")),

@@ -31,7 +31,7 @@ func shellExec(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Request)
 		e.fail(w, r, rt, "", err)
 		return
 	}
-	args.Target(chi.URLParam(r, "id"))
+	args.ActOn(chi.URLParam(r, "id"))
 	ctx := r.Context()
 	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		ctx = dispatch.WithStreaming(ctx)
