@@ -97,4 +97,3 @@ func excludeRemove(e *aioEdge, rt *aioRoute, w http.ResponseWriter, r *http.Requ
 	a := proxytools.ExcludeArgs{On: dispatch.On{Sandbox: chi.URLParam(r, "id")}, Pattern: in.Pattern}
 	answer(e, rt, w, r, proxytools.ToolExcludeRemove, a, "")
 }
-
