@@ -131,18 +131,29 @@ type RegisterArgs struct {
 	AfterUpload func() (name, path string, err error) `json:"-"`
 }
 
-// Validate checks the exclusive options and the name.
+// Validate checks the zip's size and the name: the rules of the fields
+// themselves, which the dispatcher applies (AIO's 422).
 func (a RegisterArgs) Validate() error {
+	switch {
+	case len(a.Zip) > MaxZipBytes:
+		return fault.New(fault.TooLarge, fmt.Sprintf("the zip is larger than %d bytes", MaxZipBytes))
+	case a.Name != "" && !nameRE.MatchString(a.Name):
+		return fault.InvalidField("body.name", "a skill name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+// source checks the exclusive options, a zip or a path, as the tool runs:
+// AIO's schema allows neither and both (its handler refuses them: 200,
+// success false, which its SDKs read as the tool's failure), and a
+// multipart form's path arrives only after its file (fillUpload).
+func (a RegisterArgs) source() error {
 	zip := len(a.Zip) > 0 || a.Upload != nil
 	switch {
 	case !zip && a.Path == "":
 		return fault.InvalidField("body.file", "give a zip file or a path")
 	case zip && a.Path != "":
 		return fault.InvalidField("body.path", "give a zip file or a path, not both")
-	case len(a.Zip) > MaxZipBytes:
-		return fault.New(fault.TooLarge, fmt.Sprintf("the zip is larger than %d bytes", MaxZipBytes))
-	case a.Name != "" && !nameRE.MatchString(a.Name):
-		return fault.InvalidField("body.name", "a skill name is 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	return nil
 }
@@ -199,7 +210,7 @@ type Cleared struct {
 
 // Register adds the skills of a zip or a sandbox path.
 func (s *Service) Register(ctx context.Context, c auth.Caller, a RegisterArgs) (RegisterResult, error) {
-	if err := a.Validate(); err != nil {
+	if err := a.source(); err != nil {
 		return RegisterResult{}, err
 	}
 	sb, err := s.resolve(ctx, c, a.Sandbox)
@@ -327,7 +338,7 @@ func (s *Service) fill(ctx context.Context, c auth.Caller, sb *sandbox.Sandbox, 
 }
 
 // fillUpload streams the upload into the sandbox, then reads the form's
-// fields after it and checks them as Validate does.
+// fields after it and checks them as source and Validate do.
 func (s *Service) fillUpload(ctx context.Context, sb *sandbox.Sandbox, staging string, a *RegisterArgs) error {
 	if err := s.fillZip(ctx, sb, staging, a.Upload); err != nil {
 		return err
@@ -343,7 +354,10 @@ func (s *Service) fillUpload(ctx context.Context, sb *sandbox.Sandbox, staging s
 		a.Name = name
 	}
 	a.Path = p
-	return a.Validate()
+	if err := a.source(); err != nil {
+		return err
+	}
+	return a.Validate() // the name, read only now
 }
 
 // fillZip copies a zip (at most MaxZipBytes) into an unnamed file in the
