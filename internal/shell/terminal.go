@@ -193,11 +193,14 @@ func (t *Terminal) Serve(ctx context.Context, conn *websocket.Conn) {
 				}
 				break
 			}
-			select {
-			case <-t.ctx.Done():
-				// Ended (revocation): that is the reason, not the session
-				// killed with it.
+			// Ended (revocation: End comes before the session is
+			// killed) is the reason, not the session killed with it —
+			// asked first, as a select with both ready picks either.
+			if t.ctx.Err() != nil {
 				_ = conn.Close(websocket.StatusPolicyViolation, context.Cause(t.ctx).Error())
+				return
+			}
+			select {
 			case <-x.Exited():
 				_ = conn.Close(websocket.StatusNormalClosure, "session ended")
 			default:
