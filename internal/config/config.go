@@ -117,7 +117,7 @@ type Config struct {
 	// SandboxTTL is the idle time after which a sandbox is reaped (SANDBOX_SANDBOX_TTL, 24h).
 	SandboxTTL time.Duration
 	// IdleSleep is the quiet period after which an idle sandbox's init
-	// sleeps in its one-page keeper (SANDBOX_IDLE_SLEEP, 30s); negative:
+	// sleeps in its one-page keeper (SANDBOX_IDLE_SLEEP, 4s); negative:
 	// never (the setting's 0).
 	IdleSleep time.Duration
 	// MaxBody caps a JSON request body (SANDBOX_MAX_BODY, 16MB).

@@ -257,14 +257,14 @@ func TestRateLimitsSetting(t *testing.T) {
 	}
 }
 
-// SANDBOX_IDLE_SLEEP: unset is the 30 s default, "0" is never (a negative
+// SANDBOX_IDLE_SLEEP: unset is the 4 s default, "0" is never (a negative
 // period, as the sandbox manager reads it), a duration is that period.
 func TestIdleSleepSetting(t *testing.T) {
 	for _, tc := range []struct {
 		env  map[string]string
 		want time.Duration
 	}{
-		{map[string]string{}, 30 * time.Second},
+		{map[string]string{}, 4 * time.Second},
 		{map[string]string{"SANDBOX_IDLE_SLEEP": "0"}, -1},
 		{map[string]string{"SANDBOX_IDLE_SLEEP": "0s"}, -1},
 		{map[string]string{"SANDBOX_IDLE_SLEEP": "2m"}, 2 * time.Minute},

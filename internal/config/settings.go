@@ -97,7 +97,7 @@ var settings = []setting{
 		set: intField(func(c *Config, n int) { c.MaxSandboxesPerKey = n })},
 	{key: "sandbox_ttl", env: "SANDBOX_SANDBOX_TTL", def: "24h", doc: "idle time after which a sandbox is reaped",
 		set: durationField(func(c *Config, d time.Duration) { c.SandboxTTL = d })},
-	{key: "idle_sleep", env: "SANDBOX_IDLE_SLEEP", def: "30s", doc: "quiet period after which an idle sandbox's init sleeps in a one-page keeper and wakes on the next call (0: never)",
+	{key: "idle_sleep", env: "SANDBOX_IDLE_SLEEP", def: "4s", doc: "quiet period after which an idle sandbox's init sleeps in a one-page keeper and wakes on the next call (0: never)",
 		set: func(c *Config, v string) error {
 			d, err := time.ParseDuration(strings.TrimSpace(v))
 			switch {

@@ -78,10 +78,13 @@ const fdEgressSleep = 4
 // hundred bytes; its port lists are bounded by 65535 entries each).
 const maxResumeState = 1 << 20
 
-// sleepAfter is the default quiet period before an idle init sleeps. See
-// BENCHMARKS.md "An idle init sleeps in a one-page keeper" for the wake
-// cost that chose it.
-const sleepAfter = 30 * time.Second
+// sleepAfter is the default quiet period before an idle init sleeps, the
+// server's default (SANDBOX_IDLE_SLEEP): short enough that an idle
+// sandbox holds under 1 MB within 5 s of its last call (issue 34), long
+// enough that a client's back-to-back calls find the init awake. See
+// BENCHMARKS.md "An idle init sleeps in a one-page keeper" for the wake's
+// cost (≈17 ms of CPU and latency on the first call after a pause).
+const sleepAfter = 4 * time.Second
 
 // init keeps an init's main goroutine on the process's first thread: the
 // runtime runs package initialisation there, locked, and a lock taken now
