@@ -153,6 +153,7 @@ func benchManager(b *testing.B, name string, spares int) *Manager {
 	if err != nil {
 		b.Skip(err)
 	}
+	b.Cleanup(cg.Release) // after m.Close (cleanups run last first)
 	m, err := New(context.Background(), cfg, &memRecords{}, nil, cg)
 	if err != nil {
 		b.Fatal(err)

@@ -463,12 +463,14 @@ func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
 	}
 	rec.Slot = slot
 	s := newSandbox(m, rec)
-	s.spare = si.sp
+	if spare {
+		s.spare = &si
+	}
 	err := s.start(ctx)
 	if spare {
 		if s.spare != nil {
 			// The start failed before its launch: the spare goes too.
-			s.spare.Kill()
+			s.spare.kill()
 			s.spare = nil
 		}
 		m.spares.refill()

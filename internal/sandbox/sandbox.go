@@ -74,7 +74,7 @@ type Sandbox struct {
 	// sandbox meanwhile (snapshot.go).
 	hibernating bool
 	// spare, if set, is the init its first start binds (spares.go).
-	spare *agent.Spare
+	spare *spareInit
 }
 
 func newSandbox(m *Manager, rec Record) *Sandbox {
@@ -237,17 +237,6 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// costs speed: the first command makes its own.
 	var first *slot
 	gen := s.gen // bumped above
-	waitFirst := beside(nil)
-	waitGroups := beside(func() (err error) {
-		if group, user, err = s.makeGroups(); err != nil {
-			return err
-		}
-		waitFirst = beside(func() (err error) {
-			first, err = s.makeSlot(user, 1, gen)
-			return err
-		})
-		return nil
-	})
 	// A new workspace image is made durable (fsync, rename, directory
 	// fsync) beside the rest of the start; the start waits for it before
 	// it reports success, and every way out waits too, so that a failed
@@ -261,6 +250,27 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			return err
 		}
 		ws, waitDurable = w, beside(durable)
+		return nil
+	})
+	// A spare init's group becomes the sandbox's here, its limits
+	// written (bindSpareGroups), while the workspace is made and before
+	// the init is given anything of the sandbox; if that fails the spare
+	// is gone and a fresh init is cloned and placed in groups made for it.
+	if s.spare != nil && s.spare.group != nil {
+		group, user, _ = s.bindSpareGroups()
+		clk.mark("spare_cgroups_bind")
+	}
+	waitFirst := beside(nil)
+	waitGroups := beside(func() (err error) {
+		if group == nil {
+			if group, user, err = s.makeGroups(); err != nil {
+				return err
+			}
+		}
+		waitFirst = beside(func() (err error) {
+			first, err = s.makeSlot(user, 1, gen)
+			return err
+		})
 		return nil
 	})
 	var wsErr, cgErr error

@@ -3,10 +3,14 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
 // spares keeps inits cloned ahead (agent.Spare): a cold create binds one
@@ -37,10 +41,41 @@ type spares struct {
 	done chan struct{}
 }
 
-// spareInit is a spare and the slot it was cloned for.
+// spareInit is a spare, the slot it was cloned for and, on cgroup v1,
+// the generic group it waits in (spareGroup).
 type spareInit struct {
 	sp   *agent.Spare
 	slot int
+	// group is the spare's own group (spare-<slot>, made before its
+	// clone, the init moved into it once cloned), nil on v2 (its
+	// cgroupfs cannot rename a group) or once bound. A create renames it
+	// to the sandbox's id and writes the sandbox's limits
+	// (Sandbox.bindSpareGroups): the init is then in its sandbox's groups
+	// without a migration on the create's path.
+	group cgroup.Group
+	// placed: group is the sandbox's now, the init in it (set by the
+	// bind; a fresh init that replaces an unusable spare is placed).
+	placed bool
+}
+
+// kill ends an unbound spare and removes its group.
+func (si *spareInit) kill() {
+	si.sp.Kill()
+	if si.group != nil {
+		_ = si.group.Destroy()
+		si.group = nil
+	}
+}
+
+// spareGroupName is the group a spare of slot waits in; sandbox ids
+// (newID: "sb" and hex) never look like it.
+func spareGroupName(slot int) string { return "spare-" + strconv.Itoa(slot) }
+
+// spareLimits are a spare's group's until its bind: what a fresh init
+// is charged against before its Place (nothing of a sandbox runs in
+// it), its threads bounded. The bind writes the sandbox's.
+func (m *Manager) spareLimits() cgroup.Limits {
+	return cgroup.Limits{MemoryBytes: m.cfg.Default.MemoryBytes, Pids: initPidsReserve}
 }
 
 func newSpares(m *Manager, want int) *spares {
@@ -99,27 +134,72 @@ func (p *spares) fill() {
 	}
 }
 
-// add clones one spare.
+// add clones one spare: on cgroup v1 into a group of its own, made
+// first and holding the user child every sandbox has (makeGroups), so
+// that a create renames it instead of migrating the init (a v1
+// migration waits for an RCU grace period: 0.6 ms on a quiet host,
+// 7–10 ms under load; BENCHMARKS.md). The migration into the spare's
+// group is paid here, off any create's path.
 func (p *spares) add() error {
 	slot, err := p.m.allocSlot()
 	if err != nil {
 		return err
 	}
-	sp, err := agent.CloneSpare(context.Background(), p.m.spareSpec(slot))
-	if err != nil {
+	si := spareInit{slot: slot}
+	if p.m.cg.Info().Version == 1 {
+		if si.group, err = p.m.spareGroup(slot); err != nil {
+			p.m.freeSlot(slot)
+			return err
+		}
+	}
+	fail := func(err error) error {
+		if si.group != nil {
+			_ = si.group.Destroy()
+		}
 		p.m.freeSlot(slot)
 		return err
+	}
+	if si.sp, err = agent.CloneSpare(context.Background(), p.m.spareSpec(slot)); err != nil {
+		return fail(err)
+	}
+	if si.group != nil {
+		if err := si.group.AddProc(si.sp.Pid()); err != nil {
+			si.sp.Kill()
+			return fail(fmt.Errorf("place a spare init in its group: %w", err))
+		}
 	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		sp.Kill()
+		si.kill()
 		p.m.freeSlot(slot)
 		return nil
 	}
-	p.ready = append(p.ready, spareInit{sp: sp, slot: slot})
+	p.ready = append(p.ready, si)
 	p.mu.Unlock()
 	return nil
+}
+
+// spareGroup makes a spare's group and its user child, as makeGroups
+// makes a sandbox's but with spareLimits (a leftover of the name, from
+// a spare whose kill failed to remove it, goes first).
+func (m *Manager) spareGroup(slot int) (cgroup.Group, error) {
+	name := spareGroupName(slot)
+	g, err := m.cg.Create(name, m.spareLimits())
+	if errors.Is(err, os.ErrExist) {
+		if old, oerr := m.cg.Open(name); oerr == nil {
+			_ = old.Destroy()
+		}
+		g, err = m.cg.Create(name, m.spareLimits())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create a spare init's cgroup: %w", err)
+	}
+	if _, err := g.SubSharingLimits(userGroupName, cgroup.Limits{}); err != nil {
+		_ = g.Destroy()
+		return nil, fmt.Errorf("create a spare init's user cgroup: %w", err)
+	}
+	return g, nil
 }
 
 // take hands out the oldest spare for a new sandbox of spec, or false
@@ -140,6 +220,7 @@ func (p *spares) take(spec Spec) (spareInit, bool) {
 			// It died waiting (killed from outside, out of memory):
 			// reaped already, its range is free again.
 			p.m.log.Warn("a spare init ended before it was used", "pid", si.sp.Pid())
+			si.kill()
 			p.m.freeSlot(si.slot)
 			p.wake()
 			continue
@@ -191,24 +272,72 @@ func (p *spares) close() {
 	p.mu.Unlock()
 	<-p.done
 	for _, si := range ready {
-		si.sp.Kill()
+		si.kill()
 		p.m.freeSlot(si.slot)
 	}
 }
 
 // launch starts the sandbox's init: from the spare it was given, else
 // (none, or one that cannot be bound as this init would be cloned) a
-// fresh one.
+// fresh one. A spare whose group became the sandbox's (placed) is in it
+// already and is not placed again; a fresh init that replaces it is.
 func (s *Sandbox) launch(ctx context.Context, spec agent.LaunchSpec) (*agent.Instance, error) {
-	sp := s.spare
+	si := s.spare
 	s.spare = nil
-	if sp == nil {
+	if si == nil {
 		return agent.Launch(ctx, spec)
 	}
-	inst, err := sp.Bind(ctx, spec)
+	bind := spec
+	if si.placed {
+		bind.Place = nil
+	}
+	inst, err := si.sp.Bind(ctx, bind)
 	if errors.Is(err, agent.ErrSpareUnusable) {
 		s.m.log.Warn("spare init not used", "id", s.rec.ID, "err", err)
 		return agent.Launch(ctx, spec)
 	}
 	return inst, err
+}
+
+// spareBindHook runs once a spare's group is renamed to its sandbox's,
+// before its limits: a test's way to fail the bind there.
+var spareBindHook = func() error { return nil }
+
+// bindSpareGroups makes a spare's group the sandbox's: renamed to its
+// id (no task moves), the sandbox's limits written, before anything of
+// the sandbox runs. On failure the spare is killed and its group
+// removed (s.spare nil): the start clones a fresh init.
+func (s *Sandbox) bindSpareGroups() (group, user cgroup.Group, ok bool) {
+	si := s.spare
+	fail := func(err error) (cgroup.Group, cgroup.Group, bool) {
+		s.m.log.Warn("spare init's cgroup not bound; a fresh init starts the sandbox", "id", s.rec.ID, "err", err)
+		si.kill()
+		s.spare = nil
+		return nil, nil, false
+	}
+	group, err := s.m.cg.Rename(si.group.Name(), s.rec.ID)
+	if errors.Is(err, os.ErrExist) {
+		// A group of this name left over (as in makeGroups).
+		if old, oerr := s.m.cg.Open(s.rec.ID); oerr == nil {
+			_ = old.Destroy()
+		}
+		group, err = s.m.cg.Rename(si.group.Name(), s.rec.ID)
+	}
+	if err != nil {
+		return fail(err) // si.group is still under the spare's name
+	}
+	si.group = group // from here on the sandbox's name
+	if err = spareBindHook(); err != nil {
+		return fail(err)
+	}
+	if user, err = group.OpenSub(userGroupName); err == nil {
+		if err = group.SetLimits(s.cgLimits()); err == nil {
+			err = user.SetLimits(s.userLimits())
+		}
+	}
+	if err != nil {
+		return fail(err)
+	}
+	si.group, si.placed = nil, true
+	return group, user, true
 }

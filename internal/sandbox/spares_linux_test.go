@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -13,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 )
 
 // initPid is a running sandbox's init pid.
@@ -90,6 +94,9 @@ func postureFacts(t *testing.T, s *Sandbox) map[string]string {
 		t.Fatal(e)
 	}
 	facts["init user ns owner"] = norm(fmt.Sprint(owner))
+	for k, v := range cgroupFacts(t, pid) {
+		facts[k] = norm(v)
+	}
 	// Inside: a command's own view (credentials, capabilities, seccomp,
 	// limits, mounts by point, type and options, hostname, cgroup
 	// namespace), and the init's as PID 1.
@@ -105,6 +112,75 @@ func postureFacts(t *testing.T, s *Sandbox) map[string]string {
 	return facts
 }
 
+// cgroupSetting are the control files of a v1 group that hold a setting
+// (a limit, a weight, a flag), not a statistic.
+var cgroupSetting = regexp.MustCompile(`(limit_in_bytes|\.max|swappiness|shares|cfs_period_us|cfs_quota_us|rt_runtime_us|rt_period_us|use_hierarchy|move_charge_at_immigrate|oom_control|freezer\.state|self_freezing|notify_on_release|clone_children)$`)
+
+// cgroupFacts are the cgroups of the init pid on the host, in each
+// hierarchy the server uses: the group, its sub-groups, and of each its
+// settings (cgroupSetting), owners and modes.
+func cgroupFacts(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	info, err := cgroup.Detect()
+	if err != nil || info.Version != 1 {
+		return nil // the names in /proc/<pid>/cgroup are compared anyway
+	}
+	facts := map[string]string{}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		ctrl := ""
+		for _, c := range strings.Split(parts[1], ",") {
+			if slices.Contains([]string{"memory", "pids", "cpu", "cpuacct", "freezer"}, c) {
+				ctrl = c
+			}
+		}
+		if ctrl == "" || info.Mounts[ctrl] == "" {
+			continue
+		}
+		top := filepath.Join(info.Mounts[ctrl], parts[2])
+		err := filepath.WalkDir(top, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(top, path)
+			key := "cgroup " + parts[1] + " " + rel
+			var st unix.Stat_t
+			if err := unix.Lstat(path, &st); err != nil {
+				return err
+			}
+			facts[key+" owner"] = fmt.Sprintf("%d:%d %o", st.Uid, st.Gid, st.Mode)
+			if d.IsDir() || !cgroupSetting.MatchString(d.Name()) {
+				return nil
+			}
+			v, err := os.ReadFile(path) //nolint:gosec // G304: a cgroup file of the test's own sandbox
+			if err != nil {
+				return err
+			}
+			text := string(v)
+			if d.Name() == "memory.oom_control" {
+				// Only its setting; under_oom and oom_kill are counts.
+				text, _, _ = strings.Cut(text, "\n")
+			}
+			facts[key] = strings.TrimSpace(text)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(facts) == 0 {
+		t.Fatalf("no cgroup of pid %d found", pid)
+	}
+	return facts
+}
+
 // TestSpareInitIsLikeAFreshOne: a sandbox whose init was a spare and one
 // whose init was cloned for it have the same security posture, from the
 // host and from inside: ids and maps, the user namespace's owner,
@@ -112,7 +188,9 @@ func postureFacts(t *testing.T, s *Sandbox) map[string]string {
 // mounts. The spare's sandbox really got the spare (its pid), and the
 // fresh one none.
 func TestSpareInitIsLikeAFreshOne(t *testing.T) {
-	spec := Spec{Network: Network{Mode: NetworkNone}}
+	// Limits of its own, none of them a spare's group's (spareLimits):
+	// a bind that does not write them shows.
+	spec := Spec{Network: Network{Mode: NetworkNone}, Limits: Limits{MemoryBytes: 300 << 20, Pids: 40, CPUMilli: 700}}
 	var fa, fb map[string]string
 	// Each manager in a subtest of its own: its cgroups under a base of
 	// their own.
@@ -184,6 +262,9 @@ func TestSparesAreRefilledAndEnd(t *testing.T) {
 		sps = append(sps, si.sp)
 	}
 	m.spares.mu.Unlock()
+	s.mu.Lock()
+	id := s.rec.ID
+	s.mu.Unlock()
 	m.Close()
 	for _, sp := range sps {
 		select {
@@ -191,6 +272,11 @@ func TestSparesAreRefilledAndEnd(t *testing.T) {
 		default:
 			t.Fatalf("spare %d still running after Close", sp.Pid())
 		}
+	}
+	// The spares' groups go with them (Close destroys the sandboxes'
+	// too).
+	if names, err := m.cg.List(); err != nil || len(names) != 0 {
+		t.Fatalf("groups left after Close: %v (%v); the sandbox was %s", names, err, id)
 	}
 }
 
@@ -265,6 +351,7 @@ func TestUnusableSpareIsDiscarded(t *testing.T) {
 				t.Fatalf("bind: %v, want an error (ErrSpareUnusable: %v)", err, tc.unusable)
 			}
 			<-si.sp.Exited()
+			si.kill() // its group (what the start's cleanup does)
 		})
 	}
 }
@@ -284,5 +371,65 @@ func TestWarmPoolTakesSpares(t *testing.T) {
 	s := create(t, m, Spec{})
 	if r := run(t, s, ExecRequest{Command: "true"}); r.ExitCode == nil || *r.ExitCode != 0 {
 		t.Fatalf("exec: %+v", r)
+	}
+}
+
+// TestSpareGroupBindFailsClosed: when a spare's group cannot be made the
+// sandbox's (here after its rename, before its limits), the spare is
+// killed, its group removed, and a fresh init cloned into groups made for
+// it starts the sandbox, with the sandbox's limits.
+func TestSpareGroupBindFailsClosed(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SpareInits = 1
+	m := newManager(t, cfg, nil)
+	if m.cg.Info().Version != 1 {
+		t.Skip("spares have groups of their own on cgroup v1 only")
+	}
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+	m.spares.mu.Lock()
+	spare := m.spares.ready[0].sp
+	m.spares.mu.Unlock()
+	defer func(h func() error) { spareBindHook = h }(spareBindHook)
+	spareBindHook = func() error { return errors.New("injected") }
+	s := create(t, m, Spec{Limits: Limits{MemoryBytes: 300 << 20, Pids: 40}})
+	spareBindHook = func() error { return nil }
+	if initPid(t, s) == spare.Pid() {
+		t.Fatal("the sandbox got the spare whose group failed to bind")
+	}
+	select {
+	case <-spare.Exited():
+	default:
+		t.Fatal("the spare whose group failed to bind still runs")
+	}
+	st, err := s.group.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MemoryLimit != 300<<20 || st.PidsLimit != 40+initPidsReserve {
+		t.Fatalf("the fresh init's group: %+v", st)
+	}
+	procs, err := s.group.Procs()
+	if err != nil || !slices.Contains(procs, initPid(t, s)) {
+		t.Fatalf("the fresh init %d is not in its group: %v (%v)", initPid(t, s), procs, err)
+	}
+	if r := run(t, s, ExecRequest{Command: "true"}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	// A new spare replaces the dead one; no group of the old is left.
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+	names, err := m.cg.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spareGroups int
+	for _, n := range names {
+		if strings.HasPrefix(n, "spare-") {
+			spareGroups++
+		} else if n != s.rec.ID {
+			t.Errorf("group %q left", n)
+		}
+	}
+	if spareGroups != 1 {
+		t.Fatalf("groups %v: want the sandbox's and one spare's", names)
 	}
 }

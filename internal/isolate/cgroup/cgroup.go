@@ -131,6 +131,13 @@ type Manager interface {
 	Open(name string) (Group, error)
 	// List names the groups under base: what a previous run left behind.
 	List() ([]string, error)
+	// Rename gives the group from, with its tasks, descendants and
+	// limits, the name to (rename(2) of its directory within base in
+	// every hierarchy) and returns it: no task migrates. It fails with an
+	// error wrapping fs.ErrExist if to exists, and with ErrNoRename where
+	// the kernel cannot rename groups (v2, whose cgroupfs has no rename).
+	// A failure leaves from as it was.
+	Rename(from, to string) (Group, error)
 	// Release removes the base group in every hierarchy (on v2 also the
 	// levels New made above it) where it holds no group and no task; a
 	// base still in use stays, as is. For an owner that is done with it:
@@ -237,6 +244,9 @@ var (
 	// ErrNoCPUAccounting: a v1 host without a cpuacct hierarchy; callers
 	// fall back to the main process's own CPU time.
 	ErrNoCPUAccounting = errors.New("no cpuacct hierarchy")
+	// ErrNoRename: Manager.Rename on a host whose cgroups cannot rename
+	// a group (cgroup v2).
+	ErrNoRename = errors.New("cgroups of this host cannot be renamed")
 )
 
 // maxNameLen caps a group name: names become path components on every

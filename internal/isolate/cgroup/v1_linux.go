@@ -176,6 +176,37 @@ func (m *v1Manager) openAny(name string) (Group, error) {
 	return &v1Group{m: m, name: name, rel: name, sharedRel: name}, nil
 }
 
+// Rename renames from's directory to to in every hierarchy, in order;
+// if one fails, those already renamed are renamed back. The kernel's v1
+// rename (cgroup1_rename) moves nothing: the group keeps its tasks,
+// children, limits and charges, and /proc/<pid>/cgroup names it anew.
+func (m *v1Manager) Rename(from, to string) (Group, error) {
+	if err := ValidateName(from); err != nil {
+		return nil, err
+	}
+	if err := ValidateName(to); err != nil {
+		return nil, err
+	}
+	for i, h := range m.hiers {
+		// No RENAME_NOREPLACE (kernfs refuses every flag, EINVAL): kernfs
+		// itself refuses a name that exists (EEXIST).
+		if err := unix.Rename(filepath.Join(h.baseDir, from), filepath.Join(h.baseDir, to)); err != nil {
+			var errs []error
+			for _, done := range m.hiers[:i] {
+				if berr := os.Rename(filepath.Join(done.baseDir, to), filepath.Join(done.baseDir, from)); berr != nil {
+					errs = append(errs, berr)
+				}
+			}
+			if errors.Is(err, unix.EEXIST) {
+				err = fs.ErrExist
+			}
+			errs = append([]error{fmt.Errorf("rename cgroup %q to %q in hierarchy %s: %w", from, to, strings.Join(h.controllers, ","), err)}, errs...)
+			return nil, errors.Join(errs...)
+		}
+	}
+	return &v1Group{m: m, name: to, rel: to, sharedRel: to}, nil
+}
+
 func (m *v1Manager) List() ([]string, error) {
 	set := map[string]bool{}
 	for _, h := range m.hiers {

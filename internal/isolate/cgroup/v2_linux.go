@@ -205,6 +205,12 @@ func (m *v2Manager) Release() {
 	}
 }
 
+// Rename fails: the cgroup2 file system has no rename (its kernfs
+// operations offer none; rename(2) answers EPERM).
+func (m *v2Manager) Rename(from, to string) (Group, error) {
+	return nil, fmt.Errorf("rename cgroup %q to %q: %w", from, to, ErrNoRename)
+}
+
 func (m *v2Manager) List() ([]string, error) {
 	set := map[string]bool{}
 	if err := listNames(m.baseDir, set); err != nil {
