@@ -36,3 +36,59 @@ func TestExecCPUCountsEveryProcess(t *testing.T) {
 	}
 	t.Logf("cpu_ms: one worker %d, %d workers %d", one.CPUMS, children, many.CPUMS)
 }
+
+// TestExecCPUIsItsOwnInAReusedGroup: an execution group is reused, its CPU
+// counter cumulative, and an execution's start is taken from the reading
+// its group's last execution made at its end (slot.idleCPU) instead of a
+// read of its own. Each execution's cpu_ms is still its own: a short
+// command after a long one in the same group, and one after a long-lived
+// process (Spawn) used that group, which reads no figure at its end.
+func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
+	m := newManager(t, testConfig(t), nil)
+	s := create(t, m, Spec{})
+	const work = `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done`
+	heavy := run(t, s, ExecRequest{Command: work})
+	if heavy.Status != StatusCompleted || heavy.CPUMS < 10 {
+		t.Fatalf("the work: %+v", heavy)
+	}
+	free := func() *slot {
+		t.Helper()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.freeSlot) != 1 {
+			t.Fatalf("%d idle execution groups, want 1", len(s.freeSlot))
+		}
+		return s.freeSlot[0]
+	}
+	sl := free()
+	if !sl.idleKnown {
+		t.Fatal("an execution that left its group empty kept no reading for the next")
+	}
+	light := run(t, s, ExecRequest{Argv: []string{"/bin/true"}})
+	if free() != sl {
+		t.Fatal("the execution group was not reused")
+	}
+	if light.Status != StatusCompleted || light.CPUMS*4 > heavy.CPUMS {
+		t.Fatalf("cpu_ms after %d ms of work in the same group: %+v", heavy.CPUMS, light)
+	}
+	// A long-lived process in the same group: its CPU time is its own.
+	p, err := s.Spawn(callCtx(t, m), SpawnSpec{Argv: []string{"/bin/bash", "-c", work}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.slot != sl {
+		t.Fatal("the process did not take the idle execution group")
+	}
+	if ex := <-p.Exited(); ex.Code != 0 {
+		t.Fatalf("the process: %+v", ex)
+	}
+	p.Release()
+	if free() != sl || sl.idleKnown {
+		t.Fatalf("after the process: the group reused %v, a reading kept %v", free() == sl, sl.idleKnown)
+	}
+	after := run(t, s, ExecRequest{Argv: []string{"/bin/true"}})
+	if after.Status != StatusCompleted || after.CPUMS*4 > heavy.CPUMS {
+		t.Fatalf("cpu_ms after a process of %d ms of work in the same group: %+v", heavy.CPUMS, after)
+	}
+	t.Logf("cpu_ms: the work %d, /bin/true after it %d, after the process %d", heavy.CPUMS, light.CPUMS, after.CPUMS)
+}

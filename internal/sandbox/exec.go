@@ -469,6 +469,9 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		}
 	}
 	kept := false
+	// empty: the group was seen to hold no task once the main process
+	// ended (or what it left was killed and is gone).
+	empty := false
 	if r.Keep && status == "" {
 		// The main process ended on its own: what it left running stays
 		// (keep.go), and the call's output is what the pipes hold now.
@@ -476,10 +479,12 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		copies.wait(drainGrace, func() { endCall(p.Stdout, p.Stderr) })
 		populated, err := slot.populated()
 		kept = err == nil && populated
+		empty = err == nil && !populated
 	} else {
 		// The main process is gone; whatever it left running in its group
 		// goes too, which also closes the output pipes.
 		s.killLeftovers(slot)
+		empty = !slot.dirty
 		copies.wait(drainGrace, p.Close)
 	}
 	if status == "" {
@@ -493,7 +498,10 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	}
 	// Before the group serves another; a kept execution's group goes on
 	// counting what it left running, which this figure leaves out.
-	cpu := slot.cpuSinceStart(time.Duration(ex.CPUms) * time.Millisecond)
+	// A slot going back to the pool clean (nothing was left in its group,
+	// which nothing can join from inside) keeps this reading as its next
+	// execution's start.
+	cpu := slot.cpuSinceStart(time.Duration(ex.CPUms)*time.Millisecond, empty)
 	if kept {
 		s.keepSlot(slot)
 	} else {

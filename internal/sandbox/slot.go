@@ -26,12 +26,27 @@ type slot struct {
 	// probe answers "is anything left in g?" after every command with one
 	// pread (cgroup.Group.OpenProbe).
 	probe cgroup.Probe
+	// cpu reads g's CPU time with one pread (cgroup.OpenCPUProbe); nil
+	// where it could not be opened (g.CPUUsage answers then, or says
+	// why not).
+	cpu *cgroup.CPUProbe
 	// oom is the OOM-kill count of g last seen.
 	oom int64
 	// cpuStart is g's CPU time when its current execution started, or
 	// -1 if it could not be read (the group is reused, its counter
 	// cumulative; see Sandbox.execCPU).
 	cpuStart time.Duration
+	// idleCPU is g's CPU time as read at the end of an execution that
+	// left the group empty (idleKnown), kept while the slot waits in the
+	// pool: nothing runs in an empty execution group and nothing can
+	// join it from inside the sandbox, so its counter cannot move until
+	// the slot is used again. acquireSlot moves it to acquiredCPU for the
+	// use it hands the slot to (and forgets it, so a use that does not
+	// read the counter at its end, a long-lived process, leaves none for
+	// the next); markCPUStart then takes the start from it instead of
+	// reading the file again on the exec's way to the init.
+	idleCPU, acquiredCPU     time.Duration
+	idleKnown, acquiredKnown bool
 	// gen is the sandbox's init generation the slot was made under.
 	gen int
 	// dirty marks a slot whose group was killed or whose last user may
@@ -45,6 +60,17 @@ func (sl *slot) close() {
 	if sl.probe != nil {
 		_ = sl.probe.Close()
 	}
+	if sl.cpu != nil {
+		_ = sl.cpu.Close()
+	}
+}
+
+// cpuUsage is g's CPU time now.
+func (sl *slot) cpuUsage() (time.Duration, error) {
+	if sl.cpu != nil {
+		return sl.cpu.Usage()
+	}
+	return sl.g.CPUUsage()
 }
 
 // populated reports whether a task is left in the slot's group.
@@ -87,6 +113,8 @@ func (s *Sandbox) acquireSlot() (*slot, error) {
 	if n := len(s.freeSlot); n > 0 {
 		sl := s.freeSlot[n-1]
 		s.freeSlot = s.freeSlot[:n-1]
+		sl.acquiredCPU, sl.acquiredKnown = sl.idleCPU, sl.idleKnown
+		sl.idleKnown = false
 		return sl, nil
 	}
 	s.slotSeq++
@@ -111,7 +139,11 @@ func (s *Sandbox) makeSlot(user cgroup.Group, seq int, gen int) (*slot, error) {
 		_ = g.Destroy()
 		return nil, fmt.Errorf("open execution cgroup: %w", err)
 	}
-	return &slot{g: g, attach: attach, probe: probe, gen: gen}, nil
+	sl := &slot{g: g, attach: attach, probe: probe, gen: gen}
+	if cpu, err := cgroup.OpenCPUProbe(g); err == nil {
+		sl.cpu = cpu
+	}
+	return sl, nil
 }
 
 // maxIdleSlots caps the execution groups a sandbox keeps ready. One serves
@@ -293,10 +325,16 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 	return hit
 }
 
-// markCPUStart notes the group's CPU time before an execution starts in it.
+// markCPUStart notes the group's CPU time before an execution starts in
+// it: the figure its last execution read at its end when the group has
+// been empty since (idleCPU), else a read of the group's counter.
 func (sl *slot) markCPUStart() {
+	if sl.acquiredKnown {
+		sl.cpuStart, sl.acquiredKnown = sl.acquiredCPU, false
+		return
+	}
 	sl.cpuStart = -1
-	if d, err := sl.g.CPUUsage(); err == nil {
+	if d, err := sl.cpuUsage(); err == nil {
 		sl.cpuStart = d
 	}
 }
@@ -306,12 +344,17 @@ func (sl *slot) markCPUStart() {
 // and killed included), read once its tree is gone. mainOnly, the main
 // process's own CPU time (with its waited-for children), stands in where
 // the group's counter cannot be read.
-func (sl *slot) cpuSinceStart(mainOnly time.Duration) time.Duration {
-	if sl.cpuStart < 0 {
+//
+// With idle set (the execution left nothing in the group, which goes back
+// to the pool empty), the figure read is kept as the next execution's
+// start (idleCPU).
+func (sl *slot) cpuSinceStart(mainOnly time.Duration, idle bool) time.Duration {
+	end, err := sl.cpuUsage()
+	if err != nil {
 		return mainOnly
 	}
-	end, err := sl.g.CPUUsage()
-	if err != nil || end < sl.cpuStart {
+	sl.idleCPU, sl.idleKnown = end, idle
+	if sl.cpuStart < 0 || end < sl.cpuStart {
 		return mainOnly
 	}
 	return max(end-sl.cpuStart, mainOnly)
