@@ -473,7 +473,11 @@ func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
 			s.spare.kill()
 			s.spare = nil
 		}
-		m.spares.refill()
+		if err != nil {
+			m.spares.refill()
+		} else {
+			m.spares.refillAfterFirst(s)
+		}
 	}
 	if err != nil {
 		// The workspace volume, if it was mounted, goes with the

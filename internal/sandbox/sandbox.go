@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
@@ -75,6 +76,9 @@ type Sandbox struct {
 	hibernating bool
 	// spare, if set, is the init its first start binds (spares.go).
 	spare *spareInit
+	// firstEnded, if set, runs when its first command ends (spares.go,
+	// refillAfterFirst).
+	firstEnded atomic.Pointer[func()]
 }
 
 func newSandbox(m *Manager, rec Record) *Sandbox {

@@ -169,6 +169,7 @@ func (s *Sandbox) maxFreeSlots() int { return max(min(s.m.cfg.MaxExecsPerSandbox
 // limits (cgroupfs is not mounted in a sandbox, and execution groups are
 // never delegated), so empty is clean.
 func (s *Sandbox) releaseSlot(sl *slot) {
+	s.firstCommandEnded()
 	if sl.dirty {
 		if err := sl.checkEmpty(); err != nil {
 			s.dropSlot(sl, "not empty after its execution", err)

@@ -262,6 +262,35 @@ func (p *spares) refill() {
 	}
 }
 
+// spareRefillBound bounds how long the replacement of a spare waits for
+// the first command of the sandbox that took it (refillAfterFirst): a
+// create followed by no command soon has its spare replaced anyway. (A
+// variable for tests.)
+var spareRefillBound = 100 * time.Millisecond
+
+// refillAfterFirst asks for the replacement of the spare s took once s's
+// first command has ended (releaseSlot) or spareRefillBound has passed,
+// whichever comes first: the replacement's clone, runtime start and
+// group (≈ 9 ms of CPU) then do not run beside the command a cold create
+// is made for, on a host with few CPUs.
+func (p *spares) refillAfterFirst(s *Sandbox) {
+	if p.want == 0 {
+		return
+	}
+	var once sync.Once
+	f := func() { once.Do(p.wake) }
+	s.firstEnded.Store(&f)
+	time.AfterFunc(spareRefillBound, f)
+}
+
+// firstCommandEnded runs what waits for the sandbox's first command to
+// end (refillAfterFirst), once.
+func (s *Sandbox) firstCommandEnded() {
+	if f := s.firstEnded.Swap(nil); f != nil {
+		(*f)()
+	}
+}
+
 // close kills every spare and frees its range; a clone under way ends
 // with the filler (add kills what it cloned after close).
 func (p *spares) close() {

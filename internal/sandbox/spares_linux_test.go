@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -431,5 +432,43 @@ func TestSpareGroupBindFailsClosed(t *testing.T) {
 	}
 	if spareGroups != 1 {
 		t.Fatalf("groups %v: want the sandbox's and one spare's", names)
+	}
+}
+
+// TestSpareRefillWaitsForTheFirstCommand: the spare a create took is
+// replaced once the sandbox's first command has ended (its clone and
+// runtime start do not run beside it), or, with no command, once
+// spareRefillBound has passed.
+func TestSpareRefillWaitsForTheFirstCommand(t *testing.T) {
+	defer func(d time.Duration) { spareRefillBound = d }(spareRefillBound)
+	cfg := testConfig(t)
+	cfg.SpareInits = 1
+	m := newManager(t, cfg, nil)
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+
+	spareRefillBound = time.Hour // only the command can ask for it
+	s := create(t, m, Spec{})
+	if s.firstEnded.Load() == nil {
+		t.Fatal("the refill does not wait for the first command")
+	}
+	if n := len(readySpares(m)); n != 0 {
+		t.Fatalf("%d spares ready before the first command", n)
+	}
+	if r := run(t, s, ExecRequest{Command: "true"}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+	if s.firstEnded.Load() != nil {
+		t.Fatal("the first command's hook is still set")
+	}
+
+	spareRefillBound = time.Millisecond // no command: the bound asks
+	s2 := create(t, m, Spec{})
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+	if r := run(t, s2, ExecRequest{Command: "true"}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	if got := m.PoolStatus().Spares; got.Taken != 2 || got.Ready != 1 {
+		t.Fatalf("status %+v: want 2 taken, 1 ready", got)
 	}
 }
