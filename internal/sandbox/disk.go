@@ -2,10 +2,10 @@ package sandbox
 
 import (
 	"fmt"
-	"math"
 	"sync"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 )
 
 // The disk budget (SANDBOX_DISK_BUDGET) bounds the bytes the workspace
@@ -19,16 +19,6 @@ import (
 // kernel's per-image limit, the promise cap and the guard together keep
 // the workspaces off the part of the disk (by default a fifth of the free
 // space at start) that the store and the audit log live on.
-
-// promiseCap is what the quotas may promise together: the budget times the
-// over-commit ratio (at least 1), saturating.
-func promiseCap(budget int64, ratio int) int64 {
-	r := int64(max(ratio, 1))
-	if budget > math.MaxInt64/r {
-		return math.MaxInt64
-	}
-	return budget * r
-}
 
 // The promises are counted in three places, all under m.mu, so a
 // reservation sees every promise at once: m.idx.disk (listed sandboxes),
@@ -48,14 +38,14 @@ func promiseCap(budget int64, ratio int) int64 {
 // Over the cap, or while the guard stops growth, it refuses with a
 // conflict (409) on limits.disk that says what would make room.
 func (m *Manager) reserveDisk(n int64) (release func(), err error) {
-	if err := m.diskRefusal(); err != nil {
+	if err := m.guard.Refusal(); err != nil {
 		return nil, err
 	}
 	budget := m.cfg.DiskBudget
 	if budget <= 0 || n <= 0 {
 		return func() {}, nil
 	}
-	limit := promiseCap(budget, m.cfg.DiskOvercommit)
+	limit := diskbudget.PromiseCap(budget, m.cfg.DiskOvercommit)
 	m.mu.Lock()
 	committed := m.diskPooled + m.diskPending + m.idx.disk
 	if committed+n > limit {
@@ -63,7 +53,7 @@ func (m *Manager) reserveDisk(n int64) (release func(), err error) {
 		return nil, &fault.Error{Kind: fault.Conflict, Field: "limits.disk", Msg: fmt.Sprintf(
 			"the server's disk budget is committed: %s promised to sandboxes of %s (SANDBOX_DISK_BUDGET %s × SANDBOX_DISK_OVERCOMMIT %d), %s asked; "+
 				"ask for a smaller limits.disk or delete a sandbox (the operator can lower SANDBOX_MAX_DISK, the default quota, or raise SANDBOX_DISK_OVERCOMMIT or SANDBOX_DISK_BUDGET)",
-			iBytes(committed), iBytes(limit), iBytes(budget), max(m.cfg.DiskOvercommit, 1), iBytes(n))}
+			diskbudget.IBytes(committed), diskbudget.IBytes(limit), diskbudget.IBytes(budget), max(m.cfg.DiskOvercommit, 1), diskbudget.IBytes(n))}
 	}
 	m.diskPending += n
 	m.mu.Unlock()

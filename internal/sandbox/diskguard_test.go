@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/config"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 )
 
 // TestDefaultsAdmitDensity: with the stock settings on a host with 55 GiB
@@ -44,69 +45,11 @@ func TestDefaultsAdmitDensity(t *testing.T) {
 	t.Logf("admitted %d default sandboxes; refusal: %s", admitted, fe.Msg)
 }
 
-func TestPromiseCap(t *testing.T) {
-	cases := []struct {
-		name          string
-		budget        int64
-		ratio         int
-		want          int64
-		wantSaturated bool
-	}{
-		{"no over-commit", 100, 1, 100, false},
-		{"zero ratio is one", 100, 0, 100, false},
-		{"default ratio", 100, 25, 2500, false},
-		{"saturates", 1 << 62, 1000, 0, true},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := promiseCap(c.budget, c.ratio)
-			if c.wantSaturated {
-				if got < c.budget {
-					t.Fatalf("promiseCap(%d, %d) = %d, overflowed", c.budget, c.ratio, got)
-				}
-				return
-			}
-			if got != c.want {
-				t.Fatalf("promiseCap(%d, %d) = %d, want %d", c.budget, c.ratio, got, c.want)
-			}
-		})
-	}
-}
-
-func TestDiskVerdict(t *testing.T) {
-	const budget, floor = 10 << 30, 1 << 30
-	cases := []struct {
-		name    string
-		r       diskReading
-		stopped bool
-		want    string // a part of the reason; "" = growth allowed
-	}{
-		{"room", diskReading{Images: 1 << 30, Free: 20 << 30}, false, ""},
-		{"budget reached", diskReading{Images: budget, Free: 20 << 30}, false, "whole disk budget"},
-		{"under the floor", diskReading{Images: 1 << 30, Free: floor - 1}, false, "kept for the server"},
-		{"just inside the budget stays stopped", diskReading{Images: budget - 1<<20, Free: 20 << 30}, true, "within"},
-		{"just above the floor stays stopped", diskReading{Images: 1 << 30, Free: floor + 1<<20}, true, "within"},
-		{"a margin inside resumes", diskReading{Images: budget - maxResumeGap, Free: floor + maxResumeGap}, true, ""},
-		{"just inside the budget, never stopped", diskReading{Images: budget - 1<<20, Free: 20 << 30}, false, ""},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			got := diskVerdict(c.r, budget, floor, c.stopped)
-			if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
-				t.Fatalf("diskVerdict(%+v, stopped %v) = %q, want %q", c.r, c.stopped, got, c.want)
-			}
-		})
-	}
-	if got := diskVerdict(diskReading{Images: 1 << 50, Free: 0}, 0, 0, true); got != "" {
-		t.Fatalf("without a budget and a floor: %q, want no stop", got)
-	}
-}
-
 // TestStoppedGuardRefusesCreates: while the guard stops growth, a
 // reservation is refused with a conflict saying what to free.
 func TestStoppedGuardRefusesCreates(t *testing.T) {
 	m := &Manager{cfg: Config{DiskBudget: 1 << 40, DiskOvercommit: 1}, idx: newSandboxIndex(), log: slog.Default()}
-	m.guard.stopped = diskVerdict(diskReading{Images: 1 << 40}, 1<<40, 0, false)
+	m.guard.Record(diskbudget.Reading{Images: 1 << 40}, 1<<40, 0)
 	_, err := m.reserveDisk(1 << 20)
 	var fe *fault.Error
 	if !errors.As(err, &fe) || fe.Kind != fault.Conflict || !strings.Contains(fe.Msg, "delete sandboxes or files") {

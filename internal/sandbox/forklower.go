@@ -14,6 +14,14 @@ import (
 // own (the quota). Where the file system shares blocks (XFS with
 // reflinks, btrfs) the restore's clone of the image is cheaper and stays.
 
+// A layered sandbox's image files in its workspace dir.
+const (
+	// upperImage is a layered sandbox's own image.
+	upperImage = "upper.img"
+	// flatImage is where a layered sandbox's merged view is copied to.
+	flatImage = "flat.img"
+)
+
 // forkLowers are the snapshots' lower layers mounted on this node, by
 // snapshot id; its zero value is ready.
 type forkLowers struct {

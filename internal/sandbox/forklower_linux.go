@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 )
@@ -55,10 +56,6 @@ const (
 	lowersDirName = "fork-lowers"
 	// lowerMarker names a layered sandbox's snapshot in its workspace dir.
 	lowerMarker = "lower.json"
-	// upperImage is a layered sandbox's own image.
-	upperImage = "upper.img"
-	// flatImage is where a layered sandbox's merged view is copied to.
-	flatImage = "flat.img"
 )
 
 // errLowerGone: neither the node nor the store holds the snapshot.
@@ -299,7 +296,7 @@ func (m *Manager) collectLowers() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, e := range entries {
-		if i >= maxImageScan {
+		if i >= diskbudget.MaxImageScan {
 			break
 		}
 		id, _, _ := strings.Cut(e.Name(), ".")
@@ -342,7 +339,7 @@ func (s *Sandbox) lowerBytes() int64 {
 }
 
 // lowerUsage is what the lower images hold on the disk.
-func (m *Manager) lowerUsage() int64 { return entriesBytes(m.lowersDir()) }
+func (m *Manager) lowerUsage() int64 { return diskbudget.EntriesBytes(m.lowersDir()) }
 
 // openLower mounts snap's lower image read-only, restoring it first.
 func (m *Manager) openLower(ctx context.Context, snap string) (*os.File, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -172,7 +173,7 @@ type Manager struct {
 	diskPending int64
 	diskPooled  int64
 	// guard stops workspace growth when the disk fills (diskguard.go).
-	guard diskGuard
+	guard diskbudget.Guard
 	// adoptMu serializes the take-overs of other nodes' hibernated
 	// sandboxes (takeover.go).
 	adoptMu sync.Mutex

@@ -15,6 +15,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 )
 
 // Sandbox is one sandbox.
@@ -64,7 +65,7 @@ type Sandbox struct {
 	// lower is set while vol is a fork's upper layer (forklower.go).
 	lower *forkMount
 	// clamp is set while the disk guard stops vol's growth (diskguard.go).
-	clamp *volClamp
+	clamp *diskbudget.Clamp
 	// relay are the connections relayed into the sandbox's loopback
 	// (reach.go); pause and shutdown close them.
 	relay relays

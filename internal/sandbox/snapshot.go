@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -225,21 +226,21 @@ func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string) (*snaps
 // have no room for it.
 func (m *Manager) snapshotRoom(st *snapshot.Store, owner string, need int64, disk bool) error {
 	if disk {
-		if err := m.diskRefusal(); err != nil {
+		if err := m.guard.Refusal(); err != nil {
 			return err
 		}
 	}
 	if b := m.cfg.SnapshotBudget; b > 0 {
 		if used := st.Usage(owner, false); used+need > b {
 			return fault.Errorf(fault.Conflict, "this key's snapshots hold %s of its %s (SANDBOX_SNAPSHOT_BUDGET) and this one may need %s: delete snapshots first",
-				iBytes(used), iBytes(b), iBytes(need))
+				diskbudget.IBytes(used), diskbudget.IBytes(b), diskbudget.IBytes(need))
 		}
 	}
 	if b := m.cfg.DiskBudget; b > 0 && disk {
 		images, _, _ := m.DiskGuard() // workspaces, templates and snapshots
 		if images+need > b {
 			return fault.Errorf(fault.Conflict, "the server's disk budget cannot hold this snapshot: %s of %s in use, %s needed (SANDBOX_DISK_BUDGET)",
-				iBytes(images), iBytes(b), iBytes(need))
+				diskbudget.IBytes(images), diskbudget.IBytes(b), diskbudget.IBytes(need))
 		}
 	}
 	return nil
@@ -359,7 +360,7 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 		return nil, fault.InvalidField("template", "a sandbox made from a snapshot runs on the snapshot's template; give no template")
 	}
 	if d := spec.Limits.DiskBytes; d != 0 && d != man.ImageSize {
-		return nil, fault.InvalidField("limits.disk", fmt.Sprintf("a sandbox made from this snapshot has its image's size, %s", iBytes(man.ImageSize)))
+		return nil, fault.InvalidField("limits.disk", fmt.Sprintf("a sandbox made from this snapshot has its image's size, %s", diskbudget.IBytes(man.ImageSize)))
 	}
 	if name, d := templateNames(meta.Template); d != "" {
 		if err := m.snapshotTemplate(c, man, spec, name, d); err != nil {
