@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
+	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
@@ -14,5 +15,5 @@ func ImageBytes(dataDir string) int64 {
 }
 
 func imageBytes(root string) int64 {
-	return diskbudget.EntriesBytes(root, volume.ImageName, volume.ImageName+volume.TmpSuffix, upperImage, upperImage+volume.TmpSuffix, flatImage+volume.TmpSuffix)
+	return diskbudget.EntriesBytes(root, volume.ImageName, volume.ImageName+volume.TmpSuffix, forklower.UpperImage, forklower.UpperImage+volume.TmpSuffix, forklower.FlatImage+volume.TmpSuffix)
 }

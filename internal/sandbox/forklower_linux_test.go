@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
@@ -61,7 +62,7 @@ func requireLayered(t *testing.T, m *Manager) {
 	if err := os.MkdirAll(m.workspaceRoot(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if m.clonesImages(m.workspaceRoot()) {
+	if m.lowers.Clones(m.workspaceRoot()) {
 		t.Skip("the data dir's file system shares blocks: forks clone their image (TestForksCloneWhereBlocksAreShared)")
 	}
 }
@@ -84,7 +85,7 @@ func TestForksShareTheirSnapshotsLower(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, volume.ImageName)); err == nil {
 			t.Errorf("fork %d has a copy of the snapshot's image", i)
 		}
-		if _, err := os.Stat(filepath.Join(dir, upperImage)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, forklower.UpperImage)); err != nil {
 			t.Errorf("fork %d has no image of its own: %v", i, err)
 		}
 	}
@@ -167,7 +168,7 @@ func TestSnapshotOfAForkIsItsMergedView(t *testing.T) {
 	if _, err := m.DeleteSnapshot(ctx, owner, snap.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(m.cfg.DataDir, "workspaces", fork.ID(), flatImage+volume.TmpSuffix)); err == nil {
+	if _, err := os.Stat(filepath.Join(m.cfg.DataDir, "workspaces", fork.ID(), forklower.FlatImage+volume.TmpSuffix)); err == nil {
 		t.Error("the snapshot's copy of the merged view is left behind")
 	}
 	again := restore(t, m, second.ID, 1)[0]
@@ -197,7 +198,7 @@ func TestForkLowerOutlivesItsSnapshot(t *testing.T) {
 	if _, err := m.DeleteSnapshot(ctx, owner, snap.ID); err != nil {
 		t.Fatalf("delete a snapshot forks stand on: %v", err)
 	}
-	if _, err := os.Stat(m.lowerPath(snap.ID)); err != nil {
+	if _, err := os.Stat(forklower.Path(m.lowersDir(), snap.ID)); err != nil {
 		t.Fatalf("the forks' lower went with the snapshot: %v", err)
 	}
 	m.Close()
@@ -221,7 +222,7 @@ func TestForkLowerOutlivesItsSnapshot(t *testing.T) {
 	if err := m2.Delete(ctx, owner, again[0].ID()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(m2.lowerPath(snap.ID)); err != nil {
+	if _, err := os.Stat(forklower.Path(m2.lowersDir(), snap.ID)); err != nil {
 		t.Fatalf("the lower went while a fork stands on it: %v", err)
 	}
 	if r := sh(t, again[1], "cat d/f"); r.Stdout != "hello\n" {
@@ -258,7 +259,7 @@ func TestDeletingForksKeepsTheSnapshot(t *testing.T) {
 		t.Errorf("the source after its forks' writes: %q", r.Stdout)
 	}
 	waitDetached(t, m.lowersDir())
-	if _, err := os.Stat(m.lowerPath(snap.ID)); err != nil {
+	if _, err := os.Stat(forklower.Path(m.lowersDir(), snap.ID)); err != nil {
 		t.Errorf("the snapshot's lower went with its forks: %v", err)
 	}
 	if _, err := m.DeleteSnapshot(ctx, owner, snap.ID); err != nil {
@@ -284,7 +285,7 @@ func TestHibernateAFork(t *testing.T) {
 	if r := sh(t, fork, "cat d/f only; cat del 2>/dev/null || echo absent; sha256sum -c big.sum >/dev/null && echo sum-ok"); r.Stdout != "hello\nmine\nabsent\nsum-ok\n" {
 		t.Errorf("resumed fork: %q %q", r.Stdout, r.Stderr)
 	}
-	for _, n := range []string{lowerMarker, upperImage} {
+	for _, n := range []string{forklower.Marker, forklower.UpperImage} {
 		if _, err := os.Stat(filepath.Join(fork.workspaceDir(), n)); err == nil {
 			t.Errorf("a resumed fork keeps its %s", n)
 		}
@@ -357,7 +358,7 @@ func TestForksCopyWhereLayersCannotMount(t *testing.T) {
 		if r := sh(t, f, "cat d/f"); r.Stdout != "hello\n" {
 			t.Errorf("fork %d sees %q %q", i, r.Stdout, r.Stderr)
 		}
-		for _, n := range []string{lowerMarker, upperImage} {
+		for _, n := range []string{forklower.Marker, forklower.UpperImage} {
 			if _, err := os.Stat(filepath.Join(f.workspaceDir(), n)); err == nil {
 				t.Errorf("fork %d keeps its %s", i, n)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
+	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -160,7 +161,7 @@ type Manager struct {
 	// wst holds pre-formatted workspace images (volume.Templates).
 	wst volume.Templates
 	// lowers are the snapshots' lower layers of forks (forklower.go).
-	lowers forkLowers
+	lowers forklower.Lowers
 
 	// mu guards the maps; each sandbox has its own lock for its life.
 	mu        sync.Mutex

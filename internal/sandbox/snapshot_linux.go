@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
@@ -60,7 +61,7 @@ func (s *Sandbox) capture(ctx context.Context, fn func(img *os.File, size int64)
 	} else if layered {
 		// A fork's overlay: its merged view, copied whole into an image
 		// of its size (forklower_linux.go), is what the snapshot holds.
-		flat, err := s.flattenLocked(ctx, filepath.Join(s.workspaceDir(), flatImage))
+		flat, err := s.flattenLocked(ctx, filepath.Join(s.workspaceDir(), forklower.FlatImage))
 		if err != nil {
 			return err
 		}
