@@ -2,15 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
-	"sync"
-	"syscall"
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/loopback"
 )
 
 // Reaching a sandbox's own loopback: the preview proxy, the browser's
@@ -21,15 +19,11 @@ import (
 //
 // Bounds: only Config.LoopbackPorts (which landlock also lets sandboxed
 // code bind and connect; everything else stays closed), at most
-// maxRelayConns open connections per sandbox, and only while the sandbox
+// loopback.MaxConns open connections per sandbox, and only while the sandbox
 // runs. Pausing (an owner's pause, an operator's HALT) and stopping (delete,
 // idle stop, the owner's key revoked) close every relayed connection, so a
 // DevTools or preview session never outlives the state that allowed it.
-
-// maxRelayConns caps the relayed connections open into one sandbox at a
-// time: each holds a socket and two relay goroutines on the server, and a
-// page with many WebSockets or a client in a loop must not exhaust them.
-const maxRelayConns = 64
+// The bounds' mechanism is internal/sandbox/loopback.
 
 // BrowserPorts are the loopback ports the browser runtime uses inside every
 // sandbox (package browser): Chromium's DevTools and the desktop's VNC
@@ -43,61 +37,15 @@ const (
 	VNCPort      = 5900
 )
 
-// relays are a sandbox's open relayed connections.
-type relays struct {
-	// mu guards open.
-	mu   sync.Mutex
-	open map[*relayConn]struct{}
-}
-
-// relayConn is one relayed connection; Close releases its place.
-type relayConn struct {
-	net.Conn
-	r    *relays
-	once sync.Once
-}
-
-func (c *relayConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.r.mu.Lock()
-		delete(c.r.open, c)
-		c.r.mu.Unlock()
-	})
-	return err
-}
-
-// closeAll closes every open relayed connection (pause, HALT, stop).
-func (r *relays) closeAll() {
-	r.mu.Lock()
-	open := make([]*relayConn, 0, len(r.open))
-	for c := range r.open {
-		open = append(open, c)
-	}
-	r.mu.Unlock()
-	for _, c := range open {
-		_ = c.Close()
-	}
-}
-
 // OpenRelays is how many relayed connections into the sandbox are open.
 func (s *Sandbox) OpenRelays() int {
-	s.relay.mu.Lock()
-	defer s.relay.mu.Unlock()
-	return len(s.relay.open)
+	return s.relay.Open()
 }
 
 // LoopbackPorts are the ports a sandbox's code may bind and the server may
 // dial: the preview ports and the browser's.
 func LoopbackPorts(preview []uint16) []uint16 {
-	out := slices.Clone(preview)
-	for _, p := range BrowserPorts {
-		if !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return loopback.Ports(preview, BrowserPorts)
 }
 
 // DialPort opens a TCP connection to 127.0.0.1:port inside a running
@@ -117,7 +65,7 @@ func (s *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	f, err := inst.Dial(ctx, port)
 	if err != nil {
 		release()
-		return nil, dialFault(port, err)
+		return nil, loopback.DialFault(port, err)
 	}
 	c, err := net.FileConn(f)
 	_ = f.Close()
@@ -146,7 +94,7 @@ func (s *Sandbox) Relay(c net.Conn) (net.Conn, error) {
 // holdRelay checks that the sandbox runs and holds a place among its
 // relayed connections (released by release, or by closing rc once it has
 // a connection), so concurrent dials cannot pass the cap together.
-func (s *Sandbox) holdRelay() (rc *relayConn, inst *agent.Instance, release func(), err error) {
+func (s *Sandbox) holdRelay() (rc *loopback.Conn, inst *agent.Instance, release func(), err error) {
 	s.mu.Lock()
 	state, inst, mode := s.state, s.inst, s.rec.Spec.Network.Mode
 	s.mu.Unlock()
@@ -158,21 +106,9 @@ func (s *Sandbox) holdRelay() (rc *relayConn, inst *agent.Instance, release func
 	case state != Running || inst == nil:
 		return nil, nil, nil, fault.New(fault.Conflict, "sandbox is not running")
 	}
-	s.relay.mu.Lock()
-	if len(s.relay.open) >= maxRelayConns {
-		s.relay.mu.Unlock()
-		return nil, nil, nil, fault.Errorf(fault.Conflict, "%d connections into this sandbox are open already (the cap)", maxRelayConns)
-	}
-	if s.relay.open == nil {
-		s.relay.open = make(map[*relayConn]struct{})
-	}
-	rc = &relayConn{r: &s.relay}
-	s.relay.open[rc] = struct{}{}
-	s.relay.mu.Unlock()
-	release = func() {
-		s.relay.mu.Lock()
-		delete(s.relay.open, rc)
-		s.relay.mu.Unlock()
+	rc, release, err = s.relay.Hold()
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	return rc, inst, release, nil
 }
@@ -180,7 +116,7 @@ func (s *Sandbox) holdRelay() (rc *relayConn, inst *agent.Instance, release func
 // openRelay puts c in the place rc holds. A pause or stop between
 // holdRelay's state check and now closed the connections it saw, not this
 // one: the state is checked again.
-func (s *Sandbox) openRelay(rc *relayConn, inst *agent.Instance, c net.Conn) (net.Conn, error) {
+func (s *Sandbox) openRelay(rc *loopback.Conn, inst *agent.Instance, c net.Conn) (net.Conn, error) {
 	rc.Conn = c
 	s.mu.Lock()
 	still := s.state == Running && s.inst == inst
@@ -191,26 +127,6 @@ func (s *Sandbox) openRelay(rc *relayConn, inst *agent.Instance, c net.Conn) (ne
 	}
 	s.touch()
 	return rc, nil
-}
-
-// dialFault maps the init's dial errors to what a client may see.
-func dialFault(port int, err error) error {
-	var ae *agent.Error
-	errno := syscall.Errno(0)
-	if errors.As(err, &ae) {
-		errno = ae.Errno()
-	}
-	switch {
-	case errno == syscall.ECONNREFUSED:
-		return fault.Errorf(fault.Unavailable, "nothing listens on port %d in the sandbox", port)
-	case errno == syscall.ETIMEDOUT:
-		return fault.Errorf(fault.Timeout, "port %d in the sandbox did not accept the connection in time", port)
-	case errors.Is(err, agent.ErrGone):
-		return fault.New(fault.Conflict, "sandbox is not running")
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	}
-	return fault.Wrap(fault.Internal, err, "the connection into the sandbox failed")
 }
 
 // DialPort is Sandbox.DialPort for the sandbox id the caller may see

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/loopback"
 )
 
 // holdServer accepts every connection on 127.0.0.1:port and keeps it open,
@@ -123,7 +124,7 @@ func TestDialPortIsCappedAndEndsWithPause(t *testing.T) {
 	startListener(t, s, "8000")
 	ctx := context.Background()
 	var conns []net.Conn
-	for range maxRelayConns {
+	for range loopback.MaxConns {
 		c, err := s.DialPort(ctx, 8000)
 		if err != nil {
 			t.Fatalf("dial %d: %v", len(conns), err)

@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
+	"github.com/sandhold/sandhold/internal/sandbox/loopback"
 )
 
 // Sandbox is one sandbox.
@@ -68,7 +69,7 @@ type Sandbox struct {
 	clamp *diskbudget.Clamp
 	// relay are the connections relayed into the sandbox's loopback
 	// (reach.go); pause and shutdown close them.
-	relay relays
+	relay loopback.Relays
 	// extraPids is the pids allowance granted to companions the server
 	// runs in the sandbox (allowance.go), on top of the spec's limit.
 	extraPids int64
@@ -612,7 +613,7 @@ func (s *Sandbox) shutdown() {
 		_ = g.Thaw()
 	}
 	s.killExecs("sandbox stopped")
-	s.relay.closeAll()
+	s.relay.CloseAll()
 	s.mu.Lock()
 	inst, group, home, gen := s.inst, s.group, s.home, s.gen
 	s.inst, s.group, s.user, s.home, s.state = nil, nil, nil, nil, Stopped
@@ -662,7 +663,7 @@ func (s *Sandbox) pause() error {
 		return fmt.Errorf("freeze: %w", err)
 	}
 	s.state = Paused
-	s.relay.closeAll()
+	s.relay.CloseAll()
 	return nil
 }
 
