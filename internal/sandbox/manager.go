@@ -25,6 +25,7 @@ import (
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
+	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -155,8 +156,8 @@ type Manager struct {
 	pools []*pool
 	// spares are inits cloned ahead for cold creates (spares.go).
 	spares *spares
-	net    netHub    // egress wiring (network.go)
-	obs    observers // metrics hooks (observe.go)
+	net    netmode.Hub // egress wiring (network.go)
+	obs    observers   // metrics hooks (observe.go)
 
 	// wst holds pre-formatted workspace images (volume.Templates).
 	wst volume.Templates

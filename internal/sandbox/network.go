@@ -3,11 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
@@ -17,6 +13,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 )
 
 // Network egress of sandboxes (ARCHITECTURE.md §3.2).
@@ -35,17 +32,13 @@ import (
 // The allow list of a proxy sandbox changes at run time (UpdateNetwork).
 // The mode is fixed for the life of an init (landlock cannot be widened,
 // the namespace cannot be swapped), so a mode change stops the sandbox's
-// init; the next use starts it in the new mode.
+// init; the next use starts it in the new mode. The modes' mechanism (the
+// gate on them, an init's set-up, the proxy's wiring and counters) is
+// internal/sandbox/netmode.
 
 // Egress is the host-side proxy the manager hands sandbox connections to;
 // *egress.Proxy implements it.
-type Egress interface {
-	SetPolicy(sandboxID string, p egress.Policy) error
-	Remove(sandboxID string)
-	ServeConn(ctx context.Context, sandboxID string, c net.Conn)
-}
-
-var _ Egress = (*egress.Proxy)(nil)
+type Egress = netmode.Egress
 
 // NetworkOptions enable the network modes beyond none.
 type NetworkOptions struct {
@@ -64,32 +57,10 @@ type NetCounters struct {
 	Denied    int64 `json:"connections_denied"`
 }
 
-// netHub is the manager's network wiring.
-type netHub struct {
-	// mu guards the fields below.
-	mu          sync.Mutex
-	egress      Egress
-	hostAllowed bool
-	ctx         context.Context // ends when the manager closes
-	counters    map[string]*NetCounters
-}
-
-// maxAllowEntries caps a sandbox's allow list as the API accepts it.
-// Reason: the proxy scans the list on every request; a key must not make
-// that scan, nor the stored record, arbitrarily long.
-const maxAllowEntries = 256
-
 // EnableNetwork turns on the modes opts allows and installs the egress
 // policies of existing proxy-mode sandboxes. Call it once, before serving.
 func (m *Manager) EnableNetwork(opts NetworkOptions) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-m.stop; cancel() }()
-	m.net.mu.Lock()
-	m.net.egress, m.net.hostAllowed, m.net.ctx = opts.Egress, opts.HostAllowed, ctx
-	if m.net.counters == nil {
-		m.net.counters = make(map[string]*NetCounters)
-	}
-	m.net.mu.Unlock()
+	m.net.Enable(m.stop, opts.Egress, opts.HostAllowed)
 	for _, s := range m.All() {
 		n := s.network()
 		if n.Mode != NetworkProxy || opts.Egress == nil {
@@ -102,123 +73,34 @@ func (m *Manager) EnableNetwork(opts NetworkOptions) error {
 	return nil
 }
 
-func (m *Manager) egressProxy() Egress {
-	m.net.mu.Lock()
-	defer m.net.mu.Unlock()
-	return m.net.egress
-}
+func (m *Manager) egressProxy() Egress { return m.net.Egress() }
 
 // checkNetwork validates a requested network setting for caller c and
-// normalises it (mode none when empty). It is the only gate on modes.
+// normalises it (mode none when empty): netmode.Hub.Check.
 func (m *Manager) checkNetwork(c Caller, n *Network) error {
-	m.net.mu.Lock()
-	haveEgress, hostAllowed := m.net.egress != nil, m.net.hostAllowed
-	m.net.mu.Unlock()
-	switch n.Mode {
-	case "", NetworkNone:
-		n.Mode = NetworkNone
-		if len(n.Allow) > 0 {
-			return fault.InvalidField("network.allow", "an allow list needs network.mode proxy")
-		}
-	case NetworkProxy:
-		if !haveEgress {
-			return fault.New(fault.Unsupported, "network.mode proxy is not available on this server")
-		}
-		if len(n.Allow) > maxAllowEntries {
-			return fault.InvalidField("network.allow", fmt.Sprintf("at most %d allow list entries", maxAllowEntries))
-		}
-		al, err := egress.ParsePolicy(egress.Policy{Allow: n.Allow})
-		if err != nil {
-			return fault.InvalidField("network.allow", err.Error())
-		}
-		if p := al.Privileged(); len(p) > 0 && !c.Admin {
-			return fault.Errorf(fault.Forbidden, "allow list entries %s reach the host, loopback or private addresses; only an admin key may list them", strings.Join(p, ", "))
-		}
-		n.Allow = al.Entries()
-	case NetworkHost:
-		switch {
-		case !c.Admin:
-			return fault.New(fault.Forbidden, "network.mode host shares the host's network; only an admin key may ask for it")
-		case !hostAllowed:
-			return fault.New(fault.Forbidden, "network.mode host is disabled while SANDBOX_NETWORK_RESTRICTED is true")
-		case len(n.Allow) > 0:
-			return fault.InvalidField("network.allow", "network.mode host has no allow list (everything is reachable)")
-		}
-	default:
-		return fault.InvalidField("network.mode", "network.mode must be none, proxy or host")
+	mode, allow, err := m.net.Check(c.Admin, n.Mode, n.Allow)
+	if err != nil {
+		return err
 	}
+	n.Mode, n.Allow = mode, allow
 	return nil
 }
 
 // checkStart refuses to start an init whose mode the server no longer
-// offers (a host-mode record after SANDBOX_NETWORK_RESTRICTED went back
-// to true, a proxy-mode record on a server without the proxy).
-func (m *Manager) checkStart(n Network) error {
-	m.net.mu.Lock()
-	haveEgress, hostAllowed := m.net.egress != nil, m.net.hostAllowed
-	m.net.mu.Unlock()
-	switch {
-	case n.Mode == NetworkHost && !hostAllowed:
-		return fault.New(fault.Forbidden, "this sandbox uses network.mode host, which is disabled while SANDBOX_NETWORK_RESTRICTED is true")
-	case n.Mode == NetworkProxy && !haveEgress:
-		return fault.New(fault.Unsupported, "this sandbox uses network.mode proxy, which is not available on this server")
-	}
-	return nil
-}
+// offers (netmode.Hub.CheckStart).
+func (m *Manager) checkStart(n Network) error { return m.net.CheckStart(n.Mode) }
 
 // netLaunch sets up an init's network for its mode.
 func (m *Manager) netLaunch(spec *agent.LaunchSpec, id string, n Network) {
-	switch n.Mode {
-	case NetworkProxy:
-		spec.Setup.EgressListen = true
-		spec.Setup.TCPConnect = []uint16{agent.EgressPort}
-		spec.OnConn = func(f *os.File) { go m.serveEgress(id, f) }
-	case NetworkHost:
-		spec.Setup.HostNetwork = true
-	}
-}
-
-// serveEgress serves one connection the init accepted on its listener.
-func (m *Manager) serveEgress(id string, f *os.File) {
-	c, err := net.FileConn(f)
-	_ = f.Close()
-	if err != nil {
-		m.log.Warn("egress connection", "sandbox", id, "err", err)
-		return
-	}
-	m.net.mu.Lock()
-	e, ctx := m.net.egress, m.net.ctx
-	m.net.mu.Unlock()
-	if e == nil {
-		_ = c.Close()
-		return
-	}
-	e.ServeConn(ctx, id, c)
+	m.net.Launch(spec, id, n.Mode, m.log)
 }
 
 // netAttach installs a new sandbox's policy.
-func (m *Manager) netAttach(id string, n Network) error {
-	if n.Mode != NetworkProxy {
-		return nil
-	}
-	e := m.egressProxy()
-	if e == nil {
-		return fault.New(fault.Unsupported, "network.mode proxy is not available on this server")
-	}
-	return e.SetPolicy(id, egress.Policy{Allow: n.Allow})
-}
+func (m *Manager) netAttach(id string, n Network) error { return m.net.Attach(id, n.Mode, n.Allow) }
 
 // netDetach forgets a deleted sandbox: its policy, live connections and
 // counters.
-func (m *Manager) netDetach(id string) {
-	m.net.mu.Lock()
-	e := m.net.egress
-	delete(m.net.counters, id)
-	m.net.mu.Unlock()
-	if e != nil {
-		e.Remove(id)
-	}
-}
+func (m *Manager) netDetach(id string) { m.net.Detach(id) }
 
 // NoteEgress adds one proxy event to a sandbox's counters (the daemon
 // calls it from the proxy's OnEvent).
@@ -229,34 +111,13 @@ func (m *Manager) NoteEgress(id string, allowed bool, up, down int64) {
 	if !known {
 		return // a deleted sandbox's last connection: nothing to keep
 	}
-	m.net.mu.Lock()
-	defer m.net.mu.Unlock()
-	if m.net.counters == nil {
-		m.net.counters = make(map[string]*NetCounters)
-	}
-	c := m.net.counters[id]
-	if c == nil {
-		c = &NetCounters{}
-		m.net.counters[id] = c
-	}
-	if allowed {
-		c.Allowed++
-	} else {
-		c.Denied++
-	}
-	c.BytesUp += up
-	c.BytesDown += down
+	m.net.Note(id, allowed, up, down)
 }
 
 // NetStats returns a sandbox's egress counters (zero when it never
 // connected).
 func (m *Manager) NetStats(id string) NetCounters {
-	m.net.mu.Lock()
-	defer m.net.mu.Unlock()
-	if c := m.net.counters[id]; c != nil {
-		return *c
-	}
-	return NetCounters{}
+	return NetCounters(m.net.Stats(id))
 }
 
 // network returns the sandbox's current network setting.
@@ -275,21 +136,7 @@ func (s *Sandbox) netEnv(user map[string]string) map[string]string {
 	if s.network().Mode != NetworkProxy {
 		return user
 	}
-	// Both spellings: curl reads http_proxy only in lower case, other
-	// tools only upper case.
-	names := []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"}
-	out := make(map[string]string, len(user)+len(names)+2)
-	proxy := "http://127.0.0.1:" + strconv.Itoa(agent.EgressPort)
-	for _, k := range names {
-		out[k] = proxy
-	}
-	// Loopback inside the sandbox is the sandbox's own.
-	out["NO_PROXY"] = "localhost,127.0.0.1,::1"
-	out["no_proxy"] = out["NO_PROXY"]
-	for k, v := range user {
-		out[k] = v
-	}
-	return out
+	return netmode.Env(user)
 }
 
 // NetworkUpdate changes a live sandbox's network.
@@ -378,16 +225,15 @@ func (m *Manager) Caps() Caps {
 
 // NetworkPosture reports the modes on offer and the host-mode sandboxes.
 func (m *Manager) NetworkPosture() NetworkPosture {
-	m.net.mu.Lock()
-	p := NetworkPosture{DefaultMode: NetworkNone, Modes: []string{NetworkNone}, HostAllowed: m.net.hostAllowed, HostSandboxes: []string{}}
-	if m.net.egress != nil {
+	proxy, host := m.net.Offers()
+	p := NetworkPosture{DefaultMode: NetworkNone, Modes: []string{NetworkNone}, HostAllowed: host, HostSandboxes: []string{}}
+	if proxy {
 		p.Modes = append(p.Modes, NetworkProxy)
-		p.ProxyListen = "127.0.0.1:" + strconv.Itoa(agent.EgressPort)
+		p.ProxyListen = netmode.ProxyListen()
 	}
-	if m.net.hostAllowed {
+	if host {
 		p.Modes = append(p.Modes, NetworkHost)
 	}
-	m.net.mu.Unlock()
 	for _, s := range m.All() {
 		if s.network().Mode == NetworkHost {
 			p.HostSandboxes = append(p.HostSandboxes, s.rec.ID)

@@ -15,6 +15,7 @@ package sandbox
 import (
 	"time"
 
+	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
@@ -30,9 +31,9 @@ type Limits struct {
 
 // Network modes.
 const (
-	NetworkNone  = "none"
-	NetworkProxy = "proxy"
-	NetworkHost  = "host"
+	NetworkNone  = netmode.None
+	NetworkProxy = netmode.Proxy
+	NetworkHost  = netmode.Host
 )
 
 // Network is a sandbox's egress setting.
