@@ -1,14 +1,13 @@
 package sandbox
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
@@ -27,7 +26,7 @@ func (m *Manager) selfTestTemplate(ctx context.Context) agent.Layer {
 		return row
 	}
 	bb := template.StaticBusybox()
-	raw, err := selfTestLayer(bb)
+	raw, err := templateroot.SelfTestLayer(bb)
 	if err != nil {
 		return fail(err)
 	}
@@ -76,36 +75,4 @@ func (m *Manager) selfTestTemplate(ctx context.Context) agent.Layer {
 	}
 	row.Active, row.Detail = true, "overlay root built with every layer in force; a command inside sees the template's tree, not the host's /usr"
 	return row
-}
-
-// selfTestLayer is the test template's one layer: the directories a root
-// has, a marker file, and busybox when given.
-func selfTestLayer(bb string) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "dev", "root", "workspace"} {
-		if err := tw.WriteHeader(&tar.Header{Name: d + "/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
-			return nil, err
-		}
-	}
-	files := map[string][]byte{"selftest": []byte("template\n")}
-	if bb != "" {
-		b, err := os.ReadFile(bb) //nolint:gosec // G304: the host's busybox, a fixed path
-		if err != nil {
-			return nil, err
-		}
-		files["bin/busybox"] = b
-	}
-	for name, b := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(b); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }

@@ -7,21 +7,19 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
-// Names of a template sandbox's trees in its workspace image.
-const (
-	imageWorkspace = "workspace"
-	imageRoot      = "rootfs"
-)
+// imageWorkspace is a template sandbox's workspace tree in its image.
+const imageWorkspace = templateroot.Workspace
 
 // A sandbox made from a template (Spec.Template) runs on an overlay root of
 // the template's layers (internal/isolate/rootfs) instead of the host's
 // /usr. Its workspace image then holds two trees: workspace/, bound at
 // /workspace as before, and rootfs/ with the overlay's upper and work
 // directories, so whatever the sandbox installs is its own, counts against
-// limits.disk and goes with the sandbox (template_linux.go). Commands start
+// limits.disk and goes with the sandbox (internal/sandbox/templateroot). Commands start
 // with the template's environment, in its working directory, as its user
 // (the root of the sandbox's user namespace when the image names none: an
 // unprivileged host uid, never the host's root).
