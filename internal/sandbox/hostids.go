@@ -1,81 +1,16 @@
 package sandbox
 
 import (
-	"bufio"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"strconv"
-	"strings"
-
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/sandbox/hostids"
 )
 
-// hostIDFiles are the local files that name host ids: accounts, groups
-// and the subordinate ranges handed to users for their own user
-// namespaces.
-var hostIDFiles = []string{"/etc/passwd", "/etc/group", "/etc/subuid", "/etc/subgid"}
-
-// maxIDFileLines bounds the scan of one file.
-const maxIDFileLines = 1 << 20
+// hostIDFiles are the local files that name host ids (hostids.Files).
+var hostIDFiles = hostids.Files
 
 // checkHostIDs refuses a host where a local account, group or subordinate
 // range falls among the sandboxes' host ids [idBase, idBase +
-// maxSlots·IDRange). A process of such an id would own files in a
-// sandbox's workspace and could signal its processes, and, as the owner
-// of that sandbox's user namespace (launcher.AsOwner), hold every capability
-// in it. Only local files are read: ids from NSS (LDAP, SSSD, whose
-// default range reaches past 2^30) are the operator's to keep apart.
+// maxSlots·IDRange) (hostids.Check).
 func checkHostIDs(files []string) error {
-	lo, hi := uint64(idBase), uint64(idBase)+uint64(maxSlots)*agent.IDRange
-	for _, name := range files {
-		if err := scanIDFile(name, lo, hi); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func scanIDFile(name string, lo, hi uint64) error {
-	f, err := os.Open(name) //nolint:gosec // G304: a fixed system file (tests pass fixtures)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
-	}
-	defer func() { _ = f.Close() }()
-	sub := strings.HasPrefix(name[strings.LastIndex(name, "/")+1:], "sub")
-	sc := bufio.NewScanner(f)
-	for n := 0; sc.Scan() && n < maxIDFileLines; n++ {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Split(line, ":")
-		// passwd and group: name:x:id:…; subuid and subgid: name:first:count.
-		var first uint64
-		count := uint64(1)
-		var perr error
-		switch {
-		case sub && len(fields) == 3:
-			first, perr = strconv.ParseUint(fields[1], 10, 32)
-			if perr == nil {
-				count, perr = strconv.ParseUint(fields[2], 10, 32)
-			}
-		case !sub && len(fields) >= 3:
-			first, perr = strconv.ParseUint(fields[2], 10, 32)
-		default:
-			continue
-		}
-		if perr != nil {
-			continue
-		}
-		if first < hi && first+count > lo {
-			return fmt.Errorf("%s: %q holds host ids %d-%d, among the sandboxes' own (%d-%d): its processes would own a sandbox's files and user namespace; move it or run sandhold on another host",
-				name, fields[0], first, first+count-1, lo, hi-1)
-		}
-	}
-	return sc.Err()
+	return hostids.Check(files, uint64(idBase), uint64(idBase)+uint64(maxSlots)*agent.IDRange)
 }

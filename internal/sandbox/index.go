@@ -1,7 +1,5 @@
 package sandbox
 
-import "github.com/sandhold/sandhold/internal/fault"
-
 // What a create (or an AIO call on a default sandbox) would otherwise find
 // by scanning every sandbox of the server is kept here, so the cost of a
 // create does not grow with the number of sandboxes (issue 16, "flat at
@@ -47,47 +45,4 @@ func (m *Manager) unlistLocked(id string) {
 		delete(m.idx.defaults, s.rec.Owner)
 	}
 	m.idx.disk -= s.diskBytes()
-}
-
-// slotAlloc hands out host id ranges (slots) below maxSlots in O(1): a
-// stack of freed slots, then the next never-used one.
-type slotAlloc struct {
-	used map[int]bool
-	free []int // freed slots, reused last-freed first
-	next int   // every slot >= next is unused unless marked
-	max  int
-}
-
-func newSlotAlloc(limit int) slotAlloc { return slotAlloc{used: make(map[int]bool), max: limit} }
-
-// mark reserves slot i (a recorded sandbox's, at start).
-func (a *slotAlloc) mark(i int) { a.used[i] = true }
-
-func (a *slotAlloc) alloc() (int, error) {
-	for len(a.free) > 0 {
-		i := a.free[len(a.free)-1]
-		a.free = a.free[:len(a.free)-1]
-		if !a.used[i] {
-			a.used[i] = true
-			return i, nil
-		}
-	}
-	// Slots marked at start are skipped once each: amortised O(1).
-	for a.next < a.max {
-		i := a.next
-		a.next++
-		if !a.used[i] {
-			a.used[i] = true
-			return i, nil
-		}
-	}
-	return 0, fault.New(fault.Unavailable, "no free sandbox id range")
-}
-
-func (a *slotAlloc) release(i int) {
-	if !a.used[i] {
-		return
-	}
-	delete(a.used, i)
-	a.free = append(a.free, i)
 }

@@ -2,50 +2,6 @@ package sandbox
 
 import "testing"
 
-func TestSlotAllocReusesFreedAndSkipsMarked(t *testing.T) {
-	a := newSlotAlloc(6)
-	a.mark(1) // a recorded sandbox's, at start
-	a.mark(3)
-	var got []int
-	for range 4 {
-		i, err := a.alloc()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, i)
-	}
-	if want := []int{0, 2, 4, 5}; !equalInts(got, want) {
-		t.Fatalf("allocated %v, want %v (marked slots skipped)", got, want)
-	}
-	if _, err := a.alloc(); err == nil {
-		t.Fatal("allocated past the limit")
-	}
-	a.release(2)
-	a.release(1) // the recorded sandbox was deleted
-	a.release(1) // twice: no duplicate on the free list
-	for _, want := range []int{1, 2} {
-		i, err := a.alloc()
-		if err != nil || i != want {
-			t.Fatalf("alloc = %d, %v; want %d", i, err, want)
-		}
-	}
-	if i, err := a.alloc(); err == nil {
-		t.Fatalf("allocated %d with every slot in use", i)
-	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestIndexFollowsTheSandboxes: counts per key, defaults and the disk sum
 // are what a scan of the sandboxes would give, through adds and removals.
 func TestIndexFollowsTheSandboxes(t *testing.T) {

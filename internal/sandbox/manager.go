@@ -25,6 +25,7 @@ import (
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
+	"github.com/sandhold/sandhold/internal/sandbox/hostids"
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
@@ -168,7 +169,7 @@ type Manager struct {
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
 	idx       sandboxIndex // kept with sandboxes (index.go)
-	slots     slotAlloc
+	slots     hostids.Slots
 	closed    bool
 	// diskPending are the quotas of sandboxes being made (reserveDisk),
 	// diskPooled those of the warm pool's ready sandboxes (disk.go).
@@ -212,7 +213,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 		log:       cfg.Log,
 		sandboxes: make(map[string]*Sandbox),
 		idx:       newSandboxIndex(),
-		slots:     newSlotAlloc(maxSlots),
+		slots:     hostids.NewSlots(maxSlots),
 		stop:      make(chan struct{}),
 	}
 	if err := checkHostIDs(hostIDFiles); err != nil && !cfg.Insecure {
@@ -238,7 +239,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	known := make(map[string]bool)
 	for _, r := range recs {
 		m.listLocked(newSandbox(m, r))
-		m.slots.mark(r.Slot)
+		m.slots.Mark(r.Slot)
 		known[r.ID] = true
 	}
 	if err := m.reapWorkspaces(known); err != nil {
@@ -326,12 +327,12 @@ func newID() string {
 func (m *Manager) allocSlot() (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.slots.alloc()
+	return m.slots.Alloc()
 }
 
 func (m *Manager) freeSlot(i int) {
 	m.mu.Lock()
-	m.slots.release(i)
+	m.slots.Release(i)
 	m.mu.Unlock()
 }
 
