@@ -1,39 +1,10 @@
 package sandbox
 
-import (
-	"fmt"
-	"regexp"
-	"sort"
-	"strings"
-
-	"github.com/sandhold/sandhold/internal/fault"
-)
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// privilegedEnv are variables that change how every program loads or
-// runs; only admin keys may set them (SECURITY-RULES.md → Exec).
-var privilegedEnv = map[string]bool{
-	"LD_PRELOAD": true, "LD_LIBRARY_PATH": true, "LD_AUDIT": true, "LD_DEBUG_OUTPUT": true,
-	"LD_PROFILE": true, "LD_ORIGIN_PATH": true, "GCONV_PATH": true, "HOSTALIASES": true,
-	"LOCALDOMAIN": true, "RES_OPTIONS": true, "NLSPATH": true, "MALLOC_CHECK_": true,
-	"BASH_ENV": true, "ENV": true, "PYTHONSTARTUP": true, "NODE_OPTIONS": true, "PERL5OPT": true,
-}
+import "github.com/sandhold/sandhold/internal/sandbox/execenv"
 
 // BaseEnv is the environment every execution starts from; nothing of the
-// server's own environment is in it.
-func BaseEnv() map[string]string {
-	return map[string]string{
-		"PATH":    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME":    "/workspace",
-		"USER":    "sandbox",
-		"LOGNAME": "sandbox",
-		"SHELL":   "/bin/bash",
-		"LANG":    "C.UTF-8",
-		"LC_ALL":  "C.UTF-8",
-		"TERM":    "xterm-256color",
-	}
-}
+// server's own environment is in it (execenv.Base).
+func BaseEnv() map[string]string { return execenv.Base() }
 
 // BuildEnv merges the caller's variables over BaseEnv after checking them.
 func BuildEnv(user map[string]string, privileged bool) ([]string, error) {
@@ -41,27 +12,8 @@ func BuildEnv(user map[string]string, privileged bool) ([]string, error) {
 }
 
 // buildEnv merges the caller's variables over env (which it changes)
-// after checking them.
+// after checking them (execenv.Build): at most maxEnvVars, the variables
+// that change how programs load or run only for admins.
 func buildEnv(env, user map[string]string, privileged bool) ([]string, error) {
-	if len(user) > maxEnvVars {
-		return nil, fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxEnvVars))
-	}
-	for k, v := range user {
-		if !envName.MatchString(k) {
-			return nil, fault.InvalidField("env", fmt.Sprintf("environment variable name %q is not valid", k))
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return nil, fault.InvalidField("env", fmt.Sprintf("environment variable %s holds a NUL byte", k))
-		}
-		if privilegedEnv[strings.ToUpper(k)] && !privileged {
-			return nil, fault.InvalidField("env", fmt.Sprintf("environment variable %s may only be set by admin keys", k))
-		}
-		env[k] = v
-	}
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out, nil
+	return execenv.Build(env, user, privileged, maxEnvVars)
 }
