@@ -23,8 +23,11 @@ type Snapshot struct {
 
 // Fork is the answer of a fork.
 type Fork struct {
-	Snapshot          string    `json:"snapshot"`
-	Digest            string    `json:"digest"`
+	Snapshot string `json:"snapshot"`
+	// SnapshotState is ready (Digest is the snapshot's digest) or sealing
+	// (no digest yet: GET the snapshot once it is ready).
+	SnapshotState     string    `json:"snapshot_state"`
+	Digest            string    `json:"digest,omitempty"`
 	Sandboxes         []Sandbox `json:"sandboxes"`
 	ProcessesRestored bool      `json:"processes_restored"`
 }

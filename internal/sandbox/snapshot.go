@@ -166,15 +166,33 @@ func (m *Manager) snapshotOf(c Caller, id string) (*snapshot.Manifest, error) {
 	return man, err
 }
 
-// snapshotDigest is snapshot id's digest ("" once it is gone), for the
-// audit record of a sandbox made from it.
-func (m *Manager) snapshotDigest(id string) string {
+// snapshotSeal is snapshot id's state as a sandbox or fork made from it
+// reports it: its digest once it is sealed (state ready), or no digest
+// and state sealing while its seal runs — a fork made then holds exactly
+// what the digest will cover (the seal hashes the clone the fork was
+// cloned from); state "" once the snapshot is gone.
+func (m *Manager) snapshotSeal(id string) (digest, state string) {
 	if st := m.cfg.Snapshots; st != nil {
 		if man, err := st.Get("", true, id); err == nil {
-			return man.Digest
+			if man.Sealing() {
+				return "", SnapshotSealing
+			}
+			return man.Digest, SnapshotReady
 		}
 	}
-	return ""
+	return "", ""
+}
+
+// snapshotAudit adds to an audit record what it says of snapshot id's
+// digest: the digest (key), or key_pending while the snapshot seals (its
+// snapshot.seal record names the digest) — never an empty digest.
+func (m *Manager) snapshotAudit(out map[string]any, key, id string) {
+	switch d, state := m.snapshotSeal(id); state {
+	case SnapshotReady:
+		out[key] = d
+	case SnapshotSealing:
+		out[key+"_pending"] = true
+	}
 }
 
 // Snapshot captures sandbox id's writable state as a new snapshot of the

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
 
@@ -90,5 +92,93 @@ func TestSnapshotSealsAfterItAnswers(t *testing.T) {
 	got, err := m.GetSnapshot(owner, snap.ID)
 	if err != nil || got.State != SnapshotReady || got.Digest != e.Digest {
 		t.Errorf("after the seal: %v %+v", err, got)
+	}
+}
+
+// TestForkOfASealingSnapshotSaysItsDigestIsPending: a fork of a snapshot
+// whose seal has not ended, and a sandbox made from it, answer and audit
+// no digest but say it is pending (snapshot_state sealing, *_pending in
+// the records); once the seal ends they carry the digest it made.
+func TestForkOfASealingSnapshotSaysItsDigestIsPending(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(testenv.RequireXFS(t), "data")
+	m := newManager(t, withSnapshots(t, cfg), nil)
+	rec := &records{}
+	d := dispatch.New(dispatch.Options{Audit: rec})
+	for _, tl := range Tools(m, guard.New(guard.Config{})) {
+		d.MustRegister(tl)
+	}
+	c := auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}
+	src := create(t, m, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	if r := sh(t, src, "echo hi > b"); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("setup: %q", r.Stderr)
+	}
+	release, restoreHook := snapshot.HoldSeals()
+	t.Cleanup(restoreHook)
+	snap, err := ToolSnapshotCreate.Call(ctx, d, c, SnapshotCreateArgs{ID: src.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.State != SnapshotSealing {
+		t.Fatalf("snapshot.create answered %q, want sealing (held)", snap.State)
+	}
+	lastDetail := func(action string) map[string]any {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for i := len(rec.entries) - 1; i >= 0; i-- {
+			if rec.entries[i].Action == action {
+				return rec.entries[i].Detail
+			}
+		}
+		return nil
+	}
+	answer := func(r ForkResult) map[string]any {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	res, err := ToolSnapshotFork.Call(ctx, d, c, ForkArgs{Snapshot: snap.ID, Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := answer(res); a["snapshot_state"] != SnapshotSealing || a["digest"] != nil {
+		t.Errorf("a fork of a sealing snapshot answered %v: want snapshot_state sealing and no digest", a)
+	}
+	if f := lastDetail(ToolSnapshotFork.Name()); f["digest_pending"] != true || f["digest"] != nil {
+		t.Errorf("snapshot.fork's record while sealing: %v", f)
+	}
+	if f := lastDetail(ToolCreate.Name()); f["snapshot"] != snap.ID || f["snapshot_digest_pending"] != true || f["snapshot_digest"] != nil {
+		t.Errorf("the fork's sandbox.create record while sealing: %v", f)
+	}
+
+	release()
+	var sealed SnapshotInfo
+	testenv.Eventually(t, "the snapshot is sealed", func() bool {
+		sealed, err = m.GetSnapshot(owner, snap.ID)
+		return err == nil && sealed.State == SnapshotReady
+	})
+	if sealed.Digest == "" {
+		t.Fatal("sealed without a digest")
+	}
+	res, err = ToolSnapshotFork.Call(ctx, d, c, ForkArgs{Snapshot: snap.ID, Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SnapshotState != SnapshotReady || res.Digest != sealed.Digest {
+		t.Errorf("a fork of the sealed snapshot answered %q %q, want ready %s", res.SnapshotState, res.Digest, sealed.Digest)
+	}
+	if f := lastDetail(ToolSnapshotFork.Name()); f["digest"] != sealed.Digest || f["digest_pending"] != nil {
+		t.Errorf("snapshot.fork's record once sealed: %v", f)
+	}
+	if f := lastDetail(ToolCreate.Name()); f["snapshot_digest"] != sealed.Digest || f["snapshot_digest_pending"] != nil {
+		t.Errorf("the fork's sandbox.create record once sealed: %v", f)
 	}
 }

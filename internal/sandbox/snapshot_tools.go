@@ -56,11 +56,13 @@ type ForkArgs struct {
 	Name     string `json:"name,omitempty" maxLength:"120" doc:"name prefix; each fork is name-N"`
 }
 
-// ForkResult is snapshot.fork's answer.
+// ForkResult is snapshot.fork's answer. Digest is the snapshot's once it
+// is sealed; while it seals there is none, and SnapshotState says so.
 type ForkResult struct {
-	Snapshot  string `json:"snapshot"`
-	Digest    string `json:"digest"`
-	Sandboxes []Info `json:"sandboxes"`
+	Snapshot      string `json:"snapshot"`
+	SnapshotState string `json:"snapshot_state" enum:"sealing,ready" doc:"the snapshot's state when the forks were made: ready — digest is its digest; sealing — its digest is still being computed and this answer has none (GET /v1/snapshots/{snapshot} gives it once ready, and the snapshot.seal audit record names it); the forks hold exactly what that digest covers"`
+	Digest        string `json:"digest,omitempty" doc:"sha256 of the snapshot's content; absent while snapshot_state is sealing"`
+	Sandboxes     []Info `json:"sandboxes"`
 	// ProcessesRestored is false: the forks start fresh inits.
 	ProcessesRestored bool `json:"processes_restored" doc:"false: files and packages are restored, processes are not (memory capture is off)"`
 }
@@ -146,7 +148,13 @@ func snapshotTools(m *Manager) []dispatch.Tool {
 					for i, in := range r.Sandboxes {
 						ids[i] = in.ID
 					}
-					return map[string]any{"snapshot": r.Snapshot, "digest": r.Digest, "sandboxes": ids}
+					out := map[string]any{"snapshot": r.Snapshot, "sandboxes": ids}
+					if r.SnapshotState == SnapshotSealing {
+						out["digest_pending"] = true // snapshot.seal names it
+					} else if r.Digest != "" {
+						out["digest"] = r.Digest
+					}
+					return out
 				},
 			}),
 		dispatch.Define(ToolSnapshotExport, exportSpec, func(ctx context.Context, c auth.Caller, a SnapshotRef) (*Export, error) {
@@ -283,5 +291,11 @@ func (m *Manager) fork(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResu
 		}
 		return ForkResult{}, first
 	}
-	return ForkResult{Snapshot: man.ID, Digest: man.Digest, Sandboxes: out}, nil
+	// The digest as it is now: a seal that ended during the fork gives it.
+	res := ForkResult{Snapshot: man.ID, Sandboxes: out}
+	if res.Digest, res.SnapshotState = m.snapshotSeal(man.ID); res.SnapshotState == "" {
+		// Deleted meanwhile: as it was when the fork began.
+		res.Digest, res.SnapshotState = man.Digest, infoOf(man).State
+	}
+	return res, nil
 }

@@ -170,7 +170,8 @@ func createTool(m *Manager) dispatch.Tool {
 					out["template"], out["template_digest"] = in.Template, in.TemplateDigest
 				}
 				if in.Snapshot != "" {
-					out["snapshot"], out["snapshot_digest"] = in.Snapshot, m.snapshotDigest(in.Snapshot)
+					out["snapshot"] = in.Snapshot
+					m.snapshotAudit(out, "snapshot_digest", in.Snapshot)
 				}
 				return out
 			},

@@ -83,6 +83,27 @@ type sealRun struct {
 // window into a snapshot that is sealing, and its way to fail a seal.
 var sealHook = func(context.Context, string) error { return nil }
 
+// HoldSeals keeps every seal of this process from reading its clone until
+// release is called (or the seal is cancelled), and restore puts the hook
+// back: other packages' tests' window into a snapshot that stays sealing.
+// The server never calls it.
+func HoldSeals() (release, restore func()) {
+	gate := make(chan struct{})
+	sealHook = func(ctx context.Context, _ string) error {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	return release, func() {
+		release()
+		sealHook = func(context.Context, string) error { return nil }
+	}
+}
+
 // OnSealed sets what is told of each seal that ends, with the sealed
 // manifest (and nil) or the sealing one and why it failed. A seal
 // cancelled (its snapshot deleted, the store closed) is not told.

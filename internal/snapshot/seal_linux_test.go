@@ -18,20 +18,8 @@ import (
 // called (or the seal is cancelled).
 func holdSeals(t *testing.T) (release func()) {
 	t.Helper()
-	gate := make(chan struct{})
-	sealHook = func(ctx context.Context, _ string) error {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-		}
-		return nil
-	}
-	var once sync.Once
-	release = func() { once.Do(func() { close(gate) }) }
-	t.Cleanup(func() {
-		release()
-		sealHook = func(context.Context, string) error { return nil }
-	})
+	release, restore := HoldSeals()
+	t.Cleanup(restore)
 	return release
 }
 
