@@ -49,6 +49,41 @@ func (s *Store) lockOwner(owner string, exclusive bool) (ownerLock, error) {
 	return ownerLock{f: f}, nil
 }
 
+// errSealBusy: another process holds a clone's seal lock — on a shared
+// store, most likely another node sealing it.
+var errSealBusy = errors.New("sealed by another process")
+
+// claimClone takes the exclusive flock of sealing snapshot m's clone,
+// without waiting: the right to seal it, held for the whole seal (every
+// attempt) by one process of the nodes that share the store, and let go
+// when that process closes it or dies. It answers errSealBusy while
+// another holds it, and (nil, nil) when the clone is gone (the snapshot
+// sealed or deleted: nothing to seal). The clone is opened for writing
+// only because NFS grants an exclusive lock to a writer; nothing writes.
+func (s *Store) claimClone(m *Manifest) (*os.File, error) {
+	f, err := os.OpenFile(s.sealingPath(m.Owner, m.ID), os.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0) //nolint:gosec // G304: the store's own clone
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seal snapshot %s: %w", m.ID, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errSealBusy
+		}
+		return nil, fmt.Errorf("seal snapshot %s: lock: %w", m.ID, err)
+	}
+	return f, nil
+}
+
 // diskBytes is what the files under root hold on the disk (their blocks).
 func diskBytes(root string) int64 {
 	var total int64

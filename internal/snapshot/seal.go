@@ -32,7 +32,13 @@ import (
 // Recover (at the server's start) seals it again; a manifest whose clone
 // is missing or of the wrong size is removed. A seal that fails while the
 // server runs is tried again after a backoff (1 s, doubling, at most 5
-// min) until it seals, its snapshot is deleted or the store closes. A clone left without a
+// min) until it seals, its snapshot is deleted or the store closes. On a
+// store the nodes of a cluster share, one process seals a snapshot: the
+// seal holds an exclusive flock of the clone (claimClone), and a node that
+// finds it held (both recovering it at their start, or one recovering
+// what another has just captured) waits, and ends without sealing or
+// telling once the snapshot is sealed — or seals it if the holder lets go
+// without sealing it (a node that dies lets its locks go). A clone left without a
 // manifest (a crash between the two) goes with Recover once it is older
 // than an hour (on a shared directory, another node may be between the
 // two right then). Deleting a sealing snapshot cancels its seal.
@@ -119,6 +125,12 @@ func (s *Store) OnSealed(fn func(*Manifest, error)) {
 // server runs, until it seals, its snapshot goes or the store closes; a
 // run is in s.seals the whole time, so Delete and Close cancel the wait
 // as they cancel a seal.
+//
+// One process seals a snapshot: the run first claims its clone's lock
+// (claimClone) and holds it to the end. A run that finds it held — a node
+// sharing the store seals it — waits (polling every sealPoll) and ends
+// without a word once the snapshot is sealed there, or seals it itself
+// if that node lets go without sealing it (it died, or closed its store).
 func (s *Store) startSeal(m *Manifest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,8 +149,51 @@ func (s *Store) startSeal(m *Manifest) {
 		defer s.wg.Done()
 		defer close(ended)
 		defer cancel()
-		for failed := 0; ; failed++ {
-			sealed, err := s.seal(ctx, m.Owner, m.ID)
+		var claim *os.File
+		defer func() {
+			if claim != nil {
+				_ = claim.Close() // lets the lock go
+			}
+		}()
+		end := func(err error) {
+			run.err = err
+			s.mu.Lock()
+			delete(s.seals, m.ID)
+			close(run.done)
+			s.mu.Unlock()
+		}
+		for failed := 0; ; {
+			var sealed *Manifest
+			var err error
+			if claim == nil {
+				claim, err = s.claimClone(m)
+				if errors.Is(err, errSealBusy) {
+					if !sleepCtx(ctx, sealPoll) {
+						end(ctx.Err())
+						return
+					}
+					continue
+				}
+				if err == nil {
+					// Nothing left to seal — the clone gone, or (the lock
+					// taken after the node that held it sealed it) the
+					// manifest sealed: that node told it.
+					var cur *Manifest
+					if claim != nil {
+						cur, err = s.read(m.ID)
+					}
+					if claim == nil || err != nil || !cur.Sealing() {
+						if errors.Is(err, ErrNotFound) {
+							err = nil
+						}
+						end(err)
+						return
+					}
+				}
+			}
+			if err == nil {
+				sealed, err = s.seal(ctx, m.Owner, m.ID)
+			}
 			s.mu.Lock()
 			fn := s.onSeal
 			s.mu.Unlock()
@@ -148,39 +203,40 @@ func (s *Store) startSeal(m *Manifest) {
 				}
 				fn(sealed, err)
 			}
-			run.err = err
 			retry := err != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound)
-			s.mu.Lock()
-			if retry {
-				next := &sealRun{cancel: cancel, done: make(chan struct{}), ended: ended, failed: err}
-				s.seals[m.ID] = next
-				close(run.done)
-				run = next
-			} else {
-				delete(s.seals, m.ID)
-				close(run.done)
-			}
-			s.mu.Unlock()
 			if !retry {
+				end(err)
 				return
 			}
-			t := time.NewTimer(sealBackoff(failed))
-			select {
-			case <-t.C:
-				s.mu.Lock()
-				run.failed = nil
-				s.mu.Unlock()
-			case <-ctx.Done():
-				t.Stop()
-				run.err = ctx.Err()
-				s.mu.Lock()
-				delete(s.seals, m.ID)
-				close(run.done)
-				s.mu.Unlock()
+			run.err = err
+			s.mu.Lock()
+			next := &sealRun{cancel: cancel, done: make(chan struct{}), ended: ended, failed: err}
+			s.seals[m.ID] = next
+			close(run.done)
+			run = next
+			s.mu.Unlock()
+			if !sleepCtx(ctx, sealBackoff(failed)) {
+				end(ctx.Err())
 				return
 			}
+			failed++
+			s.mu.Lock()
+			run.failed = nil
+			s.mu.Unlock()
 		}
 	}()
+}
+
+// sleepCtx waits d, or less if ctx ends first (then false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // sealBackoff is the wait before a failed seal runs again, after failed
@@ -279,10 +335,16 @@ func (s *Store) WaitSealed(ctx context.Context, m *Manifest) (*Manifest, error) 
 		}
 		s.mu.Unlock()
 		if run != nil {
+			// This node's run: its seal, or its wait for another node's.
+			t := time.NewTimer(time.Until(deadline))
 			select {
 			case <-run.done:
+				t.Stop()
 			case <-ctx.Done():
+				t.Stop()
 				return nil, ctx.Err()
+			case <-t.C:
+				return nil, errSealWait
 			}
 		}
 		cur, err := s.read(m.ID)
@@ -333,6 +395,36 @@ func (s *Store) openClone(m *Manifest) (*os.File, *Manifest, error) {
 	return nil, cur, nil
 }
 
+// cloneWhole tells whether sealing snapshot m's clone is there, whole.
+func (s *Store) cloneWhole(m *Manifest) bool {
+	fi, err := os.Stat(s.sealingPath(m.Owner, m.ID))
+	return err == nil && fi.Mode().IsRegular() && fi.Size() == m.ImageSize
+}
+
+// removeIncomplete removes sealing snapshot m whose clone was missing or
+// not whole, if it still is so with the owner's pool locked exclusively:
+// on a shared store, the missing clone may be one another node's seal
+// just removed (sealed, under the shared lock) — then it is left alone.
+func (s *Store) removeIncomplete(m *Manifest) bool {
+	lk, err := s.lockOwner(m.Owner, true)
+	if err != nil {
+		return false
+	}
+	defer lk.unlock()
+	cur, err := s.read(m.ID)
+	if err != nil || !cur.Sealing() || s.cloneWhole(cur) {
+		return false
+	}
+	if err := os.Remove(s.sealingPath(m.Owner, m.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if err := os.Remove(s.metaPath(m.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	_ = syncDir(filepath.Join(s.dir, "meta"))
+	return true
+}
+
 // Recover seals again the snapshots a previous run left sealing whose
 // clone is whole, and removes those whose clone is not (and clones left
 // without a sealing manifest). It returns the ids it seals and removes.
@@ -347,14 +439,13 @@ func (s *Store) Recover() (sealing, removed []string) {
 		if !m.Sealing() {
 			continue
 		}
-		fi, err := os.Stat(s.sealingPath(m.Owner, m.ID))
-		if err == nil && fi.Mode().IsRegular() && fi.Size() == m.ImageSize {
+		if s.cloneWhole(m) {
 			live[m.ID] = true
 			sealing = append(sealing, m.ID)
 			s.startSeal(m)
 			continue
 		}
-		if _, err := s.Delete(context.Background(), "", true, m.ID); err == nil {
+		if s.removeIncomplete(m) {
 			removed = append(removed, m.ID)
 		}
 	}

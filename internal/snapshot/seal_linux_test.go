@@ -354,3 +354,114 @@ func TestRecoverSealsAgain(t *testing.T) {
 		t.Errorf("an old clone without a manifest stays: %v", err)
 	}
 }
+
+// TestTwoNodesSealOnce: two nodes starting together on one shared store
+// both recover a snapshot left sealing; one seals it (told once), the
+// other waits for it and ends without a word once it is sealed (its
+// WaitSealed answers the digest). When the node that seals goes without
+// sealing (its store closed: its lock goes as a dead node's does), the
+// other seals it — told once too.
+func TestTwoNodesSealOnce(t *testing.T) {
+	ctx := context.Background()
+	s, f, _ := xfsImage(t)
+	want := digestElsewhere(t, f, Info{Owner: "k"})
+	var mu sync.Mutex
+	told := map[string]int{}
+	var gate chan struct{}
+	entered := make(chan string, 16)
+	hold := func() {
+		g := make(chan struct{})
+		gate = g
+		sealHook = func(ctx context.Context, id string) error {
+			entered <- id
+			select {
+			case <-g:
+			case <-ctx.Done():
+			}
+			return nil
+		}
+	}
+	t.Cleanup(func() { sealHook = func(context.Context, string) error { return nil } })
+	node := func(name string) *Store {
+		st, err := Open(s.Dir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		st.OnSealed(func(m *Manifest, err error) {
+			mu.Lock()
+			told[name+" "+m.ID]++
+			mu.Unlock()
+			if err != nil {
+				t.Errorf("node %s: seal %s: %v", name, m.ID, err)
+			}
+		})
+		return st
+	}
+	idle := func(st *Store) bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.seals) == 0
+	}
+	leaveSealing := func() *Manifest {
+		hold()
+		m, err := s.Capture(ctx, f, 64<<20, Info{Owner: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := <-entered; got != m.ID {
+			t.Fatalf("seal of %s started, want %s", got, m.ID)
+		}
+		s.Close() // the server stops: it stays sealing
+		return m
+	}
+	tells := func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string]int{}
+		for k, v := range told {
+			out[k] = v
+		}
+		return out
+	}
+
+	m1 := leaveSealing()
+	a, b := node("a"), node("b")
+	if sealing, _ := a.Recover(); len(sealing) != 1 {
+		t.Fatalf("node a recovered %v", sealing)
+	}
+	<-entered // a's seal holds the snapshot
+	if sealing, _ := b.Recover(); len(sealing) != 1 {
+		t.Fatalf("node b recovered %v", sealing)
+	}
+	close(gate)
+	got, err := b.WaitSealed(ctx, m1)
+	if err != nil || got.Digest != want {
+		t.Fatalf("node b waited for a's seal: %v, digest %q want %q", err, got.Digest, want)
+	}
+	testenv.Eventually(t, "both nodes' seal runs end", func() bool { return idle(a) && idle(b) })
+	if n := tells(); len(n) != 1 || n["a "+m1.ID] != 1 {
+		t.Errorf("the seal was told %v, want once by node a", n)
+	}
+
+	m2 := leaveSealing()
+	c, d := node("c"), node("d")
+	c.Recover()
+	<-entered // c's seal holds it
+	d.Recover()
+	c.Close() // c goes without sealing it
+	if got := <-entered; got != m2.ID {
+		t.Fatalf("node d started sealing %s, want %s", got, m2.ID)
+	}
+	close(gate)
+	if got, err := d.WaitSealed(ctx, m2); err != nil || got.Digest != want {
+		t.Fatalf("node d sealed: %v, digest %q want %q", err, got.Digest, want)
+	}
+	testenv.Eventually(t, "d's seal run ends", func() bool { return idle(d) })
+	if n := tells(); len(n) != 2 || n["d "+m2.ID] != 1 {
+		t.Errorf("the seals were told %v, want m1 once by a and m2 once by d", n)
+	}
+	if _, err := os.Lstat(d.sealingPath("k", m2.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the clone stays: %v", err)
+	}
+}
