@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
@@ -180,5 +183,87 @@ func TestForkOfASealingSnapshotSaysItsDigestIsPending(t *testing.T) {
 	}
 	if f := lastDetail(ToolCreate.Name()); f["snapshot_digest"] != sealed.Digest || f["snapshot_digest_pending"] != nil {
 		t.Errorf("the fork's sandbox.create record once sealed: %v", f)
+	}
+}
+
+// TestTwoManagersSealOnce: two servers starting together on one shared
+// snapshot directory over a snapshot a stopped server left sealing both
+// recover it, and it is sealed once: one snapshot.seal record between
+// them, naming the digest both then read.
+func TestTwoManagersSealOnce(t *testing.T) {
+	ctx := context.Background()
+	xfs := testenv.RequireXFS(t)
+	shared := filepath.Join(xfs, "shared-snapshots")
+	open := func() *snapshot.Store {
+		st, err := snapshot.Open(shared, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(xfs, "data")
+	cfg.Snapshots = open()
+	m0 := newManager(t, cfg, nil)
+	src := create(t, m0, Spec{Limits: Limits{DiskBytes: 64 << 20}})
+	if r := sh(t, src, "echo hi > b"); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("setup: %q", r.Stderr)
+	}
+	release, restoreHook := snapshot.HoldSeals()
+	t.Cleanup(restoreHook)
+	snap, err := m0.Snapshot(ctx, owner, src.ID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := cfg.Snapshots.Get("", true, snap.ID)
+	if err != nil || !left.Sealing() {
+		t.Fatalf("the snapshot: %v %+v, want sealing (held)", err, left)
+	}
+	m0.Close() // the server stops: the snapshot stays sealing
+
+	var mu sync.Mutex
+	var seals []Event
+	node := func(name string) *Manager {
+		c := testConfig(t)
+		c.Snapshots = open()
+		cg, err := cgroup.New(fmt.Sprintf("st%d-%s-%s", os.Getpid(), t.Name(), name))
+		if err != nil {
+			t.Skip("cgroups unavailable:", err)
+		}
+		t.Cleanup(cg.Release)
+		m, err := New(ctx, c, &memRecords{}, nil, cg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Close)
+		// Set before the held seals can tell (release, below).
+		m.audit = func(_ context.Context, e Event) {
+			if e.Action == "snapshot.seal" {
+				mu.Lock()
+				seals = append(seals, e)
+				mu.Unlock()
+			}
+		}
+		return m
+	}
+	a, b := node("a"), node("b")
+	release()
+	// Each node's wait ends once its own seal run has (sealed, or seen
+	// the snapshot sealed by the other): every record is made by then.
+	var digests []string
+	for _, m := range []*Manager{a, b} {
+		got, err := m.cfg.Snapshots.WaitSealed(ctx, left)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, got.Digest)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seals) != 1 {
+		t.Fatalf("%d snapshot.seal records, want 1: %+v", len(seals), seals)
+	}
+	if d := seals[0].Detail["digest"]; d == "" || d != digests[0] || d != digests[1] || seals[0].Verdict != "completed" {
+		t.Errorf("the record %+v; the nodes read digests %v", seals[0], digests)
 	}
 }
