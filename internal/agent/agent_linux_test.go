@@ -92,6 +92,10 @@ func prepareLaunchSetup(t testing.TB, mutate func(*proto.Setup), spec func(*Laun
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Cleanups run last first: the group goes, then the base shared by
+	// every test of the package (rmdir fails, harmlessly, while another
+	// test's group is in it).
+	t.Cleanup(cg.Release)
 	t.Cleanup(func() { _ = group.Destroy() })
 	base := uint32(1<<30 + (500+testSlot)*IDRange) //nolint:gosec // G115: small test slots
 	ws := t.TempDir()

@@ -320,6 +320,7 @@ func TestInitDiesWithTheServer(t *testing.T) {
 			if g, err := cg.Open(fmt.Sprintf("t%d-%d", helper, slot)); err == nil {
 				_ = g.Destroy()
 			}
+			cg.Release() // the shared base goes with the last group in it
 		}
 	})
 	var pidfds []int

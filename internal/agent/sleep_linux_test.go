@@ -592,6 +592,7 @@ func TestSleepingInitDiesWithTheServer(t *testing.T) {
 			if g, err := cg.Open(fmt.Sprintf("t%d-%d", helper, slot)); err == nil {
 				_ = g.Destroy()
 			}
+			cg.Release() // the shared base goes with the last group in it
 		}
 	})
 	if name := procStatus(t, init)["Name"]; name != sandboxinit.KeeperName {

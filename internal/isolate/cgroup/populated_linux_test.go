@@ -15,6 +15,7 @@ func TestPopulated(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
+	defer m.Release() // after the group's Destroy below (defers run last first)
 	g, err := m.Create("pop", Limits{})
 	if err != nil {
 		t.Fatal(err)
