@@ -61,7 +61,7 @@ func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
 		return s.freeSlot[0]
 	}
 	sl := free()
-	if !sl.idleKnown {
+	if !sl.idleCPU.known {
 		t.Fatal("an execution that left its group empty kept no reading for the next")
 	}
 	light := run(t, s, ExecRequest{Argv: []string{"/bin/true"}})
@@ -83,8 +83,8 @@ func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
 		t.Fatalf("the process: %+v", ex)
 	}
 	p.Release()
-	if free() != sl || sl.idleKnown {
-		t.Fatalf("after the process: the group reused %v, a reading kept %v", free() == sl, sl.idleKnown)
+	if free() != sl || sl.idleCPU.known {
+		t.Fatalf("after the process: the group reused %v, a reading kept %v", free() == sl, sl.idleCPU.known)
 	}
 	after := run(t, s, ExecRequest{Argv: []string{"/bin/true"}})
 	if after.Status != StatusCompleted || after.CPUMS*4 > heavy.CPUMS {

@@ -37,7 +37,7 @@ type slot struct {
 	// cumulative; see Sandbox.execCPU).
 	cpuStart time.Duration
 	// idleCPU is g's CPU time as read at the end of an execution that
-	// left the group empty (idleKnown), kept while the slot waits in the
+	// left the group empty (set only then), kept while the slot waits in the
 	// pool: nothing runs in an empty execution group and nothing can
 	// join it from inside the sandbox, so its counter cannot move until
 	// the slot is used again. acquireSlot moves it to acquiredCPU for the
@@ -45,8 +45,7 @@ type slot struct {
 	// read the counter at its end, a long-lived process, leaves none for
 	// the next); markCPUStart then takes the start from it instead of
 	// reading the file again on the exec's way to the init.
-	idleCPU, acquiredCPU     time.Duration
-	idleKnown, acquiredKnown bool
+	idleCPU, acquiredCPU cpuReading
 	// gen is the sandbox's init generation the slot was made under.
 	gen int
 	// dirty marks a slot whose group was killed or whose last user may
@@ -113,8 +112,7 @@ func (s *Sandbox) acquireSlot() (*slot, error) {
 	if n := len(s.freeSlot); n > 0 {
 		sl := s.freeSlot[n-1]
 		s.freeSlot = s.freeSlot[:n-1]
-		sl.acquiredCPU, sl.acquiredKnown = sl.idleCPU, sl.idleKnown
-		sl.idleKnown = false
+		sl.acquiredCPU, sl.idleCPU = sl.idleCPU, cpuReading{}
 		return sl, nil
 	}
 	s.slotSeq++
@@ -330,8 +328,8 @@ func (s *Sandbox) oomSince(sl *slot) bool {
 // it: the figure its last execution read at its end when the group has
 // been empty since (idleCPU), else a read of the group's counter.
 func (sl *slot) markCPUStart() {
-	if sl.acquiredKnown {
-		sl.cpuStart, sl.acquiredKnown = sl.acquiredCPU, false
+	if sl.acquiredCPU.known {
+		sl.cpuStart, sl.acquiredCPU = sl.acquiredCPU.d, cpuReading{}
 		return
 	}
 	sl.cpuStart = -1
@@ -354,7 +352,7 @@ func (sl *slot) cpuSinceStart(mainOnly time.Duration, idle bool) time.Duration {
 	if err != nil {
 		return mainOnly
 	}
-	sl.idleCPU, sl.idleKnown = end, idle
+	sl.idleCPU = cpuReading{d: end, known: idle}
 	if sl.cpuStart < 0 || end < sl.cpuStart {
 		return mainOnly
 	}
@@ -384,4 +382,11 @@ func (s *Sandbox) killSlot(sl *slot) {
 	if err := sl.g.Kill(); err != nil {
 		s.m.log.Error("kill execution tree", "sandbox", s.rec.ID, "err", err)
 	}
+}
+
+// cpuReading is an execution group's CPU time read while the group was
+// empty, or none (known unset).
+type cpuReading struct {
+	d     time.Duration
+	known bool
 }
