@@ -258,16 +258,24 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		ws, waitDurable = w, beside(durable)
 		return nil
 	})
-	// A spare init's group becomes the sandbox's here, its limits
-	// written (bindSpareGroups), while the workspace is made and before
-	// the init is given anything of the sandbox; if that fails the spare
-	// is gone and a fresh init is cloned and placed in groups made for it.
-	if s.spare != nil && s.spare.group != nil {
-		group, user, _ = s.bindSpareGroups()
-		clk.mark("spare_cgroups_bind")
-	}
+	// The cgroups: a spare init's group becomes the sandbox's, its limits
+	// written (bindSpareGroups), before the init is given anything of the
+	// sandbox; the launch waits for that answer (spareOK) and, if the bind
+	// failed, the spare is gone and a fresh init is cloned and placed in
+	// groups made for it. Then the first execution group.
+	spareOK := make(chan bool, 1)
+	var bindTook time.Duration
 	waitFirst := beside(nil)
 	waitGroups := beside(func() (err error) {
+		if si := s.spare; si != nil && si.group != nil {
+			t0 := time.Now()
+			var ok bool
+			group, user, ok = s.bindSpareGroups(si)
+			bindTook = time.Since(t0)
+			spareOK <- ok
+		} else {
+			spareOK <- true
+		}
 		if group == nil {
 			if group, user, err = s.makeGroups(); err != nil {
 				return err
@@ -301,6 +309,9 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		}
 		clk.add("workspace_beside", wsTook)
 		clk.add("cgroups_beside", cgTook)
+		if bindTook > 0 {
+			clk.add("spare_cgroups_bind_beside", bindTook)
+		}
 		if wsErr != nil {
 			return nil, wsErr
 		}
@@ -361,7 +372,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		root.apply(s, &spec)
 	}
 	s.m.netLaunch(&spec, s.rec.ID, s.rec.Spec.Network)
-	inst, err := s.launch(lctx, spec)
+	inst, err := s.launch(lctx, spec, <-spareOK)
 	if err != nil {
 		cleanup()
 		// What failed beside the start says more than the init's end.

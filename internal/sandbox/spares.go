@@ -307,13 +307,14 @@ func (p *spares) close() {
 }
 
 // launch starts the sandbox's init: from the spare it was given, else
-// (none, or one that cannot be bound as this init would be cloned) a
+// (none, one whose group could not be bound (spareOK false; it is gone
+// then), or one that cannot be bound as this init would be cloned) a
 // fresh one. A spare whose group became the sandbox's (placed) is in it
 // already and is not placed again; a fresh init that replaces it is.
-func (s *Sandbox) launch(ctx context.Context, spec agent.LaunchSpec) (*agent.Instance, error) {
+func (s *Sandbox) launch(ctx context.Context, spec agent.LaunchSpec, spareOK bool) (*agent.Instance, error) {
 	si := s.spare
 	s.spare = nil
-	if si == nil {
+	if si == nil || !spareOK {
 		return agent.Launch(ctx, spec)
 	}
 	bind := spec
@@ -334,14 +335,14 @@ var spareBindHook = func() error { return nil }
 
 // bindSpareGroups makes a spare's group the sandbox's: renamed to its
 // id (no task moves), the sandbox's limits written, before anything of
-// the sandbox runs. On failure the spare is killed and its group
-// removed (s.spare nil): the start clones a fresh init.
-func (s *Sandbox) bindSpareGroups() (group, user cgroup.Group, ok bool) {
-	si := s.spare
+// the sandbox runs. On failure (ok false) the spare is killed and its
+// group removed: the start clones a fresh init. It runs beside the start
+// (the create's cgroup step) and changes only si, which the start's
+// launch reads once told ok.
+func (s *Sandbox) bindSpareGroups(si *spareInit) (group, user cgroup.Group, ok bool) {
 	fail := func(err error) (cgroup.Group, cgroup.Group, bool) {
 		s.m.log.Warn("spare init's cgroup not bound; a fresh init starts the sandbox", "id", s.rec.ID, "err", err)
 		si.kill()
-		s.spare = nil
 		return nil, nil, false
 	}
 	group, err := s.m.cg.Rename(si.group.Name(), s.rec.ID)
