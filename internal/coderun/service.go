@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 	"github.com/sandhold/sandhold/internal/sessions"
 )
 
@@ -311,7 +312,7 @@ func (s *Service) Execute(ctx context.Context, c auth.Caller, sandboxID string, 
 	sb.Touch() // a cell is use, even when no new process starts
 	// The cell's env passes the rule of an execution's (names, no NUL,
 	// LD_PRELOAD and friends for admins only).
-	if _, err := sandbox.BuildEnv(r.Env, c.IsAdmin()); err != nil {
+	if _, err := execenv.Build(execenv.Base(), r.Env, c.IsAdmin(), execenv.MaxVars); err != nil {
 		return Result{}, err
 	}
 	l := limits{timeout: r.Timeout, cpu: sb.Info().Limits.CPUTime, outputLimit: s.cfg.OutputLimit, output: r.Output, env: r.Env}

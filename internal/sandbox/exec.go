@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/outbuf"
+	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 )
 
 // Execution limits and defaults (SECURITY-RULES.md → Exec).
@@ -33,8 +34,6 @@ const (
 	defaultOpenFiles = 1024
 	// maxCommandBytes caps a command line.
 	maxCommandBytes = 128 << 10
-	// maxEnvVars caps the caller's environment entries.
-	maxEnvVars = 256
 	// drainGrace bounds waiting for output after the process tree is dead:
 	// only a descriptor passed to another execution keeps a pipe open.
 	drainGrace = 2 * time.Second
@@ -238,7 +237,7 @@ func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
 	if r.Sudo && !s.m.cfg.AllowSudo {
 		return nil, nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
 	}
-	env, err := buildEnv(s.baseEnv(), s.netEnv(r.Env), r.PrivilegedEnv)
+	env, err := execenv.Build(s.baseEnv(), s.netEnv(r.Env), r.PrivilegedEnv, execenv.MaxVars)
 	if err != nil {
 		return nil, nil, err
 	}

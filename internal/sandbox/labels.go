@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 )
 
 // Caps of a sandbox's labels and environment, with their reasons: both
@@ -15,8 +16,8 @@ const (
 	maxLabels        = 64
 	maxLabelKeyBytes = 128
 	maxLabelBytes    = 1024
-	// maxSpecEnv matches what one execution may add (maxEnvVars).
-	maxSpecEnv = maxEnvVars
+	// maxSpecEnv matches what one execution may add (execenv.MaxVars).
+	maxSpecEnv = execenv.MaxVars
 )
 
 // checkLabels validates a spec's labels and environment: the labels'
@@ -35,7 +36,7 @@ func checkLabels(c Caller, spec Spec) error {
 	if len(spec.Env) > maxSpecEnv {
 		return fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxSpecEnv))
 	}
-	if _, err := buildEnv(map[string]string{}, spec.Env, c.Admin); err != nil {
+	if _, err := execenv.Build(map[string]string{}, spec.Env, c.Admin, execenv.MaxVars); err != nil {
 		return err
 	}
 	switch spec.OnExpire {

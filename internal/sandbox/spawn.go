@@ -9,6 +9,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 )
 
 // SpawnSpec starts a long-lived process for a capability that manages its
@@ -75,7 +76,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if sp.Sudo && !s.m.cfg.AllowSudo {
 		return nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
 	}
-	env, err := buildEnv(s.baseEnv(), s.netEnv(sp.Env), sp.PrivilegedEnv)
+	env, err := execenv.Build(s.baseEnv(), s.netEnv(sp.Env), sp.PrivilegedEnv, execenv.MaxVars)
 	if err != nil {
 		return nil, err
 	}

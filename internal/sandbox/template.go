@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -166,9 +167,9 @@ func (s *Sandbox) templateConfig() *template.Config {
 }
 
 // baseEnv is the environment every command of the sandbox starts from:
-// BaseEnv, the template's env over it.
+// execenv.Base, the template's env over it.
 func (s *Sandbox) baseEnv() map[string]string {
-	env := BaseEnv()
+	env := execenv.Base()
 	if c := s.templateConfig(); c != nil {
 		maps.Copy(env, c.EnvMap())
 		if c.User != "" {

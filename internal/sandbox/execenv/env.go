@@ -13,6 +13,10 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 )
 
+// MaxVars caps the environment entries a caller adds to an execution
+// (and a sandbox's spec to all of its executions).
+const MaxVars = 256
+
 var name = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // privileged are variables that change how every program loads or runs;
