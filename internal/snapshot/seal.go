@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
@@ -86,8 +87,28 @@ type sealRun struct {
 }
 
 // sealHook sees each seal start, before it reads the clone: a test's
-// window into a snapshot that is sealing, and its way to fail a seal.
-var sealHook = func(context.Context, string) error { return nil }
+// window into a snapshot that is sealing, and its way to fail a seal;
+// none when nil. Tests swap it while seals (an earlier test's, on their
+// own goroutines) may read it, so it is set and read atomically
+// (setSealHook, runSealHook).
+var sealHook atomic.Pointer[func(context.Context, string) error]
+
+// setSealHook sets sealHook; nil removes it.
+func setSealHook(fn func(context.Context, string) error) {
+	if fn == nil {
+		sealHook.Store(nil)
+		return
+	}
+	sealHook.Store(&fn)
+}
+
+// runSealHook calls sealHook, if one is set.
+func runSealHook(ctx context.Context, id string) error {
+	if fn := sealHook.Load(); fn != nil {
+		return (*fn)(ctx, id)
+	}
+	return nil
+}
 
 // HoldSeals keeps every seal of this process from reading its clone until
 // release is called (or the seal is cancelled), and restore puts the hook
@@ -95,18 +116,18 @@ var sealHook = func(context.Context, string) error { return nil }
 // The server never calls it.
 func HoldSeals() (release, restore func()) {
 	gate := make(chan struct{})
-	sealHook = func(ctx context.Context, _ string) error {
+	setSealHook(func(ctx context.Context, _ string) error {
 		select {
 		case <-gate:
 		case <-ctx.Done():
 		}
 		return nil
-	}
+	})
 	var once sync.Once
 	release = func() { once.Do(func() { close(gate) }) }
 	return release, func() {
 		release()
-		sealHook = func(context.Context, string) error { return nil }
+		setSealHook(nil)
 	}
 }
 
@@ -258,7 +279,7 @@ const (
 // the clone. One deleted meanwhile is ErrNotFound; one sealed already is
 // returned as it is.
 func (s *Store) seal(ctx context.Context, owner, id string) (*Manifest, error) {
-	if err := sealHook(ctx, id); err != nil {
+	if err := runSealHook(ctx, id); err != nil {
 		return nil, fmt.Errorf("seal snapshot %s: %w", id, err)
 	}
 	lk, err := s.lockOwner(owner, false)

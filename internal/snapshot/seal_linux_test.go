@@ -175,7 +175,7 @@ func failSeals(t *testing.T, n int, wait time.Duration) (started func() int) {
 	t.Helper()
 	var mu sync.Mutex
 	count := 0
-	sealHook = func(context.Context, string) error {
+	setSealHook(func(context.Context, string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		count++
@@ -183,11 +183,11 @@ func failSeals(t *testing.T, n int, wait time.Duration) (started func() int) {
 			return errInjected
 		}
 		return nil
-	}
+	})
 	old := sealBackoff
 	sealBackoff = func(int) time.Duration { return wait }
 	t.Cleanup(func() {
-		sealHook = func(context.Context, string) error { return nil }
+		setSealHook(nil)
 		sealBackoff = old
 	})
 	return func() int {
@@ -372,16 +372,16 @@ func TestTwoNodesSealOnce(t *testing.T) {
 	hold := func() {
 		g := make(chan struct{})
 		gate = g
-		sealHook = func(ctx context.Context, id string) error {
+		setSealHook(func(ctx context.Context, id string) error {
 			entered <- id
 			select {
 			case <-g:
 			case <-ctx.Done():
 			}
 			return nil
-		}
+		})
 	}
-	t.Cleanup(func() { sealHook = func(context.Context, string) error { return nil } })
+	t.Cleanup(func() { setSealHook(nil) })
 	node := func(name string) *Store {
 		st, err := Open(s.Dir(), nil)
 		if err != nil {
