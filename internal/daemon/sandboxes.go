@@ -24,6 +24,7 @@ import (
 	"github.com/sandhold/sandhold/internal/posture"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/sandbox/sandboxtools"
 	"github.com/sandhold/sandhold/internal/store"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -247,7 +248,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		cg.Release()
 		return nil
 	})
-	for _, t := range sandbox.Tools(d.sandboxes, d.guard) {
+	for _, t := range sandboxtools.Tools(d.sandboxes, d.guard) {
 		d.dispatch.MustRegister(t)
 	}
 	if err := d.startTemplates(disk.Budget); err != nil {

@@ -34,7 +34,7 @@ type orphan struct{ id, from string }
 // WithOrphan marks ctx as a request for sandbox id, whose node from is
 // dead: the cluster's forwarder serves the request here instead of
 // forwarding it. The mark moves nothing; a call of the request that looks
-// id up dispatches sandbox.adopt (lookup).
+// id up dispatches sandbox.adopt (Lookup).
 func WithOrphan(ctx context.Context, id, from string) context.Context {
 	return context.WithValue(ctx, orphanKey{}, orphan{id: id, from: from})
 }
@@ -81,11 +81,11 @@ func lostFor(ctx context.Context, c Caller, id string) error {
 // served here for a dead node's sandbox (the same answer for every id).
 var errNotRouted = fault.New(fault.Conflict, "a sandbox is taken over only by a call for it that reaches this node while its own node is dead")
 
-// lookup is Get for the tool call running in ctx: a sandbox this node
+// Lookup is Get for the tool call running in ctx: a sandbox this node
 // does not hold, addressed by a request the forwarder served here because
 // its node is dead, is first taken over by a dispatched sandbox.adopt for
 // the call's caller. Anything else is Get's answer.
-func (m *Manager) lookup(ctx context.Context, c Caller, id string) (*Sandbox, error) {
+func (m *Manager) Lookup(ctx context.Context, c Caller, id string) (*Sandbox, error) {
 	return m.getOrAdopt(ctx, c, id, func(refused error) error {
 		_, err := ToolAdopt.CallWithin(ctx, IDArgs{ID: id}, refused)
 		return err

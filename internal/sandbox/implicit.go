@@ -53,6 +53,13 @@ func (m *Manager) startImplicitly(ctx context.Context, s *Sandbox) error {
 	return err
 }
 
+// ImplicitTools are the tools the manager dispatches on a caller's behalf
+// (sandbox.create_default, sandbox.start, sandbox.adopt); they live here,
+// beside what they run, which nothing else may call.
+func ImplicitTools(m *Manager) []dispatch.Tool {
+	return []dispatch.Tool{createDefaultTool(m), startTool(m), adoptTool(m)}
+}
+
 func createDefaultTool(m *Manager) dispatch.Tool {
 	return dispatch.Define(ToolCreateDefault, dispatch.Spec{Risk: guard.Medium,
 		Description: "Create the caller's default sandbox (what /v1/... routes act on) if it has none; the first call that needs it does this on its own"},

@@ -74,7 +74,7 @@ func inCall(t *testing.T, m *Manager, o callOpts, fn func(ctx context.Context) e
 	for _, tl := range Tools(m, guard.New(guard.Config{})) {
 		d.MustRegister(tl)
 	}
-	d.MustRegister(dispatch.Tool{Name: "control.get", Risk: guard.Safe, Roles: viewers, // exempt from HALT: the outer call runs
+	d.MustRegister(dispatch.Tool{Name: "control.get", Risk: guard.Safe, Roles: []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}, // exempt from HALT: the outer call runs
 		Run: func(ctx context.Context, _ auth.Caller, _ any) (any, error) { return nil, fn(ctx) }})
 	c := auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}
 	if o.as != nil {

@@ -99,7 +99,7 @@ func (m *Manager) SetTTL(ctx context.Context, c Caller, id string, ttl time.Dura
 	if ttl < 0 {
 		return Info{}, fault.InvalidField("ttl", "ttl must not be negative")
 	}
-	s, err := m.lookup(ctx, c, id)
+	s, err := m.Lookup(ctx, c, id)
 	if err != nil {
 		return Info{}, err
 	}

@@ -648,7 +648,7 @@ func (m *Manager) createDefault(ctx context.Context, c Caller) (*Sandbox, error)
 
 // Delete removes a sandbox: its processes, cgroups, record and workspace.
 func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
-	s, err := m.lookup(ctx, c, id)
+	s, err := m.Lookup(ctx, c, id)
 	if err != nil {
 		return err
 	}
@@ -674,7 +674,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 
 // Pause freezes every process of the sandbox.
 func (m *Manager) Pause(ctx context.Context, c Caller, id string) error {
-	s, err := m.lookup(ctx, c, id)
+	s, err := m.Lookup(ctx, c, id)
 	if err != nil {
 		return err
 	}
@@ -683,7 +683,7 @@ func (m *Manager) Pause(ctx context.Context, c Caller, id string) error {
 
 // Resume thaws a paused sandbox, or restores a hibernated one.
 func (m *Manager) Resume(ctx context.Context, c Caller, id string) error {
-	s, err := m.lookup(ctx, c, id)
+	s, err := m.Lookup(ctx, c, id)
 	if err != nil {
 		return err
 	}

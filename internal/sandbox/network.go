@@ -163,7 +163,7 @@ type NetworkResult struct {
 // the next request, established tunnels are not cut) or its mode (the init
 // is stopped; requires u.Restart).
 func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) (NetworkResult, error) {
-	s, err := m.lookup(ctx, c, u.ID)
+	s, err := m.Lookup(ctx, c, u.ID)
 	if err != nil {
 		return NetworkResult{}, err
 	}

@@ -132,7 +132,7 @@ func (s *Sandbox) openRelay(rc *loopback.Conn, inst *agent.Instance, c net.Conn)
 // DialPort is Sandbox.DialPort for the sandbox id the caller may see
 // (another key's sandbox is NotFound).
 func (m *Manager) DialPort(ctx context.Context, c Caller, id string, port int) (net.Conn, error) {
-	s, err := m.lookup(ctx, c, id)
+	s, err := m.Lookup(ctx, c, id)
 	if err != nil {
 		return nil, err
 	}

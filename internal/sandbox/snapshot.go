@@ -183,10 +183,10 @@ func (m *Manager) snapshotSeal(id string) (digest, state string) {
 	return "", ""
 }
 
-// snapshotAudit adds to an audit record what it says of snapshot id's
+// SnapshotAudit adds to an audit record what it says of snapshot id's
 // digest: the digest (key), or key_pending while the snapshot seals (its
 // snapshot.seal record names the digest) — never an empty digest.
-func (m *Manager) snapshotAudit(out map[string]any, key, id string) {
+func (m *Manager) SnapshotAudit(out map[string]any, key, id string) {
 	switch d, state := m.snapshotSeal(id); state {
 	case SnapshotReady:
 		out[key] = d
@@ -201,7 +201,7 @@ func (m *Manager) Snapshot(ctx context.Context, c Caller, id, name string) (Snap
 	if len(name) > 128 {
 		return SnapshotInfo{}, fault.InvalidField("name", "name longer than 128 characters")
 	}
-	s, err := m.lookup(ctx, c, id)
+	s, err := m.Lookup(ctx, c, id)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -459,7 +459,7 @@ func (s *Sandbox) restoreImage(ctx context.Context, img string) error {
 // id and frees it: its processes end, its memory and cgroups go, its image
 // leaves the workspace.
 func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, error) {
-	s, err := m.lookup(ctx, c, id)
+	s, err := m.Lookup(ctx, c, id)
 	if err != nil {
 		return Info{}, err
 	}

@@ -10,8 +10,6 @@ import (
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/guard"
-	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/snapshot"
 )
 
@@ -84,113 +82,18 @@ type Export struct {
 // Write streams the export to w.
 func (e *Export) Write(ctx context.Context, w io.Writer) error { return e.st.Export(ctx, e.man, w) }
 
-// errMemory refuses memory capture (SECURITY.md: what CRIU cannot restore
-// of a sandbox's isolation).
-var errMemory = fault.New(fault.Unsupported, "memory capture is off: CRIU cannot restore a sandbox's landlock domain (the kernel cannot read one back) nor its init's channel to the server, so a restored sandbox would run with less isolation (SECURITY.md); snapshot without memory")
-
-// ownerCaller is c as the owner of what it names: its own key, or an admin
-// (viewers observe, they do not take a tenant's data).
-func ownerCaller(c auth.Caller) Caller { return Caller{KeyID: c.KeyID, Admin: c.IsAdmin()} }
-
-func snapSummary(in SnapshotInfo) map[string]any {
-	out := map[string]any{"snapshot": in.ID, "digest": in.Digest, "bytes": in.Bytes, "sandbox": in.Sandbox, "state": in.State}
-	if in.State == SnapshotSealing {
-		out["digest_pending"] = true // snapshot.seal names it
+// ExportSnapshot is snapshot.export's run: the export of c's snapshot id
+// (its owner's, or any for an admin), to be streamed. The export carries
+// the digest: a sealing snapshot's seal is waited for first.
+func (m *Manager) ExportSnapshot(ctx context.Context, c Caller, id string) (*Export, error) {
+	man, err := m.snapshotOf(c, id)
+	if err != nil {
+		return nil, err
 	}
-	return out
-}
-
-func snapshotTools(m *Manager) []dispatch.Tool {
-	manage := func(desc string, risk guard.Risk) dispatch.Spec {
-		return dispatch.Spec{Description: desc, Risk: risk, Category: ratelimit.Manage}
+	if man, err = m.sealed(ctx, man); err != nil {
+		return nil, err
 	}
-	read := dispatch.Spec{Risk: guard.Safe, Category: ratelimit.Read, Roles: viewers}
-	listSpec, getSpec := read, read
-	listSpec.Description = "List snapshots"
-	getSpec.Description = "Get a snapshot"
-	exportSpec := manage("Export a snapshot as a signed tar stream (HTTP only)", guard.Safe)
-	exportSpec.Streams = true
-	importSpec := manage("Import a snapshot export made by this server (HTTP only); its digests and signature are checked", guard.Medium)
-	importSpec.Streams = true
-	refTarget := func(a SnapshotRef) dispatch.Target { return dispatch.Target{Target: a.Snapshot} }
-	return []dispatch.Tool{
-		dispatch.Define(ToolSnapshotCreate, manage("Snapshot a sandbox's files, installed packages and settings (processes are not kept)", guard.Medium),
-			func(ctx context.Context, c auth.Caller, a SnapshotCreateArgs) (SnapshotInfo, error) {
-				if a.Memory {
-					return SnapshotInfo{}, errMemory
-				}
-				return m.Snapshot(ctx, ownerCaller(c), a.ID, a.Name)
-			}, dispatch.Hooks[SnapshotCreateArgs, SnapshotInfo]{
-				Describe: func(a SnapshotCreateArgs) dispatch.Target {
-					return dispatch.Target{Target: a.Name, Sandbox: a.ID, Detail: map[string]any{"memory": a.Memory}}
-				},
-				Summarize: func(_ SnapshotCreateArgs, in SnapshotInfo) map[string]any { return snapSummary(in) },
-			}),
-		dispatch.Define(ToolSnapshotList, listSpec, func(_ context.Context, c auth.Caller, _ NoArgs) ([]SnapshotInfo, error) {
-			return m.ListSnapshots(CallerOf(c))
-		}, dispatch.Hooks[NoArgs, []SnapshotInfo]{}),
-		dispatch.Define(ToolSnapshotGet, getSpec, func(_ context.Context, c auth.Caller, a SnapshotRef) (SnapshotInfo, error) {
-			return m.GetSnapshot(CallerOf(c), a.Snapshot)
-		}, dispatch.Hooks[SnapshotRef, SnapshotInfo]{Describe: refTarget}),
-		dispatch.Define(ToolSnapshotDelete, manage("Delete a snapshot (sandboxes made from it keep their files)", guard.Medium),
-			func(ctx context.Context, c auth.Caller, a SnapshotRef) (SnapshotInfo, error) {
-				return m.DeleteSnapshot(ctx, ownerCaller(c), a.Snapshot)
-			}, dispatch.Hooks[SnapshotRef, SnapshotInfo]{Describe: refTarget,
-				Summarize: func(_ SnapshotRef, in SnapshotInfo) map[string]any { return snapSummary(in) }}),
-		dispatch.Define(ToolSnapshotFork, manage("Make count sandboxes from a snapshot at once, each a dispatched sandbox.create (all or none)", guard.Medium),
-			func(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResult, error) { return m.fork(ctx, c, a) },
-			dispatch.Hooks[ForkArgs, ForkResult]{
-				Describe: func(a ForkArgs) dispatch.Target {
-					return dispatch.Target{Target: a.Snapshot, Detail: map[string]any{"count": a.Count}}
-				},
-				Summarize: func(_ ForkArgs, r ForkResult) map[string]any {
-					ids := make([]string, len(r.Sandboxes))
-					for i, in := range r.Sandboxes {
-						ids[i] = in.ID
-					}
-					out := map[string]any{"snapshot": r.Snapshot, "sandboxes": ids}
-					if r.SnapshotState == SnapshotSealing {
-						out["digest_pending"] = true // snapshot.seal names it
-					} else if r.Digest != "" {
-						out["digest"] = r.Digest
-					}
-					return out
-				},
-			}),
-		dispatch.Define(ToolSnapshotExport, exportSpec, func(ctx context.Context, c auth.Caller, a SnapshotRef) (*Export, error) {
-			if !dispatch.Streaming(ctx) {
-				return nil, fault.New(fault.Invalid, ToolSnapshotExport.Name()+" streams its data and is only available over its HTTP route")
-			}
-			man, err := m.snapshotOf(ownerCaller(c), a.Snapshot)
-			if err != nil {
-				return nil, err
-			}
-			// The export carries the digest: a sealing snapshot's first.
-			if man, err = m.sealed(ctx, man); err != nil {
-				return nil, err
-			}
-			return &Export{SnapshotInfo: infoOf(man), st: m.cfg.Snapshots, man: man}, nil
-		}, dispatch.Hooks[SnapshotRef, *Export]{Describe: refTarget,
-			Summarize: func(_ SnapshotRef, e *Export) map[string]any {
-				if e == nil {
-					return nil
-				}
-				return snapSummary(e.SnapshotInfo)
-			}}),
-		dispatch.Define(ToolSnapshotImport, importSpec, func(ctx context.Context, c auth.Caller, a ImportArgs) (SnapshotInfo, error) {
-			if !dispatch.Streaming(ctx) || a.Body == nil {
-				return SnapshotInfo{}, fault.New(fault.Invalid, ToolSnapshotImport.Name()+" reads an export from its HTTP route's body")
-			}
-			return m.ImportSnapshot(ctx, ownerCaller(c), a.Name, a.Body)
-		}, dispatch.Hooks[ImportArgs, SnapshotInfo]{
-			Describe:  func(a ImportArgs) dispatch.Target { return dispatch.Target{Target: a.Name} },
-			Summarize: func(_ ImportArgs, in SnapshotInfo) map[string]any { return snapSummary(in) },
-		}),
-		byID(ToolHibernate, "Free a sandbox: its processes and memory go, its image moves into the snapshot store; any later use or resume restores it under its id", guard.Medium, nil,
-			func(ctx context.Context, c auth.Caller, id string) (Info, error) {
-				return m.Hibernate(ctx, ownerCaller(c), id)
-			}),
-	}
+	return &Export{SnapshotInfo: infoOf(man), st: m.cfg.Snapshots, man: man}, nil
 }
 
 // ImportSnapshot keeps an export as a new snapshot of c's, within c's
@@ -224,15 +127,15 @@ func (m *Manager) ImportSnapshot(ctx context.Context, c Caller, name string, bod
 // window into a fork under way.
 var forkMade = func(int) {}
 
-// fork makes a.Count sandboxes from a snapshot, each by a dispatched
+// Fork makes a.Count sandboxes from a snapshot, each by a dispatched
 // sandbox.create (so HALT, the policy, the manage limit, the key's
 // sandboxes cap and the audit see every one); the first refusal or failure
 // stops the fork and deletes the forks already made.
-func (m *Manager) fork(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResult, error) {
+func (m *Manager) Fork(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResult, error) {
 	if a.Count < 1 || a.Count > MaxForks {
 		return ForkResult{}, fault.InvalidField("count", "count must be between 1 and 32")
 	}
-	man, err := m.snapshotOf(ownerCaller(c), a.Snapshot)
+	man, err := m.snapshotOf(Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, a.Snapshot)
 	if err != nil {
 		return ForkResult{}, err
 	}

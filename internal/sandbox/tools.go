@@ -12,7 +12,6 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
-	"github.com/sandhold/sandhold/internal/ratelimit"
 )
 
 // Tool names of the sandbox capabilities.
@@ -102,6 +101,12 @@ type ExecResult struct {
 	running *Execution
 }
 
+// Streamed is exec.run's answer to a caller that streams: the execution
+// running (Running), its id and status.
+func Streamed(e *Execution) ExecResult {
+	return ExecResult{Result: Result{ID: e.ID, Status: e.Status()}, running: e}
+}
+
 // Running is the execution, still running, when the caller streams
 // (dispatch.WithStreaming); nil otherwise.
 func (r ExecResult) Running() *Execution { return r.running }
@@ -118,8 +123,6 @@ type NoArgs struct{}
 // Empty is the answer of a tool that answers nothing (JSON null).
 type Empty = *struct{}
 
-var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
-
 // Resolve returns the sandbox a call names: ID, else the request's scope
 // (WithScope), else the caller's default sandbox — created on first use by
 // a call of its own, sandbox.create_default (implicit.go).
@@ -130,162 +133,7 @@ func (m *Manager) Resolve(ctx context.Context, c auth.Caller, id string) (*Sandb
 	if id == "" {
 		return m.resolveDefault(ctx, c)
 	}
-	return m.lookup(ctx, CallerOf(c), id)
-}
-
-// Tools declares the sandbox capabilities; the guard rates commands.
-// Arguments are read strictly (an unknown field is refused).
-func Tools(m *Manager, g *guard.Guard) []dispatch.Tool {
-	return append([]dispatch.Tool{
-		createTool(m), listTool(m),
-		byID(ToolGet, "Get a sandbox", guard.Safe, viewers, func(ctx context.Context, c auth.Caller, id string) (Info, error) {
-			s, err := m.lookup(ctx, CallerOf(c), id)
-			if err != nil {
-				return Info{}, err
-			}
-			return s.Info(), nil
-		}),
-		byID(ToolDelete, "Delete a sandbox and its workspace", guard.Medium, nil, onSandbox(m.Delete)),
-		byID(ToolPause, "Freeze a sandbox", guard.Medium, nil, onSandbox(m.Pause)),
-		// Resume only undoes a pause (and HALT keeps its own freeze: see
-		// HaltFreeze).
-		byID(ToolResume, "Thaw a paused sandbox", guard.Medium, nil, onSandbox(m.Resume)),
-		resourcesTool(m), execTool(m, g), execReadTool(m), execKillTool(m),
-		createDefaultTool(m), startTool(m), adoptTool(m),
-	}, snapshotTools(m)...)
-}
-
-func createTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(ToolCreate, dispatch.Spec{Description: "Create a sandbox", Risk: guard.Medium},
-		func(ctx context.Context, c auth.Caller, spec Spec) (Info, error) {
-			return m.Create(ctx, CallerOf(c), spec)
-		}, dispatch.Hooks[Spec, Info]{
-			// The template it uses, for the policy's template rules.
-			Assess: func(s Spec) dispatch.Assessment {
-				return dispatch.Assessment{Risk: guard.Medium, Templates: []string{TemplateName(s.Template)}}
-			},
-			Summarize: func(_ Spec, in Info) map[string]any {
-				out := map[string]any{"sandbox": in.ID}
-				if in.TemplateDigest != "" {
-					out["template"], out["template_digest"] = in.Template, in.TemplateDigest
-				}
-				if in.Snapshot != "" {
-					out["snapshot"] = in.Snapshot
-					m.snapshotAudit(out, "snapshot_digest", in.Snapshot)
-				}
-				return out
-			},
-		})
-}
-
-func listTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(ToolList, dispatch.Spec{Description: "List sandboxes", Risk: guard.Safe, Roles: viewers},
-		func(_ context.Context, c auth.Caller, _ NoArgs) ([]Info, error) { return m.List(CallerOf(c)), nil },
-		dispatch.Hooks[NoArgs, []Info]{})
-}
-
-func resourcesTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(ToolResources, dispatch.Spec{Description: "Live cgroup figures per sandbox", Risk: guard.Safe, Roles: viewers},
-		func(_ context.Context, c auth.Caller, _ NoArgs) ([]Stats, error) {
-			return m.Resources(CallerOf(c)), nil
-		},
-		dispatch.Hooks[NoArgs, []Stats]{})
-}
-
-// onSandbox is the run of a byID tool that acts on the caller's own
-// sandbox (an admin's: any).
-func onSandbox(run func(context.Context, Caller, string) error) func(context.Context, auth.Caller, string) (Empty, error) {
-	return func(ctx context.Context, c auth.Caller, id string) (Empty, error) {
-		return nil, run(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, id)
-	}
-}
-
-// byID declares a tool whose one argument names a sandbox.
-func byID[R any](name dispatch.Ref[IDArgs, R], desc string, risk guard.Risk, roles []auth.Role, run func(context.Context, auth.Caller, string) (R, error)) dispatch.Tool {
-	return dispatch.Define(name, dispatch.Spec{Description: desc, Risk: risk, Roles: roles},
-		func(ctx context.Context, c auth.Caller, a IDArgs) (R, error) { return run(ctx, c, a.ID) },
-		dispatch.Hooks[IDArgs, R]{Describe: func(a IDArgs) dispatch.Target { return dispatch.Target{Sandbox: a.ID} }})
-}
-
-func execTool(m *Manager, g *guard.Guard) dispatch.Tool {
-	// The command is held in the init until the call's record is durable
-	// (Exec, spawnIn): the record's sync runs beside its start.
-	spec := dispatch.Spec{Description: "Run a command in a sandbox", Risk: guard.Safe, Category: ratelimit.Exec, Streams: true,
-		Commands: dispatch.HeldCommand}
-	return dispatch.Define(ToolExec, spec, func(ctx context.Context, c auth.Caller, a ExecArgs) (ExecResult, error) {
-		s, err := m.Resolve(ctx, c, a.ID)
-		if err != nil {
-			return ExecResult{}, err
-		}
-		req := a.Request()
-		req.Actor = c.KeyID
-		req.PrivilegedEnv = c.IsAdmin()
-		stream := dispatch.Streaming(ctx) && !req.Background
-		if stream {
-			// The streaming caller reads the output as it comes and kills
-			// the execution when its client goes.
-			req.Background = true
-		}
-		e, err := s.Exec(ctx, req)
-		if err != nil {
-			return ExecResult{}, err
-		}
-		if stream {
-			return ExecResult{Result: Result{ID: e.ID, Status: e.Status()}, running: e}, nil
-		}
-		return ExecResult{Result: e.Result()}, nil
-	}, dispatch.Hooks[ExecArgs, ExecResult]{
-		Assess: func(a ExecArgs) dispatch.Assessment { return assessCommand(g, a.Request()) },
-		Describe: func(a ExecArgs) dispatch.Target {
-			cmd := a.Command
-			if cmd == "" {
-				cmd = strings.Join(a.Argv, " ")
-			}
-			return dispatch.Target{Target: cmd, Sandbox: a.ID, Detail: map[string]any{"background": a.Background, "keep": a.Keep, "sudo": a.Sudo}}
-		},
-		Summarize: func(_ ExecArgs, r ExecResult) map[string]any {
-			if r.running != nil {
-				return map[string]any{"status": r.Status, "command_id": r.ID, "streamed": true}
-			}
-			out := map[string]any{"status": r.Status, "duration_ms": r.DurationMS, "command_id": r.ID}
-			if r.ExitCode != nil {
-				out["exit_code"] = *r.ExitCode
-			}
-			if r.Reason != "" {
-				out["reason"] = r.Reason
-			}
-			return out
-		},
-	})
-}
-
-func execRef(ctx context.Context, m *Manager, c auth.Caller, ref ExecRef) (*Execution, error) {
-	s, err := m.Resolve(ctx, c, ref.ID)
-	if err != nil {
-		return nil, err
-	}
-	return s.Execution(ref.CommandID)
-}
-
-func execReadTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(ToolExecRead, dispatch.Spec{Description: "Read an execution's status and output", Risk: guard.Safe, Roles: viewers},
-		func(ctx context.Context, c auth.Caller, a ExecRef) (*Execution, error) { return execRef(ctx, m, c, a) },
-		dispatch.Hooks[ExecRef, *Execution]{})
-}
-
-// execKillTool: killing one's own execution is safe: it only stops work,
-// and must stay possible while the server is halted.
-func execKillTool(m *Manager) dispatch.Tool {
-	return dispatch.Define(ToolExecKill, dispatch.Spec{Description: "Kill an execution's process tree", Risk: guard.Safe},
-		func(ctx context.Context, c auth.Caller, a ExecRef) (Result, error) {
-			e, err := execRef(ctx, m, c, a)
-			if err != nil {
-				return Result{}, err
-			}
-			e.Kill()
-			<-e.Done()
-			return e.Result(), nil
-		}, dispatch.Hooks[ExecRef, Result]{})
+	return m.Lookup(ctx, CallerOf(c), id)
 }
 
 // assessCommand rates a command with the guard: a command line as is, an
