@@ -81,19 +81,15 @@ func TestSleepAfterMs(t *testing.T) {
 
 // TestIdleSleepWaitsForCreates: an init idle for its quiet period while a
 // create is under way asks for leave to sleep and stays awake until the
-// create has ended (sleepgate.go), then sleeps.
+// create has ended (sleepgate), then sleeps.
 func TestIdleSleepWaitsForCreates(t *testing.T) {
 	testenv.RequireSandboxes(t)
 	cfg := leanConfig(t, buildLeanInit(t))
 	cfg.IdleSleep = time.Second
 	m := newManager(t, cfg, nil)
 	s := create(t, m, Spec{})
-	end := m.sleeps.creates() // a create under way from now on
-	held := func() int {
-		m.sleeps.mu.Lock()
-		defer m.sleeps.mu.Unlock()
-		return len(m.sleeps.held)
-	}
+	end := m.sleeps.Creates() // a create under way from now on
+	held := m.sleeps.Held
 	comm := func() string {
 		s.mu.Lock()
 		pid := s.inst.Pid

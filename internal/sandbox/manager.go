@@ -27,6 +27,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/hostids"
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
+	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -183,8 +184,8 @@ type Manager struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
-	// sleeps holds idle inits' sleeps back while creating (sleepgate.go).
-	sleeps *sleepGate
+	// sleeps holds idle inits' sleeps back while creating (sleepgate).
+	sleeps *sleepgate.Gate
 
 	// onStart, set by benchmarks before any sandbox starts, receives the
 	// timed steps of every init start (steps.go).
@@ -245,7 +246,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	if err := m.reapWorkspaces(known); err != nil {
 		return nil, err
 	}
-	m.sleeps = newSleepGate(m.stop)
+	m.sleeps = sleepgate.New(m.stop)
 	// Before the pools: their refills create cold sandboxes too.
 	m.spares = newSpares(m, cfg.SpareInits)
 	m.pool = newPool(m, cfg.WarmPool, "")
@@ -355,7 +356,7 @@ func (m *Manager) Create(ctx context.Context, c Caller, spec Spec) (Info, error)
 }
 
 func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (Info, error) {
-	defer m.sleeps.creates()()
+	defer m.sleeps.Creates()()
 	var restore *Restore
 	if spec.Snapshot != "" {
 		var err error

@@ -366,7 +366,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			SleepAfterMs:  sleepAfterMs(cfg.IdleSleep),
 		},
 		Log:       &initLog{m: s.m, id: s.rec.ID},
-		SleepGate: s.m.sleeps.ask,
+		SleepGate: s.m.sleeps.Ask,
 	}
 	if root != nil {
 		root.apply(s, &spec)

@@ -86,7 +86,7 @@ const (
 	// EventSleep asks the server for leave to sleep: the init has been
 	// idle for its quiet period. The server answers with an OpSleep
 	// request when it lets it (at once, or once no sandbox is being
-	// created: sandbox/sleepgate.go).
+	// created: sandbox/sleepgate).
 	EventSleep = "sleep"
 )
 

@@ -1,4 +1,4 @@
-package sandbox
+package sleepgate
 
 import (
 	"testing"
@@ -32,14 +32,14 @@ func TestSleepGateHoldsLeavesWhileCreating(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t0 := time.Now()
-			g := &sleepGate{kick: make(chan struct{}, 1)}
-			end := g.creates()
+			g := &Gate{kick: make(chan struct{}, 1)}
+			end := g.Creates()
 			if !tc.creating {
 				end()
 			}
 			granted := make([]bool, tc.asks)
 			for i := range tc.asks {
-				g.ask(func() { granted[i] = true })
+				g.Ask(func() { granted[i] = true })
 			}
 			g.mu.Lock()
 			if len(g.held) != tc.asks {
@@ -78,9 +78,9 @@ func TestSleepGateHoldsLeavesWhileCreating(t *testing.T) {
 func TestSleepGateGrantsAtOnceWhenQuiet(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
-	g := newSleepGate(stop)
+	g := New(stop)
 	done := make(chan struct{})
-	g.ask(func() { close(done) })
+	g.Ask(func() { close(done) })
 	<-done
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -94,10 +94,10 @@ func TestSleepGateGrantsAtOnceWhenQuiet(t *testing.T) {
 func TestSleepGateReleasesAfterCreates(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
-	g := newSleepGate(stop)
-	end := g.creates()
+	g := New(stop)
+	end := g.Creates()
 	done := make(chan struct{})
-	g.ask(func() { close(done) })
+	g.Ask(func() { close(done) })
 	g.mu.Lock()
 	held := len(g.held)
 	g.mu.Unlock()

@@ -1,11 +1,5 @@
-package sandbox
-
-import (
-	"sync"
-	"time"
-)
-
-// Idle sleeps are held back while sandboxes are being created.
+// Package sleepgate holds idle sleeps back while sandboxes are being
+// created.
 //
 // An init idle for its quiet period (SANDBOX_IDLE_SLEEP) asks the server
 // for leave to sleep in its keeper (agent.EventSleep). Going to sleep
@@ -20,7 +14,15 @@ import (
 // maxHold: a server that never stops creating still lets its idle inits
 // sleep, late. Holding a leave only keeps an idle init awake a little
 // longer; it changes nothing of what the init or the sandbox may do.
-type sleepGate struct {
+package sleepgate
+
+import (
+	"sync"
+	"time"
+)
+
+// Gate is the manager's gate on its inits' sleeps (see the package).
+type Gate struct {
 	stop <-chan struct{}
 
 	// mu guards the fields below.
@@ -48,16 +50,17 @@ const (
 	maxHold = 2 * time.Minute
 )
 
-func newSleepGate(stop <-chan struct{}) *sleepGate {
-	g := &sleepGate{stop: stop, kick: make(chan struct{}, 1)}
+// New starts a gate, running until stop is closed.
+func New(stop <-chan struct{}) *Gate {
+	g := &Gate{stop: stop, kick: make(chan struct{}, 1)}
 	go g.run()
 	return g
 }
 
-// ask is an init's question (agent.LaunchSpec.SleepGate): grant runs at
+// Ask is an init's question (agent.LaunchSpec.SleepGate): grant runs at
 // once or later, exactly once, on another goroutine than the caller's.
 // A manager without a gate (a test's) grants at once.
-func (g *sleepGate) ask(grant func()) {
+func (g *Gate) Ask(grant func()) {
 	if g == nil {
 		go grant()
 		return
@@ -73,8 +76,8 @@ func (g *sleepGate) ask(grant func()) {
 	g.wake()
 }
 
-// creates marks a create under way until the function it returns runs.
-func (g *sleepGate) creates() func() {
+// Creates marks a create under way until the function it returns runs.
+func (g *Gate) Creates() func() {
 	if g == nil {
 		return func() {}
 	}
@@ -90,7 +93,7 @@ func (g *sleepGate) creates() func() {
 	}
 }
 
-func (g *sleepGate) wake() {
+func (g *Gate) wake() {
 	select {
 	case g.kick <- struct{}{}:
 	default:
@@ -99,7 +102,7 @@ func (g *sleepGate) wake() {
 
 // next is the leave to grant now, if any, and else how long to wait
 // before looking again (0: until kicked).
-func (g *sleepGate) next(now time.Time) (func(), time.Duration) {
+func (g *Gate) next(now time.Time) (func(), time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.held) == 0 {
@@ -121,7 +124,7 @@ func (g *sleepGate) next(now time.Time) (func(), time.Duration) {
 
 // run grants the held leaves as next allows, until the manager stops
 // (what it holds then is dropped: the inits end with the manager).
-func (g *sleepGate) run() {
+func (g *Gate) run() {
 	for {
 		grant, wait := g.next(time.Now())
 		if grant != nil {
@@ -147,4 +150,11 @@ func (g *sleepGate) run() {
 			}
 		}
 	}
+}
+
+// Held is how many leaves the gate holds now.
+func (g *Gate) Held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held)
 }
