@@ -17,6 +17,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/sandbox/execenv"
+	"github.com/sandhold/sandhold/internal/sandbox/outcopy"
 )
 
 // Execution limits and defaults (SECURITY-RULES.md → Exec).
@@ -282,7 +283,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	}
 	p, err := s.spawnIn(ctx, inst, req, slot)
 	if err == nil && r.Keep {
-		if err = keepStreams(p); err != nil {
+		if err = outcopy.KeepStreams(p); err != nil {
 			p.Close()
 		}
 	}
@@ -311,10 +312,10 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	}
 	s.register(e)
 
-	copies := newOutputCopies(2)
-	copyFn := copyOut
+	copies := outcopy.NewCopies(2)
+	copyFn := outcopy.Copy
 	if r.Keep {
-		copyFn = copyKept
+		copyFn = outcopy.CopyKept
 	}
 	go copyFn(copies, e.Stdout, p.Stdout)
 	go copyFn(copies, e.Stderr, p.Stderr)
@@ -413,7 +414,7 @@ func (s *Sandbox) spawnFault(err error) error {
 // supervise waits for the end, enforces the wall and CPU limits, kills
 // the tree and records the result.
 func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *slot, kill chan string,
-	copies *outputCopies, r ExecRequest) {
+	copies *outcopy.Copies, r ExecRequest) {
 	var wall <-chan time.Time // nil: no wall limit (checkExec)
 	if r.Timeout > 0 {
 		timer := time.NewTimer(r.Timeout)
@@ -474,8 +475,8 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	if r.Keep && status == "" {
 		// The main process ended on its own: what it left running stays
 		// (keep.go), and the call's output is what the pipes hold now.
-		endCall(p.Stdout, p.Stderr)
-		copies.wait(drainGrace, func() { endCall(p.Stdout, p.Stderr) })
+		outcopy.EndCall(p.Stdout, p.Stderr)
+		copies.Wait(drainGrace, func() { outcopy.EndCall(p.Stdout, p.Stderr) })
 		populated, err := slot.populated()
 		kept = err == nil && populated
 		empty = err == nil && !populated
@@ -484,7 +485,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		// goes too, which also closes the output pipes.
 		s.killLeftovers(slot)
 		empty = !slot.dirty
-		copies.wait(drainGrace, p.Close)
+		copies.Wait(drainGrace, p.Close)
 	}
 	if status == "" {
 		status = StatusCompleted

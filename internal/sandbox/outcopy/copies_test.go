@@ -1,4 +1,4 @@
-package sandbox
+package outcopy
 
 import (
 	"os"
@@ -15,11 +15,11 @@ import (
 // execution's output arrives from the init (non-blocking, polled), whose
 // writer never closes: only closing the reader ends it.
 func TestOutputCopiesWait(t *testing.T) {
-	c := newOutputCopies(2)
+	c := NewCopies(2)
 	c.Done()
 	c.Done()
 	var expired atomic.Int32
-	c.wait(time.Hour, func() { expired.Add(1) })
+	c.Wait(time.Hour, func() { expired.Add(1) })
 	if expired.Load() != 0 {
 		t.Fatal("expire called for copies already done")
 	}
@@ -29,10 +29,10 @@ func TestOutputCopiesWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
-	c = newOutputCopies(2)
+	c = NewCopies(2)
 	c.Done()
-	go copyOut(c, outbuf.NewOutput(1024), r)
-	c.wait(50*time.Millisecond, func() {
+	go Copy(c, outbuf.NewOutput(1024), r)
+	c.Wait(50*time.Millisecond, func() {
 		expired.Add(1)
 		_ = r.Close()
 	})

@@ -1,4 +1,4 @@
-package sandbox
+package outcopy
 
 import (
 	"os"
@@ -21,7 +21,7 @@ func TestCopyOutReusesItsBuffer(t *testing.T) {
 		out := outbuf.NewOutput(1 << 10)
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go copyOut(&wg, out, r)
+		go Copy(&wg, out, r)
 		_, _ = w.WriteString("hello\n")
 		_ = w.Close()
 		wg.Wait()
