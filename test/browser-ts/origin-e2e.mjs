@@ -5,6 +5,9 @@
 // /v1/keys {"role":"admin"}. Run by internal/console's
 // TestSignedInOperatorOpeningSandboxContentCreatesNoKey with
 //   SANDHOLD_BASE=http://127.0.0.1:port SANDHOLD_ADMIN_KEY=shk_… SANDHOLD_LINKS='["http://…", …]' CHROMIUM=/usr/bin/chromium
+// A link's TICKET(scope) is replaced, just before it is opened, by a ticket
+// of that scope minted with SANDHOLD_AGENT_KEY (the attacker's own key): a
+// ticket lives 30 s, and on a loaded machine the links before it take longer.
 // Prints one JSON line: per link the final URL, status and what the page's
 // script reported ("attack:…" in the title, or nothing when no script of
 // the sandbox's ran), and the keys before and after. Exits 0 when it ran.
@@ -18,6 +21,22 @@ if (!base || !key || links.length === 0) {
   process.exit(2);
 }
 const timeout = 30_000;
+
+const agentKey = process.env.SANDHOLD_AGENT_KEY || "";
+const withTicket = async (link) => {
+  const m = link.match(/TICKET\((\w+)\)/);
+  if (!m) return link;
+  const r = await fetch(base + "/v1/tickets", {
+    method: "POST",
+    headers: { Authorization: "Bearer " + agentKey, "Content-Type": "application/json" },
+    body: JSON.stringify({ scope: m[1] }),
+  });
+  if (r.status !== 201) {
+    console.error("minting a " + m[1] + " ticket answered " + r.status);
+    process.exit(1);
+  }
+  return link.replace(m[0], encodeURIComponent((await r.json()).data.ticket));
+};
 
 const keys = async () => {
   const r = await fetch(base + "/v1/keys", { headers: { "X-API-Key": key } });
@@ -48,7 +67,7 @@ for (const link of links) {
   const page = await context.newPage();
   let status = 0;
   try {
-    const resp = await page.goto(link, { waitUntil: "load", timeout });
+    const resp = await page.goto(await withTicket(link), { waitUntil: "load", timeout });
     status = resp ? resp.status() : 0;
   } catch (e) {
     status = "error: " + e.message.split("\n")[0];
