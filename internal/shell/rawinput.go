@@ -23,7 +23,9 @@ import (
 //     ^U the line, ^W a word; ^L and ^Z change nothing; ^V makes the next byte text. ^C and ^\ may or may not
 //     drop the line (bash keeps it when the signal comes while readline
 //     redisplays): a line pending at the signal, and text sent with the
-//     signal in the same write, are opaque. ^D on a non-empty line
+//     signal in the same write, are opaque — with the cursor still at the
+//     end, so ^U, or erasing the longest line it can be, empties it for
+//     certain (sig, full). ^D on a non-empty line
 //     submits it without ending it (in cooked mode the program gets the
 //     partial line; in readline nothing happens, and the whole line is
 //     assessed again at its Enter). ^O submits and recalls history.
@@ -85,6 +87,13 @@ type discipline struct {
 	afterCR bool   // the last byte was CR: an LF right after is the same submit
 	intr    bool   // a ^C (or ^\) came earlier in this write, on an empty line
 	utf     []byte // an incomplete UTF-8 sequence waiting for its rest
+	// sig: the line is opaque only by a signal (^C, ^\), which may or
+	// may not have dropped what came before it; the cursor is still at
+	// the end, so the line is some suffix of full, the longest it can be.
+	// Erasing keys apply to full: erased down to nothing, the line is
+	// empty for certain (every suffix of it is).
+	sig  bool
+	full []byte
 }
 
 // submission is a line a write completes, and the offset in the write just
@@ -108,7 +117,7 @@ func (d *discipline) pendingLine() bool { return len(d.line) > 0 || d.opaque || 
 // not changed.
 func (d *discipline) feed(in []byte) ([]submission, discipline, error) {
 	n := discipline{mode: d.mode, line: slices.Clone(d.line), opaque: d.opaque, esc: slices.Clone(d.esc),
-		literal: d.literal, afterCR: d.afterCR, utf: slices.Clone(d.utf)}
+		literal: d.literal, afterCR: d.afterCR, utf: slices.Clone(d.utf), sig: d.sig, full: slices.Clone(d.full)}
 	var subs []submission
 	submit := func(end int, keep bool) {
 		n.flushUTF()
@@ -116,7 +125,7 @@ func (d *discipline) feed(in []byte) ([]submission, discipline, error) {
 			subs = append(subs, submission{line: Line{Text: string(n.line), Opaque: n.opaque}, end: end})
 		}
 		if !keep {
-			n.line, n.opaque = n.line[:0], false
+			n.clear()
 		}
 	}
 	for i, b := range in {
@@ -163,18 +172,18 @@ func (n *discipline) tty(b byte, afterCR bool, submit func(keep bool)) {
 			submit(false)
 		}
 	case 0x7f, 0x08: // DEL, Backspace
-		n.edit("⟨bs⟩", func() { _, sz := utf8.DecodeLastRune(n.line); n.line = n.line[:len(n.line)-sz] })
+		n.edit("⟨bs⟩", func(l []byte) []byte { _, sz := utf8.DecodeLastRune(l); return l[:len(l)-sz] })
 	case 0x15: // ^U
-		n.edit("⟨^U⟩", func() { n.line = n.line[:0] })
+		n.edit("⟨^U⟩", func(l []byte) []byte { return l[:0] })
 	case 0x17: // ^W
-		n.edit("⟨^W⟩", func() {
-			s := strings.TrimRight(string(n.line), " \t")
+		n.edit("⟨^W⟩", func(l []byte) []byte {
+			s := strings.TrimRight(string(l), " \t")
 			if i := strings.LastIndexAny(s, " \t"); i >= 0 {
 				s = s[:i+1]
 			} else {
 				s = ""
 			}
-			n.line = []byte(s)
+			return append(l[:0], s...)
 		})
 	case 0x03, 0x1c: // ^C, ^\: a signal, which may or may not drop the line
 		// Seen on bash: a SIGINT that arrives while readline redisplays
@@ -183,7 +192,7 @@ func (n *discipline) tty(b byte, afterCR bool, submit func(keep bool)) {
 		// text sent with the signal in one write (readline may have read
 		// part of it before the signal dropped the line).
 		if n.pendingLine() {
-			n.key(fmt.Sprintf("⟨^%c⟩", b+'@'))
+			n.signal(fmt.Sprintf("⟨^%c⟩", b+'@'))
 		} else {
 			n.intr = true
 		}
@@ -214,26 +223,33 @@ func (n *discipline) tty(b byte, afterCR bool, submit func(keep bool)) {
 func (n *discipline) text(b byte) {
 	if n.intr {
 		n.intr = false
-		n.key("⟨^C⟩")
+		n.signal("⟨^C⟩")
 	}
 	n.utf = append(n.utf, b)
 	if !utf8.FullRune(n.utf) && len(n.utf) < utf8.UTFMax {
 		return
 	}
-	n.line = append(n.line, n.utf...)
-	n.utf = n.utf[:0]
+	n.flushUTF()
 }
 
-// edit applies an editing key to a line the server can replay; on an
-// opaque line (the cursor may be anywhere) it is recorded as typed.
-func (n *discipline) edit(name string, apply func()) {
+// edit applies an editing key to a line the server can replay. On a line
+// opaque by a signal alone it applies to the longest line it can be
+// (full): erased to nothing, the line is empty for certain; else, as on
+// any opaque line (the cursor may be anywhere), it is recorded as typed.
+func (n *discipline) edit(name string, apply func([]byte) []byte) {
 	n.flushUTF()
+	if n.sig {
+		if n.full = apply(n.full); len(n.full) == 0 {
+			n.clear()
+			return
+		}
+	}
 	if n.opaque {
 		n.line = append(n.line, name...)
 		return
 	}
 	if len(n.line) > 0 {
-		apply()
+		n.line = apply(n.line)
 	}
 }
 
@@ -245,12 +261,32 @@ func (n *discipline) key(name string) {
 		name = "⟨^C⟩" + name
 	}
 	n.flushUTF()
-	n.opaque = true
+	n.opaque, n.sig, n.full = true, false, n.full[:0]
 	n.line = append(n.line, name...)
+}
+
+// signal records a ^C or ^\ that may or may not drop the line: it is
+// opaque from here on, and, unless a key made it opaque before, opaque
+// by the signal alone (sig): the line kept (what it held, the longest it
+// can be) or dropped (a suffix of what follows).
+func (n *discipline) signal(name string) {
+	n.flushUTF()
+	if !n.opaque {
+		n.opaque, n.sig, n.full = true, true, append(n.full[:0], n.line...)
+	}
+	n.line = append(n.line, name...)
+}
+
+// clear empties the line, certain of what it holds again.
+func (n *discipline) clear() {
+	n.line, n.opaque, n.sig, n.full = n.line[:0], false, false, n.full[:0]
 }
 
 func (n *discipline) flushUTF() {
 	n.line = append(n.line, n.utf...)
+	if n.sig {
+		n.full = append(n.full, n.utf...)
+	}
 	n.utf = n.utf[:0]
 }
 
