@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,14 @@ func TestKeptGroupsAreBounded(t *testing.T) {
 	if r := run(t, s, ExecRequest{Command: "echo plain"}); r.Status != StatusCompleted {
 		t.Fatalf("a plain exec at the cap: %+v", r)
 	}
+	// A keep exec answers once its main shell exits, which may be before
+	// the child it put in the background has become sleep (under load it
+	// can still be a forked bash): wait until all of them are sleeps, or
+	// pkill misses one and it is still there at the end.
+	want := strconv.Itoa(maxKeptGroups)
+	testenv.Eventually(t, "every kept sleep has started", func() bool {
+		return strings.TrimSpace(run(t, s, ExecRequest{Command: "pgrep -c -x sleep"}).Stdout) == want
+	})
 	run(t, s, ExecRequest{Command: "pkill -x sleep"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
