@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 )
 
 // TestExecCPUCountsEveryProcess: an execution's cpu_ms is its group's CPU
@@ -39,7 +41,7 @@ func TestExecCPUCountsEveryProcess(t *testing.T) {
 
 // TestExecCPUIsItsOwnInAReusedGroup: an execution group is reused, its CPU
 // counter cumulative, and an execution's start is taken from the reading
-// its group's last execution made at its end (slot.idleCPU) instead of a
+// its group's last execution made at its end (execgroup.Group.IdleCPU) instead of a
 // read of its own. Each execution's cpu_ms is still its own: a short
 // command after a long one in the same group, and one after a long-lived
 // process (Spawn) used that group, which reads no figure at its end.
@@ -51,7 +53,7 @@ func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
 	if heavy.Status != StatusCompleted || heavy.CPUMS < 10 {
 		t.Fatalf("the work: %+v", heavy)
 	}
-	free := func() *slot {
+	free := func() *execgroup.Group {
 		t.Helper()
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -61,7 +63,7 @@ func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
 		return s.freeSlot[0]
 	}
 	sl := free()
-	if !sl.idleCPU.known {
+	if _, known := sl.IdleCPU(); !known {
 		t.Fatal("an execution that left its group empty kept no reading for the next")
 	}
 	light := run(t, s, ExecRequest{Argv: []string{"/bin/true"}})
@@ -83,8 +85,8 @@ func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
 		t.Fatalf("the process: %+v", ex)
 	}
 	p.Release()
-	if free() != sl || sl.idleCPU.known {
-		t.Fatalf("after the process: the group reused %v, a reading kept %v", free() == sl, sl.idleCPU.known)
+	if _, known := sl.IdleCPU(); free() != sl || known {
+		t.Fatalf("after the process: the group reused %v, a reading kept %v", free() == sl, known)
 	}
 	after := run(t, s, ExecRequest{Argv: []string{"/bin/true"}})
 	if after.Status != StatusCompleted || after.CPUMS*4 > heavy.CPUMS {

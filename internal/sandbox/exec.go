@@ -17,6 +17,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/sandbox/execenv"
+	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/outcopy"
 )
 
@@ -267,7 +268,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	if err != nil {
 		return nil, err
 	}
-	slot.markCPUStart()
+	slot.MarkCPUStart()
 	cpuLimit := s.rec.Spec.Limits.CPUTime
 	req := agent.SpawnReq{
 		Argv:  argv,
@@ -289,7 +290,7 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 	}
 	if err != nil {
 		s.killSlot(slot)
-		slot.dirty = true
+		slot.Dirty = true
 		s.releaseSlot(slot)
 		return nil, s.spawnFault(err)
 	}
@@ -344,16 +345,16 @@ func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
 // could not be stored. A spawn that fails or is given up ends the hold
 // unreleased first, so the command cannot start after the caller has
 // cleaned its group up.
-func (s *Sandbox) spawnIn(ctx context.Context, inst *agent.Instance, req agent.SpawnReq, sl *slot) (*agent.Process, error) {
+func (s *Sandbox) spawnIn(ctx context.Context, inst *agent.Instance, req agent.SpawnReq, sl *execgroup.Group) (*agent.Process, error) {
 	rec := dispatch.HeldRecord(ctx)
 	if rec == nil {
-		return inst.Spawn(ctx, req, sl.attach, s.homeFor(sl.attach))
+		return inst.Spawn(ctx, req, sl.Attach, s.homeFor(sl.Attach))
 	}
 	h, err := agent.NewHold()
 	if err != nil {
 		return nil, err
 	}
-	p, err := inst.SpawnHeld(ctx, req, sl.attach, s.homeFor(sl.attach), h, func() error {
+	p, err := inst.SpawnHeld(ctx, req, sl.Attach, s.homeFor(sl.Attach), h, func() error {
 		_, err := rec.Wait()
 		return err
 	})
@@ -413,7 +414,7 @@ func (s *Sandbox) spawnFault(err error) error {
 
 // supervise waits for the end, enforces the wall and CPU limits, kills
 // the tree and records the result.
-func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *slot, kill chan string,
+func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *execgroup.Group, kill chan string,
 	copies *outcopy.Copies, r ExecRequest) {
 	var wall <-chan time.Time // nil: no wall limit (checkExec)
 	if r.Timeout > 0 {
@@ -427,7 +428,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	// cpuStart is the group's CPU time at the start (the group is
 	// reused, its counter cumulative); unread, the first poll's, within
 	// cpuPoll of the start.
-	cpuStart := slot.cpuStart
+	cpuStart := slot.CPUStart()
 
 	var ex agent.Exit
 	var status, reason string
@@ -450,10 +451,10 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 			// execution group's CPU time (polled only for executions
 			// that run this long).
 			if cpuStart < 0 {
-				if st, err := slot.g.Stats(); err == nil {
+				if st, err := slot.Cgroup.Stats(); err == nil {
 					cpuStart = st.CPUUsage
 				}
-			} else if st, err := slot.g.Stats(); err == nil && cpuLimit > 0 && st.CPUUsage-cpuStart > cpuLimit-cpuPoll {
+			} else if st, err := slot.Cgroup.Stats(); err == nil && cpuLimit > 0 && st.CPUUsage-cpuStart > cpuLimit-cpuPoll {
 				status, reason = StatusKilled, ReasonCPU
 				s.killSlot(slot)
 			}
@@ -477,14 +478,14 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 		// (keep.go), and the call's output is what the pipes hold now.
 		outcopy.EndCall(p.Stdout, p.Stderr)
 		copies.Wait(drainGrace, func() { outcopy.EndCall(p.Stdout, p.Stderr) })
-		populated, err := slot.populated()
+		populated, err := slot.Populated()
 		kept = err == nil && populated
 		empty = err == nil && !populated
 	} else {
 		// The main process is gone; whatever it left running in its group
 		// goes too, which also closes the output pipes.
 		s.killLeftovers(slot)
-		empty = !slot.dirty
+		empty = !slot.Dirty
 		copies.Wait(drainGrace, p.Close)
 	}
 	if status == "" {
@@ -501,7 +502,7 @@ func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process,
 	// A slot going back to the pool clean (nothing was left in its group,
 	// which nothing can join from inside) keeps this reading as its next
 	// execution's start.
-	cpu := slot.cpuSinceStart(time.Duration(ex.CPUms)*time.Millisecond, empty)
+	cpu := slot.CPUSinceStart(time.Duration(ex.CPUms)*time.Millisecond, empty)
 	if kept {
 		s.keepSlot(slot)
 	} else {

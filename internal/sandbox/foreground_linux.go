@@ -19,7 +19,7 @@ import (
 
 // members pins every process of p's execution group (pidgroup.Pin).
 func (p *Proc) members() ([]pidgroup.Member, error) {
-	ms, err := pidgroup.Pin(p.slot.g.Procs)
+	ms, err := pidgroup.Pin(p.slot.Cgroup.Procs)
 	if err != nil {
 		return nil, fmt.Errorf("list execution group: %w", err)
 	}

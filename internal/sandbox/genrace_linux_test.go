@@ -30,7 +30,7 @@ func TestLateSlotKillSparesTheNextInit(t *testing.T) {
 	old := s.freeSlot[len(s.freeSlot)-1]
 	s.freeSlot = s.freeSlot[:len(s.freeSlot)-1]
 	s.mu.Unlock()
-	oldName := old.g.Name()
+	oldName := old.Cgroup.Name()
 	s.shutdown()
 
 	ctx := callCtx(t, m)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 )
 
 // Processes that outlive their execution (ExecRequest.Keep).
@@ -45,11 +46,11 @@ func (s *Sandbox) checkKeep() error {
 }
 
 // keepSlot holds an execution group whose processes outlive their call.
-func (s *Sandbox) keepSlot(sl *slot) {
+func (s *Sandbox) keepSlot(sl *execgroup.Group) {
 	s.mu.Lock()
-	if s.group == nil || sl.gen != s.gen {
+	if s.group == nil || sl.Gen != s.gen {
 		s.mu.Unlock()
-		sl.close()
+		sl.Close()
 		return
 	}
 	s.kept = append(s.kept, sl)
@@ -60,10 +61,10 @@ func (s *Sandbox) keepSlot(sl *slot) {
 // the pool.
 func (s *Sandbox) pruneKept() {
 	s.mu.Lock()
-	var empty []*slot
+	var empty []*execgroup.Group
 	kept := s.kept[:0]
 	for _, sl := range s.kept {
-		if populated, err := sl.populated(); err == nil && !populated {
+		if populated, err := sl.Populated(); err == nil && !populated {
 			empty = append(empty, sl)
 			continue
 		}
@@ -73,14 +74,14 @@ func (s *Sandbox) pruneKept() {
 	s.kept = kept
 	s.mu.Unlock()
 	for _, sl := range empty {
-		sl.dirty = true // checked empty again before it is pooled
+		sl.Dirty = true // checked empty again before it is pooled
 		s.releaseSlot(sl)
 	}
 }
 
 // keptSlots are the groups holding kept processes now.
-func (s *Sandbox) keptSlots() []*slot {
+func (s *Sandbox) keptSlots() []*execgroup.Group {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]*slot(nil), s.kept...)
+	return append([]*execgroup.Group(nil), s.kept...)
 }

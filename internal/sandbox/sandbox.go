@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
+	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/loopback"
 )
 
@@ -39,8 +40,8 @@ type Sandbox struct {
 	procs    map[*Proc]struct{}    // long-lived processes not yet released
 	finished []*Execution          // oldest first, at most maxFinishedExecs
 	byID     map[string]*Execution
-	freeSlot []*slot // execution groups ready for reuse
-	kept     []*slot // execution groups holding kept processes (keep.go)
+	freeSlot []*execgroup.Group // execution groups ready for reuse
+	kept     []*execgroup.Group // execution groups holding kept processes (keep.go)
 	slotSeq  int
 	// gen counts init starts: a slot made under an earlier init (whose
 	// cgroup tree is gone, its names reused) is never reused or killed.
@@ -241,7 +242,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// hierarchies, no memory cgroup (makeGroups;
 	// TestStartedSandboxHoldsOneExecutionGroup). A failure to make it only
 	// costs speed: the first command makes its own.
-	var first *slot
+	var first *execgroup.Group
 	gen := s.gen // bumped above
 	// A new workspace image is made durable (fsync, rename, directory
 	// fsync) beside the rest of the start; the start waits for it before
@@ -331,7 +332,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		// Waited for before the group goes: no mkdir may race the removal.
 		_, _ = waitFirst()
 		if first != nil {
-			first.close()
+			first.Close()
 		}
 		if group != nil {
 			_ = group.Destroy()
@@ -401,7 +402,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	clk.add("image_durable_beside", took)
 	if derr != nil {
 		inst.Kill()
-		closeFiles(home)
+		execgroup.CloseFiles(home)
 		cleanup()
 		// The image never reached its name: the next start makes it again.
 		s.closeVolumeLocked()
@@ -479,15 +480,9 @@ func (s *Sandbox) watch(inst *agent.Instance) {
 		_ = s.group.Destroy()
 		s.group, s.user = nil, nil
 	}
-	closeFiles(s.home)
+	execgroup.CloseFiles(s.home)
 	s.home = nil
 	s.dropSlotsLocked()
-}
-
-func closeFiles(fs []*os.File) {
-	for _, f := range fs {
-		_ = f.Close()
-	}
 }
 
 // prepareWorkspace creates the persistent directory owned by the sandbox
@@ -630,7 +625,7 @@ func (s *Sandbox) shutdown() {
 	s.inst, s.group, s.user, s.home, s.state = nil, nil, nil, nil, Stopped
 	s.dropSlotsLocked()
 	s.mu.Unlock()
-	closeFiles(home)
+	execgroup.CloseFiles(home)
 	if inst != nil {
 		inst.Kill()
 	}

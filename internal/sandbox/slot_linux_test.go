@@ -21,7 +21,7 @@ func freeSlots(s *Sandbox) []string {
 	defer s.mu.Unlock()
 	var out []string
 	for _, sl := range s.freeSlot {
-		out = append(out, sl.g.Name())
+		out = append(out, sl.Cgroup.Name())
 	}
 	return out
 }
@@ -46,14 +46,14 @@ func TestExecutionGroupIsReusedEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sl.g.Name() != pooled[0] {
-		t.Fatalf("acquired %s, want the pooled %s", sl.g.Name(), pooled[0])
+	if sl.Cgroup.Name() != pooled[0] {
+		t.Fatalf("acquired %s, want the pooled %s", sl.Cgroup.Name(), pooled[0])
 	}
-	procs, err := sl.g.Procs()
+	procs, err := sl.Cgroup.Procs()
 	if err != nil || len(procs) != 0 {
 		t.Fatalf("reused group holds %v (%v), want nothing", procs, err)
 	}
-	if st, err := sl.g.Stats(); err != nil || (!st.MemoryShared && st.MemoryLimit != 0) {
+	if st, err := sl.Cgroup.Stats(); err != nil || (!st.MemoryShared && st.MemoryLimit != 0) {
 		t.Fatalf("reused group %+v (%v), want no memory limit of its own", st, err)
 	}
 	s.releaseSlot(sl)
@@ -76,7 +76,7 @@ func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dirtyName := sl.g.Name()
+	dirtyName := sl.Cgroup.Name()
 	// A leftover the execution's kill missed: a host process put into
 	// the group behind the pool's back.
 	leftover := exec.Command("sleep", "300")
@@ -86,10 +86,10 @@ func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- leftover.Wait() }()
 	t.Cleanup(func() { _ = leftover.Process.Kill() })
-	if err := sl.g.AddProc(leftover.Process.Pid); err != nil {
+	if err := sl.Cgroup.AddProc(leftover.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	sl.dirty = true
+	sl.Dirty = true
 	s.releaseSlot(sl)
 	if pooled := freeSlots(s); len(pooled) != 0 {
 		t.Fatalf("a group holding a task was pooled: %v", pooled)
@@ -109,7 +109,7 @@ func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.releaseSlot(next)
-	if next.g.Name() == dirtyName {
+	if next.Cgroup.Name() == dirtyName {
 		t.Fatalf("the dirty group's name %s was handed out again", dirtyName)
 	}
 }

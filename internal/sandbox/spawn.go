@@ -10,6 +10,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/execenv"
+	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 )
 
 // SpawnSpec starts a long-lived process for a capability that manages its
@@ -38,7 +39,7 @@ type SpawnSpec struct {
 type Proc struct {
 	*agent.Process
 	s    *Sandbox
-	slot *slot
+	slot *execgroup.Group
 	once sync.Once
 
 	// mu orders Kill against Release: once released, the slot may be
@@ -100,7 +101,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	}, slot)
 	if err != nil {
 		s.killSlot(slot)
-		slot.dirty = true
+		slot.Dirty = true
 		s.releaseSlot(slot)
 		return nil, s.spawnFault(err)
 	}
@@ -131,7 +132,7 @@ func (p *Proc) Release() {
 		p.released = true
 		p.s.killSlot(p.slot)
 		// A long-lived process may have left anything behind.
-		p.slot.dirty = true
+		p.slot.Dirty = true
 		p.mu.Unlock()
 		p.Close()
 		p.s.mu.Lock()
@@ -146,7 +147,7 @@ func (p *Proc) Release() {
 // there: OOMKills is then the sandbox's kills since the process started,
 // which includes any other process of the sandbox killed meanwhile.
 func (p *Proc) Stats() (cgroup.Stats, error) {
-	st, err := p.slot.g.Stats()
+	st, err := p.slot.Cgroup.Stats()
 	if err != nil || !st.MemoryShared || p.oom0 < 0 {
 		return st, err
 	}

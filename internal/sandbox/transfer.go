@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/archive"
+	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 )
 
 // poolDisk reports whether a pool sandbox can serve spec's disk quota: a
@@ -50,12 +51,12 @@ func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Forma
 		return archive.Result{}, err
 	}
 	defer s.endSlot(slot)
-	return inst.ExtractIn(ctx, agent.TransferReq{Path: dest, Format: format, Limits: lim, Deny: deny}, src, slot.attach, s.homeFor(slot.attach))
+	return inst.ExtractIn(ctx, agent.TransferReq{Path: dest, Format: format, Limits: lim, Deny: deny}, src, slot.Attach, s.homeFor(slot.Attach))
 }
 
 // endSlot gives back the execution group of an extractor that ended:
 // whatever it left running is killed before the group serves again.
-func (s *Sandbox) endSlot(slot *slot) {
+func (s *Sandbox) endSlot(slot *execgroup.Group) {
 	s.killLeftovers(slot)
 	s.releaseSlot(slot)
 }
@@ -82,7 +83,7 @@ func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, l
 	p := &packStream{r: r, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		p.res, p.err = inst.PackIn(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim, Deny: deny}, w, slot.attach, s.homeFor(slot.attach))
+		p.res, p.err = inst.PackIn(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim, Deny: deny}, w, slot.Attach, s.homeFor(slot.Attach))
 		_ = w.Close()
 		s.endSlot(slot)
 	}()
