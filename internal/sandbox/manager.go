@@ -28,6 +28,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/hostids"
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
+	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -157,7 +158,7 @@ type Manager struct {
 	// one per template of SANDBOX_WARM_POOL.
 	pools []*pool
 	// spares are inits cloned ahead for cold creates (spares.go).
-	spares *spares
+	spares *spareinit.Spares
 	net    netmode.Hub // egress wiring (network.go)
 	obs    observers   // metrics hooks (observe.go)
 
@@ -285,7 +286,7 @@ func (m *Manager) Close() {
 	for _, p := range m.pools {
 		p.close()
 	}
-	m.spares.close()
+	m.spares.Close()
 	for _, s := range all {
 		s.shutdown()
 		s.releaseVolume()
@@ -458,8 +459,8 @@ func (m *Manager) countOwned(owner string) int { return m.idx.owned[owner] }
 // cold builds a sandbox from scratch: id range, workspace, cgroup, init.
 // A spare init (spares.go) gives it its id range and its init.
 func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
-	si, spare := m.spares.take(rec.Spec)
-	slot := si.slot
+	si, spare := m.takeSpare(rec.Spec)
+	slot := si.Slot
 	if !spare {
 		var err error
 		if slot, err = m.allocSlot(); err != nil {
@@ -475,13 +476,13 @@ func (m *Manager) cold(ctx context.Context, rec Record) (*Sandbox, error) {
 	if spare {
 		if s.spare != nil {
 			// The start failed before its launch: the spare goes too.
-			s.spare.kill()
+			s.spare.Kill()
 			s.spare = nil
 		}
 		if err != nil {
-			m.spares.refill()
+			m.spares.Refill()
 		} else {
-			m.spares.refillAfterFirst(s)
+			m.refillAfterFirst(s)
 		}
 	}
 	if err != nil {
@@ -737,6 +738,6 @@ func (m *Manager) Layers() []agent.Layer {
 // PoolStatus reports the warm pool and the spare inits.
 func (m *Manager) PoolStatus() PoolStatus {
 	st := m.pool.status()
-	st.Spares = m.spares.status()
+	st.Spares = SpareStatus(m.spares.Status())
 	return st
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/loopback"
+	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
 )
 
 // Sandbox is one sandbox.
@@ -78,7 +79,7 @@ type Sandbox struct {
 	// sandbox meanwhile (snapshot.go).
 	hibernating bool
 	// spare, if set, is the init its first start binds (spares.go).
-	spare *spareInit
+	spare *spareinit.Init
 	// firstEnded, if set, runs when its first command ends (spares.go,
 	// refillAfterFirst).
 	firstEnded atomic.Pointer[func()]
@@ -268,7 +269,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	var bindTook time.Duration
 	waitFirst := beside(nil)
 	waitGroups := beside(func() (err error) {
-		if si := s.spare; si != nil && si.group != nil {
+		if si := s.spare; si != nil && si.Group != nil {
 			t0 := time.Now()
 			var ok bool
 			group, user, ok = s.bindSpareGroups(si)

@@ -33,11 +33,9 @@ func initPid(t *testing.T, s *Sandbox) int {
 
 // readySpares are the pids of the ready spares, oldest first.
 func readySpares(m *Manager) []int {
-	m.spares.mu.Lock()
-	defer m.spares.mu.Unlock()
 	var out []int
-	for _, si := range m.spares.ready {
-		out = append(out, si.sp.Pid())
+	for _, sp := range m.spares.Ready() {
+		out = append(out, sp.Pid())
 	}
 	return out
 }
@@ -189,7 +187,7 @@ func cgroupFacts(t *testing.T, pid int) map[string]string {
 // mounts. The spare's sandbox really got the spare (its pid), and the
 // fresh one none.
 func TestSpareInitIsLikeAFreshOne(t *testing.T) {
-	// Limits of its own, none of them a spare's group's (spareLimits):
+	// Limits of its own, none of them a spare's group's (newSpares):
 	// a bind that does not write them shows.
 	spec := Spec{Network: Network{Mode: NetworkNone}, Limits: Limits{MemoryBytes: 300 << 20, Pids: 40, CPUMilli: 700}}
 	var fa, fb map[string]string
@@ -257,12 +255,7 @@ func TestSparesAreRefilledAndEnd(t *testing.T) {
 	if after[0] != before[1] || after[1] == before[0] {
 		t.Fatalf("spares %v after the take, were %v", after, before)
 	}
-	var sps []*agent.Spare
-	m.spares.mu.Lock()
-	for _, si := range m.spares.ready {
-		sps = append(sps, si.sp)
-	}
-	m.spares.mu.Unlock()
+	sps := m.spares.Ready()
 	s.mu.Lock()
 	id := s.rec.ID
 	s.mu.Unlock()
@@ -284,12 +277,15 @@ func TestSparesAreRefilledAndEnd(t *testing.T) {
 // TestHostNetworkTakesNoSpare: spares have a network namespace of their
 // own, so a sandbox on the host's network is cloned afresh.
 func TestHostNetworkTakesNoSpare(t *testing.T) {
-	p := &spares{want: 1}
-	if _, ok := p.take(Spec{Network: Network{Mode: NetworkHost}}); ok {
+	cfg := testConfig(t)
+	cfg.SpareInits = 1
+	m := newManager(t, cfg, nil)
+	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
+	if _, ok := m.takeSpare(Spec{Network: Network{Mode: NetworkHost}}); ok {
 		t.Fatal("a host-network spec took a spare")
 	}
-	if st := p.status(); st.Taken != 0 || st.Missed != 0 {
-		t.Fatalf("a host-network create counted: %+v", st)
+	if st := m.PoolStatus().Spares; st.Taken != 0 || st.Missed != 0 || st.Ready != 1 {
+		t.Fatalf("a host-network create counted, or took the spare: %+v", st)
 	}
 }
 
@@ -301,9 +297,7 @@ func TestUnusableSpareIsDiscarded(t *testing.T) {
 	cfg.SpareInits = 1
 	m := newManager(t, cfg, nil)
 	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
-	m.spares.mu.Lock()
-	dead := m.spares.ready[0].sp
-	m.spares.mu.Unlock()
+	dead := m.spares.Ready()[0]
 	if err := unix.Kill(dead.Pid(), unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -338,21 +332,21 @@ func TestUnusableSpareIsDiscarded(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m.spares.refill()
+			m.spares.Refill()
 			waitFor(t, func() bool { return len(readySpares(m)) == 1 })
-			si, ok := m.spares.take(Spec{})
+			si, ok := m.takeSpare(Spec{})
 			if !ok {
 				t.Fatal("no spare")
 			}
-			defer m.freeSlot(si.slot)
-			spec := m.spareSpec(si.slot)
+			defer m.freeSlot(si.Slot)
+			spec := m.spareSpec(si.Slot)
 			tc.mutate(&spec)
-			_, err := si.sp.Bind(context.Background(), spec)
+			_, err := si.Spare.Bind(context.Background(), spec)
 			if err == nil || errors.Is(err, agent.ErrSpareUnusable) != tc.unusable {
 				t.Fatalf("bind: %v, want an error (ErrSpareUnusable: %v)", err, tc.unusable)
 			}
-			<-si.sp.Exited()
-			si.kill() // its group (what the start's cleanup does)
+			<-si.Spare.Exited()
+			si.Kill() // its group (what the start's cleanup does)
 		})
 	}
 }
@@ -387,9 +381,7 @@ func TestSpareGroupBindFailsClosed(t *testing.T) {
 		t.Skip("spares have groups of their own on cgroup v1 only")
 	}
 	waitFor(t, func() bool { return len(readySpares(m)) == 1 })
-	m.spares.mu.Lock()
-	spare := m.spares.ready[0].sp
-	m.spares.mu.Unlock()
+	spare := m.spares.Ready()[0]
 	defer func(h func() error) { spareBindHook = h }(spareBindHook)
 	spareBindHook = func() error { return errors.New("injected") }
 	s := create(t, m, Spec{Limits: Limits{MemoryBytes: 300 << 20, Pids: 40}})
