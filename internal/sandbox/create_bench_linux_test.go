@@ -16,6 +16,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/agent/initbin"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
@@ -36,14 +37,14 @@ func BenchmarkColdCreate(b *testing.B) {
 	}
 	m := benchManager(b, "create", spares)
 	var mu sync.Mutex
-	var last []step
-	m.onStart = func(st []step) {
+	var last []startsteps.Step
+	m.onStart = func(st []startsteps.Step) {
 		mu.Lock()
 		last = slices.Clone(st)
 		mu.Unlock()
 	}
 	ctx := context.Background()
-	once := func() (time.Duration, []step) {
+	once := func() (time.Duration, []startsteps.Step) {
 		t0 := time.Now()
 		info, err := m.Create(ctx, owner, Spec{})
 		if err != nil {
@@ -65,16 +66,16 @@ func BenchmarkColdCreate(b *testing.B) {
 		}
 		second := time.Since(t2)
 		mu.Lock()
-		st := append(last, step{"create_rest", 0}, step{"first_exec", first}, step{"second_exec", second})
+		st := append(last, startsteps.Step{Name: "create_rest", D: 0}, startsteps.Step{Name: "first_exec", D: first}, startsteps.Step{Name: "second_exec", D: second})
 		mu.Unlock()
 		// Steps that ran beside others are not part of the sequence.
 		var inStart time.Duration
 		for _, x := range st[:len(st)-3] {
-			if !strings.HasSuffix(x.name, "_beside") {
-				inStart += x.d
+			if !strings.HasSuffix(x.Name, "_beside") {
+				inStart += x.D
 			}
 		}
-		st[len(st)-3].d = t1.Sub(t0) - inStart
+		st[len(st)-3].D = t1.Sub(t0) - inStart
 		b.StopTimer()
 		if err := m.Delete(ctx, owner, info.ID); err != nil {
 			b.Fatal(err)
@@ -95,10 +96,10 @@ func BenchmarkColdCreate(b *testing.B) {
 		d, st := once()
 		totals = append(totals, d)
 		for _, x := range st {
-			if _, ok := per[x.name]; !ok {
-				order = append(order, x.name)
+			if _, ok := per[x.Name]; !ok {
+				order = append(order, x.Name)
 			}
-			per[x.name] = append(per[x.name], x.d)
+			per[x.Name] = append(per[x.Name], x.D)
 		}
 	}
 	b.StopTimer()

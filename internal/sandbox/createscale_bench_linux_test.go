@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 )
 
 // BenchmarkCreateMany creates b.N sandboxes one after another and keeps
@@ -23,8 +25,8 @@ import (
 func BenchmarkCreateMany(b *testing.B) {
 	m := benchManager(b, "many", 2)
 	var mu sync.Mutex
-	var last []step
-	m.onStart = func(st []step) {
+	var last []startsteps.Step
+	m.onStart = func(st []startsteps.Step) {
 		mu.Lock()
 		last = slices.Clone(st)
 		mu.Unlock()
@@ -38,7 +40,7 @@ func BenchmarkCreateMany(b *testing.B) {
 	}
 	type sample struct {
 		total time.Duration
-		steps []step
+		steps []startsteps.Step
 	}
 	var samples []sample
 	var sbs []*Sandbox
@@ -74,7 +76,7 @@ func BenchmarkCreateMany(b *testing.B) {
 		for _, x := range part.s {
 			totals = append(totals, x.total)
 			for _, st := range x.steps {
-				per[st.name] = append(per[st.name], st.d)
+				per[st.Name] = append(per[st.Name], st.D)
 			}
 		}
 		b.ReportMetric(p50ms(totals), "ms-p50-create-"+part.name)

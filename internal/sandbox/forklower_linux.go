@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 )
@@ -45,12 +46,12 @@ func (s *Sandbox) forkLayer(dir string, root *rootPlan) (string, bool, error) {
 // (restored first if this node has none), its own image (made if new; its
 // finish, if any, returned as for volume.Open) and the overlay of them.
 // Callers hold s.mu.
-func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64, uid int, clk *stepClock) (finish func() error, err error) {
+func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64, uid int, clk *startsteps.Clock) (finish func() error, err error) {
 	base, err := s.m.lowers.Acquire(ctx, s.m.lowersDir(), snap, s.m.findLower)
 	if err != nil {
 		return nil, err
 	}
-	clk.mark("fork_lower")
+	clk.Mark("fork_lower")
 	mnt, finish, err := volume.Open(filepath.Join(dir, forklower.UpperImage), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
 	if err != nil {
 		s.m.releaseLower(snap)
@@ -66,7 +67,7 @@ func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64
 		s.m.releaseLower(snap)
 		return nil, err
 	}
-	clk.mark("fork_overlay")
+	clk.Mark("fork_overlay")
 	s.vol, s.lower = mnt, &forkMount{snapshot: snap, ws: ws}
 	s.rec.Restore = nil
 	return finish, nil

@@ -29,6 +29,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -189,8 +190,8 @@ type Manager struct {
 	sleeps *sleepgate.Gate
 
 	// onStart, set by benchmarks before any sandbox starts, receives the
-	// timed steps of every init start (steps.go).
-	onStart func([]step)
+	// timed steps of every init start (internal/sandbox/startsteps).
+	onStart func([]startsteps.Step)
 }
 
 // New starts the manager: it reaps what a previous run left behind (cgroups

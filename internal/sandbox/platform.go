@@ -3,6 +3,8 @@ package sandbox
 import (
 	"os"
 	"syscall"
+
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 )
 
 // The per-platform variants (_linux.go and its _other.go stub) must offer
@@ -14,7 +16,7 @@ var (
 		Resize(rows, cols uint16) error
 	} = (*Proc)(nil)
 	_ interface {
-		workspaceVolume(dir string, uid int, root *rootPlan, clk *stepClock) (*os.File, func() error, error)
+		workspaceVolume(dir string, uid int, root *rootPlan, clk *startsteps.Clock) (*os.File, func() error, error)
 		diskBytes() int64
 		releaseVolume()
 	} = (*Sandbox)(nil)

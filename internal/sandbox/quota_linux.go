@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
@@ -28,7 +29,7 @@ import (
 // A template sandbox's image holds its workspace and its writable layer
 // side by side (templateLayout): the init gets a clone of the workspace's
 // tree only, and the writable layer's at its start (rootFiles).
-func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *stepClock) (ws *os.File, durable func() error, err error) {
+func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *startsteps.Clock) (ws *os.File, durable func() error, err error) {
 	if s.vol == nil {
 		size := max(s.diskBytes(), volume.MinBytes)
 		img := filepath.Join(dir, volume.ImageName)
@@ -86,7 +87,7 @@ func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *step
 
 // imageVolume mounts the sandbox's own image, made (or restored from its
 // snapshot) if new; see workspaceVolume. Callers hold s.mu.
-func (s *Sandbox) imageVolume(img string, size int64, uid int, clk *stepClock) (durable func() error, err error) {
+func (s *Sandbox) imageVolume(img string, size int64, uid int, clk *startsteps.Clock) (durable func() error, err error) {
 	if s.rec.Restore != nil {
 		// Made from a snapshot, or hibernated (snapshot.go).
 		if err := s.restoreImage(context.Background(), img); err != nil {

@@ -5,11 +5,13 @@ package sandbox
 import (
 	"errors"
 	"os"
+
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 )
 
 // workspaceVolume fails: the kernel-enforced workspace quota needs Linux
 // (loop devices, ext4, the new mount API).
-func (s *Sandbox) workspaceVolume(string, int, *rootPlan, *stepClock) (*os.File, func() error, error) {
+func (s *Sandbox) workspaceVolume(string, int, *rootPlan, *startsteps.Clock) (*os.File, func() error, error) {
 	return nil, nil, errors.New("workspace quota needs Linux")
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/loopback"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 )
 
 // Sandbox is one sandbox.
@@ -219,7 +220,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.genMu.Lock()
 	s.gen++
 	s.genMu.Unlock()
-	clk := newStepClock()
+	clk := startsteps.New()
 	base := hostBase(s.rec.Slot)
 	// A template sandbox's root: its layers, user and writable layer
 	// (template.go); nil for the host template.
@@ -249,15 +250,15 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// fsync) beside the rest of the start; the start waits for it before
 	// it reports success, and every way out waits too, so that a failed
 	// start's cleanup never races the rename.
-	wsClk := newStepClock()
+	wsClk := startsteps.New()
 	var ws *os.File
-	waitDurable := beside(nil)
-	waitWS := beside(func() error {
+	waitDurable := startsteps.Beside(nil)
+	waitWS := startsteps.Beside(func() error {
 		w, durable, err := s.prepareWorkspace(base, root, wsClk)
 		if err != nil {
 			return err
 		}
-		ws, waitDurable = w, beside(durable)
+		ws, waitDurable = w, startsteps.Beside(durable)
 		return nil
 	})
 	// The cgroups: a spare init's group becomes the sandbox's, its limits
@@ -267,8 +268,8 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// groups made for it. Then the first execution group.
 	spareOK := make(chan bool, 1)
 	var bindTook time.Duration
-	waitFirst := beside(nil)
-	waitGroups := beside(func() (err error) {
+	waitFirst := startsteps.Beside(nil)
+	waitGroups := startsteps.Beside(func() (err error) {
 		if si := s.spare; si != nil && si.Group != nil {
 			t0 := time.Now()
 			var ok bool
@@ -283,7 +284,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 				return err
 			}
 		}
-		waitFirst = beside(func() (err error) {
+		waitFirst = startsteps.Beside(func() (err error) {
 			first, err = s.makeSlot(user, 1, gen)
 			return err
 		})
@@ -300,19 +301,19 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	setupTimer := time.AfterFunc(launchTimeout, func() { cancel(errInitSetupTimeout) })
 	defer setupTimer.Stop()
 	await := func() (*os.File, error) {
-		clk.mark("init_clone_exec")
+		clk.Mark("init_clone_exec")
 		var wsTook, cgTook time.Duration
 		wsTook, wsErr = waitWS()
 		cgTook, cgErr = waitGroups()
 		setupTimer.Reset(launchTimeout)
-		clk.mark("workspace_cgroups_wait")
-		for _, st := range wsClk.steps {
-			clk.add(st.name+"_beside", st.d)
+		clk.Mark("workspace_cgroups_wait")
+		for _, st := range wsClk.Steps() {
+			clk.Add(st.Name+"_beside", st.D)
 		}
-		clk.add("workspace_beside", wsTook)
-		clk.add("cgroups_beside", cgTook)
+		clk.Add("workspace_beside", wsTook)
+		clk.Add("cgroups_beside", cgTook)
 		if bindTook > 0 {
-			clk.add("spare_cgroups_bind_beside", bindTook)
+			clk.Add("spare_cgroups_bind_beside", bindTook)
 		}
 		if wsErr != nil {
 			return nil, wsErr
@@ -350,7 +351,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		AwaitWorkspace: await,
 		Place: func(pid int) error {
 			err := group.AddProc(pid)
-			clk.mark("init_place")
+			clk.Mark("init_place")
 			return err
 		},
 		Setup: agent.Setup{
@@ -389,7 +390,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		}
 		return fault.Wrap(fault.Unavailable, err, "the sandbox could not be started")
 	}
-	clk.mark("init_setup")
+	clk.Mark("init_setup")
 	// The init holds its own clone of the workspace mount now.
 	_ = ws.Close()
 	home, err := group.OpenThreadAttach()
@@ -399,8 +400,8 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		return fmt.Errorf("open sandbox cgroup: %w", err)
 	}
 	took, derr := waitDurable()
-	clk.mark("image_durable_wait")
-	clk.add("image_durable_beside", took)
+	clk.Mark("image_durable_wait")
+	clk.Add("image_durable_beside", took)
 	if derr != nil {
 		inst.Kill()
 		execgroup.CloseFiles(home)
@@ -410,8 +411,8 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		return fmt.Errorf("workspace image: %w", derr)
 	}
 	firstTook, ferr := waitFirst()
-	clk.mark("exec_group_wait")
-	clk.add("exec_group_beside", firstTook)
+	clk.Mark("exec_group_wait")
+	clk.Add("exec_group_beside", firstTook)
 	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
 	s.dropSlotsLocked()
 	s.slotSeq = 0
@@ -424,10 +425,10 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	s.lastUsed = time.Now()
 	s.m.pool.noteLayers(inst.Ready.Layers)
 	go s.watch(inst)
-	clk.mark("attach_files")
-	s.m.log.Debug("sandbox init started", append([]any{"id", s.rec.ID}, clk.attrs()...)...)
+	clk.Mark("attach_files")
+	s.m.log.Debug("sandbox init started", append([]any{"id", s.rec.ID}, clk.Attrs()...)...)
 	if s.m.onStart != nil {
-		s.m.onStart(clk.steps)
+		s.m.onStart(clk.Steps())
 	}
 	return nil
 }
@@ -489,7 +490,7 @@ func (s *Sandbox) watch(inst *agent.Instance) {
 // prepareWorkspace creates the persistent directory owned by the sandbox
 // user's host id and opens it for the init. A new workspace image comes
 // with durable, the step that makes it durable (workspaceVolume).
-func (s *Sandbox) prepareWorkspace(base uint32, root *rootPlan, clk *stepClock) (ws *os.File, durable func() error, err error) {
+func (s *Sandbox) prepareWorkspace(base uint32, root *rootPlan, clk *startsteps.Clock) (ws *os.File, durable func() error, err error) {
 	dir := s.workspaceDir()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, nil, fmt.Errorf("create workspace: %w", err)
@@ -511,32 +512,6 @@ func (s *Sandbox) prepareWorkspace(base uint32, root *rootPlan, clk *stepClock) 
 	}
 	ws, err = rootfs.DetachedMount(dir)
 	return ws, nil, err
-}
-
-// beside runs fn on its own goroutine; the returned wait gives its
-// duration and error (the first call waits, later calls return 0, nil).
-func beside(fn func() error) (wait func() (time.Duration, error)) {
-	if fn == nil {
-		return func() (time.Duration, error) { return 0, nil }
-	}
-	done := make(chan struct{})
-	var ferr error
-	var took time.Duration
-	go func() {
-		t0 := time.Now()
-		ferr = fn()
-		took = time.Since(t0)
-		close(done)
-	}()
-	waited := false
-	return func() (time.Duration, error) {
-		<-done
-		if waited {
-			return 0, nil
-		}
-		waited = true
-		return took, ferr
-	}
 }
 
 // applyLimits sets the cgroup limits from the record (a pool sandbox gets
