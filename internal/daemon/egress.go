@@ -13,6 +13,7 @@ import (
 	"github.com/sandhold/sandhold/internal/egress"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/sandbox/proxytools"
+	"github.com/sandhold/sandhold/internal/sandbox/sandboxtools"
 )
 
 // egressAction is the audit action of one proxied connection attempt.
@@ -76,7 +77,7 @@ func (d *Daemon) startEgress(ctx context.Context, met *netMetrics) error {
 	// SANDBOX_NETWORK_RESTRICTED=false is logged and audited with the
 	// other loosenings (config.Loosenings); it makes mode host available to
 	// admins. The default mode of a sandbox stays none either way.
-	d.register(sandbox.NetworkTools(d.sandboxes))
+	d.register(sandboxtools.NetworkTools(d.sandboxes))
 	d.api.NetworkRoutes(d.dispatch)
 	d.register(proxytools.Tools(d.sandboxes, proxy))
 	aio.ProxyRoutes(d.api, d.dispatch)

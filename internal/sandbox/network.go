@@ -3,15 +3,12 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
-	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/egress"
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 )
@@ -260,24 +257,3 @@ const (
 
 // ToolNetworkUpdate changes a sandbox's network.
 var ToolNetworkUpdate = dispatch.Ref[NetworkUpdate, NetworkResult]("network.update")
-
-// NetworkTools declares network.update.
-func NetworkTools(m *Manager) []dispatch.Tool {
-	spec := dispatch.Spec{Description: "Change a sandbox's egress allow list (or, with restart, its network mode)", Risk: guard.Medium}
-	return []dispatch.Tool{dispatch.Define(ToolNetworkUpdate, spec, func(ctx context.Context, c auth.Caller, u NetworkUpdate) (NetworkResult, error) {
-		return m.UpdateNetwork(ctx, Caller{KeyID: c.KeyID, Admin: c.IsAdmin()}, u)
-	}, dispatch.Hooks[NetworkUpdate, NetworkResult]{
-		Assess: func(u NetworkUpdate) dispatch.Assessment {
-			if u.Mode == NetworkHost {
-				return dispatch.Assessment{Risk: guard.Dangerous, Reasons: []string{"shares the host's network"}}
-			}
-			return dispatch.Assessment{}
-		},
-		Describe: func(u NetworkUpdate) dispatch.Target {
-			return dispatch.Target{Sandbox: u.ID, Target: strings.Join(u.Allow, " "), Detail: map[string]any{"mode": u.Mode, "restart": u.Restart}}
-		},
-		Summarize: func(_ NetworkUpdate, r NetworkResult) map[string]any {
-			return map[string]any{"mode": r.Network.Mode, "allow": r.Network.Allow, "restarted": r.Restarted}
-		},
-	})}
-}

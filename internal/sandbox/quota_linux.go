@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -167,35 +166,15 @@ func (s *Sandbox) closeVolumeLocked() {
 	}
 }
 
-// reapVolumes handles loop devices a previous run of this server left bound
-// to its images (it can only happen while that run's last users are being
-// torn down, since every device is autoclear): each is asked to detach
-// (LOOP_CLR_FD; on a busy device the kernel detaches it when the last user
-// goes), and the manager waits briefly for them to go.
+// reapVolumes detaches the loop devices a previous run of this server
+// left bound to its images (volume.DetachLeft).
 func (m *Manager) reapVolumes() {
-	root := m.workspaceRoot()
-	left, err := volume.LoopBackings(root)
-	if err != nil || len(left) == 0 {
-		return
-	}
-	for dev := range left {
-		if f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0); err == nil { //nolint:gosec // G304: a /dev/loopN found in /sys/block
-			_ = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
-			_ = f.Close()
-		}
-	}
-	// Teardown of a dead run's mounts is asynchronous; 2 s is plenty for
-	// the kernel and bounded for the server's start.
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		if left, err = volume.LoopBackings(root); err != nil || len(left) == 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if len(left) > 0 {
-		m.log.Warn("workspace images still attached from a previous run; those sandboxes will not start until they detach", "count", len(left))
-	} else {
+	found, left := volume.DetachLeft(m.workspaceRoot())
+	switch {
+	case !found:
+	case left > 0:
+		m.log.Warn("workspace images still attached from a previous run; those sandboxes will not start until they detach", "count", left)
+	default:
 		m.log.Info("detached workspace images left by a previous run")
 	}
 }

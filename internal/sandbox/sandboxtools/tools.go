@@ -1,11 +1,11 @@
 // Package sandboxtools defines the sandbox capabilities' tools over the
 // manager's exported methods: create, list, get, delete, pause, resume,
-// resources, exec.run/read/kill, the snapshot tools and hibernate. Their
-// references and argument types (sandbox.ToolCreate, sandbox.ExecArgs,
-// ...) stay in package sandbox, which every caller of a tool names; the
-// acts the manager dispatches on its own (sandbox.create_default,
-// sandbox.start, sandbox.adopt) are sandbox.ImplicitTools, which Tools
-// includes.
+// resources, exec.run/read/kill, the snapshot tools, hibernate and
+// network.update (NetworkTools). Their references and argument types
+// (sandbox.ToolCreate, sandbox.ExecArgs, ...) stay in package sandbox,
+// which every caller of a tool names; the acts the manager dispatches on
+// its own (sandbox.create_default, sandbox.start, sandbox.adopt) are
+// sandbox.ImplicitTools, which Tools includes.
 package sandboxtools
 
 import (

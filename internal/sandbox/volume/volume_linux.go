@@ -333,6 +333,35 @@ func imageBlockSize(f *os.File) uint32 {
 	return 0
 }
 
+// DetachLeft handles loop devices a previous run of the server left bound
+// to images below root (it can only happen while that run's last users
+// are being torn down, since every device is autoclear): each is asked to
+// detach (LOOP_CLR_FD; on a busy device the kernel detaches it when the
+// last user goes), and DetachLeft waits briefly for them to go. found
+// says whether there were any; left is how many are still bound.
+func DetachLeft(root string) (found bool, left int) {
+	bound, err := LoopBackings(root)
+	if err != nil || len(bound) == 0 {
+		return false, 0
+	}
+	for dev := range bound {
+		if f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0); err == nil { //nolint:gosec // G304: a /dev/loopN found in /sys/block
+			_ = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+			_ = f.Close()
+		}
+	}
+	// Teardown of a dead run's mounts is asynchronous; 2 s is plenty for
+	// the kernel and bounded for the server's start.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if bound, err = LoopBackings(root); err != nil || len(bound) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true, len(bound)
+}
+
 // LoopBackings lists the loop devices whose backing file lies below root.
 func LoopBackings(root string) (map[string]string, error) {
 	entries, err := os.ReadDir("/sys/block")
