@@ -10,17 +10,17 @@ import (
 // promised is what the server has promised to the sandboxes that exist
 // (listed and waiting in the pool), read under both locks at once.
 func promised(m *Manager) int64 {
-	m.pool.mu.Lock()
-	defer m.pool.mu.Unlock()
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	var n int64
-	for _, s := range m.sandboxes {
-		n += s.diskBytes()
-	}
-	for _, s := range m.pool.ready {
-		n += s.diskBytes()
-	}
+	m.pool.Each(func(ready []*Sandbox) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, s := range m.sandboxes {
+			n += s.diskBytes()
+		}
+		for _, s := range ready {
+			n += s.diskBytes()
+		}
+	})
 	return n
 }
 

@@ -86,9 +86,7 @@ func (s *Sandbox) unclampVolume() error {
 func (m *Manager) volumeHolders() []*Sandbox {
 	all := m.All()
 	for _, p := range m.pools {
-		p.mu.Lock()
-		all = append(all, p.ready...)
-		p.mu.Unlock()
+		p.Each(func(ready []*Sandbox) { all = append(all, ready...) })
 	}
 	return all
 }

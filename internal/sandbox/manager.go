@@ -31,6 +31,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
+	"github.com/sandhold/sandhold/internal/sandbox/warmpool"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -154,10 +155,14 @@ type Manager struct {
 	cg      cgroup.Manager
 	log     *slog.Logger
 
-	pool *pool
+	pool *warmpool.Pool[*Sandbox]
 	// pools are every warm pool: pool (the host template's) first, then
 	// one per template of SANDBOX_WARM_POOL.
-	pools []*pool
+	pools []*warmpool.Pool[*Sandbox]
+	// defaultMu serialises creating default sandboxes (one per key).
+	defaultMu sync.Mutex
+	// layers are the isolation layers the last init reported (Layers).
+	layers initLayers
 	// spares are inits cloned ahead for cold creates (spares.go).
 	spares *spareinit.Spares
 	net    netmode.Hub // egress wiring (network.go)
@@ -252,7 +257,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	// Before the pools: their refills create cold sandboxes too.
 	m.spares = newSpares(m, cfg.SpareInits)
 	m.pool = newPool(m, cfg.WarmPool, "")
-	m.pools = []*pool{m.pool}
+	m.pools = []*warmpool.Pool[*Sandbox]{m.pool}
 	for _, name := range slices.Sorted(maps.Keys(cfg.WarmPools)) {
 		if n := cfg.WarmPools[name]; n > 0 {
 			m.pools = append(m.pools, newPool(m, n, name))
@@ -285,7 +290,7 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	close(m.stop)
 	for _, p := range m.pools {
-		p.close()
+		p.Close()
 	}
 	m.spares.Close()
 	for _, s := range all {
@@ -637,8 +642,8 @@ func (m *Manager) createDefault(ctx context.Context, c Caller) (*Sandbox, error)
 		return s, nil
 	}
 	// Two first requests at once must not make two defaults.
-	m.pool.defaultMu.Lock()
-	defer m.pool.defaultMu.Unlock()
+	m.defaultMu.Lock()
+	defer m.defaultMu.Unlock()
 	if s := m.defaultOf(c.KeyID); s != nil {
 		return s, nil
 	}
@@ -733,12 +738,11 @@ func (m *Manager) expire(now time.Time) {
 // Layers returns the isolation layers the most recent init reported, or
 // nil if no sandbox has started yet.
 func (m *Manager) Layers() []agent.Layer {
-	return m.pool.lastLayers()
+	return m.layers.last()
 }
 
 // PoolStatus reports the warm pool and the spare inits.
 func (m *Manager) PoolStatus() PoolStatus {
-	st := m.pool.status()
-	st.Spares = SpareStatus(m.spares.Status())
-	return st
+	size, ready := m.pool.Status()
+	return PoolStatus{Size: size, Ready: ready, Spares: SpareStatus(m.spares.Status())}
 }

@@ -423,7 +423,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		s.slotSeq = 1
 	}
 	s.lastUsed = time.Now()
-	s.m.pool.noteLayers(inst.Ready.Layers)
+	s.m.layers.note(inst.Ready.Layers)
 	go s.watch(inst)
 	clk.Mark("attach_files")
 	s.m.log.Debug("sandbox init started", append([]any{"id", s.rec.ID}, clk.Attrs()...)...)

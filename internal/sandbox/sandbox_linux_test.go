@@ -354,9 +354,7 @@ func TestWarmPoolHandsOutRunningSandboxes(t *testing.T) {
 	m := newManager(t, cfg, nil)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		m.pool.mu.Lock()
-		n := len(m.pool.ready)
-		m.pool.mu.Unlock()
+		_, n := m.pool.Status()
 		if n == 2 {
 			break
 		}

@@ -358,9 +358,8 @@ func TestWarmPoolTakesSpares(t *testing.T) {
 	cfg.SpareInits, cfg.WarmPool = 1, 1
 	m := newManager(t, cfg, nil)
 	pooled := func() int {
-		m.pool.mu.Lock()
-		defer m.pool.mu.Unlock()
-		return len(m.pool.ready)
+		_, n := m.pool.Status()
+		return n
 	}
 	waitFor(t, func() bool { return pooled() == 1 && len(readySpares(m)) == 1 })
 	s := create(t, m, Spec{})

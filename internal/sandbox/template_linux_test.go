@@ -168,14 +168,12 @@ func TestTemplateWarmPool(t *testing.T) {
 	m := newManager(t, c, nil)
 	p := m.pools[1]
 	ready := func() int {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.ready)
+		_, n := p.Status()
+		return n
 	}
 	waitFor(t, func() bool { return ready() == 1 })
-	p.mu.Lock()
-	pooled := p.ready[0].ID()
-	p.mu.Unlock()
+	var pooled string
+	p.Each(func(ready []*Sandbox) { pooled = ready[0].ID() })
 	s := create(t, m, Spec{Template: "bb:1"})
 	if s.ID() != pooled {
 		t.Errorf("the create did not take the pooled sandbox")
@@ -191,9 +189,13 @@ func TestTemplateWarmPool(t *testing.T) {
 		t.Errorf("a create after the move runs %s, want %s", s2.Info().TemplateDigest, moved.Digest)
 	}
 	waitFor(t, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.ref == moved.Ref() && len(p.ready) == 1
+		// Once the ref moved it stays, and the move emptied the pool:
+		// a sandbox ready after it is of the new ref.
+		if p.Ref() != moved.Ref() {
+			return false
+		}
+		_, n := p.Status()
+		return n == 1
 	})
 }
 
