@@ -11,6 +11,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/spawnfault"
 )
 
 // SpawnSpec starts a long-lived process for a capability that manages its
@@ -103,7 +104,7 @@ func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 		s.killSlot(slot)
 		slot.Dirty = true
 		s.releaseSlot(slot)
-		return nil, s.spawnFault(err)
+		return nil, spawnfault.Of(err, s.rec.Spec.Limits.Pids)
 	}
 	s.touch()
 	proc := &Proc{Process: p, s: s, slot: slot, oom0: oom0}
