@@ -7,7 +7,6 @@ import (
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
-	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
@@ -77,7 +76,7 @@ func fromNames(text string) []string {
 		}
 		ws, _ := words(in.Rest)
 		if len(ws) > 0 && ws[0] != "scratch" {
-			out = append(out, sandbox.TemplateName(ws[0]))
+			out = append(out, template.PolicyName(ws[0]))
 		}
 	}
 	return out

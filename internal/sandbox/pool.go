@@ -93,9 +93,9 @@ func (m *Manager) takePooled(spec Spec) (*Sandbox, func()) {
 	if spec.Network.Mode != NetworkNone || !m.poolDisk(spec) {
 		return nil, nil
 	}
-	name, _ := templateNames(spec.Template)
+	name, _ := template.SplitRecorded(spec.Template)
 	for _, p := range m.pools {
-		moved := p.Name() != "" && TemplateName(name) == TemplateName(p.Name())
+		moved := p.Name() != "" && template.PolicyName(name) == template.PolicyName(p.Name())
 		if s, release, ok := p.Take(spec.Template, moved); ok {
 			wakeInit(s)
 			return s, release

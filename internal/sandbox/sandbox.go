@@ -20,6 +20,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/loopback"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 // Sandbox is one sandbox.
@@ -132,7 +133,7 @@ func (s *Sandbox) Info() Info {
 		Limits: s.rec.Spec.Limits, Network: s.rec.Spec.Network, Workspace: "/workspace",
 		Node: s.m.cfg.Node,
 	}
-	in.Template, in.TemplateDigest = templateNames(s.rec.Spec.Template)
+	in.Template, in.TemplateDigest = template.SplitRecorded(s.rec.Spec.Template)
 	if in.Snapshot = s.rec.Spec.Snapshot; in.Snapshot != "" {
 		in.ProcessesRestored = new(bool)
 	}

@@ -87,7 +87,7 @@ func infoOf(m *snapshot.Manifest) SnapshotInfo {
 	var meta snapMeta
 	if json.Unmarshal(m.Meta, &meta) == nil {
 		in.Limits, in.Network = meta.Limits, meta.Network
-		in.Template, in.TemplateDigest = templateNames(meta.Template)
+		in.Template, in.TemplateDigest = template.SplitRecorded(meta.Template)
 	}
 	return in
 }
@@ -289,7 +289,7 @@ func (m *Manager) snapshotTemplates() []string {
 	for _, man := range all {
 		var meta snapMeta
 		if json.Unmarshal(man.Meta, &meta) == nil {
-			if _, d := templateNames(meta.Template); d != "" {
+			if _, d := template.SplitRecorded(meta.Template); d != "" {
 				out = append(out, d)
 			}
 		}
@@ -380,7 +380,7 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 	if d := spec.Limits.DiskBytes; d != 0 && d != man.ImageSize {
 		return nil, fault.InvalidField("limits.disk", fmt.Sprintf("a sandbox made from this snapshot has its image's size, %s", diskbudget.IBytes(man.ImageSize)))
 	}
-	if name, d := templateNames(meta.Template); d != "" {
+	if name, d := template.SplitRecorded(meta.Template); d != "" {
 		if err := m.snapshotTemplate(c, man, spec, name, d); err != nil {
 			return nil, err
 		}

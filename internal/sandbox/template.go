@@ -3,7 +3,6 @@ package sandbox
 import (
 	"maps"
 	"os"
-	"strings"
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -118,37 +117,9 @@ func PinTemplate(spec *Spec, t template.Template) {
 	spec.Template = t.Ref()
 }
 
-// TemplateName is the name a policy's template rules match for a
-// template reference as a client wrote it: name:tag (latest when left
-// out), host for the host's, the reference itself when it is a digest or
-// not a valid one.
-func TemplateName(ref string) string {
-	if template.IsHost(ref) {
-		return template.Host
-	}
-	r, err := template.ParseRef("template", ref)
-	if err != nil || r.Name == "" {
-		return ref
-	}
-	return r.Name + ":" + r.Tag
-}
-
-// templateNames splits a recorded template reference into the name:tag
-// and the digest ("host" and "" for the host template).
-func templateNames(ref string) (name, digest string) {
-	if ref == "" {
-		return template.Host, ""
-	}
-	name, digest, _ = strings.Cut(ref, "@")
-	if strings.HasPrefix(name, "sha256:") {
-		return "", name
-	}
-	return name, digest
-}
-
 // templateDigest is the digest of the sandbox's template ("" for host).
 func (s *Sandbox) templateDigest() string {
-	_, d := templateNames(s.rec.Spec.Template)
+	_, d := template.SplitRecorded(s.rec.Spec.Template)
 	return d
 }
 

@@ -83,3 +83,32 @@ func ParseRef(field, s string) (Ref, error) {
 
 // IsHost says whether a reference names the built-in host template.
 func IsHost(s string) bool { return s == "" || s == Host || s == Host+":"+DefaultTag }
+
+// PolicyName is the name a policy's template rules match for a template
+// reference as a client wrote it: name:tag (latest when left out), host
+// for the host's, the reference itself when it is a digest or not a valid
+// one.
+func PolicyName(ref string) string {
+	if IsHost(ref) {
+		return Host
+	}
+	r, err := ParseRef("template", ref)
+	if err != nil || r.Name == "" {
+		return ref
+	}
+	return r.Name + ":" + r.Tag
+}
+
+// SplitRecorded splits a reference as a sandbox records it (Template.Ref,
+// or "" for the host's) into the name:tag and the digest ("host" and ""
+// for the host template).
+func SplitRecorded(ref string) (name, digest string) {
+	if ref == "" {
+		return Host, ""
+	}
+	name, digest, _ = strings.Cut(ref, "@")
+	if strings.HasPrefix(name, "sha256:") {
+		return "", name
+	}
+	return name, digest
+}

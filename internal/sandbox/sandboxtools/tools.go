@@ -17,6 +17,7 @@ import (
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -51,7 +52,7 @@ func createTool(m *sandbox.Manager) dispatch.Tool {
 		}, dispatch.Hooks[sandbox.Spec, sandbox.Info]{
 			// The template it uses, for the policy's template rules.
 			Assess: func(s sandbox.Spec) dispatch.Assessment {
-				return dispatch.Assessment{Risk: guard.Medium, Templates: []string{sandbox.TemplateName(s.Template)}}
+				return dispatch.Assessment{Risk: guard.Medium, Templates: []string{template.PolicyName(s.Template)}}
 			},
 			Summarize: func(_ sandbox.Spec, in sandbox.Info) map[string]any {
 				out := map[string]any{"sandbox": in.ID}
