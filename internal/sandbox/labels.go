@@ -7,36 +7,13 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
-	"github.com/sandhold/sandhold/internal/sandbox/execenv"
+	"github.com/sandhold/sandhold/internal/sandbox/speccheck"
 )
 
-// Caps of a sandbox's labels and environment, with their reasons: both
-// live in the sandbox's record (the store) and in every listing.
-const (
-	maxLabels        = 64
-	maxLabelKeyBytes = 128
-	maxLabelBytes    = 1024
-	// maxSpecEnv matches what one execution may add (execenv.MaxVars).
-	maxSpecEnv = execenv.MaxVars
-)
-
-// checkLabels validates a spec's labels and environment: the labels'
-// sizes, and the environment by the rule every execution's own variables
-// pass (names, no NUL, LD_PRELOAD and friends only for admins), since
-// every process of the sandbox starts with it.
+// checkLabels validates a spec's labels and environment
+// (speccheck.Labels) and what the end of its TTL does.
 func checkLabels(c Caller, spec Spec) error {
-	if len(spec.Labels) > maxLabels {
-		return fault.InvalidField("labels", fmt.Sprintf("at most %d labels", maxLabels))
-	}
-	for k, v := range spec.Labels {
-		if k == "" || len(k) > maxLabelKeyBytes || len(v) > maxLabelBytes {
-			return fault.InvalidField("labels", fmt.Sprintf("label keys are 1 to %d bytes, values at most %d", maxLabelKeyBytes, maxLabelBytes))
-		}
-	}
-	if len(spec.Env) > maxSpecEnv {
-		return fault.InvalidField("env", fmt.Sprintf("at most %d environment variables", maxSpecEnv))
-	}
-	if _, err := execenv.Build(map[string]string{}, spec.Env, c.Admin, execenv.MaxVars); err != nil {
+	if err := speccheck.Labels(spec.Labels, spec.Env, c.Admin); err != nil {
 		return err
 	}
 	switch spec.OnExpire {

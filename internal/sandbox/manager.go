@@ -12,11 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/dustin/go-humanize"
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
@@ -29,6 +26,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
+	"github.com/sandhold/sandhold/internal/sandbox/speccheck"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/sandbox/warmpool"
@@ -523,31 +521,14 @@ func (m *Manager) resolve(c Caller, spec Spec) (Spec, error) {
 			return spec, err
 		}
 	}
-	type lim struct {
-		field    string
-		v        *int64
-		def, max int64
-		show     func(int64) string // in the unit people use (MiB/GiB, CPUs)
-		setting  string             // what raises the maximum
-	}
 	l := &spec.Limits
-	bytes := func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) } // #nosec G115 -- not negative
-	cpus := func(n int64) string { return strconv.FormatFloat(float64(n)/1000, 'f', -1, 64) + " CPUs" }
-	checks := []lim{
-		{"limits.memory", &l.MemoryBytes, m.cfg.Default.MemoryBytes, m.cfg.Max.MemoryBytes, bytes, "SANDBOX_MAX_MEMORY"},
-		{"limits.cpu", &l.CPUMilli, m.cfg.Default.CPUMilli, m.cfg.Max.CPUMilli, cpus, "the host's CPUs"},
-		{"limits.pids", &l.Pids, m.cfg.Default.Pids, m.cfg.Max.Pids, func(n int64) string { return strconv.FormatInt(n, 10) }, "SANDBOX_MAX_PROCESSES"},
-		{"limits.disk", &l.DiskBytes, m.cfg.Default.DiskBytes, m.cfg.Max.DiskBytes, bytes, "SANDBOX_MAX_DISK"},
-	}
-	for _, ck := range checks {
-		switch {
-		case *ck.v < 0:
-			return spec, fault.InvalidField(ck.field, ck.field+" must not be negative")
-		case *ck.v == 0:
-			*ck.v = ck.def
-		case ck.max > 0 && *ck.v > ck.max:
-			return spec, fault.InvalidField(ck.field, fmt.Sprintf("%s %s exceeds the server maximum of %s (%s)", ck.field, ck.show(*ck.v), ck.show(ck.max), ck.setting))
-		}
+	if err := speccheck.Limits([]speccheck.Limit{
+		{Field: "limits.memory", V: &l.MemoryBytes, Def: m.cfg.Default.MemoryBytes, Max: m.cfg.Max.MemoryBytes, Show: speccheck.Bytes, Setting: "SANDBOX_MAX_MEMORY"},
+		{Field: "limits.cpu", V: &l.CPUMilli, Def: m.cfg.Default.CPUMilli, Max: m.cfg.Max.CPUMilli, Show: speccheck.CPUs, Setting: "the host's CPUs"},
+		{Field: "limits.pids", V: &l.Pids, Def: m.cfg.Default.Pids, Max: m.cfg.Max.Pids, Show: speccheck.Count, Setting: "SANDBOX_MAX_PROCESSES"},
+		{Field: "limits.disk", V: &l.DiskBytes, Def: m.cfg.Default.DiskBytes, Max: m.cfg.Max.DiskBytes, Show: speccheck.Bytes, Setting: "SANDBOX_MAX_DISK"},
+	}); err != nil {
+		return spec, err
 	}
 	if l.MemoryBytes > 0 && l.MemoryBytes < 16<<20 {
 		return spec, fault.InvalidField("limits.memory", "limits.memory must be at least 16 MiB")
