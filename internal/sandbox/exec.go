@@ -548,6 +548,12 @@ func (s *Sandbox) killExecs(reason string) {
 	for _, p := range procs {
 		p.Kill()
 	}
+	cancelAndWait(running, reason)
+}
+
+// cancelAndWait kills the executions and waits (bounded, killWait each)
+// for them to end.
+func cancelAndWait(running []*Execution, reason string) {
 	for _, e := range running {
 		e.cancel(reason)
 	}
@@ -570,15 +576,7 @@ func (s *Sandbox) killExecsOf(actor, reason string) int {
 		}
 	}
 	s.mu.Unlock()
-	for _, e := range running {
-		e.cancel(reason)
-	}
-	for _, e := range running {
-		select {
-		case <-e.done:
-		case <-time.After(killWait):
-		}
-	}
+	cancelAndWait(running, reason)
 	return len(running)
 }
 

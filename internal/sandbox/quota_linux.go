@@ -130,13 +130,11 @@ func (s *Sandbox) diskUsage() DiskUsage {
 	if s.vol == nil {
 		return DiskUsage{}
 	}
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(int(s.vol.Fd()), &st); err != nil {
+	used, total, err := volume.Usage(s.vol)
+	if err != nil {
 		return DiskUsage{}
 	}
-	// Bsize is an int64 on linux; the block counts are uint64 of one image.
-	used, total := int64(st.Blocks-st.Bfree), int64(st.Blocks) // #nosec G115 -- block counts of one image, far below 2^63
-	return DiskUsage{UsedBytes: used * st.Bsize, TotalBytes: total * st.Bsize}
+	return DiskUsage{UsedBytes: used, TotalBytes: total}
 }
 
 // releaseVolume drops the server's hold on the workspace file system; it

@@ -333,6 +333,19 @@ func imageBlockSize(f *os.File) uint32 {
 	return 0
 }
 
+// Usage is statfs of a mounted workspace file system (mnt, the server's
+// detached mount): the bytes in use and its size, what the quota counts
+// (not the image file's size).
+func Usage(mnt *os.File) (used, total int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(mnt.Fd()), &st); err != nil {
+		return 0, 0, err
+	}
+	// Bsize is an int64 on linux; the block counts are uint64 of one image.
+	u, t := int64(st.Blocks-st.Bfree), int64(st.Blocks) // #nosec G115 -- block counts of one image, far below 2^63
+	return u * st.Bsize, t * st.Bsize, nil
+}
+
 // DetachLeft handles loop devices a previous run of the server left bound
 // to images below root (it can only happen while that run's last users
 // are being torn down, since every device is autoclear): each is asked to
