@@ -68,17 +68,6 @@ func idleSleepOff(t *testing.T, prog []byte) {
 	}
 }
 
-func TestSleepAfterMs(t *testing.T) {
-	for _, tc := range []struct {
-		d    time.Duration
-		want int
-	}{{0, 0}, {-1, -1}, {-time.Hour, -1}, {time.Microsecond, 1}, {30 * time.Second, 30000}} {
-		if got := sleepAfterMs(tc.d); got != tc.want {
-			t.Errorf("sleepAfterMs(%v) = %d, want %d", tc.d, got, tc.want)
-		}
-	}
-}
-
 // TestIdleSleepWaitsForCreates: an init idle for its quiet period while a
 // create is under way asks for leave to sleep and stays awake until the
 // create has ended (sleepgate), then sleeps.

@@ -18,6 +18,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/loopback"
+	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/template"
@@ -367,7 +368,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			CgroupVersion: s.m.cg.Info().Version,
 			Insecure:      cfg.Insecure,
 			LoopbackPorts: cfg.LoopbackPorts,
-			SleepAfterMs:  sleepAfterMs(cfg.IdleSleep),
+			SleepAfterMs:  sleepgate.AfterMs(cfg.IdleSleep),
 		},
 		Log:       &initLog{m: s.m, id: s.rec.ID},
 		SleepGate: s.m.sleeps.Ask,
@@ -673,16 +674,4 @@ type initLog struct {
 func (l *initLog) Write(p []byte) (int, error) {
 	l.m.log.Warn("sandbox init", "id", l.id, "msg", string(p))
 	return len(p), nil
-}
-
-// sleepAfterMs is Config.IdleSleep as agent.Setup.SleepAfterMs: 0 the
-// init's default, below 0 never, else whole milliseconds (at least 1).
-func sleepAfterMs(d time.Duration) int {
-	switch {
-	case d < 0:
-		return -1
-	case d == 0:
-		return 0
-	}
-	return int(max(d.Milliseconds(), 1))
 }

@@ -158,3 +158,16 @@ func (g *Gate) Held() int {
 	defer g.mu.Unlock()
 	return len(g.held)
 }
+
+// AfterMs is the quiet period (SANDBOX_IDLE_SLEEP) as the init's setting
+// (agent.Setup.SleepAfterMs): 0 the init's default, below 0 never, else
+// whole milliseconds (at least 1).
+func AfterMs(d time.Duration) int {
+	switch {
+	case d < 0:
+		return -1
+	case d == 0:
+		return 0
+	}
+	return int(max(d.Milliseconds(), 1))
+}

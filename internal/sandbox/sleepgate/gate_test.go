@@ -107,3 +107,15 @@ func TestSleepGateReleasesAfterCreates(t *testing.T) {
 	end()
 	<-done
 }
+
+// TestAfterMs: the quiet period as the init reads it.
+func TestAfterMs(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int
+	}{{0, 0}, {-1, -1}, {-time.Hour, -1}, {time.Microsecond, 1}, {30 * time.Second, 30000}} {
+		if got := AfterMs(tc.d); got != tc.want {
+			t.Errorf("AfterMs(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+}
