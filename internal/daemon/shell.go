@@ -14,8 +14,13 @@ import (
 // terminals and sessions; sessions end before the sandbox manager closes
 // (closers run in reverse order).
 func (d *Daemon) startShell(_ context.Context) error {
+	// The sessions audit a command's end (shell.finish, bash.finish): an
+	// outcome, like the dispatcher's <tool>.outcome, whose command's own
+	// record was durable before it started. It rides the next commit
+	// instead of syncing one of its own, which the next call would wait
+	// behind (SECURITY.md, "A command's record goes first").
 	auditFn := func(ctx context.Context, e audit.Entry) {
-		if _, err := d.audit.Append(ctx, e); err != nil {
+		if err := d.audit.Post(ctx, e); err != nil {
 			d.log.Error("audit", "action", e.Action, "err", err)
 		}
 	}
