@@ -241,3 +241,23 @@ func TestSessionRead(t *testing.T) {
 		t.Fatalf("status %s", st)
 	}
 }
+
+// TestWaitCountsQuietFromItsStart: a wait on a command that has been
+// quiet for longer than the no-change window (a program waiting for the
+// input a shell.write just sent) is not answered no_change_timeout at
+// once; the window starts with the wait. Here the window (a minute) is
+// longer than the wait's own limit, so the wait ends at its limit with the
+// command still running; counted from the last output, an hour ago, it
+// ended at its first check with no_change_timeout.
+func TestWaitCountsQuietFromItsStart(t *testing.T) {
+	s := &Session{}
+	c := &command{done: make(chan struct{}), lastOut: time.Now().Add(-time.Hour), status: StatusRunning}
+	if got := s.await(t.Context(), c, time.Second, time.Minute, MaxWait); got != StatusRunning {
+		t.Fatalf("wait on a long-quiet command: %q, want %q (its limit reached, no no-change answer)", got, StatusRunning)
+	}
+	// A command that goes on printing nothing after the wait began is
+	// answered no_change_timeout once the window has passed.
+	if got := s.await(t.Context(), c, MaxWait, 200*time.Millisecond, MaxWait); got != StatusNoChange {
+		t.Fatalf("wait with a short window: %q, want %q", got, StatusNoChange)
+	}
+}

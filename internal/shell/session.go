@@ -670,10 +670,14 @@ func (s *Session) status(c *command) string {
 
 // await waits for c to finish, for at most soft (0: no limit but max), or
 // until it printed nothing for noChange. It returns the status to report.
+// The quiet is counted from the later of c's last output and the start of
+// this wait: a wait called after input (shell.write) gives the program
+// noChange to answer it, however long it was quiet before.
 func (s *Session) await(ctx context.Context, c *command, soft, noChange, max time.Duration) string {
 	if soft <= 0 || soft > max {
 		soft = max
 	}
+	begun := time.Now()
 	deadline := time.NewTimer(soft)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -688,7 +692,7 @@ func (s *Session) await(ctx context.Context, c *command, soft, noChange, max tim
 			return s.status(c)
 		case <-tick.C:
 			s.mu.Lock()
-			quiet := time.Since(c.lastOut)
+			quiet := time.Since(latest(c.lastOut, begun))
 			st := c.status
 			s.mu.Unlock()
 			if st == StatusRunning && noChange > 0 && quiet >= noChange {
@@ -791,4 +795,12 @@ func (s *Session) workingDir() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cwd
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
