@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/archive"
@@ -62,9 +60,8 @@ func (s *Sandbox) endSlot(slot *execgroup.Group) {
 }
 
 // Pack streams the tree under dir as an archive, written by the init into
-// a pipe; a tree holding a name deny refuses is refused. Read to EOF; a failure of the packing surfaces as the error of
-// the last Read (the stream is then partial and must be abandoned). Close
-// ends the packing early.
+// a pipe (archive.Stream); a tree holding a name deny refuses is
+// refused.
 func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, lim archive.Limits, deny agent.Deny) (io.ReadCloser, error) {
 	inst, err := s.ensure(ctx)
 	if err != nil {
@@ -80,47 +77,12 @@ func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, l
 		s.releaseSlot(slot)
 		return nil, err
 	}
-	p := &packStream{r: r, done: make(chan struct{})}
+	p, finish := archive.NewStream(r)
 	go func() {
-		defer close(p.done)
-		p.res, p.err = inst.PackIn(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim, Deny: deny}, w, slot.Attach, s.homeFor(slot.Attach))
+		res, err := inst.PackIn(ctx, agent.TransferReq{Path: dir, Format: format, Limits: lim, Deny: deny}, w, slot.Attach, s.homeFor(slot.Attach))
 		_ = w.Close()
 		s.endSlot(slot)
+		finish(res, err)
 	}()
 	return p, nil
-}
-
-type packStream struct {
-	r    *os.File
-	done chan struct{}
-	res  archive.Result
-	err  error
-
-	once sync.Once
-}
-
-func (p *packStream) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if errors.Is(err, io.EOF) {
-		<-p.done
-		if p.err != nil {
-			return n, p.err
-		}
-	}
-	return n, err
-}
-
-// Close stops reading; the init's next write fails and the packing ends.
-func (p *packStream) Close() error {
-	p.once.Do(func() {
-		_ = p.r.Close()
-		<-p.done
-	})
-	return nil
-}
-
-// Result is what the packing emitted, once Read returned EOF.
-func (p *packStream) Result() archive.Result {
-	<-p.done
-	return p.res
 }
