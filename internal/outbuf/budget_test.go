@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/sandhold/sandhold/internal/fault"
 )
 
 // fill writes n bytes of c to o and closes it.
@@ -202,5 +204,29 @@ func TestBudgetConcurrentUse(t *testing.T) {
 	}
 	if total, _ := b.Used("a"); total > 50000 {
 		t.Fatalf("%d kept, over 50000", total)
+	}
+}
+
+// TestGoneAnswersReadsOfEvictedBytes: a read of an evicted stream below
+// its end is a gone fault naming the stream and the command; a read at its
+// end, or of a stream that was not evicted, is not.
+func TestGoneAnswersReadsOfEvictedBytes(t *testing.T) {
+	b := NewBudget(1<<20, 1500)
+	old := b.NewOutput("a", 2000)
+	fill(t, old, 'x', 1000, true)
+	kept := b.NewOutput("a", 2000)
+	fill(t, kept, 'y', 1000, true)
+	if !old.Evicted() || kept.Evicted() {
+		t.Fatalf("evicted old %v kept %v; want old alone", old.Evicted(), kept.Evicted())
+	}
+	err := old.Gone("stdout", "c1", 0)
+	if !fault.Is(err, fault.Gone) || !strings.Contains(err.Error(), "stdout of command c1") {
+		t.Fatalf("a read of evicted bytes: %v", err)
+	}
+	if err := old.Gone("stdout", "c1", 1000); err != nil {
+		t.Fatalf("a read at the end of an evicted stream: %v", err)
+	}
+	if err := kept.Gone("stderr", "c2", 0); err != nil {
+		t.Fatalf("a read of a kept stream: %v", err)
 	}
 }

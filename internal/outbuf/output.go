@@ -11,6 +11,8 @@ package outbuf
 import (
 	"fmt"
 	"sync"
+
+	"github.com/sandhold/sandhold/internal/fault"
 )
 
 // minGrow is the smallest buffer an Output allocates: most streams are a
@@ -194,6 +196,18 @@ func (o *Output) Evicted() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.evicted
+}
+
+// Gone answers a read of this stream (name, of command id) from offset
+// off: a gone fault (410) when the bytes asked for were evicted by a
+// Budget, else nil. An offset at or past the stream's end asks for
+// nothing it lost.
+func (o *Output) Gone(name, id string, off int64) error {
+	if total := o.Total(); o.Evicted() && off < total {
+		return fault.Errorf(fault.Gone, "the %s of command %s is no longer kept: the server's output budget evicted it (%d bytes) to make room for newer output; "+
+			"read output while the command runs or soon after it ends", name, id, total)
+	}
+	return nil
 }
 
 // Truncated reports whether bytes were dropped.

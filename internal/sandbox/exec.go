@@ -138,17 +138,10 @@ type Result struct {
 // budget (SANDBOX_OUTPUT_BUDGET, SANDBOX_OUTPUT_BUDGET_PER_KEY), else nil.
 // Offsets at or past a stream's end ask for nothing it lost.
 func (e *Execution) OutputGone(stdoutOffset, stderrOffset int64) error {
-	for _, st := range []struct {
-		name string
-		out  *outbuf.Output
-		off  int64
-	}{{"stdout", e.Stdout, stdoutOffset}, {"stderr", e.Stderr, stderrOffset}} {
-		if st.out.Evicted() && st.off < st.out.Total() {
-			return fault.Errorf(fault.Gone, "the %s of command %s is no longer kept: the server's output budget evicted it (%d bytes) to make room for newer output; "+
-				"read output while the command runs or soon after it ends", st.name, e.ID, st.out.Total())
-		}
+	if err := e.Stdout.Gone("stdout", e.ID, stdoutOffset); err != nil {
+		return err
 	}
-	return nil
+	return e.Stderr.Gone("stderr", e.ID, stderrOffset)
 }
 
 // Done is closed when the execution has finished.
