@@ -58,6 +58,26 @@ func TestSchemaNames(t *testing.T) {
 	}
 }
 
+// A type whose package is mapped in schemaHomes keeps the schema name of the
+// package it maps to, alone and as a generic's argument.
+func TestSchemaNamesFollowTheirHome(t *testing.T) {
+	auditPath := reflect.TypeOf(audit.Record{}).PkgPath()
+	schemaHomes[auditPath] = "logbook"
+	t.Cleanup(func() { delete(schemaHomes, auditPath) })
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{audit.Record{}, "LogbookRecord"},
+		{Envelope[[]audit.Record]{}, "EnvelopeListLogbookRecord"},
+		{Envelope[auth.KeyInfo]{}, "EnvelopeAuthKeyInfo"},
+	} {
+		if got := schemaName(reflect.TypeOf(tc.v), "hint"); got != tc.want {
+			t.Errorf("schemaName(%T) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
 func TestDefaultBodyCapIsMaxBody(t *testing.T) {
 	s, key := newTestServerWith(t, 3<<20)
 	type in struct {

@@ -8,11 +8,20 @@ import (
 	"unicode/utf8"
 )
 
+// schemaHomes maps a Go package's import path to the package whose name its
+// types' schemas carry: the API's names are the capability's, whichever of
+// its packages holds the type. Add a line when an API type moves down.
+var schemaHomes = map[string]string{}
+
 // schemaName names OpenAPI schemas. huma's default drops the package, so two
 // packages' `Record` types would collide (huma panics on duplicates) as more
 // subsystems register routes. Types outside this package get their package
 // name as a prefix: audit.Record → AuditRecord, Envelope[[]auth.KeyInfo] →
 // EnvelopeListAuthKeyInfo.
+//
+// A type in a package listed in schemaHomes is named after the package it
+// maps to instead, so moving a type into a lower floor of its capability
+// (internal/sandbox/... → a package of its own) leaves the API unchanged.
 func schemaName(t reflect.Type, hint string) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -21,7 +30,10 @@ func schemaName(t reflect.Type, hint string) string {
 	if name == "" {
 		name = hint
 	} else if p := t.PkgPath(); p != "" && path.Base(p) != "api" {
-		name = path.Base(p) + "." + name
+		name = p + "." + name
+	}
+	for from, to := range schemaHomes {
+		name = strings.ReplaceAll(name, from+".", to+".") // also in a generic's arguments
 	}
 	name = strings.ReplaceAll(name, "[]", "List[")
 	var b strings.Builder
