@@ -120,12 +120,17 @@ func initsOf(base string) []int {
 	return pids
 }
 
-// procsBelow lists every process in the server's sandbox groups.
+// procsBelow lists every process in the server's sandbox groups. It is
+// called only while no server runs on base: cgroup.New makes the base again
+// when the server's clean stop has removed it, so the base goes again once
+// read (Release removes it only when empty) — without that, each run of the
+// suite left one empty base group in every hierarchy.
 func procsBelow(t *testing.T, base string) (groups []string, procs int) {
 	m, err := cgroup.New(base)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer m.Release()
 	names, err := m.List()
 	if err != nil {
 		t.Fatal(err)
