@@ -4,14 +4,13 @@ package sandbox
 // by scanning every sandbox of the server is kept here, so the cost of a
 // create does not grow with the number of sandboxes (issue 16, "flat at
 // scale"): the sandboxes per key (MaxPerOwner), each key's default
-// sandbox, the sum of the listed sandboxes' disk quotas (the disk budget)
-// and the free host id ranges.
+// sandbox, the sum of the listed sandboxes' disk quotas (the disk budget,
+// counted in the manager's diskbudget.Ledger) and the free host id ranges.
 
 // sandboxIndex is kept in step with Manager.sandboxes, under Manager.mu.
 type sandboxIndex struct {
 	owned    map[string]int      // listed sandboxes per owner key
 	defaults map[string]*Sandbox // each key's default sandbox
-	disk     int64               // sum of the listed sandboxes' quotas
 }
 
 func newSandboxIndex() sandboxIndex {
@@ -28,7 +27,7 @@ func (m *Manager) listLocked(s *Sandbox) {
 	if s.rec.Default {
 		m.idx.defaults[s.rec.Owner] = s
 	}
-	m.idx.disk += s.diskBytes()
+	m.disk.List(s.diskBytes())
 }
 
 // unlistLocked removes sandbox id. Callers hold m.mu.
@@ -44,5 +43,5 @@ func (m *Manager) unlistLocked(id string) {
 	if m.idx.defaults[s.rec.Owner] == s {
 		delete(m.idx.defaults, s.rec.Owner)
 	}
-	m.idx.disk -= s.diskBytes()
+	m.disk.Unlist(s.diskBytes())
 }

@@ -39,8 +39,8 @@ func TestIndexFollowsTheSandboxes(t *testing.T) {
 				t.Fatalf("%s: default of %s", step, k)
 			}
 		}
-		if m.idx.disk != disk {
-			t.Fatalf("%s: disk %d, scan %d", step, m.idx.disk, disk)
+		if m.disk.Committed() != disk {
+			t.Fatalf("%s: disk %d, scan %d", step, m.disk.Committed(), disk)
 		}
 	}
 	check("added")
@@ -49,7 +49,7 @@ func TestIndexFollowsTheSandboxes(t *testing.T) {
 	m.unlistLocked("nope")
 	m.unlistLocked("b1")
 	check("key gone")
-	if m.idx.disk != 40 || m.countOwned("kb") != 0 {
+	if m.disk.Committed() != 40 || m.countOwned("kb") != 0 {
 		t.Fatalf("after removals: %+v", m.idx)
 	}
 }

@@ -177,10 +177,9 @@ type Manager struct {
 	idx       sandboxIndex // kept with sandboxes (index.go)
 	slots     hostids.Slots
 	closed    bool
-	// diskPending are the quotas of sandboxes being made (reserveDisk),
-	// diskPooled those of the warm pool's ready sandboxes (disk.go).
-	diskPending int64
-	diskPooled  int64
+	// disk counts the quotas promised, under its own lock: listed,
+	// pooled and being made (disk.go).
+	disk diskbudget.Ledger
 	// guard stops workspace growth when the disk fills (diskguard.go).
 	guard diskbudget.Guard
 	// adoptMu serializes the take-overs of other nodes' hibernated

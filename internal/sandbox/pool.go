@@ -17,7 +17,8 @@ import (
 // applies the owner's limits and writes its record. Only specs a pool can
 // serve take from it (network none, the default disk); others are built
 // cold. This file makes and throws away the pools' sandboxes and moves
-// their quotas between the pools' count and the manager's (disk.go).
+// their quotas between the pools' count and the manager's
+// (diskbudget.Ledger).
 
 // poolRetry is the pause after a failed refill, so a broken host does not
 // spin launching inits.
@@ -31,7 +32,7 @@ func newPool(m *Manager, size int, name string) *warmpool.Pool[*Sandbox] {
 		Resolve: func() (string, error) { return m.poolRef(name) },
 		Make:    m.makePooled,
 		Unpool: func(s *Sandbox, pending bool) func() {
-			return m.diskOutOfPool(s.diskBytes(), pending)
+			return m.disk.OutOfPool(s.diskBytes(), pending)
 		},
 		Alive:    func(s *Sandbox) bool { return s.State() == Running },
 		Discard:  func(s *Sandbox) { s.shutdown(); m.discard(s) },
@@ -60,7 +61,7 @@ func (m *Manager) poolRef(name string) (string, error) {
 }
 
 // makePooled makes a pool sandbox of template ref, its quota reserved:
-// keep moves the reservation to the pool's count (disk.go), drop
+// keep moves the reservation to the pool's count (diskbudget.Ledger), drop
 // releases it.
 func (m *Manager) makePooled(ref string) (s *Sandbox, keep, drop func(), err error) {
 	reserved := m.cfg.Default.DiskBytes
@@ -82,13 +83,13 @@ func (m *Manager) makePooled(ref string) (s *Sandbox, keep, drop func(), err err
 	if m.cfg.DiskBudget > 0 && reserved > 0 {
 		held = reserved
 	}
-	return s, func() { m.diskIntoPool(held, s.diskBytes()) }, release, nil
+	return s, func() { m.disk.IntoPool(held, s.diskBytes()) }, release, nil
 }
 
 // takePooled hands out a ready sandbox of the pool that serves spec, and
 // the release of its quota, or nil. Its quota moves from the pool's count
-// to pending in the same step (disk.go); the caller calls release once the
-// sandbox is listed, or thrown away.
+// to pending in the same step (diskbudget.Ledger); the caller calls
+// release once the sandbox is listed, or thrown away.
 func (m *Manager) takePooled(spec Spec) (*Sandbox, func()) {
 	if spec.Network.Mode != NetworkNone || !m.poolDisk(spec) {
 		return nil, nil
