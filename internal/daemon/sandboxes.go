@@ -25,6 +25,7 @@ import (
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
 	"github.com/sandhold/sandhold/internal/sandbox/sandboxtools"
+	"github.com/sandhold/sandhold/internal/sandbox/selfcheck"
 	"github.com/sandhold/sandhold/internal/store"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -222,7 +223,7 @@ func (d *Daemon) startSandboxes(ctx context.Context, o options) error {
 		return fmt.Errorf("sandbox self-test: %w", err)
 	}
 	for _, l := range layers {
-		if l.Name == sandbox.TemplateSelfTest {
+		if l.Name == selfcheck.TemplateRow {
 			// A capability, not a layer of every sandbox: reported.
 			report.Checks = append(report.Checks, posture.Check{Name: l.Name, OK: l.Active, Detail: l.Detail})
 			if !l.Active {

@@ -2,55 +2,56 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/sandhold/sandhold/internal/agent"
-	"github.com/sandhold/sandhold/internal/posture"
+	"github.com/sandhold/sandhold/internal/sandbox/selfcheck"
+	"github.com/sandhold/sandhold/internal/template"
 )
 
-// SelfTest starts one throw-away sandbox, runs a command in it and checks
-// that every isolation layer the init reports is in force. The server runs
-// it before serving, so a host that cannot isolate is found at start, not
-// by the first client. It returns the layers.
+// SelfTest starts throw-away sandboxes and checks that every isolation
+// layer the init reports is in force (selfcheck.Run). The server runs it
+// before serving, so a host that cannot isolate is found at start, not by
+// the first client. It returns the layers.
 func (m *Manager) SelfTest(ctx context.Context) ([]agent.Layer, error) {
-	s, err := m.cold(ctx, Record{ID: newID(), Spec: Spec{Limits: m.cfg.Default, Network: Network{Mode: NetworkNone}}})
-	if err != nil {
-		return nil, fmt.Errorf("start a test sandbox: %w", err)
+	return selfcheck.Run(ctx, selfcheck.Config{Start: m.startTestBox, Templates: m.cfg.Templates, Insecure: m.cfg.Insecure})
+}
+
+// startTestBox starts a self-test's sandbox: the default limits, no
+// network, on template t (nil: the host's).
+func (m *Manager) startTestBox(ctx context.Context, t *template.Template) (selfcheck.Box, error) {
+	spec := Spec{Limits: m.cfg.Default, Network: Network{Mode: NetworkNone}}
+	if t != nil {
+		PinTemplate(&spec, *t)
 	}
-	defer func() {
-		s.shutdown()
-		m.discard(s)
-	}()
-	// The command checks what the init reports from where sandboxed code
-	// stands: its cgroup namespace and the paths it sees.
-	hostNS, _ := posture.HostCgroupNS()
-	e, err := s.Exec(ctx, ExecRequest{Argv: posture.CgroupNSProbe, Actor: "system"})
+	s, err := m.cold(ctx, Record{ID: newID(), Spec: spec})
 	if err != nil {
-		return nil, fmt.Errorf("run a command in the test sandbox: %w", err)
+		return nil, err
+	}
+	return testBox{s}, nil
+}
+
+// testBox is a self-test's sandbox.
+type testBox struct{ s *Sandbox }
+
+func (b testBox) ID() string { return b.s.rec.ID }
+
+func (b testBox) Layers() []agent.Layer {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	return slices.Clone(b.s.inst.Ready.Layers)
+}
+
+func (b testBox) Run(ctx context.Context, argv []string) (selfcheck.Ran, error) {
+	e, err := b.s.Exec(ctx, ExecRequest{Argv: argv, Actor: "system"})
+	if err != nil {
+		return selfcheck.Ran{}, err
 	}
 	r := e.Result()
-	if r.Status != StatusCompleted || r.ExitCode == nil || *r.ExitCode != 0 {
-		return nil, fmt.Errorf("test command ended %s (%s)", r.Status, r.Reason)
-	}
-	ns := posture.CheckCgroupNS(hostNS, []string{s.rec.ID}, r.Stdout) // the host path of every group of the sandbox holds its id
-	s.mu.Lock()
-	layers := append(slices.Clone(s.inst.Ready.Layers), agent.Layer{Name: ns.Name, Active: ns.OK, Detail: ns.Detail})
-	s.mu.Unlock()
-	var missing []string
-	for _, l := range layers {
-		if !l.Active {
-			missing = append(missing, l.Name+" ("+l.Detail+")")
-		}
-	}
-	if len(missing) > 0 && !m.cfg.Insecure {
-		return layers, fmt.Errorf("isolation layers not in force: %v", missing)
-	}
-	if m.cfg.Templates != nil {
-		// Reported, not required: a host that cannot build template
-		// roots still serves host sandboxes (a template create then
-		// fails with the reason).
-		layers = append(layers, m.selfTestTemplate(ctx))
-	}
-	return layers, nil
+	return selfcheck.Ran{Completed: r.Status == StatusCompleted, Status: r.Status, Reason: r.Reason, ExitCode: r.ExitCode, Stdout: r.Stdout}, nil
+}
+
+func (b testBox) Close() {
+	b.s.shutdown()
+	b.s.m.discard(b.s)
 }

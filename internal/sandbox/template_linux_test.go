@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/selfcheck"
 	"github.com/sandhold/sandhold/internal/template"
 	"github.com/sandhold/sandhold/internal/template/templatetest"
 )
@@ -217,7 +218,7 @@ func TestSelfTestCoversATemplateSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := layers[len(layers)-1]
-	if last.Name != TemplateSelfTest || !last.Active || !strings.Contains(last.Detail, "not the host's /usr") {
+	if last.Name != selfcheck.TemplateRow || !last.Active || !strings.Contains(last.Detail, "not the host's /usr") {
 		t.Errorf("the self-test's template row: %+v", last)
 	}
 }
