@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // abResult is one run of bench ab.
@@ -20,6 +21,14 @@ type abResult struct {
 	AOverFloor float64 `json:"a_over_floor"`
 	BOverFloor float64 `json:"b_over_floor"`
 	BOverA     float64 `json:"b_over_a"`
+	// AIO shell/exec round trips (/bin/true typed into a shell session
+	// opened once before, as in bench core), alternated in the same loop;
+	// each binary's AIO / its own exec, and B's AIO / A's.
+	AIOA          figure  `json:"aio_shell_exec_a"`
+	AIOB          figure  `json:"aio_shell_exec_b"`
+	AIOAOverExecA float64 `json:"aio_a_over_exec_a"`
+	AIOBOverExecB float64 `json:"aio_b_over_exec_b"`
+	AIOBOverA     float64 `json:"aio_b_over_a"`
 	// Sustained exec/s of 16 clients on 4 sandboxes, A's and B's runs
 	// alternated (abRounds each).
 	SustainedA      float64 `json:"sustained_exec_per_second_a"`
@@ -77,30 +86,38 @@ func abBench(ctx context.Context, o options, base string) error {
 	}
 	var res abResult
 	res.LoadBefore = loadAvg()
-	start := func(bin string) (*server, string, error) {
+	start := func(bin string) (*server, string, string, error) {
 		srv, err := startServer(ctx, bin, 0, "SANDBOX_DISK_BUDGET=100TB")
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 		id, err := srv.create()
 		if err != nil {
 			srv.stop()
-			return nil, "", err
+			return nil, "", "", err
 		}
 		for range 20 {
 			if err := srv.exec(id); err != nil {
 				srv.stop()
-				return nil, "", err
+				return nil, "", "", err
 			}
 		}
-		return srv, id, nil
+		session, err := srv.aioShellExec(id, "", "/bin/true")
+		for i := 0; err == nil && i < 10; i++ {
+			_, err = srv.aioShellExec(id, session, "/bin/true")
+		}
+		if err != nil {
+			srv.stop()
+			return nil, "", "", err
+		}
+		return srv, id, session, nil
 	}
-	a, aid, err := start(base)
+	a, aid, asess, err := start(base)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", base, err)
 	}
 	defer a.stop()
-	b, bid, err := start(o.server)
+	b, bid, bsess, err := start(o.server)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", o.server, err)
 	}
@@ -110,28 +127,40 @@ func abBench(ctx context.Context, o options, base string) error {
 		return err
 	}
 	defer fs.close()
-	var fl, la, lb latency
+	var fl, la, lb, sa, sb latency
+	pair := func(i int, fa, fb func() error) (x, y []time.Duration, err error) {
+		first, second := fa, fb
+		if i%2 == 1 {
+			first, second = second, first
+		}
+		if x, err = sample(1, first); err != nil {
+			return nil, nil, err
+		}
+		if y, err = sample(1, second); err != nil {
+			return nil, nil, err
+		}
+		if i%2 == 1 {
+			x, y = y, x
+		}
+		return x, y, nil
+	}
 	for i := range o.n {
 		f, err := sample(1, fs.floorOp)
 		if err != nil {
 			return err
 		}
-		first, second := func() error { return a.exec(aid) }, func() error { return b.exec(bid) }
-		if i%2 == 1 {
-			first, second = second, first
-		}
-		x, err := sample(1, first)
+		x, y, err := pair(i, func() error { return a.exec(aid) }, func() error { return b.exec(bid) })
 		if err != nil {
 			return err
 		}
-		y, err := sample(1, second)
+		u, v, err := pair(i,
+			func() error { _, err := a.aioShellExec(aid, asess, "/bin/true"); return err },
+			func() error { _, err := b.aioShellExec(bid, bsess, "/bin/true"); return err })
 		if err != nil {
 			return err
-		}
-		if i%2 == 1 {
-			x, y = y, x
 		}
 		fl, la, lb = append(fl, f...), append(la, x...), append(lb, y...)
+		sa, sb = append(sa, u...), append(sb, v...)
 	}
 	// Sustained throughput as in bench core (16 clients on 4 sandboxes),
 	// the two servers' runs alternated, each a quarter of -sustain long.
@@ -176,6 +205,9 @@ func abBench(ctx context.Context, o options, base string) error {
 	res.Floor, res.A, res.B = fig(fl), fig(la), fig(lb)
 	res.AOverFloor, res.BOverFloor = res.A.P50ms/res.Floor.P50ms, res.B.P50ms/res.Floor.P50ms
 	res.BOverA = res.B.P50ms / res.A.P50ms
+	res.AIOA, res.AIOB = fig(sa), fig(sb)
+	res.AIOAOverExecA, res.AIOBOverExecB = res.AIOA.P50ms/res.A.P50ms, res.AIOB.P50ms/res.B.P50ms
+	res.AIOBOverA = res.AIOB.P50ms / res.AIOA.P50ms
 	if o.json {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}
@@ -184,6 +216,9 @@ func abBench(ctx context.Context, o options, base string) error {
 	fmt.Printf("%-34s p50 %6.2f ms  p99 %6.2f ms  / floor %.2fx\n", "A "+base, res.A.P50ms, res.A.P99ms, res.AOverFloor)
 	fmt.Printf("%-34s p50 %6.2f ms  p99 %6.2f ms  / floor %.2fx\n", "B "+o.server, res.B.P50ms, res.B.P99ms, res.BOverFloor)
 	fmt.Printf("B / A (p50): %.3f\n", res.BOverA)
+	fmt.Printf("%-34s p50 %6.2f ms  p99 %6.2f ms  / A's exec %.2fx\n", "A AIO shell/exec", res.AIOA.P50ms, res.AIOA.P99ms, res.AIOAOverExecA)
+	fmt.Printf("%-34s p50 %6.2f ms  p99 %6.2f ms  / B's exec %.2fx\n", "B AIO shell/exec", res.AIOB.P50ms, res.AIOB.P99ms, res.AIOBOverExecB)
+	fmt.Printf("AIO shell/exec B / A (p50): %.3f\n", res.AIOBOverA)
 	fmt.Printf("sustained, 16 clients on 4 sandboxes: A %.0f exec/s, B %.0f exec/s, B / A %.3f\n",
 		res.SustainedA, res.SustainedB, res.SustainedBOverA)
 	for _, x := range []struct {
