@@ -261,3 +261,55 @@ func TestWaitCountsQuietFromItsStart(t *testing.T) {
 		t.Fatalf("wait with a short window: %q, want %q", got, StatusNoChange)
 	}
 }
+
+// TestCommandLines runs what start types for a command in bash: the
+// command runs whole, every line fits a terminal's canonical line, and a
+// command that fits one line with its run is typed as one line (one
+// prompt, one marker).
+func TestCommandLines(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("needs bash on the host to run the lines")
+	}
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	longDir := "/" + strings.Repeat("d", 2500)
+	for _, c := range []struct {
+		name    string
+		payload string
+		o       ExecOptions
+		lines   int // 0: several
+		want    string
+	}{
+		{"short", "hello", ExecOptions{}, 1, "hello"},
+		{"quotes-controls", "it's \"q\" \\ \x01\x1b[31m\t✓", ExecOptions{}, 1, "it's \"q\" \\ \x01\x1b[31m\t✓"},
+		{"dir", "in dir", ExecOptions{Dir: "/"}, 1, "in dir"},
+		{"strict-missing-dir", "not run", ExecOptions{Dir: "/no/such/dir", Strict: true}, 1, ""},
+		{"long", strings.Repeat("a'\\\x01", 2000), ExecOptions{}, 0, strings.Repeat("a'\\\x01", 2000)},
+		{"last-piece-apart", strings.Repeat("x", 2980), ExecOptions{Dir: longDir}, 2, strings.Repeat("x", 2980)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := c.o
+			o.Command = "printf %s " + quote(c.payload)
+			script := commandLines("7", o)
+			if !strings.HasSuffix(script, "\n") {
+				t.Fatalf("the last line is not ended: %q", script)
+			}
+			lines := strings.Split(strings.TrimSuffix(script, "\n"), "\n")
+			if c.lines == 0 && len(lines) < 2 || c.lines > 0 && len(lines) != c.lines {
+				t.Fatalf("%d lines, want %d (0: several)", len(lines), c.lines)
+			}
+			for i, l := range lines {
+				if len(l)+1 > maxLine {
+					t.Fatalf("line %d is %d bytes", i, len(l)+1)
+				}
+			}
+			out, err := exec.Command(bash, "--norc", "-c", script+`printf '|%s' "$__sh_id"`).Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != c.want+"|7" {
+				t.Fatalf("ran %q, want %q", out, c.want+"|7")
+			}
+		})
+	}
+}

@@ -58,6 +58,9 @@ const (
 	// lineChunk is the longest piece of a command sent on one line: a
 	// terminal in canonical mode drops input past 4095 bytes per line.
 	lineChunk = 3000
+	// maxLine is the longest line the server types into a shell: below
+	// the 4095 bytes a terminal in canonical mode keeps of one.
+	maxLine = 4000
 	// maxCommandBytes caps a command (as exec does).
 	maxCommandBytes = 128 << 10
 	// MaxInputBytes caps one write of input to a session.
@@ -486,6 +489,42 @@ func ansiQuote(b string) []string {
 	return append(out, cur.String())
 }
 
+// commandLines is what start types into the shell for command id: the
+// command assigned to __sh_c in pieces of at most lineChunk bytes, then
+// __sh_id set and the command run with eval. The last piece shares the
+// line that runs it when the two fit in maxLine: the shell then reads one
+// line and runs its prompt (the marker) once per command, not once more
+// for an assignment alone.
+func commandLines(id string, o ExecOptions) string {
+	var run strings.Builder
+	run.WriteString("__sh_id=" + id + "; ")
+	if o.Dir != "" {
+		dir := ansiQuote(o.Dir)[0]
+		if o.Strict {
+			run.WriteString("cd -- " + dir + " && ")
+		} else {
+			run.WriteString("{ cd -- " + dir + "; } 2>/dev/null; ")
+		}
+	}
+	run.WriteString(`eval "$__sh_c"` + "\n")
+	var b strings.Builder
+	pieces := ansiQuote(o.Command)
+	for i, piece := range pieces {
+		op := "+="
+		if i == 0 {
+			op = "="
+		}
+		b.WriteString("__sh_c" + op + piece)
+		if i == len(pieces)-1 && len("__sh_c"+op+piece)+2+run.Len() <= maxLine {
+			b.WriteString("; ")
+			break
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(run.String())
+	return b.String()
+}
+
 // ExecOptions is one command for an exec session.
 type ExecOptions struct {
 	Command string
@@ -528,25 +567,7 @@ func (s *Session) start(o ExecOptions) (*command, error) {
 	s.lastUsed = now
 	s.mu.Unlock()
 
-	var line strings.Builder
-	for i, piece := range ansiQuote(o.Command) {
-		op := "+="
-		if i == 0 {
-			op = "="
-		}
-		line.WriteString("__sh_c" + op + piece + "\n")
-	}
-	line.WriteString("__sh_id=" + c.id + "; ")
-	if o.Dir != "" {
-		dir := ansiQuote(o.Dir)[0]
-		if o.Strict {
-			line.WriteString("cd -- " + dir + " && ")
-		} else {
-			line.WriteString("{ cd -- " + dir + "; } 2>/dev/null; ")
-		}
-	}
-	line.WriteString(`eval "$__sh_c"` + "\n")
-	if err := s.write([]byte(line.String())); err != nil {
+	if err := s.write([]byte(commandLines(c.id, o))); err != nil {
 		s.mu.Lock()
 		c.status = StatusKilled
 		s.finishLocked(c)
