@@ -1,6 +1,12 @@
 package dispatch
 
-import "errors"
+import (
+	"errors"
+	"time"
+
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+)
 
 // argsRefusal is the dispatcher's refusal of a call's arguments: they
 // broke their type's rules (Validate) or could not be decoded. It wraps
@@ -23,4 +29,14 @@ func (e argsRefusal) Unwrap() error { return e.err }
 func ArgsRefused(err error, tool string) bool {
 	var r argsRefusal
 	return errors.As(err, &r) && r.tool == tool
+}
+
+// CapRefusal is the 429 of a concurrency cap a capability enforces itself
+// (the sandboxes per key, the executions per sandbox), shaped like the
+// dispatcher's rate-limit refusals so the API sets the same headers: limit
+// is the cap, retry the hint, msg the answer's message.
+func CapRefusal(cat ratelimit.Category, limit int, retry time.Duration, msg string) error {
+	d := ratelimit.Decision{Limit: limit, Remaining: 0, Reset: time.Now().Add(retry), RetryAfter: retry}
+	return &fault.Error{Kind: fault.RateLimited, Msg: msg, RetryAfter: d.RetryAfterSeconds(),
+		Err: &RateLimited{Category: cat, Decision: d}}
 }

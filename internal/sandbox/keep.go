@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 )
@@ -39,7 +40,7 @@ func (s *Sandbox) checkKeep() error {
 	n := len(s.kept)
 	s.mu.Unlock()
 	if n >= maxKeptGroups {
-		return capFault(ratelimit.Executions, maxKeptGroups, execCapRetry, fmt.Sprintf(
+		return dispatch.CapRefusal(ratelimit.Executions, maxKeptGroups, execCapRetry, fmt.Sprintf(
 			"at most %d executions' kept processes per sandbox: end some of them (kill) or run without keep", maxKeptGroups))
 	}
 	return nil

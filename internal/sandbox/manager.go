@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/outbuf"
@@ -385,7 +386,7 @@ func (m *Manager) create(ctx context.Context, c Caller, spec Spec, dflt bool) (I
 	}
 	if m.cfg.MaxPerOwner > 0 && !c.Admin && m.countOwned(c.KeyID)+elsewhere >= m.cfg.MaxPerOwner {
 		m.mu.Unlock()
-		return Info{}, capFault(ratelimit.Sandboxes, m.cfg.MaxPerOwner, sandboxCapRetry, fmt.Sprintf("at most %d sandboxes per key", m.cfg.MaxPerOwner))
+		return Info{}, dispatch.CapRefusal(ratelimit.Sandboxes, m.cfg.MaxPerOwner, sandboxCapRetry, fmt.Sprintf("at most %d sandboxes per key", m.cfg.MaxPerOwner))
 	}
 	m.mu.Unlock()
 

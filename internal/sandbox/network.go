@@ -7,7 +7,6 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/egress"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
@@ -60,17 +59,12 @@ func (m *Manager) EnableNetwork(opts NetworkOptions) error {
 	m.net.Enable(m.stop, opts.Egress, opts.HostAllowed)
 	for _, s := range m.All() {
 		n := s.network()
-		if n.Mode != NetworkProxy || opts.Egress == nil {
-			continue
-		}
-		if err := opts.Egress.SetPolicy(s.rec.ID, egress.Policy{Allow: n.Allow}); err != nil {
-			return fmt.Errorf("egress policy of sandbox %s: %w", s.rec.ID, err)
+		if err := m.net.Restore(s.rec.ID, n.Mode, n.Allow); err != nil {
+			return err
 		}
 	}
 	return nil
 }
-
-func (m *Manager) egressProxy() Egress { return m.net.Egress() }
 
 // checkNetwork validates a requested network setting for caller c and
 // normalises it (mode none when empty): netmode.Hub.Check.
@@ -176,11 +170,8 @@ func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) 
 	if modeChange && !u.Restart && s.State() != Stopped {
 		return NetworkResult{}, fault.New(fault.Conflict, fmt.Sprintf("changing network.mode from %s to %s restarts the sandbox's init (running commands end); send restart: true", cur.Mode, want.Mode))
 	}
-	e := m.egressProxy()
-	if want.Mode == NetworkProxy && e != nil {
-		if err := e.SetPolicy(s.rec.ID, egress.Policy{Allow: want.Allow}); err != nil {
-			return NetworkResult{}, fault.InvalidField("network.allow", err.Error())
-		}
+	if err := m.net.Change(s.rec.ID, want.Mode, want.Allow); err != nil {
+		return NetworkResult{}, err
 	}
 	// The record changes first, so an init started from now on (by a
 	// concurrent call after the shutdown below) has the new mode.
@@ -191,9 +182,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) 
 	if modeChange {
 		s.shutdown()
 	}
-	if cur.Mode == NetworkProxy && want.Mode != NetworkProxy && e != nil {
-		e.Remove(s.rec.ID)
-	}
+	m.net.Leave(s.rec.ID, cur.Mode, want.Mode)
 	if err := m.records.PutSandbox(ctx, rec); err != nil {
 		return NetworkResult{}, fmt.Errorf("save sandbox: %w", err)
 	}
@@ -239,17 +228,9 @@ func (m *Manager) NetworkPosture() NetworkPosture {
 	return p
 }
 
-// capFault is the 429 of a concurrency cap the manager enforces itself
-// (sandboxes per key, executions per sandbox), shaped like the
-// dispatcher's rate-limit refusals so the API sets the same headers.
-func capFault(cat ratelimit.Category, limit int, retry time.Duration, msg string) error {
-	d := ratelimit.Decision{Limit: limit, Remaining: 0, Reset: time.Now().Add(retry), RetryAfter: retry}
-	return &fault.Error{Kind: fault.RateLimited, Msg: msg, RetryAfter: d.RetryAfterSeconds(),
-		Err: &dispatch.RateLimited{Category: cat, Decision: d}}
-}
-
-// Retry hints of the manager's caps: nobody knows when a sandbox is
-// deleted or an execution ends, so these are polling intervals.
+// Retry hints of the manager's caps (their refusals are
+// dispatch.CapRefusal): nobody knows when a sandbox is deleted or an
+// execution ends, so these are polling intervals.
 const (
 	sandboxCapRetry = 60 * time.Second
 	execCapRetry    = ratelimit.ConcurrencyRetryAfter

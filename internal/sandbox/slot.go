@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
 	"github.com/sandhold/sandhold/internal/ratelimit"
@@ -26,7 +27,7 @@ func (s *Sandbox) acquireSlot() (*execgroup.Group, error) {
 		return nil, fault.New(fault.Conflict, "sandbox is not running")
 	}
 	if len(s.running) >= s.m.cfg.MaxExecsPerSandbox {
-		return nil, capFault(ratelimit.Executions, s.m.cfg.MaxExecsPerSandbox, execCapRetry, fmt.Sprintf("at most %d concurrent executions per sandbox", s.m.cfg.MaxExecsPerSandbox))
+		return nil, dispatch.CapRefusal(ratelimit.Executions, s.m.cfg.MaxExecsPerSandbox, execCapRetry, fmt.Sprintf("at most %d concurrent executions per sandbox", s.m.cfg.MaxExecsPerSandbox))
 	}
 	if n := len(s.freeSlot); n > 0 {
 		sl := s.freeSlot[n-1]

@@ -184,6 +184,42 @@ func (h *Hub) Attach(id, mode string, allow []string) error {
 	return e.SetPolicy(id, egress.Policy{Allow: allow})
 }
 
+// Restore puts a recorded sandbox's policy in force again, before the
+// server serves (a proxy-mode sandbox's allow list). Without a proxy,
+// nothing: such a sandbox does not start (CheckStart).
+func (h *Hub) Restore(id, mode string, allow []string) error {
+	e := h.Egress()
+	if mode != Proxy || e == nil {
+		return nil
+	}
+	if err := e.SetPolicy(id, egress.Policy{Allow: allow}); err != nil {
+		return fmt.Errorf("egress policy of sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Change puts a live sandbox's new allow list in force (mode proxy: for
+// the next request; established tunnels are not cut). Call Leave once the
+// sandbox has its new mode.
+func (h *Hub) Change(id, mode string, allow []string) error {
+	e := h.Egress()
+	if mode != Proxy || e == nil {
+		return nil
+	}
+	if err := e.SetPolicy(id, egress.Policy{Allow: allow}); err != nil {
+		return fault.InvalidField("network.allow", err.Error())
+	}
+	return nil
+}
+
+// Leave drops the policy of a sandbox that left mode proxy (from) for
+// another mode (to).
+func (h *Hub) Leave(id, from, to string) {
+	if e := h.Egress(); from == Proxy && to != Proxy && e != nil {
+		e.Remove(id)
+	}
+}
+
 // Detach forgets a deleted sandbox: its policy, live connections and
 // counters.
 func (h *Hub) Detach(id string) {

@@ -2,6 +2,7 @@ package netmode
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -90,4 +91,60 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("a non-admin got privileged entries %q accepted", p)
 		}
 	})
+}
+
+// recEgress records the policies the hub puts in force; a policy with
+// "bad" in its list is refused.
+type recEgress struct {
+	nopEgress
+	set     map[string][]string
+	removed []string
+}
+
+func (e *recEgress) SetPolicy(id string, p egress.Policy) error {
+	for _, a := range p.Allow {
+		if a == "bad" {
+			return errors.New("bad entry")
+		}
+	}
+	e.set[id] = p.Allow
+	return nil
+}
+
+func (e *recEgress) Remove(id string) { e.removed = append(e.removed, id) }
+
+// TestPolicyFollowsTheMode: a recorded or changed proxy-mode sandbox's
+// list is put in force, other modes' are not; a refused list is the
+// caller's invalid field on a change and names the sandbox on a restore;
+// leaving proxy mode drops the policy, staying in it does not; without a
+// proxy all of it is nothing.
+func TestPolicyFollowsTheMode(t *testing.T) {
+	e := &recEgress{set: map[string][]string{}}
+	h := &Hub{egress: e}
+	if err := h.Restore("s1", Proxy, []string{"pypi.org"}); err != nil || len(e.set["s1"]) != 1 {
+		t.Fatalf("restore: %v, %v", err, e.set)
+	}
+	if err := h.Restore("s2", None, nil); err != nil || e.set["s2"] != nil {
+		t.Fatalf("restore of mode none set a policy: %v, %v", err, e.set)
+	}
+	if err := h.Restore("s3", Proxy, []string{"bad"}); err == nil || !strings.Contains(err.Error(), "sandbox s3") {
+		t.Fatalf("a refused restore: %v, want the sandbox named", err)
+	}
+	if err := h.Change("s1", Proxy, []string{"bad"}); fault.KindOf(err) != fault.Invalid {
+		t.Fatalf("a refused change: %v, want invalid network.allow", err)
+	}
+	if err := h.Change("s1", Proxy, []string{"a.org", "b.org"}); err != nil || len(e.set["s1"]) != 2 {
+		t.Fatalf("change: %v, %v", err, e.set)
+	}
+	h.Leave("s1", Proxy, Proxy)
+	h.Leave("s2", None, Host)
+	h.Leave("s1", Proxy, None)
+	if len(e.removed) != 1 || e.removed[0] != "s1" {
+		t.Fatalf("removed %v, want s1 once", e.removed)
+	}
+	var off Hub
+	if off.Restore("s1", Proxy, []string{"bad"}) != nil || off.Change("s1", Proxy, []string{"bad"}) != nil {
+		t.Fatal("without a proxy a policy was checked")
+	}
+	off.Leave("s1", Proxy, None)
 }
