@@ -10,6 +10,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
+	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 )
@@ -28,7 +29,7 @@ func (m *Manager) lowersDir() string { return filepath.Join(m.cfg.DataDir, forkl
 // forkLayer is forklower.LayeredOn, or, for a pending restore without a
 // template on a file system that cannot share blocks, makes the workspace
 // layered now (the marker written before anything else).
-func (s *Sandbox) forkLayer(dir string, root *rootPlan) (string, bool, error) {
+func (s *Sandbox) forkLayer(dir string, root *templateroot.Plan) (string, bool, error) {
 	if snap, layered, err := forklower.LayeredOn(dir); err != nil || layered {
 		return snap, layered, err
 	}

@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
+	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 )
 
 // The per-platform variants (_linux.go and its _other.go stub) must offer
@@ -16,7 +17,7 @@ var (
 		Resize(rows, cols uint16) error
 	} = (*Proc)(nil)
 	_ interface {
-		workspaceVolume(dir string, uid int, root *rootPlan, clk *startsteps.Clock) (*os.File, func() error, error)
+		workspaceVolume(dir string, uid int, root *templateroot.Plan, clk *startsteps.Clock) (*os.File, func() error, error)
 		diskBytes() int64
 		releaseVolume()
 	} = (*Sandbox)(nil)

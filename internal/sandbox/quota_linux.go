@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
+	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
@@ -26,9 +27,9 @@ import (
 // s.mu.
 //
 // A template sandbox's image holds its workspace and its writable layer
-// side by side (templateLayout): the init gets a clone of the workspace's
+// side by side (templateroot.Layout): the init gets a clone of the workspace's
 // tree only, and the writable layer's at its start (rootFiles).
-func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *startsteps.Clock) (ws *os.File, durable func() error, err error) {
+func (s *Sandbox) workspaceVolume(dir string, uid int, root *templateroot.Plan, clk *startsteps.Clock) (ws *os.File, durable func() error, err error) {
 	if s.vol == nil {
 		size := max(s.diskBytes(), volume.MinBytes)
 		img := filepath.Join(dir, volume.ImageName)
@@ -64,10 +65,10 @@ func (s *Sandbox) workspaceVolume(dir string, uid int, root *rootPlan, clk *star
 	}
 	if root != nil {
 		base := hostBase(s.rec.Slot)
-		if err := templateLayout(s.vol, base, root.uid, root.gid); err != nil {
+		if err := templateroot.Layout(s.vol, base, root.UID, root.GID); err != nil {
 			return fail(err)
 		}
-		w, err := rootfs.DetachedSubtree(s.vol, imageWorkspace)
+		w, err := rootfs.DetachedSubtree(s.vol, templateroot.Workspace)
 		if err != nil {
 			return fail(err)
 		}

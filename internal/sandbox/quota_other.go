@@ -7,11 +7,12 @@ import (
 	"os"
 
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
+	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 )
 
 // workspaceVolume fails: the kernel-enforced workspace quota needs Linux
 // (loop devices, ext4, the new mount API).
-func (s *Sandbox) workspaceVolume(string, int, *rootPlan, *startsteps.Clock) (*os.File, func() error, error) {
+func (s *Sandbox) workspaceVolume(string, int, *templateroot.Plan, *startsteps.Clock) (*os.File, func() error, error) {
 	return nil, nil, errors.New("workspace quota needs Linux")
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
+	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/template"
 )
 
@@ -231,7 +232,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		return err
 	}
 	if root != nil {
-		defer root.txn.Close()
+		defer root.Close()
 	}
 	// The init is cloned at once and starts (its runtime, its own
 	// settings) while the server makes what it needs: the workspace, which
@@ -374,7 +375,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		SleepGate: s.m.sleeps.Ask,
 	}
 	if root != nil {
-		root.apply(s, &spec)
+		root.Apply(&spec, s.rootFiles)
 	}
 	s.m.netLaunch(&spec, s.rec.ID, s.rec.Spec.Network)
 	inst, err := s.launch(lctx, spec, <-spareOK)
@@ -492,14 +493,14 @@ func (s *Sandbox) watch(inst *agent.Instance) {
 // prepareWorkspace creates the persistent directory owned by the sandbox
 // user's host id and opens it for the init. A new workspace image comes
 // with durable, the step that makes it durable (workspaceVolume).
-func (s *Sandbox) prepareWorkspace(base uint32, root *rootPlan, clk *startsteps.Clock) (ws *os.File, durable func() error, err error) {
+func (s *Sandbox) prepareWorkspace(base uint32, root *templateroot.Plan, clk *startsteps.Clock) (ws *os.File, durable func() error, err error) {
 	dir := s.workspaceDir()
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, nil, fmt.Errorf("create workspace: %w", err)
 	}
 	uid := int(base) + sandboxUID
 	if root != nil {
-		uid = int(base) + root.uid
+		uid = int(base) + root.UID
 	}
 	if s.diskBytes() > 0 {
 		// The quota is a file system of its own (quota_linux.go).

@@ -22,12 +22,6 @@ func (s *Sandbox) rootFiles(pid int, dirs []string) ([]*os.File, error) {
 	return templateroot.Files(s.vol, pid, dirs)
 }
 
-// templateLayout makes or checks a template sandbox's trees in its
-// workspace image (templateroot.Layout).
-func templateLayout(vol *os.File, base uint32, uid, gid int) error {
-	return templateroot.Layout(vol, base, uid, gid)
-}
-
 // PackRoot writes the sandbox's writable layer (its overlay's upper
 // directory) to w as an OCI layer (layer.Pack): what it changed in its
 // template's tree, the mount points its start made left out. A running

@@ -1,9 +1,12 @@
-// Package templateroot is the layout of a template sandbox's root in its
-// workspace image: the trees the image holds (Layout), the descriptors an
-// init builds its overlay root from (Files), the writable layer a commit
+// Package templateroot is what a template sandbox takes from its template:
+// the plan of its start read from the store (Plan: the layers, the user,
+// the launch's overlay root), the environment, shell and working directory
+// its commands start with (Env, Shell, Cwd), and the layout of its root in
+// its workspace image: the trees the image holds (Layout), the descriptors
+// an init builds its overlay root from (Files), the writable layer a commit
 // reads (OpenUpper), and the one-layer template the self-test starts
-// (SelfTestLayer). internal/sandbox decides when a sandbox runs on a
-// template.
+// (SelfTestLayer). It runs in the server; internal/sandbox decides when a
+// sandbox runs on a template.
 package templateroot
 
 import (
