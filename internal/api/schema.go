@@ -11,7 +11,9 @@ import (
 // schemaHomes maps a Go package's import path to the package whose name its
 // types' schemas carry: the API's names are the capability's, whichever of
 // its packages holds the type. Add a line when an API type moves down.
-var schemaHomes = map[string]string{}
+var schemaHomes = map[string]string{
+	"github.com/sandhold/sandhold/internal/sandbox/execrun": "github.com/sandhold/sandhold/internal/sandbox",
+}
 
 // schemaName names OpenAPI schemas. huma's default drops the package, so two
 // packages' `Record` types would collide (huma panics on duplicates) as more

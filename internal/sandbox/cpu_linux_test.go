@@ -55,12 +55,11 @@ func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
 	}
 	free := func() *execgroup.Group {
 		t.Helper()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if len(s.freeSlot) != 1 {
-			t.Fatalf("%d idle execution groups, want 1", len(s.freeSlot))
+		idle := s.execs.Idle()
+		if len(idle) != 1 {
+			t.Fatalf("%d idle execution groups, want 1", len(idle))
 		}
-		return s.freeSlot[0]
+		return idle[0]
 	}
 	sl := free()
 	if _, known := sl.IdleCPU(); !known {
@@ -78,7 +77,7 @@ func TestExecCPUIsItsOwnInAReusedGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.slot != sl {
+	if p.Group() != sl {
 		t.Fatal("the process did not take the idle execution group")
 	}
 	if ex := <-p.Exited(); ex.Code != 0 {

@@ -2,575 +2,101 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"math"
+	"io"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
+	"github.com/sandhold/sandhold/internal/archive"
 	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/outbuf"
-	"github.com/sandhold/sandhold/internal/sandbox/execenv"
-	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
-	"github.com/sandhold/sandhold/internal/sandbox/outcopy"
-	"github.com/sandhold/sandhold/internal/sandbox/spawnfault"
+	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox/execrun"
 )
+
+// A sandbox's executions, its long-lived processes and the execution
+// groups they run in are its execution table's (internal/sandbox/execrun,
+// Sandbox.execs); the sandbox is its Host (execHost) and tells it when an
+// init starts and stops (startLocked, watch, shutdown).
 
 // Execution limits and defaults (SECURITY-RULES.md → Exec).
 const (
-	DefaultTimeout = 60 * time.Second
-	MaxTimeout     = 600 * time.Second
-	// DefaultOutputLimit is kept per stream (AIO's bash pipe default).
-	DefaultOutputLimit = 50_000
-	// MaxOutputLimit caps a caller's output_limit: the kept bytes live in
-	// server memory.
-	MaxOutputLimit = 10 << 20
-	// MaxStdin caps the stdin a request may carry.
-	MaxStdin = 10 << 20
-	// defaultOpenFiles is RLIMIT_NOFILE of every execution.
-	defaultOpenFiles = 1024
-	// maxCommandBytes caps a command line.
-	maxCommandBytes = 128 << 10
-	// drainGrace bounds waiting for output after the process tree is dead:
-	// only a descriptor passed to another execution keeps a pipe open.
-	drainGrace = 2 * time.Second
-	// cpuPoll is how often a long execution's tree CPU time is checked.
-	cpuPoll = 250 * time.Millisecond
-	// exitAfterKill bounds waiting for the exit report of a killed
-	// execution; past it the init is presumed gone and the exit is
-	// recorded as SIGKILL.
-	exitAfterKill = 10 * time.Second
-	// killWait bounds waiting for each killed execution to finish when a
-	// sandbox stops or HALT kills everything.
-	killWait = 15 * time.Second
+	DefaultTimeout     = execrun.DefaultTimeout
+	MaxTimeout         = execrun.MaxTimeout
+	DefaultOutputLimit = execrun.DefaultOutputLimit
+	MaxOutputLimit     = execrun.MaxOutputLimit
+	MaxStdin           = execrun.MaxStdin
 )
 
 // Statuses of an execution.
 const (
-	StatusRunning   = "running"
-	StatusCompleted = "completed"
-	StatusTimedOut  = "timed_out"
-	StatusKilled    = "killed"
+	StatusRunning   = execrun.StatusRunning
+	StatusCompleted = execrun.StatusCompleted
+	StatusTimedOut  = execrun.StatusTimedOut
+	StatusKilled    = execrun.StatusKilled
 )
 
 // Reasons an execution was killed.
 const (
-	ReasonMemory  = "memory"
-	ReasonCPU     = "cpu_time"
-	ReasonTimeout = "timeout"
-	ReasonClient  = "client"
+	ReasonMemory  = execrun.ReasonMemory
+	ReasonCPU     = execrun.ReasonCPU
+	ReasonTimeout = execrun.ReasonTimeout
+	ReasonClient  = execrun.ReasonClient
 )
 
-// ExecRequest is one command to run.
-type ExecRequest struct {
-	// Command is run with /bin/bash -c; Argv is run as is. One of them.
-	Command string
-	Argv    []string
-	Cwd     string
-	Env     map[string]string
-	// Timeout is the wall limit; 0 is DefaultTimeout, or none for a
-	// Background command in a sandbox with a TTL (checkExec).
-	Timeout time.Duration
-	Stdin   []byte
-	// Sudo runs as uid 0 inside the namespace (needs SANDBOX_ENABLE_SUDO).
-	Sudo bool
-	// OutputLimit is the bytes kept per stream (0: DefaultOutputLimit).
-	OutputLimit int
-	// PrivilegedEnv allows LD_PRELOAD and friends (admin keys).
-	PrivilegedEnv bool
-	// Background returns at once; the execution is polled by id.
-	Background bool
-	// Keep lets what the command leaves running outlive it (keep.go):
-	// without it, the end of the main process kills its whole group.
-	Keep  bool
-	Actor string
-}
+type (
+	// ExecRequest is one command to run.
+	ExecRequest = execrun.ExecRequest
+	// Execution is a command started in a sandbox.
+	Execution = execrun.Execution
+	// Result is a finished (or running) execution's outcome.
+	Result = execrun.Result
+	// SpawnSpec starts a long-lived process (Spawn).
+	SpawnSpec = execrun.SpawnSpec
+	// Proc is a process started with Spawn.
+	Proc = execrun.Proc
+)
 
-// Execution is a command started in a sandbox.
-type Execution struct {
-	ID      string
-	Sandbox string
-	Argv    []string
-	Started time.Time
-	Stdout  *outbuf.Output
-	Stderr  *outbuf.Output
-
-	cancel func(reason string)
-	done   chan struct{}
-	// actor is the key that started it (revocation kills its executions).
-	actor string
-
-	// mu guards the result.
-	mu       sync.Mutex
-	status   string
-	reason   string
-	exitCode int
-	signal   int
-	kept     bool
-	duration time.Duration
-	cpu      time.Duration
-}
-
-// Result is a finished (or running) execution's outcome.
-type Result struct {
-	ID         string `json:"command_id"`
-	Status     string `json:"status"`
-	Reason     string `json:"reason,omitempty"`
-	ExitCode   *int   `json:"exit_code"`
-	Signal     int    `json:"signal,omitempty"`
-	Stdout     string `json:"stdout"`
-	Stderr     string `json:"stderr"`
-	Truncated  bool   `json:"truncated"`
-	DurationMS int64  `json:"duration_ms"`
-	CPUMS      int64  `json:"cpu_ms"`
-	// Kept says processes the command started run on (keep).
-	Kept bool `json:"kept,omitempty"`
-}
-
-// OutputGone answers a read of the execution's output from these offsets:
-// a gone fault (410) when the bytes asked for were evicted by the output
-// budget (SANDBOX_OUTPUT_BUDGET, SANDBOX_OUTPUT_BUDGET_PER_KEY), else nil.
-// Offsets at or past a stream's end ask for nothing it lost.
-func (e *Execution) OutputGone(stdoutOffset, stderrOffset int64) error {
-	if err := e.Stdout.Gone("stdout", e.ID, stdoutOffset); err != nil {
-		return err
-	}
-	return e.Stderr.Gone("stderr", e.ID, stderrOffset)
-}
-
-// Done is closed when the execution has finished.
-func (e *Execution) Done() <-chan struct{} { return e.done }
-
-// Kill ends the execution's whole process tree.
-func (e *Execution) Kill() { e.cancel(ReasonClient) }
-
-// Status reports the current status.
-func (e *Execution) Status() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.status
-}
-
-// Result returns the outcome so far.
-func (e *Execution) Result() Result {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out, t1 := e.Stdout.Text()
-	errOut, t2 := e.Stderr.Text()
-	r := Result{
-		ID: e.ID, Status: e.status, Reason: e.reason, Signal: e.signal,
-		Stdout: out, Stderr: errOut, Truncated: t1 || t2,
-		DurationMS: e.duration.Milliseconds(), CPUMS: e.cpu.Milliseconds(), Kept: e.kept,
-	}
-	if e.status == StatusRunning {
-		r.DurationMS = time.Since(e.Started).Milliseconds()
-	} else {
-		code := e.exitCode
-		r.ExitCode = &code
-	}
-	return r
-}
-
-// checkExec validates a request and fills defaults.
-func (s *Sandbox) checkExec(r *ExecRequest) ([]string, []string, error) {
-	switch {
-	case r.Command != "" && len(r.Argv) > 0:
-		return nil, nil, fault.InvalidField("command", "give command or argv, not both")
-	case r.Command == "" && len(r.Argv) == 0:
-		return nil, nil, fault.InvalidField("command", "command or argv is required")
-	case len(r.Command) > maxCommandBytes:
-		return nil, nil, fault.InvalidField("command", fmt.Sprintf("command longer than %d bytes", maxCommandBytes))
-	case strings.IndexByte(r.Command, 0) >= 0:
-		return nil, nil, fault.InvalidField("command", "command holds a NUL byte")
-	}
-	argv := r.Argv
-	if r.Command != "" {
-		argv = []string{s.shell(), "-c", r.Command}
-	}
-	total := 0
-	for _, a := range argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, nil, fault.InvalidField("argv", "argv holds a NUL byte")
-		}
-		total += len(a)
-	}
-	if argv[0] == "" || total > maxCommandBytes {
-		return nil, nil, fault.InvalidField("argv", "argv is empty or too long")
-	}
-	if r.Cwd == "" {
-		r.Cwd = s.defaultCwd()
-	}
-	if err := agent.CheckPath(r.Cwd); err != nil {
-		return nil, nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
-	}
-	switch {
-	case r.Timeout != 0:
-		if err := CheckTimeout(r.Timeout); err != nil {
-			return nil, nil, err
-		}
-	case r.Background && s.rec.Spec.TTL > 0:
-		// A detached command asked for no timeout in a sandbox whose TTL
-		// deletes it: the TTL bounds it (a dev server, a long build), and
-		// its CPU time limit still applies. Timeout 0: no wall timer.
-	default:
-		r.Timeout = DefaultTimeout
-	}
-	switch {
-	case r.OutputLimit < 0 || r.OutputLimit > MaxOutputLimit:
-		return nil, nil, fault.InvalidField("output_limit", fmt.Sprintf("output_limit must be between 0 and %d", MaxOutputLimit))
-	case r.OutputLimit == 0:
-		r.OutputLimit = DefaultOutputLimit
-	}
-	if len(r.Stdin) > MaxStdin {
-		return nil, nil, fault.InvalidField("stdin", fmt.Sprintf("stdin larger than %d bytes", MaxStdin))
-	}
-	if r.Sudo && !s.m.cfg.AllowSudo {
-		return nil, nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
-	}
-	env, err := execenv.Build(s.baseEnv(), s.netEnv(r.Env), r.PrivilegedEnv, execenv.MaxVars)
-	if err != nil {
-		return nil, nil, err
-	}
-	return argv, env, nil
-}
-
-// Exec starts a command. Unless r.Background, it waits for the end and the
-// caller's ctx bounds it: a cancelled ctx (a client that went away) kills
-// the execution's tree. A background execution outlives ctx and is found
-// again with Execution(id).
-func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
-	argv, env, err := s.checkExec(&r)
-	if err != nil {
-		return nil, err
-	}
-	inst, err := s.ensure(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if r.Keep {
-		if err := s.checkKeep(); err != nil {
-			return nil, err
-		}
-	}
-	slot, err := s.acquireSlot()
-	if err != nil {
-		return nil, err
-	}
-	slot.MarkCPUStart()
-	cpuLimit := s.rec.Spec.Limits.CPUTime
-	req := agent.SpawnReq{
-		Argv:  argv,
-		Env:   env,
-		Cwd:   r.Cwd,
-		Root:  r.Sudo,
-		Stdin: len(r.Stdin) > 0,
-		Limits: agent.Limits{
-			CPUSeconds:    uint64(math.Ceil(cpuLimit.Seconds())),
-			FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)),
-			OpenFiles:     defaultOpenFiles,
-		},
-	}
-	p, err := s.spawnIn(ctx, inst, req, slot)
-	if err == nil && r.Keep {
-		if err = outcopy.KeepStreams(p); err != nil {
-			p.Close()
-		}
-	}
-	if err != nil {
-		s.killSlot(slot)
-		slot.Dirty = true
-		s.releaseSlot(slot)
-		return nil, spawnfault.Of(err, s.rec.Spec.Limits.Pids)
-	}
-
-	s.mu.Lock()
-	s.execSeq++
-	id := s.rec.ID[2:10] + "-" + strconv.Itoa(s.execSeq)
-	s.mu.Unlock()
-	e := &Execution{
-		ID: id, Sandbox: s.rec.ID, Argv: argv, Started: time.Now(),
-		Stdout: s.NewOutput(r.OutputLimit), Stderr: s.NewOutput(r.OutputLimit),
-		done: make(chan struct{}), status: StatusRunning, actor: r.Actor,
-	}
-	kill := make(chan string, 1)
-	e.cancel = func(reason string) {
-		select {
-		case kill <- reason:
-		default:
-		}
-	}
-	s.register(e)
-
-	copies := outcopy.NewCopies(2)
-	copyFn := outcopy.Copy
-	if r.Keep {
-		copyFn = outcopy.CopyKept
-	}
-	go copyFn(copies, e.Stdout, p.Stdout)
-	go copyFn(copies, e.Stderr, p.Stderr)
-	if p.Stdin != nil {
-		go func() {
-			_, _ = p.Stdin.Write(r.Stdin)
-			_ = p.Stdin.Close()
-		}()
-	}
-	if r.Background {
-		go s.supervise(context.WithoutCancel(ctx), e, p, slot, kill, copies, r)
-		return e, nil
-	}
-	// A foreground execution is supervised on the caller's goroutine: a
-	// cancelled ctx kills it there (StatusKilled, ReasonClient), as a
-	// kill does, and the exit reaches the caller without a hand-off.
-	s.supervise(ctx, e, p, slot, kill, copies, r)
-	return e, nil
-}
-
-// spawnIn starts one command in slot's execution group. In the run of a
-// call whose record goes first (dispatch.HeldRecord), the init holds the
-// command before its fork until the record is durable (agent.Hold): once
-// the request is sent, this goroutine commits the record (Wait) while the
-// init prepares the command, then releases it, or refuses it if the record
-// could not be stored. A spawn that fails or is given up ends the hold
-// unreleased first, so the command cannot start after the caller has
-// cleaned its group up.
-func (s *Sandbox) spawnIn(ctx context.Context, inst *agent.Instance, req agent.SpawnReq, sl *execgroup.Group) (*agent.Process, error) {
-	rec := dispatch.HeldRecord(ctx)
-	if rec == nil {
-		return inst.Spawn(ctx, req, sl.Attach, s.homeFor(sl.Attach))
-	}
-	h, err := agent.NewHold()
-	if err != nil {
-		return nil, err
-	}
-	p, err := inst.SpawnHeld(ctx, req, sl.Attach, s.homeFor(sl.Attach), h, func() error {
-		_, err := rec.Wait()
-		return err
+// newExecs makes the execution table of s.
+func newExecs(s *Sandbox) *execrun.Table {
+	return execrun.New((*execHost)(s), execrun.Config{
+		ID: s.rec.ID, MaxExecs: s.m.cfg.MaxExecsPerSandbox, V2: s.m.cg.Info().Version == 2,
+		AllowSudo: s.m.cfg.AllowSudo, Log: s.m.log,
 	})
-	h.CloseReader()
-	if err != nil {
-		h.End(errSpawnAbandoned)
-	}
-	return p, err
 }
 
-// errSpawnAbandoned ends a hold whose spawn failed or was given up.
-var errSpawnAbandoned = errors.New("spawn abandoned")
-
-// supervise waits for the end, enforces the wall and CPU limits, kills
-// the tree and records the result.
-func (s *Sandbox) supervise(ctx context.Context, e *Execution, p *agent.Process, slot *execgroup.Group, kill chan string,
-	copies *outcopy.Copies, r ExecRequest) {
-	var wall <-chan time.Time // nil: no wall limit (checkExec)
-	if r.Timeout > 0 {
-		timer := time.NewTimer(r.Timeout)
-		defer timer.Stop()
-		wall = timer.C
-	}
-	poll := time.NewTicker(cpuPoll)
-	defer poll.Stop()
-	cpuLimit := s.rec.Spec.Limits.CPUTime
-	// cpuStart is the group's CPU time at the start (the group is
-	// reused, its counter cumulative); unread, the first poll's, within
-	// cpuPoll of the start.
-	cpuStart := slot.CPUStart()
-
-	var ex agent.Exit
-	var status, reason string
-	exited := false
-	for !exited {
-		select {
-		case ex = <-p.Exited():
-			exited = true
-		case <-wall:
-			status, reason = StatusTimedOut, ReasonTimeout
-			s.killSlot(slot)
-		case rsn := <-kill:
-			status, reason = StatusKilled, rsn
-			s.killSlot(slot)
-		case <-ctx.Done():
-			status, reason = StatusKilled, ReasonClient
-			s.killSlot(slot)
-		case <-poll.C:
-			// RLIMIT_CPU is per process; the tree's total is the
-			// execution group's CPU time (polled only for executions
-			// that run this long).
-			if cpuStart < 0 {
-				if st, err := slot.Cgroup.Stats(); err == nil {
-					cpuStart = st.CPUUsage
-				}
-			} else if st, err := slot.Cgroup.Stats(); err == nil && cpuLimit > 0 && st.CPUUsage-cpuStart > cpuLimit-cpuPoll {
-				status, reason = StatusKilled, ReasonCPU
-				s.killSlot(slot)
-			}
-		}
-		if status != "" && !exited {
-			// Killed: wait for the exit that follows.
-			select {
-			case ex = <-p.Exited():
-			case <-time.After(exitAfterKill):
-				ex = agent.Exit{Code: -1, Signal: int(syscall.SIGKILL)}
-			}
-			exited = true
-		}
-	}
-	kept := false
-	// empty: the group was seen to hold no task once the main process
-	// ended (or what it left was killed and is gone).
-	empty := false
-	if r.Keep && status == "" {
-		// The main process ended on its own: what it left running stays
-		// (keep.go), and the call's output is what the pipes hold now.
-		outcopy.EndCall(p.Stdout, p.Stderr)
-		copies.Wait(drainGrace, func() { outcopy.EndCall(p.Stdout, p.Stderr) })
-		populated, err := slot.Populated()
-		kept = err == nil && populated
-		empty = err == nil && !populated
-	} else {
-		// The main process is gone; whatever it left running in its group
-		// goes too, which also closes the output pipes.
-		s.killLeftovers(slot)
-		empty = !slot.Dirty
-		copies.Wait(drainGrace, p.Close)
-	}
-	if status == "" {
-		status = StatusCompleted
-		switch {
-		case ex.Signal == int(syscall.SIGKILL) && s.oomSince(slot):
-			status, reason = StatusKilled, ReasonMemory
-		case ex.Signal == int(syscall.SIGXCPU) || (ex.Signal == int(syscall.SIGKILL) && cpuLimit > 0 && time.Duration(ex.CPUms)*time.Millisecond >= cpuLimit):
-			status, reason = StatusKilled, ReasonCPU
-		}
-	}
-	// Before the group serves another; a kept execution's group goes on
-	// counting what it left running, which this figure leaves out.
-	// A slot going back to the pool clean (nothing was left in its group,
-	// which nothing can join from inside) keeps this reading as its next
-	// execution's start.
-	cpu := slot.CPUSinceStart(time.Duration(ex.CPUms)*time.Millisecond, empty)
-	if kept {
-		s.keepSlot(slot)
-	} else {
-		s.releaseSlot(slot)
-	}
-	e.Stdout.Close()
-	e.Stderr.Close()
-	e.mu.Lock()
-	e.status, e.reason, e.kept = status, reason, kept
-	e.exitCode, e.signal = ex.Code, ex.Signal
-	e.duration = time.Since(e.Started)
-	e.cpu = cpu
-	res := Result{Status: status, Reason: reason, DurationMS: e.duration.Milliseconds()}
-	e.mu.Unlock()
-	s.finish(e)
-	s.m.observeExec(status)
-	close(e.done)
-	if r.Background {
-		// The call was audited when it started; its end is recorded here.
-		s.m.audit(context.WithoutCancel(ctx), Event{Actor: r.Actor, Action: "exec.finish", Sandbox: s.rec.ID, Verdict: status, Detail: map[string]any{
-			"command": auditCommand(e.Argv), "command_id": e.ID, "exit_code": ex.Code, "signal": ex.Signal, "reason": res.Reason,
-			"duration_ms": res.DurationMS,
-		}})
-	}
-}
-
-// auditCommand is the command line as audited (the audit log redacts
-// secrets in it); output is never stored.
-func auditCommand(argv []string) string {
-	if len(argv) == 3 && argv[0] == "/bin/bash" && argv[1] == "-c" {
-		return argv[2]
-	}
-	return strings.Join(argv, " ")
-}
-
-func (s *Sandbox) register(e *Execution) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.running[e.ID] = e
-	s.byID[e.ID] = e
-	s.lastUsed = time.Now()
-}
-
-func (s *Sandbox) finish(e *Execution) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.running, e.ID)
-	s.finished = append(s.finished, e)
-	if len(s.finished) > maxFinishedExecs {
-		old := s.finished[0]
-		s.finished = s.finished[1:]
-		delete(s.byID, old.ID)
-		// Forgotten: its bytes leave the output budget now (a reader
-		// that still holds it reads them on).
-		old.Stdout.Release()
-		old.Stderr.Release()
-	}
-	s.lastUsed = time.Now()
+// Exec starts a command (execrun.Table.Exec). Unless r.Background, it
+// waits for the end and the caller's ctx bounds it: a cancelled ctx (a
+// client that went away) kills the execution's tree. A background
+// execution outlives ctx and is found again with Execution(id).
+func (s *Sandbox) Exec(ctx context.Context, r ExecRequest) (*Execution, error) {
+	return s.execs.Exec(ctx, r)
 }
 
 // Execution returns a running or recently finished execution.
-func (s *Sandbox) Execution(id string) (*Execution, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.byID[id]
-	if e == nil {
-		return nil, fault.New(fault.NotFound, "execution not found")
-	}
-	return e, nil
+func (s *Sandbox) Execution(id string) (*Execution, error) { return s.execs.Execution(id) }
+
+// Spawn starts a process in its own execution group (execrun.Table.Spawn).
+func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
+	return s.execs.Spawn(ctx, sp)
 }
 
-// killExecs kills every running execution (delete, HALT).
-// Long-lived processes (shell sessions, interpreters) die too: their
-// owners see the exit and report the lost state.
-func (s *Sandbox) killExecs(reason string) {
-	s.mu.Lock()
-	running := make([]*Execution, 0, len(s.running))
-	for _, e := range s.running {
-		running = append(running, e)
-	}
-	procs := make([]*Proc, 0, len(s.procs))
-	for p := range s.procs {
-		procs = append(procs, p)
-	}
-	s.mu.Unlock()
-	for _, p := range procs {
-		p.Kill()
-	}
-	cancelAndWait(running, reason)
+// Extract unpacks src into the directory dest, by the init, inside the
+// sandbox (execrun.Table.Extract); refusals are *archive.Error.
+func (s *Sandbox) Extract(ctx context.Context, dest string, format archive.Format, lim archive.Limits, deny agent.Deny, src *os.File) (archive.Result, error) {
+	return s.execs.Extract(ctx, dest, format, lim, deny, src)
 }
 
-// cancelAndWait kills the executions and waits (bounded, killWait each)
-// for them to end.
-func cancelAndWait(running []*Execution, reason string) {
-	for _, e := range running {
-		e.cancel(reason)
-	}
-	for _, e := range running {
-		select {
-		case <-e.done:
-		case <-time.After(killWait):
-		}
-	}
+// Pack streams the tree under dir as an archive written by the init
+// (execrun.Table.Pack); a tree holding a name deny refuses is refused.
+func (s *Sandbox) Pack(ctx context.Context, dir string, format archive.Format, lim archive.Limits, deny agent.Deny) (io.ReadCloser, error) {
+	return s.execs.Pack(ctx, dir, format, lim, deny)
 }
 
-// killExecsOf kills the running executions actor started and waits
-// (bounded) for them to end; it returns how many it killed.
-func (s *Sandbox) killExecsOf(actor, reason string) int {
-	s.mu.Lock()
-	var running []*Execution
-	for _, e := range s.running {
-		if e.actor == actor {
-			running = append(running, e)
-		}
-	}
-	s.mu.Unlock()
-	cancelAndWait(running, reason)
-	return len(running)
+// NewOutput makes a stream of at most limit kept bytes charged to the
+// sandbox owner's share of the server's output budget (Config.OutputBudget).
+func (s *Sandbox) NewOutput(limit int) *outbuf.Output {
+	return s.m.cfg.OutputBudget.NewOutput(s.rec.Owner, limit)
 }
 
 // File runs one file primitive inside the sandbox (see agent.Client.File);
@@ -592,4 +118,33 @@ func (s *Sandbox) touch() {
 	s.mu.Lock()
 	s.lastUsed = time.Now()
 	s.mu.Unlock()
+}
+
+// execHost is the sandbox as its execution table sees it (execrun.Host).
+type execHost Sandbox
+
+func (h *execHost) s() *Sandbox { return (*Sandbox)(h) }
+
+func (h *execHost) Ensure(ctx context.Context) (*agent.Instance, error) { return h.s().ensure(ctx) }
+
+func (h *execHost) Limits() execrun.Limits {
+	l := h.rec.Spec.Limits
+	return execrun.Limits{CPUTime: l.CPUTime, DiskBytes: l.DiskBytes, Pids: l.Pids, TTL: h.rec.Spec.TTL}
+}
+
+func (h *execHost) Shell() string                                   { return h.s().shell() }
+func (h *execHost) DefaultCwd() string                              { return h.s().defaultCwd() }
+func (h *execHost) BaseEnv() map[string]string                      { return h.s().baseEnv() }
+func (h *execHost) NetEnv(user map[string]string) map[string]string { return h.s().netEnv(user) }
+func (h *execHost) NewOutput(limit int) *outbuf.Output              { return h.s().NewOutput(limit) }
+func (h *execHost) Touch()                                          { h.s().touch() }
+func (h *execHost) FirstCommandEnded()                              { h.s().firstCommandEnded() }
+func (h *execHost) Observe(status string)                           { h.m.observeExec(status) }
+
+func (h *execHost) Capped(limit int, msg string) error {
+	return dispatch.CapRefusal(ratelimit.Executions, limit, execCapRetry, msg)
+}
+
+func (h *execHost) Audit(ctx context.Context, actor, action, verdict string, detail map[string]any) {
+	h.m.audit(ctx, Event{Actor: actor, Action: action, Sandbox: h.rec.ID, Verdict: verdict, Detail: detail})
 }

@@ -48,7 +48,7 @@ func TestCancelledCallerKillsItsExecution(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	s.killExecs(ReasonTimeout)
+	s.execs.KillAll(ReasonTimeout)
 	e = <-done
 	if e == nil {
 		t.FailNow()
@@ -60,7 +60,5 @@ func TestCancelledCallerKillsItsExecution(t *testing.T) {
 
 // runningCount is how many executions are running.
 func (s *Sandbox) runningCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.running)
+	return s.execs.Running()
 }

@@ -10,10 +10,10 @@ import (
 // under an earlier init (a revoked key's stream or background command
 // ending after the sandbox was stopped) that passed its generation check
 // just as the sandbox starts again must not reach the new init's command
-// in the group of the same name. slotOpHook restarts the sandbox and
-// starts a command inside the window between the check and the kill; the
-// start waits for the kill to end (genMu), so the command runs to its
-// end. Before genMu the restart went through and the kill took the new
+// in the group of the same name. The table's op hook (SetOpHook) restarts
+// the sandbox and starts a command inside the window between the check and
+// the kill; the start waits for the kill to end (genMu), so the command
+// runs to its end. Before genMu the restart went through and the kill took the new
 // command (TestRevocationEndsEverythingTheKeyHolds' flake).
 func TestLateSlotKillSparesTheNextInit(t *testing.T) {
 	m := newManager(t, testConfig(t), nil)
@@ -22,21 +22,20 @@ func TestLateSlotKillSparesTheNextInit(t *testing.T) {
 		t.Fatalf("first command: %+v", r)
 	}
 	// The first init's execution group, held as a late kill holds it.
-	s.mu.Lock()
-	if len(s.freeSlot) == 0 {
-		s.mu.Unlock()
+	if len(s.execs.Idle()) == 0 {
 		t.Fatal("no execution group pooled after a command")
 	}
-	old := s.freeSlot[len(s.freeSlot)-1]
-	s.freeSlot = s.freeSlot[:len(s.freeSlot)-1]
-	s.mu.Unlock()
+	old, _, err := s.execs.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
 	oldName := old.Cgroup.Name()
 	s.shutdown()
 
 	ctx := callCtx(t, m)
 	started := make(chan *Execution, 1)
 	var once sync.Once
-	slotOpHook = func() {
+	s.execs.SetOpHook(func() {
 		once.Do(func() {
 			done := make(chan struct{})
 			go func() {
@@ -55,9 +54,9 @@ func TestLateSlotKillSparesTheNextInit(t *testing.T) {
 			case <-time.After(2 * time.Second):
 			}
 		})
-	}
-	t.Cleanup(func() { slotOpHook = func() {} })
-	s.killSlot(old)
+	})
+	t.Cleanup(func() { s.execs.SetOpHook(nil) })
+	s.execs.Kill(old)
 
 	var e *Execution
 	select {
@@ -66,9 +65,7 @@ func TestLateSlotKillSparesTheNextInit(t *testing.T) {
 		t.Fatal("the command after the restart never started")
 	}
 	// The new init made one execution group, of the same name as the old.
-	s.mu.Lock()
-	seq := s.slotSeq
-	s.mu.Unlock()
+	seq := s.execs.Made()
 	if seq != 1 || oldName != "x1" {
 		t.Fatalf("groups made since the restart: %d; the old group: %q: the test no longer exercises a reused name", seq, oldName)
 	}

@@ -10,7 +10,7 @@ import "sort"
 func (m *Manager) HaltFreeze(reason string) []string {
 	var frozen []string
 	for _, s := range m.All() {
-		s.killExecs("halt: " + reason)
+		s.execs.KillAll("halt: " + reason)
 		s.mu.Lock()
 		running := s.state == Running
 		s.mu.Unlock()
@@ -55,11 +55,7 @@ func (m *Manager) HaltThaw(ids []string) int {
 
 // RunningExecs is how many executions of the sandbox are running (HALT's
 // tests wait for a command to start before halting).
-func (s *Sandbox) RunningExecs() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.running)
-}
+func (s *Sandbox) RunningExecs() int { return s.execs.Running() }
 
 // RevokeOwner ends what a revoked key holds in the sandboxes: every
 // running execution it started, in any sandbox, and every sandbox it
@@ -70,7 +66,7 @@ func (s *Sandbox) RunningExecs() int {
 func (m *Manager) RevokeOwner(owner string) (stopped []string, killed int) {
 	for _, s := range m.All() {
 		if s.rec.Owner != owner {
-			killed += s.killExecsOf(owner, "key revoked")
+			killed += s.execs.KillOf(owner, "key revoked")
 			continue
 		}
 		s.mu.Lock()

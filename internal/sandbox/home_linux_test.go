@@ -20,13 +20,12 @@ func TestForkingThreadComesHomeInEveryHierarchy(t *testing.T) {
 			t.Fatalf("exec: %+v", r)
 		}
 	}
-	sl, err := s.acquireSlot()
+	sl, home, err := s.execs.Acquire()
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := s.homeFor(sl.Attach)
-	all := s.homeFiles()
-	s.releaseSlot(sl)
+	all := s.execs.Home()
+	s.execs.Release(sl)
 	if m.cg.Info().Version != 2 {
 		if len(home) != len(sl.Attach) {
 			t.Fatalf("%d home files for %d execution files (of %d)", len(home), len(sl.Attach), len(all))

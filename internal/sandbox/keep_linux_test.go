@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/execrun"
 	"github.com/sandhold/sandhold/internal/testenv"
 )
 
@@ -65,7 +66,7 @@ print("ok")'`
 		t.Fatal("kill the kept server")
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for s.pruneKept(); len(s.keptSlots()) > 0; s.pruneKept() {
+	for s.execs.PruneKept(); len(s.execs.Kept()) > 0; s.execs.PruneKept() {
 		if time.Now().After(deadline) {
 			t.Fatal("the kept group was never freed after its processes exited")
 		}
@@ -73,13 +74,13 @@ print("ok")'`
 	}
 }
 
-// TestKeptGroupsAreBounded: at most maxKeptGroups executions keep
+// TestKeptGroupsAreBounded: at most execrun.MaxKeptGroups executions keep
 // processes per sandbox; the next is refused until one ends. A killed
 // (timed out) execution keeps nothing.
 func TestKeptGroupsAreBounded(t *testing.T) {
 	m := newManager(t, testConfig(t), nil)
 	s := create(t, m, Spec{})
-	for i := range maxKeptGroups {
+	for i := range execrun.MaxKeptGroups {
 		if r := run(t, s, ExecRequest{Command: "sleep 600 >/dev/null 2>&1 &", Keep: true}); !r.Kept {
 			t.Fatalf("keep %d: %+v", i, r)
 		}
@@ -96,7 +97,7 @@ func TestKeptGroupsAreBounded(t *testing.T) {
 	// the child it put in the background has become sleep (under load it
 	// can still be a forked bash): wait until all of them are sleeps, or
 	// pkill misses one and it is still there at the end.
-	want := strconv.Itoa(maxKeptGroups)
+	want := strconv.Itoa(execrun.MaxKeptGroups)
 	testenv.Eventually(t, "every kept sleep has started", func() bool {
 		return strings.TrimSpace(run(t, s, ExecRequest{Command: "pgrep -c -x sleep"}).Stdout) == want
 	})

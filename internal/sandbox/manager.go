@@ -141,9 +141,6 @@ const (
 	// the configuration names no cap: each holds an execution cgroup and
 	// server goroutines.
 	defaultExecsPerSandbox = 16
-	// maxFinishedExecs is how many finished executions a sandbox keeps for
-	// polling before the oldest is forgotten.
-	maxFinishedExecs = 256
 )
 
 // Manager owns every sandbox of the server.

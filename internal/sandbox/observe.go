@@ -32,8 +32,4 @@ func (m *Manager) observeExec(status string) {
 }
 
 // RunningExecutions is the number of executions running in the sandbox.
-func (s *Sandbox) RunningExecutions() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.running)
-}
+func (s *Sandbox) RunningExecutions() int { return s.execs.Running() }

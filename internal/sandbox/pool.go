@@ -131,17 +131,13 @@ func wakeInit(s *Sandbox) {
 // in the spawn path and an execution group is ready: the owner's first
 // command then costs what every later one does.
 func warmUp(s *Sandbox) error {
-	e, err := s.Exec(context.Background(), ExecRequest{Argv: []string{"/bin/true"}, Timeout: 10 * time.Second})
+	_, err := s.Exec(context.Background(), ExecRequest{Argv: []string{"/bin/true"}, Timeout: 10 * time.Second})
 	if err != nil {
 		s.shutdown()
 		s.m.discard(s)
 		return err
 	}
-	s.mu.Lock()
-	delete(s.byID, e.ID)
-	s.finished = nil
-	s.execSeq = 0
-	s.mu.Unlock()
+	s.execs.Forget()
 	return nil
 }
 

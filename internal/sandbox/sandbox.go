@@ -17,6 +17,7 @@ import (
 	"github.com/sandhold/sandhold/internal/isolate/rootfs"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/execrun"
 	"github.com/sandhold/sandhold/internal/sandbox/loopback"
 	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
@@ -38,34 +39,11 @@ type Sandbox struct {
 	// process; the sandbox's pids limit is its limit, so the init's own
 	// threads (in group) never spend the user's process budget.
 	user     cgroup.Group
-	home     []*os.File // the group's thread-attach files, for spawns
 	state    State
 	lastUsed time.Time
-	running  map[string]*Execution // executions not yet finished
-	procs    map[*Proc]struct{}    // long-lived processes not yet released
-	finished []*Execution          // oldest first, at most maxFinishedExecs
-	byID     map[string]*Execution
-	freeSlot []*execgroup.Group // execution groups ready for reuse
-	kept     []*execgroup.Group // execution groups holding kept processes (keep.go)
-	slotSeq  int
-	// gen counts init starts: a slot made under an earlier init (whose
-	// cgroup tree is gone, its names reused) is never reused or killed.
-	// It is written with both mu and genMu held, so either lock reads it.
-	gen int
-	// genMu orders operations that reach a cgroup by its path (an
-	// execution group's kill or destroy, the sandbox group's destroy at
-	// a stop) against the next init start, which makes the same paths
-	// again: such an operation holds it for reading across its check of
-	// gen and the operation itself; a start bumps gen holding it for
-	// writing before it makes the groups. So a late kill of an earlier
-	// init's execution group (a revoked key's stream or background
-	// command, a shell's release) either ends before the new groups
-	// exist or sees itself stale, and never reaches the next init's
-	// first command (TestLateSlotKillSparesTheNextInit). Lock order: mu,
-	// then genMu; never mu while holding genMu.
-	genMu   sync.RWMutex
-	execSeq int
-	oom     int64 // the sandbox group's OOM-kill count last seen
+	// execs are its executions, long-lived processes and execution
+	// groups (exec.go); it holds the init's groups too while one runs.
+	execs *execrun.Table
 	// vol is the mounted workspace file system (quota_linux.go), kept
 	// across init restarts until the sandbox is deleted.
 	vol *os.File
@@ -94,15 +72,14 @@ func newSandbox(m *Manager, rec Record) *Sandbox {
 	if rec.Restore != nil && rec.Restore.Hibernated {
 		state = Hibernated
 	}
-	return &Sandbox{
+	s := &Sandbox{
 		m:        m,
 		rec:      rec,
 		state:    state,
 		lastUsed: time.Now(),
-		running:  make(map[string]*Execution),
-		procs:    make(map[*Proc]struct{}),
-		byID:     make(map[string]*Execution),
 	}
+	s.execs = newExecs(s)
+	return s
 }
 
 // ID is the sandbox's id.
@@ -163,7 +140,7 @@ func (s *Sandbox) userGroup() cgroup.Group {
 func (s *Sandbox) idleSince(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != Running || len(s.running) > 0 || len(s.procs) > 0 {
+	if s.state != Running || s.execs.Busy() {
 		return 0
 	}
 	return now.Sub(s.lastUsed)
@@ -219,10 +196,8 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 		return err
 	}
 	// From here on every slot of the earlier init is stale; a kill or
-	// destroy of one that is under way ends first (genMu).
-	s.genMu.Lock()
-	s.gen++
-	s.genMu.Unlock()
+	// destroy of one that is under way ends first (execrun.Table.NextGen).
+	gen := s.execs.NextGen()
 	clk := startsteps.New()
 	base := hostBase(s.rec.Slot)
 	// A template sandbox's root: its layers, user and writable layer
@@ -248,7 +223,6 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	// TestStartedSandboxHoldsOneExecutionGroup). A failure to make it only
 	// costs speed: the first command makes its own.
 	var first *execgroup.Group
-	gen := s.gen // bumped above
 	// A new workspace image is made durable (fsync, rename, directory
 	// fsync) beside the rest of the start; the start waits for it before
 	// it reports success, and every way out waits too, so that a failed
@@ -288,7 +262,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 			}
 		}
 		waitFirst = startsteps.Beside(func() (err error) {
-			first, err = s.makeSlot(user, 1, gen)
+			first, err = s.execs.MakeSlot(user, 1, gen)
 			return err
 		})
 		return nil
@@ -416,15 +390,12 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	firstTook, ferr := waitFirst()
 	clk.Mark("exec_group_wait")
 	clk.Add("exec_group_beside", firstTook)
-	s.inst, s.group, s.user, s.home, s.state = inst, group, user, home, Running
-	s.dropSlotsLocked()
-	s.slotSeq = 0
+	s.inst, s.group, s.user, s.state = inst, group, user, Running
 	if ferr != nil {
 		s.m.log.Warn("first execution cgroup not made ahead; the first command makes it", "id", s.rec.ID, "err", ferr)
-	} else {
-		s.freeSlot = append(s.freeSlot, first)
-		s.slotSeq = 1
+		first = nil
 	}
+	s.execs.Start(group, user, home, first)
 	s.lastUsed = time.Now()
 	s.m.layers.note(inst.Ready.Layers)
 	go s.watch(inst)
@@ -485,9 +456,7 @@ func (s *Sandbox) watch(inst *agent.Instance) {
 		_ = s.group.Destroy()
 		s.group, s.user = nil, nil
 	}
-	execgroup.CloseFiles(s.home)
-	s.home = nil
-	s.dropSlotsLocked()
+	s.execs.Stop()
 }
 
 // prepareWorkspace creates the persistent directory owned by the sandbox
@@ -597,14 +566,13 @@ func (s *Sandbox) shutdown() {
 	if g := s.cgroupGroup(); g != nil {
 		_ = g.Thaw()
 	}
-	s.killExecs("sandbox stopped")
+	s.execs.KillAll("sandbox stopped")
 	s.relay.CloseAll()
 	s.mu.Lock()
-	inst, group, home, gen := s.inst, s.group, s.home, s.gen
-	s.inst, s.group, s.user, s.home, s.state = nil, nil, nil, nil, Stopped
-	s.dropSlotsLocked()
+	inst, group := s.inst, s.group
+	s.inst, s.group, s.user, s.state = nil, nil, nil, Stopped
+	gen := s.execs.Stop()
 	s.mu.Unlock()
-	execgroup.CloseFiles(home)
 	if inst != nil {
 		inst.Kill()
 	}
@@ -612,20 +580,18 @@ func (s *Sandbox) shutdown() {
 		// A start that came meanwhile destroyed this group itself
 		// (makeGroups) and made one of the same name: not this one to
 		// destroy.
-		s.genMu.RLock()
-		if s.gen == gen {
+		s.execs.InGen(gen, func() {
 			if err := group.Destroy(); err != nil {
 				s.m.log.Error("destroy sandbox cgroup", "id", s.rec.ID, "err", err)
 			}
-		}
-		s.genMu.RUnlock()
+		})
 	}
 }
 
 // stopIdle stops an idle sandbox; it reports whether it did.
 func (s *Sandbox) stopIdle() bool {
 	s.mu.Lock()
-	idle := s.state == Running && len(s.running) == 0 && len(s.procs) == 0
+	idle := s.state == Running && !s.execs.Busy()
 	s.mu.Unlock()
 	if !idle {
 		return false

@@ -13,14 +13,13 @@ import (
 
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/sandbox/execrun"
 )
 
 // freeSlots returns the names of the sandbox's pooled execution groups.
 func freeSlots(s *Sandbox) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []string
-	for _, sl := range s.freeSlot {
+	for _, sl := range s.execs.Idle() {
 		out = append(out, sl.Cgroup.Name())
 	}
 	return out
@@ -42,7 +41,7 @@ func TestExecutionGroupIsReusedEmpty(t *testing.T) {
 	if len(pooled) != 1 {
 		t.Fatalf("pooled execution groups %v, want one", pooled)
 	}
-	sl, err := s.acquireSlot()
+	sl, _, err := s.execs.Acquire()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +55,7 @@ func TestExecutionGroupIsReusedEmpty(t *testing.T) {
 	if st, err := sl.Cgroup.Stats(); err != nil || (!st.MemoryShared && st.MemoryLimit != 0) {
 		t.Fatalf("reused group %+v (%v), want no memory limit of its own", st, err)
 	}
-	s.releaseSlot(sl)
+	s.execs.Release(sl)
 	if r := run(t, s, ExecRequest{Command: "echo again"}); r.Stdout != "again\n" {
 		t.Fatalf("exec in the reused group: %+v", r)
 	}
@@ -72,7 +71,7 @@ func TestExecutionGroupIsReusedEmpty(t *testing.T) {
 func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 	m := newManager(t, testConfig(t), nil)
 	s := create(t, m, Spec{})
-	sl, err := s.acquireSlot()
+	sl, _, err := s.execs.Acquire()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +89,7 @@ func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	sl.Dirty = true
-	s.releaseSlot(sl)
+	s.execs.Release(sl)
 	if pooled := freeSlots(s); len(pooled) != 0 {
 		t.Fatalf("a group holding a task was pooled: %v", pooled)
 	}
@@ -104,11 +103,11 @@ func TestDirtyExecutionGroupIsNotHandedOut(t *testing.T) {
 	if _, err := user.OpenSub(dirtyName); !errors.Is(err, cgroup.ErrNotFound) {
 		t.Fatalf("dirty group %s still exists (%v)", dirtyName, err)
 	}
-	next, err := s.acquireSlot()
+	next, _, err := s.execs.Acquire()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.releaseSlot(next)
+	defer s.execs.Release(next)
 	if next.Cgroup.Name() == dirtyName {
 		t.Fatalf("the dirty group's name %s was handed out again", dirtyName)
 	}
@@ -227,13 +226,13 @@ func TestUserGroupSharesTheSandboxMemoryGroup(t *testing.T) {
 
 // TestBurstLeavesFewIdleExecutionGroups: a burst of concurrent commands
 // makes an execution group each, but the sandbox keeps at most
-// maxIdleSlots of them once the burst is over; the rest are destroyed.
+// execrun.MaxIdleSlots of them once the burst is over; the rest are destroyed.
 func TestBurstLeavesFewIdleExecutionGroups(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.MaxExecsPerSandbox = 16
 	m := newManager(t, cfg, nil)
 	s := create(t, m, Spec{})
-	const burst = maxIdleSlots + 4
+	const burst = execrun.MaxIdleSlots + 4
 	var wg sync.WaitGroup
 	results := make(chan Result, burst)
 	// Every command waits until all have started, so the burst is
@@ -253,14 +252,14 @@ func TestBurstLeavesFewIdleExecutionGroups(t *testing.T) {
 		}
 	}
 	pooled := freeSlots(s)
-	if len(pooled) != maxIdleSlots {
-		t.Fatalf("pooled execution groups after a burst of %d: %v, want %d", burst, pooled, maxIdleSlots)
+	if len(pooled) != execrun.MaxIdleSlots {
+		t.Fatalf("pooled execution groups after a burst of %d: %v, want %d", burst, pooled, execrun.MaxIdleSlots)
 	}
 	names, err := s.userGroup().Subs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(names) != maxIdleSlots {
-		t.Fatalf("execution groups left below user: %v, want the %d pooled", names, maxIdleSlots)
+	if len(names) != execrun.MaxIdleSlots {
+		t.Fatalf("execution groups left below user: %v, want the %d pooled", names, execrun.MaxIdleSlots)
 	}
 }

@@ -71,7 +71,7 @@ type SpareStatus struct {
 var spareRefillBound = 100 * time.Millisecond
 
 // refillAfterFirst asks for the replacement of the spare s took once s's
-// first command has ended (releaseSlot) or spareRefillBound has passed,
+// first command has ended (execrun.Table.Release) or spareRefillBound has passed,
 // whichever comes first: the replacement's clone, runtime start and
 // group (≈ 9 ms of CPU) then do not run beside the command a cold create
 // is made for, on a host with few CPUs.

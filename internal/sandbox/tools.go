@@ -3,15 +3,14 @@ package sandbox
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"strings"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
+	"github.com/sandhold/sandhold/internal/sandbox/execrun"
 )
 
 // Tool names of the sandbox capabilities.
@@ -59,29 +58,16 @@ type ExecArgs struct {
 }
 
 // Validate implements dispatch.Validator: the timeout's rule
-// (CheckTimeout) lives here for every caller of exec.run.
+// (execrun.CheckTimeout) lives here for every caller of exec.run.
 func (a ExecArgs) Validate() error {
 	if a.Timeout == nil {
 		return nil
 	}
 	t := *a.Timeout
 	if math.IsNaN(t) || math.IsInf(t, 0) {
-		return errTimeout
+		return execrun.ErrTimeout
 	}
-	return CheckTimeout(secondsToDuration(t))
-}
-
-var errTimeout = fault.InvalidField("timeout", fmt.Sprintf("timeout must be a number of seconds in (0, %d]", int(MaxTimeout.Seconds())))
-
-// CheckTimeout is the one rule of an execution's wall timeout: above zero
-// and at most MaxTimeout. exec.run's arguments are checked with it, and
-// Sandbox.Exec applies it again for callers that do not come through the
-// dispatcher.
-func CheckTimeout(d time.Duration) error {
-	if d <= 0 || d > MaxTimeout {
-		return errTimeout
-	}
-	return nil
+	return execrun.CheckTimeout(secondsToDuration(t))
 }
 
 // Request is the ExecRequest a's fields describe.

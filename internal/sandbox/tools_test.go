@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/execrun"
 )
 
 // TestExecTimeoutOneRule: the exec timeout has one rule, (0, MaxTimeout]
@@ -40,13 +41,13 @@ func TestExecTimeoutOneRule(t *testing.T) {
 				t.Fatalf("error names field %q, want timeout", fault.FieldOf(err))
 			}
 			if c.timeout != nil && !math.IsNaN(*c.timeout) && !math.IsInf(*c.timeout, 0) {
-				if got := CheckTimeout(secondsToDuration(*c.timeout)); (got == nil) != c.ok {
+				if got := execrun.CheckTimeout(secondsToDuration(*c.timeout)); (got == nil) != c.ok {
 					t.Fatalf("CheckTimeout disagrees with Validate: %v", got)
 				}
 			}
 		})
 	}
-	if CheckTimeout(time.Nanosecond) != nil || CheckTimeout(-time.Second) == nil {
+	if execrun.CheckTimeout(time.Nanosecond) != nil || execrun.CheckTimeout(-time.Second) == nil {
 		t.Fatal("CheckTimeout: wrong bounds")
 	}
 }

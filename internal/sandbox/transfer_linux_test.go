@@ -74,9 +74,7 @@ func TestExtractorRunsInAnExecutionGroup(t *testing.T) {
 		t.Fatalf("the file did not come back whole: %+v", r)
 	}
 	// Both groups were given back, empty: nothing of an extractor is left.
-	s.mu.Lock()
-	free := len(s.freeSlot)
-	s.mu.Unlock()
+	free := len(s.execs.Idle())
 	if free == 0 {
 		t.Error("no execution group was given back after the transfers")
 	}

@@ -27,7 +27,7 @@ func TestDetachedCommandsInATTLSandboxHaveNoWallLimit(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := tc.req
-			if _, _, err := tc.s.checkExec(&r); err != nil {
+			if _, _, err := tc.s.execs.Check(&r); err != nil {
 				t.Fatal(err)
 			}
 			if r.Timeout != tc.want {

@@ -1,9 +1,10 @@
 // Package execgroup holds a sandbox's execution groups: the cgroup below
 // the sandbox's user group that one execution (or one long-lived process)
 // runs in, reused from execution to execution, with the files that keep
-// the hot path from re-reading or re-opening anything. The sandbox decides
-// when a group is handed out, pooled, kept or destroyed (internal/sandbox,
-// slot.go); this package is the group and what it reads.
+// the hot path from re-reading or re-opening anything. The sandbox's
+// execution table decides when a group is handed out, pooled, kept or
+// destroyed (internal/sandbox/execrun, slot.go); this package is the group
+// and what it reads.
 package execgroup
 
 import (

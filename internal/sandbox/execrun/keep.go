@@ -1,10 +1,8 @@
-package sandbox
+package execrun
 
 import (
 	"fmt"
 
-	"github.com/sandhold/sandhold/internal/dispatch"
-	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 )
 
@@ -23,66 +21,66 @@ import (
 // the pipe holds then (all the main process and what it waited for wrote)
 // and finish the call's output; from then on the streams are read into
 // nothing, so a kept process that writes never blocks on a full pipe and
-// never gets EPIPE. Groups with kept processes are at most maxKeptGroups
+// never gets EPIPE. Groups with kept processes are at most MaxKeptGroups
 // per sandbox; one is reused once it is empty. The copies are
 // internal/sandbox/outcopy's.
 
-// maxKeptGroups bounds the execution groups held for kept processes per
+// MaxKeptGroups bounds the execution groups held for kept processes per
 // sandbox: each is a cgroup and a few descriptors on the host, and two
 // parked readers.
-const maxKeptGroups = 8
+const MaxKeptGroups = 8
 
 // checkKeep refuses a keep execution when the sandbox already holds
-// maxKeptGroups groups of kept processes (after reusing empty ones).
-func (s *Sandbox) checkKeep() error {
-	s.pruneKept()
-	s.mu.Lock()
-	n := len(s.kept)
-	s.mu.Unlock()
-	if n >= maxKeptGroups {
-		return dispatch.CapRefusal(ratelimit.Executions, maxKeptGroups, execCapRetry, fmt.Sprintf(
-			"at most %d executions' kept processes per sandbox: end some of them (kill) or run without keep", maxKeptGroups))
+// MaxKeptGroups groups of kept processes (after reusing empty ones).
+func (t *Table) checkKeep() error {
+	t.PruneKept()
+	t.mu.Lock()
+	n := len(t.kept)
+	t.mu.Unlock()
+	if n >= MaxKeptGroups {
+		return t.host.Capped(MaxKeptGroups, fmt.Sprintf(
+			"at most %d executions' kept processes per sandbox: end some of them (kill) or run without keep", MaxKeptGroups))
 	}
 	return nil
 }
 
 // keepSlot holds an execution group whose processes outlive their call.
-func (s *Sandbox) keepSlot(sl *execgroup.Group) {
-	s.mu.Lock()
-	if s.group == nil || sl.Gen != s.gen {
-		s.mu.Unlock()
+func (t *Table) keepSlot(sl *execgroup.Group) {
+	t.mu.Lock()
+	if t.group == nil || sl.Gen != t.gen {
+		t.mu.Unlock()
 		sl.Close()
 		return
 	}
-	s.kept = append(s.kept, sl)
-	s.mu.Unlock()
+	t.kept = append(t.kept, sl)
+	t.mu.Unlock()
 }
 
-// pruneKept returns the kept groups whose processes have all exited to
+// PruneKept returns the kept groups whose processes have all exited to
 // the pool.
-func (s *Sandbox) pruneKept() {
-	s.mu.Lock()
+func (t *Table) PruneKept() {
+	t.mu.Lock()
 	var empty []*execgroup.Group
-	kept := s.kept[:0]
-	for _, sl := range s.kept {
+	kept := t.kept[:0]
+	for _, sl := range t.kept {
 		if populated, err := sl.Populated(); err == nil && !populated {
 			empty = append(empty, sl)
 			continue
 		}
 		kept = append(kept, sl)
 	}
-	clear(s.kept[len(kept):])
-	s.kept = kept
-	s.mu.Unlock()
+	clear(t.kept[len(kept):])
+	t.kept = kept
+	t.mu.Unlock()
 	for _, sl := range empty {
 		sl.Dirty = true // checked empty again before it is pooled
-		s.releaseSlot(sl)
+		t.Release(sl)
 	}
 }
 
-// keptSlots are the groups holding kept processes now.
-func (s *Sandbox) keptSlots() []*execgroup.Group {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*execgroup.Group(nil), s.kept...)
+// Kept are the groups holding kept processes now.
+func (t *Table) Kept() []*execgroup.Group {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]*execgroup.Group(nil), t.kept...)
 }

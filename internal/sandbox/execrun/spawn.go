@@ -1,4 +1,4 @@
-package sandbox
+package execrun
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/isolate/cgroup"
+	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 	"github.com/sandhold/sandhold/internal/sandbox/execgroup"
 	"github.com/sandhold/sandhold/internal/sandbox/spawnfault"
@@ -39,7 +40,7 @@ type SpawnSpec struct {
 // must be called once it has exited (it frees the execution group).
 type Proc struct {
 	*agent.Process
-	s    *Sandbox
+	t    *Table
 	slot *execgroup.Group
 	once sync.Once
 
@@ -55,8 +56,11 @@ type Proc struct {
 
 // sandboxOOMKills reads the sandbox group's OOM-kill count (-1 if it
 // cannot be read).
-func (s *Sandbox) sandboxOOMKills() int64 {
-	if g := s.cgroupGroup(); g != nil {
+func (t *Table) sandboxOOMKills() int64 {
+	t.mu.Lock()
+	g := t.group
+	t.mu.Unlock()
+	if g != nil {
 		if n, err := g.OOMKills(); err == nil {
 			return n
 		}
@@ -65,52 +69,53 @@ func (s *Sandbox) sandboxOOMKills() int64 {
 }
 
 // Spawn starts a process in its own execution group.
-func (s *Sandbox) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
+func (t *Table) Spawn(ctx context.Context, sp SpawnSpec) (*Proc, error) {
 	if len(sp.Argv) == 0 || sp.Argv[0] == "" {
 		return nil, fault.InvalidField("argv", "argv is empty")
 	}
 	if sp.Cwd == "" {
-		sp.Cwd = s.defaultCwd()
+		sp.Cwd = t.host.DefaultCwd()
 	}
 	if err := agent.CheckPath(sp.Cwd); err != nil {
 		return nil, fault.InvalidField("cwd", "cwd must be an absolute, clean path")
 	}
-	if sp.Sudo && !s.m.cfg.AllowSudo {
-		return nil, fault.New(fault.Forbidden, "sudo is not enabled on this server (SANDBOX_ENABLE_SUDO)")
+	if sp.Sudo && !t.cfg.AllowSudo {
+		return nil, errSudo
 	}
-	env, err := execenv.Build(s.baseEnv(), s.netEnv(sp.Env), sp.PrivilegedEnv, execenv.MaxVars)
+	env, err := execenv.Build(t.host.BaseEnv(), t.host.NetEnv(sp.Env), sp.PrivilegedEnv, execenv.MaxVars)
 	if err != nil {
 		return nil, err
 	}
-	inst, err := s.ensure(ctx)
+	inst, err := t.host.Ensure(ctx)
 	if err != nil {
 		return nil, err
 	}
-	slot, err := s.acquireSlot()
+	slot, home, err := t.Acquire()
 	if err != nil {
 		return nil, err
 	}
+	lim := t.host.Limits()
 	cpu := sp.CPUTime
 	if cpu == 0 {
-		cpu = s.rec.Spec.Limits.CPUTime
+		cpu = lim.CPUTime
 	}
-	oom0 := s.sandboxOOMKills()
-	p, err := s.spawnIn(ctx, inst, agent.SpawnReq{
+	oom0 := t.sandboxOOMKills()
+	p, err := spawnIn(ctx, inst, agent.SpawnReq{
 		Argv: sp.Argv, Env: env, Cwd: sp.Cwd, Root: sp.Sudo, TTY: sp.TTY, Rows: sp.Rows, Cols: sp.Cols, Stdin: sp.Stdin,
 		DevToolsPipe: sp.DevToolsPipe,
-		Limits:       agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(s.rec.Spec.Limits.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
-	}, slot)
+		Limits:       agent.Limits{CPUSeconds: uint64(math.Ceil(cpu.Seconds())), FileSizeBytes: uint64(max(lim.DiskBytes, 0)), OpenFiles: defaultOpenFiles},
+	}, slot, home)
 	if err != nil {
-		s.killSlot(slot)
+		t.Kill(slot)
 		slot.Dirty = true
-		s.releaseSlot(slot)
-		return nil, spawnfault.Of(err, s.rec.Spec.Limits.Pids)
+		t.Release(slot)
+		return nil, spawnfault.Of(err, lim.Pids)
 	}
-	s.touch()
-	proc := &Proc{Process: p, s: s, slot: slot, oom0: oom0}
-	s.mu.Lock()
-	s.procs[proc] = struct{}{}
-	s.mu.Unlock()
+	t.host.Touch()
+	proc := &Proc{Process: p, t: t, slot: slot, oom0: oom0}
+	t.mu.Lock()
+	t.procs[proc] = struct{}{}
+	t.mu.Unlock()
 	return proc, nil
 }
 
@@ -120,7 +125,7 @@ func (p *Proc) Kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.released {
-		p.s.killSlot(p.slot)
+		p.t.Kill(p.slot)
 	}
 }
 
@@ -131,15 +136,15 @@ func (p *Proc) Release() {
 	p.once.Do(func() {
 		p.mu.Lock()
 		p.released = true
-		p.s.killSlot(p.slot)
+		p.t.Kill(p.slot)
 		// A long-lived process may have left anything behind.
 		p.slot.Dirty = true
 		p.mu.Unlock()
 		p.Close()
-		p.s.mu.Lock()
-		delete(p.s.procs, p)
-		p.s.mu.Unlock()
-		p.s.releaseSlot(p.slot)
+		p.t.mu.Lock()
+		delete(p.t.procs, p)
+		p.t.mu.Unlock()
+		p.t.Release(p.slot)
 	})
 }
 
@@ -152,8 +157,16 @@ func (p *Proc) Stats() (cgroup.Stats, error) {
 	if err != nil || !st.MemoryShared || p.oom0 < 0 {
 		return st, err
 	}
-	if now := p.s.sandboxOOMKills(); now > p.oom0 {
+	if now := p.t.sandboxOOMKills(); now > p.oom0 {
 		st.OOMKills = now - p.oom0
 	}
 	return st, nil
 }
+
+// NewOutput makes a stream of at most limit kept bytes charged to the
+// sandbox owner's share of the output budget, for a capability that keeps
+// the process's output itself (shell sessions).
+func (p *Proc) NewOutput(limit int) *outbuf.Output { return p.t.host.NewOutput(limit) }
+
+// Group is the execution group the process runs in.
+func (p *Proc) Group() *execgroup.Group { return p.slot }
