@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/sandbox/orphan"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -208,12 +209,12 @@ func (f *Forwarder) alive(ctx context.Context, name string) (store.Node, bool) {
 
 // deadOwner routes r, for sandbox id of node owner, which is dead or was
 // never registered. A hibernated sandbox left nothing on its node, so the
-// request is served here, its context marked (sandbox.WithOrphan): once
+// request is served here, its context marked (orphan.With): once
 // the API has authenticated it, the call that looks the sandbox up takes
 // it over by a dispatched sandbox.adopt — its owner's (or an admin's)
 // call, past HALT, policy and rate limit, audited — or leaves it where it
 // is. Routing moves nothing. Any other sandbox is lost with its node: the
-// request is served here too, marked (sandbox.WithLost), and the API
+// request is served here too, marked (orphan.WithLost), and the API
 // answers 503 to its owner and 404 to any other key — never before
 // authentication, which would tell a stranger the id exists. Where the
 // sandbox is now is asked of the store (within the client's lookups), not
@@ -249,10 +250,10 @@ func (f *Forwarder) deadOwner(r *http.Request, id, owner string) (*http.Request,
 		return r, store.Node{Name: owner}, true
 	case rec.Restore == nil || !rec.Restore.Hibernated:
 		// Lost with its node; whether the caller may learn that is the
-		// API's to say, after authentication (sandbox.WithLost).
-		return r.WithContext(sandbox.WithLost(r.Context(), id, owner, rec.Owner)), store.Node{}, false
+		// API's to say, after authentication (orphan.WithLost).
+		return r.WithContext(orphan.WithLost(r.Context(), id, owner, rec.Owner)), store.Node{}, false
 	}
-	return r.WithContext(sandbox.WithOrphan(r.Context(), id, owner)), store.Node{}, false
+	return r.WithContext(orphan.With(r.Context(), id, owner)), store.Node{}, false
 }
 
 // place returns the live, non-draining node with capacity that has the

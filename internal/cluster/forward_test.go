@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandhold/sandhold/internal/sandbox"
+	"github.com/sandhold/sandhold/internal/sandbox/orphan"
 	"github.com/sandhold/sandhold/internal/store"
 )
 
@@ -135,7 +135,7 @@ func TestPlacementAndLost(t *testing.T) {
 	// A running sandbox of a dead node is lost with it, but the forwarder
 	// does not say so before authentication (any credential-shaped header
 	// would learn the id exists): it serves the request here, where the
-	// API answers 503 to the owner and 404 to others (sandbox.WithLost).
+	// API answers 503 to the owner and 404 to others (orphan.WithLost).
 	var served string
 	h := f.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		served = r.URL.Path
@@ -167,7 +167,7 @@ func TestPlacementAndLost(t *testing.T) {
 
 // TestDeadOwnerServedHereUnmoved: a request for a hibernated sandbox of
 // a dead node is served here, its context marked for the call that may
-// take the sandbox over after authentication (sandbox.WithOrphan); the
+// take the sandbox over after authentication (orphan.With); the
 // forwarder itself moves nothing (Nodes has no way to). Without a
 // credential nothing is looked up or marked; a sandbox that moved since
 // is routed where it is now.
@@ -187,7 +187,7 @@ func TestDeadOwnerServedHereUnmoved(t *testing.T) {
 	var served, marked string
 	h := f.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		served = r.URL.Path
-		marked, _ = sandbox.OrphanOf(r.Context(), strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/"))
+		marked, _ = orphan.Of(r.Context(), strings.TrimPrefix(r.URL.Path, "/v1/sandboxes/"))
 	}))
 	tests := []struct {
 		name, id   string

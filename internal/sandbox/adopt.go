@@ -8,6 +8,7 @@ import (
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/guard"
 	"github.com/sandhold/sandhold/internal/ratelimit"
+	"github.com/sandhold/sandhold/internal/sandbox/orphan"
 )
 
 // Taking over a dead node's hibernated sandbox (takeover.go) is an act on
@@ -18,63 +19,25 @@ import (
 // manage limit, only the sandbox's owner (or an admin) moves it, and the
 // audit holds it under the caller's key. The cluster's forwarder only
 // routes: a request for a sandbox whose node is dead is served here with
-// a mark on its context (WithOrphan), and nothing moves until a call of
+// a mark on its context (orphan.With), and nothing moves until a call of
 // that request — authenticated, past the dispatcher's steps — looks the
 // sandbox up.
 
 // ToolAdopt takes a hibernated sandbox over from its dead node.
 var ToolAdopt = dispatch.Ref[IDArgs, Adoption]("sandbox.adopt")
 
-// orphanKey marks a request's context: the sandbox it addresses is held
-// by a node that is dead (or was never registered).
-type orphanKey struct{}
-
-type orphan struct{ id, from string }
-
-// WithOrphan marks ctx as a request for sandbox id, whose node from is
-// dead: the cluster's forwarder serves the request here instead of
-// forwarding it. The mark moves nothing; a call of the request that looks
-// id up dispatches sandbox.adopt (Lookup).
-func WithOrphan(ctx context.Context, id, from string) context.Context {
-	return context.WithValue(ctx, orphanKey{}, orphan{id: id, from: from})
-}
-
-// OrphanOf returns the dead node ctx's request found sandbox id on.
-func OrphanOf(ctx context.Context, id string) (string, bool) {
-	o, ok := ctx.Value(orphanKey{}).(orphan)
-	if !ok || o.id != id || o.from == "" {
-		return "", false
-	}
-	return o.from, true
-}
-
-// lostKey marks a request's context: the sandbox it addresses was
-// running (not hibernated) on a node that is dead, so it is lost with it.
-type lostKey struct{}
-
-type lost struct{ id, node, owner string }
-
-// WithLost marks ctx as a request for sandbox id of key owner, lost with
-// its dead node: the forwarder serves the request here instead of
-// answering before authentication (which told anyone with a
-// credential-shaped header that id exists). A call that looks id up then
-// answers 503 "lost" to the key that owns it (and to admins and viewers,
-// as Get does) and NotFound to every other key.
-func WithLost(ctx context.Context, id, node, owner string) context.Context {
-	return context.WithValue(ctx, lostKey{}, lost{id: id, node: node, owner: owner})
-}
-
 // lostFor returns, for caller c, the answer for sandbox id when ctx's
-// request found it lost with its node, or nil if it did not.
+// request found it lost with its node (orphan.WithLost), or nil if it did
+// not.
 func lostFor(ctx context.Context, c Caller, id string) error {
-	l, ok := ctx.Value(lostKey{}).(lost)
+	l, ok := orphan.LostOf(ctx, id)
 	switch {
-	case !ok || l.id != id:
+	case !ok:
 		return nil
-	case !c.Admin && l.owner != c.KeyID:
+	case !c.Admin && l.Owner != c.KeyID:
 		return errNoSuchSandbox()
 	}
-	return fault.Errorf(fault.Unavailable, "sandbox lost: its node %s is down, and only a hibernated sandbox moves to another node", l.node)
+	return fault.Errorf(fault.Unavailable, "sandbox lost: its node %s is down, and only a hibernated sandbox moves to another node", l.Node)
 }
 
 // errNotRouted refuses sandbox.adopt outside a request the forwarder
@@ -115,7 +78,7 @@ func (m *Manager) getOrAdopt(ctx context.Context, c Caller, id string, adopt fun
 	if err := lostFor(ctx, c, id); err != nil {
 		return nil, err
 	}
-	if _, ok := OrphanOf(ctx, id); !ok {
+	if _, ok := orphan.Of(ctx, id); !ok {
 		return nil, err
 	}
 	if err := adopt(err); err != nil {
@@ -137,7 +100,7 @@ func adoptTool(m *Manager) dispatch.Tool {
 	return dispatch.Define(ToolAdopt, dispatch.Spec{Risk: guard.Medium, Category: ratelimit.Manage,
 		Description: "Take over a hibernated sandbox whose cluster node is dead, so that it resumes on this node; the first call for it that reaches this node does this on its own"},
 		func(ctx context.Context, c auth.Caller, a IDArgs) (Adoption, error) {
-			from, ok := OrphanOf(ctx, a.ID)
+			from, ok := orphan.Of(ctx, a.ID)
 			if !ok {
 				return Adoption{}, errNotRouted
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/orphan"
 )
 
 // deadNodeRecords is a cluster's store as a live node sees it, holding
@@ -53,7 +54,7 @@ func (r *deadNodeRecords) counts() (asked, moved int) {
 // TestTakeOverIsTheCallersDispatchedCall: a hibernated sandbox of a dead
 // node (its image in the snapshot store both nodes share) moves to this
 // node only by sandbox.adopt, dispatched inside a call of the request the
-// forwarder marked (WithOrphan) — and only for its owner: outside a
+// forwarder marked (orphan.With) — and only for its owner: outside a
 // dispatched call, without the mark, during HALT, under a policy that
 // denies it, for a viewer or another key, the store is never asked to
 // move it (another key: asked, and refused by whose it is). Before, the
@@ -81,7 +82,7 @@ func TestTakeOverIsTheCallersDispatchedCall(t *testing.T) {
 		look := func(mark bool) func(ctx context.Context) error {
 			return func(ctx context.Context) error {
 				if mark {
-					ctx = WithOrphan(ctx, id, "node-a")
+					ctx = orphan.With(ctx, id, "node-a")
 				}
 				_, err := b.Resolve(ctx, auth.Caller{KeyID: owner.KeyID, Role: auth.RoleAgent}, id)
 				return err
@@ -110,7 +111,7 @@ func TestTakeOverIsTheCallersDispatchedCall(t *testing.T) {
 				if tc.opts.as != nil {
 					c := *tc.opts.as
 					fn = func(ctx context.Context) error {
-						_, err := b.Resolve(WithOrphan(ctx, id, "node-a"), c, id)
+						_, err := b.Resolve(orphan.With(ctx, id, "node-a"), c, id)
 						return err
 					}
 				}
@@ -223,7 +224,7 @@ func TestEveryLookupByIDTakesOver(t *testing.T) {
 			dead := &deadNodeRecords{rec: rec, from: "node-a"}
 			b := newManager(t, cfgB, dead)
 			err := inCall(t, b, callOpts{}, func(ctx context.Context) error {
-				return tc.call(WithOrphan(ctx, id, "node-a"), b, id)
+				return tc.call(orphan.With(ctx, id, "node-a"), b, id)
 			})
 			if _, moved := dead.counts(); moved != 1 {
 				t.Fatalf("%s: moved %d records (err %v), want the owner's call to take the sandbox over", tc.name, moved, err)

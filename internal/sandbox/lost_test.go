@@ -7,16 +7,17 @@ import (
 	"testing"
 
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/orphan"
 )
 
 // TestLostSandboxIsTheOwnersToKnow: a request the cluster's forwarder
-// served here for a running sandbox of a dead node (WithLost) answers,
+// served here for a running sandbox of a dead node (orphan.WithLost) answers,
 // once authenticated, 503 "lost" to the key that owns the sandbox and to
 // admins, and NotFound — the answer for an id nobody has — to any other
 // key. Nothing is taken over (adopt is never called).
 func TestLostSandboxIsTheOwnersToKnow(t *testing.T) {
 	m := &Manager{}
-	marked := WithLost(context.Background(), "sbl", "node-c", "k-owner")
+	marked := orphan.WithLost(context.Background(), "sbl", "node-c", "k-owner")
 	tests := []struct {
 		name string
 		ctx  context.Context
