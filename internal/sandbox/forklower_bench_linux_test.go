@@ -63,7 +63,7 @@ func benchForks(b *testing.B, dataDir string, image bool) {
 	}
 	defer m.Close()
 	// The storage under test, whatever the file system says.
-	m.lowers.SetClones(image)
+	m.snaps.SetClones(image)
 	ctx := context.Background()
 	info, err := m.Create(ctx, owner, Spec{})
 	if err != nil {

@@ -2,17 +2,14 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 
-	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
-	"github.com/sandhold/sandhold/internal/snapshot"
 )
 
 // Layered forks: a fork of a snapshot on a file system without shared
@@ -24,8 +21,6 @@ import (
 // id-mapped overlay, ptrace refused); see unlayerFresh.
 var errNoForkOverlay = errors.New("fork overlay unavailable")
 
-func (m *Manager) lowersDir() string { return filepath.Join(m.cfg.DataDir, forklower.DirName) }
-
 // forkLayer is forklower.LayeredOn, or, for a pending restore without a
 // template on a file system that cannot share blocks, makes the workspace
 // layered now (the marker written before anything else).
@@ -34,7 +29,7 @@ func (s *Sandbox) forkLayer(dir string, root *templateroot.Plan) (string, bool, 
 		return snap, layered, err
 	}
 	rs := s.rec.Restore
-	if rs == nil || rs.Hibernated || root != nil || s.m.lowers.Clones(filepath.Dir(dir)) || s.m.lowers.Disabled() {
+	if rs == nil || rs.Hibernated || root != nil || !s.m.snaps.Layerable(filepath.Dir(dir)) {
 		return "", false, nil
 	}
 	if err := forklower.WriteMarker(dir, rs.Snapshot); err != nil {
@@ -48,14 +43,14 @@ func (s *Sandbox) forkLayer(dir string, root *templateroot.Plan) (string, bool, 
 // finish, if any, returned as for volume.Open) and the overlay of them.
 // Callers hold s.mu.
 func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64, uid int, clk *startsteps.Clock) (finish func() error, err error) {
-	base, err := s.m.lowers.Acquire(ctx, s.m.lowersDir(), snap, s.m.findLower)
+	base, err := s.m.snaps.AcquireLower(ctx, snap)
 	if err != nil {
 		return nil, err
 	}
 	clk.Mark("fork_lower")
 	mnt, finish, err := volume.Open(filepath.Join(dir, forklower.UpperImage), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
 	if err != nil {
-		s.m.releaseLower(snap)
+		s.m.snaps.ReleaseLower(snap)
 		return nil, err
 	}
 	ws, err := forkOverlay(base, mnt, hostBase(s.rec.Slot))
@@ -65,7 +60,7 @@ func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64
 			_ = finish()
 		}
 		_ = mnt.Close()
-		s.m.releaseLower(snap)
+		s.m.snaps.ReleaseLower(snap)
 		return nil, err
 	}
 	clk.Mark("fork_overlay")
@@ -79,7 +74,7 @@ func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64
 // copy instead, and layers no more sandboxes in this run: the host cannot
 // mount them (no id-mapped overlay, ptrace refused).
 func (s *Sandbox) unlayerFresh(dir string, cause error) error {
-	s.m.lowers.Disable()
+	s.m.snaps.DisableLayers()
 	s.m.log.Warn("forks cannot be layered on this host; they get a copy of their snapshot's image", "err", cause)
 	return forklower.RemoveFresh(dir)
 }
@@ -103,41 +98,14 @@ func (s *Sandbox) ensureLayeredLocked(ctx context.Context) (bool, error) {
 	return err == nil, err
 }
 
-// releaseLower drops one use of snap's lower (forklower.Lowers.Release).
-func (m *Manager) releaseLower(snap string) (last bool) { return m.lowers.Release(snap) }
-
-// dropLower closes a layered sandbox's overlay and releases its lower;
-// the last use of a lower collects the images no snapshot and no sandbox
-// needs. Callers hold no sandbox's lock (collectLowers lists them).
+// dropLower closes a layered sandbox's overlay and releases its lower
+// (snapkeep.Keep.DropLower). Callers hold no sandbox's lock.
 func (m *Manager) dropLower(f *forkMount) {
 	if f == nil {
 		return
 	}
 	_ = f.ws.Close()
-	if m.releaseLower(f.snapshot) {
-		m.collectLowers()
-	}
-}
-
-// collectLowers removes the lower images that no mounted overlay uses, no
-// snapshot in the store keeps and no listed sandbox's marker names.
-func (m *Manager) collectLowers() {
-	st := m.cfg.Snapshots
-	m.lowers.Collect(m.lowersDir(), func() map[string]bool {
-		named := make(map[string]bool)
-		for _, s := range m.All() {
-			if snap, err := forklower.ReadMarker(s.workspaceDir()); err == nil {
-				named[snap] = true
-			}
-		}
-		return named
-	}, func(snap string) bool {
-		if st == nil {
-			return false
-		}
-		_, err := st.Get("", true, snap)
-		return !errors.Is(err, snapshot.ErrNotFound) // kept (or unreadable: kept)
-	}, m.log)
+	m.snaps.DropLower(f.snapshot)
 }
 
 // lowerBytes is what a layered sandbox's lower file system holds (its
@@ -150,30 +118,7 @@ func (s *Sandbox) lowerBytes() int64 {
 	if lower == nil {
 		return 0
 	}
-	return s.m.lowers.Bytes(lower.snapshot)
-}
-
-// lowerUsage is what the lower images hold on the disk.
-func (m *Manager) lowerUsage() int64 { return diskbudget.EntriesBytes(m.lowersDir()) }
-
-// findLower finds snapshot snap for its lower layer (forklower.Find).
-func (m *Manager) findLower(snap string) (func(context.Context, string) error, uint32, error) {
-	st, err := m.snapStore()
-	if err != nil {
-		return nil, 0, err
-	}
-	man, err := st.Get("", true, snap)
-	if errors.Is(err, snapshot.ErrNotFound) {
-		return nil, 0, forklower.ErrGone
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	var meta snapMeta
-	if err := json.Unmarshal(man.Meta, &meta); err != nil {
-		return nil, 0, fmt.Errorf("snapshot %s settings: %w", man.ID, err)
-	}
-	return func(ctx context.Context, dst string) error { return st.Restore(ctx, man, dst) }, meta.HostBase, nil
+	return s.m.snaps.LowerBytes(lower.snapshot)
 }
 
 // forkOverlay is volume.MountForkOverlay (a test makes it fail).
@@ -217,6 +162,6 @@ func (s *Sandbox) unlayer(ctx context.Context) error {
 	if err := forklower.RemoveLayers(dir); err != nil {
 		return err
 	}
-	s.m.collectLowers()
+	s.m.snaps.CollectLowers()
 	return volume.SyncDir(dir)
 }

@@ -62,7 +62,7 @@ func requireLayered(t *testing.T, m *Manager) {
 	if err := os.MkdirAll(m.workspaceRoot(), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if m.lowers.Clones(m.workspaceRoot()) {
+	if !m.snaps.Layerable(m.workspaceRoot()) {
 		t.Skip("the data dir's file system shares blocks: forks clone their image (TestForksCloneWhereBlocksAreShared)")
 	}
 }
@@ -89,7 +89,7 @@ func TestForksShareTheirSnapshotsLower(t *testing.T) {
 			t.Errorf("fork %d has no image of its own: %v", i, err)
 		}
 	}
-	if g, _ := filepath.Glob(filepath.Join(m.lowersDir(), "*")); len(g) != 1 {
+	if g, _ := filepath.Glob(filepath.Join(m.snaps.LowersDir(), "*")); len(g) != 1 {
 		t.Errorf("the lowers are %v, want one image shared by the forks", g)
 	}
 	// Writes, a change to a lower file (copied up) and deletions, each in
@@ -198,7 +198,7 @@ func TestForkLowerOutlivesItsSnapshot(t *testing.T) {
 	if _, err := m.DeleteSnapshot(ctx, owner, snap.ID); err != nil {
 		t.Fatalf("delete a snapshot forks stand on: %v", err)
 	}
-	if _, err := os.Stat(forklower.Path(m.lowersDir(), snap.ID)); err != nil {
+	if _, err := os.Stat(forklower.Path(m.snaps.LowersDir(), snap.ID)); err != nil {
 		t.Fatalf("the forks' lower went with the snapshot: %v", err)
 	}
 	m.Close()
@@ -222,7 +222,7 @@ func TestForkLowerOutlivesItsSnapshot(t *testing.T) {
 	if err := m2.Delete(ctx, owner, again[0].ID()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(forklower.Path(m2.lowersDir(), snap.ID)); err != nil {
+	if _, err := os.Stat(forklower.Path(m2.snaps.LowersDir(), snap.ID)); err != nil {
 		t.Fatalf("the lower went while a fork stands on it: %v", err)
 	}
 	if r := sh(t, again[1], "cat d/f"); r.Stdout != "hello\n" {
@@ -231,7 +231,7 @@ func TestForkLowerOutlivesItsSnapshot(t *testing.T) {
 	if err := m2.Delete(ctx, owner, again[1].ID()); err != nil {
 		t.Fatal(err)
 	}
-	if g, _ := filepath.Glob(filepath.Join(m2.lowersDir(), "*")); len(g) != 0 {
+	if g, _ := filepath.Glob(filepath.Join(m2.snaps.LowersDir(), "*")); len(g) != 0 {
 		t.Errorf("lowers left after the last fork went: %v", g)
 	}
 	waitDetached(t, cfg.DataDir)
@@ -251,21 +251,21 @@ func TestDeletingForksKeepsTheSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitDetached(t, m.lowersDir())
+	waitDetached(t, m.snaps.LowersDir())
 	if err := checkRestorable(t, m, snap.ID, "hello\n"); err != nil {
 		t.Error(err)
 	}
 	if r := sh(t, src, "cat d/f"); r.Stdout != "hello\n" {
 		t.Errorf("the source after its forks' writes: %q", r.Stdout)
 	}
-	waitDetached(t, m.lowersDir())
-	if _, err := os.Stat(forklower.Path(m.lowersDir(), snap.ID)); err != nil {
+	waitDetached(t, m.snaps.LowersDir())
+	if _, err := os.Stat(forklower.Path(m.snaps.LowersDir(), snap.ID)); err != nil {
 		t.Errorf("the snapshot's lower went with its forks: %v", err)
 	}
 	if _, err := m.DeleteSnapshot(ctx, owner, snap.ID); err != nil {
 		t.Fatal(err)
 	}
-	if g, _ := filepath.Glob(filepath.Join(m.lowersDir(), "*")); len(g) != 0 {
+	if g, _ := filepath.Glob(filepath.Join(m.snaps.LowersDir(), "*")); len(g) != 0 {
 		t.Errorf("lowers left after the snapshot went: %v", g)
 	}
 }
@@ -306,7 +306,7 @@ func TestForksCloneWhereBlocksAreShared(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.workspaceDir(), volume.ImageName)); err != nil {
 		t.Errorf("a fork on XFS has no image of its own: %v", err)
 	}
-	if _, err := os.Stat(m.lowersDir()); err == nil {
+	if _, err := os.Stat(m.snaps.LowersDir()); err == nil {
 		t.Error("a fork on XFS made a lower layer")
 	}
 }
@@ -367,7 +367,7 @@ func TestForksCopyWhereLayersCannotMount(t *testing.T) {
 			t.Errorf("fork %d has no copy: %v", i, err)
 		}
 	}
-	waitDetached(t, m.lowersDir())
+	waitDetached(t, m.snaps.LowersDir())
 }
 
 // TestForkSnapshotCountsItsLower: what a snapshot of a fork may need is

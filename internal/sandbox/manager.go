@@ -22,10 +22,10 @@ import (
 	"github.com/sandhold/sandhold/internal/outbuf"
 	"github.com/sandhold/sandhold/internal/ratelimit"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
-	"github.com/sandhold/sandhold/internal/sandbox/forklower"
 	"github.com/sandhold/sandhold/internal/sandbox/hostids"
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
 	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
+	"github.com/sandhold/sandhold/internal/sandbox/snapkeep"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
 	"github.com/sandhold/sandhold/internal/sandbox/speccheck"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
@@ -166,8 +166,8 @@ type Manager struct {
 
 	// wst holds pre-formatted workspace images (volume.Templates).
 	wst volume.Templates
-	// lowers are the snapshots' lower layers of forks (forklower.go).
-	lowers forklower.Lowers
+	// snaps keeps the snapshots and the lower layers of forks (snapshot.go).
+	snaps *snapkeep.Keep
 
 	// mu guards the maps; each sandbox has its own lock for its life.
 	mu        sync.Mutex
@@ -219,6 +219,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 		slots:     hostids.NewSlots(maxSlots),
 		stop:      make(chan struct{}),
 	}
+	m.snaps = newKeep(m)
 	if err := checkHostIDs(hostIDFiles); err != nil && !cfg.Insecure {
 		return nil, err
 	}
@@ -258,7 +259,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 			m.pools = append(m.pools, newPool(m, n, name))
 		}
 	}
-	m.startSeals()
+	m.snaps.StartSeals()
 	m.wg.Add(1)
 	go m.janitor()
 	if cfg.DiskBudget > 0 || cfg.DiskFloor > 0 {
@@ -649,7 +650,7 @@ func (m *Manager) Delete(ctx context.Context, c Caller, id string) error {
 		m.log.Error("delete sandbox record", "id", id, "err", err)
 	}
 	if r := s.rec.Restore; r != nil && r.Hibernated {
-		m.dropSnapshot(r.Snapshot)
+		m.snaps.Drop(r.Snapshot)
 	}
 	if err := os.RemoveAll(s.workspaceDir()); err != nil {
 		m.log.Error("remove workspace", "id", id, "err", err)

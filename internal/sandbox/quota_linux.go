@@ -156,7 +156,7 @@ func (s *Sandbox) releaseVolume() {
 func (s *Sandbox) closeVolumeLocked() {
 	if s.lower != nil {
 		_ = s.lower.ws.Close()
-		s.m.releaseLower(s.lower.snapshot) // its image is collected later
+		s.m.snaps.ReleaseLower(s.lower.snapshot) // its image is collected later
 		s.lower = nil
 	}
 	if s.vol != nil {

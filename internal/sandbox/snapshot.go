@@ -3,14 +3,13 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
+	"github.com/sandhold/sandhold/internal/sandbox/snapkeep"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 	"github.com/sandhold/sandhold/internal/snapshot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -34,22 +33,15 @@ import (
 // needs it, or resume — moves the image back first.
 
 // Restore is a sandbox's pending restore from a snapshot: the image is
-// made from the snapshot at its next start.
-type Restore struct {
-	Snapshot string `json:"snapshot"`
-	// FromBase is the host id base the image's files are owned under
-	// (the source sandbox's); the start maps them to the sandbox's own.
-	FromBase uint32 `json:"from_base"`
-	// Hibernated: the sandbox's own hibernation; its snapshot goes once
-	// the sandbox runs again.
-	Hibernated bool `json:"hibernated,omitempty"`
-}
+// made from the snapshot at its next start (internal/sandbox/snapkeep).
+type Restore = snapkeep.Restore
 
 // Hibernated: the sandbox's state is in a snapshot, nothing of it runs and
 // its image is gone from the node; the next start restores it.
 const Hibernated State = "hibernated"
 
-// snapMeta is the settings a snapshot keeps (snapshot.Content.Meta).
+// snapMeta is the settings a snapshot keeps (snapshot.Content.Meta); the
+// keep reads its template and host id base (snapkeep.Head).
 type snapMeta struct {
 	Limits   Limits  `json:"limits"`
 	Network  Network `json:"network"`
@@ -94,106 +86,49 @@ func infoOf(m *snapshot.Manifest) SnapshotInfo {
 
 // A snapshot's states (SnapshotInfo.State).
 const (
-	SnapshotSealing = snapshot.StateSealing
-	SnapshotReady   = "ready"
+	SnapshotSealing = snapkeep.Sealing
+	SnapshotReady   = snapkeep.Ready
 )
 
-// startSeals has the manager audit each seal that ends (snapshot.seal,
-// by the system, with the digest; a failed one is audited with its error
-// and tried again after a backoff) and seals again the snapshots a
-// previous run left sealing (internal/snapshot's seal.go).
-func (m *Manager) startSeals() {
-	st := m.cfg.Snapshots
-	if st == nil {
-		return
-	}
-	st.OnSealed(func(man *snapshot.Manifest, err error) {
-		e := Event{Actor: "system", Action: "snapshot.seal", Sandbox: man.Sandbox, Verdict: "completed",
-			Detail: map[string]any{"snapshot": man.ID, "owner": man.Owner, "digest": man.Digest, "bytes": man.Bytes}}
-		if err != nil {
-			// The record says what a client may read (as dispatch's
-			// records do); the cause, with its host paths, is logged.
-			e.Verdict, e.Detail["error"] = "error", fault.Public(err)
-			m.log.Error("seal snapshot; it is tried again after a backoff", "snapshot", man.ID, "err", err)
-		}
-		m.audit(context.Background(), e)
+// newKeep is the manager's snapshot keep (internal/sandbox/snapkeep): it
+// audits each seal that ends (snapshot.seal, by the system, with the
+// digest; a failed one with its error).
+func newKeep(m *Manager) *snapkeep.Keep {
+	return snapkeep.New(snapkeep.Config{
+		Store: m.cfg.Snapshots, Budget: m.cfg.SnapshotBudget, DiskBudget: m.cfg.DiskBudget, MaxImage: m.cfg.Max.DiskBytes,
+		DataDir: m.cfg.DataDir, Log: m.log,
+		DiskRefusal: m.guard.Refusal,
+		Images: func() int64 {
+			images, _, _ := m.DiskGuard()
+			return images
+		},
+		HibernatesIn: m.hibernatedOn,
+		Workspaces: func() []string {
+			var dirs []string
+			for _, s := range m.All() {
+				dirs = append(dirs, s.workspaceDir())
+			}
+			return dirs
+		},
+		Sealed: func(man *snapshot.Manifest, err error) {
+			e := Event{Actor: "system", Action: "snapshot.seal", Sandbox: man.Sandbox, Verdict: "completed",
+				Detail: map[string]any{"snapshot": man.ID, "owner": man.Owner, "digest": man.Digest, "bytes": man.Bytes}}
+			if err != nil {
+				e.Verdict, e.Detail["error"] = "error", fault.Public(err)
+			}
+			m.audit(context.Background(), e)
+		},
 	})
-	sealing, removed := st.Recover()
-	if len(sealing)+len(removed) > 0 {
-		m.log.Info("snapshots left sealing by a previous run", "sealing", sealing, "removed_incomplete", removed)
-	}
 }
-
-// sealed returns man once its digest exists, waiting for its seal (bounded,
-// and no longer than ctx).
-func (m *Manager) sealed(ctx context.Context, man *snapshot.Manifest) (*snapshot.Manifest, error) {
-	if !man.Sealing() {
-		return man, nil
-	}
-	st, err := m.snapStore()
-	if err != nil {
-		return nil, err
-	}
-	out, err := st.WaitSealed(ctx, man)
-	if errors.Is(err, snapshot.ErrNotFound) {
-		return nil, errNoSnapshot
-	}
-	return out, err
-}
-
-var errNoSnapshots = fault.New(fault.Unavailable, "this server keeps no snapshots")
-
-func (m *Manager) snapStore() (*snapshot.Store, error) {
-	if m.cfg.Snapshots == nil {
-		return nil, errNoSnapshots
-	}
-	return m.cfg.Snapshots, nil
-}
-
-// errNoSnapshot is a snapshot the caller may not see or that is gone.
-var errNoSnapshot = fault.Wrap(fault.NotFound, snapshot.ErrNotFound, "snapshot not found")
 
 // snapshotOf returns snapshot id for c; any other is not found.
 func (m *Manager) snapshotOf(c Caller, id string) (*snapshot.Manifest, error) {
-	st, err := m.snapStore()
-	if err != nil {
-		return nil, err
-	}
-	man, err := st.Get(c.KeyID, c.Admin, id)
-	if errors.Is(err, snapshot.ErrNotFound) || (err == nil && man.Hibernation && !c.Admin) {
-		return nil, errNoSnapshot
-	}
-	return man, err
-}
-
-// snapshotSeal is snapshot id's state as a sandbox or fork made from it
-// reports it: its digest once it is sealed (state ready), or no digest
-// and state sealing while its seal runs — a fork made then holds exactly
-// what the digest will cover (the seal hashes the clone the fork was
-// cloned from); state "" once the snapshot is gone.
-func (m *Manager) snapshotSeal(id string) (digest, state string) {
-	if st := m.cfg.Snapshots; st != nil {
-		if man, err := st.Get("", true, id); err == nil {
-			if man.Sealing() {
-				return "", SnapshotSealing
-			}
-			return man.Digest, SnapshotReady
-		}
-	}
-	return "", ""
+	return m.snaps.Of(c.KeyID, c.Admin, id)
 }
 
 // SnapshotAudit adds to an audit record what it says of snapshot id's
-// digest: the digest (key), or key_pending while the snapshot seals (its
-// snapshot.seal record names the digest) — never an empty digest.
-func (m *Manager) SnapshotAudit(out map[string]any, key, id string) {
-	switch d, state := m.snapshotSeal(id); state {
-	case SnapshotReady:
-		out[key] = d
-	case SnapshotSealing:
-		out[key+"_pending"] = true
-	}
-}
+// digest (snapkeep.Keep.Audit).
+func (m *Manager) SnapshotAudit(out map[string]any, key, id string) { m.snaps.Audit(out, key, id) }
 
 // Snapshot captures sandbox id's writable state as a new snapshot of the
 // sandbox's owner.
@@ -213,18 +148,15 @@ func (m *Manager) Snapshot(ctx context.Context, c Caller, id, name string) (Snap
 }
 
 func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string) (*snapshot.Manifest, error) {
-	st, err := m.snapStore()
-	if err != nil {
+	if err := m.snaps.Room(s.rec.Owner, s.diskUsage().UsedBytes+s.lowerBytes(), true); err != nil {
 		return nil, err
 	}
-	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes+s.lowerBytes(), true); err != nil {
-		return nil, err
-	}
+	st := m.cfg.Snapshots
 	if name == "" {
 		name = s.rec.Name + "-" + time.Now().UTC().Format("20060102T150405Z")
 	}
 	var man *snapshot.Manifest
-	err = s.capture(ctx, func(img *os.File, size int64) error {
+	err := s.capture(ctx, func(img *os.File, size int64) error {
 		meta, err := json.Marshal(snapMeta{Limits: s.rec.Spec.Limits, Network: s.rec.Spec.Network, Template: s.rec.Spec.Template,
 			Browser: s.rec.Spec.Browser, HostBase: hostBase(s.rec.Slot)})
 		if err != nil {
@@ -239,71 +171,17 @@ func (m *Manager) snapshot(ctx context.Context, s *Sandbox, name string) (*snaps
 	return man, nil
 }
 
-// snapshotRoom refuses a snapshot that could hold need bytes when the
-// owner's snapshots or (disk: it adds bytes on the disk) the server's disk
-// have no room for it.
-func (m *Manager) snapshotRoom(st *snapshot.Store, owner string, need int64, disk bool) error {
-	if disk {
-		if err := m.guard.Refusal(); err != nil {
-			return err
-		}
-	}
-	if b := m.cfg.SnapshotBudget; b > 0 {
-		if used := st.Usage(owner, false); used+need > b {
-			return fault.Errorf(fault.Conflict, "this key's snapshots hold %s of its %s (SANDBOX_SNAPSHOT_BUDGET) and this one may need %s: delete snapshots first",
-				diskbudget.IBytes(used), diskbudget.IBytes(b), diskbudget.IBytes(need))
-		}
-	}
-	if b := m.cfg.DiskBudget; b > 0 && disk {
-		images, _, _ := m.DiskGuard() // workspaces, templates and snapshots
-		if images+need > b {
-			return fault.Errorf(fault.Conflict, "the server's disk budget cannot hold this snapshot: %s of %s in use, %s needed (SANDBOX_DISK_BUDGET)",
-				diskbudget.IBytes(images), diskbudget.IBytes(b), diskbudget.IBytes(need))
-		}
-	}
-	return nil
-}
-
-// SnapshotUsage is what the snapshots hold on the disk (the disk guard
-// counts it with the images).
-func (m *Manager) snapshotUsage() int64 {
-	if m.cfg.Snapshots == nil {
-		return 0
-	}
-	return m.cfg.Snapshots.Usage("", true) + m.lowerUsage()
-}
+// snapshotUsage is what the snapshots and the forks' lower layers hold on
+// the disk (the disk guard counts it with the images).
+func (m *Manager) snapshotUsage() int64 { return m.snaps.Usage() }
 
 // snapshotTemplates are the digests of the templates the snapshots were
 // taken on (hibernated sandboxes' included).
-func (m *Manager) snapshotTemplates() []string {
-	st := m.cfg.Snapshots
-	if st == nil {
-		return nil
-	}
-	all, err := st.List("", true, true)
-	if err != nil {
-		m.log.Error("list snapshots for the template collector", "err", err)
-		return nil
-	}
-	var out []string
-	for _, man := range all {
-		var meta snapMeta
-		if json.Unmarshal(man.Meta, &meta) == nil {
-			if _, d := template.SplitRecorded(meta.Template); d != "" {
-				out = append(out, d)
-			}
-		}
-	}
-	return out
-}
+func (m *Manager) snapshotTemplates() []string { return m.snaps.Templates() }
 
 // ListSnapshots returns the caller's snapshots (an admin's: all).
 func (m *Manager) ListSnapshots(c Caller) ([]SnapshotInfo, error) {
-	st, err := m.snapStore()
-	if err != nil {
-		return nil, err
-	}
-	all, err := st.List(c.KeyID, c.Admin, false)
+	all, err := m.snaps.List(c.KeyID, c.Admin)
 	if err != nil {
 		return nil, err
 	}
@@ -327,19 +205,10 @@ func (m *Manager) GetSnapshot(c Caller, id string) (SnapshotInfo, error) {
 // from it keep their own images (a layered fork, the snapshot's lower
 // layer: forklower_linux.go).
 func (m *Manager) DeleteSnapshot(ctx context.Context, c Caller, id string) (SnapshotInfo, error) {
-	man, err := m.snapshotOf(c, id)
+	man, err := m.snaps.Delete(ctx, c.KeyID, c.Admin, id)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	if m.hibernatedOn(id) {
-		return SnapshotInfo{}, fault.New(fault.Conflict, "a hibernated sandbox's snapshot goes with the sandbox: resume or delete the sandbox")
-	}
-	st, _ := m.snapStore()
-	if _, err := st.Delete(ctx, c.KeyID, c.Admin, man.ID); err != nil {
-		return SnapshotInfo{}, err
-	}
-	// Its forks keep its lower layer; one no fork uses goes now.
-	m.collectLowers()
 	return infoOf(man), nil
 }
 
@@ -368,7 +237,7 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 	if man.Hibernation {
 		// A hibernated sandbox's own state, even to an admin: its resume
 		// moves the parked image back, a restore would take it away.
-		return nil, errNoSnapshot
+		return nil, snapkeep.ErrNoSnapshot
 	}
 	var meta snapMeta
 	if err := json.Unmarshal(man.Meta, &meta); err != nil {
@@ -433,8 +302,7 @@ func (s *Sandbox) restoreImage(ctx context.Context, img string) error {
 	if _, err := os.Lstat(img); err == nil {
 		return nil
 	}
-	st, err := s.m.snapStore()
-	if err != nil {
+	if _, err := s.m.snaps.Store(); err != nil {
 		return err
 	}
 	if s.rec.Restore.Hibernated {
@@ -442,17 +310,7 @@ func (s *Sandbox) restoreImage(ctx context.Context, img string) error {
 			return err
 		}
 	}
-	man, err := st.Get("", true, s.rec.Restore.Snapshot)
-	if errors.Is(err, snapshot.ErrNotFound) {
-		return fault.New(fault.Unavailable, "the sandbox's snapshot is gone")
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(img), 0o700); err != nil {
-		return fmt.Errorf("create workspace: %w", err)
-	}
-	return st.Restore(ctx, man, img)
+	return s.m.snaps.RestoreImage(ctx, s.rec.Restore.Snapshot, img)
 }
 
 // Hibernate parks sandbox id's image in the snapshot store under its own
@@ -482,13 +340,9 @@ func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, err
 		s.hibernating = false
 		s.mu.Unlock()
 	}()
-	st, err := m.snapStore()
-	if err != nil {
-		return Info{}, err
-	}
 	// Its image moves into the store (a rename on one file system):
 	// it needs room in the key's budget, not on the disk.
-	if err := m.snapshotRoom(st, s.rec.Owner, s.diskUsage().UsedBytes+s.lowerBytes(), false); err != nil {
+	if err := m.snaps.Room(s.rec.Owner, s.diskUsage().UsedBytes+s.lowerBytes(), false); err != nil {
 		return Info{}, err
 	}
 	m.beforeStop(s, "hibernate")
@@ -509,26 +363,22 @@ func (m *Manager) Hibernate(ctx context.Context, c Caller, id string) (Info, err
 		// Stopped, its workspace whole: the next use starts it.
 		return Info{}, err
 	}
-	man, err := st.PrepareParked(snapshot.Info{Name: s.rec.Name + "-hibernation", Owner: s.rec.Owner, Sandbox: s.rec.ID, Hibernation: true}, fi.Size())
-	if err != nil {
-		return Info{}, err
-	}
-	s.mu.Lock()
-	prev := s.rec.Restore
-	s.rec.Restore = &Restore{Snapshot: man.ID, FromBase: hostBase(s.rec.Slot), Hibernated: true}
-	rec := s.rec
-	s.mu.Unlock()
-	if err := m.records.PutSandbox(ctx, rec); err != nil {
+	in := snapshot.Info{Name: s.rec.Name + "-hibernation", Owner: s.rec.Owner, Sandbox: s.rec.ID, Hibernation: true}
+	if err := m.snaps.Park(in, img, fi.Size(), func(id string) error {
 		s.mu.Lock()
-		s.rec.Restore = prev
+		prev := s.rec.Restore
+		s.rec.Restore = &Restore{Snapshot: id, FromBase: hostBase(s.rec.Slot), Hibernated: true}
+		rec := s.rec
 		s.mu.Unlock()
-		m.dropSnapshot(man.ID)
-		return Info{}, fmt.Errorf("save sandbox: %w", err)
-	}
-	// Recorded: a crash from here on leaves the image here (the resume
-	// finds it) or in the store under the recorded snapshot.
-	if err := st.Park(man, img); err != nil {
-		m.log.Error("park hibernated image; it stays in the workspace", "id", s.rec.ID, "err", err)
+		if err := m.records.PutSandbox(ctx, rec); err != nil {
+			s.mu.Lock()
+			s.rec.Restore = prev
+			s.mu.Unlock()
+			return fmt.Errorf("save sandbox: %w", err)
+		}
+		return nil
+	}); err != nil {
+		return Info{}, err
 	}
 	s.mu.Lock()
 	s.state = Hibernated
@@ -546,14 +396,5 @@ func (m *Manager) resumed(ctx context.Context, s *Sandbox, r *Restore) {
 		m.log.Error("save resumed sandbox", "id", rec.ID, "err", err)
 		return
 	}
-	m.dropSnapshot(r.Snapshot)
-}
-
-// dropSnapshot removes a snapshot the server made for itself.
-func (m *Manager) dropSnapshot(id string) {
-	if st := m.cfg.Snapshots; st != nil {
-		if _, err := st.Delete(context.Background(), "", true, id); err != nil && !errors.Is(err, snapshot.ErrNotFound) {
-			m.log.Error("remove hibernation snapshot", "snapshot", id, "err", err)
-		}
-	}
+	m.snaps.Drop(r.Snapshot)
 }

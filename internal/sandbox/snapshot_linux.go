@@ -2,16 +2,14 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
+	"github.com/sandhold/sandhold/internal/sandbox/snapkeep"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
 )
 
@@ -56,6 +54,7 @@ func (s *Sandbox) capture(ctx context.Context, fn func(img *os.File, size int64)
 			return fmt.Errorf("flush workspace for a snapshot: %w", err)
 		}
 	}
+	hook := func() { captureHook(s) }
 	if layered, err := s.ensureLayeredLocked(ctx); err != nil {
 		return err
 	} else if layered {
@@ -65,38 +64,11 @@ func (s *Sandbox) capture(ctx context.Context, fn func(img *os.File, size int64)
 		if err != nil {
 			return err
 		}
-		defer flat.Abort()
-		thaw()
-		captureHook(s)
-		st, err := flat.File().Stat()
-		if err != nil {
-			return fmt.Errorf("open workspace image: %w", err)
-		}
-		return fn(flat.File(), st.Size())
-	}
-	f, err := os.OpenFile(s.imagePath(), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return fault.New(fault.Conflict, "the sandbox has no workspace image yet")
-	}
-	if err != nil {
-		return fmt.Errorf("open workspace image: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("open workspace image: %w", err)
+		return snapkeep.ReadFlat(flat, thaw, hook, fn)
 	}
 	// Where the file system shares blocks, the frozen moment is one clone
-	// of the whole image (FICLONE: milliseconds, whatever its size); the
-	// snapshot then reads the clone with the sandbox running again.
-	if c, err := volume.Clone(f, s.workspaceDir()); err == nil {
-		defer func() { _ = c.Close() }()
-		thaw()
-		captureHook(s)
-		return fn(c, st.Size())
-	}
-	captureHook(s)
-	return fn(f, st.Size())
+	// of the whole image (snapkeep.ReadImage).
+	return snapkeep.ReadImage(s.workspaceDir(), thaw, hook, fn)
 }
 
 // captureHook sees each capture just before its image is read: a test's

@@ -177,6 +177,7 @@ func TestTemplateUpperSurvivesFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.cfg.Snapshots = st
+	m.snaps = newKeep(m) // the keep of the store set here
 	s := create(t, m, Spec{Template: "bb:1", Limits: Limits{DiskBytes: 64 << 20}})
 	sh(t, s, "mkdir -p /opt/tool && echo v1 > /opt/tool/VERSION && rm /etc/motd && echo w > /workspace/f")
 	snap, err := m.Snapshot(ctx, owner, s.ID(), "")

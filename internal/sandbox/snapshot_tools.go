@@ -2,14 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strconv"
-	"sync"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
 	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/snapkeep"
 	"github.com/sandhold/sandhold/internal/snapshot"
 )
 
@@ -90,7 +89,7 @@ func (m *Manager) ExportSnapshot(ctx context.Context, c Caller, id string) (*Exp
 	if err != nil {
 		return nil, err
 	}
-	if man, err = m.sealed(ctx, man); err != nil {
+	if man, err = m.snaps.Sealed(ctx, man); err != nil {
 		return nil, err
 	}
 	return &Export{SnapshotInfo: infoOf(man), st: m.cfg.Snapshots, man: man}, nil
@@ -99,24 +98,7 @@ func (m *Manager) ExportSnapshot(ctx context.Context, c Caller, id string) (*Exp
 // ImportSnapshot keeps an export as a new snapshot of c's, within c's
 // snapshot budget and the server's disk budget.
 func (m *Manager) ImportSnapshot(ctx context.Context, c Caller, name string, body io.Reader) (SnapshotInfo, error) {
-	st, err := m.snapStore()
-	if err != nil {
-		return SnapshotInfo{}, err
-	}
-	if err := m.snapshotRoom(st, c.KeyID, 0, true); err != nil {
-		return SnapshotInfo{}, err
-	}
-	room := int64(0)
-	if b := m.cfg.SnapshotBudget; b > 0 {
-		room = max(b-st.Usage(c.KeyID, false), 1)
-	}
-	if b := m.cfg.DiskBudget; b > 0 {
-		images, _, _ := m.DiskGuard()
-		if left := max(b-images, 1); room == 0 || left < room {
-			room = left
-		}
-	}
-	man, err := st.Import(ctx, body, snapshot.ImportOptions{Owner: c.KeyID, Name: name, MaxImage: m.cfg.Max.DiskBytes, MaxBytes: room})
+	man, err := m.snaps.Import(ctx, c.KeyID, name, body)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -143,47 +125,19 @@ func (m *Manager) Fork(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResu
 	if !ok {
 		return ForkResult{}, fault.New(fault.Invalid, "a fork is made by a dispatched call")
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	out := make([]Info, a.Count)
-	errs := make([]error, a.Count)
-	sem := make(chan struct{}, forkParallel)
-	var wg sync.WaitGroup
-	for i := range a.Count {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			if ctx.Err() != nil {
-				errs[i] = ctx.Err()
-				return
-			}
-			spec := Spec{Snapshot: man.ID}
-			if a.Name != "" {
-				spec.Name = a.Name + "-" + strconv.Itoa(i+1)
-			}
-			out[i], errs[i] = ToolCreate.Call(ctx, d, c, spec)
-			if errs[i] != nil {
-				cancel() // the rest do not start
-				return
-			}
-			forkMade(i)
-		}()
-	}
-	wg.Wait()
-	// The cause, not the cancellations it led to.
-	var first error
-	for _, err := range errs {
-		if err != nil && (first == nil || errors.Is(first, context.Canceled)) {
-			first = err
+	first := snapkeep.MakeForks(ctx, a.Count, forkParallel, func(ctx context.Context, i int) error {
+		spec := Spec{Snapshot: man.ID}
+		if a.Name != "" {
+			spec.Name = a.Name + "-" + strconv.Itoa(i+1)
 		}
-	}
+		var err error
+		if out[i], err = ToolCreate.Call(ctx, d, c, spec); err != nil {
+			return err
+		}
+		forkMade(i)
+		return nil
+	})
 	if first != nil {
 		for _, in := range out {
 			if in.ID != "" {
@@ -196,7 +150,7 @@ func (m *Manager) Fork(ctx context.Context, c auth.Caller, a ForkArgs) (ForkResu
 	}
 	// The digest as it is now: a seal that ended during the fork gives it.
 	res := ForkResult{Snapshot: man.ID, Sandboxes: out}
-	if res.Digest, res.SnapshotState = m.snapshotSeal(man.ID); res.SnapshotState == "" {
+	if res.Digest, res.SnapshotState = m.snaps.Seal(man.ID); res.SnapshotState == "" {
 		// Deleted meanwhile: as it was when the fork began.
 		res.Digest, res.SnapshotState = man.Digest, infoOf(man).State
 	}

@@ -65,8 +65,7 @@ func (m *Manager) adoptHibernated(ctx context.Context, c Caller, id, from string
 	if !ok {
 		return Adoption{}, fault.New(fault.Unsupported, "this server's store cannot move sandboxes between nodes")
 	}
-	st, err := m.snapStore()
-	if err != nil {
+	if _, err := m.snaps.Store(); err != nil {
 		return Adoption{}, err
 	}
 	m.adoptMu.Lock()
@@ -101,10 +100,10 @@ func (m *Manager) adoptHibernated(ctx context.Context, c Caller, id, from string
 		if r.Restore == nil || !r.Restore.Hibernated {
 			return r, errNotHibernated
 		}
-		man, err := st.Get("", true, r.Restore.Snapshot)
-		if err != nil || !st.Holds(man) {
+		if !m.snaps.Holds(r.Restore.Snapshot) {
 			return r, errImageElsewhere
 		}
+		var err error
 		if release == nil {
 			if release, err = m.reserveDisk(r.Spec.Limits.DiskBytes); err != nil {
 				return r, err

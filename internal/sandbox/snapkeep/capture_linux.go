@@ -1,0 +1,62 @@
+package snapkeep
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandhold/sandhold/internal/fault"
+	"github.com/sandhold/sandhold/internal/sandbox/volume"
+)
+
+// A capture reads a sandbox's workspace image while it holds still: the
+// sandbox (its capture, internal/sandbox) freezes every process of the
+// sandbox and flushes the file system to the image, then reads it here.
+// thaw undoes the freeze: it is called as soon as what fn reads no longer
+// changes with the sandbox (a clone, a flattened copy), and may be called
+// again; hook sees each capture just before its image is read (a test's
+// window into whether the sandbox runs meanwhile).
+
+// ReadImage runs fn on the workspace image of dir (volume.ImageName),
+// held still by the caller until thaw.
+func ReadImage(dir string, thaw, hook func(), fn func(img *os.File, size int64) error) error {
+	f, err := os.OpenFile(filepath.Join(dir, volume.ImageName), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0) //nolint:gosec // G304: a sandbox's own workspace image, below the data dir
+	if errors.Is(err, os.ErrNotExist) {
+		return fault.New(fault.Conflict, "the sandbox has no workspace image yet")
+	}
+	if err != nil {
+		return fmt.Errorf("open workspace image: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open workspace image: %w", err)
+	}
+	// Where the file system shares blocks, the frozen moment is one clone
+	// of the whole image (FICLONE: milliseconds, whatever its size); the
+	// snapshot then reads the clone with the sandbox running again.
+	if c, err := volume.Clone(f, dir); err == nil {
+		defer func() { _ = c.Close() }()
+		thaw()
+		hook()
+		return fn(c, st.Size())
+	}
+	hook()
+	return fn(f, st.Size())
+}
+
+// ReadFlat runs fn on flat, a layered sandbox's merged view copied whole
+// into an image of its size (forklower.Flatten), and removes it.
+func ReadFlat(flat *volume.Staged, thaw, hook func(), fn func(img *os.File, size int64) error) error {
+	defer flat.Abort()
+	thaw()
+	hook()
+	st, err := flat.File().Stat()
+	if err != nil {
+		return fmt.Errorf("open workspace image: %w", err)
+	}
+	return fn(flat.File(), st.Size())
+}
