@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"os"
 	"time"
 
 	"github.com/sandhold/sandhold/internal/agent"
@@ -89,68 +87,26 @@ func (s *Sandbox) firstCommandEnded() {
 	}
 }
 
-// launch starts the sandbox's init: from the spare it was given, else
-// (none, one whose group could not be bound (spareOK false; it is gone
-// then), or one that cannot be bound as this init would be cloned) a
-// fresh one. A spare whose group became the sandbox's (placed) is in it
-// already and is not placed again; a fresh init that replaces it is.
+// launch starts the sandbox's init: from the spare it was given, else a
+// fresh one (spareinit.Launch).
 func (s *Sandbox) launch(ctx context.Context, spec agent.LaunchSpec, spareOK bool) (*agent.Instance, error) {
 	si := s.spare
 	s.spare = nil
-	if si == nil || !spareOK {
-		return agent.Launch(ctx, spec)
-	}
-	bind := spec
-	if si.Placed {
-		bind.Place = nil
-	}
-	inst, err := si.Spare.Bind(ctx, bind)
-	if errors.Is(err, agent.ErrSpareUnusable) {
-		s.m.log.Warn("spare init not used", "id", s.rec.ID, "err", err)
-		return agent.Launch(ctx, spec)
-	}
-	return inst, err
+	return spareinit.Launch(ctx, si, spec, spareOK, s.rec.ID, s.m.log)
 }
 
 // spareBindHook runs once a spare's group is renamed to its sandbox's,
 // before its limits: a test's way to fail the bind there.
 var spareBindHook = func() error { return nil }
 
-// bindSpareGroups makes a spare's group the sandbox's: renamed to its
-// id (no task moves), the sandbox's limits written, before anything of
-// the sandbox runs. On failure (ok false) the spare is killed and its
-// group removed: the start clones a fresh init. It runs beside the start
-// (the create's cgroup step) and changes only si, which the start's
-// launch reads once told ok.
+// bindSpareGroups makes a spare's group the sandbox's, with the sandbox's
+// limits (spareinit.Spares.Bind). On failure (ok false) the spare is gone
+// and the start clones a fresh init.
 func (s *Sandbox) bindSpareGroups(si *spareinit.Init) (group, user cgroup.Group, ok bool) {
-	fail := func(err error) (cgroup.Group, cgroup.Group, bool) {
+	group, user, err := s.m.spares.Bind(si, s.rec.ID, s.cgLimits(), s.userLimits(), spareBindHook)
+	if err != nil {
 		s.m.log.Warn("spare init's cgroup not bound; a fresh init starts the sandbox", "id", s.rec.ID, "err", err)
-		si.Kill()
 		return nil, nil, false
 	}
-	group, err := s.m.cg.Rename(si.Group.Name(), s.rec.ID)
-	if errors.Is(err, os.ErrExist) {
-		// A group of this name left over (as in makeGroups).
-		if old, oerr := s.m.cg.Open(s.rec.ID); oerr == nil {
-			_ = old.Destroy()
-		}
-		group, err = s.m.cg.Rename(si.Group.Name(), s.rec.ID)
-	}
-	if err != nil {
-		return fail(err) // si.Group is still under the spare's name
-	}
-	si.Group = group // from here on the sandbox's name
-	if err = spareBindHook(); err != nil {
-		return fail(err)
-	}
-	if user, err = group.OpenSub(userGroupName); err == nil {
-		if err = group.SetLimits(s.cgLimits()); err == nil {
-			err = user.SetLimits(s.userLimits())
-		}
-	}
-	if err != nil {
-		return fail(err)
-	}
-	si.Group, si.Placed = nil, true
 	return group, user, true
 }
