@@ -2,7 +2,9 @@
 // sandbox's own loopback (the preview proxy, the browser's DevTools port,
 // its desktop's VNC server): the ports it may reach, the cap on open
 // relayed connections, closing them all at once, and what a failed dial
-// tells a client. internal/sandbox decides when a sandbox may be reached.
+// tells a client; Dial and Relay open a relayed connection into a Sandbox
+// that says whether it runs. It runs in the server; internal/sandbox
+// decides when a sandbox may be reached.
 package loopback
 
 import (
