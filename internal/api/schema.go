@@ -13,6 +13,7 @@ import (
 // its packages holds the type. Add a line when an API type moves down.
 var schemaHomes = map[string]string{
 	"github.com/sandhold/sandhold/internal/sandbox/execrun": "github.com/sandhold/sandhold/internal/sandbox",
+	"github.com/sandhold/sandhold/internal/sandbox/netmode": "github.com/sandhold/sandhold/internal/sandbox",
 }
 
 // schemaName names OpenAPI schemas. huma's default drops the package, so two

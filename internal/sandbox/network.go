@@ -190,13 +190,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, c Caller, u NetworkUpdate) 
 }
 
 // NetworkPosture is what /v1/sandbox/security reports of the network.
-type NetworkPosture struct {
-	DefaultMode   string   `json:"default_mode"`
-	Modes         []string `json:"modes_available"`
-	ProxyListen   string   `json:"proxy_listen,omitempty" doc:"where proxy-mode sandboxes reach the egress proxy, inside the sandbox"`
-	HostAllowed   bool     `json:"host_mode_allowed" doc:"SANDBOX_NETWORK_RESTRICTED=false: admins may share the host network"`
-	HostSandboxes []string `json:"host_mode_sandboxes" doc:"sandboxes sharing the host's network"`
-}
+type NetworkPosture = netmode.NetworkPosture
 
 // Caps are the concurrency caps the manager enforces itself.
 type Caps struct {
@@ -211,21 +205,13 @@ func (m *Manager) Caps() Caps {
 
 // NetworkPosture reports the modes on offer and the host-mode sandboxes.
 func (m *Manager) NetworkPosture() NetworkPosture {
-	proxy, host := m.net.Offers()
-	p := NetworkPosture{DefaultMode: NetworkNone, Modes: []string{NetworkNone}, HostAllowed: host, HostSandboxes: []string{}}
-	if proxy {
-		p.Modes = append(p.Modes, NetworkProxy)
-		p.ProxyListen = netmode.ProxyListen()
-	}
-	if host {
-		p.Modes = append(p.Modes, NetworkHost)
-	}
+	host := []string{}
 	for _, s := range m.All() {
 		if s.network().Mode == NetworkHost {
-			p.HostSandboxes = append(p.HostSandboxes, s.rec.ID)
+			host = append(host, s.rec.ID)
 		}
 	}
-	return p
+	return m.net.Posture(host)
 }
 
 // Retry hints of the manager's caps (their refusals are

@@ -263,6 +263,33 @@ func (h *Hub) Stats(id string) Counters {
 	return Counters{}
 }
 
+// NetworkPosture is what /v1/sandbox/security reports of the network.
+type NetworkPosture struct {
+	DefaultMode   string   `json:"default_mode"`
+	Modes         []string `json:"modes_available"`
+	ProxyListen   string   `json:"proxy_listen,omitempty" doc:"where proxy-mode sandboxes reach the egress proxy, inside the sandbox"`
+	HostAllowed   bool     `json:"host_mode_allowed" doc:"SANDBOX_NETWORK_RESTRICTED=false: admins may share the host network"`
+	HostSandboxes []string `json:"host_mode_sandboxes" doc:"sandboxes sharing the host's network"`
+}
+
+// Posture reports the modes on offer, none first, and the sandboxes on
+// the host's network (hosts, never nil).
+func (h *Hub) Posture(hosts []string) NetworkPosture {
+	proxy, host := h.Offers()
+	if hosts == nil {
+		hosts = []string{}
+	}
+	p := NetworkPosture{DefaultMode: None, Modes: []string{None}, HostAllowed: host, HostSandboxes: hosts}
+	if proxy {
+		p.Modes = append(p.Modes, Proxy)
+		p.ProxyListen = ProxyListen()
+	}
+	if host {
+		p.Modes = append(p.Modes, Host)
+	}
+	return p
+}
+
 // ProxyListen is where proxy-mode sandboxes reach the proxy, inside.
 func ProxyListen() string { return "127.0.0.1:" + strconv.Itoa(agent.EgressPort) }
 

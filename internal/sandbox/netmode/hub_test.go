@@ -148,3 +148,17 @@ func TestPolicyFollowsTheMode(t *testing.T) {
 	}
 	off.Leave("s1", Proxy, None)
 }
+
+// TestPostureSaysWhatIsOffered: none always, first; proxy with where it
+// listens only with a proxy; host only where allowed; the host-mode
+// sandboxes as given, an empty list rather than none.
+func TestPostureSaysWhatIsOffered(t *testing.T) {
+	p := netHub(false, false).Posture(nil)
+	if p.DefaultMode != None || len(p.Modes) != 1 || p.Modes[0] != None || p.ProxyListen != "" || p.HostAllowed || p.HostSandboxes == nil {
+		t.Fatalf("nothing offered: %+v", p)
+	}
+	p = netHub(true, true).Posture([]string{"s1"})
+	if len(p.Modes) != 3 || p.Modes[1] != Proxy || p.Modes[2] != Host || p.ProxyListen != ProxyListen() || !p.HostAllowed || len(p.HostSandboxes) != 1 {
+		t.Fatalf("all offered: %+v", p)
+	}
+}
