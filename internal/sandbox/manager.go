@@ -235,7 +235,7 @@ func New(ctx context.Context, cfg Config, records Records, audit func(context.Co
 	if len(reaped) > 0 {
 		m.log.Warn("reaped sandbox cgroups left by a previous run", "count", len(reaped), "groups", reaped)
 	}
-	m.reapVolumes()
+	volume.ReapLeft(m.workspaceRoot(), m.log)
 	recs, err := records.ListSandboxes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load sandboxes: %w", err)

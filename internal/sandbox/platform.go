@@ -21,5 +21,4 @@ var (
 		diskBytes() int64
 		releaseVolume()
 	} = (*Sandbox)(nil)
-	_ interface{ reapVolumes() } = (*Manager)(nil)
 )

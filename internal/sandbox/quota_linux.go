@@ -164,16 +164,3 @@ func (s *Sandbox) closeVolumeLocked() {
 		s.vol = nil
 	}
 }
-
-// reapVolumes detaches the loop devices a previous run of this server
-// left bound to its images (volume.DetachLeft).
-func (m *Manager) reapVolumes() {
-	found, left := volume.DetachLeft(m.workspaceRoot())
-	switch {
-	case !found:
-	case left > 0:
-		m.log.Warn("workspace images still attached from a previous run; those sandboxes will not start until they detach", "count", left)
-	default:
-		m.log.Info("detached workspace images left by a previous run")
-	}
-}

@@ -27,5 +27,3 @@ func (s *Sandbox) releaseVolume() {}
 
 // diskUsage is zero: there is no workspace volume off Linux.
 func (s *Sandbox) diskUsage() DiskUsage { return DiskUsage{} }
-
-func (m *Manager) reapVolumes() {}

@@ -375,6 +375,19 @@ func DetachLeft(root string) (found bool, left int) {
 	return true, len(bound)
 }
 
+// ReapLeft detaches the loop devices a previous run of the server left
+// bound to its images below root (DetachLeft) and says so in log.
+func ReapLeft(root string, log *slog.Logger) {
+	found, left := DetachLeft(root)
+	switch {
+	case !found:
+	case left > 0:
+		log.Warn("workspace images still attached from a previous run; those sandboxes will not start until they detach", "count", left)
+	default:
+		log.Info("detached workspace images left by a previous run")
+	}
+}
+
 // LoopBackings lists the loop devices whose backing file lies below root.
 func LoopBackings(root string) (map[string]string, error) {
 	entries, err := os.ReadDir("/sys/block")

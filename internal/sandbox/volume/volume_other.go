@@ -3,6 +3,7 @@
 package volume
 
 import (
+	"log/slog"
 	"os"
 
 	"github.com/sandhold/sandhold/internal/fault"
@@ -18,3 +19,6 @@ func WaitDetached(string) error { return fault.New(fault.Unsupported, "snapshots
 func ShiftIDs(*os.File, uint32, uint32) error {
 	return fault.New(fault.Unsupported, "snapshots need Linux")
 }
+
+// ReapLeft has nothing to reap: there are no workspace images off Linux.
+func ReapLeft(string, *slog.Logger) {}
