@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -29,7 +27,7 @@ const poolRetry = 5 * time.Second
 func newPool(m *Manager, size int, name string) *warmpool.Pool[*Sandbox] {
 	return warmpool.New(warmpool.Config[*Sandbox]{
 		Size: size, Name: name,
-		Resolve: func() (string, error) { return m.poolRef(name) },
+		Resolve: func() (string, error) { return warmpool.TemplateRef(m.cfg.Templates, name) },
 		Make:    m.makePooled,
 		Unpool: func(s *Sandbox, pending bool) func() {
 			return m.disk.OutOfPool(s.diskBytes(), pending)
@@ -39,25 +37,6 @@ func newPool(m *Manager, size int, name string) *warmpool.Pool[*Sandbox] {
 		Refilled: func(err error) { refillHook(err) },
 		Retry:    poolRetry, Log: m.log, Stop: m.stop,
 	})
-}
-
-// poolRef is the template a pool of name makes its sandboxes from now:
-// for a template pool, what its name names now ("" for the host's).
-func (m *Manager) poolRef(name string) (string, error) {
-	if name == "" {
-		return "", nil
-	}
-	if m.cfg.Templates == nil {
-		return "", errors.New("this server keeps no templates")
-	}
-	t, err := m.cfg.Templates.Resolve(template.Caller{Admin: true}, name)
-	if err != nil {
-		return "", err
-	}
-	if t.Owner != "" {
-		return "", fmt.Errorf("template %s is not public (an admin's): no pool for it", name)
-	}
-	return t.Ref(), nil
 }
 
 // makePooled makes a pool sandbox of template ref, its quota reserved:
