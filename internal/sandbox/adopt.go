@@ -26,20 +26,6 @@ import (
 // ToolAdopt takes a hibernated sandbox over from its dead node.
 var ToolAdopt = dispatch.Ref[IDArgs, Adoption]("sandbox.adopt")
 
-// lostFor returns, for caller c, the answer for sandbox id when ctx's
-// request found it lost with its node (orphan.WithLost), or nil if it did
-// not.
-func lostFor(ctx context.Context, c Caller, id string) error {
-	l, ok := orphan.LostOf(ctx, id)
-	switch {
-	case !ok:
-		return nil
-	case !c.Admin && l.Owner != c.KeyID:
-		return errNoSuchSandbox()
-	}
-	return fault.Errorf(fault.Unavailable, "sandbox lost: its node %s is down, and only a hibernated sandbox moves to another node", l.Node)
-}
-
 // errNotRouted refuses sandbox.adopt outside a request the forwarder
 // served here for a dead node's sandbox (the same answer for every id).
 var errNotRouted = fault.New(fault.Conflict, "a sandbox is taken over only by a call for it that reaches this node while its own node is dead")
@@ -69,22 +55,10 @@ func (m *Manager) Addressed(ctx context.Context, d *dispatch.Dispatcher, c auth.
 }
 
 // getOrAdopt is Get, or — when it misses a sandbox ctx's request found on
-// a dead node — adopt's dispatched take-over, then Get again.
+// a dead node — adopt's dispatched take-over, then Get again; a sandbox
+// lost with its node is the owner's to know (orphan.Resolve).
 func (m *Manager) getOrAdopt(ctx context.Context, c Caller, id string, adopt func(refused error) error) (*Sandbox, error) {
-	s, err := m.Get(c, id)
-	if err == nil {
-		return s, nil
-	}
-	if err := lostFor(ctx, c, id); err != nil {
-		return nil, err
-	}
-	if _, ok := orphan.Of(ctx, id); !ok {
-		return nil, err
-	}
-	if err := adopt(err); err != nil {
-		return nil, err
-	}
-	return m.Get(c, id)
+	return orphan.Resolve(ctx, id, c.KeyID, c.Admin, func() (*Sandbox, error) { return m.Get(c, id) }, adopt)
 }
 
 // Adoption is sandbox.adopt's answer: the sandbox, this node's now, and

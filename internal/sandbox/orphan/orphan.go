@@ -8,7 +8,11 @@
 // past the dispatcher's steps, looks the sandbox up.
 package orphan
 
-import "context"
+import (
+	"context"
+
+	"github.com/sandhold/sandhold/internal/fault"
+)
 
 // orphanKey marks a request's context: the sandbox it addresses is held
 // by a node that is dead (or was never registered).
@@ -59,4 +63,31 @@ func LostOf(ctx context.Context, id string) (Lost, bool) {
 		return Lost{}, false
 	}
 	return l, true
+}
+
+// Resolve answers a call's lookup of sandbox id for key (admin: an
+// admin's): get's answer, or — when get misses (its error, miss) — for a
+// request that found id lost with its node, unavailable "lost" to the key
+// that owns it (and to admins) and miss to any other key; for a request
+// that found id on a dead node, adopt's take-over (its refusal, or get
+// again); for any other request, miss.
+func Resolve[S any](ctx context.Context, id, key string, admin bool, get func() (S, error), adopt func(miss error) error) (S, error) {
+	s, miss := get()
+	if miss == nil {
+		return s, nil
+	}
+	var none S
+	if l, ok := LostOf(ctx, id); ok {
+		if !admin && l.Owner != key {
+			return none, miss
+		}
+		return none, fault.Errorf(fault.Unavailable, "sandbox lost: its node %s is down, and only a hibernated sandbox moves to another node", l.Node)
+	}
+	if _, ok := Of(ctx, id); !ok {
+		return none, miss
+	}
+	if err := adopt(miss); err != nil {
+		return none, err
+	}
+	return get()
 }
