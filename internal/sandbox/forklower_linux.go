@@ -3,10 +3,11 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
+	"github.com/sandhold/sandhold/internal/sandbox/snapkeep"
 	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/sandbox/volume"
@@ -17,9 +18,9 @@ import (
 // which says the layout) and an overlay on it whose upper layer is an
 // image of its own; this file mounts and unmounts a sandbox's layers.
 
-// errNoForkOverlay: the host could not mount a fork's overlay (no
-// id-mapped overlay, ptrace refused); see unlayerFresh.
-var errNoForkOverlay = errors.New("fork overlay unavailable")
+// errNoForkOverlay: the host could not mount a fork's overlay; see
+// unlayerFresh.
+var errNoForkOverlay = snapkeep.ErrNoOverlay
 
 // forkLayer is forklower.LayeredOn, or, for a pending restore without a
 // template on a file system that cannot share blocks, makes the workspace
@@ -43,28 +44,13 @@ func (s *Sandbox) forkLayer(dir string, root *templateroot.Plan) (string, bool, 
 // finish, if any, returned as for volume.Open) and the overlay of them.
 // Callers hold s.mu.
 func (s *Sandbox) mountLayered(ctx context.Context, dir, snap string, size int64, uid int, clk *startsteps.Clock) (finish func() error, err error) {
-	base, err := s.m.snaps.AcquireLower(ctx, snap)
+	mnt, l, finish, err := s.m.snaps.MountLayers(ctx, dir, snap, hostBase(s.rec.Slot), func(img string) (*os.File, func() error, error) {
+		return volume.Open(img, size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
+	}, clk)
 	if err != nil {
 		return nil, err
 	}
-	clk.Mark("fork_lower")
-	mnt, finish, err := volume.Open(filepath.Join(dir, forklower.UpperImage), size, uid, &s.m.wst, s.m.templateDir(), s.m.log, clk)
-	if err != nil {
-		s.m.snaps.ReleaseLower(snap)
-		return nil, err
-	}
-	ws, err := forkOverlay(base, mnt, hostBase(s.rec.Slot))
-	if err != nil {
-		err = fmt.Errorf("%w: %w", errNoForkOverlay, err)
-		if finish != nil {
-			_ = finish()
-		}
-		_ = mnt.Close()
-		s.m.snaps.ReleaseLower(snap)
-		return nil, err
-	}
-	clk.Mark("fork_overlay")
-	s.vol, s.lower = mnt, &forkMount{snapshot: snap, ws: ws}
+	s.vol, s.lower = mnt, l
 	s.rec.Restore = nil
 	return finish, nil
 }
@@ -98,16 +84,6 @@ func (s *Sandbox) ensureLayeredLocked(ctx context.Context) (bool, error) {
 	return err == nil, err
 }
 
-// dropLower closes a layered sandbox's overlay and releases its lower
-// (snapkeep.Keep.DropLower). Callers hold no sandbox's lock.
-func (m *Manager) dropLower(f *forkMount) {
-	if f == nil {
-		return
-	}
-	_ = f.ws.Close()
-	m.snaps.DropLower(f.snapshot)
-}
-
 // lowerBytes is what a layered sandbox's lower file system holds (its
 // own image's use is diskUsage): with it, what a snapshot of its merged
 // view may need. 0 for any other sandbox.
@@ -118,10 +94,11 @@ func (s *Sandbox) lowerBytes() int64 {
 	if lower == nil {
 		return 0
 	}
-	return s.m.snaps.LowerBytes(lower.snapshot)
+	return s.m.snaps.LowerBytes(lower.Snapshot)
 }
 
-// forkOverlay is volume.MountForkOverlay (a test makes it fail).
+// forkOverlay is volume.MountForkOverlay, the keep's Overlay (a test makes
+// it fail).
 var forkOverlay = volume.MountForkOverlay
 
 // flattenLocked copies the layered sandbox's merged view (its overlay)
@@ -132,7 +109,7 @@ func (s *Sandbox) flattenLocked(ctx context.Context, dst string) (*volume.Staged
 	if s.lower == nil {
 		return nil, errors.New("not a layered workspace")
 	}
-	return forklower.Flatten(ctx, s.lower.ws, dst, max(s.diskBytes(), volume.MinBytes), int(hostBase(s.rec.Slot))+sandboxUID, &s.m.wst, s.m.templateDir(), s.m.log)
+	return forklower.Flatten(ctx, s.lower.WS, dst, max(s.diskBytes(), volume.MinBytes), int(hostBase(s.rec.Slot))+sandboxUID, &s.m.wst, s.m.templateDir(), s.m.log)
 }
 
 // unlayer makes a layered sandbox one of its own before it hibernates:

@@ -76,7 +76,7 @@ func (s *Sandbox) workspaceVolume(dir string, uid int, root *templateroot.Plan, 
 	}
 	src := s.vol
 	if s.lower != nil {
-		src = s.lower.ws
+		src = s.lower.WS
 	}
 	fd, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
 	if err != nil {
@@ -145,7 +145,7 @@ func (s *Sandbox) releaseVolume() {
 	vol, lower := s.vol, s.lower
 	s.vol, s.lower, s.clamp = nil, nil, nil // the clamp goes with the file system
 	s.mu.Unlock()
-	s.m.dropLower(lower)
+	s.m.snaps.DropLayers(lower)
 	if vol != nil {
 		_ = vol.Close()
 	}
@@ -155,8 +155,8 @@ func (s *Sandbox) releaseVolume() {
 // (a fork's overlay and lower with it). Callers hold s.mu.
 func (s *Sandbox) closeVolumeLocked() {
 	if s.lower != nil {
-		_ = s.lower.ws.Close()
-		s.m.snaps.ReleaseLower(s.lower.snapshot) // its image is collected later
+		_ = s.lower.WS.Close()
+		s.m.snaps.ReleaseLower(s.lower.Snapshot) // its image is collected later
 		s.lower = nil
 	}
 	if s.vol != nil {

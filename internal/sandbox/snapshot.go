@@ -95,7 +95,7 @@ const (
 // digest; a failed one with its error).
 func newKeep(m *Manager) *snapkeep.Keep {
 	return snapkeep.New(snapkeep.Config{
-		Store: m.cfg.Snapshots, Budget: m.cfg.SnapshotBudget, DiskBudget: m.cfg.DiskBudget, MaxImage: m.cfg.Max.DiskBytes,
+		Store: m.cfg.Snapshots, Templates: m.cfg.Templates, Budget: m.cfg.SnapshotBudget, DiskBudget: m.cfg.DiskBudget, MaxImage: m.cfg.Max.DiskBytes,
 		DataDir: m.cfg.DataDir, Log: m.log,
 		DiskRefusal: m.guard.Refusal,
 		Images: func() int64 {
@@ -103,6 +103,9 @@ func newKeep(m *Manager) *snapkeep.Keep {
 			return images
 		},
 		HibernatesIn: m.hibernatedOn,
+		Overlay: func(lower, upper *os.File, base uint32) (*os.File, error) {
+			return forkOverlay(lower, upper, base)
+		},
 		Workspaces: func() []string {
 			var dirs []string
 			for _, s := range m.All() {
@@ -250,9 +253,11 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 		return nil, fault.InvalidField("limits.disk", fmt.Sprintf("a sandbox made from this snapshot has its image's size, %s", diskbudget.IBytes(man.ImageSize)))
 	}
 	if name, d := template.SplitRecorded(meta.Template); d != "" {
-		if err := m.snapshotTemplate(c, man, spec, name, d); err != nil {
+		t, err := m.snaps.Template(c.KeyID, c.Admin, man, name, d)
+		if err != nil {
 			return nil, err
 		}
+		PinTemplate(spec, t)
 	}
 	l := &spec.Limits
 	l.DiskBytes = man.ImageSize
@@ -271,29 +276,6 @@ func (m *Manager) fromSnapshot(c Caller, spec *Spec) (*Restore, error) {
 	}
 	spec.Browser = spec.Browser || meta.Browser
 	return &Restore{Snapshot: man.ID, FromBase: meta.HostBase}, nil
-}
-
-// snapshotTemplate pins spec to the template the snapshot was taken on, by
-// digest, whatever its name says now (the snapshots keep it in the store:
-// TemplatesInUse). One the caller cannot name any more (its name removed)
-// is used only for a snapshot taken here, of a sandbox that ran on it: an
-// imported snapshot never opens another key's template.
-func (m *Manager) snapshotTemplate(c Caller, man *snapshot.Manifest, spec *Spec, name, digest string) error {
-	st := m.cfg.Templates
-	if st == nil {
-		return fault.New(fault.Unavailable, "this server keeps no templates; the snapshot's template cannot be used")
-	}
-	if t, err := st.Resolve(template.Caller{KeyID: c.KeyID, Admin: c.Admin}, digest); err == nil {
-		PinTemplate(spec, t)
-		return nil
-	}
-	tm := st.Manifest(digest)
-	if tm == nil || man.Imported {
-		return fault.New(fault.NotFound, "the snapshot's template is not in this server's store for this key")
-	}
-	r, _ := template.ParseRef("template", name)
-	PinTemplate(spec, template.Template{Name: r.Name, Tag: r.Tag, Digest: digest, Manifest: *tm})
-	return nil
 }
 
 // restoreImage makes the sandbox's image from its pending restore, unless

@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
@@ -34,26 +32,15 @@ func (s *Sandbox) capture(ctx context.Context, fn func(img *os.File, size int64)
 	if s.diskBytes() <= 0 {
 		return fault.New(fault.Unsupported, "a sandbox without a workspace image (no disk quota) cannot be snapshotted")
 	}
-	thaw := func() {}
+	var g snapkeep.Freezer // nothing of a stopped or paused sandbox runs
 	if s.state == Running && s.group != nil {
-		if err := s.group.Freeze(); err != nil {
-			return fmt.Errorf("freeze sandbox for a snapshot: %w", err)
-		}
-		var once sync.Once
-		thaw = func() {
-			once.Do(func() {
-				if err := s.group.Thaw(); err != nil {
-					s.m.log.Error("thaw sandbox after a snapshot", "id", s.rec.ID, "err", err)
-				}
-			})
-		}
-		defer thaw()
+		g = s.group
 	}
-	if s.vol != nil {
-		if err := volume.SyncFS(s.vol); err != nil {
-			return fmt.Errorf("flush workspace for a snapshot: %w", err)
-		}
+	thaw, err := snapkeep.Hold(g, s.vol, s.m.log, s.rec.ID)
+	if err != nil {
+		return err
 	}
+	defer thaw()
 	hook := func() { captureHook(s) }
 	if layered, err := s.ensureLayeredLocked(ctx); err != nil {
 		return err

@@ -3,8 +3,10 @@ package snapkeep
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -19,6 +21,42 @@ import (
 // changes with the sandbox (a clone, a flattened copy), and may be called
 // again; hook sees each capture just before its image is read (a test's
 // window into whether the sandbox runs meanwhile).
+
+// Freezer is a sandbox's group as a capture freezes it (the cgroup
+// freezer, v1 or v2).
+type Freezer interface {
+	Freeze() error
+	Thaw() error
+}
+
+// Hold freezes g (nil: nothing of the sandbox runs) and flushes the
+// mounted workspace fs (nil: not mounted) to its image: with every writer
+// frozen, what syncfs writes back is the whole state. thaw undoes the
+// freeze, once (a failed thaw is logged with the sandbox's id); a failed
+// flush is undone before Hold returns.
+func Hold(g Freezer, fs *os.File, log *slog.Logger, id string) (thaw func(), err error) {
+	thaw = func() {}
+	if g != nil {
+		if err := g.Freeze(); err != nil {
+			return nil, fmt.Errorf("freeze sandbox for a snapshot: %w", err)
+		}
+		var once sync.Once
+		thaw = func() {
+			once.Do(func() {
+				if err := g.Thaw(); err != nil {
+					log.Error("thaw sandbox after a snapshot", "id", id, "err", err)
+				}
+			})
+		}
+	}
+	if fs != nil {
+		if err := volume.SyncFS(fs); err != nil {
+			thaw()
+			return nil, fmt.Errorf("flush workspace for a snapshot: %w", err)
+		}
+	}
+	return thaw, nil
+}
 
 // ReadImage runs fn on the workspace image of dir (volume.ImageName),
 // held still by the caller until thaw.

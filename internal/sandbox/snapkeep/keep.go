@@ -65,10 +65,24 @@ const (
 	Ready   = "ready"
 )
 
+// ErrNoOverlay: the host could not mount a fork's overlay (no id-mapped
+// overlay, ptrace refused); the sandbox then gives the fork a copy.
+var ErrNoOverlay = errors.New("fork overlay unavailable")
+
+// Layers is a layered sandbox's workspace: the overlay (WS) of its
+// snapshot's lower layer and the upper layer in its own image.
+type Layers struct {
+	Snapshot string
+	WS       *os.File
+}
+
 // Config is what the keep needs of the manager.
 type Config struct {
 	// Store keeps the snapshots; nil: the server keeps none.
 	Store *snapshot.Store
+	// Templates keeps the templates the snapshots were taken on; nil:
+	// the server keeps none.
+	Templates *template.Store
 	// Budget bounds what one key's snapshots hold
 	// (SANDBOX_SNAPSHOT_BUDGET); 0: no bound.
 	Budget int64
@@ -94,6 +108,9 @@ type Config struct {
 	// Workspaces are the listed sandboxes' workspace dirs (a layered
 	// one's marker names its lower).
 	Workspaces func() []string
+	// Overlay mounts a fork's overlay of lower and the upper layer in
+	// upper, id-mapped to the host id base base (volume.MountForkOverlay).
+	Overlay func(lower, upper *os.File, base uint32) (*os.File, error)
 	// Sealed audits a seal that ended: err is nil, or what failed (the
 	// keep logs it; the seal is tried again after a backoff).
 	Sealed func(man *snapshot.Manifest, err error)
@@ -265,6 +282,28 @@ func (k *Keep) Templates() []string {
 		}
 	}
 	return out
+}
+
+// Template is the template snapshot man was taken on (name, digest), by
+// digest, whatever its name says now (the snapshots keep it in the store:
+// TemplatesInUse), for key (admin: an admin's). One the caller cannot
+// name any more (its name removed) is used only for a snapshot taken
+// here, of a sandbox that ran on it: an imported snapshot never opens
+// another key's template.
+func (k *Keep) Template(key string, admin bool, man *snapshot.Manifest, name, digest string) (template.Template, error) {
+	st := k.cfg.Templates
+	if st == nil {
+		return template.Template{}, fault.New(fault.Unavailable, "this server keeps no templates; the snapshot's template cannot be used")
+	}
+	if t, err := st.Resolve(template.Caller{KeyID: key, Admin: admin}, digest); err == nil {
+		return t, nil
+	}
+	tm := st.Manifest(digest)
+	if tm == nil || man.Imported {
+		return template.Template{}, fault.New(fault.NotFound, "the snapshot's template is not in this server's store for this key")
+	}
+	r, _ := template.ParseRef("template", name)
+	return template.Template{Name: r.Name, Tag: r.Tag, Digest: digest, Manifest: *tm}, nil
 }
 
 // List returns key's snapshots (an admin's: all).

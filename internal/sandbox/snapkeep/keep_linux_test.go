@@ -281,3 +281,28 @@ func TestReadImage(t *testing.T) {
 		t.Errorf("without an image: %v", err)
 	}
 }
+
+type testFreezer struct{ freezes, thaws int }
+
+func (f *testFreezer) Freeze() error { f.freezes++; return nil }
+func (f *testFreezer) Thaw() error   { f.thaws++; return nil }
+
+// TestHold: a running sandbox is frozen until its thaw, which undoes the
+// freeze once however often it is called; nothing runs, nothing freezes.
+func TestHold(t *testing.T) {
+	f := &testFreezer{}
+	thaw, err := Hold(f, nil, slog.Default(), "sb1")
+	if err != nil || f.freezes != 1 || f.thaws != 0 {
+		t.Fatalf("Hold: %v, %d freezes, %d thaws", err, f.freezes, f.thaws)
+	}
+	thaw()
+	thaw()
+	if f.thaws != 1 {
+		t.Errorf("%d thaws, want 1", f.thaws)
+	}
+	thaw, err = Hold(nil, nil, slog.Default(), "sb1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	thaw()
+}

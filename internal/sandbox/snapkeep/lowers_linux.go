@@ -3,11 +3,13 @@ package snapkeep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/forklower"
+	"github.com/sandhold/sandhold/internal/sandbox/startsteps"
 	"github.com/sandhold/sandhold/internal/snapshot"
 )
 
@@ -15,8 +17,39 @@ import (
 // system without shared blocks gets the snapshot's lower layer
 // (internal/sandbox/forklower, which says the layout), shared by every
 // sandbox made from that snapshot on this node; the keep holds them with
-// their reference counts and collects the images nothing needs. The
-// sandbox mounts and unmounts a sandbox's overlay on them.
+// their reference counts, mounts a sandbox's overlay on one and collects
+// the images nothing needs. The sandbox decides which sandboxes are
+// layered and when their layers are mounted (its forklower_linux.go).
+
+// MountLayers mounts a layered workspace in dir: snapshot snap's lower
+// (restored first if this node has none), the sandbox's own image
+// (forklower.UpperImage, opened by open as volume.Open does: made if new,
+// its finish, if any, returned) and the overlay of them, id-mapped to the
+// host id base base. On an error nothing of it stays mounted.
+func (k *Keep) MountLayers(ctx context.Context, dir, snap string, base uint32, open func(img string) (*os.File, func() error, error), clk *startsteps.Clock) (mnt *os.File, l *Layers, finish func() error, err error) {
+	lower, err := k.AcquireLower(ctx, snap)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	clk.Mark("fork_lower")
+	mnt, finish, err = open(filepath.Join(dir, forklower.UpperImage))
+	if err != nil {
+		k.ReleaseLower(snap)
+		return nil, nil, nil, err
+	}
+	ws, err := k.cfg.Overlay(lower, mnt, base)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrNoOverlay, err)
+		if finish != nil {
+			_ = finish()
+		}
+		_ = mnt.Close()
+		k.ReleaseLower(snap)
+		return nil, nil, nil, err
+	}
+	clk.Mark("fork_overlay")
+	return mnt, &Layers{Snapshot: snap, WS: ws}, finish, nil
+}
 
 // LowersDir is the lower layers' directory.
 func (k *Keep) LowersDir() string { return filepath.Join(k.cfg.DataDir, forklower.DirName) }
@@ -45,11 +78,15 @@ func (k *Keep) AcquireLower(ctx context.Context, snap string) (*os.File, error) 
 // ReleaseLower drops one use of snap's lower (forklower.Lowers.Release).
 func (k *Keep) ReleaseLower(snap string) (last bool) { return k.lowers.Release(snap) }
 
-// DropLower releases one use of snap's lower whose overlay is closed; the
-// last use of a lower collects the images no snapshot and no sandbox
+// DropLayers closes a layered sandbox's overlay and releases its lower;
+// the last use of a lower collects the images no snapshot and no sandbox
 // needs. Callers hold no sandbox's lock (CollectLowers lists them).
-func (k *Keep) DropLower(snap string) {
-	if k.ReleaseLower(snap) {
+func (k *Keep) DropLayers(l *Layers) {
+	if l == nil {
+		return
+	}
+	_ = l.WS.Close()
+	if k.ReleaseLower(l.Snapshot) {
 		k.CollectLowers()
 	}
 }
