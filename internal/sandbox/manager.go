@@ -24,6 +24,7 @@ import (
 	"github.com/sandhold/sandhold/internal/sandbox/diskbudget"
 	"github.com/sandhold/sandhold/internal/sandbox/hostids"
 	"github.com/sandhold/sandhold/internal/sandbox/netmode"
+	"github.com/sandhold/sandhold/internal/sandbox/selfcheck"
 	"github.com/sandhold/sandhold/internal/sandbox/sleepgate"
 	"github.com/sandhold/sandhold/internal/sandbox/snapkeep"
 	"github.com/sandhold/sandhold/internal/sandbox/spareinit"
@@ -158,7 +159,7 @@ type Manager struct {
 	// defaultMu serialises creating default sandboxes (one per key).
 	defaultMu sync.Mutex
 	// layers are the isolation layers the last init reported (Layers).
-	layers initLayers
+	layers selfcheck.Last
 	// spares are inits cloned ahead for cold creates (spares.go).
 	spares *spareinit.Spares
 	net    netmode.Hub // egress wiring (network.go)
@@ -717,7 +718,7 @@ func (m *Manager) expire(now time.Time) {
 // Layers returns the isolation layers the most recent init reported, or
 // nil if no sandbox has started yet.
 func (m *Manager) Layers() []agent.Layer {
-	return m.layers.last()
+	return m.layers.Get()
 }
 
 // PoolStatus reports the warm pool and the spare inits.

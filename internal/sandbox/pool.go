@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"sync"
 	"time"
 
-	"github.com/sandhold/sandhold/internal/agent"
 	"github.com/sandhold/sandhold/internal/sandbox/warmpool"
 	"github.com/sandhold/sandhold/internal/template"
 )
@@ -118,24 +116,6 @@ func warmUp(s *Sandbox) error {
 	}
 	s.execs.Forget()
 	return nil
-}
-
-// initLayers are the isolation layers the most recent init reported.
-type initLayers struct {
-	mu     sync.Mutex
-	layers []agent.Layer
-}
-
-func (l *initLayers) note(layers []agent.Layer) {
-	l.mu.Lock()
-	l.layers = layers
-	l.mu.Unlock()
-}
-
-func (l *initLayers) last() []agent.Layer {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]agent.Layer(nil), l.layers...)
 }
 
 // PoolStatus is the warm pool's size and how many sandboxes wait in it,

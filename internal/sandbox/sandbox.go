@@ -397,7 +397,7 @@ func (s *Sandbox) startLocked(ctx context.Context) error {
 	}
 	s.execs.Start(group, user, home, first)
 	s.lastUsed = time.Now()
-	s.m.layers.note(inst.Ready.Layers)
+	s.m.layers.Note(inst.Ready.Layers)
 	go s.watch(inst)
 	clk.Mark("attach_files")
 	s.m.log.Debug("sandbox init started", append([]any{"id", s.rec.ID}, clk.Attrs()...)...)

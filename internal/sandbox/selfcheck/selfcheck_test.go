@@ -155,3 +155,19 @@ func TestTemplateRow(t *testing.T) {
 		t.Fatalf("%d boxes closed, want 6", closed)
 	}
 }
+
+// TestLastKeepsTheLatestLayers: none before an init reported; then the
+// latest report, as a copy a caller may change.
+func TestLastKeepsTheLatestLayers(t *testing.T) {
+	var l Last
+	if got := l.Get(); len(got) != 0 {
+		t.Fatalf("before any init: %v", got)
+	}
+	l.Note([]agent.Layer{{Name: "seccomp", Active: true}})
+	l.Note([]agent.Layer{{Name: "landlock", Active: true}, {Name: "seccomp", Active: true}})
+	got := l.Get()
+	got[0].Active = false
+	if again := l.Get(); len(again) != 2 || again[0].Name != "landlock" || !again[0].Active {
+		t.Fatalf("kept %+v, want the latest report unchanged", again)
+	}
+}
