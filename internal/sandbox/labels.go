@@ -11,22 +11,19 @@ import (
 )
 
 // checkLabels validates a spec's labels and environment
-// (speccheck.Labels) and what the end of its TTL does.
+// (speccheck.Labels) and what the end of its TTL does
+// (speccheck.OnExpire).
 func checkLabels(c Caller, spec Spec) error {
 	if err := speccheck.Labels(spec.Labels, spec.Env, c.Admin); err != nil {
 		return err
 	}
-	switch spec.OnExpire {
-	case "", ExpireDelete, ExpireHibernate:
-		return nil
-	}
-	return fault.InvalidField("on_expire", "on_expire is delete or hibernate")
+	return speccheck.OnExpire(spec.OnExpire)
 }
 
 // What the end of a sandbox's TTL does (Spec.OnExpire).
 const (
-	ExpireDelete    = "delete"
-	ExpireHibernate = "hibernate"
+	ExpireDelete    = speccheck.ExpireDelete
+	ExpireHibernate = speccheck.ExpireHibernate
 )
 
 // expireOne ends s, whose TTL is over: deleted, or — on_expire

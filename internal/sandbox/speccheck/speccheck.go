@@ -80,3 +80,19 @@ func Labels(labels, env map[string]string, admin bool) error {
 	_, err := execenv.Build(map[string]string{}, env, admin, execenv.MaxVars)
 	return err
 }
+
+// What the end of a sandbox's TTL does (sandbox.Spec.OnExpire).
+const (
+	ExpireDelete    = "delete"
+	ExpireHibernate = "hibernate"
+)
+
+// OnExpire validates what the end of a spec's TTL does: delete (also
+// when empty) or hibernate.
+func OnExpire(v string) error {
+	switch v {
+	case "", ExpireDelete, ExpireHibernate:
+		return nil
+	}
+	return fault.InvalidField("on_expire", "on_expire is delete or hibernate")
+}

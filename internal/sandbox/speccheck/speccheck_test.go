@@ -65,3 +65,18 @@ func TestLabelsAreBounded(t *testing.T) {
 		t.Fatalf("LD_PRELOAD for an admin: %v", err)
 	}
 }
+
+// TestOnExpireIsDeleteOrHibernate: the end of a TTL deletes (also when
+// unsaid) or hibernates; anything else is the caller's invalid field.
+func TestOnExpireIsDeleteOrHibernate(t *testing.T) {
+	for _, v := range []string{"", ExpireDelete, ExpireHibernate} {
+		if err := OnExpire(v); err != nil {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	for _, v := range []string{"pause", "Delete", " hibernate"} {
+		if err := OnExpire(v); fault.KindOf(err) != fault.Invalid {
+			t.Errorf("%q: %v, want invalid on_expire", v, err)
+		}
+	}
+}
