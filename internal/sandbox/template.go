@@ -3,7 +3,6 @@ package sandbox
 import (
 	"maps"
 
-	"github.com/sandhold/sandhold/internal/fault"
 	"github.com/sandhold/sandhold/internal/sandbox/execenv"
 	"github.com/sandhold/sandhold/internal/sandbox/templateroot"
 	"github.com/sandhold/sandhold/internal/template"
@@ -33,21 +32,13 @@ func (s *Sandbox) rootPlan() (*templateroot.Plan, error) {
 // resolveTemplate resolves spec.Template for c, pins it to its digest and
 // fills the limits spec leaves at zero from the template's defaults.
 func (m *Manager) resolveTemplate(c Caller, spec *Spec) error {
-	if spec.pinned == nil && template.IsHost(spec.Template) {
-		spec.Template = ""
+	t, err := templateroot.Resolve(m.cfg.Templates, template.Caller{KeyID: c.KeyID, Admin: c.Admin}, spec.Template, spec.pinned)
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		spec.Template = "" // the host's
 		return nil
-	}
-	if m.cfg.Templates == nil {
-		return fault.InvalidField("template", "this server keeps no templates; only host is available")
-	}
-	var t template.Template
-	if spec.pinned != nil {
-		t = *spec.pinned
-	} else {
-		var err error
-		if t, err = m.cfg.Templates.Resolve(template.Caller{KeyID: c.KeyID, Admin: c.Admin}, spec.Template); err != nil {
-			return err
-		}
 	}
 	spec.Template = t.Ref()
 	d := t.Manifest.Config.Limits

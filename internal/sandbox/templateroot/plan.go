@@ -61,6 +61,26 @@ func (p *Plan) Apply(spec *agent.LaunchSpec, files func(pid int, dirs []string) 
 	spec.RootFiles = func(pid int) ([]*os.File, error) { return files(pid, p.Dirs) }
 }
 
+// Resolve is the template a create names for caller c: ref as the store
+// resolves it now, or pinned, a template the server resolved itself; nil
+// for the host's.
+func Resolve(st *template.Store, c template.Caller, ref string, pinned *template.Template) (*template.Template, error) {
+	if pinned == nil && template.IsHost(ref) {
+		return nil, nil
+	}
+	if st == nil {
+		return nil, fault.InvalidField("template", "this server keeps no templates; only host is available")
+	}
+	if pinned != nil {
+		return pinned, nil
+	}
+	t, err := st.Resolve(c, ref)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 // ConfigOf is the config of the template a sandbox is recorded on (ref,
 // name:tag@digest): nil for the host's, or when st keeps no templates or
 // lost the manifest (the start then fails, see NewPlan).

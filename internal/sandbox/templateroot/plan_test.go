@@ -23,6 +23,18 @@ func TestPlanOfAStoredTemplate(t *testing.T) {
 	}
 	cfg := template.Config{Env: []string{"LANG=C.UTF-8", "PATH=/opt/bin:/usr/bin"}, WorkingDir: "/srv", Shell: "/bin/sh"}
 	tp := templatetest.Put(t, st, template.Caller{Admin: true}, "plan", "v1", cfg, bytes.NewReader(templatetest.Tar(t, templatetest.File{Name: "etc/os-release", Body: "plan\n"})))
+	if r, err := Resolve(st, template.Caller{KeyID: "k1"}, "plan:v1", nil); err != nil || r == nil || r.Ref() != tp.Ref() {
+		t.Fatalf("resolve plan:v1: %+v, %v; want %s", r, err, tp.Ref())
+	}
+	if r, err := Resolve(nil, template.Caller{}, "", nil); r != nil || err != nil {
+		t.Fatalf("resolve the host's: %+v, %v", r, err)
+	}
+	if r, err := Resolve(st, template.Caller{}, "nobody:v1", &tp); err != nil || r != &tp {
+		t.Fatalf("a pinned template: %+v, %v; want it as pinned", r, err)
+	}
+	if _, err := Resolve(nil, template.Caller{}, "plan:v1", nil); fault.KindOf(err) != fault.Invalid {
+		t.Fatalf("no store: %v, want invalid template", err)
+	}
 	if p, err := NewPlan(st, "", 1<<20); p != nil || err != nil {
 		t.Fatalf("host sandbox: %+v, %v; want no plan", p, err)
 	}
