@@ -91,3 +91,33 @@ func TestUploadOfAChangedFileStartsOver(t *testing.T) {
 		t.Fatalf("the abandoned upload was left on the server: %+v %v", after, err)
 	}
 }
+
+// TestArtifactDeleteSaysWhatItRemoved: DELETE /v1/artifacts/{ref} answers
+// the upload it removed, and a second delete of it is not found.
+func TestArtifactDeleteSaysWhatItRemoved(t *testing.T) {
+	d := daemontest.Start(t, nil)
+	c, err := New(Config{URL: "http://" + d.Addr(), Key: d.AdminKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	sb, err := c.Create(ctx, CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var up struct{ ID string }
+	body := map[string]any{"name": "to-delete", "length": 3, "sha256": sha256Hex([]byte("abc"))}
+	if err := c.call(ctx, http.MethodPost, artifactPath(sb.ID, ""), nil, body, &up); err != nil || up.ID == "" {
+		t.Fatalf("start an upload: %+v %v", up, err)
+	}
+	var del struct {
+		Deleted string `json:"deleted"`
+	}
+	if err := c.call(ctx, http.MethodDelete, artifactPath(sb.ID, up.ID), nil, nil, &del); err != nil || del.Deleted != up.ID {
+		t.Fatalf("delete answered %+v %v, want deleted %q", del, err, up.ID)
+	}
+	err = c.call(ctx, http.MethodDelete, artifactPath(sb.ID, up.ID), nil, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "no such artifact upload") {
+		t.Fatalf("second delete: %v, want not found", err)
+	}
+}

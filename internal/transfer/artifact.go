@@ -411,35 +411,40 @@ func (s *Service) ReadArtifact(ctx context.Context, c auth.Caller, a ArtifactRef
 	return openRegular(ctx, sb, "artifact", l)
 }
 
+// Deleted is artifact.delete's answer: what was removed.
+type Deleted struct {
+	Deleted string `json:"deleted" doc:"the upload id or the artifact name that was removed"`
+}
+
 // DeleteArtifact removes an upload (by ID) or a completed artifact (Name).
-func (s *Service) DeleteArtifact(ctx context.Context, c auth.Caller, a ArtifactRef) (map[string]any, error) {
+func (s *Service) DeleteArtifact(ctx context.Context, c auth.Caller, a ArtifactRef) (Deleted, error) {
 	sb, err := s.artifactSandbox(ctx, c, a.Sandbox)
 	if err != nil {
-		return nil, err
+		return Deleted{}, err
 	}
 	switch {
 	case uploadID.MatchString(a.ID):
 		unlock, err := s.lockUpload(ctx, sb, a.ID)
 		if err != nil {
-			return nil, err
+			return Deleted{}, err
 		}
 		defer unlock()
 		if _, _, err := sb.File(ctx, agent.OpRemove, agent.FileReq{Path: path.Join(uploadsDir, a.ID+".json"), NoFollow: true}); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, fault.New(fault.NotFound, "no such artifact upload")
+				return Deleted{}, fault.New(fault.NotFound, "no such artifact upload")
 			}
-			return nil, fileError("delete", a.ID, err)
+			return Deleted{}, fileError("delete", a.ID, err)
 		}
 		s.removeQuiet(ctx, sb, path.Join(uploadsDir, a.ID+".part"))
-		return map[string]any{"deleted": a.ID}, nil
+		return Deleted{Deleted: a.ID}, nil
 	case artifactName.MatchString(a.Name):
 		if _, _, err := sb.File(ctx, agent.OpRemove, agent.FileReq{Path: path.Join(ArtifactDir, a.Name), NoFollow: true}); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, fault.New(fault.NotFound, "no such artifact")
+				return Deleted{}, fault.New(fault.NotFound, "no such artifact")
 			}
-			return nil, fileError("delete", a.Name, err)
+			return Deleted{}, fileError("delete", a.Name, err)
 		}
-		return map[string]any{"deleted": a.Name}, nil
+		return Deleted{Deleted: a.Name}, nil
 	}
-	return nil, fault.New(fault.NotFound, "no such artifact")
+	return Deleted{}, fault.New(fault.NotFound, "no such artifact")
 }

@@ -20,7 +20,7 @@ var (
 	ToolArtifactStatus = dispatch.Ref[ArtifactRef, *ArtifactUpload]("artifact.status")
 	ToolArtifactList   = dispatch.Ref[ArtifactRef, *ArtifactList]("artifact.list")
 	ToolArtifactRead   = dispatch.Ref[ArtifactRef, *Download]("artifact.read")
-	ToolArtifactDelete = dispatch.Ref[ArtifactRef, map[string]any]("artifact.delete")
+	ToolArtifactDelete = dispatch.Ref[ArtifactRef, Deleted]("artifact.delete")
 )
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -136,7 +136,7 @@ func Tools(s *Service) []dispatch.Tool {
 		dispatch.Define(ToolArtifactRead, refSpec("Open a completed artifact for a (Range) download", guard.Safe, true, nil),
 			streamed(ToolArtifactRead.Name(), s.ReadArtifact), dispatch.Hooks[ArtifactRef, *Download]{Describe: refTarget}),
 		dispatch.Define(ToolArtifactDelete, refSpec("Delete an artifact or an upload in progress", guard.Medium, false, nil),
-			s.DeleteArtifact, dispatch.Hooks[ArtifactRef, map[string]any]{Describe: refTarget}),
+			s.DeleteArtifact, dispatch.Hooks[ArtifactRef, Deleted]{Describe: refTarget}),
 	}
 }
 

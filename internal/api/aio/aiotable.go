@@ -240,7 +240,7 @@ var aioCoreRows = []aioRoute{
 			op.Responses["422"] = &huma.Response{Description: "SHA-256 mismatch; the upload was discarded"}
 		})),
 	jsonRowAs(groupTransfer, http.MethodDelete, "/v1/artifacts/{ref}", transfer.ToolArtifactDelete, "files",
-		"Delete an artifact or an upload", artifactRef, same[struct{}, map[string]any], native(), streams(), doc(refDoc)),
+		"Delete an artifact or an upload", artifactRef, same[struct{}, transfer.Deleted], native(), streams(), doc(refDoc)),
 }
 
 // same answers the tool's answer as it is.
