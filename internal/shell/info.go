@@ -234,8 +234,9 @@ var packageScripts = map[string]string{
 const maxPackagesOutput = 4 << 20
 
 // Packages lists the packages installed in sb for lang ("python" or
-// "nodejs"), as the package manager reports them.
-func (s *Service) Packages(ctx context.Context, sb *sandbox.Sandbox, lang string) (any, error) {
+// "nodejs"), as the package manager reports them: its JSON, checked to be
+// JSON and passed on as it is (AIO answers what pip or npm said).
+func (s *Service) Packages(ctx context.Context, sb *sandbox.Sandbox, lang string) (json.RawMessage, error) {
 	script, ok := packageScripts[lang]
 	if !ok {
 		return nil, fault.InvalidField("language", "language must be python or nodejs")
@@ -245,9 +246,8 @@ func (s *Service) Packages(ctx context.Context, sb *sandbox.Sandbox, lang string
 		return nil, err
 	}
 	out, truncated := e.Stdout.Text()
-	var v any
-	if truncated || json.Unmarshal([]byte(out), &v) != nil {
+	if truncated || !json.Valid([]byte(out)) {
 		return nil, fault.New(fault.Unavailable, "the package manager's answer could not be read")
 	}
-	return v, nil
+	return json.RawMessage(out), nil
 }

@@ -112,6 +112,12 @@ func TestSandboxInfoPrefixesAndStreams(t *testing.T) {
 			if r.status != 200 || r.body["success"] != true {
 				t.Fatalf("%s packages: %d %s", lang, r.status, r.raw)
 			}
+			// pip's list is an array, npm's an object: passed on as they are.
+			_, isList := r.body["data"].([]any)
+			_, isObject := r.body["data"].(map[string]any)
+			if (lang == "python" && !isList) || (lang == "nodejs" && !isObject) {
+				t.Fatalf("%s packages: data %T, want what the package manager answers: %s", lang, r.body["data"], r.raw)
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package shell
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/sandhold/sandhold/internal/auth"
 	"github.com/sandhold/sandhold/internal/dispatch"
@@ -34,7 +35,7 @@ var (
 	ToolBashCreate    = dispatch.Ref[BashCreateArgs, BashInfo]("bash.session_create")
 	ToolBashClose     = dispatch.Ref[BashSessionArgs, Empty]("bash.session_close")
 	ToolSandboxDetail = dispatch.Ref[InfoArgs, SandboxInfo]("sandbox.info")
-	ToolPackages      = dispatch.Ref[InfoArgs, any]("sandbox.packages")
+	ToolPackages      = dispatch.Ref[InfoArgs, json.RawMessage]("sandbox.packages")
 )
 
 var viewers = []auth.Role{auth.RoleAdmin, auth.RoleAgent, auth.RoleViewer}
@@ -530,13 +531,13 @@ func (t toolset) sandboxDetail() dispatch.Tool {
 
 func (t toolset) packages() dispatch.Tool {
 	return dispatch.Define(ToolPackages, aio("List a sandbox's installed python or nodejs packages", guard.Safe, 0, nil),
-		func(ctx context.Context, c auth.Caller, a InfoArgs) (any, error) {
+		func(ctx context.Context, c auth.Caller, a InfoArgs) (json.RawMessage, error) {
 			sb, err := t.resolve(ctx, c, a.Sandbox)
 			if err != nil {
 				return nil, err
 			}
 			return t.Service.Packages(ctx, sb, a.Language)
-		}, dispatch.Hooks[InfoArgs, any]{
+		}, dispatch.Hooks[InfoArgs, json.RawMessage]{
 			Describe: func(a InfoArgs) dispatch.Target { return target(a.Sandbox, a.Language, nil) },
 		})
 }

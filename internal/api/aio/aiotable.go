@@ -1,6 +1,7 @@
 package aio
 
 import (
+	"encoding/json"
 	"net/http"
 	"reflect"
 	"slices"
@@ -156,9 +157,9 @@ var aioCoreRows = []aioRoute{
 		"The sandbox's environment: OS, user, runtimes, tools, listening ports (gathered inside it)",
 		reflect.TypeFor[sandboxInfoBody](), sandboxInfo),
 	jsonRowAs(groupShell, http.MethodGet, "/v1/sandbox/packages/python", shell.ToolPackages, "sandbox",
-		"Installed python packages (pip list)", packages("python"), same[struct{}, any]),
+		"Installed python packages (pip list)", packages("python"), same[struct{}, json.RawMessage]),
 	jsonRowAs(groupShell, http.MethodGet, "/v1/sandbox/packages/nodejs", shell.ToolPackages, "sandbox",
-		"Installed global node packages (npm ls -g)", packages("nodejs"), same[struct{}, any]),
+		"Installed global node packages (npm ls -g)", packages("nodejs"), same[struct{}, json.RawMessage]),
 
 	// code and jupyter (AIO): failures carry data null.
 	jsonRowAs(groupCode, http.MethodPost, "/v1/code/execute", coderun.ToolExecute, "code",
