@@ -214,19 +214,22 @@ func TestReadingThePage(t *testing.T) {
 	f := setup(t)
 	call[browserops.PageInfo](t, f, browserops.ToolNavigate.Name(), map[string]any{"url": f.srv.URL + "/form", "wait_until": "domcontentloaded"})
 
-	md := call[map[string]any](t, f, browserops.ToolMarkdown.Name(), map[string]any{})
-	if s, _ := md["markdown"].(string); !strings.Contains(s, "# Sign up") || !strings.Contains(s, "**bold**") || !strings.Contains(s, "[link](") {
-		t.Fatalf("markdown: %q", md["markdown"])
+	md := call[browserops.PageMarkdown](t, f, browserops.ToolMarkdown.Name(), map[string]any{})
+	if s := md.Markdown; !strings.Contains(s, "# Sign up") || !strings.Contains(s, "**bold**") || !strings.Contains(s, "[link](") || !strings.HasSuffix(md.URL, "/form") {
+		t.Fatalf("markdown: %+v", md)
 	}
 	html := call[string](t, f, browserops.ToolHTML.Name(), map[string]any{"outer": true})
 	if !strings.HasPrefix(html, "<html") || !strings.Contains(html, `id="agree"`) {
 		t.Fatalf("html: %.200q", html)
 	}
-	els := call[[]map[string]any](t, f, browserops.ToolElements.Name(), map[string]any{})
+	els := call[[]browserops.Element](t, f, browserops.ToolElements.Name(), map[string]any{})
 	idx := -1
 	for _, e := range els {
-		if e["id"] == "name" {
-			idx = int(e["index"].(float64))
+		if e.ID == "name" {
+			idx = e.Index
+			if e.Tag != "input" || e.Rect.Width <= 0 || e.Rect.Height <= 0 {
+				t.Fatalf("element #name: %+v", e)
+			}
 		}
 	}
 	if idx < 0 {
@@ -392,8 +395,8 @@ func TestActionsUploadAndInfo(t *testing.T) {
 	if _, err := callErr[browserops.BrowserInfo](f, browserops.ToolInfo.Name(), map[string]any{"base_url": "http://user:pw@host/x"}); fault.KindOf(err) != fault.Invalid {
 		t.Fatalf("info with an odd base_url: %v", err)
 	}
-	det := call[map[string]any](t, f, browserops.ToolCaptchaDetect.Name(), map[string]any{})
-	if det["detected"] != false {
+	det := call[browserops.CaptchaDetection](t, f, browserops.ToolCaptchaDetect.Name(), map[string]any{})
+	if det.Detected || len(det.Captchas) != 0 || det.URL == "" {
 		t.Fatalf("captcha detect on a plain form: %v", det)
 	}
 	cw := call[browserops.CaptchaWaitResult](t, f, browserops.ToolCaptchaWait.Name(), map[string]any{"timeout": 5})

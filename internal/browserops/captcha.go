@@ -21,12 +21,29 @@ type CaptchaWaitResult struct {
 	Resolved bool `json:"resolved"`
 }
 
+// CaptchaDetection is captcha_detect's answer (captchaJS): the CAPTCHA
+// widgets seen on the active page.
+type CaptchaDetection struct {
+	Detected bool          `json:"detected"`
+	Captchas []CaptchaSign `json:"captchas"`
+	URL      string        `json:"url"`
+}
+
+// CaptchaSign is one CAPTCHA widget found: its kind (recaptcha, hcaptcha,
+// turnstile, cloudflare_challenge, arkose, geetest, generic), the selector
+// that found it and whether it is visible.
+type CaptchaSign struct {
+	Type     string `json:"type"`
+	Selector string `json:"selector"`
+	Visible  bool   `json:"visible"`
+}
+
 // captchaTools detect a CAPTCHA on the active page and wait until a person
 // has solved it (sandhold solves none).
 func captchaTools(ts *[]dispatch.Tool, s *Service) {
 	define(ts, ToolCaptchaDetect, "Detect a CAPTCHA widget on the active page (detection only: sandhold solves none)", guard.Safe,
-		func(ctx context.Context, c auth.Caller, a PageArgs) (map[string]any, error) {
-			return read[map[string]any](ctx, s, c, a.Sandbox, captchaJS, nil)
+		func(ctx context.Context, c auth.Caller, a PageArgs) (CaptchaDetection, error) {
+			return read[CaptchaDetection](ctx, s, c, a.Sandbox, captchaJS, nil)
 		}, nil)
 	define(ts, ToolCaptchaWait, "Wait until no CAPTCHA is detected on the active page (a person solves it, e.g. over VNC)", guard.Safe,
 		func(ctx context.Context, c auth.Caller, a CaptchaWaitArgs) (CaptchaWaitResult, error) {

@@ -50,6 +50,41 @@ func (a FindTextArgs) Validate() error {
 	return nil
 }
 
+// PageMarkdown is get_markdown's answer: the page's main content as
+// Markdown (markdownJS).
+type PageMarkdown struct {
+	Title    string `json:"title"`
+	URL      string `json:"url"`
+	Markdown string `json:"markdown"`
+}
+
+// Element is one interactive element of the page (H.describe in js.go);
+// its Index is what click and fill take.
+type Element struct {
+	Index int    `json:"index"`
+	Tag   string `json:"tag"`
+	Text  string `json:"text"`
+	Rect  Rect   `json:"rect"`
+	// The element's attributes of these names, where set (500 bytes at most).
+	Type        string `json:"type,omitempty"`
+	Role        string `json:"role,omitempty"`
+	Name        string `json:"name,omitempty"`
+	ID          string `json:"id,omitempty"`
+	Href        string `json:"href,omitempty"`
+	Placeholder string `json:"placeholder,omitempty"`
+	// Checked is set for a checkbox or a radio button.
+	Checked  *bool `json:"checked,omitempty"`
+	Disabled bool  `json:"disabled,omitempty"`
+}
+
+// Rect is an element's box in CSS pixels of the viewport, rounded.
+type Rect struct {
+	X      int `json:"x"`
+	Y      int `json:"y"`
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
 // TextMatch is one find_text hit.
 type TextMatch struct {
 	Index   int            `json:"index"`
@@ -71,14 +106,14 @@ func contentTools(ts *[]dispatch.Tool, s *Service) {
 			return read[string](ctx, s, c, a.Sandbox, `return document.body ? document.body.innerText : '';`, nil)
 		}, nil)
 	define(ts, ToolMarkdown, "The active page's main content as Markdown", guard.Safe,
-		func(ctx context.Context, c auth.Caller, a PageArgs) (map[string]any, error) {
-			return read[map[string]any](ctx, s, c, a.Sandbox, markdownJS, nil)
+		func(ctx context.Context, c auth.Caller, a PageArgs) (PageMarkdown, error) {
+			return read[PageMarkdown](ctx, s, c, a.Sandbox, markdownJS, nil)
 		}, nil)
 	define(ts, ToolElements, "The interactive elements of the active page, with the index click and fill take", guard.Safe,
-		func(ctx context.Context, c auth.Caller, a PageArgs) ([]map[string]any, error) {
-			out, err := read[[]map[string]any](ctx, s, c, a.Sandbox, `return H.interactive().slice(0, 500).map(H.describe);`, nil)
+		func(ctx context.Context, c auth.Caller, a PageArgs) ([]Element, error) {
+			out, err := read[[]Element](ctx, s, c, a.Sandbox, `return H.interactive().slice(0, 500).map(H.describe);`, nil)
 			if out == nil && err == nil {
-				out = []map[string]any{}
+				out = []Element{}
 			}
 			return out, err
 		}, nil)

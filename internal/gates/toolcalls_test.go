@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"go/types"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,6 +79,41 @@ func TestAIORowsAreTyped(t *testing.T) {
 			return true
 		})
 	}
+	// Nor is an adapter instantiated with any: same[struct{}, any] would
+	// pass any tool's answer through unchecked. (reqType only documents a
+	// request body: the MCP call row's is the called tool's arguments, a
+	// JSON edge by nature, like /v1/tools/call.)
+	aio, aioSet := parseProduction(t, "internal/api/aio/")
+	for _, f := range aio {
+		ast.Inspect(f, func(n ast.Node) bool {
+			var args []ast.Expr
+			switch x := n.(type) {
+			case *ast.IndexExpr:
+				if isIdent(x.X, "reqType") {
+					return true
+				}
+				args = []ast.Expr{x.Index}
+			case *ast.IndexListExpr:
+				args = x.Indices
+			}
+			for _, a := range args {
+				if isAny(a) || isMapOfAny(a) || isSliceOf(a, isMapOfAny) {
+					t.Errorf("%s: an AIO adapter instantiated with %s; give it the tool's answer type", aioSet.Position(a.Pos()), types.ExprString(a))
+				}
+			}
+			return true
+		})
+	}
+}
+
+func isSliceOf(e ast.Expr, elem func(ast.Expr) bool) bool {
+	a, ok := e.(*ast.ArrayType)
+	return ok && a.Len == nil && (elem(a.Elt) || isAny(a.Elt))
+}
+
+func isMapOfAny(e ast.Expr) bool {
+	m, ok := e.(*ast.MapType)
+	return ok && isAny(m.Value)
 }
 
 func isIdent(e ast.Expr, name string) bool {

@@ -149,9 +149,9 @@ var aioBrowserRows = []aioRoute{
 	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/text", browserops.ToolText, "browser",
 		"The active page's visible text", bPage, same[struct{}, string]),
 	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/markdown", browserops.ToolMarkdown, "browser",
-		"The active page's main content as Markdown", bPage, same[struct{}, map[string]any]),
+		"The active page's main content as Markdown", bPage, same[struct{}, browserops.PageMarkdown]),
 	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/elements", browserops.ToolElements, "browser",
-		"The interactive elements of the active page (their index is what click and fill take)", bPage, same[struct{}, []map[string]any]),
+		"The interactive elements of the active page (their index is what click and fill take)", bPage, same[struct{}, []browserops.Element]),
 	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/page/console", browserops.ToolConsole, "browser",
 		"The pages' console messages (clear: empty the log after reading)", func(r *http.Request, _ struct{}) (browserops.ConsoleArgs, error) {
 			clear, err := bQueryBool(r, "clear")
@@ -205,7 +205,7 @@ var aioBrowserRows = []aioRoute{
 	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/network/export_har", browserops.ToolExportHAR, "browser",
 		"Write the network log to a workspace file as HAR 1.2", required("save_path")),
 	jsonRowAs(groupBrowser, http.MethodGet, "/v1/browser/captcha/detect", browserops.ToolCaptchaDetect, "browser",
-		"Detect a CAPTCHA on the active page (detection only)", bPage, same[struct{}, map[string]any]),
+		"Detect a CAPTCHA on the active page (detection only)", bPage, same[struct{}, browserops.CaptchaDetection]),
 	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/captcha/wait", browserops.ToolCaptchaWait, "browser",
 		"Wait until no CAPTCHA is detected (a person solves it)"),
 	jsonRow(groupBrowser, http.MethodPost, "/v1/browser/restart", browserops.ToolRestart, "browser",
